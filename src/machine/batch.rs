@@ -1,0 +1,589 @@
+//! Tool batches: classifying the calls of a model reply (grant, arguments, approval, budget),
+//! collecting results in any arrival order, and feeding them back in call order.
+
+use serde_json::Value;
+
+use super::effect::{Effect, InputKind, InputRequest};
+use super::error::{ErrorClass, Failure, MachineError};
+use super::event::{HumanInput, ToolOutcome};
+use super::ids::{AgentId, EffectId};
+use super::message::{Message, Role, ToolCall};
+use super::reply::{ModelReply, ToolCallRequest};
+use super::spec::{MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, OnInDoubt};
+use super::state::{Batch, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult};
+use super::step::{Cx, Note};
+use super::table::StateKind;
+
+/// The only thing a model hears about a tool it may not use or that does not exist: the same
+/// words for both, and never the name it asked for.
+pub const TOOL_UNAVAILABLE: &str = "tool unavailable";
+
+/// `Generating` + `ModelReplied`.
+pub(crate) fn on_reply(
+    cx: &mut Cx<'_>,
+    mut run: RunData,
+    reply: &ModelReply,
+) -> (&'static str, RunState) {
+    let agent = run.active.clone();
+    let tokens = reply.usage.map(|u| (u.input_tokens, u.output_tokens));
+    run.usage.add_turn(tokens, reply.cost_nanos);
+    if let Some(a) = run.agents.get_mut(&agent) {
+        a.usage.add_turn(tokens, reply.cost_nanos);
+    }
+
+    let call_ids: Vec<String> = reply
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match &c.id {
+            Some(id) if !id.is_empty() => id.clone(),
+            _ => format!("call_{}_{}", cx.seq, i),
+        })
+        .collect();
+    let problems: Vec<Option<String>> = reply
+        .tool_calls
+        .iter()
+        .map(|c| argument_problem(cx, c))
+        .collect();
+    let assistant = Message {
+        role: Role::Assistant,
+        content: reply.text.clone(),
+        tool_calls: reply
+            .tool_calls
+            .iter()
+            .zip(&call_ids)
+            .zip(&problems)
+            .map(|((c, id), problem)| ToolCall {
+                id: id.clone(),
+                name: c.name.clone(),
+                arguments: remembered_arguments(c, problem.is_some()),
+            })
+            .collect(),
+        tool_call_id: None,
+        name: None,
+        is_error: false,
+    };
+    cx.append(&mut run, &agent, assistant);
+
+    if reply.tool_calls.is_empty() {
+        if let Some(a) = run.agents.get_mut(&agent) {
+            a.strikes = 0;
+        }
+        let answer = reply.text.clone();
+        return (
+            "generating.replied.answer",
+            RunState::Handoff {
+                run,
+                from: agent,
+                answer,
+                exhausted: None,
+            },
+        );
+    }
+
+    // Judge every call before dispatching any, so a reply that spends the correction budget
+    // runs none of its calls.
+    let mut bad = 0u32;
+    let mut denied = false;
+    let mut judged: Vec<(String, &ToolCallRequest, Option<String>)> =
+        Vec::with_capacity(reply.tool_calls.len());
+    for ((call, call_id), problem) in reply.tool_calls.iter().zip(call_ids).zip(problems) {
+        let refusal = if cx.spec.tool(&call.name).is_none() {
+            bad += 1;
+            cx.notes.push(Note::ToolInvalid {
+                agent: agent.clone(),
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+                reason: "unknown tool".into(),
+            });
+            Some(TOOL_UNAVAILABLE.to_owned())
+        } else if !cx.spec.is_granted(&agent, &call.name) {
+            bad += 1;
+            denied = true;
+            cx.notes.push(Note::ToolRejected {
+                agent: agent.clone(),
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+            });
+            Some(TOOL_UNAVAILABLE.to_owned())
+        } else if let Some(reason) = problem {
+            bad += 1;
+            cx.notes.push(Note::ToolInvalid {
+                agent: agent.clone(),
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+                reason: reason.clone(),
+            });
+            Some(format!("invalid arguments for {}: {reason}", call.name))
+        } else {
+            None
+        };
+        judged.push((call_id, call, refusal));
+    }
+
+    let budget = cx.spec.agent(&agent).map_or(0, |a| a.correction_budget);
+    let strikes = match run.agents.get_mut(&agent) {
+        Some(a) if bad > 0 => {
+            a.strikes = a.strikes.saturating_add(bad);
+            a.strikes
+        }
+        Some(a) => {
+            a.strikes = 0;
+            0
+        }
+        None => 0,
+    };
+    if strikes > budget {
+        let class = if denied {
+            ErrorClass::ToolDenied
+        } else {
+            ErrorClass::ToolFailed
+        };
+        let error = Failure::new(
+            class,
+            format!(
+                "agent {agent} made {strikes} bad tool calls in a row (correction budget {budget})"
+            ),
+        );
+        return (
+            "generating.replied.fail",
+            RunState::Done {
+                run,
+                outcome: Outcome::Failed { error },
+            },
+        );
+    }
+
+    let mut batch = Batch {
+        slots: Vec::with_capacity(judged.len()),
+    };
+    for (call_id, call, refusal) in judged {
+        let mut slot = Slot {
+            call_id,
+            tool: call.name.clone(),
+            args: call.arguments.clone(),
+            status: SlotStatus::Finished {
+                result: ToolResult {
+                    content: String::new(),
+                    is_error: true,
+                },
+            },
+            origin: None,
+        };
+        slot.status = match (refusal, cx.spec.tool(&call.name)) {
+            (Some(content), _) => SlotStatus::Finished {
+                result: ToolResult {
+                    content,
+                    is_error: true,
+                },
+            },
+            (None, Some(t)) if t.interactive => {
+                request_input(cx, &agent, &slot, InputKind::Question)
+            }
+            (None, Some(t)) if t.requires_approval => {
+                request_input(cx, &agent, &slot, InputKind::Approval)
+            }
+            (None, _) => dispatch(cx, &mut run, &agent, &mut slot),
+        };
+        batch.slots.push(slot);
+    }
+    match settle(cx, run, batch) {
+        (StateKind::CallingTools, s) => ("generating.replied.tools", s),
+        (StateKind::AwaitingInput, s) => ("generating.replied.input", s),
+        (_, s) => ("generating.replied.resolved", s),
+    }
+}
+
+/// Emits `CallTool` for a validated call if the tool-call budget allows; counts it.
+fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
+    let left = |limits: &super::Limits, usage: &super::Usage| {
+        limits
+            .max_tool_calls
+            .map(|cap| cap.saturating_sub(usage.tool_calls))
+    };
+    let agent_left = run
+        .agents
+        .get(agent)
+        .and_then(|a| left(&a.limits, &a.usage));
+    let run_left = left(&run.limits, &run.usage);
+    if agent_left == Some(0) || run_left == Some(0) {
+        cx.notes.push(Note::ToolBudget {
+            agent: agent.clone(),
+            call_id: slot.call_id.clone(),
+        });
+        return SlotStatus::Finished {
+            result: ToolResult {
+                content: "tool call budget exhausted; this call was not run".into(),
+                is_error: true,
+            },
+        };
+    }
+    run.usage.tool_calls += 1;
+    if let Some(a) = run.agents.get_mut(agent) {
+        a.usage.tool_calls += 1;
+    }
+    perform(cx, agent, slot)
+}
+
+/// Emits `CallTool` for `slot` (first dispatch or a retry with the original key).
+fn perform(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
+    let origin = *slot.origin.get_or_insert_with(|| cx.next_ref());
+    let key = origin.in_run(cx.run_id).idempotency_key();
+    let (agent, call_id, tool, args) = (
+        agent.clone(),
+        slot.call_id.clone(),
+        slot.tool.clone(),
+        slot.args.clone(),
+    );
+    let effect = cx.emit(|id| Effect::CallTool {
+        id,
+        agent,
+        call_id,
+        tool,
+        args,
+        idempotency_key: key,
+    });
+    SlotStatus::Running { effect }
+}
+
+fn request_input(cx: &mut Cx<'_>, agent: &AgentId, slot: &Slot, kind: InputKind) -> SlotStatus {
+    let request = InputRequest {
+        kind,
+        tool: slot.tool.clone(),
+        args: slot.args.clone(),
+    };
+    let (agent, call_id) = (agent.clone(), slot.call_id.clone());
+    let effect = cx.emit(|id| Effect::RequestInput {
+        id,
+        agent,
+        call_id,
+        request,
+    });
+    match kind {
+        InputKind::Approval => SlotStatus::Approval { effect },
+        InputKind::Question => SlotStatus::Question { effect },
+        InputKind::InDoubt => SlotStatus::InDoubt { effect },
+    }
+}
+
+/// Picks the batch's state: tools still running → `CallingTools`; only people awaited →
+/// `AwaitingInput`; everything settled → results appended in call order, `Preparing`.
+pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateKind, RunState) {
+    if batch.any_running() {
+        return (
+            StateKind::CallingTools,
+            RunState::CallingTools { run, batch },
+        );
+    }
+    if !batch.all_finished() {
+        return (
+            StateKind::AwaitingInput,
+            RunState::AwaitingInput { run, batch },
+        );
+    }
+    let agent = run.active.clone();
+    for slot in batch.slots {
+        let SlotStatus::Finished { result } = slot.status else {
+            continue;
+        };
+        let granted = cx.spec.is_granted(&agent, &slot.tool);
+        let message = Message {
+            role: Role::Tool,
+            content: Some(result.content),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(slot.call_id),
+            name: granted.then_some(slot.tool),
+            is_error: result.is_error,
+        };
+        cx.append(&mut run, &agent, message);
+    }
+    (StateKind::Preparing, RunState::Preparing { run })
+}
+
+/// `CallingTools` + `ToolReturned`.
+pub(crate) fn on_tool_returned(
+    cx: &mut Cx<'_>,
+    run: RunData,
+    mut batch: Batch,
+    effect: &EffectId,
+    outcome: &ToolOutcome,
+) -> Result<(&'static str, RunState), MachineError> {
+    let slot = batch
+        .slot_for(effect)
+        .filter(|s| matches!(s.status, SlotStatus::Running { .. }))
+        .ok_or_else(|| MachineError::UnknownEffect {
+            state: StateKind::CallingTools,
+            effect: effect.clone(),
+        })?;
+    slot.status = SlotStatus::Finished {
+        result: result_of(outcome),
+    };
+    Ok(match settle(cx, run, batch) {
+        (StateKind::CallingTools, s) => ("calling_tools.returned.wait", s),
+        (StateKind::AwaitingInput, s) => ("calling_tools.returned.input", s),
+        (_, s) => ("calling_tools.returned.done", s),
+    })
+}
+
+/// `CallingTools`/`AwaitingInput` + `InputProvided`.
+pub(crate) fn on_input(
+    cx: &mut Cx<'_>,
+    from: StateKind,
+    mut run: RunData,
+    mut batch: Batch,
+    effect: &EffectId,
+    input: &HumanInput,
+) -> Result<(&'static str, RunState), MachineError> {
+    let agent = run.active.clone();
+    let unknown = || MachineError::UnknownEffect {
+        state: from,
+        effect: effect.clone(),
+    };
+    let index = batch
+        .slots
+        .iter()
+        .position(|s| {
+            !matches!(s.status, SlotStatus::Running { .. })
+                && s.status.effect().is_some_and(|e| e.matches(effect))
+        })
+        .ok_or_else(unknown)?;
+    let mut slot = batch.slots[index].clone();
+    let ok = |content: String| SlotStatus::Finished {
+        result: ToolResult {
+            content,
+            is_error: false,
+        },
+    };
+    let err = |content: String| SlotStatus::Finished {
+        result: ToolResult {
+            content,
+            is_error: true,
+        },
+    };
+    let because = |reason: &Option<String>| {
+        reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    };
+    slot.status = match (&slot.status, input) {
+        (SlotStatus::Approval { .. }, HumanInput::Approve) => {
+            dispatch(cx, &mut run, &agent, &mut slot)
+        }
+        (SlotStatus::InDoubt { .. }, HumanInput::Approve) => perform(cx, &agent, &mut slot),
+        (_, HumanInput::Approve) => {
+            return Err(MachineError::InputMismatch {
+                effect: effect.clone(),
+                reason: "this request is a question: answer it or reject it".into(),
+            });
+        }
+        (_, HumanInput::Answer { text }) => ok(text.clone()),
+        (SlotStatus::Approval { .. }, HumanInput::Reject { reason }) => {
+            err(format!("a person declined this call{}", because(reason)))
+        }
+        (SlotStatus::Question { .. }, HumanInput::Reject { reason }) => {
+            err(format!("a person declined to answer{}", because(reason)))
+        }
+        (_, HumanInput::Reject { reason }) => err(format!(
+            "the call was interrupted and its outcome is unknown; a person chose not to retry it{}",
+            because(reason)
+        )),
+    };
+    batch.slots[index] = slot;
+    let settled = settle(cx, run, batch);
+    Ok(match (from, settled) {
+        (StateKind::CallingTools, (_, s)) => ("calling_tools.input", s),
+        (_, (StateKind::AwaitingInput, s)) => ("awaiting_input.input.wait", s),
+        (_, (StateKind::CallingTools, s)) => ("awaiting_input.input.run", s),
+        (_, (_, s)) => ("awaiting_input.input.done", s),
+    })
+}
+
+/// `CallingTools` + `EffectInDoubt`: the agent's `on_in_doubt` policy.
+pub(crate) fn on_in_doubt(
+    cx: &mut Cx<'_>,
+    run: RunData,
+    mut batch: Batch,
+    effect: &EffectId,
+) -> Result<(&'static str, RunState), MachineError> {
+    let agent = run.active.clone();
+    let index = batch
+        .slots
+        .iter()
+        .position(|s| matches!(s.status, SlotStatus::Running { effect: e } if e.matches(effect)))
+        .ok_or_else(|| MachineError::UnknownEffect {
+            state: StateKind::CallingTools,
+            effect: effect.clone(),
+        })?;
+    let policy = cx
+        .spec
+        .agent(&agent)
+        .map(|a| a.on_in_doubt)
+        .unwrap_or_default();
+    let mut slot = batch.slots[index].clone();
+    match policy {
+        OnInDoubt::Fail => {
+            let error = Failure::new(
+                ErrorClass::EffectInDoubt,
+                format!(
+                    "tool call {} ({}) was interrupted after it started and its outcome is unknown",
+                    slot.call_id, slot.tool
+                ),
+            );
+            Ok((
+                "calling_tools.in_doubt.fail",
+                RunState::Done {
+                    run,
+                    outcome: Outcome::Failed { error },
+                },
+            ))
+        }
+        OnInDoubt::Retry => {
+            slot.status = perform(cx, &agent, &mut slot);
+            batch.slots[index] = slot;
+            Ok((
+                "calling_tools.in_doubt.retry",
+                RunState::CallingTools { run, batch },
+            ))
+        }
+        OnInDoubt::Ask => {
+            slot.status = request_input(cx, &agent, &slot, InputKind::InDoubt);
+            batch.slots[index] = slot;
+            Ok(match settle(cx, run, batch) {
+                (StateKind::CallingTools, s) => ("calling_tools.in_doubt.ask_wait", s),
+                (_, s) => ("calling_tools.in_doubt.ask", s),
+            })
+        }
+    }
+}
+
+/// A tool outcome as the model sees it.
+pub(crate) fn result_of(outcome: &ToolOutcome) -> ToolResult {
+    match outcome {
+        ToolOutcome::Ok {
+            value: Value::String(s),
+        } => ToolResult {
+            content: s.clone(),
+            is_error: false,
+        },
+        ToolOutcome::Ok { value } => ToolResult {
+            content: value.to_string(),
+            is_error: false,
+        },
+        ToolOutcome::Error { message } => ToolResult {
+            content: message.clone(),
+            is_error: true,
+        },
+    }
+}
+
+/// Why these arguments are unacceptable, if they are: not JSON, too deep, too large, or not
+/// matching the tool's schema. Depth is checked first, without recursion, so hostile nesting
+/// cannot exhaust the stack in the later checks.
+fn argument_problem(cx: &Cx<'_>, call: &ToolCallRequest) -> Option<String> {
+    if let Some(e) = &call.parse_error {
+        return Some(format!("not valid JSON ({e})"));
+    }
+    if depth_exceeds(&call.arguments, MAX_ARGUMENT_DEPTH) {
+        return Some(format!("nested deeper than {MAX_ARGUMENT_DEPTH} levels"));
+    }
+    if encoded_len_exceeds(&call.arguments, MAX_ARGUMENT_BYTES) {
+        return Some(format!("larger than {MAX_ARGUMENT_BYTES} bytes"));
+    }
+    let errors = cx.spec.schema_errors(&call.name, &call.arguments);
+    if errors.is_empty() {
+        return None;
+    }
+    let shown: Vec<&str> = errors.iter().take(3).map(String::as_str).collect();
+    let more = if errors.len() > 3 {
+        format!(" (and {} more)", errors.len() - 3)
+    } else {
+        String::new()
+    };
+    Some(format!("{}{more}", shown.join("; ")))
+}
+
+/// What the conversation remembers of a call's arguments: the arguments, or for unusable ones
+/// a short marker (so a hostile payload is not stored twice or echoed back at full size).
+fn remembered_arguments(call: &ToolCallRequest, unusable: bool) -> Value {
+    if !unusable {
+        return call.arguments.clone();
+    }
+    match (&call.parse_error, &call.arguments_raw) {
+        (Some(_), Some(raw)) if raw.len() <= 4096 => Value::String(raw.clone()),
+        _ => Value::String("<arguments rejected>".into()),
+    }
+}
+
+/// True when `value` nests deeper than `max` (a scalar has depth 0, `[]` depth 1).
+pub(crate) fn depth_exceeds(value: &Value, max: usize) -> bool {
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
+    while let Some((v, d)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        if d + 1 > max {
+            return true;
+        }
+        stack.extend(children.map(|c| (c, d + 1)));
+    }
+    false
+}
+
+/// True when the compact JSON encoding of `value` is longer than `max` bytes; stops counting
+/// early.
+fn encoded_len_exceeds(value: &Value, max: usize) -> bool {
+    let mut total = 0usize;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            Value::Null => 4,
+            Value::Bool(_) => 5,
+            Value::Number(n) => n.to_string().len(),
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items.iter());
+                2 + items.len()
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                map.keys().map(|k| k.len() + 4).sum::<usize>() + 2
+            }
+        };
+        if total > max {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> Value {
+        let mut v = Value::Null;
+        for _ in 0..depth {
+            v = Value::Array(vec![v]);
+        }
+        v
+    }
+
+    #[test]
+    fn depth_counts_containers() {
+        assert!(!depth_exceeds(&Value::Null, 0));
+        assert!(!depth_exceeds(&nested(64), 64));
+        assert!(depth_exceeds(&nested(65), 64));
+        assert!(!depth_exceeds(&serde_json::json!({"a": {"b": [1]}}), 3));
+        assert!(depth_exceeds(&serde_json::json!({"a": {"b": [1]}}), 2));
+    }
+
+    #[test]
+    fn size_check_stops_at_the_limit() {
+        let big = Value::String("x".repeat(100));
+        assert!(encoded_len_exceeds(&big, 50));
+        assert!(!encoded_len_exceeds(&big, 200));
+    }
+}

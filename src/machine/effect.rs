@@ -1,0 +1,126 @@
+//! Effects: the machine's only outputs. The executor performs them after the transition that
+//! emitted them is durable, and feeds each result back as an event.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::budget::Remaining;
+use super::ids::{AgentId, EffectId, Hlc};
+use super::message::ConversationRef;
+
+/// Work for the executor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Effect {
+    /// Call a model; answer with `ModelReplied` or `ModelFailed`.
+    CallModel {
+        /// This effect.
+        id: EffectId,
+        /// The agent whose turn it is.
+        agent: AgentId,
+        /// What to send.
+        request: ModelRequest,
+        /// 1 for the first attempt on this route, 2 for the first retry, ...
+        attempt: u32,
+        /// Do not call before this time (retry backoff).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_before: Option<Hlc>,
+    },
+    /// Call a tool; answer with `ToolReturned` (or `EffectInDoubt` after a crash).
+    CallTool {
+        /// This effect.
+        id: EffectId,
+        /// The agent that asked.
+        agent: AgentId,
+        /// The model's call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Validated arguments.
+        args: Value,
+        /// Stable across re-performing the same call in this run.
+        idempotency_key: String,
+    },
+    /// Ask a person; answer with `InputProvided`.
+    RequestInput {
+        /// This effect.
+        id: EffectId,
+        /// The agent whose call needs a person.
+        agent: AgentId,
+        /// The model's call id.
+        call_id: String,
+        /// What is asked.
+        request: InputRequest,
+    },
+}
+
+impl Effect {
+    /// The effect's id.
+    pub fn id(&self) -> &EffectId {
+        match self {
+            Effect::CallModel { id, .. }
+            | Effect::CallTool { id, .. }
+            | Effect::RequestInput { id, .. } => id,
+        }
+    }
+
+    /// The same effect under another id (a fork performing its parent's outstanding effect).
+    pub fn with_id(&self, new: EffectId) -> Effect {
+        let mut e = self.clone();
+        match &mut e {
+            Effect::CallModel { id, .. } | Effect::RequestInput { id, .. } => *id = new,
+            Effect::CallTool {
+                id,
+                idempotency_key,
+                ..
+            } => {
+                *idempotency_key = new.idempotency_key();
+                *id = new;
+            }
+        }
+        e
+    }
+}
+
+/// The model request, by reference: the conversation is named by its Merkle head, the tools
+/// by name. The executor resolves both (conversation bodies from the store, tool definitions
+/// from the spec) into the request a provider sends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    /// Provider name (from the agent's route).
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// Which of the agent's routes (0 = primary).
+    pub route: u32,
+    /// The conversation to send.
+    pub conversation: ConversationRef,
+    /// Tools offered, in grant order.
+    pub tools: Vec<String>,
+    /// Budget left, the tighter of agent and run.
+    pub remaining: Remaining,
+}
+
+/// What a person is asked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputRequest {
+    /// Why a person is needed.
+    pub kind: InputKind,
+    /// The tool concerned.
+    pub tool: String,
+    /// The call's arguments (for an interactive tool: the question).
+    pub args: Value,
+}
+
+/// Why a person is needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A `requires_approval` tool call: approve, reject, or answer in its place.
+    Approval,
+    /// An interactive tool asks a question: answer (or reject).
+    Question,
+    /// A non-idempotent call was interrupted mid-flight: approve retries it, reject reports
+    /// it failed, an answer becomes its result.
+    InDoubt,
+}

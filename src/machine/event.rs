@@ -1,0 +1,159 @@
+//! Events: the machine's only inputs. Each carries the run it is addressed to and its time.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::budget::{BudgetKey, Scope};
+use super::edit::Edit;
+use super::ids::{EffectId, Hlc, RunId};
+use super::reply::{ModelFailure, ModelReply};
+use super::table::EventKind;
+
+/// One input to [`step`](super::step).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The run this event is for; effects emitted in response carry it in their ids.
+    pub run: RunId,
+    /// When it happened (HLC). The only clock the machine sees.
+    pub at: Hlc,
+    /// What happened.
+    pub body: EventBody,
+}
+
+impl Event {
+    /// An event for `run` at `at`.
+    pub fn new(run: &RunId, at: Hlc, body: EventBody) -> Self {
+        Event {
+            run: run.clone(),
+            at,
+            body,
+        }
+    }
+
+    /// The event's kind, as the transition table names it.
+    pub fn kind(&self) -> EventKind {
+        self.body.kind()
+    }
+}
+
+/// What happened.
+// Events are built once and passed to `step` by reference, so the size of the largest variant
+// (a model reply) costs nothing worth an extra allocation per reply.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventBody {
+    /// Begin the run with this goal.
+    Start {
+        /// The user's goal, the entry agent's first user message.
+        goal: String,
+    },
+    /// Leave a step boundary (`Preparing`, `Handoff`, a non-resting `BudgetExhausted`).
+    Proceed,
+    /// A model call succeeded.
+    ModelReplied {
+        /// The `CallModel` effect answered.
+        effect: EffectId,
+        /// The reply.
+        reply: ModelReply,
+    },
+    /// A model call failed.
+    ModelFailed {
+        /// The `CallModel` effect answered.
+        effect: EffectId,
+        /// The classified failure.
+        failure: ModelFailure,
+    },
+    /// A tool call finished.
+    ToolReturned {
+        /// The `CallTool` effect answered.
+        effect: EffectId,
+        /// Its result.
+        outcome: ToolOutcome,
+    },
+    /// A person answered a `RequestInput`.
+    InputProvided {
+        /// The `RequestInput` effect answered.
+        effect: EffectId,
+        /// The answer.
+        input: HumanInput,
+    },
+    /// On resume: a non-idempotent tool call had started and has no recorded result.
+    EffectInDoubt {
+        /// The `CallTool` effect.
+        effect: EffectId,
+    },
+    /// A cap was raised (by a person, or by a fork edit).
+    BudgetRaised {
+        /// Whose budget.
+        scope: Scope,
+        /// Which budget.
+        key: BudgetKey,
+        /// The new cap, in the key's unit (nanodollars for cost, ms for wall time).
+        limit: u64,
+    },
+    /// Stop the run.
+    CancelRequested {
+        /// Why, if anyone said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Changes applied at a fork point (the first transition of a fork that edits).
+    Edited {
+        /// The edits, applied in order.
+        edits: Vec<Edit>,
+    },
+}
+
+impl EventBody {
+    /// The kind, as the transition table names it.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            EventBody::Start { .. } => EventKind::Start,
+            EventBody::Proceed => EventKind::Proceed,
+            EventBody::ModelReplied { .. } => EventKind::ModelReplied,
+            EventBody::ModelFailed { .. } => EventKind::ModelFailed,
+            EventBody::ToolReturned { .. } => EventKind::ToolReturned,
+            EventBody::InputProvided { .. } => EventKind::InputProvided,
+            EventBody::EffectInDoubt { .. } => EventKind::EffectInDoubt,
+            EventBody::BudgetRaised { .. } => EventKind::BudgetRaised,
+            EventBody::CancelRequested { .. } => EventKind::CancelRequested,
+            EventBody::Edited { .. } => EventKind::Edited,
+        }
+    }
+}
+
+/// A tool's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ToolOutcome {
+    /// It worked; the value is fed back to the model (a string as-is, anything else as JSON).
+    Ok {
+        /// The result.
+        value: Value,
+    },
+    /// It failed (non-zero exit, timeout, its own error); fed back to the model as an error.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A person's answer to a `RequestInput`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HumanInput {
+    /// Run the gated call (or retry the in-doubt one).
+    Approve,
+    /// Do not run it; the model is told the call was declined.
+    Reject {
+        /// Why, passed on to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Use this text as the call's result instead of running it.
+    Answer {
+        /// The text.
+        text: String,
+    },
+}

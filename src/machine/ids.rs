@@ -1,0 +1,268 @@
+//! Identifiers and time values that flow into the machine from outside.
+//!
+//! The machine never creates an id from randomness and never reads a clock: run ids arrive in
+//! every [`Event`](super::Event), time arrives as the event's [`Hlc`], and effect ids are derived
+//! from `(run, seq, index)`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A run's identifier. Chosen by whoever creates the run (the engine uses a time-ordered id);
+/// the machine only copies it into the effect ids it emits.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub String);
+
+impl RunId {
+    /// Wraps a string as a run id.
+    pub fn new(id: impl Into<String>) -> Self {
+        RunId(id.into())
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An agent's identifier, as written in the run spec.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AgentId(pub String);
+
+impl AgentId {
+    /// Wraps a string as an agent id.
+    pub fn new(id: impl Into<String>) -> Self {
+        AgentId(id.into())
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for AgentId {
+    fn from(s: &str) -> Self {
+        AgentId(s.to_owned())
+    }
+}
+
+/// Identifies one effect: the run, the seq of the transition that emitted it, and its position
+/// in that transition's effect list. Never random, so replaying the same events yields the same
+/// ids.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EffectId {
+    /// The run whose transition emitted the effect.
+    pub run: RunId,
+    /// Seq of the emitting transition.
+    pub seq: u64,
+    /// Index within that transition's effects.
+    pub index: u32,
+}
+
+impl EffectId {
+    /// The idempotency key handed to a tool for this effect: stable across retries of the
+    /// same effect and across process restarts, distinct between runs (and so between a run
+    /// and its forks).
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}:{}", self.run, self.seq, self.index)
+    }
+
+    /// The same position (`seq`, `index`) in another run; used when comparing a fork's effects
+    /// with its parent's.
+    pub fn local(&self) -> (u64, u32) {
+        (self.seq, self.index)
+    }
+}
+
+impl fmt::Display for EffectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.run, self.seq, self.index)
+    }
+}
+
+/// Where an effect sits in a run, without the run id: what the state remembers about an
+/// outstanding effect. States stay free of run ids so that a fork replaying its parent's
+/// events reaches identical state hashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EffectRef {
+    /// Seq of the emitting transition.
+    pub seq: u64,
+    /// Index within that transition's effects.
+    pub index: u32,
+}
+
+impl EffectRef {
+    /// True when `id` names this effect (in any run).
+    pub fn matches(&self, id: &EffectId) -> bool {
+        self.seq == id.seq && self.index == id.index
+    }
+
+    /// The full id of this effect in `run`.
+    pub fn in_run(&self, run: &RunId) -> EffectId {
+        EffectId {
+            run: run.clone(),
+            seq: self.seq,
+            index: self.index,
+        }
+    }
+}
+
+/// A hybrid logical clock value: wall-clock milliseconds in the high 48 bits, a logical
+/// counter in the low 16. Ordered like the pair `(ms, counter)`. The executor's clock makes
+/// these; the machine only compares and subtracts them.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
+pub struct Hlc(pub u64);
+
+impl Hlc {
+    /// Builds a value from wall milliseconds and a logical counter.
+    pub fn new(ms: u64, logical: u16) -> Self {
+        Hlc((ms << 16) | u64::from(logical))
+    }
+
+    /// A value at `ms` with a zero counter.
+    pub fn from_ms(ms: u64) -> Self {
+        Hlc::new(ms, 0)
+    }
+
+    /// The wall-clock milliseconds part.
+    pub fn ms(self) -> u64 {
+        self.0 >> 16
+    }
+
+    /// The logical counter part.
+    pub fn logical(self) -> u16 {
+        (self.0 & 0xffff) as u16
+    }
+
+    /// Milliseconds from `earlier` to `self`; zero if `earlier` is later.
+    pub fn ms_since(self, earlier: Hlc) -> u64 {
+        self.ms().saturating_sub(earlier.ms())
+    }
+
+    /// This value moved `ms` milliseconds later (counter reset).
+    pub fn plus_ms(self, ms: u64) -> Hlc {
+        Hlc::from_ms(self.ms().saturating_add(ms).min(u64::MAX >> 16))
+    }
+}
+
+impl fmt::Display for Hlc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.ms(), self.logical())
+    }
+}
+
+/// A 32-byte digest (blake3 for states, conversations and blobs), shown and serialised as
+/// lowercase hex.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// The all-zero digest: the head of an empty conversation.
+    pub const ZERO: Digest = Digest([0; 32]);
+
+    /// blake3 of `bytes`.
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// Lowercase hex, 64 characters.
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            s.push(char::from(HEX[usize::from(b >> 4)]));
+            s.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        s
+    }
+
+    /// Parses 64 hex characters (either case).
+    pub fn from_hex(s: &str) -> Option<Digest> {
+        let bytes = s.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            out[i] = (hex_val(pair[0])? << 4) | hex_val(pair[1])?;
+        }
+        Some(Digest(out))
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.to_hex())
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Digest::from_hex(&s).ok_or_else(|| serde::de::Error::custom("expected 64 hex characters"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hlc_orders_like_its_parts() {
+        assert!(Hlc::new(5, 9) < Hlc::new(6, 0));
+        assert!(Hlc::new(5, 1) > Hlc::new(5, 0));
+        assert_eq!(Hlc::new(1234, 7).ms(), 1234);
+        assert_eq!(Hlc::new(1234, 7).logical(), 7);
+        assert_eq!(Hlc::from_ms(10).ms_since(Hlc::from_ms(4)), 6);
+        assert_eq!(Hlc::from_ms(4).ms_since(Hlc::from_ms(10)), 0);
+    }
+
+    #[test]
+    fn digest_hex_round_trips() {
+        let d = Digest::of(b"runtape");
+        assert_eq!(Digest::from_hex(&d.to_hex()), Some(d));
+        assert_eq!(Digest::from_hex("zz"), None);
+        let json = serde_json::to_string(&d).expect("a digest always serialises");
+        assert_eq!(serde_json::from_str::<Digest>(&json).ok(), Some(d));
+    }
+}

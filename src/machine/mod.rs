@@ -1,0 +1,69 @@
+//! The pure core: typed run states, events in, effects out.
+//!
+//! [`step`] maps `(state, event, spec)` to a [`Transition`]: the next [`RunState`], the
+//! [`Effect`]s to perform, the messages appended to conversations, and trace notes. It has no
+//! I/O, no async, no clock and no randomness: time and ids arrive in the [`Event`], and every
+//! map it outputs is ordered. The same inputs give byte-identical outputs, which is what makes
+//! runs replayable and [`RunState::state_hash`] meaningful.
+//!
+//! The edges `step` may take are listed as data in [`table::TABLE`]; `step` checks every
+//! transition against it and `statechart.md` is rendered from it.
+//!
+//! # Driving the machine by hand
+//!
+//! ```
+//! use runtape::machine::*;
+//!
+//! let spec = RunSpec::build(Spec {
+//!     agents: vec![AgentSpec::new("solo", "scripted", "demo")],
+//!     ..Spec::default()
+//! })?;
+//! let run = RunId::new("r1");
+//! let t = step(&RunState::Created, &Event::new(&run, Hlc::from_ms(0), EventBody::Start { goal: "hi".into() }), &spec)?;
+//! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(1), EventBody::Proceed), &spec)?;
+//! let Effect::CallModel { id, .. } = &t.effects[0] else { unreachable!() };
+//! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello") };
+//! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(2), reply), &spec)?;
+//! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(3), EventBody::Proceed), &spec)?;
+//! assert_eq!(t.next.outcome(), Some(&Outcome::Completed { answer: Some("hello".into()) }));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod batch;
+mod budget;
+mod edit;
+mod effect;
+mod error;
+mod event;
+mod ids;
+mod message;
+mod plan;
+mod reply;
+mod route;
+mod spec;
+mod state;
+mod step;
+pub mod table;
+
+pub use batch::TOOL_UNAVAILABLE;
+pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
+pub use edit::Edit;
+pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
+pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
+pub use event::{Event, EventBody, HumanInput, ToolOutcome};
+pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
+pub use message::{
+    Appended, ConversationGap, ConversationRef, Conversations, Message, Role, ToolCall, head_of,
+};
+pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
+pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
+pub use spec::{
+    AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS, HARD_MAX_TRANSITIONS,
+    MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec,
+    Spec, SpecError, ToolSpec, did_you_mean,
+};
+pub use state::{
+    AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,
+};
+pub use step::{Note, Transition, step};
+pub use table::{Edge, EventKind, StateKind};

@@ -1,0 +1,747 @@
+//! The run spec as the machine sees it: agents, tools, the handoff plan and the caps, validated
+//! and compiled once by [`RunSpec::build`]. The TOML file format lives in `config`; this is the
+//! data it turns into.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::budget::Limits;
+use super::ids::AgentId;
+use super::plan::{Plan, When};
+
+/// Default number of bad tool calls an agent may make in a row (each fed back as an error)
+/// before it fails.
+pub const DEFAULT_CORRECTION_BUDGET: u32 = 3;
+/// Default cap on transitions per run.
+pub const DEFAULT_MAX_TRANSITIONS: u64 = 1_000;
+/// No run may have more transitions than this, whatever the spec says.
+pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
+/// Tool arguments nested deeper than this are rejected as invalid.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+/// Tool arguments whose JSON encoding is larger than this are rejected as invalid.
+pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
+/// The spec's plain data, as written (after the file format has been parsed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The agents; ids must be unique.
+    pub agents: Vec<AgentSpec>,
+    /// The tools agents may be granted; names must be unique.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// The handoff plan; absent means: the first agent is entry and only exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Run-wide caps, checked together with each agent's own.
+    #[serde(default)]
+    pub limits: Limits,
+    /// What a run-wide budget running out does.
+    #[serde(default)]
+    pub on_exhausted: RunOnExhausted,
+    /// Cap on transitions in the run (default 1,000; at most 100,000,000; never unlimited).
+    #[serde(default = "default_max_transitions")]
+    pub max_transitions: u64,
+}
+
+fn default_max_transitions() -> u64 {
+    DEFAULT_MAX_TRANSITIONS
+}
+
+impl Default for Spec {
+    /// No agents (so not valid on its own), no tools, the default plan and caps.
+    fn default() -> Self {
+        Spec {
+            agents: Vec::new(),
+            tools: Vec::new(),
+            plan: None,
+            limits: Limits::default(),
+            on_exhausted: RunOnExhausted::default(),
+            max_transitions: DEFAULT_MAX_TRANSITIONS,
+        }
+    }
+}
+
+impl AgentSpec {
+    /// An agent with one route, no system prompt, the read-only tools and default budgets.
+    pub fn new(id: &str, provider: &str, model: &str) -> Self {
+        AgentSpec {
+            id: AgentId::from(id),
+            system_prompt: String::new(),
+            routes: vec![Route::new(provider, model)],
+            tools: None,
+            limits: Limits::default(),
+            on_exhausted: OnExhausted::default(),
+            on_in_doubt: OnInDoubt::default(),
+            correction_budget: DEFAULT_CORRECTION_BUDGET,
+        }
+    }
+}
+
+impl Route {
+    /// A route with default attempts (3) and backoff.
+    pub fn new(provider: &str, model: &str) -> Self {
+        Route {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+            max_attempts: default_attempts(),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl ToolSpec {
+    /// A tool with an object schema and every flag off.
+    pub fn new(name: &str, description: &str) -> Self {
+        ToolSpec {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            schema: default_schema(),
+            read_only: false,
+            idempotent: false,
+            requires_approval: false,
+            interactive: false,
+        }
+    }
+}
+
+/// One agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Unique id: letters, digits, `_` and `-`.
+    pub id: AgentId,
+    /// The first message of its conversation.
+    #[serde(default)]
+    pub system_prompt: String,
+    /// Model routes: the primary first, then fallbacks in order.
+    pub routes: Vec<Route>,
+    /// Tools it is offered. `None` grants every read-only tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Its caps. `max_turns` and `max_tool_calls` default to 50 and 200 when left out.
+    #[serde(default)]
+    pub limits: Limits,
+    /// What its own budget running out does.
+    #[serde(default)]
+    pub on_exhausted: OnExhausted,
+    /// What happens when a non-idempotent tool call of this agent was interrupted after it
+    /// started and before its result was recorded.
+    #[serde(default)]
+    pub on_in_doubt: OnInDoubt,
+    /// Bad tool calls (unknown tool, outside the grant, invalid arguments) it may make in a
+    /// row before it fails; each is fed back to the model as an error result.
+    #[serde(default = "default_correction_budget")]
+    pub correction_budget: u32,
+}
+
+fn default_correction_budget() -> u32 {
+    DEFAULT_CORRECTION_BUDGET
+}
+
+/// A provider and model to call, with its retry rules.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Name of a provider defined in the spec file.
+    pub provider: String,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Attempts on this route (first call included) for retryable errors.
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+    /// Delay between attempts.
+    #[serde(default)]
+    pub backoff: Backoff,
+}
+
+fn default_attempts() -> u32 {
+    3
+}
+
+/// Exponential backoff: attempt `n` (n ≥ 2) waits `min(max_ms, initial_ms × 2^(n-2))`, or the
+/// provider's `retry_after` when that is longer. No jitter: the delay is part of the recorded
+/// history and must be reproducible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// First delay.
+    pub initial_ms: u64,
+    /// Largest delay.
+    pub max_ms: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial_ms: 500,
+            max_ms: 30_000,
+        }
+    }
+}
+
+impl Backoff {
+    /// Milliseconds to wait before `attempt` (2 = first retry), at least `retry_after_ms`.
+    pub fn delay_ms(&self, attempt: u32, retry_after_ms: Option<u64>) -> u64 {
+        let shift = attempt.saturating_sub(2).min(32);
+        let exp = self
+            .initial_ms
+            .saturating_mul(1u64 << shift)
+            .min(self.max_ms);
+        exp.max(retry_after_ms.unwrap_or(0))
+    }
+}
+
+/// A tool an agent may be granted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Unique name, as offered to the model.
+    pub name: String,
+    /// What it does, as offered to the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of its arguments; calls that do not validate are fed back as errors.
+    #[serde(default = "default_schema")]
+    pub schema: Value,
+    /// It changes nothing; agents without an explicit grant get the read-only tools.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Performing it twice with the same idempotency key is safe, so an interrupted call is
+    /// simply performed again on resume.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// A person must approve each call before it runs.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// It asks a person: the call becomes a question and the answer becomes its result.
+    #[serde(default)]
+    pub interactive: bool,
+}
+
+fn default_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+/// What an agent's own budget running out does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExhausted {
+    /// The agent counts as finished without an answer; the plan picks what is next.
+    #[default]
+    Handoff,
+    /// The run rests in `BudgetExhausted` until a budget is raised.
+    Pause,
+}
+
+/// What a run-wide budget running out does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOnExhausted {
+    /// The run ends failed with the budget's limit class (`turn_limit`, ...).
+    #[default]
+    Fail,
+    /// The run rests in `BudgetExhausted` until a budget is raised.
+    Pause,
+}
+
+/// What an interrupted non-idempotent tool call does when the run resumes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInDoubt {
+    /// The run ends failed with `effect_in_doubt`.
+    #[default]
+    Fail,
+    /// The call is performed again with the same idempotency key.
+    Retry,
+    /// A person decides: approve retries it, reject reports it failed, an answer becomes its
+    /// result.
+    Ask,
+}
+
+/// A spec that failed validation. Each variant names the field at fault as a path
+/// (`agents[1].tools[0]`) so the file layer can point at its line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// No agents at all.
+    #[error("agents: the spec defines no agents; add at least one [[agents]] entry")]
+    NoAgents,
+    /// An agent id is empty or has characters other than letters, digits, `_`, `-`.
+    #[error("{path}: agent id `{id}` must be letters, digits, `_` or `-`")]
+    BadAgentId {
+        /// Field path.
+        path: String,
+        /// The id.
+        id: String,
+    },
+    /// Two agents share an id.
+    #[error("{path}: duplicate agent id `{id}`")]
+    DuplicateAgent {
+        /// Field path.
+        path: String,
+        /// The id.
+        id: String,
+    },
+    /// Two tools share a name, or a name is empty.
+    #[error("{path}: duplicate or empty tool name `{name}`")]
+    DuplicateTool {
+        /// Field path.
+        path: String,
+        /// The name.
+        name: String,
+    },
+    /// A grant names a tool the spec does not define.
+    #[error("{path}: agent `{agent}` is granted unknown tool `{tool}`{hint}")]
+    UnknownTool {
+        /// Field path.
+        path: String,
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// A did-you-mean, or empty.
+        hint: String,
+    },
+    /// A tool's schema is not a valid JSON Schema.
+    #[error("{path}: schema of tool `{tool}` is not a valid JSON Schema: {reason}")]
+    BadSchema {
+        /// Field path.
+        path: String,
+        /// The tool.
+        tool: String,
+        /// What the schema compiler said.
+        reason: String,
+    },
+    /// An agent has no model routes.
+    #[error("{path}: agent `{agent}` has no model route; give it a provider and model")]
+    NoRoute {
+        /// Field path.
+        path: String,
+        /// The agent.
+        agent: String,
+    },
+    /// A number is out of its allowed range.
+    #[error("{path}: {reason}")]
+    OutOfRange {
+        /// Field path.
+        path: String,
+        /// What is allowed.
+        reason: String,
+    },
+    /// The plan names an agent the spec does not define.
+    #[error("{path}: unknown agent `{agent}`{hint}")]
+    UnknownAgent {
+        /// Field path.
+        path: String,
+        /// The agent named.
+        agent: String,
+        /// A did-you-mean, or empty.
+        hint: String,
+    },
+    /// The plan has no exits.
+    #[error("plan.exits: the plan has no exit; name the agent(s) whose answer ends the run")]
+    NoExit,
+    /// An exit cannot be reached from the entry.
+    #[error(
+        "{path}: exit `{agent}` is unreachable from entry `{entry}`; add an edge that leads to it"
+    )]
+    UnreachableExit {
+        /// Field path.
+        path: String,
+        /// The exit.
+        agent: String,
+        /// The entry.
+        entry: String,
+    },
+    /// A `when` condition does not compile.
+    #[error("{path}: {reason}")]
+    BadCondition {
+        /// Field path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl SpecError {
+    /// The dotted field path the error is about (`agents[0].tools[1]`).
+    pub fn path(&self) -> &str {
+        match self {
+            SpecError::NoAgents => "agents",
+            SpecError::NoExit => "plan.exits",
+            SpecError::BadAgentId { path, .. }
+            | SpecError::DuplicateAgent { path, .. }
+            | SpecError::DuplicateTool { path, .. }
+            | SpecError::UnknownTool { path, .. }
+            | SpecError::BadSchema { path, .. }
+            | SpecError::NoRoute { path, .. }
+            | SpecError::OutOfRange { path, .. }
+            | SpecError::UnknownAgent { path, .. }
+            | SpecError::UnreachableExit { path, .. }
+            | SpecError::BadCondition { path, .. } => path,
+        }
+    }
+}
+
+/// Compiled lookups, built once.
+struct Compiled {
+    agent_index: BTreeMap<AgentId, usize>,
+    tool_index: BTreeMap<String, usize>,
+    validators: Vec<jsonschema::Validator>,
+    /// Granted tool indices per agent, in grant order.
+    grants: Vec<Vec<usize>>,
+    /// Compiled regex per plan edge (None for other conditions).
+    edge_regex: Vec<Option<Regex>>,
+    plan: Plan,
+}
+
+/// A validated spec. Build with [`RunSpec::build`]; serialises as its [`Spec`] and validates
+/// again when deserialised, so a stored spec cannot bypass the checks.
+#[derive(Clone)]
+pub struct RunSpec {
+    spec: Spec,
+    compiled: Arc<Compiled>,
+}
+
+impl std::fmt::Debug for RunSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.spec.fmt(f)
+    }
+}
+
+impl PartialEq for RunSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
+}
+
+impl Serialize for RunSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.spec.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spec = Spec::deserialize(d)?;
+        RunSpec::build(spec).map_err(serde::de::Error::custom)
+    }
+}
+
+impl RunSpec {
+    /// Validates and compiles `spec`: ids, grants, schemas, the plan (unknown agents,
+    /// unreachable exits, bad conditions) and the caps. Fills in the agent budget defaults.
+    pub fn build(mut spec: Spec) -> Result<RunSpec, SpecError> {
+        if spec.agents.is_empty() {
+            return Err(SpecError::NoAgents);
+        }
+        if spec.max_transitions == 0 || spec.max_transitions > HARD_MAX_TRANSITIONS {
+            return Err(SpecError::OutOfRange {
+                path: "max_transitions".into(),
+                reason: format!(
+                    "max_transitions must be between 1 and {HARD_MAX_TRANSITIONS} (got {})",
+                    spec.max_transitions
+                ),
+            });
+        }
+
+        let mut tool_index = BTreeMap::new();
+        let mut validators = Vec::with_capacity(spec.tools.len());
+        for (i, tool) in spec.tools.iter().enumerate() {
+            let path = format!("tools[{i}]");
+            if tool.name.is_empty() || tool_index.insert(tool.name.clone(), i).is_some() {
+                return Err(SpecError::DuplicateTool {
+                    path: format!("{path}.name"),
+                    name: tool.name.clone(),
+                });
+            }
+            let validator =
+                jsonschema::validator_for(&tool.schema).map_err(|e| SpecError::BadSchema {
+                    path: format!("{path}.schema"),
+                    tool: tool.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            validators.push(validator);
+        }
+
+        let mut agent_index = BTreeMap::new();
+        let mut grants = Vec::with_capacity(spec.agents.len());
+        for (i, agent) in spec.agents.iter_mut().enumerate() {
+            let path = format!("agents[{i}]");
+            let id = agent.id.as_str();
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(SpecError::BadAgentId {
+                    path: format!("{path}.id"),
+                    id: id.to_owned(),
+                });
+            }
+            if agent_index.insert(agent.id.clone(), i).is_some() {
+                return Err(SpecError::DuplicateAgent {
+                    path: format!("{path}.id"),
+                    id: id.to_owned(),
+                });
+            }
+            if agent.routes.is_empty() {
+                return Err(SpecError::NoRoute {
+                    path: format!("{path}.routes"),
+                    agent: id.to_owned(),
+                });
+            }
+            for (r, route) in agent.routes.iter().enumerate() {
+                if route.max_attempts == 0 || route.max_attempts > 100 {
+                    return Err(SpecError::OutOfRange {
+                        path: format!("{path}.routes[{r}].max_attempts"),
+                        reason: format!(
+                            "max_attempts must be between 1 and 100 (got {})",
+                            route.max_attempts
+                        ),
+                    });
+                }
+            }
+            agent.limits.max_turns = agent.limits.max_turns.or(Limits::AGENT_DEFAULT.max_turns);
+            agent.limits.max_tool_calls = agent
+                .limits
+                .max_tool_calls
+                .or(Limits::AGENT_DEFAULT.max_tool_calls);
+            let granted = match &agent.tools {
+                None => spec
+                    .tools
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.read_only)
+                    .map(|(i, _)| i)
+                    .collect(),
+                Some(names) => {
+                    let mut out = Vec::with_capacity(names.len());
+                    for (g, name) in names.iter().enumerate() {
+                        let Some(&t) = tool_index.get(name) else {
+                            return Err(SpecError::UnknownTool {
+                                path: format!("{path}.tools[{g}]"),
+                                agent: id.to_owned(),
+                                tool: name.clone(),
+                                hint: did_you_mean(name, tool_index.keys().map(String::as_str)),
+                            });
+                        };
+                        if !out.contains(&t) {
+                            out.push(t);
+                        }
+                    }
+                    out
+                }
+            };
+            grants.push(granted);
+        }
+
+        let plan = spec
+            .plan
+            .clone()
+            .unwrap_or_else(|| Plan::single(spec.agents[0].id.clone()));
+        let known = |agent: &AgentId, path: String| -> Result<(), SpecError> {
+            if agent_index.contains_key(agent) {
+                Ok(())
+            } else {
+                Err(SpecError::UnknownAgent {
+                    path,
+                    agent: agent.to_string(),
+                    hint: did_you_mean(agent.as_str(), agent_index.keys().map(AgentId::as_str)),
+                })
+            }
+        };
+        known(&plan.entry, "plan.entry".into())?;
+        let mut edge_regex = Vec::with_capacity(plan.edges.len());
+        for (e, edge) in plan.edges.iter().enumerate() {
+            known(&edge.from, format!("plan.edges[{e}].from"))?;
+            known(&edge.to, format!("plan.edges[{e}].to"))?;
+            edge_regex.push(compile_condition(&edge.when, e)?);
+        }
+        if plan.exits.is_empty() {
+            return Err(SpecError::NoExit);
+        }
+        let reachable = plan.reachable();
+        for (x, exit) in plan.exits.iter().enumerate() {
+            known(exit, format!("plan.exits[{x}]"))?;
+            if !reachable.contains(exit) {
+                return Err(SpecError::UnreachableExit {
+                    path: format!("plan.exits[{x}]"),
+                    agent: exit.to_string(),
+                    entry: plan.entry.to_string(),
+                });
+            }
+        }
+        if plan.max_agent_visits == 0 {
+            return Err(SpecError::OutOfRange {
+                path: "plan.max_agent_visits".into(),
+                reason: "max_agent_visits must be at least 1".into(),
+            });
+        }
+
+        let compiled = Compiled {
+            agent_index,
+            tool_index,
+            validators,
+            grants,
+            edge_regex,
+            plan,
+        };
+        Ok(RunSpec {
+            spec,
+            compiled: Arc::new(compiled),
+        })
+    }
+
+    /// The plain data this spec was built from (with budget defaults filled in).
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// The plan in force (the explicit one, or the single-agent default).
+    pub fn plan(&self) -> &Plan {
+        &self.compiled.plan
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &AgentId) -> Option<&AgentSpec> {
+        self.compiled
+            .agent_index
+            .get(id)
+            .map(|&i| &self.spec.agents[i])
+    }
+
+    /// The tool with this name.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.compiled
+            .tool_index
+            .get(name)
+            .map(|&i| &self.spec.tools[i])
+    }
+
+    /// The tools `agent` is offered, in grant order.
+    pub fn granted(&self, agent: &AgentId) -> impl Iterator<Item = &ToolSpec> {
+        let idx = self.compiled.agent_index.get(agent).copied();
+        idx.into_iter().flat_map(move |a| {
+            self.compiled.grants[a]
+                .iter()
+                .map(move |&t| &self.spec.tools[t])
+        })
+    }
+
+    /// Whether `agent` is granted `tool`.
+    pub fn is_granted(&self, agent: &AgentId, tool: &str) -> bool {
+        match (
+            self.compiled.agent_index.get(agent),
+            self.compiled.tool_index.get(tool),
+        ) {
+            (Some(&a), Some(t)) => self.compiled.grants[a].contains(t),
+            _ => false,
+        }
+    }
+
+    /// Schema errors of `args` for `tool`, sorted so the text does not depend on the
+    /// validator's internal order; empty when valid or when the tool is unknown.
+    pub(crate) fn schema_errors(&self, tool: &str, args: &Value) -> Vec<String> {
+        let Some(&i) = self.compiled.tool_index.get(tool) else {
+            return Vec::new();
+        };
+        let mut errors: Vec<String> = self.compiled.validators[i]
+            .iter_errors(args)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        errors.sort();
+        errors.dedup();
+        errors
+    }
+
+    /// The compiled regex of plan edge `index`, if its condition is a regex.
+    pub(crate) fn edge_regex(&self, index: usize) -> Option<&Regex> {
+        self.compiled.edge_regex.get(index).and_then(Option::as_ref)
+    }
+}
+
+fn compile_condition(when: &When, edge: usize) -> Result<Option<Regex>, SpecError> {
+    match when {
+        When::Regex { pattern } => regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+            .map(Some)
+            .map_err(|e| SpecError::BadCondition {
+                path: format!("plan.edges[{edge}].when.pattern"),
+                reason: format!("invalid regex: {e}"),
+            }),
+        When::JsonPointerEquals { pointer, .. }
+            if !(pointer.is_empty() || pointer.starts_with('/')) =>
+        {
+            Err(SpecError::BadCondition {
+                path: format!("plan.edges[{edge}].when.pointer"),
+                reason: format!("JSON pointer `{pointer}` must be empty or start with `/`"),
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
+/// ` (did you mean `x`?)` for the closest candidate within edit distance 2, else empty.
+pub fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    candidates
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_honours_retry_after() {
+        let b = Backoff {
+            initial_ms: 100,
+            max_ms: 1000,
+        };
+        assert_eq!(b.delay_ms(2, None), 100);
+        assert_eq!(b.delay_ms(3, None), 200);
+        assert_eq!(b.delay_ms(6, None), 1000);
+        assert_eq!(b.delay_ms(2, Some(5000)), 5000);
+        assert_eq!(b.delay_ms(u32::MAX, None), 1000);
+    }
+
+    #[test]
+    fn did_you_mean_finds_close_names() {
+        assert_eq!(
+            did_you_mean("serch", ["search", "fetch"].into_iter()),
+            " (did you mean `search`?)"
+        );
+        assert_eq!(did_you_mean("zzzzzz", ["search"].into_iter()), "");
+    }
+}

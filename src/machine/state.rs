@@ -1,0 +1,360 @@
+//! The run state: which phase the run is in, plus the data every phase carries.
+//!
+//! Everything here is plain data with ordered maps, so its encoding is stable and
+//! [`RunState::state_hash`] is a pure function of the history. The state holds no run id
+//! (events carry it) and no message bodies (conversations are Merkle heads; see
+//! [`message`](super::message)), so it stays small and a fork that replays its parent's events
+//! reaches the parent's state hashes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::budget::{BudgetKey, Limits, Scope, Usage};
+use super::error::Failure;
+use super::ids::{AgentId, Digest, EffectRef, Hlc};
+use super::message::ConversationRef;
+use super::table::StateKind;
+
+/// Where a run is. See `statechart.md` for every edge between these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum RunState {
+    /// The run exists but has not started; `Start` (carrying the goal) is the way out. This
+    /// state exists because the goal and start time must arrive in an event like everything
+    /// else.
+    Created,
+    /// Step boundary: about to build the next model request for the active agent. A run at
+    /// rest here is cleanly pausable.
+    Preparing {
+        /// Run data.
+        run: RunData,
+    },
+    /// A `CallModel` effect is outstanding for the active agent.
+    Generating {
+        /// Run data.
+        run: RunData,
+        /// The outstanding call.
+        call: ModelCall,
+    },
+    /// Tool calls are outstanding; the batch holds the results that have arrived.
+    CallingTools {
+        /// Run data.
+        run: RunData,
+        /// The calls of the model's last reply.
+        batch: Batch,
+    },
+    /// No tool is running and at least one call waits for a person.
+    AwaitingInput {
+        /// Run data.
+        run: RunData,
+        /// The calls of the model's last reply.
+        batch: Batch,
+    },
+    /// The active agent finished (with an answer, or its budget ran out); `Proceed` consults
+    /// the plan.
+    Handoff {
+        /// Run data.
+        run: RunData,
+        /// The agent that finished.
+        from: AgentId,
+        /// Its final answer, if it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// Set when it finished because this budget ran out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exhausted: Option<BudgetKey>,
+    },
+    /// A cap was hit before a model call.
+    BudgetExhausted {
+        /// Run data.
+        run: RunData,
+        /// Whose budget.
+        scope: Scope,
+        /// Which budget.
+        key: BudgetKey,
+        /// True when the policy is `pause`: the run rests here until `BudgetRaised`.
+        resting: bool,
+    },
+    /// Terminal. Every event is refused.
+    Done {
+        /// Run data at the end.
+        run: RunData,
+        /// How it ended.
+        outcome: Outcome,
+    },
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// An exit agent answered.
+    Completed {
+        /// Its answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+    /// It failed.
+    Failed {
+        /// Why.
+        error: Failure,
+    },
+    /// Someone cancelled it.
+    Cancelled {
+        /// Why, if they said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// Data every started state carries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunData {
+    /// Seq of the transition that produced this state (1 for the state after `Start`).
+    pub seq: u64,
+    /// `Start.at`: wall-time budgets count from here.
+    pub started_at: Hlc,
+    /// The goal.
+    pub goal: String,
+    /// The agent whose turn it is.
+    pub active: AgentId,
+    /// Every agent activated so far.
+    pub agents: BTreeMap<AgentId, AgentRun>,
+    /// Run-wide usage.
+    pub usage: Usage,
+    /// Run-wide caps (raisable).
+    pub limits: Limits,
+}
+
+/// One agent's part of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentRun {
+    /// Its conversation (by reference).
+    pub conversation: ConversationRef,
+    /// What it has spent, over all its visits.
+    pub usage: Usage,
+    /// Its caps (raisable).
+    pub limits: Limits,
+    /// Times activated.
+    pub visits: u32,
+    /// When first activated: its wall-time budget counts from here.
+    pub first_active_at: Hlc,
+    /// Bad tool calls in a row (reset by a reply whose calls are all valid).
+    pub strikes: u32,
+    /// Route in use (fallback is sticky for the rest of an activation).
+    pub route: u32,
+}
+
+/// The outstanding model call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCall {
+    /// The `CallModel` effect.
+    pub effect: EffectRef,
+    /// Route index.
+    pub route: u32,
+    /// Attempt on that route (1-based).
+    pub attempt: u32,
+}
+
+/// The tool calls of one model reply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    /// In the order the model made them; results are appended to the conversation in this
+    /// order whatever order they arrive in.
+    pub slots: Vec<Slot>,
+}
+
+/// One tool call and where it stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    /// The call id.
+    pub call_id: String,
+    /// The tool name as the model wrote it.
+    pub tool: String,
+    /// The arguments.
+    pub args: Value,
+    /// Where the call stands.
+    pub status: SlotStatus,
+    /// The effect that first dispatched it; its idempotency key derives from this, so a retry
+    /// performs it with the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<EffectRef>,
+}
+
+/// Where a tool call stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SlotStatus {
+    /// A `CallTool` effect is outstanding.
+    Running {
+        /// The effect.
+        effect: EffectRef,
+    },
+    /// Waiting for a person's approval.
+    Approval {
+        /// The `RequestInput` effect.
+        effect: EffectRef,
+    },
+    /// An interactive tool waits for a person's answer.
+    Question {
+        /// The `RequestInput` effect.
+        effect: EffectRef,
+    },
+    /// An interrupted call waits for a person's decision.
+    InDoubt {
+        /// The `RequestInput` effect.
+        effect: EffectRef,
+    },
+    /// Finished (run, refused, or answered).
+    Finished {
+        /// The result fed back to the model.
+        result: ToolResult,
+    },
+}
+
+impl SlotStatus {
+    /// The outstanding effect, if any.
+    pub fn effect(&self) -> Option<EffectRef> {
+        match self {
+            SlotStatus::Running { effect }
+            | SlotStatus::Approval { effect }
+            | SlotStatus::Question { effect }
+            | SlotStatus::InDoubt { effect } => Some(*effect),
+            SlotStatus::Finished { .. } => None,
+        }
+    }
+}
+
+/// A result as fed back to the model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The text.
+    pub content: String,
+    /// True for errors and refusals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl Batch {
+    /// True while any call is running.
+    pub fn any_running(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s.status, SlotStatus::Running { .. }))
+    }
+
+    /// True when every call has a result.
+    pub fn all_finished(&self) -> bool {
+        self.slots
+            .iter()
+            .all(|s| matches!(s.status, SlotStatus::Finished { .. }))
+    }
+
+    /// The slot whose outstanding effect is `effect`.
+    pub(crate) fn slot_for(&mut self, effect: &super::EffectId) -> Option<&mut Slot> {
+        self.slots
+            .iter_mut()
+            .find(|s| s.status.effect().is_some_and(|e| e.matches(effect)))
+    }
+}
+
+impl RunState {
+    /// The phase, as the transition table names it.
+    pub fn kind(&self) -> StateKind {
+        match self {
+            RunState::Created => StateKind::Created,
+            RunState::Preparing { .. } => StateKind::Preparing,
+            RunState::Generating { .. } => StateKind::Generating,
+            RunState::CallingTools { .. } => StateKind::CallingTools,
+            RunState::AwaitingInput { .. } => StateKind::AwaitingInput,
+            RunState::Handoff { .. } => StateKind::Handoff,
+            RunState::BudgetExhausted { .. } => StateKind::BudgetExhausted,
+            RunState::Done { .. } => StateKind::Done,
+        }
+    }
+
+    /// The run data (`None` before `Start`).
+    pub fn data(&self) -> Option<&RunData> {
+        match self {
+            RunState::Created => None,
+            RunState::Preparing { run }
+            | RunState::Generating { run, .. }
+            | RunState::CallingTools { run, .. }
+            | RunState::AwaitingInput { run, .. }
+            | RunState::Handoff { run, .. }
+            | RunState::BudgetExhausted { run, .. }
+            | RunState::Done { run, .. } => Some(run),
+        }
+    }
+
+    pub(crate) fn data_mut(&mut self) -> Option<&mut RunData> {
+        match self {
+            RunState::Created => None,
+            RunState::Preparing { run }
+            | RunState::Generating { run, .. }
+            | RunState::CallingTools { run, .. }
+            | RunState::AwaitingInput { run, .. }
+            | RunState::Handoff { run, .. }
+            | RunState::BudgetExhausted { run, .. }
+            | RunState::Done { run, .. } => Some(run),
+        }
+    }
+
+    /// Seq of the transition that produced this state (0 for `Created`).
+    pub fn seq(&self) -> u64 {
+        self.data().map_or(0, |d| d.seq)
+    }
+
+    /// True for `Done`.
+    pub fn is_done(&self) -> bool {
+        matches!(self, RunState::Done { .. })
+    }
+
+    /// True where the executor should feed `Proceed` (a step boundary it may leave).
+    pub fn wants_proceed(&self) -> bool {
+        matches!(
+            self,
+            RunState::Preparing { .. }
+                | RunState::Handoff { .. }
+                | RunState::BudgetExhausted { resting: false, .. }
+        )
+    }
+
+    /// The outcome, once done.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        match self {
+            RunState::Done { outcome, .. } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// Effects this state is waiting on, as positions in the run (for finding them in the
+    /// history, e.g. when a fork must perform its parent's outstanding effects).
+    pub fn outstanding(&self) -> Vec<EffectRef> {
+        match self {
+            RunState::Generating { call, .. } => vec![call.effect],
+            RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
+                .slots
+                .iter()
+                .filter_map(|s| s.status.effect())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The state's canonical bytes: compact JSON of this plain data. Every map is a `BTreeMap`
+    /// (and serde_json's `Value` maps are ordered), no field is a float outside tool arguments,
+    /// and field order is fixed by declaration, so the bytes are a pure function of the state.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Serialising cannot fail: the state is strings, integers, bools, ordered maps and JSON
+        // values, none of which has a fallible Serialize impl.
+        serde_json::to_vec(self).expect("RunState always serialises")
+    }
+
+    /// blake3 over [`canonical_bytes`](Self::canonical_bytes).
+    pub fn state_hash(&self) -> Digest {
+        Digest::of(&self.canonical_bytes())
+    }
+}

@@ -1,0 +1,439 @@
+//! `step`: one event in, one transition out. Pure, total and deterministic.
+
+use serde::Serialize;
+
+use super::budget::{BudgetKey, Remaining, Scope, first_exhausted};
+use super::effect::{Effect, ModelRequest};
+use super::error::{ErrorClass, Failure, MachineError};
+use super::event::{Event, EventBody};
+use super::ids::{AgentId, EffectRef, Hlc, RunId};
+use super::message::{Appended, Message};
+use super::spec::RunSpec;
+use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
+use super::table::{StateKind, edge_by_id};
+use super::{batch, route};
+
+/// What one event did: the next state, the effects to perform once this transition is
+/// durable, the messages appended to conversations, and trace notes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Transition {
+    /// The table edge taken (see `statechart.md`).
+    pub edge: &'static str,
+    /// The next state.
+    pub next: RunState,
+    /// Effects to perform, in order; ids are `(event.run, next.seq, index)`.
+    pub effects: Vec<Effect>,
+    /// Messages appended to conversations by this transition, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub appended: Vec<Appended>,
+    /// Things worth a trace record (refused tool calls, retries, handoffs, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+}
+
+/// A trace record the machine asks the executor to publish. Notes are derived from the
+/// history, so they are not stored; replaying the events yields them again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "note", rename_all = "snake_case")]
+pub enum Note {
+    /// A call outside the agent's grant was refused; the model was told only "tool
+    /// unavailable", the trace names the tool.
+    ToolRejected {
+        /// The agent.
+        agent: AgentId,
+        /// The call.
+        call_id: String,
+        /// The tool it asked for.
+        tool: String,
+    },
+    /// A call named an unknown tool or had invalid arguments; fed back as an error.
+    ToolInvalid {
+        /// The agent.
+        agent: AgentId,
+        /// The call.
+        call_id: String,
+        /// The tool it asked for.
+        tool: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A call was not run because the tool-call budget is spent.
+    ToolBudget {
+        /// The agent.
+        agent: AgentId,
+        /// The call.
+        call_id: String,
+    },
+    /// A budget ran out.
+    BudgetExhausted {
+        /// Whose.
+        scope: Scope,
+        /// Which.
+        key: BudgetKey,
+    },
+    /// A model call is retried.
+    Retry {
+        /// The agent.
+        agent: AgentId,
+        /// The new attempt number.
+        attempt: u32,
+        /// Backoff before it.
+        delay_ms: u64,
+    },
+    /// The agent moves to its next route.
+    Fallback {
+        /// The agent.
+        agent: AgentId,
+        /// New route index.
+        route: u32,
+        /// Its provider.
+        provider: String,
+        /// Its model.
+        model: String,
+    },
+    /// The plan moved the run to another agent.
+    Handoff {
+        /// Finished agent.
+        from: AgentId,
+        /// Activated agent.
+        to: AgentId,
+    },
+    /// The plan tried to activate an agent past `max_agent_visits`.
+    HandoffCycle {
+        /// The agent.
+        agent: AgentId,
+        /// Its visits so far.
+        visits: u32,
+    },
+}
+
+/// Applies `event` to `state` under `spec`.
+///
+/// Call it once per event, in the order events happened, and perform the returned effects only
+/// after the transition is durable. The result depends on nothing but the three arguments:
+/// the same inputs give byte-identical outputs. An event that does not apply (a stale effect
+/// id, anything after `Done`) is an error and changes nothing.
+pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transition, MachineError> {
+    let from = state.kind();
+    let on = event.kind();
+    if from == StateKind::Done {
+        return Err(MachineError::InvalidTransition {
+            state: from,
+            event: on,
+        });
+    }
+    let mut cx = Cx::new(event, spec, state.seq() + 1);
+    let (edge, mut next) = match (state, &event.body) {
+        (_, EventBody::CancelRequested { reason }) => {
+            let run = state.data().cloned().unwrap_or_default();
+            let edge = match from {
+                StateKind::Created => "created.cancel",
+                StateKind::Preparing => "preparing.cancel",
+                StateKind::Generating => "generating.cancel",
+                StateKind::CallingTools => "calling_tools.cancel",
+                StateKind::AwaitingInput => "awaiting_input.cancel",
+                StateKind::Handoff => "handoff.cancel",
+                StateKind::BudgetExhausted | StateKind::Done => "budget_exhausted.cancel",
+            };
+            let outcome = Outcome::Cancelled {
+                reason: reason.clone(),
+            };
+            (edge, RunState::Done { run, outcome })
+        }
+        (RunState::Created, EventBody::Start { goal }) => start(&mut cx, goal),
+        (RunState::Preparing { run }, EventBody::Proceed) => prepare(&mut cx, run.clone()),
+        (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply }) => {
+            check_call(from, call, effect)?;
+            batch::on_reply(&mut cx, run.clone(), reply)
+        }
+        (RunState::Generating { run, call }, EventBody::ModelFailed { effect, failure }) => {
+            check_call(from, call, effect)?;
+            route::on_model_failed(&mut cx, run.clone(), call, failure)
+        }
+        (RunState::CallingTools { run, batch }, EventBody::ToolReturned { effect, outcome }) => {
+            batch::on_tool_returned(&mut cx, run.clone(), batch.clone(), effect, outcome)?
+        }
+        (
+            RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
+            EventBody::InputProvided { effect, input },
+        ) => batch::on_input(&mut cx, from, run.clone(), batch.clone(), effect, input)?,
+        (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
+            batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
+        }
+        (_, EventBody::BudgetRaised { scope, key, limit }) if from != StateKind::Created => {
+            route::on_budget_raised(&mut cx, state, scope, *key, *limit)?
+        }
+        (
+            RunState::Handoff {
+                run,
+                from: agent,
+                answer,
+                exhausted,
+            },
+            EventBody::Proceed,
+        ) => route::on_handoff(&mut cx, run.clone(), agent, answer.as_deref(), *exhausted),
+        (
+            RunState::BudgetExhausted {
+                run,
+                scope,
+                key,
+                resting: false,
+            },
+            EventBody::Proceed,
+        ) => route::on_exhausted_proceed(run.clone(), scope, *key),
+        (_, EventBody::Edited { edits }) if from != StateKind::Created => {
+            super::edit::apply(&mut cx, state, edits)?
+        }
+        _ => {
+            return Err(MachineError::InvalidTransition {
+                state: from,
+                event: on,
+            });
+        }
+    };
+
+    let seq = cx.seq;
+    if let Some(run) = next.data_mut() {
+        run.seq = seq;
+    }
+    let mut edge = edge;
+    if !next.is_done() && seq >= spec.spec().max_transitions {
+        let run = next.data().cloned().unwrap_or_default();
+        let error = Failure::new(
+            ErrorClass::TransitionCap,
+            format!(
+                "the run reached max_transitions ({})",
+                spec.spec().max_transitions
+            ),
+        );
+        next = RunState::Done {
+            run,
+            outcome: Outcome::Failed { error },
+        };
+        cx.effects.clear();
+        edge = "any.transition_cap";
+    }
+
+    let to = next.kind();
+    let declared = edge_by_id(edge);
+    if !declared.is_some_and(|e| e.admits(from, on, to)) {
+        return Err(MachineError::EdgeMismatch {
+            edge,
+            declared: declared.map_or_else(
+                || "no such edge".to_owned(),
+                |e| format!("{:?} --{:?}--> {}", e.from, e.on, e.to),
+            ),
+            actual: format!("{from} --{on}--> {to}"),
+        });
+    }
+    Ok(Transition {
+        edge,
+        next,
+        effects: cx.effects,
+        appended: cx.appended,
+        notes: cx.notes,
+    })
+}
+
+fn check_call(
+    state: StateKind,
+    call: &ModelCall,
+    effect: &super::EffectId,
+) -> Result<(), MachineError> {
+    if call.effect.matches(effect) {
+        Ok(())
+    } else {
+        Err(MachineError::UnknownEffect {
+            state,
+            effect: effect.clone(),
+        })
+    }
+}
+
+/// What one `step` call accumulates besides the next state.
+pub(crate) struct Cx<'a> {
+    pub(crate) run_id: &'a RunId,
+    pub(crate) at: Hlc,
+    pub(crate) spec: &'a RunSpec,
+    pub(crate) seq: u64,
+    pub(crate) effects: Vec<Effect>,
+    pub(crate) appended: Vec<Appended>,
+    pub(crate) notes: Vec<Note>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(event: &'a Event, spec: &'a RunSpec, seq: u64) -> Self {
+        Cx {
+            run_id: &event.run,
+            at: event.at,
+            spec,
+            seq,
+            effects: Vec::new(),
+            appended: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The position the next emitted effect will have.
+    pub(crate) fn next_ref(&self) -> EffectRef {
+        EffectRef {
+            seq: self.seq,
+            index: u32::try_from(self.effects.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Emits an effect built from its id; returns its position.
+    pub(crate) fn emit(&mut self, build: impl FnOnce(super::EffectId) -> Effect) -> EffectRef {
+        let r = self.next_ref();
+        self.effects.push(build(r.in_run(self.run_id)));
+        r
+    }
+
+    /// Appends `message` to `agent`'s conversation in `run`.
+    pub(crate) fn append(&mut self, run: &mut RunData, agent: &AgentId, message: Message) {
+        if let Some(a) = run.agents.get_mut(agent) {
+            let rec = a.conversation.push(agent, message);
+            self.appended.push(rec);
+        }
+    }
+
+    /// Emits `CallModel` for the active agent on `route`, attempt `attempt`.
+    pub(crate) fn call_model(
+        &mut self,
+        run: &RunData,
+        route: u32,
+        attempt: u32,
+        not_before: Option<Hlc>,
+    ) -> ModelCall {
+        let agent = run.active.clone();
+        let request = build_request(self, run, route);
+        let effect = self.emit(|id| Effect::CallModel {
+            id,
+            agent,
+            request,
+            attempt,
+            not_before,
+        });
+        ModelCall {
+            effect,
+            route,
+            attempt,
+        }
+    }
+
+    /// The first exhausted budget for the active agent: run scope first, then the agent's.
+    /// Returns the scope, the key and whether the policy rests the run there.
+    pub(crate) fn exhaustion(&self, run: &RunData) -> Option<(Scope, BudgetKey, bool)> {
+        use super::spec::{OnExhausted, RunOnExhausted};
+        let elapsed = self.at.ms_since(run.started_at);
+        if let Some(key) = first_exhausted(&run.limits, &run.usage, elapsed) {
+            let resting = self.spec.spec().on_exhausted == RunOnExhausted::Pause;
+            return Some((Scope::Run, key, resting));
+        }
+        let a = run.agents.get(&run.active)?;
+        let key = first_exhausted(&a.limits, &a.usage, self.at.ms_since(a.first_active_at))?;
+        let resting = self
+            .spec
+            .agent(&run.active)
+            .is_some_and(|s| s.on_exhausted == OnExhausted::Pause);
+        Some((Scope::Agent(run.active.clone()), key, resting))
+    }
+}
+
+fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
+    let agent = &run.active;
+    let spec_agent = cx.spec.agent(agent);
+    let r = spec_agent.and_then(|a| a.routes.get(route as usize));
+    let a = run.agents.get(agent).cloned().unwrap_or_default();
+    let remaining = Remaining::of(&[
+        (&a.limits, &a.usage, cx.at.ms_since(a.first_active_at)),
+        (&run.limits, &run.usage, cx.at.ms_since(run.started_at)),
+    ]);
+    ModelRequest {
+        provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
+        model: r.map(|r| r.model.clone()).unwrap_or_default(),
+        route,
+        conversation: a.conversation,
+        tools: cx.spec.granted(agent).map(|t| t.name.clone()).collect(),
+        remaining,
+    }
+}
+
+fn start(cx: &mut Cx<'_>, goal: &str) -> (&'static str, RunState) {
+    let spec = cx.spec;
+    let mut run = RunData {
+        seq: cx.seq,
+        started_at: cx.at,
+        goal: goal.to_owned(),
+        active: spec.plan().entry.clone(),
+        agents: Default::default(),
+        usage: Default::default(),
+        limits: spec.spec().limits,
+    };
+    for a in &spec.spec().agents {
+        run.agents.insert(
+            a.id.clone(),
+            AgentRun {
+                limits: a.limits,
+                ..AgentRun::default()
+            },
+        );
+    }
+    let entry = spec.plan().entry.clone();
+    activate(cx, &mut run, &entry, goal.to_owned());
+    ("created.start", RunState::Preparing { run })
+}
+
+/// Makes `agent` active: first visit gets its system prompt, every visit gets `user_text`.
+pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user_text: String) {
+    let system = cx
+        .spec
+        .agent(agent)
+        .map(|a| a.system_prompt.clone())
+        .unwrap_or_default();
+    let at = cx.at;
+    let Some(a) = run.agents.get_mut(agent) else {
+        return;
+    };
+    let first = a.visits == 0;
+    a.visits += 1;
+    a.strikes = 0;
+    a.route = 0;
+    if first {
+        a.first_active_at = at;
+    }
+    run.active = agent.clone();
+    if first && !system.is_empty() {
+        cx.append(
+            run,
+            agent,
+            Message::text(super::message::Role::System, system),
+        );
+    }
+    cx.append(
+        run,
+        agent,
+        Message::text(super::message::Role::User, user_text),
+    );
+}
+
+fn prepare(cx: &mut Cx<'_>, run: RunData) -> (&'static str, RunState) {
+    if let Some((scope, key, resting)) = cx.exhaustion(&run) {
+        cx.notes.push(Note::BudgetExhausted {
+            scope: scope.clone(),
+            key,
+        });
+        return (
+            "preparing.proceed.exhausted",
+            RunState::BudgetExhausted {
+                run,
+                scope,
+                key,
+                resting,
+            },
+        );
+    }
+    let route = run.agents.get(&run.active).map_or(0, |a| a.route);
+    let call = cx.call_model(&run, route, 1, None);
+    ("preparing.proceed.call", RunState::Generating { run, call })
+}

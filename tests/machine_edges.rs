@@ -1,0 +1,520 @@
+//! Every edge of the transition table, pinned by a snapshot of `(state, event) → transition`.
+//! `every_edge_has_a_case` fails when an edge is added to the table without a case here.
+
+mod common;
+
+use common::*;
+use runtape::machine::*;
+use serde_json::json;
+
+type Case = fn() -> (Harness, EventBody);
+
+fn started(spec: RunSpec) -> Harness {
+    let mut h = Harness::new(spec);
+    h.start("Find the answer.");
+    h
+}
+
+fn generating(spec: RunSpec) -> Harness {
+    let mut h = started(spec);
+    h.proceed();
+    h
+}
+
+fn with_reply(spec: RunSpec, calls: Vec<ToolCallRequest>) -> Harness {
+    let mut h = generating(spec);
+    h.reply(ModelReply::tools(calls).with_usage(12, 4));
+    h
+}
+
+fn replied(h: &Harness, reply: ModelReply) -> EventBody {
+    EventBody::ModelReplied {
+        effect: h.model_effect(),
+        reply,
+    }
+}
+
+fn failed(h: &Harness, class: ProviderErrorClass, retryable: bool) -> EventBody {
+    let failure = ModelFailure {
+        retryable,
+        status: Some(if retryable { 429 } else { 401 }),
+        retry_after_ms: retryable.then_some(250),
+        ..ModelFailure::new(class, "scripted failure")
+    };
+    EventBody::ModelFailed {
+        effect: h.model_effect(),
+        failure,
+    }
+}
+
+fn returned(h: &Harness, call_id: &str) -> EventBody {
+    EventBody::ToolReturned {
+        effect: h.slot_effect(call_id),
+        outcome: ToolOutcome::Ok {
+            value: json!({"answer": 42}),
+        },
+    }
+}
+
+fn input(h: &Harness, call_id: &str, input: HumanInput) -> EventBody {
+    EventBody::InputProvided {
+        effect: h.slot_effect(call_id),
+        input,
+    }
+}
+
+fn in_doubt(h: &Harness, call_id: &str) -> EventBody {
+    EventBody::EffectInDoubt {
+        effect: h.slot_effect(call_id),
+    }
+}
+
+fn raise() -> EventBody {
+    EventBody::BudgetRaised {
+        scope: Scope::Agent("solo".into()),
+        key: BudgetKey::Turns,
+        limit: 80,
+    }
+}
+
+fn cancel() -> EventBody {
+    EventBody::CancelRequested {
+        reason: Some("operator".into()),
+    }
+}
+
+fn replace(call_id: &str) -> EventBody {
+    EventBody::Edited {
+        edits: vec![Edit::ReplaceToolResult {
+            call_id: call_id.into(),
+            result: ToolOutcome::Ok {
+                value: json!("edited result"),
+            },
+        }],
+    }
+}
+
+fn set_limit() -> EventBody {
+    EventBody::Edited {
+        edits: vec![Edit::SetLimit {
+            scope: Scope::Run,
+            key: BudgetKey::Tokens,
+            limit: 10_000,
+        }],
+    }
+}
+
+fn lookup(id: &str) -> ToolCallRequest {
+    call(id, "lookup", json!({"q": id}))
+}
+
+fn deploy(id: &str) -> ToolCallRequest {
+    call(id, "deploy", json!({"target": id}))
+}
+
+fn write(id: &str) -> ToolCallRequest {
+    call(id, "write", json!({"text": id}))
+}
+
+fn agent_limits(limits: Limits, on_exhausted: OnExhausted) -> RunSpec {
+    solo_with(|s| {
+        s.agents[0].limits = limits;
+        s.agents[0].on_exhausted = on_exhausted;
+    })
+}
+
+fn one_turn(on_exhausted: OnExhausted) -> RunSpec {
+    agent_limits(
+        Limits {
+            max_turns: Some(1),
+            ..Limits::default()
+        },
+        on_exhausted,
+    )
+}
+
+/// A run resting in `BudgetExhausted` (turns) with the given spec.
+fn exhausted(spec: RunSpec) -> Harness {
+    let mut h = started(spec);
+    h.tool_round(vec![lookup("l1")]);
+    h.proceed();
+    h
+}
+
+fn in_doubt_spec(policy: OnInDoubt) -> RunSpec {
+    solo_with(|s| s.agents[0].on_in_doubt = policy)
+}
+
+fn handoff(spec: RunSpec, answer: &str) -> Harness {
+    let mut h = generating(spec);
+    h.reply(ModelReply::text(answer));
+    h
+}
+
+fn cases() -> Vec<(&'static str, Case)> {
+    vec![
+        ("created.start", || {
+            (
+                Harness::new(solo()),
+                EventBody::Start {
+                    goal: "Find the answer.".into(),
+                },
+            )
+        }),
+        ("created.cancel", || (Harness::new(solo()), cancel())),
+        ("preparing.proceed.call", || {
+            (started(solo()), EventBody::Proceed)
+        }),
+        ("preparing.proceed.exhausted", || {
+            let mut h = started(one_turn(OnExhausted::Handoff));
+            h.tool_round(vec![lookup("l1")]);
+            (h, EventBody::Proceed)
+        }),
+        ("preparing.raise", || (started(solo()), raise())),
+        ("preparing.edit", || (started(solo()), set_limit())),
+        ("preparing.cancel", || (started(solo()), cancel())),
+        ("generating.replied.tools", || {
+            let h = generating(solo());
+            let body = replied(
+                &h,
+                ModelReply::tools(vec![lookup("c1"), write("c2")]).with_usage(30, 9),
+            );
+            (h, body)
+        }),
+        ("generating.replied.input", || {
+            let h = generating(solo());
+            let body = replied(&h, ModelReply::tools(vec![deploy("d1")]));
+            (h, body)
+        }),
+        ("generating.replied.resolved", || {
+            let h = generating(solo());
+            let body = replied(&h, ModelReply::tools(vec![call("s1", "secret", json!({}))]));
+            (h, body)
+        }),
+        ("generating.replied.answer", || {
+            let h = generating(solo());
+            let body = replied(
+                &h,
+                ModelReply::text("42")
+                    .with_usage(20, 2)
+                    .with_cost_nanos(1_500),
+            );
+            (h, body)
+        }),
+        ("generating.replied.fail", || {
+            let h = generating(solo_with(|s| s.agents[0].correction_budget = 0));
+            let body = replied(
+                &h,
+                ModelReply::tools(vec![call("x1", "no_such_tool", json!({}))]),
+            );
+            (h, body)
+        }),
+        ("generating.failed.retry", || {
+            let h = generating(solo());
+            let body = failed(&h, ProviderErrorClass::ProviderRateLimit, true);
+            (h, body)
+        }),
+        ("generating.failed.fallback", || {
+            let h = generating(solo());
+            let body = failed(&h, ProviderErrorClass::ProviderAuth, false);
+            (h, body)
+        }),
+        ("generating.failed.exhausted", || {
+            let h = generating(agent_limits(
+                Limits {
+                    max_wall_ms: Some(15),
+                    ..Limits::default()
+                },
+                OnExhausted::Handoff,
+            ));
+            let body = failed(&h, ProviderErrorClass::ProviderUnavailable, true);
+            (h, body)
+        }),
+        ("generating.failed.fail", || {
+            let mut h = generating(solo());
+            let fallback = failed(&h, ProviderErrorClass::ProviderAuth, false);
+            h.send(fallback);
+            let body = failed(&h, ProviderErrorClass::ProviderAuth, false);
+            (h, body)
+        }),
+        ("generating.raise", || (generating(solo()), raise())),
+        ("generating.edit", || {
+            let h = generating(solo());
+            let system = Message::text(Role::System, "You are a careful assistant.");
+            let base = head_of(std::slice::from_ref(&system));
+            let body = EventBody::Edited {
+                edits: vec![Edit::RewriteConversation {
+                    agent: "solo".into(),
+                    keep: 1,
+                    base,
+                    messages: vec![Message::text(Role::User, "Find a better answer.")],
+                }],
+            };
+            (h, body)
+        }),
+        ("generating.edit.exhausted", || {
+            let body = EventBody::Edited {
+                edits: vec![Edit::SetLimit {
+                    scope: Scope::Agent("solo".into()),
+                    key: BudgetKey::Turns,
+                    limit: 0,
+                }],
+            };
+            (generating(solo()), body)
+        }),
+        ("generating.cancel", || (generating(solo()), cancel())),
+        ("calling_tools.returned.wait", || {
+            let h = with_reply(solo(), vec![lookup("a"), lookup("b")]);
+            let body = returned(&h, "b");
+            (h, body)
+        }),
+        ("calling_tools.returned.input", || {
+            let h = with_reply(solo(), vec![lookup("a"), deploy("d")]);
+            let body = returned(&h, "a");
+            (h, body)
+        }),
+        ("calling_tools.returned.done", || {
+            let h = with_reply(solo(), vec![lookup("a")]);
+            let body = returned(&h, "a");
+            (h, body)
+        }),
+        ("calling_tools.input", || {
+            let h = with_reply(solo(), vec![lookup("a"), deploy("d")]);
+            let body = input(&h, "d", HumanInput::Approve);
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.retry", || {
+            let h = with_reply(in_doubt_spec(OnInDoubt::Retry), vec![write("w")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.ask_wait", || {
+            let h = with_reply(in_doubt_spec(OnInDoubt::Ask), vec![write("w"), lookup("l")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.ask", || {
+            let h = with_reply(in_doubt_spec(OnInDoubt::Ask), vec![write("w")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.fail", || {
+            let h = with_reply(solo(), vec![write("w")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.raise", || {
+            (with_reply(solo(), vec![lookup("a")]), raise())
+        }),
+        ("calling_tools.edit", || {
+            (
+                with_reply(solo(), vec![lookup("a"), lookup("b")]),
+                replace("a"),
+            )
+        }),
+        ("calling_tools.edit.input", || {
+            (
+                with_reply(solo(), vec![lookup("a"), deploy("d")]),
+                replace("a"),
+            )
+        }),
+        ("calling_tools.edit.done", || {
+            (with_reply(solo(), vec![lookup("a")]), replace("a"))
+        }),
+        ("calling_tools.cancel", || {
+            (with_reply(solo(), vec![lookup("a")]), cancel())
+        }),
+        ("awaiting_input.input.wait", || {
+            let h = with_reply(solo(), vec![deploy("d1"), deploy("d2")]);
+            let body = input(
+                &h,
+                "d1",
+                HumanInput::Reject {
+                    reason: Some("not today".into()),
+                },
+            );
+            (h, body)
+        }),
+        ("awaiting_input.input.run", || {
+            let h = with_reply(solo(), vec![deploy("d")]);
+            let body = input(&h, "d", HumanInput::Approve);
+            (h, body)
+        }),
+        ("awaiting_input.input.done", || {
+            let h = with_reply(solo(), vec![deploy("d")]);
+            let body = input(&h, "d", HumanInput::Reject { reason: None });
+            (h, body)
+        }),
+        ("awaiting_input.raise", || {
+            (with_reply(solo(), vec![deploy("d")]), raise())
+        }),
+        ("awaiting_input.edit", || {
+            (
+                with_reply(solo(), vec![deploy("d1"), deploy("d2")]),
+                replace("d1"),
+            )
+        }),
+        ("awaiting_input.edit.done", || {
+            (with_reply(solo(), vec![deploy("d")]), replace("d"))
+        }),
+        ("awaiting_input.cancel", || {
+            (with_reply(solo(), vec![deploy("d")]), cancel())
+        }),
+        ("handoff.proceed.next", || {
+            (handoff(pair(), "FOUND: 42"), EventBody::Proceed)
+        }),
+        ("handoff.proceed.complete", || {
+            (handoff(solo(), "42"), EventBody::Proceed)
+        }),
+        ("handoff.proceed.unfinished", || {
+            let mut h = exhausted(one_turn(OnExhausted::Handoff));
+            h.proceed();
+            (h, EventBody::Proceed)
+        }),
+        ("handoff.proceed.no_route", || {
+            let spec = RunSpec::build(Spec {
+                agents: vec![
+                    AgentSpec::new("a", "primary", "m"),
+                    AgentSpec::new("b", "primary", "m"),
+                ],
+                plan: Some(Plan {
+                    entry: "a".into(),
+                    edges: vec![PlanEdge {
+                        from: "a".into(),
+                        to: "b".into(),
+                        when: When::Contains {
+                            text: "ready".into(),
+                        },
+                    }],
+                    exits: vec!["b".into()],
+                    max_agent_visits: 8,
+                }),
+                ..Spec::default()
+            })
+            .expect("valid spec");
+            (handoff(spec, "not yet"), EventBody::Proceed)
+        }),
+        ("handoff.proceed.cycle", || {
+            let mut h = handoff(cycle(1), "pass it on");
+            h.proceed();
+            h.proceed();
+            h.reply(ModelReply::text(r#"{"done": false}"#));
+            (h, EventBody::Proceed)
+        }),
+        ("handoff.raise", || (handoff(solo(), "42"), raise())),
+        ("handoff.edit", || (handoff(solo(), "42"), set_limit())),
+        ("handoff.cancel", || (handoff(solo(), "42"), cancel())),
+        ("budget_exhausted.proceed.handoff", || {
+            (
+                exhausted(one_turn(OnExhausted::Handoff)),
+                EventBody::Proceed,
+            )
+        }),
+        ("budget_exhausted.proceed.fail", || {
+            let spec = solo_with(|s| s.limits.max_turns = Some(1));
+            (exhausted(spec), EventBody::Proceed)
+        }),
+        ("budget_exhausted.raise.resume", || {
+            (exhausted(one_turn(OnExhausted::Pause)), raise())
+        }),
+        ("budget_exhausted.raise.still", || {
+            let spec = agent_limits(
+                Limits {
+                    max_turns: Some(1),
+                    max_tool_calls: Some(1),
+                    ..Limits::default()
+                },
+                OnExhausted::Pause,
+            );
+            (exhausted(spec), raise())
+        }),
+        ("budget_exhausted.edit", || {
+            let spec = agent_limits(
+                Limits {
+                    max_turns: Some(1),
+                    max_tool_calls: Some(1),
+                    ..Limits::default()
+                },
+                OnExhausted::Pause,
+            );
+            let body = EventBody::Edited {
+                edits: vec![Edit::SetLimit {
+                    scope: Scope::Agent("solo".into()),
+                    key: BudgetKey::Turns,
+                    limit: 9,
+                }],
+            };
+            (exhausted(spec), body)
+        }),
+        ("budget_exhausted.edit.resume", || {
+            let body = EventBody::Edited {
+                edits: vec![Edit::SetLimit {
+                    scope: Scope::Agent("solo".into()),
+                    key: BudgetKey::Turns,
+                    limit: 9,
+                }],
+            };
+            (exhausted(one_turn(OnExhausted::Pause)), body)
+        }),
+        ("budget_exhausted.cancel", || {
+            (exhausted(one_turn(OnExhausted::Pause)), cancel())
+        }),
+        ("any.transition_cap", || {
+            let h = generating(solo_with(|s| s.max_transitions = 3));
+            let body = replied(&h, ModelReply::tools(vec![lookup("a")]));
+            (h, body)
+        }),
+    ]
+}
+
+#[derive(serde::Serialize)]
+struct EdgeSnapshot<'a> {
+    from: StateKind,
+    event: &'a Event,
+    transition: &'a Transition,
+}
+
+#[test]
+fn every_edge_has_a_case() {
+    let cases = cases();
+    let missing: Vec<&str> = table::TABLE
+        .iter()
+        .map(|e| e.id)
+        .filter(|id| !cases.iter().any(|(c, _)| c == id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "edges without a snapshot case: {missing:?}"
+    );
+    let unknown: Vec<&str> = cases
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| table::edge_by_id(c).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "cases for edges not in the table: {unknown:?}"
+    );
+}
+
+#[test]
+fn each_edge_snapshot() {
+    let settings = insta_settings();
+    for (id, case) in cases() {
+        let (mut h, body) = case();
+        let from = h.state.kind();
+        let event = h.event(body);
+        let t = step(&h.state, &event, &h.spec).unwrap_or_else(|e| panic!("{id}: refused: {e}"));
+        assert_eq!(t.edge, id, "case for {id} took {} instead", t.edge);
+        settings.bind(|| {
+            insta::assert_yaml_snapshot!(
+                format!("edge__{id}"),
+                EdgeSnapshot {
+                    from,
+                    event: &event,
+                    transition: &t
+                }
+            );
+        });
+    }
+}

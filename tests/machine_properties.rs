@@ -1,0 +1,388 @@
+//! Invariants of `step` over random specs and random event sequences.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use runtape::machine::*;
+use serde_json::{Value, json};
+
+const TOOLS: [&str; 6] = ["lookup", "write", "deploy", "ask_human", "secret", "nope"];
+
+fn arb_limits() -> impl Strategy<Value = Limits> {
+    (
+        prop::option::of(1u64..6),
+        prop::option::of(1u64..6),
+        prop::option::of(10u64..200),
+        prop::option::of(1_000u64..20_000),
+        prop::option::of(20u64..400),
+    )
+        .prop_map(|(t, c, k, cost, wall)| Limits {
+            max_turns: t,
+            max_tool_calls: c,
+            max_tokens: k,
+            max_cost_nanos: cost,
+            max_wall_ms: wall,
+        })
+}
+
+fn arb_agent(id: String) -> impl Strategy<Value = AgentSpec> {
+    (
+        arb_limits(),
+        any::<bool>(),
+        0u8..3,
+        0u32..3,
+        1u32..3,
+        1usize..3,
+        prop::sample::subsequence(vec!["lookup", "write", "deploy", "ask_human"], 0..=4),
+    )
+        .prop_map(
+            move |(limits, pause, doubt, correction, attempts, routes, grant)| AgentSpec {
+                limits,
+                on_exhausted: if pause {
+                    OnExhausted::Pause
+                } else {
+                    OnExhausted::Handoff
+                },
+                on_in_doubt: [OnInDoubt::Fail, OnInDoubt::Retry, OnInDoubt::Ask][doubt as usize],
+                correction_budget: correction,
+                routes: (0..routes)
+                    .map(|r| Route {
+                        max_attempts: attempts,
+                        backoff: Backoff {
+                            initial_ms: 5,
+                            max_ms: 50,
+                        },
+                        ..Route::new(&format!("p{r}"), "m")
+                    })
+                    .collect(),
+                tools: Some(grant.into_iter().map(str::to_owned).collect()),
+                system_prompt: format!("agent {id}"),
+                ..AgentSpec::new(&id, "p0", "m")
+            },
+        )
+}
+
+fn arb_when() -> impl Strategy<Value = When> {
+    prop_oneof![
+        Just(When::Always),
+        Just(When::Contains { text: "go".into() }),
+        Just(When::Regex {
+            pattern: "^[a-m]".into()
+        }),
+        Just(When::JsonPointerEquals {
+            pointer: "/next".into(),
+            value: json!(true)
+        }),
+    ]
+}
+
+prop_compose! {
+    fn arb_spec()(
+        n in 1usize..4,
+        agents in prop::collection::vec(arb_agent(String::new()), 3),
+        whens in prop::collection::vec(arb_when(), 6),
+        back_edges in any::<bool>(),
+        run_limits in arb_limits(),
+        run_pause in any::<bool>(),
+        max_transitions in 5u64..120,
+        visits in 1u32..4,
+    ) -> RunSpec {
+        let ids: Vec<String> = (0..n).map(|i| format!("a{i}")).collect();
+        let agents: Vec<AgentSpec> = agents.into_iter().take(n).zip(&ids).map(|(mut a, id)| {
+            a.id = AgentId::from(id.as_str());
+            a
+        }).collect();
+        let mut edges = Vec::new();
+        for i in 0..n.saturating_sub(1) {
+            edges.push(PlanEdge { from: ids[i].as_str().into(), to: ids[i + 1].as_str().into(), when: whens[i].clone() });
+            if back_edges {
+                edges.push(PlanEdge { from: ids[i + 1].as_str().into(), to: ids[i].as_str().into(), when: whens[i + 3].clone() });
+            }
+        }
+        let spec = Spec {
+            agents,
+            tools: common::tools(),
+            plan: Some(Plan {
+                entry: ids[0].as_str().into(),
+                edges,
+                exits: vec![ids[n - 1].as_str().into()],
+                max_agent_visits: visits,
+            }),
+            limits: if run_limits.max_turns.is_some() { run_limits } else { Limits::default() },
+            on_exhausted: if run_pause { RunOnExhausted::Pause } else { RunOnExhausted::Fail },
+            max_transitions,
+        };
+        RunSpec::build(spec).expect("generated specs are valid")
+    }
+}
+
+/// An abstract input, resolved against the current state when applied.
+#[derive(Clone, Debug)]
+enum Action {
+    Proceed,
+    Text(String),
+    Tools(Vec<(usize, u8)>),
+    Fail(u8, bool, Option<u64>),
+    Return(usize, bool),
+    Input(usize, u8),
+    InDoubt(usize),
+    Raise(bool, u8, u64),
+    Cancel,
+    Stale(u64, u32),
+    Edit(usize),
+}
+
+fn arb_action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        6 => Just(Action::Proceed),
+        3 => prop::sample::select(vec!["go ahead", "zzz", r#"{"next": true}"#, "", "abc"]).prop_map(|s| Action::Text(s.to_owned())),
+        4 => prop::collection::vec((0usize..6, 0u8..5), 1..4).prop_map(Action::Tools),
+        2 => (0u8..6, any::<bool>(), prop::option::of(0u64..100)).prop_map(|(c, r, a)| Action::Fail(c, r, a)),
+        5 => (0usize..4, any::<bool>()).prop_map(|(i, ok)| Action::Return(i, ok)),
+        2 => (0usize..4, 0u8..3).prop_map(|(i, k)| Action::Input(i, k)),
+        1 => (0usize..4).prop_map(Action::InDoubt),
+        1 => (any::<bool>(), 0u8..5, 1u64..50).prop_map(|(r, k, v)| Action::Raise(r, k, v)),
+        1 => Just(Action::Cancel),
+        1 => (0u64..20, 0u32..3).prop_map(|(s, i)| Action::Stale(s, i)),
+        1 => (0usize..4).prop_map(Action::Edit),
+    ]
+}
+
+fn args(kind: u8, tool: &str) -> ToolCallRequest {
+    let valid = match tool {
+        "lookup" => json!({"q": "x"}),
+        "write" => json!({"text": "x"}),
+        "ask_human" => json!({"question": "?"}),
+        _ => json!({}),
+    };
+    let mut deep = json!(0);
+    for _ in 0..70 {
+        deep = json!([deep]);
+    }
+    let arguments = match kind {
+        0 | 1 => valid,
+        2 => json!({"q": 7}),
+        3 => deep,
+        _ => Value::Null,
+    };
+    let mut c = ToolCallRequest::new(format!("c{kind}{tool}"), tool, arguments);
+    if kind == 4 {
+        c.parse_error = Some("EOF".into());
+    }
+    c
+}
+
+fn outstanding(state: &RunState, run: &RunId) -> Vec<EffectId> {
+    state
+        .outstanding()
+        .into_iter()
+        .map(|r| r.in_run(run))
+        .collect()
+}
+
+fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
+    let pick = |i: usize| {
+        let all = outstanding(state, run);
+        if all.is_empty() {
+            EffectId {
+                run: run.clone(),
+                seq: 0,
+                index: 0,
+            }
+        } else {
+            all[i % all.len()].clone()
+        }
+    };
+    match action {
+        Action::Proceed => EventBody::Proceed,
+        Action::Text(t) => EventBody::ModelReplied {
+            effect: pick(0),
+            reply: ModelReply::text(t.clone())
+                .with_usage(7, 3)
+                .with_cost_nanos(900),
+        },
+        Action::Tools(calls) => EventBody::ModelReplied {
+            effect: pick(0),
+            reply: ModelReply::tools(calls.iter().map(|(t, k)| args(*k, TOOLS[*t])).collect())
+                .with_usage(5, 5),
+        },
+        Action::Fail(c, retryable, after) => EventBody::ModelFailed {
+            effect: pick(0),
+            failure: ModelFailure {
+                retryable: *retryable,
+                retry_after_ms: *after,
+                ..ModelFailure::new(
+                    [
+                        ProviderErrorClass::ProviderAuth,
+                        ProviderErrorClass::ProviderRateLimit,
+                        ProviderErrorClass::ProviderUnavailable,
+                        ProviderErrorClass::ContentFilter,
+                        ProviderErrorClass::BadRequest,
+                        ProviderErrorClass::Unknown,
+                    ][*c as usize],
+                    "x",
+                )
+            },
+        },
+        Action::Return(i, ok) => EventBody::ToolReturned {
+            effect: pick(*i),
+            outcome: if *ok {
+                ToolOutcome::Ok {
+                    value: json!({"r": i}),
+                }
+            } else {
+                ToolOutcome::Error {
+                    message: "boom".into(),
+                }
+            },
+        },
+        Action::Input(i, k) => EventBody::InputProvided {
+            effect: pick(*i),
+            input: match k {
+                0 => HumanInput::Approve,
+                1 => HumanInput::Reject { reason: None },
+                _ => HumanInput::Answer {
+                    text: "here".into(),
+                },
+            },
+        },
+        Action::InDoubt(i) => EventBody::EffectInDoubt { effect: pick(*i) },
+        Action::Raise(run_scope, k, v) => EventBody::BudgetRaised {
+            scope: if *run_scope {
+                Scope::Run
+            } else {
+                Scope::Agent(state.data().map(|d| d.active.clone()).unwrap_or_default())
+            },
+            key: BudgetKey::ALL[*k as usize],
+            limit: *v * 1_000,
+        },
+        Action::Cancel => EventBody::CancelRequested { reason: None },
+        Action::Stale(seq, index) => EventBody::ToolReturned {
+            effect: EffectId {
+                run: run.clone(),
+                seq: *seq,
+                index: *index,
+            },
+            outcome: ToolOutcome::Ok { value: json!(1) },
+        },
+        Action::Edit(i) => EventBody::Edited {
+            edits: vec![match state {
+                RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. }
+                    if !batch.slots.is_empty() =>
+                {
+                    Edit::ReplaceToolResult {
+                        call_id: batch.slots[i % batch.slots.len()].call_id.clone(),
+                        result: ToolOutcome::Ok {
+                            value: json!("edited"),
+                        },
+                    }
+                }
+                _ => Edit::SetLimit {
+                    scope: Scope::Run,
+                    key: BudgetKey::Tokens,
+                    limit: 1_000_000,
+                },
+            }],
+        },
+    }
+}
+
+/// Runs `actions` and returns the accepted events with their transitions.
+fn run(spec: &RunSpec, actions: &[(Action, u64)]) -> Vec<(RunState, Event, Transition)> {
+    let id = RunId::new("prop");
+    let mut state = RunState::Created;
+    let mut at = 1_000u64;
+    let mut out = Vec::new();
+    let start = Event::new(
+        &id,
+        Hlc::from_ms(at),
+        EventBody::Start {
+            goal: "goal".into(),
+        },
+    );
+    let t = step(&state, &start, spec).expect("start is accepted");
+    state = t.next.clone();
+    out.push((RunState::Created, start, t));
+    for (action, dt) in actions {
+        at += dt;
+        let event = Event::new(&id, Hlc::from_ms(at), body_for(action, &state, &id));
+        let was_done = state.is_done();
+        match step(&state, &event, spec) {
+            Ok(t) => {
+                assert!(!was_done, "Done accepted {:?}", event.kind());
+                let prev = std::mem::replace(&mut state, t.next.clone());
+                out.push((prev, event, t));
+            }
+            Err(MachineError::EdgeMismatch {
+                edge,
+                declared,
+                actual,
+            }) => {
+                panic!("step took an undeclared path: {edge}: {declared} vs {actual}")
+            }
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold(spec in arb_spec(), actions in prop::collection::vec((arb_action(), 0u64..40), 0..80)) {
+        let history = run(&spec, &actions);
+        let mut ids = BTreeSet::new();
+        let mut conversations = Conversations::new();
+        for (prev, event, t) in &history {
+            // Deterministic: the same input gives byte-identical output.
+            let again = step(prev, event, &spec).expect("accepted once, accepted again");
+            prop_assert_eq!(serde_json::to_vec(&again).unwrap(), serde_json::to_vec(t).unwrap());
+            // Never past the transition cap.
+            prop_assert!(t.next.seq() <= spec.spec().max_transitions);
+            // Effect ids are unique within the run.
+            for e in &t.effects {
+                prop_assert!(ids.insert(e.id().clone()), "duplicate effect id {}", e.id());
+            }
+            // No model call once any cap is reached.
+            if t.effects.iter().any(|e| matches!(e, Effect::CallModel { .. })) {
+                let run = t.next.data().expect("started");
+                prop_assert_eq!(first_exhausted(&run.limits, &run.usage, event.at.ms_since(run.started_at)), None);
+                let a = &run.agents[&run.active];
+                prop_assert_eq!(first_exhausted(&a.limits, &a.usage, event.at.ms_since(a.first_active_at)), None);
+            }
+            // States survive a serde round trip unchanged (the store depends on it).
+            let json = serde_json::to_vec(&t.next).unwrap();
+            let back: RunState = serde_json::from_slice(&json).unwrap();
+            prop_assert_eq!(&back, &t.next);
+            for a in &t.appended {
+                conversations.apply(a).expect("appended messages are contiguous");
+            }
+        }
+        // Conversation bodies match the heads in the final state.
+        if let Some(run) = history.last().and_then(|(_, _, t)| t.next.data()) {
+            for (agent, a) in &run.agents {
+                let msgs = conversations.messages(agent, &a.conversation).unwrap_or(&[]);
+                prop_assert_eq!(head_of(msgs), a.conversation.head);
+            }
+        }
+        // Done absorbs: nothing after it was accepted (checked in `run`), and it stays put.
+        if let Some((_, _, last)) = history.last().filter(|(_, _, t)| t.next.is_done()) {
+            let e = Event::new(&RunId::new("prop"), Hlc::from_ms(u64::MAX >> 20), EventBody::Proceed);
+            prop_assert!(step(&last.next, &e, &spec).is_err());
+        }
+    }
+
+    #[test]
+    fn folding_twice_gives_the_same_hashes(spec in arb_spec(), actions in prop::collection::vec((arb_action(), 0u64..40), 0..60)) {
+        let history = run(&spec, &actions);
+        let mut state = RunState::Created;
+        for (_, event, t) in &history {
+            let again = step(&state, event, &spec).expect("recorded events replay");
+            prop_assert_eq!(again.next.state_hash(), t.next.state_hash());
+            state = again.next;
+        }
+    }
+}
