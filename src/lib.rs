@@ -4,5 +4,9 @@
 //! are pure functions from `(state, event)` to `(state, effects)`; an executor performs the
 //! effects (model calls, tool calls, asking a person) and feeds their results back as events.
 
+pub mod cassette;
 pub mod cli;
 pub mod machine;
+pub mod provider;
+pub mod receipt;
+pub mod tool;

@@ -1,0 +1,1 @@
+//! Cassettes: recorded model exchanges for offline replay. Placeholder until it lands.

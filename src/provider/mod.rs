@@ -1,0 +1,176 @@
+//! Model providers: the [`ModelProvider`] trait, the request it receives, the error it
+//! returns, and the offline providers (`echo`, `scripted`). The HTTP adapters (OpenAI
+//! compatible, Anthropic, Ollama) live in [`http`].
+//!
+//! A provider turns a [`ProviderRequest`] into a [`ModelReply`] (the same shape for every
+//! provider) or a classified [`ProviderError`]. Streaming providers report text deltas to the
+//! token sink as they arrive. To cancel a call, drop its future: the HTTP adapters tear down
+//! the connection when that happens.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::machine::{AgentId, Message, ModelFailure, ModelReply, ProviderErrorClass, Remaining};
+
+mod echo;
+pub mod http;
+mod scripted;
+
+pub use echo::EchoProvider;
+pub use scripted::{ScriptOutcome, ScriptedProvider};
+
+/// Receives text deltas of a streamed reply, in order. Called from the provider's task; keep
+/// it cheap (the executor forwards to observers without blocking).
+pub type TokenSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A model call, resolved: the messages and tool definitions themselves, not references.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProviderRequest {
+    /// The agent whose turn it is.
+    pub agent: AgentId,
+    /// The model to ask.
+    pub model: String,
+    /// The agent's conversation, system prompt first.
+    pub messages: Arc<Vec<Message>>,
+    /// Tools offered, in grant order.
+    pub tools: Vec<ToolDef>,
+    /// Budget left; adapters may cap the output tokens they ask for with `remaining.tokens`.
+    pub remaining: Remaining,
+    /// 1 for the first attempt on this route, 2 for the first retry, ...
+    pub attempt: u32,
+}
+
+impl ProviderRequest {
+    /// How many assistant messages the conversation holds: the index of the turn being asked
+    /// for (0 for the first).
+    pub fn turn(&self) -> usize {
+        self.messages
+            .iter()
+            .filter(|m| m.role == crate::machine::Role::Assistant)
+            .count()
+    }
+}
+
+/// A tool as offered to a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolDef {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub schema: Value,
+}
+
+/// Something that answers model calls.
+pub trait ModelProvider: Send + Sync {
+    /// A short description for logs and cassettes: kind and model or base URL, never a key.
+    fn describe(&self) -> String;
+
+    /// Performs one model call. Text deltas of a streamed reply go to `tokens` as they
+    /// arrive; the returned reply holds the whole text as well. Dropping the future cancels
+    /// the call.
+    fn complete<'a>(
+        &'a self,
+        request: &'a ProviderRequest,
+        tokens: TokenSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>>;
+}
+
+/// A failed model call, classified for the machine and explained for a person. Never holds
+/// the API key (adapters build it from the response, not from the request headers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub struct ProviderError {
+    /// The provider's name (or kind).
+    pub provider: String,
+    /// What the machine does with it.
+    pub class: ProviderErrorClass,
+    /// Whether trying again may help.
+    pub retryable: bool,
+    /// HTTP status, if a response arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The provider's error type (`rate_limit_error`, `invalid_request_error`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// The provider's error code, as text (OpenRouter sends integers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// The provider's message, or what went wrong on our side.
+    pub message: String,
+    /// The request id from the body or headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// From `Retry-After` (seconds or an HTTP date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// Anthropic's `x-should-retry`, when sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_retry: Option<bool>,
+    /// The start of the body (at most 500 characters; the read is capped at 8 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_snippet: Option<String>,
+    /// What to do about it, for a person.
+    pub hint: String,
+}
+
+impl ProviderError {
+    /// An error with no HTTP details.
+    pub fn new(provider: &str, class: ProviderErrorClass, message: impl Into<String>) -> Self {
+        let failure = ModelFailure::new(class, "");
+        ProviderError {
+            provider: provider.to_owned(),
+            class,
+            retryable: failure.retryable,
+            status: None,
+            error_type: None,
+            error_code: None,
+            message: message.into(),
+            request_id: None,
+            retry_after_ms: None,
+            should_retry: None,
+            body_snippet: None,
+            hint: String::new(),
+        }
+    }
+
+    /// The failure event the machine receives.
+    pub fn to_failure(&self) -> ModelFailure {
+        ModelFailure {
+            class: self.class,
+            retryable: self.retryable,
+            retry_after_ms: self.retry_after_ms,
+            status: self.status,
+            message: self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.provider)?;
+        if let Some(s) = self.status {
+            write!(f, " HTTP {s}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(t) = &self.error_type {
+            write!(f, " ({t})")?;
+        }
+        if !self.hint.is_empty() {
+            write!(f, " – {}", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `latency` before a result, for the offline providers.
+async fn after(latency: Duration) {
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+}

@@ -1,0 +1,1 @@
+//! Signed, hash-chained receipts for model turns and tool calls. Placeholder until it lands.
