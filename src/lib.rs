@@ -6,7 +6,10 @@
 
 pub mod cassette;
 pub mod cli;
+pub mod exec;
+pub mod history;
 pub mod machine;
 pub mod provider;
 pub mod receipt;
+pub mod store;
 pub mod tool;

@@ -32,7 +32,11 @@ impl ModelProvider for EchoProvider {
             let input: u64 = request
                 .messages
                 .iter()
-                .map(|m| m.content.as_deref().map_or(0, |c| c.split_whitespace().count() as u64))
+                .map(|m| {
+                    m.content
+                        .as_deref()
+                        .map_or(0, |c| c.split_whitespace().count() as u64)
+                })
                 .sum();
             let output = text.split_whitespace().count() as u64;
             Ok(ModelReply {

@@ -56,13 +56,18 @@ pub struct ScriptedProvider {
 
 impl std::fmt::Debug for ScriptedProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScriptedProvider").field("name", &self.name).finish()
+        f.debug_struct("ScriptedProvider")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
 impl ScriptedProvider {
     /// A provider whose answer to each request is `script(request)`.
-    pub fn new(name: &str, script: impl Fn(&ProviderRequest) -> ScriptOutcome + Send + Sync + 'static) -> Self {
+    pub fn new(
+        name: &str,
+        script: impl Fn(&ProviderRequest) -> ScriptOutcome + Send + Sync + 'static,
+    ) -> Self {
         ScriptedProvider {
             name: name.to_owned(),
             script: Arc::new(script),
@@ -79,7 +84,11 @@ impl ScriptedProvider {
             None => ScriptOutcome::fail(ProviderError::new(
                 &owner,
                 ProviderErrorClass::BadRequest,
-                format!("script exhausted: no reply for turn {} of agent {}", req.turn(), req.agent),
+                format!(
+                    "script exhausted: no reply for turn {} of agent {}",
+                    req.turn(),
+                    req.agent
+                ),
             )),
         })
     }

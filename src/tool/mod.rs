@@ -38,7 +38,9 @@ pub struct ToolError {
 impl ToolError {
     /// An error with this message.
     pub fn new(message: impl Into<String>) -> Self {
-        ToolError { message: message.into() }
+        ToolError {
+            message: message.into(),
+        }
     }
 }
 
@@ -66,8 +68,18 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// How long a call may take before it fails with a timeout error fed back to the model;
+    /// `None` uses the engine's default.
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Performs the call. The arguments have been validated against [`Tool::schema`].
-    fn invoke<'a>(&'a self, args: Value, ctx: ToolContext) -> BoxFuture<'a, Result<Value, ToolError>>;
+    fn invoke<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
 }
 
 /// Tools by name.
@@ -157,7 +169,11 @@ where
         self.spec.idempotent
     }
 
-    fn invoke<'a>(&'a self, args: Value, ctx: ToolContext) -> BoxFuture<'a, Result<Value, ToolError>> {
+    fn invoke<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move { (self.f)(args, ctx) })
     }
 }

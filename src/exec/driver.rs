@@ -1,0 +1,845 @@
+//! One run's driver: the loop that steps the machine, commits, and performs effects.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::perform::{self, Completion, ToolJob};
+use super::trace::{Trace, TraceEvent};
+use super::{Ctl, EngineError, RunEnd, RunHandle, Shared, lock, read_lock};
+use crate::history::{self, chain_link, node_bytes};
+use crate::machine::{
+    AgentId, Digest, Effect, EffectRef, Event, EventBody, Hlc, InputKind, Message, Note, Outcome,
+    RunId, RunSpec, RunState, SlotStatus, Transition, step,
+};
+use crate::provider::{ProviderRequest, ToolDef};
+use crate::store::{
+    self, Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunStatus, SNAPSHOT_EVERY,
+    Write, Written,
+};
+
+/// Creates the run and starts driving it from `Start`.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    run: RunId,
+    spec: RunSpec,
+    goal: &str,
+) -> Result<RunHandle, EngineError> {
+    let spec_json = serde_json::to_string(&spec)
+        .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
+    let now = shared.config.clock.wall_ms();
+    let new = NewRun {
+        id: run.clone(),
+        parent: None,
+        spec: spec_json,
+        goal: goal.to_owned(),
+        now_ms: now,
+        owner: shared.owner.clone(),
+        lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+    };
+    let epoch = lease_of(store::write(shared.store.as_ref(), Write::CreateRun(new)).await?);
+    let mut driver = Driver::new(
+        shared,
+        run,
+        spec,
+        epoch,
+        history::Rebuilt {
+            state: RunState::Created,
+            chain: Digest::ZERO,
+        },
+        BTreeMap::new(),
+        Hlc::default(),
+    );
+    driver.queue.push_back(EventBody::Start {
+        goal: goal.to_owned(),
+    });
+    driver.opening = Some(Trace::RunStarted {
+        goal: goal.to_owned(),
+    });
+    Ok(driver.spawn())
+}
+
+/// Takes the run's lease, rebuilds its latest state, and drives it on with `events` first.
+pub(super) async fn resume(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    events: Vec<EventBody>,
+) -> Result<RunHandle, EngineError> {
+    if let Some(tx) = lock(&shared.live).get(run).cloned() {
+        let (done_tx, done_rx) = oneshot::channel();
+        for e in &events {
+            let _ = tx.send(Ctl::Event(e.clone()));
+        }
+        if tx.send(Ctl::Attach(done_tx)).is_ok() {
+            return Ok(RunHandle {
+                run_id: run.clone(),
+                events: shared.trace.subscribe(),
+                done: done_rx,
+            });
+        }
+    }
+    let store = shared.store.as_ref();
+    let rec = history::record(store, run)?;
+    if rec.status.is_terminal() {
+        return Err(EngineError::Finished {
+            run: run.to_string(),
+            status: rec.status,
+        });
+    }
+    let now = shared.config.clock.wall_ms();
+    let acquire = Write::AcquireLease {
+        run: run.clone(),
+        owner: shared.owner.clone(),
+        now_ms: now,
+        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+    };
+    let epoch = lease_of(store::write(store, acquire).await?);
+    let spec = history::spec_of(&rec)?;
+    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
+    let convs = history::conversations(store, &rebuilt.state)?;
+    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
+        .first()
+        .map_or(Hlc::default(), |t| t.at);
+    let cancelling = events
+        .iter()
+        .any(|e| matches!(e, EventBody::CancelRequested { .. }));
+
+    let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
+    if !cancelling {
+        let open: HashMap<EffectRef, OutboxStatus> = store
+            .open_effects(run)?
+            .into_iter()
+            .map(|o| (o.effect, o.status))
+            .collect();
+        for at in driver.state.outstanding() {
+            let effect = history::effect_at(store, run, at)?;
+            let effect = if effect.id().run == *run {
+                effect
+            } else {
+                effect.with_id(at.in_run(run))
+            };
+            match &effect {
+                Effect::CallTool { tool, .. } if open.get(&at) == Some(&OutboxStatus::Started) => {
+                    let idempotent = read_lock(&shared.tools)
+                        .get(tool)
+                        .is_some_and(|t| t.idempotent());
+                    if idempotent {
+                        driver.to_perform.push(effect);
+                    } else {
+                        driver.queue.push_back(EventBody::EffectInDoubt {
+                            effect: effect.id().clone(),
+                        });
+                    }
+                }
+                Effect::RequestInput { .. } => {}
+                _ => driver.to_perform.push(effect),
+            }
+        }
+    }
+    driver.queue.extend(events);
+    driver.opening = Some(Trace::RunResumed {
+        state: driver.state.kind(),
+    });
+    Ok(driver.spawn())
+}
+
+/// The effect of the call in `run` that waits for a person.
+pub(super) fn waiting_input(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    call_id: Option<&str>,
+) -> Result<crate::machine::EffectId, EngineError> {
+    let store = shared.store.as_ref();
+    let rec = history::record(store, run)?;
+    if rec.status.is_terminal() {
+        return Err(EngineError::Finished {
+            run: run.to_string(),
+            status: rec.status,
+        });
+    }
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store, run, &spec, rec.seq)?.state;
+    super::input_effect(run, &state, call_id)
+}
+
+fn lease_of(w: Written) -> u64 {
+    match w {
+        Written::Lease(e) => e,
+        Written::Done => 0,
+    }
+}
+
+enum Next {
+    Event(EventBody),
+    Stop(RunStatus),
+}
+
+struct Driver {
+    shared: Arc<Shared>,
+    run: RunId,
+    spec: RunSpec,
+    state: RunState,
+    chain: Digest,
+    last_at: Hlc,
+    epoch: u64,
+    convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
+    tool_defs: BTreeMap<AgentId, Vec<ToolDef>>,
+    queue: VecDeque<EventBody>,
+    to_perform: Vec<Effect>,
+    inflight: FuturesUnordered<BoxFuture<'static, Completion>>,
+    cancel: CancellationToken,
+    acks: Vec<Ack>,
+    traces: Vec<TraceEvent>,
+    ctl_rx: mpsc::UnboundedReceiver<Ctl>,
+    ctl_tx: mpsc::UnboundedSender<Ctl>,
+    waiters: Vec<oneshot::Sender<Result<RunEnd, EngineError>>>,
+    pause: bool,
+    last_poll: Instant,
+    /// Published when the task starts, after the handle has subscribed.
+    opening: Option<Trace>,
+}
+
+impl Driver {
+    fn new(
+        shared: &Arc<Shared>,
+        run: RunId,
+        spec: RunSpec,
+        epoch: u64,
+        rebuilt: history::Rebuilt,
+        convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
+        last_at: Hlc,
+    ) -> Driver {
+        let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+        Driver {
+            shared: shared.clone(),
+            run,
+            spec,
+            state: rebuilt.state,
+            chain: rebuilt.chain,
+            last_at,
+            epoch,
+            convs,
+            tool_defs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            to_perform: Vec::new(),
+            inflight: FuturesUnordered::new(),
+            cancel: CancellationToken::new(),
+            acks: Vec::new(),
+            traces: Vec::new(),
+            ctl_rx,
+            ctl_tx,
+            waiters: Vec::new(),
+            pause: false,
+            last_poll: Instant::now(),
+            opening: None,
+        }
+    }
+
+    fn spawn(mut self) -> RunHandle {
+        let (done_tx, done_rx) = oneshot::channel();
+        self.waiters.push(done_tx);
+        let handle = RunHandle {
+            run_id: self.run.clone(),
+            events: self.shared.trace.subscribe(),
+            done: done_rx,
+        };
+        lock(&self.shared.live).insert(self.run.clone(), self.ctl_tx.clone());
+        tokio::spawn(async move {
+            let result = self.drive().await;
+            lock(&self.shared.live).remove(&self.run);
+            // Controls that raced with the end: attach requests still get the result.
+            while let Ok(ctl) = self.ctl_rx.try_recv() {
+                if let Ctl::Attach(tx) = ctl {
+                    self.waiters.push(tx);
+                }
+            }
+            for w in self.waiters.drain(..) {
+                let _ = w.send(result.clone());
+            }
+        });
+        handle
+    }
+
+    async fn drive(&mut self) -> Result<RunEnd, EngineError> {
+        let permit = self.shared.slots.clone().acquire_owned().await;
+        let _permit =
+            permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?;
+        if let Some(kind) = self.opening.take() {
+            self.emit(None, kind);
+        }
+        for effect in std::mem::take(&mut self.to_perform) {
+            self.perform(effect);
+        }
+        let result = self.step_until_rest().await;
+        if let Err(e) = &result {
+            // Lost the lease or the store: stop performing anything.
+            self.inflight = FuturesUnordered::new();
+            self.cancel.cancel();
+            if !matches!(e, EngineError::Store(store::StoreError::Fenced { .. })) {
+                let _ = self.release(RunStatus::Running).await;
+            }
+        }
+        result
+    }
+
+    async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
+        loop {
+            let body = match self.next().await? {
+                Next::Event(body) => body,
+                Next::Stop(status) => {
+                    self.flush().await?;
+                    self.release(status).await?;
+                    self.emit(Some(self.state.seq()), Trace::RunPaused { status });
+                    return Ok(self.end(status));
+                }
+            };
+            let at = self
+                .shared
+                .config
+                .clock
+                .stamp(self.state.seq() + 1, self.last_at);
+            let event = Event::new(&self.run, at, body);
+            let t = match step(&self.state, &event, &self.spec) {
+                Ok(t) => t,
+                Err(e @ crate::machine::MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+                Err(e) => {
+                    // A stale result (its call was replaced by a retry or a cancel) or input
+                    // that no longer fits: nothing changes.
+                    tracing::debug!(run = %self.run, error = %e, "event refused");
+                    continue;
+                }
+            };
+            let emits = !t.effects.is_empty();
+            self.commit(&event, &t)?;
+            if emits || t.next.is_done() {
+                self.flush().await?;
+            }
+            let done = t.next.is_done();
+            self.state = t.next;
+            for effect in t.effects {
+                self.perform(effect);
+            }
+            if done {
+                let status = status_of(&self.state);
+                self.release(status).await?;
+                return Ok(self.end(status));
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Result<Next, EngineError> {
+        loop {
+            while let Ok(ctl) = self.ctl_rx.try_recv() {
+                self.control(ctl);
+            }
+            if let Some(body) = self.queue.pop_front() {
+                return Ok(Next::Event(body));
+            }
+            self.poll_remote().await?;
+            if !self.queue.is_empty() {
+                continue;
+            }
+            if self.state.wants_proceed() {
+                if self.pause {
+                    return Ok(Next::Stop(RunStatus::Paused));
+                }
+                return Ok(Next::Event(EventBody::Proceed));
+            }
+            if self.inflight.is_empty() {
+                return match status_of(&self.state) {
+                    s @ (RunStatus::AwaitingInput | RunStatus::BudgetExhausted) => {
+                        Ok(Next::Stop(s))
+                    }
+                    _ => Err(EngineError::Driver(format!(
+                        "run {} is in state {} with nothing in flight",
+                        self.run,
+                        self.state.kind()
+                    ))),
+                };
+            }
+            let poll = self.shared.config.control_poll;
+            tokio::select! {
+                Some(done) = self.inflight.next() => match done {
+                    Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Fatal(e) => return Err(e),
+                },
+                Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
+                _ = tokio::time::sleep(poll) => {}
+            }
+        }
+    }
+
+    fn control(&mut self, ctl: Ctl) {
+        match ctl {
+            Ctl::Pause => self.pause = true,
+            Ctl::Cancel(reason) => self.cancel_inflight(reason),
+            Ctl::Event(body) => self.queue.push_back(body),
+            Ctl::Attach(tx) => self.waiters.push(tx),
+        }
+    }
+
+    fn cancel_inflight(&mut self, reason: Option<String>) {
+        self.cancel.cancel();
+        self.cancel = CancellationToken::new();
+        self.inflight = FuturesUnordered::new();
+        self.queue
+            .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
+        self.queue.push_front(EventBody::CancelRequested { reason });
+    }
+
+    /// Checks the database for control requests from other processes and keeps the lease
+    /// fresh, at most once per `control_poll`.
+    async fn poll_remote(&mut self) -> Result<(), EngineError> {
+        if self.last_poll.elapsed() < self.shared.config.control_poll {
+            return Ok(());
+        }
+        self.last_poll = Instant::now();
+        let store = self.shared.store.clone();
+        let Some(rec) = store.run(&self.run)? else {
+            return Ok(());
+        };
+        if rec.lease_epoch != self.epoch {
+            return Err(store::StoreError::Fenced {
+                run: self.run.to_string(),
+                ours: self.epoch,
+                current: rec.lease_epoch,
+            }
+            .into());
+        }
+        match rec.control {
+            Some(Control::Pause) => self.pause = true,
+            Some(Control::Cancel) => {
+                self.cancel_inflight(Some("cancelled from another process".into()))
+            }
+            None => {}
+        }
+        if rec.control.is_some() {
+            let _ = store.submit(Write::SetControl {
+                run: self.run.clone(),
+                control: None,
+            });
+        }
+        let now = self.shared.config.clock.wall_ms();
+        let ttl = self.shared.config.lease_ttl.as_millis() as u64;
+        if rec.lease_expires_ms < now + ttl / 2 {
+            let _ = store.submit(Write::RenewLease {
+                run: self.run.clone(),
+                epoch: self.epoch,
+                expires_ms: now + ttl,
+            });
+        }
+        Ok(())
+    }
+
+    /// Submits the transition; it is durable once [`flush`](Self::flush) returns.
+    fn commit(&mut self, event: &Event, t: &Transition) -> Result<(), EngineError> {
+        let encode =
+            |e: serde_json::Error| EngineError::Driver(format!("cannot encode a transition: {e}"));
+        let seq = t.next.seq();
+        let event_json = serde_json::to_vec(event).map_err(encode)?;
+        let effects = if t.effects.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&t.effects).map_err(encode)?
+        };
+        let state_bytes = t.next.canonical_bytes();
+        let state_hash = Digest::of(&state_bytes);
+        let chain = chain_link(&self.chain, &event_json, &state_hash);
+        let blobs = t
+            .appended
+            .iter()
+            .map(|a| (a.head, node_bytes(&a.prev, &a.message.canonical_bytes())))
+            .collect();
+        let outbox = t
+            .effects
+            .iter()
+            .map(|e| OutboxRecord {
+                effect: EffectRef {
+                    seq: e.id().seq,
+                    index: e.id().index,
+                },
+                status: OutboxStatus::Pending,
+                idempotency_key: match e {
+                    Effect::CallTool {
+                        idempotency_key, ..
+                    } => Some(idempotency_key.clone()),
+                    _ => None,
+                },
+            })
+            .collect();
+        let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
+        let now = self.shared.config.clock.wall_ms();
+        let commit = Commit {
+            run: self.run.clone(),
+            epoch: self.epoch,
+            seq,
+            at: event.at,
+            event: event_json,
+            edge: t.edge,
+            effects,
+            outbox,
+            resolves: resolved(&event.body),
+            state_kind: t.next.kind(),
+            state_hash,
+            chain,
+            blobs,
+            snapshot: (seq % SNAPSHOT_EVERY == 0).then_some(state_bytes),
+            status: status_of(&t.next),
+            cost_nanos: usage.cost_nanos,
+            tokens: usage.input_tokens + usage.output_tokens,
+            outcome: t
+                .next
+                .outcome()
+                .map(|o| serde_json::to_string(o).unwrap_or_default()),
+            receipt: None,
+            now_ms: now,
+            lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
+        };
+        self.acks
+            .push(self.shared.store.submit(Write::Commit(Box::new(commit))));
+        for a in &t.appended {
+            let list = Arc::make_mut(self.convs.entry(a.agent.clone()).or_default());
+            list.truncate(a.index as usize);
+            list.push(a.message.clone());
+        }
+        self.chain = chain;
+        self.last_at = event.at;
+        self.trace_transition(event, t);
+        Ok(())
+    }
+
+    /// Waits until every submitted transition is durable, then publishes their traces.
+    async fn flush(&mut self) -> Result<(), EngineError> {
+        for ack in self.acks.drain(..) {
+            ack.await.unwrap_or(Err(store::StoreError::Closed))?;
+        }
+        if self.shared.trace.receiver_count() > 0 {
+            for e in self.traces.drain(..) {
+                let _ = self.shared.trace.send(e);
+            }
+        } else {
+            self.traces.clear();
+        }
+        Ok(())
+    }
+
+    async fn release(&mut self, status: RunStatus) -> Result<(), EngineError> {
+        let w = Write::ReleaseLease {
+            run: self.run.clone(),
+            epoch: self.epoch,
+            status,
+        };
+        store::write(self.shared.store.as_ref(), w).await?;
+        Ok(())
+    }
+
+    fn end(&self, status: RunStatus) -> RunEnd {
+        RunEnd {
+            run_id: self.run.clone(),
+            status,
+            state: self.state.clone(),
+        }
+    }
+
+    fn emit(&self, seq: Option<u64>, kind: Trace) {
+        if self.shared.trace.receiver_count() > 0 {
+            let at = self.shared.config.clock.trace();
+            let _ = self.shared.trace.send(TraceEvent {
+                run: self.run.clone(),
+                at,
+                seq,
+                kind,
+            });
+        }
+    }
+
+    fn trace_transition(&mut self, event: &Event, t: &Transition) {
+        if self.shared.trace.receiver_count() == 0 {
+            return;
+        }
+        let seq = Some(t.next.seq());
+        let agent = self
+            .state
+            .data()
+            .map(|d| d.active.clone())
+            .unwrap_or_default();
+        let mut push = |kind: Trace| {
+            self.traces.push(TraceEvent {
+                run: self.run.clone(),
+                at: event.at,
+                seq,
+                kind,
+            })
+        };
+        match &event.body {
+            EventBody::ModelReplied { reply, .. } => push(Trace::ModelReply {
+                agent: agent.clone(),
+                text: reply.text.clone(),
+                tool_calls: reply.tool_calls.len(),
+                usage: reply.usage,
+                cost_nanos: reply.cost_nanos,
+            }),
+            EventBody::ModelFailed { failure, .. } => push(Trace::ModelError {
+                agent: agent.clone(),
+                error: failure.message.clone(),
+                retryable: failure.retryable,
+            }),
+            EventBody::ToolReturned { effect, outcome } => {
+                if let RunState::CallingTools { batch, .. } = &self.state
+                    && let Some(slot) = batch
+                        .slots
+                        .iter()
+                        .find(|s| s.status.effect().is_some_and(|e| e.matches(effect)))
+                {
+                    push(Trace::ToolResult {
+                        call_id: slot.call_id.clone(),
+                        tool: slot.tool.clone(),
+                        ok: matches!(outcome, crate::machine::ToolOutcome::Ok { .. }),
+                    });
+                }
+            }
+            _ => {}
+        }
+        push(Trace::Transition {
+            edge: t.edge.to_owned(),
+            state: t.next.kind(),
+        });
+        for note in &t.notes {
+            match note {
+                Note::ToolRejected {
+                    agent,
+                    call_id,
+                    tool,
+                } => push(Trace::ToolRejected {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    reason: "outside the agent's grant".into(),
+                }),
+                Note::ToolInvalid {
+                    agent,
+                    call_id,
+                    tool,
+                    reason,
+                } => push(Trace::ToolRejected {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    reason: reason.clone(),
+                }),
+                Note::ToolBudget { agent, call_id } => push(Trace::ToolRejected {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: String::new(),
+                    reason: "tool-call budget spent".into(),
+                }),
+                Note::BudgetExhausted { scope, key } => push(Trace::BudgetExhausted {
+                    scope: scope.clone(),
+                    key: *key,
+                }),
+                Note::Retry {
+                    agent,
+                    attempt,
+                    delay_ms,
+                } => push(Trace::ModelRetry {
+                    agent: agent.clone(),
+                    detail: format!("attempt {attempt} after {delay_ms} ms"),
+                }),
+                Note::Fallback {
+                    agent,
+                    provider,
+                    model,
+                    ..
+                } => push(Trace::ModelRetry {
+                    agent: agent.clone(),
+                    detail: format!("falling back to {provider}/{model}"),
+                }),
+                Note::Handoff { from, to } => push(Trace::Handoff {
+                    from: from.clone(),
+                    to: to.clone(),
+                }),
+                Note::HandoffCycle { agent, visits } => push(Trace::HandoffCycle {
+                    agent: agent.clone(),
+                    visits: *visits,
+                }),
+            }
+        }
+        if let Some(outcome) = t.next.outcome() {
+            push(Trace::RunFinished {
+                outcome: outcome.clone(),
+            });
+        }
+    }
+
+    fn perform(&mut self, effect: Effect) {
+        match effect {
+            Effect::CallModel {
+                id,
+                agent,
+                request,
+                attempt,
+                not_before,
+            } => {
+                let provider = read_lock(&self.shared.providers)
+                    .get(&request.provider)
+                    .cloned();
+                let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
+                if messages.len() > request.conversation.len as usize {
+                    messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
+                }
+                let tools = self.tool_defs_for(&agent, &request.tools);
+                self.emit(
+                    Some(id.seq),
+                    Trace::ModelRequest {
+                        agent: agent.clone(),
+                        provider: request.provider.clone(),
+                        model: request.model.clone(),
+                        attempt,
+                        messages: messages.len(),
+                    },
+                );
+                let req = ProviderRequest {
+                    agent,
+                    model: request.model,
+                    messages,
+                    tools,
+                    remaining: request.remaining,
+                    attempt,
+                };
+                let trace = self.shared.trace.clone();
+                let clock = self.shared.config.clock.clone();
+                self.inflight.push(perform::model_call(
+                    id,
+                    provider,
+                    request.provider,
+                    req,
+                    not_before,
+                    trace,
+                    clock,
+                ));
+            }
+            Effect::CallTool {
+                id,
+                agent,
+                call_id,
+                tool,
+                args,
+                idempotency_key,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::ToolCall {
+                        agent: agent.clone(),
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        args: args.clone(),
+                    },
+                );
+                let job = ToolJob {
+                    tool: read_lock(&self.shared.tools).get(&tool).cloned(),
+                    id,
+                    agent,
+                    call_id,
+                    tool_name: tool,
+                    args,
+                    idempotency_key,
+                    epoch: self.epoch,
+                    timeout: self.shared.config.tool_timeout,
+                    cancel: self.cancel.child_token(),
+                };
+                self.inflight
+                    .push(perform::tool_call(self.shared.store.clone(), job));
+            }
+            Effect::RequestInput {
+                id,
+                agent,
+                call_id,
+                request,
+            } => {
+                let kind = match request.kind {
+                    InputKind::Approval => "approval",
+                    InputKind::Question => "question",
+                    InputKind::InDoubt => "in_doubt",
+                };
+                self.emit(
+                    Some(id.seq),
+                    Trace::InputRequested {
+                        agent,
+                        call_id,
+                        tool: request.tool,
+                        kind: kind.into(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn tool_defs_for(&mut self, agent: &AgentId, names: &[String]) -> Vec<ToolDef> {
+        let spec = &self.spec;
+        self.tool_defs
+            .entry(agent.clone())
+            .or_insert_with(|| {
+                names
+                    .iter()
+                    .filter_map(|n| spec.tool(n))
+                    .map(|t| ToolDef {
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        schema: t.schema.clone(),
+                    })
+                    .collect()
+            })
+            .clone()
+    }
+}
+
+/// The effect whose result `body` carries.
+fn resolved(body: &EventBody) -> Option<EffectRef> {
+    match body {
+        EventBody::ModelReplied { effect, .. }
+        | EventBody::ModelFailed { effect, .. }
+        | EventBody::ToolReturned { effect, .. }
+        | EventBody::InputProvided { effect, .. }
+        | EventBody::EffectInDoubt { effect } => Some(EffectRef {
+            seq: effect.seq,
+            index: effect.index,
+        }),
+        _ => None,
+    }
+}
+
+/// The status a run in `state` rests in.
+pub(crate) fn status_of(state: &RunState) -> RunStatus {
+    match state {
+        RunState::Done {
+            outcome: Outcome::Completed { .. },
+            ..
+        } => RunStatus::Completed,
+        RunState::Done {
+            outcome: Outcome::Failed { .. },
+            ..
+        } => RunStatus::Failed,
+        RunState::Done {
+            outcome: Outcome::Cancelled { .. },
+            ..
+        } => RunStatus::Cancelled,
+        RunState::AwaitingInput { .. } => RunStatus::AwaitingInput,
+        RunState::BudgetExhausted { resting: true, .. } => RunStatus::BudgetExhausted,
+        RunState::CallingTools { batch, .. }
+            if !batch.any_running()
+                && batch
+                    .slots
+                    .iter()
+                    .any(|s| !matches!(s.status, SlotStatus::Finished { .. })) =>
+        {
+            RunStatus::AwaitingInput
+        }
+        _ => RunStatus::Running,
+    }
+}

@@ -1,0 +1,190 @@
+//! Trace events: what observers see of runs. Each carries its run, an HLC timestamp and,
+//! for events tied to a transition, its seq. Serialised with a stable `type` field
+//! (`run.started`, `model.reply`, ...), one JSON object per line in `--json` output.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::machine::{AgentId, BudgetKey, Hlc, Outcome, RunId, Scope, StateKind, TokenUsage};
+use crate::store::RunStatus;
+
+/// One thing that happened in a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceEvent {
+    /// The run.
+    pub run: RunId,
+    /// When.
+    pub at: Hlc,
+    /// The transition it belongs to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// What.
+    #[serde(flatten)]
+    pub kind: Trace,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum Trace {
+    /// A new run began.
+    #[serde(rename = "run.started")]
+    RunStarted {
+        /// Its goal.
+        goal: String,
+    },
+    /// A process took the run up again.
+    #[serde(rename = "run.resumed")]
+    RunResumed {
+        /// The state it resumed in.
+        state: StateKind,
+    },
+    /// A transition was committed.
+    #[serde(rename = "transition")]
+    Transition {
+        /// The edge taken.
+        edge: String,
+        /// The state after it.
+        state: StateKind,
+    },
+    /// A model call is being made.
+    #[serde(rename = "model.request")]
+    ModelRequest {
+        /// The agent.
+        agent: AgentId,
+        /// Provider name.
+        provider: String,
+        /// Model.
+        model: String,
+        /// Attempt on this route.
+        attempt: u32,
+        /// Messages sent.
+        messages: usize,
+    },
+    /// A streamed text delta.
+    #[serde(rename = "model.token")]
+    ModelToken {
+        /// The agent.
+        agent: AgentId,
+        /// The delta.
+        text: String,
+    },
+    /// A model call returned.
+    #[serde(rename = "model.reply")]
+    ModelReply {
+        /// The agent.
+        agent: AgentId,
+        /// Its text, if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Tool calls asked for.
+        tool_calls: usize,
+        /// Usage, if reported.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<TokenUsage>,
+        /// Cost in nanodollars, if known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_nanos: Option<u64>,
+    },
+    /// A model call failed.
+    #[serde(rename = "model.error")]
+    ModelError {
+        /// The agent.
+        agent: AgentId,
+        /// The error, one line.
+        error: String,
+        /// Whether the machine may retry.
+        retryable: bool,
+    },
+    /// A tool call is being made.
+    #[serde(rename = "tool.call")]
+    ToolCall {
+        /// The agent.
+        agent: AgentId,
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The arguments.
+        args: Value,
+    },
+    /// A tool call returned.
+    #[serde(rename = "tool.result")]
+    ToolResult {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// False for errors.
+        ok: bool,
+    },
+    /// A tool call was refused (outside the grant, unknown, invalid arguments).
+    #[serde(rename = "tool.rejected")]
+    ToolRejected {
+        /// The agent.
+        agent: AgentId,
+        /// The call id.
+        call_id: String,
+        /// The tool the model asked for.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// A person is asked (approval, a question, an in-doubt call).
+    #[serde(rename = "input.requested")]
+    InputRequested {
+        /// The agent.
+        agent: AgentId,
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// `approval`, `question` or `in_doubt`.
+        kind: String,
+    },
+    /// The plan moved to another agent.
+    #[serde(rename = "handoff")]
+    Handoff {
+        /// From.
+        from: AgentId,
+        /// To.
+        to: AgentId,
+    },
+    /// The plan tried to activate an agent past `max_agent_visits`; the run fails.
+    #[serde(rename = "handoff.cycle")]
+    HandoffCycle {
+        /// The agent.
+        agent: AgentId,
+        /// Its visits so far.
+        visits: u32,
+    },
+    /// A budget ran out.
+    #[serde(rename = "budget.exhausted")]
+    BudgetExhausted {
+        /// Whose.
+        scope: Scope,
+        /// Which.
+        key: BudgetKey,
+    },
+    /// A model call is retried or moves to a fallback route.
+    #[serde(rename = "model.retry")]
+    ModelRetry {
+        /// The agent.
+        agent: AgentId,
+        /// What happens.
+        detail: String,
+    },
+    /// The run stopped at a step boundary (paused, or resting until a person or a budget
+    /// raise continues it).
+    #[serde(rename = "run.paused")]
+    RunPaused {
+        /// Why it rests.
+        status: RunStatus,
+    },
+    /// The run ended.
+    #[serde(rename = "run.finished")]
+    RunFinished {
+        /// How.
+        outcome: Outcome,
+    },
+}

@@ -1,0 +1,341 @@
+//! An in-memory store: the same contract as SQLite (fencing, sequencing, leases) with nothing
+//! on disk. For tests and for measuring the engine's own overhead.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use super::{
+    Ack, Commit, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
+    TransitionRecord, Write, Written,
+};
+use crate::machine::{Digest, EffectRef, RunId, StateKind};
+
+#[derive(Default)]
+struct MemRun {
+    record: Option<RunRecord>,
+    transitions: Vec<TransitionRecord>,
+    snapshots: BTreeMap<u64, Vec<u8>>,
+    outbox: BTreeMap<EffectRef, OutboxRecord>,
+    receipts: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    order: Vec<RunId>,
+    runs: HashMap<RunId, MemRun>,
+    blobs: HashMap<Digest, Vec<u8>>,
+    bytes: u64,
+}
+
+/// Runs kept in memory; lost when dropped. Every write is "durable" as soon as it is applied.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryStore")
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> Result<T, StoreError> {
+        let mut inner = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::Io("memory store lock poisoned".into()))?;
+        Ok(f(&mut inner))
+    }
+}
+
+impl Inner {
+    fn run_mut(&mut self, id: &RunId) -> Result<&mut MemRun, StoreError> {
+        self.runs
+            .get_mut(id)
+            .ok_or_else(|| StoreError::UnknownRun(id.to_string()))
+    }
+
+    fn apply(&mut self, write: Write) -> Result<Written, StoreError> {
+        match write {
+            Write::CreateRun(new) => self.create(new),
+            Write::Commit(c) => self.commit(*c),
+            Write::MarkStarted {
+                run,
+                epoch,
+                effects,
+            } => {
+                let r = self.run_mut(&run)?;
+                fence(r, &run, epoch)?;
+                for e in effects {
+                    let o = r.outbox.entry(e.effect).or_insert(OutboxRecord {
+                        status: OutboxStatus::Pending,
+                        ..e
+                    });
+                    if o.status == OutboxStatus::Pending {
+                        o.status = OutboxStatus::Started;
+                    }
+                }
+                Ok(Written::Done)
+            }
+            Write::RenewLease {
+                run,
+                epoch,
+                expires_ms,
+            } => {
+                let r = self.run_mut(&run)?;
+                fence(r, &run, epoch)?;
+                record_mut(r, &run)?.lease_expires_ms = expires_ms;
+                Ok(Written::Done)
+            }
+            Write::AcquireLease {
+                run,
+                owner,
+                now_ms,
+                expires_ms,
+            } => {
+                let r = self.run_mut(&run)?;
+                let rec = record_mut(r, &run)?;
+                if let Some(holder) = rec.lease_owner.clone().filter(|h| *h != owner)
+                    && rec.lease_expires_ms > now_ms
+                    && !super::owner_is_dead(&holder)
+                {
+                    return Err(StoreError::LeaseHeld {
+                        run: run.to_string(),
+                        owner: holder,
+                    });
+                }
+                rec.lease_epoch += 1;
+                rec.lease_owner = Some(owner);
+                rec.lease_expires_ms = expires_ms;
+                rec.control = None;
+                if !rec.status.is_terminal() {
+                    rec.status = RunStatus::Running;
+                }
+                Ok(Written::Lease(rec.lease_epoch))
+            }
+            Write::ReleaseLease { run, epoch, status } => {
+                let r = self.run_mut(&run)?;
+                let rec = record_mut(r, &run)?;
+                if rec.lease_epoch == epoch {
+                    rec.lease_owner = None;
+                    rec.lease_expires_ms = 0;
+                    rec.status = status;
+                }
+                Ok(Written::Done)
+            }
+            Write::SetControl { run, control } => {
+                let r = self.run_mut(&run)?;
+                record_mut(r, &run)?.control = control;
+                Ok(Written::Done)
+            }
+        }
+    }
+
+    fn create(&mut self, new: NewRun) -> Result<Written, StoreError> {
+        if self.runs.contains_key(&new.id) {
+            return Err(StoreError::DuplicateRun(new.id.to_string()));
+        }
+        let seq = new.parent.as_ref().map_or(0, |(_, s)| *s);
+        let record = RunRecord {
+            id: new.id.clone(),
+            state_kind: if new.parent.is_some() {
+                StateKind::Preparing
+            } else {
+                StateKind::Created
+            },
+            parent: new.parent,
+            spec: new.spec,
+            goal: new.goal,
+            status: RunStatus::Running,
+            seq,
+            lease_epoch: 1,
+            lease_owner: Some(new.owner),
+            lease_expires_ms: new.lease_expires_ms,
+            control: None,
+            created_ms: new.now_ms,
+            updated_ms: new.now_ms,
+            cost_nanos: 0,
+            tokens: 0,
+            outcome: None,
+        };
+        self.bytes += (record.spec.len() + record.goal.len()) as u64;
+        self.order.push(new.id.clone());
+        self.runs.insert(
+            new.id,
+            MemRun {
+                record: Some(record),
+                ..MemRun::default()
+            },
+        );
+        Ok(Written::Lease(1))
+    }
+
+    fn commit(&mut self, c: Commit) -> Result<Written, StoreError> {
+        let mut added = 0u64;
+        for (d, bytes) in c.blobs {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.blobs.entry(d) {
+                added += 32 + bytes.len() as u64;
+                v.insert(bytes);
+            }
+        }
+        let r = self.run_mut(&c.run)?;
+        fence(r, &c.run, c.epoch)?;
+        let latest = record_mut(r, &c.run)?.seq;
+        if c.seq != latest + 1 {
+            return Err(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            });
+        }
+        added += (c.event.len() + c.effects.len() + 80) as u64;
+        r.transitions.push(TransitionRecord {
+            seq: c.seq,
+            at: c.at,
+            event: c.event,
+            edge: c.edge.to_owned(),
+            effects: c.effects,
+            state_kind: c.state_kind,
+            state_hash: c.state_hash,
+            chain: c.chain,
+        });
+        if let Some(s) = c.snapshot {
+            added += s.len() as u64;
+            r.snapshots.insert(c.seq, s);
+        }
+        for o in c.outbox {
+            r.outbox.insert(o.effect, o);
+        }
+        if let Some(e) = c.resolves
+            && let Some(o) = r.outbox.get_mut(&e)
+        {
+            o.status = OutboxStatus::Done;
+        }
+        if let Some(body) = c.receipt {
+            r.receipts.push(body);
+        }
+        let rec = record_mut(r, &c.run)?;
+        rec.seq = c.seq;
+        rec.status = c.status;
+        rec.state_kind = c.state_kind;
+        rec.updated_ms = c.now_ms;
+        rec.cost_nanos = c.cost_nanos;
+        rec.tokens = c.tokens;
+        rec.outcome = c.outcome;
+        rec.lease_expires_ms = c.lease_expires_ms;
+        self.bytes += added;
+        Ok(Written::Done)
+    }
+}
+
+fn record_mut<'a>(r: &'a mut MemRun, id: &RunId) -> Result<&'a mut RunRecord, StoreError> {
+    r.record
+        .as_mut()
+        .ok_or_else(|| StoreError::UnknownRun(id.to_string()))
+}
+
+fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
+    let current = r.record.as_ref().map_or(0, |rec| rec.lease_epoch);
+    if current == epoch {
+        Ok(())
+    } else {
+        Err(StoreError::Fenced {
+            run: id.to_string(),
+            ours: epoch,
+            current,
+        })
+    }
+}
+
+impl Store for MemoryStore {
+    fn submit(&self, write: Write) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        let result = self.with(|inner| inner.apply(write)).and_then(|r| r);
+        let _ = tx.send(result);
+        rx
+    }
+
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.with(|inner| inner.runs.get(id).and_then(|r| r.record.clone()))
+    }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.with(|inner| {
+            inner
+                .order
+                .iter()
+                .rev()
+                .filter_map(|id| inner.runs.get(id).and_then(|r| r.record.clone()))
+                .collect()
+        })
+    }
+
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).map_or_else(Vec::new, |r| {
+                r.transitions
+                    .iter()
+                    .filter(|t| (from..=to).contains(&t.seq))
+                    .cloned()
+                    .collect()
+            })
+        })
+    }
+
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).and_then(|r| {
+                r.snapshots
+                    .range(..=at)
+                    .next_back()
+                    .map(|(s, b)| (*s, b.clone()))
+            })
+        })
+    }
+
+    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with(|inner| inner.blobs.get(digest).cloned())
+    }
+
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).map_or_else(Vec::new, |r| {
+                r.outbox
+                    .values()
+                    .filter(|o| o.status != OutboxStatus::Done)
+                    .cloned()
+                    .collect()
+            })
+        })
+    }
+
+    fn receipts(&self, run: &RunId) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.with(|inner| {
+            inner
+                .runs
+                .get(run)
+                .map_or_else(Vec::new, |r| r.receipts.clone())
+        })
+    }
+
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.with(|inner| inner.bytes)
+    }
+}

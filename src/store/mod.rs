@@ -1,0 +1,476 @@
+//! Durable storage of runs: the [`Store`] trait and its records, with a SQLite implementation
+//! ([`SqliteStore`]) and an in-memory one ([`MemoryStore`]) for tests and benchmarks.
+//!
+//! The executor submits [`Write`]s; each resolves only when it is durable (for SQLite: the
+//! transaction holding it has committed with the configured `synchronous` level). Writes from
+//! all runs share transactions (group commit), but none is acknowledged before its
+//! transaction commits. Reads are plain blocking calls.
+//!
+//! A run's history is a list of transitions `(seq, event, effects, state hash, chain)`;
+//! message bodies are content-addressed blobs (conversation Merkle nodes: the previous head
+//! followed by the message JSON, keyed by the new head), and state snapshots every
+//! [`SNAPSHOT_EVERY`] transitions bound the fold needed to rebuild a state. Storage per
+//! transition stays flat as a run grows.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+
+mod lease;
+mod memory;
+mod schema;
+mod sqlite;
+
+pub use lease::{owner_id, owner_is_dead};
+pub use memory::MemoryStore;
+pub use schema::SCHEMA_VERSION;
+pub use sqlite::{CommitStats, Durability, SqliteStore};
+
+/// A state snapshot is written every this many transitions.
+pub const SNAPSHOT_EVERY: u64 = 64;
+
+/// Where a run stands, as `runtape ls` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Being driven (or was, by a process that died; `resume` picks it up).
+    Running,
+    /// Paused at a step boundary by request.
+    Paused,
+    /// Waiting for a person.
+    AwaitingInput,
+    /// Resting in `BudgetExhausted` until a budget is raised.
+    BudgetExhausted,
+    /// Completed.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::AwaitingInput => "awaiting_input",
+            RunStatus::BudgetExhausted => "budget_exhausted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str).
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "paused" => RunStatus::Paused,
+            "awaiting_input" => RunStatus::AwaitingInput,
+            "budget_exhausted" => RunStatus::BudgetExhausted,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// True once the run is over.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request from another process (or this one) to a run's driver, read at step boundaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// Pause at the next step boundary.
+    Pause,
+    /// Cancel now.
+    Cancel,
+}
+
+/// A run's row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run id.
+    pub id: RunId,
+    /// For a fork: the parent run and the seq it forked at (its history up to there is the
+    /// parent's).
+    pub parent: Option<(RunId, u64)>,
+    /// The run spec, as JSON.
+    pub spec: String,
+    /// The goal.
+    pub goal: String,
+    /// Latest status.
+    pub status: RunStatus,
+    /// Kind of the latest state.
+    pub state_kind: StateKind,
+    /// Latest committed seq.
+    pub seq: u64,
+    /// Lease epoch; bumped by every takeover, checked by every commit.
+    pub lease_epoch: u64,
+    /// Who holds the lease (`host:pid:nonce`), if anyone.
+    pub lease_owner: Option<String>,
+    /// Wall-clock ms after which the lease counts as abandoned.
+    pub lease_expires_ms: u64,
+    /// A pending control request.
+    pub control: Option<Control>,
+    /// Creation time, wall-clock ms.
+    pub created_ms: u64,
+    /// Last update, wall-clock ms.
+    pub updated_ms: u64,
+    /// Known cost so far, nanodollars.
+    pub cost_nanos: u64,
+    /// Tokens so far.
+    pub tokens: u64,
+    /// How it ended (JSON of the outcome), once done.
+    pub outcome: Option<String>,
+}
+
+/// One committed transition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransitionRecord {
+    /// Its seq.
+    pub seq: u64,
+    /// The event's time.
+    pub at: Hlc,
+    /// The event, as JSON.
+    pub event: Vec<u8>,
+    /// The table edge taken.
+    pub edge: String,
+    /// The emitted effects, as a JSON array (empty when none).
+    pub effects: Vec<u8>,
+    /// Kind of the state after it.
+    pub state_kind: StateKind,
+    /// Hash of the state after it.
+    pub state_hash: Digest,
+    /// `blake3(previous chain || event || state hash)`.
+    pub chain: Digest,
+}
+
+/// Where an effect stands in the outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    /// Emitted; not known to have started.
+    Pending,
+    /// Started (recorded durably before a non-idempotent tool runs); no result yet.
+    Started,
+    /// Its result is committed.
+    Done,
+}
+
+impl OutboxStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Pending => "pending",
+            OutboxStatus::Started => "started",
+            OutboxStatus::Done => "done",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => OutboxStatus::Pending,
+            "started" => OutboxStatus::Started,
+            "done" => OutboxStatus::Done,
+            _ => return None,
+        })
+    }
+}
+
+/// An effect's outbox row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxRecord {
+    /// Where it was emitted.
+    pub effect: EffectRef,
+    /// Its status.
+    pub status: OutboxStatus,
+    /// The tool's idempotency key, for tool calls.
+    pub idempotency_key: Option<String>,
+}
+
+/// A new run.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    /// Its id.
+    pub id: RunId,
+    /// For a fork: parent and fork seq.
+    pub parent: Option<(RunId, u64)>,
+    /// Spec JSON.
+    pub spec: String,
+    /// Goal.
+    pub goal: String,
+    /// Wall-clock ms now.
+    pub now_ms: u64,
+    /// The creating process takes the lease (epoch 1).
+    pub owner: String,
+    /// Lease expiry, wall-clock ms.
+    pub lease_expires_ms: u64,
+}
+
+/// One transition to make durable.
+#[derive(Clone, Debug)]
+pub struct Commit {
+    /// The run.
+    pub run: RunId,
+    /// The committer's lease epoch; a mismatch is [`StoreError::Fenced`].
+    pub epoch: u64,
+    /// Its seq; must be the run's latest seq + 1.
+    pub seq: u64,
+    /// The event's time.
+    pub at: Hlc,
+    /// Event JSON.
+    pub event: Vec<u8>,
+    /// The edge taken.
+    pub edge: &'static str,
+    /// Effects JSON array (empty when none).
+    pub effects: Vec<u8>,
+    /// Outbox rows for the effects.
+    pub outbox: Vec<OutboxRecord>,
+    /// The effect whose result this event carries (marked done).
+    pub resolves: Option<EffectRef>,
+    /// Kind of the new state.
+    pub state_kind: StateKind,
+    /// Hash of the new state.
+    pub state_hash: Digest,
+    /// Chain link.
+    pub chain: Digest,
+    /// Content-addressed blobs (conversation nodes) to store if absent.
+    pub blobs: Vec<(Digest, Vec<u8>)>,
+    /// A state snapshot (JSON), every [`SNAPSHOT_EVERY`] transitions.
+    pub snapshot: Option<Vec<u8>>,
+    /// New status of the run.
+    pub status: RunStatus,
+    /// Cost so far.
+    pub cost_nanos: u64,
+    /// Tokens so far.
+    pub tokens: u64,
+    /// Outcome JSON when the run ends.
+    pub outcome: Option<String>,
+    /// The receipt (JSON) of the model turn or tool call this transition's event answers.
+    pub receipt: Option<Vec<u8>>,
+    /// Wall-clock ms now (for `updated_ms` and lease renewal).
+    pub now_ms: u64,
+    /// Push the lease expiry to this wall-clock ms.
+    pub lease_expires_ms: u64,
+}
+
+/// A write for the store to make durable.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Create a run (and take its lease, epoch 1).
+    CreateRun(NewRun),
+    /// Commit a transition.
+    Commit(Box<Commit>),
+    /// Mark effects started (before performing non-idempotent tools); creates the outbox row
+    /// when the effect has none (a fork performing an effect its parent emitted).
+    MarkStarted {
+        /// The run.
+        run: RunId,
+        /// Lease epoch.
+        epoch: u64,
+        /// The effects (status is ignored).
+        effects: Vec<OutboxRecord>,
+    },
+    /// Push the lease expiry while a long effect runs.
+    RenewLease {
+        /// The run.
+        run: RunId,
+        /// Lease epoch.
+        epoch: u64,
+        /// New expiry, wall-clock ms.
+        expires_ms: u64,
+    },
+    /// Take the lease: compare-and-swap on the epoch. Fails with [`StoreError::LeaseHeld`]
+    /// while another live owner holds it.
+    AcquireLease {
+        /// The run.
+        run: RunId,
+        /// Who asks.
+        owner: String,
+        /// Wall-clock ms now.
+        now_ms: u64,
+        /// New expiry.
+        expires_ms: u64,
+    },
+    /// Give the lease back (if still held at `epoch`), recording the status the run rests in.
+    ReleaseLease {
+        /// The run.
+        run: RunId,
+        /// Lease epoch.
+        epoch: u64,
+        /// Status to record.
+        status: RunStatus,
+    },
+    /// Set or clear a run's control request (no lease needed).
+    SetControl {
+        /// The run.
+        run: RunId,
+        /// The request, or `None` to clear.
+        control: Option<Control>,
+    },
+}
+
+/// What a write returns once durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Nothing to report.
+    Done,
+    /// The lease epoch now held.
+    Lease(u64),
+}
+
+/// Resolves when a write is durable.
+pub type Ack = oneshot::Receiver<Result<Written, StoreError>>;
+
+/// A store failure. The Display is one line saying what is wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database was written by a newer runtape.
+    #[error(
+        "database {path} has schema version {found}, newer than this runtape supports ({supported}); upgrade runtape"
+    )]
+    NewerSchema {
+        /// The file.
+        path: String,
+        /// Its version.
+        found: i64,
+        /// Ours.
+        supported: i64,
+    },
+    /// The file is not a SQLite database, or is damaged.
+    #[error(
+        "{path} is not a runtape database or is damaged ({detail}); point RUNTAPE_DB or --db at another file"
+    )]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// SQLite's words.
+        detail: String,
+    },
+    /// The directory to hold the database does not exist.
+    #[error("cannot open database {path}: directory {dir} does not exist; create it first")]
+    MissingDirectory {
+        /// The file.
+        path: String,
+        /// The missing directory.
+        dir: String,
+    },
+    /// No such run.
+    #[error("no run with id `{0}`; `runtape ls` lists the runs in this database")]
+    UnknownRun(String),
+    /// A run with this id exists already.
+    #[error("a run with id `{0}` exists already")]
+    DuplicateRun(String),
+    /// Another live process holds the run's lease.
+    #[error(
+        "run {run} is being driven by another process ({owner}); wait for it to stop, or `runtape cancel {run}`"
+    )]
+    LeaseHeld {
+        /// The run.
+        run: String,
+        /// The owner.
+        owner: String,
+    },
+    /// This writer lost the lease (another process took the run over).
+    #[error(
+        "run {run} was taken over by another process (lease epoch {current}, ours {ours}); this process stops driving it"
+    )]
+    Fenced {
+        /// The run.
+        run: String,
+        /// Our epoch.
+        ours: u64,
+        /// The current epoch.
+        current: u64,
+    },
+    /// A commit out of sequence.
+    #[error("run {run}: commit of seq {got} does not follow the latest seq {latest}")]
+    OutOfSequence {
+        /// The run.
+        run: String,
+        /// Latest stored seq.
+        latest: u64,
+        /// The seq given.
+        got: u64,
+    },
+    /// Stored data does not decode.
+    #[error("stored data of run {run} is damaged: {detail}")]
+    Damaged {
+        /// The run.
+        run: String,
+        /// What did not decode.
+        detail: String,
+    },
+    /// Any other SQLite or I/O error.
+    #[error("storage error: {0}")]
+    Io(String),
+    /// The writer has stopped (the engine is shutting down).
+    #[error("the store's writer has stopped")]
+    Closed,
+}
+
+/// Durable storage of runs. Implementations: [`SqliteStore`], [`MemoryStore`].
+///
+/// A PostgreSQL backend would implement the same trait; nothing above it knows SQL.
+pub trait Store: Send + Sync + 'static {
+    /// Queues a write; the returned [`Ack`] resolves when it is durable.
+    fn submit(&self, write: Write) -> Ack;
+
+    /// The run's row.
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Every run, newest first.
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The run's own transitions with `from <= seq <= to`, in order (a fork's inherited
+    /// prefix is its parent's; see `history`).
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError>;
+
+    /// The newest snapshot of the run's own with `seq <= at`: `(seq, state JSON)`.
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError>;
+
+    /// A blob by digest.
+    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Outbox rows of the run that are not done.
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
+
+    /// The run's receipts (JSON), in order.
+    fn receipts(&self, run: &RunId) -> Result<Vec<Vec<u8>>, StoreError>;
+
+    /// Bytes the store occupies (for measurements).
+    fn size_bytes(&self) -> Result<u64, StoreError>;
+}
+
+/// Submits `write` and waits for it to be durable.
+pub async fn write(store: &dyn Store, write: Write) -> Result<Written, StoreError> {
+    store.submit(write).await.unwrap_or(Err(StoreError::Closed))
+}

@@ -1,0 +1,217 @@
+//! The SQLite schema, its migrations, and the checks made when a file is opened.
+//!
+//! Row ids pack `(run key, seq)` as `run << 32 | seq`, so transitions, snapshots and receipts
+//! need no secondary index and a run's history is one range scan.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::StoreError;
+
+/// The schema version this runtape writes. Opening a database with a higher version is an
+/// error; a lower one is migrated forward.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE runs (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    parent_id TEXT,
+    fork_seq INTEGER,
+    spec TEXT NOT NULL,
+    goal TEXT NOT NULL,
+    status TEXT NOT NULL,
+    state_kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    lease_epoch INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_expires_ms INTEGER NOT NULL,
+    control TEXT,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    cost_nanos INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    outcome TEXT
+);
+-- id = run key << 32 | seq
+CREATE TABLE transitions (
+    id INTEGER PRIMARY KEY,
+    at INTEGER NOT NULL,
+    event BLOB NOT NULL,
+    edge TEXT NOT NULL,
+    effects BLOB NOT NULL,
+    state_hash BLOB NOT NULL,
+    chain BLOB NOT NULL
+);
+-- id = run key << 32 | seq
+CREATE TABLE snapshots (
+    id INTEGER PRIMARY KEY,
+    state BLOB NOT NULL
+);
+CREATE TABLE blobs (
+    hash BLOB PRIMARY KEY,
+    bytes BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE outbox (
+    run INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    idempotency_key TEXT,
+    PRIMARY KEY (run, seq, idx)
+) WITHOUT ROWID;
+-- id = run key << 32 | seq
+CREATE TABLE receipts (
+    id INTEGER PRIMARY KEY,
+    body BLOB NOT NULL
+);
+"#];
+
+/// Opens `path` for reading and writing, creating it if absent, after checking (without
+/// writing anything) that an existing file is a runtape database of a version we can read.
+pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
+    let shown = path.display().to_string();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(StoreError::MissingDirectory {
+            path: shown,
+            dir: dir.display().to_string(),
+        });
+    }
+    let existed = path.exists();
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| classify(&shown, e))?;
+    if existed {
+        check_readable(&conn, &shown)?;
+    }
+    Ok(conn)
+}
+
+/// Reads the schema version and the table list: fails on a file that is not SQLite, on a
+/// foreign SQLite database and on a newer schema. Reads only.
+pub(super) fn check_readable(conn: &Connection, shown: &str) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| classify(shown, e))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: shown.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| classify(shown, e))?;
+    if version == 0 && tables > 0 {
+        return Err(StoreError::Corrupt {
+            path: shown.to_owned(),
+            detail: "a SQLite database, but not one of runtape's".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Sets WAL and the durability level, then applies pending migrations in one transaction.
+pub(super) fn prepare(
+    conn: &mut Connection,
+    shown: &str,
+    synchronous_full: bool,
+) -> Result<(), StoreError> {
+    let io = |e: rusqlite::Error| classify(shown, e);
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(io)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(io)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Io(format!(
+            "{shown}: could not enable WAL (journal_mode is {mode})"
+        )));
+    }
+    let sync = if synchronous_full { "FULL" } else { "NORMAL" };
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = OFF;"
+    ))
+    .map_err(io)?;
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(io)?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(io)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: shown.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.execute_batch(sql).map_err(io)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)
+            .map_err(io)?;
+    }
+    tx.commit().map_err(io)
+}
+
+/// Maps a SQLite error to a store error, recognising "not a database" and damage.
+pub(super) fn classify(shown: &str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: shown.to_owned(),
+            detail: e.to_string(),
+        },
+        Some(ErrorCode::CannotOpen) => StoreError::Io(format!("cannot open {shown}: {e}")),
+        _ => StoreError::Io(format!("{shown}: {e}")),
+    }
+}
+
+/// Packs a run key and a seq into a row id.
+pub(super) fn row_id(run_key: i64, seq: u64) -> i64 {
+    (run_key << 32) | (seq as i64 & 0xffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous_after_prepare(full: bool) -> i64 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.db");
+        let mut conn = open(&path).expect("opens");
+        prepare(&mut conn, "s.db", full).expect("prepares");
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("reads")
+    }
+
+    #[test]
+    fn full_is_the_default_and_normal_an_opt_in() {
+        assert_eq!(
+            super::super::Durability::default(),
+            super::super::Durability::Full
+        );
+        assert_eq!(synchronous_after_prepare(true), 2, "FULL");
+        assert_eq!(synchronous_after_prepare(false), 1, "NORMAL");
+    }
+
+    #[test]
+    fn row_ids_pack_run_and_seq_in_order() {
+        assert!(row_id(1, u64::from(u32::MAX)) < row_id(2, 0));
+        assert_eq!(row_id(3, 7) & 0xffff_ffff, 7);
+    }
+}

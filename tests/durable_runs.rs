@@ -1,0 +1,491 @@
+//! The durable engine on a real SQLite file: runs complete, effects wait for their
+//! transitions, tools run in parallel with timeouts, pause/cancel/observers behave.
+
+mod durable_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use durable_support::*;
+use runtape::exec::{Engine, EngineConfig, Trace};
+use runtape::history;
+use runtape::machine::*;
+use runtape::provider::ScriptedProvider;
+use runtape::store::{Durability, RunStatus, SqliteStore, Store};
+use runtape::tool::{FnTool, Tool, ToolContext, ToolError};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn a_run_completes_and_its_history_replays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path());
+    let calls = Arc::new(AtomicUsize::new(0));
+    engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(calls.clone())));
+    let end = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "Find it.")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    assert_eq!(
+        end.state.outcome(),
+        Some(&Outcome::Completed {
+            answer: Some("done".into())
+        })
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+    // Rebuilt from storage alone: same state, same conversation.
+    let store = engine.store().as_ref();
+    let rec = history::record(store, &end.run_id).expect("recorded");
+    assert_eq!(rec.seq, end.state.seq());
+    let spec = history::spec_of(&rec).expect("spec loads");
+    let rebuilt = history::state_at(store, &end.run_id, &spec, rec.seq).expect("replays");
+    assert_eq!(rebuilt.state, end.state);
+    let convs = history::conversations(store, &rebuilt.state).expect("bodies load");
+    let solo = &convs[&AgentId::from("solo")];
+    assert_eq!(
+        solo.len(),
+        2 + 3 * 2 + 1,
+        "system, goal, 3 × (call, result), answer"
+    );
+    assert_eq!(solo.last().and_then(|m| m.content.as_deref()), Some("done"));
+    // Every intermediate state replays too.
+    for seq in 0..=rec.seq {
+        history::state_at(store, &end.run_id, &spec, seq)
+            .unwrap_or_else(|e| panic!("seq {seq}: {e}"));
+    }
+}
+
+/// The write-ahead rule: when a tool runs, the transition that asked for it is already in the
+/// database (read through a separate connection).
+#[tokio::test]
+async fn a_tool_runs_only_after_its_transition_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let engine = engine_in(dir.path());
+    let seen = Log::default();
+    let log = seen.clone();
+    let db_path = db.clone();
+    let tool = FnTool::new(lookup_spec(), move |_args, ctx: ToolContext| {
+        let (run, seq) = {
+            let mut parts = ctx.idempotency_key.split(':');
+            (
+                parts.next().unwrap_or_default().to_owned(),
+                parts.next().unwrap_or_default().to_owned(),
+            )
+        };
+        let reader = rusqlite::Connection::open_with_flags(
+            &db_path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(|e| ToolError::new(e.to_string()))?;
+        let key: i64 = reader
+            .query_row("SELECT key FROM runs WHERE id = ?1", [&run], |r| r.get(0))
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let seq: i64 = seq.parse().map_err(|_| ToolError::new("bad key"))?;
+        let effects: Vec<u8> = reader
+            .query_row(
+                "SELECT effects FROM transitions WHERE id = ?1",
+                [(key << 32) | seq],
+                |r| r.get(0),
+            )
+            .map_err(|e| ToolError::new(format!("emitting transition {seq} not committed: {e}")))?;
+        let text = String::from_utf8_lossy(&effects).into_owned();
+        log.push(format!("{seq}:{}", text.contains(&ctx.idempotency_key)));
+        Ok(json!("ok"))
+    });
+    engine.register_provider("p", Arc::new(rounds_provider(4, &["lookup"])));
+    engine.register_tool(Arc::new(tool));
+    let end = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "go")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    let seen = seen.all();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(
+        seen.iter().all(|s| s.ends_with(":true")),
+        "every tool saw its emitting transition committed: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_in_memory_engine_runs_the_same_way() {
+    let engine = Engine::in_memory();
+    engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    let end = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "go")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    assert_eq!(end.state.seq(), 1 + 2 * 3 + 3);
+}
+
+/// Two tools of one reply run at the same time: each waits for the other to have started.
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently() {
+    struct Meet(Arc<tokio::sync::Barrier>, &'static str);
+    impl Tool for Meet {
+        fn name(&self) -> &str {
+            self.1
+        }
+        fn description(&self) -> &str {
+            "meets the other"
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn idempotent(&self) -> bool {
+            true
+        }
+        fn invoke<'a>(
+            &'a self,
+            _args: Value,
+            _ctx: ToolContext,
+        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
+            Box::pin(async move {
+                self.0.wait().await;
+                Ok(json!("met"))
+            })
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path());
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    engine.register_tool(Arc::new(Meet(barrier.clone(), "left")));
+    engine.register_tool(Arc::new(Meet(barrier, "right")));
+    engine.register_provider("p", Arc::new(rounds_provider(1, &["left", "right"])));
+    let tools = ["left", "right"]
+        .map(|n| ToolSpec {
+            idempotent: true,
+            ..ToolSpec::new(n, "")
+        })
+        .to_vec();
+    let run = engine
+        .start(spec(tools, |_| {}), "meet")
+        .await
+        .expect("starts");
+    let end = tokio::time::timeout(Duration::from_secs(20), run.wait())
+        .await
+        .expect("sequential calls would deadlock")
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_slow_tool_times_out_into_an_error_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig {
+        tool_timeout: Duration::from_millis(100),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
+    struct Sleepy;
+    impl Tool for Sleepy {
+        fn name(&self) -> &str {
+            "lookup"
+        }
+        fn description(&self) -> &str {
+            "never answers"
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn idempotent(&self) -> bool {
+            true
+        }
+        fn invoke<'a>(
+            &'a self,
+            _args: Value,
+            _ctx: ToolContext,
+        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(json!("too late"))
+            })
+        }
+    }
+    engine.register_tool(Arc::new(Sleepy));
+    engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
+    let end = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "go")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    let convs = history::conversations(engine.store().as_ref(), &end.state).expect("loads");
+    let result = convs[&AgentId::from("solo")]
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .expect("a tool result");
+    assert!(result.is_error);
+    assert!(
+        result
+            .content
+            .as_deref()
+            .is_some_and(|c| c.contains("timed out after 100 ms")),
+        "{result:?}"
+    );
+}
+
+/// Cancel aborts the in-flight tool (its cancellation token fires) and commits the cancellation.
+#[tokio::test]
+async fn cancel_aborts_in_flight_work_and_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path());
+    let started = Arc::new(tokio::sync::Notify::new());
+    let aborted = Arc::new(AtomicUsize::new(0));
+    struct Waits(Arc<tokio::sync::Notify>, Arc<AtomicUsize>);
+    impl Tool for Waits {
+        fn name(&self) -> &str {
+            "lookup"
+        }
+        fn description(&self) -> &str {
+            "waits to be cancelled"
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn idempotent(&self) -> bool {
+            true
+        }
+        fn invoke<'a>(
+            &'a self,
+            _args: Value,
+            ctx: ToolContext,
+        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
+            Box::pin(async move {
+                struct OnDrop(Arc<AtomicUsize>);
+                impl Drop for OnDrop {
+                    fn drop(&mut self) {
+                        self.0.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                let _guard = OnDrop(self.1.clone());
+                self.0.notify_one();
+                ctx.cancel.cancelled().await;
+                Err(ToolError::new("cancelled"))
+            })
+        }
+    }
+    engine.register_tool(Arc::new(Waits(started.clone(), aborted.clone())));
+    engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
+    let handle = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "go")
+        .await
+        .expect("starts");
+    let run = handle.run_id().clone();
+    started.notified().await;
+    engine
+        .cancel(&run, Some("enough".into()))
+        .await
+        .expect("cancel accepted");
+    let end = tokio::time::timeout(Duration::from_secs(20), handle.wait())
+        .await
+        .expect("cancel is prompt")
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Cancelled);
+    assert_eq!(
+        aborted.load(Ordering::SeqCst),
+        1,
+        "the tool's future was dropped"
+    );
+    let rec = history::record(engine.store().as_ref(), &run).expect("recorded");
+    assert_eq!(rec.status, RunStatus::Cancelled);
+    assert!(rec.outcome.is_some_and(|o| o.contains("enough")));
+}
+
+/// Pause takes effect at the next step boundary; budgets are state, so a run paused after 40
+/// of its 50 turns has exactly 10 left when resumed.
+#[tokio::test]
+async fn pause_then_resume_keeps_the_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path());
+    let model_calls = Arc::new(AtomicUsize::new(0));
+    let counter = model_calls.clone();
+    engine.register_provider(
+        "p",
+        Arc::new(ScriptedProvider::new("p", move |req| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            runtape::provider::ScriptOutcome::reply(ModelReply::tools(vec![ToolCallRequest::new(
+                format!("c{}", req.turn()),
+                "lookup",
+                json!({"q": "again"}),
+            )]))
+        })),
+    );
+    let pauser = engine.clone();
+    let tool_calls = Arc::new(AtomicUsize::new(0));
+    let seen = tool_calls.clone();
+    engine.register_tool(Arc::new(FnTool::new(lookup_spec(), move |_args, ctx| {
+        if seen.fetch_add(1, Ordering::SeqCst) + 1 == 40 {
+            let engine = pauser.clone();
+            let run = ctx.run_id.clone();
+            tokio::spawn(async move { engine.pause(&run).await });
+        }
+        Ok(json!("more"))
+    })));
+    let spec = spec(vec![lookup_spec()], |s| {
+        s.agents[0].limits.max_turns = Some(50)
+    });
+    let end = engine
+        .start(spec, "loop")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Paused);
+    assert_eq!(
+        end.state.kind(),
+        StateKind::Preparing,
+        "paused at a step boundary"
+    );
+    let turns = end.state.data().map(|d| d.usage.turns).unwrap_or(0);
+    assert!(
+        (40..=41).contains(&turns),
+        "paused right after the 40th tool call, at {turns} turns"
+    );
+    let before = model_calls.load(Ordering::SeqCst);
+
+    let end = engine
+        .resume(&end.run_id)
+        .await
+        .expect("resumes")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Failed);
+    let Some(Outcome::Failed { error }) = end.state.outcome() else {
+        panic!("{:?}", end.state)
+    };
+    assert_eq!(error.class, ErrorClass::TurnLimit);
+    assert_eq!(
+        model_calls.load(Ordering::SeqCst) - before,
+        50 - turns as usize,
+        "only the turns left were taken"
+    );
+}
+
+/// An observer that never reads, and one that panics, do not slow or break a run.
+#[tokio::test]
+async fn observers_that_lag_or_fail_never_block_the_run() {
+    let engine = Engine::in_memory();
+    engine.register_provider("p", Arc::new(rounds_provider(1_500, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    let _never_reads = engine.subscribe();
+    let mut panicky = engine.subscribe();
+    let observer = tokio::spawn(async move {
+        let _ = panicky.recv().await;
+        panic!("observer bug");
+    });
+    let spec = spec(vec![lookup_spec()], |s| {
+        s.agents[0].limits.max_turns = Some(10_000);
+        s.agents[0].limits.max_tool_calls = Some(10_000);
+    });
+    let mut handle = engine.start(spec, "many events").await.expect("starts");
+    let first = handle.next_event().await.expect("events flow");
+    assert!(matches!(first.kind, Trace::RunStarted { .. }));
+    let end = handle.wait().await.expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    assert!(
+        observer.await.is_err(),
+        "the observer's panic stayed in its task"
+    );
+}
+
+/// Trace timestamps never go backwards within a run.
+#[tokio::test]
+async fn trace_events_carry_increasing_hlc_timestamps() {
+    let engine = Engine::in_memory();
+    engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    let handle = engine
+        .start(spec(vec![lookup_spec()], |_| {}), "go")
+        .await
+        .expect("starts");
+    let mut events = Vec::new();
+    let end = handle
+        .wait_with(|e| events.push(e.clone()))
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e.kind {
+            Trace::RunStarted { .. } => "run.started",
+            Trace::ModelRequest { .. } => "model.request",
+            Trace::ModelReply { .. } => "model.reply",
+            Trace::ToolCall { .. } => "tool.call",
+            Trace::ToolResult { .. } => "tool.result",
+            Trace::RunFinished { .. } => "run.finished",
+            _ => "",
+        })
+        .collect();
+    for k in [
+        "run.started",
+        "model.request",
+        "model.reply",
+        "tool.call",
+        "tool.result",
+        "run.finished",
+    ] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] <= w[1]), "{seqs:?}");
+    let ats: Vec<Hlc> = events
+        .iter()
+        .filter(|e| e.seq.is_some())
+        .map(|e| e.at)
+        .collect();
+    assert!(ats.windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// Many runs on one database share transactions (group commit) and all complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_runs_share_commits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store =
+        Arc::new(SqliteStore::open(&dir.path().join("runs.db"), Durability::Full).expect("opens"));
+    let engine = Engine::with_store(store.clone(), EngineConfig::default());
+    engine.register_provider("p", Arc::new(rounds_provider(5, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    let mut handles = Vec::new();
+    for _ in 0..40 {
+        handles.push(
+            engine
+                .start(spec(vec![lookup_spec()], |_| {}), "together")
+                .await
+                .expect("starts"),
+        );
+    }
+    for h in handles {
+        assert_eq!(h.wait().await.expect("runs").status, RunStatus::Completed);
+    }
+    let stats = store.stats();
+    let (tx, writes) = (
+        stats.transactions.load(Ordering::Relaxed),
+        stats.writes.load(Ordering::Relaxed),
+    );
+    assert!(writes >= 40 * 18, "{writes} writes");
+    assert!(
+        tx * 2 < writes,
+        "group commit: {writes} writes in {tx} transactions"
+    );
+    assert_eq!(store.runs().expect("lists").len(), 40);
+}
