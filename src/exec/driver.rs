@@ -111,6 +111,12 @@ pub(super) async fn resume(
         .any(|e| matches!(e, EventBody::CancelRequested { .. }));
 
     let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
+    if matches!(driver.state, RunState::Created) && !cancelling {
+        // The process that created the run stopped before committing `Start`.
+        driver.queue.push_back(EventBody::Start {
+            goal: rec.goal.clone(),
+        });
+    }
     if !cancelling {
         let open: HashMap<EffectRef, OutboxStatus> = store
             .open_effects(run)?
@@ -175,6 +181,8 @@ fn lease_of(w: Written) -> u64 {
     }
 }
 
+// Built once per step and matched immediately; boxing the event would cost more than it saves.
+#[allow(clippy::large_enum_variant)]
 enum Next {
     Event(EventBody),
     Stop(RunStatus),
@@ -420,19 +428,20 @@ impl Driver {
             None => {}
         }
         if rec.control.is_some() {
-            let _ = store.submit(Write::SetControl {
+            // Fire and forget: the write happens whether or not anyone waits for its ack.
+            drop(store.submit(Write::SetControl {
                 run: self.run.clone(),
                 control: None,
-            });
+            }));
         }
         let now = self.shared.config.clock.wall_ms();
         let ttl = self.shared.config.lease_ttl.as_millis() as u64;
         if rec.lease_expires_ms < now + ttl / 2 {
-            let _ = store.submit(Write::RenewLease {
+            drop(store.submit(Write::RenewLease {
                 run: self.run.clone(),
                 epoch: self.epoch,
                 expires_ms: now + ttl,
-            });
+            }));
         }
         Ok(())
     }
@@ -489,7 +498,7 @@ impl Driver {
             state_hash,
             chain,
             blobs,
-            snapshot: (seq % SNAPSHOT_EVERY == 0).then_some(state_bytes),
+            snapshot: seq.is_multiple_of(SNAPSHOT_EVERY).then_some(state_bytes),
             status: status_of(&t.next),
             cost_nanos: usage.cost_nanos,
             tokens: usage.input_tokens + usage.output_tokens,

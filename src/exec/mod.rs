@@ -214,6 +214,8 @@ impl RunHandle {
 }
 
 /// A request to a live driver.
+// Rare and short-lived; boxing the event would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Ctl {
     Pause,

@@ -19,6 +19,8 @@ use crate::store::{OutboxRecord, OutboxStatus, Store, Write};
 use crate::tool::{Tool, ToolContext};
 
 /// What a performed effect produced.
+// Produced once per effect and consumed at once; boxing the event would cost more than it saves.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Completion {
     /// The event carrying its result.
     Event(EventBody),

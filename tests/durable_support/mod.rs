@@ -97,3 +97,18 @@ impl Log {
         self.0.lock().expect("log lock").clone()
     }
 }
+
+pub mod child;
+
+/// Spawns this test binary as a child running `test_name` with `env`.
+pub fn spawn_child(test_name: &str, env: &[(&str, String)]) -> std::process::Child {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["--exact", test_name, "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("child starts")
+}
