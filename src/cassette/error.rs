@@ -1,0 +1,220 @@
+//! Everything that can go wrong with a cassette, as one typed enum.
+//!
+//! Each variant's message is one line saying what is wrong and what to do about it (a
+//! [`CassetteError::Mismatch`] adds its request diff below that line). The enum is `Clone +
+//! PartialEq` so a replay provider can keep the last one for [`last_error`] and tests can
+//! compare it.
+//!
+//! [`last_error`]: super::CassetteProvider::last_error
+
+use crate::machine::ProviderErrorClass;
+use crate::provider::ProviderError;
+
+/// Why a cassette could not be recorded, saved, loaded or replayed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CassetteError {
+    /// Reading or writing the file failed.
+    #[error("cassette {path}: cannot {action}: {message}; check the path and its permissions")]
+    Io {
+        /// The file.
+        path: String,
+        /// What was being done (`read`, `write`, `rename`, ...).
+        action: &'static str,
+        /// The operating system's message.
+        message: String,
+    },
+    /// The file is larger than [`LoadOptions::max_bytes`](super::LoadOptions::max_bytes).
+    #[error(
+        "cassette is {size} bytes, over the {limit}-byte limit; raise LoadOptions::max_bytes if the file is trusted"
+    )]
+    TooLarge {
+        /// The file's size (or the bytes read before giving up).
+        size: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// The text is not JSON, or a field has the wrong type, or a field is unknown.
+    #[error("cassette is not valid: {detail}; re-record it or fix the file by hand")]
+    Malformed {
+        /// serde_json's message, with line and column.
+        detail: String,
+    },
+    /// The `version` field is neither 1 nor 2.
+    #[error("cassette version {found} is not supported (this build reads versions 1 and 2)")]
+    UnsupportedVersion {
+        /// The value found, as JSON text.
+        found: String,
+    },
+    /// A field required by the cassette's version is absent.
+    #[error(
+        "cassette {location} lacks `{field}`, which version 2 requires; re-record the cassette"
+    )]
+    MissingField {
+        /// `envelope` or `entry N`.
+        location: String,
+        /// The camelCase field name.
+        field: &'static str,
+    },
+    /// A field is present but its value is not acceptable (a hash that is not 64 hex digits,
+    /// a `recordedAt` that is not RFC 3339, ...).
+    #[error("cassette {location}: `{field}` is invalid: {detail}")]
+    BadField {
+        /// `envelope`, `entry N`, or `recording`.
+        location: String,
+        /// The camelCase field name.
+        field: &'static str,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// Entries are not numbered 0, 1, 2, ... in file order (reordered or renumbered by hand).
+    #[error(
+        "cassette entry at position {position} has turnIndex {found}; entries must be numbered 0, 1, 2, ... in order (re-record rather than edit)"
+    )]
+    TurnOrder {
+        /// Position in the `entries` array.
+        position: u64,
+        /// The `turnIndex` found there.
+        found: u64,
+    },
+    /// A version-1 cassette carries a version-2 integrity field: someone lowered the version
+    /// to escape the integrity checks.
+    #[error(
+        "cassette says version 1 but carries `{field}`, a version 2 field: the version was lowered to skip integrity checks; use the original file"
+    )]
+    Downgrade {
+        /// The version-2 field found.
+        field: &'static str,
+    },
+    /// [`LoadOptions::require_integrity`](super::LoadOptions::require_integrity) is set and
+    /// the cassette is version 1.
+    #[error(
+        "cassette is version 1, which has no integrity hashes, and integrity is required; re-record it as version 2"
+    )]
+    IntegrityRequired,
+    /// An entry's content no longer matches its digest: it was edited after recording.
+    #[error(
+        "cassette entry {turn} was edited after recording (its {part} no longer matches its hash); re-record instead of editing"
+    )]
+    EntryEdited {
+        /// The entry's turn.
+        turn: u64,
+        /// `response` (checked by `responseHash`) or `prompt` (checked by `promptHash`).
+        part: &'static str,
+    },
+    /// An entry's digest was not made for this cassette: it was copied from another recording.
+    #[error(
+        "cassette entry {turn} does not belong to this cassette (its responseHash was made for another cassetteId); do not splice recordings"
+    )]
+    EntrySpliced {
+        /// The entry's turn.
+        turn: u64,
+    },
+    /// The entries check out but `envelopeHash` does not: an envelope field was edited, or
+    /// entries were added or removed.
+    #[error(
+        "cassette envelope was edited after recording (envelopeHash does not match its fields and entries); re-record instead of editing"
+    )]
+    EnvelopeEdited,
+    /// The hash filter given for replay is not the one the cassette was recorded with.
+    #[error("{}", filter_message(.recorded, .given))]
+    HashFilterMismatch {
+        /// The filter name stored in the cassette (`hashFilter`).
+        recorded: Option<String>,
+        /// The filter name given to the replay.
+        given: Option<String>,
+    },
+    /// Strict replay: the request's prompt hash is not the recorded one.
+    #[error(
+        "cassette replay: turn {turn} sent a different request than was recorded (prompt hash {expected_hash} recorded, {actual_hash} sent); re-record, or replay with strict: false to explore\n{diff}"
+    )]
+    Mismatch {
+        /// The turn (entry index) being replayed.
+        turn: u64,
+        /// The recorded `promptHash`.
+        expected_hash: String,
+        /// The hash of the request that arrived.
+        actual_hash: String,
+        /// Changed hunks of a line diff of the two prompts' pretty JSON (`-` recorded, `+`
+        /// sent), or a note when the cassette holds only the hash.
+        diff: String,
+    },
+    /// The replay was asked for more turns than the cassette holds.
+    #[error(
+        "cassette replay exhausted: all {turns} recorded turns were served and another call came; call reset() to replay again, or re-record a longer run"
+    )]
+    Exhausted {
+        /// How many entries the cassette holds.
+        turns: u64,
+    },
+    /// An exchange cannot be stored so that it reads back and hashes the same.
+    #[error("cassette cannot encode {location}: {detail}")]
+    Unencodable {
+        /// `entry N`, `request of turn N`, ...
+        location: String,
+        /// What cannot be encoded, and where.
+        detail: String,
+    },
+    /// The operating system's random source failed while choosing a cassette id.
+    #[error("cannot choose a random cassetteId: {detail}; pass RecordOptions::cassette_id")]
+    Random {
+        /// The error reported.
+        detail: String,
+    },
+}
+
+fn filter_message(recorded: &Option<String>, given: &Option<String>) -> String {
+    match (recorded, given) {
+        (Some(r), None) => format!(
+            "cassette was recorded with hash filter `{r}` but the replay has none; pass the same filter to ReplayOptions::hash_filter"
+        ),
+        (None, Some(g)) => format!(
+            "cassette was recorded without a hash filter but the replay has `{g}`; remove the filter or re-record with it"
+        ),
+        (Some(r), Some(g)) => format!(
+            "cassette was recorded with hash filter `{r}` but the replay has `{g}`; use the same filter (name and behaviour) on both sides"
+        ),
+        (None, None) => "hash filters agree".to_owned(),
+    }
+}
+
+impl CassetteError {
+    /// The error as a [`ProviderError`] from the provider described by `provider`: class
+    /// `bad_request`, never retryable (replaying the same request gives the same answer), the
+    /// message being this error's text. Replay and recording providers return this from
+    /// `complete` and keep the typed error for `last_error()`.
+    pub fn to_provider_error(&self, provider: &str) -> ProviderError {
+        let mut error =
+            ProviderError::new(provider, ProviderErrorClass::BadRequest, self.to_string());
+        error.retryable = false;
+        error.hint = match self {
+            CassetteError::Mismatch { .. } => {
+                "the run no longer sends what was recorded".to_owned()
+            }
+            CassetteError::Exhausted { .. } => {
+                "the run asked for more turns than were recorded".to_owned()
+            }
+            _ => "the cassette cannot serve this call".to_owned(),
+        };
+        error
+    }
+
+    pub(crate) fn unencodable(location: impl Into<String>, detail: impl Into<String>) -> Self {
+        CassetteError::Unencodable {
+            location: location.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn bad_field(
+        location: impl Into<String>,
+        field: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        CassetteError::BadField {
+            location: location.into(),
+            field,
+            detail: detail.into(),
+        }
+    }
+}

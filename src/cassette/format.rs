@@ -1,0 +1,312 @@
+//! The cassette in memory and on disk: the envelope, the entries, and writing the file.
+//!
+//! A [`Cassette`] value is always verified: it comes from a recording
+//! ([`CassetteBuilder::finish`](super::CassetteBuilder::finish)) or from
+//! [`Cassette::load`] / [`Cassette::from_json`], which check everything before returning one.
+//! Its fields are read-only for that reason.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::CassetteError;
+use super::hash::{self, EnvelopeFields, Prompt};
+use crate::machine::{AgentId, ModelReply};
+use crate::provider::ProviderError;
+
+/// The cassette format version this build writes. Version 1 (no `cassetteId`, `responseHash`
+/// or `envelopeHash`) is still read.
+pub const VERSION: u32 = 2;
+
+/// What a recorded call returned: the reply, or the failure (failures replay too, so a
+/// recorded 429 followed by a successful retry replays as exactly that). On disk it is
+/// `{"reply": {...}}` or `{"error": {...}}`, with the [`ModelReply`] or [`ProviderError`] in
+/// its own serde form (snake_case fields).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RecordedResponse {
+    /// The call succeeded.
+    Reply(ModelReply),
+    /// The call failed.
+    Error(ProviderError),
+}
+
+impl RecordedResponse {
+    /// The response as the result `ModelProvider::complete` returned.
+    pub fn as_result(&self) -> Result<&ModelReply, &ProviderError> {
+        match self {
+            RecordedResponse::Reply(reply) => Ok(reply),
+            RecordedResponse::Error(error) => Err(error),
+        }
+    }
+}
+
+impl From<Result<ModelReply, ProviderError>> for RecordedResponse {
+    fn from(result: Result<ModelReply, ProviderError>) -> Self {
+        match result {
+            Ok(reply) => RecordedResponse::Reply(reply),
+            Err(error) => RecordedResponse::Error(error),
+        }
+    }
+}
+
+/// One recorded model call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Entry {
+    turn_index: u64,
+    prompt_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response_hash: Option<String>,
+    response: RecordedResponse,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    chunks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prompt: Option<Prompt>,
+}
+
+impl Entry {
+    /// A version-2 entry, its `responseHash` computed for `cassette_id`.
+    pub(crate) fn sealed(
+        cassette_id: &str,
+        turn_index: u64,
+        prompt_hash: String,
+        response: RecordedResponse,
+        chunks: Vec<String>,
+        prompt: Option<Prompt>,
+    ) -> Result<Entry, String> {
+        let mut entry = Entry {
+            turn_index,
+            prompt_hash,
+            response_hash: None,
+            response,
+            chunks,
+            prompt,
+        };
+        entry.response_hash = Some(entry.digest_for(cassette_id)?);
+        Ok(entry)
+    }
+
+    /// The `responseHash` this entry's content has under `cassette_id`.
+    pub(crate) fn digest_for(&self, cassette_id: &str) -> Result<String, String> {
+        let response = serde_json::to_value(&self.response).map_err(|e| e.to_string())?;
+        hash::response_hash(
+            cassette_id,
+            self.turn_index,
+            &self.prompt_hash,
+            &response,
+            &self.chunks,
+        )
+    }
+
+    /// The response as JSON, for number checks.
+    pub(crate) fn response_value(&self) -> Result<Value, String> {
+        serde_json::to_value(&self.response).map_err(|e| e.to_string())
+    }
+
+    /// Position of the call in the recording: 0 for the first.
+    pub fn turn_index(&self) -> u64 {
+        self.turn_index
+    }
+
+    /// SHA-256 of the normalised prompt (see [`Prompt::hash`]).
+    pub fn prompt_hash(&self) -> &str {
+        &self.prompt_hash
+    }
+
+    /// The entry's digest (version 2; `None` in a version-1 cassette).
+    pub fn response_hash(&self) -> Option<&str> {
+        self.response_hash.as_deref()
+    }
+
+    /// What the call returned (after the recording's redact hook).
+    pub fn response(&self) -> &RecordedResponse {
+        &self.response
+    }
+
+    /// The text deltas the provider streamed, in order (after redaction); empty when it
+    /// streamed none.
+    pub fn chunks(&self) -> &[String] {
+        &self.chunks
+    }
+
+    /// The normalised prompt, when the recording kept prompts
+    /// ([`RecordOptions::store_prompts`](super::RecordOptions::store_prompts)); otherwise only
+    /// its hash is stored.
+    pub fn prompt(&self) -> Option<&Prompt> {
+        self.prompt.as_ref()
+    }
+}
+
+/// The file's shape, field for field (camelCase on disk).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CassetteData {
+    pub(crate) version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_id: Option<AgentId>,
+    pub(crate) recorded_at: String,
+    pub(crate) recorded_provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cassette_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hash_filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) envelope_hash: Option<String>,
+    pub(crate) entries: Vec<Entry>,
+}
+
+impl CassetteData {
+    /// The fields `envelopeHash` covers, when there is a cassette id to cover.
+    pub(crate) fn envelope_fields(&self) -> Option<EnvelopeFields<'_>> {
+        Some(EnvelopeFields {
+            version: self.version,
+            agent_id: self.agent_id.as_ref().map(AgentId::as_str),
+            recorded_at: &self.recorded_at,
+            recorded_provider: &self.recorded_provider,
+            cassette_id: self.cassette_id.as_deref()?,
+            hash_filter: self.hash_filter.as_deref(),
+        })
+    }
+
+    /// `envelopeHash` over the envelope and the entries' stored digests.
+    pub(crate) fn compute_envelope_hash(&self) -> Result<Option<String>, String> {
+        let Some(fields) = self.envelope_fields() else {
+            return Ok(None);
+        };
+        let digests: Vec<&str> = self
+            .entries
+            .iter()
+            .map(|e| e.response_hash.as_deref().unwrap_or(""))
+            .collect();
+        hash::envelope_hash(&fields, &digests).map(Some)
+    }
+}
+
+/// A verified set of recorded model calls, ready to save or replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cassette {
+    pub(crate) data: CassetteData,
+}
+
+impl Cassette {
+    /// The format version: 2 for everything this build records, 1 for old files.
+    pub fn version(&self) -> u32 {
+        self.data.version
+    }
+
+    /// The agent whose calls were recorded, when they all came from one agent.
+    pub fn agent_id(&self) -> Option<&AgentId> {
+        self.data.agent_id.as_ref()
+    }
+
+    /// When the recording finished, as the recorder's caller gave it (RFC 3339).
+    pub fn recorded_at(&self) -> &str {
+        &self.data.recorded_at
+    }
+
+    /// The recorded provider's [`describe`](crate::provider::ModelProvider::describe) text
+    /// (kind and model or base URL, never a key).
+    pub fn recorded_provider(&self) -> &str {
+        &self.data.recorded_provider
+    }
+
+    /// The recording's random id (version 2; `None` for version 1).
+    pub fn cassette_id(&self) -> Option<&str> {
+        self.data.cassette_id.as_deref()
+    }
+
+    /// The name of the hash filter the recording used, if any.
+    pub fn hash_filter(&self) -> Option<&str> {
+        self.data.hash_filter.as_deref()
+    }
+
+    /// The digest over envelope and entries (version 2; `None` for version 1).
+    pub fn envelope_hash(&self) -> Option<&str> {
+        self.data.envelope_hash.as_deref()
+    }
+
+    /// The recorded calls, turn 0 first.
+    pub fn entries(&self) -> &[Entry] {
+        &self.data.entries
+    }
+
+    /// How many calls were recorded.
+    pub fn len(&self) -> usize {
+        self.data.entries.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.data.entries.is_empty()
+    }
+
+    /// The file's text: indented JSON ending in a newline. Fails only if an entry cannot be
+    /// serialised, which recording already ruled out.
+    pub fn to_json(&self) -> Result<String, CassetteError> {
+        let mut text = serde_json::to_string_pretty(&self.data)
+            .map_err(|e| CassetteError::unencodable("cassette", e.to_string()))?;
+        text.push('\n');
+        Ok(text)
+    }
+
+    /// Writes the cassette to `path` atomically: the text goes to a temporary file in the
+    /// same directory, is flushed to disk, then renamed over `path`, so a reader sees the old
+    /// file or the new one, never half of one.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), CassetteError> {
+        let path = path.as_ref();
+        let text = self.to_json()?;
+        write_atomically(path, text.as_bytes())
+    }
+}
+
+/// Distinguishes temporary files of concurrent saves in one process.
+static SAVE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CassetteError> {
+    let io_error = |action: &'static str, e: std::io::Error| CassetteError::Io {
+        path: path.display().to_string(),
+        action,
+        message: e.to_string(),
+    };
+    let file_name = path.file_name().ok_or_else(|| CassetteError::Io {
+        path: path.display().to_string(),
+        action: "write",
+        message: "the path names no file".to_owned(),
+    })?;
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let n = SAVE_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let temp = dir.join(format!(
+        ".{}.tmp-{}-{n}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| io_error("create a temporary file next to", e))?;
+        file.write_all(bytes).map_err(|e| io_error("write", e))?;
+        file.sync_all().map_err(|e| io_error("flush", e))?;
+        fs::rename(&temp, path).map_err(|e| io_error("rename the temporary file onto", e))
+    })();
+    if written.is_err() {
+        // Best effort: the temporary file may not exist; the original error is what matters.
+        let _ = fs::remove_file(&temp);
+    }
+    written?;
+    // Persist the rename itself where the platform allows opening a directory; failing to
+    // do so leaves a complete file that may revert to the old one after a power cut.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

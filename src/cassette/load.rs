@@ -1,0 +1,362 @@
+//! Reading a cassette: size cap, version probe, strict parse, and every check a file must
+//! pass before it becomes a [`Cassette`].
+//!
+//! The checks run in this order, and the first failure is returned:
+//!
+//! 1. size (`max_bytes`), JSON syntax, `version` ∈ {1, 2}, field names and types;
+//! 2. version 1: no version-2 field (`cassetteId`, `envelopeHash`, any `responseHash`), then
+//!    `require_integrity` refuses it; version 2: those fields present and well-formed;
+//! 3. `recordedAt` is RFC 3339; entries are numbered 0, 1, 2, ... in file order; hashes are
+//!    64 lowercase hex digits; no integer beyond ±(2^53 − 1); a stored prompt hashes to its
+//!    `promptHash`;
+//! 4. version 2: each entry's `responseHash` is recomputed with the file's `cassetteId`, and
+//!    `envelopeHash` over the envelope and the stored digests. An entry whose digest is wrong
+//!    while the envelope checks out was edited ([`EntryEdited`]); one whose digest is wrong
+//!    while the envelope does not check out either carries a digest from elsewhere
+//!    ([`EntrySpliced`]); entries that check out under an envelope that does not means an
+//!    envelope field changed or entries were added or removed ([`EnvelopeEdited`]).
+//!
+//! The hashes detect edits, splices and downgrades, not a forger: they are unkeyed, so
+//! someone who recomputes all of them can write any cassette they like.
+//!
+//! [`EntryEdited`]: CassetteError::EntryEdited
+//! [`EntrySpliced`]: CassetteError::EntrySpliced
+//! [`EnvelopeEdited`]: CassetteError::EnvelopeEdited
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::CassetteError;
+use super::format::{Cassette, CassetteData, VERSION};
+use super::hash::{self, is_hex};
+
+/// The default [`LoadOptions::max_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How strictly to read a cassette file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Refuse version-1 cassettes (which carry no hashes). Set it wherever a cassette gates
+    /// something (CI, a model-upgrade check) so that a file stripped of its hashes is refused.
+    pub require_integrity: bool,
+    /// Files larger than this are refused before parsing.
+    pub max_bytes: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            require_integrity: false,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl Cassette {
+    /// Reads and verifies the cassette at `path` (see the module doc for every check).
+    pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Cassette, CassetteError> {
+        let path = path.as_ref();
+        let io_error = |action: &'static str, e: std::io::Error| CassetteError::Io {
+            path: path.display().to_string(),
+            action,
+            message: e.to_string(),
+        };
+        let file = fs::File::open(path).map_err(|e| io_error("open", e))?;
+        let size = file.metadata().map_err(|e| io_error("stat", e))?.len();
+        if size > options.max_bytes {
+            return Err(CassetteError::TooLarge {
+                size,
+                limit: options.max_bytes,
+            });
+        }
+        let mut bytes = Vec::new();
+        // Read one byte past the limit so a file that grew after the size check is caught.
+        file.take(options.max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error("read", e))?;
+        Cassette::from_slice(&bytes, options)
+    }
+
+    /// Parses and verifies cassette text, as [`Cassette::load`] does for a file.
+    pub fn from_json(text: &str, options: &LoadOptions) -> Result<Cassette, CassetteError> {
+        Cassette::from_slice(text.as_bytes(), options)
+    }
+
+    /// Parses and verifies cassette bytes (UTF-8 JSON).
+    pub fn from_slice(bytes: &[u8], options: &LoadOptions) -> Result<Cassette, CassetteError> {
+        let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if size > options.max_bytes {
+            return Err(CassetteError::TooLarge {
+                size,
+                limit: options.max_bytes,
+            });
+        }
+        probe_version(bytes)?;
+        let data: CassetteData =
+            serde_json::from_slice(bytes).map_err(|e| CassetteError::Malformed {
+                detail: e.to_string(),
+            })?;
+        verify(&data, options)?;
+        Ok(Cassette { data })
+    }
+}
+
+/// Reads only `version`, so an unknown version is reported as such rather than as whatever
+/// unknown field that version added.
+fn probe_version(bytes: &[u8]) -> Result<(), CassetteError> {
+    #[derive(Deserialize)]
+    struct Probe {
+        version: Value,
+    }
+    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| CassetteError::Malformed {
+        detail: e.to_string(),
+    })?;
+    match probe.version.as_u64() {
+        Some(1) => Ok(()),
+        Some(v) if v == u64::from(VERSION) => Ok(()),
+        _ => Err(CassetteError::UnsupportedVersion {
+            found: snippet(&probe.version.to_string()),
+        }),
+    }
+}
+
+/// Every check after parsing, in the order the module doc gives.
+pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), CassetteError> {
+    if data.version == 1 {
+        let downgrade = if data.cassette_id.is_some() {
+            Some("cassetteId")
+        } else if data.envelope_hash.is_some() {
+            Some("envelopeHash")
+        } else if data.entries.iter().any(|e| e.response_hash().is_some()) {
+            Some("responseHash")
+        } else {
+            None
+        };
+        if let Some(field) = downgrade {
+            return Err(CassetteError::Downgrade { field });
+        }
+        if options.require_integrity {
+            return Err(CassetteError::IntegrityRequired);
+        }
+    } else {
+        check_v2_fields(data)?;
+    }
+    check_rfc3339(&data.recorded_at)
+        .map_err(|d| CassetteError::bad_field("envelope", "recordedAt", d))?;
+    for (position, entry) in data.entries.iter().enumerate() {
+        let position = u64::try_from(position).unwrap_or(u64::MAX);
+        if entry.turn_index() != position {
+            return Err(CassetteError::TurnOrder {
+                position,
+                found: entry.turn_index(),
+            });
+        }
+        let location = format!("entry {position}");
+        if !is_hex(entry.prompt_hash(), 64) {
+            return Err(CassetteError::bad_field(
+                location,
+                "promptHash",
+                "not 64 lowercase hex digits",
+            ));
+        }
+        let response = entry
+            .response_value()
+            .map_err(|d| CassetteError::unencodable(location.clone(), d))?;
+        hash::check_numbers(&response)
+            .map_err(|d| CassetteError::unencodable(location.clone(), d))?;
+        if let Some(prompt) = entry.prompt() {
+            let digest =
+                hash::prompt_hash(prompt).map_err(|d| CassetteError::unencodable(location, d))?;
+            if digest != entry.prompt_hash() {
+                return Err(CassetteError::EntryEdited {
+                    turn: position,
+                    part: "prompt",
+                });
+            }
+        }
+    }
+    if data.version != 1 {
+        check_digests(data)?;
+    }
+    Ok(())
+}
+
+fn check_v2_fields(data: &CassetteData) -> Result<(), CassetteError> {
+    let missing = |location: String, field| CassetteError::MissingField { location, field };
+    let id = data
+        .cassette_id
+        .as_deref()
+        .ok_or_else(|| missing("envelope".into(), "cassetteId"))?;
+    if !is_hex(id, 32) {
+        return Err(CassetteError::bad_field(
+            "envelope",
+            "cassetteId",
+            "not 32 lowercase hex digits",
+        ));
+    }
+    let envelope = data
+        .envelope_hash
+        .as_deref()
+        .ok_or_else(|| missing("envelope".into(), "envelopeHash"))?;
+    if !is_hex(envelope, 64) {
+        return Err(CassetteError::bad_field(
+            "envelope",
+            "envelopeHash",
+            "not 64 lowercase hex digits",
+        ));
+    }
+    for (i, entry) in data.entries.iter().enumerate() {
+        let digest = entry
+            .response_hash()
+            .ok_or_else(|| missing(format!("entry {i}"), "responseHash"))?;
+        if !is_hex(digest, 64) {
+            return Err(CassetteError::bad_field(
+                format!("entry {i}"),
+                "responseHash",
+                "not 64 lowercase hex digits",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_digests(data: &CassetteData) -> Result<(), CassetteError> {
+    let Some(id) = data.cassette_id.as_deref() else {
+        return Err(CassetteError::MissingField {
+            location: "envelope".into(),
+            field: "cassetteId",
+        });
+    };
+    let envelope = data
+        .compute_envelope_hash()
+        .map_err(|d| CassetteError::unencodable("envelope", d))?;
+    let envelope_ok = envelope.is_some() && envelope.as_deref() == data.envelope_hash.as_deref();
+    for entry in &data.entries {
+        let turn = entry.turn_index();
+        let digest = entry
+            .digest_for(id)
+            .map_err(|d| CassetteError::unencodable(format!("entry {turn}"), d))?;
+        if Some(digest.as_str()) != entry.response_hash() {
+            return Err(if envelope_ok {
+                CassetteError::EntryEdited {
+                    turn,
+                    part: "response",
+                }
+            } else {
+                CassetteError::EntrySpliced { turn }
+            });
+        }
+    }
+    if envelope_ok {
+        Ok(())
+    } else {
+        Err(CassetteError::EnvelopeEdited)
+    }
+}
+
+/// Checks `text` is an RFC 3339 date-time (`2025-01-31T12:00:00Z`, `...T12:00:00.5+01:00`).
+pub(crate) fn check_rfc3339(text: &str) -> Result<(), String> {
+    let complaint = || {
+        format!(
+            "`{}` is not an RFC 3339 date-time such as 2025-01-31T12:00:00Z",
+            snippet(text)
+        )
+    };
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        let digits = b.get(range)?;
+        digits.iter().try_fold(0u32, |acc, &d| {
+            d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
+        })
+    };
+    let at = |i: usize, allowed: &[u8]| b.get(i).is_some_and(|c| allowed.contains(c));
+    let fields = (|| {
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        let separators =
+            at(4, b"-") && at(7, b"-") && at(10, b"Tt") && at(13, b":") && at(16, b":");
+        Some((separators, year, month, day, hour, minute, second))
+    })();
+    let Some((true, year, month, day, hour, minute, second)) = fields else {
+        return Err(complaint());
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(complaint()),
+    };
+    if day == 0 || day > days || hour > 23 || minute > 59 || second > 60 {
+        return Err(complaint());
+    }
+    let mut rest = &b[19..];
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let digits = fraction.iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(complaint());
+        }
+        rest = &fraction[digits..];
+    }
+    let offset_ok = match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => {
+            let two = |a: u8, b: u8| {
+                (a.is_ascii_digit() && b.is_ascii_digit()).then(|| (a - b'0') * 10 + (b - b'0'))
+            };
+            matches!((two(*h1, *h2), two(*m1, *m2)), (Some(h), Some(m)) if h <= 23 && m <= 59)
+        }
+        _ => false,
+    };
+    if offset_ok { Ok(()) } else { Err(complaint()) }
+}
+
+/// At most 60 characters of `text`, for error messages about hostile input.
+pub(crate) fn snippet(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_accepts_the_usual_forms_and_refuses_the_rest() {
+        for good in [
+            "2025-01-31T12:00:00Z",
+            "2024-02-29t23:59:60.123456+05:30",
+            "2025-12-01T00:00:00-00:00",
+        ] {
+            assert_eq!(check_rfc3339(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "2025-01-31",
+            "2025-02-29T00:00:00Z",
+            "2025-01-31 12:00:00Z",
+            "2025-01-31T12:00:00",
+            "2025-01-31T12:00:00.Z",
+            "2025-13-01T00:00:00Z",
+            "2025-01-31T24:00:00Z",
+            "2025-01-31T12:00:00+24:00",
+            "２０２５-01-31T12:00:00Z",
+        ] {
+            assert!(check_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn snippets_cut_on_character_boundaries() {
+        let long = "é".repeat(100);
+        assert_eq!(snippet(&long).chars().count(), 61);
+        assert_eq!(snippet("short"), "short");
+    }
+}

@@ -1,0 +1,362 @@
+//! Recording: [`CassetteBuilder`] turns exchanges into sealed entries, and
+//! [`RecordingProvider`] wraps a live provider and feeds its calls to one.
+//!
+//! Each exchange is checked the moment it is recorded, not when the file is loaded: the
+//! response (after the redact hook) must still parse as a response, contain no integer that
+//! canonical JSON cannot carry, and come back identical from a JSON round trip. An exchange
+//! that fails is refused then, with its turn.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::error::CassetteError;
+use super::format::{Cassette, CassetteData, Entry, RecordedResponse, VERSION};
+use super::hash::{self, CassetteId, HashFilter, Prompt};
+use super::load::check_rfc3339;
+use crate::machine::{AgentId, ModelReply};
+use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
+
+/// A redact hook: given one string of a response, returns it with sensitive patterns
+/// replaced. It runs at record time over every string value of the stored response (reply
+/// text, tool-call arguments, ids, error messages and body snippets) and over every stream
+/// chunk. Object keys are left alone. Stored prompts are not redacted (they must hash to
+/// their `promptHash`); see [`RecordOptions::store_prompts`].
+pub type Redactor = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// What to do while recording.
+#[derive(Clone)]
+pub struct RecordOptions {
+    /// Normalises prompts before hashing; its name is stored as `hashFilter` and the replay
+    /// must use the same one.
+    pub hash_filter: Option<HashFilter>,
+    /// Scrubs the stored responses and chunks (see [`Redactor`]). What is replayed is what
+    /// was stored, so the replayed replies carry the redacted text.
+    pub redact: Option<Redactor>,
+    /// Store each normalised prompt in clear (`prompt` in the entry), so that a replay
+    /// mismatch shows a readable diff of the two requests. On by default; turn it off to store
+    /// prompts only as hashes (a mismatch then names the turn and both hashes, without a diff).
+    /// The redact hook does not apply to stored prompts (a stored prompt must hash to its
+    /// `promptHash`), so turn this off for prompts that hold secrets. API keys are never part
+    /// of a prompt.
+    pub store_prompts: bool,
+    /// The recording's id; `None` draws a random one. Give one only to make an export
+    /// reproducible (see [`CassetteId::from_hex`]).
+    pub cassette_id: Option<CassetteId>,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            hash_filter: None,
+            redact: None,
+            store_prompts: true,
+            cassette_id: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RecordOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordOptions")
+            .field("hash_filter", &self.hash_filter)
+            .field("redact", &self.redact.is_some())
+            .field("store_prompts", &self.store_prompts)
+            .field("cassette_id", &self.cassette_id)
+            .finish()
+    }
+}
+
+/// Which agents the recorded calls came from, to fill `agentId`.
+#[derive(Clone, Debug)]
+enum Agents {
+    None,
+    One(AgentId),
+    Several,
+}
+
+/// Builds a version-2 cassette one exchange at a time. Use it directly to export a stored
+/// run (push each model call's agent, prompt, result and stream chunks in order); the
+/// [`RecordingProvider`] uses it for live calls.
+#[derive(Clone, Debug)]
+pub struct CassetteBuilder {
+    options: RecordOptions,
+    cassette_id: CassetteId,
+    entries: Vec<Entry>,
+    agents: Agents,
+}
+
+impl CassetteBuilder {
+    /// An empty recording. Fails only when no id was given and the random source fails.
+    pub fn new(mut options: RecordOptions) -> Result<Self, CassetteError> {
+        let cassette_id = match options.cassette_id.take() {
+            Some(id) => id,
+            None => CassetteId::random()?,
+        };
+        Ok(CassetteBuilder {
+            options,
+            cassette_id,
+            entries: Vec::new(),
+            agents: Agents::None,
+        })
+    }
+
+    /// The recording's id.
+    pub fn cassette_id(&self) -> &CassetteId {
+        &self.cassette_id
+    }
+
+    /// How many exchanges were recorded so far (the turn index the next one gets).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True before the first exchange.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Records one exchange as the next turn and returns its turn index. `prompt` is what was
+    /// sent (before the hash filter, which this applies); `chunks` are the text deltas the
+    /// provider streamed, in order. On error nothing is recorded.
+    pub fn push(
+        &mut self,
+        agent: &AgentId,
+        prompt: Prompt,
+        result: Result<ModelReply, ProviderError>,
+        chunks: Vec<String>,
+    ) -> Result<u64, CassetteError> {
+        let turn = u64::try_from(self.entries.len()).unwrap_or(u64::MAX);
+        let location = || format!("entry {turn}");
+        let prompt = match &self.options.hash_filter {
+            Some(filter) => filter.apply(prompt),
+            None => prompt,
+        };
+        let prompt_hash = hash::prompt_hash(&prompt)
+            .map_err(|d| CassetteError::unencodable(format!("request of turn {turn}"), d))?;
+        let (response, chunks) = self.redacted(RecordedResponse::from(result), chunks, turn)?;
+        let stored_prompt = self.options.store_prompts.then_some(prompt);
+        let entry = Entry::sealed(
+            self.cassette_id.as_str(),
+            turn,
+            prompt_hash,
+            response,
+            chunks,
+            stored_prompt,
+        )
+        .map_err(|d| CassetteError::unencodable(location(), d))?;
+        round_trip(&entry).map_err(|d| CassetteError::unencodable(location(), d))?;
+        self.entries.push(entry);
+        self.agents = match std::mem::replace(&mut self.agents, Agents::None) {
+            Agents::None => Agents::One(agent.clone()),
+            Agents::One(a) if &a == agent => Agents::One(a),
+            _ => Agents::Several,
+        };
+        Ok(turn)
+    }
+
+    /// Applies the redact hook, then re-reads the response so a hook that broke its shape
+    /// fails here.
+    fn redacted(
+        &self,
+        response: RecordedResponse,
+        chunks: Vec<String>,
+        turn: u64,
+    ) -> Result<(RecordedResponse, Vec<String>), CassetteError> {
+        let Some(redact) = &self.options.redact else {
+            return Ok((response, chunks));
+        };
+        let location = || format!("entry {turn}");
+        let mut value = serde_json::to_value(&response)
+            .map_err(|e| CassetteError::unencodable(location(), e.to_string()))?;
+        redact_strings(&mut value, redact.as_ref());
+        let response = serde_json::from_value(value).map_err(|e| {
+            CassetteError::unencodable(
+                location(),
+                format!("after the redact hook the response is no longer a valid reply or error ({e}); make the hook leave field values such as `stop` or `bad_request` alone"),
+            )
+        })?;
+        let chunks = chunks.iter().map(|c| redact(c)).collect();
+        Ok((response, chunks))
+    }
+
+    /// The finished cassette. `recorded_at` is the caller's RFC 3339 time (this module reads
+    /// no clock); `recorded_provider` describes the source (a provider's `describe()`).
+    /// `agentId` is set when every call came from one agent.
+    pub fn finish(
+        self,
+        recorded_at: &str,
+        recorded_provider: &str,
+    ) -> Result<Cassette, CassetteError> {
+        check_rfc3339(recorded_at)
+            .map_err(|d| CassetteError::bad_field("recording", "recordedAt", d))?;
+        let mut data = CassetteData {
+            version: VERSION,
+            agent_id: match self.agents {
+                Agents::One(agent) => Some(agent),
+                Agents::None | Agents::Several => None,
+            },
+            recorded_at: recorded_at.to_owned(),
+            recorded_provider: recorded_provider.to_owned(),
+            cassette_id: Some(self.cassette_id.as_str().to_owned()),
+            hash_filter: self
+                .options
+                .hash_filter
+                .as_ref()
+                .map(|f| f.name().to_owned()),
+            envelope_hash: None,
+            entries: self.entries,
+        };
+        data.envelope_hash = data
+            .compute_envelope_hash()
+            .map_err(|d| CassetteError::unencodable("envelope", d))?;
+        Ok(Cassette { data })
+    }
+}
+
+fn redact_strings(value: &mut Value, redact: &(dyn Fn(&str) -> String + Send + Sync)) {
+    match value {
+        Value::String(s) => *s = redact(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_strings(v, redact)),
+        Value::Object(map) => map.values_mut().for_each(|v| redact_strings(v, redact)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Writes the entry as it will be saved and reads it back: anything that does not survive
+/// (a float the parser rounds differently, a field that reads back as another) is refused.
+fn round_trip(entry: &Entry) -> Result<(), String> {
+    let text = serde_json::to_string(entry).map_err(|e| e.to_string())?;
+    let back: Entry = serde_json::from_str(&text)
+        .map_err(|e| format!("the entry does not read back from its own JSON: {e}"))?;
+    if &back == entry {
+        Ok(())
+    } else {
+        Err("the entry reads back differently from its own JSON (a number JSON cannot carry exactly?)".into())
+    }
+}
+
+/// Records every call made through it while passing it on unchanged: the request's prompt
+/// hash, the reply or error, and the streamed chunks (which still reach the caller's token
+/// sink as they arrive). It sees only requests and replies, never the wrapped provider's
+/// configuration or key. Entries are numbered in the order calls complete; a call whose
+/// future is dropped (cancelled) records nothing.
+pub struct RecordingProvider {
+    inner: Arc<dyn ModelProvider>,
+    state: Mutex<RecorderState>,
+}
+
+struct RecorderState {
+    builder: CassetteBuilder,
+    /// The first exchange that could not be recorded; later calls pass through unrecorded.
+    failed: Option<CassetteError>,
+}
+
+impl RecordingProvider {
+    /// Wraps `inner`. Fails only when no cassette id was given and the random source fails.
+    pub fn new(
+        inner: Arc<dyn ModelProvider>,
+        options: RecordOptions,
+    ) -> Result<Self, CassetteError> {
+        Ok(RecordingProvider {
+            inner,
+            state: Mutex::new(RecorderState {
+                builder: CassetteBuilder::new(options)?,
+                failed: None,
+            }),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, RecorderState> {
+        // A panic while holding the lock cannot leave the state half-updated (every update
+        // is a single push or assignment), so a poisoned lock is safe to keep using.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many calls were recorded so far.
+    pub fn len(&self) -> usize {
+        self.state().builder.len()
+    }
+
+    /// True before the first recorded call.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The error that stopped the recording, if an exchange could not be recorded. That call
+    /// returned it as a `bad_request` [`ProviderError`]; later calls pass through unrecorded.
+    pub fn last_error(&self) -> Option<CassetteError> {
+        self.state().failed.clone()
+    }
+
+    /// The cassette of every call so far, with `recorded_at` (RFC 3339) as its time. Call it
+    /// when the run is over; calling it again later includes the later calls (same
+    /// cassetteId). Fails with the recording error if an exchange could not be recorded.
+    pub fn finish(&self, recorded_at: &str) -> Result<Cassette, CassetteError> {
+        let state = self.state();
+        if let Some(error) = &state.failed {
+            return Err(error.clone());
+        }
+        state
+            .builder
+            .clone()
+            .finish(recorded_at, &self.inner.describe())
+    }
+
+    fn record(
+        &self,
+        request: &ProviderRequest,
+        result: &Result<ModelReply, ProviderError>,
+        chunks: Vec<String>,
+    ) -> Result<(), CassetteError> {
+        let mut state = self.state();
+        if state.failed.is_some() {
+            return Ok(());
+        }
+        let pushed =
+            state
+                .builder
+                .push(&request.agent, Prompt::of(request), result.clone(), chunks);
+        match pushed {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                state.failed = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+}
+
+impl ModelProvider for RecordingProvider {
+    fn describe(&self) -> String {
+        format!("recording:{}", self.inner.describe())
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ProviderRequest,
+        tokens: TokenSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
+        Box::pin(async move {
+            let chunks = Mutex::new(Vec::new());
+            let sink = |delta: &str| {
+                chunks
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .push(delta.to_owned());
+                tokens(delta);
+            };
+            let result = self.inner.complete(request, &sink).await;
+            let chunks = chunks
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match self.record(request, &result, chunks) {
+                Ok(()) => result,
+                Err(error) => Err(error.to_provider_error(&self.describe())),
+            }
+        })
+    }
+}
