@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::perform::{self, Completion, ToolJob};
+use super::tape::{Cue, Tape, TapeEnd};
 use super::trace::{Trace, TraceEvent};
 use super::{Ctl, EngineError, RunEnd, RunHandle, Shared, lock, read_lock};
 use crate::history::{self, chain_link, node_bytes};
@@ -174,7 +175,7 @@ pub(super) fn waiting_input(
     super::input_effect(run, &state, call_id)
 }
 
-fn lease_of(w: Written) -> u64 {
+pub(super) fn lease_of(w: Written) -> u64 {
     match w {
         Written::Lease(e) => e,
         Written::Done => 0,
@@ -184,22 +185,23 @@ fn lease_of(w: Written) -> u64 {
 // Built once per step and matched immediately; boxing the event would cost more than it saves.
 #[allow(clippy::large_enum_variant)]
 enum Next {
-    Event(EventBody),
+    /// Step this event; with a time when it replays a recorded one.
+    Event(EventBody, Option<Hlc>),
     Stop(RunStatus),
 }
 
-struct Driver {
+pub(super) struct Driver {
     shared: Arc<Shared>,
     run: RunId,
     spec: RunSpec,
-    state: RunState,
+    pub(super) state: RunState,
     chain: Digest,
     last_at: Hlc,
     epoch: u64,
     convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
     tool_defs: BTreeMap<AgentId, Vec<ToolDef>>,
-    queue: VecDeque<EventBody>,
-    to_perform: Vec<Effect>,
+    pub(super) queue: VecDeque<EventBody>,
+    pub(super) to_perform: Vec<Effect>,
     inflight: FuturesUnordered<BoxFuture<'static, Completion>>,
     cancel: CancellationToken,
     acks: Vec<Ack>,
@@ -210,11 +212,13 @@ struct Driver {
     pause: bool,
     last_poll: Instant,
     /// Published when the task starts, after the handle has subscribed.
-    opening: Option<Trace>,
+    pub(super) opening: Option<Trace>,
+    /// A fork replaying its parent's recording.
+    pub(super) tape: Option<Tape>,
 }
 
 impl Driver {
-    fn new(
+    pub(super) fn new(
         shared: &Arc<Shared>,
         run: RunId,
         spec: RunSpec,
@@ -246,10 +250,11 @@ impl Driver {
             pause: false,
             last_poll: Instant::now(),
             opening: None,
+            tape: None,
         }
     }
 
-    fn spawn(mut self) -> RunHandle {
+    pub(super) fn spawn(mut self) -> RunHandle {
         let (done_tx, done_rx) = oneshot::channel();
         self.waiters.push(done_tx);
         let handle = RunHandle {
@@ -298,8 +303,8 @@ impl Driver {
 
     async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
         loop {
-            let body = match self.next().await? {
-                Next::Event(body) => body,
+            let (body, replayed_at) = match self.next().await? {
+                Next::Event(body, at) => (body, at),
                 Next::Stop(status) => {
                     self.flush().await?;
                     self.release(status).await?;
@@ -307,11 +312,14 @@ impl Driver {
                     return Ok(self.end(status));
                 }
             };
-            let at = self
-                .shared
-                .config
-                .clock
-                .stamp(self.state.seq() + 1, self.last_at);
+            let at = match replayed_at {
+                Some(at) => at.max(self.last_at),
+                None => self
+                    .shared
+                    .config
+                    .clock
+                    .stamp(self.state.seq() + 1, self.last_at),
+            };
             let event = Event::new(&self.run, at, body);
             let t = match step(&self.state, &event, &self.spec) {
                 Ok(t) => t,
@@ -330,8 +338,13 @@ impl Driver {
             }
             let done = t.next.is_done();
             self.state = t.next;
-            for effect in t.effects {
-                self.perform(effect);
+            match &mut self.tape {
+                Some(tape) => tape.suppress(t.effects),
+                None => {
+                    for effect in t.effects {
+                        self.perform(effect);
+                    }
+                }
             }
             if done {
                 let status = status_of(&self.state);
@@ -347,17 +360,28 @@ impl Driver {
                 self.control(ctl);
             }
             if let Some(body) = self.queue.pop_front() {
-                return Ok(Next::Event(body));
+                return Ok(Next::Event(body, None));
             }
             self.poll_remote().await?;
             if !self.queue.is_empty() {
                 continue;
             }
-            if self.state.wants_proceed() {
-                if self.pause {
-                    return Ok(Next::Stop(RunStatus::Paused));
+            if self.pause && self.state.wants_proceed() {
+                return Ok(Next::Stop(RunStatus::Paused));
+            }
+            if let Some(tape) = &mut self.tape {
+                match tape.next(&self.run, self.state.wants_proceed()) {
+                    Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
+                    Cue::End => {
+                        if let Some(stop) = self.end_tape() {
+                            return Ok(Next::Stop(stop));
+                        }
+                        continue;
+                    }
                 }
-                return Ok(Next::Event(EventBody::Proceed));
+            }
+            if self.state.wants_proceed() {
+                return Ok(Next::Event(EventBody::Proceed, None));
             }
             if self.inflight.is_empty() {
                 return match status_of(&self.state) {
@@ -381,6 +405,28 @@ impl Driver {
                 _ = tokio::time::sleep(poll) => {}
             }
         }
+    }
+
+    /// The tape stopped matching (or ran out): go live, performing what is outstanding, or
+    /// stop when the fork asked to.
+    fn end_tape(&mut self) -> Option<RunStatus> {
+        let tape = self.tape.take()?;
+        self.emit(
+            Some(self.state.seq()),
+            Trace::TapeEnded {
+                live: tape.on_end == TapeEnd::GoLive,
+            },
+        );
+        if tape.on_end == TapeEnd::Stop {
+            return Some(RunStatus::Paused);
+        }
+        let mut suppressed = tape.suppressed;
+        for at in self.state.outstanding() {
+            if let Some(effect) = suppressed.remove(&at) {
+                self.perform(effect);
+            }
+        }
+        None
     }
 
     fn control(&mut self, ctl: Ctl) {

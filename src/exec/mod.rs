@@ -38,12 +38,16 @@ use crate::tool::{Tool, ToolRegistry};
 
 mod clock;
 mod driver;
+mod fork;
 mod ids;
 mod perform;
+mod tape;
 mod trace;
 
 pub use clock::{Clock, SteppedClock, SystemClock, wall_ms};
+pub use fork::{ForkEdit, ForkMode};
 pub use ids::new_run_id;
+pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
 
 /// How an engine behaves.
@@ -413,6 +417,20 @@ impl Engine {
             vec![EventBody::BudgetRaised { scope, key, limit }],
         )
         .await
+    }
+
+    /// Forks `parent` at step `seq`: a new run whose history up to `seq` is the parent's
+    /// (shared, not copied), with `edits` applied as its first transition, continuing live or
+    /// from the parent's recording. Forking at a step where the run had ended is refused; an
+    /// edit that does not apply is refused; either way nothing is written.
+    pub async fn fork(
+        &self,
+        parent: &RunId,
+        seq: u64,
+        edits: Vec<ForkEdit>,
+        mode: ForkMode,
+    ) -> Result<RunHandle, EngineError> {
+        fork::fork(&self.shared, parent, seq, edits, mode, new_run_id()).await
     }
 
     /// True while a driver in this engine is driving `run`.

@@ -158,6 +158,20 @@ pub enum Trace {
         /// Its visits so far.
         visits: u32,
     },
+    /// A run was forked from another.
+    #[serde(rename = "run.forked")]
+    RunForked {
+        /// The parent run.
+        parent: RunId,
+        /// The step it forked at.
+        seq: u64,
+    },
+    /// A fork stopped replaying its parent's recording.
+    #[serde(rename = "tape.ended")]
+    TapeEnded {
+        /// True when it goes on live, false when it stops.
+        live: bool,
+    },
     /// A budget ran out.
     #[serde(rename = "budget.exhausted")]
     BudgetExhausted {

@@ -14,6 +14,16 @@ use crate::machine::{
 };
 use crate::store::{RunRecord, Store, StoreError, TransitionRecord};
 
+mod diff;
+mod inspect;
+mod timeline;
+mod verify;
+
+pub use diff::{DiffPoint, RunDiff, Side, diff};
+pub use inspect::{SentRequest, StepView, show};
+pub use timeline::{Entry, timeline};
+pub use verify::{Divergence, Recorded, VerifyReport, replay, verify};
+
 /// One stretch of a run's history stored under one run id: seqs `from..=to` of `run`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {

@@ -169,14 +169,23 @@ impl Store for SqliteStore {
             let to = to.min(u64::from(u32::MAX));
             let rows = stmt
                 .query_map(params![row_id(key, from), row_id(key, to)], |r| {
+                    // Bytes columns are read as TEXT or BLOB alike: an edit made with the
+                    // sqlite3 shell may leave either, and `verify` must still read the row to
+                    // report it.
+                    let bytes = |i: usize| -> rusqlite::Result<Vec<u8>> {
+                        Ok(r.get_ref(i)?
+                            .as_bytes_or_null()?
+                            .unwrap_or_default()
+                            .to_vec())
+                    };
                     Ok((
                         r.get::<_, i64>(0)?,
                         r.get::<_, i64>(1)?,
-                        r.get::<_, Vec<u8>>(2)?,
+                        bytes(2)?,
                         r.get::<_, String>(3)?,
-                        r.get::<_, Vec<u8>>(4)?,
-                        r.get::<_, Vec<u8>>(5)?,
-                        r.get::<_, Vec<u8>>(6)?,
+                        bytes(4)?,
+                        bytes(5)?,
+                        bytes(6)?,
                     ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;

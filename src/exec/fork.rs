@@ -1,0 +1,236 @@
+//! Forking: a new run whose history up to a step is its parent's (read in place, never
+//! copied), optionally with edits at the fork point, continuing live or from the parent's
+//! recording.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::driver::{Driver, lease_of};
+use super::tape::{Tape, TapeEnd};
+use super::trace::Trace;
+use super::{EngineError, RunHandle, Shared};
+use crate::history::{self, HistoryError};
+use crate::machine::{
+    AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, SlotStatus,
+    ToolOutcome, head_of, step,
+};
+use crate::store::{self, NewRun, Write};
+
+/// A change to make at the fork point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ForkEdit {
+    /// Replace the last user message of an agent's conversation (default: the active agent);
+    /// what followed it is dropped, so the agent answers the new message.
+    ReplaceLastUserMessage {
+        /// Whose conversation (`None`: the active agent).
+        agent: Option<AgentId>,
+        /// The new message.
+        text: String,
+    },
+    /// Replace a tool call's result: in the outstanding batch, or already in the conversation.
+    ReplaceToolResult {
+        /// The call id.
+        call_id: String,
+        /// The result to use.
+        result: ToolOutcome,
+    },
+    /// Set a budget.
+    SetLimit {
+        /// Whose budget.
+        scope: Scope,
+        /// Which.
+        key: BudgetKey,
+        /// The new cap.
+        limit: u64,
+    },
+}
+
+/// How a fork continues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForkMode {
+    /// Perform everything live from the fork point.
+    #[default]
+    Live,
+    /// Replay the parent's recorded events while the fork asks for exactly what the parent
+    /// asked for; then go live or stop.
+    Tape(TapeEnd),
+}
+
+/// Why a fork could not be made (nothing was written).
+fn refuse(msg: String) -> EngineError {
+    EngineError::Machine(crate::machine::MachineError::EditDoesNotApply(msg))
+}
+
+/// Creates the fork and starts driving it.
+pub(super) async fn fork(
+    shared: &Arc<Shared>,
+    parent: &RunId,
+    seq: u64,
+    edits: Vec<ForkEdit>,
+    mode: ForkMode,
+    new_id: RunId,
+) -> Result<RunHandle, EngineError> {
+    let store = shared.store.as_ref();
+    let rec = history::record(store, parent)?;
+    let spec = history::spec_of(&rec)?;
+    let rebuilt = history::state_at(store, parent, &spec, seq)?;
+    if let RunState::Done { outcome, .. } = &rebuilt.state {
+        let how = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v["outcome"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        return Err(HistoryError::SeqOutOfRange {
+            run: format!(
+                "{parent} (step {seq} is the end of the run: {how}; fork from step {} or earlier)",
+                seq.saturating_sub(1)
+            ),
+            seq,
+            latest: seq.saturating_sub(1),
+        }
+        .into());
+    }
+    let convs = history::conversations(store, &rebuilt.state)?;
+    let machine_edits = translate(&edits, &rebuilt.state, &convs)?;
+    let now = shared.config.clock.wall_ms();
+    let last_at = history::transitions(store, parent, seq, seq)?
+        .first()
+        .map_or(Default::default(), |t| t.at);
+
+    // Dry run: an edit that does not apply is refused before anything is written.
+    let edited = if machine_edits.is_empty() {
+        None
+    } else {
+        let at = shared.config.clock.stamp(seq + 1, last_at);
+        let event = Event::new(
+            &new_id,
+            at,
+            EventBody::Edited {
+                edits: machine_edits.clone(),
+            },
+        );
+        Some(step(&rebuilt.state, &event, &spec)?)
+    };
+    let after = edited.as_ref().map_or(&rebuilt.state, |t| &t.next);
+
+    // What the fork inherits outstanding (emitted by the parent at or before the fork point).
+    let mut inherited = Vec::new();
+    for at in after.outstanding().into_iter().filter(|r| r.seq <= seq) {
+        let effect = history::effect_at(store, parent, at)?;
+        inherited.push((at, effect.with_id(at.in_run(&new_id)), effect));
+    }
+    let tape = match mode {
+        ForkMode::Live => None,
+        ForkMode::Tape(on_end) => {
+            let rows = history::transitions(store, parent, seq + 1, rec.seq)?;
+            let mut events = VecDeque::with_capacity(rows.len());
+            for t in &rows {
+                events.push_back((
+                    history::event_of(parent, t)?,
+                    history::effects_of(parent, t)?,
+                ));
+            }
+            Some(Tape {
+                events,
+                parent_effects: inherited
+                    .iter()
+                    .map(|(at, _, theirs)| (*at, theirs.clone()))
+                    .collect(),
+                suppressed: HashMap::new(),
+                fork_seq: seq,
+                shift: u64::from(edited.is_some()),
+                on_end,
+            })
+        }
+    };
+
+    let new = NewRun {
+        id: new_id.clone(),
+        parent: Some((parent.clone(), seq)),
+        spec: rec.spec.clone(),
+        goal: rec.goal.clone(),
+        now_ms: now,
+        owner: shared.owner.clone(),
+        lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+    };
+    let epoch = lease_of(store::write(store, Write::CreateRun(new)).await?);
+    let mut driver = Driver::new(shared, new_id.clone(), spec, epoch, rebuilt, convs, last_at);
+    if matches!(driver.state, RunState::Created) {
+        driver.queue.push_back(EventBody::Start {
+            goal: rec.goal.clone(),
+        });
+    }
+    if !machine_edits.is_empty() {
+        driver.queue.push_back(EventBody::Edited {
+            edits: machine_edits,
+        });
+    }
+    match tape {
+        Some(mut tape) => {
+            tape.suppress(inherited.into_iter().map(|(_, mine, _)| mine).collect());
+            driver.tape = Some(tape);
+        }
+        None => driver.to_perform = inherited.into_iter().map(|(_, mine, _)| mine).collect(),
+    }
+    driver.opening = Some(Trace::RunForked {
+        parent: parent.clone(),
+        seq,
+    });
+    Ok(driver.spawn())
+}
+
+/// Turns user-level edits into machine edits against the state at the fork point.
+fn translate(
+    edits: &[ForkEdit],
+    state: &RunState,
+    convs: &std::collections::BTreeMap<AgentId, Arc<Vec<Message>>>,
+) -> Result<Vec<Edit>, EngineError> {
+    let mut out = Vec::with_capacity(edits.len());
+    let active = state.data().map(|d| d.active.clone());
+    for edit in edits {
+        out.push(match edit {
+            ForkEdit::ReplaceLastUserMessage { agent, text } => {
+                let agent = agent.clone().or_else(|| active.clone()).ok_or_else(|| refuse("the run has not started; there is no user message to replace".into()))?;
+                let msgs = convs.get(&agent).ok_or_else(|| refuse(format!("unknown agent `{agent}`")))?;
+                let i = msgs
+                    .iter()
+                    .rposition(|m| m.role == Role::User)
+                    .ok_or_else(|| refuse(format!("agent {agent} has no user message at this step")))?;
+                Edit::RewriteConversation {
+                    agent: agent.clone(),
+                    keep: i as u32,
+                    base: head_of(&msgs[..i]),
+                    messages: vec![Message::text(Role::User, text.clone())],
+                }
+            }
+            ForkEdit::ReplaceToolResult { call_id, result } => {
+                let in_batch = matches!(state, RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. }
+                    if batch.slots.iter().any(|s| &s.call_id == call_id && !matches!(s.status, SlotStatus::Finished { .. }) || &s.call_id == call_id));
+                if in_batch {
+                    Edit::ReplaceToolResult { call_id: call_id.clone(), result: result.clone() }
+                } else {
+                    let agent = active.clone().ok_or_else(|| refuse("the run has not started".into()))?;
+                    let msgs = convs.get(&agent).ok_or_else(|| refuse(format!("unknown agent `{agent}`")))?;
+                    let i = msgs
+                        .iter()
+                        .rposition(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call_id))
+                        .ok_or_else(|| refuse(format!("no result of tool call `{call_id}` at this step")))?;
+                    let old = &msgs[i];
+                    let (content, is_error) = match result {
+                        ToolOutcome::Ok { value: serde_json::Value::String(s) } => (s.clone(), false),
+                        ToolOutcome::Ok { value } => (value.to_string(), false),
+                        ToolOutcome::Error { message } => (message.clone(), true),
+                    };
+                    let replaced = Message { content: Some(content), is_error, ..old.clone() };
+                    let mut messages = vec![replaced];
+                    messages.extend(msgs[i + 1..].iter().cloned());
+                    Edit::RewriteConversation { agent, keep: i as u32, base: head_of(&msgs[..i]), messages }
+                }
+            }
+            ForkEdit::SetLimit { scope, key, limit } => Edit::SetLimit { scope: scope.clone(), key: *key, limit: *limit },
+        });
+    }
+    Ok(out)
+}

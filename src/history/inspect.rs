@@ -1,0 +1,127 @@
+//! One step of a run, in full (`runtape show RUN@SEQ`): the state after it, the event that
+//! led there, the effects it emitted, and for a model call the exact request that was sent —
+//! messages, tools offered and remaining budget.
+
+use serde::Serialize;
+
+use super::{
+    HistoryError, conversation, effects_of, event_of, record, spec_of, state_at, transitions,
+};
+use crate::machine::{AgentId, Effect, EffectId, Event, Message, Remaining, RunId, RunState};
+use crate::provider::ToolDef;
+use crate::store::Store;
+
+/// A step of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepView {
+    /// The run.
+    pub run: RunId,
+    /// The step (0 = before `Start`).
+    pub seq: u64,
+    /// The run's latest step.
+    pub latest: u64,
+    /// The edge taken into this step (none at 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edge: Option<String>,
+    /// The event that led here (none at 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<Event>,
+    /// The state after the step.
+    pub state: RunState,
+    /// Its hash.
+    pub state_hash: String,
+    /// Effects emitted by the step.
+    pub effects: Vec<Effect>,
+    /// The model request the step sent, resolved, if it sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<SentRequest>,
+}
+
+/// A model request exactly as the provider received it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SentRequest {
+    /// The `CallModel` effect.
+    pub effect: EffectId,
+    /// The agent.
+    pub agent: AgentId,
+    /// Provider name.
+    pub provider: String,
+    /// Model.
+    pub model: String,
+    /// Attempt on its route.
+    pub attempt: u32,
+    /// The messages.
+    pub messages: Vec<Message>,
+    /// Tools offered.
+    pub tools: Vec<ToolDef>,
+    /// Budget left.
+    pub remaining: Remaining,
+}
+
+/// The step `seq` of `run` (`None` = the latest).
+pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView, HistoryError> {
+    let rec = record(store, run)?;
+    let spec = spec_of(&rec)?;
+    let seq = seq.unwrap_or(rec.seq);
+    let rebuilt = state_at(store, run, &spec, seq)?;
+    let row = if seq == 0 {
+        None
+    } else {
+        transitions(store, run, seq, seq)?.into_iter().next()
+    };
+    let (edge, event, effects) = match &row {
+        Some(t) => (
+            Some(t.edge.clone()),
+            Some(event_of(run, t)?),
+            effects_of(run, t)?,
+        ),
+        None => (None, None, Vec::new()),
+    };
+    let request = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::CallModel {
+                id,
+                agent,
+                request,
+                attempt,
+                ..
+            } => Some((id, agent, request, *attempt)),
+            _ => None,
+        })
+        .map(
+            |(id, agent, request, attempt)| -> Result<SentRequest, HistoryError> {
+                Ok(SentRequest {
+                    effect: id.clone(),
+                    agent: agent.clone(),
+                    provider: request.provider.clone(),
+                    model: request.model.clone(),
+                    attempt,
+                    messages: conversation(store, agent, &request.conversation)?,
+                    tools: request
+                        .tools
+                        .iter()
+                        .filter_map(|n| spec.tool(n))
+                        .map(|t| ToolDef {
+                            name: t.name.clone(),
+                            description: t.description.clone(),
+                            schema: t.schema.clone(),
+                        })
+                        .collect(),
+                    remaining: request.remaining,
+                })
+            },
+        )
+        .transpose()?;
+    Ok(StepView {
+        run: run.clone(),
+        seq,
+        latest: rec.seq,
+        edge,
+        event,
+        state_hash: rebuilt.state.state_hash().to_hex(),
+        state: rebuilt.state,
+        effects,
+        request,
+    })
+}

@@ -1,0 +1,173 @@
+//! The timeline of a run (`runtape log`): one entry per transition with its time, event, the
+//! state before and after, the agent involved, and the tokens and cost it added. Read straight
+//! from the stored rows (no replay), so it is fast on long runs.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{HistoryError, effects_of, event_of, record, transitions};
+use crate::machine::{
+    AgentId, Effect, EffectRef, EventBody, EventKind, Hlc, RunId, StateKind, table,
+};
+use crate::store::Store;
+
+/// One line of the timeline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Seq.
+    pub seq: u64,
+    /// Event time (HLC).
+    pub at: Hlc,
+    /// Event time, wall-clock milliseconds.
+    pub at_ms: u64,
+    /// Event kind.
+    pub event: EventKind,
+    /// State before.
+    pub from: StateKind,
+    /// State after.
+    pub to: StateKind,
+    /// The edge taken.
+    pub edge: String,
+    /// The agent this transition concerns, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentId>,
+    /// Input + output tokens a model reply added.
+    pub tokens: u64,
+    /// Cost a model reply added, nanodollars (`None` when unpriced or not a reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_nanos: Option<u64>,
+    /// A few words on what happened.
+    pub summary: String,
+}
+
+/// The whole timeline of `run` (across fork ancestry).
+pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryError> {
+    let rec = record(store, run)?;
+    let rows = transitions(store, run, 1, rec.seq)?;
+    let mut agents: HashMap<EffectRef, AgentId> = HashMap::new();
+    let mut out = Vec::with_capacity(rows.len());
+    let mut prev = StateKind::Created;
+    let mut active: Option<AgentId> = None;
+    for t in &rows {
+        let event = event_of(run, t)?;
+        let effects = effects_of(run, t)?;
+        let to = t.state_kind;
+        let from = table::edge_by_id(&t.edge)
+            .and_then(|e| e.from)
+            .unwrap_or(prev);
+        let mut agent = effects.iter().find_map(|e| match e {
+            Effect::CallModel { agent, .. }
+            | Effect::CallTool { agent, .. }
+            | Effect::RequestInput { agent, .. } => Some(agent.clone()),
+        });
+        for e in &effects {
+            let (Effect::CallModel { id, agent: a, .. }
+            | Effect::CallTool { id, agent: a, .. }
+            | Effect::RequestInput { id, agent: a, .. }) = e;
+            agents.insert(
+                EffectRef {
+                    seq: id.seq,
+                    index: id.index,
+                },
+                a.clone(),
+            );
+        }
+        let (mut tokens, mut cost_nanos) = (0, None);
+        let summary = match &event.body {
+            EventBody::Start { goal } => format!("goal: {}", clip(goal, 60)),
+            EventBody::Proceed => match effects.first() {
+                Some(Effect::CallModel {
+                    request, attempt, ..
+                }) => {
+                    format!(
+                        "call {}/{} ({} messages, attempt {attempt})",
+                        request.provider, request.model, request.conversation.len
+                    )
+                }
+                _ => t.edge.clone(),
+            },
+            EventBody::ModelReplied { effect, reply } => {
+                agent = agent.or_else(|| {
+                    agents
+                        .get(&EffectRef {
+                            seq: effect.seq,
+                            index: effect.index,
+                        })
+                        .cloned()
+                });
+                if let Some(u) = reply.usage {
+                    tokens = u.input_tokens + u.output_tokens;
+                }
+                cost_nanos = reply.cost_nanos;
+                if reply.tool_calls.is_empty() {
+                    format!("answer: {}", clip(reply.text.as_deref().unwrap_or(""), 60))
+                } else {
+                    let names: Vec<&str> =
+                        reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
+                    format!("tool calls: {}", names.join(", "))
+                }
+            }
+            EventBody::ModelFailed { failure, .. } => {
+                format!("model failed: {}", clip(&failure.message, 60))
+            }
+            EventBody::ToolReturned { effect, outcome } => {
+                agent = agent.or_else(|| {
+                    agents
+                        .get(&EffectRef {
+                            seq: effect.seq,
+                            index: effect.index,
+                        })
+                        .cloned()
+                });
+                match outcome {
+                    crate::machine::ToolOutcome::Ok { .. } => "tool result".into(),
+                    crate::machine::ToolOutcome::Error { message } => {
+                        format!("tool error: {}", clip(message, 60))
+                    }
+                }
+            }
+            EventBody::InputProvided { input, .. } => {
+                format!("person: {}", clip(&format!("{input:?}"), 60))
+            }
+            EventBody::EffectInDoubt { effect } => {
+                format!("in doubt: effect {}/{}", effect.seq, effect.index)
+            }
+            EventBody::BudgetRaised { key, limit, .. } => format!("raised {key} to {limit}"),
+            EventBody::CancelRequested { reason } => format!(
+                "cancel{}",
+                reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+            EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
+        };
+        if agent.is_some() {
+            active = agent.clone();
+        }
+        out.push(Entry {
+            seq: t.seq,
+            at: t.at,
+            at_ms: t.at.ms(),
+            event: event.kind(),
+            from,
+            to,
+            edge: t.edge.clone(),
+            agent: agent.or_else(|| active.clone()),
+            tokens,
+            cost_nanos,
+            summary,
+        });
+        prev = to;
+    }
+    Ok(out)
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    match one_line.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}

@@ -1,0 +1,232 @@
+//! Canned histories: numbered event lists recorded by this version of runtape, replayed
+//! through the current `step` on every test run. A change to the machine that alters what
+//! happens on any of them fails here, naming the first divergent seq — the way Temporal's
+//! replay tests catch non-determinism.
+//!
+//! To re-record them deliberately (after a behaviour change you mean to make), run
+//!
+//! ```sh
+//! RUNTAPE_RECORD_CANNED=1 cargo test --test canned_histories
+//! ```
+//!
+//! and commit the changed files in `tests/canned/` with a message saying why the behaviour
+//! changed.
+
+mod common;
+
+use common::*;
+use runtape::history::{Recorded, replay};
+use runtape::machine::*;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Serialize, Deserialize)]
+struct Canned {
+    name: String,
+    description: String,
+    recorded_by: String,
+    spec: RunSpec,
+    transitions: Vec<Step>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Step {
+    seq: u64,
+    event: Event,
+    edge: String,
+    effects: Vec<Effect>,
+    state_hash: String,
+}
+
+fn lookup(id: &str) -> ToolCallRequest {
+    call(id, "lookup", json!({"q": id}))
+}
+
+/// The scenarios, driven through the pure machine.
+fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
+    let mut out = Vec::new();
+
+    let mut h = Harness::new(solo());
+    h.start("Look it up twice.");
+    h.proceed();
+    h.fail(ModelFailure::new(
+        ProviderErrorClass::ProviderAuth,
+        "bad key",
+    ));
+    h.reply(ModelReply::tools(vec![lookup("a")]).with_usage(9, 3));
+    h.tool_ok("a", json!({"found": "a"}));
+    h.tool_round(vec![
+        lookup("b"),
+        call("w", "write", json!({"text": "note"})),
+    ]);
+    h.proceed();
+    h.reply(
+        ModelReply::text("done")
+            .with_usage(30, 2)
+            .with_cost_nanos(4_000),
+    );
+    h.proceed();
+    out.push((
+        "tool_loop",
+        "one agent: a fallback, a tool loop with a parallel batch, then an answer",
+        h,
+    ));
+
+    let mut h = Harness::new(solo());
+    h.start("Deploy after approval, ask a person, survive a bad call.");
+    h.proceed();
+    h.reply(ModelReply::tools(vec![
+        call("d", "deploy", json!({"env": "prod"})),
+        call("q", "ask_human", json!({"question": "ok?"})),
+    ]));
+    h.input("q", HumanInput::Answer { text: "yes".into() });
+    h.input("d", HumanInput::Approve);
+    h.tool_ok("d", json!("deployed"));
+    h.proceed();
+    h.reply(ModelReply::tools(vec![
+        call("s", "secret", json!({})),
+        call("x", "lookup", json!({"q": 1})),
+    ]));
+    h.proceed();
+    h.reply(ModelReply::text("all set"));
+    h.proceed();
+    out.push((
+        "approval_and_refusals",
+        "approval, a question, a call outside the grant and an invalid one",
+        h,
+    ));
+
+    let mut h = Harness::new(pair());
+    h.start("Research then write.");
+    h.proceed();
+    h.fail(ModelFailure {
+        status: Some(429),
+        retry_after_ms: Some(300),
+        ..ModelFailure::new(ProviderErrorClass::ProviderRateLimit, "slow down")
+    });
+    h.reply(ModelReply::text("FOUND: 42"));
+    h.proceed();
+    h.proceed();
+    h.fail(ModelFailure {
+        status: Some(503),
+        ..ModelFailure::new(ProviderErrorClass::ProviderUnavailable, "overloaded")
+    });
+    h.reply(ModelReply::text("The answer is 42."));
+    h.proceed();
+    out.push((
+        "handoff_and_retries",
+        "two agents, retries with backoff, a conditional handoff",
+        h,
+    ));
+
+    let mut h = Harness::new(solo_with(|s| {
+        s.agents[0].limits.max_turns = Some(1);
+        s.agents[0].on_exhausted = OnExhausted::Pause;
+    }));
+    h.start("Run out, get more, then stop.");
+    h.tool_round(vec![lookup("a")]);
+    h.proceed();
+    h.raise(Scope::Agent("solo".into()), BudgetKey::Turns, 3);
+    h.proceed();
+    h.cancel();
+    out.push((
+        "budget_pause_raise_cancel",
+        "a paused budget raised, then a cancel mid-call",
+        h,
+    ));
+    out
+}
+
+fn path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/canned")
+        .join(format!("{name}.json"))
+}
+
+fn record(name: &str, description: &str, h: &Harness) -> Canned {
+    Canned {
+        name: name.into(),
+        description: description.into(),
+        recorded_by: format!("runtape {}", env!("CARGO_PKG_VERSION")),
+        spec: h.spec.clone(),
+        transitions: h
+            .history
+            .iter()
+            .map(|(event, t)| Step {
+                seq: t.next.seq(),
+                event: event.clone(),
+                edge: t.edge.to_owned(),
+                effects: t.effects.clone(),
+                state_hash: t.next.state_hash().to_hex(),
+            })
+            .collect(),
+    }
+}
+
+fn check(c: &Canned) -> Result<RunState, runtape::history::Divergence> {
+    let effects: Vec<Vec<u8>> = c
+        .transitions
+        .iter()
+        .map(|s| {
+            if s.effects.is_empty() {
+                Vec::new()
+            } else {
+                serde_json::to_vec(&s.effects).expect("effects encode")
+            }
+        })
+        .collect();
+    let recorded = c.transitions.iter().zip(&effects).map(|(s, fx)| Recorded {
+        seq: s.seq,
+        event_bytes: &[],
+        event: s.event.clone(),
+        edge: &s.edge,
+        effects: fx,
+        state_hash: Digest::from_hex(&s.state_hash).expect("hex hash"),
+        chain: None,
+    });
+    replay(&c.spec, recorded)
+}
+
+#[test]
+fn canned_histories_replay_identically() {
+    let recording = std::env::var("RUNTAPE_RECORD_CANNED").is_ok();
+    for (name, description, h) in scenarios() {
+        let file = path(name);
+        if recording {
+            let json =
+                serde_json::to_string_pretty(&record(name, description, &h)).expect("encodes");
+            std::fs::write(&file, json + "\n").expect("writes");
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing; record it with RUNTAPE_RECORD_CANNED=1",
+                file.display()
+            )
+        });
+        let canned: Canned = serde_json::from_str(&text).expect("a canned history");
+        let end = check(&canned).unwrap_or_else(|d| {
+            panic!("canned history `{name}` diverges from the current machine at {d}; if this change is intended, re-record (see the top of tests/canned_histories.rs)")
+        });
+        assert_eq!(end.seq(), canned.transitions.len() as u64);
+    }
+}
+
+/// The check bites: the same history under a changed rule diverges at the first affected seq.
+#[test]
+fn a_behaviour_change_is_caught_at_the_first_divergent_seq() {
+    let text = std::fs::read_to_string(path("approval_and_refusals")).expect("recorded");
+    let mut canned: Canned = serde_json::from_str(&text).expect("a canned history");
+    // Simulate a machine change: a correction budget of 1 turns the second reply (2 bad calls,
+    // seq 8) into a failure instead of feeding the errors back.
+    let mut spec = canned.spec.spec().clone();
+    spec.agents[0].correction_budget = 1;
+    canned.spec = RunSpec::build(spec).expect("valid");
+    let d = check(&canned).expect_err("diverges");
+    assert_eq!(d.seq, 8, "{d}");
+    assert_eq!(d.what, "edge");
+    assert_eq!(
+        (d.expected.as_str(), d.found.as_str()),
+        ("generating.replied.fail", "generating.replied.resolved")
+    );
+}
