@@ -6,6 +6,7 @@
 
 pub mod cassette;
 pub mod cli;
+pub mod config;
 pub mod exec;
 pub mod history;
 pub mod machine;

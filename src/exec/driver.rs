@@ -31,6 +31,7 @@ pub(super) async fn start(
     run: RunId,
     spec: RunSpec,
     goal: &str,
+    setup: Option<String>,
 ) -> Result<RunHandle, EngineError> {
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
@@ -39,6 +40,7 @@ pub(super) async fn start(
         id: run.clone(),
         parent: None,
         spec: spec_json,
+        setup,
         goal: goal.to_owned(),
         now_ms: now,
         owner: shared.owner.clone(),

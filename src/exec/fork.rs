@@ -150,6 +150,7 @@ pub(super) async fn fork(
         id: new_id.clone(),
         parent: Some((parent.clone(), seq)),
         spec: rec.spec.clone(),
+        setup: rec.setup.clone(),
         goal: rec.goal.clone(),
         now_ms: now,
         owner: shared.owner.clone(),

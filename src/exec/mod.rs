@@ -324,7 +324,20 @@ impl Engine {
         goal: &str,
     ) -> Result<RunHandle, EngineError> {
         self.check_runnable(&spec)?;
-        driver::start(&self.shared, run, spec, goal).await
+        driver::start(&self.shared, run, spec, goal, None).await
+    }
+
+    /// Starts a run and stores `setup` with it: how another process rebuilds its providers and
+    /// tools to resume it (the spec-file layer writes it; it must never hold a secret).
+    pub async fn start_with_setup(
+        &self,
+        run: RunId,
+        spec: RunSpec,
+        goal: &str,
+        setup: String,
+    ) -> Result<RunHandle, EngineError> {
+        self.check_runnable(&spec)?;
+        driver::start(&self.shared, run, spec, goal, Some(setup)).await
     }
 
     /// Takes up a run that is not being driven (paused, crashed, resting) and drives it on.

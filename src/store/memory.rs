@@ -153,6 +153,7 @@ impl Inner {
             },
             parent: new.parent,
             spec: new.spec,
+            setup: new.setup,
             goal: new.goal,
             status: RunStatus::Running,
             seq,

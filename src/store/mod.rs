@@ -115,6 +115,10 @@ pub struct RunRecord {
     pub parent: Option<(RunId, u64)>,
     /// The run spec, as JSON.
     pub spec: String,
+    /// How to rebuild the run's providers and tools in another process (JSON written by the
+    /// spec-file layer; names environment variables, never holds a key). `None` for runs
+    /// whose providers and tools were registered in code.
+    pub setup: Option<String>,
     /// The goal.
     pub goal: String,
     /// Latest status.
@@ -215,6 +219,8 @@ pub struct NewRun {
     pub parent: Option<(RunId, u64)>,
     /// Spec JSON.
     pub spec: String,
+    /// Setup JSON (see [`RunRecord::setup`]).
+    pub setup: Option<String>,
     /// Goal.
     pub goal: String,
     /// Wall-clock ms now.

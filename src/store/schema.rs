@@ -21,6 +21,7 @@ CREATE TABLE runs (
     parent_id TEXT,
     fork_seq INTEGER,
     spec TEXT NOT NULL,
+    setup TEXT,
     goal TEXT NOT NULL,
     status TEXT NOT NULL,
     state_kind TEXT NOT NULL,

@@ -300,7 +300,7 @@ fn digest(bytes: &[u8]) -> Option<Digest> {
 }
 
 const RUN_COLUMNS: &str = "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
-    lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome";
+    lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup";
 
 fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> {
     let id: String = r.get(0)?;
@@ -339,6 +339,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
             cost_nanos: r.get::<_, i64>(14)? as u64,
             tokens: r.get::<_, i64>(15)? as u64,
             outcome: r.get(16)?,
+            setup: r.get(17)?,
             id: RunId(id.clone()),
         })
     })();
@@ -546,8 +547,8 @@ fn create_run(
     };
     tx.prepare_cached(
         "INSERT INTO runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
-         lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, 1, ?8, ?9, NULL, ?10, ?10, 0, 0, NULL)",
+         lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, 1, ?8, ?9, NULL, ?10, ?10, 0, 0, NULL, ?11)",
     )?
     .execute(params![
         new.id.as_str(),
@@ -559,7 +560,8 @@ fn create_run(
         seq,
         new.owner,
         new.lease_expires_ms as i64,
-        new.now_ms as i64
+        new.now_ms as i64,
+        new.setup
     ])?;
     created.push((new.id.clone(), tx.last_insert_rowid()));
     Ok(Written::Lease(1))

@@ -10,6 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::{AgentId, RunId, ToolSpec};
 
+pub mod command;
+
 /// What a tool call knows about itself.
 #[derive(Clone, Debug)]
 pub struct ToolContext {

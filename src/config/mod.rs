@@ -1,0 +1,1 @@
+//! The run spec file (`runtape.toml`). Placeholder until it lands.

@@ -1,0 +1,1 @@
+//! Command tools. Placeholder until it lands.
