@@ -1,0 +1,330 @@
+//! Read-only commands: `ls`, `log`, `show`, `diff`, `verify`.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::common::{CliError, age, open_existing, parse_run_at, print_json, usd, utc};
+use crate::exec::wall_ms;
+use crate::history;
+use crate::machine::{Effect, Outcome, RunState};
+use crate::store::Store;
+
+/// `runtape ls`: every run with its status, steps, cost and age, newest first.
+pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
+    let store = open_existing(db)?;
+    let runs = store.runs()?;
+    if json {
+        for r in &runs {
+            print_json(&json!({
+                "type": "run",
+                "id": r.id,
+                "status": r.status,
+                "state": r.state_kind,
+                "steps": r.seq,
+                "cost_nanos": r.cost_nanos,
+                "tokens": r.tokens,
+                "created_ms": r.created_ms,
+                "updated_ms": r.updated_ms,
+                "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
+                "goal": r.goal,
+            }))?;
+        }
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!("no runs in {}", db.display());
+        return Ok(());
+    }
+    let now = wall_ms();
+    println!(
+        "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  GOAL",
+        "RUN", "STATUS", "STEPS", "COST", "AGE"
+    );
+    for r in &runs {
+        let goal: String = r.goal.replace('\n', " ").chars().take(48).collect();
+        let fork = r
+            .parent
+            .as_ref()
+            .map(|(p, s)| format!(" (fork of {p}@{s})"))
+            .unwrap_or_default();
+        println!(
+            "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  {goal}{fork}",
+            r.id.as_str(),
+            r.status.as_str(),
+            r.seq,
+            usd(r.cost_nanos),
+            age(now, r.updated_ms)
+        );
+    }
+    Ok(())
+}
+
+/// `runtape log RUN`: the timeline.
+pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
+    let (run, seq) = parse_run_at(run)?;
+    if seq.is_some() {
+        return Err(CliError::usage(
+            "`log` takes a run id without @SEQ; use `runtape show RUN@SEQ` for one step",
+        ));
+    }
+    let store = open_existing(db)?;
+    let entries = history::timeline(store.as_ref(), &run)?;
+    if json {
+        for e in &entries {
+            let mut v = serde_json::to_value(e).map_err(|e| CliError::internal(e.to_string()))?;
+            v["type"] = json!("step");
+            print_json(&v)?;
+        }
+        return Ok(());
+    }
+    let rec = history::record(store.as_ref(), &run)?;
+    println!(
+        "run {run} — {} — {} steps — {} — {}",
+        rec.status,
+        rec.seq,
+        usd(rec.cost_nanos),
+        rec.goal.replace('\n', " ")
+    );
+    if let Some((parent, at)) = &rec.parent {
+        println!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
+    }
+    for e in &entries {
+        let cost = e.cost_nanos.map(usd).unwrap_or_default();
+        let tokens = if e.tokens > 0 {
+            format!("{} tok", e.tokens)
+        } else {
+            String::new()
+        };
+        println!(
+            "{:>5}  {}  {:<16} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
+            e.seq,
+            &utc(e.at_ms)[11..],
+            e.event.as_str(),
+            e.from.as_str(),
+            e.to.as_str(),
+            e.agent.as_ref().map(|a| a.as_str()).unwrap_or("-"),
+            tokens,
+            cost,
+            e.summary
+        );
+    }
+    Ok(())
+}
+
+/// `runtape show RUN[@SEQ]`: a step in full.
+pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
+    let (run, seq) = parse_run_at(run)?;
+    let store = open_existing(db)?;
+    let view = history::show(store.as_ref(), &run, seq)?;
+    if json {
+        let mut v = serde_json::to_value(&view).map_err(|e| CliError::internal(e.to_string()))?;
+        v["type"] = json!("step");
+        return print_json(&v);
+    }
+    println!("run {} step {} of {}", view.run, view.seq, view.latest);
+    if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
+        println!(
+            "event   {} at {} (edge {edge})",
+            event.kind(),
+            utc(event.at.ms())
+        );
+    }
+    println!(
+        "state   {} (hash {})",
+        view.state.kind(),
+        &view.state_hash[..16]
+    );
+    describe_state(&view.state);
+    for e in &view.effects {
+        match e {
+            Effect::CallModel {
+                id,
+                agent,
+                request,
+                attempt,
+                not_before,
+            } => {
+                let when = not_before
+                    .map(|t| format!(", not before {}", utc(t.ms())))
+                    .unwrap_or_default();
+                println!(
+                    "effect  {id}: call {}/{} for {agent}, attempt {attempt}{when}",
+                    request.provider, request.model
+                );
+            }
+            Effect::CallTool {
+                id,
+                tool,
+                call_id,
+                args,
+                ..
+            } => println!("effect  {id}: tool {tool} ({call_id}) {args}"),
+            Effect::RequestInput {
+                id,
+                call_id,
+                request,
+                ..
+            } => {
+                println!(
+                    "effect  {id}: ask a person ({:?}) about {} ({call_id})",
+                    request.kind, request.tool
+                )
+            }
+        }
+    }
+    if let Some(req) = &view.request {
+        let r = &req.remaining;
+        let left = |v: Option<u64>| v.map_or("∞".to_owned(), |n| n.to_string());
+        println!(
+            "request to {}/{} — {} messages, tools [{}], remaining: turns {}, tool calls {}, tokens {}, cost {}",
+            req.provider,
+            req.model,
+            req.messages.len(),
+            req.tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            left(r.turns),
+            left(r.tool_calls),
+            left(r.tokens),
+            r.cost_nanos.map_or("∞".to_owned(), usd),
+        );
+        for (i, m) in req.messages.iter().enumerate() {
+            let text = m.content.as_deref().unwrap_or("");
+            let calls: Vec<String> = m
+                .tool_calls
+                .iter()
+                .map(|c| format!("{}({})", c.name, c.arguments))
+                .collect();
+            let extra = if calls.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", calls.join(", "))
+            };
+            println!(
+                "  [{i}] {:<9} {}{extra}",
+                format!("{:?}", m.role).to_lowercase(),
+                text.replace('\n', "\n            ")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn describe_state(state: &RunState) {
+    let Some(run) = state.data() else { return };
+    println!(
+        "agent   {} — run usage: {} turns, {} tool calls, {} tokens, {}",
+        run.active,
+        run.usage.turns,
+        run.usage.tool_calls,
+        run.usage.input_tokens + run.usage.output_tokens,
+        usd(run.usage.cost_nanos)
+    );
+    match state {
+        RunState::Done {
+            outcome: Outcome::Completed { answer },
+            ..
+        } => println!("answer  {}", answer.as_deref().unwrap_or("")),
+        RunState::Done {
+            outcome: Outcome::Failed { error },
+            ..
+        } => println!("failed  {}: {}", error.class, error.message),
+        RunState::Done {
+            outcome: Outcome::Cancelled { reason },
+            ..
+        } => println!("cancelled {}", reason.as_deref().unwrap_or("")),
+        RunState::BudgetExhausted {
+            scope,
+            key,
+            resting,
+            ..
+        } => {
+            println!(
+                "budget  {key} of {scope:?} is spent{}",
+                if *resting {
+                    " (resting until raised)"
+                } else {
+                    ""
+                }
+            )
+        }
+        RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
+            for s in &batch.slots {
+                println!(
+                    "call    {} {} {} — {:?}",
+                    s.call_id, s.tool, s.args, s.status
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `runtape diff A B`.
+pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliError> {
+    let ((a, _), (b, _)) = (parse_run_at(a)?, parse_run_at(b)?);
+    let store = open_existing(db)?;
+    let d = history::diff(store.as_ref(), &a, &b)?;
+    if json {
+        let mut v = serde_json::to_value(&d).map_err(|e| CliError::internal(e.to_string()))?;
+        v["type"] = json!("diff");
+        return print_json(&v);
+    }
+    match &d.first_difference {
+        None => println!("{a} and {b} are identical ({} steps)", d.common),
+        Some(p) => {
+            println!(
+                "{a} and {b} agree on steps 1..={} and first differ at step {}",
+                d.common, p.seq
+            );
+            for (name, side) in [(&a, &p.a), (&b, &p.b)] {
+                match side {
+                    Some(s) => println!(
+                        "  {name}: {} → {} via {} ({})",
+                        s.event.as_str(),
+                        s.state.as_str(),
+                        s.edge,
+                        &s.state_hash[..16]
+                    ),
+                    None => println!("  {name}: (ends before step {})", p.seq),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `runtape verify RUN`: replays the run through the current machine. Exit 0 when it holds,
+/// 1 with the first problem when it does not.
+pub(crate) fn verify(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
+    let (run, _) = parse_run_at(run)?;
+    let store = open_existing(db)?;
+    match history::verify(store.as_ref(), &run)? {
+        Ok(report) => {
+            if json {
+                print_json(
+                    &json!({"type": "verify", "ok": true, "run": report.run, "transitions": report.transitions, "final_state_hash": report.final_state_hash}),
+                )
+            } else {
+                println!(
+                    "OK: {} transitions of {} replay to the stored states (final state {})",
+                    report.transitions,
+                    report.run,
+                    &report.final_state_hash[..16]
+                );
+                Ok(())
+            }
+        }
+        Err(d) => {
+            if json {
+                print_json(
+                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}),
+                )?;
+            }
+            Err(CliError::failed(format!("run {run} does not verify: {d}")))
+        }
+    }
+}
