@@ -1,0 +1,227 @@
+//! The signer: turns a [`ReceiptDraft`] into the next sealed, chained [`Receipt`].
+
+use std::fmt;
+use std::path::Path;
+
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+
+use super::body::{Receipt, ReceiptBody, ReceiptDraft, Seal};
+use super::error::ReceiptError;
+use super::{hex, key};
+
+/// Seals receipts, with an Ed25519 key or (without one) as unsigned, hash-chained receipts.
+///
+/// Build one per process from the configured key ([`ReceiptSigner::from_env_or_file`]) and
+/// share it (it is `Send + Sync`; wrap it in an `Arc`). It holds the secret key in memory only;
+/// it is not `Clone`, not `Serialize`, and its `Debug` shows the public key id and
+/// `<redacted>`. The key zeroes itself when the signer is dropped.
+pub struct ReceiptSigner {
+    /// The secret key; `None` for an unsigned signer.
+    key: Option<SigningKey>,
+    /// Hex of the public key, cached because every receipt carries it.
+    key_id: Option<String>,
+}
+
+impl ReceiptSigner {
+    /// A signer without a key: receipts are marked unsigned and only hash-chained. Use it when
+    /// no key is configured; [`verify`](super::verify) reports such bundles as
+    /// "unsigned, hash-chained only".
+    pub fn unsigned() -> Self {
+        ReceiptSigner {
+            key: None,
+            key_id: None,
+        }
+    }
+
+    /// A signer for a key the caller already holds (tests, or a key from a secret manager).
+    pub fn from_signing_key(key: SigningKey) -> Self {
+        let key_id = key::public_key_hex(&key.verifying_key());
+        ReceiptSigner {
+            key: Some(key),
+            key_id: Some(key_id),
+        }
+    }
+
+    /// A signer whose key is read from a key file (format: see [`keygen`](super::keygen)).
+    /// A missing, unreadable or malformed file is an error; the file's content never
+    /// appears in it.
+    pub fn from_key_file(path: &Path) -> Result<Self, ReceiptError> {
+        key::load_key_file(path).map(Self::from_signing_key)
+    }
+
+    /// The signer for the configured key, looked up in this order:
+    /// 1. the environment variable `env_var`, when set to something other than whitespace
+    ///    (the key file's text, usually just the 64 hex characters);
+    /// 2. the key file `file`, when given (it must then exist);
+    /// 3. otherwise no key: [`ReceiptSigner::unsigned`].
+    ///
+    /// Call it once at start-up; a malformed key is an error rather than a silent fallback to
+    /// unsigned receipts.
+    pub fn from_env_or_file(env_var: &str, file: Option<&Path>) -> Result<Self, ReceiptError> {
+        if let Some(key) = key::load_key_env(env_var)? {
+            return Ok(Self::from_signing_key(key));
+        }
+        match file {
+            Some(path) => Self::from_key_file(path),
+            None => Ok(Self::unsigned()),
+        }
+    }
+
+    /// True when receipts will be signed.
+    pub fn is_signed(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// Hex of the public key receipts will carry as `key_id`; `None` when unsigned.
+    pub fn key_id(&self) -> Option<&str> {
+        self.key_id.as_deref()
+    }
+
+    /// The public key to hand to verifiers; `None` when unsigned.
+    pub fn verifying_key(&self) -> Option<VerifyingKey> {
+        self.key.as_ref().map(SigningKey::verifying_key)
+    }
+
+    /// Seals `draft` as the receipt after `previous` (the chain tip, or `None` for the first
+    /// receipt of a chain): sets `parent_sig` to `previous.link()`, checks the fields, and
+    /// signs the canonical bytes (or, unsigned, records their SHA-256).
+    ///
+    /// Refuses to build a chain that could not verify: a seq not above the tip's, a tip sealed
+    /// in the other mode (signed vs unsigned), or a tip signed by another key.
+    pub fn seal(
+        &self,
+        previous: Option<&Receipt>,
+        draft: ReceiptDraft,
+    ) -> Result<Receipt, ReceiptError> {
+        let parent_sig = match previous {
+            None => None,
+            Some(prev) => {
+                self.check_tip(prev, draft.seq)?;
+                Some(prev.link())
+            }
+        };
+        let seq = draft.seq;
+        let body = ReceiptBody::from_draft(draft, parent_sig);
+        body.validate()
+            .map_err(|error| ReceiptError::InvalidField { seq, error })?;
+        let bytes = body.canonical_bytes();
+        let seal = match (&self.key, &self.key_id) {
+            (Some(key), Some(key_id)) => Seal::Ed25519 {
+                key_id: key_id.clone(),
+                signature: hex::encode(&key.sign(&bytes).to_bytes()),
+            },
+            _ => Seal::Unsigned {
+                digest: hex::sha256_hex(&bytes),
+            },
+        };
+        Ok(Receipt { body, seal })
+    }
+
+    fn check_tip(&self, prev: &Receipt, seq: u64) -> Result<(), ReceiptError> {
+        match (prev.key_id(), self.key_id()) {
+            (Some(tip_key), Some(signer_key)) if tip_key != signer_key => {
+                return Err(ReceiptError::KeyChanged {
+                    tip_key: tip_key.to_owned(),
+                    signer_key: signer_key.to_owned(),
+                });
+            }
+            (None, Some(_)) | (Some(_), None) => {
+                return Err(ReceiptError::ModeChanged {
+                    signer_signs: self.is_signed(),
+                });
+            }
+            _ => {}
+        }
+        if seq <= prev.body.seq {
+            return Err(ReceiptError::SeqNotIncreasing {
+                previous: prev.body.seq,
+                seq,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ReceiptSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key_id {
+            Some(key_id) => f
+                .debug_struct("ReceiptSigner")
+                .field("scheme", &"ed25519")
+                .field("key_id", key_id)
+                .field("secret", &"<redacted>")
+                .finish(),
+            None => f
+                .debug_struct("ReceiptSigner")
+                .field("scheme", &"unsigned")
+                .finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{AgentId, Hlc, RunId};
+    use crate::receipt::{ReceiptKind, hash_json};
+
+    fn draft(seq: u64) -> ReceiptDraft {
+        ReceiptDraft {
+            run_id: RunId::new("run-1"),
+            seq,
+            kind: ReceiptKind::Model,
+            agent: AgentId::new("planner"),
+            request_hash: hash_json(&serde_json::json!({"seq": seq})),
+            response_hash: hash_json(&serde_json::json!("ok")),
+            usage: None,
+            cost: None,
+            hlc: Hlc::new(1_700_000_000_000, 0),
+        }
+    }
+
+    #[test]
+    fn refuses_chains_that_could_not_verify() {
+        let signer = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        let other = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[2; 32]));
+        let unsigned = ReceiptSigner::unsigned();
+        let first = signer.seal(None, draft(1)).expect("valid draft");
+        assert!(matches!(
+            signer.seal(Some(&first), draft(1)),
+            Err(ReceiptError::SeqNotIncreasing {
+                previous: 1,
+                seq: 1
+            })
+        ));
+        assert!(matches!(
+            other.seal(Some(&first), draft(2)),
+            Err(ReceiptError::KeyChanged { .. })
+        ));
+        assert_eq!(
+            unsigned.seal(Some(&first), draft(2)),
+            Err(ReceiptError::ModeChanged {
+                signer_signs: false
+            })
+        );
+        let mut bad = draft(3);
+        bad.usage = Some(serde_json::json!({"input_tokens": u64::MAX}));
+        assert!(matches!(
+            signer.seal(Some(&first), bad),
+            Err(ReceiptError::InvalidField { seq: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn debug_shows_the_key_id_and_hides_the_secret() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let secret_hex = hex::encode(key.as_bytes());
+        let signer = ReceiptSigner::from_signing_key(key);
+        let shown = format!("{signer:?} {signer:#?}");
+        assert!(shown.contains("<redacted>"));
+        assert!(shown.contains(signer.key_id().unwrap_or("missing key id")));
+        assert!(!shown.contains(&secret_hex));
+        assert_eq!(
+            format!("{:?}", ReceiptSigner::unsigned()),
+            r#"ReceiptSigner { scheme: "unsigned" }"#
+        );
+    }
+}
