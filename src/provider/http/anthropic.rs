@@ -1,0 +1,263 @@
+//! Anthropic Messages, request side and whole-body replies (the stream accumulator is in
+//! `anthropic_stream`).
+//!
+//! Mapping: system messages become the top-level `system` string (joined by blank lines);
+//! messages mapping to the same role are merged into one message of content blocks, so
+//! consecutive tool results travel as one `user` message of `tool_result` blocks (placed
+//! before any text, as the API requires); assistant tool calls are `tool_use` blocks whose
+//! `input` is an object (arguments that never parsed are sent as `{}`); a message that is a
+//! single text block is sent as a plain string. `max_tokens` is required: the configured
+//! value (default 4096) lowered to `request.remaining.tokens`.
+
+use serde_json::{Map, Value, json};
+
+use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
+use super::common::{
+    UsageParts, call_from_text, call_from_value, finish_reason, model_for, non_empty, output_cap,
+    parse_json_bytes, str_of, string_of, u64_of,
+};
+use super::config::DEFAULT_ANTHROPIC_MAX_TOKENS;
+use super::errors::parse_error_value;
+use crate::machine::{Message, ModelReply, Role, TokenUsage, ToolCallRequest};
+use crate::provider::ProviderRequest;
+
+/// The Messages request body.
+pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Value {
+    let configured = options.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS);
+    let max_tokens = output_cap(Some(configured), request.remaining.tokens).unwrap_or(configured);
+    let mut body = Map::new();
+    body.insert(
+        "model".into(),
+        model_for(request, &options.default_model).into(),
+    );
+    body.insert("max_tokens".into(), max_tokens.into());
+    let system: Vec<&str> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .filter_map(|m| m.content.as_deref())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if !system.is_empty() {
+        body.insert("system".into(), system.join("\n\n").into());
+    }
+    body.insert("messages".into(), messages(&request.messages));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.schema }))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    body.insert("stream".into(), options.stream.into());
+    Value::Object(body)
+}
+
+fn messages(list: &[Message]) -> Value {
+    let mut grouped: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in list {
+        let (role, blocks) = match m.role {
+            Role::System => continue,
+            Role::User => ("user", text_block(m.content.as_deref())),
+            Role::Assistant => {
+                let mut blocks = text_block(m.content.as_deref());
+                blocks.extend(m.tool_calls.iter().map(|c| {
+                    json!({ "type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments) })
+                }));
+                ("assistant", blocks)
+            }
+            Role::Tool => ("user", vec![tool_result(m)]),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match grouped.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => grouped.push((role, blocks)),
+        }
+    }
+    grouped
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            // Tool results must open a user message; the sort is stable for the rest.
+            blocks.sort_by_key(|b| str_of(b, "type") != Some("tool_result"));
+            let content = match blocks.as_slice() {
+                [single] if str_of(single, "type") == Some("text") => single["text"].clone(),
+                _ => Value::Array(blocks),
+            };
+            json!({ "role": role, "content": content })
+        })
+        .collect()
+}
+
+fn text_block(text: Option<&str>) -> Vec<Value> {
+    match text {
+        Some(t) if !t.is_empty() => vec![json!({ "type": "text", "text": t })],
+        _ => Vec::new(),
+    }
+}
+
+fn tool_result(m: &Message) -> Value {
+    let mut block = Map::new();
+    block.insert("type".into(), "tool_result".into());
+    block.insert(
+        "tool_use_id".into(),
+        m.tool_call_id.clone().unwrap_or_default().into(),
+    );
+    if let Some(content) = m.content.as_deref().filter(|c| !c.is_empty()) {
+        block.insert("content".into(), content.into());
+    }
+    if m.is_error {
+        block.insert("is_error".into(), true.into());
+    }
+    Value::Object(block)
+}
+
+/// `tool_use.input` must be an object: parsed arguments pass through; argument text that
+/// parses to an object is used; anything else is sent as `{}`.
+fn input_object(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::String(raw) => match serde_json::from_str::<Value>(raw) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => Value::Object(Map::new()),
+        },
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// Usage counters from an Anthropic `usage` object.
+pub(crate) fn usage_parts(u: &Value) -> UsageParts {
+    UsageParts {
+        input: u64_of(u, "input_tokens"),
+        output: u64_of(u, "output_tokens"),
+        cache_creation: u64_of(u, "cache_creation_input_tokens"),
+        cache_read: u64_of(u, "cache_read_input_tokens"),
+        ..UsageParts::default()
+    }
+}
+
+/// One content block as the stream or the body delivered it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Block {
+    pub(crate) index: u64,
+    pub(crate) kind: String,
+    pub(crate) text: String,
+    pub(crate) thinking: String,
+    pub(crate) signature: String,
+    pub(crate) id: Option<String>,
+    pub(crate) name: String,
+    /// `input` as given at the start (whole body: the arguments).
+    pub(crate) input: Option<Value>,
+    /// Streamed `input_json_delta` text; `None` when the arguments did not arrive as text.
+    pub(crate) json: Option<String>,
+}
+
+/// What a response said besides its blocks.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Envelope {
+    pub(crate) id: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) stop_sequence: Option<String>,
+    pub(crate) usage: Option<TokenUsage>,
+}
+
+/// Builds the reply from blocks (in index order) and the envelope.
+pub(crate) fn assemble(mut blocks: Vec<Block>, envelope: Envelope) -> Decoded {
+    blocks.sort_by_key(|b| b.index);
+    let mut text = String::new();
+    let mut thinking = String::new();
+    let mut signatures = Vec::new();
+    let mut calls: Vec<ToolCallRequest> = Vec::new();
+    let mut types = Vec::new();
+    for block in blocks {
+        types.push(block.kind.clone());
+        text.push_str(&block.text);
+        thinking.push_str(&block.thinking);
+        if !block.signature.is_empty() {
+            signatures.push(block.signature);
+        }
+        if block.kind != "tool_use" {
+            continue;
+        }
+        calls.push(match block.json {
+            Some(json) if json.trim().is_empty() && is_filled_object(block.input.as_ref()) => {
+                ToolCallRequest {
+                    arguments_raw: Some(json),
+                    ..call_from_value(block.id, block.name, block.input.as_ref())
+                }
+            }
+            Some(json) => call_from_text(block.id, block.name, json),
+            None => call_from_value(block.id, block.name, block.input.as_ref()),
+        });
+    }
+    let reply = ModelReply {
+        text: non_empty(text),
+        finish_reason: finish_reason(envelope.stop_reason, !calls.is_empty()),
+        tool_calls: calls,
+        usage: envelope.usage,
+        cost_nanos: None,
+        model: envelope.model,
+        response_id: envelope.id,
+        refusal: None,
+        thinking: non_empty(thinking),
+    };
+    Decoded {
+        reply,
+        details: ReplyDetails {
+            stop_sequence: envelope.stop_sequence,
+            thinking_signatures: signatures,
+            content_block_types: types,
+            ..ReplyDetails::default()
+        },
+    }
+}
+
+fn is_filled_object(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_object).is_some_and(|o| !o.is_empty())
+}
+
+/// A block from a whole-body `content` entry or a stream's `content_block_start`.
+pub(crate) fn block_from(index: u64, b: &Value) -> Block {
+    Block {
+        index,
+        kind: string_of(b, "type").unwrap_or_default(),
+        text: string_of(b, "text").unwrap_or_default(),
+        thinking: string_of(b, "thinking").unwrap_or_default(),
+        signature: string_of(b, "signature").unwrap_or_default(),
+        id: string_of(b, "id"),
+        name: string_of(b, "name").unwrap_or_default(),
+        input: b.get("input").cloned(),
+        json: None,
+    }
+}
+
+/// Decodes a whole Messages body.
+pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
+    let v = parse_json_bytes(body)?;
+    if str_of(&v, "type") == Some("error") || v.get("error").is_some_and(|e| !e.is_null()) {
+        let reported = parse_error_value(&v).unwrap_or_default();
+        return Err(DecodeError::Reported(Box::new(reported)));
+    }
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| DecodeError::Shape("no `content` array".into()))?;
+    let blocks = (0u64..)
+        .zip(content)
+        .map(|(i, b)| block_from(i, b))
+        .collect();
+    let envelope = Envelope {
+        id: string_of(&v, "id"),
+        model: string_of(&v, "model"),
+        stop_reason: string_of(&v, "stop_reason"),
+        stop_sequence: string_of(&v, "stop_sequence"),
+        usage: v
+            .get("usage")
+            .filter(|u| u.is_object())
+            .and_then(|u| usage_parts(u).finish()),
+    };
+    Ok(assemble(blocks, envelope))
+}

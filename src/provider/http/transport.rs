@@ -1,0 +1,384 @@
+//! The I/O shell around the pure codecs: sends the encoded request with reqwest, feeds the
+//! response to the decoder chunk by chunk, and turns every failure into a [`ProviderError`].
+//!
+//! Transport rules: redirects are never followed (a 3xx is an error naming the target), so
+//! the key can never be forwarded to another host; `timeout` bounds the wait for the response
+//! to start and every silence between chunks; dropping the future drops the connection; an
+//! error body is read to at most 8 KiB and a whole body to at most [`MAX_BODY_BYTES`].
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::BoxFuture;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Response, Url};
+
+use super::codec::{DecodeError, Decoded, EncodeOptions, StreamDecoder};
+use super::codec::{decode_response, encode_request};
+use super::config::{
+    EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind, check_base_url, process_env,
+    read_key,
+};
+use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, redact};
+use super::pricing::{PricingTable, UnpricedWarnings, cost_nanos};
+use crate::machine::{ModelReply, ProviderErrorClass};
+use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
+
+/// The largest whole (not streamed) response body accepted: 32 MiB.
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// The `anthropic-version` header sent with every Anthropic call.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// An HTTP model provider: one of OpenAI chat completions, Anthropic Messages or Ollama
+/// `/api/chat`, chosen by [`HttpProviderConfig::kind`]. Build it with [`build`](super::build)
+/// (as a `dyn ModelProvider`) or [`HttpProvider::new`] (to also get [`Decoded`] details).
+pub struct HttpProvider {
+    name: String,
+    kind: ProviderKind,
+    base_url: String,
+    endpoint: Url,
+    model: String,
+    key_env: Option<String>,
+    env: EnvLookup,
+    timeout: Duration,
+    stream: bool,
+    max_tokens: Option<u64>,
+    pricing: PricingTable,
+    unpriced: UnpricedWarnings,
+    client: reqwest::Client,
+}
+
+impl HttpProvider {
+    /// Builds a provider that reads its key from the process environment (at every call;
+    /// checked now). See [`ProviderBuildError`] for what is refused.
+    pub fn new(config: HttpProviderConfig) -> Result<Self, ProviderBuildError> {
+        Self::with_env(config, process_env())
+    }
+
+    /// Like [`new`](Self::new), reading variables through `env` instead of the process
+    /// environment (for embedding and tests).
+    pub fn with_env(
+        config: HttpProviderConfig,
+        env: EnvLookup,
+    ) -> Result<Self, ProviderBuildError> {
+        let name = if config.name.trim().is_empty() {
+            config.kind.as_str().to_owned()
+        } else {
+            config.name.clone()
+        };
+        if config.model.trim().is_empty() {
+            return Err(ProviderBuildError::MissingModel { provider: name });
+        }
+        if config.timeout.is_zero() {
+            return Err(ProviderBuildError::ZeroTimeout { provider: name });
+        }
+        let raw_url = if config.base_url.trim().is_empty() {
+            config.kind.default_base_url()
+        } else {
+            config.base_url.as_str()
+        };
+        let base = check_base_url(&name, raw_url)?;
+        let base_url = base.as_str().trim_end_matches('/').to_owned();
+        let endpoint =
+            Url::parse(&format!("{base_url}{}", config.kind.endpoint_path())).map_err(|e| {
+                ProviderBuildError::InvalidBaseUrl {
+                    provider: name.clone(),
+                    url: raw_url.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
+        if config.kind == ProviderKind::Anthropic && config.api_key_env.is_none() {
+            return Err(ProviderBuildError::KeyRequired {
+                provider: name,
+                kind: config.kind,
+            });
+        }
+        read_key(&name, config.api_key_env.as_deref(), &env)?;
+        let pricing = PricingTable::with_overrides(&config.pricing).map_err(|e| {
+            ProviderBuildError::InvalidPricing {
+                provider: name.clone(),
+                model: e.model,
+                reason: e.reason,
+            }
+        })?;
+        // Installing fails only when a provider is already installed, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.timeout)
+            .user_agent(concat!("runtape/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderBuildError::Client {
+                provider: name.clone(),
+                reason: e.without_url().to_string(),
+            })?;
+        Ok(HttpProvider {
+            name,
+            kind: config.kind,
+            base_url,
+            endpoint,
+            model: config.model,
+            key_env: config.api_key_env,
+            env,
+            timeout: config.timeout,
+            stream: config.stream,
+            max_tokens: config.max_tokens,
+            pricing,
+            unpriced: UnpricedWarnings::default(),
+            client,
+        })
+    }
+
+    /// The protocol this provider speaks.
+    pub fn kind(&self) -> ProviderKind {
+        self.kind
+    }
+
+    /// Performs one call and returns the reply with its wire details (what
+    /// [`ModelProvider::complete`] returns is `reply`). The key is read from the environment
+    /// now; text deltas go to `tokens` as they arrive (a whole-body reply's text is sent once).
+    pub async fn complete_decoded(
+        &self,
+        request: &ProviderRequest,
+        tokens: TokenSink<'_>,
+    ) -> Result<Decoded, ProviderError> {
+        let key = read_key(&self.name, self.key_env.as_deref(), &self.env).map_err(|e| {
+            let message = match &e {
+                ProviderBuildError::KeyUnset { var, .. } => {
+                    format!("environment variable `{var}` is unset")
+                }
+                ProviderBuildError::KeyEmpty { var, .. } => {
+                    format!("environment variable `{var}` is empty")
+                }
+                other => other.to_string(),
+            };
+            let mut err = ProviderError::new(&self.name, ProviderErrorClass::ProviderAuth, message);
+            err.retryable = false;
+            err.hint = "set the API key variable before the call".into();
+            err
+        })?;
+        let mut result = self.call(request, tokens, key.as_deref()).await;
+        match &mut result {
+            Ok(decoded) => self.price(request, &mut decoded.reply),
+            Err(err) => {
+                if let Some(key) = &key {
+                    redact(err, key);
+                }
+            }
+        }
+        result
+    }
+
+    async fn call(
+        &self,
+        request: &ProviderRequest,
+        tokens: TokenSink<'_>,
+        key: Option<&str>,
+    ) -> Result<Decoded, ProviderError> {
+        let options = EncodeOptions {
+            default_model: self.model.clone(),
+            stream: self.stream,
+            max_tokens: self.max_tokens,
+        };
+        let body = encode_request(self.kind, request, &options);
+        let accept = match (self.stream, self.kind) {
+            (false, _) => "application/json",
+            (true, ProviderKind::Ollama) => "application/x-ndjson",
+            (true, _) => "text/event-stream",
+        };
+        let mut builder = self
+            .client
+            .post(self.endpoint.clone())
+            .header(ACCEPT, accept)
+            .json(&body);
+        if self.kind == ProviderKind::Anthropic {
+            builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
+        }
+        if let Some(key) = key {
+            let (name, value) = match self.kind {
+                ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.to_owned()),
+                _ => (AUTHORIZATION, format!("Bearer {key}")),
+            };
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                ProviderError::new(
+                    &self.name,
+                    ProviderErrorClass::ProviderAuth,
+                    "the API key cannot be sent as an HTTP header",
+                )
+            })?;
+            value.set_sensitive(true);
+            builder = builder.header(name, value);
+        }
+        tracing::debug!(provider = %self.name, url = %self.endpoint, stream = self.stream, "model call");
+
+        let mut response = match tokio::time::timeout(self.timeout, builder.send()).await {
+            Err(_) => return Err(self.timed_out("no response")),
+            Ok(Err(e)) => return Err(self.transport_error(e)),
+            Ok(Ok(r)) => r,
+        };
+        let headers = response.headers().clone();
+        let status = response.status();
+        if !status.is_success() {
+            let body = self.read_capped(&mut response).await;
+            let now = SystemTime::now();
+            return Err(http_error(
+                &self.name,
+                status.as_u16(),
+                &headers,
+                &body,
+                now,
+                key,
+            ));
+        }
+        let json_body = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        let failed = |e: DecodeError| decode_failure(&self.name, e, &headers);
+        if self.stream && !json_body {
+            let mut on_text = |t: &str| tokens(t);
+            let mut decoder = StreamDecoder::new(self.kind);
+            while !decoder.is_done() {
+                match tokio::time::timeout(self.timeout, response.chunk()).await {
+                    Err(_) => return Err(self.timed_out("the stream went silent: no data")),
+                    Ok(Err(e)) => return Err(self.transport_error(e)),
+                    Ok(Ok(None)) => break,
+                    Ok(Ok(Some(chunk))) => decoder.push(&chunk, &mut on_text).map_err(failed)?,
+                }
+            }
+            return decoder.finish(&mut on_text).map_err(failed);
+        }
+        let body = self.read_whole(&mut response, &headers).await?;
+        let decoded = decode_response(self.kind, &body).map_err(failed)?;
+        if let Some(text) = decoded.reply.text.as_deref() {
+            tokens(text);
+        }
+        Ok(decoded)
+    }
+
+    /// Reads up to [`ERROR_BODY_LIMIT`] bytes of an error body; a failure ends the read.
+    async fn read_capped(&self, response: &mut Response) -> Vec<u8> {
+        let mut body = Vec::new();
+        while body.len() < ERROR_BODY_LIMIT {
+            match tokio::time::timeout(self.timeout, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        body.truncate(ERROR_BODY_LIMIT);
+        body
+    }
+
+    async fn read_whole(
+        &self,
+        response: &mut Response,
+        headers: &HeaderMap,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout(self.timeout, response.chunk()).await {
+                Err(_) => return Err(self.timed_out("the response body stalled: no data")),
+                Ok(Err(e)) => return Err(self.transport_error(e)),
+                Ok(Ok(None)) => return Ok(body),
+                Ok(Ok(Some(chunk))) => {
+                    if body.len() + chunk.len() > MAX_BODY_BYTES {
+                        let e = DecodeError::TooLarge {
+                            limit: MAX_BODY_BYTES,
+                            what: "response body",
+                        };
+                        return Err(decode_failure(&self.name, e, headers));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+            }
+        }
+    }
+
+    fn timed_out(&self, what: &str) -> ProviderError {
+        let message = format!("{what} within {:?}", self.timeout);
+        let mut err =
+            ProviderError::new(&self.name, ProviderErrorClass::ProviderUnavailable, message);
+        err.retryable = true;
+        err.hint = "the server did not answer in time – retrying; raise `timeout` if replies are legitimately slow".into();
+        err
+    }
+
+    fn transport_error(&self, error: reqwest::Error) -> ProviderError {
+        let error = error.without_url();
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        let (class, hint) = if error.is_builder() {
+            (
+                ProviderErrorClass::Unknown,
+                "the request could not be built",
+            )
+        } else if error.is_connect() {
+            (
+                ProviderErrorClass::ProviderUnavailable,
+                "could not connect – check base_url and that the server is running",
+            )
+        } else {
+            (
+                ProviderErrorClass::ProviderUnavailable,
+                "the connection failed – retrying",
+            )
+        };
+        let mut err = ProviderError::new(&self.name, class, message);
+        err.hint = hint.into();
+        err
+    }
+
+    /// Sets `cost_nanos` by [`PricingTable::price_for`]; warns once per unpriced model. No
+    /// usage means no cost.
+    fn price(&self, request: &ProviderRequest, reply: &mut ModelReply) {
+        let requested = if request.model.is_empty() {
+            &self.model
+        } else {
+            &request.model
+        };
+        let reported = reply.model.as_deref();
+        match (self.pricing.price_for(reported, requested), reply.usage) {
+            (Some(price), Some(usage)) => reply.cost_nanos = Some(cost_nanos(&price, &usage)),
+            (None, _) => {
+                self.unpriced
+                    .note(&self.name, reported.unwrap_or(requested));
+            }
+            (Some(_), None) => {}
+        }
+    }
+}
+
+impl ModelProvider for HttpProvider {
+    fn describe(&self) -> String {
+        format!("{} {} at {}", self.kind, self.model, self.base_url)
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ProviderRequest,
+        tokens: TokenSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
+        Box::pin(async move { Ok(self.complete_decoded(request, tokens).await?.reply) })
+    }
+}
+
+impl fmt::Debug for HttpProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpProvider")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("endpoint", &self.endpoint.as_str())
+            .field("model", &self.model)
+            .field("api_key_env", &self.key_env)
+            .field("timeout", &self.timeout)
+            .field("stream", &self.stream)
+            .field("max_tokens", &self.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
