@@ -89,7 +89,7 @@ fn store(w: &World) -> &dyn Store {
 async fn verify_passes_on_a_clean_run() {
     let w = world(3);
     let run = completed_run(&w).await;
-    let report = history::verify(store(&w), &run)
+    let report = history::verify(store(&w), &run, None)
         .expect("reads")
         .expect("verifies");
     assert_eq!(report.transitions, 1 + 3 * 3 + 3);
@@ -124,7 +124,7 @@ async fn verify_names_the_seq_of_tampering() {
         let w = world(3);
         let run = completed_run(&w).await;
         tamper(&w.db, sql);
-        let err = history::verify(store(&w), &run)
+        let err = history::verify(store(&w), &run, None)
             .expect("reads")
             .expect_err(what);
         assert_eq!(err.seq, seq, "{what}: {err}");
@@ -237,10 +237,10 @@ async fn a_tape_fork_without_edits_reproduces_the_parent() {
         (a.len() as i64) - fork_at as i64,
         "the prefix is shared, not copied"
     );
-    history::verify(store(&w), &end.run_id)
+    history::verify(store(&w), &end.run_id, None)
         .expect("reads")
         .expect("the fork verifies");
-    history::verify(store(&w), &parent)
+    history::verify(store(&w), &parent, None)
         .expect("reads")
         .expect("the parent still verifies");
     let d = history::diff(store(&w), &parent, &end.run_id).expect("diffs");
@@ -280,7 +280,7 @@ async fn an_edited_fork_goes_live_at_the_first_changed_request() {
     let point = d.first_difference.expect("they differ");
     assert_eq!((d.common, point.seq), (4, 5));
     assert_eq!(point.b.expect("fork side").event, EventKind::Edited);
-    history::verify(store(&w), &end.run_id)
+    history::verify(store(&w), &end.run_id, None)
         .expect("reads")
         .expect("the fork verifies");
     // The parent is untouched and both stay queryable.

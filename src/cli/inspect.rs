@@ -297,32 +297,38 @@ pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliErr
     Ok(())
 }
 
-/// `runtape verify RUN`: replays the run through the current machine. Exit 0 when it holds,
-/// 1 with the first problem when it does not.
-pub(crate) fn verify(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
+/// `runtape verify RUN`: replays the run through the current machine and checks its receipts.
+/// Exit 0 when it holds, 1 with the first problem when it does not.
+pub(crate) fn verify(db: &Path, run: &str, pubkey: Option<&str>, json: bool) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
+    let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
-    match history::verify(store.as_ref(), &run)? {
+    match history::verify(store.as_ref(), &run, key.as_ref())? {
         Ok(report) => {
             if json {
-                print_json(
-                    &json!({"type": "verify", "ok": true, "run": report.run, "transitions": report.transitions, "final_state_hash": report.final_state_hash}),
-                )
-            } else {
-                println!(
-                    "OK: {} transitions of {} replay to the stored states (final state {})",
-                    report.transitions,
-                    report.run,
-                    &report.final_state_hash[..16]
-                );
-                Ok(())
+                let mut v = serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
+                v["type"] = json!("verify");
+                v["ok"] = json!(true);
+                return print_json(&v);
             }
+            let r = &report.receipts;
+            let receipts = match (&r.signed_by, r.trusted_key) {
+                (_, _) if r.receipts == 0 => "no receipts".to_owned(),
+                (Some(k), true) => format!("{} receipts signed by the trusted key {}", r.receipts, &k[..16]),
+                (Some(k), false) => format!("{} receipts signed by {} (pass --pubkey to check it is a key you trust)", r.receipts, &k[..16]),
+                (None, _) => format!("{} receipts, unsigned (hash-chained only)", r.receipts),
+            };
+            println!(
+                "OK: {} transitions of {} replay to the stored states (final state {}); {receipts}",
+                report.transitions,
+                report.run,
+                &report.final_state_hash[..16]
+            );
+            Ok(())
         }
         Err(d) => {
             if json {
-                print_json(
-                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}),
-                )?;
+                print_json(&json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}))?;
             }
             Err(CliError::failed(format!("run {run} does not verify: {d}")))
         }

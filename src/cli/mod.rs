@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 mod common;
 mod control;
 mod inspect;
+mod receipts;
 mod statechart;
 
 use common::{CliError, db_path};
@@ -82,13 +83,29 @@ pub enum Command {
         json: bool,
     },
     /// Replay a run through the current machine and check every stored state hash, effect
-    /// list and chain link; exit 1 naming the first problem.
+    /// list, chain link and receipt; exit 1 naming the first problem.
     Verify {
         /// The run id.
         run: String,
+        /// Check the receipts' signatures against this public key (64 hex, or a .pub file);
+        /// without it they are checked against the key they name.
+        #[arg(long, value_name = "KEY")]
+        pubkey: Option<String>,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// Write a new receipt signing key (mode 0600) and its public key (FILE.pub).
+    Keygen {
+        /// Where to write the signing key.
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Export or verify a run's signed, hash-chained receipts.
+    Receipts {
+        /// What to do.
+        #[command(subcommand)]
+        action: ReceiptsAction,
     },
     /// Ask the process driving a run to pause at its next step boundary.
     Pause {
@@ -114,6 +131,31 @@ pub enum Command {
     },
 }
 
+/// `runtape receipts ...`.
+#[derive(Debug, Subcommand)]
+pub enum ReceiptsAction {
+    /// Write a run's receipts (across fork ancestry) as JSON lines.
+    Export {
+        /// The run id.
+        run: String,
+        /// The file to write.
+        #[arg(short, long, value_name = "FILE.jsonl")]
+        out: PathBuf,
+    },
+    /// Verify exported receipts offline: chain, order, signatures. Exit 1 naming the first
+    /// bad receipt.
+    Verify {
+        /// The exported file.
+        file: PathBuf,
+        /// The trusted public key (64 hex, or a .pub file); required for signed receipts.
+        #[arg(long, value_name = "KEY")]
+        pubkey: Option<String>,
+        /// The result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// Runs the command line; returns the process exit status.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -134,7 +176,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
-        Command::Verify { run, json } => inspect::verify(&db, &run, json).map(|_| EXIT_OK),
+        Command::Verify { run, pubkey, json } => inspect::verify(&db, &run, pubkey.as_deref(), json).map(|_| EXIT_OK),
+        Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
+        Command::Receipts { action: ReceiptsAction::Export { run, out } } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
+        Command::Receipts { action: ReceiptsAction::Verify { file, pubkey, json } } => {
+            receipts::verify(&file, pubkey.as_deref(), json).map(|_| EXIT_OK)
+        }
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

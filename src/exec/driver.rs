@@ -151,6 +151,12 @@ pub(super) async fn resume(
             }
         }
     }
+    let mut outstanding = Vec::new();
+    for at in driver.state.outstanding() {
+        let e = history::effect_at(store, run, at)?;
+        outstanding.push(if e.id().run == *run { e } else { e.with_id(at.in_run(run)) });
+    }
+    driver.load_receipts_and_issued(&outstanding)?;
     driver.queue.extend(events);
     driver.opening = Some(Trace::RunResumed {
         state: driver.state.kind(),
@@ -217,6 +223,10 @@ pub(super) struct Driver {
     pub(super) opening: Option<Trace>,
     /// A fork replaying its parent's recording.
     pub(super) tape: Option<Tape>,
+    /// Effects emitted and not yet answered, for sealing the receipt of their answer.
+    pub(super) issued: HashMap<EffectRef, Effect>,
+    /// The last receipt of the run's chain.
+    pub(super) receipt_tip: Option<crate::receipt::Receipt>,
 }
 
 impl Driver {
@@ -253,6 +263,8 @@ impl Driver {
             last_poll: Instant::now(),
             opening: None,
             tape: None,
+            issued: HashMap::new(),
+            receipt_tip: None,
         }
     }
 
@@ -530,6 +542,10 @@ impl Driver {
                 },
             })
             .collect();
+        let receipt = self.seal(seq, event)?;
+        for e in &t.effects {
+            self.issued.insert(EffectRef { seq: e.id().seq, index: e.id().index }, e.clone());
+        }
         let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
         let now = self.shared.config.clock.wall_ms();
         let commit = Commit {
@@ -554,7 +570,7 @@ impl Driver {
                 .next
                 .outcome()
                 .map(|o| serde_json::to_string(o).unwrap_or_default()),
-            receipt: None,
+            receipt,
             now_ms: now,
             lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
         };
@@ -568,6 +584,33 @@ impl Driver {
         self.chain = chain;
         self.last_at = event.at;
         self.trace_transition(event, t);
+        Ok(())
+    }
+
+    /// The receipt (JSON) of the model turn or tool result `event` carries, chained to the tip.
+    fn seal(&mut self, seq: u64, event: &Event) -> Result<Option<Vec<u8>>, EngineError> {
+        let answered = resolved(&event.body).and_then(|r| self.issued.remove(&r));
+        let Some(draft) = answered.and_then(|e| history::receipt_draft(&self.run, seq, event.at, &e, &event.body)) else {
+            return Ok(None);
+        };
+        let receipt = self
+            .shared
+            .config
+            .receipts
+            .seal(self.receipt_tip.as_ref(), draft)
+            .map_err(|e| EngineError::Receipts(format!("cannot seal the receipt of step {seq}: {e}")))?;
+        let json = serde_json::to_vec(&receipt).map_err(|e| EngineError::Receipts(e.to_string()))?;
+        self.receipt_tip = Some(receipt);
+        Ok(Some(json))
+    }
+
+    /// Loads what continuing a stored run needs besides its state: the effects outstanding
+    /// and the receipt tip. Refuses a signer that could not continue the receipt chain.
+    pub(super) fn load_receipts_and_issued(&mut self, outstanding: &[Effect]) -> Result<(), EngineError> {
+        for e in outstanding {
+            self.issued.insert(EffectRef { seq: e.id().seq, index: e.id().index }, e.clone());
+        }
+        self.receipt_tip = receipt_tip(&self.shared, &self.run, self.state.seq())?;
         Ok(())
     }
 
@@ -856,6 +899,23 @@ impl Driver {
     }
 }
 
+/// The last receipt of `run`'s chain at or before `seq`, checked to be one this engine's signer
+/// can continue (same mode, same key).
+pub(super) fn receipt_tip(shared: &Shared, run: &RunId, seq: u64) -> Result<Option<crate::receipt::Receipt>, EngineError> {
+    let chain = history::receipts(shared.store.as_ref(), run)?;
+    let tip = chain.into_iter().rfind(|r| r.body.seq <= seq);
+    let signer = &shared.config.receipts;
+    if let Some(tip) = &tip
+        && (tip.is_signed() != signer.is_signed() || tip.key_id() != signer.key_id())
+    {
+        let want = tip.key_id().map_or("no key (unsigned receipts)".to_owned(), |k| format!("the key {k}"));
+        return Err(EngineError::Receipts(format!(
+            "run {run}'s receipts are sealed with {want}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
+        )));
+    }
+    Ok(tip)
+}
+
 /// The effect whose result `body` carries.
 fn resolved(body: &EventBody) -> Option<EffectRef> {
     match body {
@@ -899,4 +959,49 @@ pub(crate) fn status_of(state: &RunState) -> RunStatus {
         }
         _ => RunStatus::Running,
     }
+}
+
+/// Commits one event to a run nobody is driving, without performing the effects it emits
+/// (they stay pending in the outbox; a later `resume` performs them). Takes and releases the
+/// lease.
+pub(super) async fn apply_one(shared: &Arc<Shared>, run: &RunId, body: EventBody) -> Result<RunState, EngineError> {
+    let store = shared.store.as_ref();
+    let rec = history::record(store, run)?;
+    if rec.status.is_terminal() {
+        return Err(EngineError::Finished { run: run.to_string(), status: rec.status });
+    }
+    let now = shared.config.clock.wall_ms();
+    let acquire = Write::AcquireLease {
+        run: run.clone(),
+        owner: shared.owner.clone(),
+        now_ms: now,
+        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+    };
+    let epoch = lease_of(store::write(store, acquire).await?);
+    let spec = history::spec_of(&rec)?;
+    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
+    let convs = history::conversations(store, &rebuilt.state)?;
+    let last_at = history::transitions(store, run, rec.seq, rec.seq)?.first().map_or(Hlc::default(), |t| t.at);
+    let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
+    let mut outstanding = Vec::new();
+    for at in driver.state.outstanding() {
+        let e = history::effect_at(store, run, at)?;
+        outstanding.push(if e.id().run == *run { e } else { e.with_id(at.in_run(run)) });
+    }
+    driver.load_receipts_and_issued(&outstanding)?;
+    let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
+    let event = Event::new(run, at, body);
+    let result = match step(&driver.state, &event, &driver.spec) {
+        Ok(t) => match driver.commit(&event, &t) {
+            Ok(()) => driver.flush().await.map(|()| t.next),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e.into()),
+    };
+    if let Ok(next) = &result {
+        driver.state = next.clone();
+    }
+    let status = status_of(&driver.state);
+    driver.release(if status == RunStatus::Running { RunStatus::Paused } else { status }).await?;
+    result
 }

@@ -13,7 +13,7 @@ use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared};
 use crate::history::{self, HistoryError};
 use crate::machine::{
-    AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, SlotStatus,
+    AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope,
     ToolOutcome, head_of, step,
 };
 use crate::store::{self, NewRun, Write};
@@ -146,6 +146,9 @@ pub(super) async fn fork(
         }
     };
 
+    // The fork continues its parent's receipt chain from the fork point; refuse a signer that
+    // could not, before writing anything.
+    let tip = super::driver::receipt_tip(shared, parent, seq)?;
     let new = NewRun {
         id: new_id.clone(),
         parent: Some((parent.clone(), seq)),
@@ -158,6 +161,10 @@ pub(super) async fn fork(
     };
     let epoch = lease_of(store::write(store, Write::CreateRun(new)).await?);
     let mut driver = Driver::new(shared, new_id.clone(), spec, epoch, rebuilt, convs, last_at);
+    driver.receipt_tip = tip;
+    for (at, mine, _) in &inherited {
+        driver.issued.insert(*at, mine.clone());
+    }
     if matches!(driver.state, RunState::Created) {
         driver.queue.push_back(EventBody::Start {
             goal: rec.goal.clone(),
@@ -208,7 +215,7 @@ fn translate(
             }
             ForkEdit::ReplaceToolResult { call_id, result } => {
                 let in_batch = matches!(state, RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. }
-                    if batch.slots.iter().any(|s| &s.call_id == call_id && !matches!(s.status, SlotStatus::Finished { .. }) || &s.call_id == call_id));
+                    if batch.slots.iter().any(|s| &s.call_id == call_id));
                 if in_batch {
                     Edit::ReplaceToolResult { call_id: call_id.clone(), result: result.clone() }
                 } else {

@@ -65,6 +65,8 @@ pub struct EngineConfig {
     pub control_poll: Duration,
     /// Event timestamps.
     pub clock: Arc<dyn Clock>,
+    /// Seals a receipt for every model turn and tool result (unsigned unless given a key).
+    pub receipts: Arc<crate::receipt::ReceiptSigner>,
 }
 
 impl Default for EngineConfig {
@@ -76,6 +78,7 @@ impl Default for EngineConfig {
             lease_ttl: Duration::from_secs(15),
             control_poll: Duration::from_millis(200),
             clock: Arc::new(SystemClock::default()),
+            receipts: Arc::new(crate::receipt::ReceiptSigner::unsigned()),
         }
     }
 }
@@ -140,6 +143,9 @@ pub enum EngineError {
     /// The spec stored with a run could not be used.
     #[error("{0}")]
     Spec(String),
+    /// The run's receipts cannot be continued with this engine's signer.
+    #[error("{0}")]
+    Receipts(String),
     /// The run's task stopped unexpectedly.
     #[error("the run's driver stopped unexpectedly: {0}")]
     Driver(String),
@@ -444,6 +450,13 @@ impl Engine {
         mode: ForkMode,
     ) -> Result<RunHandle, EngineError> {
         fork::fork(&self.shared, parent, seq, edits, mode, new_run_id()).await
+    }
+
+    /// Commits one event to a run that no process is driving, without performing the effects
+    /// it emits (they wait in the outbox for the next `resume`). For tools that adjust a run
+    /// at rest, and for measuring what resuming costs.
+    pub async fn apply(&self, run: &RunId, body: EventBody) -> Result<RunState, EngineError> {
+        driver::apply_one(&self.shared, run, body).await
     }
 
     /// True while a driver in this engine is driving `run`.

@@ -38,6 +38,8 @@ pub(crate) struct Tape {
 }
 
 /// The next thing the tape says.
+// Returned once per step and matched at once; boxing the event would cost more than it saves.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Cue {
     /// Feed this event, stamped with this time.
     Feed(EventBody, Hlc),

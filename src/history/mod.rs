@@ -16,8 +16,11 @@ use crate::store::{RunRecord, Store, StoreError, TransitionRecord};
 
 mod diff;
 mod inspect;
+mod receipts;
 mod timeline;
 mod verify;
+
+pub use receipts::{ReceiptSummary, check_receipts, receipt_draft, receipts};
 
 pub use diff::{DiffPoint, RunDiff, Side, diff};
 pub use inspect::{SentRequest, StepView, show};

@@ -56,10 +56,10 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
         let from = table::edge_by_id(&t.edge)
             .and_then(|e| e.from)
             .unwrap_or(prev);
-        let mut agent = effects.iter().find_map(|e| match e {
-            Effect::CallModel { agent, .. }
-            | Effect::CallTool { agent, .. }
-            | Effect::RequestInput { agent, .. } => Some(agent.clone()),
+        let mut agent = effects.first().map(|e| match e {
+            Effect::CallModel { agent, .. } | Effect::CallTool { agent, .. } | Effect::RequestInput { agent, .. } => {
+                agent.clone()
+            }
         });
         for e in &effects {
             let (Effect::CallModel { id, agent: a, .. }

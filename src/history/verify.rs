@@ -17,6 +17,8 @@ pub struct VerifyReport {
     pub transitions: u64,
     /// Hash of the final state.
     pub final_state_hash: String,
+    /// The receipt check.
+    pub receipts: super::ReceiptSummary,
 }
 
 /// The first place a history and the current machine disagree.
@@ -71,8 +73,7 @@ pub fn replay<'a>(
 ) -> Result<RunState, Divergence> {
     let mut state = RunState::Created;
     let mut chain = Digest::ZERO;
-    let mut expected_seq = 1;
-    for r in recorded {
+    for (expected_seq, r) in (1..).zip(recorded) {
         if r.seq != expected_seq {
             return Err(Divergence::new(
                 expected_seq,
@@ -81,7 +82,6 @@ pub fn replay<'a>(
                 format!("seq {}", r.seq),
             ));
         }
-        expected_seq += 1;
         let t = step(&state, &r.event, spec).map_err(|e| {
             Divergence::new(
                 r.seq,
@@ -134,10 +134,13 @@ pub fn replay<'a>(
     Ok(state)
 }
 
-/// Verifies a stored run from its first transition (across fork ancestry) to its latest.
+/// Verifies a stored run from its first transition (across fork ancestry) to its latest:
+/// every transition replays to what was stored, and every receipt matches its transition
+/// (checked against `key` when given, else against the key the receipts name).
 pub fn verify(
     store: &dyn Store,
     run: &RunId,
+    key: Option<&crate::receipt::VerifyingKey>,
 ) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
     let rec = record(store, run)?;
     let spec: RunSpec = spec_of(&rec)?;
@@ -165,21 +168,17 @@ pub fn verify(
         state_hash: t.state_hash,
         chain: Some(t.chain),
     });
-    let result = replay(&spec, recorded).and_then(|state| {
-        if state.seq() != rec.seq {
-            Err(Divergence::new(
-                state.seq() + 1,
-                "missing transition",
-                format!("seq {}", state.seq() + 1),
-                "nothing",
-            ))
-        } else {
-            Ok(VerifyReport {
-                run: run.clone(),
-                transitions: rec.seq,
-                final_state_hash: state.state_hash().to_hex(),
-            })
-        }
-    });
-    Ok(result)
+    let state = match replay(&spec, recorded) {
+        Ok(state) => state,
+        Err(d) => return Ok(Err(d)),
+    };
+    if state.seq() != rec.seq {
+        let next = state.seq() + 1;
+        return Ok(Err(Divergence::new(next, "missing transition", format!("seq {next}"), "nothing")));
+    }
+    let receipts = match super::check_receipts(store, run, key)? {
+        Ok(r) => r,
+        Err(d) => return Ok(Err(d)),
+    };
+    Ok(Ok(VerifyReport { run: run.clone(), transitions: rec.seq, final_state_hash: state.state_hash().to_hex(), receipts }))
 }

@@ -172,12 +172,7 @@ impl Store for SqliteStore {
                     // Bytes columns are read as TEXT or BLOB alike: an edit made with the
                     // sqlite3 shell may leave either, and `verify` must still read the row to
                     // report it.
-                    let bytes = |i: usize| -> rusqlite::Result<Vec<u8>> {
-                        Ok(r.get_ref(i)?
-                            .as_bytes_or_null()?
-                            .unwrap_or_default()
-                            .to_vec())
-                    };
+                    let bytes = |i: usize| bytes_at(r, i);
                     Ok((
                         r.get::<_, i64>(0)?,
                         r.get::<_, i64>(1)?,
@@ -224,7 +219,7 @@ impl Store for SqliteStore {
             let Some(key) = self.key(c, run)? else { return Ok(None) };
             c.prepare_cached("SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id DESC LIMIT 1")?
                 .query_row(params![row_id(key, 0), row_id(key, at)], |r| {
-                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, r.get::<_, Vec<u8>>(1)?))
+                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
                 })
                 .optional()
         })
@@ -233,7 +228,7 @@ impl Store for SqliteStore {
     fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         self.read(|c| {
             c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
-                .query_row([&d.0[..]], |r| r.get(0))
+                .query_row([&d.0[..]], |r| bytes_at(r, 0))
                 .optional()
         })
     }
@@ -279,7 +274,7 @@ impl Store for SqliteStore {
             let rows = stmt
                 .query_map(
                     params![row_id(key, 0), row_id(key, u64::from(u32::MAX))],
-                    |r| r.get(0),
+                    |r| bytes_at(r, 0),
                 )?
                 .collect::<rusqlite::Result<Vec<Vec<u8>>>>()?;
             Ok(rows)
@@ -293,6 +288,12 @@ impl Store for SqliteStore {
             Ok((pages * size) as u64)
         })
     }
+}
+
+/// A bytes column read as TEXT or BLOB alike: an edit made with the sqlite3 shell may leave
+/// either, and `verify` must still read the row to report it.
+fn bytes_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(r.get_ref(i)?.as_bytes_or_null()?.unwrap_or_default().to_vec())
 }
 
 fn digest(bytes: &[u8]) -> Option<Digest> {
