@@ -1,1 +1,236 @@
-//! The run spec file (`runtape.toml`). Placeholder until it lands.
+//! The run spec file (`runtape.toml`): parsed and validated as a whole by [`load`] before
+//! anything runs.
+//!
+//! [`load`] gives a [`RunFile`]: the machine's validated [`RunSpec`], the [`Setup`] (how to
+//! build the providers and command tools, in this process or any other), and the database
+//! path the file names. Every problem is one [`ConfigError`] line of the form
+//! `FILE:LINE:COL: FIELD: what is wrong – what to do`.
+//!
+//! # Running a spec file
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use runtape::exec::{Engine, new_run_id};
+//!
+//! let file = runtape::config::load(std::path::Path::new("runtape.toml"))?;
+//! let engine = Engine::in_memory();
+//! file.install(&engine)?; // builds providers (checks key variables) and command tools
+//! let run = engine
+//!     .start_with_setup(new_run_id(), file.spec.clone(), "the goal", file.setup.to_json()?)
+//!     .await?;
+//! let end = run.wait().await?;
+//! # let _ = end; Ok(()) }
+//! ```
+//!
+//! To resume in another process, read the stored setup back with [`Setup::from_json`],
+//! [`Setup::install`] it, and resume the run.
+//!
+//! # The format
+//!
+//! ```toml
+//! database = "runtape.db"        # optional, relative to this file's directory
+//!                                # (the command line's RUNTAPE_DB and --db override it)
+//! [run]                          # optional
+//! max_transitions = 1000         # hard cap on steps (default 1000)
+//! on_exhausted = "fail"          # a run-wide budget running out: "fail" or "pause"
+//! [run.budget]                   # optional run-wide caps
+//! max_turns = 100                # also max_tool_calls, max_tokens, max_cost_usd, max_wall_ms
+//!
+//! [[providers]]
+//! name = "openai"                # agents refer to it by this name (unique)
+//! kind = "openai"                # openai | anthropic | ollama | echo | scripted
+//! model = "gpt-4o-mini"          # default model of agents using it
+//! base_url = "https://api.openai.com/v1"  # optional; http:// only for loopback hosts
+//! api_key_env = "OPENAI_API_KEY" # the NAME of the key's variable ("" for none); never a key
+//! timeout_ms = 60000             # optional; also stream, max_tokens, pricing
+//!
+//! [[providers]]
+//! name = "script"
+//! kind = "scripted"              # offline: turn i of an agent gets replies[i]
+//! replies = [
+//!   { tool_calls = [{ name = "search", arguments = { q = "x" } }], usage = { input = 10, output = 5 } },
+//!   { text = "FOUND it" },
+//!   # or { error = { class = "provider_unavailable", message = "down" } }
+//! ]
+//! [providers.by_agent]           # an agent's own script replaces `replies` for it
+//! writer = [{ text = "the report" }]
+//!
+//! [[tools]]
+//! name = "search"
+//! description = "Search the notes"
+//! kind = "command"               # command (default) | human (a person answers)
+//! command = ["python3", "tools/search.py"]  # run in this file's directory; a program
+//!                                # with a `/` is relative to it, a bare name is on PATH
+//! schema = { type = "object", properties = { q = { type = "string" } }, required = ["q"] }
+//! timeout_ms = 10000
+//! idempotent = true
+//! read_only = true
+//! requires_approval = false
+//!
+//! [[agents]]
+//! id = "researcher"
+//! system_prompt = "You research."
+//! provider = "script"
+//! model = "demo"                 # optional: default is the provider's model
+//! tools = ["search"]             # optional: default is every read_only tool
+//! on_exhausted = "handoff"       # handoff | pause
+//! on_in_doubt = "fail"           # fail | retry | ask
+//! correction_budget = 3
+//! max_attempts = 3               # attempts on the primary route for retryable errors
+//! backoff = { initial_ms = 500, max_ms = 30000 }
+//! [agents.budget]                # max_turns (default 50), max_tool_calls (200), ...
+//! max_turns = 20
+//! [[agents.fallbacks]]           # tried in order once the primary route gives up
+//! provider = "openai"
+//! max_attempts = 2
+//!
+//! [[agents]]
+//! id = "writer"
+//! provider = "script"
+//!
+//! [plan]                         # optional with one agent
+//! entry = "researcher"
+//! exits = ["writer"]
+//! max_agent_visits = 8
+//! [[plan.edges]]
+//! from = "researcher"
+//! to = "writer"
+//! when = { contains = "FOUND" }  # or "always", { regex = "^OK" },
+//!                                # { json_pointer = "/verdict", equals = "pass" }
+//! ```
+//!
+//! Command tools follow the protocol in [`crate::tool::command`]. Every provider the file
+//! defines is built when the setup is installed, so remove entries you do not use.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::exec::Engine;
+use crate::machine::RunSpec;
+
+mod compile;
+mod error;
+mod file;
+mod paths;
+mod program;
+mod providers;
+mod script;
+mod setup;
+mod source;
+
+pub use error::{At, ConfigError, Location};
+pub use script::{ScriptSetup, ScriptStep};
+pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, Setup};
+
+/// Spec files larger than this are refused (a spec is a few kilobytes).
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+
+/// A loaded, validated spec file.
+#[derive(Clone)]
+pub struct RunFile {
+    /// The file, as the caller named it.
+    pub path: PathBuf,
+    /// The validated spec the machine runs.
+    pub spec: RunSpec,
+    /// How to build the providers and command tools; store [`Setup::to_json`] with the run.
+    pub setup: Setup,
+    /// The database the file names, absolute; `None` leaves the choice to the caller.
+    pub database: Option<PathBuf>,
+    /// The text, to point install errors at their line.
+    text: Arc<str>,
+}
+
+impl std::fmt::Debug for RunFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunFile")
+            .field("path", &self.path)
+            .field("spec", &self.spec)
+            .field("setup", &self.setup)
+            .field("database", &self.database)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunFile {
+    /// [`Setup::install`]s the file's providers and tools into `engine`, with errors pointing
+    /// at the file (a key variable that is unset points at the provider's `api_key_env`).
+    /// Call it before starting a run of [`spec`](Self::spec).
+    pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
+        self.setup.install(engine).map_err(|e| {
+            match source::Document::parse(&self.path, &self.text) {
+                Ok(doc) => e.located(|field| doc.locate(field)),
+                Err(_) => e,
+            }
+        })
+    }
+}
+
+/// Reads, parses and validates the spec file at `path`: TOML syntax, every field's name and
+/// type, cross references (providers, tools, plan agents), base URLs, command programs, and
+/// the machine's own checks. Nothing is built or run; key variables are checked later, by
+/// [`RunFile::install`]. Relative paths in the file (database, programs) start at the file's
+/// directory.
+pub fn load(path: &Path) -> Result<RunFile, ConfigError> {
+    let text = read(path)?;
+    let spec_dir = spec_dir(path)?;
+    let doc = source::Document::parse(path, &text)?;
+    let raw: file::RawFile = doc.deserialize()?;
+    let compiled =
+        compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
+    let spec = RunSpec::build(compiled.spec)
+        .map_err(|e| ConfigError::from_spec(e).located(|field| doc.locate(field)))?;
+    Ok(RunFile {
+        path: path.to_path_buf(),
+        spec,
+        setup: compiled.setup,
+        database: compiled.database,
+        text: Arc::from(text),
+    })
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    let fail = |reason: String| ConfigError::Read {
+        file: path.to_path_buf(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SPEC_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(fail(format!(
+            "it is larger than {} MiB",
+            MAX_SPEC_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "it is not UTF-8 text (bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// The file's directory, absolute and UTF-8 (the setup stores it as JSON).
+fn spec_dir(path: &Path) -> Result<PathBuf, ConfigError> {
+    let fail = |reason: String| ConfigError::Read {
+        file: path.to_path_buf(),
+        reason,
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = parent
+        .canonicalize()
+        .map_err(|e| fail(format!("its directory cannot be resolved ({e})")))?;
+    if dir.to_str().is_none() {
+        return Err(fail(format!(
+            "its directory `{}` is not a UTF-8 path",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}

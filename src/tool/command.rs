@@ -1,1 +1,439 @@
-//! Command tools. Placeholder until it lands.
+//! Command tools: a program run once per call, as declared by `kind = "command"` in a run
+//! spec file.
+//!
+//! # The protocol
+//!
+//! For each call the program is started in its working directory (the spec file's directory)
+//! with the call's arguments written to stdin as one JSON document, after which stdin is
+//! closed. The environment is the engine's, minus the provider key variables the setup names
+//! (see [`CommandTool::without_env`]), plus:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `RUNTAPE_RUN_ID` | the run |
+//! | `RUNTAPE_AGENT` | the agent that called |
+//! | `RUNTAPE_CALL_ID` | the model's call id |
+//! | `RUNTAPE_IDEMPOTENCY_KEY` | stable across retries and restarts of this call: use it to make a repeat a no-op |
+//! | `RUNTAPE_TOOL` | the tool's name |
+//!
+//! Exit status 0: stdout (at most [`MAX_STDOUT_BYTES`]) is the result — the JSON value when it
+//! parses as JSON, else the text with one trailing newline removed. Any other exit is an error
+//! result fed back to the model, naming the status and the end of stderr (at most
+//! [`STDERR_SNIPPET_CHARS`] characters).
+//!
+//! # Killing
+//!
+//! On Unix the program runs in its own process group. When the call times out
+//! ([`CommandConfig::timeout_ms`]), its cancellation token fires, its output passes the cap,
+//! or its future is dropped (the engine's own timeout, a cancelled run), the whole group is
+//! sent `SIGKILL`, so shells and the children they started die too. The group is signalled
+//! through `/bin/sh`'s `kill` (this crate forbids `unsafe`, which a direct `kill(2)` needs);
+//! if that cannot run, the program itself is still killed. A program that exits normally
+//! leaves anything it started in the background alone.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+
+use super::{Tool, ToolContext, ToolError};
+
+/// The most stdout a call may produce; a program that writes more is killed and the call
+/// fails.
+pub const MAX_STDOUT_BYTES: usize = 1 << 20;
+
+/// How much of the end of stderr a failed call reports.
+pub const STDERR_SNIPPET_CHARS: usize = 500;
+
+/// How much of stderr is kept while it is drained (the snippet is taken from its end).
+const STDERR_KEEP_BYTES: usize = 8 << 10;
+
+/// A command tool as the setup stores it: everything needed to run it in any process.
+/// Built by the spec file loader (`config`), or by hand to embed a program as a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandConfig {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of its arguments.
+    #[serde(default = "object_schema")]
+    pub schema: Value,
+    /// The program: an absolute path, or a bare name looked up on `PATH` when the call starts.
+    /// A relative path with a separator is taken relative to [`dir`](Self::dir).
+    pub program: String,
+    /// Arguments passed to the program, before nothing else (the call's arguments go to
+    /// stdin).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Working directory of every call: the spec file's directory, absolute.
+    pub dir: PathBuf,
+    /// How long a call may take before it is killed and fails; `None` leaves the limit to the
+    /// engine's default tool timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Running it twice with the same idempotency key is safe (an interrupted call is simply
+    /// run again on resume).
+    #[serde(default)]
+    pub idempotent: bool,
+    /// It changes nothing (agents without an explicit grant are offered it).
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+fn object_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+impl CommandConfig {
+    /// The path to start: [`program`](Self::program) itself when it is absolute or a bare
+    /// name, else joined to [`dir`](Self::dir).
+    pub fn program_path(&self) -> PathBuf {
+        let program = Path::new(&self.program);
+        if program.is_absolute() || program.components().count() <= 1 {
+            program.to_path_buf()
+        } else {
+            self.dir.join(program)
+        }
+    }
+}
+
+/// A [`Tool`] that runs a program per call (see the [module docs](self) for the protocol).
+/// Register it with the engine under its name; the spec file loader does this for every
+/// `kind = "command"` tool.
+#[derive(Clone, Debug)]
+pub struct CommandTool {
+    config: CommandConfig,
+    hidden_env: Vec<String>,
+}
+
+impl CommandTool {
+    /// A tool running `config`'s program.
+    pub fn new(config: CommandConfig) -> Self {
+        CommandTool {
+            config,
+            hidden_env: Vec::new(),
+        }
+    }
+
+    /// The same tool, starting its program without the variables `names` (use it to keep
+    /// provider API keys out of programs the model drives).
+    pub fn without_env<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.hidden_env.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// What it runs.
+    pub fn config(&self) -> &CommandConfig {
+        &self.config
+    }
+
+    fn error(&self, what: impl std::fmt::Display) -> ToolError {
+        ToolError::new(format!("command tool `{}` {what}", self.config.name))
+    }
+
+    async fn run(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        let input = args.to_string().into_bytes();
+        let mut cmd = Command::new(self.config.program_path());
+        cmd.args(&self.config.args)
+            .current_dir(&self.config.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .env("RUNTAPE_RUN_ID", ctx.run_id.as_str())
+            .env("RUNTAPE_AGENT", ctx.agent.as_str())
+            .env("RUNTAPE_CALL_ID", &ctx.call_id)
+            .env("RUNTAPE_IDEMPOTENCY_KEY", &ctx.idempotency_key)
+            .env("RUNTAPE_TOOL", &self.config.name);
+        for name in &self.hidden_env {
+            cmd.env_remove(name);
+        }
+        #[cfg(unix)]
+        cmd.process_group(0);
+        let mut child = cmd.spawn().map_err(|e| {
+            self.error(format_args!(
+                "could not start `{}`: {e}",
+                self.config.program_path().display()
+            ))
+        })?;
+        let mut group = GroupGuard::new(child.id());
+        let limit = self.config.timeout_ms.map(Duration::from_millis);
+        let ended = {
+            let io = collect(&mut child, input);
+            let deadline = async {
+                match limit {
+                    Some(limit) => tokio::time::sleep(limit).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                result = io => result.map_or_else(|ended| ended, Ended::Exited),
+                () = ctx.cancel.cancelled() => Ended::Cancelled,
+                () = deadline => Ended::TimedOut,
+            }
+        };
+        let failure = match ended {
+            Ended::Exited(out) => {
+                group.disarm();
+                return self.finish(out);
+            }
+            Ended::Overflow => self.error(format_args!(
+                "wrote more than {} bytes to stdout and was killed – make it print less",
+                MAX_STDOUT_BYTES
+            )),
+            Ended::Unreadable(e) => self.error(format_args!(
+                "could not read its output ({e}) and was killed"
+            )),
+            Ended::Cancelled => self.error("was cancelled and killed"),
+            Ended::TimedOut => self.error(format_args!(
+                "timed out after {} ms and was killed",
+                limit.map_or(0, |l| l.as_millis())
+            )),
+        };
+        group.kill(&mut child).await;
+        Err(failure)
+    }
+
+    fn finish(&self, out: Output) -> Result<Value, ToolError> {
+        if out.status.success() {
+            return Ok(stdout_value(&out.stdout));
+        }
+        let snippet = match stderr_snippet(&out.stderr) {
+            s if s.is_empty() => " with nothing on stderr".to_owned(),
+            s => format!(": {s}"),
+        };
+        Err(self.error(format_args!("failed ({}){snippet}", out.status)))
+    }
+}
+
+impl Tool for CommandTool {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn description(&self) -> &str {
+        &self.config.description
+    }
+
+    fn schema(&self) -> Value {
+        self.config.schema.clone()
+    }
+
+    fn read_only(&self) -> bool {
+        self.config.read_only
+    }
+
+    fn idempotent(&self) -> bool {
+        self.config.idempotent
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.config.timeout_ms.map(Duration::from_millis)
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+/// How the wait for a call's program ended.
+enum Ended {
+    Exited(Output),
+    Overflow,
+    Unreadable(std::io::Error),
+    Cancelled,
+    TimedOut,
+}
+
+/// A finished program's status and output.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Feeds stdin, drains stdout (capped) and stderr (keeping its end) at once, so a program
+/// that writes before it reads cannot deadlock against us; then waits for the exit.
+async fn collect(child: &mut Child, input: Vec<u8>) -> Result<Output, Ended> {
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (_, stdout, stderr) =
+        futures_util::future::try_join3(feed(stdin, input), read_capped(stdout), read_tail(stderr))
+            .await?;
+    let status = child.wait().await.map_err(Ended::Unreadable)?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Writes the arguments and closes stdin. A program that exits without reading them is not
+/// an error (its exit status says how it went).
+async fn feed(stdin: Option<ChildStdin>, input: Vec<u8>) -> Result<(), Ended> {
+    if let Some(mut stdin) = stdin {
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    }
+    Ok(())
+}
+
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> Result<Vec<u8>, Ended> {
+    let mut out = Vec::new();
+    let Some(pipe) = pipe else { return Ok(out) };
+    // One byte past the cap tells "exactly at the cap" from "over it".
+    let mut limited = pipe.take(MAX_STDOUT_BYTES as u64 + 1);
+    limited
+        .read_to_end(&mut out)
+        .await
+        .map_err(Ended::Unreadable)?;
+    if out.len() > MAX_STDOUT_BYTES {
+        return Err(Ended::Overflow);
+    }
+    Ok(out)
+}
+
+async fn read_tail(pipe: Option<impl AsyncRead + Unpin>) -> Result<Vec<u8>, Ended> {
+    let mut kept = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return Ok(kept);
+    };
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = pipe.read(&mut buf).await.map_err(Ended::Unreadable)?;
+        if n == 0 {
+            return Ok(kept);
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > 2 * STDERR_KEEP_BYTES {
+            kept.drain(..kept.len() - STDERR_KEEP_BYTES);
+        }
+    }
+}
+
+/// The result of a successful call: JSON when stdout parses, else its text without one
+/// trailing newline.
+fn stdout_value(stdout: &[u8]) -> Value {
+    if let Ok(value) = serde_json::from_slice::<Value>(stdout) {
+        return value;
+    }
+    let mut text = String::from_utf8_lossy(stdout).into_owned();
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    Value::String(text)
+}
+
+/// The last [`STDERR_SNIPPET_CHARS`] characters of stderr on one line, `…` in front when cut.
+fn stderr_snippet(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let count = flat.chars().count();
+    if count <= STDERR_SNIPPET_CHARS {
+        return flat;
+    }
+    let tail: String = flat
+        .chars()
+        .skip(count - (STDERR_SNIPPET_CHARS - 1))
+        .collect();
+    format!("…{tail}")
+}
+
+/// Kills the program's process group if the call is abandoned before the program was seen
+/// to exit: explicitly on timeout, cancellation or overflow, and on drop when the call's
+/// future is dropped mid-flight. Until the program is reaped its pid (the group's id) cannot
+/// be reused, so the signal cannot reach an unrelated group.
+struct GroupGuard {
+    pgid: Option<u32>,
+}
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        GroupGuard {
+            pgid: if cfg!(unix) { pid } else { None },
+        }
+    }
+
+    /// The program exited and was reaped: nothing to kill.
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+
+    /// Kills the group, then the program itself, and reaps it.
+    async fn kill(&mut self, child: &mut Child) {
+        if let Some(pgid) = self.pgid.take() {
+            let _ = Command::from(group_kill(pgid)).status().await;
+        }
+        let _ = child.kill().await;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let Some(pgid) = self.pgid.take() else { return };
+        // Drop must not block the async task: a short-lived thread signals and reaps the
+        // helper. If no thread can be started, `kill_on_drop` still kills the program.
+        let _ = std::thread::Builder::new()
+            .name("runtape-kill".into())
+            .spawn(move || group_kill(pgid).status());
+    }
+}
+
+/// `/bin/sh -c 'kill -s KILL -- -PGID'` (the shell's `kill` builtin signals a group).
+fn group_kill(pgid: u32) -> std::process::Command {
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", "kill -s KILL -- \"-$1\"", "sh", &pgid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn stdout_is_json_when_it_parses_else_text() {
+        assert_eq!(stdout_value(b"{\"a\":1}\n"), json!({"a": 1}));
+        assert_eq!(stdout_value(b"42"), json!(42));
+        assert_eq!(stdout_value(b"hello\n\n"), Value::from("hello\n"));
+        assert_eq!(stdout_value(b"line\r\n"), Value::from("line"));
+        assert_eq!(stdout_value(b""), Value::from(""));
+    }
+
+    #[test]
+    fn relative_programs_resolve_against_the_directory() {
+        let path = |program: &str| {
+            let json = json!({"name": "t", "program": program, "dir": "/specs"});
+            let config: CommandConfig = serde_json::from_value(json).expect("a config");
+            config.program_path()
+        };
+        assert_eq!(path("sh"), PathBuf::from("sh"));
+        assert_eq!(path("/bin/sh"), PathBuf::from("/bin/sh"));
+        assert_eq!(path("tools/x.py"), PathBuf::from("/specs/tools/x.py"));
+    }
+}

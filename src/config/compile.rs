@@ -1,0 +1,310 @@
+//! From the file as written to the machine's [`Spec`] and the [`Setup`]: defaults that depend
+//! on other entries, cross references (agents → providers), units (USD → nanodollars), and
+//! the checks the machine cannot make (providers, programs, base URLs). The machine's own
+//! checks run after, in [`RunSpec::build`](crate::machine::RunSpec::build).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::error::{At, ConfigError};
+use super::file::{
+    RawAgent, RawBackoff, RawBudget, RawFile, RawPlan, RawProvider, RawProviderKind, RawTool,
+    RawToolKind,
+};
+use super::program;
+use super::providers::provider;
+use super::setup::{SETUP_VERSION, Setup};
+use crate::machine::{
+    AgentId, AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_AGENT_VISITS,
+    DEFAULT_MAX_TRANSITIONS, Limits, Plan, PlanEdge, Route, Spec, ToolSpec, When, did_you_mean,
+};
+use crate::tool::command::CommandConfig;
+
+/// What a file compiles to, before the machine validates the spec.
+pub(crate) struct Compiled {
+    pub(crate) spec: Spec,
+    pub(crate) setup: Setup,
+    pub(crate) database: Option<PathBuf>,
+}
+
+/// Largest `max_cost_usd` accepted (keeps nanodollars far inside `u64`).
+const MAX_COST_USD: f64 = 1e9;
+
+pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigError> {
+    let database = match raw.database.as_deref() {
+        Some("") => {
+            return Err(ConfigError::invalid(
+                "database",
+                "the path is empty – give a file path or leave `database` out",
+            ));
+        }
+        Some(db) => Some(spec_dir.join(db)),
+        None => None,
+    };
+    let limits = limits(raw.run.budget.as_ref(), "run.budget")?;
+    let providers = raw
+        .providers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| provider(i, p, &raw))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut tools = Vec::with_capacity(raw.tools.len());
+    let mut commands = Vec::new();
+    for (i, t) in raw.tools.iter().enumerate() {
+        let (spec, command) = tool(i, t, spec_dir)?;
+        tools.push(spec);
+        commands.extend(command);
+    }
+    let agents = raw
+        .agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| agent(i, a, &raw.providers))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plan = raw.plan.as_ref().map(plan).transpose()?;
+    let spec = Spec {
+        agents,
+        tools,
+        plan,
+        limits,
+        on_exhausted: raw.run.on_exhausted.unwrap_or_default(),
+        max_transitions: raw.run.max_transitions.unwrap_or(DEFAULT_MAX_TRANSITIONS),
+    };
+    let setup = Setup {
+        version: SETUP_VERSION,
+        spec_dir: spec_dir.to_path_buf(),
+        providers,
+        tools: commands,
+    };
+    Ok(Compiled {
+        spec,
+        setup,
+        database,
+    })
+}
+
+fn limits(budget: Option<&RawBudget>, path: &str) -> Result<Limits, ConfigError> {
+    let Some(b) = budget else {
+        return Ok(Limits::default());
+    };
+    let max_cost_nanos = match b.max_cost_usd {
+        None => None,
+        Some(usd) if usd.is_finite() && (0.0..=MAX_COST_USD).contains(&usd) => {
+            // In range by the guard: at most 1e18, inside u64.
+            Some((usd * 1e9).round() as u64)
+        }
+        Some(usd) => {
+            return Err(ConfigError::invalid(
+                format!("{path}.max_cost_usd"),
+                format!(
+                    "max_cost_usd must be a number of US dollars between 0 and {MAX_COST_USD:.0} (got {usd}) – fix the value"
+                ),
+            ));
+        }
+    };
+    Ok(Limits {
+        max_turns: b.max_turns,
+        max_tool_calls: b.max_tool_calls,
+        max_tokens: b.max_tokens,
+        max_cost_nanos,
+        max_wall_ms: b.max_wall_ms,
+    })
+}
+
+fn tool(
+    i: usize,
+    t: &RawTool,
+    spec_dir: &Path,
+) -> Result<(ToolSpec, Option<CommandConfig>), ConfigError> {
+    let path = format!("tools[{i}]");
+    let schema = t
+        .schema
+        .clone()
+        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let spec = ToolSpec {
+        schema: schema.clone(),
+        read_only: t.read_only,
+        idempotent: t.idempotent,
+        requires_approval: t.requires_approval,
+        interactive: t.kind == RawToolKind::Human,
+        ..ToolSpec::new(&t.name, &t.description)
+    };
+    if t.timeout_ms == Some(0) {
+        return Err(ConfigError::invalid(
+            format!("{path}.timeout_ms"),
+            "timeout_ms must be at least 1 – give the longest a call may take, in milliseconds",
+        ));
+    }
+    if t.kind == RawToolKind::Human {
+        for (field, set) in [
+            ("command", t.command.is_some()),
+            ("timeout_ms", t.timeout_ms.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(
+                    format!("{path}.{field}"),
+                    format!(
+                        "a `human` tool is answered by a person and takes no `{field}` – remove it"
+                    ),
+                ));
+            }
+        }
+        return Ok((spec, None));
+    }
+    let Some((program, args)) = t.command.as_deref().and_then(<[String]>::split_first) else {
+        return Err(ConfigError::invalid(
+            format!("{path}.command"),
+            "a command tool needs `command = [\"program\", \"arg\", …]` – add it, or set kind = \"human\"",
+        ));
+    };
+    let program =
+        program::resolve(program, spec_dir).map_err(|reason| ConfigError::CommandNotFound {
+            at: At::field(format!("{path}.command[0]")),
+            tool: t.name.clone(),
+            reason,
+        })?;
+    let command = CommandConfig {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        schema,
+        program,
+        args: args.to_vec(),
+        dir: spec_dir.to_path_buf(),
+        timeout_ms: t.timeout_ms,
+        idempotent: t.idempotent,
+        read_only: t.read_only,
+    };
+    Ok((spec, Some(command)))
+}
+
+fn agent(i: usize, a: &RawAgent, providers: &[RawProvider]) -> Result<AgentSpec, ConfigError> {
+    let path = format!("agents[{i}]");
+    let mut routes = vec![route(
+        &a.id,
+        &a.provider,
+        a.model.as_deref(),
+        a.max_attempts,
+        a.backoff.as_ref(),
+        providers,
+        &path,
+    )?];
+    for (j, f) in a.fallbacks.iter().enumerate() {
+        routes.push(route(
+            &a.id,
+            &f.provider,
+            f.model.as_deref(),
+            f.max_attempts,
+            f.backoff.as_ref(),
+            providers,
+            &format!("{path}.fallbacks[{j}]"),
+        )?);
+    }
+    Ok(AgentSpec {
+        id: AgentId::new(a.id.clone()),
+        system_prompt: a.system_prompt.clone(),
+        routes,
+        tools: a.tools.clone(),
+        limits: limits(a.budget.as_ref(), &format!("{path}.budget"))?,
+        on_exhausted: a.on_exhausted.unwrap_or_default(),
+        on_in_doubt: a.on_in_doubt.unwrap_or_default(),
+        correction_budget: a.correction_budget.unwrap_or(DEFAULT_CORRECTION_BUDGET),
+    })
+}
+
+fn route(
+    agent: &str,
+    provider: &str,
+    model: Option<&str>,
+    max_attempts: Option<u32>,
+    backoff: Option<&RawBackoff>,
+    providers: &[RawProvider],
+    path: &str,
+) -> Result<Route, ConfigError> {
+    let Some(p) = providers.iter().find(|p| p.name == provider) else {
+        return Err(ConfigError::UnknownProvider {
+            at: At::field(format!("{path}.provider")),
+            agent: agent.to_owned(),
+            provider: provider.to_owned(),
+            hint: did_you_mean(provider, providers.iter().map(|p| p.name.as_str())),
+        });
+    };
+    let offline = match p.kind {
+        RawProviderKind::Echo => Some("echo"),
+        RawProviderKind::Scripted => Some("scripted"),
+        _ => None,
+    };
+    let nonempty = |m: Option<&str>| m.filter(|m| !m.trim().is_empty()).map(str::to_owned);
+    let model = nonempty(model)
+        .or_else(|| nonempty(p.model.as_deref()))
+        .or_else(|| offline.map(str::to_owned))
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                format!("{path}.model"),
+                format!("no model for provider `{provider}` – set `model` here or on the provider"),
+            )
+        })?;
+    let mut route = Route::new(provider, &model);
+    if let Some(n) = max_attempts {
+        route.max_attempts = n;
+    }
+    let default = Backoff::default();
+    route.backoff = Backoff {
+        initial_ms: backoff
+            .and_then(|b| b.initial_ms)
+            .unwrap_or(default.initial_ms),
+        max_ms: backoff.and_then(|b| b.max_ms).unwrap_or(default.max_ms),
+    };
+    Ok(route)
+}
+
+fn plan(p: &RawPlan) -> Result<Plan, ConfigError> {
+    let edges = p
+        .edges
+        .iter()
+        .enumerate()
+        .map(|(e, edge)| {
+            Ok(PlanEdge {
+                from: AgentId::new(edge.from.clone()),
+                to: AgentId::new(edge.to.clone()),
+                when: when(edge.when.as_ref(), &format!("plan.edges[{e}].when"))?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    Ok(Plan {
+        entry: AgentId::new(p.entry.clone()),
+        edges,
+        exits: p.exits.iter().map(|x| AgentId::new(x.clone())).collect(),
+        max_agent_visits: p.max_agent_visits.unwrap_or(DEFAULT_MAX_AGENT_VISITS),
+    })
+}
+
+fn when(value: Option<&Value>, path: &str) -> Result<When, ConfigError> {
+    let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    let form = match value {
+        None => Some(When::Always),
+        Some(Value::String(s)) if s == "always" => Some(When::Always),
+        Some(Value::Object(map)) => {
+            let mut keys: Vec<&str> = map.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            match keys.as_slice() {
+                ["contains"] => string(map.get("contains")).map(|text| When::Contains { text }),
+                ["regex"] => string(map.get("regex")).map(|pattern| When::Regex { pattern }),
+                ["equals", "json_pointer"] => {
+                    string(map.get("json_pointer")).map(|pointer| When::JsonPointerEquals {
+                        pointer,
+                        value: map.get("equals").cloned().unwrap_or(Value::Null),
+                    })
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    form.ok_or_else(|| {
+        ConfigError::invalid(
+            path,
+            "`when` must be \"always\", { contains = \"…\" }, { regex = \"…\" } or { json_pointer = \"/…\", equals = … } – use one of these",
+        )
+    })
+}

@@ -1,0 +1,207 @@
+//! The spec file's shape, exactly as written: every table and key the format knows, with
+//! unknown keys refused. Meaning (defaults that depend on other entries, cross references,
+//! units) is given in `compile`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::machine::{OnExhausted, OnInDoubt, ProviderErrorClass, RunOnExhausted};
+use crate::provider::http::PriceEntry;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFile {
+    pub(crate) database: Option<String>,
+    #[serde(default)]
+    pub(crate) run: RawRun,
+    #[serde(default)]
+    pub(crate) providers: Vec<RawProvider>,
+    #[serde(default)]
+    pub(crate) tools: Vec<RawTool>,
+    #[serde(default)]
+    pub(crate) agents: Vec<RawAgent>,
+    pub(crate) plan: Option<RawPlan>,
+}
+
+/// `[run]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRun {
+    pub(crate) max_transitions: Option<u64>,
+    pub(crate) on_exhausted: Option<RunOnExhausted>,
+    pub(crate) budget: Option<RawBudget>,
+}
+
+/// `[run.budget]` and `[agents.budget]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    pub(crate) max_turns: Option<u64>,
+    pub(crate) max_tool_calls: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_wall_ms: Option<u64>,
+}
+
+/// What a provider entry talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawProviderKind {
+    Openai,
+    Anthropic,
+    Ollama,
+    Echo,
+    Scripted,
+}
+
+/// `[[providers]]`. HTTP fields apply to `openai`, `anthropic` and `ollama`; `latency_ms`,
+/// `replies` and `by_agent` to `scripted`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) name: String,
+    pub(crate) kind: RawProviderKind,
+    pub(crate) model: Option<String>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) pricing: Option<Vec<PriceEntry>>,
+    pub(crate) latency_ms: Option<u64>,
+    pub(crate) replies: Option<Vec<RawReply>>,
+    pub(crate) by_agent: Option<BTreeMap<String, Vec<RawReply>>>,
+}
+
+/// One scripted answer: a reply (text and/or tool calls) or a failure.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReply {
+    pub(crate) text: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Vec<RawToolCall>,
+    pub(crate) usage: Option<RawUsage>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) error: Option<RawFailure>,
+    pub(crate) latency_ms: Option<u64>,
+}
+
+/// A scripted tool call.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolCall {
+    pub(crate) id: Option<String>,
+    pub(crate) name: String,
+    pub(crate) arguments: Option<Value>,
+}
+
+/// Scripted token usage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUsage {
+    pub(crate) input: u64,
+    pub(crate) output: u64,
+}
+
+/// A scripted failure.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFailure {
+    pub(crate) class: ProviderErrorClass,
+    pub(crate) message: Option<String>,
+    pub(crate) retry_after_ms: Option<u64>,
+}
+
+/// How a tool is performed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawToolKind {
+    /// A program run per call.
+    #[default]
+    Command,
+    /// A person answers.
+    Human,
+}
+
+/// `[[tools]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTool {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) description: String,
+    #[serde(default)]
+    pub(crate) kind: RawToolKind,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) schema: Option<Value>,
+    pub(crate) timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub(crate) idempotent: bool,
+    #[serde(default)]
+    pub(crate) read_only: bool,
+    #[serde(default)]
+    pub(crate) requires_approval: bool,
+}
+
+/// `backoff = { initial_ms, max_ms }`; either may be left out.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBackoff {
+    pub(crate) initial_ms: Option<u64>,
+    pub(crate) max_ms: Option<u64>,
+}
+
+/// `[[agents]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgent {
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) system_prompt: String,
+    pub(crate) provider: String,
+    pub(crate) model: Option<String>,
+    pub(crate) tools: Option<Vec<String>>,
+    pub(crate) on_exhausted: Option<OnExhausted>,
+    pub(crate) on_in_doubt: Option<OnInDoubt>,
+    pub(crate) correction_budget: Option<u32>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) backoff: Option<RawBackoff>,
+    pub(crate) budget: Option<RawBudget>,
+    #[serde(default)]
+    pub(crate) fallbacks: Vec<RawFallback>,
+}
+
+/// `[[agents.fallbacks]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFallback {
+    pub(crate) provider: String,
+    pub(crate) model: Option<String>,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) backoff: Option<RawBackoff>,
+}
+
+/// `[plan]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPlan {
+    pub(crate) entry: String,
+    #[serde(default)]
+    pub(crate) exits: Vec<String>,
+    pub(crate) max_agent_visits: Option<u32>,
+    #[serde(default)]
+    pub(crate) edges: Vec<RawEdge>,
+}
+
+/// `[[plan.edges]]`. `when` is read as data and checked in `compile`, so its errors can say
+/// which forms exist.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEdge {
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) when: Option<Value>,
+}

@@ -1,0 +1,207 @@
+//! [`Setup`]: how to rebuild a run's providers and tools in any process. The engine stores it
+//! with the run (as JSON), so `resume` in another process, from another directory, installs
+//! the same providers and command tools. It holds names of key variables, never keys.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{At, ConfigError};
+use super::script::ScriptSetup;
+use crate::exec::Engine;
+use crate::provider::http::{HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind};
+use crate::provider::{EchoProvider, ModelProvider};
+use crate::tool::command::{CommandConfig, CommandTool};
+
+/// The setup format version [`Setup::to_json`] writes and [`Setup::from_json`] reads.
+pub const SETUP_VERSION: u32 = 1;
+
+/// Everything needed to build a run's providers and command tools, in any process.
+/// Produced by [`load`](super::load); store it with the run through
+/// [`Engine::start_with_setup`] and rebuild from it with [`Setup::from_json`] +
+/// [`Setup::install`] before resuming.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Setup {
+    /// [`SETUP_VERSION`] when written.
+    pub version: u32,
+    /// The spec file's directory, absolute: command tools run there.
+    pub spec_dir: PathBuf,
+    /// Providers, in file order (so index `i` is `providers[i]` in the file).
+    pub providers: Vec<ProviderSetup>,
+    /// Command tools (human tools need no implementation and are not listed).
+    pub tools: Vec<CommandConfig>,
+}
+
+/// One provider entry, ready to build.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProviderSetup {
+    /// OpenAI-compatible, Anthropic or Ollama over HTTP.
+    Http(HttpSetup),
+    /// The echo provider.
+    Echo {
+        /// The name agents use.
+        name: String,
+    },
+    /// Deterministic replies.
+    Scripted(ScriptSetup),
+}
+
+impl ProviderSetup {
+    /// The name agents' routes use.
+    pub fn name(&self) -> &str {
+        match self {
+            ProviderSetup::Http(h) => &h.name,
+            ProviderSetup::Echo { name } => name,
+            ProviderSetup::Scripted(s) => &s.name,
+        }
+    }
+}
+
+/// An HTTP provider entry with every default applied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSetup {
+    /// The name agents use.
+    pub name: String,
+    /// The wire protocol.
+    pub kind: ProviderKind,
+    /// Default model (requests carry their route's model).
+    pub model: String,
+    /// Base URL.
+    pub base_url: String,
+    /// The NAME of the variable holding the key, or `None` for servers that need none.
+    pub api_key_env: Option<String>,
+    /// Per-request timeout.
+    pub timeout_ms: u64,
+    /// Stream replies.
+    pub stream: bool,
+    /// Output token cap to ask for.
+    pub max_tokens: Option<u64>,
+    /// Your prices, USD per million tokens.
+    pub pricing: Vec<PriceEntry>,
+}
+
+impl HttpSetup {
+    /// The provider layer's config for this entry.
+    pub fn config(&self) -> HttpProviderConfig {
+        HttpProviderConfig {
+            name: self.name.clone(),
+            kind: self.kind,
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+            timeout: Duration::from_millis(self.timeout_ms),
+            stream: self.stream,
+            max_tokens: self.max_tokens,
+            pricing: self.pricing.clone(),
+        }
+    }
+}
+
+impl Setup {
+    /// The setup as JSON, for [`Engine::start_with_setup`]. Contains variable names, never
+    /// their values. Fails only for a hand-built setup holding a path that is not UTF-8 (the
+    /// loader refuses those).
+    pub fn to_json(&self) -> Result<String, ConfigError> {
+        serde_json::to_string(self).map_err(|e| ConfigError::Setup {
+            reason: format!("cannot be written as JSON ({e}) – use UTF-8 paths"),
+        })
+    }
+
+    /// Reads a setup written by [`to_json`](Self::to_json) (by this or an older runtape).
+    pub fn from_json(json: &str) -> Result<Setup, ConfigError> {
+        let setup: Setup = serde_json::from_str(json).map_err(|e| ConfigError::Setup {
+            reason: format!(
+                "the stored setup is unreadable ({e}) – resume the run with the runtape version that started it"
+            ),
+        })?;
+        if setup.version != SETUP_VERSION {
+            return Err(ConfigError::Setup {
+                reason: format!(
+                    "the stored setup has version {}, this runtape reads version {SETUP_VERSION} – resume the run with the runtape version that started it",
+                    setup.version
+                ),
+            });
+        }
+        Ok(setup)
+    }
+
+    /// Builds every provider (HTTP providers check their key variable now: unset or empty is
+    /// an error naming the variable) and command tool, then registers them all with
+    /// `engine`. On error nothing is registered.
+    pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
+        let providers = self.build_providers()?;
+        for (name, provider) in providers {
+            engine.register_provider(&name, provider);
+        }
+        for tool in self.command_tools() {
+            engine.register_tool(Arc::new(tool));
+        }
+        Ok(())
+    }
+
+    /// Every provider, by name, built but not registered.
+    fn build_providers(&self) -> Result<Vec<Named>, ConfigError> {
+        let mut out = Vec::with_capacity(self.providers.len());
+        for (i, entry) in self.providers.iter().enumerate() {
+            let provider: Arc<dyn ModelProvider> = match entry {
+                ProviderSetup::Http(http) => crate::provider::http::build(http.config())
+                    .map_err(|error| provider_error(i, error))?,
+                ProviderSetup::Echo { .. } => Arc::new(EchoProvider),
+                ProviderSetup::Scripted(script) => Arc::new(script.provider()),
+            };
+            out.push((entry.name().to_owned(), provider));
+        }
+        Ok(out)
+    }
+
+    /// Every command tool, started without the providers' key variables in its environment.
+    pub fn command_tools(&self) -> Vec<CommandTool> {
+        let keys: Vec<&str> = self.key_variables().collect();
+        self.tools
+            .iter()
+            .map(|config| CommandTool::new(config.clone()).without_env(keys.iter().copied()))
+            .collect()
+    }
+
+    /// Names of the environment variables the HTTP providers read their keys from.
+    pub fn key_variables(&self) -> impl Iterator<Item = &str> {
+        self.providers.iter().filter_map(|p| match p {
+            ProviderSetup::Http(h) => h.api_key_env.as_deref(),
+            _ => None,
+        })
+    }
+}
+
+/// A provider and the name agents use for it.
+type Named = (String, Arc<dyn ModelProvider>);
+
+/// A provider build error at provider `index`, pointing at the field to fix.
+pub(crate) fn provider_error(index: usize, error: ProviderBuildError) -> ConfigError {
+    let field = match &error {
+        ProviderBuildError::MissingModel { .. } => "model",
+        ProviderBuildError::KeyRequired { .. }
+        | ProviderBuildError::KeyUnset { .. }
+        | ProviderBuildError::KeyEmpty { .. }
+        | ProviderBuildError::KeyInvalid { .. } => "api_key_env",
+        ProviderBuildError::InvalidBaseUrl { .. }
+        | ProviderBuildError::InsecureBaseUrl { .. }
+        | ProviderBuildError::CredentialsInUrl { .. } => "base_url",
+        ProviderBuildError::ZeroTimeout { .. } => "timeout_ms",
+        ProviderBuildError::InvalidPricing { .. } => "pricing",
+        _ => "",
+    };
+    let path = if field.is_empty() {
+        format!("providers[{index}]")
+    } else {
+        format!("providers[{index}].{field}")
+    };
+    ConfigError::Provider {
+        at: At::field(path),
+        error,
+    }
+}
