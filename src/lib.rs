@@ -4,6 +4,7 @@
 //! are pure functions from `(state, event)` to `(state, effects)`; an executor performs the
 //! effects (model calls, tool calls, asking a person) and feeds their results back as events.
 
+pub mod bench;
 pub mod cassette;
 pub mod cli;
 pub mod config;

@@ -11,6 +11,21 @@ use crate::history::HistoryError;
 use crate::machine::{MachineError, RunId};
 use crate::store::{Durability, SqliteStore, StoreError};
 
+/// Writes a line to stdout; when the reader has gone away (`runtape log RUN | head`), exits
+/// quietly like other command-line tools instead of failing.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+pub(crate) use outln;
+
 /// A command's failure: one line for stderr and the exit status.
 #[derive(Debug)]
 pub(crate) struct CliError {
@@ -160,6 +175,11 @@ pub(crate) fn utc(ms: u64) -> String {
     )
 }
 
+/// Unix milliseconds as RFC 3339 (`2026-11-21T14:03:22.123Z`).
+pub(crate) fn rfc3339(ms: u64) -> String {
+    utc(ms).replacen(' ', "T", 1)
+}
+
 /// How long ago `ms` was, roughly (`5s`, `3m`, `2h`, `4d`).
 pub(crate) fn age(now_ms: u64, ms: u64) -> String {
     let s = now_ms.saturating_sub(ms) / 1000;
@@ -190,7 +210,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let line = serde_json::to_string(value)
         .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))?;
-    println!("{line}");
+    outln!("{line}");
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::common::{CliError, open_existing, parse_run_at};
+use super::common::{CliError, open_existing, outln, parse_run_at};
 use crate::exec::{Engine, EngineConfig};
 use crate::history;
 use crate::store::RunStatus;
@@ -21,7 +21,7 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
     }
     let engine = Engine::with_store(store, EngineConfig::default());
     engine.pause(&run).await?;
-    println!(
+    outln!(
         "pause requested: {run} pauses at its next step boundary; `runtape resume {run}` continues it"
     );
     Ok(())
@@ -36,9 +36,9 @@ pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Resu
     match engine.cancel(&run, reason).await? {
         Some(handle) => {
             let end = handle.wait().await?;
-            println!("cancelled {run} at step {}", end.state.seq());
+            outln!("cancelled {run} at step {}", end.state.seq());
         }
-        None => println!("cancel requested: the process driving {run} stops it now"),
+        None => outln!("cancel requested: the process driving {run} stops it now"),
     }
     Ok(())
 }

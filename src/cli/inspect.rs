@@ -4,10 +4,10 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::common::{CliError, age, open_existing, parse_run_at, print_json, usd, utc};
+use super::common::{CliError, age, open_existing, outln, parse_run_at, print_json, usd, utc};
 use crate::exec::wall_ms;
 use crate::history;
-use crate::machine::{Effect, Outcome, RunState};
+use crate::machine::{Effect, Outcome, RunState, SlotStatus};
 use crate::store::Store;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first.
@@ -33,13 +33,17 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     if runs.is_empty() {
-        println!("no runs in {}", db.display());
+        outln!("no runs in {}", db.display());
         return Ok(());
     }
     let now = wall_ms();
-    println!(
+    outln!(
         "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  GOAL",
-        "RUN", "STATUS", "STEPS", "COST", "AGE"
+        "RUN",
+        "STATUS",
+        "STEPS",
+        "COST",
+        "AGE"
     );
     for r in &runs {
         let goal: String = r.goal.replace('\n', " ").chars().take(48).collect();
@@ -48,7 +52,7 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
             .as_ref()
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  {goal}{fork}",
             r.id.as_str(),
             r.status.as_str(),
@@ -79,7 +83,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     let rec = history::record(store.as_ref(), &run)?;
-    println!(
+    outln!(
         "run {run} — {} — {} steps — {} — {}",
         rec.status,
         rec.seq,
@@ -87,7 +91,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         rec.goal.replace('\n', " ")
     );
     if let Some((parent, at)) = &rec.parent {
-        println!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
+        outln!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
     }
     for e in &entries {
         let cost = e.cost_nanos.map(usd).unwrap_or_default();
@@ -96,7 +100,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "{:>5}  {}  {:<16} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
             e.seq,
             &utc(e.at_ms)[11..],
@@ -122,15 +126,15 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         v["type"] = json!("step");
         return print_json(&v);
     }
-    println!("run {} step {} of {}", view.run, view.seq, view.latest);
+    outln!("run {} step {} of {}", view.run, view.seq, view.latest);
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
-        println!(
+        outln!(
             "event   {} at {} (edge {edge})",
             event.kind(),
             utc(event.at.ms())
         );
     }
-    println!(
+    outln!(
         "state   {} (hash {})",
         view.state.kind(),
         &view.state_hash[..16]
@@ -148,9 +152,10 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 let when = not_before
                     .map(|t| format!(", not before {}", utc(t.ms())))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "effect  {id}: call {}/{} for {agent}, attempt {attempt}{when}",
-                    request.provider, request.model
+                    request.provider,
+                    request.model
                 );
             }
             Effect::CallTool {
@@ -159,16 +164,17 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 call_id,
                 args,
                 ..
-            } => println!("effect  {id}: tool {tool} ({call_id}) {args}"),
+            } => outln!("effect  {id}: tool {tool} ({call_id}) {args}"),
             Effect::RequestInput {
                 id,
                 call_id,
                 request,
                 ..
             } => {
-                println!(
+                outln!(
                     "effect  {id}: ask a person ({:?}) about {} ({call_id})",
-                    request.kind, request.tool
+                    request.kind,
+                    request.tool
                 )
             }
         }
@@ -176,7 +182,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     if let Some(req) = &view.request {
         let r = &req.remaining;
         let left = |v: Option<u64>| v.map_or("∞".to_owned(), |n| n.to_string());
-        println!(
+        outln!(
             "request to {}/{} — {} messages, tools [{}], remaining: turns {}, tool calls {}, tokens {}, cost {}",
             req.provider,
             req.model,
@@ -203,7 +209,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             } else {
                 format!(" → {}", calls.join(", "))
             };
-            println!(
+            outln!(
                 "  [{i}] {:<9} {}{extra}",
                 format!("{:?}", m.role).to_lowercase(),
                 text.replace('\n', "\n            ")
@@ -215,7 +221,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
 
 fn describe_state(state: &RunState) {
     let Some(run) = state.data() else { return };
-    println!(
+    outln!(
         "agent   {} — run usage: {} turns, {} tool calls, {} tokens, {}",
         run.active,
         run.usage.turns,
@@ -227,22 +233,22 @@ fn describe_state(state: &RunState) {
         RunState::Done {
             outcome: Outcome::Completed { answer },
             ..
-        } => println!("answer  {}", answer.as_deref().unwrap_or("")),
+        } => outln!("answer  {}", answer.as_deref().unwrap_or("")),
         RunState::Done {
             outcome: Outcome::Failed { error },
             ..
-        } => println!("failed  {}: {}", error.class, error.message),
+        } => outln!("failed  {}: {}", error.class, error.message),
         RunState::Done {
             outcome: Outcome::Cancelled { reason },
             ..
-        } => println!("cancelled {}", reason.as_deref().unwrap_or("")),
+        } => outln!("cancelled {}", reason.as_deref().unwrap_or("")),
         RunState::BudgetExhausted {
             scope,
             key,
             resting,
             ..
         } => {
-            println!(
+            outln!(
                 "budget  {key} of {scope:?} is spent{}",
                 if *resting {
                     " (resting until raised)"
@@ -253,10 +259,24 @@ fn describe_state(state: &RunState) {
         }
         RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
             for s in &batch.slots {
-                println!(
-                    "call    {} {} {} — {:?}",
-                    s.call_id, s.tool, s.args, s.status
-                );
+                let status = match &s.status {
+                    SlotStatus::Running { effect } => {
+                        format!("running (effect {}/{})", effect.seq, effect.index)
+                    }
+                    SlotStatus::Approval { .. } => "waiting for approval".to_owned(),
+                    SlotStatus::Question { .. } => "waiting for a person's answer".to_owned(),
+                    SlotStatus::InDoubt { .. } => {
+                        "in doubt: waiting for a person's decision".to_owned()
+                    }
+                    SlotStatus::Finished { result } => {
+                        format!(
+                            "{} {}",
+                            if result.is_error { "error:" } else { "done:" },
+                            result.content.chars().take(60).collect::<String>()
+                        )
+                    }
+                };
+                outln!("call    {} {} {} — {status}", s.call_id, s.tool, s.args);
             }
         }
         _ => {}
@@ -274,22 +294,23 @@ pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliErr
         return print_json(&v);
     }
     match &d.first_difference {
-        None => println!("{a} and {b} are identical ({} steps)", d.common),
+        None => outln!("{a} and {b} are identical ({} steps)", d.common),
         Some(p) => {
-            println!(
+            outln!(
                 "{a} and {b} agree on steps 1..={} and first differ at step {}",
-                d.common, p.seq
+                d.common,
+                p.seq
             );
             for (name, side) in [(&a, &p.a), (&b, &p.b)] {
                 match side {
-                    Some(s) => println!(
+                    Some(s) => outln!(
                         "  {name}: {} → {} via {} ({})",
                         s.event.as_str(),
                         s.state.as_str(),
                         s.edge,
                         &s.state_hash[..16]
                     ),
-                    None => println!("  {name}: (ends before step {})", p.seq),
+                    None => outln!("  {name}: (ends before step {})", p.seq),
                 }
             }
         }
@@ -299,14 +320,20 @@ pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliErr
 
 /// `runtape verify RUN`: replays the run through the current machine and checks its receipts.
 /// Exit 0 when it holds, 1 with the first problem when it does not.
-pub(crate) fn verify(db: &Path, run: &str, pubkey: Option<&str>, json: bool) -> Result<(), CliError> {
+pub(crate) fn verify(
+    db: &Path,
+    run: &str,
+    pubkey: Option<&str>,
+    json: bool,
+) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
     match history::verify(store.as_ref(), &run, key.as_ref())? {
         Ok(report) => {
             if json {
-                let mut v = serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
+                let mut v =
+                    serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
                 v["type"] = json!("verify");
                 v["ok"] = json!(true);
                 return print_json(&v);
@@ -314,11 +341,19 @@ pub(crate) fn verify(db: &Path, run: &str, pubkey: Option<&str>, json: bool) -> 
             let r = &report.receipts;
             let receipts = match (&r.signed_by, r.trusted_key) {
                 (_, _) if r.receipts == 0 => "no receipts".to_owned(),
-                (Some(k), true) => format!("{} receipts signed by the trusted key {}", r.receipts, &k[..16]),
-                (Some(k), false) => format!("{} receipts signed by {} (pass --pubkey to check it is a key you trust)", r.receipts, &k[..16]),
+                (Some(k), true) => format!(
+                    "{} receipts signed by the trusted key {}",
+                    r.receipts,
+                    &k[..16]
+                ),
+                (Some(k), false) => format!(
+                    "{} receipts signed by {} (pass --pubkey to check it is a key you trust)",
+                    r.receipts,
+                    &k[..16]
+                ),
                 (None, _) => format!("{} receipts, unsigned (hash-chained only)", r.receipts),
             };
-            println!(
+            outln!(
                 "OK: {} transitions of {} replay to the stored states (final state {}); {receipts}",
                 report.transitions,
                 report.run,
@@ -328,7 +363,9 @@ pub(crate) fn verify(db: &Path, run: &str, pubkey: Option<&str>, json: bool) -> 
         }
         Err(d) => {
             if json {
-                print_json(&json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}))?;
+                print_json(
+                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}),
+                )?;
             }
             Err(CliError::failed(format!("run {run} does not verify: {d}")))
         }

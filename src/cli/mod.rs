@@ -7,12 +7,16 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+mod bench;
+mod cassettes;
 mod common;
 mod control;
+mod drive;
 mod inspect;
 mod receipts;
+mod runs;
 mod statechart;
 
 use common::{CliError, db_path};
@@ -47,9 +51,107 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Options of the commands that drive a run.
+#[derive(Debug, Args)]
+pub struct DriveOpts {
+    /// Print one JSON trace event per line (stable `type` field) instead of the progress line
+    /// and summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Sign the run's receipts with this key file (default: $RUNTAPE_RECEIPT_KEY; neither means
+    /// unsigned, hash-chained receipts).
+    #[arg(long, value_name = "FILE")]
+    pub receipt_key: Option<PathBuf>,
+    /// Stamp events with a deterministic clock (1 ms per step from a fixed epoch), so a replay
+    /// of this run reproduces its state hashes. Wall-time budgets then count steps, not time.
+    #[arg(long)]
+    pub stepped_clock: bool,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a spec file toward a goal. Prints the run id first, then progress, then a summary.
+    Run {
+        /// The run spec file (runtape.toml).
+        spec: PathBuf,
+        /// The goal (default: the spec file's `goal`).
+        goal: Option<String>,
+        /// Options shared by the commands that drive a run.
+        #[command(flatten)]
+        opts: DriveOpts,
+    },
+    /// Continue a run that stopped: paused, killed, waiting for a person or out of budget.
+    Resume {
+        /// The run id.
+        run: String,
+        /// Answer the call waiting for a person with this text.
+        #[arg(long, group = "answer", value_name = "TEXT")]
+        input: Option<String>,
+        /// Approve the call waiting for approval (or retry the call in doubt).
+        #[arg(long, group = "answer")]
+        approve: bool,
+        /// Decline the call waiting for a person; the model is told so.
+        #[arg(long, group = "answer", value_name = "REASON", num_args = 0..=1, default_missing_value = "")]
+        reject: Option<String>,
+        /// Which call to answer when several wait (its call id, see `runtape show RUN`).
+        #[arg(long, value_name = "CALL_ID")]
+        call: Option<String>,
+        /// Raise a budget first: budget.KEY=VALUE (the exhausted or active agent's),
+        /// run.KEY=VALUE or AGENT.KEY=VALUE; KEY is max_turns, max_tool_calls, max_tokens,
+        /// max_cost_usd (dollars) or max_wall_ms. Repeatable.
+        #[arg(long, value_name = "KEY=VALUE")]
+        raise: Vec<String>,
+        /// Options shared by the commands that drive a run.
+        #[command(flatten)]
+        opts: DriveOpts,
+    },
+    /// Branch a new run off RUN at step SEQ (its history up to SEQ is shared, not copied),
+    /// optionally with edits, and run it on.
+    Fork {
+        /// RUN@SEQ: the run and the step to branch from.
+        at: String,
+        /// An edit at the fork point: user=TEXT (replace the last user message),
+        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget).
+        /// Repeatable.
+        #[arg(long, value_name = "EDIT")]
+        edit: Vec<String>,
+        /// Perform everything live from the fork point (the default).
+        #[arg(long, conflicts_with = "tape")]
+        live: bool,
+        /// Serve model replies and tool results from the parent's recording while the fork asks
+        /// for exactly what the parent did; go live at the first difference.
+        #[arg(long)]
+        tape: bool,
+        /// With --tape: stop (paused) at the first difference instead of going live.
+        #[arg(long, requires = "tape")]
+        stop_on_divergence: bool,
+        /// Options shared by the commands that drive a run.
+        #[command(flatten)]
+        opts: DriveOpts,
+    },
+    /// Run a spec with every model reply served from a cassette (no network, no spend).
+    Replay {
+        /// The run spec file.
+        spec: PathBuf,
+        /// The cassette to serve replies from.
+        #[arg(long, value_name = "FILE")]
+        cassette: PathBuf,
+        /// The goal (default: the spec file's `goal`); it must match the recording.
+        goal: Option<String>,
+        /// Serve the next recorded reply even when the request differs (exploration).
+        #[arg(long)]
+        non_strict: bool,
+        /// Options shared by the commands that drive a run.
+        #[command(flatten)]
+        opts: DriveOpts,
+    },
+    /// Export a run's model exchanges as a cassette, or compare two cassettes.
+    Cassette {
+        /// What to do.
+        #[command(subcommand)]
+        action: CassetteAction,
+    },
     /// List runs: id, status, steps, cost, age, goal (newest first).
     Ls {
         /// One JSON object per run.
@@ -120,6 +222,27 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
+    Bench {
+        /// Rounds of the W1 run (default 500).
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// Repetitions; medians are reported (default 3).
+        #[arg(long)]
+        reps: Option<usize>,
+        /// Small sizes, a few seconds: checks the command works, not the machine.
+        #[arg(long)]
+        quick: bool,
+        /// Where to put the scratch databases (default: a temporary directory).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Internal: the in-process half of W3 on RUN in --db.
+        #[arg(long, hide = true, value_name = "RUN")]
+        probe_resume: Option<String>,
+    },
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
         /// Compare with the file instead of printing; exit 1 when they differ.
@@ -128,6 +251,32 @@ pub enum Command {
         /// The file `--check` compares with.
         #[arg(long, default_value = "statechart.md")]
         file: PathBuf,
+    },
+}
+
+/// `runtape cassette ...`.
+#[derive(Debug, Subcommand)]
+pub enum CassetteAction {
+    /// Write a run's model exchanges (exact requests and replies) as a cassette.
+    Export {
+        /// The run id.
+        run: String,
+        /// The file to write.
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Show where two cassettes' tool-call behaviour differs (call ids ignored).
+    Diff {
+        /// The first cassette.
+        a: PathBuf,
+        /// The second cassette.
+        b: PathBuf,
+        /// Ignore assistant text; compare tool calls only.
+        #[arg(long)]
+        ignore_content: bool,
+        /// The result as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -170,18 +319,108 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<u8, CliError> {
     let db = db_path(cli.db.as_deref(), None);
+    let common = |opts: DriveOpts| runs::Common {
+        db: cli.db.clone(),
+        json: opts.json,
+        receipt_key: opts.receipt_key,
+        stepped_clock: opts.stepped_clock,
+    };
     match cli.command {
+        Command::Run { spec, goal, opts } => {
+            runtime()?.block_on(runs::run(&spec, goal, common(opts)))
+        }
+        Command::Resume {
+            run,
+            input,
+            approve,
+            reject,
+            call,
+            raise,
+            opts,
+        } => {
+            let answer = match (input, approve, reject) {
+                (Some(text), _, _) => runs::Answer::Input(text),
+                (_, true, _) => runs::Answer::Approve,
+                (_, _, Some(reason)) => {
+                    runs::Answer::Reject((!reason.is_empty()).then_some(reason))
+                }
+                _ => runs::Answer::None,
+            };
+            runtime()?.block_on(runs::resume(&run, answer, call, raise, common(opts)))
+        }
+        Command::Fork {
+            at,
+            edit,
+            live: _,
+            tape,
+            stop_on_divergence,
+            opts,
+        } => runtime()?.block_on(runs::fork(
+            &at,
+            edit,
+            tape,
+            stop_on_divergence,
+            common(opts),
+        )),
+        Command::Replay {
+            spec,
+            cassette,
+            goal,
+            non_strict,
+            opts,
+        } => runtime()?.block_on(runs::replay(
+            &spec,
+            &cassette,
+            goal,
+            !non_strict,
+            common(opts),
+        )),
+        Command::Cassette {
+            action: CassetteAction::Export { run, out },
+        } => cassettes::export(&db, &run, &out).map(|_| EXIT_OK),
+        Command::Cassette {
+            action:
+                CassetteAction::Diff {
+                    a,
+                    b,
+                    ignore_content,
+                    json,
+                },
+        } => cassettes::diff(&a, &b, ignore_content, json).map(|_| EXIT_OK),
         Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
+        Command::Bench {
+            rounds,
+            reps,
+            quick,
+            dir,
+            json,
+            probe_resume,
+        } => {
+            let args = bench::Args {
+                dir,
+                rounds,
+                reps,
+                quick,
+                json,
+                probe_resume,
+                db,
+            };
+            runtime()?.block_on(bench::run(args)).map(|_| EXIT_OK)
+        }
         Command::Ls { json } => inspect::ls(&db, json).map(|_| EXIT_OK),
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
-        Command::Verify { run, pubkey, json } => inspect::verify(&db, &run, pubkey.as_deref(), json).map(|_| EXIT_OK),
-        Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
-        Command::Receipts { action: ReceiptsAction::Export { run, out } } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
-        Command::Receipts { action: ReceiptsAction::Verify { file, pubkey, json } } => {
-            receipts::verify(&file, pubkey.as_deref(), json).map(|_| EXIT_OK)
+        Command::Verify { run, pubkey, json } => {
+            inspect::verify(&db, &run, pubkey.as_deref(), json).map(|_| EXIT_OK)
         }
+        Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
+        Command::Receipts {
+            action: ReceiptsAction::Export { run, out },
+        } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
+        Command::Receipts {
+            action: ReceiptsAction::Verify { file, pubkey, json },
+        } => receipts::verify(&file, pubkey.as_deref(), json).map(|_| EXIT_OK),
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

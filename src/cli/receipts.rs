@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::common::{CliError, open_existing, parse_run_at, print_json};
+use super::common::{CliError, open_existing, outln, parse_run_at, print_json};
 use crate::history;
 use crate::receipt::{self, Integrity, VerifyingKey};
 
@@ -14,16 +14,28 @@ pub(crate) fn keygen(out: &Path) -> Result<(), CliError> {
     let public = receipt::keygen(out).map_err(|e| CliError::usage(e.to_string()))?;
     let pub_path = PathBuf::from(format!("{}.pub", out.display()));
     receipt::write_public_key(&pub_path, &public).map_err(|e| CliError::usage(e.to_string()))?;
-    println!("wrote signing key {} (mode 0600; keep it secret)", out.display());
-    println!("wrote public key  {}: {}", pub_path.display(), receipt::public_key_hex(&public));
-    println!("sign runs with it: RUNTAPE_RECEIPT_KEY=\"$(cat {})\" or --receipt-key {}", out.display(), out.display());
+    outln!(
+        "wrote signing key {} (mode 0600; keep it secret)",
+        out.display()
+    );
+    outln!(
+        "wrote public key  {}: {}",
+        pub_path.display(),
+        receipt::public_key_hex(&public)
+    );
+    outln!(
+        "sign runs with it: RUNTAPE_RECEIPT_KEY=\"$(cat {})\" or --receipt-key {}",
+        out.display(),
+        out.display()
+    );
     Ok(())
 }
 
 /// A public key given as 64 hex characters or as a path to a public key file.
 pub(crate) fn public_key(arg: &str) -> Result<VerifyingKey, CliError> {
     if Path::new(arg).is_file() {
-        return receipt::read_public_key(Path::new(arg)).map_err(|e| CliError::usage(e.to_string()));
+        return receipt::read_public_key(Path::new(arg))
+            .map_err(|e| CliError::usage(e.to_string()));
     }
     receipt::parse_public_key(arg).map_err(|e| CliError::usage(format!("--pubkey: {e}")))
 }
@@ -33,41 +45,58 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
     let chain = history::receipts(store.as_ref(), &run)?;
-    let file = std::fs::File::create(out).map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
-    receipt::write_jsonl(std::io::BufWriter::new(file), &chain).map_err(|e| CliError::internal(e.to_string()))?;
+    let file = std::fs::File::create(out)
+        .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
+    receipt::write_jsonl(std::io::BufWriter::new(file), &chain)
+        .map_err(|e| CliError::internal(e.to_string()))?;
     let how = match chain.first().and_then(|r| r.key_id()) {
         Some(k) => format!("signed by {k}"),
         None if chain.is_empty() => "none yet".to_owned(),
         None => "unsigned, hash-chained".to_owned(),
     };
-    println!("wrote {} receipts of {run} to {} ({how})", chain.len(), out.display());
+    outln!(
+        "wrote {} receipts of {run} to {} ({how})",
+        chain.len(),
+        out.display()
+    );
     Ok(())
 }
 
 /// `runtape receipts verify FILE.jsonl [--pubkey KEY]`: offline, no database.
 pub(crate) fn verify(file: &Path, key: Option<&str>, json_out: bool) -> Result<(), CliError> {
-    let f = std::fs::File::open(file).map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
-    let receipts = receipt::read_jsonl(std::io::BufReader::new(f)).map_err(|e| CliError::failed(format!("{}: {e}", file.display())))?;
+    let f = std::fs::File::open(file)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
+    let receipts = receipt::read_jsonl(std::io::BufReader::new(f))
+        .map_err(|e| CliError::failed(format!("{}: {e}", file.display())))?;
     let key = key.map(public_key).transpose()?;
     match receipt::verify(&receipts, key.as_ref()) {
         Ok(report) => {
             let integrity = match &report.integrity {
                 Integrity::Signed { key_id } => format!("signed by {key_id}"),
-                Integrity::HashChainedOnly => "unsigned: hash-chained only (anyone could rebuild such a chain)".to_owned(),
+                Integrity::HashChainedOnly => {
+                    "unsigned: hash-chained only (anyone could rebuild such a chain)".to_owned()
+                }
                 Integrity::Empty => "empty".to_owned(),
             };
             if json_out {
-                print_json(&json!({"type": "receipts.verify", "ok": true, "receipts": report.receipts, "integrity": integrity, "runs": report.runs, "tip": report.tip}))
+                print_json(
+                    &json!({"type": "receipts.verify", "ok": true, "receipts": report.receipts, "integrity": integrity, "runs": report.runs, "tip": report.tip}),
+                )
             } else {
-                println!("OK: {} receipts, {integrity}", report.receipts);
+                outln!("OK: {} receipts, {integrity}", report.receipts);
                 Ok(())
             }
         }
         Err(e) => {
             if json_out {
-                print_json(&json!({"type": "receipts.verify", "ok": false, "error": e.to_string()}))?;
+                print_json(
+                    &json!({"type": "receipts.verify", "ok": false, "error": e.to_string()}),
+                )?;
             }
-            Err(CliError::failed(format!("{} does not verify: {e}", file.display())))
+            Err(CliError::failed(format!(
+                "{} does not verify: {e}",
+                file.display()
+            )))
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `runtape statechart [--check]`.
 
+use super::common::outln;
 use std::path::Path;
 
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
@@ -9,12 +10,12 @@ use crate::machine::table::render_statechart;
 pub(super) fn run(check: bool, file: &Path) -> u8 {
     let chart = render_statechart();
     if !check {
-        print!("{chart}");
+        outln!("{}", chart.trim_end_matches('\n'));
         return EXIT_OK;
     }
     match std::fs::read_to_string(file) {
         Ok(text) if text == chart => {
-            println!("{} matches the transition table", file.display());
+            outln!("{} matches the transition table", file.display());
             EXIT_OK
         }
         Ok(_) => {

@@ -15,6 +15,7 @@ use crate::provider::http::PriceEntry;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFile {
     pub(crate) database: Option<String>,
+    pub(crate) goal: Option<String>,
     #[serde(default)]
     pub(crate) run: RawRun,
     #[serde(default)]

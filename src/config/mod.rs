@@ -30,6 +30,7 @@
 //! ```toml
 //! database = "runtape.db"        # optional, relative to this file's directory
 //!                                # (the command line's RUNTAPE_DB and --db override it)
+//! goal = "Summarise the notes."  # optional: the goal when `runtape run` is given none
 //! [run]                          # optional
 //! max_transitions = 1000         # hard cap on steps (default 1000)
 //! on_exhausted = "fail"          # a run-wide budget running out: "fail" or "pause"
@@ -137,6 +138,8 @@ pub struct RunFile {
     pub setup: Setup,
     /// The database the file names, absolute; `None` leaves the choice to the caller.
     pub database: Option<PathBuf>,
+    /// The goal the file gives (`runtape run SPEC` without a goal uses it).
+    pub goal: Option<String>,
     /// The text, to point install errors at their line.
     text: Arc<str>,
 }
@@ -148,6 +151,7 @@ impl std::fmt::Debug for RunFile {
             .field("spec", &self.spec)
             .field("setup", &self.setup)
             .field("database", &self.database)
+            .field("goal", &self.goal)
             .finish_non_exhaustive()
     }
 }
@@ -176,6 +180,7 @@ pub fn load(path: &Path) -> Result<RunFile, ConfigError> {
     let spec_dir = spec_dir(path)?;
     let doc = source::Document::parse(path, &text)?;
     let raw: file::RawFile = doc.deserialize()?;
+    let goal = raw.goal.clone();
     let compiled =
         compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
     let spec = RunSpec::build(compiled.spec)
@@ -185,6 +190,7 @@ pub fn load(path: &Path) -> Result<RunFile, ConfigError> {
         spec,
         setup: compiled.setup,
         database: compiled.database,
+        goal,
         text: Arc::from(text),
     })
 }

@@ -213,6 +213,9 @@ pub(super) struct Driver {
     inflight: FuturesUnordered<BoxFuture<'static, Completion>>,
     cancel: CancellationToken,
     acks: Vec<Ack>,
+    /// Transitions not yet handed to the store: effect-free ones wait for the next, so that
+    /// consecutive transitions share one transaction (and one fsync).
+    unsent: Vec<Commit>,
     traces: Vec<TraceEvent>,
     ctl_rx: mpsc::UnboundedReceiver<Ctl>,
     ctl_tx: mpsc::UnboundedSender<Ctl>,
@@ -255,6 +258,7 @@ impl Driver {
             inflight: FuturesUnordered::new(),
             cancel: CancellationToken::new(),
             acks: Vec::new(),
+            unsent: Vec::new(),
             traces: Vec::new(),
             ctl_rx,
             ctl_tx,
@@ -409,6 +413,9 @@ impl Driver {
                     ))),
                 };
             }
+            // About to wait on the world: what is committed so far should become durable now,
+            // not when the next effect needs it.
+            self.submit_unsent();
             let poll = self.shared.config.control_poll;
             tokio::select! {
                 Some(done) = self.inflight.next() => match done {
@@ -574,8 +581,7 @@ impl Driver {
             now_ms: now,
             lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
         };
-        self.acks
-            .push(self.shared.store.submit(Write::Commit(Box::new(commit))));
+        self.unsent.push(commit);
         for a in &t.appended {
             let list = Arc::make_mut(self.convs.entry(a.agent.clone()).or_default());
             list.truncate(a.index as usize);
@@ -614,8 +620,24 @@ impl Driver {
         Ok(())
     }
 
-    /// Waits until every submitted transition is durable, then publishes their traces.
+    /// Hands the transitions not yet sent to the store (one write, one transaction).
+    fn submit_unsent(&mut self) {
+        match self.unsent.len() {
+            0 => {}
+            1 => {
+                let c = self.unsent.pop().unwrap_or_else(|| unreachable!("len is 1"));
+                self.acks.push(self.shared.store.submit(Write::Commit(Box::new(c))));
+            }
+            _ => {
+                let cs = std::mem::take(&mut self.unsent);
+                self.acks.push(self.shared.store.submit(Write::Commits(cs)));
+            }
+        }
+    }
+
+    /// Waits until every transition so far is durable, then publishes their traces.
     async fn flush(&mut self) -> Result<(), EngineError> {
+        self.submit_unsent();
         for ack in self.acks.drain(..) {
             ack.await.unwrap_or(Err(store::StoreError::Closed))?;
         }

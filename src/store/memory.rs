@@ -67,6 +67,21 @@ impl Inner {
         match write {
             Write::CreateRun(new) => self.create(new),
             Write::Commit(c) => self.commit(*c),
+            Write::Commits(cs) => {
+                // All or none, like one SQL transaction: check the sequence first.
+                if let Some(first) = cs.first() {
+                    let r = self.run_mut(&first.run)?;
+                    fence(r, &first.run, first.epoch)?;
+                    let latest = record_mut(r, &first.run)?.seq;
+                    if first.seq != latest + 1 || cs.windows(2).any(|w| w[1].seq != w[0].seq + 1 || w[1].run != w[0].run) {
+                        return Err(StoreError::OutOfSequence { run: first.run.to_string(), latest, got: first.seq });
+                    }
+                }
+                for c in cs {
+                    self.commit(c)?;
+                }
+                Ok(Written::Done)
+            }
             Write::MarkStarted {
                 run,
                 epoch,

@@ -285,6 +285,8 @@ pub enum Write {
     CreateRun(NewRun),
     /// Commit a transition.
     Commit(Box<Commit>),
+    /// Commit consecutive transitions of one run together (all or none, one transaction).
+    Commits(Vec<Commit>),
     /// Mark effects started (before performing non-idempotent tools); creates the outbox row
     /// when the effect has none (a fork performing an effect its parent emitted).
     MarkStarted {

@@ -441,6 +441,13 @@ fn apply(
             let key = run_key(tx, keys, created, &c.run)?;
             commit(tx, key, c)
         }
+        Write::Commits(cs) => {
+            for c in cs {
+                let key = run_key(tx, keys, created, &c.run)?;
+                commit(tx, key, c)?;
+            }
+            Ok(Written::Done)
+        }
         Write::MarkStarted {
             run,
             epoch,

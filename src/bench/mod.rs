@@ -1,0 +1,368 @@
+//! `runtape bench`: checkpointing speed, storage, resume and replay, measured on the disk it
+//! runs on. Every workload is offline: a scripted provider with zero latency, every message
+//! exactly 200 bytes, one call per round to a trivial in-process tool. Figures are medians
+//! over repetitions.
+//!
+//! - **raw**: single-row inserts (~500 bytes, one transaction each, WAL) at `synchronous=FULL`
+//!   and `NORMAL`: the disk's commit rate, the yardstick for the rest.
+//! - **W1**: one run of R tool rounds then an answer, file database, `FULL`.
+//! - **W1-growth**: W1 at several R: bytes and time per transition must stay flat.
+//! - **W2**: many runs of 5 rounds started together on one database (group commit).
+//! - **W3**: on a parked 1,001-round run, a new process opens the database, rebuilds the run's
+//!   state and conversations and commits one durable step; and `log --json`, `verify` as whole
+//!   processes.
+//! - **W4**: W1 with the in-memory store: the engine's own overhead.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::exec::EngineError;
+use crate::store::Durability;
+
+mod workload;
+
+pub use workload::MESSAGE_BYTES;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Where the databases go (a scratch directory on the disk to measure).
+    pub dir: PathBuf,
+    /// W1 rounds.
+    pub rounds: usize,
+    /// Repetitions; medians are reported.
+    pub reps: usize,
+    /// W1-growth sizes.
+    pub growth: Vec<usize>,
+    /// W2: runs started together, and rounds each.
+    pub w2_runs: usize,
+    /// W2 rounds per run.
+    pub w2_rounds: usize,
+    /// W3: rounds of the parked run.
+    pub w3_rounds: usize,
+    /// Raw limit: inserts per measurement.
+    pub raw_commits: usize,
+    /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
+    pub exe: Option<PathBuf>,
+}
+
+impl BenchOptions {
+    /// The workloads as the issue states them (W1 R=500, growth 125…5,000, W2 200×5, W3 1,001).
+    pub fn full(dir: PathBuf) -> Self {
+        BenchOptions {
+            dir,
+            rounds: 500,
+            reps: 3,
+            growth: vec![125, 250, 500, 1_000, 5_000],
+            w2_runs: 200,
+            w2_rounds: 5,
+            w3_rounds: 1_001,
+            raw_commits: 1_000,
+            exe: None,
+        }
+    }
+
+    /// A fast pass with small sizes (seconds), for checking the command works.
+    pub fn quick(dir: PathBuf) -> Self {
+        BenchOptions {
+            dir,
+            rounds: 20,
+            reps: 1,
+            growth: vec![10, 40],
+            w2_runs: 10,
+            w2_rounds: 2,
+            w3_rounds: 30,
+            raw_commits: 50,
+            exe: None,
+        }
+    }
+}
+
+/// Everything measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Raw single-row commits per second.
+    pub raw: Raw,
+    /// One durable run.
+    pub w1: W1,
+    /// W1 at several sizes.
+    pub growth: Vec<Growth>,
+    /// Many runs at once.
+    pub w2: W2,
+    /// Resume, log and verify.
+    pub w3: W3,
+    /// In memory.
+    pub w4: W4,
+}
+
+/// The disk's commit rate.
+#[derive(Clone, Debug, Serialize)]
+pub struct Raw {
+    /// Commits per second at `synchronous=FULL`.
+    pub full_per_s: f64,
+    /// Commits per second at `synchronous=NORMAL`.
+    pub normal_per_s: f64,
+}
+
+/// W1.
+#[derive(Clone, Debug, Serialize)]
+pub struct W1 {
+    /// Rounds.
+    pub rounds: usize,
+    /// Whole-run wall time, ms.
+    pub wall_ms: f64,
+    /// Transitions committed.
+    pub transitions: u64,
+    /// Transitions per second.
+    pub per_s: f64,
+    /// Transitions per second as a fraction of raw `FULL` commits per second.
+    pub fraction_of_raw: f64,
+    /// Database bytes.
+    pub bytes: u64,
+    /// Bytes per transition.
+    pub bytes_per_transition: f64,
+}
+
+/// One W1-growth size.
+#[derive(Clone, Debug, Serialize)]
+pub struct Growth {
+    /// Rounds.
+    pub rounds: usize,
+    /// Transitions.
+    pub transitions: u64,
+    /// Bytes per transition.
+    pub bytes_per_transition: f64,
+    /// Microseconds per transition.
+    pub us_per_transition: f64,
+}
+
+/// W2.
+#[derive(Clone, Debug, Serialize)]
+pub struct W2 {
+    /// Runs started together.
+    pub runs: usize,
+    /// Wall time, ms.
+    pub wall_ms: f64,
+    /// Runs per second.
+    pub runs_per_s: f64,
+    /// Transitions per second, all runs together.
+    pub per_s: f64,
+    /// Transitions per second as a multiple of raw `FULL` commits per second.
+    pub multiple_of_raw: f64,
+}
+
+/// W3.
+#[derive(Clone, Debug, Serialize)]
+pub struct W3 {
+    /// Transitions in the parked run.
+    pub transitions: u64,
+    /// New process: open, rebuild, one durable step — whole-process wall, ms.
+    pub resume_process_ms: Option<f64>,
+    /// The same, in-process part only, ms.
+    pub resume_in_process_ms: f64,
+    /// `runtape log --json` of the run to /dev/null, whole process, ms.
+    pub log_process_ms: Option<f64>,
+    /// `runtape verify` of the run, whole process, ms.
+    pub verify_process_ms: Option<f64>,
+}
+
+/// W4.
+#[derive(Clone, Debug, Serialize)]
+pub struct W4 {
+    /// Transitions.
+    pub transitions: u64,
+    /// Transitions per second.
+    pub per_s: f64,
+}
+
+/// A benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A child process failed.
+    #[error("{0}")]
+    Process(String),
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A fresh database path in `dir`.
+fn fresh(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", p.display()));
+    }
+    p
+}
+
+/// Runs every workload; `progress` hears what is being measured.
+pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Report, BenchError> {
+    std::fs::create_dir_all(&opts.dir).map_err(|e| BenchError::Process(format!("cannot create {}: {e}", opts.dir.display())))?;
+    let reps = opts.reps.max(1);
+
+    progress("raw commit rate");
+    let mut full = Vec::new();
+    let mut normal = Vec::new();
+    for i in 0..reps {
+        let d = workload::raw_commits(&fresh(&opts.dir, &format!("raw-full-{i}.db")), opts.raw_commits, Durability::Full)?;
+        full.push(opts.raw_commits as f64 / d.as_secs_f64());
+        let d = workload::raw_commits(&fresh(&opts.dir, &format!("raw-normal-{i}.db")), opts.raw_commits, Durability::Normal)?;
+        normal.push(opts.raw_commits as f64 / d.as_secs_f64());
+    }
+    let raw = Raw { full_per_s: median(full), normal_per_s: median(normal) };
+
+    progress("W1 durable run");
+    let mut w1s = Vec::new();
+    for i in 0..reps {
+        w1s.push(workload::one_run(Some(&fresh(&opts.dir, &format!("w1-{i}.db"))), opts.rounds, Durability::Full).await?);
+    }
+    w1s.sort_by_key(|f| f.wall);
+    let f = w1s[w1s.len() / 2];
+    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
+    let w1 = W1 {
+        rounds: opts.rounds,
+        wall_ms: ms(f.wall),
+        transitions: f.transitions,
+        per_s,
+        fraction_of_raw: per_s / raw.full_per_s,
+        bytes: f.bytes,
+        bytes_per_transition: f.bytes as f64 / f.transitions as f64,
+    };
+
+    let mut growth = Vec::new();
+    for &rounds in &opts.growth {
+        progress(&format!("W1-growth R={rounds}"));
+        let mut runs = Vec::new();
+        for i in 0..reps {
+            runs.push(workload::one_run(Some(&fresh(&opts.dir, &format!("growth-{rounds}-{i}.db"))), rounds, Durability::Full).await?);
+        }
+        runs.sort_by_key(|f| f.wall);
+        let f = runs[runs.len() / 2];
+        growth.push(Growth {
+            rounds,
+            transitions: f.transitions,
+            bytes_per_transition: f.bytes as f64 / f.transitions as f64,
+            us_per_transition: f.wall.as_secs_f64() * 1e6 / f.transitions as f64,
+        });
+    }
+
+    progress("W2 many runs");
+    let mut w2s = Vec::new();
+    for i in 0..reps {
+        w2s.push(workload::many_runs(&fresh(&opts.dir, &format!("w2-{i}.db")), opts.w2_runs, opts.w2_rounds).await?);
+    }
+    w2s.sort_by_key(|f| f.wall);
+    let f = w2s[w2s.len() / 2];
+    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
+    let w2 = W2 {
+        runs: opts.w2_runs,
+        wall_ms: ms(f.wall),
+        runs_per_s: opts.w2_runs as f64 / f.wall.as_secs_f64(),
+        per_s,
+        multiple_of_raw: per_s / raw.full_per_s,
+    };
+
+    progress("W3 resume, log, verify");
+    let w3 = w3(opts, reps).await?;
+
+    progress("W4 in memory");
+    let mut w4s = Vec::new();
+    for _ in 0..reps {
+        w4s.push(workload::one_run(None, opts.rounds, Durability::Full).await?);
+    }
+    w4s.sort_by_key(|f| f.wall);
+    let f = w4s[w4s.len() / 2];
+    let w4 = W4 { transitions: f.transitions, per_s: f.transitions as f64 / f.wall.as_secs_f64() };
+
+    for entry in std::fs::read_dir(&opts.dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().contains(".db") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    Ok(Report { raw, w1, growth, w2, w3, w4 })
+}
+
+async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {
+    let db = fresh(&opts.dir, "w3.db");
+    let run = workload::parked_run(&db, opts.w3_rounds).await?;
+    let store = crate::store::SqliteStore::open_existing(&db, Durability::Full)?;
+    let transitions = crate::history::record(&store, &run).map_err(|e| BenchError::Process(e.to_string()))?.seq;
+    drop(store);
+    let mut in_process = Vec::new();
+    let mut process = Vec::new();
+    let (mut log, mut verify) = (Vec::new(), Vec::new());
+    for i in 0..reps {
+        // Each probe needs a run at rest in BudgetExhausted: park a fresh copy.
+        let copy = fresh(&opts.dir, &format!("w3-{i}.db"));
+        std::fs::copy(&db, &copy).map_err(|e| BenchError::Process(e.to_string()))?;
+        match &opts.exe {
+            Some(exe) => {
+                let started = Instant::now();
+                let out = Command::new(exe)
+                    .args(["bench", "--probe-resume", run.as_str(), "--db"])
+                    .arg(&copy)
+                    .output()
+                    .map_err(|e| BenchError::Process(format!("cannot run {}: {e}", exe.display())))?;
+                process.push(ms(started.elapsed()));
+                if !out.status.success() {
+                    return Err(BenchError::Process(format!("resume probe failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+                }
+                let inner: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(f64::NAN);
+                in_process.push(inner);
+                for (args, sink) in [(vec!["log", run.as_str(), "--json"], &mut log), (vec!["verify", run.as_str()], &mut verify)] {
+                    let started = Instant::now();
+                    let status = Command::new(exe)
+                        .args(&args)
+                        .arg("--db")
+                        .arg(&db)
+                        .stdout(std::process::Stdio::null())
+                        .status()
+                        .map_err(|e| BenchError::Process(e.to_string()))?;
+                    sink.push(ms(started.elapsed()));
+                    if !status.success() {
+                        return Err(BenchError::Process(format!("`runtape {}` failed", args.join(" "))));
+                    }
+                }
+            }
+            None => in_process.push(probe_resume(&copy, &run).await?),
+        }
+    }
+    let whole = |v: Vec<f64>| (!v.is_empty()).then(|| median(v));
+    Ok(W3 {
+        transitions,
+        resume_process_ms: whole(process),
+        resume_in_process_ms: median(in_process),
+        log_process_ms: whole(log),
+        verify_process_ms: whole(verify),
+    })
+}
+
+/// The in-process part of W3: open the database, rebuild the parked run's state and
+/// conversations, commit one durable step (a budget raise). Returns milliseconds.
+pub async fn probe_resume(db: &Path, run: &crate::machine::RunId) -> Result<f64, BenchError> {
+    use crate::machine::{BudgetKey, EventBody, Scope};
+    let started = Instant::now();
+    let engine = crate::exec::Engine::open_with(db, crate::exec::EngineConfig::default())?;
+    let rec = crate::history::record(engine.store().as_ref(), run).map_err(|e| BenchError::Process(e.to_string()))?;
+    let limit = rec.seq; // comfortably above the turns used
+    engine
+        .apply(run, EventBody::BudgetRaised { scope: Scope::Agent("bench".into()), key: BudgetKey::Turns, limit })
+        .await?;
+    Ok(ms(started.elapsed()))
+}

@@ -1,0 +1,115 @@
+//! `runtape bench`: the workloads of [`crate::bench`], as a table or JSON.
+
+use std::path::{Path, PathBuf};
+
+use super::common::{CliError, outln, print_json};
+use crate::bench::{self, BenchOptions, Report};
+
+/// Options from the command line.
+pub(crate) struct Args {
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) rounds: Option<usize>,
+    pub(crate) reps: Option<usize>,
+    pub(crate) quick: bool,
+    pub(crate) json: bool,
+    pub(crate) probe_resume: Option<String>,
+    pub(crate) db: PathBuf,
+}
+
+/// Runs the benchmarks (or, with `--probe-resume`, the in-process half of W3).
+pub(crate) async fn run(args: Args) -> Result<(), CliError> {
+    if let Some(run) = args.probe_resume {
+        let ms = bench::probe_resume(&args.db, &crate::machine::RunId::new(run))
+            .await
+            .map_err(|e| CliError::internal(e.to_string()))?;
+        outln!("{ms:.3}");
+        return Ok(());
+    }
+    let dir = args.dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("runtape-bench-{}", std::process::id()))
+    });
+    let mut opts = if args.quick {
+        BenchOptions::quick(dir.clone())
+    } else {
+        BenchOptions::full(dir.clone())
+    };
+    if let Some(r) = args.rounds {
+        opts.rounds = r;
+    }
+    if let Some(r) = args.reps {
+        opts.reps = r.max(1);
+    }
+    opts.exe = std::env::current_exe().ok();
+    let json = args.json;
+    let mut progress = |what: &str| {
+        if !json {
+            eprintln!("  measuring {what} …");
+        }
+    };
+    let report = bench::run(&opts, &mut progress)
+        .await
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let _ = std::fs::remove_dir(&dir);
+    if json {
+        let mut v = serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
+        v["type"] = serde_json::json!("bench");
+        return print_json(&v);
+    }
+    print_table(&report, &opts, &dir);
+    Ok(())
+}
+
+fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
+    outln!(
+        "runtape bench — medians of {} repetition(s), databases in {}",
+        o.reps,
+        dir.display()
+    );
+    outln!("every message 200 bytes; scripted provider, zero latency; one tool call per round\n");
+    outln!(
+        "raw SQLite single-row commits (WAL)   FULL {:>9.0}/s   NORMAL {:>9.0}/s",
+        r.raw.full_per_s,
+        r.raw.normal_per_s
+    );
+    outln!(
+        "W1  one run, {} rounds, FULL          {:>6} transitions in {:>8.1} ms = {:>8.0}/s ({:.2}× raw FULL); {:.0} B/transition",
+        r.w1.rounds,
+        r.w1.transitions,
+        r.w1.wall_ms,
+        r.w1.per_s,
+        r.w1.fraction_of_raw,
+        r.w1.bytes_per_transition
+    );
+    for g in &r.growth {
+        outln!(
+            "    growth R={:<6}                   {:>6} transitions: {:>6.0} B/transition, {:>7.1} µs/transition",
+            g.rounds,
+            g.transitions,
+            g.bytes_per_transition,
+            g.us_per_transition
+        );
+    }
+    outln!(
+        "W2  {} runs × {} rounds together       {:>8.1} ms: {:>7.1} runs/s, {:>8.0} transitions/s ({:.1}× raw FULL)",
+        r.w2.runs,
+        o.w2_rounds,
+        r.w2.wall_ms,
+        r.w2.runs_per_s,
+        r.w2.per_s,
+        r.w2.multiple_of_raw
+    );
+    let p = |v: Option<f64>| v.map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"));
+    outln!(
+        "W3  resume a {}-transition run: new process {} (in-process {:.1} ms); log --json {}; verify {}",
+        r.w3.transitions,
+        p(r.w3.resume_process_ms),
+        r.w3.resume_in_process_ms,
+        p(r.w3.log_process_ms),
+        p(r.w3.verify_process_ms)
+    );
+    outln!(
+        "W4  in memory, {} transitions          {:>10.0} transitions/s",
+        r.w4.transitions,
+        r.w4.per_s
+    );
+}

@@ -1,0 +1,309 @@
+//! Commands that drive runs: `run`, `resume`, `fork`, `replay`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
+use super::drive::{announce, follow};
+use crate::cassette::{Cassette, CassetteProvider, LoadOptions, ReplayOptions};
+use crate::config::{self, ConfigError, Setup};
+use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
+use crate::history;
+use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunState, Scope, ToolOutcome};
+use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
+use crate::store::{Durability, SqliteStore};
+
+/// Options every run-driving command shares.
+pub(crate) struct Common {
+    pub(crate) db: Option<PathBuf>,
+    pub(crate) json: bool,
+    pub(crate) receipt_key: Option<PathBuf>,
+    pub(crate) stepped_clock: bool,
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        if e.is_internal() {
+            CliError::internal(e.to_string())
+        } else {
+            CliError::usage(e.to_string())
+        }
+    }
+}
+
+/// An engine over `db` with the receipt signer and clock the options ask for.
+fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+    let receipts = ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let mut config = EngineConfig {
+        receipts: Arc::new(receipts),
+        ..EngineConfig::default()
+    };
+    if common.stepped_clock {
+        config.clock = Arc::new(SteppedClock {
+            start_ms: 1_700_000_000_000,
+            step_ms: 1,
+        });
+    }
+    let store = if create {
+        SqliteStore::open(db, Durability::Full)?
+    } else {
+        SqliteStore::open_existing(db, Durability::Full)?
+    };
+    Ok(Engine::with_store(Arc::new(store), config))
+}
+
+/// Rebuilds a stored run's providers and tools in `engine`.
+fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
+    let rec = history::record(engine.store().as_ref(), run)?;
+    let Some(setup) = rec.setup else {
+        return Err(CliError::usage(format!(
+            "run {run} was started from a program, not a spec file, so its providers are not stored; continue it from that program"
+        )));
+    };
+    Setup::from_json(&setup)?.install(engine)?;
+    Ok(())
+}
+
+/// `runtape run SPEC [GOAL]`.
+pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Result<u8, CliError> {
+    let file = config::load(spec)?;
+    // Build every provider and tool once in memory first: a missing key or program is reported
+    // before the database is touched.
+    file.install(&Engine::in_memory())?;
+    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
+        CliError::usage(format!(
+            "no goal: give one (`runtape run {} \"GOAL\"`) or set `goal` in the spec file",
+            spec.display()
+        ))
+    })?;
+    let db = db_path(common.db.as_deref(), file.database.as_deref());
+    let engine = engine(&db, &common, true)?;
+    file.install(&engine)?;
+    let id = new_run_id();
+    announce(id.as_str(), "started", common.json)?;
+    let handle = engine
+        .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
+        .await?;
+    follow(&engine, handle, common.json).await
+}
+
+/// What `resume` should tell the run first.
+pub(crate) enum Answer {
+    None,
+    Input(String),
+    Approve,
+    Reject(Option<String>),
+}
+
+/// `runtape resume RUN [--input|--approve|--reject] [--raise KEY=VALUE]...`.
+pub(crate) async fn resume(
+    run: &str,
+    answer: Answer,
+    call: Option<String>,
+    raises: Vec<String>,
+    common: Common,
+) -> Result<u8, CliError> {
+    let (run, _) = parse_run_at(run)?;
+    let db = db_path(common.db.as_deref(), None);
+    open_existing(&db)?;
+    let engine = engine(&db, &common, false)?;
+    install_stored(&engine, &run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), &run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), &run, &spec, rec.seq)?.state;
+    let mut raised = Vec::new();
+    for r in &raises {
+        raised.push(parse_raise(r, &state)?);
+    }
+    let input = match answer {
+        Answer::None => None,
+        Answer::Input(text) => Some(HumanInput::Answer { text }),
+        Answer::Approve => Some(HumanInput::Approve),
+        Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
+    };
+    announce(run.as_str(), "resumed", common.json)?;
+    // Every raise but the last is committed on its own; the last (or the input) drives the run.
+    let last = if input.is_none() { raised.pop() } else { None };
+    for (scope, key, limit) in raised {
+        engine
+            .apply(&run, EventBody::BudgetRaised { scope, key, limit })
+            .await?;
+    }
+    let handle = match (input, last) {
+        (Some(input), _) => engine.provide_input(&run, call.as_deref(), input).await?,
+        (None, Some((scope, key, limit))) => engine.raise_budget(&run, scope, key, limit).await?,
+        (None, None) => engine.resume(&run).await?,
+    };
+    follow(&engine, handle, common.json).await
+}
+
+/// `runtape fork RUN@SEQ [--edit ...]... [--live|--tape]`.
+pub(crate) async fn fork(
+    at: &str,
+    edits: Vec<String>,
+    tape: bool,
+    stop_on_divergence: bool,
+    common: Common,
+) -> Result<u8, CliError> {
+    let (run, seq) = parse_run_at(at)?;
+    let seq = seq.ok_or_else(|| {
+        CliError::usage(format!(
+            "`fork` needs a step: write {run}@SEQ (see `runtape log {run}`)"
+        ))
+    })?;
+    let db = db_path(common.db.as_deref(), None);
+    open_existing(&db)?;
+    let engine = engine(&db, &common, false)?;
+    install_stored(&engine, &run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), &run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), &run, &spec, seq)?.state;
+    let edits = edits
+        .iter()
+        .map(|e| parse_edit(e, &state))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mode = match (tape, stop_on_divergence) {
+        (false, _) => ForkMode::Live,
+        (true, false) => ForkMode::Tape(TapeEnd::GoLive),
+        (true, true) => ForkMode::Tape(TapeEnd::Stop),
+    };
+    let handle = engine.fork(&run, seq, edits, mode).await?;
+    announce(
+        handle.run_id().as_str(),
+        &format!("forked {run}@{seq} as"),
+        common.json,
+    )?;
+    follow(&engine, handle, common.json).await
+}
+
+/// `runtape replay SPEC --cassette FILE [GOAL]`: a real run whose model replies come from the
+/// cassette (strictly by default); tools run as usual.
+pub(crate) async fn replay(
+    spec: &Path,
+    cassette: &Path,
+    goal: Option<String>,
+    strict: bool,
+    common: Common,
+) -> Result<u8, CliError> {
+    let file = config::load(spec)?;
+    let loaded = Cassette::load(cassette, &LoadOptions::default())
+        .map_err(|e| CliError::usage(format!("{}: {e}", cassette.display())))?;
+    let provider = Arc::new(
+        CassetteProvider::new(
+            loaded,
+            ReplayOptions {
+                strict,
+                hash_filter: None,
+            },
+        )
+        .map_err(|e| CliError::usage(e.to_string()))?,
+    );
+    let goal = goal
+        .or_else(|| file.goal.clone())
+        .ok_or_else(|| CliError::usage("no goal: give one, or set `goal` in the spec file"))?;
+    let db = db_path(common.db.as_deref(), file.database.as_deref());
+    let engine = engine(&db, &common, true)?;
+    for tool in file.setup.command_tools() {
+        engine.register_tool(Arc::new(tool));
+    }
+    for agent in &file.spec.spec().agents {
+        for route in &agent.routes {
+            engine.register_provider(&route.provider, provider.clone());
+        }
+    }
+    let id = new_run_id();
+    announce(id.as_str(), "replaying", common.json)?;
+    let handle = engine.start_with_id(id, file.spec.clone(), &goal).await?;
+    let code = follow(&engine, handle, common.json).await?;
+    if let Some(e) = provider.last_error() {
+        return Err(CliError::failed(format!("replay stopped: {e}")));
+    }
+    if !common.json {
+        outln!(
+            "replayed {} of {} recorded model turns from {}",
+            provider.position(),
+            provider.cassette().len(),
+            cassette.display()
+        );
+    }
+    Ok(code)
+}
+
+/// `KEY=VALUE` for a budget: `budget.max_turns=80` (the exhausted scope, else the active
+/// agent), `run.max_turns=80`, or `AGENT.max_turns=80`; costs in US dollars.
+fn parse_raise(s: &str, state: &RunState) -> Result<(Scope, BudgetKey, u64), CliError> {
+    let bad = |why: String| {
+        CliError::usage(format!(
+            "--raise `{s}`: {why}; write budget.KEY=VALUE, run.KEY=VALUE or AGENT.KEY=VALUE with KEY one of max_turns, max_tool_calls, max_tokens, max_cost_usd, max_wall_ms"
+        ))
+    };
+    let (lhs, value) = s.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
+    let (who, key) = lhs
+        .split_once('.')
+        .ok_or_else(|| bad("no scope before the key".into()))?;
+    let key = BudgetKey::ALL
+        .into_iter()
+        .find(|k| k.field() == key)
+        .ok_or_else(|| {
+            bad(format!(
+                "unknown budget `{key}`{}",
+                crate::machine::did_you_mean(key, BudgetKey::ALL.iter().map(|k| k.field()))
+            ))
+        })?;
+    let limit = if key == BudgetKey::Cost {
+        let usd: f64 = value
+            .parse()
+            .map_err(|_| bad("the value is not a number of dollars".into()))?;
+        if !(0.0..=1e9).contains(&usd) {
+            return Err(bad(
+                "the value must be between 0 and 1000000000 dollars".into()
+            ));
+        }
+        (usd * 1e9).round() as u64
+    } else {
+        value
+            .parse()
+            .map_err(|_| bad("the value is not a whole number".into()))?
+    };
+    let scope = match who {
+        "run" => Scope::Run,
+        "budget" => match state {
+            RunState::BudgetExhausted { scope, .. } => scope.clone(),
+            _ => Scope::Agent(state.data().map(|d| d.active.clone()).unwrap_or_default()),
+        },
+        agent => Scope::Agent(agent.into()),
+    };
+    Ok((scope, key, limit))
+}
+
+/// A fork edit: `user=TEXT`, `tool:CALL_ID=VALUE` (JSON if it parses, else text), or a budget
+/// as for `--raise`.
+fn parse_edit(s: &str, state: &RunState) -> Result<ForkEdit, CliError> {
+    if let Some(text) = s.strip_prefix("user=") {
+        return Ok(ForkEdit::ReplaceLastUserMessage {
+            agent: None,
+            text: text.to_owned(),
+        });
+    }
+    if let Some(rest) = s.strip_prefix("tool:") {
+        let (call_id, value) = rest
+            .split_once('=')
+            .ok_or_else(|| CliError::usage(format!("--edit `{s}`: write tool:CALL_ID=VALUE")))?;
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        return Ok(ForkEdit::ReplaceToolResult {
+            call_id: call_id.to_owned(),
+            result: ToolOutcome::Ok { value },
+        });
+    }
+    if s.contains('=') && s.contains('.') {
+        let (scope, key, limit) = parse_raise(s, state)?;
+        return Ok(ForkEdit::SetLimit { scope, key, limit });
+    }
+    Err(CliError::usage(format!(
+        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE or budget.KEY=VALUE"
+    )))
+}
