@@ -47,6 +47,14 @@ pub struct BenchOptions {
     pub raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
     pub exe: Option<PathBuf>,
+    /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`); empty = all.
+    pub only: Vec<String>,
+}
+
+impl BenchOptions {
+    fn wants(&self, w: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(w))
+    }
 }
 
 impl BenchOptions {
@@ -62,6 +70,7 @@ impl BenchOptions {
             w3_rounds: 1_001,
             raw_commits: 1_000,
             exe: None,
+            only: Vec::new(),
         }
     }
 
@@ -77,6 +86,7 @@ impl BenchOptions {
             w3_rounds: 30,
             raw_commits: 50,
             exe: None,
+            only: Vec::new(),
         }
     }
 }
@@ -211,25 +221,56 @@ fn fresh(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Runs every workload; `progress` hears what is being measured.
-pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Report, BenchError> {
-    std::fs::create_dir_all(&opts.dir).map_err(|e| BenchError::Process(format!("cannot create {}: {e}", opts.dir.display())))?;
+pub async fn run(
+    opts: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, BenchError> {
+    std::fs::create_dir_all(&opts.dir)
+        .map_err(|e| BenchError::Process(format!("cannot create {}: {e}", opts.dir.display())))?;
     let reps = opts.reps.max(1);
 
-    progress("raw commit rate");
     let mut full = Vec::new();
     let mut normal = Vec::new();
-    for i in 0..reps {
-        let d = workload::raw_commits(&fresh(&opts.dir, &format!("raw-full-{i}.db")), opts.raw_commits, Durability::Full)?;
+    if opts.wants("raw") || opts.wants("w1") || opts.wants("w2") {
+        progress("raw commit rate");
+    }
+    for i in 0..if opts.wants("raw") || opts.wants("w1") || opts.wants("w2") {
+        reps
+    } else {
+        0
+    } {
+        let d = workload::raw_commits(
+            &fresh(&opts.dir, &format!("raw-full-{i}.db")),
+            opts.raw_commits,
+            Durability::Full,
+        )?;
         full.push(opts.raw_commits as f64 / d.as_secs_f64());
-        let d = workload::raw_commits(&fresh(&opts.dir, &format!("raw-normal-{i}.db")), opts.raw_commits, Durability::Normal)?;
+        let d = workload::raw_commits(
+            &fresh(&opts.dir, &format!("raw-normal-{i}.db")),
+            opts.raw_commits,
+            Durability::Normal,
+        )?;
         normal.push(opts.raw_commits as f64 / d.as_secs_f64());
     }
-    let raw = Raw { full_per_s: median(full), normal_per_s: median(normal) };
+    let raw = Raw {
+        full_per_s: median(full),
+        normal_per_s: median(normal),
+    };
 
-    progress("W1 durable run");
-    let mut w1s = Vec::new();
-    for i in 0..reps {
-        w1s.push(workload::one_run(Some(&fresh(&opts.dir, &format!("w1-{i}.db"))), opts.rounds, Durability::Full).await?);
+    let mut w1s = vec![workload::RunFigures::default()];
+    if opts.wants("w1") {
+        progress("W1 durable run");
+        w1s.clear();
+    }
+    for i in 0..if opts.wants("w1") { reps } else { 0 } {
+        w1s.push(
+            workload::one_run(
+                Some(&fresh(&opts.dir, &format!("w1-{i}.db"))),
+                opts.rounds,
+                Durability::Full,
+            )
+            .await?,
+        );
     }
     w1s.sort_by_key(|f| f.wall);
     let f = w1s[w1s.len() / 2];
@@ -245,11 +286,18 @@ pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<
     };
 
     let mut growth = Vec::new();
-    for &rounds in &opts.growth {
+    for &rounds in opts.growth.iter().filter(|_| opts.wants("growth")) {
         progress(&format!("W1-growth R={rounds}"));
         let mut runs = Vec::new();
         for i in 0..reps {
-            runs.push(workload::one_run(Some(&fresh(&opts.dir, &format!("growth-{rounds}-{i}.db"))), rounds, Durability::Full).await?);
+            runs.push(
+                workload::one_run(
+                    Some(&fresh(&opts.dir, &format!("growth-{rounds}-{i}.db"))),
+                    rounds,
+                    Durability::Full,
+                )
+                .await?,
+            );
         }
         runs.sort_by_key(|f| f.wall);
         let f = runs[runs.len() / 2];
@@ -261,10 +309,20 @@ pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<
         });
     }
 
-    progress("W2 many runs");
-    let mut w2s = Vec::new();
-    for i in 0..reps {
-        w2s.push(workload::many_runs(&fresh(&opts.dir, &format!("w2-{i}.db")), opts.w2_runs, opts.w2_rounds).await?);
+    let mut w2s = vec![workload::RunFigures::default()];
+    if opts.wants("w2") {
+        progress("W2 many runs");
+        w2s.clear();
+    }
+    for i in 0..if opts.wants("w2") { reps } else { 0 } {
+        w2s.push(
+            workload::many_runs(
+                &fresh(&opts.dir, &format!("w2-{i}.db")),
+                opts.w2_runs,
+                opts.w2_rounds,
+            )
+            .await?,
+        );
     }
     w2s.sort_by_key(|f| f.wall);
     let f = w2s[w2s.len() / 2];
@@ -277,17 +335,33 @@ pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<
         multiple_of_raw: per_s / raw.full_per_s,
     };
 
-    progress("W3 resume, log, verify");
-    let w3 = w3(opts, reps).await?;
+    let w3 = if opts.wants("w3") {
+        progress("W3 resume, log, verify");
+        w3(opts, reps).await?
+    } else {
+        W3 {
+            transitions: 0,
+            resume_process_ms: None,
+            resume_in_process_ms: 0.0,
+            log_process_ms: None,
+            verify_process_ms: None,
+        }
+    };
 
-    progress("W4 in memory");
-    let mut w4s = Vec::new();
-    for _ in 0..reps {
+    let mut w4s = vec![workload::RunFigures::default()];
+    if opts.wants("w4") {
+        progress("W4 in memory");
+        w4s.clear();
+    }
+    for _ in 0..if opts.wants("w4") { reps } else { 0 } {
         w4s.push(workload::one_run(None, opts.rounds, Durability::Full).await?);
     }
     w4s.sort_by_key(|f| f.wall);
     let f = w4s[w4s.len() / 2];
-    let w4 = W4 { transitions: f.transitions, per_s: f.transitions as f64 / f.wall.as_secs_f64() };
+    let w4 = W4 {
+        transitions: f.transitions,
+        per_s: f.transitions as f64 / f.wall.as_secs_f64(),
+    };
 
     for entry in std::fs::read_dir(&opts.dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
@@ -295,14 +369,23 @@ pub async fn run(opts: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    Ok(Report { raw, w1, growth, w2, w3, w4 })
+    Ok(Report {
+        raw,
+        w1,
+        growth,
+        w2,
+        w3,
+        w4,
+    })
 }
 
 async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {
     let db = fresh(&opts.dir, "w3.db");
     let run = workload::parked_run(&db, opts.w3_rounds).await?;
     let store = crate::store::SqliteStore::open_existing(&db, Durability::Full)?;
-    let transitions = crate::history::record(&store, &run).map_err(|e| BenchError::Process(e.to_string()))?.seq;
+    let transitions = crate::history::record(&store, &run)
+        .map_err(|e| BenchError::Process(e.to_string()))?
+        .seq;
     drop(store);
     let mut in_process = Vec::new();
     let mut process = Vec::new();
@@ -318,14 +401,25 @@ async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {
                     .args(["bench", "--probe-resume", run.as_str(), "--db"])
                     .arg(&copy)
                     .output()
-                    .map_err(|e| BenchError::Process(format!("cannot run {}: {e}", exe.display())))?;
+                    .map_err(|e| {
+                        BenchError::Process(format!("cannot run {}: {e}", exe.display()))
+                    })?;
                 process.push(ms(started.elapsed()));
                 if !out.status.success() {
-                    return Err(BenchError::Process(format!("resume probe failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+                    return Err(BenchError::Process(format!(
+                        "resume probe failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
                 }
-                let inner: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(f64::NAN);
+                let inner: f64 = String::from_utf8_lossy(&out.stdout)
+                    .trim()
+                    .parse()
+                    .unwrap_or(f64::NAN);
                 in_process.push(inner);
-                for (args, sink) in [(vec!["log", run.as_str(), "--json"], &mut log), (vec!["verify", run.as_str()], &mut verify)] {
+                for (args, sink) in [
+                    (vec!["log", run.as_str(), "--json"], &mut log),
+                    (vec!["verify", run.as_str()], &mut verify),
+                ] {
                     let started = Instant::now();
                     let status = Command::new(exe)
                         .args(&args)
@@ -336,7 +430,10 @@ async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {
                         .map_err(|e| BenchError::Process(e.to_string()))?;
                     sink.push(ms(started.elapsed()));
                     if !status.success() {
-                        return Err(BenchError::Process(format!("`runtape {}` failed", args.join(" "))));
+                        return Err(BenchError::Process(format!(
+                            "`runtape {}` failed",
+                            args.join(" ")
+                        )));
                     }
                 }
             }
@@ -359,10 +456,18 @@ pub async fn probe_resume(db: &Path, run: &crate::machine::RunId) -> Result<f64,
     use crate::machine::{BudgetKey, EventBody, Scope};
     let started = Instant::now();
     let engine = crate::exec::Engine::open_with(db, crate::exec::EngineConfig::default())?;
-    let rec = crate::history::record(engine.store().as_ref(), run).map_err(|e| BenchError::Process(e.to_string()))?;
+    let rec = crate::history::record(engine.store().as_ref(), run)
+        .map_err(|e| BenchError::Process(e.to_string()))?;
     let limit = rec.seq; // comfortably above the turns used
     engine
-        .apply(run, EventBody::BudgetRaised { scope: Scope::Agent("bench".into()), key: BudgetKey::Turns, limit })
+        .apply(
+            run,
+            EventBody::BudgetRaised {
+                scope: Scope::Agent("bench".into()),
+                key: BudgetKey::Turns,
+                limit,
+            },
+        )
         .await?;
     Ok(ms(started.elapsed()))
 }

@@ -13,6 +13,7 @@ pub(crate) struct Args {
     pub(crate) quick: bool,
     pub(crate) json: bool,
     pub(crate) probe_resume: Option<String>,
+    pub(crate) only: Vec<String>,
     pub(crate) db: PathBuf,
 }
 
@@ -40,6 +41,7 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         opts.reps = r.max(1);
     }
     opts.exe = std::env::current_exe().ok();
+    opts.only = args.only;
     let json = args.json;
     let mut progress = |what: &str| {
         if !json {

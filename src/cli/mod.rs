@@ -13,6 +13,7 @@ mod bench;
 mod cassettes;
 mod common;
 mod control;
+mod demo;
 mod drive;
 mod inspect;
 mod receipts;
@@ -222,6 +223,9 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// A one-minute tour, fully offline: a two-agent run is killed mid-run, resumed, listed,
+    /// inspected at an earlier step, forked there and verified.
+    Demo,
     /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
     Bench {
         /// Rounds of the W1 run (default 500).
@@ -239,6 +243,9 @@ pub enum Command {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Measure only these workloads (raw, w1, growth, w2, w3, w4); repeatable.
+        #[arg(long, value_name = "WORKLOAD")]
+        only: Vec<String>,
         /// Internal: the in-process half of W3 on RUN in --db.
         #[arg(long, hide = true, value_name = "RUN")]
         probe_resume: Option<String>,
@@ -394,6 +401,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             quick,
             dir,
             json,
+            only,
             probe_resume,
         } => {
             let args = bench::Args {
@@ -403,10 +411,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 quick,
                 json,
                 probe_resume,
+                only,
                 db,
             };
             runtime()?.block_on(bench::run(args)).map(|_| EXIT_OK)
         }
+        Command::Demo => runtime()?.block_on(demo::demo()),
         Command::Ls { json } => inspect::ls(&db, json).map(|_| EXIT_OK),
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),

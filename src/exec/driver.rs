@@ -154,7 +154,11 @@ pub(super) async fn resume(
     let mut outstanding = Vec::new();
     for at in driver.state.outstanding() {
         let e = history::effect_at(store, run, at)?;
-        outstanding.push(if e.id().run == *run { e } else { e.with_id(at.in_run(run)) });
+        outstanding.push(if e.id().run == *run {
+            e
+        } else {
+            e.with_id(at.in_run(run))
+        });
     }
     driver.load_receipts_and_issued(&outstanding)?;
     driver.queue.extend(events);
@@ -551,7 +555,13 @@ impl Driver {
             .collect();
         let receipt = self.seal(seq, event)?;
         for e in &t.effects {
-            self.issued.insert(EffectRef { seq: e.id().seq, index: e.id().index }, e.clone());
+            self.issued.insert(
+                EffectRef {
+                    seq: e.id().seq,
+                    index: e.id().index,
+                },
+                e.clone(),
+            );
         }
         let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
         let now = self.shared.config.clock.wall_ms();
@@ -596,7 +606,9 @@ impl Driver {
     /// The receipt (JSON) of the model turn or tool result `event` carries, chained to the tip.
     fn seal(&mut self, seq: u64, event: &Event) -> Result<Option<Vec<u8>>, EngineError> {
         let answered = resolved(&event.body).and_then(|r| self.issued.remove(&r));
-        let Some(draft) = answered.and_then(|e| history::receipt_draft(&self.run, seq, event.at, &e, &event.body)) else {
+        let Some(draft) = answered
+            .and_then(|e| history::receipt_draft(&self.run, seq, event.at, &e, &event.body))
+        else {
             return Ok(None);
         };
         let receipt = self
@@ -604,17 +616,29 @@ impl Driver {
             .config
             .receipts
             .seal(self.receipt_tip.as_ref(), draft)
-            .map_err(|e| EngineError::Receipts(format!("cannot seal the receipt of step {seq}: {e}")))?;
-        let json = serde_json::to_vec(&receipt).map_err(|e| EngineError::Receipts(e.to_string()))?;
+            .map_err(|e| {
+                EngineError::Receipts(format!("cannot seal the receipt of step {seq}: {e}"))
+            })?;
+        let json =
+            serde_json::to_vec(&receipt).map_err(|e| EngineError::Receipts(e.to_string()))?;
         self.receipt_tip = Some(receipt);
         Ok(Some(json))
     }
 
     /// Loads what continuing a stored run needs besides its state: the effects outstanding
     /// and the receipt tip. Refuses a signer that could not continue the receipt chain.
-    pub(super) fn load_receipts_and_issued(&mut self, outstanding: &[Effect]) -> Result<(), EngineError> {
+    pub(super) fn load_receipts_and_issued(
+        &mut self,
+        outstanding: &[Effect],
+    ) -> Result<(), EngineError> {
         for e in outstanding {
-            self.issued.insert(EffectRef { seq: e.id().seq, index: e.id().index }, e.clone());
+            self.issued.insert(
+                EffectRef {
+                    seq: e.id().seq,
+                    index: e.id().index,
+                },
+                e.clone(),
+            );
         }
         self.receipt_tip = receipt_tip(&self.shared, &self.run, self.state.seq())?;
         Ok(())
@@ -625,8 +649,12 @@ impl Driver {
         match self.unsent.len() {
             0 => {}
             1 => {
-                let c = self.unsent.pop().unwrap_or_else(|| unreachable!("len is 1"));
-                self.acks.push(self.shared.store.submit(Write::Commit(Box::new(c))));
+                let c = self
+                    .unsent
+                    .pop()
+                    .unwrap_or_else(|| unreachable!("len is 1"));
+                self.acks
+                    .push(self.shared.store.submit(Write::Commit(Box::new(c))));
             }
             _ => {
                 let cs = std::mem::take(&mut self.unsent);
@@ -923,14 +951,22 @@ impl Driver {
 
 /// The last receipt of `run`'s chain at or before `seq`, checked to be one this engine's signer
 /// can continue (same mode, same key).
-pub(super) fn receipt_tip(shared: &Shared, run: &RunId, seq: u64) -> Result<Option<crate::receipt::Receipt>, EngineError> {
+pub(super) fn receipt_tip(
+    shared: &Shared,
+    run: &RunId,
+    seq: u64,
+) -> Result<Option<crate::receipt::Receipt>, EngineError> {
     let chain = history::receipts(shared.store.as_ref(), run)?;
     let tip = chain.into_iter().rfind(|r| r.body.seq <= seq);
     let signer = &shared.config.receipts;
     if let Some(tip) = &tip
         && (tip.is_signed() != signer.is_signed() || tip.key_id() != signer.key_id())
     {
-        let want = tip.key_id().map_or("no key (unsigned receipts)".to_owned(), |k| format!("the key {k}"));
+        let want = tip
+            .key_id()
+            .map_or("no key (unsigned receipts)".to_owned(), |k| {
+                format!("the key {k}")
+            });
         return Err(EngineError::Receipts(format!(
             "run {run}'s receipts are sealed with {want}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
         )));
@@ -986,11 +1022,18 @@ pub(crate) fn status_of(state: &RunState) -> RunStatus {
 /// Commits one event to a run nobody is driving, without performing the effects it emits
 /// (they stay pending in the outbox; a later `resume` performs them). Takes and releases the
 /// lease.
-pub(super) async fn apply_one(shared: &Arc<Shared>, run: &RunId, body: EventBody) -> Result<RunState, EngineError> {
+pub(super) async fn apply_one(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    body: EventBody,
+) -> Result<RunState, EngineError> {
     let store = shared.store.as_ref();
     let rec = history::record(store, run)?;
     if rec.status.is_terminal() {
-        return Err(EngineError::Finished { run: run.to_string(), status: rec.status });
+        return Err(EngineError::Finished {
+            run: run.to_string(),
+            status: rec.status,
+        });
     }
     let now = shared.config.clock.wall_ms();
     let acquire = Write::AcquireLease {
@@ -1003,12 +1046,18 @@ pub(super) async fn apply_one(shared: &Arc<Shared>, run: &RunId, body: EventBody
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
     let convs = history::conversations(store, &rebuilt.state)?;
-    let last_at = history::transitions(store, run, rec.seq, rec.seq)?.first().map_or(Hlc::default(), |t| t.at);
+    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
+        .first()
+        .map_or(Hlc::default(), |t| t.at);
     let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
     let mut outstanding = Vec::new();
     for at in driver.state.outstanding() {
         let e = history::effect_at(store, run, at)?;
-        outstanding.push(if e.id().run == *run { e } else { e.with_id(at.in_run(run)) });
+        outstanding.push(if e.id().run == *run {
+            e
+        } else {
+            e.with_id(at.in_run(run))
+        });
     }
     driver.load_receipts_and_issued(&outstanding)?;
     let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
@@ -1024,6 +1073,12 @@ pub(super) async fn apply_one(shared: &Arc<Shared>, run: &RunId, body: EventBody
         driver.state = next.clone();
     }
     let status = status_of(&driver.state);
-    driver.release(if status == RunStatus::Running { RunStatus::Paused } else { status }).await?;
+    driver
+        .release(if status == RunStatus::Running {
+            RunStatus::Paused
+        } else {
+            status
+        })
+        .await?;
     result
 }

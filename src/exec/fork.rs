@@ -13,8 +13,8 @@ use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared};
 use crate::history::{self, HistoryError};
 use crate::machine::{
-    AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope,
-    ToolOutcome, head_of, step,
+    AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, ToolOutcome,
+    head_of, step,
 };
 use crate::store::{self, NewRun, Write};
 

@@ -192,6 +192,8 @@ impl RunHandle {
     /// Waits until the driver stops: the run ended, paused, or rests waiting for a person or a
     /// budget raise.
     pub async fn wait(self) -> Result<RunEnd, EngineError> {
+        // Nobody will read the events: unsubscribe, so the driver stops building them.
+        drop(self.events);
         self.done
             .await
             .unwrap_or_else(|_| Err(EngineError::Driver("the task was dropped".into())))

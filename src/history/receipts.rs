@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::verify::Divergence;
 use super::{HistoryError, ancestry, effects_of, event_of, record, transitions};
@@ -13,43 +13,108 @@ use crate::receipt::{self, Receipt, ReceiptDraft, ReceiptKind, VerifyingKey};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
-/// model failures and tool results each get one; other events none.
-pub fn receipt_draft(run: &RunId, seq: u64, at: crate::machine::Hlc, effect: &Effect, body: &EventBody) -> Option<ReceiptDraft> {
-    let (kind, agent, request, response, usage, cost): (ReceiptKind, &AgentId, serde_json::Value, serde_json::Value, _, _) =
-        match (effect, body) {
-            (Effect::CallModel { agent, request, attempt, .. }, EventBody::ModelReplied { reply, .. }) => (
-                ReceiptKind::Model,
+/// model failures and tool results each get one; other events none. The hashes are
+/// [`receipt::hash_json`] of `{"request": <ModelRequest>, "attempt": n}` or `{"tool", "call_id",
+/// "args"}` for the request, and of the reply, `{"failure": <ModelFailure>}` or the tool outcome
+/// for the response (canonicalised straight from the structs: same bytes, less work).
+pub fn receipt_draft(
+    run: &RunId,
+    seq: u64,
+    at: crate::machine::Hlc,
+    effect: &Effect,
+    body: &EventBody,
+) -> Option<ReceiptDraft> {
+    #[derive(Serialize)]
+    struct ModelAsked<'a> {
+        request: &'a crate::machine::ModelRequest,
+        attempt: u32,
+    }
+    #[derive(Serialize)]
+    struct ModelFailed<'a> {
+        failure: &'a crate::machine::ModelFailure,
+    }
+    #[derive(Serialize)]
+    struct ToolAsked<'a> {
+        tool: &'a str,
+        call_id: &'a str,
+        args: &'a serde_json::Value,
+    }
+    let (kind, agent, request_hash, response_hash, usage, cost): (
+        ReceiptKind,
+        &AgentId,
+        _,
+        _,
+        _,
+        _,
+    ) = match (effect, body) {
+        (
+            Effect::CallModel {
                 agent,
-                json!({"request": request, "attempt": attempt}),
-                serde_json::to_value(reply).ok()?,
-                reply.usage.and_then(|u| serde_json::to_value(u).ok()),
-                reply.cost_nanos,
-            ),
-            (Effect::CallModel { agent, request, attempt, .. }, EventBody::ModelFailed { failure, .. }) => (
-                ReceiptKind::Model,
+                request,
+                attempt,
+                ..
+            },
+            EventBody::ModelReplied { reply, .. },
+        ) => (
+            ReceiptKind::Model,
+            agent,
+            receipt::hash_serialize(&ModelAsked {
+                request,
+                attempt: *attempt,
+            })?,
+            receipt::hash_serialize(reply)?,
+            reply.usage.and_then(|u| serde_json::to_value(u).ok()),
+            reply.cost_nanos,
+        ),
+        (
+            Effect::CallModel {
                 agent,
-                json!({"request": request, "attempt": attempt}),
-                json!({"failure": failure}),
-                None,
-                None,
-            ),
-            (Effect::CallTool { agent, call_id, tool, args, .. }, EventBody::ToolReturned { outcome, .. }) => (
-                ReceiptKind::Tool,
+                request,
+                attempt,
+                ..
+            },
+            EventBody::ModelFailed { failure, .. },
+        ) => (
+            ReceiptKind::Model,
+            agent,
+            receipt::hash_serialize(&ModelAsked {
+                request,
+                attempt: *attempt,
+            })?,
+            receipt::hash_serialize(&ModelFailed { failure })?,
+            None,
+            None,
+        ),
+        (
+            Effect::CallTool {
                 agent,
-                json!({"tool": tool, "call_id": call_id, "args": args}),
-                serde_json::to_value(outcome).ok()?,
-                None,
-                None,
-            ),
-            _ => return None,
-        };
+                call_id,
+                tool,
+                args,
+                ..
+            },
+            EventBody::ToolReturned { outcome, .. },
+        ) => (
+            ReceiptKind::Tool,
+            agent,
+            receipt::hash_serialize(&ToolAsked {
+                tool,
+                call_id,
+                args,
+            })?,
+            receipt::hash_serialize(outcome)?,
+            None,
+            None,
+        ),
+        _ => return None,
+    };
     Some(ReceiptDraft {
         run_id: run.clone(),
         seq,
         kind,
         agent: agent.clone(),
-        request_hash: receipt::hash_json(&request),
-        response_hash: receipt::hash_json(&response),
+        request_hash,
+        response_hash,
         usage,
         cost,
         hlc: at,
@@ -63,11 +128,12 @@ pub fn receipts(store: &dyn Store, run: &RunId) -> Result<Vec<Receipt>, HistoryE
     let mut out = Vec::new();
     for seg in ancestry(store, run, rec.seq)? {
         for bytes in store.receipts(&seg.run)? {
-            let r: Receipt = serde_json::from_slice(&bytes).map_err(|e| HistoryError::Diverged {
-                run: seg.run.to_string(),
-                seq: 0,
-                detail: format!("a stored receipt does not decode: {e}"),
-            })?;
+            let r: Receipt =
+                serde_json::from_slice(&bytes).map_err(|e| HistoryError::Diverged {
+                    run: seg.run.to_string(),
+                    seq: 0,
+                    detail: format!("a stored receipt does not decode: {e}"),
+                })?;
             if (seg.from..=seg.to).contains(&r.body.seq) {
                 out.push(r);
             }
@@ -90,11 +156,25 @@ pub struct ReceiptSummary {
 /// Checks the run's receipts: the chain and signatures (against `key`, or — when none is given
 /// — the key the receipts name, which proves consistency but not authorship), and that every
 /// model turn and tool result in the history has exactly the receipt it implies.
-pub fn check_receipts(store: &dyn Store, run: &RunId, key: Option<&VerifyingKey>) -> Result<Result<ReceiptSummary, Divergence>, HistoryError> {
+pub fn check_receipts(
+    store: &dyn Store,
+    run: &RunId,
+    key: Option<&VerifyingKey>,
+) -> Result<Result<ReceiptSummary, Divergence>, HistoryError> {
     let chain = receipts(store, run)?;
-    let named = chain.first().and_then(|r| r.key_id()).and_then(|k| receipt::parse_public_key(k).ok());
+    let named = chain
+        .first()
+        .and_then(|r| r.key_id())
+        .and_then(|k| receipt::parse_public_key(k).ok());
     let key_used = key.copied().or(named);
-    let fail = |seq: u64, what: &str, expected: String, found: String| Ok(Err(Divergence { seq, what: what.into(), expected, found }));
+    let fail = |seq: u64, what: &str, expected: String, found: String| {
+        Ok(Err(Divergence {
+            seq,
+            what: what.into(),
+            expected,
+            found,
+        }))
+    };
     if let Err(e) = receipt::verify(&chain, key_used.as_ref()) {
         return fail(0, "receipts", "a valid receipt chain".into(), e.to_string());
     }
@@ -106,35 +186,79 @@ pub fn check_receipts(store: &dyn Store, run: &RunId, key: Option<&VerifyingKey>
     for t in &rows {
         let event = event_of(run, t)?;
         let answered = match &event.body {
-            EventBody::ModelReplied { effect, .. } | EventBody::ModelFailed { effect, .. } | EventBody::ToolReturned { effect, .. } => {
-                issued.get(&EffectRef { seq: effect.seq, index: effect.index })
-            }
+            EventBody::ModelReplied { effect, .. }
+            | EventBody::ModelFailed { effect, .. }
+            | EventBody::ToolReturned { effect, .. } => issued.get(&EffectRef {
+                seq: effect.seq,
+                index: effect.index,
+            }),
             _ => None,
         };
-        let draft = answered.and_then(|effect| receipt_draft(&event.run, t.seq, event.at, effect, &event.body));
+        let draft = answered
+            .and_then(|effect| receipt_draft(&event.run, t.seq, event.at, effect, &event.body));
         match (draft, by_seq.get(&t.seq)) {
             (None, None) => {}
-            (Some(_), None) => return fail(t.seq, "receipt", "a receipt for this result".into(), "none".into()),
-            (None, Some(_)) => return fail(t.seq, "receipt", "no receipt (no model or tool result here)".into(), "a receipt".into()),
+            (Some(_), None) => {
+                return fail(
+                    t.seq,
+                    "receipt",
+                    "a receipt for this result".into(),
+                    "none".into(),
+                );
+            }
+            (None, Some(_)) => {
+                return fail(
+                    t.seq,
+                    "receipt",
+                    "no receipt (no model or tool result here)".into(),
+                    "a receipt".into(),
+                );
+            }
             (Some(d), Some(r)) => {
                 expected += 1;
                 if d.request_hash != r.body.request_hash {
-                    return fail(t.seq, "receipt request hash", d.request_hash, r.body.request_hash.clone());
+                    return fail(
+                        t.seq,
+                        "receipt request hash",
+                        d.request_hash,
+                        r.body.request_hash.clone(),
+                    );
                 }
                 if d.response_hash != r.body.response_hash {
-                    return fail(t.seq, "receipt response hash", d.response_hash, r.body.response_hash.clone());
+                    return fail(
+                        t.seq,
+                        "receipt response hash",
+                        d.response_hash,
+                        r.body.response_hash.clone(),
+                    );
                 }
                 if d.agent != r.body.agent || d.kind != r.body.kind || d.cost != r.body.cost {
-                    return fail(t.seq, "receipt fields", format!("{:?} {} {:?}", d.kind, d.agent, d.cost), format!("{:?} {} {:?}", r.body.kind, r.body.agent, r.body.cost));
+                    return fail(
+                        t.seq,
+                        "receipt fields",
+                        format!("{:?} {} {:?}", d.kind, d.agent, d.cost),
+                        format!("{:?} {} {:?}", r.body.kind, r.body.agent, r.body.cost),
+                    );
                 }
             }
         }
         for e in effects_of(run, t)? {
-            issued.insert(EffectRef { seq: e.id().seq, index: e.id().index }, e);
+            issued.insert(
+                EffectRef {
+                    seq: e.id().seq,
+                    index: e.id().index,
+                },
+                e,
+            );
         }
     }
     if expected != chain.len() {
-        return fail(rec.seq, "receipts", format!("{expected} receipts"), format!("{}", chain.len()));
+        return fail(
+            rec.seq,
+            "receipts",
+            format!("{expected} receipts"),
+            format!("{}", chain.len()),
+        );
     }
     Ok(Ok(ReceiptSummary {
         receipts: chain.len(),

@@ -57,9 +57,9 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
             .and_then(|e| e.from)
             .unwrap_or(prev);
         let mut agent = effects.first().map(|e| match e {
-            Effect::CallModel { agent, .. } | Effect::CallTool { agent, .. } | Effect::RequestInput { agent, .. } => {
-                agent.clone()
-            }
+            Effect::CallModel { agent, .. }
+            | Effect::CallTool { agent, .. }
+            | Effect::RequestInput { agent, .. } => agent.clone(),
         });
         for e in &effects {
             let (Effect::CallModel { id, agent: a, .. }

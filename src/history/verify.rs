@@ -174,11 +174,21 @@ pub fn verify(
     };
     if state.seq() != rec.seq {
         let next = state.seq() + 1;
-        return Ok(Err(Divergence::new(next, "missing transition", format!("seq {next}"), "nothing")));
+        return Ok(Err(Divergence::new(
+            next,
+            "missing transition",
+            format!("seq {next}"),
+            "nothing",
+        )));
     }
     let receipts = match super::check_receipts(store, run, key)? {
         Ok(r) => r,
         Err(d) => return Ok(Err(d)),
     };
-    Ok(Ok(VerifyReport { run: run.clone(), transitions: rec.seq, final_state_hash: state.state_hash().to_hex(), receipts }))
+    Ok(Ok(VerifyReport {
+        run: run.clone(),
+        transitions: rec.seq,
+        final_state_hash: state.state_hash().to_hex(),
+        receipts,
+    }))
 }

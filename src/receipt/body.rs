@@ -254,7 +254,8 @@ impl Receipt {
     pub fn link(&self) -> String {
         match &self.seal {
             Seal::Ed25519 { signature, .. } => signature.clone(),
-            Seal::Unsigned { .. } => self.body.digest(),
+            // The stored digest; `verify` checks it against the body before trusting a link.
+            Seal::Unsigned { digest } => digest.clone(),
         }
     }
 
@@ -281,6 +282,15 @@ pub fn hash_json(value: &Value) -> String {
     // writing to a `Vec` does not fail.
     let bytes = serde_json_canonicalizer::to_vec(value).expect("a JSON value always canonicalises");
     hex::sha256_hex(&bytes)
+}
+
+/// [`hash_json`] of `value`'s JSON, canonicalised straight from the value (no intermediate
+/// `serde_json::Value`): the same hash, less work. Fails only for values JSON cannot hold
+/// (a map with non-string keys, a non-finite float).
+pub fn hash_serialize<T: Serialize>(value: &T) -> Option<String> {
+    serde_json_canonicalizer::to_vec(value)
+        .ok()
+        .map(|bytes| hex::sha256_hex(&bytes))
 }
 
 /// Serde for an [`Hlc`] as a canonical decimal string (no sign, no leading zeros).
