@@ -149,3 +149,54 @@ fn hash_json_ignores_key_order_and_spelling_but_not_content() {
     assert_ne!(hash_json(&a), hash_json(&json!({"b": 1, "a": [1, "y"]})));
     assert_eq!(hash_json(&a).len(), 64);
 }
+
+mod fast_path {
+    use proptest::prelude::*;
+    use runtape::machine::{AgentId, Hlc, RunId};
+    use runtape::receipt::{ReceiptBody, ReceiptKind};
+    use serde_json::{Map, Value};
+
+    fn usage() -> impl Strategy<Value = Option<Value>> {
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u32>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::from),
+            Just(Value::Null)
+        ];
+        let tree = leaf.prop_recursive(3, 16, 4, |inner| {
+            prop::collection::btree_map("[a-z_]{1,6}|.{0,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>()))
+        });
+        prop::option::of(
+            prop::collection::btree_map("[a-z_]{1,12}", tree, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        )
+    }
+
+    proptest! {
+        /// The serde_json fast path of `canonical_bytes` writes exactly RFC 8785 (as the
+        /// canonicaliser crate does) for any body: any text, any integers.
+        #[test]
+        fn canonical_bytes_match_rfc8785(
+            run in ".{0,24}", agent in ".{0,24}", seq in any::<u64>(), hlc in any::<u64>(),
+            cost in prop::option::of(any::<u64>()), tool in any::<bool>(), usage in usage(),
+            req in "[0-9a-f]{64}", resp in ".{0,70}", parent in prop::option::of(".{0,130}"),
+        ) {
+            let body = ReceiptBody {
+                run_id: RunId::new(run),
+                seq,
+                kind: if tool { ReceiptKind::Tool } else { ReceiptKind::Model },
+                agent: AgentId::new(agent),
+                request_hash: req,
+                response_hash: resp,
+                usage,
+                cost,
+                hlc: Hlc(hlc),
+                parent_sig: parent,
+            };
+            let reference = serde_json_canonicalizer::to_vec(&body).expect("canonicalises");
+            let fast = body.canonical_bytes();
+            prop_assert_eq!(String::from_utf8_lossy(&fast), String::from_utf8_lossy(&reference));
+        }
+    }
+}

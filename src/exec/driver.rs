@@ -553,7 +553,7 @@ impl Driver {
                 },
             })
             .collect();
-        let receipt = self.seal(seq, event)?;
+        let receipt = self.seal(seq, event, &event_json)?;
         for e in &t.effects {
             self.issued.insert(
                 EffectRef {
@@ -604,11 +604,16 @@ impl Driver {
     }
 
     /// The receipt (JSON) of the model turn or tool result `event` carries, chained to the tip.
-    fn seal(&mut self, seq: u64, event: &Event) -> Result<Option<Vec<u8>>, EngineError> {
+    fn seal(
+        &mut self,
+        seq: u64,
+        event: &Event,
+        event_bytes: &[u8],
+    ) -> Result<Option<Vec<u8>>, EngineError> {
         let answered = resolved(&event.body).and_then(|r| self.issued.remove(&r));
-        let Some(draft) = answered
-            .and_then(|e| history::receipt_draft(&self.run, seq, event.at, &e, &event.body))
-        else {
+        let Some(draft) = answered.and_then(|e| {
+            history::receipt_draft(&self.run, seq, event.at, &e, &event.body, event_bytes)
+        }) else {
             return Ok(None);
         };
         let receipt = self

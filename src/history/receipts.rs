@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use super::verify::Divergence;
 use super::{HistoryError, ancestry, effects_of, event_of, record, transitions};
 use crate::machine::{AgentId, Effect, EffectRef, EventBody, RunId};
@@ -13,108 +11,41 @@ use crate::receipt::{self, Receipt, ReceiptDraft, ReceiptKind, VerifyingKey};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
-/// model failures and tool results each get one; other events none. The hashes are
-/// [`receipt::hash_json`] of `{"request": <ModelRequest>, "attempt": n}` or `{"tool", "call_id",
-/// "args"}` for the request, and of the reply, `{"failure": <ModelFailure>}` or the tool outcome
-/// for the response (canonicalised straight from the structs: same bytes, less work).
+/// model failures and tool results each get one; other events none. `request_hash` is the
+/// SHA-256 of the effect's JSON as emitted (its id, the request or call, the attempt);
+/// `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a receipt
+/// pins the rows it describes, and `verify` recomputes both from the database.
 pub fn receipt_draft(
     run: &RunId,
     seq: u64,
     at: crate::machine::Hlc,
     effect: &Effect,
     body: &EventBody,
+    event_bytes: &[u8],
 ) -> Option<ReceiptDraft> {
-    #[derive(Serialize)]
-    struct ModelAsked<'a> {
-        request: &'a crate::machine::ModelRequest,
-        attempt: u32,
-    }
-    #[derive(Serialize)]
-    struct ModelFailed<'a> {
-        failure: &'a crate::machine::ModelFailure,
-    }
-    #[derive(Serialize)]
-    struct ToolAsked<'a> {
-        tool: &'a str,
-        call_id: &'a str,
-        args: &'a serde_json::Value,
-    }
-    let (kind, agent, request_hash, response_hash, usage, cost): (
-        ReceiptKind,
-        &AgentId,
-        _,
-        _,
-        _,
-        _,
-    ) = match (effect, body) {
-        (
-            Effect::CallModel {
-                agent,
-                request,
-                attempt,
-                ..
-            },
-            EventBody::ModelReplied { reply, .. },
-        ) => (
+    let (kind, agent, usage, cost): (ReceiptKind, &AgentId, _, _) = match (effect, body) {
+        (Effect::CallModel { agent, .. }, EventBody::ModelReplied { reply, .. }) => (
             ReceiptKind::Model,
             agent,
-            receipt::hash_serialize(&ModelAsked {
-                request,
-                attempt: *attempt,
-            })?,
-            receipt::hash_serialize(reply)?,
             reply.usage.and_then(|u| serde_json::to_value(u).ok()),
             reply.cost_nanos,
         ),
-        (
-            Effect::CallModel {
-                agent,
-                request,
-                attempt,
-                ..
-            },
-            EventBody::ModelFailed { failure, .. },
-        ) => (
-            ReceiptKind::Model,
-            agent,
-            receipt::hash_serialize(&ModelAsked {
-                request,
-                attempt: *attempt,
-            })?,
-            receipt::hash_serialize(&ModelFailed { failure })?,
-            None,
-            None,
-        ),
-        (
-            Effect::CallTool {
-                agent,
-                call_id,
-                tool,
-                args,
-                ..
-            },
-            EventBody::ToolReturned { outcome, .. },
-        ) => (
-            ReceiptKind::Tool,
-            agent,
-            receipt::hash_serialize(&ToolAsked {
-                tool,
-                call_id,
-                args,
-            })?,
-            receipt::hash_serialize(outcome)?,
-            None,
-            None,
-        ),
+        (Effect::CallModel { agent, .. }, EventBody::ModelFailed { .. }) => {
+            (ReceiptKind::Model, agent, None, None)
+        }
+        (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. }) => {
+            (ReceiptKind::Tool, agent, None, None)
+        }
         _ => return None,
     };
+    let request = serde_json::to_vec(effect).ok()?;
     Some(ReceiptDraft {
         run_id: run.clone(),
         seq,
         kind,
         agent: agent.clone(),
-        request_hash,
-        response_hash,
+        request_hash: receipt::sha256_hex(&request),
+        response_hash: receipt::sha256_hex(event_bytes),
         usage,
         cost,
         hlc: at,
@@ -194,8 +125,9 @@ pub fn check_receipts(
             }),
             _ => None,
         };
-        let draft = answered
-            .and_then(|effect| receipt_draft(&event.run, t.seq, event.at, effect, &event.body));
+        let draft = answered.and_then(|effect| {
+            receipt_draft(&event.run, t.seq, event.at, effect, &event.body, &t.event)
+        });
         match (draft, by_seq.get(&t.seq)) {
             (None, None) => {}
             (Some(_), None) => {

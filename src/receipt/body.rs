@@ -91,6 +91,44 @@ pub struct ReceiptBody {
     pub parent_sig: Option<String>,
 }
 
+/// The body's fields in RFC 8785 key order (sorted by UTF-16 code units; all ASCII here).
+#[derive(Serialize)]
+struct CanonicalBody<'a> {
+    agent: &'a AgentId,
+    cost: Option<u64>,
+    hlc: HlcText,
+    kind: ReceiptKind,
+    parent_sig: Option<&'a str>,
+    request_hash: &'a str,
+    response_hash: &'a str,
+    run_id: &'a RunId,
+    seq: u64,
+    usage: Option<&'a Value>,
+}
+
+/// An [`Hlc`] written as its decimal string.
+struct HlcText(Hlc);
+
+impl Serialize for HlcText {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0.0)
+    }
+}
+
+/// True when `value` holds a float anywhere (iterative: no recursion on hostile nesting).
+fn has_float(value: &Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) if n.is_f64() => return true,
+            Value::Array(a) => stack.extend(a),
+            Value::Object(m) => stack.extend(m.values()),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Why a receipt's fields cannot be sealed, or cannot be trusted as written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("field `{field}` {problem}")]
@@ -131,6 +169,33 @@ impl ReceiptBody {
     /// The exact bytes that are signed or hashed: RFC 8785 canonical JSON of the body.
     /// Independent of struct field order and of how the body was spelled in a file.
     pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Fast path: the fields in RFC 8785 key order, written by serde_json, are the
+        // canonical bytes whenever every number is an integer within ±(2^53 - 1) (RFC 8785
+        // writes numbers as doubles, so larger integers round and floats may print
+        // differently). `canonical_bytes_match_rfc8785` pins this against the canonicaliser.
+        let exact = self.seq <= MAX_SAFE_INTEGER
+            && self.cost.is_none_or(|c| c <= MAX_SAFE_INTEGER)
+            && self
+                .usage
+                .as_ref()
+                .is_none_or(|u| !has_float(u) && numbers_are_exact(u));
+        if exact {
+            let canonical = CanonicalBody {
+                agent: &self.agent,
+                cost: self.cost,
+                hlc: HlcText(self.hlc),
+                kind: self.kind,
+                parent_sig: self.parent_sig.as_deref(),
+                request_hash: &self.request_hash,
+                response_hash: &self.response_hash,
+                run_id: &self.run_id,
+                seq: self.seq,
+                usage: self.usage.as_ref(),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&canonical) {
+                return bytes;
+            }
+        }
         // Cannot fail: every key is a fixed string, `usage` is a `serde_json::Value` (unique
         // string keys, finite numbers only) and the writer is a `Vec`.
         serde_json_canonicalizer::to_vec(self).expect("a receipt body always canonicalises")
@@ -282,6 +347,12 @@ pub fn hash_json(value: &Value) -> String {
     // writing to a `Vec` does not fail.
     let bytes = serde_json_canonicalizer::to_vec(value).expect("a JSON value always canonicalises");
     hex::sha256_hex(&bytes)
+}
+
+/// SHA-256 of `bytes`, lowercase hex: how a receipt hashes the exact stored bytes of a request
+/// or a response.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::sha256_hex(bytes)
 }
 
 /// [`hash_json`] of `value`'s JSON, canonicalised straight from the value (no intermediate
