@@ -62,26 +62,31 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
 }
 
 fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
+    let wants = |w: &str| o.only.is_empty() || o.only.iter().any(|x| x.eq_ignore_ascii_case(w));
     outln!(
         "runtape bench — medians of {} repetition(s), databases in {}",
         o.reps,
         dir.display()
     );
     outln!("every message 200 bytes; scripted provider, zero latency; one tool call per round\n");
-    outln!(
-        "raw SQLite single-row commits (WAL)   FULL {:>9.0}/s   NORMAL {:>9.0}/s",
-        r.raw.full_per_s,
-        r.raw.normal_per_s
-    );
-    outln!(
-        "W1  one run, {} rounds, FULL          {:>6} transitions in {:>8.1} ms = {:>8.0}/s ({:.2}× raw FULL); {:.0} B/transition",
-        r.w1.rounds,
-        r.w1.transitions,
-        r.w1.wall_ms,
-        r.w1.per_s,
-        r.w1.fraction_of_raw,
-        r.w1.bytes_per_transition
-    );
+    if wants("raw") || wants("w1") || wants("w2") {
+        outln!(
+            "raw SQLite single-row commits (WAL)   FULL {:>9.0}/s   NORMAL {:>9.0}/s",
+            r.raw.full_per_s,
+            r.raw.normal_per_s
+        );
+    }
+    if wants("w1") {
+        outln!(
+            "W1  one run, {} rounds, FULL          {:>6} transitions in {:>8.1} ms = {:>8.0}/s ({:.2}× raw FULL); {:.0} B/transition",
+            r.w1.rounds,
+            r.w1.transitions,
+            r.w1.wall_ms,
+            r.w1.per_s,
+            r.w1.fraction_of_raw,
+            r.w1.bytes_per_transition
+        );
+    }
     for g in &r.growth {
         outln!(
             "    growth R={:<6}                   {:>6} transitions: {:>6.0} B/transition, {:>7.1} µs/transition",
@@ -91,27 +96,33 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             g.us_per_transition
         );
     }
-    outln!(
-        "W2  {} runs × {} rounds together       {:>8.1} ms: {:>7.1} runs/s, {:>8.0} transitions/s ({:.1}× raw FULL)",
-        r.w2.runs,
-        o.w2_rounds,
-        r.w2.wall_ms,
-        r.w2.runs_per_s,
-        r.w2.per_s,
-        r.w2.multiple_of_raw
-    );
-    let p = |v: Option<f64>| v.map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"));
-    outln!(
-        "W3  resume a {}-transition run: new process {} (in-process {:.1} ms); log --json {}; verify {}",
-        r.w3.transitions,
-        p(r.w3.resume_process_ms),
-        r.w3.resume_in_process_ms,
-        p(r.w3.log_process_ms),
-        p(r.w3.verify_process_ms)
-    );
-    outln!(
-        "W4  in memory, {} transitions          {:>10.0} transitions/s",
-        r.w4.transitions,
-        r.w4.per_s
-    );
+    if wants("w2") {
+        outln!(
+            "W2  {} runs × {} rounds together       {:>8.1} ms: {:>7.1} runs/s, {:>8.0} transitions/s ({:.1}× raw FULL)",
+            r.w2.runs,
+            o.w2_rounds,
+            r.w2.wall_ms,
+            r.w2.runs_per_s,
+            r.w2.per_s,
+            r.w2.multiple_of_raw
+        );
+    }
+    if wants("w3") {
+        let p = |v: Option<f64>| v.map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"));
+        outln!(
+            "W3  resume a {}-transition run: new process {} (in-process {:.1} ms); log --json {}; verify {}",
+            r.w3.transitions,
+            p(r.w3.resume_process_ms),
+            r.w3.resume_in_process_ms,
+            p(r.w3.log_process_ms),
+            p(r.w3.verify_process_ms)
+        );
+    }
+    if wants("w4") {
+        outln!(
+            "W4  in memory, {} transitions          {:>10.0} transitions/s",
+            r.w4.transitions,
+            r.w4.per_s
+        );
+    }
 }

@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -230,6 +230,9 @@ pub(super) struct Driver {
     pub(super) opening: Option<Trace>,
     /// A fork replaying its parent's recording.
     pub(super) tape: Option<Tape>,
+    /// Wakes the driver to check for control requests from other processes while it waits;
+    /// one timer for the driver's life, re-armed when it fires.
+    poll_timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// Effects emitted and not yet answered, for sealing the receipt of their answer.
     pub(super) issued: HashMap<EffectRef, Effect>,
     /// The last receipt of the run's chain.
@@ -271,6 +274,7 @@ impl Driver {
             last_poll: Instant::now(),
             opening: None,
             tape: None,
+            poll_timer: Box::pin(tokio::time::sleep(shared.config.control_poll)),
             issued: HashMap::new(),
             receipt_tip: None,
         }
@@ -417,17 +421,28 @@ impl Driver {
                     ))),
                 };
             }
+            // A result may be ready already (a fast tool, a scripted model): take it without
+            // arming a timer, and without sending the unsent commits on their own.
+            if let Some(Some(done)) = self.inflight.next().now_or_never() {
+                match done {
+                    Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Fatal(e) => return Err(e),
+                }
+                continue;
+            }
             // About to wait on the world: what is committed so far should become durable now,
             // not when the next effect needs it.
             self.submit_unsent();
-            let poll = self.shared.config.control_poll;
             tokio::select! {
                 Some(done) = self.inflight.next() => match done {
                     Completion::Event(body) => self.queue.push_back(body),
                     Completion::Fatal(e) => return Err(e),
                 },
                 Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
-                _ = tokio::time::sleep(poll) => {}
+                _ = &mut self.poll_timer => {
+                    let next = tokio::time::Instant::now() + self.shared.config.control_poll;
+                    self.poll_timer.as_mut().reset(next);
+                }
             }
         }
     }
@@ -536,23 +551,32 @@ impl Driver {
             .iter()
             .map(|a| (a.head, node_bytes(&a.prev, &a.message.canonical_bytes())))
             .collect();
+        // Outbox rows for the calls whose status matters on resume: tool calls that are not
+        // idempotent (started vs pending decides between in doubt and performing). Every other
+        // effect is pending by virtue of its committed transition, and is simply performed
+        // (again) on resume.
+        let tools = read_lock(&self.shared.tools);
         let outbox = t
             .effects
             .iter()
-            .map(|e| OutboxRecord {
-                effect: EffectRef {
-                    seq: e.id().seq,
-                    index: e.id().index,
-                },
-                status: OutboxStatus::Pending,
-                idempotency_key: match e {
-                    Effect::CallTool {
-                        idempotency_key, ..
-                    } => Some(idempotency_key.clone()),
-                    _ => None,
-                },
+            .filter_map(|e| match e {
+                Effect::CallTool {
+                    id,
+                    tool,
+                    idempotency_key,
+                    ..
+                } if !tools.get(tool).is_some_and(|t| t.idempotent()) => Some(OutboxRecord {
+                    effect: EffectRef {
+                        seq: id.seq,
+                        index: id.index,
+                    },
+                    status: OutboxStatus::Pending,
+                    idempotency_key: Some(idempotency_key.clone()),
+                }),
+                _ => None,
             })
             .collect();
+        drop(tools);
         let receipt = self.seal(seq, event, &event_json)?;
         for e in &t.effects {
             self.issued.insert(
@@ -587,7 +611,7 @@ impl Driver {
                 .next
                 .outcome()
                 .map(|o| serde_json::to_string(o).unwrap_or_default()),
-            receipt,
+            seal: receipt,
             now_ms: now,
             lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
         };
@@ -624,10 +648,12 @@ impl Driver {
             .map_err(|e| {
                 EngineError::Receipts(format!("cannot seal the receipt of step {seq}: {e}"))
             })?;
-        let json =
-            serde_json::to_vec(&receipt).map_err(|e| EngineError::Receipts(e.to_string()))?;
+        let seal = receipt
+            .seal
+            .to_bytes()
+            .ok_or_else(|| EngineError::Receipts(format!("the seal of step {seq} is malformed")))?;
         self.receipt_tip = Some(receipt);
-        Ok(Some(json))
+        Ok(Some(seal))
     }
 
     /// Loads what continuing a stored run needs besides its state: the effects outstanding

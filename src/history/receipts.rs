@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::verify::Divergence;
-use super::{HistoryError, ancestry, effects_of, event_of, record, transitions};
+use super::{HistoryError, effects_of, event_of, record, transitions};
 use crate::machine::{AgentId, Effect, EffectRef, EventBody, RunId};
-use crate::receipt::{self, Receipt, ReceiptDraft, ReceiptKind, VerifyingKey};
+use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
@@ -52,25 +52,76 @@ pub fn receipt_draft(
     })
 }
 
-/// The run's receipt chain: across a fork's ancestry, the parent's receipts up to the fork
-/// point, then its own.
+/// The run's receipt chain, rebuilt: each transition that carries a seal gets the receipt body
+/// its history implies ([`receipt_draft`] chained to the previous receipt), with the stored
+/// seal. Across a fork's ancestry: the parent's receipts up to the fork point, then its own.
+/// An edited event or effect changes the rebuilt body, so its seal no longer verifies.
 pub fn receipts(store: &dyn Store, run: &RunId) -> Result<Vec<Receipt>, HistoryError> {
+    Ok(walk(store, run)?.0)
+}
+
+/// The rebuilt chain, and the first transition whose seal is missing or unexpected.
+fn walk(
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
     let rec = record(store, run)?;
-    let mut out = Vec::new();
-    for seg in ancestry(store, run, rec.seq)? {
-        for bytes in store.receipts(&seg.run)? {
-            let r: Receipt =
-                serde_json::from_slice(&bytes).map_err(|e| HistoryError::Diverged {
-                    run: seg.run.to_string(),
-                    seq: 0,
-                    detail: format!("a stored receipt does not decode: {e}"),
+    let rows = transitions(store, run, 1, rec.seq)?;
+    let mut issued: HashMap<EffectRef, Effect> = HashMap::new();
+    let mut chain: Vec<Receipt> = Vec::new();
+    let mut problem = None;
+    for t in &rows {
+        let event = event_of(run, t)?;
+        let answered = match &event.body {
+            EventBody::ModelReplied { effect, .. }
+            | EventBody::ModelFailed { effect, .. }
+            | EventBody::ToolReturned { effect, .. } => issued.remove(&EffectRef {
+                seq: effect.seq,
+                index: effect.index,
+            }),
+            _ => None,
+        };
+        let draft = answered
+            .and_then(|e| receipt_draft(&event.run, t.seq, event.at, &e, &event.body, &t.event));
+        match (draft, &t.seal) {
+            (Some(draft), Some(bytes)) => {
+                let seal = Seal::from_bytes(bytes).ok_or_else(|| HistoryError::Diverged {
+                    run: run.to_string(),
+                    seq: t.seq,
+                    detail: "the stored receipt seal does not decode".into(),
                 })?;
-            if (seg.from..=seg.to).contains(&r.body.seq) {
-                out.push(r);
+                let body = ReceiptBody::from_draft(draft, chain.last().map(Receipt::link));
+                chain.push(Receipt { body, seal });
             }
+            (Some(_), None) if problem.is_none() => {
+                problem = Some(Divergence {
+                    seq: t.seq,
+                    what: "receipt".into(),
+                    expected: "a receipt for this result".into(),
+                    found: "none".into(),
+                });
+            }
+            (None, Some(_)) if problem.is_none() => {
+                problem = Some(Divergence {
+                    seq: t.seq,
+                    what: "receipt".into(),
+                    expected: "no receipt (no model or tool result here)".into(),
+                    found: "a receipt".into(),
+                });
+            }
+            _ => {}
+        }
+        for e in effects_of(run, t)? {
+            issued.insert(
+                EffectRef {
+                    seq: e.id().seq,
+                    index: e.id().index,
+                },
+                e,
+            );
         }
     }
-    Ok(out)
+    Ok((chain, problem))
 }
 
 /// What the receipt check found.
@@ -84,113 +135,32 @@ pub struct ReceiptSummary {
     pub trusted_key: bool,
 }
 
-/// Checks the run's receipts: the chain and signatures (against `key`, or — when none is given
-/// — the key the receipts name, which proves consistency but not authorship), and that every
-/// model turn and tool result in the history has exactly the receipt it implies.
+/// Checks the run's receipts: every model turn and tool result in the history carries exactly
+/// one, and each rebuilt receipt's seal verifies — its signature (against `key`, or, when none
+/// is given, the key the receipts name, which proves consistency but not authorship) or its
+/// digest — so an edited event, effect or seal is caught at its receipt.
 pub fn check_receipts(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<Result<ReceiptSummary, Divergence>, HistoryError> {
-    let chain = receipts(store, run)?;
+    let (chain, problem) = walk(store, run)?;
+    if let Some(d) = problem {
+        return Ok(Err(d));
+    }
     let named = chain
         .first()
         .and_then(|r| r.key_id())
         .and_then(|k| receipt::parse_public_key(k).ok());
     let key_used = key.copied().or(named);
-    let fail = |seq: u64, what: &str, expected: String, found: String| {
-        Ok(Err(Divergence {
-            seq,
-            what: what.into(),
-            expected,
-            found,
-        }))
-    };
     if let Err(e) = receipt::verify(&chain, key_used.as_ref()) {
-        return fail(0, "receipts", "a valid receipt chain".into(), e.to_string());
-    }
-    let rec = record(store, run)?;
-    let rows = transitions(store, run, 1, rec.seq)?;
-    let by_seq: HashMap<u64, &Receipt> = chain.iter().map(|r| (r.body.seq, r)).collect();
-    let mut issued: HashMap<EffectRef, Effect> = HashMap::new();
-    let mut expected = 0;
-    for t in &rows {
-        let event = event_of(run, t)?;
-        let answered = match &event.body {
-            EventBody::ModelReplied { effect, .. }
-            | EventBody::ModelFailed { effect, .. }
-            | EventBody::ToolReturned { effect, .. } => issued.get(&EffectRef {
-                seq: effect.seq,
-                index: effect.index,
-            }),
-            _ => None,
-        };
-        let draft = answered.and_then(|effect| {
-            receipt_draft(&event.run, t.seq, event.at, effect, &event.body, &t.event)
-        });
-        match (draft, by_seq.get(&t.seq)) {
-            (None, None) => {}
-            (Some(_), None) => {
-                return fail(
-                    t.seq,
-                    "receipt",
-                    "a receipt for this result".into(),
-                    "none".into(),
-                );
-            }
-            (None, Some(_)) => {
-                return fail(
-                    t.seq,
-                    "receipt",
-                    "no receipt (no model or tool result here)".into(),
-                    "a receipt".into(),
-                );
-            }
-            (Some(d), Some(r)) => {
-                expected += 1;
-                if d.request_hash != r.body.request_hash {
-                    return fail(
-                        t.seq,
-                        "receipt request hash",
-                        d.request_hash,
-                        r.body.request_hash.clone(),
-                    );
-                }
-                if d.response_hash != r.body.response_hash {
-                    return fail(
-                        t.seq,
-                        "receipt response hash",
-                        d.response_hash,
-                        r.body.response_hash.clone(),
-                    );
-                }
-                if d.agent != r.body.agent || d.kind != r.body.kind || d.cost != r.body.cost {
-                    return fail(
-                        t.seq,
-                        "receipt fields",
-                        format!("{:?} {} {:?}", d.kind, d.agent, d.cost),
-                        format!("{:?} {} {:?}", r.body.kind, r.body.agent, r.body.cost),
-                    );
-                }
-            }
-        }
-        for e in effects_of(run, t)? {
-            issued.insert(
-                EffectRef {
-                    seq: e.id().seq,
-                    index: e.id().index,
-                },
-                e,
-            );
-        }
-    }
-    if expected != chain.len() {
-        return fail(
-            rec.seq,
-            "receipts",
-            format!("{expected} receipts"),
-            format!("{}", chain.len()),
-        );
+        let seq = e.at().map_or(0, |a| a.seq);
+        return Ok(Err(Divergence {
+            seq,
+            what: "receipt".into(),
+            expected: "a valid receipt".into(),
+            found: e.to_string(),
+        }));
     }
     Ok(Ok(ReceiptSummary {
         receipts: chain.len(),

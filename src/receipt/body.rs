@@ -302,6 +302,42 @@ pub enum Seal {
     },
 }
 
+impl Seal {
+    /// The seal in a compact binary form for storage beside a transition: `0x00` then the
+    /// 32-byte digest, or `0x01` then the 32-byte public key and the 64-byte signature. `None`
+    /// when a field is not the hex it should be.
+    pub fn to_bytes(&self) -> Option<Vec<u8>> {
+        match self {
+            Seal::Unsigned { digest } => {
+                let d: [u8; 32] = hex::decode(digest)?;
+                Some([&[0u8][..], &d].concat())
+            }
+            Seal::Ed25519 { key_id, signature } => {
+                let k: [u8; 32] = hex::decode(key_id)?;
+                let s: [u8; 64] = hex::decode(signature)?;
+                Some([&[1u8][..], &k, &s].concat())
+            }
+        }
+    }
+
+    /// Reads [`Seal::to_bytes`] back; `None` for anything else.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Seal> {
+        match bytes {
+            [0, d @ ..] if d.len() == 32 => Some(Seal::Unsigned {
+                digest: hex::encode(d),
+            }),
+            [1, rest @ ..] if rest.len() == 96 => {
+                let (k, s) = rest.split_at(32);
+                Some(Seal::Ed25519 {
+                    key_id: hex::encode(k),
+                    signature: hex::encode(s),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A sealed receipt: one line of an exported bundle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -209,6 +209,24 @@ pub enum VerifyError {
     },
 }
 
+impl VerifyError {
+    /// The receipt the error is about, when it is about one.
+    pub fn at(&self) -> Option<&At> {
+        match self {
+            VerifyError::KeyRequired { .. } | VerifyError::NotSigned => None,
+            VerifyError::Mixed { at, .. }
+            | VerifyError::Malformed { at, .. }
+            | VerifyError::ChainBreak { at, .. }
+            | VerifyError::Misplaced { at, .. }
+            | VerifyError::SeqNotIncreasing { at, .. }
+            | VerifyError::KeyMismatch { at, .. }
+            | VerifyError::BadSignature { at, .. }
+            | VerifyError::DigestMismatch { at, .. }
+            | VerifyError::WrongRun { at, .. } => Some(at),
+        }
+    }
+}
+
 pub(crate) fn report(receipts: &[Receipt], integrity: Integrity) -> VerifyReport {
     let mut runs: Vec<RunId> = Vec::new();
     for r in receipts {

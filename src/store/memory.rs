@@ -18,7 +18,6 @@ struct MemRun {
     transitions: Vec<TransitionRecord>,
     snapshots: BTreeMap<u64, Vec<u8>>,
     outbox: BTreeMap<EffectRef, OutboxRecord>,
-    receipts: Vec<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -73,8 +72,16 @@ impl Inner {
                     let r = self.run_mut(&first.run)?;
                     fence(r, &first.run, first.epoch)?;
                     let latest = record_mut(r, &first.run)?.seq;
-                    if first.seq != latest + 1 || cs.windows(2).any(|w| w[1].seq != w[0].seq + 1 || w[1].run != w[0].run) {
-                        return Err(StoreError::OutOfSequence { run: first.run.to_string(), latest, got: first.seq });
+                    if first.seq != latest + 1
+                        || cs
+                            .windows(2)
+                            .any(|w| w[1].seq != w[0].seq + 1 || w[1].run != w[0].run)
+                    {
+                        return Err(StoreError::OutOfSequence {
+                            run: first.run.to_string(),
+                            latest,
+                            got: first.seq,
+                        });
                     }
                 }
                 for c in cs {
@@ -222,6 +229,7 @@ impl Inner {
             state_kind: c.state_kind,
             state_hash: c.state_hash,
             chain: c.chain,
+            seal: c.seal,
         });
         if let Some(s) = c.snapshot {
             added += s.len() as u64;
@@ -234,9 +242,6 @@ impl Inner {
             && let Some(o) = r.outbox.get_mut(&e)
         {
             o.status = OutboxStatus::Done;
-        }
-        if let Some(body) = c.receipt {
-            r.receipts.push(body);
         }
         let rec = record_mut(r, &c.run)?;
         rec.seq = c.seq;
@@ -339,15 +344,6 @@ impl Store for MemoryStore {
                     .cloned()
                     .collect()
             })
-        })
-    }
-
-    fn receipts(&self, run: &RunId) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.with(|inner| {
-            inner
-                .runs
-                .get(run)
-                .map_or_else(Vec::new, |r| r.receipts.clone())
         })
     }
 

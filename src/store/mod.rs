@@ -166,6 +166,8 @@ pub struct TransitionRecord {
     pub state_hash: Digest,
     /// `blake3(previous chain || event || state hash)`.
     pub chain: Digest,
+    /// The seal of the receipt this transition carries (see [`crate::receipt::Seal::to_bytes`]).
+    pub seal: Option<Vec<u8>>,
 }
 
 /// Where an effect stands in the outbox.
@@ -270,8 +272,9 @@ pub struct Commit {
     pub tokens: u64,
     /// Outcome JSON when the run ends.
     pub outcome: Option<String>,
-    /// The receipt (JSON) of the model turn or tool call this transition's event answers.
-    pub receipt: Option<Vec<u8>>,
+    /// The seal of the receipt of the model turn or tool call this transition's event answers
+    /// (the receipt's body is a function of the history, rebuilt when read).
+    pub seal: Option<Vec<u8>>,
     /// Wall-clock ms now (for `updated_ms` and lease renewal).
     pub now_ms: u64,
     /// Push the lease expiry to this wall-clock ms.
@@ -470,9 +473,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Outbox rows of the run that are not done.
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
-
-    /// The run's receipts (JSON), in order.
-    fn receipts(&self, run: &RunId) -> Result<Vec<Vec<u8>>, StoreError>;
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;

@@ -44,7 +44,10 @@ CREATE TABLE transitions (
     edge TEXT NOT NULL,
     effects BLOB NOT NULL,
     state_hash BLOB NOT NULL,
-    chain BLOB NOT NULL
+    chain BLOB NOT NULL,
+    -- the seal of the receipt for the model turn or tool call this transition's event answers
+    -- (the receipt's body is rebuilt from the history)
+    seal BLOB
 );
 -- id = run key << 32 | seq
 CREATE TABLE snapshots (
@@ -63,11 +66,6 @@ CREATE TABLE outbox (
     idempotency_key TEXT,
     PRIMARY KEY (run, seq, idx)
 ) WITHOUT ROWID;
--- id = run key << 32 | seq
-CREATE TABLE receipts (
-    id INTEGER PRIMARY KEY,
-    body BLOB NOT NULL
-);
 "#];
 
 /// Opens `path` for reading and writing, creating it if absent, after checking (without

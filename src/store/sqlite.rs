@@ -163,7 +163,7 @@ impl Store for SqliteStore {
                 return Ok(Vec::new());
             };
             let mut stmt = c.prepare_cached(
-                "SELECT id, at, event, edge, effects, state_hash, chain FROM transitions \
+                "SELECT id, at, event, edge, effects, state_hash, chain, seal FROM transitions \
                  WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             )?;
             let to = to.min(u64::from(u32::MAX));
@@ -181,13 +181,14 @@ impl Store for SqliteStore {
                         bytes(4)?,
                         bytes(5)?,
                         bytes(6)?,
+                        r.get_ref(7)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
                     ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })?;
         rows.into_iter()
-            .map(|(id, at, event, edge, effects, hash, chain)| {
+            .map(|(id, at, event, edge, effects, hash, chain, seal)| {
                 let damaged = |what: &str| StoreError::Damaged {
                     run: run.to_string(),
                     detail: format!("transition {}: {what}", id & 0xffff_ffff),
@@ -205,6 +206,7 @@ impl Store for SqliteStore {
                     state_kind,
                     state_hash: digest(&hash).ok_or_else(|| damaged("bad state hash"))?,
                     chain: digest(&chain).ok_or_else(|| damaged("bad chain link"))?,
+                    seal,
                 })
             })
             .collect()
@@ -263,24 +265,6 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    fn receipts(&self, run: &RunId) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.read(|c| {
-            let Some(key) = self.key(c, run)? else {
-                return Ok(Vec::new());
-            };
-            let mut stmt = c.prepare_cached(
-                "SELECT body FROM receipts WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-            )?;
-            let rows = stmt
-                .query_map(
-                    params![row_id(key, 0), row_id(key, u64::from(u32::MAX))],
-                    |r| bytes_at(r, 0),
-                )?
-                .collect::<rusqlite::Result<Vec<Vec<u8>>>>()?;
-            Ok(rows)
-        })
-    }
-
     fn size_bytes(&self) -> Result<u64, StoreError> {
         self.read(|c| {
             let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -293,7 +277,10 @@ impl Store for SqliteStore {
 /// A bytes column read as TEXT or BLOB alike: an edit made with the sqlite3 shell may leave
 /// either, and `verify` must still read the row to report it.
 fn bytes_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
-    Ok(r.get_ref(i)?.as_bytes_or_null()?.unwrap_or_default().to_vec())
+    Ok(r.get_ref(i)?
+        .as_bytes_or_null()?
+        .unwrap_or_default()
+        .to_vec())
 }
 
 fn digest(bytes: &[u8]) -> Option<Digest> {
@@ -600,9 +587,9 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
     }
     let id = row_id(key, c.seq);
     tx.prepare_cached(
-        "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![id, c.at.0 as i64, c.event, c.edge, c.effects, &c.state_hash.0[..], &c.chain.0[..]])?;
+    .execute(params![id, c.at.0 as i64, c.event, c.edge, c.effects, &c.state_hash.0[..], &c.chain.0[..], c.seal])?;
     if !c.blobs.is_empty() {
         let mut stmt =
             tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;
@@ -633,10 +620,6 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
             "UPDATE outbox SET status = 'done' WHERE run = ?1 AND seq = ?2 AND idx = ?3",
         )?
         .execute(params![key, e.seq as i64, i64::from(e.index)])?;
-    }
-    if let Some(body) = &c.receipt {
-        tx.prepare_cached("INSERT INTO receipts (id, body) VALUES (?1, ?2)")?
-            .execute(params![id, body])?;
     }
     tx.prepare_cached(
         "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
