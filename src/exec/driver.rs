@@ -105,7 +105,8 @@ pub(super) async fn resume(
     let epoch = lease_of(store::write(store, acquire).await?);
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    let convs = history::conversations(store, &rebuilt.state)?;
+    // Conversations load lazily, when a model call needs one.
+    let convs = BTreeMap::new();
     let last_at = history::transitions(store, run, rec.seq, rec.seq)?
         .first()
         .map_or(Hlc::default(), |t| t.at);
@@ -114,6 +115,7 @@ pub(super) async fn resume(
         .any(|e| matches!(e, EventBody::CancelRequested { .. }));
 
     let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
+    driver.lazy_convs = true;
     if matches!(driver.state, RunState::Created) && !cancelling {
         // The process that created the run stopped before committing `Start`.
         driver.queue.push_back(EventBody::Start {
@@ -230,13 +232,16 @@ pub(super) struct Driver {
     pub(super) opening: Option<Trace>,
     /// A fork replaying its parent's recording.
     pub(super) tape: Option<Tape>,
+    /// True when conversations are loaded on first use (a resumed run), false when `convs`
+    /// holds every conversation (a new run, a fork).
+    pub(super) lazy_convs: bool,
     /// Wakes the driver to check for control requests from other processes while it waits;
     /// one timer for the driver's life, re-armed when it fires.
     poll_timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// Effects emitted and not yet answered, for sealing the receipt of their answer.
     pub(super) issued: HashMap<EffectRef, Effect>,
     /// The last receipt of the run's chain.
-    pub(super) receipt_tip: Option<crate::receipt::Receipt>,
+    pub(super) receipt_tip: Option<crate::receipt::ChainTip>,
 }
 
 impl Driver {
@@ -274,6 +279,7 @@ impl Driver {
             last_poll: Instant::now(),
             opening: None,
             tape: None,
+            lazy_convs: false,
             poll_timer: Box::pin(tokio::time::sleep(shared.config.control_poll)),
             issued: HashMap::new(),
             receipt_tip: None,
@@ -617,6 +623,11 @@ impl Driver {
         };
         self.unsent.push(commit);
         for a in &t.appended {
+            // A conversation not loaded yet is read from the store when first needed (its new
+            // messages are durable by then).
+            if self.lazy_convs && !self.convs.contains_key(&a.agent) {
+                continue;
+            }
             let list = Arc::make_mut(self.convs.entry(a.agent.clone()).or_default());
             list.truncate(a.index as usize);
             list.push(a.message.clone());
@@ -644,7 +655,7 @@ impl Driver {
             .shared
             .config
             .receipts
-            .seal(self.receipt_tip.as_ref(), draft)
+            .seal_after(self.receipt_tip.as_ref(), draft)
             .map_err(|e| {
                 EngineError::Receipts(format!("cannot seal the receipt of step {seq}: {e}"))
             })?;
@@ -652,7 +663,7 @@ impl Driver {
             .seal
             .to_bytes()
             .ok_or_else(|| EngineError::Receipts(format!("the seal of step {seq} is malformed")))?;
-        self.receipt_tip = Some(receipt);
+        self.receipt_tip = Some(receipt.tip());
         Ok(Some(seal))
     }
 
@@ -870,6 +881,23 @@ impl Driver {
                 let provider = read_lock(&self.shared.providers)
                     .get(&request.provider)
                     .cloned();
+                if self.lazy_convs && !self.convs.contains_key(&agent) {
+                    match history::conversation(
+                        self.shared.store.as_ref(),
+                        &agent,
+                        &request.conversation,
+                    ) {
+                        Ok(list) => {
+                            self.convs.insert(agent.clone(), Arc::new(list));
+                        }
+                        Err(e) => {
+                            self.inflight.push(Box::pin(futures_util::future::ready(
+                                Completion::Fatal(e.into()),
+                            )));
+                            return;
+                        }
+                    }
+                }
                 let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
                 if messages.len() > request.conversation.len as usize {
                     messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
@@ -980,20 +1008,20 @@ impl Driver {
     }
 }
 
-/// The last receipt of `run`'s chain at or before `seq`, checked to be one this engine's signer
-/// can continue (same mode, same key).
+/// The tip of `run`'s receipt chain at or before `seq`, checked to be one this engine's
+/// signer can continue (same mode, same key). Reads one row, not the chain.
 pub(super) fn receipt_tip(
     shared: &Shared,
     run: &RunId,
     seq: u64,
-) -> Result<Option<crate::receipt::Receipt>, EngineError> {
-    let chain = history::receipts(shared.store.as_ref(), run)?;
-    let tip = chain.into_iter().rfind(|r| r.body.seq <= seq);
+) -> Result<Option<crate::receipt::ChainTip>, EngineError> {
+    let tip = history::chain_tip(shared.store.as_ref(), run, seq)?;
     let signer = &shared.config.receipts;
     if let Some(tip) = &tip
-        && (tip.is_signed() != signer.is_signed() || tip.key_id() != signer.key_id())
+        && tip.seal.key_id() != signer.key_id()
     {
         let want = tip
+            .seal
             .key_id()
             .map_or("no key (unsigned receipts)".to_owned(), |k| {
                 format!("the key {k}")
@@ -1076,11 +1104,13 @@ pub(super) async fn apply_one(
     let epoch = lease_of(store::write(store, acquire).await?);
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    let convs = history::conversations(store, &rebuilt.state)?;
+    // Conversations load lazily, when a model call needs one.
+    let convs = BTreeMap::new();
     let last_at = history::transitions(store, run, rec.seq, rec.seq)?
         .first()
         .map_or(Hlc::default(), |t| t.at);
     let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
+    driver.lazy_convs = true;
     let mut outstanding = Vec::new();
     for at in driver.state.outstanding() {
         let e = history::effect_at(store, run, at)?;
@@ -1094,22 +1124,26 @@ pub(super) async fn apply_one(
     let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
     let event = Event::new(run, at, body);
     let result = match step(&driver.state, &event, &driver.spec) {
-        Ok(t) => match driver.commit(&event, &t) {
-            Ok(()) => driver.flush().await.map(|()| t.next),
-            Err(e) => Err(e),
-        },
+        Ok(t) => driver.commit(&event, &t).map(|()| t.next),
         Err(e) => Err(e.into()),
     };
     if let Ok(next) = &result {
         driver.state = next.clone();
     }
-    let status = status_of(&driver.state);
-    driver
-        .release(if status == RunStatus::Running {
-            RunStatus::Paused
-        } else {
-            status
-        })
-        .await?;
+    let status = match status_of(&driver.state) {
+        RunStatus::Running => RunStatus::Paused,
+        s => s,
+    };
+    // The step and the lease's release go to the writer together, so they usually share one
+    // transaction (one fsync); the step is acknowledged only once durable either way.
+    driver.submit_unsent();
+    let release = shared.store.submit(Write::ReleaseLease {
+        run: run.clone(),
+        epoch: driver.epoch,
+        status,
+    });
+    let flushed = driver.flush().await;
+    release.await.unwrap_or(Err(store::StoreError::Closed))?;
+    flushed?;
     result
 }

@@ -20,12 +20,12 @@ mod receipts;
 mod timeline;
 mod verify;
 
-pub use receipts::{ReceiptSummary, check_receipts, receipt_draft, receipts};
+pub use receipts::{ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipts};
 
 pub use diff::{DiffPoint, RunDiff, Side, diff};
 pub use inspect::{SentRequest, StepView, show};
 pub use timeline::{Entry, timeline};
-pub use verify::{Divergence, Recorded, VerifyReport, replay, verify};
+pub use verify::{Divergence, Recorded, VerifyReport, replay, replay_with, verify};
 
 /// One stretch of a run's history stored under one run id: seqs `from..=to` of `run`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -66,44 +66,73 @@ fn walk(
     run: &RunId,
 ) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
     let rec = record(store, run)?;
-    let rows = transitions(store, run, 1, rec.seq)?;
-    let mut issued: HashMap<EffectRef, Effect> = HashMap::new();
-    let mut chain: Vec<Receipt> = Vec::new();
-    let mut problem = None;
-    for t in &rows {
+    let mut builder = ChainBuilder::default();
+    for t in &transitions(store, run, 1, rec.seq)? {
         let event = event_of(run, t)?;
+        builder.visit(
+            run,
+            t.seq,
+            &event,
+            &t.event,
+            t.seal.as_deref(),
+            &effects_of(run, t)?,
+        )?;
+    }
+    Ok(builder.finish())
+}
+
+/// Rebuilds a receipt chain one transition at a time, in order.
+#[derive(Default)]
+pub(crate) struct ChainBuilder {
+    issued: HashMap<EffectRef, Effect>,
+    chain: Vec<Receipt>,
+    problem: Option<Divergence>,
+}
+
+impl ChainBuilder {
+    /// Takes transition `seq`: its event (and exact stored bytes), its stored seal, and the
+    /// effects it emitted.
+    pub(crate) fn visit(
+        &mut self,
+        run: &RunId,
+        seq: u64,
+        event: &crate::machine::Event,
+        event_bytes: &[u8],
+        seal: Option<&[u8]>,
+        effects: &[Effect],
+    ) -> Result<(), HistoryError> {
         let answered = match &event.body {
             EventBody::ModelReplied { effect, .. }
             | EventBody::ModelFailed { effect, .. }
-            | EventBody::ToolReturned { effect, .. } => issued.remove(&EffectRef {
+            | EventBody::ToolReturned { effect, .. } => self.issued.remove(&EffectRef {
                 seq: effect.seq,
                 index: effect.index,
             }),
             _ => None,
         };
         let draft = answered
-            .and_then(|e| receipt_draft(&event.run, t.seq, event.at, &e, &event.body, &t.event));
-        match (draft, &t.seal) {
+            .and_then(|e| receipt_draft(&event.run, seq, event.at, &e, &event.body, event_bytes));
+        match (draft, seal) {
             (Some(draft), Some(bytes)) => {
                 let seal = Seal::from_bytes(bytes).ok_or_else(|| HistoryError::Diverged {
                     run: run.to_string(),
-                    seq: t.seq,
+                    seq,
                     detail: "the stored receipt seal does not decode".into(),
                 })?;
-                let body = ReceiptBody::from_draft(draft, chain.last().map(Receipt::link));
-                chain.push(Receipt { body, seal });
+                let body = ReceiptBody::from_draft(draft, self.chain.last().map(Receipt::link));
+                self.chain.push(Receipt { body, seal });
             }
-            (Some(_), None) if problem.is_none() => {
-                problem = Some(Divergence {
-                    seq: t.seq,
+            (Some(_), None) if self.problem.is_none() => {
+                self.problem = Some(Divergence {
+                    seq,
                     what: "receipt".into(),
                     expected: "a receipt for this result".into(),
                     found: "none".into(),
                 });
             }
-            (None, Some(_)) if problem.is_none() => {
-                problem = Some(Divergence {
-                    seq: t.seq,
+            (None, Some(_)) if self.problem.is_none() => {
+                self.problem = Some(Divergence {
+                    seq,
                     what: "receipt".into(),
                     expected: "no receipt (no model or tool result here)".into(),
                     found: "a receipt".into(),
@@ -111,17 +140,44 @@ fn walk(
             }
             _ => {}
         }
-        for e in effects_of(run, t)? {
-            issued.insert(
+        for e in effects {
+            self.issued.insert(
                 EffectRef {
                     seq: e.id().seq,
                     index: e.id().index,
                 },
-                e,
+                e.clone(),
             );
         }
+        Ok(())
     }
-    Ok((chain, problem))
+
+    /// The chain, and the first missing or unexpected receipt.
+    pub(crate) fn finish(self) -> (Vec<Receipt>, Option<Divergence>) {
+        (self.chain, self.problem)
+    }
+}
+
+/// The last receipt seal of `run`'s chain at or before `seq` (across fork ancestry), without
+/// rebuilding the chain: what a resuming process needs to seal the next receipt.
+pub fn chain_tip(
+    store: &dyn Store,
+    run: &RunId,
+    seq: u64,
+) -> Result<Option<receipt::ChainTip>, HistoryError> {
+    for seg in super::ancestry(store, run, seq)?.iter().rev() {
+        if let Some((at, bytes)) = store.last_seal(&seg.run, seg.to)?
+            && at >= seg.from
+        {
+            let seal = Seal::from_bytes(&bytes).ok_or_else(|| HistoryError::Diverged {
+                run: run.to_string(),
+                seq: at,
+                detail: "the stored receipt seal does not decode".into(),
+            })?;
+            return Ok(Some(receipt::ChainTip { seq: at, seal }));
+        }
+    }
+    Ok(None)
 }
 
 /// What the receipt check found.
@@ -144,9 +200,16 @@ pub fn check_receipts(
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<Result<ReceiptSummary, Divergence>, HistoryError> {
-    let (chain, problem) = walk(store, run)?;
+    Ok(check_chain(walk(store, run)?, key))
+}
+
+/// Checks a rebuilt chain (see [`check_receipts`]).
+pub(crate) fn check_chain(
+    (chain, problem): (Vec<Receipt>, Option<Divergence>),
+    key: Option<&VerifyingKey>,
+) -> Result<ReceiptSummary, Divergence> {
     if let Some(d) = problem {
-        return Ok(Err(d));
+        return Err(d);
     }
     let named = chain
         .first()
@@ -155,16 +218,16 @@ pub fn check_receipts(
     let key_used = key.copied().or(named);
     if let Err(e) = receipt::verify(&chain, key_used.as_ref()) {
         let seq = e.at().map_or(0, |a| a.seq);
-        return Ok(Err(Divergence {
+        return Err(Divergence {
             seq,
             what: "receipt".into(),
             expected: "a valid receipt".into(),
             found: e.to_string(),
-        }));
+        });
     }
-    Ok(Ok(ReceiptSummary {
+    Ok(ReceiptSummary {
         receipts: chain.len(),
         signed_by: chain.first().and_then(|r| r.key_id()).map(str::to_owned),
         trusted_key: key.is_some(),
-    }))
+    })
 }

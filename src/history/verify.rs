@@ -71,6 +71,16 @@ pub fn replay<'a>(
     spec: &RunSpec,
     recorded: impl IntoIterator<Item = Recorded<'a>>,
 ) -> Result<RunState, Divergence> {
+    replay_with(spec, recorded, &mut |_, _| Ok(()))
+}
+
+/// [`replay`], calling `visit` with each recorded transition and what the machine did with it,
+/// once it has been checked.
+pub fn replay_with<'a>(
+    spec: &RunSpec,
+    recorded: impl IntoIterator<Item = Recorded<'a>>,
+    visit: &mut dyn FnMut(&Recorded<'a>, &crate::machine::Transition) -> Result<(), Divergence>,
+) -> Result<RunState, Divergence> {
     let mut state = RunState::Created;
     let mut chain = Digest::ZERO;
     for (expected_seq, r) in (1..).zip(recorded) {
@@ -129,6 +139,7 @@ pub fn replay<'a>(
             }
             chain = stored;
         }
+        visit(&r, &t)?;
         state = t.next;
     }
     Ok(state)
@@ -168,10 +179,24 @@ pub fn verify(
         state_hash: t.state_hash,
         chain: Some(t.chain),
     });
-    let state = match replay(&spec, recorded) {
+    let mut receipts = super::receipts::ChainBuilder::default();
+    let mut failure: Option<HistoryError> = None;
+    let mut visit = |r: &Recorded<'_>, t: &crate::machine::Transition| -> Result<(), Divergence> {
+        let seal = rows
+            .get(usize::try_from(r.seq).unwrap_or(usize::MAX).wrapping_sub(1))
+            .and_then(|row| row.seal.as_deref());
+        if let Err(e) = receipts.visit(run, r.seq, &r.event, r.event_bytes, seal, &t.effects) {
+            failure = Some(e);
+        }
+        Ok(())
+    };
+    let state = match replay_with(&spec, recorded, &mut visit) {
         Ok(state) => state,
         Err(d) => return Ok(Err(d)),
     };
+    if let Some(e) = failure {
+        return Err(e);
+    }
     if state.seq() != rec.seq {
         let next = state.seq() + 1;
         return Ok(Err(Divergence::new(
@@ -181,7 +206,7 @@ pub fn verify(
             "nothing",
         )));
     }
-    let receipts = match super::check_receipts(store, run, key)? {
+    let receipts = match super::receipts::check_chain(receipts.finish(), key) {
         Ok(r) => r,
         Err(d) => return Ok(Err(d)),
     };

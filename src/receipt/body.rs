@@ -302,7 +302,34 @@ pub enum Seal {
     },
 }
 
+/// The end of a receipt chain, as much of it as sealing the next receipt needs: its seq and
+/// its seal (whose [`Seal::link`] becomes the next `parent_sig`). Cheap to keep and to load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainTip {
+    /// The last receipt's seq.
+    pub seq: u64,
+    /// The last receipt's seal.
+    pub seal: Seal,
+}
+
 impl Seal {
+    /// What the next receipt's `parent_sig` holds: the signature, or for an unsigned receipt
+    /// its stored digest (`verify` checks the digest against the body before trusting a link).
+    pub fn link(&self) -> String {
+        match self {
+            Seal::Ed25519 { signature, .. } => signature.clone(),
+            Seal::Unsigned { digest } => digest.clone(),
+        }
+    }
+
+    /// The signer's public key (hex), for a signed seal.
+    pub fn key_id(&self) -> Option<&str> {
+        match self {
+            Seal::Ed25519 { key_id, .. } => Some(key_id),
+            Seal::Unsigned { .. } => None,
+        }
+    }
+
     /// The seal in a compact binary form for storage beside a transition: `0x00` then the
     /// 32-byte digest, or `0x01` then the 32-byte public key and the 64-byte signature. `None`
     /// when a field is not the hex it should be.
@@ -353,10 +380,14 @@ impl Receipt {
     /// signed receipt, or the digest of the body (64 hex, recomputed from the fields, not
     /// read from the seal) of an unsigned one. Store it as the chain tip.
     pub fn link(&self) -> String {
-        match &self.seal {
-            Seal::Ed25519 { signature, .. } => signature.clone(),
-            // The stored digest; `verify` checks it against the body before trusting a link.
-            Seal::Unsigned { digest } => digest.clone(),
+        self.seal.link()
+    }
+
+    /// What sealing the next receipt needs of this one.
+    pub fn tip(&self) -> ChainTip {
+        ChainTip {
+            seq: self.body.seq,
+            seal: self.seal.clone(),
         }
     }
 

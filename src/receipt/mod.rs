@@ -98,8 +98,8 @@ mod signer;
 mod verify;
 
 pub use body::{
-    FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, hash_json,
-    hash_serialize, sha256_hex,
+    ChainTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal,
+    hash_json, hash_serialize, sha256_hex,
 };
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use error::{KeyOrigin, KeyProblem, ReceiptError};

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 
-use super::body::{Receipt, ReceiptBody, ReceiptDraft, Seal};
+use super::body::{ChainTip, Receipt, ReceiptBody, ReceiptDraft, Seal};
 use super::error::ReceiptError;
 use super::{hex, key};
 
@@ -93,11 +93,21 @@ impl ReceiptSigner {
         previous: Option<&Receipt>,
         draft: ReceiptDraft,
     ) -> Result<Receipt, ReceiptError> {
-        let parent_sig = match previous {
+        self.seal_after(previous.map(Receipt::tip).as_ref(), draft)
+    }
+
+    /// [`seal`](Self::seal) after a chain tip rather than a whole receipt (what a process that
+    /// resumes a run loads from storage).
+    pub fn seal_after(
+        &self,
+        tip: Option<&ChainTip>,
+        draft: ReceiptDraft,
+    ) -> Result<Receipt, ReceiptError> {
+        let parent_sig = match tip {
             None => None,
             Some(prev) => {
                 self.check_tip(prev, draft.seq)?;
-                Some(prev.link())
+                Some(prev.seal.link())
             }
         };
         let seq = draft.seq;
@@ -117,8 +127,8 @@ impl ReceiptSigner {
         Ok(Receipt { body, seal })
     }
 
-    fn check_tip(&self, prev: &Receipt, seq: u64) -> Result<(), ReceiptError> {
-        match (prev.key_id(), self.key_id()) {
+    fn check_tip(&self, prev: &ChainTip, seq: u64) -> Result<(), ReceiptError> {
+        match (prev.seal.key_id(), self.key_id()) {
             (Some(tip_key), Some(signer_key)) if tip_key != signer_key => {
                 return Err(ReceiptError::KeyChanged {
                     tip_key: tip_key.to_owned(),
@@ -132,9 +142,9 @@ impl ReceiptSigner {
             }
             _ => {}
         }
-        if seq <= prev.body.seq {
+        if seq <= prev.seq {
             return Err(ReceiptError::SeqNotIncreasing {
-                previous: prev.body.seq,
+                previous: prev.seq,
                 seq,
             });
         }

@@ -331,6 +331,18 @@ impl Store for MemoryStore {
         })
     }
 
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).and_then(|r| {
+                r.transitions
+                    .iter()
+                    .rev()
+                    .filter(|t| t.seq <= at)
+                    .find_map(|t| t.seal.clone().map(|s| (t.seq, s)))
+            })
+        })
+    }
+
     fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         self.with(|inner| inner.blobs.get(digest).cloned())
     }

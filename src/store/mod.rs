@@ -468,6 +468,9 @@ pub trait Store: Send + Sync + 'static {
         at: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError>;
 
+    /// The newest receipt seal of the run's own transitions with `seq <= at`: `(seq, seal)`.
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError>;
+
     /// A blob by digest.
     fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
 

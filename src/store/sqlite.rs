@@ -227,6 +227,19 @@ impl Store for SqliteStore {
         })
     }
 
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(None) };
+            c.prepare_cached(
+                "SELECT id, seal FROM transitions WHERE id BETWEEN ?1 AND ?2 AND seal IS NOT NULL ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row(params![row_id(key, 0), row_id(key, at.min(u64::from(u32::MAX)))], |r| {
+                Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
+            })
+            .optional()
+        })
+    }
+
     fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         self.read(|c| {
             c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
