@@ -239,7 +239,8 @@ pub(super) struct Driver {
     /// one timer for the driver's life, re-armed when it fires.
     poll_timer: std::pin::Pin<Box<tokio::time::Sleep>>,
     /// Effects emitted and not yet answered, for sealing the receipt of their answer.
-    pub(super) issued: HashMap<EffectRef, Effect>,
+    /// (With the SHA-256 of the effect's JSON as written, when known.)
+    pub(super) issued: HashMap<EffectRef, (Effect, Option<String>)>,
     /// The last receipt of the run's chain.
     pub(super) receipt_tip: Option<crate::receipt::ChainTip>,
 }
@@ -544,18 +545,30 @@ impl Driver {
             |e: serde_json::Error| EngineError::Driver(format!("cannot encode a transition: {e}"));
         let seq = t.next.seq();
         let event_json = serde_json::to_vec(event).map_err(encode)?;
-        let effects = if t.effects.is_empty() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&t.effects).map_err(encode)?
-        };
+        // The effects column, written one effect at a time so each effect's own bytes can be
+        // hashed for the receipt of its answer (the result equals encoding the whole list).
+        let mut effects = Vec::new();
+        let mut effect_hashes = Vec::with_capacity(t.effects.len());
+        if !t.effects.is_empty() {
+            effects.reserve(256 * t.effects.len());
+            effects.push(b'[');
+            for (i, e) in t.effects.iter().enumerate() {
+                if i > 0 {
+                    effects.push(b',');
+                }
+                let start = effects.len();
+                serde_json::to_writer(&mut effects, e).map_err(encode)?;
+                effect_hashes.push(crate::receipt::sha256_hex(&effects[start..]));
+            }
+            effects.push(b']');
+        }
         let state_bytes = t.next.canonical_bytes();
         let state_hash = Digest::of(&state_bytes);
         let chain = chain_link(&self.chain, &event_json, &state_hash);
         let blobs = t
             .appended
             .iter()
-            .map(|a| (a.head, node_bytes(&a.prev, &a.message.canonical_bytes())))
+            .map(|a| (a.head, node_bytes(&a.prev, &a.bytes)))
             .collect();
         // Outbox rows for the calls whose status matters on resume: tool calls that are not
         // idempotent (started vs pending decides between in doubt and performing). Every other
@@ -584,13 +597,13 @@ impl Driver {
             .collect();
         drop(tools);
         let receipt = self.seal(seq, event, &event_json)?;
-        for e in &t.effects {
+        for (e, hash) in t.effects.iter().zip(effect_hashes) {
             self.issued.insert(
                 EffectRef {
                     seq: e.id().seq,
                     index: e.id().index,
                 },
-                e.clone(),
+                (e.clone(), Some(hash)),
             );
         }
         let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
@@ -646,8 +659,16 @@ impl Driver {
         event_bytes: &[u8],
     ) -> Result<Option<Vec<u8>>, EngineError> {
         let answered = resolved(&event.body).and_then(|r| self.issued.remove(&r));
-        let Some(draft) = answered.and_then(|e| {
-            history::receipt_draft(&self.run, seq, event.at, &e, &event.body, event_bytes)
+        let Some(draft) = answered.and_then(|(e, hash)| {
+            history::receipt_draft_hashed(
+                &self.run,
+                seq,
+                event.at,
+                &e,
+                hash,
+                &event.body,
+                event_bytes,
+            )
         }) else {
             return Ok(None);
         };
@@ -679,7 +700,7 @@ impl Driver {
                     seq: e.id().seq,
                     index: e.id().index,
                 },
-                e.clone(),
+                (e.clone(), None),
             );
         }
         self.receipt_tip = receipt_tip(&self.shared, &self.run, self.state.seq())?;

@@ -163,7 +163,7 @@ pub(super) async fn fork(
     let mut driver = Driver::new(shared, new_id.clone(), spec, epoch, rebuilt, convs, last_at);
     driver.receipt_tip = tip;
     for (at, mine, _) in &inherited {
-        driver.issued.insert(*at, mine.clone());
+        driver.issued.insert(*at, (mine.clone(), None));
     }
     if matches!(driver.state, RunState::Created) {
         driver.queue.push_back(EventBody::Start {

@@ -20,7 +20,9 @@ mod receipts;
 mod timeline;
 mod verify;
 
-pub use receipts::{ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipts};
+pub use receipts::{
+    ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipt_draft_hashed, receipts,
+};
 
 pub use diff::{DiffPoint, RunDiff, Side, diff};
 pub use inspect::{SentRequest, StepView, show};

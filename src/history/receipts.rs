@@ -23,6 +23,20 @@ pub fn receipt_draft(
     body: &EventBody,
     event_bytes: &[u8],
 ) -> Option<ReceiptDraft> {
+    receipt_draft_hashed(run, seq, at, effect, None, body, event_bytes)
+}
+
+/// [`receipt_draft`] with the request hash already known (the SHA-256 of the effect's JSON as
+/// it was written when emitted), so it is not encoded again.
+pub fn receipt_draft_hashed(
+    run: &RunId,
+    seq: u64,
+    at: crate::machine::Hlc,
+    effect: &Effect,
+    request_hash: Option<String>,
+    body: &EventBody,
+    event_bytes: &[u8],
+) -> Option<ReceiptDraft> {
     let (kind, agent, usage, cost): (ReceiptKind, &AgentId, _, _) = match (effect, body) {
         (Effect::CallModel { agent, .. }, EventBody::ModelReplied { reply, .. }) => (
             ReceiptKind::Model,
@@ -38,13 +52,16 @@ pub fn receipt_draft(
         }
         _ => return None,
     };
-    let request = serde_json::to_vec(effect).ok()?;
+    let request_hash = match request_hash {
+        Some(h) => h,
+        None => receipt::sha256_hex(&serde_json::to_vec(effect).ok()?),
+    };
     Some(ReceiptDraft {
         run_id: run.clone(),
         seq,
         kind,
         agent: agent.clone(),
-        request_hash: receipt::sha256_hex(&request),
+        request_hash,
         response_hash: receipt::sha256_hex(event_bytes),
         usage,
         cost,

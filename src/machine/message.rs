@@ -106,7 +106,8 @@ impl ConversationRef {
     /// Appends `message`, returning the record a transition reports for it.
     pub(crate) fn push(&mut self, agent: &AgentId, message: Message) -> Appended {
         let prev = self.head;
-        let head = Self::chain(&prev, &message.canonical_bytes());
+        let bytes = message.canonical_bytes();
+        let head = Self::chain(&prev, &bytes);
         let index = self.len;
         self.len += 1;
         self.head = head;
@@ -116,6 +117,7 @@ impl ConversationRef {
             prev,
             head,
             message,
+            bytes,
         }
     }
 }
@@ -133,6 +135,10 @@ pub struct Appended {
     pub head: Digest,
     /// The message.
     pub message: Message,
+    /// The message's canonical bytes (what `head` covers), kept so that whoever stores the
+    /// message does not encode it again.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
 }
 
 /// Conversation bodies kept in memory, keyed by agent: the companion a caller of
