@@ -43,6 +43,8 @@ pub struct BenchOptions {
     pub w2_rounds: usize,
     /// W3: rounds of the parked run.
     pub w3_rounds: usize,
+    /// Time travel: rounds of the long run (3,333 rounds ≈ 10,000 transitions).
+    pub travel_rounds: usize,
     /// Raw limit: inserts per measurement.
     pub raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
@@ -68,6 +70,7 @@ impl BenchOptions {
             w2_runs: 200,
             w2_rounds: 5,
             w3_rounds: 1_001,
+            travel_rounds: 3_333,
             raw_commits: 1_000,
             exe: None,
             only: Vec::new(),
@@ -84,6 +87,7 @@ impl BenchOptions {
             w2_runs: 10,
             w2_rounds: 2,
             w3_rounds: 30,
+            travel_rounds: 40,
             raw_commits: 50,
             exe: None,
             only: Vec::new(),
@@ -106,6 +110,21 @@ pub struct Report {
     pub w3: W3,
     /// In memory.
     pub w4: W4,
+    /// Time travel on a long run.
+    pub travel: Travel,
+}
+
+/// Time travel on a run of about 10,000 transitions: each a whole `runtape` process.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Travel {
+    /// Transitions in the run.
+    pub transitions: u64,
+    /// `log --json` to /dev/null, ms.
+    pub log_ms: Option<f64>,
+    /// `show RUN@SEQ` at a step in the middle, ms.
+    pub show_ms: Option<f64>,
+    /// `verify`, ms.
+    pub verify_ms: Option<f64>,
 }
 
 /// The disk's commit rate.
@@ -363,6 +382,13 @@ pub async fn run(
         per_s: f.transitions as f64 / f.wall.as_secs_f64(),
     };
 
+    let travel = if opts.wants("travel") {
+        progress("time travel on a long run");
+        travel(opts, reps).await?
+    } else {
+        Travel::default()
+    };
+
     for entry in std::fs::read_dir(&opts.dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
         if name.to_string_lossy().contains(".db") {
@@ -376,6 +402,7 @@ pub async fn run(
         w2,
         w3,
         w4,
+        travel,
     })
 }
 
@@ -447,6 +474,58 @@ async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {
         resume_in_process_ms: median(in_process),
         log_process_ms: whole(log),
         verify_process_ms: whole(verify),
+    })
+}
+
+/// `log --json`, `show RUN@SEQ` and `verify` of a long run, each a whole process.
+async fn travel(opts: &BenchOptions, reps: usize) -> Result<Travel, BenchError> {
+    let db = fresh(&opts.dir, "travel.db");
+    let run = workload::parked_run(&db, opts.travel_rounds).await?;
+    let store = crate::store::SqliteStore::open_existing(&db, Durability::Full)?;
+    let transitions = crate::history::record(&store, &run)
+        .map_err(|e| BenchError::Process(e.to_string()))?
+        .seq;
+    drop(store);
+    let Some(exe) = &opts.exe else {
+        return Ok(Travel {
+            transitions,
+            ..Travel::default()
+        });
+    };
+    let middle = format!("{run}@{}", transitions / 2 + 1);
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _ in 0..reps {
+        for (i, args) in [
+            vec!["log", run.as_str(), "--json"],
+            vec!["show", &middle],
+            vec!["verify", run.as_str()],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let started = Instant::now();
+            let status = Command::new(exe)
+                .args(args)
+                .arg("--db")
+                .arg(&db)
+                .stdout(std::process::Stdio::null())
+                .status()
+                .map_err(|e| BenchError::Process(e.to_string()))?;
+            times[i].push(ms(started.elapsed()));
+            if !status.success() {
+                return Err(BenchError::Process(format!(
+                    "`runtape {}` failed",
+                    args.join(" ")
+                )));
+            }
+        }
+    }
+    let [log, show, verify] = times;
+    Ok(Travel {
+        transitions,
+        log_ms: Some(median(log)),
+        show_ms: Some(median(show)),
+        verify_ms: Some(median(verify)),
     })
 }
 

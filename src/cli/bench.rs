@@ -118,6 +118,16 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             p(r.w3.verify_process_ms)
         );
     }
+    if wants("travel") {
+        let p = |v: Option<f64>| v.map_or("n/a".to_owned(), |ms| format!("{ms:.1} ms"));
+        outln!(
+            "T   time travel on a {}-transition run (whole processes): log --json {}; show RUN@SEQ {}; verify {}",
+            r.travel.transitions,
+            p(r.travel.log_ms),
+            p(r.travel.show_ms),
+            p(r.travel.verify_ms)
+        );
+    }
     if wants("w4") {
         outln!(
             "W4  in memory, {} transitions          {:>10.0} transitions/s",

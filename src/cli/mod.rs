@@ -243,7 +243,7 @@ pub enum Command {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// Measure only these workloads (raw, w1, growth, w2, w3, w4); repeatable.
+        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel); repeatable.
         #[arg(long, value_name = "WORKLOAD")]
         only: Vec<String>,
         /// Internal: the in-process half of W3 on RUN in --db.
