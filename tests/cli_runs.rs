@@ -3,7 +3,7 @@
 //! input of the spec file and the database (one line on stderr, the documented exit status,
 //! the database unchanged).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -195,10 +195,14 @@ fn pause_from_another_process_stops_at_a_step_boundary() {
     wait_for_step(&mut lines, 4);
     let o = runtape(&db, &["pause", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let o = child.wait_with_output().expect("the run process exits");
-    assert_eq!(o.status.code(), Some(0));
+    // `pause` returns once the run has paused, so a `resume` may follow at once.
     let (status, seq) = status_of(&db, &run);
     assert_eq!(status, "paused");
+    assert!(
+        out(&o).starts_with(&format!("paused {run} at step {seq}")),
+        "{}",
+        out(&o)
+    );
     let kind: String = rusqlite::Connection::open(&db)
         .expect("opens")
         .query_row("SELECT state_kind FROM runs", [], |r| r.get(0))
@@ -207,7 +211,15 @@ fn pause_from_another_process_stops_at_a_step_boundary() {
     assert!(seq < 40, "paused before the end ({seq})");
     let o = runtape(&db, &["resume", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(out(&o).starts_with(&format!("resumed run {run}")));
     assert_eq!(status_of(&db, &run).0, "completed");
+    let mut rest = String::new();
+    lines
+        .read_to_string(&mut rest)
+        .expect("reads the first process's output");
+    assert!(rest.contains("\"type\":\"run.paused\""), "{rest}");
+    let o = child.wait_with_output().expect("the first process exits");
+    assert_eq!(o.status.code(), Some(0), "a paused run exits 0");
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 
@@ -221,6 +233,9 @@ fn cancel_from_another_process_stops_the_run() {
     let started = Instant::now();
     let o = runtape(&db, &["cancel", &run, "--reason", "enough"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // `cancel` returns once the driving process has committed the cancellation.
+    assert_eq!(status_of(&db, &run).0, "cancelled", "{}", out(&o));
+    assert!(out(&o).starts_with(&format!("cancelled {run}")));
     let o = child.wait_with_output().expect("exits");
     assert_eq!(o.status.code(), Some(1), "a cancelled run exits 1");
     assert!(started.elapsed() < Duration::from_secs(20));

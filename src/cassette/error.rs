@@ -126,7 +126,7 @@ pub enum CassetteError {
     },
     /// Strict replay: the request's prompt hash is not the recorded one.
     #[error(
-        "cassette replay: turn {turn} sent a different request than was recorded (prompt hash {expected_hash} recorded, {actual_hash} sent); re-record, or replay with strict: false to explore\n{diff}"
+        "cassette replay: turn {turn} sent a different request than was recorded (prompt hash {expected_hash} recorded, {actual_hash} sent); re-record, or replay non-strict to explore (`runtape replay --non-strict`, or `strict: false`)\n{diff}"
     )]
     Mismatch {
         /// The turn (entry index) being replayed.

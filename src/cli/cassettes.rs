@@ -116,13 +116,14 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `runtape cassette diff A B`: where two cassettes' tool-call behaviour differs.
+/// `runtape cassette diff A B`: where two cassettes' tool-call behaviour differs. Returns
+/// whether they are the same.
 pub(crate) fn diff(
     a: &Path,
     b: &Path,
     ignore_content: bool,
     json_out: bool,
-) -> Result<(), CliError> {
+) -> Result<bool, CliError> {
     let load = |p: &Path| {
         Cassette::load(p, &LoadOptions::default())
             .map_err(|e| CliError::usage(format!("{}: {e}", p.display())))
@@ -132,8 +133,9 @@ pub(crate) fn diff(
     if json_out {
         let mut v = serde_json::to_value(&d).map_err(|e| CliError::internal(e.to_string()))?;
         v["type"] = json!("cassette.diff");
-        return print_json(&v);
+        print_json(&v)?;
+        return Ok(d.is_same());
     }
     outln!("{}", d.to_string().trim_end());
-    Ok(())
+    Ok(d.is_same())
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::common::{CliError, outln, print_json, usd};
 use super::{EXIT_FAILED, EXIT_OK};
 use crate::exec::{RunEnd, RunHandle, Trace, TraceEvent};
-use crate::machine::{Outcome, RunState};
+use crate::machine::{Outcome, RunState, Slot, SlotStatus};
 use crate::store::RunStatus;
 
 /// Prints the run id first (the line a script needs), in the chosen format.
@@ -18,6 +18,31 @@ pub(crate) fn announce(run: &str, verb: &str, json: bool) -> Result<(), CliError
         print_json(&json!({"type": "run", "id": run, "action": verb}))
     } else {
         outln!("{verb} run {run}");
+        Ok(())
+    }
+}
+
+/// The `resume` options that answer a call in this state, or `None` if it waits for no one.
+fn answers(status: &SlotStatus) -> Option<&'static str> {
+    match status {
+        SlotStatus::Approval { .. } => Some("--approve | --reject [REASON] | --input TEXT"),
+        SlotStatus::Question { .. } => Some("--input TEXT | --reject [REASON]"),
+        SlotStatus::InDoubt { .. } => {
+            Some("--approve (perform it again) | --reject [REASON] | --input RESULT")
+        }
+        _ => None,
+    }
+}
+
+/// Prints a fork's new run id first: `forked PARENT@SEQ as run ID`, or with `--json`
+/// `{"type":"run","id":ID,"action":"forked","parent":PARENT,"at":SEQ}`.
+pub(crate) fn announce_fork(run: &str, parent: &str, at: u64, json: bool) -> Result<(), CliError> {
+    if json {
+        print_json(
+            &json!({"type": "run", "id": run, "action": "forked", "parent": parent, "at": at}),
+        )
+    } else {
+        outln!("forked {parent}@{at} as run {run}");
         Ok(())
     }
 }
@@ -214,11 +239,25 @@ fn summarise(end: &RunEnd, status: &Status, json: bool) -> Result<u8, CliError> 
                     .unwrap_or_default()
             );
         }
-        (_, RunStatus::AwaitingInput) => {
+        (RunState::AwaitingInput { batch, .. }, _) => {
             outln!("waiting for a person: {totals}");
-            outln!(
-                "answer with: runtape resume {run} --approve | --reject [REASON] | --input TEXT  (see `runtape show {run}`)"
-            );
+            let waiting: Vec<&Slot> = batch
+                .slots
+                .iter()
+                .filter(|s| answers(&s.status).is_some())
+                .collect();
+            for slot in &waiting {
+                let call = if waiting.len() > 1 {
+                    format!(" --call {}", slot.call_id)
+                } else {
+                    String::new()
+                };
+                outln!(
+                    "answer {} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
+                    slot.tool,
+                    answers(&slot.status).unwrap_or_default()
+                );
+            }
         }
         (RunState::BudgetExhausted { key, .. }, _) => {
             outln!("out of budget ({key}): {totals}");

@@ -36,7 +36,8 @@ The database is --db PATH, else $RUNTAPE_DB, else the spec file's `database`, el
 
 Exit status:
   0  the run completed, or the command succeeded
-  1  the run failed, was cancelled or exhausted its budget; a check (verify, statechart --check) failed
+  1  the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
+     receipts verify) or two cassettes differ (cassette diff)
   2  usage error, invalid spec or bad input, such as an unknown run id (nothing was changed)
   3  internal or storage error, such as a file that is not a runtape database";
 
@@ -272,7 +273,8 @@ pub enum CassetteAction {
         #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
     },
-    /// Show where two cassettes' tool-call behaviour differs (call ids ignored).
+    /// Show where two cassettes' tool-call behaviour differs (call ids ignored); exit 1 when
+    /// they differ, as diff(1) does.
     Diff {
         /// The first cassette.
         a: PathBuf,
@@ -393,7 +395,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                     ignore_content,
                     json,
                 },
-        } => cassettes::diff(&a, &b, ignore_content, json).map(|_| EXIT_OK),
+        } => cassettes::diff(&a, &b, ignore_content, json)
+            .map(|same| if same { EXIT_OK } else { EXIT_FAILED }),
         Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
         Command::Bench {
             rounds,

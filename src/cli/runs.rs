@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
-use super::drive::{announce, follow};
+use super::drive::{announce, announce_fork, follow};
 use crate::cassette::{Cassette, CassetteProvider, LoadOptions, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
 use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
@@ -123,7 +123,6 @@ pub(crate) async fn resume(
         Answer::Approve => Some(HumanInput::Approve),
         Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
     };
-    announce(run.as_str(), "resumed", common.json)?;
     // Every raise but the last is committed on its own; the last (or the input) drives the run.
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {
@@ -136,6 +135,8 @@ pub(crate) async fn resume(
         (None, Some((scope, key, limit))) => engine.raise_budget(&run, scope, key, limit).await?,
         (None, None) => engine.resume(&run).await?,
     };
+    // Announced once this process holds the run, so a refused resume prints only its error.
+    announce(run.as_str(), "resumed", common.json)?;
     follow(&engine, handle, common.json).await
 }
 
@@ -171,11 +172,7 @@ pub(crate) async fn fork(
         (true, true) => ForkMode::Tape(TapeEnd::Stop),
     };
     let handle = engine.fork(&run, seq, edits, mode).await?;
-    announce(
-        handle.run_id().as_str(),
-        &format!("forked {run}@{seq} as"),
-        common.json,
-    )?;
+    announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
     follow(&engine, handle, common.json).await
 }
 

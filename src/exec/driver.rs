@@ -176,6 +176,25 @@ pub(super) fn waiting_input(
     run: &RunId,
     call_id: Option<&str>,
 ) -> Result<crate::machine::EffectId, EngineError> {
+    let (state, _) = latest(shared, run)?;
+    super::input_effect(run, &state, call_id)
+}
+
+/// Refuses `body` up front when the machine would refuse it in the run's latest state, so a
+/// caller hears why instead of the driver dropping it. Pure: nothing is written.
+pub(super) fn check_fits(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    body: &EventBody,
+) -> Result<(), EngineError> {
+    let (state, spec) = latest(shared, run)?;
+    let at = Hlc::default();
+    step(&state, &Event::new(run, at, body.clone()), &spec)?;
+    Ok(())
+}
+
+/// The run's latest state and its spec; a run that has ended is refused.
+fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), EngineError> {
     let store = shared.store.as_ref();
     let rec = history::record(store, run)?;
     if rec.status.is_terminal() {
@@ -186,7 +205,7 @@ pub(super) fn waiting_input(
     }
     let spec = history::spec_of(&rec)?;
     let state = history::state_at(store, run, &spec, rec.seq)?.state;
-    super::input_effect(run, &state, call_id)
+    Ok((state, spec))
 }
 
 pub(super) fn lease_of(w: Written) -> u64 {

@@ -412,7 +412,8 @@ impl Engine {
     }
 
     /// Answers a call that waits for a person (`call_id` may be left out when only one
-    /// waits) and drives the run on.
+    /// waits) and drives the run on. Input that does not fit the request (approving a question)
+    /// is refused with [`EngineError::Machine`] before anything is written.
     pub async fn provide_input(
         &self,
         run: &RunId,
@@ -421,10 +422,12 @@ impl Engine {
     ) -> Result<RunHandle, EngineError> {
         let effect = driver::waiting_input(&self.shared, run, call_id)?;
         let body = EventBody::InputProvided { effect, input };
+        driver::check_fits(&self.shared, run, &body)?;
         driver::resume(&self.shared, run, vec![body]).await
     }
 
-    /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues).
+    /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues). A
+    /// raise that raises nothing is refused before anything is written.
     pub async fn raise_budget(
         &self,
         run: &RunId,
@@ -432,12 +435,9 @@ impl Engine {
         key: BudgetKey,
         limit: u64,
     ) -> Result<RunHandle, EngineError> {
-        driver::resume(
-            &self.shared,
-            run,
-            vec![EventBody::BudgetRaised { scope, key, limit }],
-        )
-        .await
+        let body = EventBody::BudgetRaised { scope, key, limit };
+        driver::check_fits(&self.shared, run, &body)?;
+        driver::resume(&self.shared, run, vec![body]).await
     }
 
     /// Forks `parent` at step `seq`: a new run whose history up to `seq` is the parent's

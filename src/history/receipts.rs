@@ -127,6 +127,22 @@ impl ChainBuilder {
             }),
             _ => None,
         };
+        // A fork performs the calls it inherited outstanding under its own ids (as the driver
+        // does), so its receipt describes the request this run made.
+        let answered = answered.map(|e| {
+            if e.id().run == event.run {
+                e
+            } else {
+                let id = e.id();
+                e.with_id(
+                    EffectRef {
+                        seq: id.seq,
+                        index: id.index,
+                    }
+                    .in_run(&event.run),
+                )
+            }
+        });
         let draft = answered
             .and_then(|e| receipt_draft(&event.run, seq, event.at, &e, &event.body, event_bytes));
         match (draft, seal) {
