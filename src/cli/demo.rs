@@ -25,8 +25,10 @@ fn say(step: &str, text: &str) {
     }
 }
 
-/// Runs the tour; keeps the database for the user to explore.
-pub(crate) async fn demo() -> Result<u8, CliError> {
+/// Runs the tour on `db` (default: a new temporary database); keeps the database for the user
+/// to explore. `$RUNTAPE_DB` is deliberately ignored: the tour should not write into a database
+/// the user keeps for real runs unless they name it.
+pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError> {
     let started = Instant::now();
     let dir = std::env::temp_dir().join(format!("runtape-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
@@ -34,9 +36,9 @@ pub(crate) async fn demo() -> Result<u8, CliError> {
     let spec = dir.join("demo.toml");
     std::fs::write(&spec, SPEC)
         .map_err(|e| CliError::internal(format!("cannot write {}: {e}", spec.display())))?;
-    let db = dir.join("demo.db");
+    let db = db.unwrap_or_else(|| dir.join("demo.db"));
     outln!(
-        "runtape demo — durable agent runs, offline: scripted models, shell tools, a temporary database"
+        "runtape demo — durable agent runs, offline: scripted models, shell tools, a SQLite file"
     );
     outln!("database: {}", db.display());
 

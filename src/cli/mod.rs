@@ -225,7 +225,8 @@ pub enum Command {
         reason: Option<String>,
     },
     /// A one-minute tour, fully offline: a two-agent run is killed mid-run, resumed, listed,
-    /// inspected at an earlier step, forked there and verified.
+    /// inspected at an earlier step, forked there and verified. Its runs go to a new temporary
+    /// database (kept for you to explore), or to `--db PATH` when given.
     Demo,
     /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
     Bench {
@@ -419,7 +420,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             };
             runtime()?.block_on(bench::run(args)).map(|_| EXIT_OK)
         }
-        Command::Demo => runtime()?.block_on(demo::demo()),
+        Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
         Command::Ls { json } => inspect::ls(&db, json).map(|_| EXIT_OK),
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),

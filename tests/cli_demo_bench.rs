@@ -1,0 +1,120 @@
+//! `runtape demo` and `runtape bench`, as a newcomer and a capacity planner meet them: the demo
+//! narrates a crash, a resume, a listing, an earlier step, a fork and two verifications, and
+//! leaves a database the printed commands work on; the bench reports every workload.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn runtape(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .args(args)
+        .output()
+        .expect("runs the binary")
+}
+
+#[test]
+fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("demo.db");
+    let o = runtape(&["demo", "--db", db.to_str().expect("utf-8")]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for beat in [
+        "1. start and crash",
+        "killed at step",
+        "2. resume",
+        "completed at step",
+        "3. list",
+        "4. go back",
+        "request to script/scripted",
+        "5. fork",
+        "first differ at step",
+        "6. verify",
+    ] {
+        assert!(stdout.contains(beat), "the demo shows `{beat}`:\n{stdout}");
+    }
+    assert_eq!(
+        stdout.matches("\nOK: ").count(),
+        2,
+        "the run and its fork both verify:\n{stdout}"
+    );
+
+    // The database it leaves holds both runs, completed, and `log` works on them.
+    let conn = rusqlite::Connection::open(&db).expect("the demo's database");
+    let statuses: Vec<(String, String)> = conn
+        .prepare("SELECT id, status FROM runs ORDER BY id")
+        .expect("prepares")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(statuses.len(), 2, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|(_, s)| s == "completed"),
+        "{statuses:?}"
+    );
+    let log = runtape(&["--db", db.to_str().expect("utf-8"), "log", &statuses[0].0]);
+    assert!(log.status.success());
+}
+
+#[test]
+fn a_quick_bench_reports_every_workload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scratch = dir.path().join("bench");
+    let o = runtape(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--dir",
+        scratch.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["type"], "bench");
+    let positive = |pointer: &str| {
+        let x = v
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("{pointer} missing: {v}"));
+        assert!(x > 0.0, "{pointer} = {x}");
+    };
+    for p in [
+        "/raw/full_per_s",
+        "/raw/normal_per_s",
+        "/w1/per_s",
+        "/w1/bytes_per_transition",
+        "/w1/fraction_of_raw",
+        "/w2/per_s",
+        "/w3/resume_process_ms",
+        "/w3/resume_in_process_ms",
+        "/w3/log_process_ms",
+        "/w3/verify_process_ms",
+        "/travel/log_ms",
+        "/travel/show_ms",
+        "/travel/verify_ms",
+        "/w4/per_s",
+    ] {
+        positive(p);
+    }
+    assert_eq!(
+        v["w1"]["transitions"],
+        3 * 20 + 4,
+        "20 rounds: 3 per round + 4"
+    );
+    assert_eq!(v["growth"].as_array().map(Vec::len), Some(2));
+    assert!(
+        !Path::new(&scratch).exists()
+            || std::fs::read_dir(&scratch)
+                .map(|d| d.count() == 0)
+                .unwrap_or(true),
+        "the scratch databases are removed"
+    );
+}

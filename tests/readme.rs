@@ -1,0 +1,383 @@
+//! Every command README.md shows is exercised. The `runtape …` lines of its `sh` blocks run, in
+//! order, with the real binary in a scratch directory holding a copy of `examples/` (so
+//! `./runtape.db`, the default database, is created there); each must exit with status 0, or
+//! with the status its comment names as `(exit N)`. `RUN` and `FORK` stand for the ids the
+//! latest `run`/`replay` and `fork` printed first; a line ending in `&` runs in the background
+//! and must finish with status 0 by the end. `runtape bench` lines run with `--quick` added
+//! (the full sizes take minutes; the README's figures come from the full command). The `cargo …`
+//! lines are what `.ci/run` runs, so each must appear there. Any other command fails the test:
+//! add a way to check it here first.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command line from a `sh` block: the command and its trailing comment.
+#[derive(Debug)]
+struct Shown {
+    line: usize,
+    command: String,
+    comment: String,
+}
+
+/// The command lines of every ```` ```sh ```` block, comment-only and blank lines left out.
+fn shown_commands(readme: &str) -> Vec<Shown> {
+    let mut shown = Vec::new();
+    let mut in_sh = None::<bool>;
+    for (i, line) in readme.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(lang) = trimmed.strip_prefix("```") {
+            in_sh = match in_sh {
+                None => Some(lang.trim() == "sh"),
+                Some(_) => None,
+            };
+            continue;
+        }
+        if in_sh != Some(true) || trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let (command, comment) = split_comment(trimmed);
+        shown.push(Shown {
+            line: i + 1,
+            command: command.trim().to_owned(),
+            comment: comment.trim().to_owned(),
+        });
+    }
+    shown
+}
+
+/// Splits `cmd args  # comment` at the first `#` that starts a word outside quotes.
+fn split_comment(line: &str) -> (&str, &str) {
+    let mut quote = None;
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '#') if prev_space => return (&line[..i], &line[i + 1..]),
+            _ => {}
+        }
+        prev_space = c.is_whitespace();
+    }
+    (line, "")
+}
+
+/// Shell words: whitespace-separated, with single or double quotes grouping. Anything that
+/// needs a real shell (pipes, variables, escapes, redirections) is refused, so the README stays
+/// copy-pasteable and this test stays honest about what it ran.
+fn words(command: &str) -> Vec<String> {
+    assert!(
+        !command.contains(['|', '$', '\\', '>', '<', ';', '`']),
+        "README command needs a shell feature this test does not emulate: {command}"
+    );
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut started = false;
+    for c in command.chars() {
+        match (quote, c) {
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                started = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    out.push(std::mem::take(&mut word));
+                    started = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    assert!(
+        quote.is_none(),
+        "unbalanced quote in README command: {command}"
+    );
+    if started {
+        out.push(word);
+    }
+    out
+}
+
+/// The exit status a comment announces as `(exit N)`, else 0.
+fn expected_status(comment: &str) -> i32 {
+    comment
+        .split("(exit ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .map(|n| n.trim().parse().expect("`(exit N)` holds a number"))
+        .unwrap_or(0)
+}
+
+/// The run id a `run`, `replay` or `fork` printed on its first line.
+fn printed_id(first_line: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(first_line) {
+        return v["id"].as_str().map(str::to_owned);
+    }
+    let id = first_line.trim().rsplit(' ').next()?;
+    (first_line.starts_with("started run ")
+        || first_line.starts_with("replaying run ")
+        || first_line.starts_with("forked "))
+    .then(|| id.to_owned())
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("creates the directory");
+    for entry in std::fs::read_dir(from).expect("reads examples/") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copies an example");
+    }
+}
+
+#[test]
+fn every_runtape_command_in_the_readme_runs_as_documented() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let shown = shown_commands(&readme);
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(
+        &manifest_dir().join("examples"),
+        &dir.path().join("examples"),
+    );
+    std::fs::copy(
+        manifest_dir().join("statechart.md"),
+        dir.path().join("statechart.md"),
+    )
+    .expect("copies statechart.md");
+
+    let mut run: Option<String> = None;
+    let mut fork: Option<String> = None;
+    let mut background: Vec<(String, Child)> = Vec::new();
+    let mut ran = 0;
+    for s in shown.iter().filter(|s| s.command.starts_with("runtape ")) {
+        let what = format!("README.md:{}: {}", s.line, s.command);
+        let (command, in_background) = match s.command.strip_suffix('&') {
+            Some(c) => (c.trim(), true),
+            None => (s.command.as_str(), false),
+        };
+        let mut args: Vec<String> = words(command)
+            .into_iter()
+            .skip(1)
+            .map(|w| {
+                let fill = |name: &str, id: &Option<String>| {
+                    let rest = w.strip_prefix(name)?;
+                    (rest.is_empty() || rest.starts_with('@')).then(|| {
+                        let id = id.as_ref().unwrap_or_else(|| {
+                            panic!("{what}: {name} used before any was printed")
+                        });
+                        format!("{id}{rest}")
+                    })
+                };
+                fill("RUN", &run)
+                    .or_else(|| fill("FORK", &fork))
+                    .unwrap_or(w.clone())
+            })
+            .collect();
+        let sub = args.first().cloned().unwrap_or_default();
+        if sub == "bench" && !args.iter().any(|a| a == "--quick") {
+            args.push("--quick".into());
+        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runtape"));
+        cmd.args(&args)
+            .current_dir(dir.path())
+            .env_remove("RUNTAPE_DB")
+            .env_remove("RUNTAPE_RECEIPT_KEY");
+        ran += 1;
+
+        if in_background {
+            let mut child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut first = String::new();
+            BufReader::new(child.stdout.as_mut().expect("piped stdout"))
+                .read_line(&mut first)
+                .expect("reads the first line");
+            let id = printed_id(&first).unwrap_or_else(|| panic!("{what}: no run id in {first}"));
+            run = Some(id);
+            background.push((what, child));
+            continue;
+        }
+
+        let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(expected_status(&s.comment)),
+            "{what}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        if out.status.success() {
+            assert!(
+                !stderr.contains("error:"),
+                "{what}: succeeded but reported an error:\n{stderr}"
+            );
+        }
+        let first = stdout.lines().next().unwrap_or_default();
+        match sub.as_str() {
+            "run" | "replay" => {
+                run = Some(printed_id(first).unwrap_or_else(|| panic!("{what}: no id: {first}")))
+            }
+            "fork" => {
+                fork = Some(printed_id(first).unwrap_or_else(|| panic!("{what}: no id: {first}")))
+            }
+            _ => {}
+        }
+    }
+    for (what, child) in background {
+        let out = child.wait_with_output().expect("waits");
+        assert!(
+            out.status.success(),
+            "{what}: the background run ended with {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(ran >= 20, "the README's tour shrank to {ran} commands");
+    assert!(
+        dir.path().join("runtape.db").exists(),
+        "the commands used ./runtape.db by default"
+    );
+}
+
+#[test]
+fn every_cargo_command_in_the_readme_is_run_by_ci() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let ci = std::fs::read_to_string(manifest_dir().join(".ci/run")).expect(".ci/run");
+    let ci_lines: Vec<String> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let mut cargo = 0;
+    for s in shown_commands(&readme) {
+        let first = s.command.split_whitespace().next().unwrap_or_default();
+        match first {
+            "runtape" => {}
+            "cargo" => {
+                cargo += 1;
+                let want = words(&s.command).join(" ");
+                assert!(
+                    ci_lines.iter().any(|l| l.contains(&want)),
+                    "README.md:{}: `{want}` is shown but .ci/run does not run it",
+                    s.line
+                );
+            }
+            other => panic!(
+                "README.md:{}: `{other}` commands are not checked by any test: {}",
+                s.line, s.command
+            ),
+        }
+    }
+    assert!(
+        cargo >= 3,
+        "the README shows the demo, test and example commands"
+    );
+}
+
+#[test]
+fn the_readme_first_screen_shows_the_demo_and_the_test_commands() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let first_screen: String = readme.lines().take(25).collect::<Vec<_>>().join("\n");
+    assert!(first_screen.contains("cargo run --release -- demo"));
+    assert!(first_screen.contains("cargo test"));
+}
+
+#[test]
+fn every_subcommand_is_in_the_readme_and_has_help() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let help = Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .arg("--help")
+        .output()
+        .expect("runs --help");
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    for code in ["0  ", "1  ", "2  ", "3  "] {
+        assert!(
+            help.contains(&format!("\n  {code}")),
+            "--help documents exit status {code}"
+        );
+    }
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("a command list")
+        .split("Options:")
+        .next()
+        .expect("command list ends")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 17, "{commands:?}");
+    for c in commands {
+        assert!(
+            readme.contains(&format!("`runtape {c}")),
+            "the README's command table lacks `runtape {c}`"
+        );
+        let sub = Command::new(env!("CARGO_BIN_EXE_runtape"))
+            .args([c, "--help"])
+            .output()
+            .expect("runs");
+        let text = String::from_utf8_lossy(&sub.stdout);
+        assert!(sub.status.success(), "{c} --help");
+        assert!(text.contains("Usage: runtape "), "{c} --help: {text}");
+    }
+}
+
+/// The example the README points embedders at runs offline, completes its run on the file
+/// it is given, and verifies it. `cargo test` builds examples next to the test binaries.
+#[test]
+fn the_embedding_example_runs_a_custom_tool_durably() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    assert!(readme.contains("examples/embed.rs"));
+    let deps = std::env::current_exe().expect("test binary path");
+    let exe: PathBuf = deps
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("examples")
+        .join(format!("embed{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.exists(),
+        "{} was not built by cargo test",
+        exe.display()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("embed.db");
+    let out = Command::new(&exe)
+        .arg(&db)
+        .output()
+        .expect("runs the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("calls reserve"), "{stdout}");
+    assert!(
+        stdout.contains(
+            r#"answer: Reservations: {"item":"tea","left":3,"reserved":2}; only 4 cups left"#
+        ),
+        "the tool's result and its error both reached the model: {stdout}"
+    );
+    assert!(
+        stdout.contains("verified: 8 transitions replay, 4 receipts check"),
+        "{stdout}"
+    );
+    let conn = rusqlite::Connection::open(&db).expect("the example kept its database");
+    let status: String = conn
+        .query_row("SELECT status FROM runs", [], |r| r.get(0))
+        .expect("one run");
+    assert_eq!(status, "completed");
+}
