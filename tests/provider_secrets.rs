@@ -177,6 +177,11 @@ fn build_reads_the_key_from_the_process_environment() {
     );
 }
 
+// Ignored on purpose: this is the child half of
+// `build_reads_the_key_from_the_process_environment`, which runs this test binary again with
+// `--exact child_calls_with_the_process_key --include-ignored` and the key set in the child's own
+// environment (setting it in this process needs `unsafe`, which the crate forbids). Run directly, it
+// returns at once because `RUNTAPE_SECRETS_CHILD` is unset; the parent asserts its outcome.
 #[tokio::test]
 #[ignore = "runs in a child process started by build_reads_the_key_from_the_process_environment"]
 async fn child_calls_with_the_process_key() {

@@ -88,39 +88,13 @@ pub(super) async fn resume(
         }
     }
     let store = shared.store.as_ref();
-    let rec = history::record(store, run)?;
-    if rec.status.is_terminal() {
-        return Err(EngineError::Finished {
-            run: run.to_string(),
-            status: rec.status,
-        });
-    }
-    let now = shared.config.clock.wall_ms();
-    let acquire = Write::AcquireLease {
-        run: run.clone(),
-        owner: shared.owner.clone(),
-        now_ms: now,
-        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
-    };
-    let epoch = lease_of(store::write(store, acquire).await?);
-    let spec = history::spec_of(&rec)?;
-    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    // Conversations load lazily, when a model call needs one.
-    let convs = BTreeMap::new();
-    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
-        .first()
-        .map_or(Hlc::default(), |t| t.at);
+    let (mut driver, outstanding, goal) = take_up(shared, run).await?;
     let cancelling = events
         .iter()
         .any(|e| matches!(e, EventBody::CancelRequested { .. }));
-
-    let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
-    driver.lazy_convs = true;
     if matches!(driver.state, RunState::Created) && !cancelling {
         // The process that created the run stopped before committing `Start`.
-        driver.queue.push_back(EventBody::Start {
-            goal: rec.goal.clone(),
-        });
+        driver.queue.push_back(EventBody::Start { goal });
     }
     if !cancelling {
         let open: HashMap<EffectRef, OutboxStatus> = store
@@ -128,12 +102,10 @@ pub(super) async fn resume(
             .into_iter()
             .map(|o| (o.effect, o.status))
             .collect();
-        for at in driver.state.outstanding() {
-            let effect = history::effect_at(store, run, at)?;
-            let effect = if effect.id().run == *run {
-                effect
-            } else {
-                effect.with_id(at.in_run(run))
+        for effect in outstanding {
+            let at = EffectRef {
+                seq: effect.id().seq,
+                index: effect.id().index,
             };
             match &effect {
                 Effect::CallTool { tool, .. } if open.get(&at) == Some(&OutboxStatus::Started) => {
@@ -153,16 +125,6 @@ pub(super) async fn resume(
             }
         }
     }
-    let mut outstanding = Vec::new();
-    for at in driver.state.outstanding() {
-        let e = history::effect_at(store, run, at)?;
-        outstanding.push(if e.id().run == *run {
-            e
-        } else {
-            e.with_id(at.in_run(run))
-        });
-    }
-    driver.load_receipts_and_issued(&outstanding)?;
     driver.queue.extend(events);
     driver.opening = Some(Trace::RunResumed {
         state: driver.state.kind(),
@@ -170,32 +132,56 @@ pub(super) async fn resume(
     Ok(driver.spawn())
 }
 
-/// The effect of the call in `run` that waits for a person.
-pub(super) fn waiting_input(
+/// The `InputProvided` event answering the call in `run` that waits for a person
+/// (`call_id` picks one when several wait), refused up front when the machine would refuse it
+/// — approving a question, say — so the caller hears why instead of the driver dropping it.
+/// Reads the latest state once; writes nothing.
+pub(super) fn input_event(
     shared: &Arc<Shared>,
     run: &RunId,
     call_id: Option<&str>,
-) -> Result<crate::machine::EffectId, EngineError> {
-    let (state, _) = latest(shared, run)?;
-    super::input_effect(run, &state, call_id)
+    input: crate::machine::HumanInput,
+) -> Result<EventBody, EngineError> {
+    let (state, spec) = latest(shared, run)?;
+    let effect = super::input_effect(run, &state, call_id)?;
+    let body = EventBody::InputProvided { effect, input };
+    fits(run, &state, &spec, &body)?;
+    Ok(body)
 }
 
-/// Refuses `body` up front when the machine would refuse it in the run's latest state, so a
-/// caller hears why instead of the driver dropping it. Pure: nothing is written.
+/// Refuses `body` up front when the machine would refuse it in the run's latest state (a
+/// budget raise that raises nothing). Writes nothing.
 pub(super) fn check_fits(
     shared: &Arc<Shared>,
     run: &RunId,
     body: &EventBody,
 ) -> Result<(), EngineError> {
     let (state, spec) = latest(shared, run)?;
-    let at = Hlc::default();
-    step(&state, &Event::new(run, at, body.clone()), &spec)?;
+    fits(run, &state, &spec, body)
+}
+
+/// Steps `body` against `state` and throws the transition away: only the verdict matters.
+fn fits(
+    run: &RunId,
+    state: &RunState,
+    spec: &RunSpec,
+    body: &EventBody,
+) -> Result<(), EngineError> {
+    step(state, &Event::new(run, Hlc::default(), body.clone()), spec)?;
     Ok(())
 }
 
 /// The run's latest state and its spec; a run that has ended is refused.
 fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), EngineError> {
     let store = shared.store.as_ref();
+    let rec = unfinished(store, run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store, run, &spec, rec.seq)?.state;
+    Ok((state, spec))
+}
+
+/// The run's record; a run that has ended is refused with [`EngineError::Finished`].
+fn unfinished(store: &dyn store::Store, run: &RunId) -> Result<store::RunRecord, EngineError> {
     let rec = history::record(store, run)?;
     if rec.status.is_terminal() {
         return Err(EngineError::Finished {
@@ -203,9 +189,58 @@ fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), Engi
             status: rec.status,
         });
     }
+    Ok(rec)
+}
+
+/// Takes the lease of a stored, unfinished run and builds a driver for it: its latest state,
+/// conversations loaded lazily (when a model call needs one), its receipt tip, and the effects
+/// its state waits on — under this run's ids, as a fork performs what it inherited. Returns
+/// those effects and the run's goal too. Call once per process taking the run up (`resume`,
+/// `apply`); a second live holder of the lease makes this fail with nothing written.
+async fn take_up(
+    shared: &Arc<Shared>,
+    run: &RunId,
+) -> Result<(Driver, Vec<Effect>, String), EngineError> {
+    let store = shared.store.as_ref();
+    let rec = unfinished(store, run)?;
+    let now = shared.config.clock.wall_ms();
+    let acquire = Write::AcquireLease {
+        run: run.clone(),
+        owner: shared.owner.clone(),
+        now_ms: now,
+        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+    };
+    let epoch = lease_of(store::write(store, acquire).await?);
     let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store, run, &spec, rec.seq)?.state;
-    Ok((state, spec))
+    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
+    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
+        .first()
+        .map_or(Hlc::default(), |t| t.at);
+    let mut driver = Driver::new(
+        shared,
+        run.clone(),
+        spec,
+        epoch,
+        rebuilt,
+        BTreeMap::new(),
+        last_at,
+    );
+    driver.lazy_convs = true;
+    let outstanding = driver
+        .state
+        .outstanding()
+        .into_iter()
+        .map(|at| {
+            let effect = history::effect_at(store, run, at)?;
+            Ok(if effect.id().run == *run {
+                effect
+            } else {
+                effect.with_id(at.in_run(run))
+            })
+        })
+        .collect::<Result<Vec<_>, EngineError>>()?;
+    driver.load_receipts_and_issued(&outstanding)?;
+    Ok((driver, outstanding, rec.goal))
 }
 
 pub(super) fn lease_of(w: Written) -> u64 {
@@ -1126,41 +1161,8 @@ pub(super) async fn apply_one(
     run: &RunId,
     body: EventBody,
 ) -> Result<RunState, EngineError> {
-    let store = shared.store.as_ref();
-    let rec = history::record(store, run)?;
-    if rec.status.is_terminal() {
-        return Err(EngineError::Finished {
-            run: run.to_string(),
-            status: rec.status,
-        });
-    }
-    let now = shared.config.clock.wall_ms();
-    let acquire = Write::AcquireLease {
-        run: run.clone(),
-        owner: shared.owner.clone(),
-        now_ms: now,
-        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
-    };
-    let epoch = lease_of(store::write(store, acquire).await?);
-    let spec = history::spec_of(&rec)?;
-    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    // Conversations load lazily, when a model call needs one.
-    let convs = BTreeMap::new();
-    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
-        .first()
-        .map_or(Hlc::default(), |t| t.at);
-    let mut driver = Driver::new(shared, run.clone(), spec, epoch, rebuilt, convs, last_at);
-    driver.lazy_convs = true;
-    let mut outstanding = Vec::new();
-    for at in driver.state.outstanding() {
-        let e = history::effect_at(store, run, at)?;
-        outstanding.push(if e.id().run == *run {
-            e
-        } else {
-            e.with_id(at.in_run(run))
-        });
-    }
-    driver.load_receipts_and_issued(&outstanding)?;
+    let (mut driver, _, _) = take_up(shared, run).await?;
+    let last_at = driver.last_at;
     let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
     let event = Event::new(run, at, body);
     let result = match step(&driver.state, &event, &driver.spec) {

@@ -420,9 +420,7 @@ impl Engine {
         call_id: Option<&str>,
         input: HumanInput,
     ) -> Result<RunHandle, EngineError> {
-        let effect = driver::waiting_input(&self.shared, run, call_id)?;
-        let body = EventBody::InputProvided { effect, input };
-        driver::check_fits(&self.shared, run, &body)?;
+        let body = driver::input_event(&self.shared, run, call_id, input)?;
         driver::resume(&self.shared, run, vec![body]).await
     }
 
