@@ -13,5 +13,6 @@ pub mod history;
 pub mod machine;
 pub mod provider;
 pub mod receipt;
+pub mod secrets;
 pub mod store;
 pub mod tool;

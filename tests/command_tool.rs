@@ -21,6 +21,8 @@ fn shell(dir: &Path, script: &str, timeout_ms: Option<u64>) -> CommandTool {
         timeout_ms,
         idempotent: true,
         read_only: true,
+        env: vec![],
+        env_all: false,
     })
 }
 
@@ -30,6 +32,7 @@ fn ctx(cancel: CancellationToken) -> ToolContext {
         agent: AgentId::from("researcher"),
         call_id: "call-3".into(),
         idempotency_key: "run-7:4:0".into(),
+        lease_epoch: 0,
         cancel,
     }
 }

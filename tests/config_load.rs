@@ -264,6 +264,7 @@ async fn a_relative_program_runs_from_the_spec_directory() {
         agent: AgentId::from("solo"),
         call_id: "c".into(),
         idempotency_key: "k".into(),
+        lease_epoch: 0,
         cancel: CancellationToken::new(),
     };
     let out = tool.invoke(json!({}), ctx).await.expect("runs");

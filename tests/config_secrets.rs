@@ -142,6 +142,7 @@ fn child_with_key() {
         agent: AgentId::from("a"),
         call_id: "c".into(),
         idempotency_key: "k".into(),
+        lease_epoch: 0,
         cancel: CancellationToken::new(),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");

@@ -122,13 +122,10 @@ pub(crate) fn diff(
     a: &Path,
     b: &Path,
     ignore_content: bool,
+    allow_unverified: bool,
     json_out: bool,
 ) -> Result<bool, CliError> {
-    let load = |p: &Path| {
-        Cassette::load(p, &LoadOptions::default())
-            .map_err(|e| CliError::usage(format!("{}: {e}", p.display())))
-    };
-    let (ca, cb) = (load(a)?, load(b)?);
+    let (ca, cb) = (load(a, allow_unverified)?, load(b, allow_unverified)?);
     let d = cassette::diff(&ca, &cb, DiffOptions { ignore_content });
     if json_out {
         let mut v = serde_json::to_value(&d).map_err(|e| CliError::internal(e.to_string()))?;
@@ -138,4 +135,29 @@ pub(crate) fn diff(
     }
     outln!("{}", d.to_string().trim_end());
     Ok(d.is_same())
+}
+
+/// Reads a cassette for a command. Integrity is required (a version-1 file, which carries no
+/// hashes, is refused) unless `allow_unverified`, which accepts it with a warning on stderr.
+/// Edited, spliced or downgraded version-2 files are refused either way.
+pub(crate) fn load(path: &Path, allow_unverified: bool) -> Result<Cassette, CliError> {
+    let options = LoadOptions {
+        require_integrity: !allow_unverified,
+        ..LoadOptions::default()
+    };
+    let cassette = Cassette::load(path, &options).map_err(|e| {
+        let hint = if matches!(e, cassette::CassetteError::IntegrityRequired) {
+            " – or pass --allow-unverified to use it anyway"
+        } else {
+            ""
+        };
+        CliError::usage(format!("{}: {e}{hint}", path.display()))
+    })?;
+    if cassette.version() == 1 {
+        eprintln!(
+            "warning: {}: cassette version 1 has no integrity hashes; its replies are used unverified (--allow-unverified)",
+            path.display()
+        );
+    }
+    Ok(cassette)
 }

@@ -11,13 +11,16 @@ use crate::history::HistoryError;
 use crate::machine::{MachineError, RunId};
 use crate::store::{Durability, SqliteStore, StoreError};
 
-/// Writes a line to stdout; when the reader has gone away (`runtape log RUN | head`), exits
-/// quietly like other command-line tools instead of failing.
+/// Writes a line to stdout, scrubbed of known secret values ([`crate::secrets`]); when the
+/// reader has gone away (`runtape log RUN | head`), exits quietly like other command-line
+/// tools instead of failing.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        let line = format!($($arg)*);
+        let line = $crate::secrets::scrub_text(&line);
         let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, $($arg)*) {
+        if let Err(e) = writeln!(out, "{line}") {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 std::process::exit(0);
             }
@@ -133,11 +136,23 @@ pub(crate) fn open_existing(path: &Path) -> Result<Arc<SqliteStore>, CliError> {
     )?))
 }
 
-/// `RUN` or `RUN@SEQ`.
+/// The longest run id the command line accepts.
+pub(crate) const MAX_RUN_ID_CHARS: usize = 128;
+
+/// How much of a user's input an error message quotes.
+pub(crate) const QUOTE_CHARS: usize = 80;
+
+/// The longest error line printed (longer ones are cut with `…`).
+pub(crate) const MAX_ERROR_CHARS: usize = 2000;
+
+/// `RUN` or `RUN@SEQ`, checked by shape before anything is looked up: a run id is 1 to
+/// [`MAX_RUN_ID_CHARS`] letters, digits, `-`, `_` or `.` (runtape's own ids are 16 lowercase
+/// letters and digits).
 pub(crate) fn parse_run_at(s: &str) -> Result<(RunId, Option<u64>), CliError> {
     let bad = |why: &str| {
         CliError::usage(format!(
-            "malformed run reference `{s}`: {why}; write RUN or RUN@SEQ (e.g. 01k2x9w3f4mnq7rs@12)"
+            "malformed run reference `{}`: {why}; write RUN or RUN@SEQ (e.g. 01k2x9w3f4mnq7rs@12)",
+            quoted(s)
         ))
     };
     let (run, seq) = match s.split_once('@') {
@@ -150,10 +165,59 @@ pub(crate) fn parse_run_at(s: &str) -> Result<(RunId, Option<u64>), CliError> {
     if run.is_empty() {
         return Err(bad("the run id is empty"));
     }
-    if run.chars().any(|c| c.is_whitespace() || c == '@') {
-        return Err(bad("a run id has no spaces"));
+    if run.chars().count() > MAX_RUN_ID_CHARS {
+        return Err(bad(&format!(
+            "a run id has at most {MAX_RUN_ID_CHARS} characters"
+        )));
+    }
+    if !run
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(bad(
+            "a run id is letters, digits, `-`, `_` and `.` only (no spaces)",
+        ));
     }
     Ok((RunId::new(run), seq))
+}
+
+/// User input as an error message quotes it: on one line (control characters escaped as
+/// `\n`, `\t`, `\u{..}`) and at most [`QUOTE_CHARS`] characters, `…` marking a cut.
+pub(crate) fn quoted(input: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in input.chars().enumerate() {
+        if i == QUOTE_CHARS {
+            out.push('…');
+            break;
+        }
+        push_escaped(&mut out, c);
+    }
+    out
+}
+
+/// A message as the command line prints it: scrubbed of known secret values, control
+/// characters escaped so it is one line, at most [`MAX_ERROR_CHARS`] characters.
+pub(crate) fn one_line(message: &str) -> String {
+    let message = crate::secrets::scrub_text(message);
+    let mut out = String::with_capacity(message.len().min(MAX_ERROR_CHARS + 8));
+    for (i, c) in message.trim_end().chars().enumerate() {
+        if i == MAX_ERROR_CHARS {
+            out.push('…');
+            break;
+        }
+        push_escaped(&mut out, c);
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+        c => out.push(c),
+    }
 }
 
 /// Nanodollars as `$0.0123`.
@@ -228,7 +292,7 @@ mod tests {
             parse_run_at("abc@12").ok().map(|(r, s)| (r.0, s)),
             Some(("abc".into(), Some(12)))
         );
-        for bad in ["abc@", "abc@x", "@3", "a b@1", "abc@-1"] {
+        for bad in ["abc@", "abc@x", "@3", "a b@1", "abc@-1", "a\nb", "a/b", "é"] {
             let e = parse_run_at(bad).expect_err(bad);
             assert_eq!(e.code, EXIT_USAGE);
             assert!(
@@ -237,6 +301,27 @@ mod tests {
                 e.message
             );
         }
+    }
+
+    #[test]
+    fn hostile_input_is_quoted_short_and_on_one_line() {
+        let long = "x".repeat(100_000);
+        let e = parse_run_at(&long).expect_err("too long");
+        assert!(e.message.len() < 300, "{}", e.message.len());
+        assert!(
+            e.message
+                .contains(&format!("`{}…`", "x".repeat(QUOTE_CHARS)))
+        );
+        let e = parse_run_at("a\nb\r\u{7}c").expect_err("newline");
+        assert!(e.message.contains("`a\\nb\\r\\u{7}c`"), "{}", e.message);
+        assert_eq!(one_line("two\nlines\n"), "two\\nlines");
+        assert_eq!(
+            one_line(&"y".repeat(5000)).chars().count(),
+            MAX_ERROR_CHARS + 1
+        );
+        let ok = "a".repeat(MAX_RUN_ID_CHARS);
+        assert!(parse_run_at(&format!("{ok}@3")).is_ok());
+        assert!(parse_run_at("run-1.b_c").is_ok());
     }
 
     #[test]

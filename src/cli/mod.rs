@@ -38,7 +38,8 @@ Exit status:
   0  the run completed, or the command succeeded
   1  the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
      receipts verify) or two cassettes differ (cassette diff)
-  2  usage error, invalid spec or bad input, such as an unknown run id (nothing was changed)
+  2  usage error, invalid spec or bad input, such as an unknown run id or a cassette without
+     integrity hashes (nothing was changed)
   3  internal or storage error, such as a file that is not a runtape database";
 
 /// runtape: durable, replayable LLM agent runs.
@@ -144,6 +145,10 @@ pub enum Command {
         /// Serve the next recorded reply even when the request differs (exploration).
         #[arg(long)]
         non_strict: bool,
+        /// Accept a cassette without integrity hashes (version 1), with a warning. Without it
+        /// such a file is refused: its replies cannot be checked for edits.
+        #[arg(long)]
+        allow_unverified: bool,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -284,6 +289,9 @@ pub enum CassetteAction {
         /// Ignore assistant text; compare tool calls only.
         #[arg(long)]
         ignore_content: bool,
+        /// Accept cassettes without integrity hashes (version 1), with a warning.
+        #[arg(long)]
+        allow_unverified: bool,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -315,19 +323,60 @@ pub enum ReceiptsAction {
     },
 }
 
-/// Runs the command line; returns the process exit status.
+/// Runs the command line; returns the process exit status. Every error is one line on stderr
+/// (see [`common::one_line`]), usage errors from argument parsing included.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_error(&e),
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", common::one_line(&e.message));
             ExitCode::from(e.code)
         }
     }
 }
 
+/// Help and version go out as clap writes them; a usage error becomes one line: clap's
+/// complaint, its tips, and which `--help` to read.
+fn parse_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::from(EXIT_OK);
+    }
+    let text = e.to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let mut message = first.to_owned();
+    let mut command = "runtape".to_owned();
+    for line in lines {
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            message.push_str(&format!(" ({tip})"));
+        } else if let Some(usage) = line.strip_prefix("Usage: ") {
+            command = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+    }
+    eprintln!(
+        "error: {}; see `{command} --help`",
+        common::one_line(&message)
+    );
+    ExitCode::from(EXIT_USAGE)
+}
+
 fn run(cli: Cli) -> Result<u8, CliError> {
+    // The signing key is a secret whether or not this command signs with it: nothing printed
+    // may show it.
+    if let Ok(text) = std::env::var(crate::receipt::DEFAULT_KEY_ENV) {
+        crate::secrets::register_key_text(crate::receipt::DEFAULT_KEY_ENV, &text);
+    }
     let db = db_path(cli.db.as_deref(), None);
     let common = |opts: DriveOpts| runs::Common {
         db: cli.db.clone(),
@@ -377,12 +426,16 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             cassette,
             goal,
             non_strict,
+            allow_unverified,
             opts,
         } => runtime()?.block_on(runs::replay(
             &spec,
             &cassette,
             goal,
-            !non_strict,
+            runs::ReplayFlags {
+                strict: !non_strict,
+                allow_unverified,
+            },
             common(opts),
         )),
         Command::Cassette {
@@ -394,9 +447,10 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                     a,
                     b,
                     ignore_content,
+                    allow_unverified,
                     json,
                 },
-        } => cassettes::diff(&a, &b, ignore_content, json)
+        } => cassettes::diff(&a, &b, ignore_content, allow_unverified, json)
             .map(|same| if same { EXIT_OK } else { EXIT_FAILED }),
         Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
         Command::Bench {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
 use super::drive::{announce, announce_fork, follow};
-use crate::cassette::{Cassette, CassetteProvider, LoadOptions, ReplayOptions};
+use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
 use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
 use crate::history;
@@ -33,6 +33,11 @@ impl From<ConfigError> for CliError {
 
 /// An engine over `db` with the receipt signer and clock the options ask for.
 fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+    if let Some(path) = &common.receipt_key
+        && let Ok(text) = std::fs::read_to_string(path)
+    {
+        crate::secrets::register_key_text("receipt-key", &text);
+    }
     let receipts = ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
         .map_err(|e| CliError::usage(e.to_string()))?;
     let mut config = EngineConfig {
@@ -176,23 +181,30 @@ pub(crate) async fn fork(
     follow(&engine, handle, common.json).await
 }
 
+/// How `replay` reads and serves its cassette.
+pub(crate) struct ReplayFlags {
+    /// A request that differs from the recording stops the replay.
+    pub(crate) strict: bool,
+    /// Accept a cassette without integrity hashes, with a warning.
+    pub(crate) allow_unverified: bool,
+}
+
 /// `runtape replay SPEC --cassette FILE [GOAL]`: a real run whose model replies come from the
-/// cassette (strictly by default); tools run as usual.
+/// cassette (strictly by default, integrity required); tools run as usual.
 pub(crate) async fn replay(
     spec: &Path,
     cassette: &Path,
     goal: Option<String>,
-    strict: bool,
+    flags: ReplayFlags,
     common: Common,
 ) -> Result<u8, CliError> {
     let file = config::load(spec)?;
-    let loaded = Cassette::load(cassette, &LoadOptions::default())
-        .map_err(|e| CliError::usage(format!("{}: {e}", cassette.display())))?;
+    let loaded = super::cassettes::load(cassette, flags.allow_unverified)?;
     let provider = Arc::new(
         CassetteProvider::new(
             loaded,
             ReplayOptions {
-                strict,
+                strict: flags.strict,
                 hash_filter: None,
             },
         )
@@ -216,7 +228,15 @@ pub(crate) async fn replay(
     let handle = engine.start_with_id(id, file.spec.clone(), &goal).await?;
     let code = follow(&engine, handle, common.json).await?;
     if let Some(e) = provider.last_error() {
-        return Err(CliError::failed(format!("replay stopped: {e}")));
+        // The request diff of a mismatch is a report, not part of the one-line error.
+        if let CassetteError::Mismatch { diff, .. } = &e
+            && !common.json
+        {
+            outln!("{}", diff.trim_end());
+        }
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        return Err(CliError::failed(format!("replay stopped: {first}")));
     }
     if !common.json {
         outln!(

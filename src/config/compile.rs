@@ -13,13 +13,14 @@ use super::file::{
     RawToolKind,
 };
 use super::program;
-use super::providers::provider;
+use super::providers::{is_variable_name, provider};
 use super::setup::{SETUP_VERSION, Setup};
 use crate::machine::{
     AgentId, AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_AGENT_VISITS,
     DEFAULT_MAX_TRANSITIONS, Limits, Plan, PlanEdge, Route, Spec, ToolSpec, When, did_you_mean,
 };
 use crate::tool::command::CommandConfig;
+use crate::tool::env::SIGNING_KEY_ENV;
 
 /// What a file compiles to, before the machine validates the spec.
 pub(crate) struct Compiled {
@@ -140,6 +141,8 @@ fn tool(
         for (field, set) in [
             ("command", t.command.is_some()),
             ("timeout_ms", t.timeout_ms.is_some()),
+            ("env", t.env.is_some()),
+            ("env_all", t.env_all.is_some()),
         ] {
             if set {
                 return Err(ConfigError::invalid(
@@ -164,6 +167,7 @@ fn tool(
             tool: t.name.clone(),
             reason,
         })?;
+    let env = env_names(t.env.as_deref().unwrap_or_default(), &path)?;
     let command = CommandConfig {
         name: t.name.clone(),
         description: t.description.clone(),
@@ -174,8 +178,42 @@ fn tool(
         timeout_ms: t.timeout_ms,
         idempotent: t.idempotent,
         read_only: t.read_only,
+        env,
+        env_all: t.env_all.unwrap_or(false),
     };
     Ok((spec, Some(command)))
+}
+
+/// A tool's `env` list: variable names (never values), each once, never the receipt signing
+/// key's variable.
+fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for (j, name) in names.iter().enumerate() {
+        let field = format!("{path}.env[{j}]");
+        if name.is_empty() || !is_variable_name(name) {
+            // Not echoed: it may be a value pasted where a variable's name belongs.
+            return Err(ConfigError::invalid(
+                field,
+                "each entry must be the NAME of an environment variable (letters, digits and `_`), never a value – write the variable's name",
+            ));
+        }
+        if name == SIGNING_KEY_ENV {
+            return Err(ConfigError::invalid(
+                field,
+                format!(
+                    "`{SIGNING_KEY_ENV}` holds the receipt signing key, which no tool may get – remove it"
+                ),
+            ));
+        }
+        if out.contains(name) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("`{name}` is listed twice – remove one"),
+            ));
+        }
+        out.push(name.clone());
+    }
+    Ok(out)
 }
 
 fn agent(i: usize, a: &RawAgent, providers: &[RawProvider]) -> Result<AgentSpec, ConfigError> {

@@ -145,6 +145,10 @@ pub(crate) struct RawTool {
     pub(crate) read_only: bool,
     #[serde(default)]
     pub(crate) requires_approval: bool,
+    /// Variables passed to the program besides the minimal environment.
+    pub(crate) env: Option<Vec<String>>,
+    /// Pass the engine's whole environment (credential-looking variables still withheld).
+    pub(crate) env_all: Option<bool>,
 }
 
 /// `backoff = { initial_ms, max_ms }`; either may be left out.

@@ -132,8 +132,13 @@ impl Setup {
 
     /// Builds every provider (HTTP providers check their key variable now: unset or empty is
     /// an error naming the variable) and command tool, then registers them all with
-    /// `engine`. On error nothing is registered.
+    /// `engine`. On error nothing is registered. The keys' values are registered with
+    /// [`crate::secrets`], so that a provider or tool echoing one never gets it stored or
+    /// printed.
     pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
+        for name in self.key_variables() {
+            crate::secrets::register_env(name);
+        }
         let providers = self.build_providers()?;
         for (name, provider) in providers {
             engine.register_provider(&name, provider);
@@ -159,7 +164,8 @@ impl Setup {
         Ok(out)
     }
 
-    /// Every command tool, started without the providers' key variables in its environment.
+    /// Every command tool. Each starts its program with the minimal environment plus what its
+    /// `env` names; under `env_all`, the providers' key variables are withheld too.
     pub fn command_tools(&self) -> Vec<CommandTool> {
         let keys: Vec<&str> = self.key_variables().collect();
         self.tools

@@ -211,6 +211,8 @@ async fn take_up(
         expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
     };
     let epoch = lease_of(store::write(store, acquire).await?);
+    // Programs an earlier, killed driver left running die before anything is performed again.
+    crate::tool::orphans::reap(run, epoch).await;
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
     let last_at = history::transitions(store, run, rec.seq, rec.seq)?

@@ -60,25 +60,49 @@ pub(crate) fn model_call(
         };
         let run = id.run.clone();
         let agent = request.agent.clone();
-        let sink = move |delta: &str| {
-            if trace.receiver_count() > 0 {
+        // Known secret values are scrubbed from everything the provider sends back before it
+        // is traced or becomes an event (a value split across token deltas included).
+        let secrets = crate::secrets::global();
+        let scrubber = std::sync::Mutex::new(secrets.stream());
+        let send = move |text: String| {
+            if !text.is_empty() && trace.receiver_count() > 0 {
                 let _ = trace.send(TraceEvent {
                     run: run.clone(),
                     at: clock.trace(),
                     seq: None,
                     kind: Trace::ModelToken {
                         agent: agent.clone(),
-                        text: delta.to_owned(),
+                        text,
                     },
                 });
             }
         };
-        match provider.complete(&request, &sink).await {
-            Ok(reply) => Completion::Event(EventBody::ModelReplied { effect: id, reply }),
-            Err(e) => Completion::Event(EventBody::ModelFailed {
-                effect: id,
-                failure: e.to_failure(),
-            }),
+        let sink = |delta: &str| {
+            let clean = match scrubber.lock() {
+                Ok(mut s) => s.push(delta),
+                Err(poisoned) => poisoned.into_inner().push(delta),
+            };
+            send(clean);
+        };
+        let result = provider.complete(&request, &sink).await;
+        let rest = match scrubber.lock() {
+            Ok(mut s) => s.finish(),
+            Err(poisoned) => poisoned.into_inner().finish(),
+        };
+        send(rest);
+        match result {
+            Ok(mut reply) => {
+                secrets.scrub(&mut reply);
+                Completion::Event(EventBody::ModelReplied { effect: id, reply })
+            }
+            Err(e) => {
+                let mut failure = e.to_failure();
+                secrets.scrub(&mut failure);
+                Completion::Event(EventBody::ModelFailed {
+                    effect: id,
+                    failure,
+                })
+            }
         }
     })
 }
@@ -144,15 +168,20 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             agent,
             call_id,
             idempotency_key,
+            lease_epoch: epoch,
             cancel: cancel.clone(),
         };
         let limit = tool.timeout().unwrap_or(timeout);
+        let secrets = crate::secrets::global();
         match tokio::time::timeout(limit, tool.invoke(args, ctx)).await {
-            Ok(Ok(value)) => Completion::Event(EventBody::ToolReturned {
-                effect: id,
-                outcome: ToolOutcome::Ok { value },
-            }),
-            Ok(Err(e)) => error(e.message),
+            Ok(Ok(mut value)) => {
+                secrets.scrub_value(&mut value);
+                Completion::Event(EventBody::ToolReturned {
+                    effect: id,
+                    outcome: ToolOutcome::Ok { value },
+                })
+            }
+            Ok(Err(e)) => error(secrets.scrub_str(&e.message).into_owned()),
             Err(_) => {
                 cancel.cancel();
                 error(format!(

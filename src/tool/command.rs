@@ -5,8 +5,10 @@
 //!
 //! For each call the program is started in its working directory (the spec file's directory)
 //! with the call's arguments written to stdin as one JSON document, after which stdin is
-//! closed. The environment is the engine's, minus the provider key variables the setup names
-//! (see [`CommandTool::without_env`]), plus:
+//! closed. The environment is minimal — `PATH`, `HOME`, `LANG`, `LC_*`, `TMPDIR` — plus the
+//! variables the tool's [`env`](CommandConfig::env) names (or, with
+//! [`env_all`](CommandConfig::env_all), the engine's whole environment minus credentials; see
+//! [`super::env`]), plus the call's context:
 //!
 //! | variable | value |
 //! |---|---|
@@ -15,6 +17,7 @@
 //! | `RUNTAPE_CALL_ID` | the model's call id |
 //! | `RUNTAPE_IDEMPOTENCY_KEY` | stable across retries and restarts of this call: use it to make a repeat a no-op |
 //! | `RUNTAPE_TOOL` | the tool's name |
+//! | `RUNTAPE_LEASE_EPOCH` | the lease epoch of the driver that started it (how a later driver finds it, see [`super::orphans`]) |
 //!
 //! Exit status 0: stdout (at most [`MAX_STDOUT_BYTES`]) is the result — the JSON value when it
 //! parses as JSON, else the text with one trailing newline removed. Any other exit is an error
@@ -26,10 +29,10 @@
 //! On Unix the program runs in its own process group. When the call times out
 //! ([`CommandConfig::timeout_ms`]), its cancellation token fires, its output passes the cap,
 //! or its future is dropped (the engine's own timeout, a cancelled run), the whole group is
-//! sent `SIGKILL`, so shells and the children they started die too. The group is signalled
-//! through `/bin/sh`'s `kill` (this crate forbids `unsafe`, which a direct `kill(2)` needs);
-//! if that cannot run, the program itself is still killed. A program that exits normally
-//! leaves anything it started in the background alone.
+//! sent `SIGKILL`, so shells and the children they started die too. A program that exits
+//! normally leaves anything it started in the background alone. Programs left running by an
+//! engine that was itself killed are found and killed by the next driver of the run, before it
+//! performs anything ([`super::orphans`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -41,6 +44,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 
+use super::env::EnvPolicy;
 use super::{Tool, ToolContext, ToolError};
 
 /// The most stdout a call may produce; a program that writes more is killed and the call
@@ -86,6 +90,15 @@ pub struct CommandConfig {
     /// It changes nothing (agents without an explicit grant are offered it).
     #[serde(default)]
     pub read_only: bool,
+    /// Names of the engine's environment variables the program gets besides the minimal
+    /// environment (names only: values are read when a call starts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Pass the engine's whole environment, except credential-looking variables and the
+    /// providers' key variables not named in [`env`](Self::env), and never the receipt
+    /// signing key (see [`super::env`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub env_all: bool,
 }
 
 fn object_schema() -> Value {
@@ -111,26 +124,31 @@ impl CommandConfig {
 #[derive(Clone, Debug)]
 pub struct CommandTool {
     config: CommandConfig,
-    hidden_env: Vec<String>,
+    policy: EnvPolicy,
 }
 
 impl CommandTool {
     /// A tool running `config`'s program.
     pub fn new(config: CommandConfig) -> Self {
-        CommandTool {
-            config,
-            hidden_env: Vec::new(),
-        }
+        let policy = EnvPolicy {
+            pass: config.env.clone(),
+            all: config.env_all,
+            withheld: Vec::new(),
+        };
+        CommandTool { config, policy }
     }
 
-    /// The same tool, starting its program without the variables `names` (use it to keep
-    /// provider API keys out of programs the model drives).
+    /// The same tool, never passing the variables `names` under
+    /// [`env_all`](CommandConfig::env_all) unless its [`env`](CommandConfig::env) names them
+    /// (the setup withholds its providers' key variables this way).
     pub fn without_env<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.hidden_env.extend(names.into_iter().map(Into::into));
+        self.policy
+            .withheld
+            .extend(names.into_iter().map(Into::into));
         self
     }
 
@@ -145,6 +163,9 @@ impl CommandTool {
 
     async fn run(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolError> {
         let input = args.to_string().into_bytes();
+        let env = self
+            .policy
+            .build(std::env::vars_os(), &self.config.name, &ctx);
         let mut cmd = Command::new(self.config.program_path());
         cmd.args(&self.config.args)
             .current_dir(&self.config.dir)
@@ -152,14 +173,8 @@ impl CommandTool {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
-            .env("RUNTAPE_RUN_ID", ctx.run_id.as_str())
-            .env("RUNTAPE_AGENT", ctx.agent.as_str())
-            .env("RUNTAPE_CALL_ID", &ctx.call_id)
-            .env("RUNTAPE_IDEMPOTENCY_KEY", &ctx.idempotency_key)
-            .env("RUNTAPE_TOOL", &self.config.name);
-        for name in &self.hidden_env {
-            cmd.env_remove(name);
-        }
+            .env_clear()
+            .envs(env);
         #[cfg(unix)]
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
@@ -383,7 +398,7 @@ impl GroupGuard {
     /// Kills the group, then the program itself, and reaps it.
     async fn kill(&mut self, child: &mut Child) {
         if let Some(pgid) = self.pgid.take() {
-            let _ = Command::from(group_kill(pgid)).status().await;
+            super::signal::kill_group(pgid);
         }
         let _ = child.kill().await;
     }
@@ -391,23 +406,11 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        let Some(pgid) = self.pgid.take() else { return };
-        // Drop must not block the async task: a short-lived thread signals and reaps the
-        // helper. If no thread can be started, `kill_on_drop` still kills the program.
-        let _ = std::thread::Builder::new()
-            .name("runtape-kill".into())
-            .spawn(move || group_kill(pgid).status());
+        // `kill_on_drop` kills and reaps the program itself; its group goes here.
+        if let Some(pgid) = self.pgid.take() {
+            super::signal::kill_group(pgid);
+        }
     }
-}
-
-/// `/bin/sh -c 'kill -s KILL -- -PGID'` (the shell's `kill` builtin signals a group).
-fn group_kill(pgid: u32) -> std::process::Command {
-    let mut cmd = std::process::Command::new("/bin/sh");
-    cmd.args(["-c", "kill -s KILL -- \"-$1\"", "sh", &pgid.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
 }
 
 #[cfg(test)]

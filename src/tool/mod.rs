@@ -11,6 +11,9 @@ use tokio_util::sync::CancellationToken;
 use crate::machine::{AgentId, RunId, ToolSpec};
 
 pub mod command;
+pub mod env;
+pub mod orphans;
+mod signal;
 
 /// What a tool call knows about itself.
 #[derive(Clone, Debug)]
@@ -25,6 +28,10 @@ pub struct ToolContext {
     /// runs (and forks). A tool that changes the world should use it to make a repeat a
     /// no-op.
     pub idempotency_key: String,
+    /// The lease epoch of the driver performing the call (0 outside a driver). Command tools
+    /// pass it to their program as `RUNTAPE_LEASE_EPOCH`, so that a later driver of the run can
+    /// find and kill programs this one left running ([`orphans`]).
+    pub lease_epoch: u64,
     /// Cancelled when the run is cancelled or the call times out; long tools should watch it.
     pub cancel: CancellationToken,
 }

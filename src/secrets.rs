@@ -1,0 +1,375 @@
+//! Known secret values, and scrubbing them out of everything runtape stores or prints.
+//!
+//! Keys are kept out of the record by construction (providers read them at call time, setups
+//! hold variable names), but a value can still come back from outside: a provider that echoes
+//! the key inside a reply or an error, a tool that prints its environment. So the values
+//! themselves are registered here, process-wide, and replaced by `[redacted:NAME]` wherever
+//! outside text enters runtape:
+//!
+//! - model replies (text, tool-call arguments, thinking, refusals, ids), model errors, streamed
+//!   token deltas, tool results and tool errors — before they become events, so the database,
+//!   traces, `--json` lines, `show`, cassette exports and receipts never see them;
+//! - every line the command line prints on stdout or stderr.
+//!
+//! What is registered: the value of every variable a spec names as a key (`api_key_env` of
+//! HTTP providers, when the setup is installed) and the receipt signing key's text and seed
+//! (when the command line loads it). Embedders register their own with [`register`].
+//!
+//! Limits: values shorter than [`MIN_SECRET_CHARS`] characters are not registered (scrubbing
+//! them would mangle ordinary text; such a key is not a real secret anyway). Only the exact
+//! value is found: a key that comes back transformed (base64, split across JSON fields, cut
+//! short) is not recognised.
+
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Values shorter than this (in characters) are not registered.
+pub const MIN_SECRET_CHARS: usize = 8;
+
+/// A set of secret values, each with the name it is redacted as.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    /// `(name, value)`, longest value first so a secret containing another is replaced whole.
+    entries: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: the values are what this type exists to hide.
+        f.debug_list()
+            .entries(self.entries.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// An empty set.
+    pub fn new() -> Self {
+        Secrets::default()
+    }
+
+    /// Adds `value`, redacted as `[redacted:NAME]`. Values shorter than [`MIN_SECRET_CHARS`]
+    /// are ignored; surrounding whitespace is trimmed (a key read from a file or variable often
+    /// ends in a newline). Returns whether it was added.
+    pub fn add(&mut self, name: &str, value: &str) -> bool {
+        let value = value.trim();
+        if value.chars().count() < MIN_SECRET_CHARS {
+            return false;
+        }
+        if self.entries.iter().any(|(_, v)| v == value) {
+            return true;
+        }
+        self.entries.push((name.to_owned(), value.to_owned()));
+        self.entries
+            .sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.1.cmp(&b.1)));
+        true
+    }
+
+    /// True when nothing is registered (scrubbing is then free).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many values are registered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// `text` with every registered value replaced; borrowed when nothing was found.
+    pub fn scrub_str<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for (name, value) in &self.entries {
+            if out.contains(value.as_str()) {
+                out = Cow::Owned(out.replace(value.as_str(), &redaction(name)));
+            }
+        }
+        out
+    }
+
+    /// Replaces registered values in every string (and object key) of `value`. Returns
+    /// whether anything changed.
+    pub fn scrub_value(&self, value: &mut Value) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        match value {
+            Value::String(s) => self.scrub_string(s),
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, v| self.scrub_value(v) | changed),
+            Value::Object(map) => {
+                let dirty_keys = map
+                    .keys()
+                    .any(|k| matches!(self.scrub_str(k), Cow::Owned(_)));
+                let mut changed = false;
+                if dirty_keys {
+                    let old = std::mem::take(map);
+                    for (k, v) in old {
+                        map.insert(self.scrub_str(&k).into_owned(), v);
+                    }
+                    changed = true;
+                }
+                map.values_mut()
+                    .fold(changed, |changed, v| self.scrub_value(v) | changed)
+            }
+            _ => false,
+        }
+    }
+
+    /// Replaces registered values in `s` in place. Returns whether anything changed.
+    pub fn scrub_string(&self, s: &mut String) -> bool {
+        match self.scrub_str(s) {
+            Cow::Borrowed(_) => false,
+            Cow::Owned(clean) => {
+                *s = clean;
+                true
+            }
+        }
+    }
+
+    /// Replaces registered values in every string of a serialisable value (a model reply, a
+    /// tool outcome, a failure), by a round trip through JSON that happens only when a value
+    /// was found. A value that does not round-trip is left as it was.
+    pub fn scrub<T: Serialize + DeserializeOwned>(&self, item: &mut T) {
+        if self.is_empty() {
+            return;
+        }
+        let Ok(mut json) = serde_json::to_value(&*item) else {
+            return;
+        };
+        if self.scrub_value(&mut json)
+            && let Ok(clean) = serde_json::from_value(json)
+        {
+            *item = clean;
+        }
+    }
+
+    /// A scrubber for text that arrives in pieces (streamed token deltas), which finds a
+    /// value even when it is split across pieces.
+    pub fn stream(self: &Arc<Self>) -> StreamScrubber {
+        StreamScrubber {
+            secrets: Arc::clone(self),
+            pending: String::new(),
+        }
+    }
+
+    /// The length of the longest suffix of `text` that is a proper prefix of some value:
+    /// text that may still turn into a secret when the next piece arrives.
+    fn held_back(&self, text: &str) -> usize {
+        let mut longest = 0;
+        for (_, value) in &self.entries {
+            let max = value.len().saturating_sub(1).min(text.len());
+            for len in (longest + 1..=max).rev() {
+                let start = text.len() - len;
+                if text.is_char_boundary(start) && value.starts_with(&text[start..]) {
+                    longest = len;
+                    break;
+                }
+            }
+        }
+        longest
+    }
+}
+
+/// Scrubs text that arrives in pieces: [`push`](Self::push) each piece and send on what it
+/// returns, then send what [`finish`](Self::finish) returns when the stream ends. Text that
+/// could be the start of a secret is held back until the next piece shows what it is.
+#[derive(Debug)]
+pub struct StreamScrubber {
+    secrets: Arc<Secrets>,
+    pending: String,
+}
+
+impl StreamScrubber {
+    /// Takes the next piece; returns the text that is safe to pass on now (may be empty).
+    pub fn push(&mut self, piece: &str) -> String {
+        if self.secrets.is_empty() {
+            return piece.to_owned();
+        }
+        self.pending.push_str(piece);
+        let clean = self.secrets.scrub_str(&self.pending).into_owned();
+        let keep = self.secrets.held_back(&clean);
+        let cut = clean.len() - keep;
+        self.pending = clean[cut..].to_owned();
+        clean[..cut].to_owned()
+    }
+
+    /// The text still held back, scrubbed: call once when the stream has ended.
+    pub fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.pending);
+        self.secrets.scrub_str(&rest).into_owned()
+    }
+}
+
+fn redaction(name: &str) -> String {
+    format!("[redacted:{name}]")
+}
+
+fn registry() -> &'static RwLock<Arc<Secrets>> {
+    static REGISTRY: OnceLock<RwLock<Arc<Secrets>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| RwLock::new(Arc::new(Secrets::new())))
+}
+
+/// The process-wide set, as it is now. Cheap (an `Arc` clone); take it where outside text is
+/// about to be stored or printed.
+pub fn global() -> Arc<Secrets> {
+    // A poisoned lock still holds a consistent `Arc`: writers only swap it.
+    match registry().read() {
+        Ok(guard) => Arc::clone(&guard),
+        Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+    }
+}
+
+/// Registers `value` process-wide, redacted as `[redacted:NAME]` (see [`Secrets::add`]).
+/// Call it for every key your program hands to a provider or tool outside a spec file.
+/// Registered values stay for the life of the process.
+pub fn register(name: &str, value: &str) {
+    let mut guard = match registry().write() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let mut next = Secrets::clone(&guard);
+    if next.add(name, value) && next.len() != guard.len() {
+        *guard = Arc::new(next);
+    }
+}
+
+/// Registers the value of the environment variable `name`, if it is set and long enough.
+pub fn register_env(name: &str) {
+    if let Some(value) = std::env::var_os(name) {
+        register(name, &value.to_string_lossy());
+    }
+}
+
+/// Registers a receipt signing key's text (as read from its file or variable, labelled
+/// `label`): the whole text and each line that is not a `#` comment (the seed). The public
+/// key, which the file carries in a comment, stays visible: receipts name it.
+pub fn register_key_text(label: &str, text: &str) {
+    for line in text.lines() {
+        let line = line.trim();
+        if !line.is_empty() && !line.starts_with('#') {
+            register(label, line);
+        }
+    }
+    register(label, text);
+}
+
+/// `text` scrubbed of every value registered process-wide.
+pub fn scrub_text(text: &str) -> Cow<'_, str> {
+    let secrets = global();
+    if secrets.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    match secrets.scrub_str(text) {
+        Cow::Borrowed(_) => Cow::Borrowed(text),
+        Cow::Owned(s) => Cow::Owned(s),
+    }
+}
+
+/// True for a variable name that looks like it holds a credential: one of its `_`-separated
+/// parts is `KEY`, `APIKEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL(S)` or
+/// `AUTH` (any case). `env_all` tools do not inherit such variables unless a spec names them.
+pub fn looks_secret(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+    ];
+    name.split('_')
+        .any(|part| WORDS.iter().any(|w| part.eq_ignore_ascii_case(w)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn set(values: &[(&str, &str)]) -> Arc<Secrets> {
+        let mut s = Secrets::new();
+        for (name, value) in values {
+            s.add(name, value);
+        }
+        Arc::new(s)
+    }
+
+    #[test]
+    fn values_are_replaced_everywhere_in_text_and_json() {
+        let s = set(&[("K", "sk-abcdef123456")]);
+        assert_eq!(
+            s.scrub_str("key=sk-abcdef123456; again sk-abcdef123456"),
+            "key=[redacted:K]; again [redacted:K]"
+        );
+        let mut v = json!({"a": ["x sk-abcdef123456"], "sk-abcdef123456": 1, "n": 5});
+        assert!(s.scrub_value(&mut v));
+        assert_eq!(
+            v,
+            json!({"a": ["x [redacted:K]"], "[redacted:K]": 1, "n": 5})
+        );
+        assert!(!s.scrub_value(&mut json!("clean")));
+    }
+
+    #[test]
+    fn short_values_are_not_registered_and_longer_ones_win() {
+        let s = set(&[
+            ("short", "abc"),
+            ("A", "secret-one"),
+            ("B", "secret-one-two"),
+        ]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.scrub_str("abc secret-one-two"), "abc [redacted:B]");
+    }
+
+    #[test]
+    fn a_value_split_across_stream_pieces_is_still_caught() {
+        let s = set(&[("K", "sk-abcdef123456")]);
+        let mut stream = s.stream();
+        let mut out = String::new();
+        for piece in ["hello sk-abc", "def12", "3456 bye s", "k-ab"] {
+            out.push_str(&stream.push(piece));
+        }
+        out.push_str(&stream.finish());
+        assert_eq!(out, "hello [redacted:K] bye sk-ab");
+        let mut plain = Secrets::new().into_stream_for_test();
+        assert_eq!(plain.push("sk-abc"), "sk-abc");
+    }
+
+    #[test]
+    fn typed_values_round_trip_only_when_dirty() {
+        let s = set(&[("K", "sk-abcdef123456")]);
+        let mut reply = crate::machine::ModelReply::text("the key is sk-abcdef123456");
+        s.scrub(&mut reply);
+        assert_eq!(reply.text.as_deref(), Some("the key is [redacted:K]"));
+    }
+
+    #[test]
+    fn credential_looking_names() {
+        for name in [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "aws_secret_access_key",
+            "DB_PASSWORD",
+        ] {
+            assert!(looks_secret(name), "{name}");
+        }
+        for name in ["PATH", "KEYBOARD_LAYOUT", "HOME", "MONKEY"] {
+            assert!(!looks_secret(name), "{name}");
+        }
+    }
+
+    impl Secrets {
+        fn into_stream_for_test(self) -> StreamScrubber {
+            Arc::new(self).stream()
+        }
+    }
+}
