@@ -215,6 +215,7 @@ pub(crate) async fn replay(
         .ok_or_else(|| CliError::usage("no goal: give one, or set `goal` in the spec file"))?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let engine = engine(&db, &common, true)?;
+    file.setup.register_secrets();
     for tool in file.setup.command_tools() {
         engine.register_tool(Arc::new(tool));
     }

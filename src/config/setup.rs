@@ -136,9 +136,7 @@ impl Setup {
     /// [`crate::secrets`], so that a provider or tool echoing one never gets it stored or
     /// printed.
     pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
-        for name in self.key_variables() {
-            crate::secrets::register_env(name);
-        }
+        self.register_secrets();
         let providers = self.build_providers()?;
         for (name, provider) in providers {
             engine.register_provider(&name, provider);
@@ -147,6 +145,23 @@ impl Setup {
             engine.register_tool(Arc::new(tool));
         }
         Ok(())
+    }
+
+    /// Registers with [`crate::secrets`] the values of the variables this setup names as
+    /// keys: every HTTP provider's `api_key_env`, and the credential-looking names
+    /// ([`looks_secret`](crate::secrets::looks_secret)) a command tool's `env` passes. Their
+    /// values are then scrubbed from everything stored or printed. [`install`](Self::install)
+    /// calls it; call it yourself when you register [`command_tools`](Self::command_tools)
+    /// without installing.
+    pub fn register_secrets(&self) {
+        for name in self.key_variables() {
+            crate::secrets::register_env(name);
+        }
+        for tool in &self.tools {
+            for name in tool.env.iter().filter(|n| crate::secrets::looks_secret(n)) {
+                crate::secrets::register_env(name);
+            }
+        }
     }
 
     /// Every provider, by name, built but not registered.

@@ -1,0 +1,427 @@
+//! Secrets never land: the real binary, with provider keys and the receipt signing key in its
+//! environment, runs tools that print their environment and a local provider (127.0.0.1) that
+//! echoes its key in successful replies and in an error. None of the values appears in the
+//! database file's bytes, the `--json` output, `log`, `show` of any step (which holds the exact
+//! model requests), a cassette export, a receipts export or `verify`. A tool gets only the
+//! minimal environment plus what its `env` names; `env_all` withholds credentials.
+
+mod provider_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use provider_support::{Behaviour, MockServer};
+use serde_json::Value;
+
+const OPENAI: &str = "sk-openai-canary-5b0e61d2c4";
+const ANTHROPIC: &str = "sk-ant-canary-88aa19f3e7d0";
+const GITHUB: &str = "ghp_canary_0c1d2e3f4a5b6c";
+const ECHO_VAR: &str = "RUNTAPE_TEST_ECHO_KEY";
+const ECHOED: &str = "sk-echoed-canary-d41d8cd98f00";
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
+    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
+    c
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A signing key made by `runtape keygen`, as `RUNTAPE_RECEIPT_KEY="$(cat FILE)"` holds it,
+/// and its seed line.
+fn receipt_key(dir: &Path) -> (String, String) {
+    let path = dir.join("receipt.key");
+    let o = bin()
+        .arg("keygen")
+        .arg("-o")
+        .arg(&path)
+        .output()
+        .expect("keygen");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let key = std::fs::read_to_string(&path).expect("key file");
+    let seed = key
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .expect("a seed line")
+        .to_owned();
+    (key, seed)
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    db: PathBuf,
+    key: String,
+    seed: String,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("runs.db");
+        let (key, seed) = receipt_key(dir.path());
+        Env { dir, db, key, seed }
+    }
+
+    /// The binary with every secret of this test in its environment.
+    fn runtape(&self, args: &[&str]) -> Output {
+        bin()
+            .env("OPENAI_API_KEY", OPENAI)
+            .env("ANTHROPIC_API_KEY", ANTHROPIC)
+            .env("GITHUB_TOKEN", GITHUB)
+            .env("RUNTAPE_RECEIPT_KEY", &self.key)
+            .env(ECHO_VAR, ECHOED)
+            .env("X_PASSED", "passed-value")
+            .env("X_OTHER", "other-value")
+            .arg("--db")
+            .arg(&self.db)
+            .args(args)
+            .output()
+            .expect("runs the binary")
+    }
+
+    fn spec(&self, body: &str) -> String {
+        let path = self.dir.path().join("spec.toml");
+        std::fs::write(&path, body).expect("writes the spec");
+        path.to_str().expect("utf-8").to_owned()
+    }
+
+    /// Everything the run left or can be made to print, by name.
+    fn everything(&self, run: &str, printed: &[&Output]) -> Vec<(String, String)> {
+        let mut all = Vec::new();
+        for (i, o) in printed.iter().enumerate() {
+            all.push((format!("output {i} stdout"), text(&o.stdout)));
+            all.push((format!("output {i} stderr"), text(&o.stderr)));
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let path = PathBuf::from(format!("{}{suffix}", self.db.display()));
+            if let Ok(bytes) = std::fs::read(&path) {
+                all.push((format!("database file {}", path.display()), text(&bytes)));
+            }
+        }
+        let log = self.runtape(&["log", run, "--json"]);
+        let last = text(&log.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["seq"].as_u64())
+            .max()
+            .expect("steps");
+        all.push(("log --json".into(), text(&log.stdout)));
+        all.push(("log".into(), text(&self.runtape(&["log", run]).stdout)));
+        for seq in 0..=last {
+            let at = format!("{run}@{seq}");
+            for json in [true, false] {
+                let args: Vec<&str> = if json {
+                    vec!["show", &at, "--json"]
+                } else {
+                    vec!["show", &at]
+                };
+                all.push((
+                    format!("show {at} json={json}"),
+                    text(&self.runtape(&args).stdout),
+                ));
+            }
+        }
+        let cassette = self.dir.path().join(format!("{run}.cassette.json"));
+        let receipts = self.dir.path().join(format!("{run}.receipts.jsonl"));
+        let c = cassette.to_str().expect("utf-8");
+        let r = receipts.to_str().expect("utf-8");
+        for o in [
+            self.runtape(&["cassette", "export", run, "-o", c]),
+            self.runtape(&["receipts", "export", run, "-o", r]),
+            self.runtape(&["verify", run]),
+        ] {
+            all.push((
+                "export/verify output".into(),
+                text(&o.stdout) + &text(&o.stderr),
+            ));
+        }
+        for file in [&cassette, &receipts] {
+            let bytes = std::fs::read(file).expect("exported");
+            all.push((file.display().to_string(), text(&bytes)));
+        }
+        all
+    }
+
+    fn assert_nowhere(&self, run: &str, printed: &[&Output]) {
+        let secrets = [
+            ("OPENAI_API_KEY", OPENAI),
+            ("ANTHROPIC_API_KEY", ANTHROPIC),
+            ("GITHUB_TOKEN", GITHUB),
+            (ECHO_VAR, ECHOED),
+            ("the receipt key's seed", self.seed.as_str()),
+        ];
+        let places = self.everything(run, printed);
+        for (what, value) in secrets {
+            for (place, content) in &places {
+                assert!(
+                    !content.contains(value),
+                    "{what} leaked into {place}:\n{content}"
+                );
+            }
+        }
+    }
+}
+
+fn run_id(o: &Output) -> String {
+    let first = text(&o.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let v: Value = serde_json::from_str(&first).expect("the run line");
+    v["id"].as_str().expect("id").to_owned()
+}
+
+/// The stored result of the tool call answered at `seq`.
+fn tool_result(env: &Env, run: &str, call_id: &str) -> Value {
+    let log = env.runtape(&["log", run, "--json"]);
+    for line in text(&log.stdout).lines() {
+        let Ok(step) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(seq) = step["seq"].as_u64() else {
+            continue;
+        };
+        let show = env.runtape(&["show", &format!("{run}@{seq}"), "--json"]);
+        let v: Value = serde_json::from_slice(&show.stdout).expect("show --json");
+        let body = &v["event"]["body"];
+        if body["type"] == "tool_returned" {
+            let effect_seq = body["effect"]["seq"].as_u64().expect("effect seq");
+            let call = env.runtape(&["show", &format!("{run}@{effect_seq}"), "--json"]);
+            let issued: Value = serde_json::from_slice(&call.stdout).expect("show --json");
+            let index = body["effect"]["index"].as_u64().expect("index") as usize;
+            if issued["effects"][index]["call_id"] == call_id {
+                return body["outcome"].clone();
+            }
+        }
+    }
+    panic!("no result for {call_id}");
+}
+
+#[test]
+fn a_tool_printing_its_environment_sees_no_key_and_nothing_stored_holds_one() {
+    let env = Env::new();
+    let spec = env.spec(
+        r#"goal = "dump"
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [{ tool_calls = [{ id = "dump1", name = "dump", arguments = {} }] }, { text = "done" }]
+[[tools]]
+name = "dump"
+command = ["env"]
+read_only = true
+[[agents]]
+id = "a"
+provider = "s"
+"#,
+    );
+    let o = env.runtape(&["run", &spec, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_id(&o);
+    let printed = tool_result(&env, &run, "dump1");
+    let printed = printed["value"].as_str().expect("env's text");
+    assert!(
+        printed.contains("PATH=") && printed.contains(&format!("RUNTAPE_RUN_ID={run}")),
+        "the tool's whole environment is the result: {printed}"
+    );
+    for absent in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GITHUB_TOKEN",
+        "RUNTAPE_RECEIPT_KEY",
+        "X_OTHER",
+    ] {
+        assert!(!printed.contains(absent), "{absent} reached the tool");
+    }
+    env.assert_nowhere(&run, &[&o]);
+}
+
+#[test]
+fn env_passes_what_it_names_and_env_all_withholds_credentials() {
+    let env = Env::new();
+    let show = r#"printf '%s|%s|%s|%s|%s' "${X_PASSED-unset}" "${X_OTHER-unset}" "${OPENAI_API_KEY-unset}" "${GITHUB_TOKEN-unset}" "${RUNTAPE_RECEIPT_KEY-unset}""#;
+    std::fs::write(env.dir.path().join("show.sh"), show).expect("script");
+    let spec = env.spec(&format!(
+        r#"goal = "look"
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [
+  {{ tool_calls = [{{ id = "named", name = "named", arguments = {{}} }}, {{ id = "all", name = "all", arguments = {{}} }}, {{ id = "all_plus", name = "all_plus", arguments = {{}} }}] }},
+  {{ text = "done" }},
+]
+[[tools]]
+name = "named"
+command = ["sh", "show.sh"]
+env = ["X_PASSED"]
+read_only = true
+[[tools]]
+name = "all"
+command = ["sh", "show.sh"]
+env_all = true
+read_only = true
+[[tools]]
+name = "all_plus"
+command = ["sh", "show.sh"]
+env_all = true
+env = ["GITHUB_TOKEN"]
+read_only = true
+[[agents]]
+id = "a"
+provider = "s"
+"#
+    ));
+    let o = env.runtape(&["run", &spec, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_id(&o);
+    let value = |call: &str| tool_result(&env, &run, call)["value"].clone();
+    assert_eq!(value("named"), "passed-value|unset|unset|unset|unset");
+    assert_eq!(value("all"), "passed-value|other-value|unset|unset|unset");
+    // Named, so passed; a credential, so its value is scrubbed from the result.
+    assert_eq!(
+        value("all_plus"),
+        "passed-value|other-value|unset|[redacted:GITHUB_TOKEN]|unset"
+    );
+    env.assert_nowhere(&run, &[&o]);
+}
+
+#[test]
+fn env_entries_are_names_and_never_the_signing_key() {
+    let env = Env::new();
+    for (entry, expected) in [
+        (
+            "\"RUNTAPE_RECEIPT_KEY\"",
+            "tools[0].env[0]: `RUNTAPE_RECEIPT_KEY` holds the receipt signing key, which no tool may get",
+        ),
+        (
+            "\"X\", \"sk-live pasted value\"",
+            "tools[0].env[1]: each entry must be the NAME of an environment variable",
+        ),
+        ("\"X\", \"X\"", "tools[0].env[1]: `X` is listed twice"),
+    ] {
+        let spec = env.spec(&format!(
+            "[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[tools]]\nname = \"t\"\ncommand = [\"true\"]\nenv = [{entry}]\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n"
+        ));
+        let o = env.runtape(&["run", &spec, "g"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("spec.toml:7:")), "{err}");
+        assert!(err.contains(expected), "{err}");
+        assert!(!err.contains("sk-live"), "a value is never echoed: {err}");
+        assert!(!env.db.exists(), "nothing was created");
+    }
+}
+
+/// One OpenAI-style SSE event per piece.
+fn sse(chunks: &[Value]) -> String {
+    let mut body = String::new();
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+fn delta(delta: Value, finish: Option<&str>) -> Value {
+    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_provider_echoing_its_key_in_200_replies_and_errors_leaves_no_trace() {
+    let env = Env::new();
+    // Replies built from the key the request carried, cut across stream deltas.
+    let server = MockServer::start(|req| {
+        let key = req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("no key")
+            .to_owned();
+        let (head, tail) = key.split_at(key.len() / 2);
+        let body: Value = req.json();
+        let answered = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if !answered {
+            let args = serde_json::json!({"echo": key}).to_string();
+            Behaviour::sse(&sse(&[
+                delta(serde_json::json!({"role": "assistant", "content": format!("your key: {head}")}), None),
+                delta(serde_json::json!({"content": tail}), None),
+                delta(
+                    serde_json::json!({"tool_calls": [{"index": 0, "id": "keep1", "type": "function",
+                        "function": {"name": "keep", "arguments": args}}]}),
+                    None,
+                ),
+                delta(serde_json::json!({}), Some("tool_calls")),
+            ]))
+        } else {
+            Behaviour::sse(&sse(&[
+                delta(serde_json::json!({"role": "assistant", "content": format!("done {key}")}), None),
+                delta(serde_json::json!({}), Some("stop")),
+            ]))
+        }
+    })
+    .await;
+    let spec = env.spec(&format!(
+        r#"goal = "echo"
+[[providers]]
+name = "local"
+kind = "openai"
+model = "m"
+base_url = "{}/v1"
+api_key_env = "{ECHO_VAR}"
+stream = true
+[[tools]]
+name = "keep"
+command = ["cat"]
+schema = {{ type = "object" }}
+read_only = true
+[[agents]]
+id = "a"
+provider = "local"
+"#,
+        server.url()
+    ));
+    let run_spec = spec.clone();
+    let o = {
+        let env_ref = &env;
+        tokio::task::block_in_place(|| env_ref.runtape(&["run", &run_spec, "--json"]))
+    };
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(server.requests().len(), 2, "a tool round and an answer");
+    let run = run_id(&o);
+    let human = tokio::task::block_in_place(|| env.runtape(&["run", &spec]));
+    assert!(
+        text(&human.stdout).contains("answer: done [redacted:RUNTAPE_TEST_ECHO_KEY]"),
+        "{}",
+        text(&human.stdout)
+    );
+    let kept = tokio::task::block_in_place(|| tool_result(&env, &run, "keep1"));
+    assert_eq!(
+        kept["value"],
+        serde_json::json!({"echo": "[redacted:RUNTAPE_TEST_ECHO_KEY]"})
+    );
+
+    // An error body echoing the key (400: not retried).
+    let failing = MockServer::always(Behaviour::json(
+        400,
+        &format!(r#"{{"error":{{"message":"bad key {ECHOED}","type":"invalid_request_error"}}}}"#),
+    ))
+    .await;
+    let spec = env.spec(
+        &std::fs::read_to_string(&spec)
+            .expect("spec")
+            .replace(&server.url(), &failing.url()),
+    );
+    let failed = tokio::task::block_in_place(|| env.runtape(&["run", &spec, "--json"]));
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stderr));
+    let failed_run = run_id(&failed);
+    tokio::task::block_in_place(|| {
+        env.assert_nowhere(&run, &[&o, &human, &failed]);
+        env.assert_nowhere(&failed_run, &[]);
+    });
+}
