@@ -1,0 +1,169 @@
+//! Hostile run ids: every command that takes a run id, given a 100 KB id, an id with
+//! newlines or control characters, or a well-shaped id no run has, answers with one short line
+//! on stderr and exit 2, prints nothing on stdout, writes no file, and leaves the database's
+//! bytes as they were. Usage errors from argument parsing are one line too.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn runtape(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("runs the binary")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The database's files, byte for byte.
+fn snapshot(db: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .map(|s| {
+            let p = PathBuf::from(format!("{}{s}", db.display()));
+            let bytes = std::fs::read(&p).ok();
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// A database holding one finished run; its id.
+fn database(dir: &Path) -> (PathBuf, String) {
+    let db = dir.join("runs.db");
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "goal = \"g\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nreplies = [{ text = \"ok\" }]\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
+    )
+    .expect("spec");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = text(&o.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .expect("run id")
+        .to_owned();
+    // The last connection to close folds the write-ahead log into the file; a read settles
+    // that, so what follows is compared byte for byte.
+    assert!(runtape(&db, &["ls"]).status.success());
+    (db, run)
+}
+
+/// Every command that takes a run id, with `id` in the run's place.
+fn commands(id: &str, good: &str, out: &str) -> Vec<Vec<String>> {
+    let at = format!("{id}@3");
+    [
+        vec!["resume", id],
+        vec!["pause", id],
+        vec!["cancel", id],
+        vec!["log", id],
+        vec!["log", id, "--json"],
+        vec!["show", &at],
+        vec!["show", id, "--json"],
+        vec!["fork", &at],
+        vec!["diff", id, good],
+        vec!["diff", good, id],
+        vec!["verify", id],
+        vec!["receipts", "export", id, "-o", out],
+        vec!["cassette", "export", id, "-o", out],
+    ]
+    .into_iter()
+    .map(|c| c.into_iter().map(str::to_owned).collect())
+    .collect()
+}
+
+fn assert_refused(db: &Path, args: &[String], out: &Path, what: &str) {
+    let before = snapshot(db);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = runtape(db, &refs);
+    let err = text(&o.stderr);
+    let shown = format!("{} {what}", args[0]);
+    assert_eq!(o.status.code(), Some(2), "{shown}: {err}");
+    assert!(
+        err.ends_with('\n') && err.matches('\n').count() == 1,
+        "{shown}: one line: {err:?}"
+    );
+    assert!(err.starts_with("error: "), "{shown}: {err}");
+    assert!(
+        err.chars().count() < 400,
+        "{shown}: short ({} chars)",
+        err.len()
+    );
+    assert!(o.stdout.is_empty(), "{shown}: {}", text(&o.stdout));
+    assert!(!out.exists(), "{shown}: no file written");
+    assert!(snapshot(db) == before, "{shown}: the database is unchanged");
+}
+
+#[test]
+fn every_run_id_command_refuses_hostile_ids_in_one_line_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, good) = database(dir.path());
+    let out = dir.path().join("out.file");
+    let out_arg = out.to_str().expect("utf-8");
+    let huge = "A".repeat(100 * 1024);
+    let hostile = [
+        (huge.as_str(), "with a 100 KB id"),
+        ("abc\ndef\n\nerror: forged second line\n", "with newlines"),
+        ("run\r\u{1b}[31mred\u{7}", "with control characters"),
+        ("../../etc/passwd", "with a path"),
+    ];
+    for (id, what) in hostile {
+        for args in commands(id, &good, out_arg) {
+            assert_refused(&db, &args, &out, what);
+        }
+    }
+    // Well-shaped but unknown: the lookup answers, still in one line.
+    let unknown = "z".repeat(128);
+    for args in commands(&unknown, &good, out_arg) {
+        assert_refused(&db, &args, &out, "with an unknown id");
+    }
+}
+
+#[test]
+fn a_huge_id_is_quoted_cut_short_and_a_newline_is_escaped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("none.db");
+    let o = runtape(&db, &["log", &"B".repeat(100 * 1024)]);
+    let err = text(&o.stderr);
+    assert!(err.contains(&format!("`{}…`", "B".repeat(80))), "{err}");
+    let o = runtape(&db, &["log", "a\nb"]);
+    assert!(text(&o.stderr).contains("`a\\nb`"), "{}", text(&o.stderr));
+    assert!(!db.exists(), "no database was created");
+}
+
+#[test]
+fn argument_errors_are_one_line_with_the_help_to_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("none.db");
+    for args in [
+        &["log", "--jsn", "x"][..],
+        &["resume"][..],
+        &["no-such-command"][..],
+        &["show", "r", "--json", "--json"][..],
+    ] {
+        let o = runtape(&db, args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.matches('\n').count(), 1, "{args:?}: {err:?}");
+        assert!(
+            err.starts_with("error: ") && err.contains("--help"),
+            "{err}"
+        );
+    }
+    let o = runtape(&db, &["log", "--jsn", "x"]);
+    assert!(
+        text(&o.stderr).contains("`runtape log --help`") && text(&o.stderr).contains("--json"),
+        "names the command and the tip: {}",
+        text(&o.stderr)
+    );
+    let help = runtape(&db, &["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("Exit status"));
+}
