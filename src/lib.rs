@@ -15,4 +15,5 @@ pub mod provider;
 pub mod receipt;
 pub mod secrets;
 pub mod store;
+mod text;
 pub mod tool;

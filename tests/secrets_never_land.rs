@@ -244,14 +244,14 @@ fn env_passes_what_it_names_and_env_all_withholds_credentials() {
     let env = Env::new();
     let show = r#"printf '%s|%s|%s|%s|%s' "${X_PASSED-unset}" "${X_OTHER-unset}" "${OPENAI_API_KEY-unset}" "${GITHUB_TOKEN-unset}" "${RUNTAPE_RECEIPT_KEY-unset}""#;
     std::fs::write(env.dir.path().join("show.sh"), show).expect("script");
-    let spec = env.spec(&format!(
+    let spec = env.spec(
         r#"goal = "look"
 [[providers]]
 name = "s"
 kind = "scripted"
 replies = [
-  {{ tool_calls = [{{ id = "named", name = "named", arguments = {{}} }}, {{ id = "all", name = "all", arguments = {{}} }}, {{ id = "all_plus", name = "all_plus", arguments = {{}} }}] }},
-  {{ text = "done" }},
+  { tool_calls = [{ id = "named", name = "named", arguments = {} }, { id = "all", name = "all", arguments = {} }, { id = "all_plus", name = "all_plus", arguments = {} }] },
+  { text = "done" },
 ]
 [[tools]]
 name = "named"
@@ -272,8 +272,8 @@ read_only = true
 [[agents]]
 id = "a"
 provider = "s"
-"#
-    ));
+"#,
+    );
     let o = env.runtape(&["run", &spec, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);
@@ -309,7 +309,7 @@ fn env_entries_are_names_and_never_the_signing_key() {
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(&format!("spec.toml:7:")), "{err}");
+        assert!(err.contains("spec.toml:7:"), "{err}");
         assert!(err.contains(expected), "{err}");
         assert!(!err.contains("sk-live"), "a value is never echoed: {err}");
         assert!(!env.db.exists(), "nothing was created");

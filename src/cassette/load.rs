@@ -98,7 +98,7 @@ impl Cassette {
         probe_version(bytes)?;
         let data: CassetteData =
             serde_json::from_slice(bytes).map_err(|e| CassetteError::Malformed {
-                detail: e.to_string(),
+                detail: serde_detail(&e),
             })?;
         verify(&data, options)?;
         Ok(Cassette { data })
@@ -113,7 +113,7 @@ fn probe_version(bytes: &[u8]) -> Result<(), CassetteError> {
         version: Value,
     }
     let probe: Probe = serde_json::from_slice(bytes).map_err(|e| CassetteError::Malformed {
-        detail: e.to_string(),
+        detail: serde_detail(&e),
     })?;
     match probe.version.as_u64() {
         Some(1) => Ok(()),
@@ -316,12 +316,15 @@ pub(crate) fn check_rfc3339(text: &str) -> Result<(), String> {
     if offset_ok { Ok(()) } else { Err(complaint()) }
 }
 
-/// At most 60 characters of `text`, for error messages about hostile input.
+/// At most 60 characters of `text` on one line, for error messages about hostile input.
 pub(crate) fn snippet(text: &str) -> String {
-    match text.char_indices().nth(60) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    crate::text::one_line(text, 60)
+}
+
+/// serde_json's complaint on one line: it quotes the offending key or value, which comes
+/// from the file and may hold newlines or be huge.
+fn serde_detail(e: &serde_json::Error) -> String {
+    crate::text::one_line(&e.to_string(), 300)
 }
 
 #[cfg(test)]

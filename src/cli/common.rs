@@ -182,42 +182,16 @@ pub(crate) fn parse_run_at(s: &str) -> Result<(RunId, Option<u64>), CliError> {
 }
 
 /// User input as an error message quotes it: on one line (control characters escaped as
-/// `\n`, `\t`, `\u{..}`) and at most [`QUOTE_CHARS`] characters, `…` marking a cut.
+/// `\\n`, `\\t`, `\\u{..}`) and at most [`QUOTE_CHARS`] characters, `…` marking a cut.
 pub(crate) fn quoted(input: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in input.chars().enumerate() {
-        if i == QUOTE_CHARS {
-            out.push('…');
-            break;
-        }
-        push_escaped(&mut out, c);
-    }
-    out
+    crate::text::one_line(input, QUOTE_CHARS)
 }
 
 /// A message as the command line prints it: scrubbed of known secret values, control
 /// characters escaped so it is one line, at most [`MAX_ERROR_CHARS`] characters.
 pub(crate) fn one_line(message: &str) -> String {
     let message = crate::secrets::scrub_text(message);
-    let mut out = String::with_capacity(message.len().min(MAX_ERROR_CHARS + 8));
-    for (i, c) in message.trim_end().chars().enumerate() {
-        if i == MAX_ERROR_CHARS {
-            out.push('…');
-            break;
-        }
-        push_escaped(&mut out, c);
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-        c => out.push(c),
-    }
+    crate::text::one_line(message.trim_end(), MAX_ERROR_CHARS)
 }
 
 /// Nanodollars as `$0.0123`.

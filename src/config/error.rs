@@ -57,11 +57,10 @@ impl fmt::Display for At {
 /// A spec file (or a stored setup) that cannot be used. Every message is one line saying
 /// what is wrong and what to do; nothing has run when it is returned. Use
 /// [`ConfigError::is_internal`] to choose the exit code.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{}: cannot read the spec file: {reason} – check the path", file.display())]
     Read {
         /// The file.
         file: PathBuf,
@@ -69,7 +68,6 @@ pub enum ConfigError {
         reason: String,
     },
     /// The file is not TOML.
-    #[error("{at}: not valid TOML: {message} – fix the syntax here")]
     Syntax {
         /// Where the parser stopped.
         at: Location,
@@ -77,7 +75,6 @@ pub enum ConfigError {
         message: String,
     },
     /// A key the format does not know (usually a typo).
-    #[error("{at}: unknown field `{key}`{hint} – fix its name or remove it")]
     UnknownField {
         /// The field.
         at: At,
@@ -87,7 +84,6 @@ pub enum ConfigError {
         hint: String,
     },
     /// A value of the wrong type, out of range, missing or otherwise unusable.
-    #[error("{at}: {message}")]
     Invalid {
         /// The field.
         at: At,
@@ -95,7 +91,6 @@ pub enum ConfigError {
         message: String,
     },
     /// The machine refused the spec (ids, grants, schemas, the plan, caps).
-    #[error("{at}: {message}")]
     Spec {
         /// The field, translated from the machine's path to the file's.
         at: At,
@@ -105,7 +100,6 @@ pub enum ConfigError {
         message: String,
     },
     /// Two providers share a name.
-    #[error("{at}: duplicate provider name `{name}` – give each provider a unique name")]
     DuplicateProvider {
         /// The second one's name field.
         at: At,
@@ -113,9 +107,6 @@ pub enum ConfigError {
         name: String,
     },
     /// An agent (or a fallback) names a provider the file does not define.
-    #[error(
-        "{at}: agent `{agent}` uses unknown provider `{provider}`{hint} – define it under [[providers]] or fix the name"
-    )]
     UnknownProvider {
         /// The provider field.
         at: At,
@@ -128,7 +119,6 @@ pub enum ConfigError {
     },
     /// An HTTP provider could not be built: a bad or insecure base URL, a key variable that
     /// is unset or empty (named, its value never shown), bad pricing.
-    #[error("{at}: {error}")]
     Provider {
         /// The field at fault.
         at: At,
@@ -136,9 +126,6 @@ pub enum ConfigError {
         error: ProviderBuildError,
     },
     /// A command tool's program is neither on `PATH` nor at its path.
-    #[error(
-        "{at}: tool `{tool}`: {reason} – install it, fix the path (relative paths start at the spec file's directory), or make it executable"
-    )]
     CommandNotFound {
         /// The command field.
         at: At,
@@ -149,12 +136,56 @@ pub enum ConfigError {
     },
     /// A setup could not be read back (written by a newer runtape, or damaged) or written as
     /// JSON.
-    #[error("run setup: {reason}")]
     Setup {
         /// What is wrong and what to do.
         reason: String,
     },
 }
+
+/// The longest message a [`ConfigError`] displays (one line; quoted input is cut).
+const MAX_MESSAGE_CHARS: usize = 2000;
+
+impl fmt::Display for ConfigError {
+    /// One line: input quoted in the message (keys, names, values from the file) cannot break
+    /// it, since control characters are escaped and the whole is cut at
+    /// [`MAX_MESSAGE_CHARS`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            ConfigError::Read { file, reason } => format!(
+                "{}: cannot read the spec file: {reason} – check the path",
+                file.display()
+            ),
+            ConfigError::Syntax { at, message } => {
+                format!("{at}: not valid TOML: {message} – fix the syntax here")
+            }
+            ConfigError::UnknownField { at, key, hint } => {
+                format!("{at}: unknown field `{key}`{hint} – fix its name or remove it")
+            }
+            ConfigError::Invalid { at, message } | ConfigError::Spec { at, message, .. } => {
+                format!("{at}: {message}")
+            }
+            ConfigError::DuplicateProvider { at, name } => {
+                format!("{at}: duplicate provider name `{name}` – give each provider a unique name")
+            }
+            ConfigError::UnknownProvider {
+                at,
+                agent,
+                provider,
+                hint,
+            } => format!(
+                "{at}: agent `{agent}` uses unknown provider `{provider}`{hint} – define it under [[providers]] or fix the name"
+            ),
+            ConfigError::Provider { at, error } => format!("{at}: {error}"),
+            ConfigError::CommandNotFound { at, tool, reason } => format!(
+                "{at}: tool `{tool}`: {reason} – install it, fix the path (relative paths start at the spec file's directory), or make it executable"
+            ),
+            ConfigError::Setup { reason } => format!("run setup: {reason}"),
+        };
+        f.write_str(&crate::text::one_line(&text, MAX_MESSAGE_CHARS))
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 impl ConfigError {
     /// True when the fault is not in the user's input: a stored setup that cannot be read

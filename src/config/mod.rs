@@ -177,8 +177,21 @@ impl RunFile {
 /// directory.
 pub fn load(path: &Path) -> Result<RunFile, ConfigError> {
     let text = read(path)?;
+    load_text(path, &text)
+}
+
+/// [`load`] for spec text already in memory: `text` is read as if it came from `path`, which
+/// errors name and whose directory (which must exist) relative paths start at. Text larger
+/// than [`MAX_SPEC_BYTES`] is refused.
+pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
+    if text.len() as u64 > MAX_SPEC_BYTES {
+        return Err(ConfigError::Read {
+            file: path.to_path_buf(),
+            reason: format!("it is larger than {} MiB", MAX_SPEC_BYTES >> 20),
+        });
+    }
     let spec_dir = spec_dir(path)?;
-    let doc = source::Document::parse(path, &text)?;
+    let doc = source::Document::parse(path, text)?;
     let raw: file::RawFile = doc.deserialize()?;
     let goal = raw.goal.clone();
     let compiled =

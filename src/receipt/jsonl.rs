@@ -55,7 +55,9 @@ pub fn read_jsonl<R: Read>(reader: R) -> Result<Vec<Receipt>, ReceiptError> {
             return Err(malformed("the line is empty".to_owned()));
         }
         let text = std::str::from_utf8(text).map_err(|_| malformed("not UTF-8".to_owned()))?;
-        let receipt = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
+        // serde quotes the offending key or value, which may hold newlines: kept on one line.
+        let receipt = serde_json::from_str(text)
+            .map_err(|e| malformed(crate::text::one_line(&e.to_string(), 300)))?;
         receipts.push(receipt);
     }
     Ok(receipts)

@@ -118,7 +118,7 @@ pub enum DecodeError {
         expected: &'static str,
     },
     /// The provider reported an error inside a successful response.
-    #[error("provider reported an error: {}", .0.message)]
+    #[error("provider reported an error: {}", crate::text::one_line(&.0.message, 500))]
     Reported(Box<ReportedError>),
 }
 
