@@ -67,6 +67,8 @@
 //! idempotent = true
 //! read_only = true
 //! requires_approval = false
+//! env = ["SEARCH_INDEX"]         # variables passed besides the minimal environment (names)
+//! env_all = false                # true: the engine's whole environment minus credentials
 //!
 //! [[agents]]
 //! id = "researcher"
