@@ -425,3 +425,38 @@ provider = "local"
         env.assert_nowhere(&failed_run, &[]);
     });
 }
+
+#[tokio::test]
+async fn a_recording_provider_stores_no_registered_secret() {
+    use std::sync::Arc;
+
+    use runtape::cassette::{RecordOptions, RecordingProvider};
+    use runtape::machine::{AgentId, Message, ModelReply, Remaining, Role};
+    use runtape::provider::{ModelProvider, ProviderRequest, ScriptedProvider};
+
+    const KEY: &str = "sk-recorded-canary-9a8b7c6d";
+    runtape::secrets::register("RUNTAPE_TEST_RECORDED_KEY", KEY);
+    let model =
+        ScriptedProvider::replies("demo", vec![ModelReply::text(format!("the key is {KEY}"))]);
+    let recorder =
+        RecordingProvider::new(Arc::new(model), RecordOptions::default()).expect("recorder");
+    let request = ProviderRequest {
+        agent: AgentId::from("a"),
+        model: "any".into(),
+        messages: Arc::new(vec![Message::text(Role::User, "the key?")]),
+        tools: vec![],
+        remaining: Remaining::default(),
+        attempt: 1,
+    };
+    recorder.complete(&request, &|_| {}).await.expect("a reply");
+    let cassette = recorder.finish("2025-01-31T12:00:00Z").expect("cassette");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c.json");
+    cassette.save(&path).expect("saved");
+    let text = std::fs::read_to_string(&path).expect("reads");
+    assert!(!text.contains(KEY), "{text}");
+    assert!(
+        text.contains("the key is [redacted:RUNTAPE_TEST_RECORDED_KEY]"),
+        "{text}"
+    );
+}

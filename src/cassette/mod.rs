@@ -91,8 +91,9 @@
 //!
 //! # What is stored, and what is not
 //!
-//! Responses (replies and errors) and stream chunks are stored, after the [`Redactor`] if one
-//! is given. Prompts are stored in clear by default, unredacted (which is what lets a replay
+//! Responses (replies and errors) and stream chunks are stored with every secret value
+//! registered in [`crate::secrets`] replaced by `[redacted:NAME]`, then after the
+//! [`Redactor`] if one is given. Prompts are stored in clear by default, unredacted (which is what lets a replay
 //! mismatch show a diff of the two requests); with [`RecordOptions::store_prompts`] off they
 //! are stored only as their hash. The recorder sees requests and replies
 //! only, never the wrapped provider's configuration or API key. Integers beyond ±(2^53 − 1)

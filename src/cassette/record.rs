@@ -135,7 +135,25 @@ impl CassetteBuilder {
         };
         let prompt_hash = hash::prompt_hash(&prompt)
             .map_err(|d| CassetteError::unencodable(format!("request of turn {turn}"), d))?;
-        let (response, chunks) = self.redacted(RecordedResponse::from(result), chunks, turn)?;
+        // Registered secret values never reach a cassette (the redact hook comes after).
+        let secrets = crate::secrets::global();
+        let mut response = RecordedResponse::from(result);
+        secrets.scrub(&mut response);
+        let chunks = if secrets.is_empty() {
+            chunks
+        } else {
+            let mut stream = secrets.stream();
+            let mut clean: Vec<String> = chunks.iter().map(|c| stream.push(c)).collect();
+            let rest = stream.finish();
+            match clean.last_mut() {
+                Some(last) => last.push_str(&rest),
+                None if !rest.is_empty() => clean.push(rest),
+                None => {}
+            }
+            clean.retain(|c| !c.is_empty());
+            clean
+        };
+        let (response, chunks) = self.redacted(response, chunks, turn)?;
         let stored_prompt = self.options.store_prompts.then_some(prompt);
         let entry = Entry::sealed(
             self.cassette_id.as_str(),
