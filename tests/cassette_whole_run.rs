@@ -294,9 +294,10 @@ fn cli_run_export_replay_reproduces_the_run() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // The error is one line naming the turn; the request diff is printed as a report on
+    // stdout.
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("turn 0") && err.contains("A different goal."),
-        "{err}"
-    );
+    assert!(err.contains("turn 0") && err.lines().count() == 1, "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("A different goal."), "{out}");
 }
