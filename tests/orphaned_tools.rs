@@ -109,6 +109,9 @@ fn killed_mid_call() -> Orphans {
     }
     let pid_file = dir.path().join("tool.pid");
     while !pid_file.exists() {
+        if let Some(status) = engine.try_wait().expect("polls") {
+            panic!("the engine ended ({status}) before its tool started");
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     engine.kill().expect("SIGKILL");
