@@ -30,6 +30,7 @@ fn conversation() -> Vec<Message> {
         tool_call_id: Some(id.into()),
         name: Some("lookup".into()),
         is_error,
+        reasoning: Vec::new(),
     };
     vec![
         Message::text(Role::System, "Be brief."),

@@ -75,11 +75,15 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
 async fn dropping_the_call_closes_the_connection() {
     for kind in [
         ProviderKind::OpenAi,
+        ProviderKind::OpenAiResponses,
         ProviderKind::Anthropic,
         ProviderKind::Ollama,
     ] {
         let body = match kind {
-            ProviderKind::OpenAi => {
+            ProviderKind::OpenAiResponses => {
+                "data: {\"type\":\"response.output_text.delta\",\"delta\":\"first\"}\n\n"
+            }
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => {
                 "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n"
             }
             ProviderKind::Anthropic => {

@@ -206,7 +206,7 @@ fn summarise(end: &RunEnd, status: &Status, json: bool) -> Result<u8, CliError> 
     match (&end.state, end.status) {
         (
             RunState::Done {
-                outcome: Outcome::Completed { answer },
+                outcome: Outcome::Completed { answer, .. },
                 ..
             },
             _,

@@ -231,7 +231,7 @@ fn describe_state(state: &RunState) {
     );
     match state {
         RunState::Done {
-            outcome: Outcome::Completed { answer },
+            outcome: Outcome::Completed { answer, .. },
             ..
         } => outln!("answer  {}", answer.as_deref().unwrap_or("")),
         RunState::Done {

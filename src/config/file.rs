@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::machine::{OnExhausted, OnInDoubt, ProviderErrorClass, RunOnExhausted};
+use crate::machine::{ModelSettings, OnExhausted, OnInDoubt, ProviderErrorClass, RunOnExhausted};
 use crate::provider::http::PriceEntry;
 
 /// The whole file.
@@ -52,6 +52,9 @@ pub(crate) struct RawBudget {
 #[serde(rename_all = "lowercase")]
 pub(crate) enum RawProviderKind {
     Openai,
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    Azure,
     Anthropic,
     Ollama,
     Echo,
@@ -69,6 +72,8 @@ pub(crate) struct RawProvider {
     pub(crate) base_url: Option<String>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) timeout_ms: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
+    pub(crate) api_version: Option<String>,
     pub(crate) stream: Option<bool>,
     pub(crate) max_tokens: Option<u64>,
     pub(crate) pricing: Option<Vec<PriceEntry>>,
@@ -170,9 +175,13 @@ pub(crate) struct RawAgent {
     pub(crate) correction_budget: Option<u32>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) backoff: Option<RawBackoff>,
+    pub(crate) cooldown_ms: Option<u64>,
     pub(crate) budget: Option<RawBudget>,
     #[serde(default)]
     pub(crate) fallbacks: Vec<RawFallback>,
+    pub(crate) output_schema: Option<Value>,
+    pub(crate) output_schema_file: Option<String>,
+    pub(crate) model_settings: Option<ModelSettings>,
 }
 
 /// `[[agents.fallbacks]]`.
@@ -183,6 +192,7 @@ pub(crate) struct RawFallback {
     pub(crate) model: Option<String>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) backoff: Option<RawBackoff>,
+    pub(crate) cooldown_ms: Option<u64>,
 }
 
 /// `[plan]`.

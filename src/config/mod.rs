@@ -113,6 +113,7 @@ use crate::machine::RunSpec;
 mod compile;
 mod error;
 mod file;
+mod models;
 mod paths;
 mod program;
 mod providers;
@@ -121,7 +122,7 @@ mod setup;
 mod source;
 
 pub use error::{At, ConfigError, Location};
-pub use script::{ScriptSetup, ScriptStep};
+pub use script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, ScriptStep};
 pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, Setup};
 
 /// Spec files larger than this are refused (a spec is a few kilobytes).

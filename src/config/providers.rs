@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::error::{At, ConfigError};
 use super::file::{RawFile, RawProvider, RawProviderKind, RawReply};
-use super::script::{ScriptSetup, step};
+use super::script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, latency_error, step};
 use super::setup::{HttpSetup, ProviderSetup, provider_error};
 use crate::machine::did_you_mean;
 use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, ProviderKind};
@@ -34,6 +34,8 @@ pub(crate) fn provider(
     }
     let http_kind = match p.kind {
         RawProviderKind::Openai => Some(ProviderKind::OpenAi),
+        RawProviderKind::OpenaiResponses => Some(ProviderKind::OpenAiResponses),
+        RawProviderKind::Azure => Some(ProviderKind::AzureOpenAi),
         RawProviderKind::Anthropic => Some(ProviderKind::Anthropic),
         RawProviderKind::Ollama => Some(ProviderKind::Ollama),
         RawProviderKind::Echo | RawProviderKind::Scripted => None,
@@ -42,6 +44,8 @@ pub(crate) fn provider(
         ("base_url", p.base_url.is_some()),
         ("api_key_env", p.api_key_env.is_some()),
         ("timeout_ms", p.timeout_ms.is_some()),
+        ("idle_timeout_ms", p.idle_timeout_ms.is_some()),
+        ("api_version", p.api_version.is_some()),
         ("stream", p.stream.is_some()),
         ("max_tokens", p.max_tokens.is_some()),
         ("pricing", p.pricing.is_some()),
@@ -60,7 +64,10 @@ pub(crate) fn provider(
         })
     };
     if http_kind.is_none()
-        && let Some(e) = misplaced(&http_fields, "HTTP (openai, anthropic, ollama)")
+        && let Some(e) = misplaced(
+            &http_fields,
+            "HTTP (openai, openai-responses, azure, anthropic, ollama)",
+        )
     {
         return Err(e);
     }
@@ -68,6 +75,12 @@ pub(crate) fn provider(
         && let Some(e) = misplaced(&script_fields, "scripted")
     {
         return Err(e);
+    }
+    if http_kind != Some(ProviderKind::AzureOpenAi) && p.api_version.is_some() {
+        return Err(ConfigError::invalid(
+            format!("{path}.api_version"),
+            "`api_version` applies only to azure providers – remove it",
+        ));
     }
     match (http_kind, p.kind) {
         (Some(kind), _) => http_provider(i, p, kind, raw).map(ProviderSetup::Http),
@@ -103,6 +116,7 @@ fn http_provider(
         .filter(|m| !m.trim().is_empty())
         .or_else(|| first_model_using(&p.name, raw))
         .unwrap_or_default();
+    let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
     let setup = HttpSetup {
         name: p.name.clone(),
         kind,
@@ -112,7 +126,9 @@ fn http_provider(
             .clone()
             .unwrap_or_else(|| kind.default_base_url().to_owned()),
         api_key_env,
-        timeout_ms: p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64),
+        timeout_ms,
+        idle_timeout_ms: p.idle_timeout_ms,
+        api_version: p.api_version.clone(),
         stream: p.stream.unwrap_or(true),
         max_tokens: p.max_tokens,
         pricing: p.pricing.clone().unwrap_or_default(),
@@ -166,9 +182,13 @@ fn scripted(i: usize, p: &RawProvider, raw: &RawFile) -> Result<ScriptSetup, Con
         }
         by_agent.insert(agent.clone(), steps(list, &at)?);
     }
+    let latency_ms = p.latency_ms.unwrap_or(0);
+    if latency_ms > MAX_SCRIPT_LATENCY_MS {
+        return Err(latency_error(&format!("{path}.latency_ms"), latency_ms));
+    }
     Ok(ScriptSetup {
         name: p.name.clone(),
-        latency_ms: p.latency_ms.unwrap_or(0),
+        latency_ms,
         replies,
         by_agent,
     })

@@ -14,6 +14,20 @@ use super::file::RawReply;
 use crate::machine::{ErrorClass, ModelReply, ProviderErrorClass, ToolCallRequest};
 use crate::provider::{ProviderError, ProviderRequest, ScriptOutcome, ScriptedProvider};
 
+/// The longest delay a scripted reply may ask for (ten minutes): a longer one is refused when
+/// the spec is loaded, and a stored setup holding one is capped there, so no script hangs.
+pub const MAX_SCRIPT_LATENCY_MS: u64 = 600_000;
+
+/// The one-line error for a scripted `latency_ms` that is too long.
+pub(crate) fn latency_error(path: &str, got: u64) -> ConfigError {
+    ConfigError::invalid(
+        path,
+        format!(
+            "latency_ms must be at most {MAX_SCRIPT_LATENCY_MS} (ten minutes; got {got}) – give a shorter delay"
+        ),
+    )
+}
+
 /// A scripted provider entry: step `i` answers an agent's turn `i`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,8 +70,9 @@ impl ScriptSetup {
     /// The provider this entry describes.
     pub fn provider(&self) -> ScriptedProvider {
         let script = Arc::new(self.clone());
-        ScriptedProvider::new(&self.name, move |req| script.answer(req))
-            .with_latency(Duration::from_millis(self.latency_ms))
+        ScriptedProvider::new(&self.name, move |req| script.answer(req)).with_latency(
+            Duration::from_millis(self.latency_ms.min(MAX_SCRIPT_LATENCY_MS)),
+        )
     }
 
     fn answer(&self, req: &ProviderRequest) -> ScriptOutcome {
@@ -78,7 +93,7 @@ impl ScriptSetup {
         };
         match step {
             ScriptStep::Reply { reply, latency_ms } => ScriptOutcome {
-                latency: Duration::from_millis(*latency_ms),
+                latency: Duration::from_millis((*latency_ms).min(MAX_SCRIPT_LATENCY_MS)),
                 ..ScriptOutcome::reply(ModelReply::clone(reply))
             },
             ScriptStep::Fail {
@@ -90,7 +105,7 @@ impl ScriptSetup {
                 let mut error = ProviderError::new(&self.name, *class, message.clone());
                 error.retry_after_ms = *retry_after_ms;
                 ScriptOutcome {
-                    latency: Duration::from_millis(*latency_ms),
+                    latency: Duration::from_millis((*latency_ms).min(MAX_SCRIPT_LATENCY_MS)),
                     ..ScriptOutcome::fail(error)
                 }
             }
@@ -101,6 +116,9 @@ impl ScriptSetup {
 /// The step a reply written in the file describes (`path` is its field, for errors).
 pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError> {
     let latency_ms = raw.latency_ms.unwrap_or(0);
+    if latency_ms > MAX_SCRIPT_LATENCY_MS {
+        return Err(latency_error(&format!("{path}.latency_ms"), latency_ms));
+    }
     let has_reply = raw.text.is_some() || !raw.tool_calls.is_empty();
     if let Some(error) = &raw.error {
         if has_reply || raw.usage.is_some() || raw.cost_usd.is_some() {

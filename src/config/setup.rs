@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::error::{At, ConfigError};
 use super::script::ScriptSetup;
 use crate::exec::Engine;
-use crate::provider::http::{HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind};
+use crate::provider::http::{
+    DEFAULT_IDLE_TIMEOUT, HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind,
+};
 use crate::provider::{EchoProvider, ModelProvider};
 use crate::tool::command::{CommandConfig, CommandTool};
 
@@ -75,8 +77,14 @@ pub struct HttpSetup {
     pub base_url: String,
     /// The NAME of the variable holding the key, or `None` for servers that need none.
     pub api_key_env: Option<String>,
-    /// Per-request timeout.
+    /// Bound on a whole request, in milliseconds.
     pub timeout_ms: u64,
+    /// Bound on silence between chunks, in milliseconds (default: the provider layer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Azure's `api-version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
     /// Stream replies.
     pub stream: bool,
     /// Output token cap to ask for.
@@ -95,6 +103,10 @@ impl HttpSetup {
             model: self.model.clone(),
             api_key_env: self.api_key_env.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
+            idle_timeout: self
+                .idle_timeout_ms
+                .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_millis),
+            api_version: self.api_version.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
             pricing: self.pricing.clone(),
@@ -192,6 +204,7 @@ pub(crate) fn provider_error(index: usize, error: ProviderBuildError) -> ConfigE
         | ProviderBuildError::InsecureBaseUrl { .. }
         | ProviderBuildError::CredentialsInUrl { .. } => "base_url",
         ProviderBuildError::ZeroTimeout { .. } => "timeout_ms",
+        ProviderBuildError::Azure { .. } => "base_url",
         ProviderBuildError::InvalidPricing { .. } => "pricing",
         _ => "",
     };

@@ -927,6 +927,15 @@ impl Driver {
                     agent: agent.clone(),
                     detail: format!("falling back to {provider}/{model}"),
                 }),
+                Note::RouteRestored {
+                    agent,
+                    provider,
+                    model,
+                    ..
+                } => push(Trace::ModelRetry {
+                    agent: agent.clone(),
+                    detail: format!("cooldown over: back to {provider}/{model}"),
+                }),
                 Note::Handoff { from, to } => push(Trace::Handoff {
                     from: from.clone(),
                     to: to.clone(),
@@ -978,17 +987,12 @@ impl Driver {
                     messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
                 }
                 let tools = self.tool_defs_for(&agent, &request.tools);
-                self.emit(
-                    Some(id.seq),
-                    Trace::ModelRequest {
-                        agent: agent.clone(),
-                        provider: request.provider.clone(),
-                        model: request.model.clone(),
-                        attempt,
-                        messages: messages.len(),
-                    },
-                );
+                let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
+                    settings: spec_agent
+                        .map(|a| a.model_settings.clone())
+                        .unwrap_or_default(),
+                    output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
                     agent,
                     model: request.model,
                     messages,

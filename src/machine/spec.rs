@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::budget::Limits;
 use super::ids::AgentId;
 use super::plan::{Plan, When};
+use super::settings::ModelSettings;
 
 /// Default number of bad tool calls an agent may make in a row (each fed back as an error)
 /// before it fails.
@@ -78,6 +79,8 @@ impl AgentSpec {
             on_exhausted: OnExhausted::default(),
             on_in_doubt: OnInDoubt::default(),
             correction_budget: DEFAULT_CORRECTION_BUDGET,
+            output_schema: None,
+            model_settings: ModelSettings::default(),
         }
     }
 }
@@ -90,6 +93,7 @@ impl Route {
             model: model.to_owned(),
             max_attempts: default_attempts(),
             backoff: Backoff::default(),
+            cooldown_ms: DEFAULT_COOLDOWN_MS,
         }
     }
 }
@@ -137,6 +141,15 @@ pub struct AgentSpec {
     /// row before it fails; each is fed back to the model as an error result.
     #[serde(default = "default_correction_budget")]
     pub correction_budget: u32,
+    /// JSON Schema of the agent's final answer. With one, the provider's structured-output
+    /// mechanism is asked for, the answer must parse as JSON and validate (a failure is fed
+    /// back under the correction budget), and the parsed value becomes the agent's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Sampling, stop sequences, output length, reasoning and tool-call behaviour, sent with
+    /// every model call of this agent.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    pub model_settings: ModelSettings,
 }
 
 fn default_correction_budget() -> u32 {
@@ -157,11 +170,34 @@ pub struct Route {
     /// Delay between attempts.
     #[serde(default)]
     pub backoff: Backoff,
+    /// After this route gives up (its attempts spent), how long it is skipped: the agent
+    /// uses its next route meanwhile and returns to this one once the time has passed.
+    #[serde(
+        default = "default_cooldown_ms",
+        skip_serializing_if = "is_default_cooldown"
+    )]
+    pub cooldown_ms: u64,
 }
 
 fn default_attempts() -> u32 {
     3
 }
+
+/// How long a route that gave up is skipped by default: one minute.
+pub const DEFAULT_COOLDOWN_MS: u64 = 60_000;
+
+fn default_cooldown_ms() -> u64 {
+    DEFAULT_COOLDOWN_MS
+}
+
+fn is_default_cooldown(ms: &u64) -> bool {
+    *ms == DEFAULT_COOLDOWN_MS
+}
+
+/// The longest `Retry-After` a retry waits for: two minutes. A provider asking for longer
+/// ends the route's attempts at once (it is cooled down for as long as asked) so the agent
+/// moves to its next route, or fails, instead of sleeping.
+pub const MAX_RETRY_AFTER_MS: u64 = 120_000;
 
 /// Exponential backoff: attempt `n` (n ≥ 2) waits `min(max_ms, initial_ms × 2^(n-2))`, or the
 /// provider's `retry_after` when that is longer. No jitter: the delay is part of the recorded
@@ -358,6 +394,16 @@ pub enum SpecError {
         /// The entry.
         entry: String,
     },
+    /// An agent's output schema is not a valid JSON Schema.
+    #[error("{path}: output_schema of agent `{agent}` is not a valid JSON Schema: {reason}")]
+    BadOutputSchema {
+        /// Field path.
+        path: String,
+        /// The agent.
+        agent: String,
+        /// What the schema compiler said.
+        reason: String,
+    },
     /// A `when` condition does not compile.
     #[error("{path}: {reason}")]
     BadCondition {
@@ -379,6 +425,7 @@ impl SpecError {
             | SpecError::DuplicateTool { path, .. }
             | SpecError::UnknownTool { path, .. }
             | SpecError::BadSchema { path, .. }
+            | SpecError::BadOutputSchema { path, .. }
             | SpecError::NoRoute { path, .. }
             | SpecError::OutOfRange { path, .. }
             | SpecError::UnknownAgent { path, .. }
@@ -397,6 +444,8 @@ struct Compiled {
     grants: Vec<Vec<usize>>,
     /// Compiled regex per plan edge (None for other conditions).
     edge_regex: Vec<Option<Regex>>,
+    /// Compiled output schema per agent (None for agents without one).
+    outputs: Vec<Option<jsonschema::Validator>>,
     plan: Plan,
 }
 
@@ -471,6 +520,7 @@ impl RunSpec {
 
         let mut agent_index = BTreeMap::new();
         let mut grants = Vec::with_capacity(spec.agents.len());
+        let mut outputs = Vec::with_capacity(spec.agents.len());
         for (i, agent) in spec.agents.iter_mut().enumerate() {
             let path = format!("agents[{i}]");
             let id = agent.id.as_str();
@@ -507,6 +557,23 @@ impl RunSpec {
                     });
                 }
             }
+            if let Some((field, reason)) = agent.model_settings.problem() {
+                return Err(SpecError::OutOfRange {
+                    path: format!("{path}.model_settings.{field}"),
+                    reason,
+                });
+            }
+            let output = match &agent.output_schema {
+                None => None,
+                Some(schema) => Some(jsonschema::validator_for(schema).map_err(|e| {
+                    SpecError::BadOutputSchema {
+                        path: format!("{path}.output_schema"),
+                        agent: id.to_owned(),
+                        reason: e.to_string(),
+                    }
+                })?),
+            };
+            outputs.push(output);
             agent.limits.max_turns = agent.limits.max_turns.or(Limits::AGENT_DEFAULT.max_turns);
             agent.limits.max_tool_calls = agent
                 .limits
@@ -590,6 +657,7 @@ impl RunSpec {
             validators,
             grants,
             edge_regex,
+            outputs,
             plan,
         };
         Ok(RunSpec {
@@ -665,6 +733,36 @@ impl RunSpec {
         errors.sort();
         errors.dedup();
         errors
+    }
+
+    /// Whether `agent` has an output schema (its final answer is structured output).
+    pub fn has_output_schema(&self, agent: &AgentId) -> bool {
+        self.compiled
+            .agent_index
+            .get(agent)
+            .and_then(|&i| self.compiled.outputs.get(i))
+            .is_some_and(Option::is_some)
+    }
+
+    /// Schema errors of `answer` against `agent`'s output schema, sorted; `None` when the
+    /// agent has no output schema.
+    pub(crate) fn output_errors(&self, agent: &AgentId, answer: &Value) -> Option<Vec<String>> {
+        let &i = self.compiled.agent_index.get(agent)?;
+        let validator = self.compiled.outputs.get(i)?.as_ref()?;
+        let mut errors: Vec<String> = validator
+            .iter_errors(answer)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        errors.sort();
+        errors.dedup();
+        Some(errors)
     }
 
     /// The compiled regex of plan edge `index`, if its condition is a regex.

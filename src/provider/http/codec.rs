@@ -14,6 +14,8 @@ use super::ndjson::NdjsonDecoder;
 use super::ollama::{self, OllamaStream};
 use super::openai;
 use super::openai_stream::OpenAiStream;
+use super::responses;
+use super::responses_stream::ResponsesStream;
 use super::sse::SseDecoder;
 use crate::machine::ModelReply;
 use crate::provider::ProviderRequest;
@@ -100,6 +102,10 @@ pub enum DecodeError {
     /// Bytes that are not UTF-8.
     #[error("response is not valid UTF-8")]
     InvalidUtf8,
+    /// The model answered nothing: no text, no tool call, no refusal (`choices: []`,
+    /// `content: null`, an empty content list). Retryable: the provider failed to answer.
+    #[error("the model returned an empty reply (no text, no tool call)")]
+    Empty,
     /// More bytes than the decoder accepts.
     #[error("response too large: a {what} exceeds {limit} bytes")]
     TooLarge {
@@ -130,7 +136,8 @@ pub fn encode_request(
     options: &EncodeOptions,
 ) -> Value {
     match kind {
-        ProviderKind::OpenAi => openai::encode(request, options),
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => openai::encode(request, options),
+        ProviderKind::OpenAiResponses => responses::encode(request, options),
         ProviderKind::Anthropic => anthropic::encode(request, options),
         ProviderKind::Ollama => ollama::encode(request, options),
     }
@@ -139,7 +146,8 @@ pub fn encode_request(
 /// Decodes a whole (not streamed) response body of a successful call.
 pub fn decode_response(kind: ProviderKind, body: &[u8]) -> Result<Decoded, DecodeError> {
     match kind {
-        ProviderKind::OpenAi => openai::decode(body),
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => openai::decode(body),
+        ProviderKind::OpenAiResponses => responses::decode(body),
         ProviderKind::Anthropic => anthropic::decode(body),
         ProviderKind::Ollama => ollama::decode(body),
     }
@@ -177,6 +185,7 @@ enum Framing {
 #[derive(Clone, Debug)]
 enum Accumulator {
     OpenAi(OpenAiStream),
+    Responses(ResponsesStream),
     Anthropic(AnthropicStream),
     Ollama(OllamaStream),
 }
@@ -185,9 +194,13 @@ impl StreamDecoder {
     /// A decoder for a `kind` stream (SSE for OpenAI and Anthropic, NDJSON for Ollama).
     pub fn new(kind: ProviderKind) -> Self {
         let (framing, acc) = match kind {
-            ProviderKind::OpenAi => (
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => (
                 Framing::Sse(SseDecoder::new()),
                 Accumulator::OpenAi(OpenAiStream::default()),
+            ),
+            ProviderKind::OpenAiResponses => (
+                Framing::Sse(SseDecoder::new()),
+                Accumulator::Responses(ResponsesStream::default()),
             ),
             ProviderKind::Anthropic => (
                 Framing::Sse(SseDecoder::new()),
@@ -245,6 +258,7 @@ impl StreamDecoder {
         };
         let mut decoded = match self.acc {
             Accumulator::OpenAi(a) => a.finish()?,
+            Accumulator::Responses(a) => a.finish()?,
             Accumulator::Anthropic(a) => a.finish()?,
             Accumulator::Ollama(a) => a.finish(true)?,
         };
@@ -264,6 +278,7 @@ impl StreamDecoder {
                 while let Some(event) = sse.next_event()? {
                     match acc {
                         Accumulator::OpenAi(a) => a.on_event(&event, on_text)?,
+                        Accumulator::Responses(a) => a.on_event(&event, on_text)?,
                         Accumulator::Anthropic(a) => a.on_event(&event, on_text)?,
                         Accumulator::Ollama(_) => {}
                     }
@@ -290,6 +305,7 @@ impl StreamDecoder {
 fn acc_done(acc: &Accumulator) -> bool {
     match acc {
         Accumulator::OpenAi(a) => a.done,
+        Accumulator::Responses(a) => a.done,
         Accumulator::Anthropic(a) => a.done,
         Accumulator::Ollama(a) => a.done,
     }

@@ -1,5 +1,6 @@
-//! HTTP model providers: OpenAI chat completions (and OpenAI-compatible servers), Anthropic
-//! Messages, and Ollama's native `/api/chat`.
+//! HTTP model providers: OpenAI chat completions (and OpenAI-compatible servers: Azure
+//! OpenAI, Gemini, Mistral, vLLM, ...), the OpenAI Responses API, Anthropic Messages, and
+//! Ollama's native `/api/chat`.
 //!
 //! # Building one
 //!
@@ -54,6 +55,8 @@ mod ollama;
 mod openai;
 mod openai_stream;
 mod pricing;
+mod responses;
+mod responses_stream;
 mod sse;
 mod transport;
 
@@ -62,7 +65,8 @@ pub use codec::{
     decode_response, decode_stream, encode_request,
 };
 pub use config::{
-    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_TIMEOUT, EnvLookup, HttpProviderConfig,
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_AZURE_API_VERSION, DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
+    EnvLookup, HttpProviderConfig,
     ProviderBuildError, ProviderKind, process_env,
 };
 pub use errors::{
