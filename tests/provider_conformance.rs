@@ -181,7 +181,10 @@ fn check_structured(schema: &Value, decoded: &Decoded) -> Result<(), String> {
     let value: Value =
         serde_json::from_str(text.trim()).map_err(|e| format!("answer is not JSON: {e}"))?;
     let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
-    let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
     ensure!(
         errors.is_empty(),
         "answer does not match its schema: {errors:?}"
@@ -478,20 +481,85 @@ fn check_error(case: &Case, err: &ProviderError) -> Result<(), String> {
 /// Ollama), with the class runtape gives it, whether it is retried, and a word of the hint.
 /// Recorded error cases are checked against this table too, so a status missing here fails.
 const DOCUMENTED_STATUSES: &[(u16, ProviderErrorClass, bool, &str)] = &[
-    (400, ProviderErrorClass::BadRequest, false, "request rejected"),
-    (401, ProviderErrorClass::ProviderAuth, false, "auth rejected"),
-    (403, ProviderErrorClass::ProviderAuth, false, "auth rejected"),
-    (404, ProviderErrorClass::BadRequest, false, "model not found"),
-    (408, ProviderErrorClass::ProviderUnavailable, true, "timed out"),
-    (409, ProviderErrorClass::ProviderUnavailable, true, "conflict"),
+    (
+        400,
+        ProviderErrorClass::BadRequest,
+        false,
+        "request rejected",
+    ),
+    (
+        401,
+        ProviderErrorClass::ProviderAuth,
+        false,
+        "auth rejected",
+    ),
+    (
+        403,
+        ProviderErrorClass::ProviderAuth,
+        false,
+        "auth rejected",
+    ),
+    (
+        404,
+        ProviderErrorClass::BadRequest,
+        false,
+        "model not found",
+    ),
+    (
+        408,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "timed out",
+    ),
+    (
+        409,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "conflict",
+    ),
     (413, ProviderErrorClass::BadRequest, false, "too large"),
-    (422, ProviderErrorClass::BadRequest, false, "request rejected"),
-    (429, ProviderErrorClass::ProviderRateLimit, true, "rate limited"),
-    (500, ProviderErrorClass::ProviderUnavailable, true, "unavailable"),
-    (502, ProviderErrorClass::ProviderUnavailable, true, "unavailable"),
-    (503, ProviderErrorClass::ProviderUnavailable, true, "unavailable"),
-    (504, ProviderErrorClass::ProviderUnavailable, true, "unavailable"),
-    (529, ProviderErrorClass::ProviderUnavailable, true, "unavailable"),
+    (
+        422,
+        ProviderErrorClass::BadRequest,
+        false,
+        "request rejected",
+    ),
+    (
+        429,
+        ProviderErrorClass::ProviderRateLimit,
+        true,
+        "rate limited",
+    ),
+    (
+        500,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        502,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        503,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        504,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        529,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
 ];
 
 fn documented(status: u16) -> Option<&'static (u16, ProviderErrorClass, bool, &'static str)> {
@@ -543,7 +611,10 @@ async fn every_documented_error_status_is_classified_in_every_protocol() {
             let server = MockServer::always(Behaviour::json(status, &body)).await;
             let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
             cfg.stream = false;
-            let err = match provider(cfg, KEY).complete_decoded(&hello("m"), &|_| {}).await {
+            let err = match provider(cfg, KEY)
+                .complete_decoded(&hello("m"), &|_| {})
+                .await
+            {
                 Ok(d) => {
                     failures.push(format!("{kind} {status}: succeeded with {:?}", d.reply));
                     continue;

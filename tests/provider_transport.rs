@@ -55,7 +55,14 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
     let server = MockServer::always(Behaviour::sse(body).then_hang()).await;
     let deltas = Deltas::default();
     let sink = deltas.sink();
-    let err = quick(ProviderKind::OpenAi, &server, 300)
+    let mut cfg = config(
+        ProviderKind::OpenAi,
+        &base_for(ProviderKind::OpenAi, &server.url()),
+        "m",
+    );
+    cfg.timeout = Duration::from_secs(30);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let err = provider(cfg, "k")
         .complete_decoded(&hello("m"), &sink)
         .await
         .unwrap_err();

@@ -236,22 +236,35 @@ fn output_schema(a: &RawAgent, path: &str, spec_dir: &Path) -> Result<Option<Val
             let meta = std::fs::metadata(&full).map_err(|e| {
                 ConfigError::invalid(
                     field.clone(),
-                    format!("cannot read `{}` ({e}) – give a JSON Schema file relative to the spec", full.display()),
+                    format!(
+                        "cannot read `{}` ({e}) – give a JSON Schema file relative to the spec",
+                        full.display()
+                    ),
                 )
             })?;
             if meta.len() > super::MAX_SPEC_BYTES {
                 return Err(ConfigError::invalid(
                     field,
-                    format!("`{}` is larger than {} MiB – a schema is a few kilobytes", full.display(), super::MAX_SPEC_BYTES >> 20),
+                    format!(
+                        "`{}` is larger than {} MiB – a schema is a few kilobytes",
+                        full.display(),
+                        super::MAX_SPEC_BYTES >> 20
+                    ),
                 ));
             }
             let bytes = std::fs::read(&full).map_err(|e| {
-                ConfigError::invalid(field.clone(), format!("cannot read `{}` ({e})", full.display()))
+                ConfigError::invalid(
+                    field.clone(),
+                    format!("cannot read `{}` ({e})", full.display()),
+                )
             })?;
             serde_json::from_slice(&bytes).map(Some).map_err(|e| {
                 ConfigError::invalid(
                     field,
-                    format!("`{}` is not JSON ({e}) – write the schema as a JSON document", full.display()),
+                    format!(
+                        "`{}` is not JSON ({e}) – write the schema as a JSON document",
+                        full.display()
+                    ),
                 )
             })
         }

@@ -26,10 +26,7 @@ pub(crate) fn on_reply(
 ) -> (&'static str, RunState) {
     let agent = run.active.clone();
     let tokens = reply.usage.map(|u| (u.input_tokens, u.output_tokens));
-    let reasoning_tokens = reply
-        .usage
-        .and_then(|u| u.reasoning_tokens)
-        .unwrap_or(0);
+    let reasoning_tokens = reply.usage.and_then(|u| u.reasoning_tokens).unwrap_or(0);
     run.usage.add_turn(tokens, reply.cost_nanos);
     run.usage.reasoning_tokens = run.usage.reasoning_tokens.saturating_add(reasoning_tokens);
     if let Some(a) = run.agents.get_mut(&agent) {

@@ -49,8 +49,8 @@ pub(crate) fn on_model_failed(
     let waits_too_long = failure
         .retry_after_ms
         .is_some_and(|ms| ms > MAX_RETRY_AFTER_MS);
-    if let Some(route) = route
-        .filter(|r| failure.retryable && !waits_too_long && call.attempt < r.max_attempts)
+    if let Some(route) =
+        route.filter(|r| failure.retryable && !waits_too_long && call.attempt < r.max_attempts)
     {
         let attempt = call.attempt + 1;
         let mut delay_ms = route.backoff.delay_ms(attempt, failure.retry_after_ms);
@@ -70,11 +70,11 @@ pub(crate) fn on_model_failed(
         );
     }
     if let Some(route) = route {
-        let cool_for = route
-            .cooldown_ms
-            .max(failure.retry_after_ms.unwrap_or(0));
-        run.cooldowns
-            .insert(route_key(&route.provider, &route.model), cx.at.plus_ms(cool_for));
+        let cool_for = route.cooldown_ms.max(failure.retry_after_ms.unwrap_or(0));
+        run.cooldowns.insert(
+            route_key(&route.provider, &route.model),
+            cx.at.plus_ms(cool_for),
+        );
     }
     let next = routes
         .iter()
@@ -194,9 +194,7 @@ pub(crate) fn on_handoff(
         .edges
         .iter()
         .enumerate()
-        .find(|(i, e)| {
-            &e.from == from && e.when.matches(answer, output, cx.spec.edge_regex(*i))
-        })
+        .find(|(i, e)| &e.from == from && e.when.matches(answer, output, cx.spec.edge_regex(*i)))
         .map(|(_, e)| e.to.clone());
     let done = |run, class, message: String| RunState::Done {
         run,

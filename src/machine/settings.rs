@@ -121,12 +121,18 @@ impl ModelSettings {
         if let Some(t) = self.temperature
             && !(t.is_finite() && (0.0..=2.0).contains(&t))
         {
-            return Some(("temperature", format!("temperature must be between 0 and 2 (got {t})")));
+            return Some((
+                "temperature",
+                format!("temperature must be between 0 and 2 (got {t})"),
+            ));
         }
         if let Some(p) = self.top_p
             && !(p.is_finite() && p > 0.0 && p <= 1.0)
         {
-            return Some(("top_p", format!("top_p must be greater than 0 and at most 1 (got {p})")));
+            return Some((
+                "top_p",
+                format!("top_p must be greater than 0 and at most 1 (got {p})"),
+            ));
         }
         if self.stop.len() > MAX_STOP_SEQUENCES {
             return Some((
@@ -151,7 +157,10 @@ impl ModelSettings {
             ));
         }
         if self.max_output_tokens == Some(0) {
-            return Some(("max_output_tokens", "max_output_tokens must be at least 1".into()));
+            return Some((
+                "max_output_tokens",
+                "max_output_tokens must be at least 1".into(),
+            ));
         }
         None
     }

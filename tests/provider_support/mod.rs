@@ -30,7 +30,10 @@ pub const KEY_VAR: &str = "RUNTAPE_TEST_API_KEY";
 /// The cases this repository adds (structured output, reasoning, settings, Azure, the
 /// Responses API, more errors), each with its source in `meta.json`.
 pub fn own_cases_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/providers"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/providers"
+    ))
 }
 
 /// The folder of recorded cases: `RUNTAPE_PROVIDER_CASES` when set, else the shared fixtures.
@@ -244,6 +247,14 @@ pub enum Behaviour {
     },
     /// Read the request, never answer, wait for the client to close.
     Silent,
+    /// A stream that never ends: `status` and `headers`, then `first` as one chunk, then
+    /// `tick` (an SSE comment, say) every `every`, until the client closes.
+    Endless {
+        headers: Vec<(String, String)>,
+        first: Vec<u8>,
+        tick: Vec<u8>,
+        every: Duration,
+    },
 }
 
 impl Behaviour {
@@ -405,6 +416,32 @@ async fn serve(
     requests.lock().unwrap().push(request.clone());
     match respond(&request) {
         Behaviour::Silent => wait_for_close(&mut socket).await,
+        Behaviour::Endless {
+            headers,
+            first,
+            tick,
+            every,
+        } => {
+            let mut head = "HTTP/1.1 200 OK\r\n".to_owned();
+            for (k, v) in &headers {
+                let _ = write!(head, "{k}: {v}\r\n");
+            }
+            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            let frame = |piece: &[u8]| {
+                [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat()
+            };
+            if socket.write_all(head.as_bytes()).await.is_err()
+                || socket.write_all(&frame(&first)).await.is_err()
+            {
+                return false;
+            }
+            loop {
+                tokio::time::sleep(every).await;
+                if socket.write_all(&frame(&tick)).await.is_err() || socket.flush().await.is_err() {
+                    return true;
+                }
+            }
+        }
         Behaviour::Respond {
             status,
             headers,

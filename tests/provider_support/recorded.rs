@@ -16,10 +16,22 @@ use serde_json::{Value, json};
 /// Request keys a recording may carry that runtape does not send (or sends differently
 /// without changing the meaning), with why that is acceptable. Any other key is compared.
 pub const IGNORABLE: &[(&str, &str)] = &[
-    ("n", "1 is the default; runtape never asks for several choices"),
-    ("user", "an end-user tag for abuse reports; runtape sends none"),
-    ("keep_alive", "Ollama's model-unload timer; the server default applies"),
-    ("top_k", "not a runtape model setting (providers disagree on it)"),
+    (
+        "n",
+        "1 is the default; runtape never asks for several choices",
+    ),
+    (
+        "user",
+        "an end-user tag for abuse reports; runtape sends none",
+    ),
+    (
+        "keep_alive",
+        "Ollama's model-unload timer; the server default applies",
+    ),
+    (
+        "top_k",
+        "not a runtape model setting (providers disagree on it)",
+    ),
     ("logprobs", "token log-probabilities are not requested"),
     ("top_logprobs", "token log-probabilities are not requested"),
     ("presence_penalty", "not a runtape model setting"),
@@ -91,7 +103,8 @@ fn earlier_reasoning(messages: &Value) -> bool {
     let list = messages.as_array().cloned().unwrap_or_default();
     let last_user = list.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
     list[..last_user].iter().any(|m| {
-        m["role"] == "assistant" && (m.get("reasoning").is_some() || m.get("reasoning_content").is_some())
+        m["role"] == "assistant"
+            && (m.get("reasoning").is_some() || m.get("reasoning_content").is_some())
     })
 }
 
@@ -128,11 +141,12 @@ fn settings(kind: ProviderKind, r: &Value) -> Result<(ModelSettings, Option<u64>
     }
     let stop = match (&r["stop"], &r["stop_sequences"], &options["stop"]) {
         (Value::String(one), _, _) => vec![one.clone()],
-        (Value::Array(many), _, _) | (_, Value::Array(many), _) | (_, _, Value::Array(many)) => many
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
+        (Value::Array(many), _, _) | (_, Value::Array(many), _) | (_, _, Value::Array(many)) => {
+            many.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        }
         _ => Vec::new(),
     };
     s.stop = stop;
@@ -347,7 +361,9 @@ fn responses_messages(r: &Value, out: &mut Vec<Message>) -> Result<(), String> {
             ("message", Some("user")) => {
                 let text = match &item["content"] {
                     Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                    Value::Array(parts) => {
+                        parts.iter().filter_map(|p| p["text"].as_str()).collect()
+                    }
                     _ => String::new(),
                 };
                 out.push(Message::text(Role::User, text));
@@ -356,7 +372,9 @@ fn responses_messages(r: &Value, out: &mut Vec<Message>) -> Result<(), String> {
                 let a = assistant.get_or_insert_with(|| message(Role::Assistant));
                 let text: String = match &item["content"] {
                     Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                    Value::Array(parts) => {
+                        parts.iter().filter_map(|p| p["text"].as_str()).collect()
+                    }
                     _ => String::new(),
                 };
                 a.content.get_or_insert_with(String::new).push_str(&text);
@@ -469,7 +487,10 @@ pub fn check_request_shape(
 fn clip(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 600 {
-        format!("{}…", &s[..s.char_indices().nth(600).map_or(s.len(), |(i, _)| i)])
+        format!(
+            "{}…",
+            &s[..s.char_indices().nth(600).map_or(s.len(), |(i, _)| i)]
+        )
     } else {
         s
     }
@@ -543,7 +564,8 @@ fn normalize_input(v: &Value) -> Value {
                     obj.remove("id");
                     obj.remove("status");
                     if let Some(Value::Array(parts)) = obj.get("content").cloned() {
-                        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                        let text: String =
+                            parts.iter().filter_map(|p| p["text"].as_str()).collect();
                         obj.insert("content".into(), json!(text));
                     }
                 }

@@ -146,9 +146,9 @@ fn thinking_blocks(reasoning: &[Reasoning]) -> Vec<Value> {
     reasoning
         .iter()
         .filter_map(|r| match r {
-            Reasoning::Thinking { text, signature } if !signature.is_empty() => Some(
-                json!({ "type": "thinking", "thinking": text, "signature": signature }),
-            ),
+            Reasoning::Thinking { text, signature } if !signature.is_empty() => {
+                Some(json!({ "type": "thinking", "thinking": text, "signature": signature }))
+            }
             Reasoning::RedactedThinking { data } => {
                 Some(json!({ "type": "redacted_thinking", "data": data }))
             }

@@ -137,7 +137,9 @@ pub(crate) fn strict_compatible(schema: &Value) -> bool {
         match v {
             Value::Object(map) => {
                 let is_object = map.get("type").is_some_and(|t| {
-                    t == "object" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "object"))
+                    t == "object"
+                        || t.as_array()
+                            .is_some_and(|a| a.iter().any(|x| x == "object"))
                 }) || map.contains_key("properties");
                 if is_object {
                     if map.get("additionalProperties") != Some(&Value::Bool(false)) {
@@ -282,7 +284,8 @@ mod tests {
             "properties": {"a": {"type": "string"}}, "required": ["a"]
         });
         assert!(strict_compatible(&closed));
-        let open = serde_json::json!({"type": "object", "properties": {"a": {}}, "required": ["a"]});
+        let open =
+            serde_json::json!({"type": "object", "properties": {"a": {}}, "required": ["a"]});
         assert!(!strict_compatible(&open));
         let optional = serde_json::json!({
             "type": "object", "additionalProperties": false,

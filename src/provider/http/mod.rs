@@ -66,8 +66,7 @@ pub use codec::{
 };
 pub use config::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_AZURE_API_VERSION, DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
-    EnvLookup, HttpProviderConfig,
-    ProviderBuildError, ProviderKind, process_env,
+    EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind, process_env,
 };
 pub use errors::{
     ERROR_BODY_LIMIT, SNIPPET_CHARS, classify, decode_failure, http_error, parse_error_body,

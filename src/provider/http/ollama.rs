@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails, StreamFacts};
 use super::common::{
-    UsageParts, call_from_value, finish_reason, model_for, non_empty, parse_json,
-    parse_json_bytes, request_cap, str_of, string_of, u64_of,
+    UsageParts, call_from_value, finish_reason, model_for, non_empty, parse_json, parse_json_bytes,
+    request_cap, str_of, string_of, u64_of,
 };
 use super::errors::parse_error_value;
 use super::openai::tools;

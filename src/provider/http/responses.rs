@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
-    UsageParts, call_from_text, finish_reason, model_for, non_empty, parse_json_bytes,
-    request_cap, schema_name, str_of, strict_compatible, string_of, u64_of,
+    UsageParts, call_from_text, finish_reason, model_for, non_empty, parse_json_bytes, request_cap,
+    schema_name, str_of, strict_compatible, string_of, u64_of,
 };
 use super::errors::parse_error_value;
 use super::openai::{arguments_text, sampling};
@@ -76,10 +76,11 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         body.insert("max_output_tokens".into(), cap.into());
     }
     sampling(&mut body, settings);
-    let carries_reasoning = request
-        .messages
-        .iter()
-        .any(|m| m.reasoning.iter().any(|r| matches!(r, Reasoning::Item { .. })));
+    let carries_reasoning = request.messages.iter().any(|m| {
+        m.reasoning
+            .iter()
+            .any(|r| matches!(r, Reasoning::Item { .. }))
+    });
     if let Some(effort) = settings.effort() {
         // A summary is what makes the reasoning readable (`show`); the rest is encrypted.
         body.insert(
@@ -111,7 +112,9 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
 fn items(m: &Message, out: &mut Vec<Value>) {
     match m.role {
         Role::System => {}
-        Role::User => out.push(json!({ "role": "user", "content": m.content.clone().unwrap_or_default() })),
+        Role::User => {
+            out.push(json!({ "role": "user", "content": m.content.clone().unwrap_or_default() }))
+        }
         Role::Tool => out.push(json!({
             "type": "function_call_output",
             "call_id": m.tool_call_id.clone().unwrap_or_default(),
@@ -203,7 +206,9 @@ pub(crate) fn assemble(v: &Value, output: &[Value]) -> Decoded {
                     .flatten()
                 {
                     match str_of(part, "type") {
-                        Some("output_text") => text.push_str(str_of(part, "text").unwrap_or_default()),
+                        Some("output_text") => {
+                            text.push_str(str_of(part, "text").unwrap_or_default())
+                        }
                         Some("refusal") => {
                             refusal.push_str(str_of(part, "refusal").unwrap_or_default())
                         }

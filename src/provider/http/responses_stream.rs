@@ -103,10 +103,7 @@ impl ResponsesStream {
                 expected: "`response.completed`",
             });
         }
-        let response = self
-            .final_response
-            .or(self.created)
-            .unwrap_or(Value::Null);
+        let response = self.final_response.or(self.created).unwrap_or(Value::Null);
         self.items.sort_by_key(|(i, _)| *i);
         let items: Vec<Value> = if self.items.is_empty() {
             response

@@ -93,13 +93,11 @@ impl HttpProvider {
         }
         let base = check_base_url(&name, raw_url)?;
         let base_url = base.as_str().trim_end_matches('/').to_owned();
-        let mut endpoint =
-            Url::parse(&format!("{base_url}{}", config.kind.endpoint_path())).map_err(|e| {
-                ProviderBuildError::InvalidBaseUrl {
-                    provider: name.clone(),
-                    url: raw_url.to_owned(),
-                    reason: e.to_string(),
-                }
+        let mut endpoint = Url::parse(&format!("{base_url}{}", config.kind.endpoint_path()))
+            .map_err(|e| ProviderBuildError::InvalidBaseUrl {
+                provider: name.clone(),
+                url: raw_url.to_owned(),
+                reason: e.to_string(),
             })?;
         if config.kind == ProviderKind::AzureOpenAi {
             let version = config
@@ -116,7 +114,9 @@ impl HttpProvider {
                     reason: format!("api_version `{version}` is not a version like 2024-10-21"),
                 });
             }
-            endpoint.query_pairs_mut().append_pair("api-version", version);
+            endpoint
+                .query_pairs_mut()
+                .append_pair("api-version", version);
         }
         if matches!(
             config.kind,
@@ -248,10 +248,9 @@ impl HttpProvider {
         }
         tracing::debug!(provider = %self.name, url = %self.endpoint, stream = self.stream, "model call");
 
-        let budget = request
-            .remaining
-            .wall_ms
-            .map_or(self.timeout, |ms| self.timeout.min(Duration::from_millis(ms)));
+        let budget = request.remaining.wall_ms.map_or(self.timeout, |ms| {
+            self.timeout.min(Duration::from_millis(ms))
+        });
         let deadline = Instant::now() + budget;
         let mut response = match tokio::time::timeout_at(deadline, builder.send()).await {
             Err(_) => return Err(self.timed_out("no response", budget)),
@@ -299,7 +298,9 @@ impl HttpProvider {
             }
             decoder.finish(&mut on_text).map_err(failed)?
         } else {
-            let body = self.read_whole(&mut response, &headers, deadline, budget).await?;
+            let body = self
+                .read_whole(&mut response, &headers, deadline, budget)
+                .await?;
             let decoded = decode_response(self.kind, &body).map_err(failed)?;
             if let Some(text) = decoded.reply.text.as_deref() {
                 tokens(text);
@@ -325,10 +326,9 @@ impl HttpProvider {
             (deadline, false)
         };
         match tokio::time::timeout_at(until, response.chunk()).await {
-            Err(_) if idle => Err(self.timed_out(
-                "the stream went silent: no data",
-                self.idle_timeout,
-            )),
+            Err(_) if idle => {
+                Err(self.timed_out("the stream went silent: no data", self.idle_timeout))
+            }
             Err(_) => Err(self.timed_out("the reply did not finish", budget)),
             Ok(Err(e)) => Err(self.transport_error(e)),
             Ok(Ok(chunk)) => Ok(chunk),
@@ -448,12 +448,14 @@ fn check_not_empty(decoded: &Decoded) -> Result<(), DecodeError> {
         return Ok(());
     }
     if r.finish_reason.normalized == Some(crate::machine::Finish::ContentFilter) {
-        return Err(DecodeError::Reported(Box::new(super::codec::ReportedError {
-            error_type: Some("content_filter".into()),
-            code: Some("content_filter".into()),
-            message: "the provider's content filter removed the whole reply".into(),
-            ..super::codec::ReportedError::default()
-        })));
+        return Err(DecodeError::Reported(Box::new(
+            super::codec::ReportedError {
+                error_type: Some("content_filter".into()),
+                code: Some("content_filter".into()),
+                message: "the provider's content filter removed the whole reply".into(),
+                ..super::codec::ReportedError::default()
+            },
+        )));
     }
     Err(DecodeError::Empty)
 }
