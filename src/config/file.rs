@@ -87,6 +87,8 @@ pub(crate) struct RawProvider {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReply {
     pub(crate) text: Option<String>,
+    pub(crate) thinking: Option<String>,
+    pub(crate) refusal: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Vec<RawToolCall>,
     pub(crate) usage: Option<RawUsage>,

@@ -119,12 +119,12 @@ pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError
     if latency_ms > MAX_SCRIPT_LATENCY_MS {
         return Err(latency_error(&format!("{path}.latency_ms"), latency_ms));
     }
-    let has_reply = raw.text.is_some() || !raw.tool_calls.is_empty();
+    let has_reply = raw.text.is_some() || !raw.tool_calls.is_empty() || raw.refusal.is_some();
     if let Some(error) = &raw.error {
         if has_reply || raw.usage.is_some() || raw.cost_usd.is_some() {
             return Err(ConfigError::invalid(
                 format!("{path}.error"),
-                "a scripted reply is either a failure (`error`) or an answer (`text`, `tool_calls`, `usage`, `cost_usd`) – split it into two replies",
+                "a scripted reply is either a failure (`error`) or an answer (`text`, `tool_calls`, `refusal`, `usage`, `cost_usd`) – split it into two replies",
             ));
         }
         return Ok(ScriptStep::Fail {
@@ -140,7 +140,7 @@ pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError
     if !has_reply {
         return Err(ConfigError::invalid(
             path,
-            "a scripted reply needs `text`, `tool_calls` or `error` – add one",
+            "a scripted reply needs `text`, `tool_calls`, `refusal` or `error` – add one",
         ));
     }
     let calls: Vec<ToolCallRequest> = raw
@@ -165,6 +165,21 @@ pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError
     if let Some(usage) = &raw.usage {
         reply = reply.with_usage(usage.input, usage.output);
     }
+    if let Some(words) = &raw.refusal {
+        reply.refusal = Some(words.clone());
+        if raw.text.is_none() {
+            reply.text = None;
+        }
+    }
+    if let Some(thinking) = &raw.thinking {
+        reply.thinking = Some(thinking.clone());
+        reply.reasoning = vec![crate::machine::Reasoning::Text {
+            text: thinking.clone(),
+            field: None,
+        }];
+    }
+    // A scripted model costs nothing unless the script says otherwise.
+    reply.cost_nanos = Some(0);
     if let Some(usd) = raw.cost_usd {
         if !(usd.is_finite() && (0.0..=1e6).contains(&usd)) {
             return Err(ConfigError::invalid(
