@@ -258,3 +258,17 @@ fn the_responses_api_is_a_provider_kind() {
     assert_eq!(http.kind, ProviderKind::OpenAiResponses);
     assert_eq!(http.base_url, "https://api.openai.com/v1");
 }
+
+#[test]
+fn every_example_spec_loads() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut loaded = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            runtape::config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            loaded += 1;
+        }
+    }
+    assert!(loaded >= 12, "{loaded} example specs");
+}

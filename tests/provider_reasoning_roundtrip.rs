@@ -130,9 +130,9 @@ async fn anthropic_thinking_goes_back_with_the_tool_use_signature_intact() {
     );
     // Stored with the message, so `show` and a resumed run see it.
     let step = (1..=end.state.seq())
+        .rev()
         .filter_map(|s| history::show(engine.store().as_ref(), &end.run_id, Some(s)).ok())
-        .filter_map(|v| v.request)
-        .last()
+        .find_map(|v| v.request)
         .expect("a model request");
     let kept = step
         .messages

@@ -49,10 +49,8 @@ impl ResponsesStream {
             .to_owned();
         self.facts.event_types.insert(kind.clone());
         match kind.as_str() {
-            "response.created" | "response.in_progress" => {
-                if self.created.is_none() {
-                    self.created = v.get("response").cloned();
-                }
+            "response.created" | "response.in_progress" if self.created.is_none() => {
+                self.created = v.get("response").cloned();
             }
             "response.output_text.delta" => {
                 if let Some(delta) = str_of(&v, "delta").filter(|d| !d.is_empty()) {
