@@ -250,3 +250,46 @@ fn a_bad_output_schema_is_refused_when_the_spec_is_built() {
     .expect_err("invalid schema");
     assert_eq!(err.path(), "agents[0].output_schema");
 }
+
+proptest::proptest! {
+    /// Whatever a model answers, an agent with an output schema never finishes with an
+    /// answer that does not validate: it finishes with a valid parsed output, is told what is
+    /// wrong, or fails with `output_invalid` once the correction budget is spent.
+    #[test]
+    fn no_invalid_answer_ever_becomes_an_output(
+        answers in proptest::collection::vec(
+            proptest::prop_oneof![
+                ".{0,40}",
+                "\\{\"city\": \"[a-z]{0,8}\"(, \"country\": \"[a-z]{0,8}\")?(, \"x\": 1)?\\}",
+                "```json\n\\{\"city\": \"a\", \"country\": \"b\"\\}\n```",
+            ],
+            1..5,
+        ),
+    ) {
+        let validator = jsonschema::validator_for(&city_schema()).unwrap();
+        let mut h = Harness::new(extractor(2));
+        h.start("Where?");
+        for text in answers {
+            if !matches!(h.state, RunState::Preparing { .. }) {
+                break;
+            }
+            h.proceed();
+            h.reply(ModelReply::text(text));
+            match &h.state {
+                RunState::Handoff { output, answer, .. } => {
+                    let output = output.as_ref().expect("a schema agent's answer is its output");
+                    proptest::prop_assert!(validator.is_valid(output));
+                    proptest::prop_assert_eq!(answer.clone(), Some(output.to_string()));
+                }
+                RunState::Preparing { .. } => {
+                    let feedback = last_message(&h).content.unwrap_or_default();
+                    proptest::prop_assert!(feedback.starts_with(OUTPUT_FEEDBACK));
+                }
+                RunState::Done { outcome: Outcome::Failed { error }, .. } => {
+                    proptest::prop_assert_eq!(error.class, ErrorClass::OutputInvalid);
+                }
+                other => proptest::prop_assert!(false, "unexpected state {:?}", other.kind()),
+            }
+        }
+    }
+}
