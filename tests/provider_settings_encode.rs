@@ -117,11 +117,13 @@ fn anthropic_maps_effort_to_a_thinking_budget_on_top_of_the_visible_cap() {
         body["output_config"],
         json!({"format": {"type": "json_schema", "schema": closed_schema()}})
     );
-    let mut explicit = ModelSettings::default();
-    explicit.reasoning = Some(ReasoningSettings {
-        effort: ReasoningEffort::Low,
-        budget_tokens: Some(3000),
-    });
+    let explicit = ModelSettings {
+        reasoning: Some(ReasoningSettings {
+            effort: ReasoningEffort::Low,
+            budget_tokens: Some(3000),
+        }),
+        ..ModelSettings::default()
+    };
     let body = encode(ProviderKind::Anthropic, explicit, None);
     assert_eq!(body["thinking"]["budget_tokens"], 3000);
     assert_eq!(body["max_tokens"], 4096 + 3000);
@@ -139,11 +141,13 @@ fn ollama_puts_sampling_in_options_and_the_schema_in_format() {
     );
     assert_eq!(body["think"], true);
     assert_eq!(body["format"], closed_schema());
-    let mut off = ModelSettings::default();
-    off.reasoning = Some(ReasoningSettings {
-        effort: ReasoningEffort::None,
-        budget_tokens: None,
-    });
+    let off = ModelSettings {
+        reasoning: Some(ReasoningSettings {
+            effort: ReasoningEffort::None,
+            budget_tokens: None,
+        }),
+        ..ModelSettings::default()
+    };
     assert_eq!(encode(ProviderKind::Ollama, off, None)["think"], false);
 }
 
