@@ -63,6 +63,7 @@ fn encode(
         default_model: "fallback".into(),
         stream,
         max_tokens,
+        ..EncodeOptions::default()
     };
     encode_request(kind, &req, &options)
 }

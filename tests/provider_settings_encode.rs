@@ -8,7 +8,8 @@ use provider_support::request;
 use runtape::machine::*;
 use runtape::provider::ToolDef;
 use runtape::provider::http::{
-    DecodeError, EncodeOptions, ProviderKind, decode_response, decode_stream, encode_request,
+    DecodeError, EncodeOptions, OpenAiCompat, ProviderKind, decode_response, decode_stream,
+    encode_request,
 };
 use serde_json::{Value, json};
 
@@ -242,4 +243,36 @@ fn a_responses_stream_ends_incomplete_failed_or_refused() {
     .expect("decodes");
     assert_eq!(d.reply.refusal.as_deref(), Some("I can't help."));
     assert_eq!(d.reply.text, None);
+}
+
+#[test]
+fn a_compatible_server_can_take_the_older_cap_field_and_no_stream_options() {
+    let mut req = request(
+        "mistral-small-latest",
+        vec![Message::text(Role::User, "hi")],
+    );
+    req.settings.max_output_tokens = Some(100);
+    let options = |compat| EncodeOptions {
+        stream: true,
+        compat,
+        ..EncodeOptions::default()
+    };
+    let openai = encode_request(
+        ProviderKind::OpenAi,
+        &req,
+        &options(OpenAiCompat::default()),
+    );
+    assert_eq!(openai["max_completion_tokens"], 100);
+    assert_eq!(openai["stream_options"], json!({"include_usage": true}));
+    let mistral = encode_request(
+        ProviderKind::OpenAi,
+        &req,
+        &options(OpenAiCompat {
+            legacy_max_tokens: true,
+            stream_usage: false,
+        }),
+    );
+    assert_eq!(mistral["max_tokens"], 100);
+    assert!(mistral.get("max_completion_tokens").is_none());
+    assert!(mistral.get("stream_options").is_none());
 }

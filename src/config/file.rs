@@ -76,10 +76,20 @@ pub(crate) struct RawProvider {
     pub(crate) api_version: Option<String>,
     pub(crate) stream: Option<bool>,
     pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_tokens_field: Option<RawMaxTokensField>,
+    pub(crate) stream_usage: Option<bool>,
     pub(crate) pricing: Option<Vec<PriceEntry>>,
     pub(crate) latency_ms: Option<u64>,
     pub(crate) replies: Option<Vec<RawReply>>,
     pub(crate) by_agent: Option<BTreeMap<String, Vec<RawReply>>>,
+}
+
+/// Which field an OpenAI-compatible server takes the output cap in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawMaxTokensField {
+    MaxCompletionTokens,
+    MaxTokens,
 }
 
 /// One scripted answer: a reply (text and/or tool calls) or a failure.

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use super::error::{At, ConfigError};
-use super::file::{RawFile, RawProvider, RawProviderKind, RawReply};
+use super::file::{RawFile, RawMaxTokensField, RawProvider, RawProviderKind, RawReply};
 use super::script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, latency_error, step};
 use super::setup::{HttpSetup, ProviderSetup, provider_error};
 use crate::machine::did_you_mean;
-use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, ProviderKind};
+use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, OpenAiCompat, ProviderKind};
 
 /// Provider entry `i` of `raw`, checked and with its kind's defaults applied.
 pub(crate) fn provider(
@@ -76,6 +76,18 @@ pub(crate) fn provider(
     {
         return Err(e);
     }
+    let openai_chat = http_kind.is_some_and(ProviderKind::is_openai_chat);
+    for (field, set) in [
+        ("max_tokens_field", p.max_tokens_field.is_some()),
+        ("stream_usage", p.stream_usage.is_some()),
+    ] {
+        if set && !openai_chat {
+            return Err(ConfigError::invalid(
+                format!("{path}.{field}"),
+                format!("`{field}` applies only to openai and azure providers – remove it"),
+            ));
+        }
+    }
     if http_kind != Some(ProviderKind::AzureOpenAi) && p.api_version.is_some() {
         return Err(ConfigError::invalid(
             format!("{path}.api_version"),
@@ -132,6 +144,10 @@ fn http_provider(
         stream: p.stream.unwrap_or(true),
         max_tokens: p.max_tokens,
         pricing: p.pricing.clone().unwrap_or_default(),
+        compat: OpenAiCompat {
+            legacy_max_tokens: p.max_tokens_field == Some(RawMaxTokensField::MaxTokens),
+            stream_usage: p.stream_usage.unwrap_or(true),
+        },
     };
     // Everything but the key is checked now, with a stand-in for the key: the real one is
     // read when the setup is installed, in the process that runs.

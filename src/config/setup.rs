@@ -12,7 +12,8 @@ use super::error::{At, ConfigError};
 use super::script::ScriptSetup;
 use crate::exec::Engine;
 use crate::provider::http::{
-    DEFAULT_IDLE_TIMEOUT, HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind,
+    DEFAULT_IDLE_TIMEOUT, HttpProviderConfig, OpenAiCompat, PriceEntry, ProviderBuildError,
+    ProviderKind,
 };
 use crate::provider::{EchoProvider, ModelProvider};
 use crate::tool::command::{CommandConfig, CommandTool};
@@ -91,6 +92,13 @@ pub struct HttpSetup {
     pub max_tokens: Option<u64>,
     /// Your prices, USD per million tokens.
     pub pricing: Vec<PriceEntry>,
+    /// OpenAI-compatible differences (Mistral: the older `max_tokens`, no `stream_options`).
+    #[serde(default, skip_serializing_if = "is_default_compat")]
+    pub compat: OpenAiCompat,
+}
+
+fn is_default_compat(c: &OpenAiCompat) -> bool {
+    *c == OpenAiCompat::default()
 }
 
 impl HttpSetup {
@@ -110,6 +118,7 @@ impl HttpSetup {
             stream: self.stream,
             max_tokens: self.max_tokens,
             pricing: self.pricing.clone(),
+            compat: self.compat,
         }
     }
 }

@@ -29,6 +29,27 @@ pub struct EncodeOptions {
     pub stream: bool,
     /// The configured output-token cap (lowered to `request.remaining.tokens`).
     pub max_tokens: Option<u64>,
+    /// OpenAI-compatible servers only: how they differ from OpenAI's own.
+    pub compat: OpenAiCompat,
+}
+
+/// What an OpenAI-compatible server does differently from OpenAI's own chat completions
+/// (Mistral, for one, refuses both of OpenAI's newer fields with a 422).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OpenAiCompat {
+    /// Send the output cap as the older `max_tokens` instead of `max_completion_tokens`.
+    pub legacy_max_tokens: bool,
+    /// Ask for usage in a streamed reply with `stream_options.include_usage`.
+    pub stream_usage: bool,
+}
+
+impl Default for OpenAiCompat {
+    fn default() -> Self {
+        OpenAiCompat {
+            legacy_max_tokens: false,
+            stream_usage: true,
+        }
+    }
 }
 
 /// A decoded reply: the [`ModelReply`] the machine sees, plus wire details it has no field

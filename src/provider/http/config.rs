@@ -144,6 +144,8 @@ pub struct HttpProviderConfig {
     pub max_tokens: Option<u64>,
     /// Your own prices (USD per million tokens); they take precedence over the built-in table.
     pub pricing: Vec<PriceEntry>,
+    /// OpenAI-compatible servers: the differences from OpenAI's own API to honour.
+    pub compat: super::codec::OpenAiCompat,
 }
 
 impl HttpProviderConfig {
@@ -162,6 +164,7 @@ impl HttpProviderConfig {
             stream: true,
             max_tokens: None,
             pricing: Vec::new(),
+            compat: super::codec::OpenAiCompat::default(),
         }
     }
 }
@@ -180,6 +183,7 @@ impl fmt::Debug for HttpProviderConfig {
             .field("stream", &self.stream)
             .field("max_tokens", &self.max_tokens)
             .field("pricing_entries", &self.pricing.len())
+            .field("compat", &self.compat)
             .finish()
     }
 }

@@ -61,8 +61,8 @@ mod sse;
 mod transport;
 
 pub use codec::{
-    DecodeError, Decoded, EncodeOptions, ReplyDetails, ReportedError, StreamDecoder, StreamFacts,
-    decode_response, decode_stream, encode_request,
+    DecodeError, Decoded, EncodeOptions, OpenAiCompat, ReplyDetails, ReportedError, StreamDecoder,
+    StreamFacts, decode_response, decode_stream, encode_request,
 };
 pub use config::{
     DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_AZURE_API_VERSION, DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT,

@@ -45,11 +45,16 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         }
     }
     body.insert("stream".into(), options.stream.into());
-    if options.stream {
+    if options.stream && options.compat.stream_usage {
         body.insert("stream_options".into(), json!({ "include_usage": true }));
     }
     if let Some(cap) = request_cap(request, options.max_tokens) {
-        body.insert("max_completion_tokens".into(), cap.into());
+        let field = if options.compat.legacy_max_tokens {
+            "max_tokens"
+        } else {
+            "max_completion_tokens"
+        };
+        body.insert(field.into(), cap.into());
     }
     sampling(&mut body, settings);
     if let Some(seed) = settings.seed {

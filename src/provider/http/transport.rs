@@ -51,6 +51,7 @@ pub struct HttpProvider {
     idle_timeout: Duration,
     stream: bool,
     max_tokens: Option<u64>,
+    compat: super::codec::OpenAiCompat,
     pricing: PricingTable,
     unpriced: UnpricedWarnings,
     client: reqwest::Client,
@@ -159,6 +160,7 @@ impl HttpProvider {
             idle_timeout: config.idle_timeout.min(config.timeout),
             stream: config.stream,
             max_tokens: config.max_tokens,
+            compat: config.compat,
             pricing,
             unpriced: UnpricedWarnings::default(),
             client,
@@ -215,6 +217,7 @@ impl HttpProvider {
             default_model: self.model.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
+            compat: self.compat,
         };
         let body = encode_request(self.kind, request, &options);
         let accept = match (self.stream, self.kind) {
