@@ -18,9 +18,20 @@
 //! Construction refuses a missing model, a key variable that is unset or empty (the error
 //! names the variable, never a value), a base URL with credentials, and plain `http://` to
 //! anything but a loopback host. Base URLs: OpenAI's includes the version
-//! (`https://api.openai.com/v1`, then `/chat/completions`); Anthropic's does not
-//! (`https://api.anthropic.com`, then `/v1/messages`); Ollama's is the server
-//! (`http://127.0.0.1:11434`, then `/api/chat`).
+//! (`https://api.openai.com/v1`, then `/chat/completions`, or `/responses` for the Responses
+//! API); Azure's is the deployment URL (`https://RESOURCE.openai.azure.com/openai/deployments/
+//! DEPLOYMENT`, then `/chat/completions?api-version=…`, the key in an `api-key` header);
+//! Anthropic's does not include the version (`https://api.anthropic.com`, then
+//! `/v1/messages`); Ollama's is the server (`http://127.0.0.1:11434`, then `/api/chat`).
+//!
+//! # What a request carries
+//!
+//! Besides messages and tools, a [`ProviderRequest`](crate::provider::ProviderRequest) carries
+//! the agent's model settings and output schema, encoded per protocol (see the README's
+//! Models section for the table), and each assistant message's reasoning, sent back the way
+//! the protocol requires. A call is bounded by `timeout` (the whole request, lowered to the
+//! agent's remaining wall-time budget) and `idle_timeout` (silence), and a reply by
+//! [`MAX_BODY_BYTES`]; a reply with nothing in it is a retryable error.
 //!
 //! # Calls
 //!
