@@ -40,6 +40,7 @@ mod message;
 mod output;
 mod plan;
 mod reply;
+mod retry;
 mod route;
 mod settings;
 mod spec;
