@@ -182,7 +182,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .await?;
 
     match end.state.outcome() {
-        Some(Outcome::Completed { answer }) => {
+        Some(Outcome::Completed { answer, .. }) => {
             println!("answer: {}", answer.as_deref().unwrap_or("(none)"));
         }
         other => return Err(format!("the run did not complete: {other:?}").into()),

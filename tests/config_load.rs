@@ -165,7 +165,8 @@ async fn the_full_example_runs_to_completion_with_its_command_tool() {
     assert_eq!(
         end.state.outcome(),
         Some(&Outcome::Completed {
-            answer: Some("the report".into())
+            answer: Some("the report".into()),
+            output: None,
         }),
         "the FOUND answer took the edge to the writer"
     );

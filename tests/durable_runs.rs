@@ -34,7 +34,8 @@ async fn a_run_completes_and_its_history_replays() {
     assert_eq!(
         end.state.outcome(),
         Some(&Outcome::Completed {
-            answer: Some("done".into())
+            answer: Some("done".into()),
+            output: None,
         })
     );
     assert_eq!(calls.load(Ordering::SeqCst), 3);

@@ -121,7 +121,8 @@ async fn a_fallback_chain_survives_529_503_and_429() {
     assert_eq!(
         end.state.outcome(),
         Some(&Outcome::Completed {
-            answer: Some("the answer is 42".into())
+            answer: Some("the answer is 42".into()),
+            output: None,
         })
     );
     assert_eq!(

@@ -69,6 +69,15 @@ fn in_doubt(h: &Harness, call_id: &str) -> EventBody {
     }
 }
 
+fn city_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": false
+    })
+}
+
 fn raise() -> EventBody {
     EventBody::BudgetRaised {
         scope: Scope::Agent("solo".into()),
@@ -199,6 +208,33 @@ fn cases() -> Vec<(&'static str, Case)> {
                     .with_usage(20, 2)
                     .with_cost_nanos(1_500),
             );
+            (h, body)
+        }),
+        ("generating.replied.refused", || {
+            let h = generating(solo());
+            let reply = ModelReply {
+                refusal: Some("I can't help with that.".into()),
+                ..ModelReply::text("")
+            };
+            let body = replied(&h, reply.with_usage(20, 6));
+            (h, body)
+        }),
+        ("generating.replied.output_invalid", || {
+            let h = generating(solo_with(|s| {
+                s.agents[0].output_schema = Some(city_schema())
+            }));
+            let body = replied(
+                &h,
+                ModelReply::text("{\"town\": \"Paris\"}").with_usage(20, 6),
+            );
+            (h, body)
+        }),
+        ("generating.replied.output_failed", || {
+            let h = generating(solo_with(|s| {
+                s.agents[0].output_schema = Some(city_schema());
+                s.agents[0].correction_budget = 0;
+            }));
+            let body = replied(&h, ModelReply::text("Paris").with_usage(20, 2));
             (h, body)
         }),
         ("generating.replied.fail", || {

@@ -44,7 +44,8 @@ fn single_agent_tool_loop() {
     assert_eq!(
         h.state.outcome(),
         Some(&Outcome::Completed {
-            answer: Some("42".into())
+            answer: Some("42".into()),
+            output: None,
         })
     );
     let run = h.state.data().expect("started");
@@ -110,7 +111,8 @@ fn handoff_with_conditional_edges() {
     assert_eq!(
         h.state.outcome(),
         Some(&Outcome::Completed {
-            answer: Some("Report: 42.".into())
+            answer: Some("Report: 42.".into()),
+            output: None,
         })
     );
     let writer = &h.conversations.all()[&AgentId::from("writer")];
@@ -152,7 +154,8 @@ fn diamond_plan_is_not_a_cycle() {
         assert_eq!(
             h.state.outcome(),
             Some(&Outcome::Completed {
-                answer: Some("ok".into())
+                answer: Some("ok".into()),
+                output: None,
             })
         );
         let visits: Vec<u32> = h

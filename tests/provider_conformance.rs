@@ -1,21 +1,23 @@
 //! Every recorded provider case, replayed from a local HTTP server through the real adapter:
 //! once with the body whole and once cut into random small chunks, asserting everything
-//! `expect.json` says and that the request sent has the shape of `request.json`.
+//! `expect.json` says (text, tool calls, finish, usage, cost, refusal, reasoning blocks with
+//! signatures, structured output) and that the request sent has the shape of
+//! `request.json`: every key of a recording is compared, or listed as ignorable with a reason
+//! (`provider_support::recorded::IGNORABLE`). A second test serves every error status the
+//! providers document (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529)
+//! in each protocol's error shape and checks the class, retryability and hint.
 //!
-//! Cases come from `../shared/fixtures/providers`, or from `RUNTAPE_PROVIDER_CASES` when set.
-//! Run with `--nocapture` to see one line per case.
+//! Cases come from `../shared/fixtures/providers` (or `RUNTAPE_PROVIDER_CASES` when set) and
+//! `tests/fixtures/providers`. Run with `--nocapture` to see one line per case.
 
 mod provider_support;
 
-use std::sync::Arc;
-
+use provider_support::recorded::{check_request_shape, provider_request};
 use provider_support::*;
-use runtape::machine::{
-    AgentId, Finish, Message, ProviderErrorClass, Remaining, Role, TokenUsage, ToolCall,
-};
+use runtape::machine::{Finish, ProviderErrorClass, TokenUsage};
+use runtape::provider::ProviderError;
 use runtape::provider::http::{Decoded, PricingTable, ProviderKind, cost_nanos, parse_error_body};
-use runtape::provider::{ProviderError, ProviderRequest, ToolDef};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 macro_rules! ensure_eq {
     ($got:expr, $want:expr, $what:expr) => {{
@@ -86,29 +88,38 @@ async fn run(case: &Case, chunked: bool) -> Result<String, String> {
     let server = MockServer::always(behaviour).await;
     let path = case
         .path()
-        .unwrap_or_else(|| kind_default_path(kind).to_owned());
-    let endpoint = kind_default_path(kind);
+        .unwrap_or_else(|| kind.endpoint_path().to_owned());
+    let endpoint = kind.endpoint_path();
     ensure!(
         path.ends_with(endpoint),
         "recorded path {path} does not end in {endpoint}"
     );
     let base = format!("{}{}", server.url(), &path[..path.len() - endpoint.len()]);
 
-    let (request, representable) = match provider_request(kind, &case.request) {
-        Ok(r) => (r, Ok(())),
-        Err(reason) => {
+    let (rebuilt, representable) = match provider_request(kind, &case.request) {
+        Ok(r) => (Some(r), Ok(())),
+        Err(reason) => (None, Err(reason)),
+    };
+    let mut config = config(kind, &base, "config-model");
+    config.stream = case.stream();
+    config.max_tokens = rebuilt.as_ref().and_then(|r| r.max_tokens);
+    let query = case.query();
+    if kind == ProviderKind::AzureOpenAi {
+        config.api_version = query
+            .as_deref()
+            .and_then(|q| q.strip_prefix("api-version="))
+            .map(str::to_owned);
+    }
+    let request = match &rebuilt {
+        Some(r) => r.request.clone(),
+        None => {
             let model = case.request["model"]
                 .as_str()
                 .or(case.expect["model"].as_str())
                 .unwrap_or("test-model");
-            (hello(model), Err(reason))
+            hello(model)
         }
     };
-    let mut config = config(kind, &base, "config-model");
-    config.stream = case.stream();
-    config.max_tokens = case.request["max_tokens"]
-        .as_u64()
-        .filter(|_| kind == ProviderKind::Anthropic);
     let provider = provider(config, KEY);
     let deltas = Deltas::default();
     let sink = deltas.sink();
@@ -118,13 +129,20 @@ async fn run(case: &Case, chunked: bool) -> Result<String, String> {
     ensure_eq!(sent.len(), 1, "requests the server saw");
     let sent = &sent[0];
     ensure_eq!(sent.method.as_str(), "POST", "method");
-    ensure_eq!(sent.path.as_str(), path.as_str(), "path");
+    let want_path = match (kind, &query) {
+        (ProviderKind::AzureOpenAi, Some(q)) => format!("{path}?{q}"),
+        _ => path.clone(),
+    };
+    ensure_eq!(sent.path.as_str(), want_path.as_str(), "path");
     check_headers(kind, sent)?;
 
     match case.expect["kind"].as_str() {
         Some("success") => {
             let decoded = result.map_err(|e| format!("expected success, got error {e}"))?;
             check_success(case, &decoded, &deltas)?;
+            if let Some(schema) = &request.output_schema {
+                check_structured(schema, &decoded)?;
+            }
         }
         Some("error") => {
             let err = match result {
@@ -138,31 +156,49 @@ async fn run(case: &Case, chunked: bool) -> Result<String, String> {
 
     match representable {
         Ok(()) => {
-            check_request_shape(kind, &case.request, &sent.json())?;
-            let dropped = case.request["messages"]
-                .as_array()
-                .is_some_and(|ms| ms.iter().any(|m| m.get("reasoning").is_some()));
-            Ok(if dropped {
-                "shape: matches request.json (an assistant `reasoning` field, which Message cannot hold, not compared)".into()
+            let skipped = check_request_shape(kind, &case.request, &sent.json())?;
+            Ok(if skipped.is_empty() {
+                "shape: every key matches request.json".into()
             } else {
-                "shape: matches request.json".into()
+                format!(
+                    "shape: matches request.json; not compared: {}",
+                    skipped.join(", ")
+                )
             })
         }
         Err(reason) => Ok(format!("shape: not compared ({reason})")),
     }
 }
 
-fn kind_default_path(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::OpenAi => "/chat/completions",
-        ProviderKind::Anthropic => "/v1/messages",
-        ProviderKind::Ollama => "/api/chat",
-    }
+/// The answer of a structured-output case parses as JSON and validates against the schema
+/// the request carried.
+fn check_structured(schema: &Value, decoded: &Decoded) -> Result<(), String> {
+    let text = decoded
+        .reply
+        .text
+        .as_deref()
+        .ok_or("a structured-output case without text")?;
+    let value: Value =
+        serde_json::from_str(text.trim()).map_err(|e| format!("answer is not JSON: {e}"))?;
+    let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
+    ensure!(
+        errors.is_empty(),
+        "answer does not match its schema: {errors:?}"
+    );
+    Ok(())
 }
 
 fn check_headers(kind: ProviderKind, sent: &Recorded) -> Result<(), String> {
     match kind {
-        ProviderKind::OpenAi => {
+        ProviderKind::AzureOpenAi => {
+            ensure_eq!(sent.header("api-key"), Some(KEY), "api-key header");
+            ensure_eq!(sent.header("authorization"), None, "authorization header");
+        }
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
             let bearer = format!("Bearer {KEY}");
             ensure_eq!(
                 sent.header("authorization"),
@@ -285,6 +321,8 @@ fn check_success(case: &Case, decoded: &Decoded, deltas: &Deltas) -> Result<(), 
         reply.usage,
     ) {
         (Some(price), Some(usage)) => Some(cost_nanos(&price, &usage)),
+        // Models on your own Ollama cost nothing unless priced.
+        (None, _) if case.kind() == ProviderKind::Ollama => Some(0),
         _ => None,
     };
     ensure_eq!(reply.cost_nanos, want_cost, "cost_nanos");
@@ -292,8 +330,25 @@ fn check_success(case: &Case, decoded: &Decoded, deltas: &Deltas) -> Result<(), 
     if let Some(refusal) = e.get("refusal") {
         ensure_eq!(reply.refusal, opt_str(refusal), "refusal");
     }
-    if let Some(thinking) = e.get("thinking").or(e.get("reasoning")) {
+    if let Some(thinking) = e
+        .get("thinking")
+        .or(e.get("reasoning").filter(|r| r.is_string()))
+    {
         ensure_eq!(reply.thinking, opt_str(thinking), "thinking");
+    }
+    if let Some(Value::Array(blocks)) = e.get("reasoning") {
+        let want: Vec<Value> = blocks
+            .iter()
+            .map(|b| {
+                let mut b = b.clone();
+                if let Some(obj) = b.as_object_mut() {
+                    obj.retain(|k, v| !(v.is_null() || (k == "signature" && v == "")));
+                }
+                b
+            })
+            .collect();
+        let got = serde_json::to_value(&reply.reasoning).map_err(|x| x.to_string())?;
+        ensure_eq!(got, Value::Array(want), "reasoning blocks");
     }
     let d = &decoded.details;
     if let Some(stop) = e.get("stop_sequence") {
@@ -382,12 +437,8 @@ fn check_error(case: &Case, err: &ProviderError) -> Result<(), String> {
     ensure_eq!(err.retry_after_ms, retry_after, "retry_after_ms");
     ensure_eq!(err.provider.as_str(), case.kind().as_str(), "provider name");
 
-    let (class, hint) = match status {
-        Some(401 | 403) => (ProviderErrorClass::ProviderAuth, "auth rejected"),
-        Some(429) => (ProviderErrorClass::ProviderRateLimit, "rate limited"),
-        Some(404) => (ProviderErrorClass::BadRequest, "model not found"),
-        Some(400) => (ProviderErrorClass::BadRequest, "request rejected"),
-        other => return Err(format!("no class expectation for status {other:?}")),
+    let Some(&(_, class, _, hint)) = status.and_then(documented) else {
+        return Err(format!("status {status:?} is not in DOCUMENTED_STATUSES"));
     };
     ensure_eq!(err.class, class, "class");
     ensure!(
@@ -424,236 +475,164 @@ fn check_error(case: &Case, err: &ProviderError) -> Result<(), String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// The request: request.json → ProviderRequest, and the sent body compared with request.json.
+// Every error status the providers document
 
-fn provider_request(kind: ProviderKind, recorded: &Value) -> Result<ProviderRequest, String> {
-    if recorded.is_null() {
-        return Err("request.json is null".into());
-    }
-    let mut messages = Vec::new();
-    if let Some(system) = recorded.get("system") {
-        let text = system.as_str().ok_or("system is not a string")?;
-        messages.push(Message::text(Role::System, text));
-    }
-    for m in recorded["messages"].as_array().ok_or("no messages")? {
-        let Some(role) = m.get("role").and_then(Value::as_str) else {
-            return Err("a message is not an object with a role".into());
-        };
-        match kind {
-            ProviderKind::Anthropic => anthropic_message(role, m, &mut messages)?,
-            _ => messages.push(chat_message(role, m)?),
-        }
-    }
-    let tools = recorded["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| {
-                    let f = if kind == ProviderKind::Anthropic {
-                        t
-                    } else {
-                        &t["function"]
-                    };
-                    let schema = if kind == ProviderKind::Anthropic {
-                        &t["input_schema"]
-                    } else {
-                        &f["parameters"]
-                    };
-                    ToolDef {
-                        name: f["name"].as_str().unwrap_or_default().to_owned(),
-                        description: f["description"].as_str().unwrap_or_default().to_owned(),
-                        schema: schema.clone(),
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(ProviderRequest {
-        agent: AgentId::from("agent"),
-        model: recorded["model"].as_str().ok_or("no model")?.to_owned(),
-        messages: Arc::new(messages),
-        tools,
-        remaining: Remaining::default(),
-        attempt: 1,
-    })
-}
-
-fn role_of(role: &str) -> Result<Role, String> {
-    serde_json::from_value(json!(role)).map_err(|_| format!("unknown role {role}"))
-}
-
-fn chat_message(role: &str, m: &Value) -> Result<Message, String> {
-    let content = match m.get("content") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("content parts (an image) have no equivalent in Message".into()),
-    };
-    let tool_calls = m["tool_calls"]
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c["id"].as_str().unwrap_or_default().to_owned(),
-                    name: c["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    arguments: match &c["function"]["arguments"] {
-                        Value::String(raw) => {
-                            serde_json::from_str(raw).unwrap_or(Value::String(raw.clone()))
-                        }
-                        other => other.clone(),
-                    },
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Message {
-        role: role_of(role)?,
-        content,
-        tool_calls,
-        tool_call_id: m["tool_call_id"].as_str().map(str::to_owned),
-        name: m["tool_name"].as_str().map(str::to_owned),
-        is_error: false,
-    })
-}
-
-fn anthropic_message(role: &str, m: &Value, out: &mut Vec<Message>) -> Result<(), String> {
-    let role = role_of(role)?;
-    let blocks = match &m["content"] {
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        Value::Array(blocks) => blocks.clone(),
-        _ => return Err("content is neither text nor blocks".into()),
-    };
-    if role == Role::Assistant {
-        let mut msg = Message::text(Role::Assistant, "");
-        msg.content = None;
-        for b in &blocks {
-            match b["type"].as_str() {
-                Some("text") => msg
-                    .content
-                    .get_or_insert_with(String::new)
-                    .push_str(b["text"].as_str().unwrap_or_default()),
-                Some("tool_use") => msg.tool_calls.push(ToolCall {
-                    id: b["id"].as_str().unwrap_or_default().to_owned(),
-                    name: b["name"].as_str().unwrap_or_default().to_owned(),
-                    arguments: b["input"].clone(),
-                }),
-                other => return Err(format!("assistant block {other:?} has no equivalent")),
-            }
-        }
-        out.push(msg);
-        return Ok(());
-    }
-    for b in &blocks {
-        match b["type"].as_str() {
-            Some("text") => out.push(Message::text(role, b["text"].as_str().unwrap_or_default())),
-            Some("tool_result") => out.push(Message {
-                role: Role::Tool,
-                content: b["content"].as_str().map(str::to_owned),
-                tool_calls: Vec::new(),
-                tool_call_id: b["tool_use_id"].as_str().map(str::to_owned),
-                name: None,
-                is_error: b["is_error"].as_bool().unwrap_or(false),
-            }),
-            other => return Err(format!("user block {other:?} has no equivalent")),
-        }
-    }
-    Ok(())
-}
-
-/// Keys of request.json that are not compared: sampling and other options the adapter does
-/// not send. Any other key must match.
-const IGNORED_KEYS: &[&str] = &[
-    "temperature",
-    "top_p",
-    "n",
-    "user",
-    "format",
-    "options",
-    "keep_alive",
-    "tool_choice",
-    "max_tokens",
+/// Every status the providers document for their APIs (OpenAI, Azure OpenAI, Anthropic,
+/// Ollama), with the class runtape gives it, whether it is retried, and a word of the hint.
+/// Recorded error cases are checked against this table too, so a status missing here fails.
+const DOCUMENTED_STATUSES: &[(u16, ProviderErrorClass, bool, &str)] = &[
+    (
+        400,
+        ProviderErrorClass::BadRequest,
+        false,
+        "request rejected",
+    ),
+    (
+        401,
+        ProviderErrorClass::ProviderAuth,
+        false,
+        "auth rejected",
+    ),
+    (
+        403,
+        ProviderErrorClass::ProviderAuth,
+        false,
+        "auth rejected",
+    ),
+    (
+        404,
+        ProviderErrorClass::BadRequest,
+        false,
+        "model not found",
+    ),
+    (
+        408,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "timed out",
+    ),
+    (
+        409,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "conflict",
+    ),
+    (413, ProviderErrorClass::BadRequest, false, "too large"),
+    (
+        422,
+        ProviderErrorClass::BadRequest,
+        false,
+        "request rejected",
+    ),
+    (
+        429,
+        ProviderErrorClass::ProviderRateLimit,
+        true,
+        "rate limited",
+    ),
+    (
+        500,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        502,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        503,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        504,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
+    (
+        529,
+        ProviderErrorClass::ProviderUnavailable,
+        true,
+        "unavailable",
+    ),
 ];
 
-fn check_request_shape(kind: ProviderKind, recorded: &Value, sent: &Value) -> Result<(), String> {
-    let rec = recorded
-        .as_object()
-        .ok_or("request.json is not an object")?;
-    let mut compared = vec!["model", "messages", "tools", "stream", "stream_options"];
-    ensure_eq!(sent["model"], recorded["model"], "request model");
-    let rec_stream = recorded["stream"].as_bool().unwrap_or(false);
-    ensure_eq!(
-        sent["stream"].as_bool().unwrap_or(false),
-        rec_stream,
-        "request stream flag"
-    );
-    if let Some(options) = recorded.get("stream_options") {
-        ensure_eq!(&sent["stream_options"], options, "request stream_options");
-    }
-    if kind == ProviderKind::OpenAi && rec_stream {
-        ensure_eq!(
-            sent["stream_options"],
-            json!({"include_usage": true}),
-            "stream_options sent when streaming"
-        );
-    }
-    let norm = |v: &Value| normalize_messages(kind, v);
-    ensure_eq!(
-        norm(&sent["messages"]),
-        norm(&recorded["messages"]),
-        "request messages"
-    );
-    let tools = |v: &Value| v.as_array().cloned().unwrap_or_default();
-    ensure_eq!(
-        tools(&sent["tools"]),
-        tools(&recorded["tools"]),
-        "request tools"
-    );
-    if kind == ProviderKind::Anthropic {
-        compared.extend(["system", "max_tokens"]);
-        ensure_eq!(sent["system"], recorded["system"], "request system");
-        ensure_eq!(
-            sent["max_tokens"],
-            recorded["max_tokens"],
-            "request max_tokens"
-        );
-    }
-    for key in rec.keys() {
-        ensure!(
-            compared.contains(&key.as_str()) || IGNORED_KEYS.contains(&key.as_str()),
-            "request.json key `{key}` is neither compared nor known to be ignorable"
-        );
-    }
-    Ok(())
+fn documented(status: u16) -> Option<&'static (u16, ProviderErrorClass, bool, &'static str)> {
+    DOCUMENTED_STATUSES.iter().find(|(s, ..)| *s == status)
 }
 
-/// Message lists in a comparable form: Anthropic string content as one text block; OpenAI
-/// argument strings parsed; the non-standard `reasoning` field (not representable) dropped.
-fn normalize_messages(kind: ProviderKind, messages: &Value) -> Value {
-    let list = messages.as_array().cloned().unwrap_or_default();
-    list.into_iter()
-        .map(|mut m| {
-            if let Some(obj) = m.as_object_mut() {
-                obj.remove("reasoning");
-                if kind == ProviderKind::Anthropic
-                    && let Some(Value::String(s)) = obj.get("content").cloned()
-                {
-                    obj.insert("content".into(), json!([{"type": "text", "text": s}]));
-                }
-                if let Some(Value::Array(calls)) = obj.get_mut("tool_calls") {
-                    for c in calls {
-                        if let Some(Value::String(raw)) = c.pointer("/function/arguments").cloned()
-                        {
-                            let parsed = serde_json::from_str(&raw).unwrap_or(Value::String(raw));
-                            c["function"]["arguments"] = parsed;
-                        }
-                    }
-                }
+/// The error body each protocol documents for `status`.
+fn documented_body(kind: ProviderKind, status: u16) -> String {
+    let anthropic_type = match status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        504 => "timeout_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    };
+    match kind {
+        ProviderKind::Anthropic => format!(
+            r#"{{"type":"error","error":{{"type":"{anthropic_type}","message":"documented {status}"}},"request_id":"req_doc"}}"#
+        ),
+        ProviderKind::Ollama => format!(r#"{{"error":"documented {status}"}}"#),
+        _ => format!(
+            r#"{{"error":{{"message":"documented {status}","type":"{}","param":null,"code":null}}}}"#,
+            if status >= 500 {
+                "server_error"
+            } else {
+                "invalid_request_error"
             }
-            m
-        })
-        .collect()
+        ),
+    }
+}
+
+#[tokio::test]
+async fn every_documented_error_status_is_classified_in_every_protocol() {
+    let kinds = [
+        ProviderKind::OpenAi,
+        ProviderKind::AzureOpenAi,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Ollama,
+    ];
+    let mut failures = Vec::new();
+    for &(status, class, retryable, hint) in DOCUMENTED_STATUSES {
+        for kind in kinds {
+            let body = documented_body(kind, status);
+            let server = MockServer::always(Behaviour::json(status, &body)).await;
+            let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
+            cfg.stream = false;
+            let err = match provider(cfg, KEY)
+                .complete_decoded(&hello("m"), &|_| {})
+                .await
+            {
+                Ok(d) => {
+                    failures.push(format!("{kind} {status}: succeeded with {:?}", d.reply));
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let ok = err.status == Some(status)
+                && err.class == class
+                && err.retryable == retryable
+                && err.hint.contains(hint)
+                && err.message == format!("documented {status}");
+            if !ok {
+                failures.push(format!(
+                    "{kind} {status}: got class {:?} retryable {} hint {:?} message {:?}",
+                    err.class, err.retryable, err.hint, err.message
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -30,6 +30,7 @@ fn conversation() -> Vec<Message> {
         tool_call_id: Some(id.into()),
         name: Some("lookup".into()),
         is_error,
+        reasoning: Vec::new(),
     };
     vec![
         Message::text(Role::System, "Be brief."),
@@ -62,6 +63,7 @@ fn encode(
         default_model: "fallback".into(),
         stream,
         max_tokens,
+        ..EncodeOptions::default()
     };
     encode_request(kind, &req, &options)
 }

@@ -55,7 +55,14 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
     let server = MockServer::always(Behaviour::sse(body).then_hang()).await;
     let deltas = Deltas::default();
     let sink = deltas.sink();
-    let err = quick(ProviderKind::OpenAi, &server, 300)
+    let mut cfg = config(
+        ProviderKind::OpenAi,
+        &base_for(ProviderKind::OpenAi, &server.url()),
+        "m",
+    );
+    cfg.timeout = Duration::from_secs(30);
+    cfg.idle_timeout = Duration::from_millis(300);
+    let err = provider(cfg, "k")
         .complete_decoded(&hello("m"), &sink)
         .await
         .unwrap_err();
@@ -75,11 +82,15 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
 async fn dropping_the_call_closes_the_connection() {
     for kind in [
         ProviderKind::OpenAi,
+        ProviderKind::OpenAiResponses,
         ProviderKind::Anthropic,
         ProviderKind::Ollama,
     ] {
         let body = match kind {
-            ProviderKind::OpenAi => {
+            ProviderKind::OpenAiResponses => {
+                "data: {\"type\":\"response.output_text.delta\",\"delta\":\"first\"}\n\n"
+            }
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => {
                 "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n"
             }
             ProviderKind::Anthropic => {

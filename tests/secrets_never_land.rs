@@ -447,6 +447,8 @@ async fn a_recording_provider_stores_no_registered_secret() {
         tools: vec![],
         remaining: Remaining::default(),
         attempt: 1,
+        settings: Default::default(),
+        output_schema: None,
     };
     recorder.complete(&request, &|_| {}).await.expect("a reply");
     let cassette = recorder.finish("2025-01-31T12:00:00Z").expect("cassette");

@@ -272,7 +272,7 @@ async fn an_edited_fork_goes_live_at_the_first_changed_request() {
         w.model_calls.load(Ordering::SeqCst) > before,
         "the changed request went to the model"
     );
-    let Some(Outcome::Completed { answer }) = end.state.outcome() else {
+    let Some(Outcome::Completed { answer, .. }) = end.state.outcome() else {
         panic!()
     };
     assert_eq!(answer.as_deref(), Some("answer to: What is the question?"));
@@ -285,7 +285,7 @@ async fn an_edited_fork_goes_live_at_the_first_changed_request() {
         .expect("the fork verifies");
     // The parent is untouched and both stay queryable.
     let parent_end = history::show(store(&w), &parent, None).expect("shows");
-    let Some(Outcome::Completed { answer }) = parent_end.state.outcome() else {
+    let Some(Outcome::Completed { answer, .. }) = parent_end.state.outcome() else {
         panic!()
     };
     assert_eq!(answer.as_deref(), Some("answer to: What is the answer?"));

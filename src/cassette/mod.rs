@@ -27,6 +27,7 @@
 //!     tools: vec![],
 //!     remaining: Remaining::default(),
 //!     attempt: 1,
+//!     ..ProviderRequest::default()
 //! };
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("geo.cassette.json");

@@ -199,6 +199,26 @@ pub(crate) fn usd(nanos: u64) -> String {
     format!("${:.4}", nanos as f64 / 1e9)
 }
 
+/// A run's cost for people: `$0.0123` when every turn had a price; `cost unknown` when none
+/// had; `$0.0123 + unknown` when some turns had no price (the known part is a floor).
+pub(crate) fn cost_text(nanos: u64, unpriced_turns: u64) -> String {
+    match (nanos, unpriced_turns) {
+        (n, 0) => usd(n),
+        (0, _) => "cost unknown".to_owned(),
+        (n, _) => format!("{} + unknown", usd(n)),
+    }
+}
+
+/// A `u64` for JSON output: a number up to 2^53, a string above (readers that parse numbers
+/// as doubles would round it).
+pub(crate) fn json_u64(n: u64) -> serde_json::Value {
+    if n > (1u64 << 53) {
+        serde_json::Value::String(n.to_string())
+    } else {
+        serde_json::Value::from(n)
+    }
+}
+
 /// Unix milliseconds as `2026-11-21 14:03:22.123Z` (UTC).
 pub(crate) fn utc(ms: u64) -> String {
     let secs = ms / 1000;
@@ -303,6 +323,17 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00.000Z");
         assert_eq!(utc(1_763_683_200_123), "2025-11-21 00:00:00.123Z");
         assert_eq!(usd(1_234_500), "$0.0012");
+        assert_eq!(cost_text(1_234_500, 0), "$0.0012");
+        assert_eq!(cost_text(0, 3), "cost unknown");
+        assert_eq!(cost_text(1_234_500, 1), "$0.0012 + unknown");
+        assert_eq!(
+            json_u64(1 << 53),
+            serde_json::json!(9_007_199_254_740_992u64)
+        );
+        assert_eq!(
+            json_u64((1 << 53) + 1),
+            serde_json::json!("9007199254740993")
+        );
         assert_eq!(age(10_000, 4_000), "6s");
         assert_eq!(age(10_000_000, 0), "2h");
     }

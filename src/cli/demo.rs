@@ -70,7 +70,7 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
     setup.install(&engine)?;
     let end = engine.resume(&run).await?.wait().await?;
     let answer = match end.state.outcome() {
-        Some(Outcome::Completed { answer }) => answer.clone().unwrap_or_default(),
+        Some(Outcome::Completed { answer, .. }) => answer.clone().unwrap_or_default(),
         other => format!("{other:?}"),
     };
     outln!("   {} at step {}: {answer}", end.status, end.state.seq());

@@ -1,12 +1,14 @@
-//! Watching a run the CLI drives: a spinner with the agent, step, tokens and cost while it
-//! waits (or one JSON trace event per line with `--json`), then a summary and the exit status.
+//! Watching a run the CLI drives: a spinner with the agent, step, tokens and the running cost
+//! while it waits (or one JSON trace event per line with `--json`, each `model.reply` carrying
+//! the run's cost so far), then a summary and the exit status. A model without a price gets
+//! one warning on stderr, and its cost is shown as unknown, never as `$0.0000`.
 
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use super::common::{CliError, outln, print_json, usd};
+use super::common::{CliError, cost_text, json_u64, outln, print_json};
 use super::{EXIT_FAILED, EXIT_OK};
 use crate::exec::{RunEnd, RunHandle, Trace, TraceEvent};
 use crate::machine::{Outcome, RunState, Slot, SlotStatus};
@@ -83,12 +85,14 @@ pub(crate) async fn follow(
     let mut out_err = None;
     let end = handle
         .wait_with(|e| {
+            if let Some(warning) = status.see(e) {
+                bar.suspend(|| eprintln!("{warning}"));
+            }
             if json {
                 if let Err(e) = print_json(e) {
                     out_err = Some(e);
                 }
             } else {
-                status.see(e);
                 bar.set_message(status.line());
             }
         })
@@ -109,11 +113,16 @@ struct Status {
     seq: u64,
     tokens: u64,
     cost: u64,
+    unpriced: u64,
     doing: String,
+    /// `provider/model` pairs already warned about as unpriced.
+    warned: std::collections::BTreeSet<String>,
 }
 
 impl Status {
-    fn see(&mut self, e: &TraceEvent) {
+    /// Takes in a trace event; returns a warning to print when a model turns out to have no
+    /// price (once per provider and model).
+    fn see(&mut self, e: &TraceEvent) -> Option<String> {
         if let Some(s) = e.seq {
             self.seq = self.seq.max(s);
         }
@@ -135,13 +144,26 @@ impl Status {
             }
             Trace::ModelToken { .. } => self.doing = "receiving tokens".into(),
             Trace::ModelReply {
-                usage, cost_nanos, ..
+                provider,
+                model,
+                usage,
+                cost_nanos,
+                run_cost_nanos,
+                run_unpriced_turns,
+                ..
             } => {
                 if let Some(u) = usage {
                     self.tokens += u.input_tokens + u.output_tokens;
                 }
-                self.cost += cost_nanos.unwrap_or(0);
+                self.cost = *run_cost_nanos;
+                self.unpriced = *run_unpriced_turns;
                 self.doing = "thinking".into();
+                let key = format!("{provider}/{model}");
+                if cost_nanos.is_none() && self.warned.insert(key.clone()) {
+                    return Some(format!(
+                        "warning: no price for {key}: its cost is unknown and cost caps cannot trigger for it – add a `pricing` entry to the provider (0 for a free model)"
+                    ));
+                }
             }
             Trace::ToolCall { tool, .. } => self.doing = format!("running tool {tool}"),
             Trace::Handoff { from, to } => self.doing = format!("handoff {from} → {to}"),
@@ -150,6 +172,7 @@ impl Status {
             }
             _ => {}
         }
+        None
     }
 
     fn line(&self) -> String {
@@ -162,7 +185,7 @@ impl Status {
             },
             self.seq,
             self.tokens,
-            usd(self.cost),
+            cost_text(self.cost, self.unpriced),
             self.doing
         )
     }
@@ -189,7 +212,9 @@ fn summarise(end: &RunEnd, status: &Status, json: bool) -> Result<u8, CliError> 
             "turns": usage.turns,
             "tool_calls": usage.tool_calls,
             "tokens": usage.input_tokens + usage.output_tokens,
-            "cost_nanos": usage.cost_nanos,
+            "cost_nanos": json_u64(usage.cost_nanos),
+            "cost_known": usage.unpriced_turns == 0,
+            "unpriced_turns": usage.unpriced_turns,
             "outcome": end.state.outcome(),
         }))?;
         return Ok(code);
@@ -201,12 +226,12 @@ fn summarise(end: &RunEnd, status: &Status, json: bool) -> Result<u8, CliError> 
         usage.turns,
         usage.tool_calls,
         usage.input_tokens + usage.output_tokens,
-        usd(usage.cost_nanos)
+        cost_text(usage.cost_nanos, usage.unpriced_turns)
     );
     match (&end.state, end.status) {
         (
             RunState::Done {
-                outcome: Outcome::Completed { answer },
+                outcome: Outcome::Completed { answer, .. },
                 ..
             },
             _,

@@ -4,10 +4,12 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::common::{CliError, age, open_existing, outln, parse_run_at, print_json, usd, utc};
+use super::common::{
+    CliError, age, cost_text, json_u64, open_existing, outln, parse_run_at, print_json, usd, utc,
+};
 use crate::exec::wall_ms;
 use crate::history;
-use crate::machine::{Effect, Outcome, RunState, SlotStatus};
+use crate::machine::{Effect, Outcome, Reasoning, RunState, SlotStatus};
 use crate::store::Store;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first.
@@ -22,7 +24,9 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
                 "status": r.status,
                 "state": r.state_kind,
                 "steps": r.seq,
-                "cost_nanos": r.cost_nanos,
+                "cost_nanos": json_u64(r.cost_nanos),
+                "cost_known": r.unpriced_turns == 0,
+                "unpriced_turns": r.unpriced_turns,
                 "tokens": r.tokens,
                 "created_ms": r.created_ms,
                 "updated_ms": r.updated_ms,
@@ -38,7 +42,7 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
     }
     let now = wall_ms();
     outln!(
-        "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  GOAL",
+        "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  GOAL",
         "RUN",
         "STATUS",
         "STEPS",
@@ -53,11 +57,11 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
         outln!(
-            "{:<16}  {:<16}  {:>6}  {:>9}  {:>5}  {goal}{fork}",
+            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {goal}{fork}",
             r.id.as_str(),
             r.status.as_str(),
             r.seq,
-            usd(r.cost_nanos),
+            cost_text(r.cost_nanos, r.unpriced_turns),
             age(now, r.updated_ms)
         );
     }
@@ -87,7 +91,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         "run {run} — {} — {} steps — {} — {}",
         rec.status,
         rec.seq,
-        usd(rec.cost_nanos),
+        cost_text(rec.cost_nanos, rec.unpriced_turns),
         rec.goal.replace('\n', " ")
     );
     if let Some((parent, at)) = &rec.parent {
@@ -197,7 +201,47 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             left(r.tokens),
             r.cost_nanos.map_or("∞".to_owned(), usd),
         );
+        if !req.settings.is_empty() {
+            let settings = serde_json::to_string(&req.settings).unwrap_or_default();
+            outln!("  settings {settings}");
+        }
+        if let Some(schema) = &req.output_schema {
+            outln!("  output schema {schema}");
+        }
         for (i, m) in req.messages.iter().enumerate() {
+            for r in &m.reasoning {
+                let (kind, text) = match r {
+                    Reasoning::Thinking { text, signature } => (
+                        if signature.is_empty() {
+                            "thinking".to_owned()
+                        } else {
+                            "thinking, signed".to_owned()
+                        },
+                        text.clone(),
+                    ),
+                    Reasoning::RedactedThinking { data } => (
+                        "redacted thinking".to_owned(),
+                        format!("{} bytes", data.len()),
+                    ),
+                    Reasoning::Text { text, .. } => ("reasoning".to_owned(), text.clone()),
+                    Reasoning::Item {
+                        id,
+                        summary,
+                        encrypted_content,
+                    } => (
+                        format!(
+                            "reasoning {id}{}",
+                            if encrypted_content.is_some() {
+                                ", encrypted"
+                            } else {
+                                ""
+                            }
+                        ),
+                        summary.join(" "),
+                    ),
+                };
+                outln!("  [{i}] ({kind}) {}", text.replace('\n', "\n            "));
+            }
             let text = m.content.as_deref().unwrap_or("");
             let calls: Vec<String> = m
                 .tool_calls
@@ -227,11 +271,11 @@ fn describe_state(state: &RunState) {
         run.usage.turns,
         run.usage.tool_calls,
         run.usage.input_tokens + run.usage.output_tokens,
-        usd(run.usage.cost_nanos)
+        cost_text(run.usage.cost_nanos, run.usage.unpriced_turns)
     );
     match state {
         RunState::Done {
-            outcome: Outcome::Completed { answer },
+            outcome: Outcome::Completed { answer, .. },
             ..
         } => outln!("answer  {}", answer.as_deref().unwrap_or("")),
         RunState::Done {

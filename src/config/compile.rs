@@ -61,7 +61,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         .agents
         .iter()
         .enumerate()
-        .map(|(i, a)| agent(i, a, &raw.providers))
+        .map(|(i, a)| agent(i, a, &raw.providers, spec_dir))
         .collect::<Result<Vec<_>, _>>()?;
     let plan = raw.plan.as_ref().map(plan).transpose()?;
     let spec = Spec {
@@ -216,14 +216,18 @@ fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
-fn agent(i: usize, a: &RawAgent, providers: &[RawProvider]) -> Result<AgentSpec, ConfigError> {
+fn agent(
+    i: usize,
+    a: &RawAgent,
+    providers: &[RawProvider],
+    spec_dir: &Path,
+) -> Result<AgentSpec, ConfigError> {
     let path = format!("agents[{i}]");
     let mut routes = vec![route(
         &a.id,
         &a.provider,
         a.model.as_deref(),
-        a.max_attempts,
-        a.backoff.as_ref(),
+        (a.max_attempts, a.backoff.as_ref(), a.cooldown_ms),
         providers,
         &path,
     )?];
@@ -232,13 +236,18 @@ fn agent(i: usize, a: &RawAgent, providers: &[RawProvider]) -> Result<AgentSpec,
             &a.id,
             &f.provider,
             f.model.as_deref(),
-            f.max_attempts,
-            f.backoff.as_ref(),
+            (f.max_attempts, f.backoff.as_ref(), f.cooldown_ms),
             providers,
             &format!("{path}.fallbacks[{j}]"),
         )?);
     }
+    let model_settings = a.model_settings.clone().unwrap_or_default();
+    let names: Vec<&str> = routes.iter().map(|r| r.provider.as_str()).collect();
+    super::models::check(&path, &model_settings, &names, providers)?;
+    let output_schema = output_schema(a, &path, spec_dir)?;
     Ok(AgentSpec {
+        output_schema,
+        model_settings,
         id: AgentId::new(a.id.clone()),
         system_prompt: a.system_prompt.clone(),
         routes,
@@ -250,12 +259,65 @@ fn agent(i: usize, a: &RawAgent, providers: &[RawProvider]) -> Result<AgentSpec,
     })
 }
 
+/// The agent's output schema: written inline (`output_schema`) or in a JSON file
+/// (`output_schema_file`, relative to the spec), not both.
+fn output_schema(a: &RawAgent, path: &str, spec_dir: &Path) -> Result<Option<Value>, ConfigError> {
+    match (&a.output_schema, &a.output_schema_file) {
+        (Some(_), Some(_)) => Err(ConfigError::invalid(
+            format!("{path}.output_schema_file"),
+            "give the output schema inline (`output_schema`) or in a file (`output_schema_file`), not both – remove one",
+        )),
+        (Some(v), None) => Ok(Some(v.clone())),
+        (None, Some(file)) => {
+            let field = format!("{path}.output_schema_file");
+            let full = spec_dir.join(file);
+            let meta = std::fs::metadata(&full).map_err(|e| {
+                ConfigError::invalid(
+                    field.clone(),
+                    format!(
+                        "cannot read `{}` ({e}) – give a JSON Schema file relative to the spec",
+                        full.display()
+                    ),
+                )
+            })?;
+            if meta.len() > super::MAX_SPEC_BYTES {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!(
+                        "`{}` is larger than {} MiB – a schema is a few kilobytes",
+                        full.display(),
+                        super::MAX_SPEC_BYTES >> 20
+                    ),
+                ));
+            }
+            let bytes = std::fs::read(&full).map_err(|e| {
+                ConfigError::invalid(
+                    field.clone(),
+                    format!("cannot read `{}` ({e})", full.display()),
+                )
+            })?;
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                ConfigError::invalid(
+                    field,
+                    format!(
+                        "`{}` is not JSON ({e}) – write the schema as a JSON document",
+                        full.display()
+                    ),
+                )
+            })
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// A route's retry rules as written: `max_attempts`, `backoff`, `cooldown_ms`.
+type RetryRules<'a> = (Option<u32>, Option<&'a RawBackoff>, Option<u64>);
+
 fn route(
     agent: &str,
     provider: &str,
     model: Option<&str>,
-    max_attempts: Option<u32>,
-    backoff: Option<&RawBackoff>,
+    (max_attempts, backoff, cooldown_ms): RetryRules<'_>,
     providers: &[RawProvider],
     path: &str,
 ) -> Result<Route, ConfigError> {
@@ -285,6 +347,9 @@ fn route(
     let mut route = Route::new(provider, &model);
     if let Some(n) = max_attempts {
         route.max_attempts = n;
+    }
+    if let Some(ms) = cooldown_ms {
+        route.cooldown_ms = ms;
     }
     let default = Backoff::default();
     route.backoff = Backoff {

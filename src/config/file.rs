@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::machine::{OnExhausted, OnInDoubt, ProviderErrorClass, RunOnExhausted};
+use crate::machine::{ModelSettings, OnExhausted, OnInDoubt, ProviderErrorClass, RunOnExhausted};
 use crate::provider::http::PriceEntry;
 
 /// The whole file.
@@ -52,6 +52,9 @@ pub(crate) struct RawBudget {
 #[serde(rename_all = "lowercase")]
 pub(crate) enum RawProviderKind {
     Openai,
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    Azure,
     Anthropic,
     Ollama,
     Echo,
@@ -69,12 +72,24 @@ pub(crate) struct RawProvider {
     pub(crate) base_url: Option<String>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) timeout_ms: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
+    pub(crate) api_version: Option<String>,
     pub(crate) stream: Option<bool>,
     pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_tokens_field: Option<RawMaxTokensField>,
+    pub(crate) stream_usage: Option<bool>,
     pub(crate) pricing: Option<Vec<PriceEntry>>,
     pub(crate) latency_ms: Option<u64>,
     pub(crate) replies: Option<Vec<RawReply>>,
     pub(crate) by_agent: Option<BTreeMap<String, Vec<RawReply>>>,
+}
+
+/// Which field an OpenAI-compatible server takes the output cap in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RawMaxTokensField {
+    MaxCompletionTokens,
+    MaxTokens,
 }
 
 /// One scripted answer: a reply (text and/or tool calls) or a failure.
@@ -82,6 +97,8 @@ pub(crate) struct RawProvider {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReply {
     pub(crate) text: Option<String>,
+    pub(crate) thinking: Option<String>,
+    pub(crate) refusal: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Vec<RawToolCall>,
     pub(crate) usage: Option<RawUsage>,
@@ -174,9 +191,13 @@ pub(crate) struct RawAgent {
     pub(crate) correction_budget: Option<u32>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) backoff: Option<RawBackoff>,
+    pub(crate) cooldown_ms: Option<u64>,
     pub(crate) budget: Option<RawBudget>,
     #[serde(default)]
     pub(crate) fallbacks: Vec<RawFallback>,
+    pub(crate) output_schema: Option<Value>,
+    pub(crate) output_schema_file: Option<String>,
+    pub(crate) model_settings: Option<ModelSettings>,
 }
 
 /// `[[agents.fallbacks]]`.
@@ -187,6 +208,7 @@ pub(crate) struct RawFallback {
     pub(crate) model: Option<String>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) backoff: Option<RawBackoff>,
+    pub(crate) cooldown_ms: Option<u64>,
 }
 
 /// `[plan]`.

@@ -39,18 +39,22 @@
 //!
 //! [[providers]]
 //! name = "openai"                # agents refer to it by this name (unique)
-//! kind = "openai"                # openai | anthropic | ollama | echo | scripted
+//! kind = "openai"                # openai | openai-responses | azure | anthropic | ollama
+//!                                # | echo | scripted
 //! model = "gpt-4o-mini"          # default model of agents using it
 //! base_url = "https://api.openai.com/v1"  # optional; http:// only for loopback hosts
+//!                                # (azure: the deployment URL, required; api_version = "…")
 //! api_key_env = "OPENAI_API_KEY" # the NAME of the key's variable ("" for none); never a key
-//! timeout_ms = 60000             # optional; also stream, max_tokens, pricing
+//! timeout_ms = 600000            # bound on a whole request; idle_timeout_ms bounds silence
+//!                                # also stream, max_tokens, pricing
 //!
 //! [[providers]]
 //! name = "script"
 //! kind = "scripted"              # offline: turn i of an agent gets replies[i]
 //! replies = [
 //!   { tool_calls = [{ name = "search", arguments = { q = "x" } }], usage = { input = 10, output = 5 } },
-//!   { text = "FOUND it" },
+//!   { text = "FOUND it", thinking = "reasoning kept with the message" },
+//!   # or { refusal = "I can't help with that." }
 //!   # or { error = { class = "provider_unavailable", message = "down" } }
 //! ]
 //! [providers.by_agent]           # an agent's own script replaces `replies` for it
@@ -81,6 +85,11 @@
 //! correction_budget = 3
 //! max_attempts = 3               # attempts on the primary route for retryable errors
 //! backoff = { initial_ms = 500, max_ms = 30000 }
+//! cooldown_ms = 60000            # a route that gave up is skipped this long
+//! output_schema = { type = "object" }  # or output_schema_file = "answer.schema.json"
+//! [agents.model_settings]        # temperature, top_p, seed, stop, max_output_tokens,
+//! temperature = 0.2              # reasoning = { effort = "low" }, parallel_tool_calls,
+//!                                # strict_tools; refused where the provider cannot honour one
 //! [agents.budget]                # max_turns (default 50), max_tool_calls (200), ...
 //! max_turns = 20
 //! [[agents.fallbacks]]           # tried in order once the primary route gives up
@@ -115,6 +124,7 @@ use crate::machine::RunSpec;
 mod compile;
 mod error;
 mod file;
+mod models;
 mod paths;
 mod program;
 mod providers;
@@ -123,7 +133,7 @@ mod setup;
 mod source;
 
 pub use error::{At, ConfigError, Location};
-pub use script::{ScriptSetup, ScriptStep};
+pub use script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, ScriptStep};
 pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, Setup};
 
 /// Spec files larger than this are refused (a spec is a few kilobytes).

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use super::error::{At, ConfigError};
-use super::file::{RawFile, RawProvider, RawProviderKind, RawReply};
-use super::script::{ScriptSetup, step};
+use super::file::{RawFile, RawMaxTokensField, RawProvider, RawProviderKind, RawReply};
+use super::script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, latency_error, step};
 use super::setup::{HttpSetup, ProviderSetup, provider_error};
 use crate::machine::did_you_mean;
-use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, ProviderKind};
+use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, OpenAiCompat, ProviderKind};
 
 /// Provider entry `i` of `raw`, checked and with its kind's defaults applied.
 pub(crate) fn provider(
@@ -34,6 +34,8 @@ pub(crate) fn provider(
     }
     let http_kind = match p.kind {
         RawProviderKind::Openai => Some(ProviderKind::OpenAi),
+        RawProviderKind::OpenaiResponses => Some(ProviderKind::OpenAiResponses),
+        RawProviderKind::Azure => Some(ProviderKind::AzureOpenAi),
         RawProviderKind::Anthropic => Some(ProviderKind::Anthropic),
         RawProviderKind::Ollama => Some(ProviderKind::Ollama),
         RawProviderKind::Echo | RawProviderKind::Scripted => None,
@@ -42,6 +44,8 @@ pub(crate) fn provider(
         ("base_url", p.base_url.is_some()),
         ("api_key_env", p.api_key_env.is_some()),
         ("timeout_ms", p.timeout_ms.is_some()),
+        ("idle_timeout_ms", p.idle_timeout_ms.is_some()),
+        ("api_version", p.api_version.is_some()),
         ("stream", p.stream.is_some()),
         ("max_tokens", p.max_tokens.is_some()),
         ("pricing", p.pricing.is_some()),
@@ -60,7 +64,10 @@ pub(crate) fn provider(
         })
     };
     if http_kind.is_none()
-        && let Some(e) = misplaced(&http_fields, "HTTP (openai, anthropic, ollama)")
+        && let Some(e) = misplaced(
+            &http_fields,
+            "HTTP (openai, openai-responses, azure, anthropic, ollama)",
+        )
     {
         return Err(e);
     }
@@ -68,6 +75,24 @@ pub(crate) fn provider(
         && let Some(e) = misplaced(&script_fields, "scripted")
     {
         return Err(e);
+    }
+    let openai_chat = http_kind.is_some_and(ProviderKind::is_openai_chat);
+    for (field, set) in [
+        ("max_tokens_field", p.max_tokens_field.is_some()),
+        ("stream_usage", p.stream_usage.is_some()),
+    ] {
+        if set && !openai_chat {
+            return Err(ConfigError::invalid(
+                format!("{path}.{field}"),
+                format!("`{field}` applies only to openai and azure providers – remove it"),
+            ));
+        }
+    }
+    if http_kind != Some(ProviderKind::AzureOpenAi) && p.api_version.is_some() {
+        return Err(ConfigError::invalid(
+            format!("{path}.api_version"),
+            "`api_version` applies only to azure providers – remove it",
+        ));
     }
     match (http_kind, p.kind) {
         (Some(kind), _) => http_provider(i, p, kind, raw).map(ProviderSetup::Http),
@@ -103,6 +128,7 @@ fn http_provider(
         .filter(|m| !m.trim().is_empty())
         .or_else(|| first_model_using(&p.name, raw))
         .unwrap_or_default();
+    let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
     let setup = HttpSetup {
         name: p.name.clone(),
         kind,
@@ -112,10 +138,16 @@ fn http_provider(
             .clone()
             .unwrap_or_else(|| kind.default_base_url().to_owned()),
         api_key_env,
-        timeout_ms: p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64),
+        timeout_ms,
+        idle_timeout_ms: p.idle_timeout_ms,
+        api_version: p.api_version.clone(),
         stream: p.stream.unwrap_or(true),
         max_tokens: p.max_tokens,
         pricing: p.pricing.clone().unwrap_or_default(),
+        compat: OpenAiCompat {
+            legacy_max_tokens: p.max_tokens_field == Some(RawMaxTokensField::MaxTokens),
+            stream_usage: p.stream_usage.unwrap_or(true),
+        },
     };
     // Everything but the key is checked now, with a stand-in for the key: the real one is
     // read when the setup is installed, in the process that runs.
@@ -168,9 +200,13 @@ fn scripted(i: usize, p: &RawProvider, raw: &RawFile) -> Result<ScriptSetup, Con
         }
         by_agent.insert(agent.clone(), steps(list, &at)?);
     }
+    let latency_ms = p.latency_ms.unwrap_or(0);
+    if latency_ms > MAX_SCRIPT_LATENCY_MS {
+        return Err(latency_error(&format!("{path}.latency_ms"), latency_ms));
+    }
     Ok(ScriptSetup {
         name: p.name.clone(),
-        latency_ms: p.latency_ms.unwrap_or(0),
+        latency_ms,
         replies,
         by_agent,
     })

@@ -14,6 +14,20 @@ use super::file::RawReply;
 use crate::machine::{ErrorClass, ModelReply, ProviderErrorClass, ToolCallRequest};
 use crate::provider::{ProviderError, ProviderRequest, ScriptOutcome, ScriptedProvider};
 
+/// The longest delay a scripted reply may ask for (ten minutes): a longer one is refused when
+/// the spec is loaded, and a stored setup holding one is capped there, so no script hangs.
+pub const MAX_SCRIPT_LATENCY_MS: u64 = 600_000;
+
+/// The one-line error for a scripted `latency_ms` that is too long.
+pub(crate) fn latency_error(path: &str, got: u64) -> ConfigError {
+    ConfigError::invalid(
+        path,
+        format!(
+            "latency_ms must be at most {MAX_SCRIPT_LATENCY_MS} (ten minutes; got {got}) – give a shorter delay"
+        ),
+    )
+}
+
 /// A scripted provider entry: step `i` answers an agent's turn `i`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,8 +70,9 @@ impl ScriptSetup {
     /// The provider this entry describes.
     pub fn provider(&self) -> ScriptedProvider {
         let script = Arc::new(self.clone());
-        ScriptedProvider::new(&self.name, move |req| script.answer(req))
-            .with_latency(Duration::from_millis(self.latency_ms))
+        ScriptedProvider::new(&self.name, move |req| script.answer(req)).with_latency(
+            Duration::from_millis(self.latency_ms.min(MAX_SCRIPT_LATENCY_MS)),
+        )
     }
 
     fn answer(&self, req: &ProviderRequest) -> ScriptOutcome {
@@ -78,7 +93,7 @@ impl ScriptSetup {
         };
         match step {
             ScriptStep::Reply { reply, latency_ms } => ScriptOutcome {
-                latency: Duration::from_millis(*latency_ms),
+                latency: Duration::from_millis((*latency_ms).min(MAX_SCRIPT_LATENCY_MS)),
                 ..ScriptOutcome::reply(ModelReply::clone(reply))
             },
             ScriptStep::Fail {
@@ -90,7 +105,7 @@ impl ScriptSetup {
                 let mut error = ProviderError::new(&self.name, *class, message.clone());
                 error.retry_after_ms = *retry_after_ms;
                 ScriptOutcome {
-                    latency: Duration::from_millis(*latency_ms),
+                    latency: Duration::from_millis((*latency_ms).min(MAX_SCRIPT_LATENCY_MS)),
                     ..ScriptOutcome::fail(error)
                 }
             }
@@ -101,12 +116,15 @@ impl ScriptSetup {
 /// The step a reply written in the file describes (`path` is its field, for errors).
 pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError> {
     let latency_ms = raw.latency_ms.unwrap_or(0);
-    let has_reply = raw.text.is_some() || !raw.tool_calls.is_empty();
+    if latency_ms > MAX_SCRIPT_LATENCY_MS {
+        return Err(latency_error(&format!("{path}.latency_ms"), latency_ms));
+    }
+    let has_reply = raw.text.is_some() || !raw.tool_calls.is_empty() || raw.refusal.is_some();
     if let Some(error) = &raw.error {
         if has_reply || raw.usage.is_some() || raw.cost_usd.is_some() {
             return Err(ConfigError::invalid(
                 format!("{path}.error"),
-                "a scripted reply is either a failure (`error`) or an answer (`text`, `tool_calls`, `usage`, `cost_usd`) – split it into two replies",
+                "a scripted reply is either a failure (`error`) or an answer (`text`, `tool_calls`, `refusal`, `usage`, `cost_usd`) – split it into two replies",
             ));
         }
         return Ok(ScriptStep::Fail {
@@ -122,7 +140,7 @@ pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError
     if !has_reply {
         return Err(ConfigError::invalid(
             path,
-            "a scripted reply needs `text`, `tool_calls` or `error` – add one",
+            "a scripted reply needs `text`, `tool_calls`, `refusal` or `error` – add one",
         ));
     }
     let calls: Vec<ToolCallRequest> = raw
@@ -147,6 +165,21 @@ pub(crate) fn step(raw: &RawReply, path: &str) -> Result<ScriptStep, ConfigError
     if let Some(usage) = &raw.usage {
         reply = reply.with_usage(usage.input, usage.output);
     }
+    if let Some(words) = &raw.refusal {
+        reply.refusal = Some(words.clone());
+        if raw.text.is_none() {
+            reply.text = None;
+        }
+    }
+    if let Some(thinking) = &raw.thinking {
+        reply.thinking = Some(thinking.clone());
+        reply.reasoning = vec![crate::machine::Reasoning::Text {
+            text: thinking.clone(),
+            field: None,
+        }];
+    }
+    // A scripted model costs nothing unless the script says otherwise.
+    reply.cost_nanos = Some(0);
     if let Some(usd) = raw.cost_usd {
         if !(usd.is_finite() && (0.0..=1e6).contains(&usd)) {
             return Err(ConfigError::invalid(

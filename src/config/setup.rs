@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::error::{At, ConfigError};
 use super::script::ScriptSetup;
 use crate::exec::Engine;
-use crate::provider::http::{HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind};
+use crate::provider::http::{
+    DEFAULT_IDLE_TIMEOUT, HttpProviderConfig, OpenAiCompat, PriceEntry, ProviderBuildError,
+    ProviderKind,
+};
 use crate::provider::{EchoProvider, ModelProvider};
 use crate::tool::command::{CommandConfig, CommandTool};
 
@@ -75,14 +78,27 @@ pub struct HttpSetup {
     pub base_url: String,
     /// The NAME of the variable holding the key, or `None` for servers that need none.
     pub api_key_env: Option<String>,
-    /// Per-request timeout.
+    /// Bound on a whole request, in milliseconds.
     pub timeout_ms: u64,
+    /// Bound on silence between chunks, in milliseconds (default: the provider layer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Azure's `api-version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
     /// Stream replies.
     pub stream: bool,
     /// Output token cap to ask for.
     pub max_tokens: Option<u64>,
     /// Your prices, USD per million tokens.
     pub pricing: Vec<PriceEntry>,
+    /// OpenAI-compatible differences (Mistral: the older `max_tokens`, no `stream_options`).
+    #[serde(default, skip_serializing_if = "is_default_compat")]
+    pub compat: OpenAiCompat,
+}
+
+fn is_default_compat(c: &OpenAiCompat) -> bool {
+    *c == OpenAiCompat::default()
 }
 
 impl HttpSetup {
@@ -95,9 +111,14 @@ impl HttpSetup {
             model: self.model.clone(),
             api_key_env: self.api_key_env.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
+            idle_timeout: self
+                .idle_timeout_ms
+                .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_millis),
+            api_version: self.api_version.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
             pricing: self.pricing.clone(),
+            compat: self.compat,
         }
     }
 }
@@ -213,6 +234,7 @@ pub(crate) fn provider_error(index: usize, error: ProviderBuildError) -> ConfigE
         | ProviderBuildError::InsecureBaseUrl { .. }
         | ProviderBuildError::CredentialsInUrl { .. } => "base_url",
         ProviderBuildError::ZeroTimeout { .. } => "timeout_ms",
+        ProviderBuildError::Azure { .. } => "base_url",
         ProviderBuildError::InvalidPricing { .. } => "pricing",
         _ => "",
     };

@@ -681,6 +681,7 @@ impl Driver {
             snapshot: seq.is_multiple_of(SNAPSHOT_EVERY).then_some(state_bytes),
             status: status_of(&t.next),
             cost_nanos: usage.cost_nanos,
+            unpriced_turns: usage.unpriced_turns,
             tokens: usage.input_tokens + usage.output_tokens,
             outcome: t
                 .next
@@ -847,13 +848,27 @@ impl Driver {
             })
         };
         match &event.body {
-            EventBody::ModelReplied { reply, .. } => push(Trace::ModelReply {
-                agent: agent.clone(),
-                text: reply.text.clone(),
-                tool_calls: reply.tool_calls.len(),
-                usage: reply.usage,
-                cost_nanos: reply.cost_nanos,
-            }),
+            EventBody::ModelReplied { reply, .. } => {
+                let route = match &self.state {
+                    RunState::Generating { call, .. } => self
+                        .spec
+                        .agent(&agent)
+                        .and_then(|a| a.routes.get(call.route as usize)),
+                    _ => None,
+                };
+                let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
+                push(Trace::ModelReply {
+                    agent: agent.clone(),
+                    provider: route.map(|r| r.provider.clone()).unwrap_or_default(),
+                    model: route.map(|r| r.model.clone()).unwrap_or_default(),
+                    text: reply.text.clone(),
+                    tool_calls: reply.tool_calls.len(),
+                    usage: reply.usage,
+                    cost_nanos: reply.cost_nanos,
+                    run_cost_nanos: usage.cost_nanos,
+                    run_unpriced_turns: usage.unpriced_turns,
+                })
+            }
             EventBody::ModelFailed { failure, .. } => push(Trace::ModelError {
                 agent: agent.clone(),
                 error: failure.message.clone(),
@@ -929,6 +944,15 @@ impl Driver {
                     agent: agent.clone(),
                     detail: format!("falling back to {provider}/{model}"),
                 }),
+                Note::RouteRestored {
+                    agent,
+                    provider,
+                    model,
+                    ..
+                } => push(Trace::ModelRetry {
+                    agent: agent.clone(),
+                    detail: format!("cooldown over: back to {provider}/{model}"),
+                }),
                 Note::Handoff { from, to } => push(Trace::Handoff {
                     from: from.clone(),
                     to: to.clone(),
@@ -980,17 +1004,12 @@ impl Driver {
                     messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
                 }
                 let tools = self.tool_defs_for(&agent, &request.tools);
-                self.emit(
-                    Some(id.seq),
-                    Trace::ModelRequest {
-                        agent: agent.clone(),
-                        provider: request.provider.clone(),
-                        model: request.model.clone(),
-                        attempt,
-                        messages: messages.len(),
-                    },
-                );
+                let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
+                    settings: spec_agent
+                        .map(|a| a.model_settings.clone())
+                        .unwrap_or_default(),
+                    output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
                     agent,
                     model: request.model,
                     messages,

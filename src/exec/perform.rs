@@ -28,12 +28,15 @@ pub(crate) enum Completion {
     Fatal(EngineError),
 }
 
-/// Calls the model after `not_before`; token deltas go to the trace.
+/// Calls the model after `not_before`; token deltas go to the trace. The `model.request`
+/// trace is published when the call is actually sent (after the backoff wait, so a retry is
+/// not announced before it happens), and the wait is taken off the request's remaining
+/// wall-time budget, which bounds the provider's deadline.
 pub(crate) fn model_call(
     id: EffectId,
     provider: Option<Arc<dyn ModelProvider>>,
     provider_name: String,
-    request: ProviderRequest,
+    mut request: ProviderRequest,
     not_before: Option<Hlc>,
     trace: broadcast::Sender<TraceEvent>,
     clock: Arc<dyn Clock>,
@@ -43,7 +46,24 @@ pub(crate) fn model_call(
             let wait = at.ms().saturating_sub(wall_ms());
             if wait > 0 {
                 tokio::time::sleep(Duration::from_millis(wait)).await;
+                if let Some(left) = &mut request.remaining.wall_ms {
+                    *left = left.saturating_sub(wait);
+                }
             }
+        }
+        if trace.receiver_count() > 0 {
+            let _ = trace.send(TraceEvent {
+                run: id.run.clone(),
+                at: clock.trace(),
+                seq: Some(id.seq),
+                kind: Trace::ModelRequest {
+                    agent: request.agent.clone(),
+                    provider: provider_name.clone(),
+                    model: request.model.clone(),
+                    attempt: request.attempt,
+                    messages: request.messages.len(),
+                },
+            });
         }
         let Some(provider) = provider else {
             let failure = ModelFailure {

@@ -74,6 +74,10 @@ pub enum Trace {
     ModelReply {
         /// The agent.
         agent: AgentId,
+        /// The provider that answered (the route's).
+        provider: String,
+        /// The model asked.
+        model: String,
         /// Its text, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<String>,
@@ -82,9 +86,18 @@ pub enum Trace {
         /// Usage, if reported.
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<TokenUsage>,
-        /// Cost in nanodollars, if known.
-        #[serde(skip_serializing_if = "Option::is_none")]
+        /// Cost in nanodollars, if known (`None`: the model has no price).
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "json_safe_opt"
+        )]
         cost_nanos: Option<u64>,
+        /// The run's known cost so far, nanodollars (a string past 2^53).
+        #[serde(serialize_with = "json_safe")]
+        run_cost_nanos: u64,
+        /// The run's model turns so far whose cost is unknown; the run's cost is unknown
+        /// (at least `run_cost_nanos`) while this is above zero.
+        run_unpriced_turns: u64,
     },
     /// A model call failed.
     #[serde(rename = "model.error")]
@@ -201,4 +214,20 @@ pub enum Trace {
         /// How.
         outcome: Outcome,
     },
+}
+
+/// Integers above 2^53 lose precision in JSON readers that use doubles: written as strings.
+fn json_safe<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if *n > (1u64 << 53) {
+        s.serialize_str(&n.to_string())
+    } else {
+        s.serialize_u64(*n)
+    }
+}
+
+fn json_safe_opt<S: serde::Serializer>(n: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match n {
+        Some(n) => json_safe(n, s),
+        None => s.serialize_none(),
+    }
 }

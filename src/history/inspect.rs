@@ -7,7 +7,9 @@ use serde::Serialize;
 use super::{
     HistoryError, conversation, effects_of, event_of, record, spec_of, state_at, transitions,
 };
-use crate::machine::{AgentId, Effect, EffectId, Event, Message, Remaining, RunId, RunState};
+use crate::machine::{
+    AgentId, Effect, EffectId, Event, Message, ModelSettings, Remaining, RunId, RunState,
+};
 use crate::provider::ToolDef;
 use crate::store::Store;
 
@@ -56,6 +58,12 @@ pub struct SentRequest {
     pub tools: Vec<ToolDef>,
     /// Budget left.
     pub remaining: Remaining,
+    /// The agent's model settings sent with it (sampling, stop, reasoning, ...).
+    #[serde(skip_serializing_if = "ModelSettings::is_empty")]
+    pub settings: ModelSettings,
+    /// The output schema structured output was asked for with, if the agent has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// The step `seq` of `run` (`None` = the latest).
@@ -109,6 +117,11 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                         })
                         .collect(),
                     remaining: request.remaining,
+                    settings: spec
+                        .agent(agent)
+                        .map(|a| a.model_settings.clone())
+                        .unwrap_or_default(),
+                    output_schema: spec.agent(agent).and_then(|a| a.output_schema.clone()),
                 })
             },
         )

@@ -26,9 +26,12 @@ pub(crate) fn on_reply(
 ) -> (&'static str, RunState) {
     let agent = run.active.clone();
     let tokens = reply.usage.map(|u| (u.input_tokens, u.output_tokens));
+    let reasoning_tokens = reply.usage.and_then(|u| u.reasoning_tokens).unwrap_or(0);
     run.usage.add_turn(tokens, reply.cost_nanos);
+    run.usage.reasoning_tokens = run.usage.reasoning_tokens.saturating_add(reasoning_tokens);
     if let Some(a) = run.agents.get_mut(&agent) {
         a.usage.add_turn(tokens, reply.cost_nanos);
+        a.usage.reasoning_tokens = a.usage.reasoning_tokens.saturating_add(reasoning_tokens);
     }
 
     let call_ids: Vec<String> = reply
@@ -62,23 +65,12 @@ pub(crate) fn on_reply(
         tool_call_id: None,
         name: None,
         is_error: false,
+        reasoning: reply.reasoning.clone(),
     };
     cx.append(&mut run, &agent, assistant);
 
     if reply.tool_calls.is_empty() {
-        if let Some(a) = run.agents.get_mut(&agent) {
-            a.strikes = 0;
-        }
-        let answer = reply.text.clone();
-        return (
-            "generating.replied.answer",
-            RunState::Handoff {
-                run,
-                from: agent,
-                answer,
-                exhausted: None,
-            },
-        );
+        return super::output::on_answer(cx, run, reply);
     }
 
     // Judge every call before dispatching any, so a reply that spends the correction budget
@@ -294,6 +286,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
             tool_call_id: Some(slot.call_id),
             name: granted.then_some(slot.tool),
             is_error: result.is_error,
+            reasoning: Vec::new(),
         };
         cx.append(&mut run, &agent, message);
     }

@@ -139,6 +139,13 @@ pub struct Usage {
     pub cost_nanos: u64,
     /// Turns whose cost was unknown (not counted in `cost_nanos`).
     pub unpriced_turns: u64,
+    /// Reasoning tokens reported (already part of `output_tokens`; counted apart to show).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {

@@ -17,6 +17,8 @@ pub enum ErrorClass {
     ToolDenied,
     /// The correction budget ran out on unknown tools or invalid arguments.
     ToolFailed,
+    /// The correction budget ran out on answers that did not match the agent's output schema.
+    OutputInvalid,
     /// A non-idempotent tool call was interrupted mid-flight and the agent's policy is `fail`.
     EffectInDoubt,
     /// The provider rejected the credentials.
@@ -27,6 +29,8 @@ pub enum ErrorClass {
     ProviderUnavailable,
     /// The provider refused the content.
     ContentFilter,
+    /// The model refused to answer (a refusal message, or the `refusal` stop reason).
+    Refused,
     /// The provider said the request was malformed.
     BadRequest,
     /// Any other provider failure.
@@ -81,11 +85,13 @@ impl ErrorClass {
         match self {
             ErrorClass::ToolDenied => "tool_denied",
             ErrorClass::ToolFailed => "tool_failed",
+            ErrorClass::OutputInvalid => "output_invalid",
             ErrorClass::EffectInDoubt => "effect_in_doubt",
             ErrorClass::ProviderAuth => "provider_auth",
             ErrorClass::ProviderRateLimit => "provider_rate_limit",
             ErrorClass::ProviderUnavailable => "provider_unavailable",
             ErrorClass::ContentFilter => "content_filter",
+            ErrorClass::Refused => "refused",
             ErrorClass::BadRequest => "bad_request",
             ErrorClass::Unknown => "unknown",
             ErrorClass::HandoffCycle => "handoff_cycle",

@@ -61,6 +61,63 @@ pub struct Message {
     /// For a tool result: true when the content reports an error.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// For an assistant message: the reasoning the provider returned with it, block by block,
+    /// kept so it can be shown and sent back in later turns the way the provider requires.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// One piece of a model's reasoning, as its provider returned it. Kept with the assistant
+/// message (signatures and encrypted content included, byte for byte) because some providers
+/// refuse a later request that drops or alters it — Anthropic during tool use, for one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// An Anthropic `thinking` block: the text and the signature that must come back with it.
+    Thinking {
+        /// The thinking text (or its summary, for models that summarise).
+        text: String,
+        /// The block's signature; empty when the provider sent none.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        signature: String,
+    },
+    /// An Anthropic `redacted_thinking` block: encrypted, passed back as it came.
+    RedactedThinking {
+        /// The opaque data.
+        data: String,
+    },
+    /// Reasoning text from an OpenAI-compatible server (`reasoning_content` or `reasoning`)
+    /// or Ollama (`thinking`).
+    Text {
+        /// The text.
+        text: String,
+        /// The wire field it came in (`reasoning_content`, `reasoning`, `thinking`), so it
+        /// goes back in the same one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        field: Option<String>,
+    },
+    /// An OpenAI Responses API reasoning item, passed back by its encrypted content.
+    Item {
+        /// The item id (`rs_…`).
+        id: String,
+        /// Its summary texts, in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        summary: Vec<String>,
+        /// The encrypted reasoning (`include: ["reasoning.encrypted_content"]`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted_content: Option<String>,
+    },
+}
+
+impl Reasoning {
+    /// The readable text of this piece (empty for redacted or encrypted-only reasoning).
+    pub fn text(&self) -> String {
+        match self {
+            Reasoning::Thinking { text, .. } | Reasoning::Text { text, .. } => text.clone(),
+            Reasoning::RedactedThinking { .. } => String::new(),
+            Reasoning::Item { summary, .. } => summary.join("\n\n"),
+        }
+    }
 }
 
 impl Message {
@@ -73,6 +130,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             is_error: false,
+            reasoning: Vec::new(),
         }
     }
 

@@ -25,7 +25,7 @@
 //! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello") };
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(2), reply), &spec)?;
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(3), EventBody::Proceed), &spec)?;
-//! assert_eq!(t.next.outcome(), Some(&Outcome::Completed { answer: Some("hello".into()) }));
+//! assert_eq!(t.next.outcome(), Some(&Outcome::Completed { answer: Some("hello".into()), output: None }));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -37,9 +37,12 @@ mod error;
 mod event;
 mod ids;
 mod message;
+mod output;
 mod plan;
 mod reply;
+mod retry;
 mod route;
+mod settings;
 mod spec;
 mod state;
 mod step;
@@ -53,14 +56,17 @@ pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
 pub use message::{
-    Appended, ConversationGap, ConversationRef, Conversations, Message, Role, ToolCall, head_of,
+    Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,
+    head_of,
 };
+pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
+pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
-    AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS, HARD_MAX_TRANSITIONS,
-    MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec,
-    Spec, SpecError, ToolSpec, did_you_mean,
+    AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS,
+    HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, MAX_RETRY_AFTER_MS, OnExhausted,
+    OnInDoubt, Route, RunOnExhausted, RunSpec, Spec, SpecError, ToolSpec, did_you_mean,
 };
 pub use state::{
     AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,

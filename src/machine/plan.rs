@@ -103,10 +103,20 @@ pub enum When {
 
 impl When {
     /// Whether `answer` satisfies the condition. `regex` is the compiled pattern for
-    /// [`When::Regex`] (compiled once when the spec is built).
-    pub(crate) fn matches(&self, answer: Option<&str>, regex: Option<&Regex>) -> bool {
+    /// [`When::Regex`] (compiled once when the spec is built). `output` is the answer as
+    /// structured output, when the agent has an output schema: a JSON pointer reads it
+    /// directly.
+    pub(crate) fn matches(
+        &self,
+        answer: Option<&str>,
+        output: Option<&Value>,
+        regex: Option<&Regex>,
+    ) -> bool {
         match (self, answer) {
             (When::Always, _) => true,
+            (When::JsonPointerEquals { pointer, value }, _) if output.is_some() => output
+                .and_then(|doc| doc.pointer(pointer))
+                .is_some_and(|found| found == value),
             (_, None) => false,
             (When::Contains { text }, Some(a)) => a.contains(text.as_str()),
             (When::Regex { .. }, Some(a)) => regex.is_some_and(|r| r.is_match(a)),
@@ -152,21 +162,24 @@ mod tests {
 
     #[test]
     fn conditions_match_answers() {
-        assert!(When::Always.matches(None, None));
-        assert!(!When::Contains { text: "ok".into() }.matches(None, None));
-        assert!(When::Contains { text: "ok".into() }.matches(Some("all ok"), None));
+        assert!(When::Always.matches(None, None, None));
+        assert!(!When::Contains { text: "ok".into() }.matches(None, None, None));
+        assert!(When::Contains { text: "ok".into() }.matches(Some("all ok"), None, None));
         let re = Regex::new("^APPROVED").ok();
         let when = When::Regex {
             pattern: "^APPROVED".into(),
         };
-        assert!(when.matches(Some("APPROVED: yes"), re.as_ref()));
-        assert!(!when.matches(Some("not APPROVED"), re.as_ref()));
+        assert!(when.matches(Some("APPROVED: yes"), None, re.as_ref()));
+        assert!(!when.matches(Some("not APPROVED"), None, re.as_ref()));
         let ptr = When::JsonPointerEquals {
             pointer: "/verdict".into(),
             value: Value::from("pass"),
         };
-        assert!(ptr.matches(Some(r#" {"verdict":"pass"} "#), None));
-        assert!(!ptr.matches(Some(r#"{"verdict":"fail"}"#), None));
-        assert!(!ptr.matches(Some("not json"), None));
+        assert!(ptr.matches(Some(r#" {"verdict":"pass"} "#), None, None));
+        assert!(!ptr.matches(Some(r#"{"verdict":"fail"}"#), None, None));
+        assert!(!ptr.matches(Some("not json"), None, None));
+        let output = serde_json::json!({"verdict": "pass"});
+        assert!(ptr.matches(Some("ignored"), Some(&output), None));
+        assert!(!ptr.matches(None, Some(&serde_json::json!({"verdict": 1})), None));
     }
 }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::ProviderErrorClass;
+use super::message::Reasoning;
 
 /// A model's reply: the same shape whichever provider produced it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -32,9 +33,14 @@ pub struct ModelReply {
     /// A refusal message (OpenAI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
-    /// Reasoning or thinking text, where the provider exposes it.
+    /// Reasoning or thinking text, where the provider exposes it (the readable text of
+    /// `reasoning`, joined).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
+    /// The reasoning blocks themselves, with signatures and encrypted content: kept with the
+    /// assistant message and sent back in later turns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
 }
 
 impl ModelReply {

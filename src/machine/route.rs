@@ -1,15 +1,23 @@
 //! Where a run goes next when it is not about tools: retries and the fallback chain after a
 //! failed model call, the handoff plan after an agent finishes, and budget raises.
 
+use serde_json::Value;
+
 use super::budget::{BudgetKey, Scope};
 use super::error::{ErrorClass, Failure, MachineError};
-use super::ids::AgentId;
+use super::ids::{AgentId, Hlc};
 use super::reply::ModelFailure;
+use super::spec::{MAX_RETRY_AFTER_MS, Route};
 use super::state::{ModelCall, Outcome, RunData, RunState};
 use super::step::{Cx, Note, activate};
 
-/// `Generating` + `ModelFailed`: retry on this route, else the next route, else fail. Budgets
-/// are checked again first: a retry is a model call too.
+/// `Generating` + `ModelFailed`: retry on this route, else cool the route down and take the
+/// next route that is not cooling down, else fail. Budgets are checked again first: a retry
+/// is a model call too.
+///
+/// A retry waits for the backoff, or the provider's `retry_after` when longer, but never
+/// past the remaining wall-time budget. A `retry_after` beyond [`MAX_RETRY_AFTER_MS`] is
+/// not waited for: the route gives up at once and is cooled down for that long.
 pub(crate) fn on_model_failed(
     cx: &mut Cx<'_>,
     mut run: RunData,
@@ -38,9 +46,17 @@ pub(crate) fn on_model_failed(
         .map(|a| a.routes.as_slice())
         .unwrap_or_default();
     let route = routes.get(call.route as usize);
-    if let Some(route) = route.filter(|r| failure.retryable && call.attempt < r.max_attempts) {
+    let waits_too_long = failure
+        .retry_after_ms
+        .is_some_and(|ms| ms > MAX_RETRY_AFTER_MS);
+    if let Some(route) =
+        route.filter(|r| failure.retryable && !waits_too_long && call.attempt < r.max_attempts)
+    {
         let attempt = call.attempt + 1;
-        let delay_ms = route.backoff.delay_ms(attempt, failure.retry_after_ms);
+        let mut delay_ms = route.backoff.delay_ms(attempt, failure.retry_after_ms);
+        if let Some(left) = cx.remaining(&run).wall_ms {
+            delay_ms = delay_ms.min(left);
+        }
         cx.notes.push(Note::Retry {
             agent,
             attempt,
@@ -53,8 +69,20 @@ pub(crate) fn on_model_failed(
             RunState::Generating { run, call },
         );
     }
-    let next_route = call.route + 1;
-    if let Some(next) = routes.get(next_route as usize) {
+    if let Some(route) = route {
+        let cool_for = route.cooldown_ms.max(failure.retry_after_ms.unwrap_or(0));
+        run.cooldowns.insert(
+            route_key(&route.provider, &route.model),
+            cx.at.plus_ms(cool_for),
+        );
+    }
+    let next = routes
+        .iter()
+        .enumerate()
+        .skip(call.route as usize + 1)
+        .find(|(_, r)| !cooling(&run, r, cx.at));
+    if let Some((index, next)) = next {
+        let next_route = u32::try_from(index).unwrap_or(u32::MAX);
         cx.notes.push(Note::Fallback {
             agent: agent.clone(),
             route: next_route,
@@ -74,10 +102,19 @@ pub(crate) fn on_model_failed(
         .status
         .map(|s| format!(" (HTTP {s})"))
         .unwrap_or_default();
+    let waited = if waits_too_long {
+        format!(
+            "; the provider asked to wait {} s, longer than the {} s runtape waits",
+            failure.retry_after_ms.unwrap_or(0) / 1000,
+            MAX_RETRY_AFTER_MS / 1000
+        )
+    } else {
+        String::new()
+    };
     let error = Failure::new(
         ErrorClass::from(failure.class),
         format!(
-            "agent {agent}: every model route failed; last: {}{status}",
+            "agent {agent}: every model route failed; last: {}{status}{waited}",
             failure.message
         ),
     );
@@ -90,6 +127,58 @@ pub(crate) fn on_model_failed(
     )
 }
 
+/// The key a route is cooled down under: `provider/model`.
+pub(crate) fn route_key(provider: &str, model: &str) -> String {
+    format!("{provider}/{model}")
+}
+
+/// Whether `route` is cooling down at `at`.
+fn cooling(run: &RunData, route: &Route, at: Hlc) -> bool {
+    run.cooldowns
+        .get(&route_key(&route.provider, &route.model))
+        .is_some_and(|until| *until > at)
+}
+
+/// At a step boundary: drops expired cooldowns and picks the active agent's route, the
+/// first one not cooling down (the primary whenever it is available), or, when all are
+/// cooling, the one whose cooldown ends first. Notes a return to an earlier route.
+pub(crate) fn choose_route(cx: &mut Cx<'_>, run: &mut RunData) -> u32 {
+    let at = cx.at;
+    run.cooldowns.retain(|_, until| *until > at);
+    let agent = run.active.clone();
+    let routes = cx
+        .spec
+        .agent(&agent)
+        .map(|a| a.routes.as_slice())
+        .unwrap_or_default();
+    let free = routes.iter().position(|r| !cooling(run, r, at));
+    let chosen = free.unwrap_or_else(|| {
+        routes
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, r)| {
+                let until = run.cooldowns.get(&route_key(&r.provider, &r.model));
+                (until.copied(), *i)
+            })
+            .map_or(0, |(i, _)| i)
+    });
+    let chosen = u32::try_from(chosen).unwrap_or(0);
+    if let Some(a) = run.agents.get_mut(&agent) {
+        if chosen < a.route
+            && let Some(r) = routes.get(chosen as usize)
+        {
+            cx.notes.push(Note::RouteRestored {
+                agent: agent.clone(),
+                route: chosen,
+                provider: r.provider.clone(),
+                model: r.model.clone(),
+            });
+        }
+        a.route = chosen;
+    }
+    chosen
+}
+
 /// `Handoff` + `Proceed`: the first plan edge from the finished agent whose condition matches
 /// its answer activates the next agent; without one, an exit completes the run.
 pub(crate) fn on_handoff(
@@ -97,6 +186,7 @@ pub(crate) fn on_handoff(
     mut run: RunData,
     from: &AgentId,
     answer: Option<&str>,
+    output: Option<&Value>,
     exhausted: Option<BudgetKey>,
 ) -> (&'static str, RunState) {
     let plan = cx.spec.plan();
@@ -104,7 +194,7 @@ pub(crate) fn on_handoff(
         .edges
         .iter()
         .enumerate()
-        .find(|(i, e)| &e.from == from && e.when.matches(answer, cx.spec.edge_regex(*i)))
+        .find(|(i, e)| &e.from == from && e.when.matches(answer, output, cx.spec.edge_regex(*i)))
         .map(|(_, e)| e.to.clone());
     let done = |run, class, message: String| RunState::Done {
         run,
@@ -131,6 +221,7 @@ pub(crate) fn on_handoff(
         }
         let outcome = Outcome::Completed {
             answer: answer.map(str::to_owned),
+            output: output.cloned(),
         };
         return ("handoff.proceed.complete", RunState::Done { run, outcome });
     };
@@ -179,6 +270,7 @@ pub(crate) fn on_exhausted_proceed(
                 from: agent.clone(),
                 run,
                 answer: None,
+                output: None,
                 exhausted: Some(key),
             },
         ),

@@ -12,6 +12,8 @@ use serde_json::Value;
 use super::budget::Limits;
 use super::ids::AgentId;
 use super::plan::{Plan, When};
+pub use super::retry::{Backoff, DEFAULT_COOLDOWN_MS, MAX_RETRY_AFTER_MS, Route};
+use super::settings::ModelSettings;
 
 /// Default number of bad tool calls an agent may make in a row (each fed back as an error)
 /// before it fails.
@@ -78,18 +80,8 @@ impl AgentSpec {
             on_exhausted: OnExhausted::default(),
             on_in_doubt: OnInDoubt::default(),
             correction_budget: DEFAULT_CORRECTION_BUDGET,
-        }
-    }
-}
-
-impl Route {
-    /// A route with default attempts (3) and backoff.
-    pub fn new(provider: &str, model: &str) -> Self {
-        Route {
-            provider: provider.to_owned(),
-            model: model.to_owned(),
-            max_attempts: default_attempts(),
-            backoff: Backoff::default(),
+            output_schema: None,
+            model_settings: ModelSettings::default(),
         }
     }
 }
@@ -137,63 +129,19 @@ pub struct AgentSpec {
     /// row before it fails; each is fed back to the model as an error result.
     #[serde(default = "default_correction_budget")]
     pub correction_budget: u32,
+    /// JSON Schema of the agent's final answer. With one, the provider's structured-output
+    /// mechanism is asked for, the answer must parse as JSON and validate (a failure is fed
+    /// back under the correction budget), and the parsed value becomes the agent's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Sampling, stop sequences, output length, reasoning and tool-call behaviour, sent with
+    /// every model call of this agent.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    pub model_settings: ModelSettings,
 }
 
 fn default_correction_budget() -> u32 {
     DEFAULT_CORRECTION_BUDGET
-}
-
-/// A provider and model to call, with its retry rules.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Route {
-    /// Name of a provider defined in the spec file.
-    pub provider: String,
-    /// Model name sent to the provider.
-    pub model: String,
-    /// Attempts on this route (first call included) for retryable errors.
-    #[serde(default = "default_attempts")]
-    pub max_attempts: u32,
-    /// Delay between attempts.
-    #[serde(default)]
-    pub backoff: Backoff,
-}
-
-fn default_attempts() -> u32 {
-    3
-}
-
-/// Exponential backoff: attempt `n` (n ≥ 2) waits `min(max_ms, initial_ms × 2^(n-2))`, or the
-/// provider's `retry_after` when that is longer. No jitter: the delay is part of the recorded
-/// history and must be reproducible.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Backoff {
-    /// First delay.
-    pub initial_ms: u64,
-    /// Largest delay.
-    pub max_ms: u64,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            initial_ms: 500,
-            max_ms: 30_000,
-        }
-    }
-}
-
-impl Backoff {
-    /// Milliseconds to wait before `attempt` (2 = first retry), at least `retry_after_ms`.
-    pub fn delay_ms(&self, attempt: u32, retry_after_ms: Option<u64>) -> u64 {
-        let shift = attempt.saturating_sub(2).min(32);
-        let exp = self
-            .initial_ms
-            .saturating_mul(1u64 << shift)
-            .min(self.max_ms);
-        exp.max(retry_after_ms.unwrap_or(0))
-    }
 }
 
 /// A tool an agent may be granted.
@@ -358,6 +306,16 @@ pub enum SpecError {
         /// The entry.
         entry: String,
     },
+    /// An agent's output schema is not a valid JSON Schema.
+    #[error("{path}: output_schema of agent `{agent}` is not a valid JSON Schema: {reason}")]
+    BadOutputSchema {
+        /// Field path.
+        path: String,
+        /// The agent.
+        agent: String,
+        /// What the schema compiler said.
+        reason: String,
+    },
     /// A `when` condition does not compile.
     #[error("{path}: {reason}")]
     BadCondition {
@@ -379,6 +337,7 @@ impl SpecError {
             | SpecError::DuplicateTool { path, .. }
             | SpecError::UnknownTool { path, .. }
             | SpecError::BadSchema { path, .. }
+            | SpecError::BadOutputSchema { path, .. }
             | SpecError::NoRoute { path, .. }
             | SpecError::OutOfRange { path, .. }
             | SpecError::UnknownAgent { path, .. }
@@ -397,6 +356,8 @@ struct Compiled {
     grants: Vec<Vec<usize>>,
     /// Compiled regex per plan edge (None for other conditions).
     edge_regex: Vec<Option<Regex>>,
+    /// Compiled output schema per agent (None for agents without one).
+    outputs: Vec<Option<jsonschema::Validator>>,
     plan: Plan,
 }
 
@@ -471,6 +432,7 @@ impl RunSpec {
 
         let mut agent_index = BTreeMap::new();
         let mut grants = Vec::with_capacity(spec.agents.len());
+        let mut outputs = Vec::with_capacity(spec.agents.len());
         for (i, agent) in spec.agents.iter_mut().enumerate() {
             let path = format!("agents[{i}]");
             let id = agent.id.as_str();
@@ -507,6 +469,23 @@ impl RunSpec {
                     });
                 }
             }
+            if let Some((field, reason)) = agent.model_settings.problem() {
+                return Err(SpecError::OutOfRange {
+                    path: format!("{path}.model_settings.{field}"),
+                    reason,
+                });
+            }
+            let output = match &agent.output_schema {
+                None => None,
+                Some(schema) => Some(jsonschema::validator_for(schema).map_err(|e| {
+                    SpecError::BadOutputSchema {
+                        path: format!("{path}.output_schema"),
+                        agent: id.to_owned(),
+                        reason: e.to_string(),
+                    }
+                })?),
+            };
+            outputs.push(output);
             agent.limits.max_turns = agent.limits.max_turns.or(Limits::AGENT_DEFAULT.max_turns);
             agent.limits.max_tool_calls = agent
                 .limits
@@ -590,6 +569,7 @@ impl RunSpec {
             validators,
             grants,
             edge_regex,
+            outputs,
             plan,
         };
         Ok(RunSpec {
@@ -667,6 +647,36 @@ impl RunSpec {
         errors
     }
 
+    /// Whether `agent` has an output schema (its final answer is structured output).
+    pub fn has_output_schema(&self, agent: &AgentId) -> bool {
+        self.compiled
+            .agent_index
+            .get(agent)
+            .and_then(|&i| self.compiled.outputs.get(i))
+            .is_some_and(Option::is_some)
+    }
+
+    /// Schema errors of `answer` against `agent`'s output schema, sorted; `None` when the
+    /// agent has no output schema.
+    pub(crate) fn output_errors(&self, agent: &AgentId, answer: &Value) -> Option<Vec<String>> {
+        let &i = self.compiled.agent_index.get(agent)?;
+        let validator = self.compiled.outputs.get(i)?.as_ref()?;
+        let mut errors: Vec<String> = validator
+            .iter_errors(answer)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        errors.sort();
+        errors.dedup();
+        Some(errors)
+    }
+
     /// The compiled regex of plan edge `index`, if its condition is a regex.
     pub(crate) fn edge_regex(&self, index: usize) -> Option<&Regex> {
         self.compiled.edge_regex.get(index).and_then(Option::as_ref)
@@ -722,19 +732,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_and_honours_retry_after() {
-        let b = Backoff {
-            initial_ms: 100,
-            max_ms: 1000,
-        };
-        assert_eq!(b.delay_ms(2, None), 100);
-        assert_eq!(b.delay_ms(3, None), 200);
-        assert_eq!(b.delay_ms(6, None), 1000);
-        assert_eq!(b.delay_ms(2, Some(5000)), 5000);
-        assert_eq!(b.delay_ms(u32::MAX, None), 1000);
-    }
 
     #[test]
     fn did_you_mean_finds_close_names() {

@@ -62,6 +62,10 @@ pub enum RunState {
         /// Its final answer, if it gave one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer: Option<String>,
+        /// The answer parsed and validated against the agent's output schema, for agents
+        /// that have one (`answer` is then its compact JSON text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
         /// Set when it finished because this budget ran out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exhausted: Option<BudgetKey>,
@@ -95,6 +99,10 @@ pub enum Outcome {
         /// Its answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         answer: Option<String>,
+        /// The answer as structured output: parsed and validated against the exit agent's
+        /// output schema (absent for agents without one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
     },
     /// It failed.
     Failed {
@@ -126,6 +134,11 @@ pub struct RunData {
     pub usage: Usage,
     /// Run-wide caps (raisable).
     pub limits: Limits,
+    /// Model routes cooling down after they gave up, keyed `provider/model`, with the time
+    /// until which they are skipped. Shared by every agent; expired entries are dropped at
+    /// the next step boundary.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cooldowns: BTreeMap<String, Hlc>,
 }
 
 /// One agent's part of the run.
@@ -143,7 +156,7 @@ pub struct AgentRun {
     pub first_active_at: Hlc,
     /// Bad tool calls in a row (reset by a reply whose calls are all valid).
     pub strikes: u32,
-    /// Route in use (fallback is sticky for the rest of an activation).
+    /// Route in use: the first one not cooling down, chosen again at every step boundary.
     pub route: u32,
 }
 

@@ -91,6 +91,18 @@ pub enum Note {
         /// Its model.
         model: String,
     },
+    /// The agent goes back to an earlier route (its primary, usually) because that route's
+    /// cooldown is over.
+    RouteRestored {
+        /// The agent.
+        agent: AgentId,
+        /// The route index it returns to.
+        route: u32,
+        /// Its provider.
+        provider: String,
+        /// Its model.
+        model: String,
+    },
     /// The plan moved the run to another agent.
     Handoff {
         /// Finished agent.
@@ -168,10 +180,18 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 run,
                 from: agent,
                 answer,
+                output,
                 exhausted,
             },
             EventBody::Proceed,
-        ) => route::on_handoff(&mut cx, run.clone(), agent, answer.as_deref(), *exhausted),
+        ) => route::on_handoff(
+            &mut cx,
+            run.clone(),
+            agent,
+            answer.as_deref(),
+            output.as_ref(),
+            *exhausted,
+        ),
         (
             RunState::BudgetExhausted {
                 run,
@@ -338,6 +358,15 @@ impl<'a> Cx<'a> {
             .is_some_and(|s| s.on_exhausted == OnExhausted::Pause);
         Some((Scope::Agent(run.active.clone()), key, resting))
     }
+
+    /// What is left of the active agent's budgets and the run's, the tighter of each, now.
+    pub(crate) fn remaining(&self, run: &RunData) -> Remaining {
+        let a = run.agents.get(&run.active).cloned().unwrap_or_default();
+        Remaining::of(&[
+            (&a.limits, &a.usage, self.at.ms_since(a.first_active_at)),
+            (&run.limits, &run.usage, self.at.ms_since(run.started_at)),
+        ])
+    }
 }
 
 fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
@@ -345,10 +374,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     let spec_agent = cx.spec.agent(agent);
     let r = spec_agent.and_then(|a| a.routes.get(route as usize));
     let a = run.agents.get(agent).cloned().unwrap_or_default();
-    let remaining = Remaining::of(&[
-        (&a.limits, &a.usage, cx.at.ms_since(a.first_active_at)),
-        (&run.limits, &run.usage, cx.at.ms_since(run.started_at)),
-    ]);
+    let remaining = cx.remaining(run);
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),
@@ -369,6 +395,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (&'static str, RunState) {
         agents: Default::default(),
         usage: Default::default(),
         limits: spec.spec().limits,
+        cooldowns: Default::default(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(
@@ -417,7 +444,7 @@ pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user
     );
 }
 
-fn prepare(cx: &mut Cx<'_>, run: RunData) -> (&'static str, RunState) {
+fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (&'static str, RunState) {
     if let Some((scope, key, resting)) = cx.exhaustion(&run) {
         cx.notes.push(Note::BudgetExhausted {
             scope: scope.clone(),
@@ -433,7 +460,7 @@ fn prepare(cx: &mut Cx<'_>, run: RunData) -> (&'static str, RunState) {
             },
         );
     }
-    let route = run.agents.get(&run.active).map_or(0, |a| a.route);
+    let route = route::choose_route(cx, &mut run);
     let call = cx.call_model(&run, route, 1, None);
     ("preparing.proceed.call", RunState::Generating { run, call })
 }

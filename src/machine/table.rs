@@ -216,7 +216,7 @@ pub const TABLE: &[Edge] = &[
         S::Preparing,
         E::Proceed,
         S::Generating,
-        "budgets allow a turn: CallModel is emitted with the remaining budget",
+        "budgets allow a turn: CallModel is emitted on the first route not cooling down, with the remaining budget",
     ),
     edge(
         "preparing.proceed.exhausted",
@@ -275,6 +275,27 @@ pub const TABLE: &[Edge] = &[
         "a final answer: the agent is finished",
     ),
     edge(
+        "generating.replied.refused",
+        S::Generating,
+        E::ModelReplied,
+        S::Done,
+        "the model refused (a refusal, or stop reason refusal): fails with refused",
+    ),
+    edge(
+        "generating.replied.output_invalid",
+        S::Generating,
+        E::ModelReplied,
+        S::Preparing,
+        "the answer does not match the agent's output schema: what is wrong is fed back (correction budget)",
+    ),
+    edge(
+        "generating.replied.output_failed",
+        S::Generating,
+        E::ModelReplied,
+        S::Done,
+        "the answer does not match the output schema and the correction budget is spent: fails with output_invalid",
+    ),
+    edge(
         "generating.replied.fail",
         S::Generating,
         E::ModelReplied,
@@ -293,7 +314,7 @@ pub const TABLE: &[Edge] = &[
         S::Generating,
         E::ModelFailed,
         S::Generating,
-        "attempts on this route are spent: the next route of the fallback chain",
+        "attempts on this route are spent (or Retry-After is too long): it cools down and the next route not cooling down is called",
     ),
     edge(
         "generating.failed.exhausted",

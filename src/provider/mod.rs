@@ -15,7 +15,9 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::machine::{AgentId, Message, ModelFailure, ModelReply, ProviderErrorClass, Remaining};
+use crate::machine::{
+    AgentId, Message, ModelFailure, ModelReply, ModelSettings, ProviderErrorClass, Remaining,
+};
 
 mod echo;
 pub mod http;
@@ -29,7 +31,7 @@ pub use scripted::{ScriptOutcome, ScriptedProvider};
 pub type TokenSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 
 /// A model call, resolved: the messages and tool definitions themselves, not references.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderRequest {
     /// The agent whose turn it is.
     pub agent: AgentId,
@@ -43,6 +45,13 @@ pub struct ProviderRequest {
     pub remaining: Remaining,
     /// 1 for the first attempt on this route, 2 for the first retry, ...
     pub attempt: u32,
+    /// The agent's model settings (sampling, stop sequences, reasoning, ...), encoded per
+    /// provider.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    pub settings: ModelSettings,
+    /// The agent's output schema: ask for structured output matching it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 impl ProviderRequest {

@@ -186,6 +186,7 @@ impl Inner {
             created_ms: new.now_ms,
             updated_ms: new.now_ms,
             cost_nanos: 0,
+            unpriced_turns: 0,
             tokens: 0,
             outcome: None,
         };
@@ -249,6 +250,7 @@ impl Inner {
         rec.state_kind = c.state_kind;
         rec.updated_ms = c.now_ms;
         rec.cost_nanos = c.cost_nanos;
+        rec.unpriced_turns = c.unpriced_turns;
         rec.tokens = c.tokens;
         rec.outcome = c.outcome;
         rec.lease_expires_ms = c.lease_expires_ms;

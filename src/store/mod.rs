@@ -141,6 +141,8 @@ pub struct RunRecord {
     pub updated_ms: u64,
     /// Known cost so far, nanodollars.
     pub cost_nanos: u64,
+    /// Model turns so far whose cost is unknown (not in `cost_nanos`).
+    pub unpriced_turns: u64,
     /// Tokens so far.
     pub tokens: u64,
     /// How it ended (JSON of the outcome), once done.
@@ -268,6 +270,8 @@ pub struct Commit {
     pub status: RunStatus,
     /// Cost so far.
     pub cost_nanos: u64,
+    /// Model turns so far whose cost is unknown.
+    pub unpriced_turns: u64,
     /// Tokens so far.
     pub tokens: u64,
     /// Outcome JSON when the run ends.

@@ -11,10 +11,11 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE runs (
     key INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -66,7 +67,13 @@ CREATE TABLE outbox (
     idempotency_key TEXT,
     PRIMARY KEY (run, seq, idx)
 ) WITHOUT ROWID;
-"#];
+"#,
+    r#"
+-- model turns whose cost was unknown (an unpriced model): `ls` shows such a run's cost as
+-- unknown rather than as the priced part alone
+ALTER TABLE runs ADD COLUMN unpriced_turns INTEGER NOT NULL DEFAULT 0;
+"#,
+];
 
 /// Opens `path` for reading and writing, creating it if absent, after checking (without
 /// writing anything) that an existing file is a runtape database of a version we can read.

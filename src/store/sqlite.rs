@@ -301,7 +301,7 @@ fn digest(bytes: &[u8]) -> Option<Digest> {
 }
 
 const RUN_COLUMNS: &str = "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
-    lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup";
+    lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup, unpriced_turns";
 
 fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> {
     let id: String = r.get(0)?;
@@ -341,6 +341,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
             tokens: r.get::<_, i64>(15)? as u64,
             outcome: r.get(16)?,
             setup: r.get(17)?,
+            unpriced_turns: r.get::<_, i64>(18)? as u64,
             id: RunId(id.clone()),
         })
     })();
@@ -636,7 +637,7 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
     }
     tx.prepare_cached(
         "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
-         outcome = ?8, lease_expires_ms = ?9 WHERE key = ?1",
+         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
     )?
     .execute(params![
         key,
@@ -647,7 +648,8 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         c.cost_nanos as i64,
         c.tokens as i64,
         c.outcome,
-        c.lease_expires_ms as i64
+        c.lease_expires_ms as i64,
+        c.unpriced_turns as i64
     ])?;
     Ok(Written::Done)
 }

@@ -70,6 +70,7 @@ pub fn request(messages: Vec<Message>) -> ProviderRequest {
         tools: tools(),
         remaining: Remaining::default(),
         attempt: 1,
+        ..ProviderRequest::default()
     }
 }
 

@@ -3,6 +3,8 @@
 //! seeded RNG, an injectable environment, and a tracing subscriber that captures log lines.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod recorded;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -24,6 +26,15 @@ pub const KEY_VAR: &str = "RUNTAPE_TEST_API_KEY";
 
 // ---------------------------------------------------------------------------------------
 // Recorded cases
+
+/// The cases this repository adds (structured output, reasoning, settings, Azure, the
+/// Responses API, more errors), each with its source in `meta.json`.
+pub fn own_cases_dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/providers"
+    ))
+}
 
 /// The folder of recorded cases: `RUNTAPE_PROVIDER_CASES` when set, else the shared fixtures.
 pub fn cases_dir() -> PathBuf {
@@ -59,6 +70,10 @@ impl Case {
             ProviderKind::Anthropic
         } else if protocol.starts_with("ollama") {
             ProviderKind::Ollama
+        } else if protocol.starts_with("openai-responses") {
+            ProviderKind::OpenAiResponses
+        } else if protocol.starts_with("azure") {
+            ProviderKind::AzureOpenAi
         } else if protocol.starts_with("openai") {
             ProviderKind::OpenAi
         } else {
@@ -77,15 +92,29 @@ impl Case {
         let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
         Some(path.split('?').next().unwrap_or(path).to_owned())
     }
+
+    /// The recorded query string (Azure's `api-version=...`), if any.
+    pub fn query(&self) -> Option<String> {
+        let uri = self.meta["request"]["uri"].as_str()?;
+        uri.split_once('?').map(|(_, q)| q.to_owned())
+    }
 }
 
 fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{}/{file}: {e}", dir.display()))
 }
 
-/// Every case folder, sorted by name.
+/// Every case folder of the shared fixtures and of this repository, sorted by name.
 pub fn load_cases() -> Vec<Case> {
-    let dir = cases_dir();
+    let mut all = load_cases_in(&cases_dir());
+    all.extend(load_cases_in(&own_cases_dir()));
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all
+}
+
+/// Every case folder in `dir`, sorted by name.
+pub fn load_cases_in(dir: &Path) -> Vec<Case> {
+    let dir = dir.to_path_buf();
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cases folder {}: {e}", dir.display()))
         .filter_map(Result::ok)
@@ -218,6 +247,14 @@ pub enum Behaviour {
     },
     /// Read the request, never answer, wait for the client to close.
     Silent,
+    /// A stream that never ends: `status` and `headers`, then `first` as one chunk, then
+    /// `tick` (an SSE comment, say) every `every`, until the client closes.
+    Endless {
+        headers: Vec<(String, String)>,
+        first: Vec<u8>,
+        tick: Vec<u8>,
+        every: Duration,
+    },
 }
 
 impl Behaviour {
@@ -379,6 +416,32 @@ async fn serve(
     requests.lock().unwrap().push(request.clone());
     match respond(&request) {
         Behaviour::Silent => wait_for_close(&mut socket).await,
+        Behaviour::Endless {
+            headers,
+            first,
+            tick,
+            every,
+        } => {
+            let mut head = "HTTP/1.1 200 OK\r\n".to_owned();
+            for (k, v) in &headers {
+                let _ = write!(head, "{k}: {v}\r\n");
+            }
+            head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+            let frame = |piece: &[u8]| {
+                [format!("{:x}\r\n", piece.len()).as_bytes(), piece, b"\r\n"].concat()
+            };
+            if socket.write_all(head.as_bytes()).await.is_err()
+                || socket.write_all(&frame(&first)).await.is_err()
+            {
+                return false;
+            }
+            loop {
+                tokio::time::sleep(every).await;
+                if socket.write_all(&frame(&tick)).await.is_err() || socket.flush().await.is_err() {
+                    return true;
+                }
+            }
+        }
         Behaviour::Respond {
             status,
             headers,
@@ -531,7 +594,8 @@ pub fn provider(config: HttpProviderConfig, key: &str) -> HttpProvider {
 /// The base URL for a `kind` server at `server_url`.
 pub fn base_for(kind: ProviderKind, server_url: &str) -> String {
     match kind {
-        ProviderKind::OpenAi => format!("{server_url}/v1"),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => format!("{server_url}/v1"),
+        ProviderKind::AzureOpenAi => format!("{server_url}/openai/deployments/dep"),
         _ => server_url.to_owned(),
     }
 }
@@ -545,6 +609,7 @@ pub fn request(model: &str, messages: Vec<Message>) -> ProviderRequest {
         tools: Vec::<ToolDef>::new(),
         remaining: Remaining::default(),
         attempt: 1,
+        ..ProviderRequest::default()
     }
 }
 

@@ -6,31 +6,45 @@
 //! consecutive tool results travel as one `user` message of `tool_result` blocks (placed
 //! before any text, as the API requires); assistant tool calls are `tool_use` blocks whose
 //! `input` is an object (arguments that never parsed are sent as `{}`); a message that is a
-//! single text block is sent as a plain string. `max_tokens` is required: the configured
-//! value (default 4096) lowered to `request.remaining.tokens`.
+//! single text block is sent as a plain string; an assistant turn's `thinking` and
+//! `redacted_thinking` blocks go back first in its content, signatures intact.
+//! `max_tokens` is required: the agent's `max_output_tokens`, else the configured value
+//! (default 4096), lowered to `request.remaining.tokens`; with a reasoning effort, extended
+//! thinking is enabled with that effort's `budget_tokens`, which is added to `max_tokens`
+//! (Anthropic counts thinking inside it). Stop sequences are `stop_sequences`;
+//! `parallel_tool_calls = false` is `tool_choice.disable_parallel_tool_use`; an output schema
+//! is `output_config.format`.
 
 use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
     UsageParts, call_from_text, call_from_value, finish_reason, model_for, non_empty, output_cap,
-    parse_json_bytes, str_of, string_of, u64_of,
+    parse_json_bytes, str_of, strict_compatible, string_of, u64_of,
 };
 use super::config::DEFAULT_ANTHROPIC_MAX_TOKENS;
 use super::errors::parse_error_value;
-use crate::machine::{Message, ModelReply, Role, TokenUsage, ToolCallRequest};
+use crate::machine::{Message, ModelReply, Reasoning, Role, TokenUsage, ToolCallRequest};
 use crate::provider::ProviderRequest;
 
 /// The Messages request body.
 pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Value {
-    let configured = options.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS);
-    let max_tokens = output_cap(Some(configured), request.remaining.tokens).unwrap_or(configured);
+    let settings = &request.settings;
+    let configured = settings
+        .max_output_tokens
+        .or(options.max_tokens)
+        .unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS);
+    let visible = output_cap(Some(configured), request.remaining.tokens).unwrap_or(configured);
+    let thinking = settings.thinking_budget();
     let mut body = Map::new();
     body.insert(
         "model".into(),
         model_for(request, &options.default_model).into(),
     );
-    body.insert("max_tokens".into(), max_tokens.into());
+    body.insert(
+        "max_tokens".into(),
+        (visible + thinking.unwrap_or(0)).into(),
+    );
     let system: Vec<&str> = request
         .messages
         .iter()
@@ -43,14 +57,48 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     }
     body.insert("messages".into(), messages(&request.messages));
     if !request.tools.is_empty() {
+        let strict = settings.strict_tools == Some(true);
         let tools = request
             .tools
             .iter()
-            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.schema }))
+            .map(|t| {
+                let mut tool = json!({ "name": t.name, "description": t.description, "input_schema": t.schema });
+                if strict && strict_compatible(&t.schema) {
+                    tool["strict"] = true.into();
+                }
+                tool
+            })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if settings.parallel_tool_calls == Some(false) {
+            body.insert(
+                "tool_choice".into(),
+                json!({ "type": "auto", "disable_parallel_tool_use": true }),
+            );
+        }
     }
     body.insert("stream".into(), options.stream.into());
+    if let Some(t) = settings.temperature {
+        body.insert("temperature".into(), t.into());
+    }
+    if let Some(p) = settings.top_p {
+        body.insert("top_p".into(), p.into());
+    }
+    if !settings.stop.is_empty() {
+        body.insert("stop_sequences".into(), settings.stop.clone().into());
+    }
+    if let Some(budget) = thinking {
+        body.insert(
+            "thinking".into(),
+            json!({ "type": "enabled", "budget_tokens": budget }),
+        );
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "output_config".into(),
+            json!({ "format": { "type": "json_schema", "schema": schema } }),
+        );
+    }
     Value::Object(body)
 }
 
@@ -61,7 +109,8 @@ fn messages(list: &[Message]) -> Value {
             Role::System => continue,
             Role::User => ("user", text_block(m.content.as_deref())),
             Role::Assistant => {
-                let mut blocks = text_block(m.content.as_deref());
+                let mut blocks = thinking_blocks(&m.reasoning);
+                blocks.extend(text_block(m.content.as_deref()));
                 blocks.extend(m.tool_calls.iter().map(|c| {
                     json!({ "type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments) })
                 }));
@@ -87,6 +136,23 @@ fn messages(list: &[Message]) -> Value {
                 _ => Value::Array(blocks),
             };
             json!({ "role": role, "content": content })
+        })
+        .collect()
+}
+
+/// An assistant turn's thinking, as the blocks Anthropic requires back (first in the turn,
+/// signature intact). Reasoning without a signature (another provider's) cannot be sent.
+fn thinking_blocks(reasoning: &[Reasoning]) -> Vec<Value> {
+    reasoning
+        .iter()
+        .filter_map(|r| match r {
+            Reasoning::Thinking { text, signature } if !signature.is_empty() => {
+                Some(json!({ "type": "thinking", "thinking": text, "signature": signature }))
+            }
+            Reasoning::RedactedThinking { data } => {
+                Some(json!({ "type": "redacted_thinking", "data": data }))
+            }
+            _ => None,
         })
         .collect()
 }
@@ -146,6 +212,8 @@ pub(crate) struct Block {
     pub(crate) text: String,
     pub(crate) thinking: String,
     pub(crate) signature: String,
+    /// `redacted_thinking` data.
+    pub(crate) data: String,
     pub(crate) id: Option<String>,
     pub(crate) name: String,
     /// `input` as given at the start (whole body: the arguments).
@@ -172,10 +240,21 @@ pub(crate) fn assemble(mut blocks: Vec<Block>, envelope: Envelope) -> Decoded {
     let mut signatures = Vec::new();
     let mut calls: Vec<ToolCallRequest> = Vec::new();
     let mut types = Vec::new();
+    let mut reasoning = Vec::new();
     for block in blocks {
         types.push(block.kind.clone());
         text.push_str(&block.text);
         thinking.push_str(&block.thinking);
+        match block.kind.as_str() {
+            "thinking" => reasoning.push(Reasoning::Thinking {
+                text: block.thinking.clone(),
+                signature: block.signature.clone(),
+            }),
+            "redacted_thinking" => reasoning.push(Reasoning::RedactedThinking {
+                data: block.data.clone(),
+            }),
+            _ => {}
+        }
         if !block.signature.is_empty() {
             signatures.push(block.signature);
         }
@@ -203,6 +282,7 @@ pub(crate) fn assemble(mut blocks: Vec<Block>, envelope: Envelope) -> Decoded {
         response_id: envelope.id,
         refusal: None,
         thinking: non_empty(thinking),
+        reasoning,
     };
     Decoded {
         reply,
@@ -227,6 +307,7 @@ pub(crate) fn block_from(index: u64, b: &Value) -> Block {
         text: string_of(b, "text").unwrap_or_default(),
         thinking: string_of(b, "thinking").unwrap_or_default(),
         signature: string_of(b, "signature").unwrap_or_default(),
+        data: string_of(b, "data").unwrap_or_default(),
         id: string_of(b, "id"),
         name: string_of(b, "name").unwrap_or_default(),
         input: b.get("input").cloned(),

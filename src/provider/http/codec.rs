@@ -14,6 +14,8 @@ use super::ndjson::NdjsonDecoder;
 use super::ollama::{self, OllamaStream};
 use super::openai;
 use super::openai_stream::OpenAiStream;
+use super::responses;
+use super::responses_stream::ResponsesStream;
 use super::sse::SseDecoder;
 use crate::machine::ModelReply;
 use crate::provider::ProviderRequest;
@@ -27,6 +29,27 @@ pub struct EncodeOptions {
     pub stream: bool,
     /// The configured output-token cap (lowered to `request.remaining.tokens`).
     pub max_tokens: Option<u64>,
+    /// OpenAI-compatible servers only: how they differ from OpenAI's own.
+    pub compat: OpenAiCompat,
+}
+
+/// What an OpenAI-compatible server does differently from OpenAI's own chat completions
+/// (Mistral, for one, refuses both of OpenAI's newer fields with a 422).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OpenAiCompat {
+    /// Send the output cap as the older `max_tokens` instead of `max_completion_tokens`.
+    pub legacy_max_tokens: bool,
+    /// Ask for usage in a streamed reply with `stream_options.include_usage`.
+    pub stream_usage: bool,
+}
+
+impl Default for OpenAiCompat {
+    fn default() -> Self {
+        OpenAiCompat {
+            legacy_max_tokens: false,
+            stream_usage: true,
+        }
+    }
 }
 
 /// A decoded reply: the [`ModelReply`] the machine sees, plus wire details it has no field
@@ -100,6 +123,10 @@ pub enum DecodeError {
     /// Bytes that are not UTF-8.
     #[error("response is not valid UTF-8")]
     InvalidUtf8,
+    /// The model answered nothing: no text, no tool call, no refusal (`choices: []`,
+    /// `content: null`, an empty content list). Retryable: the provider failed to answer.
+    #[error("the model returned an empty reply (no text, no tool call)")]
+    Empty,
     /// More bytes than the decoder accepts.
     #[error("response too large: a {what} exceeds {limit} bytes")]
     TooLarge {
@@ -130,7 +157,8 @@ pub fn encode_request(
     options: &EncodeOptions,
 ) -> Value {
     match kind {
-        ProviderKind::OpenAi => openai::encode(request, options),
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => openai::encode(request, options),
+        ProviderKind::OpenAiResponses => responses::encode(request, options),
         ProviderKind::Anthropic => anthropic::encode(request, options),
         ProviderKind::Ollama => ollama::encode(request, options),
     }
@@ -139,7 +167,8 @@ pub fn encode_request(
 /// Decodes a whole (not streamed) response body of a successful call.
 pub fn decode_response(kind: ProviderKind, body: &[u8]) -> Result<Decoded, DecodeError> {
     match kind {
-        ProviderKind::OpenAi => openai::decode(body),
+        ProviderKind::OpenAi | ProviderKind::AzureOpenAi => openai::decode(body),
+        ProviderKind::OpenAiResponses => responses::decode(body),
         ProviderKind::Anthropic => anthropic::decode(body),
         ProviderKind::Ollama => ollama::decode(body),
     }
@@ -177,6 +206,7 @@ enum Framing {
 #[derive(Clone, Debug)]
 enum Accumulator {
     OpenAi(OpenAiStream),
+    Responses(ResponsesStream),
     Anthropic(AnthropicStream),
     Ollama(OllamaStream),
 }
@@ -185,9 +215,13 @@ impl StreamDecoder {
     /// A decoder for a `kind` stream (SSE for OpenAI and Anthropic, NDJSON for Ollama).
     pub fn new(kind: ProviderKind) -> Self {
         let (framing, acc) = match kind {
-            ProviderKind::OpenAi => (
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => (
                 Framing::Sse(SseDecoder::new()),
                 Accumulator::OpenAi(OpenAiStream::default()),
+            ),
+            ProviderKind::OpenAiResponses => (
+                Framing::Sse(SseDecoder::new()),
+                Accumulator::Responses(ResponsesStream::default()),
             ),
             ProviderKind::Anthropic => (
                 Framing::Sse(SseDecoder::new()),
@@ -245,6 +279,7 @@ impl StreamDecoder {
         };
         let mut decoded = match self.acc {
             Accumulator::OpenAi(a) => a.finish()?,
+            Accumulator::Responses(a) => a.finish()?,
             Accumulator::Anthropic(a) => a.finish()?,
             Accumulator::Ollama(a) => a.finish(true)?,
         };
@@ -264,6 +299,7 @@ impl StreamDecoder {
                 while let Some(event) = sse.next_event()? {
                     match acc {
                         Accumulator::OpenAi(a) => a.on_event(&event, on_text)?,
+                        Accumulator::Responses(a) => a.on_event(&event, on_text)?,
                         Accumulator::Anthropic(a) => a.on_event(&event, on_text)?,
                         Accumulator::Ollama(_) => {}
                     }
@@ -290,6 +326,7 @@ impl StreamDecoder {
 fn acc_done(acc: &Accumulator) -> bool {
     match acc {
         Accumulator::OpenAi(a) => a.done,
+        Accumulator::Responses(a) => a.done,
         Accumulator::Anthropic(a) => a.done,
         Accumulator::Ollama(a) => a.done,
     }

@@ -99,9 +99,11 @@ pub(crate) fn call_from_value(
 /// `stop`-like reason count as `tool_calls` (Ollama says `stop` when it called a tool).
 pub(crate) fn finish_reason(raw: Option<String>, has_tool_calls: bool) -> FinishReason {
     let mut normalized = raw.as_deref().and_then(|r| match r {
-        "stop" | "end_turn" => Some(Finish::Stop),
+        "stop" | "end_turn" | "completed" => Some(Finish::Stop),
         "tool_calls" | "function_call" | "tool_use" => Some(Finish::ToolCalls),
-        "length" | "max_tokens" | "model_context_window_exceeded" => Some(Finish::Length),
+        "length" | "max_tokens" | "max_output_tokens" | "model_context_window_exceeded" => {
+            Some(Finish::Length)
+        }
         "stop_sequence" => Some(Finish::StopSequence),
         "content_filter" | "refusal" => Some(Finish::ContentFilter),
         _ => None,
@@ -110,6 +112,80 @@ pub(crate) fn finish_reason(raw: Option<String>, has_tool_calls: bool) -> Finish
         normalized = Some(Finish::ToolCalls);
     }
     FinishReason { raw, normalized }
+}
+
+/// The output-token cap for `request`: the agent's `max_output_tokens` when set, else the
+/// provider's configured cap, lowered to the remaining token budget.
+pub(crate) fn request_cap(
+    request: &crate::provider::ProviderRequest,
+    configured: Option<u64>,
+) -> Option<u64> {
+    output_cap(
+        request.settings.max_output_tokens.or(configured),
+        request.remaining.tokens,
+    )
+}
+
+/// Whether `schema` can be enforced in OpenAI's strict mode (and Anthropic's): every object
+/// schema in it lists all its properties as required and sets `additionalProperties: false`.
+/// A schema that does not is sent non-strict rather than refused by the server.
+pub(crate) fn strict_compatible(schema: &Value) -> bool {
+    fn walk(v: &Value, depth: usize) -> bool {
+        if depth > 64 {
+            return false;
+        }
+        match v {
+            Value::Object(map) => {
+                let is_object = map.get("type").is_some_and(|t| {
+                    t == "object"
+                        || t.as_array()
+                            .is_some_and(|a| a.iter().any(|x| x == "object"))
+                }) || map.contains_key("properties");
+                if is_object {
+                    if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                        return false;
+                    }
+                    let props: Vec<&String> = map
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .map(|p| p.keys().collect())
+                        .unwrap_or_default();
+                    let required: Vec<&str> = map
+                        .get("required")
+                        .and_then(Value::as_array)
+                        .map(|r| r.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    if props.iter().any(|p| !required.contains(&p.as_str())) {
+                        return false;
+                    }
+                }
+                map.values().all(|child| walk(child, depth + 1))
+            }
+            Value::Array(items) => items.iter().all(|child| walk(child, depth + 1)),
+            _ => true,
+        }
+    }
+    schema.is_object() && walk(schema, 0)
+}
+
+/// The name a structured-output schema is sent under (OpenAI requires one): the agent id,
+/// which is already letters, digits, `_` and `-`, at most 64 characters.
+pub(crate) fn schema_name(request: &crate::provider::ProviderRequest) -> String {
+    let name: String = request.agent.as_str().chars().take(64).collect();
+    if name.is_empty() {
+        "answer".to_owned()
+    } else {
+        name
+    }
+}
+
+/// The index of the last user message: assistant turns after it are the current tool-use
+/// loop, whose reasoning some providers need back.
+pub(crate) fn last_user_index(messages: &[crate::machine::Message]) -> usize {
+    messages
+        .iter()
+        .rposition(|m| m.role == crate::machine::Role::User)
+        .unwrap_or(0)
 }
 
 /// The output-token cap to ask for: the configured cap, lowered to the remaining token
@@ -199,6 +275,28 @@ mod tests {
             Some(Finish::ContentFilter)
         );
         assert_eq!(f(Some("pause_turn"), false), None);
+    }
+
+    #[test]
+    fn strictness_needs_closed_objects_with_every_property_required() {
+        let closed = serde_json::json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "string"}}, "required": ["a"]
+        });
+        assert!(strict_compatible(&closed));
+        let open =
+            serde_json::json!({"type": "object", "properties": {"a": {}}, "required": ["a"]});
+        assert!(!strict_compatible(&open));
+        let optional = serde_json::json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {"a": {}, "b": {}}, "required": ["a"]
+        });
+        assert!(!strict_compatible(&optional));
+        let nested = serde_json::json!({
+            "type": "object", "additionalProperties": false, "required": ["x"],
+            "properties": {"x": {"type": "object", "properties": {"y": {}}}}
+        });
+        assert!(!strict_compatible(&nested));
     }
 
     #[test]

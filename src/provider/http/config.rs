@@ -27,6 +27,13 @@ pub enum ProviderKind {
     Anthropic,
     /// Ollama's native chat API (`POST {base}/api/chat`, NDJSON when streaming).
     Ollama,
+    /// Azure OpenAI chat completions: `POST {deployment URL}/chat/completions?api-version=V`
+    /// with the key in an `api-key` header; the body is OpenAI's.
+    #[serde(rename = "azure")]
+    AzureOpenAi,
+    /// The OpenAI Responses API (`POST {base}/responses`).
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
 }
 
 impl ProviderKind {
@@ -36,15 +43,19 @@ impl ProviderKind {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Ollama => "ollama",
+            ProviderKind::AzureOpenAi => "azure",
+            ProviderKind::OpenAiResponses => "openai-responses",
         }
     }
 
-    /// The base URL used when the config leaves `base_url` empty.
+    /// The base URL used when the config leaves `base_url` empty (Azure has none: the
+    /// deployment URL must be given).
     pub fn default_base_url(self) -> &'static str {
         match self {
-            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "https://api.openai.com/v1",
             ProviderKind::Anthropic => "https://api.anthropic.com",
             ProviderKind::Ollama => "http://127.0.0.1:11434",
+            ProviderKind::AzureOpenAi => "",
         }
     }
 
@@ -52,19 +63,26 @@ impl ProviderKind {
     /// needs no key).
     pub fn default_key_env(self) -> Option<&'static str> {
         match self {
-            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => Some("OPENAI_API_KEY"),
             ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
             ProviderKind::Ollama => None,
+            ProviderKind::AzureOpenAi => Some("AZURE_OPENAI_API_KEY"),
         }
     }
 
     /// The path appended to the base URL for a chat call.
-    pub(crate) fn endpoint_path(self) -> &'static str {
+    pub fn endpoint_path(self) -> &'static str {
         match self {
-            ProviderKind::OpenAi => "/chat/completions",
+            ProviderKind::OpenAi | ProviderKind::AzureOpenAi => "/chat/completions",
+            ProviderKind::OpenAiResponses => "/responses",
             ProviderKind::Anthropic => "/v1/messages",
             ProviderKind::Ollama => "/api/chat",
         }
+    }
+
+    /// Whether this protocol's bodies and errors are OpenAI's chat completions.
+    pub fn is_openai_chat(self) -> bool {
+        matches!(self, ProviderKind::OpenAi | ProviderKind::AzureOpenAi)
     }
 }
 
@@ -74,9 +92,17 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-/// The default per-request timeout: how long the server may take to start answering, and how
-/// long a stream may stay silent between chunks.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// The default bound on a whole request: from sending it to the last byte of the reply
+/// (ten minutes). However the server behaves — a stream that never ends, keep-alive comments
+/// forever — the call fails with a retryable `provider_unavailable` error by then.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The default bound on silence inside a reply: the longest wait for the next chunk once the
+/// response has started (five minutes).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The Azure OpenAI `api-version` used when the config names none.
+pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
 
 /// The `max_tokens` Anthropic calls ask for when the config sets none.
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u64 = 4096;
@@ -100,10 +126,16 @@ pub struct HttpProviderConfig {
     /// The name of the environment variable holding the API key, or `None` for servers that
     /// need no key (Ollama, local OpenAI-compatible servers). Anthropic always needs one.
     pub api_key_env: Option<String>,
-    /// Per-request timeout: the longest wait for the response to start and the longest
-    /// silence between chunks of a stream. A call that hits it fails with a retryable
+    /// Bound on the whole request, from sending it to the reply's last byte (also lowered to
+    /// the agent's remaining wall-time budget). A call that hits it fails with a retryable
     /// `provider_unavailable` error.
     pub timeout: Duration,
+    /// Bound on silence once the response has started: the longest wait for the next chunk
+    /// (never more than `timeout`).
+    pub idle_timeout: Duration,
+    /// Azure only: the `api-version` query parameter (default
+    /// [`DEFAULT_AZURE_API_VERSION`]).
+    pub api_version: Option<String>,
     /// Stream replies (SSE / NDJSON), reporting text deltas as they arrive.
     pub stream: bool,
     /// Output token cap to ask for. Anthropic requires one (default
@@ -112,6 +144,8 @@ pub struct HttpProviderConfig {
     pub max_tokens: Option<u64>,
     /// Your own prices (USD per million tokens); they take precedence over the built-in table.
     pub pricing: Vec<PriceEntry>,
+    /// OpenAI-compatible servers: the differences from OpenAI's own API to honour.
+    pub compat: super::codec::OpenAiCompat,
 }
 
 impl HttpProviderConfig {
@@ -125,9 +159,12 @@ impl HttpProviderConfig {
             model: model.into(),
             api_key_env: kind.default_key_env().map(str::to_owned),
             timeout: DEFAULT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            api_version: None,
             stream: true,
             max_tokens: None,
             pricing: Vec::new(),
+            compat: super::codec::OpenAiCompat::default(),
         }
     }
 }
@@ -141,9 +178,12 @@ impl fmt::Debug for HttpProviderConfig {
             .field("model", &self.model)
             .field("api_key_env", &self.api_key_env)
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("api_version", &self.api_version)
             .field("stream", &self.stream)
             .field("max_tokens", &self.max_tokens)
             .field("pricing_entries", &self.pricing.len())
+            .field("compat", &self.compat)
             .finish()
     }
 }
@@ -235,6 +275,16 @@ pub enum ProviderBuildError {
     CredentialsInUrl {
         /// The provider's name.
         provider: String,
+    },
+    /// Azure without a deployment URL, or with an `api-version` that cannot travel in a URL.
+    #[error(
+        "provider `{provider}`: {reason} – give base_url = \"https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT\" and api_version = \"{DEFAULT_AZURE_API_VERSION}\" (or another version)"
+    )]
+    Azure {
+        /// The provider's name.
+        provider: String,
+        /// What is missing or wrong.
+        reason: String,
     },
     /// A zero timeout.
     #[error("provider `{provider}`: timeout must be greater than zero")]

@@ -4,7 +4,10 @@
 //!
 //! Retryable: 408, 409, 429, 5xx and 529, or whatever `x-should-retry` says when sent; an
 //! error inside a 200 response is retryable when its class is (rate limit, unavailable);
-//! a stream cut before its terminal event is a retryable `provider_unavailable`.
+//! a stream cut before its terminal event, or a reply with nothing in it, is a retryable
+//! `provider_unavailable`. Every status the providers document is classified by
+//! [`classify`]: 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504 and
+//! Anthropic's 529.
 
 use std::time::SystemTime;
 
@@ -252,6 +255,18 @@ pub fn decode_failure(provider: &str, failure: DecodeError, headers: &HeaderMap)
             err.error_type = reported.error_type;
             err.error_code = reported.code;
             err.request_id = reported.request_id;
+            err
+        }
+        DecodeError::Empty => {
+            let mut err = ProviderError::new(provider, ProviderUnavailable, failure.to_string());
+            err.retryable = true;
+            err.hint = "the provider answered with nothing – retrying".into();
+            err
+        }
+        DecodeError::TooLarge { .. } => {
+            let mut err = ProviderError::new(provider, Unknown, failure.to_string());
+            err.retryable = false;
+            err.hint = "the reply is far larger than any model answer – refused and not stored; check base_url points at a model API".into();
             err
         }
         DecodeError::Truncated { .. }

@@ -1,5 +1,6 @@
-//! HTTP model providers: OpenAI chat completions (and OpenAI-compatible servers), Anthropic
-//! Messages, and Ollama's native `/api/chat`.
+//! HTTP model providers: OpenAI chat completions (and OpenAI-compatible servers: Azure
+//! OpenAI, Gemini, Mistral, vLLM, ...), the OpenAI Responses API, Anthropic Messages, and
+//! Ollama's native `/api/chat`.
 //!
 //! # Building one
 //!
@@ -17,9 +18,20 @@
 //! Construction refuses a missing model, a key variable that is unset or empty (the error
 //! names the variable, never a value), a base URL with credentials, and plain `http://` to
 //! anything but a loopback host. Base URLs: OpenAI's includes the version
-//! (`https://api.openai.com/v1`, then `/chat/completions`); Anthropic's does not
-//! (`https://api.anthropic.com`, then `/v1/messages`); Ollama's is the server
-//! (`http://127.0.0.1:11434`, then `/api/chat`).
+//! (`https://api.openai.com/v1`, then `/chat/completions`, or `/responses` for the Responses
+//! API); Azure's is the deployment URL (`https://RESOURCE.openai.azure.com/openai/deployments/
+//! DEPLOYMENT`, then `/chat/completions?api-version=…`, the key in an `api-key` header);
+//! Anthropic's does not include the version (`https://api.anthropic.com`, then
+//! `/v1/messages`); Ollama's is the server (`http://127.0.0.1:11434`, then `/api/chat`).
+//!
+//! # What a request carries
+//!
+//! Besides messages and tools, a [`ProviderRequest`](crate::provider::ProviderRequest) carries
+//! the agent's model settings and output schema, encoded per protocol (see the README's
+//! Models section for the table), and each assistant message's reasoning, sent back the way
+//! the protocol requires. A call is bounded by `timeout` (the whole request, lowered to the
+//! agent's remaining wall-time budget) and `idle_timeout` (silence), and a reply by
+//! [`MAX_BODY_BYTES`]; a reply with nothing in it is a retryable error.
 //!
 //! # Calls
 //!
@@ -54,16 +66,18 @@ mod ollama;
 mod openai;
 mod openai_stream;
 mod pricing;
+mod responses;
+mod responses_stream;
 mod sse;
 mod transport;
 
 pub use codec::{
-    DecodeError, Decoded, EncodeOptions, ReplyDetails, ReportedError, StreamDecoder, StreamFacts,
-    decode_response, decode_stream, encode_request,
+    DecodeError, Decoded, EncodeOptions, OpenAiCompat, ReplyDetails, ReportedError, StreamDecoder,
+    StreamFacts, decode_response, decode_stream, encode_request,
 };
 pub use config::{
-    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_TIMEOUT, EnvLookup, HttpProviderConfig,
-    ProviderBuildError, ProviderKind, process_env,
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_AZURE_API_VERSION, DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
+    EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind, process_env,
 };
 pub use errors::{
     ERROR_BODY_LIMIT, SNIPPET_CHARS, classify, decode_failure, http_error, parse_error_body,

@@ -3,7 +3,8 @@
 //! Mapping: messages keep their roles (`system`, `user`, `assistant`, `tool`); assistant tool
 //! calls are `{function: {name, arguments}}` with `arguments` an **object** and no id; a tool
 //! result is a `tool` message with `tool_name`; tools use the OpenAI function shape; an output
-//! cap travels as `options.num_predict`. Replies: native tool calls have no id (left `None`),
+//! cap travels as `options.num_predict`; an assistant turn's reasoning goes back as its
+//! `thinking`. Replies: native tool calls have no id (left `None`),
 //! `done_reason: "stop"` with tool calls normalises to `tool_calls`, usage comes from
 //! `prompt_eval_count` / `eval_count` (a missing one counts 0 when the other is present:
 //! Ollama omits `prompt_eval_count` when the whole prompt was cached), and the stream ends
@@ -13,16 +14,19 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails, StreamFacts};
 use super::common::{
-    UsageParts, call_from_value, finish_reason, model_for, non_empty, output_cap, parse_json,
-    parse_json_bytes, str_of, string_of, u64_of,
+    UsageParts, call_from_value, finish_reason, model_for, non_empty, parse_json, parse_json_bytes,
+    request_cap, str_of, string_of, u64_of,
 };
 use super::errors::parse_error_value;
 use super::openai::tools;
-use crate::machine::{Message, ModelReply, Role, ToolCallRequest};
+use crate::machine::{Message, ModelReply, Reasoning, ReasoningEffort, Role, ToolCallRequest};
 use crate::provider::ProviderRequest;
 
-/// The `/api/chat` request body.
+/// The `/api/chat` request body. Settings travel in `options` (`num_predict`, `temperature`,
+/// `top_p`, `seed`, `stop`); reasoning effort is `think` (`false` for `none`, else `true`);
+/// an output schema is `format`.
 pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Value {
+    let settings = &request.settings;
     let mut body = Map::new();
     body.insert(
         "model".into(),
@@ -31,11 +35,33 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     let messages = request.messages.iter().map(message).collect();
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools(&request.tools));
+        body.insert("tools".into(), tools(&request.tools, false));
     }
     body.insert("stream".into(), options.stream.into());
-    if let Some(cap) = output_cap(options.max_tokens, request.remaining.tokens) {
-        body.insert("options".into(), json!({ "num_predict": cap }));
+    let mut opts = Map::new();
+    if let Some(cap) = request_cap(request, options.max_tokens) {
+        opts.insert("num_predict".into(), cap.into());
+    }
+    if let Some(t) = settings.temperature {
+        opts.insert("temperature".into(), t.into());
+    }
+    if let Some(p) = settings.top_p {
+        opts.insert("top_p".into(), p.into());
+    }
+    if let Some(seed) = settings.seed {
+        opts.insert("seed".into(), seed.into());
+    }
+    if !settings.stop.is_empty() {
+        opts.insert("stop".into(), settings.stop.clone().into());
+    }
+    if !opts.is_empty() {
+        body.insert("options".into(), Value::Object(opts));
+    }
+    if let Some(effort) = settings.effort() {
+        body.insert("think".into(), (effort != ReasoningEffort::None).into());
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert("format".into(), schema.clone());
     }
     Value::Object(body)
 }
@@ -53,6 +79,17 @@ fn message(m: &Message) -> Value {
         "content".into(),
         m.content.clone().unwrap_or_default().into(),
     );
+    let thinking: String = m
+        .reasoning
+        .iter()
+        .filter_map(|r| match r {
+            Reasoning::Text { text, .. } | Reasoning::Thinking { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !thinking.is_empty() {
+        out.insert("thinking".into(), thinking.into());
+    }
     if !m.tool_calls.is_empty() {
         let calls = m
             .tool_calls
@@ -174,6 +211,7 @@ impl OllamaStream {
             model: self.model,
             response_id: None,
             refusal: None,
+            reasoning: super::openai::reasoning_part("thinking", self.thinking.clone()),
             thinking: non_empty(self.thinking),
         };
         Ok(Decoded {

@@ -11,48 +11,102 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
-    UsageParts, call_from_text, call_from_value, finish_reason, model_for, non_empty, output_cap,
-    parse_json_bytes, str_of, string_of, u64_of,
+    UsageParts, call_from_text, call_from_value, finish_reason, last_user_index, model_for,
+    non_empty, parse_json_bytes, request_cap, schema_name, str_of, strict_compatible, string_of,
+    u64_of,
 };
 use super::errors::parse_error_value;
-use crate::machine::{Message, ModelReply, Role, ToolCall};
+use crate::machine::{Message, ModelReply, Reasoning, Role, ToolCall};
 use crate::provider::{ProviderRequest, ToolDef};
 
 /// The chat-completions request body.
 pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Value {
+    let settings = &request.settings;
     let mut body = Map::new();
     body.insert(
         "model".into(),
         model_for(request, &options.default_model).into(),
     );
-    let messages = request.messages.iter().map(message).collect();
+    let loop_start = last_user_index(&request.messages);
+    let messages = request
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| message(m, i > loop_start))
+        .collect();
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools(&request.tools));
+        body.insert(
+            "tools".into(),
+            tools(&request.tools, settings.strict_tools == Some(true)),
+        );
+        if let Some(parallel) = settings.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), parallel.into());
+        }
     }
     body.insert("stream".into(), options.stream.into());
-    if options.stream {
+    if options.stream && options.compat.stream_usage {
         body.insert("stream_options".into(), json!({ "include_usage": true }));
     }
-    if let Some(cap) = output_cap(options.max_tokens, request.remaining.tokens) {
-        body.insert("max_completion_tokens".into(), cap.into());
+    if let Some(cap) = request_cap(request, options.max_tokens) {
+        let field = if options.compat.legacy_max_tokens {
+            "max_tokens"
+        } else {
+            "max_completion_tokens"
+        };
+        body.insert(field.into(), cap.into());
+    }
+    sampling(&mut body, settings);
+    if let Some(seed) = settings.seed {
+        body.insert("seed".into(), seed.into());
+    }
+    if !settings.stop.is_empty() {
+        body.insert("stop".into(), settings.stop.clone().into());
+    }
+    if let Some(effort) = settings.effort() {
+        body.insert("reasoning_effort".into(), effort.as_str().into());
+    }
+    if let Some(schema) = &request.output_schema {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": {
+                    "name": schema_name(request),
+                    "schema": schema,
+                    "strict": strict_compatible(schema),
+                }
+            }),
+        );
     }
     Value::Object(body)
 }
 
-/// Tool definitions in the function-calling shape (shared with Ollama).
-pub(crate) fn tools(tools: &[ToolDef]) -> Value {
+/// `temperature` and `top_p`, where set (shared with the Responses API).
+pub(crate) fn sampling(body: &mut Map<String, Value>, settings: &crate::machine::ModelSettings) {
+    if let Some(t) = settings.temperature {
+        body.insert("temperature".into(), t.into());
+    }
+    if let Some(p) = settings.top_p {
+        body.insert("top_p".into(), p.into());
+    }
+}
+
+/// Tool definitions in the function-calling shape (shared with Ollama). With `strict`, a
+/// tool whose schema allows it is marked `strict: true`.
+pub(crate) fn tools(tools: &[ToolDef], strict: bool) -> Value {
     tools
         .iter()
         .map(|t| {
-            json!({
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.schema,
-                }
-            })
+            let mut function = json!({
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.schema,
+            });
+            if strict && strict_compatible(&t.schema) {
+                function["strict"] = true.into();
+            }
+            json!({ "type": "function", "function": function })
         })
         .collect()
 }
@@ -66,7 +120,10 @@ pub(crate) fn arguments_text(arguments: &Value) -> String {
     }
 }
 
-fn message(m: &Message) -> Value {
+/// One message. `in_loop` marks an assistant turn after the last user message: its
+/// reasoning text goes back in the field it came in (servers such as DeepSeek require it
+/// during tool use); earlier turns' reasoning is not sent.
+fn message(m: &Message, in_loop: bool) -> Value {
     let text = m.content.clone();
     match m.role {
         Role::System => json!({ "role": "system", "content": text.unwrap_or_default() }),
@@ -92,6 +149,16 @@ fn message(m: &Message) -> Value {
             if !m.tool_calls.is_empty() {
                 let calls = m.tool_calls.iter().map(tool_call).collect();
                 out.insert("tool_calls".into(), Value::Array(calls));
+            }
+            if in_loop && !m.tool_calls.is_empty() {
+                for part in &m.reasoning {
+                    if let Reasoning::Text { text, field } = part {
+                        let field = field.as_deref().unwrap_or("reasoning_content");
+                        if matches!(field, "reasoning_content" | "reasoning") {
+                            out.insert(field.into(), text.clone().into());
+                        }
+                    }
+                }
             }
             Value::Object(out)
         }
@@ -122,9 +189,23 @@ pub(crate) fn usage_parts(u: &Value) -> UsageParts {
     }
 }
 
-/// Reasoning text from compatible servers (`reasoning_content` or `reasoning`).
-pub(crate) fn reasoning_of(v: &Value) -> Option<&str> {
-    str_of(v, "reasoning_content").or_else(|| str_of(v, "reasoning"))
+/// Reasoning text from compatible servers (`reasoning_content` or `reasoning`), with the
+/// field it came in.
+pub(crate) fn reasoning_of(v: &Value) -> Option<(&'static str, &str)> {
+    str_of(v, "reasoning_content")
+        .map(|t| ("reasoning_content", t))
+        .or_else(|| str_of(v, "reasoning").map(|t| ("reasoning", t)))
+}
+
+/// The reasoning part for text that came in `field`.
+pub(crate) fn reasoning_part(field: &str, text: String) -> Vec<Reasoning> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    vec![Reasoning::Text {
+        text,
+        field: Some(field.to_owned()),
+    }]
 }
 
 /// Decodes a whole chat-completion body.
@@ -169,8 +250,12 @@ pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
             .and_then(non_empty),
         thinking: message
             .and_then(reasoning_of)
-            .map(str::to_owned)
+            .map(|(_, t)| t.to_owned())
             .and_then(non_empty),
+        reasoning: message
+            .and_then(reasoning_of)
+            .map(|(field, t)| reasoning_part(field, t.to_owned()))
+            .unwrap_or_default(),
     };
     Ok(Decoded {
         reply,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::codec::{DecodeError, Decoded, ReplyDetails, StreamFacts};
 use super::common::{UsageParts, call_from_text, finish_reason, non_empty, parse_json, str_of};
 use super::errors::parse_error_value;
-use super::openai::{reasoning_of, usage_parts};
+use super::openai::{reasoning_of, reasoning_part, usage_parts};
 use super::sse::SseEvent;
 use crate::machine::ModelReply;
 
@@ -25,6 +25,7 @@ pub(crate) struct OpenAiStream {
     text: String,
     refusal: String,
     thinking: String,
+    thinking_field: Option<&'static str>,
     calls: Vec<PartialCall>,
     finish: Option<String>,
     usage: UsageParts,
@@ -94,8 +95,9 @@ impl OpenAiStream {
         if let Some(refusal) = str_of(delta, "refusal") {
             self.refusal.push_str(refusal);
         }
-        if let Some(reasoning) = reasoning_of(delta) {
+        if let Some((field, reasoning)) = reasoning_of(delta) {
             self.thinking.push_str(reasoning);
+            self.thinking_field.get_or_insert(field);
         }
         let calls = delta.get("tool_calls").and_then(Value::as_array);
         for fragment in calls.into_iter().flatten() {
@@ -165,6 +167,10 @@ impl OpenAiStream {
             model: self.model,
             response_id: self.id,
             refusal: non_empty(self.refusal),
+            reasoning: reasoning_part(
+                self.thinking_field.unwrap_or("reasoning_content"),
+                self.thinking.clone(),
+            ),
             thinking: non_empty(self.thinking),
         };
         Ok(Decoded {

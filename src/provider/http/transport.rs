@@ -2,9 +2,13 @@
 //! response to the decoder chunk by chunk, and turns every failure into a [`ProviderError`].
 //!
 //! Transport rules: redirects are never followed (a 3xx is an error naming the target), so
-//! the key can never be forwarded to another host; `timeout` bounds the wait for the response
-//! to start and every silence between chunks; dropping the future drops the connection; an
-//! error body is read to at most 8 KiB and a whole body to at most [`MAX_BODY_BYTES`].
+//! the key can never be forwarded to another host; `timeout` bounds the whole request, from
+//! sending it to the reply's last byte, lowered to the agent's remaining wall-time budget
+//! (so a stream that never ends — one chunk, then keep-alive comments forever — fails at
+//! that deadline); `idle_timeout` bounds every silence between chunks; dropping the future
+//! drops the connection; an error body is read to at most 8 KiB, and a whole body or a
+//! stream to at most [`MAX_BODY_BYTES`]. A reply with no text, no tool call and no refusal
+//! is a retryable `provider_unavailable` error, never an answer.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -12,19 +16,21 @@ use std::time::{Duration, SystemTime};
 use futures_util::future::BoxFuture;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
+use tokio::time::Instant;
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, StreamDecoder};
 use super::codec::{decode_response, encode_request};
 use super::config::{
-    EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind, check_base_url, process_env,
-    read_key,
+    DEFAULT_AZURE_API_VERSION, EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind,
+    check_base_url, process_env, read_key,
 };
 use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, redact};
 use super::pricing::{PricingTable, UnpricedWarnings, cost_nanos};
 use crate::machine::{ModelReply, ProviderErrorClass};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
 
-/// The largest whole (not streamed) response body accepted: 32 MiB.
+/// The largest response accepted, whole body or stream: 32 MiB. A bigger one is refused
+/// (`unknown`, not retryable) and nothing of it is kept.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
 
 /// The `anthropic-version` header sent with every Anthropic call.
@@ -42,8 +48,10 @@ pub struct HttpProvider {
     key_env: Option<String>,
     env: EnvLookup,
     timeout: Duration,
+    idle_timeout: Duration,
     stream: bool,
     max_tokens: Option<u64>,
+    compat: super::codec::OpenAiCompat,
     pricing: PricingTable,
     unpriced: UnpricedWarnings,
     client: reqwest::Client,
@@ -70,7 +78,7 @@ impl HttpProvider {
         if config.model.trim().is_empty() {
             return Err(ProviderBuildError::MissingModel { provider: name });
         }
-        if config.timeout.is_zero() {
+        if config.timeout.is_zero() || config.idle_timeout.is_zero() {
             return Err(ProviderBuildError::ZeroTimeout { provider: name });
         }
         let raw_url = if config.base_url.trim().is_empty() {
@@ -78,17 +86,44 @@ impl HttpProvider {
         } else {
             config.base_url.as_str()
         };
+        if config.kind == ProviderKind::AzureOpenAi && raw_url.trim().is_empty() {
+            return Err(ProviderBuildError::Azure {
+                provider: name,
+                reason: "Azure OpenAI needs the deployment URL as base_url".into(),
+            });
+        }
         let base = check_base_url(&name, raw_url)?;
         let base_url = base.as_str().trim_end_matches('/').to_owned();
-        let endpoint =
-            Url::parse(&format!("{base_url}{}", config.kind.endpoint_path())).map_err(|e| {
-                ProviderBuildError::InvalidBaseUrl {
-                    provider: name.clone(),
-                    url: raw_url.to_owned(),
-                    reason: e.to_string(),
-                }
+        let mut endpoint = Url::parse(&format!("{base_url}{}", config.kind.endpoint_path()))
+            .map_err(|e| ProviderBuildError::InvalidBaseUrl {
+                provider: name.clone(),
+                url: raw_url.to_owned(),
+                reason: e.to_string(),
             })?;
-        if config.kind == ProviderKind::Anthropic && config.api_key_env.is_none() {
+        if config.kind == ProviderKind::AzureOpenAi {
+            let version = config
+                .api_version
+                .as_deref()
+                .unwrap_or(DEFAULT_AZURE_API_VERSION);
+            if version.is_empty()
+                || !version
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                return Err(ProviderBuildError::Azure {
+                    provider: name,
+                    reason: format!("api_version `{version}` is not a version like 2024-10-21"),
+                });
+            }
+            endpoint
+                .query_pairs_mut()
+                .append_pair("api-version", version);
+        }
+        if matches!(
+            config.kind,
+            ProviderKind::Anthropic | ProviderKind::AzureOpenAi
+        ) && config.api_key_env.is_none()
+        {
             return Err(ProviderBuildError::KeyRequired {
                 provider: name,
                 kind: config.kind,
@@ -122,8 +157,10 @@ impl HttpProvider {
             key_env: config.api_key_env,
             env,
             timeout: config.timeout,
+            idle_timeout: config.idle_timeout.min(config.timeout),
             stream: config.stream,
             max_tokens: config.max_tokens,
+            compat: config.compat,
             pricing,
             unpriced: UnpricedWarnings::default(),
             client,
@@ -180,6 +217,7 @@ impl HttpProvider {
             default_model: self.model.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
+            compat: self.compat,
         };
         let body = encode_request(self.kind, request, &options);
         let accept = match (self.stream, self.kind) {
@@ -198,6 +236,7 @@ impl HttpProvider {
         if let Some(key) = key {
             let (name, value) = match self.kind {
                 ProviderKind::Anthropic => (HeaderName::from_static("x-api-key"), key.to_owned()),
+                ProviderKind::AzureOpenAi => (HeaderName::from_static("api-key"), key.to_owned()),
                 _ => (AUTHORIZATION, format!("Bearer {key}")),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
@@ -212,15 +251,19 @@ impl HttpProvider {
         }
         tracing::debug!(provider = %self.name, url = %self.endpoint, stream = self.stream, "model call");
 
-        let mut response = match tokio::time::timeout(self.timeout, builder.send()).await {
-            Err(_) => return Err(self.timed_out("no response")),
+        let budget = request.remaining.wall_ms.map_or(self.timeout, |ms| {
+            self.timeout.min(Duration::from_millis(ms))
+        });
+        let deadline = Instant::now() + budget;
+        let mut response = match tokio::time::timeout_at(deadline, builder.send()).await {
+            Err(_) => return Err(self.timed_out("no response", budget)),
             Ok(Err(e)) => return Err(self.transport_error(e)),
             Ok(Ok(r)) => r,
         };
         let headers = response.headers().clone();
         let status = response.status();
         if !status.is_success() {
-            let body = self.read_capped(&mut response).await;
+            let body = self.read_capped(&mut response, deadline).await;
             let now = SystemTime::now();
             return Err(http_error(
                 &self.name,
@@ -236,32 +279,71 @@ impl HttpProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("application/json"));
         let failed = |e: DecodeError| decode_failure(&self.name, e, &headers);
-        if self.stream && !json_body {
+        let decoded = if self.stream && !json_body {
             let mut on_text = |t: &str| tokens(t);
             let mut decoder = StreamDecoder::new(self.kind);
+            let mut received = 0usize;
             while !decoder.is_done() {
-                match tokio::time::timeout(self.timeout, response.chunk()).await {
-                    Err(_) => return Err(self.timed_out("the stream went silent: no data")),
-                    Ok(Err(e)) => return Err(self.transport_error(e)),
-                    Ok(Ok(None)) => break,
-                    Ok(Ok(Some(chunk))) => decoder.push(&chunk, &mut on_text).map_err(failed)?,
+                match self.next_chunk(&mut response, deadline, budget).await? {
+                    None => break,
+                    Some(chunk) => {
+                        let chunk = chunk.as_ref();
+                        received = received.saturating_add(chunk.len());
+                        if received > MAX_BODY_BYTES {
+                            return Err(failed(DecodeError::TooLarge {
+                                limit: MAX_BODY_BYTES,
+                                what: "streamed response",
+                            }));
+                        }
+                        decoder.push(chunk, &mut on_text).map_err(failed)?;
+                    }
                 }
             }
-            return decoder.finish(&mut on_text).map_err(failed);
-        }
-        let body = self.read_whole(&mut response, &headers).await?;
-        let decoded = decode_response(self.kind, &body).map_err(failed)?;
-        if let Some(text) = decoded.reply.text.as_deref() {
-            tokens(text);
-        }
+            decoder.finish(&mut on_text).map_err(failed)?
+        } else {
+            let body = self
+                .read_whole(&mut response, &headers, deadline, budget)
+                .await?;
+            let decoded = decode_response(self.kind, &body).map_err(failed)?;
+            if let Some(text) = decoded.reply.text.as_deref() {
+                tokens(text);
+            }
+            decoded
+        };
+        check_not_empty(&decoded).map_err(failed)?;
         Ok(decoded)
     }
 
+    /// The next chunk of the body, `None` at its end: fails when the stream stays silent
+    /// for `idle_timeout` or the request's deadline passes.
+    async fn next_chunk(
+        &self,
+        response: &mut Response,
+        deadline: Instant,
+        budget: Duration,
+    ) -> Result<Option<impl AsRef<[u8]>>, ProviderError> {
+        let idle_at = Instant::now() + self.idle_timeout;
+        let (until, idle) = if idle_at < deadline {
+            (idle_at, true)
+        } else {
+            (deadline, false)
+        };
+        match tokio::time::timeout_at(until, response.chunk()).await {
+            Err(_) if idle => {
+                Err(self.timed_out("the stream went silent: no data", self.idle_timeout))
+            }
+            Err(_) => Err(self.timed_out("the reply did not finish", budget)),
+            Ok(Err(e)) => Err(self.transport_error(e)),
+            Ok(Ok(chunk)) => Ok(chunk),
+        }
+    }
+
     /// Reads up to [`ERROR_BODY_LIMIT`] bytes of an error body; a failure ends the read.
-    async fn read_capped(&self, response: &mut Response) -> Vec<u8> {
+    async fn read_capped(&self, response: &mut Response, deadline: Instant) -> Vec<u8> {
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_LIMIT {
-            match tokio::time::timeout(self.timeout, response.chunk()).await {
+            let until = deadline.min(Instant::now() + self.idle_timeout);
+            match tokio::time::timeout_at(until, response.chunk()).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -274,14 +356,15 @@ impl HttpProvider {
         &self,
         response: &mut Response,
         headers: &HeaderMap,
+        deadline: Instant,
+        budget: Duration,
     ) -> Result<Vec<u8>, ProviderError> {
         let mut body = Vec::new();
         loop {
-            match tokio::time::timeout(self.timeout, response.chunk()).await {
-                Err(_) => return Err(self.timed_out("the response body stalled: no data")),
-                Ok(Err(e)) => return Err(self.transport_error(e)),
-                Ok(Ok(None)) => return Ok(body),
-                Ok(Ok(Some(chunk))) => {
+            match self.next_chunk(response, deadline, budget).await? {
+                None => return Ok(body),
+                Some(chunk) => {
+                    let chunk = chunk.as_ref();
                     if body.len() + chunk.len() > MAX_BODY_BYTES {
                         let e = DecodeError::TooLarge {
                             limit: MAX_BODY_BYTES,
@@ -289,18 +372,18 @@ impl HttpProvider {
                         };
                         return Err(decode_failure(&self.name, e, headers));
                     }
-                    body.extend_from_slice(&chunk);
+                    body.extend_from_slice(chunk);
                 }
             }
         }
     }
 
-    fn timed_out(&self, what: &str) -> ProviderError {
-        let message = format!("{what} within {:?}", self.timeout);
+    fn timed_out(&self, what: &str, limit: Duration) -> ProviderError {
+        let message = format!("{what} within {limit:?}");
         let mut err =
             ProviderError::new(&self.name, ProviderErrorClass::ProviderUnavailable, message);
         err.retryable = true;
-        err.hint = "the server did not answer in time – retrying; raise `timeout` if replies are legitimately slow".into();
+        err.hint = "the server did not answer in time – retrying; raise `timeout_ms` (whole request) or `idle_timeout_ms` (silence) if replies are legitimately slow".into();
         err
     }
 
@@ -345,6 +428,8 @@ impl HttpProvider {
         let reported = reply.model.as_deref();
         match (self.pricing.price_for(reported, requested), reply.usage) {
             (Some(price), Some(usage)) => reply.cost_nanos = Some(cost_nanos(&price, &usage)),
+            // Ollama runs models on your own machine: they cost nothing unless priced.
+            (None, _) if self.kind == ProviderKind::Ollama => reply.cost_nanos = Some(0),
             (None, _) => {
                 self.unpriced
                     .note(&self.name, reported.unwrap_or(requested));
@@ -352,6 +437,30 @@ impl HttpProvider {
             (Some(_), None) => {}
         }
     }
+}
+
+/// A reply with nothing in it — no text, no tool call, no refusal — is not an answer: the
+/// provider failed to produce one (`choices: []`, `content: null`, an empty content list).
+/// A content filter that left nothing is its own, non-retryable error.
+fn check_not_empty(decoded: &Decoded) -> Result<(), DecodeError> {
+    let r = &decoded.reply;
+    let empty = r.text.as_deref().is_none_or(|t| t.trim().is_empty())
+        && r.tool_calls.is_empty()
+        && r.refusal.is_none();
+    if !empty || r.finish_reason.raw.as_deref() == Some("refusal") {
+        return Ok(());
+    }
+    if r.finish_reason.normalized == Some(crate::machine::Finish::ContentFilter) {
+        return Err(DecodeError::Reported(Box::new(
+            super::codec::ReportedError {
+                error_type: Some("content_filter".into()),
+                code: Some("content_filter".into()),
+                message: "the provider's content filter removed the whole reply".into(),
+                ..super::codec::ReportedError::default()
+            },
+        )));
+    }
+    Err(DecodeError::Empty)
 }
 
 impl ModelProvider for HttpProvider {
@@ -377,6 +486,7 @@ impl fmt::Debug for HttpProvider {
             .field("model", &self.model)
             .field("api_key_env", &self.key_env)
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .field("stream", &self.stream)
             .field("max_tokens", &self.max_tokens)
             .finish_non_exhaustive()
