@@ -11,6 +11,11 @@
 //!
 //! and commit the changed files in `tests/canned/` with a message saying why the behaviour
 //! changed.
+//!
+//! A history recorded under an older revision of the machine's rules (its spec's `semantics`,
+//! absent in files written by runtape 0.1.0) is never overwritten: it is the proof that runs
+//! recorded then still replay. Re-recording writes the current revision's history of that
+//! scenario beside it as `NAME.rN.json`; every file in `tests/canned/` is replayed.
 
 mod common;
 
@@ -187,26 +192,50 @@ fn check(c: &Canned) -> Result<RunState, runtape::history::Divergence> {
     replay(&c.spec, recorded)
 }
 
+/// Where re-recording `name` writes: its own file, unless that holds an older revision's
+/// history, which is kept (see the top of this file).
+fn recording_path(name: &str) -> std::path::PathBuf {
+    let file = path(name);
+    let older = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Canned>(&text).ok())
+        .is_some_and(|c| c.spec.spec().semantics < SEMANTICS);
+    if older {
+        path(&format!("{name}.r{SEMANTICS}"))
+    } else {
+        file
+    }
+}
+
 #[test]
 fn canned_histories_replay_identically() {
-    let recording = std::env::var("RUNTAPE_RECORD_CANNED").is_ok();
-    for (name, description, h) in scenarios() {
-        let file = path(name);
-        if recording {
+    if std::env::var("RUNTAPE_RECORD_CANNED").is_ok() {
+        for (name, description, h) in scenarios() {
             let json =
                 serde_json::to_string_pretty(&record(name, description, &h)).expect("encodes");
-            std::fs::write(&file, json + "\n").expect("writes");
-            continue;
+            std::fs::write(recording_path(name), json + "\n").expect("writes");
         }
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|_| {
-            panic!(
-                "{} is missing; record it with RUNTAPE_RECORD_CANNED=1",
-                file.display()
-            )
-        });
+        return;
+    }
+    for (name, _, _) in scenarios() {
+        assert!(
+            path(name).exists(),
+            "{} is missing; record it with RUNTAPE_RECORD_CANNED=1",
+            path(name).display()
+        );
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/canned");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/canned")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("reads");
         let canned: Canned = serde_json::from_str(&text).expect("a canned history");
         let end = check(&canned).unwrap_or_else(|d| {
-            panic!("canned history `{name}` diverges from the current machine at {d}; if this change is intended, re-record (see the top of tests/canned_histories.rs)")
+            panic!("canned history {} diverges from the current machine at {d}; if this change is intended, re-record (see the top of tests/canned_histories.rs)", file.display())
         });
         assert_eq!(end.seq(), canned.transitions.len() as u64);
     }

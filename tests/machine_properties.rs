@@ -113,6 +113,7 @@ prop_compose! {
             limits: if run_limits.max_turns.is_some() { run_limits } else { Limits::default() },
             on_exhausted: if run_pause { RunOnExhausted::Pause } else { RunOnExhausted::Fail },
             max_transitions,
+            semantics: SEMANTICS,
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

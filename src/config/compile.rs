@@ -71,6 +71,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         limits,
         on_exhausted: raw.run.on_exhausted.unwrap_or_default(),
         max_transitions: raw.run.max_transitions.unwrap_or(DEFAULT_MAX_TRANSITIONS),
+        semantics: crate::machine::SEMANTICS,
     };
     let setup = Setup {
         version: SETUP_VERSION,

@@ -65,8 +65,9 @@ pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, Tool
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
     AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS,
-    HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, MAX_RETRY_AFTER_MS, OnExhausted,
-    OnInDoubt, Route, RunOnExhausted, RunSpec, Spec, SpecError, ToolSpec, did_you_mean,
+    FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH,
+    MAX_RETRY_AFTER_MS, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec, SEMANTICS, Spec,
+    SpecError, ToolSpec, did_you_mean,
 };
 pub use state::{
     AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,

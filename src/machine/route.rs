@@ -46,15 +46,19 @@ pub(crate) fn on_model_failed(
         .map(|a| a.routes.as_slice())
         .unwrap_or_default();
     let route = routes.get(call.route as usize);
-    let waits_too_long = failure
-        .retry_after_ms
-        .is_some_and(|ms| ms > MAX_RETRY_AFTER_MS);
+    // Revision 1 (runtape 0.1.0) waited for any `retry_after`, past the wall budget too, and
+    // kept no cooldowns: runs recorded under it replay by its rules.
+    let revised = cx.spec.spec().semantics >= 2;
+    let waits_too_long = revised
+        && failure
+            .retry_after_ms
+            .is_some_and(|ms| ms > MAX_RETRY_AFTER_MS);
     if let Some(route) =
         route.filter(|r| failure.retryable && !waits_too_long && call.attempt < r.max_attempts)
     {
         let attempt = call.attempt + 1;
         let mut delay_ms = route.backoff.delay_ms(attempt, failure.retry_after_ms);
-        if let Some(left) = cx.remaining(&run).wall_ms {
+        if revised && let Some(left) = cx.remaining(&run).wall_ms {
             delay_ms = delay_ms.min(left);
         }
         cx.notes.push(Note::Retry {
@@ -69,7 +73,7 @@ pub(crate) fn on_model_failed(
             RunState::Generating { run, call },
         );
     }
-    if let Some(route) = route {
+    if let Some(route) = route.filter(|_| revised) {
         let cool_for = route.cooldown_ms.max(failure.retry_after_ms.unwrap_or(0));
         run.cooldowns.insert(
             route_key(&route.provider, &route.model),

@@ -22,6 +22,23 @@ pub const DEFAULT_CORRECTION_BUDGET: u32 = 3;
 pub const DEFAULT_MAX_TRANSITIONS: u64 = 1_000;
 /// No run may have more transitions than this, whatever the spec says.
 pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
+
+/// The revision of the machine's rules new runs follow. Each run stores the revision it
+/// started with in its spec ([`Spec::semantics`]) and keeps it for its whole life, so a
+/// history recorded by an older runtape replays to the same states under a newer one.
+///
+/// | revision | rules |
+/// |---|---|
+/// | 1 | runtape 0.1.0: a route that gives up moves the agent to its next route for the rest of the activation; retries wait the full backoff or `retry_after` |
+/// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
+pub const SEMANTICS: u32 = 2;
+
+/// The revision a stored spec without a `semantics` field follows: runtape 0.1.0's.
+pub const FIRST_SEMANTICS: u32 = 1;
+
+fn first_semantics() -> u32 {
+    FIRST_SEMANTICS
+}
 /// Tool arguments nested deeper than this are rejected as invalid.
 pub const MAX_ARGUMENT_DEPTH: usize = 64;
 /// Tool arguments whose JSON encoding is larger than this are rejected as invalid.
@@ -48,6 +65,11 @@ pub struct Spec {
     /// Cap on transitions in the run (default 1,000; at most 100,000,000; never unlimited).
     #[serde(default = "default_max_transitions")]
     pub max_transitions: u64,
+    /// The revision of the machine's rules this run follows ([`SEMANTICS`] for a new spec).
+    /// Stored with the run, so a run keeps the rules it started with; a stored spec without
+    /// it is revision [`FIRST_SEMANTICS`] (written by runtape 0.1.0).
+    #[serde(default = "first_semantics")]
+    pub semantics: u32,
 }
 
 fn default_max_transitions() -> u64 {
@@ -64,6 +86,7 @@ impl Default for Spec {
             limits: Limits::default(),
             on_exhausted: RunOnExhausted::default(),
             max_transitions: DEFAULT_MAX_TRANSITIONS,
+            semantics: SEMANTICS,
         }
     }
 }
@@ -407,6 +430,16 @@ impl RunSpec {
                 reason: format!(
                     "max_transitions must be between 1 and {HARD_MAX_TRANSITIONS} (got {})",
                     spec.max_transitions
+                ),
+            });
+        }
+
+        if !(FIRST_SEMANTICS..=SEMANTICS).contains(&spec.semantics) {
+            return Err(SpecError::OutOfRange {
+                path: "semantics".into(),
+                reason: format!(
+                    "this spec follows revision {} of the machine's rules; this runtape knows revisions {FIRST_SEMANTICS} to {SEMANTICS} (a newer runtape wrote it: upgrade)",
+                    spec.semantics
                 ),
             });
         }

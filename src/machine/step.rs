@@ -460,7 +460,12 @@ fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (&'static str, RunState) {
             },
         );
     }
-    let route = route::choose_route(cx, &mut run);
+    let route = if cx.spec.spec().semantics >= 2 {
+        route::choose_route(cx, &mut run)
+    } else {
+        // Revision 1: the route an agent fell back to stays for the rest of its activation.
+        run.agents.get(&run.active).map_or(0, |a| a.route)
+    };
     let call = cx.call_model(&run, route, 1, None);
     ("preparing.proceed.call", RunState::Generating { run, call })
 }

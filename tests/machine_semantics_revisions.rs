@@ -1,0 +1,91 @@
+//! Runs keep the machine rules they started with. A spec stored by runtape 0.1.0 has no
+//! `semantics` field and follows revision 1; new specs follow the current revision. Replaying
+//! an old history under revision 1 must give the old states (no cooldowns, sticky fallback,
+//! every `retry_after` waited for), or `verify` of an old run would fail after an upgrade.
+
+mod common;
+
+use common::*;
+use runtape::machine::*;
+use serde_json::json;
+
+fn unavailable(retry_after_ms: Option<u64>) -> ModelFailure {
+    ModelFailure {
+        retry_after_ms,
+        status: Some(503),
+        ..ModelFailure::new(ProviderErrorClass::ProviderUnavailable, "down")
+    }
+}
+
+fn called_route(h: &Harness) -> u32 {
+    match h.history.last().and_then(|(_, t)| t.effects.first()) {
+        Some(Effect::CallModel { request, .. }) => request.route,
+        other => panic!("no CallModel emitted: {other:?}"),
+    }
+}
+
+fn spec_at(revision: u32) -> RunSpec {
+    solo_with(|s| {
+        s.agents[0].routes[0].max_attempts = 1;
+        s.agents[0].routes[0].cooldown_ms = TICK_MS;
+        s.semantics = revision;
+    })
+}
+
+/// The route of each model call over: fail on the primary, a tool round on the fallback,
+/// then the next turn well after the primary's cooldown ended.
+fn routes_over_a_fallback(revision: u32) -> (Vec<u32>, bool) {
+    let mut h = Harness::new(spec_at(revision));
+    h.start("Find it.");
+    h.proceed();
+    let mut routes = vec![called_route(&h)];
+    h.fail(unavailable(None));
+    routes.push(called_route(&h));
+    let cooled = !h.state.data().expect("started").cooldowns.is_empty();
+    h.reply(ModelReply::tools(vec![call(
+        "c1",
+        "lookup",
+        json!({"q": "a"}),
+    )]));
+    h.tool_ok("c1", json!("a"));
+    h.clock += 100 * TICK_MS;
+    h.proceed();
+    routes.push(called_route(&h));
+    (routes, cooled)
+}
+
+#[test]
+fn revision_1_keeps_the_fallback_for_the_activation_and_records_no_cooldown() {
+    assert_eq!(routes_over_a_fallback(1), (vec![0, 1, 1], false));
+}
+
+#[test]
+fn the_current_revision_cools_the_primary_down_and_returns_to_it() {
+    assert_eq!(routes_over_a_fallback(SEMANTICS), (vec![0, 1, 0], true));
+}
+
+#[test]
+fn revision_1_waits_for_any_retry_after() {
+    let retry_after = MAX_RETRY_AFTER_MS * 2;
+    let edge_after = |revision: u32| {
+        let mut h = Harness::new(solo_with(|s| s.semantics = revision));
+        h.start("Find it.");
+        h.proceed();
+        h.fail(unavailable(Some(retry_after)));
+        h.history.last().expect("a transition").1.edge
+    };
+    assert_eq!(edge_after(1), "generating.failed.retry");
+    assert_eq!(edge_after(SEMANTICS), "generating.failed.fallback");
+}
+
+#[test]
+fn a_stored_spec_without_a_revision_is_revision_1_and_new_specs_are_current() {
+    let mut stored = serde_json::to_value(solo()).expect("serialises");
+    assert_eq!(stored["semantics"], json!(SEMANTICS), "new specs store it");
+    stored.as_object_mut().expect("object").remove("semantics");
+    let old: RunSpec = serde_json::from_value(stored.clone()).expect("loads");
+    assert_eq!(old.spec().semantics, FIRST_SEMANTICS);
+    stored["semantics"] = json!(SEMANTICS + 1);
+    let err = serde_json::from_value::<RunSpec>(stored).expect_err("a newer revision");
+    assert!(err.to_string().contains("upgrade"), "{err}");
+}
