@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::machine::{AgentId, RunId, ToolSpec};
 
 pub mod command;
+pub mod mcp;
 
 /// What a tool call knows about itself.
 #[derive(Clone, Debug)]
