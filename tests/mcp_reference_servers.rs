@@ -44,8 +44,15 @@ async fn filesystem_server_tools_are_listed_flagged_and_called_over_stdio() {
         .await
         .expect("the filesystem server starts");
     let fs = &listed[0];
-    assert_eq!(fs.protocol, "2025-11-25", "asked for the newest with initialize, got it");
-    assert!(fs.server_info.starts_with("secure-filesystem-server"), "{}", fs.server_info);
+    assert_eq!(
+        fs.protocol, "2025-11-25",
+        "asked for the newest with initialize, got it"
+    );
+    assert!(
+        fs.server_info.starts_with("secure-filesystem-server"),
+        "{}",
+        fs.server_info
+    );
 
     let read = tool(fs, "fs__read_text_file");
     assert!(read.read_only() && read.idempotent());
@@ -71,18 +78,36 @@ async fn filesystem_server_tools_are_listed_flagged_and_called_over_stdio() {
         .invoke(json!({"path": "/etc/passwd"}), ctx("c2"))
         .await
         .expect_err("isError: true is a tool error");
-    assert!(denied.message.contains("Access denied"), "{}", denied.message);
+    assert!(
+        denied.message.contains("Access denied"),
+        "{}",
+        denied.message
+    );
 
     write
-        .invoke(json!({"path": dir.join("out.txt"), "content": "written"}), ctx("c3"))
+        .invoke(
+            json!({"path": dir.join("out.txt"), "content": "written"}),
+            ctx("c3"),
+        )
         .await
         .expect("writes");
-    assert_eq!(std::fs::read_to_string(dir.join("out.txt")).expect("file"), "written");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out.txt")).expect("file"),
+        "written"
+    );
 
     assert!(!descendants_in(&dir).is_empty(), "the server is running");
     hub.shutdown().await;
-    assert_eq!(descendants_in(&dir), Vec::<u32>::new(), "no server process is left");
-    assert_eq!(zombies(), Vec::<u32>::new(), "every server process was reaped");
+    assert_eq!(
+        descendants_in(&dir),
+        Vec::<u32>::new(),
+        "no server process is left"
+    );
+    assert_eq!(
+        zombies(),
+        Vec::<u32>::new(),
+        "every server process was reaped"
+    );
 }
 
 #[tokio::test]
@@ -97,7 +122,9 @@ async fn everything_server_results_keep_structure_summarise_images_and_report_pr
 
     let echo = tool(ev, "ev__echo");
     assert_eq!(
-        echo.invoke(json!({"message": "hi"}), ctx("e1")).await.expect("echo"),
+        echo.invoke(json!({"message": "hi"}), ctx("e1"))
+            .await
+            .expect("echo"),
         Value::from("Echo: hi")
     );
 
@@ -143,7 +170,10 @@ async fn everything_server_results_keep_structure_summarise_images_and_report_pr
             seen.push(p);
         }
     }
-    assert!(!seen.is_empty(), "progress notifications reach the progress channel");
+    assert!(
+        !seen.is_empty(),
+        "progress notifications reach the progress channel"
+    );
     assert_eq!(seen[0].tool, "ev__trigger-long-running-operation");
     assert_eq!(seen[0].run, RunId::new("run-mcp"));
     hub.shutdown().await;
@@ -183,9 +213,12 @@ async fn everything_server_over_streamable_http() {
         name: "web".into(),
         transport: McpTransport::Http {
             url: format!("http://127.0.0.1:{port}/mcp"),
-            headers_env: [("X-Test-Token".to_owned(), "RUNTAPE_TEST_MCP_TOKEN".to_owned())]
-                .into_iter()
-                .collect(),
+            headers_env: [(
+                "X-Test-Token".to_owned(),
+                "RUNTAPE_TEST_MCP_TOKEN".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
         },
         init_timeout_ms: Some(20_000),
         timeout_ms: Some(10_000),
@@ -197,7 +230,9 @@ async fn everything_server_over_streamable_http() {
         .err()
         .expect("an unset header variable is an error");
     assert!(
-        missing.to_string().contains("$RUNTAPE_TEST_MCP_TOKEN, which is not set"),
+        missing
+            .to_string()
+            .contains("$RUNTAPE_TEST_MCP_TOKEN, which is not set"),
         "{missing}"
     );
     let config = McpServerConfig {
@@ -208,7 +243,9 @@ async fn everything_server_over_streamable_http() {
         ..config
     };
     let hub = McpHub::new();
-    let listed = mcp::list_all(&hub, &[config], &[]).await.expect("connects over HTTP");
+    let listed = mcp::list_all(&hub, &[config], &[])
+        .await
+        .expect("connects over HTTP");
     let web = &listed[0];
     let sum = tool(web, "web__get-sum")
         .invoke(json!({"a": 2, "b": 3}), ctx("h1"))
@@ -218,4 +255,3 @@ async fn everything_server_over_streamable_http() {
     hub.shutdown().await;
     let _ = server.kill().await;
 }
-

@@ -67,7 +67,8 @@ fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
 
 /// `runtape run SPEC [GOAL]`.
 pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Result<u8, CliError> {
-    let file = config::load(spec)?;
+    let mut file = config::load(spec)?;
+    connect_mcp(&mut file).await?;
     // Build every provider and tool once in memory first: a missing key or program is reported
     // before the database is touched.
     file.install(&Engine::in_memory())?;
@@ -86,6 +87,16 @@ pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Re
         .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
         .await?;
     follow(&engine, handle, common.json).await
+}
+
+/// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
+/// warnings go to stderr.
+async fn connect_mcp(file: &mut config::RunFile) -> Result<(), CliError> {
+    let listing = file.connect_mcp(crate::tool::mcp::McpHub::global()).await?;
+    for warning in &listing.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 /// What `resume` should tell the run first.
@@ -185,7 +196,8 @@ pub(crate) async fn replay(
     strict: bool,
     common: Common,
 ) -> Result<u8, CliError> {
-    let file = config::load(spec)?;
+    let mut file = config::load(spec)?;
+    connect_mcp(&mut file).await?;
     let loaded = Cassette::load(cassette, &LoadOptions::default())
         .map_err(|e| CliError::usage(format!("{}: {e}", cassette.display())))?;
     let provider = Arc::new(
@@ -204,6 +216,9 @@ pub(crate) async fn replay(
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let engine = engine(&db, &common, true)?;
     for tool in file.setup.command_tools() {
+        engine.register_tool(Arc::new(tool));
+    }
+    for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
         engine.register_tool(Arc::new(tool));
     }
     for agent in &file.spec.spec().agents {

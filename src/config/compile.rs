@@ -63,6 +63,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         .map(|(i, a)| agent(i, a, &raw.providers))
         .collect::<Result<Vec<_>, _>>()?;
     let plan = raw.plan.as_ref().map(plan).transpose()?;
+    let mcp = super::mcp::compile(&raw.mcp, spec_dir)?;
     let spec = Spec {
         agents,
         tools,
@@ -76,6 +77,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         spec_dir: spec_dir.to_path_buf(),
         providers,
         tools: commands,
+        mcp,
     };
     Ok(Compiled {
         spec,

@@ -14,7 +14,9 @@ pub fn servers_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-servers"));
     for pkg in ["server-everything", "server-filesystem"] {
-        let main = dir.join(format!("node_modules/@modelcontextprotocol/{pkg}/dist/index.js"));
+        let main = dir.join(format!(
+            "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+        ));
         assert!(
             main.is_file(),
             "the MCP reference servers are not installed ({} is missing) – run tests/mcp_servers/install.sh (CI does this in .ci/run)",
@@ -26,7 +28,9 @@ pub fn servers_dir() -> PathBuf {
 
 /// The entry point of a reference server package (`server-everything`, `server-filesystem`).
 pub fn server_main(pkg: &str) -> PathBuf {
-    servers_dir().join(format!("node_modules/@modelcontextprotocol/{pkg}/dist/index.js"))
+    servers_dir().join(format!(
+        "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+    ))
 }
 
 /// A stdio server config running `program args` in `dir`.
@@ -50,7 +54,10 @@ pub fn filesystem(name: &str, sandbox: &Path) -> McpServerConfig {
     stdio(
         name,
         "node",
-        &[main.to_str().expect("utf8"), sandbox.to_str().expect("utf8")],
+        &[
+            main.to_str().expect("utf8"),
+            sandbox.to_str().expect("utf8"),
+        ],
         sandbox,
     )
 }

@@ -87,9 +87,7 @@ pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
         }
         let hints = tool.annotations.clone().unwrap_or_default();
         let over = config.tools.get(&remote).cloned().unwrap_or_default();
-        let read_only = over
-            .read_only
-            .unwrap_or(hints.read_only_hint == Some(true));
+        let read_only = over.read_only.unwrap_or(hints.read_only_hint == Some(true));
         let idempotent = over
             .idempotent
             .unwrap_or(read_only || hints.idempotent_hint == Some(true));
@@ -138,7 +136,11 @@ pub fn schema_summary(schema: &Value) -> String {
         .iter()
         .map(|(name, p)| {
             let ty = p.get("type").and_then(Value::as_str).unwrap_or("any");
-            let star = if required.contains(&name.as_str()) { "*" } else { "" };
+            let star = if required.contains(&name.as_str()) {
+                "*"
+            } else {
+                ""
+            };
             format!("{name}{star}: {ty}")
         })
         .collect();
@@ -178,9 +180,15 @@ mod tests {
     #[test]
     fn annotations_become_flags_and_the_spec_overrides_them() {
         let tools = [
-            tool(json!({"name": "read", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}})),
-            tool(json!({"name": "write", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": false, "idempotentHint": true, "destructiveHint": true}})),
-            tool(json!({"name": "mkdir", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}})),
+            tool(
+                json!({"name": "read", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+            ),
+            tool(
+                json!({"name": "write", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": false, "idempotentHint": true, "destructiveHint": true}}),
+            ),
+            tool(
+                json!({"name": "mkdir", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}),
+            ),
             tool(json!({"name": "bare", "inputSchema": {"type": "object"}})),
         ];
         let flags = |c: &Catalog, n: &str| {
@@ -191,7 +199,11 @@ mod tests {
         assert_eq!(flags(&c, "read"), (true, true, false));
         assert_eq!(flags(&c, "write"), (false, true, true));
         assert_eq!(flags(&c, "mkdir"), (false, false, false));
-        assert_eq!(flags(&c, "bare"), (false, false, true), "MCP defaults: destructive");
+        assert_eq!(
+            flags(&c, "bare"),
+            (false, false, true),
+            "MCP defaults: destructive"
+        );
         assert_eq!(c.tools[0].name, "fs__read");
         assert_eq!(c.tools[0].timeout_ms, Some(5000));
 
@@ -214,14 +226,22 @@ mod tests {
     #[test]
     fn invalid_schemas_and_colliding_names_are_skipped_with_a_reason() {
         let tools = [
-            tool(json!({"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": 12}}}})),
+            tool(
+                json!({"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": 12}}}}),
+            ),
             tool(json!({"name": "a.b", "inputSchema": {"type": "object"}})),
-            tool(json!({"name": "ok", "inputSchema": {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}})),
+            tool(
+                json!({"name": "ok", "inputSchema": {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}}),
+            ),
         ];
         let c = build(&config(), &tools);
         assert_eq!(c.tools.len(), 2);
         assert_eq!(c.skipped.len(), 1);
-        assert!(c.skipped[0].1.contains("not a valid JSON Schema"), "{:?}", c.skipped);
+        assert!(
+            c.skipped[0].1.contains("not a valid JSON Schema"),
+            "{:?}",
+            c.skipped
+        );
         assert_eq!(schema_summary(&c.tools[1].schema), "{p*: string}");
     }
 }

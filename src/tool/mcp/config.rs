@@ -42,12 +42,10 @@ impl McpServerConfig {
     /// What the transport is, for messages: the command line or the URL.
     pub fn describe(&self) -> String {
         match &self.transport {
-            McpTransport::Stdio { program, args, .. } => {
-                std::iter::once(program.as_str())
-                    .chain(args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }
+            McpTransport::Stdio { program, args, .. } => std::iter::once(program.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
             McpTransport::Http { url, .. } => url.clone(),
         }
     }

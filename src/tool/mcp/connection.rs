@@ -209,7 +209,10 @@ impl Connection {
             events,
             diagnostics,
         };
-        if !SUPPORTED_VERSIONS.iter().any(|v| v.as_str() == conn.protocol) {
+        if !SUPPORTED_VERSIONS
+            .iter()
+            .any(|v| v.as_str() == conn.protocol)
+        {
             let answered = conn.protocol.clone();
             conn.close().await;
             return Err(fail(format!(
@@ -221,8 +224,7 @@ impl Connection {
                     .join(", ")
             )));
         }
-        let listed =
-            tokio::time::timeout(config.init_timeout(), conn.peer.list_all_tools()).await;
+        let listed = tokio::time::timeout(config.init_timeout(), conn.peer.list_all_tools()).await;
         match listed {
             Ok(Ok(tools)) => conn.tools = tools,
             Ok(Err(e)) => {
@@ -346,7 +348,10 @@ impl Diagnostics {
             ),
             (Failure::Refused(_), _) => "check the server's URL or command".to_owned(),
         };
-        format!("{head}{} – {advice}", self.note(status).trim_start_matches(';'))
+        format!(
+            "{head}{} – {advice}",
+            self.note(status).trim_start_matches(';')
+        )
     }
 
     /// `; stdout had N lines that are not JSON-RPC (first: `…`); stderr: …`, or empty.
@@ -437,7 +442,12 @@ impl ChildProcess {
 }
 
 /// Starts a stdio server in its own process group, without the `hidden_env` variables.
-fn spawn(program: &str, args: &[String], dir: &Path, hidden_env: &[String]) -> Result<Child, String> {
+fn spawn(
+    program: &str,
+    args: &[String],
+    dir: &Path,
+    hidden_env: &[String],
+) -> Result<Child, String> {
     let path = program_path(program, dir);
     let mut cmd = Command::new(&path);
     cmd.args(args)
@@ -485,10 +495,12 @@ fn http_transport(
         let value = std::env::var(var).map_err(|_| {
             format!("header `{header}` is read from ${var}, which is not set – export it")
         })?;
-        let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
-            .map_err(|_| format!("`{header}` is not a valid HTTP header name – fix `headers_env`"))?;
-        let mut value_h = reqwest::header::HeaderValue::from_str(&value)
-            .map_err(|_| format!("${var} holds a value that cannot be sent in an HTTP header – fix it"))?;
+        let name = reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
+            format!("`{header}` is not a valid HTTP header name – fix `headers_env`")
+        })?;
+        let mut value_h = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+            format!("${var} holds a value that cannot be sent in an HTTP header – fix it")
+        })?;
         value_h.set_sensitive(true);
         headers.insert(name, value_h);
         values.push(value);

@@ -131,7 +131,8 @@ mod tests {
     fn text_only_results_are_strings() {
         let r = json!({"content": [{"type": "text", "text": "Echo: hi"}]});
         assert_eq!(for_model(&r), Ok(Value::from("Echo: hi")));
-        let two = json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
+        let two =
+            json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]});
         assert_eq!(for_model(&two), Ok(Value::from("a\nb")));
         assert_eq!(for_model(&json!({})), Ok(Value::from("")));
     }
@@ -156,7 +157,10 @@ mod tests {
         assert_eq!(c[1]["mimeType"], "image/png");
         assert_eq!(c[1]["bytes"], 5);
         assert!(c[1].get("data").is_none(), "the bytes are not sent");
-        assert_eq!(c[2], json!({"type": "resource_link", "uri": "demo://r/1", "name": "r1"}));
+        assert_eq!(
+            c[2],
+            json!({"type": "resource_link", "uri": "demo://r/1", "name": "r1"})
+        );
         assert_eq!(c[3]["uri"], "demo://b");
         assert_eq!(c[4]["resource"]["text"], "inline");
     }

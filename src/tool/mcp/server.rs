@@ -176,8 +176,17 @@ impl McpServer {
         loop {
             attempts -= 1;
             let conn = self.start().await.map_err(CallFailure::Unavailable)?;
-            let request = CallToolRequestParams::new(remote.to_owned()).with_arguments(args.clone());
-            let outcome = call_on(&conn, request, meta.clone(), limit, cancel, progress.clone()).await;
+            let request =
+                CallToolRequestParams::new(remote.to_owned()).with_arguments(args.clone());
+            let outcome = call_on(
+                &conn,
+                request,
+                meta.clone(),
+                limit,
+                cancel,
+                progress.clone(),
+            )
+            .await;
             match outcome {
                 Err(CallFailure::Died(_)) if attempts > 0 => continue,
                 Err(CallFailure::Died(_)) => {

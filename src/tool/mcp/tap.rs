@@ -161,9 +161,8 @@ fn request_id(head: &[u8], tail: &[u8]) -> Option<serde_json::Value> {
         ))
         .ok()
     });
-    let last = LAST.get_or_init(|| {
-        regex::bytes::Regex::new(&format!(r#""id"\s*:\s*{ID}\s*\}}\s*$"#)).ok()
-    });
+    let last = LAST
+        .get_or_init(|| regex::bytes::Regex::new(&format!(r#""id"\s*:\s*{ID}\s*\}}\s*$"#)).ok());
     [(first, head), (last, tail)]
         .into_iter()
         .filter_map(|(re, text)| re.as_ref()?.captures(text))
@@ -258,7 +257,11 @@ mod tests {
         let big = "y".repeat(MAX_MESSAGE_BYTES);
         let front = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"r-1\",\"result\":\"{big}\"}}\n");
         let (out, _) = through(front.into_bytes()).await;
-        assert!(out.contains("\"id\":\"r-1\""), "{}", &out[..out.len().min(200)]);
+        assert!(
+            out.contains("\"id\":\"r-1\""),
+            "{}",
+            &out[..out.len().min(200)]
+        );
 
         let nested = format!("{{\"result\":{{\"id\":5,\"t\":\"{big}\",\"id\":6}}}}\n");
         let (out, seen) = through(nested.into_bytes()).await;
