@@ -81,7 +81,9 @@ pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 /// A python3 MCP server that answers `initialize` with `version` (or the requested one when
-/// `None`) and then behaves as `tools_py` (a Python snippet defining `tools` and `call(req)`).
+/// `None`) and then behaves as `tools_py`: a Python snippet defining `tools` (the
+/// `tools/list` answer) and `call(req)` (answers `tools/call`), and optionally `note(req)`
+/// (sees every notification). `send(obj)` writes one message.
 pub fn fake_server(dir: &Path, name: &str, version: Option<&str>, tools_py: &str) -> PathBuf {
     let version = match version {
         Some(v) => format!("{v:?}"),
@@ -93,9 +95,13 @@ import json, sys, time
 def send(obj):
     sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
 {tools_py}
+note = globals().get('note', lambda req: None)
 for line in sys.stdin:
     req = json.loads(line)
     m = req.get('method')
+    if 'id' not in req:
+        note(req)
+        continue
     if m == 'initialize':
         send({{"jsonrpc": "2.0", "id": req['id'], "result": {{"protocolVersion": {version}, "capabilities": {{"tools": {{}}}}, "serverInfo": {{"name": "fake", "version": "1"}}}}}})
     elif m == 'tools/list':

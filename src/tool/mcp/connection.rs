@@ -175,6 +175,7 @@ impl Connection {
                     Err(why) => {
                         let status = process.exit_status_soon().await;
                         process.stop_now().await;
+                        diagnostics.settle().await;
                         return Err(fail(diagnostics.explain(why, status, config)));
                     }
                 }
@@ -253,6 +254,9 @@ impl Connection {
             Some(c) => c.exit_status_soon().await,
             None => None,
         };
+        if status.is_some() {
+            self.diagnostics.settle().await;
+        }
         self.diagnostics.note(status)
     }
 
@@ -301,6 +305,8 @@ pub(crate) enum Failure {
 struct Diagnostics {
     seen: SeenHandle,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The task draining stderr; it ends when the server closes stderr.
+    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Diagnostics {
@@ -308,7 +314,7 @@ impl Diagnostics {
     fn watch_stderr(&self, stderr: Option<tokio::process::ChildStderr>) {
         let Some(stderr) = stderr else { return };
         let kept = self.stderr.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let line: String = line.chars().take(300).collect();
@@ -323,9 +329,20 @@ impl Diagnostics {
                 }
             }
         });
+        if let Ok(mut reader) = self.reader.lock() {
+            *reader = Some(task);
+        }
     }
 
-    /// One line about a failed start.
+    /// Waits a moment for the last of stderr of a server that has exited.
+    async fn settle(&self) {
+        let task = self.reader.lock().ok().and_then(|mut r| r.take());
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
+    }
+
+    /// One line about a failed start: what happened, what was seen, what to do.
     fn explain(
         &self,
         why: Failure,
@@ -333,28 +350,33 @@ impl Diagnostics {
         config: &McpServerConfig,
     ) -> String {
         let head = match (&why, status) {
-            (_, Some(status)) => format!("exited during startup ({status})"),
-            (Failure::TimedOut(limit), None) => format!(
+            (Failure::TimedOut(limit), _) => format!(
                 "did not answer `initialize` within {} ms",
                 limit.as_millis()
             ),
+            (Failure::Refused(_), Some(status)) => format!("exited during startup ({status})"),
             (Failure::Refused(reason), None) => format!("failed to initialise: {reason}"),
         };
+        let garbage = self.seen.lock().map(|s| s.garbage_lines > 0).unwrap_or(false);
         let advice = match (&why, status) {
-            (_, Some(_)) => format!("check that `{}` runs on its own", config.describe()),
+            _ if garbage => {
+                "a stdio server must write only JSON-RPC messages to stdout (logs belong on stderr)"
+                    .to_owned()
+            }
             (Failure::TimedOut(_), _) => format!(
                 "check that `{}` is an MCP server, or raise `init_timeout_ms`",
                 config.describe()
             ),
-            (Failure::Refused(_), _) => "check the server's URL or command".to_owned(),
+            (Failure::Refused(_), Some(_)) => {
+                format!("check that `{}` runs on its own", config.describe())
+            }
+            (Failure::Refused(_), None) => "check the server's URL or command".to_owned(),
         };
-        format!(
-            "{head}{} – {advice}",
-            self.note(status).trim_start_matches(';')
-        )
+        format!("{head}{} – {advice}", self.note(None))
     }
 
-    /// `; stdout had N lines that are not JSON-RPC (first: `…`); stderr: …`, or empty.
+    /// `; it exited (…); its stdout had N lines that are not JSON-RPC (first: `…`); stderr: …`,
+    /// or empty.
     fn note(&self, status: Option<std::process::ExitStatus>) -> String {
         let mut out = String::new();
         if let Some(status) = status {
@@ -363,7 +385,7 @@ impl Diagnostics {
         if let Ok(seen) = self.seen.lock() {
             if seen.garbage_lines > 0 {
                 out.push_str(&format!(
-                    "; its stdout had {} line(s) that are not JSON-RPC (first: `{}`) – a stdio server must write only JSON-RPC to stdout",
+                    "; its stdout had {} line(s) that are not JSON-RPC (first: `{}`)",
                     seen.garbage_lines,
                     seen.first_garbage.as_deref().unwrap_or("")
                 ));
