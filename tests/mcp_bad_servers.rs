@@ -62,14 +62,26 @@ fn tool_of(listed: &mcp::Listed, name: &str) -> McpTool {
 #[tokio::test]
 async fn a_program_that_does_not_exist() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let e = start_error(config(dir.path(), Path::new("runtape-no-such-mcp-server"), 5000)).await;
-    assert!(e.contains("cannot start `runtape-no-such-mcp-server`"), "{e}");
+    let e = start_error(config(
+        dir.path(),
+        Path::new("runtape-no-such-mcp-server"),
+        5000,
+    ))
+    .await;
+    assert!(
+        e.contains("cannot start `runtape-no-such-mcp-server`"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
 async fn a_server_that_exits_at_once_shows_its_status_and_stderr() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = script(dir.path(), "dies.sh", "#!/bin/sh\necho 'fatal: no config file' >&2\nexit 3\n");
+    let s = script(
+        dir.path(),
+        "dies.sh",
+        "#!/bin/sh\necho 'fatal: no config file' >&2\nexit 3\n",
+    );
     let e = start_error(config(dir.path(), &s, 5000)).await;
     assert!(e.contains("exited during startup"), "{e}");
     assert!(e.contains("exit status: 3"), "{e}");
@@ -85,12 +97,21 @@ async fn a_server_printing_garbage_is_told_apart_from_a_silent_one() {
         "#!/bin/sh\nwhile read line; do echo \"hello, I am not JSON\"; done\n",
     );
     let e = start_error(config(dir.path(), &garbage, 1000)).await;
-    assert!(e.contains("did not answer `initialize` within 1000 ms"), "{e}");
-    assert!(e.contains("not JSON-RPC (first: `hello, I am not JSON`)"), "{e}");
+    assert!(
+        e.contains("did not answer `initialize` within 1000 ms"),
+        "{e}"
+    );
+    assert!(
+        e.contains("not JSON-RPC (first: `hello, I am not JSON`)"),
+        "{e}"
+    );
 
     let silent = script(dir.path(), "silent.sh", "#!/bin/sh\nexec sleep 600\n");
     let e = start_error(config(dir.path(), &silent, 500)).await;
-    assert!(e.contains("did not answer `initialize` within 500 ms"), "{e}");
+    assert!(
+        e.contains("did not answer `initialize` within 500 ms"),
+        "{e}"
+    );
     assert!(e.contains("raise `init_timeout_ms`"), "{e}");
     assert_eq!(descendants_in(dir.path()), Vec::<u32>::new(), "killed");
 }
@@ -124,10 +145,19 @@ def call(req):
     let listed = mcp::list_all(&hub, &[config(dir.path(), &s, 10_000)], &[])
         .await
         .expect("starts");
-    let names: Vec<&str> = listed[0].catalog.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = listed[0]
+        .catalog
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     assert_eq!(names, ["bad__fine"]);
     assert_eq!(listed[0].catalog.skipped.len(), 1);
-    assert!(listed[0].catalog.skipped[0].1.contains("not a valid JSON Schema"));
+    assert!(
+        listed[0].catalog.skipped[0]
+            .1
+            .contains("not a valid JSON Schema")
+    );
     hub.shutdown().await;
 }
 
@@ -208,12 +238,19 @@ async fn a_hanging_call_times_out_and_the_server_is_told_to_cancel() {
     let hub = McpHub::new();
     let listed = mcp::list_all(&hub, &[cfg], &[]).await.expect("starts");
     let tool = tool_of(&listed[0], "bad__hang");
-    assert!(tool.info().requires_approval, "no annotations: destructive by default");
+    assert!(
+        tool.info().requires_approval,
+        "no annotations: destructive by default"
+    );
     let e = tool
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("times out");
-    assert!(e.message.contains("timed out after 300 ms"), "{}", e.message);
+    assert!(
+        e.message.contains("timed out after 300 ms"),
+        "{}",
+        e.message
+    );
     let notes = wait_for_cancel_note(dir.path()).await;
     assert_eq!(notes.len(), 1, "one notifications/cancelled");
     assert_eq!(notes[0]["params"]["reason"], "timed out");
@@ -235,7 +272,10 @@ async fn cancelling_a_run_sends_notifications_cancelled_for_the_call_in_flight()
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         trigger.cancel();
     });
-    let e = tool.invoke(json!({}), ctx(cancel)).await.expect_err("cancelled");
+    let e = tool
+        .invoke(json!({}), ctx(cancel))
+        .await
+        .expect_err("cancelled");
     assert!(e.message.contains("was cancelled"), "{}", e.message);
     let notes = wait_for_cancel_note(dir.path()).await;
     assert_eq!(notes.len(), 1);
@@ -294,14 +334,29 @@ def call(req):
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("died again after its restart");
-    assert!(second.message.contains("stopped during the call"), "{}", second.message);
+    assert!(
+        second.message.contains("stopped during the call"),
+        "{}",
+        second.message
+    );
     let third = tool
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("given up");
-    assert!(third.message.contains("is unavailable"), "{}", third.message);
-    assert!(third.message.contains("not restarted again"), "{}", third.message);
-    let count = std::fs::read_to_string(&starts).expect("log").lines().count();
+    assert!(
+        third.message.contains("is unavailable"),
+        "{}",
+        third.message
+    );
+    assert!(
+        third.message.contains("not restarted again"),
+        "{}",
+        third.message
+    );
+    let count = std::fs::read_to_string(&starts)
+        .expect("log")
+        .lines()
+        .count();
     assert_eq!(count, 2, "started once, restarted once, then no more");
     hub.shutdown().await;
     assert_eq!(descendants_in(dir.path()), Vec::<u32>::new());

@@ -195,3 +195,59 @@ pub fn descendants_in(dir: &Path) -> Vec<u32> {
         })
         .collect()
 }
+
+/// server-everything in `streamableHttp` mode on a free loopback port (it reads `PORT`),
+/// once it says it listens. Killed when the returned child is dropped.
+pub fn everything_http() -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = std::process::Command::new("node")
+        .arg(server_main("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("listening on port") => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("server-everything did not start listening on {port}"),
+        }
+    }
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    (child, port)
+}
+
+/// Pids of every live process on the machine whose command line contains `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().chars().next()))
+                .flatten();
+            if state == Some('Z') || state.is_none() {
+                continue;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            if cmdline.contains(needle) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}

@@ -357,7 +357,11 @@ impl Diagnostics {
             (Failure::Refused(_), Some(status)) => format!("exited during startup ({status})"),
             (Failure::Refused(reason), None) => format!("failed to initialise: {reason}"),
         };
-        let garbage = self.seen.lock().map(|s| s.garbage_lines > 0).unwrap_or(false);
+        let garbage = self
+            .seen
+            .lock()
+            .map(|s| s.garbage_lines > 0)
+            .unwrap_or(false);
         let advice = match (&why, status) {
             _ if garbage => {
                 "a stdio server must write only JSON-RPC messages to stdout (logs belong on stderr)"
