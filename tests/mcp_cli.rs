@@ -457,3 +457,55 @@ tools = ["s__*"]
     let log = runtape(&db, &["log", &run]);
     assert!(out(&log).contains("tool result"), "{}", out(&log));
 }
+
+#[test]
+fn a_tape_fork_serves_recorded_mcp_results_without_starting_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let starts = root.join("starts.log");
+    let body = format!(
+        r#"
+with open({starts:?}, "a") as f:
+    f.write("start\n")
+tools = [{{"name": "answer", "inputSchema": {{"type": "object"}}, "annotations": {{"readOnlyHint": True}}}}]
+def call(req):
+    send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": "forty-two"}}]}}}})
+"#,
+        starts = starts.to_str().expect("utf8"),
+    );
+    let server = fake_server(&root, "answer.py", None, &body);
+    let spec = root.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "goal = \"ask\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__answer\" }}] }}, {{ text = \"done\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__answer\"]\n",
+            server.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let db = root.join("runs.db");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    let run = run_id(&o);
+    assert_eq!(
+        std::fs::read_to_string(&starts)
+            .expect("log")
+            .lines()
+            .count(),
+        1
+    );
+
+    let f = runtape(&db, &["fork", &format!("{run}@2"), "--tape"]);
+    assert_eq!(f.status.code(), Some(0), "{}{}", out(&f), err(&f));
+    assert!(out(&f).contains("answer: done"), "{}", out(&f));
+    assert_eq!(
+        std::fs::read_to_string(&starts)
+            .expect("log")
+            .lines()
+            .count(),
+        1,
+        "the fork was served from the tape: the server was not started"
+    );
+    let v = runtape(&db, &["verify", &run]);
+    assert_eq!(v.status.code(), Some(0));
+}
