@@ -1,6 +1,6 @@
 //! Shared by the MCP tests: where the reference servers are installed, server configs for
 //! them, fake misbehaving servers written as scripts, and counting a process's children.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 

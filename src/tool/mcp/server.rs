@@ -158,35 +158,15 @@ impl McpServer {
         }
     }
 
-    /// Calls `remote` with `args`, passing `meta` in the request's `_meta`, within `limit`.
-    /// `cancel` firing sends `notifications/cancelled`; so does dropping the future.
-    /// An idempotent call whose server died in flight is sent once more to the restarted
-    /// server.
-    pub(crate) async fn call(
-        &self,
-        remote: &str,
-        args: Map<String, Value>,
-        meta: Map<String, Value>,
-        limit: Option<Duration>,
-        cancel: &CancellationToken,
-        idempotent: bool,
-        progress: ProgressSink,
-    ) -> Result<Value, CallFailure> {
-        let mut attempts = if idempotent { 2 } else { 1 };
+    /// Performs `call` (see [`Call`]). `cancel` firing sends `notifications/cancelled`; so
+    /// does dropping the future. An idempotent call whose server died in flight is sent once
+    /// more to the restarted server.
+    pub(crate) async fn call(&self, call: Call<'_>) -> Result<Value, CallFailure> {
+        let mut attempts = if call.idempotent { 2 } else { 1 };
         loop {
             attempts -= 1;
             let conn = self.start().await.map_err(CallFailure::Unavailable)?;
-            let request =
-                CallToolRequestParams::new(remote.to_owned()).with_arguments(args.clone());
-            let outcome = call_on(
-                &conn,
-                request,
-                meta.clone(),
-                limit,
-                cancel,
-                progress.clone(),
-            )
-            .await;
+            let outcome = call_on(&conn, &call).await;
             match outcome {
                 Err(CallFailure::Died(_)) if attempts > 0 => continue,
                 Err(CallFailure::Died(_)) => {
@@ -211,23 +191,39 @@ impl McpServer {
     }
 }
 
+/// One `tools/call`.
+pub(crate) struct Call<'a> {
+    /// The server's name for the tool.
+    pub(crate) remote: &'a str,
+    /// Its arguments.
+    pub(crate) args: Map<String, Value>,
+    /// The request's `_meta` (the idempotency key).
+    pub(crate) meta: Map<String, Value>,
+    /// How long to wait for the answer.
+    pub(crate) limit: Option<Duration>,
+    /// Fires when the run is cancelled.
+    pub(crate) cancel: &'a CancellationToken,
+    /// Whether sending it again after the server died is safe.
+    pub(crate) idempotent: bool,
+    /// Where its progress notifications go.
+    pub(crate) progress: ProgressSink,
+}
+
 /// One `tools/call` on a live connection.
-async fn call_on(
-    conn: &Connection,
-    params: CallToolRequestParams,
-    meta: Map<String, Value>,
-    limit: Option<Duration>,
-    cancel: &CancellationToken,
-    progress: ProgressSink,
-) -> Result<Value, CallFailure> {
-    let options = PeerRequestOptions::no_options().with_meta(RequestMetaObject(MetaObject(meta)));
+async fn call_on(conn: &Connection, call: &Call<'_>) -> Result<Value, CallFailure> {
+    let params =
+        CallToolRequestParams::new(call.remote.to_owned()).with_arguments(call.args.clone());
+    let (limit, cancel) = (call.limit, call.cancel);
+    let options = PeerRequestOptions::no_options()
+        .with_meta(RequestMetaObject(MetaObject(call.meta.clone())));
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = conn
         .peer
         .send_cancellable_request(request, options)
         .await
         .map_err(|_| CallFailure::Died(String::new()))?;
-    conn.events.route(&handle.progress_token, progress);
+    conn.events
+        .route(&handle.progress_token, call.progress.clone());
     let mut guard = InFlight {
         peer: conn.peer.clone(),
         id: Some(handle.id.clone()),

@@ -127,13 +127,13 @@ impl<R> Tap<R> {
         }
         let line = std::mem::take(&mut self.line);
         let trimmed = line.trim_ascii();
-        if !trimmed.is_empty() && !trimmed.starts_with(b"{") && !trimmed.starts_with(b"[") {
-            if let Ok(mut seen) = self.seen.lock() {
-                seen.garbage_lines += 1;
-                if seen.first_garbage.is_none() {
-                    let text: String = String::from_utf8_lossy(trimmed).chars().take(120).collect();
-                    seen.first_garbage = Some(text);
-                }
+        let garbage =
+            !trimmed.is_empty() && !trimmed.starts_with(b"{") && !trimmed.starts_with(b"[");
+        if garbage && let Ok(mut seen) = self.seen.lock() {
+            seen.garbage_lines += 1;
+            if seen.first_garbage.is_none() {
+                let text: String = String::from_utf8_lossy(trimmed).chars().take(120).collect();
+                seen.first_garbage = Some(text);
             }
         }
         self.out.extend(&line);

@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 
 use super::catalog::McpToolInfo;
 use super::connection::ProgressSink;
-use super::server::{CallFailure, McpServer};
+use super::server::{Call, CallFailure, McpServer};
 use super::{IDEMPOTENCY_KEY_META, McpProgress};
 use crate::tool::{Tool, ToolContext, ToolError};
 
@@ -61,15 +61,15 @@ impl McpTool {
         let limit = self.info.timeout_ms.map(Duration::from_millis);
         let outcome = self
             .server
-            .call(
-                &self.info.remote,
+            .call(Call {
+                remote: &self.info.remote,
                 args,
                 meta,
                 limit,
-                &ctx.cancel,
-                self.info.idempotent,
-                self.progress_sink(&ctx),
-            )
+                cancel: &ctx.cancel,
+                idempotent: self.info.idempotent,
+                progress: self.progress_sink(&ctx),
+            })
             .await;
         let result = outcome.map_err(|failure| match failure {
             CallFailure::Unavailable(e) => self.error(format_args!("is unavailable: {}", e.message)),
