@@ -509,3 +509,55 @@ def call(req):
     let v = runtape(&db, &["verify", &run]);
     assert_eq!(v.status.code(), Some(0));
 }
+
+#[test]
+fn progress_notifications_reach_the_run_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let main = server_main("server-everything");
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"goal = "wait"
+[[mcp]]
+name = "ev"
+command = ["node", {:?}, "stdio"]
+[[providers]]
+name = "p"
+kind = "scripted"
+replies = [
+  {{ tool_calls = [{{ name = "ev__trigger-long-running-operation", arguments = {{ duration = 1, steps = 3 }} }}] }},
+  {{ text = "done" }},
+]
+[[agents]]
+id = "a"
+provider = "p"
+tools = ["ev__trigger-long-running-operation", "ev__echo"]
+"#,
+            main.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let o = runtape(
+        &dir.path().join("runs.db"),
+        &["run", spec.to_str().expect("utf8"), "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let events: Vec<serde_json::Value> = out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let progress: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool.progress")
+        .collect();
+    assert!(!progress.is_empty(), "{}", out(&o));
+    assert_eq!(progress[0]["tool"], "ev__trigger-long-running-operation");
+    assert_eq!(progress[0]["total"], 3.0);
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "tool.call")
+        .expect("the call");
+    assert_eq!(progress[0]["call_id"], call["call_id"]);
+    assert_eq!(progress[0]["run"], call["run"]);
+}

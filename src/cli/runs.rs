@@ -50,7 +50,9 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
     } else {
         SqliteStore::open_existing(db, Durability::Full)?
     };
-    Ok(Engine::with_store(Arc::new(store), config))
+    let engine = Engine::with_store(Arc::new(store), config);
+    crate::tool::mcp::forward_progress(&engine);
+    Ok(engine)
 }
 
 /// Rebuilds a stored run's providers and tools in `engine`.

@@ -117,7 +117,7 @@ pub use catalog::{Catalog, McpToolInfo};
 pub use config::{McpServerConfig, McpToolOverride, McpTransport};
 pub use naming::{SEPARATOR, combined_name};
 pub use server::{McpHub, McpServer};
-pub use tool::{McpTool, progress_events};
+pub use tool::{McpTool, forward_progress, progress_events};
 
 /// The key of the idempotency key in a `tools/call` request's `_meta`: stable for a call
 /// across retries and restarts of the same run, distinct between runs and forks. A server

@@ -154,3 +154,29 @@ impl Tool for McpTool {
         Box::pin(self.run(args, ctx))
     }
 }
+
+/// Forwards every MCP progress notification of a run `engine` drives into that run's trace
+/// (as `tool.progress` events) for as long as the runtime runs. Call it once per engine, inside
+/// a tokio runtime; `runtape` does for the engines it drives runs with.
+pub fn forward_progress(engine: &crate::exec::Engine) -> tokio::task::JoinHandle<()> {
+    let engine = engine.clone();
+    let mut events = progress_events();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(p) => engine.trace_external(
+                    p.run,
+                    crate::exec::Trace::ToolProgress {
+                        call_id: p.call_id,
+                        tool: p.tool,
+                        progress: p.progress,
+                        total: p.total,
+                        message: p.message,
+                    },
+                ),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    })
+}
