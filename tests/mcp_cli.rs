@@ -561,3 +561,63 @@ tools = ["ev__trigger-long-running-operation", "ev__echo"]
     assert_eq!(progress[0]["call_id"], call["call_id"]);
     assert_eq!(progress[0]["run"], call["run"]);
 }
+
+#[test]
+fn a_resume_after_the_server_dropped_a_tool_shows_it_to_the_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let catalog = root.join("tools.json");
+    std::fs::write(
+        &catalog,
+        r#"[{"name": "deploy", "inputSchema": {"type": "object"}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#,
+    )
+    .expect("tools");
+    let body = format!(
+        r#"
+tools = json.load(open({catalog:?}))
+def call(req):
+    name = req["params"]["name"]
+    if any(t["name"] == name for t in tools):
+        send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
+    else:
+        send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": "MCP error -32602: Tool " + name + " not found"}}], "isError": True}}}})
+"#,
+        catalog = catalog.to_str().expect("utf8"),
+    );
+    let server = fake_server(&root, "ops.py", None, &body);
+    let spec = root.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "goal = \"deploy\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"ops__deploy\" }}] }}, {{ text = \"gave up\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n",
+            server.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let db = root.join("runs.db");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(
+        out(&o).contains("waiting for a person"),
+        "an unannotated tool needs approval: {}",
+        out(&o)
+    );
+    let run = run_id(&o);
+
+    // Between the two processes the server stops offering `deploy`.
+    std::fs::write(
+        &catalog,
+        r#"[{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#,
+    )
+    .expect("tools");
+    let r = runtape(&db, &["resume", &run, "--approve"]);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("answer: gave up"), "{}", out(&r));
+    let log = out(&runtape(&db, &["log", &run]));
+    assert!(
+        log.contains("tool error: MCP error -32602: Tool deploy not found"),
+        "the model saw the tool was gone: {log}"
+    );
+    let v = runtape(&db, &["verify", &run]);
+    assert_eq!(v.status.code(), Some(0), "{}", out(&v));
+}
