@@ -376,3 +376,64 @@ pub(crate) fn apply(
     }
     Ok(warnings)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::AgentSpec;
+
+    #[test]
+    fn urls_must_be_https_or_loopback_http_without_credentials() {
+        for ok in [
+            "https://tools.example.com/mcp",
+            "http://127.0.0.1:8931/mcp",
+            "http://localhost/mcp",
+            "http://[::1]:9/mcp",
+        ] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://example.com/mcp",
+            "ftp://127.0.0.1/x",
+            "not a url",
+            "https://user:pw@example.com/mcp",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mcp_grants_are_held_back_and_errors_point_at_the_grant_as_written() {
+        let setups = vec![McpSetup {
+            server: McpServerConfig {
+                name: "fs".into(),
+                transport: McpTransport::Http {
+                    url: "https://x/mcp".into(),
+                    headers_env: Default::default(),
+                },
+                init_timeout_ms: None,
+                timeout_ms: None,
+                tools: Default::default(),
+            },
+            tools: Vec::new(),
+        }];
+        let mut agents = vec![AgentSpec {
+            tools: Some(vec![
+                "fs__*".into(),
+                "search".into(),
+                "fs__read".into(),
+                "typo".into(),
+            ]),
+            ..AgentSpec::new("a", "p", "m")
+        }];
+        let pending = hold_grants(&mut agents, &setups);
+        assert_eq!(agents[0].tools, Some(vec!["search".into(), "typo".into()]));
+        let e = SpecError::UnknownTool {
+            path: "agents[0].tools[1]".into(),
+            agent: "a".into(),
+            tool: "typo".into(),
+            hint: String::new(),
+        };
+        assert_eq!(restore_path(e, &pending).path(), "agents[0].tools[3]");
+    }
+}

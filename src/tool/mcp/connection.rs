@@ -17,9 +17,7 @@
 //! does not kill it mid-call, and a launcher such as `npx` is stopped with the server it
 //! started).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,12 +30,11 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use super::McpError;
 use super::config::{McpServerConfig, McpTransport};
-use super::tap::{MAX_MESSAGE_BYTES, SeenHandle, Tap};
+use super::stdio::{ChildProcess, Diagnostics, one_line, spawn};
+use super::tap::{MAX_MESSAGE_BYTES, Tap};
 
 /// The version the client asks for.
 pub const REQUESTED_VERSION: ProtocolVersion = ProtocolVersion::LATEST_WITH_INITIALIZE;
@@ -47,9 +44,6 @@ pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = ProtocolVersion::KNOWN_VERSIO
 
 /// How long a stopping server gets after its stdin closes, and again after `SIGTERM`.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// Lines of a server's stderr kept for error messages.
-const STDERR_LINES: usize = 8;
 
 /// A progress notification, routed to the call that asked for it.
 pub(crate) type ProgressSink = Arc<dyn Fn(&ProgressNotificationParam) + Send + Sync>;
@@ -298,216 +292,6 @@ pub(crate) enum Failure {
     Refused(String),
     /// No answer in time.
     TimedOut(Duration),
-}
-
-/// What a server showed besides its answers: stderr and non-JSON stdout.
-#[derive(Default)]
-struct Diagnostics {
-    seen: SeenHandle,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-    /// The task draining stderr; it ends when the server closes stderr.
-    reader: Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-impl Diagnostics {
-    /// Keeps the last lines of `stderr` (drained so the server never blocks on it).
-    fn watch_stderr(&self, stderr: Option<tokio::process::ChildStderr>) {
-        let Some(stderr) = stderr else { return };
-        let kept = self.stderr.clone();
-        let task = tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let line: String = line.chars().take(300).collect();
-                if line.trim().is_empty() {
-                    continue;
-                }
-                if let Ok(mut kept) = kept.lock() {
-                    kept.push_back(line);
-                    while kept.len() > STDERR_LINES {
-                        kept.pop_front();
-                    }
-                }
-            }
-        });
-        if let Ok(mut reader) = self.reader.lock() {
-            *reader = Some(task);
-        }
-    }
-
-    /// Waits a moment for the last of stderr of a server that has exited.
-    async fn settle(&self) {
-        let task = self.reader.lock().ok().and_then(|mut r| r.take());
-        if let Some(task) = task {
-            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
-        }
-    }
-
-    /// One line about a failed start: what happened, what was seen, what to do.
-    fn explain(
-        &self,
-        why: Failure,
-        status: Option<std::process::ExitStatus>,
-        config: &McpServerConfig,
-    ) -> String {
-        let head = match (&why, status) {
-            (Failure::TimedOut(limit), _) => format!(
-                "did not answer `initialize` within {} ms",
-                limit.as_millis()
-            ),
-            (Failure::Refused(_), Some(status)) => format!("exited during startup ({status})"),
-            (Failure::Refused(reason), None) => format!("failed to initialise: {reason}"),
-        };
-        let garbage = self
-            .seen
-            .lock()
-            .map(|s| s.garbage_lines > 0)
-            .unwrap_or(false);
-        let advice = match (&why, status) {
-            _ if garbage => {
-                "a stdio server must write only JSON-RPC messages to stdout (logs belong on stderr)"
-                    .to_owned()
-            }
-            (Failure::TimedOut(_), _) => format!(
-                "check that `{}` is an MCP server, or raise `init_timeout_ms`",
-                config.describe()
-            ),
-            (Failure::Refused(_), Some(_)) => {
-                format!("check that `{}` runs on its own", config.describe())
-            }
-            (Failure::Refused(_), None) => "check the server's URL or command".to_owned(),
-        };
-        format!("{head}{} – {advice}", self.note(None))
-    }
-
-    /// `; it exited (…); its stdout had N lines that are not JSON-RPC (first: `…`); stderr: …`,
-    /// or empty.
-    fn note(&self, status: Option<std::process::ExitStatus>) -> String {
-        let mut out = String::new();
-        if let Some(status) = status {
-            out.push_str(&format!("; it exited ({status})"));
-        }
-        if let Ok(seen) = self.seen.lock() {
-            if seen.garbage_lines > 0 {
-                out.push_str(&format!(
-                    "; its stdout had {} line(s) that are not JSON-RPC (first: `{}`)",
-                    seen.garbage_lines,
-                    seen.first_garbage.as_deref().unwrap_or("")
-                ));
-            }
-            if let Some(len) = seen.oversized.last() {
-                out.push_str(&format!(
-                    "; it sent a message of {len} bytes (the limit is {MAX_MESSAGE_BYTES})"
-                ));
-            }
-        }
-        if let Ok(lines) = self.stderr.lock()
-            && !lines.is_empty()
-        {
-            let text = lines.iter().cloned().collect::<Vec<_>>().join(" | ");
-            out.push_str(&format!("; stderr: {}", tail_chars(&text, 400)));
-        }
-        out
-    }
-}
-
-fn tail_chars(s: &str, n: usize) -> String {
-    let count = s.chars().count();
-    if count <= n {
-        return s.to_owned();
-    }
-    let tail: String = s.chars().skip(count - n).collect();
-    format!("…{tail}")
-}
-
-fn one_line(s: &str) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    tail_chars(&flat, 300)
-}
-
-/// A stdio server's process.
-struct ChildProcess {
-    child: tokio::sync::Mutex<Child>,
-    pgid: Option<i32>,
-}
-
-impl ChildProcess {
-    /// Its exit status if it has exited or exits within a moment.
-    async fn exit_status_soon(&self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.lock().await;
-        match tokio::time::timeout(Duration::from_millis(300), child.wait()).await {
-            Ok(Ok(status)) => Some(status),
-            _ => None,
-        }
-    }
-
-    /// Grace, `SIGTERM` to the group, grace, `SIGKILL`; always reaps.
-    async fn stop(&self) {
-        let mut child = self.child.lock().await;
-        if let Ok(Ok(_)) = tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
-            return;
-        }
-        self.signal(nix::sys::signal::Signal::SIGTERM);
-        if let Ok(Ok(_)) = tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
-            return;
-        }
-        self.signal(nix::sys::signal::Signal::SIGKILL);
-        let _ = child.kill().await;
-    }
-
-    /// `SIGKILL` to the group at once, and reap (a server that failed to start).
-    async fn stop_now(&mut self) {
-        self.signal(nix::sys::signal::Signal::SIGKILL);
-        let _ = self.child.get_mut().kill().await;
-    }
-
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        if let Some(pgid) = self.pgid {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
-        }
-    }
-}
-
-/// Starts a stdio server in its own process group, without the `hidden_env` variables.
-fn spawn(
-    program: &str,
-    args: &[String],
-    dir: &Path,
-    hidden_env: &[String],
-) -> Result<Child, String> {
-    let path = program_path(program, dir);
-    let mut cmd = Command::new(&path);
-    cmd.args(args)
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for name in hidden_env {
-        cmd.env_remove(name);
-    }
-    #[cfg(unix)]
-    cmd.process_group(0);
-    cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            format!(
-                "cannot start `{}`: no such program (looked on PATH and in {}) – install it or fix `command`",
-                program,
-                dir.display()
-            )
-        } else {
-            format!("cannot start `{}`: {e} – fix `command`", path.display())
-        }
-    })
-}
-
-/// A bare name or an absolute path as is; a relative path with a separator from `dir`.
-fn program_path(program: &str, dir: &Path) -> PathBuf {
-    let p = Path::new(program);
-    if p.is_absolute() || p.components().count() <= 1 {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
-    }
 }
 
 /// The Streamable HTTP transport for `url`, with the headers read from the environment now.

@@ -110,6 +110,7 @@ pub mod naming;
 pub mod result;
 mod secrets;
 mod server;
+mod stdio;
 pub mod tap;
 mod tool;
 
