@@ -621,3 +621,44 @@ def call(req):
     let v = runtape(&db, &["verify", &run]);
     assert_eq!(v.status.code(), Some(0), "{}", out(&v));
 }
+
+#[test]
+fn a_stdio_server_is_started_without_the_providers_key_variables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let env_log = root.join("env.json");
+    let body = format!(
+        r#"
+import os
+json.dump(sorted(os.environ.keys()), open({env_log:?}, "w"))
+tools = []
+def call(req):
+    pass
+"#,
+        env_log = env_log.to_str().expect("utf8"),
+    );
+    let server = fake_server(&root, "env.py", None, &body);
+    let spec = root.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"m\"\napi_key_env = \"RUNTAPE_TEST_SECRET_KEY\"\n[[providers]]\nname = \"p\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
+            server.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let o = bin()
+        .args(["tools", spec.to_str().expect("utf8")])
+        .env("RUNTAPE_TEST_SECRET_KEY", "sk-never-in-a-tool")
+        .env("RUNTAPE_TEST_HARMLESS", "1")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let names: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(&env_log).expect("env")).expect("json");
+    assert!(names.iter().any(|n| n == "RUNTAPE_TEST_HARMLESS"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "RUNTAPE_TEST_SECRET_KEY"),
+        "the provider key reached the MCP server: {names:?}"
+    );
+}
