@@ -656,7 +656,10 @@ def call(req):
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let names: Vec<String> =
         serde_json::from_str(&std::fs::read_to_string(&env_log).expect("env")).expect("json");
-    assert!(names.iter().any(|n| n == "RUNTAPE_TEST_HARMLESS"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "RUNTAPE_TEST_HARMLESS"),
+        "{names:?}"
+    );
     assert!(
         !names.iter().any(|n| n == "RUNTAPE_TEST_SECRET_KEY"),
         "the provider key reached the MCP server: {names:?}"
