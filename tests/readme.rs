@@ -133,8 +133,29 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("creates the directory");
     for entry in std::fs::read_dir(from).expect("reads examples/") {
         let entry = entry.expect("entry");
-        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copies an example");
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copies an example");
+        }
     }
+}
+
+/// examples/mcp.toml starts the filesystem server tests/mcp_servers/install.sh put in
+/// target/mcp-servers (.ci/run installs it before the tests): the scratch directory gets a
+/// link to it at the same relative place.
+fn link_mcp_servers(scratch: &Path) {
+    let servers = std::env::var_os("RUNTAPE_MCP_SERVERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/mcp-servers"));
+    assert!(
+        servers.join("node_modules").is_dir(),
+        "{} is missing – run tests/mcp_servers/install.sh (examples/mcp.toml needs it)",
+        servers.display()
+    );
+    std::fs::create_dir_all(scratch.join("target")).expect("creates target/");
+    std::os::unix::fs::symlink(&servers, scratch.join("target/mcp-servers"))
+        .expect("links the MCP servers");
 }
 
 #[test]
@@ -151,6 +172,7 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
         dir.path().join("statechart.md"),
     )
     .expect("copies statechart.md");
+    link_mcp_servers(dir.path());
 
     let mut run: Option<String> = None;
     let mut fork: Option<String> = None;

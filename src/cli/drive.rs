@@ -166,6 +166,20 @@ impl Status {
                 }
             }
             Trace::ToolCall { tool, .. } => self.doing = format!("running tool {tool}"),
+            Trace::ToolProgress {
+                tool,
+                progress,
+                total,
+                message,
+                ..
+            } => {
+                let of = total.map(|t| format!("/{t}")).unwrap_or_default();
+                let what = message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                self.doing = format!("running tool {tool} ({progress}{of}{what})");
+            }
             Trace::Handoff { from, to } => self.doing = format!("handoff {from} → {to}"),
             Trace::InputRequested { tool, .. } => {
                 self.doing = format!("waiting for a person ({tool})")

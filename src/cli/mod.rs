@@ -19,6 +19,7 @@ mod inspect;
 mod receipts;
 mod runs;
 mod statechart;
+mod tools;
 
 use common::{CliError, db_path};
 
@@ -257,6 +258,16 @@ pub enum Command {
         #[arg(long, hide = true, value_name = "RUN")]
         probe_resume: Option<String>,
     },
+    /// Start a spec file's MCP servers and list every tool each agent would be offered: name,
+    /// source, read-only / idempotent / approval, and its arguments. Exit 2 naming a server that
+    /// fails to start or initialise.
+    Tools {
+        /// The run spec file.
+        spec: PathBuf,
+        /// One JSON object per server and per (agent, tool).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
         /// Compare with the file instead of printing; exit 1 when they differ.
@@ -385,9 +396,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         stepped_clock: opts.stepped_clock,
     };
     match cli.command {
-        Command::Run { spec, goal, opts } => {
-            runtime()?.block_on(runs::run(&spec, goal, common(opts)))
-        }
+        Command::Run { spec, goal, opts } => with_mcp(runs::run(&spec, goal, common(opts))),
+        Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
             input,
@@ -405,7 +415,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 }
                 _ => runs::Answer::None,
             };
-            runtime()?.block_on(runs::resume(&run, answer, call, raise, common(opts)))
+            with_mcp(runs::resume(&run, answer, call, raise, common(opts)))
         }
         Command::Fork {
             at,
@@ -414,7 +424,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             tape,
             stop_on_divergence,
             opts,
-        } => runtime()?.block_on(runs::fork(
+        } => with_mcp(runs::fork(
             &at,
             edit,
             tape,
@@ -428,7 +438,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             non_strict,
             allow_unverified,
             opts,
-        } => runtime()?.block_on(runs::replay(
+        } => with_mcp(runs::replay(
             &spec,
             &cassette,
             goal,
@@ -496,6 +506,16 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             .block_on(control::cancel(&db, &run, reason))
             .map(|_| EXIT_OK),
     }
+}
+
+/// Runs `work`, then stops every MCP server it started (stdin closed, then SIGTERM, then
+/// SIGKILL; see `tool::mcp::connection`), whatever its outcome.
+fn with_mcp(work: impl Future<Output = Result<u8, CliError>>) -> Result<u8, CliError> {
+    runtime()?.block_on(async {
+        let out = work.await;
+        crate::tool::mcp::McpHub::global().shutdown().await;
+        out
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -55,7 +55,9 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
     } else {
         SqliteStore::open_existing(db, Durability::Full)?
     };
-    Ok(Engine::with_store(Arc::new(store), config))
+    let engine = Engine::with_store(Arc::new(store), config);
+    crate::tool::mcp::forward_progress(&engine);
+    Ok(engine)
 }
 
 /// Rebuilds a stored run's providers and tools in `engine`.
@@ -72,7 +74,8 @@ fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
 
 /// `runtape run SPEC [GOAL]`.
 pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Result<u8, CliError> {
-    let file = config::load(spec)?;
+    let mut file = config::load(spec)?;
+    connect_mcp(&mut file).await?;
     // Build every provider and tool once in memory first: a missing key or program is reported
     // before the database is touched.
     file.install(&Engine::in_memory())?;
@@ -91,6 +94,16 @@ pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Re
         .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
         .await?;
     follow(&engine, handle, common.json).await
+}
+
+/// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
+/// warnings go to stderr.
+async fn connect_mcp(file: &mut config::RunFile) -> Result<(), CliError> {
+    let listing = file.connect_mcp(crate::tool::mcp::McpHub::global()).await?;
+    for warning in &listing.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 /// What `resume` should tell the run first.
@@ -198,7 +211,8 @@ pub(crate) async fn replay(
     flags: ReplayFlags,
     common: Common,
 ) -> Result<u8, CliError> {
-    let file = config::load(spec)?;
+    let mut file = config::load(spec)?;
+    connect_mcp(&mut file).await?;
     let loaded = super::cassettes::load(cassette, flags.allow_unverified)?;
     let provider = Arc::new(
         CassetteProvider::new(
@@ -217,6 +231,9 @@ pub(crate) async fn replay(
     let engine = engine(&db, &common, true)?;
     file.setup.register_secrets();
     for tool in file.setup.command_tools() {
+        engine.register_tool(Arc::new(tool));
+    }
+    for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
         engine.register_tool(Arc::new(tool));
     }
     for agent in &file.spec.spec().agents {

@@ -64,6 +64,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         .map(|(i, a)| agent(i, a, &raw.providers, spec_dir))
         .collect::<Result<Vec<_>, _>>()?;
     let plan = raw.plan.as_ref().map(plan).transpose()?;
+    let mcp = super::mcp::compile(&raw.mcp, spec_dir)?;
     let spec = Spec {
         agents,
         tools,
@@ -78,6 +79,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         spec_dir: spec_dir.to_path_buf(),
         providers,
         tools: commands,
+        mcp,
     };
     Ok(Compiled {
         spec,

@@ -25,6 +25,8 @@ pub(crate) struct RawFile {
     #[serde(default)]
     pub(crate) agents: Vec<RawAgent>,
     pub(crate) plan: Option<RawPlan>,
+    #[serde(default)]
+    pub(crate) mcp: Vec<super::mcp::RawMcp>,
 }
 
 /// `[run]`.

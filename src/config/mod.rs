@@ -113,6 +113,20 @@
 //!
 //! Command tools follow the protocol in [`crate::tool::command`]. Every provider the file
 //! defines is built when the setup is installed, so remove entries you do not use.
+//!
+//! MCP servers are `[[mcp]]` entries (see [`mcp`] for every key):
+//!
+//! ```toml
+//! [[mcp]]
+//! name = "fs"                    # its tools are offered as fs__TOOL
+//! command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./sandbox"]
+//! [[agents]]
+//! tools = ["fs__read_text_file", "fs__*"]   # one tool, or every tool of a server
+//! ```
+//!
+//! A file with `[[mcp]]` entries is completed by [`RunFile::connect_mcp`], which starts the
+//! servers, lists their tools, adds them to the spec and expands `SERVER__*` grants; call it
+//! after [`load`] and before [`RunFile::install`].
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -124,6 +138,7 @@ use crate::machine::RunSpec;
 mod compile;
 mod error;
 mod file;
+pub mod mcp;
 mod models;
 mod paths;
 mod program;
@@ -133,6 +148,7 @@ mod setup;
 mod source;
 
 pub use error::{At, ConfigError, Location};
+pub use mcp::McpSetup;
 pub use script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, ScriptStep};
 pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, Setup};
 
@@ -154,6 +170,17 @@ pub struct RunFile {
     pub goal: Option<String>,
     /// The text, to point install errors at their line.
     text: Arc<str>,
+    /// Set while the file's MCP servers have not been listed: the MCP grants held back.
+    mcp_pending: Option<mcp::PendingGrants>,
+}
+
+/// What [`RunFile::connect_mcp`] found.
+#[derive(Clone, Default)]
+pub struct McpListing {
+    /// Each server, in file order, with its tools.
+    pub servers: Vec<crate::tool::mcp::Listed>,
+    /// Tools that cannot be offered and overrides naming no tool, one line each.
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for RunFile {
@@ -173,12 +200,56 @@ impl RunFile {
     /// at the file (a key variable that is unset points at the provider's `api_key_env`).
     /// Call it before starting a run of [`spec`](Self::spec).
     pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
-        self.setup.install(engine).map_err(|e| {
-            match source::Document::parse(&self.path, &self.text) {
-                Ok(doc) => e.located(|field| doc.locate(field)),
-                Err(_) => e,
-            }
-        })
+        if self.mcp_pending.is_some() {
+            return Err(ConfigError::invalid(
+                "mcp",
+                "the file's MCP servers have not been listed yet – call RunFile::connect_mcp after load",
+            ));
+        }
+        self.setup.install(engine).map_err(|e| self.locate(e))
+    }
+
+    /// Whether the file names MCP servers that [`connect_mcp`](Self::connect_mcp) has not
+    /// listed yet.
+    pub fn mcp_pending(&self) -> bool {
+        self.mcp_pending.is_some()
+    }
+
+    /// Starts the file's MCP servers on `hub` (all at once), lists their tools, adds every
+    /// offered tool to [`spec`](Self::spec) and [`setup`](Self::setup), and expands the
+    /// agents' `SERVER__*` grants. Errors name the server that failed to start or initialise,
+    /// or the grant naming a tool no server offers, and point at the file. Does nothing for a
+    /// file without `[[mcp]]`, or when called again.
+    pub async fn connect_mcp(
+        &mut self,
+        hub: &crate::tool::mcp::McpHub,
+    ) -> Result<McpListing, ConfigError> {
+        let Some(pending) = self.mcp_pending.clone() else {
+            return Ok(McpListing::default());
+        };
+        let configs: Vec<_> = self.setup.mcp.iter().map(|m| m.server.clone()).collect();
+        let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
+        let servers = crate::tool::mcp::list_all(hub, &configs, &keys)
+            .await
+            .map_err(|e| {
+                let i = configs.iter().position(|c| c.name == e.server).unwrap_or(0);
+                self.locate(ConfigError::invalid(format!("mcp[{i}]"), e.to_string()))
+            })?;
+        let mut spec = self.spec.spec().clone();
+        let mut setups = self.setup.mcp.clone();
+        let warnings =
+            mcp::apply(&mut spec, &mut setups, &pending, &servers).map_err(|e| self.locate(e))?;
+        self.spec = RunSpec::build(spec).map_err(|e| self.locate(ConfigError::from_spec(e)))?;
+        self.setup.mcp = setups;
+        self.mcp_pending = None;
+        Ok(McpListing { servers, warnings })
+    }
+
+    fn locate(&self, e: ConfigError) -> ConfigError {
+        match source::Document::parse(&self.path, &self.text) {
+            Ok(doc) => e.located(|field| doc.locate(field)),
+            Err(_) => e,
+        }
     }
 }
 
@@ -206,10 +277,17 @@ pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
     let doc = source::Document::parse(path, text)?;
     let raw: file::RawFile = doc.deserialize()?;
     let goal = raw.goal.clone();
-    let compiled =
+    let mut compiled =
         compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
-    let spec = RunSpec::build(compiled.spec)
-        .map_err(|e| ConfigError::from_spec(e).located(|field| doc.locate(field)))?;
+    let mcp_pending = (!compiled.setup.mcp.is_empty())
+        .then(|| mcp::hold_grants(&mut compiled.spec.agents, &compiled.setup.mcp));
+    let spec = RunSpec::build(compiled.spec).map_err(|e| {
+        let e = match &mcp_pending {
+            Some(pending) => mcp::restore_path(e, pending),
+            None => e,
+        };
+        ConfigError::from_spec(e).located(|field| doc.locate(field))
+    })?;
     Ok(RunFile {
         path: path.to_path_buf(),
         spec,
@@ -217,6 +295,7 @@ pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
         database: compiled.database,
         goal,
         text: Arc::from(text),
+        mcp_pending,
     })
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::{At, ConfigError};
+use super::mcp::McpSetup;
 use super::script::ScriptSetup;
 use crate::exec::Engine;
 use crate::provider::http::{
@@ -36,6 +37,9 @@ pub struct Setup {
     pub providers: Vec<ProviderSetup>,
     /// Command tools (human tools need no implementation and are not listed).
     pub tools: Vec<CommandConfig>,
+    /// MCP servers and the tools of theirs the run was offered (absent before MCP existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<McpSetup>,
 }
 
 /// One provider entry, ready to build.
@@ -165,6 +169,9 @@ impl Setup {
         for tool in self.command_tools() {
             engine.register_tool(Arc::new(tool));
         }
+        for tool in self.mcp_tools(crate::tool::mcp::McpHub::global()) {
+            engine.register_tool(Arc::new(tool));
+        }
         Ok(())
     }
 
@@ -183,6 +190,21 @@ impl Setup {
                 crate::secrets::register_env(name);
             }
         }
+    }
+
+    /// Every MCP tool the run was offered, on `hub`'s servers (not started: each starts on
+    /// its first call), started without the providers' key variables in its environment.
+    pub fn mcp_tools(&self, hub: &crate::tool::mcp::McpHub) -> Vec<crate::tool::mcp::McpTool> {
+        let keys: Vec<String> = self.key_variables().map(str::to_owned).collect();
+        self.mcp
+            .iter()
+            .flat_map(|m| {
+                let server = hub.server(&m.server, &keys);
+                m.tools
+                    .iter()
+                    .map(move |info| crate::tool::mcp::McpTool::new(info.clone(), server.clone()))
+            })
+            .collect()
     }
 
     /// Every provider, by name, built but not registered.

@@ -319,6 +319,19 @@ impl Engine {
         self.shared.trace.subscribe()
     }
 
+    /// Adds an event that happened outside the driver (a tool's progress) to `run`'s trace,
+    /// stamped with the engine's clock. Observers see it like any other event.
+    pub fn trace_external(&self, run: RunId, kind: Trace) {
+        if self.shared.trace.receiver_count() > 0 {
+            let _ = self.shared.trace.send(TraceEvent {
+                run,
+                at: self.shared.config.clock.trace(),
+                seq: None,
+                kind,
+            });
+        }
+    }
+
     /// Starts a run of `spec` toward `goal` under a new id.
     pub async fn start(&self, spec: RunSpec, goal: &str) -> Result<RunHandle, EngineError> {
         self.start_with_id(new_run_id(), spec, goal).await

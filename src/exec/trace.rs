@@ -131,6 +131,22 @@ pub enum Trace {
         /// False for errors.
         ok: bool,
     },
+    /// A tool call in flight reported progress (an MCP server's `notifications/progress`).
+    #[serde(rename = "tool.progress")]
+    ToolProgress {
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Progress so far.
+        progress: f64,
+        /// The total, if known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        /// What the tool says it is doing.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// A tool call was refused (outside the grant, unknown, invalid arguments).
     #[serde(rename = "tool.rejected")]
     ToolRejected {

@@ -12,6 +12,7 @@ use crate::machine::{AgentId, RunId, ToolSpec};
 
 pub mod command;
 pub mod env;
+pub mod mcp;
 pub mod orphans;
 mod signal;
 

@@ -1,0 +1,439 @@
+//! `[[mcp]]` entries: the servers a spec file names, checked at load, and — once the servers
+//! have been started and listed their tools — the MCP tools and expanded grants folded into
+//! the spec (see [`crate::tool::mcp`]).
+//!
+//! ```toml
+//! [[mcp]]
+//! name = "fs"                        # tools are offered as fs__TOOL
+//! command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./sandbox"]
+//! init_timeout_ms = 30000            # optional: start + initialize + tools/list
+//! timeout_ms = 60000                 # optional: default limit of a call to its tools
+//! [mcp.tools.write_file]             # optional per-tool overrides (the server's name)
+//! requires_approval = false          # also read_only, idempotent, timeout_ms
+//!
+//! [[mcp]]
+//! name = "web"
+//! url = "https://tools.example.com/mcp"   # Streamable HTTP; http:// only for loopback
+//! headers_env = { Authorization = "WEB_MCP_TOKEN" }  # values read at connect time
+//! ```
+//!
+//! Agents grant MCP tools by their offered name (`fs__read_text_file`) or all tools of a
+//! server (`fs__*`); an agent without `tools` gets every read-only tool, MCP ones included.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{At, ConfigError};
+use super::program;
+use crate::machine::{SpecError, ToolSpec, did_you_mean};
+use crate::tool::mcp::naming::{self, SEPARATOR};
+use crate::tool::mcp::{Listed, McpServerConfig, McpToolInfo, McpToolOverride, McpTransport};
+
+/// `[[mcp]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcp {
+    pub(crate) name: String,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) url: Option<String>,
+    pub(crate) headers_env: Option<BTreeMap<String, String>>,
+    pub(crate) init_timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub(crate) tools: BTreeMap<String, RawMcpTool>,
+}
+
+/// `[mcp.tools.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpTool {
+    read_only: Option<bool>,
+    idempotent: Option<bool>,
+    requires_approval: Option<bool>,
+    timeout_ms: Option<u64>,
+}
+
+/// One server in the stored setup: how to reach it and the tools of it the run was offered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSetup {
+    /// The server.
+    pub server: McpServerConfig,
+    /// Its tools as listed when the run started (empty until the servers are listed).
+    #[serde(default)]
+    pub tools: Vec<McpToolInfo>,
+}
+
+/// Checks every `[[mcp]]` entry and turns it into a server config.
+pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, ConfigError> {
+    let mut out: Vec<McpSetup> = Vec::with_capacity(raw.len());
+    for (i, m) in raw.iter().enumerate() {
+        let path = format!("mcp[{i}]");
+        if let Some(why) = naming::check_server_name(&m.name) {
+            return Err(ConfigError::invalid(
+                format!("{path}.name"),
+                format!("{why} – rename it"),
+            ));
+        }
+        if out.iter().any(|s| s.server.name == m.name) {
+            return Err(ConfigError::invalid(
+                format!("{path}.name"),
+                format!(
+                    "duplicate MCP server name `{}` – give each server a unique name",
+                    m.name
+                ),
+            ));
+        }
+        for (field, value) in [
+            ("init_timeout_ms", m.init_timeout_ms),
+            ("timeout_ms", m.timeout_ms),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::invalid(
+                    format!("{path}.{field}"),
+                    format!("{field} must be at least 1 – give it in milliseconds"),
+                ));
+            }
+        }
+        let transport = match (&m.command, &m.url) {
+            (Some(command), None) => {
+                if m.headers_env.is_some() {
+                    return Err(ConfigError::invalid(
+                        format!("{path}.headers_env"),
+                        "`headers_env` is for servers reached by `url` – remove it",
+                    ));
+                }
+                let Some((program, args)) = command.split_first() else {
+                    return Err(ConfigError::invalid(
+                        format!("{path}.command"),
+                        "the command is empty – write command = [\"program\", \"arg\", …]",
+                    ));
+                };
+                let program = program::resolve(program, spec_dir).map_err(|reason| {
+                    ConfigError::invalid(
+                        format!("{path}.command[0]"),
+                        format!(
+                            "MCP server `{}`: {reason} – install it or fix the command",
+                            m.name
+                        ),
+                    )
+                })?;
+                McpTransport::Stdio {
+                    program,
+                    args: args.to_vec(),
+                    dir: spec_dir.to_path_buf(),
+                }
+            }
+            (None, Some(url)) => {
+                check_url(url).map_err(|why| ConfigError::invalid(format!("{path}.url"), why))?;
+                let headers_env = m.headers_env.clone().unwrap_or_default();
+                for (header, var) in &headers_env {
+                    let valid_header = !header.is_empty()
+                        && header
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+                    if !valid_header || var.trim().is_empty() {
+                        return Err(ConfigError::invalid(
+                            format!("{path}.headers_env"),
+                            format!(
+                                "`{header} = \"{var}\"`: write HEADER = \"ENV_VARIABLE_NAME\" (the variable's name, never its value)"
+                            ),
+                        ));
+                    }
+                }
+                McpTransport::Http {
+                    url: url.clone(),
+                    headers_env,
+                }
+            }
+            _ => {
+                return Err(ConfigError::invalid(
+                    path,
+                    "give an MCP server either `command = [...]` (stdio) or `url = \"...\"` (Streamable HTTP), not both or neither",
+                ));
+            }
+        };
+        let mut tools = BTreeMap::new();
+        for (name, t) in &m.tools {
+            if t.timeout_ms == Some(0) {
+                return Err(ConfigError::invalid(
+                    format!("{path}.tools.{name}.timeout_ms"),
+                    "timeout_ms must be at least 1 – give it in milliseconds",
+                ));
+            }
+            tools.insert(
+                name.clone(),
+                McpToolOverride {
+                    read_only: t.read_only,
+                    idempotent: t.idempotent,
+                    requires_approval: t.requires_approval,
+                    timeout_ms: t.timeout_ms,
+                },
+            );
+        }
+        out.push(McpSetup {
+            server: McpServerConfig {
+                name: m.name.clone(),
+                transport,
+                init_timeout_ms: m.init_timeout_ms,
+                timeout_ms: m.timeout_ms,
+                tools,
+            },
+            tools: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// `Err` with what to do unless `url` is `https://…`, or `http://…` on a loopback host.
+fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| format!("`{url}` is not a URL ({e}) – write e.g. https://host/mcp"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "`{url}` carries a user name or password, which would be stored with every run – pass credentials with `headers_env`"
+        ));
+    }
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(&parsed) => Ok(()),
+        "http" => Err(format!(
+            "`{url}` uses http:// on a host that is not loopback – use https:// (http:// is only for 127.0.0.0/8, ::1 or localhost)"
+        )),
+        other => Err(format!(
+            "`{url}` has scheme `{other}` – use https:// (or http:// on a loopback host)"
+        )),
+    }
+}
+
+/// Whether the URL's host is 127.0.0.0/8, ::1 (or its IPv4-mapped form) or `localhost`.
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// The MCP grants taken out of the agents until the servers are listed, so the rest of the
+/// spec can be validated at load.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingGrants {
+    /// Per agent: its grants as written (`None`: it wrote none).
+    written: Vec<Option<Vec<String>>>,
+    /// Per agent: for each grant kept at load, its index as written.
+    kept_index: Vec<Vec<usize>>,
+}
+
+/// Takes MCP grants (those naming a server in `servers`) out of the agents' grants.
+pub(crate) fn hold_grants(
+    agents: &mut [crate::machine::AgentSpec],
+    servers: &[McpSetup],
+) -> PendingGrants {
+    let is_mcp =
+        |g: &str| naming::server_of(g).is_some_and(|s| servers.iter().any(|m| m.server.name == s));
+    let mut pending = PendingGrants::default();
+    for agent in agents.iter_mut() {
+        pending.written.push(agent.tools.clone());
+        let mut kept = Vec::new();
+        if let Some(grants) = &mut agent.tools {
+            let mut index = 0;
+            grants.retain(|g| {
+                let keep = !is_mcp(g);
+                if keep {
+                    kept.push(index);
+                }
+                index += 1;
+                keep
+            });
+        }
+        pending.kept_index.push(kept);
+    }
+    pending
+}
+
+/// Points a grant error of the load-time check at the grant as written.
+pub(crate) fn restore_path(error: SpecError, pending: &PendingGrants) -> SpecError {
+    let SpecError::UnknownTool {
+        path,
+        agent,
+        tool,
+        hint,
+    } = error
+    else {
+        return error;
+    };
+    let fixed = (|| {
+        let rest = path.strip_prefix("agents[")?;
+        let (a, rest) = rest.split_once("].tools[")?;
+        let g = rest.strip_suffix(']')?;
+        let (a, g): (usize, usize) = (a.parse().ok()?, g.parse().ok()?);
+        let original = *pending.kept_index.get(a)?.get(g)?;
+        Some(format!("agents[{a}].tools[{original}]"))
+    })();
+    SpecError::UnknownTool {
+        path: fixed.unwrap_or(path),
+        agent,
+        tool,
+        hint,
+    }
+}
+
+/// Folds what the servers listed into the spec and setup: every offered MCP tool becomes a
+/// tool of the spec, and the agents' grants are restored with `SERVER__*` expanded to the
+/// server's tools. Returns warnings (tools that cannot be offered, overrides naming no tool).
+pub(crate) fn apply(
+    spec: &mut crate::machine::Spec,
+    setups: &mut [McpSetup],
+    pending: &PendingGrants,
+    listed: &[Listed],
+) -> Result<Vec<String>, ConfigError> {
+    let mut warnings = Vec::new();
+    for (i, (setup, listed)) in setups.iter_mut().zip(listed).enumerate() {
+        let name = &setup.server.name;
+        for (remote, why) in &listed.catalog.skipped {
+            warnings.push(format!(
+                "MCP server `{name}`: tool `{remote}` is not offered: {why}"
+            ));
+        }
+        for remote in &listed.catalog.unknown_overrides {
+            warnings.push(format!(
+                "mcp[{i}].tools.{remote}: server `{name}` has no tool `{remote}` – fix the name or remove the override"
+            ));
+        }
+        for info in &listed.catalog.tools {
+            if spec.tools.iter().any(|t| t.name == info.name) {
+                return Err(ConfigError::invalid(
+                    format!("mcp[{i}].name"),
+                    format!(
+                        "MCP tool `{}` has the same name as a [[tools]] entry – rename the server or the tool",
+                        info.name
+                    ),
+                ));
+            }
+            spec.tools.push(ToolSpec {
+                schema: info.schema.clone(),
+                read_only: info.read_only,
+                idempotent: info.idempotent,
+                requires_approval: info.requires_approval,
+                ..ToolSpec::new(&info.name, &info.description)
+            });
+        }
+        setup.tools = listed.catalog.tools.clone();
+    }
+    for (a, agent) in spec.agents.iter_mut().enumerate() {
+        let Some(Some(written)) = pending.written.get(a) else {
+            continue;
+        };
+        let mut grants = Vec::with_capacity(written.len());
+        for (g, grant) in written.iter().enumerate() {
+            let Some(server) = naming::server_of(grant) else {
+                grants.push(grant.clone());
+                continue;
+            };
+            let Some(setup) = setups.iter().find(|s| s.server.name == server) else {
+                grants.push(grant.clone());
+                continue;
+            };
+            if grant == &format!("{server}{SEPARATOR}*") {
+                grants.extend(setup.tools.iter().map(|t| t.name.clone()));
+                continue;
+            }
+            if setup.tools.iter().any(|t| &t.name == grant) {
+                grants.push(grant.clone());
+                continue;
+            }
+            let why = listed
+                .iter()
+                .find(|l| l.server.config().name == server)
+                .and_then(|l| {
+                    l.catalog
+                        .skipped
+                        .iter()
+                        .find(|(remote, _)| &naming::combined_name(server, remote) == grant)
+                })
+                .map(|(_, why)| format!(" (it has it, but it cannot be offered: {why})"))
+                .unwrap_or_else(|| {
+                    did_you_mean(grant, setup.tools.iter().map(|t| t.name.as_str()))
+                });
+            return Err(ConfigError::Invalid {
+                at: At::field(format!("agents[{a}].tools[{g}]")),
+                message: format!(
+                    "agent `{}` is granted `{grant}`, which MCP server `{server}` does not offer{why} – run `runtape tools SPEC` to see its tools",
+                    agent.id
+                ),
+            });
+        }
+        agent.tools = Some(grants);
+    }
+    Ok(warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::AgentSpec;
+
+    #[test]
+    fn urls_must_be_https_or_loopback_http_without_credentials() {
+        for ok in [
+            "https://tools.example.com/mcp",
+            "http://127.0.0.1:8931/mcp",
+            "http://localhost/mcp",
+            "http://[::1]:9/mcp",
+        ] {
+            assert_eq!(check_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://example.com/mcp",
+            "ftp://127.0.0.1/x",
+            "not a url",
+            "https://user:pw@example.com/mcp",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mcp_grants_are_held_back_and_errors_point_at_the_grant_as_written() {
+        let setups = vec![McpSetup {
+            server: McpServerConfig {
+                name: "fs".into(),
+                transport: McpTransport::Http {
+                    url: "https://x/mcp".into(),
+                    headers_env: Default::default(),
+                },
+                init_timeout_ms: None,
+                timeout_ms: None,
+                tools: Default::default(),
+            },
+            tools: Vec::new(),
+        }];
+        let mut agents = vec![AgentSpec {
+            tools: Some(vec![
+                "fs__*".into(),
+                "search".into(),
+                "fs__read".into(),
+                "typo".into(),
+            ]),
+            ..AgentSpec::new("a", "p", "m")
+        }];
+        let pending = hold_grants(&mut agents, &setups);
+        assert_eq!(agents[0].tools, Some(vec!["search".into(), "typo".into()]));
+        let e = SpecError::UnknownTool {
+            path: "agents[0].tools[1]".into(),
+            agent: "a".into(),
+            tool: "typo".into(),
+            hint: String::new(),
+        };
+        assert_eq!(restore_path(e, &pending).path(), "agents[0].tools[3]");
+    }
+}

@@ -1,0 +1,247 @@
+//! From a server's `tools/list` answer to the tools runtape offers: names that fit the
+//! providers, flags from the annotations and the spec's overrides, schemas checked.
+//!
+//! # Flags
+//!
+//! | flag | from the server | default when the server says nothing |
+//! |---|---|---|
+//! | read-only | `readOnlyHint` | false |
+//! | idempotent | `idempotentHint`, or read-only (repeating a read changes nothing) | false |
+//! | requires approval | `destructiveHint` on a tool that is not read-only | true (MCP's default for `destructiveHint`) |
+//!
+//! Each can be overridden per tool in the spec (`[mcp.tools.NAME]`), and the spec always
+//! wins. Annotations are hints from the server; an untrusted server's hints should be
+//! overridden, not believed.
+//!
+//! # Tools that cannot be offered
+//!
+//! A tool whose input schema is not a valid JSON Schema, or whose name collides with another
+//! tool's after cleaning, is not offered; [`Catalog::skipped`] says why, and the loader
+//! refuses a spec that grants such a tool by name.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::config::McpServerConfig;
+use super::naming::combined_name;
+
+/// One MCP tool as runtape offers it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolInfo {
+    /// The name the model calls it by: `SERVER__TOOL` (see [`super::naming`]).
+    pub name: String,
+    /// The server's name.
+    pub server: String,
+    /// The server's own name for it (what `tools/call` is sent).
+    pub remote: String,
+    /// What it does (its description, else its title).
+    pub description: String,
+    /// JSON Schema of its arguments, as the server gave it.
+    pub schema: Value,
+    /// It changes nothing.
+    pub read_only: bool,
+    /// Repeating a call with the same idempotency key is safe.
+    pub idempotent: bool,
+    /// A person approves each call first.
+    pub requires_approval: bool,
+    /// Limit of one call, from the spec (the tool's override, else the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A server's tools, ready to offer, and the ones that cannot be.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    /// Offered, in the server's order.
+    pub tools: Vec<McpToolInfo>,
+    /// `(server's name for the tool, why it is not offered)`.
+    pub skipped: Vec<(String, String)>,
+    /// Overrides in the spec naming a tool the server does not have.
+    pub unknown_overrides: Vec<String>,
+}
+
+/// The catalog of `config`'s server given its listed `tools`.
+pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
+    let mut catalog = Catalog::default();
+    for tool in tools {
+        let remote = tool.name.to_string();
+        let name = combined_name(&config.name, &remote);
+        if let Some(first) = catalog.tools.iter().find(|t| t.name == name) {
+            catalog.skipped.push((
+                remote.clone(),
+                format!("its name becomes `{name}`, as `{}`'s does", first.remote),
+            ));
+            continue;
+        }
+        let schema = Value::Object((*tool.input_schema).clone());
+        if let Err(e) = jsonschema::validator_for(&schema) {
+            catalog.skipped.push((
+                remote,
+                format!(
+                    "its input schema is not a valid JSON Schema ({})",
+                    one_line(&e.to_string())
+                ),
+            ));
+            continue;
+        }
+        let hints = tool.annotations.clone().unwrap_or_default();
+        let over = config.tools.get(&remote).cloned().unwrap_or_default();
+        let read_only = over.read_only.unwrap_or(hints.read_only_hint == Some(true));
+        let idempotent = over
+            .idempotent
+            .unwrap_or(read_only || hints.idempotent_hint == Some(true));
+        let requires_approval = over
+            .requires_approval
+            .unwrap_or(!read_only && hints.destructive_hint != Some(false));
+        let description = tool
+            .description
+            .as_deref()
+            .filter(|d| !d.trim().is_empty())
+            .map(str::to_owned)
+            .or_else(|| tool.title.clone())
+            .unwrap_or_default();
+        catalog.tools.push(McpToolInfo {
+            name,
+            server: config.name.clone(),
+            remote,
+            description,
+            schema,
+            read_only,
+            idempotent,
+            requires_approval,
+            timeout_ms: over.timeout_ms.or(config.timeout_ms),
+        });
+    }
+    catalog.unknown_overrides = config
+        .tools
+        .keys()
+        .filter(|k| !tools.iter().any(|t| t.name == k.as_str()))
+        .cloned()
+        .collect();
+    catalog
+}
+
+/// A short summary of a schema for listings: its properties, required ones marked `*`.
+pub fn schema_summary(schema: &Value) -> String {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return "{}".into();
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let parts: Vec<String> = props
+        .iter()
+        .map(|(name, p)| {
+            let ty = p.get("type").and_then(Value::as_str).unwrap_or("any");
+            let star = if required.contains(&name.as_str()) {
+                "*"
+            } else {
+                ""
+            };
+            format!("{name}{star}: {ty}")
+        })
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn one_line(s: &str) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    flat.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tool::mcp::config::{McpToolOverride, McpTransport};
+
+    fn config() -> McpServerConfig {
+        McpServerConfig {
+            name: "fs".into(),
+            transport: McpTransport::Stdio {
+                program: "x".into(),
+                args: vec![],
+                dir: "/".into(),
+            },
+            init_timeout_ms: None,
+            timeout_ms: Some(5000),
+            tools: Default::default(),
+        }
+    }
+
+    fn tool(v: Value) -> rmcp::model::Tool {
+        serde_json::from_value(v).expect("a tool")
+    }
+
+    #[test]
+    fn annotations_become_flags_and_the_spec_overrides_them() {
+        let tools = [
+            tool(
+                json!({"name": "read", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+            ),
+            tool(
+                json!({"name": "write", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": false, "idempotentHint": true, "destructiveHint": true}}),
+            ),
+            tool(
+                json!({"name": "mkdir", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}),
+            ),
+            tool(json!({"name": "bare", "inputSchema": {"type": "object"}})),
+        ];
+        let flags = |c: &Catalog, n: &str| {
+            let t = c.tools.iter().find(|t| t.remote == n).expect(n);
+            (t.read_only, t.idempotent, t.requires_approval)
+        };
+        let c = build(&config(), &tools);
+        assert_eq!(flags(&c, "read"), (true, true, false));
+        assert_eq!(flags(&c, "write"), (false, true, true));
+        assert_eq!(flags(&c, "mkdir"), (false, false, false));
+        assert_eq!(
+            flags(&c, "bare"),
+            (false, false, true),
+            "MCP defaults: destructive"
+        );
+        assert_eq!(c.tools[0].name, "fs__read");
+        assert_eq!(c.tools[0].timeout_ms, Some(5000));
+
+        let mut cfg = config();
+        cfg.tools.insert(
+            "write".into(),
+            McpToolOverride {
+                requires_approval: Some(false),
+                timeout_ms: Some(10),
+                ..Default::default()
+            },
+        );
+        cfg.tools.insert("nope".into(), McpToolOverride::default());
+        let c = build(&cfg, &tools);
+        assert_eq!(flags(&c, "write"), (false, true, false));
+        assert_eq!(c.tools[1].timeout_ms, Some(10));
+        assert_eq!(c.unknown_overrides, vec!["nope".to_owned()]);
+    }
+
+    #[test]
+    fn invalid_schemas_and_colliding_names_are_skipped_with_a_reason() {
+        let tools = [
+            tool(
+                json!({"name": "bad", "inputSchema": {"type": "object", "properties": {"x": {"type": 12}}}}),
+            ),
+            tool(json!({"name": "a.b", "inputSchema": {"type": "object"}})),
+            tool(
+                json!({"name": "ok", "inputSchema": {"type": "object", "properties": {"p": {"type": "string"}}, "required": ["p"]}}),
+            ),
+        ];
+        let c = build(&config(), &tools);
+        assert_eq!(c.tools.len(), 2);
+        assert_eq!(c.skipped.len(), 1);
+        assert!(
+            c.skipped[0].1.contains("not a valid JSON Schema"),
+            "{:?}",
+            c.skipped
+        );
+        assert_eq!(schema_summary(&c.tools[1].schema), "{p*: string}");
+    }
+}

@@ -1,0 +1,102 @@
+//! An MCP server as the setup stores it: how to reach it and how to treat its tools. It holds
+//! the NAMES of environment variables, never their values, so it can be stored with a run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How long a server may take to start and answer `initialize` (and `tools/list`) unless its
+/// entry says otherwise.
+pub const DEFAULT_INIT_TIMEOUT_MS: u64 = 30_000;
+
+/// One `[[mcp]]` entry, ready to connect. Built by the spec file loader (`config`), or by hand
+/// to embed a server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The server's name: its tools are offered as `NAME__TOOL`.
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// How long starting it, `initialize` and `tools/list` may take together; default
+    /// [`DEFAULT_INIT_TIMEOUT_MS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_timeout_ms: Option<u64>,
+    /// Default limit of a call to any of its tools; `None` leaves it to the engine's tool
+    /// timeout. A tool's own override wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Per-tool overrides, by the server's own name for the tool.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, McpToolOverride>,
+}
+
+impl McpServerConfig {
+    /// The startup limit in force.
+    pub fn init_timeout(&self) -> Duration {
+        Duration::from_millis(self.init_timeout_ms.unwrap_or(DEFAULT_INIT_TIMEOUT_MS))
+    }
+
+    /// What the transport is, for messages: the command line or the URL.
+    pub fn describe(&self) -> String {
+        match &self.transport {
+            McpTransport::Stdio { program, args, .. } => std::iter::once(program.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            McpTransport::Http { url, .. } => url.clone(),
+        }
+    }
+
+    /// Identifies the server process-wide: two entries with the same key share one
+    /// connection.
+    pub(crate) fn key(&self) -> String {
+        // Serialising plain strings, maps and numbers cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|_| self.name.clone())
+    }
+}
+
+/// How a server is reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum McpTransport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio {
+        /// The program: a bare name looked up on `PATH` when it starts, or an absolute path.
+        program: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Its working directory (the spec file's directory).
+        dir: PathBuf,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint: `https://`, or `http://` for a loopback host.
+        url: String,
+        /// Header name → NAME of the environment variable holding its value, read at connect
+        /// time and never stored.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers_env: BTreeMap<String, String>,
+    },
+}
+
+/// What the spec says about one tool, overriding what the server's annotations say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolOverride {
+    /// Instead of `readOnlyHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Instead of `idempotentHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// Instead of what `destructiveHint` implies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_approval: Option<bool>,
+    /// Limit of one call, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}

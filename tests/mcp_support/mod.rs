@@ -1,0 +1,253 @@
+//! Shared by the MCP tests: where the reference servers are installed, server configs for
+//! them, fake misbehaving servers written as scripts, and counting a process's children.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+
+use runtape::tool::mcp::{McpServerConfig, McpTransport};
+
+/// The folder `tests/mcp_servers/install.sh` installs the reference servers into:
+/// `$RUNTAPE_MCP_SERVERS`, else `target/mcp-servers`. Panics with what to run when they are
+/// missing (a missing install is a failure, not a skip).
+pub fn servers_dir() -> PathBuf {
+    let dir = std::env::var_os("RUNTAPE_MCP_SERVERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-servers"));
+    for pkg in ["server-everything", "server-filesystem"] {
+        let main = dir.join(format!(
+            "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+        ));
+        assert!(
+            main.is_file(),
+            "the MCP reference servers are not installed ({} is missing) – run tests/mcp_servers/install.sh (CI does this in .ci/run)",
+            main.display()
+        );
+    }
+    dir
+}
+
+/// The entry point of a reference server package (`server-everything`, `server-filesystem`).
+pub fn server_main(pkg: &str) -> PathBuf {
+    servers_dir().join(format!(
+        "node_modules/@modelcontextprotocol/{pkg}/dist/index.js"
+    ))
+}
+
+/// A stdio server config running `program args` in `dir`.
+pub fn stdio(name: &str, program: &str, args: &[&str], dir: &Path) -> McpServerConfig {
+    McpServerConfig {
+        name: name.into(),
+        transport: McpTransport::Stdio {
+            program: program.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            dir: dir.to_path_buf(),
+        },
+        init_timeout_ms: Some(20_000),
+        timeout_ms: None,
+        tools: Default::default(),
+    }
+}
+
+/// server-filesystem over stdio, allowed `sandbox`.
+pub fn filesystem(name: &str, sandbox: &Path) -> McpServerConfig {
+    let main = server_main("server-filesystem");
+    stdio(
+        name,
+        "node",
+        &[
+            main.to_str().expect("utf8"),
+            sandbox.to_str().expect("utf8"),
+        ],
+        sandbox,
+    )
+}
+
+/// server-everything over stdio.
+pub fn everything(name: &str, dir: &Path) -> McpServerConfig {
+    let main = server_main("server-everything");
+    stdio(name, "node", &[main.to_str().expect("utf8"), "stdio"], dir)
+}
+
+/// Writes an executable script `name` into `dir` and returns its path.
+pub fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).expect("write script");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    path
+}
+
+/// A python3 MCP server that answers `initialize` with `version` (or the requested one when
+/// `None`) and then behaves as `tools_py`: a Python snippet defining `tools` (the
+/// `tools/list` answer) and `call(req)` (answers `tools/call`), and optionally `note(req)`
+/// (sees every notification). `send(obj)` writes one message.
+pub fn fake_server(dir: &Path, name: &str, version: Option<&str>, tools_py: &str) -> PathBuf {
+    let version = match version {
+        Some(v) => format!("{v:?}"),
+        None => "req['params']['protocolVersion']".into(),
+    };
+    let body = format!(
+        r#"#!/usr/bin/env python3
+import json, sys, time
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+{tools_py}
+note = globals().get('note', lambda req: None)
+for line in sys.stdin:
+    req = json.loads(line)
+    m = req.get('method')
+    if 'id' not in req:
+        note(req)
+        continue
+    if m == 'initialize':
+        send({{"jsonrpc": "2.0", "id": req['id'], "result": {{"protocolVersion": {version}, "capabilities": {{"tools": {{}}}}, "serverInfo": {{"name": "fake", "version": "1"}}}}}})
+    elif m == 'tools/list':
+        send({{"jsonrpc": "2.0", "id": req['id'], "result": {{"tools": tools}}}})
+    elif m == 'tools/call':
+        call(req)
+    elif 'id' in req:
+        send({{"jsonrpc": "2.0", "id": req['id'], "error": {{"code": -32601, "message": "Method not found"}}}})
+"#
+    );
+    script(dir, name, &body)
+}
+
+/// Pids of the live (not zombie) descendants of this process.
+pub fn descendants() -> Vec<u32> {
+    let me = std::process::id();
+    let mut parent_of = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            parent_of.push((pid, ppid, state.to_owned()));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![me];
+    while let Some(p) = frontier.pop() {
+        for (pid, ppid, state) in &parent_of {
+            if *ppid == p && !out.contains(pid) {
+                if state != "Z" {
+                    out.push(*pid);
+                }
+                frontier.push(*pid);
+            }
+        }
+    }
+    out
+}
+
+/// Zombie children of this process.
+pub fn zombies() -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            if ppid == me && state == "Z" {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// Live descendants of this process that run in `dir` or name it on their command line (tests
+/// in one binary run at once, so each counts only its own servers).
+pub fn descendants_in(dir: &Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy().into_owned();
+    descendants()
+        .into_iter()
+        .filter(|pid| {
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            cwd.starts_with(&dir) || cmdline.contains(&dir)
+        })
+        .collect()
+}
+
+/// server-everything in `streamableHttp` mode on a free loopback port (it reads `PORT`),
+/// once it says it listens. Killed when the returned child is dropped.
+pub fn everything_http() -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = std::process::Command::new("node")
+        .arg(server_main("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("listening on port") => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("server-everything did not start listening on {port}"),
+        }
+    }
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    (child, port)
+}
+
+/// Pids of every live process on the machine whose command line contains `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().chars().next()))
+                .flatten();
+            if state == Some('Z') || state.is_none() {
+                continue;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            if cmdline.contains(needle) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
