@@ -95,10 +95,38 @@ pub(crate) struct ToolJob {
     pub(crate) epoch: u64,
     pub(crate) timeout: Duration,
     pub(crate) cancel: CancellationToken,
+    /// How long the lease lasts after a write renews it, and the clock it is judged by.
+    pub(crate) lease: LeaseTerms,
 }
 
-/// Runs a tool. A non-idempotent tool is first marked `started` durably, so a crash while it
-/// runs is recognised as in doubt on resume rather than silently repeated.
+/// The lease as the driver judges it by its own clock.
+#[derive(Clone)]
+pub(crate) struct LeaseTerms {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ttl: Duration,
+}
+
+impl LeaseTerms {
+    /// The safety margin: a lease with less than this left is treated as lost (a quarter of
+    /// the lease, so clocks may drift and a process may be descheduled that long).
+    pub(crate) fn margin_ms(&self) -> u64 {
+        (self.ttl.as_millis() as u64) / 4
+    }
+
+    /// True when a lease that expires at `expires_ms` is still good at `now_ms`, with margin.
+    pub(crate) fn still_good(&self, now_ms: u64, expires_ms: u64) -> bool {
+        now_ms.saturating_add(self.margin_ms()) < expires_ms
+    }
+}
+
+/// Runs a tool. A non-idempotent tool is first marked `started` durably (fenced by the lease
+/// epoch, renewing the lease), so a crash while it runs is recognised as in doubt on resume
+/// rather than silently repeated; then, before it starts, the driver checks by its own clock
+/// that the lease it just renewed is still good with margin. A process frozen longer than
+/// that since the mark does not start the call (it stops, and the call is in doubt for
+/// whoever takes the run over). A process frozen *after* this check and before the program
+/// starts cannot know: the call may then start after another process found it in doubt, and
+/// only the tool's idempotency key can tell the two apart.
 pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
         let ToolJob {
@@ -112,6 +140,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             epoch,
             timeout,
             cancel,
+            lease,
         } = job;
         let error = |message: String| {
             Completion::Event(EventBody::ToolReturned {
@@ -123,6 +152,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             return error(format!("tool {tool_name} is not available in this process"));
         };
         if !tool.idempotent() {
+            let expires_ms = lease.clock.wall_ms() + lease.ttl.as_millis() as u64;
             let mark = Write::MarkStarted {
                 run: id.run.clone(),
                 epoch,
@@ -134,9 +164,16 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
                     status: OutboxStatus::Started,
                     idempotency_key: Some(idempotency_key.clone()),
                 }],
+                expires_ms,
             };
             if let Err(e) = crate::store::write(store.as_ref(), mark).await {
                 return Completion::Fatal(e.into());
+            }
+            if !lease.still_good(lease.clock.wall_ms(), expires_ms) {
+                return Completion::Fatal(EngineError::LeaseExpired {
+                    run: id.run.to_string(),
+                    call_id,
+                });
             }
         }
         let ctx = ToolContext {
