@@ -26,6 +26,10 @@ use crate::store::{
     Write, Written,
 };
 
+/// How long a driver that stops with calls in flight waits for them to kill and reap their
+/// processes after cancelling them (command tools do so at once; anything slower is dropped).
+const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Creates the run and starts driving it from `Start`.
 pub(super) async fn start(
     shared: &Arc<Shared>,
@@ -216,7 +220,7 @@ impl Driver {
             // Lost the lease, the store or the clock: stop performing anything, and give the
             // lease back if it is still ours (a release is fenced by the epoch and never
             // overwrites a terminal status, so after a takeover it writes nothing).
-            self.abandon_inflight();
+            self.abandon_inflight_and_wait().await;
             let _ = self.release(RunStatus::Paused).await;
         }
         result
@@ -230,6 +234,16 @@ impl Driver {
         self.cancel.cancel();
         self.cancel = CancellationToken::new();
         self.inflight = FuturesUnordered::new();
+    }
+
+    /// Like [`abandon_inflight`](Self::abandon_inflight), but before the process may exit:
+    /// waits (at most [`REAP_WAIT`]) for the cancelled calls to kill and reap their
+    /// processes, discarding whatever they return.
+    async fn abandon_inflight_and_wait(&mut self) {
+        self.cancel.cancel();
+        let inflight = std::mem::take(&mut self.inflight);
+        let _ = tokio::time::timeout(REAP_WAIT, inflight.collect::<Vec<_>>()).await;
+        self.cancel = CancellationToken::new();
     }
 
     async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
@@ -305,7 +319,7 @@ impl Driver {
                     return Ok(Next::Stop(rest_status(&self.state)));
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    self.abandon_inflight();
+                    self.abandon_inflight_and_wait().await;
                     return Ok(Next::Stop(rest_status(&self.state)));
                 }
             }
@@ -343,6 +357,7 @@ impl Driver {
             if let Some(Some(done)) = self.inflight.next().now_or_never() {
                 match done {
                     Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Abandoned => {}
                     Completion::Fatal(e) => return Err(e),
                 }
                 continue;
@@ -360,6 +375,7 @@ impl Driver {
             tokio::select! {
                 Some(done) = self.inflight.next() => match done {
                     Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Abandoned => {}
                     Completion::Fatal(e) => return Err(e),
                 },
                 Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
@@ -864,7 +880,7 @@ impl Driver {
                 };
                 let trace = self.shared.trace.clone();
                 let clock = self.shared.config.clock.clone();
-                self.inflight.push(perform::model_call(
+                let call = perform::model_call(
                     id,
                     provider,
                     request.provider,
@@ -872,7 +888,17 @@ impl Driver {
                     not_before,
                     trace,
                     clock,
-                ));
+                );
+                // A model call abandoned by a stop or a lost lease ends at once (a provider
+                // need not watch for cancellation itself); it is asked again on resume.
+                let cancel = self.cancel.child_token();
+                self.inflight.push(Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => Completion::Abandoned,
+                        done = call => done,
+                    }
+                }));
             }
             Effect::CallTool {
                 id,

@@ -395,7 +395,8 @@ impl Engine {
                 control: Some(crate::store::Control::Pause),
             },
         )
-        .await?;
+        .await
+        .map_err(finished)?;
         Ok(())
     }
 
@@ -431,7 +432,8 @@ impl Engine {
                         control: Some(crate::store::Control::Cancel),
                     },
                 )
-                .await?;
+                .await
+                .map_err(finished)?;
                 Ok(None)
             }
             other => other.map(Some),
@@ -516,6 +518,14 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// A store refusal because the run has ended, as the engine reports it.
+fn finished(e: StoreError) -> EngineError {
+    match e {
+        StoreError::Finished { run, status } => EngineError::Finished { run, status },
+        e => EngineError::Store(e),
     }
 }
 

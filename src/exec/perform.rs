@@ -26,6 +26,8 @@ pub(crate) enum Completion {
     Event(EventBody),
     /// The driver must stop (it lost the run's lease while marking a call started).
     Fatal(EngineError),
+    /// Cancelled before it produced anything worth committing.
+    Abandoned,
 }
 
 /// Calls the model after `not_before`; token deltas go to the trace.

@@ -230,7 +230,7 @@ pub fn edges(db: &Path) -> Vec<String> {
 /// True when `owner` (`host:pid:nonce`) names a process that is still running here.
 pub fn owner_alive(owner: &str) -> bool {
     owner
-        .rsplitn(3, ':')
+        .rsplit(':')
         .nth(1)
         .and_then(|pid| pid.parse::<u32>().ok())
         .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
