@@ -161,6 +161,14 @@ fn cases() -> Vec<(&'static str, Case)> {
                 },
             )
         }),
+        ("created.transition_cap", || {
+            (
+                Harness::new(solo_with(|s| s.max_transitions = 1)),
+                EventBody::Start {
+                    goal: "Find the answer.".into(),
+                },
+            )
+        }),
         ("created.cancel", || (Harness::new(solo()), cancel())),
         ("preparing.proceed.call", || {
             (started(solo()), EventBody::Proceed)

@@ -211,7 +211,13 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             outcome: Outcome::Failed { error },
         };
         cx.effects.clear();
-        edge = "any.transition_cap";
+        // `any.transition_cap` covers every started state; a cap of 1 is reached by `Start`
+        // itself, which has its own edge (`Created` is not a started state).
+        edge = if from == StateKind::Created {
+            "created.transition_cap"
+        } else {
+            "any.transition_cap"
+        };
     }
 
     let to = next.kind();

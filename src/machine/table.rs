@@ -205,6 +205,13 @@ pub const TABLE: &[Edge] = &[
         "the run begins: the entry agent is activated with the goal",
     ),
     edge(
+        "created.transition_cap",
+        S::Created,
+        E::Start,
+        S::Done,
+        "max_transitions = 1: the run fails with transition_cap as it starts",
+    ),
+    edge(
         "created.cancel",
         S::Created,
         E::CancelRequested,
