@@ -123,6 +123,21 @@ impl StopSignals {
     }
 }
 
+/// The error that stopped the driver of `run`, saying how to continue where that helps.
+fn stopped_by(run: &crate::machine::RunId, e: crate::exec::EngineError) -> CliError {
+    use crate::exec::EngineError;
+    use crate::store::StoreError;
+    let resumable = matches!(
+        &e,
+        EngineError::Store(StoreError::Full { .. } | StoreError::Io(_))
+    );
+    let mut err = CliError::from(e);
+    if resumable {
+        err.message = format!("run {run}: {}: `runtape resume {run}`", err.message);
+    }
+    err
+}
+
 /// Prints the run id first (the line a script needs), in the chosen format. False when
 /// stdout is already closed.
 pub(crate) fn announce(run: &str, verb: &str, json: bool) -> Result<bool, CliError> {
@@ -208,7 +223,7 @@ pub(crate) async fn follow(
     if let Some(e) = encode_err {
         return Err(e);
     }
-    let end = end?;
+    let end = end.map_err(|e| stopped_by(&run, e))?;
     let code = summarise(&end, json)?;
     if stdout_closed() {
         let how = match end.status {

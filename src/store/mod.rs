@@ -446,7 +446,7 @@ pub enum StoreError {
     },
     /// The database (or the disk under it) is full: the write was not made.
     #[error(
-        "the database {path} is full ({detail}); nothing was written – free disk space (or raise RUNTAPE_DB_MAX_BYTES), then `runtape resume` the run"
+        "the database {path} is full ({detail}): the step was not written and nothing was performed for it – free disk space (or raise RUNTAPE_DB_MAX_BYTES), then resume the run"
     )]
     Full {
         /// The file.
