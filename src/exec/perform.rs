@@ -202,3 +202,23 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::SystemClock;
+
+    #[test]
+    fn a_lease_is_good_until_a_quarter_of_it_is_left() {
+        let lease = LeaseTerms {
+            clock: Arc::new(SystemClock::default()),
+            ttl: Duration::from_millis(1000),
+        };
+        assert_eq!(lease.margin_ms(), 250);
+        assert!(lease.still_good(0, 1000));
+        assert!(lease.still_good(749, 1000));
+        assert!(!lease.still_good(750, 1000), "inside the margin");
+        assert!(!lease.still_good(5000, 1000), "expired");
+        assert!(!lease.still_good(u64::MAX, 1000), "no overflow");
+    }
+}
