@@ -41,6 +41,8 @@ mod driver;
 mod fork;
 mod ids;
 mod perform;
+#[cfg(test)]
+mod protocol_model;
 mod takeup;
 mod tape;
 mod trace;
