@@ -21,6 +21,7 @@ fn shell(dir: &Path, script: &str, timeout_ms: Option<u64>) -> CommandTool {
         timeout_ms,
         idempotent: true,
         read_only: true,
+        reconcile: None,
     })
 }
 

@@ -69,6 +69,26 @@ fn in_doubt(h: &Harness, call_id: &str) -> EventBody {
     }
 }
 
+/// A run whose call `w` (and `l`, when `others`) was found in doubt under
+/// `on_in_doubt = "reconcile"`: `w`'s tool is being asked.
+fn reconciling(others: bool) -> Harness {
+    let calls = if others {
+        vec![write("w"), lookup("l")]
+    } else {
+        vec![write("w")]
+    };
+    let mut h = with_reply(in_doubt_spec(OnInDoubt::Reconcile), calls);
+    h.in_doubt("w");
+    h
+}
+
+fn reconciled(h: &Harness, answer: Reconciliation) -> EventBody {
+    EventBody::Reconciled {
+        effect: h.slot_effect("w"),
+        answer,
+    }
+}
+
 fn raise() -> EventBody {
     EventBody::BudgetRaised {
         scope: Scope::Agent("solo".into()),
@@ -304,6 +324,41 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("calling_tools.in_doubt.ask", || {
             let h = with_reply(in_doubt_spec(OnInDoubt::Ask), vec![write("w")]);
             let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.reconcile", || {
+            let h = with_reply(in_doubt_spec(OnInDoubt::Reconcile), vec![write("w")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.reconciled.retry", || {
+            let h = reconciling(false);
+            let body = reconciled(&h, Reconciliation::NotPerformed);
+            (h, body)
+        }),
+        ("calling_tools.reconciled.wait", || {
+            let h = reconciling(true);
+            let body = reconciled(
+                &h,
+                Reconciliation::Performed {
+                    result: Some(json!({"written": true})),
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.reconciled.input", || {
+            let h = reconciling(false);
+            let body = reconciled(
+                &h,
+                Reconciliation::Unknown {
+                    reason: "the reconcile command of write does not know".into(),
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.reconciled.done", || {
+            let h = reconciling(false);
+            let body = reconciled(&h, Reconciliation::Performed { result: None });
             (h, body)
         }),
         ("calling_tools.in_doubt.fail", || {

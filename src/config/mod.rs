@@ -67,6 +67,9 @@
 //! idempotent = true
 //! read_only = true
 //! requires_approval = false
+//! # reconcile = ["tools/was_charged.sh"]  # non-idempotent tools only: asked, by the
+//!                                # call's idempotency key, whether an interrupted call
+//!                                # was performed (prints {"performed": true|false|null})
 //!
 //! [[agents]]
 //! id = "researcher"
@@ -75,7 +78,7 @@
 //! model = "demo"                 # optional: default is the provider's model
 //! tools = ["search"]             # optional: default is every read_only tool
 //! on_exhausted = "handoff"       # handoff | pause
-//! on_in_doubt = "fail"           # fail | retry | ask
+//! on_in_doubt = "fail"           # fail | retry | ask | reconcile
 //! correction_budget = 3
 //! max_attempts = 3               # attempts on the primary route for retryable errors
 //! backoff = { initial_ms = 500, max_ms = 30000 }

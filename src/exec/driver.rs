@@ -936,6 +936,40 @@ impl Driver {
                 self.inflight
                     .push(perform::tool_call(self.shared.store.clone(), job));
             }
+            Effect::Reconcile {
+                id,
+                agent,
+                call_id,
+                tool,
+                args,
+                idempotency_key,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::ToolReconcile {
+                        agent: agent.clone(),
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                    },
+                );
+                let job = ToolJob {
+                    tool: read_lock(&self.shared.tools).get(&tool).cloned(),
+                    id,
+                    agent,
+                    call_id,
+                    tool_name: tool,
+                    args,
+                    idempotency_key,
+                    epoch: self.epoch,
+                    timeout: self.shared.config.tool_timeout,
+                    cancel: self.cancel.child_token(),
+                    lease: perform::LeaseTerms {
+                        clock: self.shared.config.clock.clone(),
+                        ttl: self.shared.config.lease_ttl,
+                    },
+                };
+                self.inflight.push(perform::reconcile_call(job));
+            }
             Effect::RequestInput {
                 id,
                 agent,
@@ -1010,6 +1044,7 @@ fn resolved(body: &EventBody) -> Option<EffectRef> {
         EventBody::ModelReplied { effect, .. }
         | EventBody::ModelFailed { effect, .. }
         | EventBody::ToolReturned { effect, .. }
+        | EventBody::Reconciled { effect, .. }
         | EventBody::InputProvided { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(EffectRef {
             seq: effect.seq,

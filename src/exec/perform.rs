@@ -12,7 +12,8 @@ use super::EngineError;
 use super::clock::{Clock, wall_ms};
 use super::trace::{Trace, TraceEvent};
 use crate::machine::{
-    AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, RunId, ToolOutcome,
+    AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, Reconciliation, RunId,
+    ToolOutcome,
 };
 use crate::provider::{ModelProvider, ProviderRequest};
 use crate::store::{OutboxRecord, OutboxStatus, Store, Write};
@@ -203,6 +204,82 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
     })
 }
 
+/// Asks a tool whether an interrupted call was performed (see [`Tool::reconcile`]); any
+/// failure to get a clear answer — no reconcile support, an error, a timeout, an answer that
+/// is not `{"performed": true|false|null, …}` — is recorded as unknown, with the reason.
+pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
+    Box::pin(async move {
+        let ToolJob {
+            id,
+            agent,
+            call_id,
+            tool_name,
+            tool,
+            args,
+            idempotency_key,
+            timeout,
+            cancel,
+            ..
+        } = job;
+        let answer = match tool {
+            None => Reconciliation::Unknown {
+                reason: format!("tool {tool_name} is not available in this process"),
+            },
+            Some(tool) => {
+                let ctx = ToolContext {
+                    run_id: RunId::clone(&id.run),
+                    agent,
+                    call_id,
+                    idempotency_key,
+                    cancel: cancel.clone(),
+                };
+                let limit = tool.timeout().unwrap_or(timeout);
+                match tool.reconcile(args, ctx) {
+                    None => Reconciliation::Unknown {
+                        reason: format!("tool {tool_name} declares no reconcile command"),
+                    },
+                    Some(asked) => match tokio::time::timeout(limit, asked).await {
+                        Ok(Ok(value)) => reconciliation(&tool_name, &value),
+                        Ok(Err(e)) => Reconciliation::Unknown { reason: e.message },
+                        Err(_) => {
+                            cancel.cancel();
+                            Reconciliation::Unknown {
+                                reason: format!(
+                                    "the reconcile command of {tool_name} timed out after {} ms",
+                                    limit.as_millis()
+                                ),
+                            }
+                        }
+                    },
+                }
+            }
+        };
+        Completion::Event(EventBody::Reconciled { effect: id, answer })
+    })
+}
+
+/// Reads a reconcile command's answer: `{"performed": true, "result": …}`,
+/// `{"performed": false}`, `{"performed": null}` (or no `performed`: unknown).
+pub(crate) fn reconciliation(tool: &str, value: &Value) -> Reconciliation {
+    match value.get("performed") {
+        Some(Value::Bool(true)) => Reconciliation::Performed {
+            result: value.get("result").cloned(),
+        },
+        Some(Value::Bool(false)) => Reconciliation::NotPerformed,
+        Some(Value::Null) | None if value.is_object() => Reconciliation::Unknown {
+            reason: format!("the reconcile command of {tool} does not know"),
+        },
+        _ => {
+            let shown: String = value.to_string().chars().take(120).collect();
+            Reconciliation::Unknown {
+                reason: format!(
+                    "the reconcile command of {tool} answered {shown}, not {{\"performed\": true|false|null}}"
+                ),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +297,39 @@ mod tests {
         assert!(!lease.still_good(750, 1000), "inside the margin");
         assert!(!lease.still_good(5000, 1000), "expired");
         assert!(!lease.still_good(u64::MAX, 1000), "no overflow");
+    }
+
+    #[test]
+    fn reconcile_answers_are_read_strictly() {
+        use serde_json::json;
+        assert_eq!(
+            reconciliation("t", &json!({"performed": true, "result": {"id": 7}})),
+            Reconciliation::Performed {
+                result: Some(json!({"id": 7}))
+            }
+        );
+        assert_eq!(
+            reconciliation("t", &json!({"performed": true})),
+            Reconciliation::Performed { result: None }
+        );
+        assert_eq!(
+            reconciliation("t", &json!({"performed": false})),
+            Reconciliation::NotPerformed
+        );
+        for unknown in [
+            json!({"performed": null}),
+            json!({}),
+            json!({"performed": "yes"}),
+            json!("performed"),
+            json!([true]),
+        ] {
+            assert!(
+                matches!(
+                    reconciliation("t", &unknown),
+                    Reconciliation::Unknown { .. }
+                ),
+                "{unknown}"
+            );
+        }
     }
 }

@@ -160,6 +160,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
+        (RunState::CallingTools { run, batch }, EventBody::Reconciled { effect, answer }) => {
+            batch::on_reconciled(&mut cx, run.clone(), batch.clone(), effect, answer)?
+        }
         (_, EventBody::BudgetRaised { scope, key, limit }) if from != StateKind::Created => {
             route::on_budget_raised(&mut cx, state, scope, *key, *limit)?
         }
