@@ -16,9 +16,16 @@
 //! - A crash at any point resumes from the last committed transition. Outstanding model calls
 //!   are made again; tool calls that had not started are performed; idempotent tool calls that
 //!   had started are performed again with the same idempotency key; non-idempotent ones that
-//!   had started are reported with `EffectInDoubt` and handled by the agent's `on_in_doubt`.
-//! - One process drives a run at a time: taking a run over bumps its lease epoch and every
-//!   commit is fenced by it.
+//!   had started are reported with `EffectInDoubt` and handled by the agent's `on_in_doubt`
+//!   (fail, retry, ask a person, or reconcile: ask the tool).
+//! - One process drives a run at a time: the lease is taken by compare-and-swap before anything
+//!   is read for driving (see `takeup.rs`), taking a run over bumps its lease epoch, and every
+//!   commit, outbox mark and release is fenced by it. A process refused the lease writes and
+//!   performs nothing. The protocol is model-checked (`protocol_model.rs`).
+//! - Before starting a non-idempotent call a driver checks by its own clock that its lease has
+//!   margin left; a driver frozen past its lease is taken over, and fenced when it wakes.
+//! - [`Engine::shutdown`] stops runs gracefully: no new effect, calls in flight finish within a
+//!   grace period (then are abandoned: in doubt on resume), the run rests `paused`.
 //! - Budgets are state: they do not reset on resume.
 
 use std::collections::{BTreeMap, HashMap};

@@ -236,12 +236,19 @@ pub fn owner_alive(owner: &str) -> bool {
         .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
 }
 
-/// Sends `signal` (a name `kill -s` knows: TERM, HUP, STOP, CONT, INT) to `pid`.
+/// Sends `signal` (a name `kill -s` knows: TERM, HUP, STOP, CONT, INT, KILL) to `pid`, with
+/// the shell's `kill` builtin (no procps needed).
 pub fn signal(pid: u32, signal: &str) {
-    let ok = Command::new("kill")
-        .args(["-s", signal, &pid.to_string()])
+    let ok = Command::new("/bin/sh")
+        .args([
+            "-c",
+            "kill -s \"$1\" \"$2\"",
+            "sh",
+            signal,
+            &pid.to_string(),
+        ])
         .status()
-        .expect("kill runs")
+        .expect("sh runs")
         .success();
     assert!(ok, "kill -s {signal} {pid}");
 }
