@@ -219,7 +219,7 @@ fn pause_from_another_process_stops_at_a_step_boundary() {
         .expect("reads the first process's output");
     assert!(rest.contains("\"type\":\"run.paused\""), "{rest}");
     let o = child.wait_with_output().expect("the first process exits");
-    assert_eq!(o.status.code(), Some(0), "a paused run exits 0");
+    assert_eq!(o.status.code(), Some(4), "a paused run exits 4");
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 

@@ -23,6 +23,7 @@ fn shell(dir: &Path, script: &str, timeout_ms: Option<u64>) -> CommandTool {
         read_only: true,
         env: vec![],
         env_all: false,
+        reconcile: None,
     })
 }
 

@@ -43,7 +43,7 @@ fn a_value_of_the_wrong_type_names_the_expected_type() {
 fn an_unknown_choice_lists_the_valid_ones() {
     let f = SpecFile::new(&format!("{MINIMAL}on_in_doubt = \"retyr\"\n"));
     f.assert_error(
-        "8:15: agents[0].on_in_doubt: unknown value `retyr` (did you mean `retry`?) – use one of `fail`, `retry`, `ask`",
+        "8:15: agents[0].on_in_doubt: unknown value `retyr` (did you mean `retry`?) – use one of `fail`, `retry`, `ask`, `reconcile`",
     );
 }
 

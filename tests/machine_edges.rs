@@ -78,6 +78,26 @@ fn city_schema() -> serde_json::Value {
     })
 }
 
+/// A run whose call `w` (and `l`, when `others`) was found in doubt under
+/// `on_in_doubt = "reconcile"`: `w`'s tool is being asked.
+fn reconciling(others: bool) -> Harness {
+    let calls = if others {
+        vec![write("w"), lookup("l")]
+    } else {
+        vec![write("w")]
+    };
+    let mut h = with_reply(in_doubt_spec(OnInDoubt::Reconcile), calls);
+    h.in_doubt("w");
+    h
+}
+
+fn reconciled(h: &Harness, answer: Reconciliation) -> EventBody {
+    EventBody::Reconciled {
+        effect: h.slot_effect("w"),
+        answer,
+    }
+}
+
 fn raise() -> EventBody {
     EventBody::BudgetRaised {
         scope: Scope::Agent("solo".into()),
@@ -165,6 +185,14 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("created.start", || {
             (
                 Harness::new(solo()),
+                EventBody::Start {
+                    goal: "Find the answer.".into(),
+                },
+            )
+        }),
+        ("created.transition_cap", || {
+            (
+                Harness::new(solo_with(|s| s.max_transitions = 1)),
                 EventBody::Start {
                     goal: "Find the answer.".into(),
                 },
@@ -332,6 +360,41 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("calling_tools.in_doubt.ask", || {
             let h = with_reply(in_doubt_spec(OnInDoubt::Ask), vec![write("w")]);
             let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.in_doubt.reconcile", || {
+            let h = with_reply(in_doubt_spec(OnInDoubt::Reconcile), vec![write("w")]);
+            let body = in_doubt(&h, "w");
+            (h, body)
+        }),
+        ("calling_tools.reconciled.retry", || {
+            let h = reconciling(false);
+            let body = reconciled(&h, Reconciliation::NotPerformed);
+            (h, body)
+        }),
+        ("calling_tools.reconciled.wait", || {
+            let h = reconciling(true);
+            let body = reconciled(
+                &h,
+                Reconciliation::Performed {
+                    result: Some(json!({"written": true})),
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.reconciled.input", || {
+            let h = reconciling(false);
+            let body = reconciled(
+                &h,
+                Reconciliation::Unknown {
+                    reason: "the reconcile command of write does not know".into(),
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.reconciled.done", || {
+            let h = reconciling(false);
+            let body = reconciled(&h, Reconciliation::Performed { result: None });
             (h, body)
         }),
         ("calling_tools.in_doubt.fail", || {

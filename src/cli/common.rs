@@ -73,6 +73,7 @@ impl From<StoreError> for CliError {
         match e {
             StoreError::UnknownRun(_)
             | StoreError::LeaseHeld { .. }
+            | StoreError::Finished { .. }
             | StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
             _ => CliError::internal(e.to_string()),
         }

@@ -1,10 +1,15 @@
 //! Commands that change a run from outside: `pause`, `cancel`.
+//!
+//! Both report what actually happened to the run, never what was merely asked: a run that
+//! completed (or failed) before the request took effect is reported as such, with exit
+//! status 2 and nothing changed — `cancel` of a run that completed is not a success.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::common::{CliError, open_existing, outln, parse_run_at};
-use crate::exec::{Engine, EngineConfig, wall_ms};
+use super::common::{CliError, open_existing, parse_run_at};
+use super::drive::say;
+use crate::exec::{Engine, EngineConfig, EngineError, wall_ms};
 use crate::history;
 use crate::machine::RunId;
 use crate::store::{RunRecord, RunStatus, Store, owner_is_dead};
@@ -15,6 +20,18 @@ const DRIVER_WAIT: Duration = Duration::from_secs(30);
 
 /// How often the run's row is read while waiting.
 const POLL: Duration = Duration::from_millis(20);
+
+/// Attempts `cancel` makes when the driving process stops without cancelling (it paused at
+/// the same moment): each later attempt cancels the run at rest.
+const CANCEL_ATTEMPTS: usize = 3;
+
+/// The run ended (completed, failed or cancelled otherwise) before a request reached it.
+fn ended_first(run: &RunId, rec: &RunRecord, what: &str) -> CliError {
+    CliError::usage(format!(
+        "run {run} {} at step {} before the {what} took effect; nothing was changed",
+        rec.status, rec.seq
+    ))
+}
 
 /// `runtape pause RUN`: asks whichever process drives the run to pause at its next step
 /// boundary, and waits (up to [`DRIVER_WAIT`]) until it has, so `resume` can follow at once.
@@ -29,7 +46,7 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
         )));
     }
     if !is_driven(&rec) {
-        outln!(
+        say!(
             "run {run} is not being driven (its process stopped at step {}); `runtape resume {run}` continues it",
             rec.seq
         );
@@ -38,16 +55,17 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
     engine.pause(&run).await?;
     match wait_until_undriven(store.as_ref(), &run).await? {
-        Some(rec) if rec.status == RunStatus::Paused => outln!(
+        Some(rec) if rec.status == RunStatus::Paused => say!(
             "paused {run} at step {}; `runtape resume {run}` continues it",
             rec.seq
         ),
-        Some(rec) => outln!(
+        Some(rec) if rec.status.is_terminal() => return Err(ended_first(&run, &rec, "pause")),
+        Some(rec) => say!(
             "run {run} stopped before it could pause: {} at step {}",
             rec.status,
             rec.seq
         ),
-        None => outln!(
+        None => say!(
             "pause requested: {run} is still finishing a call and pauses at its next step boundary"
         ),
     }
@@ -56,22 +74,51 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
 
 /// `runtape cancel RUN`: a run driven by another process is asked to stop (it aborts its
 /// in-flight work and commits the cancellation; this waits up to [`DRIVER_WAIT`] for that); a
-/// run at rest is cancelled here.
+/// run at rest is cancelled here. Succeeds only once the run is cancelled.
 pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
-    match engine.cancel(&run, reason).await? {
-        Some(handle) => {
-            let end = handle.wait().await?;
-            outln!("cancelled {run} at step {}", end.state.seq());
+    for _ in 0..CANCEL_ATTEMPTS {
+        match engine.cancel(&run, reason.clone()).await {
+            Ok(Some(handle)) => {
+                let end = handle.wait().await?;
+                if end.status != RunStatus::Cancelled {
+                    let rec = history::record(store.as_ref(), &run)?;
+                    return Err(ended_first(&run, &rec, "cancel"));
+                }
+                say!("cancelled {run} at step {}", end.state.seq());
+                return Ok(());
+            }
+            Ok(None) => match wait_until_undriven(store.as_ref(), &run).await? {
+                Some(rec) if rec.status == RunStatus::Cancelled => {
+                    say!("cancelled {run} at step {}", rec.seq);
+                    return Ok(());
+                }
+                Some(rec) if rec.status.is_terminal() => {
+                    return Err(ended_first(&run, &rec, "cancel"));
+                }
+                // Its driver stopped without cancelling (it paused at that moment): the run
+                // is at rest now, so the next attempt cancels it here.
+                Some(_) => continue,
+                None => {
+                    say!("cancel requested: the process driving {run} is stopping it");
+                    return Ok(());
+                }
+            },
+            Err(EngineError::Finished { status, .. }) => {
+                let rec = history::record(store.as_ref(), &run)?;
+                return Err(CliError::usage(format!(
+                    "run {run} has already ended ({status} at step {}); nothing to cancel",
+                    rec.seq
+                )));
+            }
+            Err(e) => return Err(e.into()),
         }
-        None => match wait_until_undriven(store.as_ref(), &run).await? {
-            Some(rec) => outln!("cancelled {run}: {} at step {}", rec.status, rec.seq),
-            None => outln!("cancel requested: the process driving {run} is stopping it"),
-        },
     }
-    Ok(())
+    Err(CliError::internal(format!(
+        "run {run} kept changing hands while being cancelled; try `runtape cancel {run}` again"
+    )))
 }
 
 /// True while a live process holds the run's lease.

@@ -1,60 +1,178 @@
-//! Watching a run the CLI drives: a spinner with the agent, step, tokens and the running cost
-//! while it waits (or one JSON trace event per line with `--json`, each `model.reply` carrying
-//! the run's cost so far), then a summary and the exit status. A model without a price gets
-//! one warning on stderr, and its cost is shown as unknown, never as `$0.0000`.
+//! Watching a run the CLI drives: a spinner with the agent, step, tokens and cost while it
+//! waits (or one JSON trace event per line with `--json`), then a summary and the exit status.
+//!
+//! # Stopping
+//!
+//! The first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the run gracefully
+//! ([`Engine::shutdown`]): no new model or tool call starts, calls in flight may finish within
+//! the grace period (`--grace-ms`, `$RUNTAPE_STOP_GRACE_MS`, default
+//! [`DEFAULT_GRACE_MS`](super::DEFAULT_GRACE_MS)) and their results are committed, then the run rests `paused` and
+//! the command exits [`EXIT_PAUSED`](super::EXIT_PAUSED). A call still running when the grace period is over is
+//! cancelled (command tools are killed); a non-idempotent one is then in doubt on resume. A
+//! second signal leaves at once with [`EXIT_INTERRUPTED`] (the run is left as a crash leaves
+//! it; `resume` continues it).
+//!
+//! # A closed stdout
+//!
+//! With `--json`, a line that cannot be written (the reader went away: `runtape run … --json
+//! | head -3`) stops the run the same graceful way: it is paused, one line on stderr says so,
+//! and the command exits [`EXIT_PAUSED`](super::EXIT_PAUSED), never 0 (unless the run had
+//! already completed). Nothing more is written to stdout.
 
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use super::common::{CliError, cost_text, json_u64, outln, print_json};
-use super::{EXIT_FAILED, EXIT_OK};
-use crate::exec::{RunEnd, RunHandle, Trace, TraceEvent};
-use crate::machine::{Outcome, RunState, Slot, SlotStatus};
+use super::EXIT_INTERRUPTED;
+use super::common::CliError;
+use super::summary::{Status, summarise};
+use crate::exec::{Engine, RunHandle};
 use crate::store::RunStatus;
 
-/// Prints the run id first (the line a script needs), in the chosen format.
-pub(crate) fn announce(run: &str, verb: &str, json: bool) -> Result<(), CliError> {
-    if json {
-        print_json(&json!({"type": "run", "id": run, "action": verb}))
-    } else {
-        outln!("{verb} run {run}");
-        Ok(())
+/// Set once a write to stdout failed: its reader has gone away.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes one line to stdout. Returns false, and writes nothing from then on, once stdout is
+/// closed (any write error means its reader has gone away). Never exits, never panics.
+pub(crate) fn say_line(line: &str) -> bool {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return false;
+    }
+    let line = crate::secrets::scrub_text(line);
+    let mut out = std::io::stdout().lock();
+    let ok = writeln!(out, "{line}").and_then(|()| out.flush()).is_ok();
+    if !ok {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// True once a write to stdout has failed.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// `say!("…", args)`: [`say_line`] with formatting, for statements.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = $crate::cli::drive::say_line(&format!($($arg)*));
+    }};
+}
+pub(crate) use say;
+
+/// One JSON object on its own line of stdout (dropped once stdout is closed).
+pub(crate) fn say_json(value: &impl serde::Serialize) -> Result<bool, CliError> {
+    let line = serde_json::to_string(value)
+        .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))?;
+    Ok(say_line(&line))
+}
+
+/// One line on stderr; a closed stderr (a hung-up terminal) is ignored, never a panic.
+pub(crate) fn note(line: &str) {
+    let line = crate::secrets::scrub_text(line);
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The signals that stop a run: SIGINT, SIGTERM, SIGHUP. Installed before the run starts, so
+/// one arriving early is handled like any other instead of killing the process.
+pub(crate) struct StopSignals {
+    #[cfg(unix)]
+    streams: [(tokio::signal::unix::Signal, &'static str); 3],
+}
+
+impl StopSignals {
+    /// Installs the handlers. Call inside the runtime, before starting or resuming the run.
+    pub(crate) fn install() -> Result<StopSignals, CliError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let install = |kind: SignalKind, name: &'static str| {
+                signal(kind)
+                    .map(|s| (s, name))
+                    .map_err(|e| CliError::internal(format!("cannot handle {name}: {e}")))
+            };
+            Ok(StopSignals {
+                streams: [
+                    install(SignalKind::interrupt(), "SIGINT")?,
+                    install(SignalKind::terminate(), "SIGTERM")?,
+                    install(SignalKind::hangup(), "SIGHUP")?,
+                ],
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
+    }
+
+    /// Waits for the next stop signal; returns its name.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            let [(int, a), (term, b), (hup, c)] = &mut self.streams;
+            tokio::select! {
+                _ = int.recv() => a,
+                _ = term.recv() => b,
+                _ = hup.recv() => c,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
     }
 }
 
-/// The `resume` options that answer a call in this state, or `None` if it waits for no one.
-fn answers(status: &SlotStatus) -> Option<&'static str> {
-    match status {
-        SlotStatus::Approval { .. } => Some("--approve | --reject [REASON] | --input TEXT"),
-        SlotStatus::Question { .. } => Some("--input TEXT | --reject [REASON]"),
-        SlotStatus::InDoubt { .. } => {
-            Some("--approve (perform it again) | --reject [REASON] | --input RESULT")
-        }
-        _ => None,
+/// The error that stopped the driver of `run`, saying how to continue where that helps.
+fn stopped_by(run: &crate::machine::RunId, e: crate::exec::EngineError) -> CliError {
+    use crate::exec::EngineError;
+    use crate::store::StoreError;
+    let resumable = matches!(
+        &e,
+        EngineError::Store(StoreError::Full { .. } | StoreError::Io(_))
+    );
+    let mut err = CliError::from(e);
+    if resumable {
+        err.message = format!("run {run}: {}: `runtape resume {run}`", err.message);
+    }
+    err
+}
+
+/// Prints the run id first (the line a script needs), in the chosen format. False when
+/// stdout is already closed.
+pub(crate) fn announce(run: &str, verb: &str, json: bool) -> Result<bool, CliError> {
+    if json {
+        say_json(&json!({"type": "run", "id": run, "action": verb}))
+    } else {
+        Ok(say_line(&format!("{verb} run {run}")))
     }
 }
 
 /// Prints a fork's new run id first: `forked PARENT@SEQ as run ID`, or with `--json`
 /// `{"type":"run","id":ID,"action":"forked","parent":PARENT,"at":SEQ}`.
-pub(crate) fn announce_fork(run: &str, parent: &str, at: u64, json: bool) -> Result<(), CliError> {
+pub(crate) fn announce_fork(
+    run: &str,
+    parent: &str,
+    at: u64,
+    json: bool,
+) -> Result<bool, CliError> {
     if json {
-        print_json(
-            &json!({"type": "run", "id": run, "action": "forked", "parent": parent, "at": at}),
-        )
+        say_json(&json!({"type": "run", "id": run, "action": "forked", "parent": parent, "at": at}))
     } else {
-        outln!("forked {parent}@{at} as run {run}");
-        Ok(())
+        Ok(say_line(&format!("forked {parent}@{at} as run {run}")))
     }
 }
 
-/// Follows `handle` to the end; Ctrl-C asks the run to pause at its next step boundary (a
-/// second Ctrl-C leaves at once; the run stays resumable either way). Returns the exit status.
+/// Follows `handle` to the end and returns the exit status. Stop signals and a closed stdout
+/// stop the run gracefully within `grace` (see the module docs).
 pub(crate) async fn follow(
-    engine: &crate::exec::Engine,
+    engine: &Engine,
     handle: RunHandle,
     json: bool,
+    grace: Duration,
+    mut signals: StopSignals,
 ) -> Result<u8, CliError> {
     let run = handle.run_id().clone();
     let bar = if json {
@@ -68,252 +186,58 @@ pub(crate) async fn follow(
         bar.enable_steady_tick(Duration::from_millis(100));
         bar
     };
-    let mut status = Status::default();
-    let pauser = engine.clone();
-    let paused_run = run.clone();
-    let interrupt = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = pauser.pause(&paused_run).await;
-            eprintln!(
-                "\npausing {paused_run} at its next step boundary (Ctrl-C again to leave now; `runtape resume {paused_run}` continues)"
-            );
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(super::EXIT_FAILED));
-            }
-        }
+    let stopper = engine.clone();
+    let stopped_run = run.clone();
+    let watcher = tokio::spawn(async move {
+        let first = signals.next().await;
+        stopper.shutdown(grace);
+        note(&format!(
+            "\n{first}: stopping run {stopped_run}: calls in flight get up to {} ms, then it pauses (a second signal leaves at once)",
+            grace.as_millis()
+        ));
+        let second = signals.next().await;
+        note(&format!(
+            "{second}: leaving now; `runtape resume {stopped_run}` continues the run"
+        ));
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
     });
-    let mut out_err = None;
+    if stdout_closed() {
+        engine.shutdown(grace);
+    }
+    let mut status = Status::default();
+    let mut encode_err = None;
     let end = handle
         .wait_with(|e| {
             if let Some(warning) = status.see(e) {
-                bar.suspend(|| eprintln!("{warning}"));
+                bar.suspend(|| note(&warning));
             }
             if json {
-                if let Err(e) = print_json(e) {
-                    out_err = Some(e);
+                match say_json(e) {
+                    Ok(true) => {}
+                    Ok(false) => engine.shutdown(grace),
+                    Err(e) => encode_err = Some(e),
                 }
             } else {
                 bar.set_message(status.line());
             }
         })
         .await;
-    interrupt.abort();
+    watcher.abort();
     bar.finish_and_clear();
-    if let Some(e) = out_err {
+    if let Some(e) = encode_err {
         return Err(e);
     }
-    let end = end?;
-    summarise(&end, &status, json)
-}
-
-/// What the spinner shows.
-#[derive(Default)]
-struct Status {
-    agent: String,
-    seq: u64,
-    tokens: u64,
-    cost: u64,
-    unpriced: u64,
-    doing: String,
-    /// `provider/model` pairs already warned about as unpriced.
-    warned: std::collections::BTreeSet<String>,
-}
-
-impl Status {
-    /// Takes in a trace event; returns a warning to print when a model turns out to have no
-    /// price (once per provider and model).
-    fn see(&mut self, e: &TraceEvent) -> Option<String> {
-        if let Some(s) = e.seq {
-            self.seq = self.seq.max(s);
-        }
-        match &e.kind {
-            Trace::ModelRequest {
-                agent,
-                provider,
-                model,
-                attempt,
-                ..
-            } => {
-                self.agent = agent.to_string();
-                let retry = if *attempt > 1 {
-                    format!(" (attempt {attempt})")
-                } else {
-                    String::new()
-                };
-                self.doing = format!("waiting on {provider}/{model}{retry}");
-            }
-            Trace::ModelToken { .. } => self.doing = "receiving tokens".into(),
-            Trace::ModelReply {
-                provider,
-                model,
-                usage,
-                cost_nanos,
-                run_cost_nanos,
-                run_unpriced_turns,
-                ..
-            } => {
-                if let Some(u) = usage {
-                    self.tokens += u.input_tokens + u.output_tokens;
-                }
-                self.cost = *run_cost_nanos;
-                self.unpriced = *run_unpriced_turns;
-                self.doing = "thinking".into();
-                let key = format!("{provider}/{model}");
-                if cost_nanos.is_none() && self.warned.insert(key.clone()) {
-                    return Some(format!(
-                        "warning: no price for {key}: its cost is unknown and cost caps cannot trigger for it – add a `pricing` entry to the provider (0 for a free model)"
-                    ));
-                }
-            }
-            Trace::ToolCall { tool, .. } => self.doing = format!("running tool {tool}"),
-            Trace::ToolProgress {
-                tool,
-                progress,
-                total,
-                message,
-                ..
-            } => {
-                let of = total.map(|t| format!("/{t}")).unwrap_or_default();
-                let what = message
-                    .as_deref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default();
-                self.doing = format!("running tool {tool} ({progress}{of}{what})");
-            }
-            Trace::Handoff { from, to } => self.doing = format!("handoff {from} → {to}"),
-            Trace::InputRequested { tool, .. } => {
-                self.doing = format!("waiting for a person ({tool})")
-            }
-            _ => {}
-        }
-        None
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "{} · step {} · {} tokens · {} · {}",
-            if self.agent.is_empty() {
-                "starting"
-            } else {
-                &self.agent
-            },
-            self.seq,
-            self.tokens,
-            cost_text(self.cost, self.unpriced),
-            self.doing
-        )
-    }
-}
-
-/// The final summary and the exit status: 0 completed (or resting: paused, waiting for a
-/// person), 1 failed, cancelled or out of budget.
-fn summarise(end: &RunEnd, status: &Status, json: bool) -> Result<u8, CliError> {
-    let run = &end.run_id;
-    let usage = end.state.data().map(|d| d.usage).unwrap_or_default();
-    let code = match end.status {
-        RunStatus::Completed
-        | RunStatus::Paused
-        | RunStatus::AwaitingInput
-        | RunStatus::Running => EXIT_OK,
-        RunStatus::Failed | RunStatus::Cancelled | RunStatus::BudgetExhausted => EXIT_FAILED,
-    };
-    if json {
-        print_json(&json!({
-            "type": "run.end",
-            "id": run,
-            "status": end.status,
-            "steps": end.state.seq(),
-            "turns": usage.turns,
-            "tool_calls": usage.tool_calls,
-            "tokens": usage.input_tokens + usage.output_tokens,
-            "cost_nanos": json_u64(usage.cost_nanos),
-            "cost_known": usage.unpriced_turns == 0,
-            "unpriced_turns": usage.unpriced_turns,
-            "outcome": end.state.outcome(),
-        }))?;
-        return Ok(code);
-    }
-    let _ = status;
-    let totals = format!(
-        "{} steps, {} model turns, {} tool calls, {} tokens, {}",
-        end.state.seq(),
-        usage.turns,
-        usage.tool_calls,
-        usage.input_tokens + usage.output_tokens,
-        cost_text(usage.cost_nanos, usage.unpriced_turns)
-    );
-    match (&end.state, end.status) {
-        (
-            RunState::Done {
-                outcome: Outcome::Completed { answer, .. },
-                ..
-            },
-            _,
-        ) => {
-            outln!("completed: {totals}");
-            outln!("answer: {}", answer.as_deref().unwrap_or("(none)"));
-        }
-        (
-            RunState::Done {
-                outcome: Outcome::Failed { error },
-                ..
-            },
-            _,
-        ) => {
-            outln!("failed ({}): {totals}", error.class);
-            outln!("why: {}", error.message);
-        }
-        (
-            RunState::Done {
-                outcome: Outcome::Cancelled { reason },
-                ..
-            },
-            _,
-        ) => {
-            outln!(
-                "cancelled{}: {totals}",
-                reason
-                    .as_ref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            );
-        }
-        (RunState::AwaitingInput { batch, .. }, _) => {
-            outln!("waiting for a person: {totals}");
-            let waiting: Vec<&Slot> = batch
-                .slots
-                .iter()
-                .filter(|s| answers(&s.status).is_some())
-                .collect();
-            for slot in &waiting {
-                let call = if waiting.len() > 1 {
-                    format!(" --call {}", slot.call_id)
-                } else {
-                    String::new()
-                };
-                outln!(
-                    "answer {} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
-                    slot.tool,
-                    answers(&slot.status).unwrap_or_default()
-                );
-            }
-        }
-        (RunState::BudgetExhausted { key, .. }, _) => {
-            outln!("out of budget ({key}): {totals}");
-            outln!(
-                "raise it with: runtape resume {run} --raise budget.{}=VALUE",
-                key_field(*key)
-            );
-        }
-        (_, RunStatus::Paused) => {
-            outln!("paused at step {}: {totals}", end.state.seq());
-            outln!("continue with: runtape resume {run}");
-        }
-        _ => outln!("stopped ({}): {totals}", end.status),
+    let end = end.map_err(|e| stopped_by(&run, e))?;
+    let code = summarise(&end, json)?;
+    if stdout_closed() {
+        let how = match end.status {
+            RunStatus::Paused => format!(
+                "paused at step {}; `runtape resume {run}` continues it",
+                end.state.seq()
+            ),
+            s => format!("ended {s} at step {}", end.state.seq()),
+        };
+        note(&format!("stdout was closed: run {run} {how}"));
     }
     Ok(code)
-}
-
-fn key_field(key: crate::machine::BudgetKey) -> &'static str {
-    key.field()
 }

@@ -169,6 +169,9 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 args,
                 ..
             } => outln!("effect  {id}: tool {tool} ({call_id}) {args}"),
+            Effect::Reconcile {
+                id, tool, call_id, ..
+            } => outln!("effect  {id}: ask tool {tool} whether call {call_id} was performed"),
             Effect::RequestInput {
                 id,
                 call_id,
@@ -311,6 +314,9 @@ fn describe_state(state: &RunState) {
                     SlotStatus::Question { .. } => "waiting for a person's answer".to_owned(),
                     SlotStatus::InDoubt { .. } => {
                         "in doubt: waiting for a person's decision".to_owned()
+                    }
+                    SlotStatus::Reconciling { .. } => {
+                        "in doubt: asking the tool whether it was performed".to_owned()
                     }
                     SlotStatus::Finished { result } => {
                         format!(

@@ -19,6 +19,7 @@ mod inspect;
 mod receipts;
 mod runs;
 mod statechart;
+mod summary;
 mod tools;
 
 use common::{CliError, db_path};
@@ -31,17 +32,39 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: an internal or storage error.
 pub const EXIT_INTERNAL: u8 = 3;
+/// Exit status: the run is paused and resumable — stopped by Ctrl-C, SIGTERM, SIGHUP,
+/// `runtape pause`, or (with `--json`) a closed stdout.
+pub const EXIT_PAUSED: u8 = 4;
+/// Exit status: a second stop signal made the process leave at once (the run is left as a
+/// crash leaves it; `runtape resume` continues it). 128 + SIGINT, as shells report it.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The grace period of a graceful stop when neither `--grace-ms` nor
+/// `$RUNTAPE_STOP_GRACE_MS` says otherwise: 5 s, well inside Docker's 10 s between SIGTERM and
+/// SIGKILL.
+pub const DEFAULT_GRACE_MS: u64 = 5_000;
 
 const AFTER_HELP: &str = "\
 The database is --db PATH, else $RUNTAPE_DB, else the spec file's `database`, else ./runtape.db.
 
+Stopping a run: the first Ctrl-C, SIGTERM or SIGHUP stops it gracefully: no new call starts, calls in
+flight get --grace-ms (else $RUNTAPE_STOP_GRACE_MS, else 5000 ms) to finish and are committed, then
+the run is paused (a call still running after that is killed and is in doubt on resume). A second
+signal leaves at once. With --json, a closed stdout stops the run the same way.
+
+Environment: RUNTAPE_LEASE_TTL_MS (default 15000) is how long a driver's lease on a run lasts
+without renewal; RUNTAPE_DB_MAX_BYTES caps the database (a write past it fails like a full disk).
+
 Exit status:
-  0  the run completed, or the command succeeded
-  1  the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
-     receipts verify) or two cassettes differ (cassette diff)
-  2  usage error, invalid spec or bad input, such as an unknown run id or a cassette without
-     integrity hashes (nothing was changed)
-  3  internal or storage error, such as a file that is not a runtape database";
+  0    the run completed or waits for a person, or the command succeeded
+  1    the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
+       receipts verify) or two cassettes differ (cassette diff)
+  2    usage error, invalid spec or bad input, such as an unknown run id, a run another process
+       drives, a run that has already ended, or a cassette without integrity hashes
+       (nothing was changed)
+  3    internal or storage error, such as a file that is not a runtape database or a full disk
+  4    the run is paused and resumable: Ctrl-C, SIGTERM, SIGHUP, `runtape pause`, or a closed stdout
+  130  a second stop signal: left at once, the run as a crash leaves it (`runtape resume` continues)";
 
 /// runtape: durable, replayable LLM agent runs.
 #[derive(Debug, Parser)]
@@ -70,6 +93,10 @@ pub struct DriveOpts {
     /// of this run reproduces its state hashes. Wall-time budgets then count steps, not time.
     #[arg(long)]
     pub stepped_clock: bool,
+    /// On Ctrl-C, SIGTERM or SIGHUP: how long calls in flight may take to finish before they
+    /// are cancelled and the run pauses (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
 }
 
 /// The subcommands.
@@ -344,7 +371,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", common::one_line(&e.message));
+            drive::note(&format!("error: {}", common::one_line(&e.message)));
             ExitCode::from(e.code)
         }
     }
@@ -394,6 +421,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         json: opts.json,
         receipt_key: opts.receipt_key,
         stepped_clock: opts.stepped_clock,
+        grace_ms: opts.grace_ms,
     };
     match cli.command {
         Command::Run { spec, goal, opts } => with_mcp(runs::run(&spec, goal, common(opts))),

@@ -2,9 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::DEFAULT_GRACE_MS;
 use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
-use super::drive::{announce, announce_fork, follow};
+use super::drive::{StopSignals, announce, announce_fork, follow, say};
 use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
 use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
@@ -19,6 +21,47 @@ pub(crate) struct Common {
     pub(crate) json: bool,
     pub(crate) receipt_key: Option<PathBuf>,
     pub(crate) stepped_clock: bool,
+    pub(crate) grace_ms: Option<u64>,
+}
+
+impl Common {
+    /// The grace period of a graceful stop: `--grace-ms`, else `$RUNTAPE_STOP_GRACE_MS`, else
+    /// [`DEFAULT_GRACE_MS`].
+    fn grace(&self) -> Result<Duration, CliError> {
+        match self.grace_ms {
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => env_ms("RUNTAPE_STOP_GRACE_MS", DEFAULT_GRACE_MS, 0),
+        }
+    }
+}
+
+/// A duration in ms from the environment variable `name` (unset or empty: `default`); a value
+/// that is not a whole number of at least `min` ms is a usage error naming the variable.
+fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
+    let Some(raw) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
+        return Ok(Duration::from_millis(default));
+    };
+    match raw.to_str().and_then(|v| v.trim().parse::<u64>().ok()) {
+        Some(ms) if ms >= min => Ok(Duration::from_millis(ms)),
+        _ => Err(CliError::usage(format!(
+            "${name} must be a whole number of milliseconds, at least {min}; unset it for the default ({default})"
+        ))),
+    }
+}
+
+/// `$RUNTAPE_DB_MAX_BYTES`: a cap on the database's size, if set.
+fn db_cap() -> Result<Option<u64>, CliError> {
+    let Some(raw) = std::env::var_os("RUNTAPE_DB_MAX_BYTES").filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    raw.to_str()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            CliError::usage(
+                "$RUNTAPE_DB_MAX_BYTES must be a whole number of bytes; unset it for no cap",
+            )
+        })
 }
 
 impl From<ConfigError> for CliError {
@@ -42,6 +85,7 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
         .map_err(|e| CliError::usage(e.to_string()))?;
     let mut config = EngineConfig {
         receipts: Arc::new(receipts),
+        lease_ttl: env_ms("RUNTAPE_LEASE_TTL_MS", 15_000, 100)?,
         ..EngineConfig::default()
     };
     if common.stepped_clock {
@@ -50,11 +94,10 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
             step_ms: 1,
         });
     }
-    let store = if create {
-        SqliteStore::open(db, Durability::Full)?
-    } else {
-        SqliteStore::open_existing(db, Durability::Full)?
-    };
+    if !create && !db.exists() {
+        SqliteStore::open_existing(db, Durability::Full)?;
+    }
+    let store = SqliteStore::open_capped(db, Durability::Full, db_cap()?)?;
     let engine = Engine::with_store(Arc::new(store), config);
     crate::tool::mcp::forward_progress(&engine);
     Ok(engine)
@@ -88,12 +131,18 @@ pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Re
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
+    let grace = common.grace()?;
+    let signals = StopSignals::install()?;
     let id = new_run_id();
-    announce(id.as_str(), "started", common.json)?;
+    if !announce(id.as_str(), "started", common.json)? {
+        return Err(CliError::failed(
+            "stdout is closed, so the run was not started",
+        ));
+    }
     let handle = engine
         .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
         .await?;
-    follow(&engine, handle, common.json).await
+    follow(&engine, handle, common.json, grace, signals).await
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
@@ -125,12 +174,14 @@ pub(crate) async fn resume(
     let (run, _) = parse_run_at(run)?;
     let db = db_path(common.db.as_deref(), None);
     open_existing(&db)?;
+    let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
     install_stored(&engine, &run)?;
     let store = engine.store().clone();
     let rec = history::record(store.as_ref(), &run)?;
     let spec = history::spec_of(&rec)?;
     let state = history::state_at(store.as_ref(), &run, &spec, rec.seq)?.state;
+    let signals = StopSignals::install()?;
     let mut raised = Vec::new();
     for r in &raises {
         raised.push(parse_raise(r, &state)?);
@@ -155,7 +206,7 @@ pub(crate) async fn resume(
     };
     // Announced once this process holds the run, so a refused resume prints only its error.
     announce(run.as_str(), "resumed", common.json)?;
-    follow(&engine, handle, common.json).await
+    follow(&engine, handle, common.json, grace, signals).await
 }
 
 /// `runtape fork RUN@SEQ [--edit ...]... [--live|--tape]`.
@@ -174,12 +225,14 @@ pub(crate) async fn fork(
     })?;
     let db = db_path(common.db.as_deref(), None);
     open_existing(&db)?;
+    let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
     install_stored(&engine, &run)?;
     let store = engine.store().clone();
     let rec = history::record(store.as_ref(), &run)?;
     let spec = history::spec_of(&rec)?;
     let state = history::state_at(store.as_ref(), &run, &spec, seq)?.state;
+    let signals = StopSignals::install()?;
     let edits = edits
         .iter()
         .map(|e| parse_edit(e, &state))
@@ -191,7 +244,7 @@ pub(crate) async fn fork(
     };
     let handle = engine.fork(&run, seq, edits, mode).await?;
     announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
-    follow(&engine, handle, common.json).await
+    follow(&engine, handle, common.json, grace, signals).await
 }
 
 /// How `replay` reads and serves its cassette.
@@ -241,10 +294,16 @@ pub(crate) async fn replay(
             engine.register_provider(&route.provider, provider.clone());
         }
     }
+    let grace = common.grace()?;
+    let signals = StopSignals::install()?;
     let id = new_run_id();
-    announce(id.as_str(), "replaying", common.json)?;
+    if !announce(id.as_str(), "replaying", common.json)? {
+        return Err(CliError::failed(
+            "stdout is closed, so the replay was not started",
+        ));
+    }
     let handle = engine.start_with_id(id, file.spec.clone(), &goal).await?;
-    let code = follow(&engine, handle, common.json).await?;
+    let code = follow(&engine, handle, common.json, grace, signals).await?;
     if let Some(e) = provider.last_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.
         if let CassetteError::Mismatch { diff, .. } = &e
@@ -257,7 +316,7 @@ pub(crate) async fn replay(
         return Err(CliError::failed(format!("replay stopped: {first}")));
     }
     if !common.json {
-        outln!(
+        say!(
             "replayed {} of {} recorded model turns from {}",
             provider.position(),
             provider.cassette().len(),

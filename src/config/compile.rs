@@ -17,7 +17,8 @@ use super::providers::{is_variable_name, provider};
 use super::setup::{SETUP_VERSION, Setup};
 use crate::machine::{
     AgentId, AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_AGENT_VISITS,
-    DEFAULT_MAX_TRANSITIONS, Limits, Plan, PlanEdge, Route, Spec, ToolSpec, When, did_you_mean,
+    DEFAULT_MAX_TRANSITIONS, Limits, OnInDoubt, Plan, PlanEdge, Route, Spec, ToolSpec, When,
+    did_you_mean,
 };
 use crate::tool::command::CommandConfig;
 use crate::tool::env::SIGNING_KEY_ENV;
@@ -63,6 +64,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         .enumerate()
         .map(|(i, a)| agent(i, a, &raw.providers, spec_dir))
         .collect::<Result<Vec<_>, _>>()?;
+    check_reconcilable(&agents, &tools, &commands)?;
     let plan = raw.plan.as_ref().map(plan).transpose()?;
     let mcp = super::mcp::compile(&raw.mcp, spec_dir)?;
     let spec = Spec {
@@ -143,6 +145,7 @@ fn tool(
     if t.kind == RawToolKind::Human {
         for (field, set) in [
             ("command", t.command.is_some()),
+            ("reconcile", t.reconcile.is_some()),
             ("timeout_ms", t.timeout_ms.is_some()),
             ("env", t.env.is_some()),
             ("env_all", t.env_all.is_some()),
@@ -171,6 +174,7 @@ fn tool(
             reason,
         })?;
     let env = env_names(t.env.as_deref().unwrap_or_default(), &path)?;
+    let reconcile = reconcile_command(&path, t, spec_dir)?;
     let command = CommandConfig {
         name: t.name.clone(),
         description: t.description.clone(),
@@ -183,6 +187,7 @@ fn tool(
         read_only: t.read_only,
         env,
         env_all: t.env_all.unwrap_or(false),
+        reconcile,
     };
     Ok((spec, Some(command)))
 }
@@ -217,6 +222,72 @@ fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
         out.push(name.clone());
     }
     Ok(out)
+}
+
+/// The tool's `reconcile = ["program", "arg", …]`, its program resolved like `command`'s.
+/// Only a non-idempotent tool can be in doubt, so only such a tool may declare one.
+fn reconcile_command(
+    path: &str,
+    t: &RawTool,
+    spec_dir: &Path,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(argv) = &t.reconcile else {
+        return Ok(None);
+    };
+    if t.idempotent {
+        return Err(ConfigError::invalid(
+            format!("{path}.reconcile"),
+            "an idempotent tool is simply performed again when interrupted, so it needs no `reconcile` – remove it, or set idempotent = false",
+        ));
+    }
+    let Some((program, args)) = argv.split_first() else {
+        return Err(ConfigError::invalid(
+            format!("{path}.reconcile"),
+            "`reconcile` is empty – give [\"program\", \"arg\", …], or remove it",
+        ));
+    };
+    let program =
+        program::resolve(program, spec_dir).map_err(|reason| ConfigError::CommandNotFound {
+            at: At::field(format!("{path}.reconcile[0]")),
+            tool: t.name.clone(),
+            reason,
+        })?;
+    let mut full = vec![program];
+    full.extend(args.iter().cloned());
+    Ok(Some(full))
+}
+
+/// An agent whose `on_in_doubt` is `reconcile` must be able to ask every non-idempotent
+/// command tool it is granted: each must declare a `reconcile` command.
+fn check_reconcilable(
+    agents: &[AgentSpec],
+    tools: &[ToolSpec],
+    commands: &[CommandConfig],
+) -> Result<(), ConfigError> {
+    for (i, a) in agents.iter().enumerate() {
+        if a.on_in_doubt != OnInDoubt::Reconcile {
+            continue;
+        }
+        let granted = tools.iter().filter(|t| match &a.tools {
+            Some(list) => list.contains(&t.name),
+            None => t.read_only,
+        });
+        for t in granted.filter(|t| !t.idempotent && !t.interactive) {
+            let asks = commands
+                .iter()
+                .any(|c| c.name == t.name && c.reconcile.is_some());
+            if !asks {
+                return Err(ConfigError::invalid(
+                    format!("agents[{i}].on_in_doubt"),
+                    format!(
+                        "agent `{}` reconciles calls in doubt, but its tool `{}` declares no `reconcile` command – add `reconcile = [\"program\", …]` to the tool, or choose fail, retry or ask",
+                        a.id, t.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn agent(

@@ -156,6 +156,7 @@ pub(crate) struct RawTool {
     #[serde(default)]
     pub(crate) kind: RawToolKind,
     pub(crate) command: Option<Vec<String>>,
+    pub(crate) reconcile: Option<Vec<String>>,
     pub(crate) schema: Option<Value>,
     pub(crate) timeout_ms: Option<u64>,
     #[serde(default)]

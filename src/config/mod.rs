@@ -73,6 +73,9 @@
 //! requires_approval = false
 //! env = ["SEARCH_INDEX"]         # variables passed besides the minimal environment (names)
 //! env_all = false                # true: the engine's whole environment minus credentials
+//! # reconcile = ["tools/was_charged.sh"]  # non-idempotent tools only: asked, by the
+//!                                # call's idempotency key, whether an interrupted call
+//!                                # was performed (prints {"performed": true|false|null})
 //!
 //! [[agents]]
 //! id = "researcher"
@@ -81,7 +84,7 @@
 //! model = "demo"                 # optional: default is the provider's model
 //! tools = ["search"]             # optional: default is every read_only tool
 //! on_exhausted = "handoff"       # handoff | pause
-//! on_in_doubt = "fail"           # fail | retry | ask
+//! on_in_doubt = "fail"           # fail | retry | ask | reconcile
 //! correction_budget = 3
 //! max_attempts = 3               # attempts on the primary route for retryable errors
 //! backoff = { initial_ms = 500, max_ms = 30000 }

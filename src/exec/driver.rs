@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::perform::{self, Completion, ToolJob};
+use super::takeup::rest_status;
 use super::tape::{Cue, Tape, TapeEnd};
 use super::trace::{Trace, TraceEvent};
 use super::{Ctl, EngineError, RunEnd, RunHandle, Shared, lock, read_lock};
@@ -24,6 +25,10 @@ use crate::store::{
     self, Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunStatus, SNAPSHOT_EVERY,
     Write, Written,
 };
+
+/// How long a driver that stops with calls in flight waits for them to kill and reap their
+/// processes after cancelling them (command tools do so at once; anything slower is dropped).
+const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Creates the run and starts driving it from `Start`.
 pub(super) async fn start(
@@ -68,183 +73,6 @@ pub(super) async fn start(
     Ok(driver.spawn())
 }
 
-/// Takes the run's lease, rebuilds its latest state, and drives it on with `events` first.
-pub(super) async fn resume(
-    shared: &Arc<Shared>,
-    run: &RunId,
-    events: Vec<EventBody>,
-) -> Result<RunHandle, EngineError> {
-    if let Some(tx) = lock(&shared.live).get(run).cloned() {
-        let (done_tx, done_rx) = oneshot::channel();
-        for e in &events {
-            let _ = tx.send(Ctl::Event(e.clone()));
-        }
-        if tx.send(Ctl::Attach(done_tx)).is_ok() {
-            return Ok(RunHandle {
-                run_id: run.clone(),
-                events: shared.trace.subscribe(),
-                done: done_rx,
-            });
-        }
-    }
-    let store = shared.store.as_ref();
-    let (mut driver, outstanding, goal) = take_up(shared, run).await?;
-    let cancelling = events
-        .iter()
-        .any(|e| matches!(e, EventBody::CancelRequested { .. }));
-    if matches!(driver.state, RunState::Created) && !cancelling {
-        // The process that created the run stopped before committing `Start`.
-        driver.queue.push_back(EventBody::Start { goal });
-    }
-    if !cancelling {
-        let open: HashMap<EffectRef, OutboxStatus> = store
-            .open_effects(run)?
-            .into_iter()
-            .map(|o| (o.effect, o.status))
-            .collect();
-        for effect in outstanding {
-            let at = EffectRef {
-                seq: effect.id().seq,
-                index: effect.id().index,
-            };
-            match &effect {
-                Effect::CallTool { tool, .. } if open.get(&at) == Some(&OutboxStatus::Started) => {
-                    let idempotent = read_lock(&shared.tools)
-                        .get(tool)
-                        .is_some_and(|t| t.idempotent());
-                    if idempotent {
-                        driver.to_perform.push(effect);
-                    } else {
-                        driver.queue.push_back(EventBody::EffectInDoubt {
-                            effect: effect.id().clone(),
-                        });
-                    }
-                }
-                Effect::RequestInput { .. } => {}
-                _ => driver.to_perform.push(effect),
-            }
-        }
-    }
-    driver.queue.extend(events);
-    driver.opening = Some(Trace::RunResumed {
-        state: driver.state.kind(),
-    });
-    Ok(driver.spawn())
-}
-
-/// The `InputProvided` event answering the call in `run` that waits for a person
-/// (`call_id` picks one when several wait), refused up front when the machine would refuse it
-/// — approving a question, say — so the caller hears why instead of the driver dropping it.
-/// Reads the latest state once; writes nothing.
-pub(super) fn input_event(
-    shared: &Arc<Shared>,
-    run: &RunId,
-    call_id: Option<&str>,
-    input: crate::machine::HumanInput,
-) -> Result<EventBody, EngineError> {
-    let (state, spec) = latest(shared, run)?;
-    let effect = super::input_effect(run, &state, call_id)?;
-    let body = EventBody::InputProvided { effect, input };
-    fits(run, &state, &spec, &body)?;
-    Ok(body)
-}
-
-/// Refuses `body` up front when the machine would refuse it in the run's latest state (a
-/// budget raise that raises nothing). Writes nothing.
-pub(super) fn check_fits(
-    shared: &Arc<Shared>,
-    run: &RunId,
-    body: &EventBody,
-) -> Result<(), EngineError> {
-    let (state, spec) = latest(shared, run)?;
-    fits(run, &state, &spec, body)
-}
-
-/// Steps `body` against `state` and throws the transition away: only the verdict matters.
-fn fits(
-    run: &RunId,
-    state: &RunState,
-    spec: &RunSpec,
-    body: &EventBody,
-) -> Result<(), EngineError> {
-    step(state, &Event::new(run, Hlc::default(), body.clone()), spec)?;
-    Ok(())
-}
-
-/// The run's latest state and its spec; a run that has ended is refused.
-fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), EngineError> {
-    let store = shared.store.as_ref();
-    let rec = unfinished(store, run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store, run, &spec, rec.seq)?.state;
-    Ok((state, spec))
-}
-
-/// The run's record; a run that has ended is refused with [`EngineError::Finished`].
-fn unfinished(store: &dyn store::Store, run: &RunId) -> Result<store::RunRecord, EngineError> {
-    let rec = history::record(store, run)?;
-    if rec.status.is_terminal() {
-        return Err(EngineError::Finished {
-            run: run.to_string(),
-            status: rec.status,
-        });
-    }
-    Ok(rec)
-}
-
-/// Takes the lease of a stored, unfinished run and builds a driver for it: its latest state,
-/// conversations loaded lazily (when a model call needs one), its receipt tip, and the effects
-/// its state waits on — under this run's ids, as a fork performs what it inherited. Returns
-/// those effects and the run's goal too. Call once per process taking the run up (`resume`,
-/// `apply`); a second live holder of the lease makes this fail with nothing written.
-async fn take_up(
-    shared: &Arc<Shared>,
-    run: &RunId,
-) -> Result<(Driver, Vec<Effect>, String), EngineError> {
-    let store = shared.store.as_ref();
-    let rec = unfinished(store, run)?;
-    let now = shared.config.clock.wall_ms();
-    let acquire = Write::AcquireLease {
-        run: run.clone(),
-        owner: shared.owner.clone(),
-        now_ms: now,
-        expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
-    };
-    let epoch = lease_of(store::write(store, acquire).await?);
-    // Programs an earlier, killed driver left running die before anything is performed again.
-    crate::tool::orphans::reap(run, epoch).await;
-    let spec = history::spec_of(&rec)?;
-    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
-        .first()
-        .map_or(Hlc::default(), |t| t.at);
-    let mut driver = Driver::new(
-        shared,
-        run.clone(),
-        spec,
-        epoch,
-        rebuilt,
-        BTreeMap::new(),
-        last_at,
-    );
-    driver.lazy_convs = true;
-    let outstanding = driver
-        .state
-        .outstanding()
-        .into_iter()
-        .map(|at| {
-            let effect = history::effect_at(store, run, at)?;
-            Ok(if effect.id().run == *run {
-                effect
-            } else {
-                effect.with_id(at.in_run(run))
-            })
-        })
-        .collect::<Result<Vec<_>, EngineError>>()?;
-    driver.load_receipts_and_issued(&outstanding)?;
-    Ok((driver, outstanding, rec.goal))
-}
-
 pub(super) fn lease_of(w: Written) -> u64 {
     match w {
         Written::Lease(e) => e,
@@ -262,12 +90,12 @@ enum Next {
 
 pub(super) struct Driver {
     shared: Arc<Shared>,
-    run: RunId,
-    spec: RunSpec,
+    pub(super) run: RunId,
+    pub(super) spec: RunSpec,
     pub(super) state: RunState,
     chain: Digest,
-    last_at: Hlc,
-    epoch: u64,
+    pub(super) last_at: Hlc,
+    pub(super) epoch: u64,
     convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
     tool_defs: BTreeMap<AgentId, Vec<ToolDef>>,
     pub(super) queue: VecDeque<EventBody>,
@@ -283,6 +111,9 @@ pub(super) struct Driver {
     ctl_tx: mpsc::UnboundedSender<Ctl>,
     waiters: Vec<oneshot::Sender<Result<RunEnd, EngineError>>>,
     pause: bool,
+    /// Set by a graceful stop (SIGTERM, SIGHUP, Ctrl-C): start no new effect, let the calls in
+    /// flight finish until this instant, commit their results, then rest paused.
+    draining: Option<tokio::time::Instant>,
     last_poll: Instant,
     /// Published when the task starts, after the handle has subscribed.
     pub(super) opening: Option<Trace>,
@@ -333,6 +164,7 @@ impl Driver {
             ctl_tx,
             waiters: Vec::new(),
             pause: false,
+            draining: None,
             last_poll: Instant::now(),
             opening: None,
             tape: None,
@@ -375,19 +207,43 @@ impl Driver {
         if let Some(kind) = self.opening.take() {
             self.emit(None, kind);
         }
-        for effect in std::mem::take(&mut self.to_perform) {
-            self.perform(effect);
+        while let Ok(ctl) = self.ctl_rx.try_recv() {
+            self.control(ctl);
         }
-        let result = self.step_until_rest().await;
-        if let Err(e) = &result {
-            // Lost the lease or the store: stop performing anything.
-            self.inflight = FuturesUnordered::new();
-            self.cancel.cancel();
-            if !matches!(e, EngineError::Store(store::StoreError::Fenced { .. })) {
-                let _ = self.release(RunStatus::Running).await;
+        if self.draining.is_none() {
+            for effect in std::mem::take(&mut self.to_perform) {
+                self.perform(effect);
             }
         }
+        let result = self.step_until_rest().await;
+        if result.is_err() {
+            // Lost the lease, the store or the clock: stop performing anything, and give the
+            // lease back if it is still ours (a release is fenced by the epoch and never
+            // overwrites a terminal status, so after a takeover it writes nothing).
+            self.abandon_inflight_and_wait().await;
+            let _ = self.release(RunStatus::Paused).await;
+        }
         result
+    }
+
+    /// Drops every call in flight: their cancellation tokens fire and their futures are
+    /// dropped (command tools are killed), and nothing they return is committed. A
+    /// non-idempotent call dropped this way stays `started` in the outbox, so it is in doubt
+    /// on resume.
+    fn abandon_inflight(&mut self) {
+        self.cancel.cancel();
+        self.cancel = CancellationToken::new();
+        self.inflight = FuturesUnordered::new();
+    }
+
+    /// Like [`abandon_inflight`](Self::abandon_inflight), but before the process may exit:
+    /// waits (at most [`REAP_WAIT`]) for the cancelled calls to kill and reap their
+    /// processes, discarding whatever they return.
+    async fn abandon_inflight_and_wait(&mut self) {
+        self.cancel.cancel();
+        let inflight = std::mem::take(&mut self.inflight);
+        let _ = tokio::time::timeout(REAP_WAIT, inflight.collect::<Vec<_>>()).await;
+        self.cancel = CancellationToken::new();
     }
 
     async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
@@ -429,6 +285,9 @@ impl Driver {
             self.state = t.next;
             match &mut self.tape {
                 Some(tape) => tape.suppress(t.effects),
+                // Stopping: the effects are committed and stay outstanding; `resume` performs
+                // them.
+                None if self.draining.is_some() => {}
                 None => {
                     for effect in t.effects {
                         self.perform(effect);
@@ -454,6 +313,15 @@ impl Driver {
             self.poll_remote().await?;
             if !self.queue.is_empty() {
                 continue;
+            }
+            if let Some(deadline) = self.draining {
+                if self.inflight.is_empty() {
+                    return Ok(Next::Stop(rest_status(&self.state)));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    self.abandon_inflight_and_wait().await;
+                    return Ok(Next::Stop(rest_status(&self.state)));
+                }
             }
             if self.pause && self.state.wants_proceed() {
                 return Ok(Next::Stop(RunStatus::Paused));
@@ -489,6 +357,7 @@ impl Driver {
             if let Some(Some(done)) = self.inflight.next().now_or_never() {
                 match done {
                     Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Abandoned => {}
                     Completion::Fatal(e) => return Err(e),
                 }
                 continue;
@@ -496,9 +365,17 @@ impl Driver {
             // About to wait on the world: what is committed so far should become durable now,
             // not when the next effect needs it.
             self.submit_unsent();
+            let stop_by = self.draining;
+            let grace_over = async move {
+                match stop_by {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 Some(done) = self.inflight.next() => match done {
                     Completion::Event(body) => self.queue.push_back(body),
+                    Completion::Abandoned => {}
                     Completion::Fatal(e) => return Err(e),
                 },
                 Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
@@ -506,6 +383,7 @@ impl Driver {
                     let next = tokio::time::Instant::now() + self.shared.config.control_poll;
                     self.poll_timer.as_mut().reset(next);
                 }
+                () = grace_over => {}
             }
         }
     }
@@ -535,6 +413,10 @@ impl Driver {
     fn control(&mut self, ctl: Ctl) {
         match ctl {
             Ctl::Pause => self.pause = true,
+            Ctl::Stop(grace) => {
+                let deadline = tokio::time::Instant::now() + grace;
+                self.draining = Some(self.draining.map_or(deadline, |d| d.min(deadline)));
+            }
             Ctl::Cancel(reason) => self.cancel_inflight(reason),
             Ctl::Event(body) => self.queue.push_back(body),
             Ctl::Attach(tx) => self.waiters.push(tx),
@@ -542,9 +424,7 @@ impl Driver {
     }
 
     fn cancel_inflight(&mut self, reason: Option<String>) {
-        self.cancel.cancel();
-        self.cancel = CancellationToken::new();
-        self.inflight = FuturesUnordered::new();
+        self.abandon_inflight();
         self.queue
             .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
         self.queue.push_front(EventBody::CancelRequested { reason });
@@ -596,7 +476,7 @@ impl Driver {
     }
 
     /// Submits the transition; it is durable once [`flush`](Self::flush) returns.
-    fn commit(&mut self, event: &Event, t: &Transition) -> Result<(), EngineError> {
+    pub(super) fn commit(&mut self, event: &Event, t: &Transition) -> Result<(), EngineError> {
         let encode =
             |e: serde_json::Error| EngineError::Driver(format!("cannot encode a transition: {e}"));
         let seq = t.next.seq();
@@ -765,7 +645,7 @@ impl Driver {
     }
 
     /// Hands the transitions not yet sent to the store (one write, one transaction).
-    fn submit_unsent(&mut self) {
+    pub(super) fn submit_unsent(&mut self) {
         match self.unsent.len() {
             0 => {}
             1 => {
@@ -784,7 +664,7 @@ impl Driver {
     }
 
     /// Waits until every transition so far is durable, then publishes their traces.
-    async fn flush(&mut self) -> Result<(), EngineError> {
+    pub(super) async fn flush(&mut self) -> Result<(), EngineError> {
         self.submit_unsent();
         for ack in self.acks.drain(..) {
             ack.await.unwrap_or(Err(store::StoreError::Closed))?;
@@ -1019,7 +899,7 @@ impl Driver {
                 };
                 let trace = self.shared.trace.clone();
                 let clock = self.shared.config.clock.clone();
-                self.inflight.push(perform::model_call(
+                let call = perform::model_call(
                     id,
                     provider,
                     request.provider,
@@ -1027,7 +907,17 @@ impl Driver {
                     not_before,
                     trace,
                     clock,
-                ));
+                );
+                // A model call abandoned by a stop or a lost lease ends at once (a provider
+                // need not watch for cancellation itself); it is asked again on resume.
+                let cancel = self.cancel.child_token();
+                self.inflight.push(Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => Completion::Abandoned,
+                        done = call => done,
+                    }
+                }));
             }
             Effect::CallTool {
                 id,
@@ -1057,9 +947,47 @@ impl Driver {
                     epoch: self.epoch,
                     timeout: self.shared.config.tool_timeout,
                     cancel: self.cancel.child_token(),
+                    lease: perform::LeaseTerms {
+                        clock: self.shared.config.clock.clone(),
+                        ttl: self.shared.config.lease_ttl,
+                    },
                 };
                 self.inflight
                     .push(perform::tool_call(self.shared.store.clone(), job));
+            }
+            Effect::Reconcile {
+                id,
+                agent,
+                call_id,
+                tool,
+                args,
+                idempotency_key,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::ToolReconcile {
+                        agent: agent.clone(),
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                    },
+                );
+                let job = ToolJob {
+                    tool: read_lock(&self.shared.tools).get(&tool).cloned(),
+                    id,
+                    agent,
+                    call_id,
+                    tool_name: tool,
+                    args,
+                    idempotency_key,
+                    epoch: self.epoch,
+                    timeout: self.shared.config.tool_timeout,
+                    cancel: self.cancel.child_token(),
+                    lease: perform::LeaseTerms {
+                        clock: self.shared.config.clock.clone(),
+                        ttl: self.shared.config.lease_ttl,
+                    },
+                };
+                self.inflight.push(perform::reconcile_call(job));
             }
             Effect::RequestInput {
                 id,
@@ -1135,6 +1063,7 @@ fn resolved(body: &EventBody) -> Option<EffectRef> {
         EventBody::ModelReplied { effect, .. }
         | EventBody::ModelFailed { effect, .. }
         | EventBody::ToolReturned { effect, .. }
+        | EventBody::Reconciled { effect, .. }
         | EventBody::InputProvided { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(EffectRef {
             seq: effect.seq,
@@ -1172,41 +1101,4 @@ pub(crate) fn status_of(state: &RunState) -> RunStatus {
         }
         _ => RunStatus::Running,
     }
-}
-
-/// Commits one event to a run nobody is driving, without performing the effects it emits
-/// (they stay pending in the outbox; a later `resume` performs them). Takes and releases the
-/// lease.
-pub(super) async fn apply_one(
-    shared: &Arc<Shared>,
-    run: &RunId,
-    body: EventBody,
-) -> Result<RunState, EngineError> {
-    let (mut driver, _, _) = take_up(shared, run).await?;
-    let last_at = driver.last_at;
-    let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
-    let event = Event::new(run, at, body);
-    let result = match step(&driver.state, &event, &driver.spec) {
-        Ok(t) => driver.commit(&event, &t).map(|()| t.next),
-        Err(e) => Err(e.into()),
-    };
-    if let Ok(next) = &result {
-        driver.state = next.clone();
-    }
-    let status = match status_of(&driver.state) {
-        RunStatus::Running => RunStatus::Paused,
-        s => s,
-    };
-    // The step and the lease's release go to the writer together, so they usually share one
-    // transaction (one fsync); the step is acknowledged only once durable either way.
-    driver.submit_unsent();
-    let release = shared.store.submit(Write::ReleaseLease {
-        run: run.clone(),
-        epoch: driver.epoch,
-        status,
-    });
-    let flushed = driver.flush().await;
-    release.await.unwrap_or(Err(store::StoreError::Closed))?;
-    flushed?;
-    result
 }

@@ -16,9 +16,16 @@
 //! - A crash at any point resumes from the last committed transition. Outstanding model calls
 //!   are made again; tool calls that had not started are performed; idempotent tool calls that
 //!   had started are performed again with the same idempotency key; non-idempotent ones that
-//!   had started are reported with `EffectInDoubt` and handled by the agent's `on_in_doubt`.
-//! - One process drives a run at a time: taking a run over bumps its lease epoch and every
-//!   commit is fenced by it.
+//!   had started are reported with `EffectInDoubt` and handled by the agent's `on_in_doubt`
+//!   (fail, retry, ask a person, or reconcile: ask the tool).
+//! - One process drives a run at a time: the lease is taken by compare-and-swap before anything
+//!   is read for driving (see `takeup.rs`), taking a run over bumps its lease epoch, and every
+//!   commit, outbox mark and release is fenced by it. A process refused the lease writes and
+//!   performs nothing. The protocol is model-checked (`protocol_model.rs`).
+//! - Before starting a non-idempotent call a driver checks by its own clock that its lease has
+//!   margin left; a driver frozen past its lease is taken over, and fenced when it wakes.
+//! - [`Engine::shutdown`] stops runs gracefully: no new effect, calls in flight finish within a
+//!   grace period (then are abandoned: in doubt on resume), the run rests `paused`.
 //! - Budgets are state: they do not reset on resume.
 
 use std::collections::{BTreeMap, HashMap};
@@ -41,6 +48,9 @@ mod driver;
 mod fork;
 mod ids;
 mod perform;
+#[cfg(test)]
+mod protocol_model;
+mod takeup;
 mod tape;
 mod trace;
 
@@ -146,6 +156,18 @@ pub enum EngineError {
     /// The run's receipts cannot be continued with this engine's signer.
     #[error("{0}")]
     Receipts(String),
+    /// This process could not be sure its lease was still valid when it was about to start a
+    /// non-idempotent call (it was frozen or starved for most of the lease): the call was not
+    /// started, and this process stopped driving the run.
+    #[error(
+        "run {run}: this process was too slow to be sure it still held the run's lease, so it did not start call {call_id} and stopped; `runtape resume {run}` continues (the call is in doubt there)"
+    )]
+    LeaseExpired {
+        /// The run.
+        run: String,
+        /// The call not started.
+        call_id: String,
+    },
     /// The run's task stopped unexpectedly.
     #[error("the run's driver stopped unexpectedly: {0}")]
     Driver(String),
@@ -231,6 +253,8 @@ impl RunHandle {
 #[derive(Debug)]
 pub(crate) enum Ctl {
     Pause,
+    /// Stop gracefully within this grace period (see [`Engine::shutdown`]).
+    Stop(Duration),
     Cancel(Option<String>),
     Event(EventBody),
     Attach(oneshot::Sender<Result<RunEnd, EngineError>>),
@@ -364,7 +388,19 @@ impl Engine {
     /// Takes up a run that is not being driven (paused, crashed, resting) and drives it on.
     /// A run whose lease another live process holds is refused.
     pub async fn resume(&self, run: &RunId) -> Result<RunHandle, EngineError> {
-        driver::resume(&self.shared, run, Vec::new()).await
+        takeup::resume(&self.shared, run, Vec::new()).await
+    }
+
+    /// Stops every run this engine drives, gracefully: no new effect is started, calls in
+    /// flight may finish within `grace` and their results are committed, then each run rests
+    /// `paused` (its lease released) and its handle's `wait` returns. A call still running
+    /// when `grace` is over is cancelled (command tools are killed) and nothing it returns is
+    /// committed: a non-idempotent one is in doubt on resume. Call it from a SIGTERM or
+    /// SIGHUP handler. Runs started afterwards are not affected.
+    pub fn shutdown(&self, grace: Duration) {
+        for tx in lock(&self.shared.live).values() {
+            let _ = tx.send(Ctl::Stop(grace));
+        }
     }
 
     /// Asks the run to pause at its next step boundary. In this process the request goes to
@@ -381,7 +417,8 @@ impl Engine {
                 control: Some(crate::store::Control::Pause),
             },
         )
-        .await?;
+        .await
+        .map_err(finished)?;
         Ok(())
     }
 
@@ -402,7 +439,7 @@ impl Engine {
                 status: rec.status,
             });
         }
-        match driver::resume(
+        match takeup::resume(
             &self.shared,
             run,
             vec![EventBody::CancelRequested { reason }],
@@ -417,7 +454,8 @@ impl Engine {
                         control: Some(crate::store::Control::Cancel),
                     },
                 )
-                .await?;
+                .await
+                .map_err(finished)?;
                 Ok(None)
             }
             other => other.map(Some),
@@ -433,8 +471,8 @@ impl Engine {
         call_id: Option<&str>,
         input: HumanInput,
     ) -> Result<RunHandle, EngineError> {
-        let body = driver::input_event(&self.shared, run, call_id, input)?;
-        driver::resume(&self.shared, run, vec![body]).await
+        let body = takeup::input_event(&self.shared, run, call_id, input)?;
+        takeup::resume(&self.shared, run, vec![body]).await
     }
 
     /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues). A
@@ -447,8 +485,8 @@ impl Engine {
         limit: u64,
     ) -> Result<RunHandle, EngineError> {
         let body = EventBody::BudgetRaised { scope, key, limit };
-        driver::check_fits(&self.shared, run, &body)?;
-        driver::resume(&self.shared, run, vec![body]).await
+        takeup::check_fits(&self.shared, run, &body)?;
+        takeup::resume(&self.shared, run, vec![body]).await
     }
 
     /// Forks `parent` at step `seq`: a new run whose history up to `seq` is the parent's
@@ -469,7 +507,7 @@ impl Engine {
     /// it emits (they wait in the outbox for the next `resume`). For tools that adjust a run
     /// at rest, and for measuring what resuming costs.
     pub async fn apply(&self, run: &RunId, body: EventBody) -> Result<RunState, EngineError> {
-        driver::apply_one(&self.shared, run, body).await
+        takeup::apply_one(&self.shared, run, body).await
     }
 
     /// True while a driver in this engine is driving `run`.
@@ -502,6 +540,14 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// A store refusal because the run has ended, as the engine reports it.
+fn finished(e: StoreError) -> EngineError {
+    match e {
+        StoreError::Finished { run, status } => EngineError::Finished { run, status },
+        e => EngineError::Store(e),
     }
 }
 

@@ -12,7 +12,8 @@ use super::EngineError;
 use super::clock::{Clock, wall_ms};
 use super::trace::{Trace, TraceEvent};
 use crate::machine::{
-    AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, RunId, ToolOutcome,
+    AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, Reconciliation, RunId,
+    ToolOutcome,
 };
 use crate::provider::{ModelProvider, ProviderRequest};
 use crate::store::{OutboxRecord, OutboxStatus, Store, Write};
@@ -26,6 +27,8 @@ pub(crate) enum Completion {
     Event(EventBody),
     /// The driver must stop (it lost the run's lease while marking a call started).
     Fatal(EngineError),
+    /// Cancelled before it produced anything worth committing.
+    Abandoned,
 }
 
 /// Calls the model after `not_before`; token deltas go to the trace. The `model.request`
@@ -139,10 +142,38 @@ pub(crate) struct ToolJob {
     pub(crate) epoch: u64,
     pub(crate) timeout: Duration,
     pub(crate) cancel: CancellationToken,
+    /// How long the lease lasts after a write renews it, and the clock it is judged by.
+    pub(crate) lease: LeaseTerms,
 }
 
-/// Runs a tool. A non-idempotent tool is first marked `started` durably, so a crash while it
-/// runs is recognised as in doubt on resume rather than silently repeated.
+/// The lease as the driver judges it by its own clock.
+#[derive(Clone)]
+pub(crate) struct LeaseTerms {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ttl: Duration,
+}
+
+impl LeaseTerms {
+    /// The safety margin: a lease with less than this left is treated as lost (a quarter of
+    /// the lease, so clocks may drift and a process may be descheduled that long).
+    pub(crate) fn margin_ms(&self) -> u64 {
+        (self.ttl.as_millis() as u64) / 4
+    }
+
+    /// True when a lease that expires at `expires_ms` is still good at `now_ms`, with margin.
+    pub(crate) fn still_good(&self, now_ms: u64, expires_ms: u64) -> bool {
+        now_ms.saturating_add(self.margin_ms()) < expires_ms
+    }
+}
+
+/// Runs a tool. A non-idempotent tool is first marked `started` durably (fenced by the lease
+/// epoch, renewing the lease), so a crash while it runs is recognised as in doubt on resume
+/// rather than silently repeated; then, before it starts, the driver checks by its own clock
+/// that the lease it just renewed is still good with margin. A process frozen longer than
+/// that since the mark does not start the call (it stops, and the call is in doubt for
+/// whoever takes the run over). A process frozen *after* this check and before the program
+/// starts cannot know: the call may then start after another process found it in doubt, and
+/// only the tool's idempotency key can tell the two apart.
 pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
         let ToolJob {
@@ -156,6 +187,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             epoch,
             timeout,
             cancel,
+            lease,
         } = job;
         let error = |message: String| {
             Completion::Event(EventBody::ToolReturned {
@@ -167,6 +199,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             return error(format!("tool {tool_name} is not available in this process"));
         };
         if !tool.idempotent() {
+            let expires_ms = lease.clock.wall_ms() + lease.ttl.as_millis() as u64;
             let mark = Write::MarkStarted {
                 run: id.run.clone(),
                 epoch,
@@ -178,9 +211,16 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
                     status: OutboxStatus::Started,
                     idempotency_key: Some(idempotency_key.clone()),
                 }],
+                expires_ms,
             };
             if let Err(e) = crate::store::write(store.as_ref(), mark).await {
                 return Completion::Fatal(e.into());
+            }
+            if !lease.still_good(lease.clock.wall_ms(), expires_ms) {
+                return Completion::Fatal(EngineError::LeaseExpired {
+                    run: id.run.to_string(),
+                    call_id,
+                });
             }
         }
         let ctx = ToolContext {
@@ -211,4 +251,143 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             }
         }
     })
+}
+
+/// Asks a tool whether an interrupted call was performed (see [`Tool::reconcile`]); any
+/// failure to get a clear answer — no reconcile support, an error, a timeout, an answer that
+/// is not `{"performed": true|false|null, …}` — is recorded as unknown, with the reason.
+pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
+    Box::pin(async move {
+        let ToolJob {
+            id,
+            agent,
+            call_id,
+            tool_name,
+            tool,
+            args,
+            idempotency_key,
+            epoch,
+            timeout,
+            cancel,
+            ..
+        } = job;
+        let answer = match tool {
+            None => Reconciliation::Unknown {
+                reason: format!("tool {tool_name} is not available in this process"),
+            },
+            Some(tool) => {
+                let ctx = ToolContext {
+                    run_id: RunId::clone(&id.run),
+                    agent,
+                    call_id,
+                    idempotency_key,
+                    lease_epoch: epoch,
+                    cancel: cancel.clone(),
+                };
+                let limit = tool.timeout().unwrap_or(timeout);
+                match tool.reconcile(args, ctx) {
+                    None => Reconciliation::Unknown {
+                        reason: format!("tool {tool_name} declares no reconcile command"),
+                    },
+                    Some(asked) => match tokio::time::timeout(limit, asked).await {
+                        Ok(Ok(mut value)) => {
+                            // Its answer becomes an event like any tool result: no known secret
+                            // value may land through it.
+                            crate::secrets::global().scrub_value(&mut value);
+                            reconciliation(&tool_name, &value)
+                        }
+                        Ok(Err(e)) => Reconciliation::Unknown {
+                            reason: crate::secrets::global().scrub_str(&e.message).into_owned(),
+                        },
+                        Err(_) => {
+                            cancel.cancel();
+                            Reconciliation::Unknown {
+                                reason: format!(
+                                    "the reconcile command of {tool_name} timed out after {} ms",
+                                    limit.as_millis()
+                                ),
+                            }
+                        }
+                    },
+                }
+            }
+        };
+        Completion::Event(EventBody::Reconciled { effect: id, answer })
+    })
+}
+
+/// Reads a reconcile command's answer: `{"performed": true, "result": …}`,
+/// `{"performed": false}`, `{"performed": null}` (or no `performed`: unknown).
+pub(crate) fn reconciliation(tool: &str, value: &Value) -> Reconciliation {
+    match value.get("performed") {
+        Some(Value::Bool(true)) => Reconciliation::Performed {
+            result: value.get("result").cloned(),
+        },
+        Some(Value::Bool(false)) => Reconciliation::NotPerformed,
+        Some(Value::Null) | None if value.is_object() => Reconciliation::Unknown {
+            reason: format!("the reconcile command of {tool} does not know"),
+        },
+        _ => {
+            let shown: String = value.to_string().chars().take(120).collect();
+            Reconciliation::Unknown {
+                reason: format!(
+                    "the reconcile command of {tool} answered {shown}, not {{\"performed\": true|false|null}}"
+                ),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::SystemClock;
+
+    #[test]
+    fn a_lease_is_good_until_a_quarter_of_it_is_left() {
+        let lease = LeaseTerms {
+            clock: Arc::new(SystemClock::default()),
+            ttl: Duration::from_millis(1000),
+        };
+        assert_eq!(lease.margin_ms(), 250);
+        assert!(lease.still_good(0, 1000));
+        assert!(lease.still_good(749, 1000));
+        assert!(!lease.still_good(750, 1000), "inside the margin");
+        assert!(!lease.still_good(5000, 1000), "expired");
+        assert!(!lease.still_good(u64::MAX, 1000), "no overflow");
+    }
+
+    #[test]
+    fn reconcile_answers_are_read_strictly() {
+        use serde_json::json;
+        assert_eq!(
+            reconciliation("t", &json!({"performed": true, "result": {"id": 7}})),
+            Reconciliation::Performed {
+                result: Some(json!({"id": 7}))
+            }
+        );
+        assert_eq!(
+            reconciliation("t", &json!({"performed": true})),
+            Reconciliation::Performed { result: None }
+        );
+        assert_eq!(
+            reconciliation("t", &json!({"performed": false})),
+            Reconciliation::NotPerformed
+        );
+        for unknown in [
+            json!({"performed": null}),
+            json!({}),
+            json!({"performed": "yes"}),
+            json!("performed"),
+            json!([true]),
+        ] {
+            assert!(
+                matches!(
+                    reconciliation("t", &unknown),
+                    Reconciliation::Unknown { .. }
+                ),
+                "{unknown}"
+            );
+        }
+    }
 }

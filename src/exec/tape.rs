@@ -139,6 +139,7 @@ fn answered(body: &EventBody) -> Option<&EffectId> {
         EventBody::ModelReplied { effect, .. }
         | EventBody::ModelFailed { effect, .. }
         | EventBody::ToolReturned { effect, .. }
+        | EventBody::Reconciled { effect, .. }
         | EventBody::InputProvided { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(effect),
         _ => None,
@@ -152,6 +153,7 @@ fn retarget(body: &EventBody, effect: EffectId) -> EventBody {
         EventBody::ModelReplied { effect: e, .. }
         | EventBody::ModelFailed { effect: e, .. }
         | EventBody::ToolReturned { effect: e, .. }
+        | EventBody::Reconciled { effect: e, .. }
         | EventBody::InputProvided { effect: e, .. }
         | EventBody::EffectInDoubt { effect: e } => *e = effect,
         _ => {}
@@ -192,6 +194,22 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
             Effect::CallTool {
+                agent: a2,
+                call_id: c2,
+                tool: t2,
+                args: x2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && t1 == t2 && x1 == x2,
+        (
+            Effect::Reconcile {
+                agent: a1,
+                call_id: c1,
+                tool: t1,
+                args: x1,
+                ..
+            },
+            Effect::Reconcile {
                 agent: a2,
                 call_id: c2,
                 tool: t2,

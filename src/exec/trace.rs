@@ -121,6 +121,17 @@ pub enum Trace {
         /// The arguments.
         args: Value,
     },
+    /// A non-idempotent call interrupted mid-flight: its tool is asked whether it was
+    /// performed (`on_in_doubt = "reconcile"`).
+    #[serde(rename = "tool.reconcile")]
+    ToolReconcile {
+        /// The agent.
+        agent: AgentId,
+        /// The call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+    },
     /// A tool call returned.
     #[serde(rename = "tool.result")]
     ToolResult {

@@ -11,8 +11,8 @@ use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
-/// model failures and tool results each get one; other events none. `request_hash` is the
-/// SHA-256 of the effect's JSON as emitted (its id, the request or call, the attempt);
+/// model failures, tool results and reconcile answers each get one; other events none.
+/// `request_hash` is the SHA-256 of the effect's JSON as emitted (its id, the request or call, the attempt);
 /// `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a receipt
 /// pins the rows it describes, and `verify` recomputes both from the database.
 pub fn receipt_draft(
@@ -47,7 +47,8 @@ pub fn receipt_draft_hashed(
         (Effect::CallModel { agent, .. }, EventBody::ModelFailed { .. }) => {
             (ReceiptKind::Model, agent, None, None)
         }
-        (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. }) => {
+        (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. })
+        | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. }) => {
             (ReceiptKind::Tool, agent, None, None)
         }
         _ => return None,
@@ -121,7 +122,8 @@ impl ChainBuilder {
         let answered = match &event.body {
             EventBody::ModelReplied { effect, .. }
             | EventBody::ModelFailed { effect, .. }
-            | EventBody::ToolReturned { effect, .. } => self.issued.remove(&EffectRef {
+            | EventBody::ToolReturned { effect, .. }
+            | EventBody::Reconciled { effect, .. } => self.issued.remove(&EffectRef {
                 seq: effect.seq,
                 index: effect.index,
             }),
@@ -167,7 +169,7 @@ impl ChainBuilder {
                 self.problem = Some(Divergence {
                     seq,
                     what: "receipt".into(),
-                    expected: "no receipt (no model or tool result here)".into(),
+                    expected: "no receipt (no model, tool or reconcile result here)".into(),
                     found: "a receipt".into(),
                 });
             }

@@ -59,11 +59,13 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
         let mut agent = effects.first().map(|e| match e {
             Effect::CallModel { agent, .. }
             | Effect::CallTool { agent, .. }
+            | Effect::Reconcile { agent, .. }
             | Effect::RequestInput { agent, .. } => agent.clone(),
         });
         for e in &effects {
             let (Effect::CallModel { id, agent: a, .. }
             | Effect::CallTool { id, agent: a, .. }
+            | Effect::Reconcile { id, agent: a, .. }
             | Effect::RequestInput { id, agent: a, .. }) = e;
             agents.insert(
                 EffectRef {
@@ -133,6 +135,17 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
             EventBody::EffectInDoubt { effect } => {
                 format!("in doubt: effect {}/{}", effect.seq, effect.index)
             }
+            EventBody::Reconciled { answer, .. } => match answer {
+                crate::machine::Reconciliation::Performed { .. } => {
+                    "reconciled: performed".to_owned()
+                }
+                crate::machine::Reconciliation::NotPerformed => {
+                    "reconciled: not performed".to_owned()
+                }
+                crate::machine::Reconciliation::Unknown { reason } => {
+                    format!("reconciled: unknown ({})", clip(reason, 50))
+                }
+            },
             EventBody::BudgetRaised { key, limit, .. } => format!("raised {key} to {limit}"),
             EventBody::CancelRequested { reason } => format!(
                 "cancel{}",

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::effect::{Effect, InputKind, InputRequest};
 use super::error::{ErrorClass, Failure, MachineError};
-use super::event::{HumanInput, ToolOutcome};
+use super::event::{HumanInput, Reconciliation, ToolOutcome};
 use super::ids::{AgentId, EffectId};
 use super::message::{Message, Role, ToolCall};
 use super::reply::{ModelReply, ToolCallRequest};
@@ -447,7 +447,95 @@ pub(crate) fn on_in_doubt(
                 (_, s) => ("calling_tools.in_doubt.ask", s),
             })
         }
+        OnInDoubt::Reconcile => {
+            slot.status = reconcile(cx, &agent, &mut slot);
+            batch.slots[index] = slot;
+            Ok((
+                "calling_tools.in_doubt.reconcile",
+                RunState::CallingTools { run, batch },
+            ))
+        }
     }
+}
+
+/// Emits `Reconcile` for an interrupted call: its tool is asked, by the call's idempotency
+/// key, whether it was performed.
+fn reconcile(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
+    let origin = *slot.origin.get_or_insert_with(|| cx.next_ref());
+    let key = origin.in_run(cx.run_id).idempotency_key();
+    let (agent, call_id, tool, args) = (
+        agent.clone(),
+        slot.call_id.clone(),
+        slot.tool.clone(),
+        slot.args.clone(),
+    );
+    let effect = cx.emit(|id| Effect::Reconcile {
+        id,
+        agent,
+        call_id,
+        tool,
+        args,
+        idempotency_key: key,
+    });
+    SlotStatus::Reconciling { effect }
+}
+
+/// What the model is told about a call its reconcile command says was performed, when the
+/// command did not give its result.
+pub const PERFORMED_WITHOUT_RESULT: &str = "this call was interrupted, but its tool confirms it was performed; its result was not recorded";
+
+/// `CallingTools` + `Reconciled`: performed → the result goes back to the model; not
+/// performed → the call is performed with its original idempotency key; unknown → a person
+/// decides (as with `on_in_doubt = "ask"`).
+pub(crate) fn on_reconciled(
+    cx: &mut Cx<'_>,
+    run: RunData,
+    mut batch: Batch,
+    effect: &EffectId,
+    answer: &Reconciliation,
+) -> Result<(&'static str, RunState), MachineError> {
+    let agent = run.active.clone();
+    let index = batch
+        .slots
+        .iter()
+        .position(
+            |s| matches!(s.status, SlotStatus::Reconciling { effect: e } if e.matches(effect)),
+        )
+        .ok_or_else(|| MachineError::UnknownEffect {
+            state: StateKind::CallingTools,
+            effect: effect.clone(),
+        })?;
+    let mut slot = batch.slots[index].clone();
+    if *answer == Reconciliation::NotPerformed {
+        slot.status = perform(cx, &agent, &mut slot);
+        batch.slots[index] = slot;
+        return Ok((
+            "calling_tools.reconciled.retry",
+            RunState::CallingTools { run, batch },
+        ));
+    }
+    slot.status = match answer {
+        Reconciliation::Performed {
+            result: Some(value),
+        } => SlotStatus::Finished {
+            result: result_of(&ToolOutcome::Ok {
+                value: value.clone(),
+            }),
+        },
+        Reconciliation::Performed { result: None } => SlotStatus::Finished {
+            result: ToolResult {
+                content: PERFORMED_WITHOUT_RESULT.into(),
+                is_error: false,
+            },
+        },
+        _ => request_input(cx, &agent, &slot, InputKind::InDoubt),
+    };
+    batch.slots[index] = slot;
+    Ok(match settle(cx, run, batch) {
+        (StateKind::CallingTools, s) => ("calling_tools.reconciled.wait", s),
+        (StateKind::AwaitingInput, s) => ("calling_tools.reconciled.input", s),
+        (_, s) => ("calling_tools.reconciled.done", s),
+    })
 }
 
 /// A tool outcome as the model sees it.

@@ -41,6 +41,23 @@ pub enum Effect {
         /// Stable across re-performing the same call in this run.
         idempotency_key: String,
     },
+    /// Ask a non-idempotent tool whether an interrupted call (by its idempotency key) was
+    /// performed; answer with `Reconciled`. Asking changes nothing, so it is simply asked again
+    /// after a crash.
+    Reconcile {
+        /// This effect.
+        id: EffectId,
+        /// The agent whose call is in doubt.
+        agent: AgentId,
+        /// The model's call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The call's arguments.
+        args: Value,
+        /// The interrupted call's idempotency key.
+        idempotency_key: String,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -60,6 +77,7 @@ impl Effect {
         match self {
             Effect::CallModel { id, .. }
             | Effect::CallTool { id, .. }
+            | Effect::Reconcile { id, .. }
             | Effect::RequestInput { id, .. } => id,
         }
     }
@@ -70,6 +88,11 @@ impl Effect {
         match &mut e {
             Effect::CallModel { id, .. } | Effect::RequestInput { id, .. } => *id = new,
             Effect::CallTool {
+                id,
+                idempotency_key,
+                ..
+            }
+            | Effect::Reconcile {
                 id,
                 idempotency_key,
                 ..

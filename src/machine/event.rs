@@ -83,6 +83,13 @@ pub enum EventBody {
         /// The `CallTool` effect.
         effect: EffectId,
     },
+    /// A tool's `reconcile` command answered whether an interrupted call was performed.
+    Reconciled {
+        /// The `Reconcile` effect answered.
+        effect: EffectId,
+        /// Its answer.
+        answer: Reconciliation,
+    },
     /// A cap was raised (by a person, or by a fork edit).
     BudgetRaised {
         /// Whose budget.
@@ -116,6 +123,7 @@ impl EventBody {
             EventBody::ToolReturned { .. } => EventKind::ToolReturned,
             EventBody::InputProvided { .. } => EventKind::InputProvided,
             EventBody::EffectInDoubt { .. } => EventKind::EffectInDoubt,
+            EventBody::Reconciled { .. } => EventKind::Reconciled,
             EventBody::BudgetRaised { .. } => EventKind::BudgetRaised,
             EventBody::CancelRequested { .. } => EventKind::CancelRequested,
             EventBody::Edited { .. } => EventKind::Edited,
@@ -136,6 +144,25 @@ pub enum ToolOutcome {
     Error {
         /// What went wrong.
         message: String,
+    },
+}
+
+/// What a tool's `reconcile` command said about an interrupted call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum Reconciliation {
+    /// It was performed; `result` is what it produced, when the tool knows.
+    Performed {
+        /// The call's result, fed back to the model like a tool result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+    },
+    /// It was not performed: it may be performed now, with the same idempotency key.
+    NotPerformed,
+    /// Nobody knows (the command said so, failed, timed out or answered nonsense).
+    Unknown {
+        /// Why, for the person who decides.
+        reason: String,
     },
 }
 

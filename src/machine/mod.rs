@@ -48,12 +48,12 @@ mod state;
 mod step;
 pub mod table;
 
-pub use batch::TOOL_UNAVAILABLE;
+pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
-pub use event::{Event, EventBody, HumanInput, ToolOutcome};
+pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,

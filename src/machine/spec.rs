@@ -232,6 +232,11 @@ pub enum OnInDoubt {
     /// A person decides: approve retries it, reject reports it failed, an answer becomes its
     /// result.
     Ask,
+    /// The tool's `reconcile` command is asked whether the call (by its idempotency key) was
+    /// performed: performed → its recorded result (or a note that it was performed) goes back
+    /// to the model; not performed → the call is performed, with the same key; unknown (or no
+    /// answer) → a person decides, as with `Ask`. The answer is recorded in the history.
+    Reconcile,
 }
 
 /// A spec that failed validation. Each variant names the field at fault as a path

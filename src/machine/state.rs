@@ -220,6 +220,11 @@ pub enum SlotStatus {
         /// The `RequestInput` effect.
         effect: EffectRef,
     },
+    /// An interrupted call's tool is asked whether it was performed.
+    Reconciling {
+        /// The `Reconcile` effect.
+        effect: EffectRef,
+    },
     /// Finished (run, refused, or answered).
     Finished {
         /// The result fed back to the model.
@@ -234,7 +239,8 @@ impl SlotStatus {
             SlotStatus::Running { effect }
             | SlotStatus::Approval { effect }
             | SlotStatus::Question { effect }
-            | SlotStatus::InDoubt { effect } => Some(*effect),
+            | SlotStatus::InDoubt { effect }
+            | SlotStatus::Reconciling { effect } => Some(*effect),
             SlotStatus::Finished { .. } => None,
         }
     }
@@ -251,11 +257,14 @@ pub struct ToolResult {
 }
 
 impl Batch {
-    /// True while any call is running.
+    /// True while any call is running (or its tool is being asked whether it ran).
     pub fn any_running(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| matches!(s.status, SlotStatus::Running { .. }))
+        self.slots.iter().any(|s| {
+            matches!(
+                s.status,
+                SlotStatus::Running { .. } | SlotStatus::Reconciling { .. }
+            )
+        })
     }
 
     /// True when every call has a result.

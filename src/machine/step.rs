@@ -172,6 +172,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
+        (RunState::CallingTools { run, batch }, EventBody::Reconciled { effect, answer }) => {
+            batch::on_reconciled(&mut cx, run.clone(), batch.clone(), effect, answer)?
+        }
         (_, EventBody::BudgetRaised { scope, key, limit }) if from != StateKind::Created => {
             route::on_budget_raised(&mut cx, state, scope, *key, *limit)?
         }
@@ -231,7 +234,13 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             outcome: Outcome::Failed { error },
         };
         cx.effects.clear();
-        edge = "any.transition_cap";
+        // `any.transition_cap` covers every started state; a cap of 1 is reached by `Start`
+        // itself, which has its own edge (`Created` is not a started state).
+        edge = if from == StateKind::Created {
+            "created.transition_cap"
+        } else {
+            "any.transition_cap"
+        };
     }
 
     let to = next.kind();

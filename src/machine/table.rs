@@ -94,6 +94,8 @@ pub enum EventKind {
     InputProvided,
     /// `EffectInDoubt`.
     EffectInDoubt,
+    /// `Reconciled`.
+    Reconciled,
     /// `BudgetRaised`.
     BudgetRaised,
     /// `CancelRequested`.
@@ -104,7 +106,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::Start,
         EventKind::Proceed,
         EventKind::ModelReplied,
@@ -112,6 +114,7 @@ impl EventKind {
         EventKind::ToolReturned,
         EventKind::InputProvided,
         EventKind::EffectInDoubt,
+        EventKind::Reconciled,
         EventKind::BudgetRaised,
         EventKind::CancelRequested,
         EventKind::Edited,
@@ -127,6 +130,7 @@ impl EventKind {
             EventKind::ToolReturned => "ToolReturned",
             EventKind::InputProvided => "InputProvided",
             EventKind::EffectInDoubt => "EffectInDoubt",
+            EventKind::Reconciled => "Reconciled",
             EventKind::BudgetRaised => "BudgetRaised",
             EventKind::CancelRequested => "CancelRequested",
             EventKind::Edited => "Edited",
@@ -143,6 +147,7 @@ impl EventKind {
             EventKind::ToolReturned => "tool_returned",
             EventKind::InputProvided => "input_provided",
             EventKind::EffectInDoubt => "effect_in_doubt",
+            EventKind::Reconciled => "reconciled",
             EventKind::BudgetRaised => "budget_raised",
             EventKind::CancelRequested => "cancel_requested",
             EventKind::Edited => "edited",
@@ -203,6 +208,13 @@ pub const TABLE: &[Edge] = &[
         E::Start,
         S::Preparing,
         "the run begins: the entry agent is activated with the goal",
+    ),
+    edge(
+        "created.transition_cap",
+        S::Created,
+        E::Start,
+        S::Done,
+        "max_transitions = 1: the run fails with transition_cap as it starts",
     ),
     edge(
         "created.cancel",
@@ -406,6 +418,41 @@ pub const TABLE: &[Edge] = &[
         E::EffectInDoubt,
         S::AwaitingInput,
         "on_in_doubt = ask: a person decides",
+    ),
+    edge(
+        "calling_tools.in_doubt.reconcile",
+        S::CallingTools,
+        E::EffectInDoubt,
+        S::CallingTools,
+        "on_in_doubt = reconcile: the tool's reconcile command is asked whether the call was performed",
+    ),
+    edge(
+        "calling_tools.reconciled.retry",
+        S::CallingTools,
+        E::Reconciled,
+        S::CallingTools,
+        "not performed: the call is performed, with the same idempotency key",
+    ),
+    edge(
+        "calling_tools.reconciled.wait",
+        S::CallingTools,
+        E::Reconciled,
+        S::CallingTools,
+        "performed (its result is recorded) or unknown (a person decides) while other calls still run",
+    ),
+    edge(
+        "calling_tools.reconciled.input",
+        S::CallingTools,
+        E::Reconciled,
+        S::AwaitingInput,
+        "unknown: a person decides, as with on_in_doubt = ask",
+    ),
+    edge(
+        "calling_tools.reconciled.done",
+        S::CallingTools,
+        E::Reconciled,
+        S::Preparing,
+        "performed, and it was the last outstanding call: its result goes back to the model",
     ),
     edge(
         "calling_tools.in_doubt.fail",

@@ -93,9 +93,22 @@ impl Inner {
                 run,
                 epoch,
                 effects,
+                expires_ms,
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
+                if let Some(done) = effects.iter().find(|e| {
+                    r.outbox
+                        .get(&e.effect)
+                        .is_some_and(|o| o.status == OutboxStatus::Done)
+                }) {
+                    return Err(StoreError::AlreadyAnswered {
+                        run: run.to_string(),
+                        seq: done.effect.seq,
+                        index: done.effect.index,
+                    });
+                }
+                record_mut(r, &run)?.lease_expires_ms = expires_ms;
                 for e in effects {
                     let o = r.outbox.entry(e.effect).or_insert(OutboxRecord {
                         status: OutboxStatus::Pending,
@@ -125,6 +138,12 @@ impl Inner {
             } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;
+                if rec.status.is_terminal() {
+                    return Err(StoreError::Finished {
+                        run: run.to_string(),
+                        status: rec.status,
+                    });
+                }
                 if let Some(holder) = rec.lease_owner.clone().filter(|h| *h != owner)
                     && rec.lease_expires_ms > now_ms
                     && !super::owner_is_dead(&holder)
@@ -138,24 +157,31 @@ impl Inner {
                 rec.lease_owner = Some(owner);
                 rec.lease_expires_ms = expires_ms;
                 rec.control = None;
-                if !rec.status.is_terminal() {
-                    rec.status = RunStatus::Running;
-                }
+                rec.status = RunStatus::Running;
                 Ok(Written::Lease(rec.lease_epoch))
             }
             Write::ReleaseLease { run, epoch, status } => {
                 let r = self.run_mut(&run)?;
+                fence(r, &run, epoch)?;
                 let rec = record_mut(r, &run)?;
-                if rec.lease_epoch == epoch {
-                    rec.lease_owner = None;
+                if rec.lease_owner.take().is_some() {
                     rec.lease_expires_ms = 0;
-                    rec.status = status;
+                    if !rec.status.is_terminal() {
+                        rec.status = status;
+                    }
                 }
                 Ok(Written::Done)
             }
             Write::SetControl { run, control } => {
                 let r = self.run_mut(&run)?;
-                record_mut(r, &run)?.control = control;
+                let rec = record_mut(r, &run)?;
+                if control.is_some() && rec.status.is_terminal() {
+                    return Err(StoreError::Finished {
+                        run: run.to_string(),
+                        status: rec.status,
+                    });
+                }
+                rec.control = control;
                 Ok(Written::Done)
             }
         }

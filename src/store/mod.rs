@@ -295,7 +295,10 @@ pub enum Write {
     /// Commit consecutive transitions of one run together (all or none, one transaction).
     Commits(Vec<Commit>),
     /// Mark effects started (before performing non-idempotent tools); creates the outbox row
-    /// when the effect has none (a fork performing an effect its parent emitted).
+    /// when the effect has none (a fork performing an effect its parent emitted). Fenced by
+    /// the epoch; fails with [`StoreError::AlreadyAnswered`] for an effect whose result is
+    /// committed (a stale driver must not perform it). Renews the lease in the same
+    /// transaction, so the driver knows from its own clock how long its lease is good for.
     MarkStarted {
         /// The run.
         run: RunId,
@@ -303,6 +306,8 @@ pub enum Write {
         epoch: u64,
         /// The effects (status is ignored).
         effects: Vec<OutboxRecord>,
+        /// New lease expiry, wall-clock ms.
+        expires_ms: u64,
     },
     /// Push the lease expiry while a long effect runs.
     RenewLease {
@@ -314,7 +319,9 @@ pub enum Write {
         expires_ms: u64,
     },
     /// Take the lease: compare-and-swap on the epoch. Fails with [`StoreError::LeaseHeld`]
-    /// while another live owner holds it.
+    /// while another live owner holds it, and with [`StoreError::Finished`] for a run that
+    /// has ended; either way nothing is written. Call it *before* reading anything the driver
+    /// acts on: only what is read under the lease is current.
     AcquireLease {
         /// The run.
         run: RunId,
@@ -325,7 +332,9 @@ pub enum Write {
         /// New expiry.
         expires_ms: u64,
     },
-    /// Give the lease back (if still held at `epoch`), recording the status the run rests in.
+    /// Give the lease back, recording the status the run rests in. Writes nothing unless the
+    /// lease is still held at `epoch` (a second release is a no-op; a lease taken over since
+    /// is [`StoreError::Fenced`]), and never overwrites a terminal status.
     ReleaseLease {
         /// The run.
         run: RunId,
@@ -334,7 +343,8 @@ pub enum Write {
         /// Status to record.
         status: RunStatus,
     },
-    /// Set or clear a run's control request (no lease needed).
+    /// Set or clear a run's control request (no lease needed). Setting one on a run that has
+    /// ended fails with [`StoreError::Finished`] and writes nothing.
     SetControl {
         /// The run.
         run: RunId,
@@ -416,6 +426,37 @@ pub enum StoreError {
         ours: u64,
         /// The current epoch.
         current: u64,
+    },
+    /// The run has ended: its lease cannot be taken and no request can reach it.
+    #[error("run {run} has already ended ({status}); fork it to continue from an earlier step")]
+    Finished {
+        /// The run.
+        run: String,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// A driver tried to start an effect whose result is already committed: its view of the
+    /// run is stale.
+    #[error(
+        "run {run}: the call at step {seq} (effect {index}) already has a committed result; this process stops driving the run"
+    )]
+    AlreadyAnswered {
+        /// The run.
+        run: String,
+        /// The seq that emitted the effect.
+        seq: u64,
+        /// Its index in that transition.
+        index: u32,
+    },
+    /// The database (or the disk under it) is full: the write was not made.
+    #[error(
+        "the database {path} is full ({detail}): the step was not written and nothing was performed for it – free disk space (or raise RUNTAPE_DB_MAX_BYTES), then resume the run"
+    )]
+    Full {
+        /// The file.
+        path: String,
+        /// SQLite's words.
+        detail: String,
     },
     /// A commit out of sequence.
     #[error("run {run}: commit of seq {got} does not follow the latest seq {latest}")]

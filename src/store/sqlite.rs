@@ -63,9 +63,29 @@ impl SqliteStore {
     /// database, one written by a newer runtape, or a path in a missing directory is an error
     /// and nothing is written.
     pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        Self::open_capped(path, durability, None)
+    }
+
+    /// Opens like [`open`](Self::open), and caps the database at about `max_bytes` (SQLite's
+    /// `max_page_count`; never below its current size): a write that would grow it further
+    /// fails with [`StoreError::Full`], exactly as on a full disk, and writes nothing. For
+    /// quotas, and for testing what a full disk does.
+    pub fn open_capped(
+        path: &Path,
+        durability: Durability,
+        max_bytes: Option<u64>,
+    ) -> Result<SqliteStore, StoreError> {
         let shown = path.display().to_string();
         let mut conn = schema::open(path)?;
         schema::prepare(&mut conn, &shown, durability == Durability::Full)?;
+        if let Some(max) = max_bytes {
+            let page: i64 = conn
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .map_err(|e| classify(&shown, e))?;
+            let pages = (max / page.max(1) as u64).clamp(1, i64::MAX as u64);
+            conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+                .map_err(|e| classify(&shown, e))?;
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let reader = Connection::open_with_flags(path, flags).map_err(|e| classify(&shown, e))?;
         reader
@@ -350,7 +370,29 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            // The path is filled in by the writer (`with_path`).
+            return StoreError::Full {
+                path: String::new(),
+                detail: e.to_string(),
+            };
+        }
         StoreError::Io(e.to_string())
+    }
+}
+
+/// A full database reported with its file name, whichever way the error was made.
+fn with_path(e: StoreError, shown: &str) -> StoreError {
+    match e {
+        StoreError::Full { detail, .. } => StoreError::Full {
+            path: shown.to_owned(),
+            detail,
+        },
+        StoreError::Io(detail) if detail.contains("database or disk is full") => StoreError::Full {
+            path: shown.to_owned(),
+            detail,
+        },
+        other => other,
     }
 }
 
@@ -402,11 +444,19 @@ fn apply_batch(
                 Err(e) => Err(e),
             },
             Err(e) => Err(classify(shown, e)),
-        };
+        }
+        .map_err(|e| with_path(e, shown));
+        if let Err(e) = &result
+            && tx.is_autocommit()
+        {
+            // SQLite rolled the whole transaction back (a full disk, an I/O error): nothing
+            // of this batch is written, and nothing after it may run outside a transaction.
+            return fail_all(e.clone());
+        }
         results.push(result);
     }
     if let Err(e) = tx.commit() {
-        return fail_all(classify(shown, e));
+        return fail_all(with_path(classify(shown, e), shown));
     }
     keys.extend(created);
     results
@@ -453,9 +503,23 @@ fn apply(
             run,
             epoch,
             effects,
+            expires_ms,
         } => {
             let key = run_key(tx, keys, created, run)?;
             check_epoch(tx, key, run, *epoch)?;
+            let mut answered = tx.prepare_cached(
+                "SELECT 1 FROM outbox WHERE run = ?1 AND seq = ?2 AND idx = ?3 AND status = 'done'",
+            )?;
+            for o in effects {
+                let at = params![key, o.effect.seq as i64, i64::from(o.effect.index)];
+                if answered.exists(at)? {
+                    return Err(StoreError::AlreadyAnswered {
+                        run: run.to_string(),
+                        seq: o.effect.seq,
+                        index: o.effect.index,
+                    });
+                }
+            }
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, 'started', ?4) \
                  ON CONFLICT (run, seq, idx) DO UPDATE SET status = 'started' WHERE status = 'pending'",
@@ -468,6 +532,8 @@ fn apply(
                     o.idempotency_key
                 ])?;
             }
+            tx.prepare_cached("UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1")?
+                .execute(params![key, *expires_ms as i64])?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -488,11 +554,17 @@ fn apply(
             expires_ms,
         } => {
             let key = run_key(tx, keys, created, run)?;
-            let (epoch, holder, expires): (i64, Option<String>, i64) = tx
+            let (epoch, holder, expires, status): (i64, Option<String>, i64, String) = tx
                 .prepare_cached(
-                    "SELECT lease_epoch, lease_owner, lease_expires_ms FROM runs WHERE key = ?1",
+                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status FROM runs WHERE key = ?1",
                 )?
-                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
+                return Err(StoreError::Finished {
+                    run: run.to_string(),
+                    status,
+                });
+            }
             if let Some(holder) = holder.filter(|h| h != owner)
                 && (expires as u64) > *now_ms
                 && !super::lease::owner_is_dead(&holder)
@@ -505,22 +577,35 @@ fn apply(
             let next = epoch + 1;
             tx.prepare_cached(
                 "UPDATE runs SET lease_epoch = ?2, lease_owner = ?3, lease_expires_ms = ?4, control = NULL, \
-                 status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE 'running' END \
-                 WHERE key = ?1",
+                 status = 'running' WHERE key = ?1",
             )?
             .execute(params![key, next, owner, *expires_ms as i64])?;
             Ok(Written::Lease(next as u64))
         }
         Write::ReleaseLease { run, epoch, status } => {
             let key = run_key(tx, keys, created, run)?;
+            check_epoch(tx, key, run, *epoch)?;
             tx.prepare_cached(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, status = ?3 WHERE key = ?1 AND lease_epoch = ?2",
+                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
+                 status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE ?2 END \
+                 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
-            .execute(params![key, *epoch as i64, status.as_str()])?;
+            .execute(params![key, status.as_str()])?;
             Ok(Written::Done)
         }
         Write::SetControl { run, control } => {
             let key = run_key(tx, keys, created, run)?;
+            if control.is_some() {
+                let status: String = tx
+                    .prepare_cached("SELECT status FROM runs WHERE key = ?1")?
+                    .query_row([key], |r| r.get(0))?;
+                if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
+                    return Err(StoreError::Finished {
+                        run: run.to_string(),
+                        status,
+                    });
+                }
+            }
             let value = control.map(|c| match c {
                 Control::Pause => "pause",
                 Control::Cancel => "cancel",

@@ -99,6 +99,13 @@ pub struct CommandConfig {
     /// signing key (see [`super::env`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub env_all: bool,
+    /// For a non-idempotent tool: a program (and its arguments) that answers whether an
+    /// interrupted call was performed. It is run like the tool itself — the call's arguments
+    /// on stdin, the same `RUNTAPE_*` variables (`RUNTAPE_IDEMPOTENCY_KEY` names the call) —
+    /// and prints `{"performed": true, "result": …}`, `{"performed": false}` or
+    /// `{"performed": null}`. See [`Tool::reconcile`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile: Option<Vec<String>>,
 }
 
 fn object_schema() -> Value {
@@ -265,6 +272,22 @@ impl Tool for CommandTool {
         ctx: ToolContext,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(self.run(args, ctx))
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> Option<BoxFuture<'a, Result<Value, ToolError>>> {
+        let (program, rest) = self.config.reconcile.as_deref()?.split_first()?;
+        // The reconcile program runs exactly as a call of this tool would, environment and
+        // all; only the program differs.
+        let mut asker = self.clone();
+        asker.config.name = format!("{} (reconcile)", self.config.name);
+        asker.config.program = program.clone();
+        asker.config.args = rest.to_vec();
+        asker.config.reconcile = None;
+        Some(Box::pin(async move { asker.run(args, ctx).await }))
     }
 }
 

@@ -90,6 +90,19 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'a, Result<Value, ToolError>>;
+
+    /// Asks whether an interrupted call — the same `args`, the same `ctx.idempotency_key` —
+    /// was performed, for agents whose `on_in_doubt` is `reconcile`. Answers JSON:
+    /// `{"performed": true, "result": …}` (the result optional), `{"performed": false}`, or
+    /// `{"performed": null}` when the tool cannot tell. `None` (the default) means the tool
+    /// cannot be asked; the call then counts as unknown and a person decides.
+    fn reconcile<'a>(
+        &'a self,
+        _args: Value,
+        _ctx: ToolContext,
+    ) -> Option<BoxFuture<'a, Result<Value, ToolError>>> {
+        None
+    }
 }
 
 /// Tools by name.

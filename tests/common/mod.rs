@@ -420,6 +420,15 @@ pub fn effect_summary(e: &Effect) -> String {
         } => {
             format!("{id} CallTool {tool} {call_id} {args} key {idempotency_key}")
         }
+        Effect::Reconcile {
+            id,
+            call_id,
+            tool,
+            idempotency_key,
+            ..
+        } => {
+            format!("{id} Reconcile {tool} {call_id} key {idempotency_key}")
+        }
         Effect::RequestInput {
             id,
             call_id,
