@@ -14,15 +14,16 @@ use super::perform::{self, Completion, ToolJob};
 use super::tape::{Cue, Tape, TapeEnd};
 use super::trace::{Trace, TraceEvent};
 use super::{Ctl, EngineError, RunEnd, RunHandle, Shared, lock, read_lock};
+use crate::history::head::{HeadKeeper, check_continuable, first_head};
 use crate::history::{self, chain_link, node_bytes};
 use crate::machine::{
-    AgentId, Digest, Effect, EffectRef, Event, EventBody, Hlc, InputKind, Message, Note, Outcome,
-    RunId, RunSpec, RunState, SlotStatus, Transition, step,
+    AgentId, Digest, Effect, EffectRef, Event, EventBody, Hlc, InputKind, Message, Note, RunId,
+    RunSpec, RunState, Transition, step,
 };
 use crate::provider::{ProviderRequest, ToolDef};
 use crate::store::{
-    self, Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunStatus, SNAPSHOT_EVERY,
-    Write, Written,
+    self, Ack, Commit, Control, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunStatus,
+    SNAPSHOT_EVERY, Write, Written,
 };
 
 /// Creates the run and starts driving it from `Start`.
@@ -36,7 +37,7 @@ pub(super) async fn start(
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
     let now = shared.config.clock.wall_ms();
-    let new = NewRun {
+    let mut new = NewRun {
         id: run.clone(),
         parent: None,
         spec: spec_json,
@@ -45,7 +46,13 @@ pub(super) async fn start(
         now_ms: now,
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+        head: HeadRecord::default(),
     };
+    let head = HeadKeeper::new(
+        first_head(&new, Digest::ZERO, Digest::ZERO, None),
+        shared.config.receipts.clone(),
+    );
+    new.head = head.sealed();
     let epoch = lease_of(store::write(shared.store.as_ref(), Write::CreateRun(new)).await?);
     let mut driver = Driver::new(
         shared,
@@ -58,6 +65,7 @@ pub(super) async fn start(
         },
         BTreeMap::new(),
         Hlc::default(),
+        head,
     );
     driver.queue.push_back(EventBody::Start {
         goal: goal.to_owned(),
@@ -203,6 +211,9 @@ async fn take_up(
 ) -> Result<(Driver, Vec<Effect>, String), EngineError> {
     let store = shared.store.as_ref();
     let rec = unfinished(store, run)?;
+    // Refuse, before writing anything, a run whose spec, setup or end is not what its head
+    // sealed: nothing it would execute can be trusted.
+    let head = check_continuable(store, &rec, &shared.config.receipts)?;
     let now = shared.config.clock.wall_ms();
     let acquire = Write::AcquireLease {
         run: run.clone(),
@@ -224,6 +235,7 @@ async fn take_up(
         rebuilt,
         BTreeMap::new(),
         last_at,
+        HeadKeeper::new(head, shared.config.receipts.clone()),
     );
     driver.lazy_convs = true;
     let outstanding = driver
@@ -297,9 +309,12 @@ pub(super) struct Driver {
     pub(super) issued: HashMap<EffectRef, (Effect, Option<String>)>,
     /// The last receipt of the run's chain.
     pub(super) receipt_tip: Option<crate::receipt::ChainTip>,
+    /// The run's sealed head: every write that changes it goes through here.
+    head: Arc<HeadKeeper>,
 }
 
 impl Driver {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         shared: &Arc<Shared>,
         run: RunId,
@@ -308,6 +323,7 @@ impl Driver {
         rebuilt: history::Rebuilt,
         convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
         last_at: Hlc,
+        head: HeadKeeper,
     ) -> Driver {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         Driver {
@@ -338,6 +354,7 @@ impl Driver {
             poll_timer: Box::pin(tokio::time::sleep(shared.config.control_poll)),
             issued: HashMap::new(),
             receipt_tip: None,
+            head: Arc::new(head),
         }
     }
 
@@ -687,6 +704,7 @@ impl Driver {
             seal: receipt,
             now_ms: now,
             lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
+            head: None,
         };
         self.unsent.push(commit);
         for a in &t.appended {
@@ -763,21 +781,14 @@ impl Driver {
 
     /// Hands the transitions not yet sent to the store (one write, one transaction).
     fn submit_unsent(&mut self) {
-        match self.unsent.len() {
-            0 => {}
-            1 => {
-                let c = self
-                    .unsent
-                    .pop()
-                    .unwrap_or_else(|| unreachable!("len is 1"));
-                self.acks
-                    .push(self.shared.store.submit(Write::Commit(Box::new(c))));
-            }
-            _ => {
-                let cs = std::mem::take(&mut self.unsent);
-                self.acks.push(self.shared.store.submit(Write::Commits(cs)));
-            }
+        if self.unsent.is_empty() {
+            return;
         }
+        let commits = std::mem::take(&mut self.unsent);
+        self.acks.push(
+            self.head
+                .submit_commits(self.shared.store.as_ref(), commits),
+        );
     }
 
     /// Waits until every transition so far is durable, then publishes their traces.
@@ -797,12 +808,13 @@ impl Driver {
     }
 
     async fn release(&mut self, status: RunStatus) -> Result<(), EngineError> {
-        let w = Write::ReleaseLease {
-            run: self.run.clone(),
-            epoch: self.epoch,
+        let ack = self.head.submit_release(
+            self.shared.store.as_ref(),
+            self.run.clone(),
+            self.epoch,
             status,
-        };
-        store::write(self.shared.store.as_ref(), w).await?;
+        );
+        ack.await.unwrap_or(Err(store::StoreError::Closed))?;
         Ok(())
     }
 
@@ -1034,6 +1046,7 @@ impl Driver {
                     args,
                     idempotency_key,
                     epoch: self.epoch,
+                    head: self.head.clone(),
                     timeout: self.shared.config.tool_timeout,
                     cancel: self.cancel.child_token(),
                 };
@@ -1125,32 +1138,7 @@ fn resolved(body: &EventBody) -> Option<EffectRef> {
 
 /// The status a run in `state` rests in.
 pub(crate) fn status_of(state: &RunState) -> RunStatus {
-    match state {
-        RunState::Done {
-            outcome: Outcome::Completed { .. },
-            ..
-        } => RunStatus::Completed,
-        RunState::Done {
-            outcome: Outcome::Failed { .. },
-            ..
-        } => RunStatus::Failed,
-        RunState::Done {
-            outcome: Outcome::Cancelled { .. },
-            ..
-        } => RunStatus::Cancelled,
-        RunState::AwaitingInput { .. } => RunStatus::AwaitingInput,
-        RunState::BudgetExhausted { resting: true, .. } => RunStatus::BudgetExhausted,
-        RunState::CallingTools { batch, .. }
-            if !batch.any_running()
-                && batch
-                    .slots
-                    .iter()
-                    .any(|s| !matches!(s.status, SlotStatus::Finished { .. })) =>
-        {
-            RunStatus::AwaitingInput
-        }
-        _ => RunStatus::Running,
-    }
+    RunStatus::of_state(state)
 }
 
 /// Commits one event to a run nobody is driving, without performing the effects it emits
@@ -1179,11 +1167,10 @@ pub(super) async fn apply_one(
     // The step and the lease's release go to the writer together, so they usually share one
     // transaction (one fsync); the step is acknowledged only once durable either way.
     driver.submit_unsent();
-    let release = shared.store.submit(Write::ReleaseLease {
-        run: run.clone(),
-        epoch: driver.epoch,
-        status,
-    });
+    let release =
+        driver
+            .head
+            .submit_release(shared.store.as_ref(), run.clone(), driver.epoch, status);
     let flushed = driver.flush().await;
     release.await.unwrap_or(Err(store::StoreError::Closed))?;
     flushed?;

@@ -15,7 +15,7 @@ use crate::machine::{
     AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, RunId, ToolOutcome,
 };
 use crate::provider::{ModelProvider, ProviderRequest};
-use crate::store::{OutboxRecord, OutboxStatus, Store, Write};
+use crate::store::{OutboxRecord, OutboxStatus, Store};
 use crate::tool::{Tool, ToolContext};
 
 /// What a performed effect produced.
@@ -93,6 +93,8 @@ pub(crate) struct ToolJob {
     pub(crate) args: Value,
     pub(crate) idempotency_key: String,
     pub(crate) epoch: u64,
+    /// The run's head, which lists the calls marked started.
+    pub(crate) head: Arc<crate::history::head::HeadKeeper>,
     pub(crate) timeout: Duration,
     pub(crate) cancel: CancellationToken,
 }
@@ -110,6 +112,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             args,
             idempotency_key,
             epoch,
+            head,
             timeout,
             cancel,
         } = job;
@@ -123,19 +126,16 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             return error(format!("tool {tool_name} is not available in this process"));
         };
         if !tool.idempotent() {
-            let mark = Write::MarkStarted {
-                run: id.run.clone(),
-                epoch,
-                effects: vec![OutboxRecord {
-                    effect: crate::machine::EffectRef {
-                        seq: id.seq,
-                        index: id.index,
-                    },
-                    status: OutboxStatus::Started,
-                    idempotency_key: Some(idempotency_key.clone()),
-                }],
-            };
-            if let Err(e) = crate::store::write(store.as_ref(), mark).await {
+            let started = vec![OutboxRecord {
+                effect: crate::machine::EffectRef {
+                    seq: id.seq,
+                    index: id.index,
+                },
+                status: OutboxStatus::Started,
+                idempotency_key: Some(idempotency_key.clone()),
+            }];
+            let ack = head.submit_mark_started(store.as_ref(), id.run.clone(), epoch, started);
+            if let Err(e) = ack.await.unwrap_or(Err(crate::store::StoreError::Closed)) {
                 return Completion::Fatal(e.into());
             }
         }

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::{
-    Ack, Commit, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
-    TransitionRecord, Write, Written,
+    Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
+    StoreError, TransitionRecord, Write, Written,
 };
 use crate::machine::{Digest, EffectRef, RunId, StateKind};
 
@@ -18,6 +18,7 @@ struct MemRun {
     transitions: Vec<TransitionRecord>,
     snapshots: BTreeMap<u64, Vec<u8>>,
     outbox: BTreeMap<EffectRef, OutboxRecord>,
+    head: Option<HeadRecord>,
 }
 
 #[derive(Default)]
@@ -93,6 +94,7 @@ impl Inner {
                 run,
                 epoch,
                 effects,
+                head,
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
@@ -104,6 +106,9 @@ impl Inner {
                     if o.status == OutboxStatus::Pending {
                         o.status = OutboxStatus::Started;
                     }
+                }
+                if head.is_some() {
+                    r.head = head;
                 }
                 Ok(Written::Done)
             }
@@ -143,13 +148,21 @@ impl Inner {
                 }
                 Ok(Written::Lease(rec.lease_epoch))
             }
-            Write::ReleaseLease { run, epoch, status } => {
+            Write::ReleaseLease {
+                run,
+                epoch,
+                status,
+                head,
+            } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;
                 if rec.lease_epoch == epoch {
                     rec.lease_owner = None;
                     rec.lease_expires_ms = 0;
                     rec.status = status;
+                    if head.is_some() {
+                        r.head = head;
+                    }
                 }
                 Ok(Written::Done)
             }
@@ -195,6 +208,7 @@ impl Inner {
             new.id,
             MemRun {
                 record: Some(record),
+                head: Some(new.head),
                 ..MemRun::default()
             },
         );
@@ -252,6 +266,9 @@ impl Inner {
         rec.tokens = c.tokens;
         rec.outcome = c.outcome;
         rec.lease_expires_ms = c.lease_expires_ms;
+        if c.head.is_some() {
+            r.head = c.head;
+        }
         self.bytes += added;
         Ok(Written::Done)
     }
@@ -357,6 +374,36 @@ impl Store for MemoryStore {
                     .collect()
             })
         })
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.with(|inner| {
+            inner
+                .runs
+                .get(run)
+                .map_or_else(Vec::new, |r| r.outbox.values().cloned().collect())
+        })
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).map_or_else(Vec::new, |r| {
+                r.snapshots
+                    .range(from..=to.max(from))
+                    .filter(|(s, _)| **s <= to)
+                    .map(|(s, b)| (*s, b.clone()))
+                    .collect()
+            })
+        })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.with(|inner| inner.runs.get(run).and_then(|r| r.head.clone()))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::schema::{self, classify, row_id};
 use super::{
-    Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
-    StoreError, TransitionRecord, Write, Written,
+    Ack, Commit, Control, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
+    Store, StoreError, TransitionRecord, Write, Written,
 };
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
@@ -115,6 +115,45 @@ impl SqliteStore {
         f(&conn).map_err(|e| classify(&self.path.display().to_string(), e))
     }
 
+    /// The run's outbox rows (only those not done, when `open_only`), in `(seq, idx)` order.
+    fn outbox_rows(&self, run: &RunId, open_only: bool) -> Result<Vec<OutboxRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(Vec::new()) };
+            let sql = if open_only {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 AND status != 'done' ORDER BY seq, idx"
+            } else {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 ORDER BY seq, idx"
+            };
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt
+                .query_map([key], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(seq, idx, status, key)| {
+                Ok(OutboxRecord {
+                    effect: EffectRef {
+                        seq: seq as u64,
+                        index: idx as u32,
+                    },
+                    status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
+                        run: run.to_string(),
+                        detail: format!("seq {seq}: outbox.status `{status}` is not a status"),
+                    })?,
+                    idempotency_key: key,
+                })
+            })
+            .collect()
+    }
+
     fn key(&self, conn: &Connection, run: &RunId) -> rusqlite::Result<Option<i64>> {
         conn.prepare_cached("SELECT key FROM runs WHERE id = ?1")?
             .query_row([run.as_str()], |r| r.get(0))
@@ -191,12 +230,12 @@ impl Store for SqliteStore {
             .map(|(id, at, event, edge, effects, hash, chain, seal)| {
                 let damaged = |what: &str| StoreError::Damaged {
                     run: run.to_string(),
-                    detail: format!("transition {}: {what}", id & 0xffff_ffff),
+                    detail: format!("seq {}: {what}", id & 0xffff_ffff),
                 };
                 let seq = (id & 0xffff_ffff) as u64;
                 let state_kind = crate::machine::table::edge_by_id(&edge)
                     .map(|e| e.to)
-                    .ok_or_else(|| damaged("unknown edge"))?;
+                    .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
                 Ok(TransitionRecord {
                     seq,
                     at: Hlc(at as u64),
@@ -204,8 +243,10 @@ impl Store for SqliteStore {
                     edge,
                     effects,
                     state_kind,
-                    state_hash: digest(&hash).ok_or_else(|| damaged("bad state hash"))?,
-                    chain: digest(&chain).ok_or_else(|| damaged("bad chain link"))?,
+                    state_hash: digest(&hash)
+                        .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
+                    chain: digest(&chain)
+                        .ok_or_else(|| damaged("transitions.chain is not 32 bytes"))?,
                     seal,
                 })
             })
@@ -249,33 +290,50 @@ impl Store for SqliteStore {
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        let rows = self.read(|c| {
-            let Some(key) = self.key(c, run)? else { return Ok(Vec::new()) };
+        self.outbox_rows(run, true)
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_rows(run, false)
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(Vec::new());
+            };
+            let to = to.min(u64::from(u32::MAX));
             let mut stmt = c.prepare_cached(
-                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 AND status != 'done' ORDER BY seq, idx",
+                "SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             )?;
             let rows = stmt
-                .query_map([key], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+                .query_map(params![row_id(key, from), row_id(key, to)], |r| {
+                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
-        })?;
-        rows.into_iter()
-            .map(|(seq, idx, status, key)| {
-                Ok(OutboxRecord {
-                    effect: EffectRef {
-                        seq: seq as u64,
-                        index: idx as u32,
-                    },
-                    status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
-                        run: run.to_string(),
-                        detail: format!("outbox status `{status}`"),
-                    })?,
-                    idempotency_key: key,
+        })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(None);
+            };
+            c.prepare_cached("SELECT body, seal FROM heads WHERE run = ?1")?
+                .query_row([key], |r| {
+                    Ok(HeadRecord {
+                        body: bytes_at(r, 0)?,
+                        seal: bytes_at(r, 1)?,
+                    })
                 })
-            })
-            .collect()
+                .optional()
+        })
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
@@ -316,15 +374,23 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
     };
     let record = (|| {
         Ok(RunRecord {
-            parent: parent.map(|p| (RunId(p), fork_seq.unwrap_or(0) as u64)),
+            parent: match (parent, fork_seq) {
+                (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+                (None, None) => None,
+                _ => {
+                    return Err(damaged(
+                        "runs.parent_id and runs.fork_seq are not set together".into(),
+                    ));
+                }
+            },
             spec: r.get(3)?,
             goal: r.get(4)?,
             status: RunStatus::parse(&status)
-                .ok_or_else(|| damaged(format!("status `{status}`")))?,
+                .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
             state_kind: StateKind::ALL
                 .into_iter()
                 .find(|k| k.as_str() == kind)
-                .ok_or_else(|| damaged(format!("state `{kind}`")))?,
+                .ok_or_else(|| damaged(format!("runs.state_kind `{kind}` is not a state")))?,
             seq: r.get::<_, i64>(7)? as u64,
             lease_epoch: r.get::<_, i64>(8)? as u64,
             lease_owner: r.get(9)?,
@@ -333,7 +399,9 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
                 None => None,
                 Some("pause") => Some(Control::Pause),
                 Some("cancel") => Some(Control::Cancel),
-                Some(other) => return Err(damaged(format!("control `{other}`"))),
+                Some(other) => {
+                    return Err(damaged(format!("runs.control `{other}` is not a request")));
+                }
             },
             created_ms: r.get::<_, i64>(12)? as u64,
             updated_ms: r.get::<_, i64>(13)? as u64,
@@ -452,6 +520,7 @@ fn apply(
             run,
             epoch,
             effects,
+            head,
         } => {
             let key = run_key(tx, keys, created, run)?;
             check_epoch(tx, key, run, *epoch)?;
@@ -467,6 +536,7 @@ fn apply(
                     o.idempotency_key
                 ])?;
             }
+            write_head(tx, key, head.as_ref())?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -510,12 +580,21 @@ fn apply(
             .execute(params![key, next, owner, *expires_ms as i64])?;
             Ok(Written::Lease(next as u64))
         }
-        Write::ReleaseLease { run, epoch, status } => {
+        Write::ReleaseLease {
+            run,
+            epoch,
+            status,
+            head,
+        } => {
             let key = run_key(tx, keys, created, run)?;
-            tx.prepare_cached(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, status = ?3 WHERE key = ?1 AND lease_epoch = ?2",
-            )?
-            .execute(params![key, *epoch as i64, status.as_str()])?;
+            let released = tx
+                .prepare_cached(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, status = ?3 WHERE key = ?1 AND lease_epoch = ?2",
+                )?
+                .execute(params![key, *epoch as i64, status.as_str()])?;
+            if released == 1 {
+                write_head(tx, key, head.as_ref())?;
+            }
             Ok(Written::Done)
         }
         Write::SetControl { run, control } => {
@@ -571,7 +650,9 @@ fn create_run(
         new.now_ms as i64,
         new.setup
     ])?;
-    created.push((new.id.clone(), tx.last_insert_rowid()));
+    let key = tx.last_insert_rowid();
+    write_head(tx, key, Some(&new.head))?;
+    created.push((new.id.clone(), key));
     Ok(Written::Lease(1))
 }
 
@@ -649,5 +730,15 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         c.outcome,
         c.lease_expires_ms as i64
     ])?;
+    write_head(tx, key, c.head.as_ref())?;
     Ok(Written::Done)
+}
+
+/// Replaces the run's sealed head (no-op for `None`).
+fn write_head(tx: &Connection, key: i64, head: Option<&HeadRecord>) -> Result<(), StoreError> {
+    if let Some(h) = head {
+        tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
+            .execute(params![key, h.body, h.seal])?;
+    }
+    Ok(())
 }
