@@ -51,7 +51,7 @@ pub(crate) fn identity(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     if rec.id != head.run {
         return col(
             "runs.id",
-            "run id",
+            "the run the head found through runs.key seals (runs.id or runs.key was changed)",
             head.run.to_string(),
             rec.id.to_string(),
         );

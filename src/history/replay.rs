@@ -48,6 +48,28 @@ pub(crate) fn clip(text: &str) -> String {
     out
 }
 
+/// Two byte strings shown from a little before their first difference, so that a clipped
+/// one-line message still shows what differs.
+pub(crate) fn where_they_differ(expected: &[u8], found: &[u8]) -> (String, String) {
+    let first = expected
+        .iter()
+        .zip(found)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(found.len()));
+    let from = first.saturating_sub(40);
+    let show = |bytes: &[u8]| {
+        let tail = String::from_utf8_lossy(bytes.get(from..).unwrap_or_default()).into_owned();
+        let tail: String = tail.chars().take(80).collect();
+        let tail = if tail.is_empty() {
+            "(end)".to_owned()
+        } else {
+            tail
+        };
+        if from > 0 { format!("…{tail}") } else { tail }
+    };
+    (show(expected), show(found))
+}
+
 impl Divergence {
     /// A divergence at `seq`.
     pub(crate) fn new(
@@ -145,12 +167,8 @@ pub fn replay_with<'a>(
             })?
         };
         if effects != r.effects {
-            return Err(Divergence::new(
-                r.seq,
-                "effects",
-                String::from_utf8_lossy(&effects),
-                String::from_utf8_lossy(r.effects),
-            ));
+            let (expected, found) = where_they_differ(&effects, r.effects);
+            return Err(Divergence::new(r.seq, "effects", expected, found));
         }
         let hash = t.next.state_hash();
         if hash != r.state_hash {
