@@ -274,3 +274,153 @@ pub fn check_continuable(
     }
     Ok(head)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{EffectRef, Hlc, StateKind};
+    use crate::receipt::SigningKey;
+    use crate::store::{MemoryStore, NewRun, OutboxRecord, Written};
+
+    fn new_run() -> NewRun {
+        NewRun {
+            id: RunId::new("01headtest"),
+            parent: None,
+            spec: "{\"spec\":1}".into(),
+            setup: Some("{\"setup\":1}".into()),
+            goal: "a goal".into(),
+            now_ms: 1_700_000_000_000,
+            owner: "me".into(),
+            lease_expires_ms: u64::MAX,
+            head: HeadRecord::default(),
+        }
+    }
+
+    fn commit(seq: u64, resolves: Option<EffectRef>) -> Commit {
+        Commit {
+            run: RunId::new("01headtest"),
+            epoch: 1,
+            seq,
+            at: Hlc::new(1_700_000_000_000 + seq, 0),
+            event: b"{}".to_vec(),
+            edge: "created.start",
+            effects: Vec::new(),
+            outbox: Vec::new(),
+            resolves,
+            state_kind: StateKind::Generating,
+            state_hash: Digest::of(&seq.to_le_bytes()),
+            chain: Digest::of(&[seq as u8]),
+            blobs: Vec::new(),
+            snapshot: None,
+            status: RunStatus::Running,
+            cost_nanos: 7 * seq,
+            tokens: 11 * seq,
+            outcome: None,
+            seal: None,
+            now_ms: 1_700_000_000_000 + seq,
+            lease_expires_ms: u64::MAX,
+            head: None,
+        }
+    }
+
+    fn stored(store: &MemoryStore) -> RunHead {
+        let h = store
+            .head(&RunId::new("01headtest"))
+            .expect("reads")
+            .expect("a head");
+        RunHead::from_bytes(&h.body).expect("decodes")
+    }
+
+    #[test]
+    fn each_write_carries_the_head_it_leads_to_sealed_by_the_run_key() {
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let signer = Arc::new(ReceiptSigner::from_signing_key(key.clone()));
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let keeper = HeadKeeper::new(
+            first_head(&new, Digest::ZERO, Digest::ZERO, None),
+            signer.clone(),
+        );
+        new.head = keeper.sealed();
+        let created = store.submit(Write::CreateRun(new));
+        assert_eq!(
+            created.blocking_recv().expect("acked"),
+            Ok(Written::Lease(1))
+        );
+        assert_eq!(stored(&store).seq, 0);
+
+        let ack = keeper.submit_commits(&store, vec![commit(1, None), commit(2, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        let head = stored(&store);
+        assert_eq!((head.seq, head.tokens, head.cost_nanos), (2, 22, 14));
+        assert_eq!(head.chain, Digest::of(&[2]).to_hex());
+
+        let started = |seq, index| OutboxRecord {
+            effect: EffectRef { seq, index },
+            status: OutboxStatus::Started,
+            idempotency_key: Some(format!("k{seq}{index}")),
+        };
+        let run = RunId::new("01headtest");
+        for (s, i) in [(2, 1), (2, 0), (2, 1)] {
+            let ack = keeper.submit_mark_started(&store, run.clone(), 1, vec![started(s, i)]);
+            assert!(ack.blocking_recv().expect("acked").is_ok());
+        }
+        assert_eq!(
+            stored(&store).started,
+            vec![(2, 0), (2, 1)],
+            "sorted, once each"
+        );
+
+        let ack = keeper.submit_commits(
+            &store,
+            vec![commit(3, Some(EffectRef { seq: 2, index: 0 }))],
+        );
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(
+            stored(&store).started,
+            vec![(2, 1)],
+            "the answered call left the list"
+        );
+
+        let ack = keeper.submit_release(&store, run.clone(), 1, RunStatus::Paused);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(stored(&store).status, "paused");
+        // A release by a writer that lost the lease changes nothing, head included.
+        let ack = keeper.submit_release(&store, run.clone(), 99, RunStatus::Failed);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(stored(&store).status, "paused");
+
+        let h = store.head(&run).expect("reads").expect("a head");
+        let seal = Seal::from_bytes(&h.seal).expect("a seal");
+        assert!(check_head_seal(&h.body, &seal, Some(&key.verifying_key())).is_ok());
+        let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
+        assert!(check_head_seal(&h.body, &seal, Some(&other)).is_err());
+    }
+
+    #[test]
+    fn a_run_is_continued_only_as_sealed_and_with_its_key() {
+        let signer = Arc::new(ReceiptSigner::unsigned());
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
+        new.head = keeper.sealed();
+        drop(store.submit(Write::CreateRun(new)));
+        let rec = store
+            .run(&RunId::new("01headtest"))
+            .expect("reads")
+            .expect("the run");
+        assert!(check_continuable(&store, &rec, &ReceiptSigner::unsigned()).is_ok());
+        let mut edited = rec.clone();
+        edited.setup = Some("{\"setup\":2}".into());
+        let refused = check_continuable(&store, &edited, &ReceiptSigner::unsigned());
+        assert!(
+            matches!(&refused, Err(HistoryError::Tampered { detail, .. }) if detail.contains("runs.setup")),
+            "{refused:?}"
+        );
+        let keyed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        assert!(matches!(
+            check_continuable(&store, &rec, &keyed),
+            Err(HistoryError::WrongKey(_))
+        ));
+    }
+}

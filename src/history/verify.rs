@@ -165,7 +165,10 @@ fn check(
         .collect();
     let mut facts = OutboxFacts::default();
     let mut receipts = super::receipts::ChainBuilder::default();
-    let (mut messages, mut snapshots_checked) = (0u64, 0u64);
+    let mut snapshots_checked = 0u64;
+    // Every appended message, checked against the blob store in one batch after the replay:
+    // (seq, head, the node bytes the history implies).
+    let mut appended: Vec<(u64, Digest, Vec<u8>)> = Vec::new();
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
@@ -181,16 +184,7 @@ fn check(
             .and_then(|row| row.seal.as_deref());
         receipts.visit(r.seq, &r.event, r.event_bytes, seal, &t.effects);
         for a in &t.appended {
-            let stored = store.blob(&a.head).map_err(|e| {
-                Divergence::column(r.seq, "blobs", "message blob", "readable", e.to_string())
-            })?;
-            audit::blob(
-                r.seq,
-                &a.head,
-                &node_bytes(&a.prev, &a.bytes),
-                stored.as_deref(),
-            )?;
-            messages += 1;
+            appended.push((r.seq, a.head, node_bytes(&a.prev, &a.bytes)));
         }
         if r.seq.is_multiple_of(SNAPSHOT_EVERY) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
@@ -202,6 +196,11 @@ fn check(
         Ok(())
     };
     let state = fail!(replay_with(&spec, recorded, &mut visit));
+    let heads: Vec<Digest> = appended.iter().map(|(_, head, _)| *head).collect();
+    for ((seq, head, expected), stored) in appended.iter().zip(store.blobs(&heads)?) {
+        fail!(audit::blob(*seq, head, expected, stored.as_deref()));
+    }
+    let messages = appended.len() as u64;
     if state.seq() != head.seq {
         let next = state.seq() + 1;
         return Ok(Err(Divergence::new(
