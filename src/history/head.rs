@@ -203,9 +203,24 @@ impl HeadKeeper {
 /// setup, goal, parent, seq, status, ...), the last transition (its chain link and state hash),
 /// nothing stored past it, and the outbox rows marked started. Reads a handful of rows, not
 /// the history; writes nothing. Returns the head to continue from.
+///
+/// The row and the head are read afresh (`rec` names the run), from one snapshot of the
+/// store, so a run another process is driving is checked as it stood at one moment.
 pub fn check_continuable(
     store: &dyn Store,
     rec: &RunRecord,
+    signer: &ReceiptSigner,
+) -> Result<RunHead, HistoryError> {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    let fresh = super::record(store, &rec.id)?;
+    check_once(store, &fresh, store.head(&rec.id)?, signer)
+}
+
+fn check_once(
+    store: &dyn Store,
+    rec: &RunRecord,
+    stored: Option<HeadRecord>,
     signer: &ReceiptSigner,
 ) -> Result<RunHead, HistoryError> {
     let run = &rec.id;
@@ -213,9 +228,8 @@ pub fn check_continuable(
         run: run.to_string(),
         detail,
     };
-    let stored = store
-        .head(run)?
-        .ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
+    let stored =
+        stored.ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
     let (head, seal) = audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
     match (&seal, head.origin, signer.key_id()) {
         (Seal::Ed25519 { key_id, .. }, _, Some(mine)) if key_id == mine => {}
@@ -412,7 +426,8 @@ mod tests {
         assert!(check_continuable(&store, &rec, &ReceiptSigner::unsigned()).is_ok());
         let mut edited = rec.clone();
         edited.setup = Some("{\"setup\":2}".into());
-        let refused = check_continuable(&store, &edited, &ReceiptSigner::unsigned());
+        let head = store.head(&rec.id).expect("reads");
+        let refused = check_once(&store, &edited, head, &ReceiptSigner::unsigned());
         assert!(
             matches!(&refused, Err(HistoryError::Tampered { detail, .. }) if detail.contains("runs.setup")),
             "{refused:?}"

@@ -72,12 +72,26 @@ pub struct HeadSummary {
 /// Verifies a stored run (see the module doc). `key` is the public key to trust; without one,
 /// signed seals are checked against the key they name, which proves consistency, not
 /// authorship. `Ok(Err(_))` is a run that does not verify; `Err(_)` a failure to read it.
+///
+/// Everything is read from one snapshot of the store ([`Store::snapshot`]), so a run another
+/// process is driving is checked as it stood at one moment.
 pub fn verify(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
-    match check(store, run, key) {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    verify_once(store, run, key, store.head(run)?)
+}
+
+fn verify_once(
+    store: &dyn Store,
+    run: &RunId,
+    key: Option<&VerifyingKey>,
+    head: Option<HeadRecord>,
+) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+    match check(store, run, key, head) {
         Ok(result) => Ok(result),
         Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => Ok(Err(Divergence {
             seq: 0,
@@ -103,9 +117,10 @@ fn check(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
+    head: Option<HeadRecord>,
 ) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
     let rec = record(store, run)?;
-    let Some(stored) = store.head(run)? else {
+    let Some(stored) = head else {
         return Ok(Err(Divergence::column(
             0,
             "heads",

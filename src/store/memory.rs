@@ -12,7 +12,7 @@ use super::{
 };
 use crate::machine::{Digest, EffectRef, RunId, StateKind};
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct MemRun {
     record: Option<RunRecord>,
     transitions: Vec<TransitionRecord>,
@@ -21,7 +21,7 @@ struct MemRun {
     head: Option<HeadRecord>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Inner {
     order: Vec<RunId>,
     runs: HashMap<RunId, MemRun>,
@@ -404,6 +404,13 @@ impl Store for MemoryStore {
 
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
         self.with(|inner| inner.runs.get(run).and_then(|r| r.head.clone()))
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        let copy = self.with(|inner| inner.clone())?;
+        Ok(Some(Box::new(MemoryStore {
+            inner: Mutex::new(copy),
+        })))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

@@ -546,6 +546,14 @@ pub trait Store: Send + Sync + 'static {
     /// The run's sealed head; `None` when it has none (a damaged database).
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError>;
 
+    /// A read-only view whose reads all see the store as it is now, while writes go on: for a
+    /// check that reads many rows of a run another process may be driving (`verify`, the check
+    /// before a run is continued). `None` when this store has no such view; then reads are
+    /// made on the store itself.
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(None)
+    }
+
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;
 }

@@ -97,6 +97,27 @@ impl SqliteStore {
         Self::open(path, durability)
     }
 
+    /// A view of the database as it is now: its own read-only connection holding one read
+    /// transaction open for as long as the view lives. Writes submitted through it go to this
+    /// store's writer.
+    pub fn read_snapshot(&self) -> Result<SqliteStore, StoreError> {
+        let shown = self.path.display().to_string();
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            Connection::open_with_flags(&self.path, flags).map_err(|e| classify(&shown, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| classify(&shown, e))?;
+        // BEGIN is deferred: the first read fixes the snapshot.
+        conn.execute_batch("BEGIN; SELECT count(*) FROM sqlite_schema;")
+            .map_err(|e| classify(&shown, e))?;
+        Ok(SqliteStore {
+            path: self.path.clone(),
+            jobs: self.jobs.clone(),
+            reader: Mutex::new(conn),
+            stats: self.stats.clone(),
+        })
+    }
+
     /// How many writes shared how many transactions so far.
     pub fn stats(&self) -> &CommitStats {
         &self.stats
@@ -292,8 +313,12 @@ impl Store for SqliteStore {
     fn blobs(&self, digests: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.read(|c| {
             // One read transaction for all of them: a statement outside one takes and drops
-            // the WAL read lock each time, which costs more than the lookup.
-            c.execute_batch("BEGIN")?;
+            // the WAL read lock each time, which costs more than the lookup. (A snapshot's
+            // connection is inside one already.)
+            let own = c.is_autocommit();
+            if own {
+                c.execute_batch("BEGIN")?;
+            }
             let read = (|| {
                 let mut stmt = c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?;
                 digests
@@ -301,7 +326,9 @@ impl Store for SqliteStore {
                     .map(|d| stmt.query_row([&d.0[..]], |r| bytes_at(r, 0)).optional())
                     .collect::<rusqlite::Result<Vec<_>>>()
             })();
-            c.execute_batch("COMMIT")?;
+            if own {
+                c.execute_batch("COMMIT")?;
+            }
             read
         })
     }
@@ -351,6 +378,10 @@ impl Store for SqliteStore {
                 })
                 .optional()
         })
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(Some(Box::new(self.read_snapshot()?)))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
