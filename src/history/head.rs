@@ -66,13 +66,8 @@ pub fn first_head(
 
 /// Seals `head` with `signer` for storage.
 pub fn seal(signer: &ReceiptSigner, head: &RunHead) -> HeadRecord {
-    let (body, seal) = signer.seal_head(head);
-    HeadRecord {
-        body,
-        // A seal made by the signer always encodes: its hex fields have the right lengths by
-        // construction.
-        seal: seal.to_bytes().unwrap_or_default(),
-    }
+    let (body, seal) = signer.seal_head_stored(head);
+    HeadRecord { body, seal }
 }
 
 /// Moves `head` on past `commit`.
@@ -406,6 +401,8 @@ mod tests {
 
         let h = store.head(&run).expect("reads").expect("a head");
         let seal = Seal::from_bytes(&h.seal).expect("a seal");
+        let (body, expected) = signer.seal_head(&stored(&store));
+        assert_eq!((body, Some(expected)), (h.body.clone(), Some(seal.clone())));
         assert!(check_head_seal(&h.body, &seal, Some(&key.verifying_key())).is_ok());
         let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
         assert!(check_head_seal(&h.body, &seal, Some(&other)).is_err());

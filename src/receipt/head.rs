@@ -150,11 +150,20 @@ pub(crate) fn sealed_bytes(body: &[u8]) -> Vec<u8> {
     [HEAD_DOMAIN, body].concat()
 }
 
+/// SHA-256 over [`HEAD_DOMAIN`] and `body`: an unsigned head's digest.
+pub(crate) fn head_digest(body: &[u8]) -> [u8; 32] {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(HEAD_DOMAIN);
+    h.update(body);
+    h.finalize().into()
+}
+
 /// The unsigned seal of a head's canonical bytes: SHA-256 over [`HEAD_DOMAIN`] and the bytes.
 /// What the schema migration seals old runs' heads with.
 pub fn unsigned_head_seal(body: &[u8]) -> Seal {
     Seal::Unsigned {
-        digest: hex::sha256_hex(&sealed_bytes(body)),
+        digest: hex::encode(&head_digest(body)),
     }
 }
 
@@ -212,7 +221,7 @@ pub fn check_head_seal(
                 .map_err(|_| HeadSealError::BadSignature)
         }
         Seal::Unsigned { digest } => {
-            if *digest == hex::sha256_hex(&sealed_bytes(body)) {
+            if *digest == hex::encode(&head_digest(body)) {
                 Ok(())
             } else {
                 Err(HeadSealError::DigestMismatch)

@@ -142,6 +142,21 @@ impl ReceiptSigner {
         (body, seal)
     }
 
+    /// [`seal_head`](Self::seal_head) with the seal already in its stored form
+    /// ([`Seal::to_bytes`]): what the engine writes with every commit, without a round trip
+    /// through hex.
+    pub fn seal_head_stored(&self, head: &super::RunHead) -> (Vec<u8>, Vec<u8>) {
+        let body = head.canonical_bytes();
+        let seal = match &self.key {
+            Some(key) => {
+                let signature = key.sign(&super::head::sealed_bytes(&body)).to_bytes();
+                [&[1u8][..], key.verifying_key().as_bytes(), &signature].concat()
+            }
+            None => [&[0u8][..], &super::head::head_digest(&body)].concat(),
+        };
+        (body, seal)
+    }
+
     fn check_tip(&self, prev: &ChainTip, seq: u64) -> Result<(), ReceiptError> {
         match (prev.seal.key_id(), self.key_id()) {
             (Some(tip_key), Some(signer_key)) if tip_key != signer_key => {
