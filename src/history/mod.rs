@@ -4,6 +4,10 @@
 //! digest).
 //!
 //! A fork's history up to its fork seq is its parent's, read in place (never copied).
+//!
+//! [`verify`] checks everything stored about a run against its sealed head and the replayed
+//! history; [`head`] keeps the head as the engine writes and refuses to continue a run that
+//! does not match it; [`coverage`] lists every stored column and what covers it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

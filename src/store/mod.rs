@@ -11,6 +11,10 @@
 //! followed by the message JSON, keyed by the new head), and state snapshots every
 //! [`SNAPSHOT_EVERY`] transitions bound the fold needed to rebuild a state. Storage per
 //! transition stays flat as a run grows.
+//!
+//! Each run also has a sealed head ([`HeadRecord`], see [`crate::receipt::RunHead`]): what the
+//! run is and where its history ends, replaced in the same transaction as every write that
+//! changes either. `history::coverage` lists every stored column and what verifies it.
 
 use std::fmt;
 
