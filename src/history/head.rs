@@ -64,10 +64,15 @@ pub fn first_head(
     }
 }
 
-/// Seals `head` with `signer` for storage.
-pub fn seal(signer: &ReceiptSigner, head: &RunHead) -> HeadRecord {
+/// Seals `head` with `signer` for storage, as the replacement of the stored head whose body
+/// has digest `replaces` (`None` for a new run's first head).
+pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) -> HeadRecord {
     let (body, seal) = signer.seal_head_stored(head);
-    HeadRecord { body, seal }
+    HeadRecord {
+        body,
+        seal,
+        replaces,
+    }
 }
 
 /// Moves `head` on past `commit`.
@@ -94,49 +99,67 @@ fn advance(head: &mut RunHead, c: &Commit) {
 
 /// Keeps one run's head while a driver writes it, and submits every write that changes it
 /// with the head sealed after it. Shared (in an `Arc`) with the tasks that mark calls started.
+///
+/// Each head it writes names the digest of the head it replaces, and the store refuses a
+/// write whose head replaces another than the one stored: a driver whose view went stale (a
+/// commit of its was refused, another process moved the run on) writes nothing more.
 #[derive(Debug)]
 pub struct HeadKeeper {
-    head: Mutex<RunHead>,
+    /// The head as last sealed, and the digest of the body that is (or is about to be) stored.
+    head: Mutex<(RunHead, Digest)>,
     signer: Arc<ReceiptSigner>,
 }
 
 impl HeadKeeper {
-    /// A keeper starting from `head` (the first head of a new run, or the head
-    /// [`check_continuable`] returned), sealing with `signer`.
+    /// A keeper starting from `head` — the first head of a new run, or the stored head
+    /// [`check_continuable`] returned — sealing with `signer`.
     pub fn new(mut head: RunHead, signer: Arc<ReceiptSigner>) -> HeadKeeper {
+        let stored = Digest::of(&head.canonical_bytes());
         // From its next write on, the head is the engine's (a head trusted on first use is
         // sealed again like any other).
         head.origin = HeadOrigin::Engine;
         HeadKeeper {
-            head: Mutex::new(head),
+            head: Mutex::new((head, stored)),
             signer,
         }
     }
 
     /// The head as last sealed (or as given, before any write).
     pub fn current(&self) -> RunHead {
-        self.lock().clone()
+        self.lock().0.clone()
     }
 
-    /// Seals the current head (for the `CreateRun` write that starts the run).
+    /// Seals the current head as a new run's first (for its `CreateRun` write).
     pub fn sealed(&self) -> HeadRecord {
-        seal(&self.signer, &self.lock())
+        let mut guard = self.lock();
+        let record = seal(&self.signer, &guard.0, None);
+        guard.1 = Digest::of(&record.body);
+        record
     }
 
-    fn lock(&self) -> MutexGuard<'_, RunHead> {
+    fn lock(&self) -> MutexGuard<'_, (RunHead, Digest)> {
         // The head is replaced whole under the lock; a panic elsewhere cannot leave it torn.
         self.head.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Seals the head in `guard` as the replacement of the one stored, and records it as
+    /// stored.
+    fn reseal(&self, guard: &mut (RunHead, Digest)) -> HeadRecord {
+        let record = seal(&self.signer, &guard.0, Some(guard.1));
+        guard.1 = Digest::of(&record.body);
+        record
     }
 
     /// Submits consecutive transitions of the run as one write, the last carrying the head
     /// they lead to. Call it where the commits would otherwise be submitted.
     pub fn submit_commits(&self, store: &dyn Store, mut commits: Vec<Commit>) -> Ack {
-        let mut head = self.lock();
+        let mut guard = self.lock();
         for c in &commits {
-            advance(&mut head, c);
+            advance(&mut guard.0, c);
         }
+        let sealed = self.reseal(&mut guard);
         if let Some(last) = commits.last_mut() {
-            last.head = Some(seal(&self.signer, &head));
+            last.head = Some(sealed);
         }
         let write = if commits.len() == 1 {
             // Just checked: exactly one element.
@@ -156,14 +179,14 @@ impl HeadKeeper {
         epoch: u64,
         effects: Vec<OutboxRecord>,
     ) -> Ack {
-        let mut head = self.lock();
+        let mut guard = self.lock();
         for e in &effects {
             let at = (e.effect.seq, e.effect.index);
-            if let Err(i) = head.started.binary_search(&at) {
-                head.started.insert(i, at);
+            if let Err(i) = guard.0.started.binary_search(&at) {
+                guard.0.started.insert(i, at);
             }
         }
-        let sealed = seal(&self.signer, &head);
+        let sealed = self.reseal(&mut guard);
         store.submit(Write::MarkStarted {
             run,
             epoch,
@@ -180,9 +203,9 @@ impl HeadKeeper {
         epoch: u64,
         status: RunStatus,
     ) -> Ack {
-        let mut head = self.lock();
-        head.status = status.as_str().into();
-        let sealed = seal(&self.signer, &head);
+        let mut guard = self.lock();
+        guard.0.status = status.as_str().into();
+        let sealed = self.reseal(&mut guard);
         store.submit(Write::ReleaseLease {
             run,
             epoch,
@@ -406,6 +429,40 @@ mod tests {
         assert!(check_head_seal(&h.body, &seal, Some(&key.verifying_key())).is_ok());
         let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
         assert!(check_head_seal(&h.body, &seal, Some(&other)).is_err());
+    }
+
+    #[test]
+    fn a_keeper_whose_view_went_stale_writes_nothing_more() {
+        let signer = Arc::new(ReceiptSigner::unsigned());
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let first = first_head(&new, Digest::ZERO, Digest::ZERO, None);
+        let keeper = HeadKeeper::new(first.clone(), signer.clone());
+        new.head = keeper.sealed();
+        drop(store.submit(Write::CreateRun(new)));
+        // Two drivers that read the same head: the first to write moves it on; the other's
+        // writes — a commit, a release over a run that moved on — are refused, head untouched.
+        let stale = HeadKeeper::new(first, signer);
+        let ack = keeper.submit_commits(&store, vec![commit(1, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        let before = store.head(&RunId::new("01headtest")).expect("reads");
+        let run = RunId::new("01headtest");
+        let refused = stale.submit_release(&store, run.clone(), 1, RunStatus::Paused);
+        assert!(matches!(
+            refused.blocking_recv().expect("acked"),
+            Err(crate::store::StoreError::StaleHead { .. })
+        ));
+        assert_eq!(store.head(&run).expect("reads"), before);
+        let rec = store.run(&run).expect("reads").expect("the run");
+        assert_eq!(
+            rec.status,
+            RunStatus::Running,
+            "the status was not overwritten"
+        );
+        // The keeper that wrote goes on.
+        let ack = keeper.submit_commits(&store, vec![commit(2, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(stored(&store).seq, 2);
     }
 
     #[test]

@@ -72,6 +72,7 @@ impl Inner {
                 if let Some(first) = cs.first() {
                     let r = self.run_mut(&first.run)?;
                     fence(r, &first.run, first.epoch)?;
+                    head_fits(r, &first.run, cs.last().and_then(|c| c.head.as_ref()))?;
                     let latest = record_mut(r, &first.run)?.seq;
                     if first.seq != latest + 1
                         || cs
@@ -98,6 +99,7 @@ impl Inner {
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
+                head_fits(r, &run, head.as_ref())?;
                 for e in effects {
                     let o = r.outbox.entry(e.effect).or_insert(OutboxRecord {
                         status: OutboxStatus::Pending,
@@ -155,8 +157,9 @@ impl Inner {
                 head,
             } => {
                 let r = self.run_mut(&run)?;
-                let rec = record_mut(r, &run)?;
-                if rec.lease_epoch == epoch {
+                if record_mut(r, &run)?.lease_epoch == epoch {
+                    head_fits(r, &run, head.as_ref())?;
+                    let rec = record_mut(r, &run)?;
                     rec.lease_owner = None;
                     rec.lease_expires_ms = 0;
                     rec.status = status;
@@ -233,6 +236,7 @@ impl Inner {
                 got: c.seq,
             });
         }
+        head_fits(r, &c.run, c.head.as_ref())?;
         added += (c.event.len() + c.effects.len() + 80) as u64;
         r.transitions.push(TransitionRecord {
             seq: c.seq,
@@ -278,6 +282,18 @@ fn record_mut<'a>(r: &'a mut MemRun, id: &RunId) -> Result<&'a mut RunRecord, St
     r.record
         .as_mut()
         .ok_or_else(|| StoreError::UnknownRun(id.to_string()))
+}
+
+/// Refuses a head that replaces another than the one stored (see [`HeadRecord::replaces`]).
+fn head_fits(r: &MemRun, id: &RunId, head: Option<&HeadRecord>) -> Result<(), StoreError> {
+    match head.and_then(|h| h.replaces) {
+        Some(expected) if r.head.as_ref().map(|h| Digest::of(&h.body)) != Some(expected) => {
+            Err(StoreError::StaleHead {
+                run: id.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
@@ -403,7 +419,14 @@ impl Store for MemoryStore {
     }
 
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
-        self.with(|inner| inner.runs.get(run).and_then(|r| r.head.clone()))
+        self.with(|inner| {
+            inner.runs.get(run).and_then(|r| {
+                r.head.clone().map(|h| HeadRecord {
+                    replaces: None,
+                    ..h
+                })
+            })
+        })
     }
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {

@@ -215,6 +215,10 @@ pub struct HeadRecord {
     pub body: Vec<u8>,
     /// Its seal ([`crate::receipt::Seal::to_bytes`]).
     pub seal: Vec<u8>,
+    /// For a write: the BLAKE3 digest of the body of the head it replaces. The store refuses
+    /// the write ([`StoreError::StaleHead`]) when another head is stored, so a writer whose view
+    /// went stale changes nothing. `None` for a new run's first head, and on heads read back.
+    pub replaces: Option<Digest>,
 }
 
 /// Where an effect stands in the outbox.
@@ -478,6 +482,15 @@ pub enum StoreError {
         latest: u64,
         /// The seq given.
         got: u64,
+    },
+    /// A write carried a head replacing another than the one stored: the writer's view of the
+    /// run is stale.
+    #[error(
+        "run {run} moved on without this process (another process wrote to it since this one read it); this process stops driving it"
+    )]
+    StaleHead {
+        /// The run.
+        run: String,
     },
     /// Stored data does not decode.
     #[error("stored data of run {run} is damaged: {detail}")]

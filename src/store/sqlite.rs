@@ -374,6 +374,7 @@ impl Store for SqliteStore {
                     Ok(HeadRecord {
                         body: bytes_at(r, 0)?,
                         seal: bytes_at(r, 1)?,
+                        replaces: None,
                     })
                 })
                 .optional()
@@ -584,7 +585,7 @@ fn apply(
                     o.idempotency_key
                 ])?;
             }
-            write_head(tx, key, head.as_ref())?;
+            write_head(tx, key, run, head.as_ref())?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -641,7 +642,7 @@ fn apply(
                 )?
                 .execute(params![key, *epoch as i64, status.as_str()])?;
             if released == 1 {
-                write_head(tx, key, head.as_ref())?;
+                write_head(tx, key, run, head.as_ref())?;
             }
             Ok(Written::Done)
         }
@@ -699,7 +700,7 @@ fn create_run(
         new.setup
     ])?;
     let key = tx.last_insert_rowid();
-    write_head(tx, key, Some(&new.head))?;
+    write_head(tx, key, &new.id, Some(&new.head))?;
     created.push((new.id.clone(), key));
     Ok(Written::Lease(1))
 }
@@ -778,15 +779,31 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         c.outcome,
         c.lease_expires_ms as i64
     ])?;
-    write_head(tx, key, c.head.as_ref())?;
+    write_head(tx, key, &c.run, c.head.as_ref())?;
     Ok(Written::Done)
 }
 
-/// Replaces the run's sealed head (no-op for `None`).
-fn write_head(tx: &Connection, key: i64, head: Option<&HeadRecord>) -> Result<(), StoreError> {
-    if let Some(h) = head {
-        tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
-            .execute(params![key, h.body, h.seal])?;
+/// Replaces the run's sealed head (no-op for `None`), if the stored one is the head it says
+/// it replaces.
+fn write_head(
+    tx: &Connection,
+    key: i64,
+    run: &RunId,
+    head: Option<&HeadRecord>,
+) -> Result<(), StoreError> {
+    let Some(h) = head else { return Ok(()) };
+    if let Some(expected) = h.replaces {
+        let stored: Option<Vec<u8>> = tx
+            .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
+            .query_row([key], |r| bytes_at(r, 0))
+            .optional()?;
+        if stored.map(|b| Digest::of(&b)) != Some(expected) {
+            return Err(StoreError::StaleHead {
+                run: run.to_string(),
+            });
+        }
     }
+    tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
+        .execute(params![key, h.body, h.seal])?;
     Ok(())
 }
