@@ -352,30 +352,33 @@ pub(crate) fn snapshot(
     }
 }
 
-/// A stored message blob against the node the history appends: its previous head, then the
-/// message's bytes.
+/// A stored message blob against the node the history appends: `prev` (the head before the
+/// message), then the message's bytes.
 pub(crate) fn blob(
     seq: u64,
     head: &Digest,
-    expected: &[u8],
+    prev: &Digest,
+    message: &[u8],
     stored: Option<&[u8]>,
 ) -> Result<(), Divergence> {
-    let what = format!("message blob {}", short(&head.to_hex()));
+    let what = || format!("message blob {}", short(&head.to_hex()));
     match stored {
         None => Err(Divergence::column(
             seq,
             "blobs.hash",
-            &what,
+            &what(),
             "the message this transition appends",
             "no blob under its digest (deleted, or its hash was changed)",
         )),
-        Some(bytes) if bytes != expected => Err(Divergence::column(
-            seq,
-            "blobs.bytes",
-            &what,
-            "the message this transition appends",
-            "other bytes",
-        )),
+        Some(bytes) if bytes.split_at_checked(32) != Some((&prev.0[..], message)) => {
+            Err(Divergence::column(
+                seq,
+                "blobs.bytes",
+                &what(),
+                "the message this transition appends",
+                "other bytes",
+            ))
+        }
         Some(_) => Ok(()),
     }
 }

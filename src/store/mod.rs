@@ -543,12 +543,6 @@ pub trait Store: Send + Sync + 'static {
     /// A blob by digest.
     fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Many blobs by digest, in order (for `verify`, which reads every message of a run). The
-    /// default reads them one at a time; SQLite reads them in one read transaction.
-    fn blobs(&self, digests: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        digests.iter().map(|d| self.blob(d)).collect()
-    }
-
     /// Outbox rows of the run that are not done.
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
 

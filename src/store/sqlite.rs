@@ -310,29 +310,6 @@ impl Store for SqliteStore {
         })
     }
 
-    fn blobs(&self, digests: &[Digest]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.read(|c| {
-            // One read transaction for all of them: a statement outside one takes and drops
-            // the WAL read lock each time, which costs more than the lookup. (A snapshot's
-            // connection is inside one already.)
-            let own = c.is_autocommit();
-            if own {
-                c.execute_batch("BEGIN")?;
-            }
-            let read = (|| {
-                let mut stmt = c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?;
-                digests
-                    .iter()
-                    .map(|d| stmt.query_row([&d.0[..]], |r| bytes_at(r, 0)).optional())
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })();
-            if own {
-                c.execute_batch("COMMIT")?;
-            }
-            read
-        })
-    }
-
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
         self.outbox_rows(run, true)
     }
