@@ -177,7 +177,9 @@ pub const COLUMNS: &[Column] = &[
     verified(
         "outbox",
         "status",
-        "done exactly when the history answers the call; started exactly when the head lists it",
+        "done exactly when the history answers the call; started exactly when the head lists it \
+         (a missing started row is caught; a missing pending or done row is not, and changes \
+         nothing: a resume performs a pending call and skips an answered one either way)",
     ),
     verified(
         "outbox",
