@@ -113,3 +113,33 @@ fn an_old_database_resumes_its_paused_crashed_and_waiting_runs() {
         "{ls}"
     );
 }
+
+#[test]
+fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = copy_of_fixture(dir.path());
+    // Sealed when first opened, without a key: verify says the head was trusted on first use.
+    let out = ok(&runtape(&db, &["verify", HANDOFF]));
+    assert!(out.contains("head trusted on first use"), "{out}");
+    // From then on the head guards the run: an edited setup is refused, nothing written.
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    let n = conn
+        .execute(
+            "UPDATE runs SET setup = replace(setup, '\"sh\"', '\"/bin/sh\"') WHERE id = ?1",
+            [PAUSED],
+        )
+        .expect("edits");
+    assert_eq!(n, 1);
+    drop(conn);
+    let refused = runtape(&db, &["resume", PAUSED]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("runs.setup"), "{err}");
+    let verified = runtape(&db, &["verify", PAUSED]);
+    assert_eq!(verified.status.code(), Some(1));
+    // A run continued by this runtape is sealed by the engine from then on.
+    let out = ok(&runtape(&db, &["resume", CRASHED]));
+    assert!(out.contains("completed"), "{out}");
+    let out = ok(&runtape(&db, &["verify", CRASHED]));
+    assert!(out.contains("head unsigned (digest only)"), "{out}");
+}

@@ -315,8 +315,8 @@ fn cassettes_mutated_from_a_real_export() {
 
 fn check_receipts(bytes: &[u8], key: &runtape::receipt::VerifyingKey) -> Result<(), TestCaseError> {
     let (result, peak) = measured(|| {
-        runtape::receipt::read_jsonl(bytes).and_then(|receipts| {
-            runtape::receipt::verify(&receipts, Some(key))
+        runtape::receipt::read_bundle(bytes).and_then(|bundle| {
+            runtape::receipt::verify_bundle(&bundle, Some(key), false)
                 .map(|_| ())
                 .map_err(|e| runtape::receipt::ReceiptError::Io {
                     reason: e.to_string(),
@@ -345,8 +345,8 @@ fn receipts_mutated_from_a_real_export() {
     let _one = serial();
     let run = run_artifacts();
     let key = runtape::receipt::parse_public_key(&run.public_key).expect("key");
-    let receipts = runtape::receipt::read_jsonl(&run.receipts[..]).expect("seed reads");
-    runtape::receipt::verify(&receipts, Some(&key)).expect("seed verifies");
+    let bundle = runtape::receipt::read_bundle(&run.receipts[..]).expect("seed reads");
+    runtape::receipt::verify_bundle(&bundle, Some(&key), false).expect("seed verifies");
     let seeds = vec![run.receipts.clone()];
     proptest!(config(), |(bytes in mutated(seeds.clone()))| {
         check_receipts(&bytes, &key)?;

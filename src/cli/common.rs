@@ -84,9 +84,10 @@ impl From<HistoryError> for CliError {
     fn from(e: HistoryError) -> Self {
         match e {
             HistoryError::Store(s) => s.into(),
-            HistoryError::UnknownRun(_) | HistoryError::SeqOutOfRange { .. } => {
-                CliError::usage(e.to_string())
-            }
+            HistoryError::UnknownRun(_)
+            | HistoryError::SeqOutOfRange { .. }
+            | HistoryError::WrongKey(_) => CliError::usage(e.to_string()),
+            HistoryError::Tampered { .. } => CliError::failed(e.to_string()),
             _ => CliError::internal(e.to_string()),
         }
     }

@@ -403,18 +403,30 @@ pub(crate) fn verify(
                 ),
                 (None, _) => format!("{} receipts, unsigned (hash-chained only)", r.receipts),
             };
+            let h = &report.head;
+            let head = match (h.sealed, h.trusted_key) {
+                ("signed", true) => "signed by the trusted key".to_owned(),
+                ("signed", false) => "signed".to_owned(),
+                ("unsigned", _) => "unsigned (digest only)".to_owned(),
+                (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
+            };
             outln!(
-                "OK: {} transitions of {} replay to the stored states (final state {}); {receipts}",
+                "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages, {} snapshots, {} outbox rows match; {receipts}",
                 report.transitions,
                 report.run,
-                &report.final_state_hash[..16]
+                &report.final_state_hash[..16],
+                h.seq,
+                h.status,
+                report.messages,
+                report.snapshots,
+                report.outbox,
             );
             Ok(())
         }
         Err(d) => {
             if json {
                 print_json(
-                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "what": d.what, "expected": d.expected, "found": d.found}),
+                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "column": d.column, "what": d.what, "expected": d.expected, "found": d.found}),
                 )?;
             }
             Err(CliError::failed(format!("run {run} does not verify: {d}")))

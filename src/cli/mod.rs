@@ -58,7 +58,8 @@ without renewal; RUNTAPE_DB_MAX_BYTES caps the database (a write past it fails l
 Exit status:
   0    the run completed or waits for a person, or the command succeeded
   1    the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
-       receipts verify) or two cassettes differ (cassette diff)
+       receipts verify, or resume/fork refusing a run that does not match its sealed head) or two
+       cassettes differ (cassette diff)
   2    usage error, invalid spec or bad input, such as an unknown run id, a run another process
        drives, a run that has already ended, or a cassette without integrity hashes
        (nothing was changed)
@@ -219,13 +220,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Replay a run through the current machine and check every stored state hash, effect
-    /// list, chain link and receipt; exit 1 naming the first problem.
+    /// Check everything stored about a run: its sealed head (identity, spec, setup, where the
+    /// history ends, status), every transition replayed through the current machine, message
+    /// blobs, snapshots, outbox rows and receipts; exit 1 naming the first seq or column at
+    /// fault.
     Verify {
         /// The run id.
         run: String,
-        /// Check the receipts' signatures against this public key (64 hex, or a .pub file);
-        /// without it they are checked against the key they name.
+        /// Check the head's and receipts' signatures against this public key (64 hex, or a .pub
+        /// file); without it they are checked against the key they name.
         #[arg(long, value_name = "KEY")]
         pubkey: Option<String>,
         /// The result as one JSON object.
@@ -339,7 +342,8 @@ pub enum CassetteAction {
 /// `runtape receipts ...`.
 #[derive(Debug, Subcommand)]
 pub enum ReceiptsAction {
-    /// Write a run's receipts (across fork ancestry) as JSON lines.
+    /// Write a run's receipts (across fork ancestry) as JSON lines, then a head line: the run's
+    /// sealed head, naming its last receipt, so a file cut short is detected.
     Export {
         /// The run id.
         run: String,
@@ -347,14 +351,18 @@ pub enum ReceiptsAction {
         #[arg(short, long, value_name = "FILE.jsonl")]
         out: PathBuf,
     },
-    /// Verify exported receipts offline: chain, order, signatures. Exit 1 naming the first
-    /// bad receipt.
+    /// Verify exported receipts offline: chain, order, signatures, and that the file is
+    /// complete (its head line). Exit 1 naming the first bad receipt or line.
     Verify {
         /// The exported file.
         file: PathBuf,
         /// The trusted public key (64 hex, or a .pub file); required for signed receipts.
         #[arg(long, value_name = "KEY")]
         pubkey: Option<String>,
+        /// Accept a file without a head line (exported by runtape 0.1.0, or cut short): its
+        /// receipts are checked, but nothing shows none was removed from its end.
+        #[arg(long)]
+        allow_headless: bool,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -525,8 +533,14 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             action: ReceiptsAction::Export { run, out },
         } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
         Command::Receipts {
-            action: ReceiptsAction::Verify { file, pubkey, json },
-        } => receipts::verify(&file, pubkey.as_deref(), json).map(|_| EXIT_OK),
+            action:
+                ReceiptsAction::Verify {
+                    file,
+                    pubkey,
+                    allow_headless,
+                    json,
+                },
+        } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::common::{CliError, open_existing, outln, parse_run_at, print_json};
 use crate::history;
-use crate::receipt::{self, Integrity, VerifyingKey};
+use crate::receipt::{self, Completeness, Integrity, VerifyingKey};
 
 /// `runtape keygen -o FILE`: a new signing key (mode 0600, never overwriting) and its public
 /// key beside it (`FILE.pub`).
@@ -40,14 +40,14 @@ pub(crate) fn public_key(arg: &str) -> Result<VerifyingKey, CliError> {
     receipt::parse_public_key(arg).map_err(|e| CliError::usage(format!("--pubkey: {e}")))
 }
 
-/// `runtape receipts export RUN -o FILE.jsonl`.
+/// `runtape receipts export RUN -o FILE.jsonl`: the receipts, then the head line.
 pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
-    let chain = history::receipts(store.as_ref(), &run)?;
+    let (chain, head) = history::receipts_export(store.as_ref(), &run)?;
     let file = std::fs::File::create(out)
         .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
-    receipt::write_jsonl(std::io::BufWriter::new(file), &chain)
+    receipt::write_bundle(std::io::BufWriter::new(file), &chain, &head)
         .map_err(|e| CliError::internal(e.to_string()))?;
     let how = match chain.first().and_then(|r| r.key_id()) {
         Some(k) => format!("signed by {k}"),
@@ -55,22 +55,30 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
         None => "unsigned, hash-chained".to_owned(),
     };
     outln!(
-        "wrote {} receipts of {run} to {} ({how})",
+        "wrote {} receipts of {run} and its sealed head (seq {}, {}) to {} ({how})",
         chain.len(),
+        head.head.seq,
+        head.head.status,
         out.display()
     );
     Ok(())
 }
 
-/// `runtape receipts verify FILE.jsonl [--pubkey KEY]`: offline, no database.
-pub(crate) fn verify(file: &Path, key: Option<&str>, json_out: bool) -> Result<(), CliError> {
+/// `runtape receipts verify FILE.jsonl [--pubkey KEY] [--allow-headless]`: offline, no
+/// database.
+pub(crate) fn verify(
+    file: &Path,
+    key: Option<&str>,
+    allow_headless: bool,
+    json_out: bool,
+) -> Result<(), CliError> {
     let f = std::fs::File::open(file)
         .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
-    let receipts = receipt::read_jsonl(std::io::BufReader::new(f))
+    let bundle = receipt::read_bundle(std::io::BufReader::new(f))
         .map_err(|e| CliError::failed(format!("{}: {e}", file.display())))?;
     let key = key.map(public_key).transpose()?;
-    match receipt::verify(&receipts, key.as_ref()) {
-        Ok(report) => {
+    match receipt::verify_bundle(&bundle, key.as_ref(), allow_headless) {
+        Ok((report, complete)) => {
             let integrity = match &report.integrity {
                 Integrity::Signed { key_id } => format!("signed by {key_id}"),
                 Integrity::HashChainedOnly => {
@@ -78,12 +86,28 @@ pub(crate) fn verify(file: &Path, key: Option<&str>, json_out: bool) -> Result<(
                 }
                 Integrity::Empty => "empty".to_owned(),
             };
+            let (complete_json, ending) = match &complete {
+                Completeness::Complete { head, signed } => (
+                    true,
+                    format!(
+                        "complete: the run's {} head (seq {}, {}) ends its chain here",
+                        if *signed { "signed" } else { "unsigned" },
+                        head.seq,
+                        head.status
+                    ),
+                ),
+                Completeness::Unproven => (
+                    false,
+                    "NOT proven complete: no head line shows that no receipt was cut off the end"
+                        .to_owned(),
+                ),
+            };
             if json_out {
                 print_json(
-                    &json!({"type": "receipts.verify", "ok": true, "receipts": report.receipts, "integrity": integrity, "runs": report.runs, "tip": report.tip}),
+                    &json!({"type": "receipts.verify", "ok": true, "receipts": report.receipts, "integrity": integrity, "runs": report.runs, "tip": report.tip, "complete": complete_json}),
                 )
             } else {
-                outln!("OK: {} receipts, {integrity}", report.receipts);
+                outln!("OK: {} receipts, {integrity}; {ending}", report.receipts);
                 Ok(())
             }
         }

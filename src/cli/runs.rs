@@ -103,9 +103,11 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
     Ok(engine)
 }
 
-/// Rebuilds a stored run's providers and tools in `engine`.
+/// Rebuilds a stored run's providers and tools in `engine`, once its setup is shown to be what
+/// its head sealed (a tampered setup is refused before anything is built from it).
 fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
     let rec = history::record(engine.store().as_ref(), run)?;
+    history::head::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
     let Some(setup) = rec.setup else {
         return Err(CliError::usage(format!(
             "run {run} was started from a program, not a spec file, so its providers are not stored; continue it from that program"

@@ -15,15 +15,16 @@ use super::takeup::rest_status;
 use super::tape::{Cue, Tape, TapeEnd};
 use super::trace::{Trace, TraceEvent};
 use super::{Ctl, EngineError, RunEnd, RunHandle, Shared, lock, read_lock};
+use crate::history::head::{HeadKeeper, first_head};
 use crate::history::{self, chain_link, node_bytes};
 use crate::machine::{
-    AgentId, Digest, Effect, EffectRef, Event, EventBody, Hlc, InputKind, Message, Note, Outcome,
-    RunId, RunSpec, RunState, SlotStatus, Transition, step,
+    AgentId, Digest, Effect, EffectRef, Event, EventBody, Hlc, InputKind, Message, Note, RunId,
+    RunSpec, RunState, Transition, step,
 };
 use crate::provider::{ProviderRequest, ToolDef};
 use crate::store::{
-    self, Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunStatus, SNAPSHOT_EVERY,
-    Write, Written,
+    self, Ack, Commit, Control, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunStatus,
+    SNAPSHOT_EVERY, Write, Written,
 };
 
 /// How long a driver that stops with calls in flight waits for them to kill and reap their
@@ -41,7 +42,7 @@ pub(super) async fn start(
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
     let now = shared.config.clock.wall_ms();
-    let new = NewRun {
+    let mut new = NewRun {
         id: run.clone(),
         parent: None,
         spec: spec_json,
@@ -50,7 +51,13 @@ pub(super) async fn start(
         now_ms: now,
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+        head: HeadRecord::default(),
     };
+    let head = HeadKeeper::new(
+        first_head(&new, Digest::ZERO, Digest::ZERO, None),
+        shared.config.receipts.clone(),
+    );
+    new.head = head.sealed();
     let epoch = lease_of(store::write(shared.store.as_ref(), Write::CreateRun(new)).await?);
     let mut driver = Driver::new(
         shared,
@@ -63,6 +70,7 @@ pub(super) async fn start(
         },
         BTreeMap::new(),
         Hlc::default(),
+        head,
     );
     driver.queue.push_back(EventBody::Start {
         goal: goal.to_owned(),
@@ -130,9 +138,12 @@ pub(super) struct Driver {
     pub(super) issued: HashMap<EffectRef, (Effect, Option<String>)>,
     /// The last receipt of the run's chain.
     pub(super) receipt_tip: Option<crate::receipt::ChainTip>,
+    /// The run's sealed head: every write that changes it goes through here.
+    pub(super) head: Arc<HeadKeeper>,
 }
 
 impl Driver {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         shared: &Arc<Shared>,
         run: RunId,
@@ -141,6 +152,7 @@ impl Driver {
         rebuilt: history::Rebuilt,
         convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
         last_at: Hlc,
+        head: HeadKeeper,
     ) -> Driver {
         let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
         Driver {
@@ -172,6 +184,7 @@ impl Driver {
             poll_timer: Box::pin(tokio::time::sleep(shared.config.control_poll)),
             issued: HashMap::new(),
             receipt_tip: None,
+            head: Arc::new(head),
         }
     }
 
@@ -221,7 +234,7 @@ impl Driver {
             // lease back if it is still ours (a release is fenced by the epoch and never
             // overwrites a terminal status, so after a takeover it writes nothing).
             self.abandon_inflight_and_wait().await;
-            let _ = self.release(RunStatus::Paused).await;
+            let _ = self.release_unsealed().await;
         }
         result
     }
@@ -570,6 +583,7 @@ impl Driver {
             seal: receipt,
             now_ms: now,
             lease_expires_ms: now + self.shared.config.lease_ttl.as_millis() as u64,
+            head: None,
         };
         self.unsent.push(commit);
         for a in &t.appended {
@@ -646,21 +660,14 @@ impl Driver {
 
     /// Hands the transitions not yet sent to the store (one write, one transaction).
     pub(super) fn submit_unsent(&mut self) {
-        match self.unsent.len() {
-            0 => {}
-            1 => {
-                let c = self
-                    .unsent
-                    .pop()
-                    .unwrap_or_else(|| unreachable!("len is 1"));
-                self.acks
-                    .push(self.shared.store.submit(Write::Commit(Box::new(c))));
-            }
-            _ => {
-                let cs = std::mem::take(&mut self.unsent);
-                self.acks.push(self.shared.store.submit(Write::Commits(cs)));
-            }
+        if self.unsent.is_empty() {
+            return;
         }
+        let commits = std::mem::take(&mut self.unsent);
+        self.acks.push(
+            self.head
+                .submit_commits(self.shared.store.as_ref(), commits),
+        );
     }
 
     /// Waits until every transition so far is durable, then publishes their traces.
@@ -680,12 +687,27 @@ impl Driver {
     }
 
     async fn release(&mut self, status: RunStatus) -> Result<(), EngineError> {
-        let w = Write::ReleaseLease {
+        let ack = self.head.submit_release(
+            self.shared.store.as_ref(),
+            self.run.clone(),
+            self.epoch,
+            status,
+        );
+        ack.await.unwrap_or(Err(store::StoreError::Closed))?;
+        Ok(())
+    }
+
+    /// Gives the lease back as `paused` after an error, leaving the head as the last commit
+    /// sealed it (verify accepts a `paused` row over a running head): the smallest write there
+    /// is, so it still fits when the disk is full.
+    async fn release_unsealed(&mut self) -> Result<(), EngineError> {
+        let release = Write::ReleaseLease {
             run: self.run.clone(),
             epoch: self.epoch,
-            status,
+            status: RunStatus::Paused,
+            head: None,
         };
-        store::write(self.shared.store.as_ref(), w).await?;
+        store::write(self.shared.store.as_ref(), release).await?;
         Ok(())
     }
 
@@ -945,6 +967,7 @@ impl Driver {
                     args,
                     idempotency_key,
                     epoch: self.epoch,
+                    head: self.head.clone(),
                     timeout: self.shared.config.tool_timeout,
                     cancel: self.cancel.child_token(),
                     lease: perform::LeaseTerms {
@@ -986,6 +1009,7 @@ impl Driver {
                         clock: self.shared.config.clock.clone(),
                         ttl: self.shared.config.lease_ttl,
                     },
+                    head: self.head.clone(),
                 };
                 self.inflight.push(perform::reconcile_call(job));
             }
@@ -1075,30 +1099,5 @@ fn resolved(body: &EventBody) -> Option<EffectRef> {
 
 /// The status a run in `state` rests in.
 pub(crate) fn status_of(state: &RunState) -> RunStatus {
-    match state {
-        RunState::Done {
-            outcome: Outcome::Completed { .. },
-            ..
-        } => RunStatus::Completed,
-        RunState::Done {
-            outcome: Outcome::Failed { .. },
-            ..
-        } => RunStatus::Failed,
-        RunState::Done {
-            outcome: Outcome::Cancelled { .. },
-            ..
-        } => RunStatus::Cancelled,
-        RunState::AwaitingInput { .. } => RunStatus::AwaitingInput,
-        RunState::BudgetExhausted { resting: true, .. } => RunStatus::BudgetExhausted,
-        RunState::CallingTools { batch, .. }
-            if !batch.any_running()
-                && batch
-                    .slots
-                    .iter()
-                    .any(|s| !matches!(s.status, SlotStatus::Finished { .. })) =>
-        {
-            RunStatus::AwaitingInput
-        }
-        _ => RunStatus::Running,
-    }
+    RunStatus::of_state(state)
 }

@@ -11,12 +11,13 @@ use super::driver::{Driver, lease_of};
 use super::tape::{Tape, TapeEnd};
 use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared};
+use crate::history::head::{HeadKeeper, check_continuable, first_head};
 use crate::history::{self, HistoryError};
 use crate::machine::{
     AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, ToolOutcome,
     head_of, step,
 };
-use crate::store::{self, NewRun, Write};
+use crate::store::{self, HeadRecord, NewRun, Write};
 
 /// A change to make at the fork point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,6 +76,9 @@ pub(super) async fn fork(
 ) -> Result<RunHandle, EngineError> {
     let store = shared.store.as_ref();
     let rec = history::record(store, parent)?;
+    // The fork copies the parent's spec and setup and continues its history: refuse a parent
+    // that does not match its sealed head, before anything is written.
+    check_continuable(store, &rec, &shared.config.receipts)?;
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, parent, &spec, seq)?;
     if let RunState::Done { outcome, .. } = &rebuilt.state {
@@ -149,7 +153,7 @@ pub(super) async fn fork(
     // The fork continues its parent's receipt chain from the fork point; refuse a signer that
     // could not, before writing anything.
     let tip = super::driver::receipt_tip(shared, parent, seq)?;
-    let new = NewRun {
+    let mut new = NewRun {
         id: new_id.clone(),
         parent: Some((parent.clone(), seq)),
         spec: rec.spec.clone(),
@@ -158,9 +162,29 @@ pub(super) async fn fork(
         now_ms: now,
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+        head: HeadRecord::default(),
     };
+    let head = HeadKeeper::new(
+        first_head(
+            &new,
+            rebuilt.state.state_hash(),
+            rebuilt.chain,
+            tip.as_ref(),
+        ),
+        shared.config.receipts.clone(),
+    );
+    new.head = head.sealed();
     let epoch = lease_of(store::write(store, Write::CreateRun(new)).await?);
-    let mut driver = Driver::new(shared, new_id.clone(), spec, epoch, rebuilt, convs, last_at);
+    let mut driver = Driver::new(
+        shared,
+        new_id.clone(),
+        spec,
+        epoch,
+        rebuilt,
+        convs,
+        last_at,
+        head,
+    );
     driver.receipt_tip = tip;
     for (at, mine, _) in &inherited {
         driver.issued.insert(*at, (mine.clone(), None));

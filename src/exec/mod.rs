@@ -328,6 +328,11 @@ impl Engine {
         &self.shared.store
     }
 
+    /// The signer that seals this engine's receipts and run heads.
+    pub fn receipt_signer(&self) -> &crate::receipt::ReceiptSigner {
+        &self.shared.config.receipts
+    }
+
     /// Registers a provider under `name` (the name agents' routes use).
     pub fn register_provider(&self, name: &str, provider: Arc<dyn ModelProvider>) {
         write_lock(&self.shared.providers).insert(name.to_owned(), provider);

@@ -16,7 +16,7 @@ use crate::machine::{
     ToolOutcome,
 };
 use crate::provider::{ModelProvider, ProviderRequest};
-use crate::store::{OutboxRecord, OutboxStatus, Store, Write};
+use crate::store::{OutboxRecord, OutboxStatus, Store};
 use crate::tool::{Tool, ToolContext};
 
 /// What a performed effect produced.
@@ -140,6 +140,8 @@ pub(crate) struct ToolJob {
     pub(crate) args: Value,
     pub(crate) idempotency_key: String,
     pub(crate) epoch: u64,
+    /// The run's head, which lists the calls marked started.
+    pub(crate) head: Arc<crate::history::head::HeadKeeper>,
     pub(crate) timeout: Duration,
     pub(crate) cancel: CancellationToken,
     /// How long the lease lasts after a write renews it, and the clock it is judged by.
@@ -185,6 +187,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
             args,
             idempotency_key,
             epoch,
+            head,
             timeout,
             cancel,
             lease,
@@ -200,20 +203,22 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
         };
         if !tool.idempotent() {
             let expires_ms = lease.clock.wall_ms() + lease.ttl.as_millis() as u64;
-            let mark = Write::MarkStarted {
-                run: id.run.clone(),
+            let started = vec![OutboxRecord {
+                effect: crate::machine::EffectRef {
+                    seq: id.seq,
+                    index: id.index,
+                },
+                status: OutboxStatus::Started,
+                idempotency_key: Some(idempotency_key.clone()),
+            }];
+            let ack = head.submit_mark_started(
+                store.as_ref(),
+                id.run.clone(),
                 epoch,
-                effects: vec![OutboxRecord {
-                    effect: crate::machine::EffectRef {
-                        seq: id.seq,
-                        index: id.index,
-                    },
-                    status: OutboxStatus::Started,
-                    idempotency_key: Some(idempotency_key.clone()),
-                }],
+                started,
                 expires_ms,
-            };
-            if let Err(e) = crate::store::write(store.as_ref(), mark).await {
+            );
+            if let Err(e) = ack.await.unwrap_or(Err(crate::store::StoreError::Closed)) {
                 return Completion::Fatal(e.into());
             }
             if !lease.still_good(lease.clock.wall_ms(), expires_ms) {

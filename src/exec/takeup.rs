@@ -26,6 +26,7 @@ use super::driver::{Driver, lease_of, receipt_tip, status_of};
 use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared, lock, read_lock};
 use crate::history;
+use crate::history::head::{HeadKeeper, check_continuable};
 use crate::machine::{Effect, EffectRef, Event, EventBody, Hlc, RunId, RunSpec, RunState, step};
 use crate::store::{self, OutboxStatus, RunRecord, RunStatus, StoreError, Write};
 
@@ -212,8 +213,12 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 
 /// What can be refused without the lease, so that bad input writes nothing.
 fn precheck(shared: &Arc<Shared>, run: &RunId) -> Result<RunRecord, EngineError> {
-    let rec = unfinished(shared.store.as_ref(), run)?;
+    let store = shared.store.as_ref();
+    let rec = unfinished(store, run)?;
     history::spec_of(&rec)?;
+    // A run whose spec, setup or end is not what its head sealed is refused before anything is
+    // written: nothing it would execute can be trusted.
+    check_continuable(store, &rec, &shared.config.receipts)?;
     receipt_tip(shared, run, rec.seq)?;
     Ok(rec)
 }
@@ -238,6 +243,8 @@ async fn acquire(shared: &Arc<Shared>, run: &RunId) -> Result<u64, EngineError> 
 fn load(shared: &Arc<Shared>, run: &RunId, epoch: u64) -> Result<TakenUp, EngineError> {
     let store = shared.store.as_ref();
     let rec = unfinished(store, run)?;
+    // Checked again under the lease: what is driven is what was sealed, as read now.
+    let head = check_continuable(store, &rec, &shared.config.receipts)?;
     let spec = history::spec_of(&rec)?;
     let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
     let last_at = history::transitions(store, run, rec.seq, rec.seq)?
@@ -251,6 +258,7 @@ fn load(shared: &Arc<Shared>, run: &RunId, epoch: u64) -> Result<TakenUp, Engine
         rebuilt,
         BTreeMap::new(),
         last_at,
+        HeadKeeper::new(head, shared.config.receipts.clone()),
     );
     driver.lazy_convs = true;
     let outstanding = driver
@@ -278,10 +286,13 @@ fn load(shared: &Arc<Shared>, run: &RunId, epoch: u64) -> Result<TakenUp, Engine
 /// effort: a lease that cannot be released expires, or is taken over at once once this
 /// process has exited.
 async fn give_back(shared: &Arc<Shared>, run: &RunId, epoch: u64, status: RunStatus) {
+    // No new head: a refused take-up changed nothing the head seals (acquiring the lease
+    // wrote only `running`, which a release puts back).
     let release = Write::ReleaseLease {
         run: run.clone(),
         epoch,
         status,
+        head: None,
     };
     let _ = store::write(shared.store.as_ref(), release).await;
 }
@@ -316,11 +327,12 @@ pub(super) async fn apply_one(
     // The step and the lease's release go to the writer together, so they usually share one
     // transaction (one fsync); the step is acknowledged only once durable either way.
     driver.submit_unsent();
-    let release = shared.store.submit(Write::ReleaseLease {
-        run: run.clone(),
-        epoch: driver.epoch,
-        status: rest_status(&driver.state),
-    });
+    let release = driver.head.submit_release(
+        shared.store.as_ref(),
+        run.clone(),
+        driver.epoch,
+        rest_status(&driver.state),
+    );
     let flushed = driver.flush().await;
     release.await.unwrap_or(Err(StoreError::Closed))?;
     flushed?;

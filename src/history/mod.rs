@@ -4,6 +4,10 @@
 //! digest).
 //!
 //! A fork's history up to its fork seq is its parent's, read in place (never copied).
+//!
+//! [`verify`] checks everything stored about a run against its sealed head and the replayed
+//! history; [`head`] keeps the head as the engine writes and refuses to continue a run that
+//! does not match it; [`coverage`] lists every stored column and what covers it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,20 +18,26 @@ use crate::machine::{
 };
 use crate::store::{RunRecord, Store, StoreError, TransitionRecord};
 
+mod audit;
+pub mod coverage;
 mod diff;
+pub mod head;
 mod inspect;
 mod receipts;
+mod replay;
 mod timeline;
 mod verify;
 
 pub use receipts::{
     ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipt_draft_hashed, receipts,
+    receipts_export,
 };
 
 pub use diff::{DiffPoint, RunDiff, Side, diff};
 pub use inspect::{SentRequest, StepView, show};
+pub use replay::{Divergence, Recorded, replay, replay_with};
 pub use timeline::{Entry, timeline};
-pub use verify::{Divergence, Recorded, VerifyReport, replay, replay_with, verify};
+pub use verify::{HeadSummary, VerifyReport, verify};
 
 /// One stretch of a run's history stored under one run id: seqs `from..=to` of `run`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +70,19 @@ pub enum HistoryError {
         /// The latest seq.
         latest: u64,
     },
+    /// A stored run does not match its sealed head: refused before anything is executed.
+    #[error(
+        "run {run} does not match its sealed head ({detail}); refusing to continue it — `runtape verify {run}` reports what changed"
+    )]
+    Tampered {
+        /// The run.
+        run: String,
+        /// What does not match (names the column or seq).
+        detail: String,
+    },
+    /// The run's head is sealed with another key (or mode) than the one given.
+    #[error("{0}")]
+    WrongKey(String),
     /// Stored history does not replay to what was stored: damage or a machine change.
     #[error("run {run} step {seq}: {detail}")]
     Diverged {
@@ -93,11 +116,23 @@ pub fn spec_of(record: &RunRecord) -> Result<RunSpec, HistoryError> {
         .map_err(|e| damaged(&record.id, 0, format!("stored spec does not load: {e}")))
 }
 
-/// The segments making up `run`'s history through `to` (oldest ancestor first).
+/// The segments making up `run`'s history through `to` (oldest ancestor first), `to` clamped
+/// to the run's latest seq.
 pub fn ancestry(store: &dyn Store, run: &RunId, to: u64) -> Result<Vec<Segment>, HistoryError> {
+    let latest = record(store, run)?.seq;
+    ancestry_through(store, run, to.min(latest))
+}
+
+/// [`ancestry`] through `to` as given, not clamped to the run's row: for `verify` and the
+/// continuation check, which read as far as the sealed head says the history goes.
+pub(crate) fn ancestry_through(
+    store: &dyn Store,
+    run: &RunId,
+    to: u64,
+) -> Result<Vec<Segment>, HistoryError> {
     let mut segments = Vec::new();
     let mut current = record(store, run)?;
-    let mut hi = to.min(current.seq);
+    let mut hi = to;
     loop {
         match current.parent.clone() {
             Some((parent, fork_seq)) => {
@@ -343,6 +378,22 @@ pub fn node_bytes(prev: &Digest, message_json: &[u8]) -> Vec<u8> {
 fn node_parts(bytes: &[u8]) -> Option<(Digest, &[u8])> {
     let (prev, msg) = bytes.split_at_checked(32)?;
     Some((Digest(prev.try_into().ok()?), msg))
+}
+
+/// The effect whose result (or answer) `body` carries: what resolves an outbox row.
+pub fn answered(body: &crate::machine::EventBody) -> Option<EffectRef> {
+    use crate::machine::EventBody;
+    match body {
+        EventBody::ModelReplied { effect, .. }
+        | EventBody::ModelFailed { effect, .. }
+        | EventBody::ToolReturned { effect, .. }
+        | EventBody::InputProvided { effect, .. }
+        | EventBody::EffectInDoubt { effect } => Some(EffectRef {
+            seq: effect.seq,
+            index: effect.index,
+        }),
+        _ => None,
+    }
 }
 
 /// The effect emitted at `at` in `run`'s history (looked up in the transition that emitted it).

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::verify::Divergence;
-use super::{HistoryError, effects_of, event_of, record, transitions};
+use super::replay::Divergence;
+use super::{HistoryError, effects_of, event_of, record};
 use crate::machine::{AgentId, Effect, EffectRef, EventBody, RunId};
 use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
 use crate::store::Store;
@@ -78,23 +78,69 @@ pub fn receipts(store: &dyn Store, run: &RunId) -> Result<Vec<Receipt>, HistoryE
     Ok(walk(store, run)?.0)
 }
 
+/// The run's receipts and the head line closing them, for a complete export
+/// ([`crate::receipt::write_bundle`]): the chain rebuilt up to the seq the sealed head says the
+/// history ends at, checked to have no missing or unexpected receipt and to end at the head's
+/// receipt tip. A run whose stored receipts disagree with its head is refused
+/// ([`HistoryError::Tampered`]).
+pub fn receipts_export(
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
+    // An unknown run is bad input (exit 2), not a run without a head.
+    super::record(store, run)?;
+    let refuse = |detail: String| HistoryError::Tampered {
+        run: run.to_string(),
+        detail,
+    };
+    let stored = store
+        .head(run)?
+        .ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
+    let (head, seal) = super::audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
+    let (chain, problem) = walk_to(store, run, head.seq)?;
+    if let Some(d) = problem {
+        return Err(refuse(d.to_string()));
+    }
+    let last = chain.last().map(|r| (r.body.seq, r.link()));
+    let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));
+    if last != sealed {
+        return Err(refuse(
+            "heads.body: the stored receipts do not end where the head says".into(),
+        ));
+    }
+    let line = crate::receipt::BundleHead::new(head, seal, &chain);
+    Ok((chain, line))
+}
+
 /// The rebuilt chain, and the first transition whose seal is missing or unexpected.
 fn walk(
     store: &dyn Store,
     run: &RunId,
 ) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
     let rec = record(store, run)?;
+    walk_to(store, run, rec.seq)
+}
+
+/// [`walk`] through `to` (not clamped to the run's row).
+fn walk_to(
+    store: &dyn Store,
+    run: &RunId,
+    to: u64,
+) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
     let mut builder = ChainBuilder::default();
-    for t in &transitions(store, run, 1, rec.seq)? {
+    let mut rows = Vec::new();
+    for seg in super::ancestry_through(store, run, to)? {
+        rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
+    }
+    for t in &rows {
         let event = event_of(run, t)?;
         builder.visit(
-            run,
             t.seq,
             &event,
             &t.event,
             t.seal.as_deref(),
             &effects_of(run, t)?,
-        )?;
+        );
     }
     Ok(builder.finish())
 }
@@ -112,13 +158,12 @@ impl ChainBuilder {
     /// effects it emitted.
     pub(crate) fn visit(
         &mut self,
-        run: &RunId,
         seq: u64,
         event: &crate::machine::Event,
         event_bytes: &[u8],
         seal: Option<&[u8]>,
         effects: &[Effect],
-    ) -> Result<(), HistoryError> {
+    ) {
         let answered = match &event.body {
             EventBody::ModelReplied { effect, .. }
             | EventBody::ModelFailed { effect, .. }
@@ -148,30 +193,39 @@ impl ChainBuilder {
         let draft = answered
             .and_then(|e| receipt_draft(&event.run, seq, event.at, &e, &event.body, event_bytes));
         match (draft, seal) {
-            (Some(draft), Some(bytes)) => {
-                let seal = Seal::from_bytes(bytes).ok_or_else(|| HistoryError::Diverged {
-                    run: run.to_string(),
-                    seq,
-                    detail: "the stored receipt seal does not decode".into(),
-                })?;
-                let body = ReceiptBody::from_draft(draft, self.chain.last().map(Receipt::link));
-                self.chain.push(Receipt { body, seal });
-            }
+            (Some(draft), Some(bytes)) => match Seal::from_bytes(bytes) {
+                Some(seal) => {
+                    let body = ReceiptBody::from_draft(draft, self.chain.last().map(Receipt::link));
+                    self.chain.push(Receipt { body, seal });
+                }
+                None if self.problem.is_none() => {
+                    self.problem = Some(Divergence::column(
+                        seq,
+                        "transitions.seal",
+                        "receipt",
+                        "a receipt seal",
+                        "bytes that are not one",
+                    ));
+                }
+                None => {}
+            },
             (Some(_), None) if self.problem.is_none() => {
-                self.problem = Some(Divergence {
+                self.problem = Some(Divergence::column(
                     seq,
-                    what: "receipt".into(),
-                    expected: "a receipt for this result".into(),
-                    found: "none".into(),
-                });
+                    "transitions.seal",
+                    "receipt",
+                    "a receipt for this result",
+                    "none",
+                ));
             }
             (None, Some(_)) if self.problem.is_none() => {
-                self.problem = Some(Divergence {
+                self.problem = Some(Divergence::column(
                     seq,
-                    what: "receipt".into(),
-                    expected: "no receipt (no model, tool or reconcile result here)".into(),
-                    found: "a receipt".into(),
-                });
+                    "transitions.seal",
+                    "receipt",
+                    "no receipt (no model, tool or reconcile result here)",
+                    "a receipt",
+                ));
             }
             _ => {}
         }
@@ -184,7 +238,6 @@ impl ChainBuilder {
                 e.clone(),
             );
         }
-        Ok(())
     }
 
     /// The chain, and the first missing or unexpected receipt.
@@ -253,12 +306,12 @@ pub(crate) fn check_chain(
     let key_used = key.copied().or(named);
     if let Err(e) = receipt::verify(&chain, key_used.as_ref()) {
         let seq = e.at().map_or(0, |a| a.seq);
-        return Err(Divergence {
+        return Err(Divergence::new(
             seq,
-            what: "receipt".into(),
-            expected: "a valid receipt".into(),
-            found: e.to_string(),
-        });
+            "receipt",
+            "a valid receipt",
+            e.to_string(),
+        ));
     }
     Ok(ReceiptSummary {
         receipts: chain.len(),

@@ -1,12 +1,37 @@
-//! `verify`: re-fold every recorded event through the current [`step`] and check what was
-//! stored against what the machine does now — the edge, the effects, the state hash, the
-//! hash chain — reporting the first seq where they part, like a workflow replay test.
+//! `verify`: everything stored about a run, checked against what it should be.
+//!
+//! 1. The run's **head** (`heads`): its seal holds (signed with the trusted key when one is
+//!    given), and the run's row carries the identity it sealed (id, parent, spec, setup, goal,
+//!    creation time).
+//! 2. The **history** (`transitions`), across fork ancestry, up to the seq the head says it
+//!    ends at: every event re-folded through the current [`step`](crate::machine::step) gives
+//!    the stored edge, effects, state hash and chain link; each row's `at` is its event's time
+//!    and its event names the run whose row it is; nothing is stored past the end.
+//! 3. Beside the history: every **message blob** a transition appends is read and must be the
+//!    node the history implies; every **snapshot** due (every 64 transitions) exists and is the
+//!    folded state, and none is stored where none is due.
+//! 4. The head against the replayed end (state hash, chain link, state kind, status, outcome,
+//!    usage), then the run's row against the head (seq, state, status, outcome, usage, update
+//!    time).
+//! 5. The **outbox**: each row names a tool call of the history with its idempotency key, is
+//!    `done` exactly when the history answers the call and `started` exactly when the head
+//!    lists it.
+//! 6. The **receipts** rebuilt from the history: one per model turn and tool result, chained,
+//!    each seal valid; the head's receipt tip is the chain's last, sealed the same way.
+//!
+//! The first problem is reported, naming the seq or the column at fault (`coverage` lists
+//! what covers each stored column).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{HistoryError, chain_link, event_of, record, spec_of, transitions};
-use crate::machine::{Digest, Event, RunId, RunSpec, RunState, step};
-use crate::store::{Store, TransitionRecord};
+use super::audit::{self, OutboxFacts};
+use super::replay::{Divergence, Recorded, replay_with};
+use super::{HistoryError, ancestry_through, event_of, record, spec_of};
+use crate::machine::{Digest, Effect, EffectRef, EventBody, RunId};
+use crate::receipt::{HeadOrigin, RunHead, Seal, VerifyingKey, check_head_seal};
+use crate::store::{HeadRecord, SNAPSHOT_EVERY, Store, StoreError, TransitionRecord};
 
 /// What `verify` checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -17,160 +42,147 @@ pub struct VerifyReport {
     pub transitions: u64,
     /// Hash of the final state.
     pub final_state_hash: String,
+    /// The head check.
+    pub head: HeadSummary,
+    /// Message blobs read and checked.
+    pub messages: u64,
+    /// Snapshots checked.
+    pub snapshots: u64,
+    /// Outbox rows checked.
+    pub outbox: u64,
     /// The receipt check.
     pub receipts: super::ReceiptSummary,
 }
 
-/// The first place a history and the current machine disagree.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("seq {seq}: {what}: expected {expected}, found {found}")]
-pub struct Divergence {
-    /// The first bad seq.
+/// What the head's seal established.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HeadSummary {
+    /// The seq the history ends at.
     pub seq: u64,
-    /// What disagrees (`state hash`, `effects`, `edge`, `chain link`, `missing transition`, ...).
-    pub what: String,
-    /// What the replay (or the sequence) expected.
-    pub expected: String,
-    /// What was stored.
-    pub found: String,
+    /// The status sealed.
+    pub status: String,
+    /// `signed`, `unsigned` or `trusted on first use` (a run stored by runtape 0.1.0).
+    pub sealed: &'static str,
+    /// The key that signed it (hex), when signed.
+    pub signed_by: Option<String>,
+    /// True when checked against a key the caller gave.
+    pub trusted_key: bool,
 }
 
-impl Divergence {
-    fn new(seq: u64, what: &str, expected: impl Into<String>, found: impl Into<String>) -> Self {
-        Divergence {
-            seq,
-            what: what.into(),
-            expected: expected.into(),
-            found: found.into(),
-        }
-    }
-}
-
-/// One recorded transition as replay needs it.
-#[derive(Clone, Debug)]
-pub struct Recorded<'a> {
-    /// Its seq.
-    pub seq: u64,
-    /// The event's exact stored bytes (the chain covers them).
-    pub event_bytes: &'a [u8],
-    /// The decoded event.
-    pub event: Event,
-    /// The edge stored.
-    pub edge: &'a str,
-    /// The effects as stored (JSON array bytes, empty for none).
-    pub effects: &'a [u8],
-    /// The stored state hash.
-    pub state_hash: Digest,
-    /// The stored chain link (`None` to skip the chain check, e.g. canned histories).
-    pub chain: Option<Digest>,
-}
-
-/// Folds `recorded` from `Created` through [`step`] under `spec`, checking each transition.
-/// Returns the final state.
-pub fn replay<'a>(
-    spec: &RunSpec,
-    recorded: impl IntoIterator<Item = Recorded<'a>>,
-) -> Result<RunState, Divergence> {
-    replay_with(spec, recorded, &mut |_, _| Ok(()))
-}
-
-/// [`replay`], calling `visit` with each recorded transition and what the machine did with it,
-/// once it has been checked.
-pub fn replay_with<'a>(
-    spec: &RunSpec,
-    recorded: impl IntoIterator<Item = Recorded<'a>>,
-    visit: &mut dyn FnMut(&Recorded<'a>, &crate::machine::Transition) -> Result<(), Divergence>,
-) -> Result<RunState, Divergence> {
-    let mut state = RunState::Created;
-    let mut chain = Digest::ZERO;
-    for (expected_seq, r) in (1..).zip(recorded) {
-        if r.seq != expected_seq {
-            return Err(Divergence::new(
-                expected_seq,
-                "missing transition",
-                format!("seq {expected_seq}"),
-                format!("seq {}", r.seq),
-            ));
-        }
-        let t = step(&state, &r.event, spec).map_err(|e| {
-            Divergence::new(
-                r.seq,
-                "event",
-                "an event the machine accepts",
-                format!("refused: {e}"),
-            )
-        })?;
-        if t.edge != r.edge {
-            return Err(Divergence::new(r.seq, "edge", t.edge, r.edge));
-        }
-        let effects = if t.effects.is_empty() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&t.effects).map_err(|e| {
-                Divergence::new(r.seq, "effects", "encodable effects", e.to_string())
-            })?
-        };
-        if effects != r.effects {
-            return Err(Divergence::new(
-                r.seq,
-                "effects",
-                String::from_utf8_lossy(&effects),
-                String::from_utf8_lossy(r.effects),
-            ));
-        }
-        let hash = t.next.state_hash();
-        if hash != r.state_hash {
-            return Err(Divergence::new(
-                r.seq,
-                "state hash",
-                hash.to_hex(),
-                r.state_hash.to_hex(),
-            ));
-        }
-        if let Some(stored) = r.chain {
-            let link = chain_link(&chain, r.event_bytes, &hash);
-            if link != stored {
-                return Err(Divergence::new(
-                    r.seq,
-                    "chain link",
-                    link.to_hex(),
-                    stored.to_hex(),
-                ));
-            }
-            chain = stored;
-        }
-        visit(&r, &t)?;
-        state = t.next;
-    }
-    Ok(state)
-}
-
-/// Verifies a stored run from its first transition (across fork ancestry) to its latest:
-/// every transition replays to what was stored, and every receipt matches its transition
-/// (checked against `key` when given, else against the key the receipts name).
+/// Verifies a stored run (see the module doc). `key` is the public key to trust; without one,
+/// signed seals are checked against the key they name, which proves consistency, not
+/// authorship. `Ok(Err(_))` is a run that does not verify; `Err(_)` a failure to read it.
+///
+/// Everything is read from one snapshot of the store ([`Store::snapshot`]), so a run another
+/// process is driving is checked as it stood at one moment.
 pub fn verify(
     store: &dyn Store,
     run: &RunId,
-    key: Option<&crate::receipt::VerifyingKey>,
+    key: Option<&VerifyingKey>,
+) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    verify_once(store, run, key, store.head(run)?)
+}
+
+fn verify_once(
+    store: &dyn Store,
+    run: &RunId,
+    key: Option<&VerifyingKey>,
+    head: Option<HeadRecord>,
+) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+    match check(store, run, key, head) {
+        Ok(result) => Ok(result),
+        Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => Ok(Err(Divergence {
+            seq: 0,
+            column: Some("stored row".into()),
+            what: super::replay::clip(&detail),
+            expected: "a readable value".into(),
+            found: "one that does not decode".into(),
+        })),
+        Err(e) => Err(e),
+    }
+}
+
+macro_rules! fail {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(d) => return Ok(Err(d)),
+        }
+    };
+}
+
+fn check(
+    store: &dyn Store,
+    run: &RunId,
+    key: Option<&VerifyingKey>,
+    head: Option<HeadRecord>,
 ) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
     let rec = record(store, run)?;
-    let spec: RunSpec = spec_of(&rec)?;
-    let rows: Vec<TransitionRecord> = transitions(store, run, 1, rec.seq)?;
-    let mut decoded = Vec::with_capacity(rows.len());
-    for t in &rows {
-        match event_of(run, t) {
-            Ok(e) => decoded.push(e),
-            Err(_) => {
-                return Ok(Err(Divergence::new(
+    let Some(stored) = head else {
+        return Ok(Err(Divergence::column(
+            0,
+            "heads",
+            "sealed head",
+            "the run's head",
+            "none",
+        )));
+    };
+    let (head, seal) = fail!(audit::open_head(&stored));
+    let mut summary = fail!(head_seal(&stored, &head, &seal, key));
+    fail!(audit::identity(&rec, &head));
+    let spec = spec_of(&rec)?;
+
+    let segments = ancestry_through(store, run, head.seq)?;
+    let mut rows: Vec<TransitionRecord> = Vec::new();
+    let mut snapshots: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut events = Vec::new();
+    for seg in &segments {
+        let start = rows.len();
+        rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
+        snapshots.extend(store.snapshots(&seg.run, seg.from, seg.to)?);
+        for t in &rows[start..] {
+            let Ok(event) = event_of(run, t) else {
+                return Ok(Err(Divergence::column(
                     t.seq,
+                    "transitions.event",
                     "event",
                     "a decodable event",
                     String::from_utf8_lossy(&t.event),
                 )));
+            };
+            if event.run != seg.run {
+                return Ok(Err(Divergence::column(
+                    t.seq,
+                    "transitions.event",
+                    "the event's run",
+                    seg.run.as_str(),
+                    event.run.as_str(),
+                )));
             }
+            if event.at != t.at {
+                return Ok(Err(Divergence::column(
+                    t.seq,
+                    "transitions.at",
+                    "time",
+                    event.at.0.to_string(),
+                    t.at.0.to_string(),
+                )));
+            }
+            events.push(event);
         }
     }
-    let recorded = rows.iter().zip(decoded).map(|(t, event)| Recorded {
+    let outbox_rows = store.outbox(run)?;
+    let wanted: BTreeSet<(u64, u32)> = outbox_rows
+        .iter()
+        .map(|o| (o.effect.seq, o.effect.index))
+        .collect();
+    let mut facts = OutboxFacts::default();
+    let mut receipts = super::receipts::ChainBuilder::default();
+    let mut snapshots_checked = 0u64;
+    let mut messages = 0u64;
+    let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
         event,
@@ -179,41 +191,215 @@ pub fn verify(
         state_hash: t.state_hash,
         chain: Some(t.chain),
     });
-    let mut receipts = super::receipts::ChainBuilder::default();
-    let mut failure: Option<HistoryError> = None;
     let mut visit = |r: &Recorded<'_>, t: &crate::machine::Transition| -> Result<(), Divergence> {
         let seal = rows
             .get(usize::try_from(r.seq).unwrap_or(usize::MAX).wrapping_sub(1))
             .and_then(|row| row.seal.as_deref());
-        if let Err(e) = receipts.visit(run, r.seq, &r.event, r.event_bytes, seal, &t.effects) {
-            failure = Some(e);
+        receipts.visit(r.seq, &r.event, r.event_bytes, seal, &t.effects);
+        // Read from a snapshot (one read transaction), each lookup is a plain B-tree probe.
+        for a in &t.appended {
+            let stored = store.blob(&a.head).map_err(|e| {
+                Divergence::column(r.seq, "blobs", "message blob", "readable", e.to_string())
+            })?;
+            audit::blob(r.seq, &a.head, &a.prev, &a.bytes, stored.as_deref())?;
+            messages += 1;
+        }
+        if r.seq.is_multiple_of(SNAPSHOT_EVERY) {
+            audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
+            snapshots_checked += 1;
+        }
+        if !wanted.is_empty() {
+            note_outbox(run, &wanted, &mut facts, &r.event.body, &t.effects);
         }
         Ok(())
     };
-    let state = match replay_with(&spec, recorded, &mut visit) {
-        Ok(state) => state,
-        Err(d) => return Ok(Err(d)),
-    };
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if state.seq() != rec.seq {
+    let state = fail!(replay_with(&spec, recorded, &mut visit));
+    if state.seq() != head.seq {
         let next = state.seq() + 1;
         return Ok(Err(Divergence::new(
             next,
             "missing transition",
-            format!("seq {next}"),
+            format!("seq {next} (the sealed head ends at seq {})", head.seq),
             "nothing",
         )));
     }
-    let receipts = match super::receipts::check_chain(receipts.finish(), key) {
-        Ok(r) => r,
-        Err(d) => return Ok(Err(d)),
-    };
+    let chain = rows.last().map_or(Digest::ZERO, |t| t.chain);
+    let own_from = head.parent.as_ref().map_or(0, |p| p.seq);
+    fail!(audit::head_against_history(
+        &head,
+        &state,
+        &chain,
+        head.seq > own_from
+    ));
+    if let Some((&seq, _)) = snapshots.iter().next() {
+        return Ok(Err(Divergence::column(
+            seq,
+            "snapshots.id",
+            "snapshot",
+            "none (snapshots are due every 64 transitions)",
+            "a snapshot",
+        )));
+    }
+    fail!(nothing_past_the_end(store, run, head.seq)?);
+    fail!(audit::standing(&rec, &head));
+    fail!(audit::outbox(&outbox_rows, &facts, &head));
+    let (chain_receipts, problem) = receipts.finish();
+    let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));
+    let receipt_summary = fail!(super::receipts::check_chain((chain_receipts, problem), key));
+    fail!(receipts_match_head(&head, &seal, &receipt_summary, tip));
+    summary.seq = head.seq;
     Ok(Ok(VerifyReport {
         run: run.clone(),
-        transitions: rec.seq,
+        transitions: head.seq,
         final_state_hash: state.state_hash().to_hex(),
-        receipts,
+        head: summary,
+        messages,
+        snapshots: snapshots_checked,
+        outbox: outbox_rows.len() as u64,
+        receipts: receipt_summary,
     }))
+}
+
+/// The head's seal: signed heads against `key` (or the key they name); unsigned heads by
+/// their digest, and refused where a key is trusted unless sealed by the migration (trust on
+/// first use).
+fn head_seal(
+    stored: &HeadRecord,
+    head: &RunHead,
+    seal: &Seal,
+    key: Option<&VerifyingKey>,
+) -> Result<HeadSummary, Divergence> {
+    let bad = |found: String| {
+        Divergence::column(
+            0,
+            "heads.seal",
+            "head seal",
+            "a seal over the stored head",
+            found,
+        )
+    };
+    check_head_seal(&stored.body, seal, key).map_err(|e| bad(e.to_string()))?;
+    if key.is_some() && matches!(seal, Seal::Unsigned { .. }) && head.origin == HeadOrigin::Engine {
+        return Err(bad(
+            "an unsigned head: the run was not signed, or its signature was stripped".into(),
+        ));
+    }
+    Ok(HeadSummary {
+        seq: head.seq,
+        status: head.status.clone(),
+        sealed: audit::sealed_by(head, seal),
+        signed_by: seal.key_id().map(str::to_owned),
+        trusted_key: key.is_some(),
+    })
+}
+
+/// The head's receipt tip is the rebuilt chain's last receipt, and head and receipts are
+/// sealed the same way (a head trusted on first use excepted).
+fn receipts_match_head(
+    head: &RunHead,
+    seal: &Seal,
+    receipts: &super::ReceiptSummary,
+    tip: Option<(u64, String)>,
+) -> Result<(), Divergence> {
+    let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));
+    if sealed != tip {
+        let show = |t: &Option<(u64, String)>| {
+            t.as_ref().map_or("none".into(), |(s, l)| {
+                format!("seq {s} ({})", &l[..l.len().min(16)])
+            })
+        };
+        return Err(Divergence::column(
+            head.seq,
+            "heads.body",
+            "last receipt",
+            show(&sealed),
+            show(&tip),
+        ));
+    }
+    if receipts.receipts > 0
+        && head.origin == HeadOrigin::Engine
+        && receipts.signed_by.as_deref() != seal.key_id()
+    {
+        let show = |k: Option<&str>| k.map_or("no key".to_owned(), |k| format!("key {k}"));
+        return Err(Divergence::column(
+            0,
+            "heads.seal",
+            "head seal",
+            format!(
+                "sealed like the receipts ({})",
+                show(receipts.signed_by.as_deref())
+            ),
+            show(seal.key_id()),
+        ));
+    }
+    Ok(())
+}
+
+/// No transition or snapshot of the run's own is stored past the sealed end.
+fn nothing_past_the_end(
+    store: &dyn Store,
+    run: &RunId,
+    end: u64,
+) -> Result<Result<(), Divergence>, HistoryError> {
+    let past = end + 1;
+    if let Some(t) = store.transitions(run, past, u64::from(u32::MAX))?.first() {
+        return Ok(Err(Divergence::column(
+            t.seq,
+            "runs.seq",
+            "transition past the sealed end of the history",
+            format!("nothing after seq {end}"),
+            "a transition",
+        )));
+    }
+    if let Some((seq, _)) = store.snapshots(run, past, u64::from(u32::MAX))?.first() {
+        return Ok(Err(Divergence::column(
+            *seq,
+            "snapshots.id",
+            "snapshot past the sealed end of the history",
+            format!("nothing after seq {end}"),
+            "a snapshot",
+        )));
+    }
+    Ok(Ok(()))
+}
+
+/// Records, for the outbox rows in `wanted`, the idempotency key of the tool call each names
+/// (as the run performs it: a fork performs inherited calls under its own ids) and whether
+/// this transition's event answers it.
+fn note_outbox(
+    run: &RunId,
+    wanted: &BTreeSet<(u64, u32)>,
+    facts: &mut OutboxFacts,
+    body: &EventBody,
+    effects: &[Effect],
+) {
+    if let Some(at) = super::answered(body)
+        && wanted.contains(&(at.seq, at.index))
+    {
+        facts.answered.insert((at.seq, at.index));
+    }
+    for e in effects {
+        let id = e.id();
+        let at = (id.seq, id.index);
+        if !wanted.contains(&at) {
+            continue;
+        }
+        let mine = if id.run == *run {
+            e.clone()
+        } else {
+            e.with_id(
+                EffectRef {
+                    seq: id.seq,
+                    index: id.index,
+                }
+                .in_run(run),
+            )
+        };
+        if let Effect::CallTool {
+            idempotency_key, ..
+        } = mine
+        {
+            facts.keys.insert(at, idempotency_key);
+        }
+    }
 }

@@ -53,7 +53,9 @@
 //!
 //! [`write_jsonl`] exports receipts one per line; [`read_jsonl`] reads them back; [`verify`]
 //! checks a bundle offline, with the trusted public key or none, and [`check_run`] checks that
-//! it holds one run's receipts.
+//! it holds one run's receipts. A complete export ([`write_bundle`]) ends with a head line: the
+//! run's sealed [`RunHead`] naming its last receipt, so [`verify_bundle`] can tell a file cut
+//! short from a whole one.
 //!
 //! ```
 //! use runtape::machine::{AgentId, Hlc, RunId};
@@ -89,7 +91,9 @@
 //! ```
 
 mod body;
+mod bundle;
 mod error;
+mod head;
 mod hex;
 mod jsonl;
 mod key;
@@ -101,8 +105,15 @@ pub use body::{
     ChainTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal,
     hash_json, hash_serialize, sha256_hex,
 };
+pub use bundle::{
+    BUNDLE_HEAD_TYPE, Bundle, BundleHead, Completeness, read_bundle, verify_bundle, write_bundle,
+};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use error::{KeyOrigin, KeyProblem, ReceiptError};
+pub use head::{
+    HEAD_DOMAIN, HEAD_FORMAT, HeadOrigin, HeadParent, HeadSealError, HeadTip, RunHead,
+    check_head_seal, text_digest, unsigned_head_seal,
+};
 pub use jsonl::{read_jsonl, write_jsonl};
 pub use key::{
     KEY_FILE_HEADER, keygen, parse_public_key, public_key_hex, read_public_key, write_public_key,

@@ -197,6 +197,52 @@ pub enum VerifyError {
         /// The stored digest.
         found: String,
     },
+    /// The file has no head line, so nothing shows none of its receipts were cut off the end.
+    #[error(
+        "the file has no head line (it was exported by runtape 0.1.0, or lines were removed from its end), so nothing shows it is complete; export the run's receipts again, or accept an unproven file explicitly (--allow-headless)"
+    )]
+    Headless {
+        /// Receipts the file holds.
+        receipts: usize,
+    },
+    /// The head line's seal does not hold.
+    #[error("the head line's seal does not hold: {error}")]
+    HeadSeal {
+        /// Why.
+        error: super::head::HeadSealError,
+    },
+    /// A key is trusted but the head line is unsigned (and not sealed on first use).
+    #[error(
+        "the head line is unsigned but a public key was given: the run was not signed, or the head's signature was stripped"
+    )]
+    HeadNotSigned,
+    /// A key is trusted but the head was sealed without a key on first use.
+    #[error(
+        "the head line was sealed without a key when a database written by runtape 0.1.0 was first opened: it cannot show the file is complete; accept that explicitly (--allow-headless)"
+    )]
+    HeadTrustedOnFirstUse,
+    /// The head line's count is not the number of receipts before it.
+    #[error(
+        "the head line counts {expected} receipts but the file holds {found}: receipts were removed or added"
+    )]
+    CountMismatch {
+        /// The count in the head line.
+        expected: u64,
+        /// Receipts in the file.
+        found: usize,
+    },
+    /// The run's sealed head ends the chain at another receipt than the file's last.
+    #[error(
+        "the run's sealed head ends its receipt chain at {} but the file ends at {}: receipts were removed from the end (or added)",
+        seq_or_none(*sealed_seq),
+        seq_or_none(*last_seq)
+    )]
+    NotTheEnd {
+        /// The seq of the last receipt the head sealed.
+        sealed_seq: Option<u64>,
+        /// The seq of the file's last receipt.
+        last_seq: Option<u64>,
+    },
     /// A receipt belongs to another run.
     #[error("{at} belongs to run {found}, not run {expected}")]
     WrongRun {
@@ -213,7 +259,14 @@ impl VerifyError {
     /// The receipt the error is about, when it is about one.
     pub fn at(&self) -> Option<&At> {
         match self {
-            VerifyError::KeyRequired { .. } | VerifyError::NotSigned => None,
+            VerifyError::KeyRequired { .. }
+            | VerifyError::NotSigned
+            | VerifyError::Headless { .. }
+            | VerifyError::HeadSeal { .. }
+            | VerifyError::HeadNotSigned
+            | VerifyError::HeadTrustedOnFirstUse
+            | VerifyError::CountMismatch { .. }
+            | VerifyError::NotTheEnd { .. } => None,
             VerifyError::Mixed { at, .. }
             | VerifyError::Malformed { at, .. }
             | VerifyError::ChainBreak { at, .. }
@@ -255,6 +308,13 @@ fn short(hex: &str) -> String {
         out.push('…');
     }
     out
+}
+
+fn seq_or_none(seq: Option<u64>) -> String {
+    seq.map_or_else(
+        || "no receipt".to_owned(),
+        |s| format!("the receipt of seq {s}"),
+    )
 }
 
 fn opt_short(hex: Option<&str>) -> String {

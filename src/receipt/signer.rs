@@ -127,6 +127,36 @@ impl ReceiptSigner {
         Ok(Receipt { body, seal })
     }
 
+    /// Seals a run's head: its canonical bytes, and over them (after
+    /// [`HEAD_DOMAIN`](super::HEAD_DOMAIN)) a signature, or without a key their SHA-256. Call it
+    /// for every write that changes what the head records; store both results together.
+    pub fn seal_head(&self, head: &super::RunHead) -> (Vec<u8>, Seal) {
+        let body = head.canonical_bytes();
+        let seal = match (&self.key, &self.key_id) {
+            (Some(key), Some(key_id)) => Seal::Ed25519 {
+                key_id: key_id.clone(),
+                signature: hex::encode(&key.sign(&super::head::sealed_bytes(&body)).to_bytes()),
+            },
+            _ => super::head::unsigned_head_seal(&body),
+        };
+        (body, seal)
+    }
+
+    /// [`seal_head`](Self::seal_head) with the seal already in its stored form
+    /// ([`Seal::to_bytes`]): what the engine writes with every commit, without a round trip
+    /// through hex.
+    pub fn seal_head_stored(&self, head: &super::RunHead) -> (Vec<u8>, Vec<u8>) {
+        let body = head.canonical_bytes();
+        let seal = match &self.key {
+            Some(key) => {
+                let signature = key.sign(&super::head::sealed_bytes(&body)).to_bytes();
+                [&[1u8][..], key.verifying_key().as_bytes(), &signature].concat()
+            }
+            None => [&[0u8][..], &super::head::head_digest(&body)].concat(),
+        };
+        (body, seal)
+    }
+
     fn check_tip(&self, prev: &ChainTip, seq: u64) -> Result<(), ReceiptError> {
         match (prev.seal.key_id(), self.key_id()) {
             (Some(tip_key), Some(signer_key)) if tip_key != signer_key => {

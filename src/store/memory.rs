@@ -7,20 +7,21 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::{
-    Ack, Commit, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
-    TransitionRecord, Write, Written,
+    Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
+    StoreError, TransitionRecord, Write, Written,
 };
 use crate::machine::{Digest, EffectRef, RunId, StateKind};
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct MemRun {
     record: Option<RunRecord>,
     transitions: Vec<TransitionRecord>,
     snapshots: BTreeMap<u64, Vec<u8>>,
     outbox: BTreeMap<EffectRef, OutboxRecord>,
+    head: Option<HeadRecord>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Inner {
     order: Vec<RunId>,
     runs: HashMap<RunId, MemRun>,
@@ -71,6 +72,7 @@ impl Inner {
                 if let Some(first) = cs.first() {
                     let r = self.run_mut(&first.run)?;
                     fence(r, &first.run, first.epoch)?;
+                    head_fits(r, &first.run, cs.last().and_then(|c| c.head.as_ref()))?;
                     let latest = record_mut(r, &first.run)?.seq;
                     if first.seq != latest + 1
                         || cs
@@ -94,9 +96,11 @@ impl Inner {
                 epoch,
                 effects,
                 expires_ms,
+                head,
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
+                head_fits(r, &run, head.as_ref())?;
                 if let Some(done) = effects.iter().find(|e| {
                     r.outbox
                         .get(&e.effect)
@@ -117,6 +121,9 @@ impl Inner {
                     if o.status == OutboxStatus::Pending {
                         o.status = OutboxStatus::Started;
                     }
+                }
+                if head.is_some() {
+                    r.head = head;
                 }
                 Ok(Written::Done)
             }
@@ -160,14 +167,23 @@ impl Inner {
                 rec.status = RunStatus::Running;
                 Ok(Written::Lease(rec.lease_epoch))
             }
-            Write::ReleaseLease { run, epoch, status } => {
+            Write::ReleaseLease {
+                run,
+                epoch,
+                status,
+                head,
+            } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
+                head_fits(r, &run, head.as_ref())?;
                 let rec = record_mut(r, &run)?;
                 if rec.lease_owner.take().is_some() {
                     rec.lease_expires_ms = 0;
                     if !rec.status.is_terminal() {
                         rec.status = status;
+                    }
+                    if head.is_some() {
+                        r.head = head;
                     }
                 }
                 Ok(Written::Done)
@@ -222,6 +238,7 @@ impl Inner {
             new.id,
             MemRun {
                 record: Some(record),
+                head: Some(new.head),
                 ..MemRun::default()
             },
         );
@@ -246,6 +263,7 @@ impl Inner {
                 got: c.seq,
             });
         }
+        head_fits(r, &c.run, c.head.as_ref())?;
         added += (c.event.len() + c.effects.len() + 80) as u64;
         r.transitions.push(TransitionRecord {
             seq: c.seq,
@@ -280,6 +298,9 @@ impl Inner {
         rec.tokens = c.tokens;
         rec.outcome = c.outcome;
         rec.lease_expires_ms = c.lease_expires_ms;
+        if c.head.is_some() {
+            r.head = c.head;
+        }
         self.bytes += added;
         Ok(Written::Done)
     }
@@ -289,6 +310,18 @@ fn record_mut<'a>(r: &'a mut MemRun, id: &RunId) -> Result<&'a mut RunRecord, St
     r.record
         .as_mut()
         .ok_or_else(|| StoreError::UnknownRun(id.to_string()))
+}
+
+/// Refuses a head that replaces another than the one stored (see [`HeadRecord::replaces`]).
+fn head_fits(r: &MemRun, id: &RunId, head: Option<&HeadRecord>) -> Result<(), StoreError> {
+    match head.and_then(|h| h.replaces) {
+        Some(expected) if r.head.as_ref().map(|h| Digest::of(&h.body)) != Some(expected) => {
+            Err(StoreError::StaleHead {
+                run: id.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
@@ -385,6 +418,50 @@ impl Store for MemoryStore {
                     .collect()
             })
         })
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.with(|inner| {
+            inner
+                .runs
+                .get(run)
+                .map_or_else(Vec::new, |r| r.outbox.values().cloned().collect())
+        })
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).map_or_else(Vec::new, |r| {
+                r.snapshots
+                    .range(from..=to.max(from))
+                    .filter(|(s, _)| **s <= to)
+                    .map(|(s, b)| (*s, b.clone()))
+                    .collect()
+            })
+        })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.with(|inner| {
+            inner.runs.get(run).and_then(|r| {
+                r.head.clone().map(|h| HeadRecord {
+                    replaces: None,
+                    ..h
+                })
+            })
+        })
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        let copy = self.with(|inner| inner.clone())?;
+        Ok(Some(Box::new(MemoryStore {
+            inner: Mutex::new(copy),
+        })))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

@@ -11,6 +11,10 @@
 //! followed by the message JSON, keyed by the new head), and state snapshots every
 //! [`SNAPSHOT_EVERY`] transitions bound the fold needed to rebuild a state. Storage per
 //! transition stays flat as a run grows.
+//!
+//! Each run also has a sealed head ([`HeadRecord`], see [`crate::receipt::RunHead`]): what the
+//! run is and where its history ends, replaced in the same transaction as every write that
+//! changes either. `history::coverage` lists every stored column and what verifies it.
 
 use std::fmt;
 
@@ -20,6 +24,7 @@ use tokio::sync::oneshot;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod lease;
+mod legacy_heads;
 mod memory;
 mod schema;
 mod sqlite;
@@ -78,6 +83,38 @@ impl RunStatus {
             "cancelled" => RunStatus::Cancelled,
             _ => return None,
         })
+    }
+
+    /// The status a run whose latest state is `state` records with each commit: terminal for
+    /// `Done`, waiting for a person or a budget raise where the state rests, else running.
+    pub fn of_state(state: &crate::machine::RunState) -> RunStatus {
+        use crate::machine::{Outcome, RunState, SlotStatus};
+        match state {
+            RunState::Done {
+                outcome: Outcome::Completed { .. },
+                ..
+            } => RunStatus::Completed,
+            RunState::Done {
+                outcome: Outcome::Failed { .. },
+                ..
+            } => RunStatus::Failed,
+            RunState::Done {
+                outcome: Outcome::Cancelled { .. },
+                ..
+            } => RunStatus::Cancelled,
+            RunState::AwaitingInput { .. } => RunStatus::AwaitingInput,
+            RunState::BudgetExhausted { resting: true, .. } => RunStatus::BudgetExhausted,
+            RunState::CallingTools { batch, .. }
+                if !batch.any_running()
+                    && batch
+                        .slots
+                        .iter()
+                        .any(|s| !matches!(s.status, SlotStatus::Finished { .. })) =>
+            {
+                RunStatus::AwaitingInput
+            }
+            _ => RunStatus::Running,
+        }
     }
 
     /// True once the run is over.
@@ -172,6 +209,20 @@ pub struct TransitionRecord {
     pub seal: Option<Vec<u8>>,
 }
 
+/// A run's sealed head as stored: the head's canonical bytes and their seal (see
+/// [`crate::receipt::RunHead`]). Written with every write that changes what it records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeadRecord {
+    /// The head's canonical JSON.
+    pub body: Vec<u8>,
+    /// Its seal ([`crate::receipt::Seal::to_bytes`]).
+    pub seal: Vec<u8>,
+    /// For a write: the BLAKE3 digest of the body of the head it replaces. The store refuses
+    /// the write ([`StoreError::StaleHead`]) when another head is stored, so a writer whose view
+    /// went stale changes nothing. `None` for a new run's first head, and on heads read back.
+    pub replaces: Option<Digest>,
+}
+
 /// Where an effect stands in the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -233,6 +284,8 @@ pub struct NewRun {
     pub owner: String,
     /// Lease expiry, wall-clock ms.
     pub lease_expires_ms: u64,
+    /// The run's first head.
+    pub head: HeadRecord,
 }
 
 /// One transition to make durable.
@@ -283,6 +336,9 @@ pub struct Commit {
     pub now_ms: u64,
     /// Push the lease expiry to this wall-clock ms.
     pub lease_expires_ms: u64,
+    /// The run's head after this transition (for several commits written together, the last
+    /// one carries it); `None` leaves the stored head as it is.
+    pub head: Option<HeadRecord>,
 }
 
 /// A write for the store to make durable.
@@ -308,6 +364,8 @@ pub enum Write {
         effects: Vec<OutboxRecord>,
         /// New lease expiry, wall-clock ms.
         expires_ms: u64,
+        /// The run's head with these effects among its started ones.
+        head: Option<HeadRecord>,
     },
     /// Push the lease expiry while a long effect runs.
     RenewLease {
@@ -342,6 +400,8 @@ pub enum Write {
         epoch: u64,
         /// Status to record.
         status: RunStatus,
+        /// The run's head with that status; written only if the lease was still held.
+        head: Option<HeadRecord>,
     },
     /// Set or clear a run's control request (no lease needed). Setting one on a run that has
     /// ended fails with [`StoreError::Finished`] and writes nothing.
@@ -468,6 +528,15 @@ pub enum StoreError {
         /// The seq given.
         got: u64,
     },
+    /// A write carried a head replacing another than the one stored: the writer's view of the
+    /// run is stale.
+    #[error(
+        "run {run} moved on without this process (another process wrote to it since this one read it); this process stops driving it"
+    )]
+    StaleHead {
+        /// The run.
+        run: String,
+    },
     /// Stored data does not decode.
     #[error("stored data of run {run} is damaged: {detail}")]
     Damaged {
@@ -521,6 +590,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// Outbox rows of the run that are not done.
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
+
+    /// Every outbox row of the run, done or not, in `(seq, index)` order (for `verify`).
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
+
+    /// The run's own snapshots with `from <= seq <= to`, in order: `(seq, state JSON)` (for
+    /// `verify`).
+    fn snapshots(&self, run: &RunId, from: u64, to: u64)
+    -> Result<Vec<(u64, Vec<u8>)>, StoreError>;
+
+    /// The run's sealed head; `None` when it has none (a damaged database).
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError>;
+
+    /// A read-only view whose reads all see the store as it is now, while writes go on: for a
+    /// check that reads many rows of a run another process may be driving (`verify`, the check
+    /// before a run is continued). `None` when this store has no such view; then reads are
+    /// made on the store itself.
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(None)
+    }
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;

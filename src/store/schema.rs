@@ -11,11 +11,52 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
+struct Migration {
+    sql: &'static str,
+    then: Option<fn(&Connection) -> rusqlite::Result<()>>,
+}
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    r#"
+///
+/// - 0 → 1: runtape 0.1.0's tables.
+/// - 1 → 2: `runs.unpriced_turns`, model turns whose cost was unknown.
+/// - 2 → 3: `heads`, each run's sealed head (see [`crate::receipt::RunHead`]); every run
+///   already stored gets an unsigned head recording what is found now (trust on first use,
+///   [`super::legacy_heads`]).
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        sql: V1,
+        then: None,
+    },
+    Migration {
+        sql: V2,
+        then: None,
+    },
+    Migration {
+        sql: V3,
+        then: Some(super::legacy_heads::seal_existing_runs),
+    },
+];
+
+const V3: &str = r#"
+-- run = runs.key; body = the head's canonical JSON; seal = its seal
+CREATE TABLE heads (
+    run INTEGER PRIMARY KEY,
+    body BLOB NOT NULL,
+    seal BLOB NOT NULL
+);
+"#;
+
+const V2: &str = r#"
+-- model turns whose cost was unknown (an unpriced model): `ls` shows such a run's cost as
+-- unknown rather than as the priced part alone
+ALTER TABLE runs ADD COLUMN unpriced_turns INTEGER NOT NULL DEFAULT 0;
+"#;
+
+const V1: &str = r#"
 CREATE TABLE runs (
     key INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -67,13 +108,7 @@ CREATE TABLE outbox (
     idempotency_key TEXT,
     PRIMARY KEY (run, seq, idx)
 ) WITHOUT ROWID;
-"#,
-    r#"
--- model turns whose cost was unknown (an unpriced model): `ls` shows such a run's cost as
--- unknown rather than as the priced part alone
-ALTER TABLE runs ADD COLUMN unpriced_turns INTEGER NOT NULL DEFAULT 0;
-"#,
-];
+"#;
 
 /// Opens `path` for reading and writing, creating it if absent, after checking (without
 /// writing anything) that an existing file is a runtape database of a version we can read.
@@ -162,12 +197,15 @@ pub(super) fn prepare(
             supported: SCHEMA_VERSION,
         });
     }
-    for (i, sql) in MIGRATIONS
+    for (i, step) in MIGRATIONS
         .iter()
         .enumerate()
         .skip(usize::try_from(version).unwrap_or(0))
     {
-        tx.execute_batch(sql).map_err(io)?;
+        tx.execute_batch(step.sql).map_err(io)?;
+        if let Some(fill) = step.then {
+            fill(&tx).map_err(io)?;
+        }
         tx.pragma_update(None, "user_version", i as i64 + 1)
             .map_err(io)?;
     }
@@ -188,7 +226,7 @@ pub(super) fn classify(shown: &str, e: rusqlite::Error) -> StoreError {
 }
 
 /// Packs a run key and a seq into a row id.
-pub(super) fn row_id(run_key: i64, seq: u64) -> i64 {
+pub(crate) fn row_id(run_key: i64, seq: u64) -> i64 {
     (run_key << 32) | (seq as i64 & 0xffff_ffff)
 }
 

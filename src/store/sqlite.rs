@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::schema::{self, classify, row_id};
 use super::{
-    Ack, Commit, Control, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
-    StoreError, TransitionRecord, Write, Written,
+    Ack, Commit, Control, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
+    Store, StoreError, TransitionRecord, Write, Written,
 };
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
@@ -117,6 +117,27 @@ impl SqliteStore {
         Self::open(path, durability)
     }
 
+    /// A view of the database as it is now: its own read-only connection holding one read
+    /// transaction open for as long as the view lives. Writes submitted through it go to this
+    /// store's writer.
+    pub fn read_snapshot(&self) -> Result<SqliteStore, StoreError> {
+        let shown = self.path.display().to_string();
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            Connection::open_with_flags(&self.path, flags).map_err(|e| classify(&shown, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| classify(&shown, e))?;
+        // BEGIN is deferred: the first read fixes the snapshot.
+        conn.execute_batch("BEGIN; SELECT count(*) FROM sqlite_schema;")
+            .map_err(|e| classify(&shown, e))?;
+        Ok(SqliteStore {
+            path: self.path.clone(),
+            jobs: self.jobs.clone(),
+            reader: Mutex::new(conn),
+            stats: self.stats.clone(),
+        })
+    }
+
     /// How many writes shared how many transactions so far.
     pub fn stats(&self) -> &CommitStats {
         &self.stats
@@ -133,6 +154,45 @@ impl SqliteStore {
             .lock()
             .map_err(|_| StoreError::Io("reader lock poisoned".into()))?;
         f(&conn).map_err(|e| classify(&self.path.display().to_string(), e))
+    }
+
+    /// The run's outbox rows (only those not done, when `open_only`), in `(seq, idx)` order.
+    fn outbox_rows(&self, run: &RunId, open_only: bool) -> Result<Vec<OutboxRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(Vec::new()) };
+            let sql = if open_only {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 AND status != 'done' ORDER BY seq, idx"
+            } else {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 ORDER BY seq, idx"
+            };
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt
+                .query_map([key], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(seq, idx, status, key)| {
+                Ok(OutboxRecord {
+                    effect: EffectRef {
+                        seq: seq as u64,
+                        index: idx as u32,
+                    },
+                    status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
+                        run: run.to_string(),
+                        detail: format!("seq {seq}: outbox.status `{status}` is not a status"),
+                    })?,
+                    idempotency_key: key,
+                })
+            })
+            .collect()
     }
 
     fn key(&self, conn: &Connection, run: &RunId) -> rusqlite::Result<Option<i64>> {
@@ -211,12 +271,12 @@ impl Store for SqliteStore {
             .map(|(id, at, event, edge, effects, hash, chain, seal)| {
                 let damaged = |what: &str| StoreError::Damaged {
                     run: run.to_string(),
-                    detail: format!("transition {}: {what}", id & 0xffff_ffff),
+                    detail: format!("seq {}: {what}", id & 0xffff_ffff),
                 };
                 let seq = (id & 0xffff_ffff) as u64;
                 let state_kind = crate::machine::table::edge_by_id(&edge)
                     .map(|e| e.to)
-                    .ok_or_else(|| damaged("unknown edge"))?;
+                    .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
                 Ok(TransitionRecord {
                     seq,
                     at: Hlc(at as u64),
@@ -224,8 +284,10 @@ impl Store for SqliteStore {
                     edge,
                     effects,
                     state_kind,
-                    state_hash: digest(&hash).ok_or_else(|| damaged("bad state hash"))?,
-                    chain: digest(&chain).ok_or_else(|| damaged("bad chain link"))?,
+                    state_hash: digest(&hash)
+                        .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
+                    chain: digest(&chain)
+                        .ok_or_else(|| damaged("transitions.chain is not 32 bytes"))?,
                     seal,
                 })
             })
@@ -269,33 +331,55 @@ impl Store for SqliteStore {
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        let rows = self.read(|c| {
-            let Some(key) = self.key(c, run)? else { return Ok(Vec::new()) };
+        self.outbox_rows(run, true)
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_rows(run, false)
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(Vec::new());
+            };
+            let to = to.min(u64::from(u32::MAX));
             let mut stmt = c.prepare_cached(
-                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 AND status != 'done' ORDER BY seq, idx",
+                "SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             )?;
             let rows = stmt
-                .query_map([key], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, Option<String>>(3)?))
+                .query_map(params![row_id(key, from), row_id(key, to)], |r| {
+                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
-        })?;
-        rows.into_iter()
-            .map(|(seq, idx, status, key)| {
-                Ok(OutboxRecord {
-                    effect: EffectRef {
-                        seq: seq as u64,
-                        index: idx as u32,
-                    },
-                    status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
-                        run: run.to_string(),
-                        detail: format!("outbox status `{status}`"),
-                    })?,
-                    idempotency_key: key,
+        })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(None);
+            };
+            c.prepare_cached("SELECT body, seal FROM heads WHERE run = ?1")?
+                .query_row([key], |r| {
+                    Ok(HeadRecord {
+                        body: bytes_at(r, 0)?,
+                        seal: bytes_at(r, 1)?,
+                        replaces: None,
+                    })
                 })
-            })
-            .collect()
+                .optional()
+        })
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(Some(Box::new(self.read_snapshot()?)))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
@@ -336,15 +420,23 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
     };
     let record = (|| {
         Ok(RunRecord {
-            parent: parent.map(|p| (RunId(p), fork_seq.unwrap_or(0) as u64)),
+            parent: match (parent, fork_seq) {
+                (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+                (None, None) => None,
+                _ => {
+                    return Err(damaged(
+                        "runs.parent_id and runs.fork_seq are not set together".into(),
+                    ));
+                }
+            },
             spec: r.get(3)?,
             goal: r.get(4)?,
             status: RunStatus::parse(&status)
-                .ok_or_else(|| damaged(format!("status `{status}`")))?,
+                .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
             state_kind: StateKind::ALL
                 .into_iter()
                 .find(|k| k.as_str() == kind)
-                .ok_or_else(|| damaged(format!("state `{kind}`")))?,
+                .ok_or_else(|| damaged(format!("runs.state_kind `{kind}` is not a state")))?,
             seq: r.get::<_, i64>(7)? as u64,
             lease_epoch: r.get::<_, i64>(8)? as u64,
             lease_owner: r.get(9)?,
@@ -353,7 +445,9 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
                 None => None,
                 Some("pause") => Some(Control::Pause),
                 Some("cancel") => Some(Control::Cancel),
-                Some(other) => return Err(damaged(format!("control `{other}`"))),
+                Some(other) => {
+                    return Err(damaged(format!("runs.control `{other}` is not a request")));
+                }
             },
             created_ms: r.get::<_, i64>(12)? as u64,
             updated_ms: r.get::<_, i64>(13)? as u64,
@@ -504,6 +598,7 @@ fn apply(
             epoch,
             effects,
             expires_ms,
+            head,
         } => {
             let key = run_key(tx, keys, created, run)?;
             check_epoch(tx, key, run, *epoch)?;
@@ -534,6 +629,7 @@ fn apply(
             }
             tx.prepare_cached("UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1")?
                 .execute(params![key, *expires_ms as i64])?;
+            write_head(tx, key, run, head.as_ref())?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -582,15 +678,24 @@ fn apply(
             .execute(params![key, next, owner, *expires_ms as i64])?;
             Ok(Written::Lease(next as u64))
         }
-        Write::ReleaseLease { run, epoch, status } => {
+        Write::ReleaseLease {
+            run,
+            epoch,
+            status,
+            head,
+        } => {
             let key = run_key(tx, keys, created, run)?;
             check_epoch(tx, key, run, *epoch)?;
-            tx.prepare_cached(
-                "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
-                 status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE ?2 END \
-                 WHERE key = ?1 AND lease_owner IS NOT NULL",
-            )?
-            .execute(params![key, status.as_str()])?;
+            let released = tx
+                .prepare_cached(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
+                     status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE ?2 END \
+                     WHERE key = ?1 AND lease_owner IS NOT NULL",
+                )?
+                .execute(params![key, status.as_str()])?;
+            if released == 1 {
+                write_head(tx, key, run, head.as_ref())?;
+            }
             Ok(Written::Done)
         }
         Write::SetControl { run, control } => {
@@ -657,7 +762,9 @@ fn create_run(
         new.now_ms as i64,
         new.setup
     ])?;
-    created.push((new.id.clone(), tx.last_insert_rowid()));
+    let key = tx.last_insert_rowid();
+    write_head(tx, key, &new.id, Some(&new.head))?;
+    created.push((new.id.clone(), key));
     Ok(Written::Lease(1))
 }
 
@@ -736,5 +843,31 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         c.lease_expires_ms as i64,
         c.unpriced_turns as i64
     ])?;
+    write_head(tx, key, &c.run, c.head.as_ref())?;
     Ok(Written::Done)
+}
+
+/// Replaces the run's sealed head (no-op for `None`), if the stored one is the head it says
+/// it replaces.
+fn write_head(
+    tx: &Connection,
+    key: i64,
+    run: &RunId,
+    head: Option<&HeadRecord>,
+) -> Result<(), StoreError> {
+    let Some(h) = head else { return Ok(()) };
+    if let Some(expected) = h.replaces {
+        let stored: Option<Vec<u8>> = tx
+            .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
+            .query_row([key], |r| bytes_at(r, 0))
+            .optional()?;
+        if stored.map(|b| Digest::of(&b)) != Some(expected) {
+            return Err(StoreError::StaleHead {
+                run: run.to_string(),
+            });
+        }
+    }
+    tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
+        .execute(params![key, h.body, h.seal])?;
+    Ok(())
 }

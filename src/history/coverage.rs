@@ -1,0 +1,214 @@
+//! Every column runtape stores, and what covers it: the one place that says which stored
+//! values `verify` checks (and how) and which are operational — neither shown as history nor
+//! executed — and why. A test (`tests/verify_coverage.rs`) reads every table's columns from
+//! the database itself and fails on a column listed nowhere here, so a new stored field
+//! cannot be added without deciding how it is verified.
+
+/// How a stored column is covered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coverage {
+    /// `verify` checks it; the text says against what.
+    Verified(&'static str),
+    /// Not verified: it steers the engine's coordination, is never shown as history and is
+    /// never executed; the text says why an edit cannot change what a run did or will do.
+    Operational(&'static str),
+}
+
+/// One stored column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// The table.
+    pub table: &'static str,
+    /// The column.
+    pub name: &'static str,
+    /// What covers it.
+    pub coverage: Coverage,
+}
+
+const fn verified(table: &'static str, name: &'static str, how: &'static str) -> Column {
+    Column {
+        table,
+        name,
+        coverage: Coverage::Verified(how),
+    }
+}
+
+const fn operational(table: &'static str, name: &'static str, why: &'static str) -> Column {
+    Column {
+        table,
+        name,
+        coverage: Coverage::Operational(why),
+    }
+}
+
+/// Every column of every table, with its coverage.
+pub const COLUMNS: &[Column] = &[
+    // runs: the row `ls`, `log` and `show` read, and what `resume` and `fork` execute.
+    verified(
+        "runs",
+        "key",
+        "internal row key: every row found through it names its run (events, the head, idempotency keys)",
+    ),
+    verified("runs", "id", "equals the run the head sealed"),
+    verified("runs", "parent_id", "equals the parent the head sealed"),
+    verified("runs", "fork_seq", "equals the fork seq the head sealed"),
+    verified(
+        "runs",
+        "spec",
+        "its digest equals the head's; the history replays under it",
+    ),
+    verified("runs", "setup", "its digest equals the head's"),
+    verified("runs", "goal", "its digest equals the head's"),
+    verified(
+        "runs",
+        "status",
+        "equals the head's (or `running` over an unfinished head: taking the lease writes it); the head's fits the final state",
+    ),
+    verified(
+        "runs",
+        "state_kind",
+        "equals the head's, which is the final state's kind",
+    ),
+    verified(
+        "runs",
+        "seq",
+        "equals the head's seq, where the replayed history must end",
+    ),
+    operational(
+        "runs",
+        "lease_epoch",
+        "fences concurrent writers; a wrong value makes a driver stop or a resume take over, never changes the history",
+    ),
+    operational(
+        "runs",
+        "lease_owner",
+        "who holds the lease; read only to refuse or allow a takeover",
+    ),
+    operational(
+        "runs",
+        "lease_expires_ms",
+        "when a lease counts as abandoned; read only to refuse or allow a takeover",
+    ),
+    operational(
+        "runs",
+        "control",
+        "a pending pause or cancel request; acting on it commits a transition, which is then verified",
+    ),
+    verified("runs", "created_ms", "equals the head's"),
+    verified("runs", "updated_ms", "equals the head's"),
+    verified(
+        "runs",
+        "cost_nanos",
+        "equals the head's, which is the final state's usage",
+    ),
+    verified(
+        "runs",
+        "unpriced_turns",
+        "equals the head's, which is the final state's usage",
+    ),
+    verified(
+        "runs",
+        "tokens",
+        "equals the head's, which is the final state's usage",
+    ),
+    verified(
+        "runs",
+        "outcome",
+        "its digest equals the head's, which is the final state's outcome",
+    ),
+    // transitions: the history.
+    verified(
+        "transitions",
+        "id",
+        "run key and seq: seqs run 1..=head seq with no gap and nothing past it; each event names its run",
+    ),
+    verified(
+        "transitions",
+        "at",
+        "equals the time inside the stored event",
+    ),
+    verified(
+        "transitions",
+        "event",
+        "re-folded through the machine; covered by the chain link",
+    ),
+    verified("transitions", "edge", "equals the edge the machine takes"),
+    verified(
+        "transitions",
+        "effects",
+        "equal the effects the machine emits",
+    ),
+    verified(
+        "transitions",
+        "state_hash",
+        "equals the hash of the folded state",
+    ),
+    verified(
+        "transitions",
+        "chain",
+        "equals the recomputed link; the last one equals the head's",
+    ),
+    verified(
+        "transitions",
+        "seal",
+        "each receipt rebuilt from the history verifies under its seal, chained; the last is the head's receipt tip",
+    ),
+    // snapshots: where rebuilding a state starts.
+    verified(
+        "snapshots",
+        "id",
+        "one exactly where due (every 64 transitions), none past the head",
+    ),
+    verified("snapshots", "state", "equals the state folded to its seq"),
+    // blobs: message bodies.
+    verified(
+        "blobs",
+        "hash",
+        "every message the history appends is found under its digest",
+    ),
+    verified(
+        "blobs",
+        "bytes",
+        "equal the node the history appends (previous head, then the message)",
+    ),
+    // outbox: which non-idempotent calls may have started.
+    verified(
+        "outbox",
+        "run",
+        "rows name a tool call of that run's history with its idempotency key; started rows equal the head's list",
+    ),
+    verified("outbox", "seq", "names a tool call of the history"),
+    verified("outbox", "idx", "names a tool call of the history"),
+    verified(
+        "outbox",
+        "status",
+        "done exactly when the history answers the call; started exactly when the head lists it \
+         (a missing started row is caught; a missing pending or done row is not, and changes \
+         nothing: a resume performs a pending call and skips an answered one either way)",
+    ),
+    verified(
+        "outbox",
+        "idempotency_key",
+        "equals the key the call is performed with",
+    ),
+    // heads: the sealed head.
+    verified("heads", "run", "the head found for a run names that run"),
+    verified(
+        "heads",
+        "body",
+        "its seal holds; its fields equal the run's row and the replayed history",
+    ),
+    verified(
+        "heads",
+        "seal",
+        "holds over the body: signed with the trusted key when one is given",
+    ),
+];
+
+/// The coverage of `table.name`, if the column is listed.
+pub fn coverage_of(table: &str, name: &str) -> Option<Coverage> {
+    COLUMNS
+        .iter()
+        .find(|c| c.table == table && c.name == name)
+        .map(|c| c.coverage)
+}

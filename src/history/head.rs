@@ -1,0 +1,505 @@
+//! A run's sealed head on the engine's side: the first head of a new run, how each write moves
+//! it on ([`HeadKeeper`]), and the check made before a stored run is continued
+//! ([`check_continuable`]). The head itself — its fields and seal — is
+//! [`crate::receipt::RunHead`]; what `verify` recomputes of it is in `audit`.
+//!
+//! Every write that changes what the head records carries the new sealed head, so it lands in
+//! the same transaction: `CreateRun`, each `Commit`, `MarkStarted` (a non-idempotent call is
+//! about to run) and `ReleaseLease` (the status the run rests in). One [`HeadKeeper`] per
+//! driver seals and submits them under one lock, so the store applies heads in the order they
+//! were sealed.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::audit;
+use super::{HistoryError, ancestry_through};
+use crate::machine::{Digest, RunId};
+use crate::receipt::{
+    ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
+    check_head_seal, text_digest,
+};
+use crate::store::{
+    Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, Write,
+};
+
+/// The head of a run about to be created by `new`: seq 0 for a new run; for a fork, the
+/// parent's state hash, chain link and receipt tip at the fork seq.
+pub fn first_head(
+    new: &NewRun,
+    state_hash: Digest,
+    chain: Digest,
+    tip: Option<&ChainTip>,
+) -> RunHead {
+    RunHead {
+        chain: chain.to_hex(),
+        cost_nanos: 0,
+        created_ms: new.now_ms,
+        format: HEAD_FORMAT.into(),
+        goal: text_digest(&new.goal),
+        origin: HeadOrigin::Engine,
+        outcome: None,
+        parent: new.parent.as_ref().map(|(run, seq)| HeadParent {
+            run: run.clone(),
+            seq: *seq,
+        }),
+        receipt_tip: tip.map(|t| HeadTip {
+            link: t.seal.link(),
+            seq: t.seq,
+        }),
+        run: new.id.clone(),
+        seq: new.parent.as_ref().map_or(0, |(_, seq)| *seq),
+        setup: new.setup.as_deref().map(text_digest),
+        spec: text_digest(&new.spec),
+        started: Vec::new(),
+        state: if new.parent.is_some() {
+            "preparing"
+        } else {
+            "created"
+        }
+        .into(),
+        state_hash: state_hash.to_hex(),
+        status: RunStatus::Running.as_str().into(),
+        tokens: 0,
+        unpriced_turns: 0,
+        updated_ms: new.now_ms,
+    }
+}
+
+/// Seals `head` with `signer` for storage, as the replacement of the stored head whose body
+/// has digest `replaces` (`None` for a new run's first head).
+pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) -> HeadRecord {
+    let (body, seal) = signer.seal_head_stored(head);
+    HeadRecord {
+        body,
+        seal,
+        replaces,
+    }
+}
+
+/// Moves `head` on past `commit`.
+fn advance(head: &mut RunHead, c: &Commit) {
+    head.seq = c.seq;
+    head.state = c.state_kind.as_str().into();
+    head.state_hash = c.state_hash.to_hex();
+    head.chain = c.chain.to_hex();
+    head.status = c.status.as_str().into();
+    head.outcome = c.outcome.as_deref().map(text_digest);
+    head.tokens = c.tokens;
+    head.cost_nanos = c.cost_nanos;
+    head.unpriced_turns = c.unpriced_turns;
+    head.updated_ms = c.now_ms;
+    if let Some(seal) = c.seal.as_deref().and_then(Seal::from_bytes) {
+        head.receipt_tip = Some(HeadTip {
+            link: seal.link(),
+            seq: c.seq,
+        });
+    }
+    if let Some(r) = c.resolves {
+        head.started.retain(|s| *s != (r.seq, r.index));
+    }
+}
+
+/// Keeps one run's head while a driver writes it, and submits every write that changes it
+/// with the head sealed after it. Shared (in an `Arc`) with the tasks that mark calls started.
+///
+/// Each head it writes names the digest of the head it replaces, and the store refuses a
+/// write whose head replaces another than the one stored: a driver whose view went stale (a
+/// commit of its was refused, another process moved the run on) writes nothing more.
+#[derive(Debug)]
+pub struct HeadKeeper {
+    /// The head as last sealed, and the digest of the body that is (or is about to be) stored.
+    head: Mutex<(RunHead, Digest)>,
+    signer: Arc<ReceiptSigner>,
+}
+
+impl HeadKeeper {
+    /// A keeper starting from `head` — the first head of a new run, or the stored head
+    /// [`check_continuable`] returned — sealing with `signer`.
+    pub fn new(mut head: RunHead, signer: Arc<ReceiptSigner>) -> HeadKeeper {
+        let stored = Digest::of(&head.canonical_bytes());
+        // From its next write on, the head is the engine's (a head trusted on first use is
+        // sealed again like any other).
+        head.origin = HeadOrigin::Engine;
+        HeadKeeper {
+            head: Mutex::new((head, stored)),
+            signer,
+        }
+    }
+
+    /// The head as last sealed (or as given, before any write).
+    pub fn current(&self) -> RunHead {
+        self.lock().0.clone()
+    }
+
+    /// Seals the current head as a new run's first (for its `CreateRun` write).
+    pub fn sealed(&self) -> HeadRecord {
+        let mut guard = self.lock();
+        let record = seal(&self.signer, &guard.0, None);
+        guard.1 = Digest::of(&record.body);
+        record
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (RunHead, Digest)> {
+        // The head is replaced whole under the lock; a panic elsewhere cannot leave it torn.
+        self.head.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Seals the head in `guard` as the replacement of the one stored, and records it as
+    /// stored.
+    fn reseal(&self, guard: &mut (RunHead, Digest)) -> HeadRecord {
+        let record = seal(&self.signer, &guard.0, Some(guard.1));
+        guard.1 = Digest::of(&record.body);
+        record
+    }
+
+    /// Submits consecutive transitions of the run as one write, the last carrying the head
+    /// they lead to. Call it where the commits would otherwise be submitted.
+    pub fn submit_commits(&self, store: &dyn Store, mut commits: Vec<Commit>) -> Ack {
+        let mut guard = self.lock();
+        for c in &commits {
+            advance(&mut guard.0, c);
+        }
+        let sealed = self.reseal(&mut guard);
+        if let Some(last) = commits.last_mut() {
+            last.head = Some(sealed);
+        }
+        let write = if commits.len() == 1 {
+            // Just checked: exactly one element.
+            Write::Commit(Box::new(commits.pop().expect("one commit")))
+        } else {
+            Write::Commits(commits)
+        };
+        store.submit(write)
+    }
+
+    /// Submits `MarkStarted` for `effects` (non-idempotent calls about to run) with the head
+    /// that lists them as started.
+    pub fn submit_mark_started(
+        &self,
+        store: &dyn Store,
+        run: RunId,
+        epoch: u64,
+        effects: Vec<OutboxRecord>,
+        expires_ms: u64,
+    ) -> Ack {
+        let mut guard = self.lock();
+        for e in &effects {
+            let at = (e.effect.seq, e.effect.index);
+            if let Err(i) = guard.0.started.binary_search(&at) {
+                guard.0.started.insert(i, at);
+            }
+        }
+        let sealed = self.reseal(&mut guard);
+        store.submit(Write::MarkStarted {
+            run,
+            epoch,
+            effects,
+            expires_ms,
+            head: Some(sealed),
+        })
+    }
+
+    /// Submits `ReleaseLease` recording `status`, with the head that records it too.
+    pub fn submit_release(
+        &self,
+        store: &dyn Store,
+        run: RunId,
+        epoch: u64,
+        status: RunStatus,
+    ) -> Ack {
+        let mut guard = self.lock();
+        guard.0.status = status.as_str().into();
+        let sealed = self.reseal(&mut guard);
+        store.submit(Write::ReleaseLease {
+            run,
+            epoch,
+            status,
+            head: Some(sealed),
+        })
+    }
+}
+
+/// Checks, before a stored run is continued (resumed, answered, cancelled at rest or forked),
+/// that what will be executed and shown is what its head sealed: the head's seal (against
+/// `signer`'s key when the head is signed, which must be that key), the run's row (spec,
+/// setup, goal, parent, seq, status, ...), the last transition (its chain link and state hash),
+/// nothing stored past it, and the outbox rows marked started. Reads a handful of rows, not
+/// the history; writes nothing. Returns the head to continue from.
+///
+/// The row and the head are read afresh (`rec` names the run), from one snapshot of the
+/// store, so a run another process is driving is checked as it stood at one moment.
+pub fn check_continuable(
+    store: &dyn Store,
+    rec: &RunRecord,
+    signer: &ReceiptSigner,
+) -> Result<RunHead, HistoryError> {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    let fresh = super::record(store, &rec.id)?;
+    check_once(store, &fresh, store.head(&rec.id)?, signer)
+}
+
+fn check_once(
+    store: &dyn Store,
+    rec: &RunRecord,
+    stored: Option<HeadRecord>,
+    signer: &ReceiptSigner,
+) -> Result<RunHead, HistoryError> {
+    let run = &rec.id;
+    let refuse = |detail: String| HistoryError::Tampered {
+        run: run.to_string(),
+        detail,
+    };
+    let stored =
+        stored.ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
+    let (head, seal) = audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
+    match (&seal, head.origin, signer.key_id()) {
+        (Seal::Ed25519 { key_id, .. }, _, Some(mine)) if key_id == mine => {}
+        (Seal::Ed25519 { key_id, .. }, _, _) => {
+            return Err(HistoryError::WrongKey(format!(
+                "run {run}'s head is signed with the key {key_id}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
+            )));
+        }
+        (Seal::Unsigned { .. }, HeadOrigin::Engine, Some(_)) => {
+            return Err(HistoryError::WrongKey(format!(
+                "run {run} was run without a receipt key (its head is unsigned); continue it without one"
+            )));
+        }
+        (Seal::Unsigned { .. }, _, _) => {}
+    }
+    check_head_seal(&stored.body, &seal, signer.verifying_key().as_ref())
+        .map_err(|e| refuse(format!("heads.seal: {e}")))?;
+    audit::row_against_head(rec, &head).map_err(|d| refuse(d.to_string()))?;
+    if head.seq > 0 {
+        let segments = ancestry_through(store, run, head.seq)?;
+        let last = segments
+            .last()
+            .filter(|s| s.to == head.seq)
+            .map(|s| store.transitions(&s.run, head.seq, head.seq))
+            .transpose()?
+            .and_then(|rows| rows.into_iter().next())
+            .ok_or_else(|| refuse(format!("seq {}: the last transition is missing", head.seq)))?;
+        if last.chain.to_hex() != head.chain || last.state_hash.to_hex() != head.state_hash {
+            return Err(refuse(format!(
+                "seq {}: the last transition is not the one the head sealed",
+                head.seq
+            )));
+        }
+    }
+    if let Some(extra) = store
+        .transitions(run, head.seq + 1, u64::from(u32::MAX))?
+        .first()
+    {
+        return Err(refuse(format!(
+            "seq {}: a transition is stored past the sealed end of the history",
+            extra.seq
+        )));
+    }
+    let started: Vec<(u64, u32)> = store
+        .outbox(run)?
+        .into_iter()
+        .filter(|o| o.status == OutboxStatus::Started)
+        .map(|o| (o.effect.seq, o.effect.index))
+        .collect();
+    if started != head.started {
+        return Err(refuse(format!(
+            "outbox.status: calls marked started are {}, the head sealed {}",
+            audit::list(&started),
+            audit::list(&head.started)
+        )));
+    }
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{EffectRef, Hlc, StateKind};
+    use crate::receipt::SigningKey;
+    use crate::store::{MemoryStore, NewRun, OutboxRecord, Written};
+
+    fn new_run() -> NewRun {
+        NewRun {
+            id: RunId::new("01headtest"),
+            parent: None,
+            spec: "{\"spec\":1}".into(),
+            setup: Some("{\"setup\":1}".into()),
+            goal: "a goal".into(),
+            now_ms: 1_700_000_000_000,
+            owner: "me".into(),
+            lease_expires_ms: u64::MAX,
+            head: HeadRecord::default(),
+        }
+    }
+
+    fn commit(seq: u64, resolves: Option<EffectRef>) -> Commit {
+        Commit {
+            run: RunId::new("01headtest"),
+            epoch: 1,
+            seq,
+            at: Hlc::new(1_700_000_000_000 + seq, 0),
+            event: b"{}".to_vec(),
+            edge: "created.start",
+            effects: Vec::new(),
+            outbox: Vec::new(),
+            resolves,
+            state_kind: StateKind::Generating,
+            state_hash: Digest::of(&seq.to_le_bytes()),
+            chain: Digest::of(&[seq as u8]),
+            blobs: Vec::new(),
+            snapshot: None,
+            status: RunStatus::Running,
+            cost_nanos: 7 * seq,
+            tokens: 11 * seq,
+            unpriced_turns: 0,
+            outcome: None,
+            seal: None,
+            now_ms: 1_700_000_000_000 + seq,
+            lease_expires_ms: u64::MAX,
+            head: None,
+        }
+    }
+
+    fn stored(store: &MemoryStore) -> RunHead {
+        let h = store
+            .head(&RunId::new("01headtest"))
+            .expect("reads")
+            .expect("a head");
+        RunHead::from_bytes(&h.body).expect("decodes")
+    }
+
+    #[test]
+    fn each_write_carries_the_head_it_leads_to_sealed_by_the_run_key() {
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let signer = Arc::new(ReceiptSigner::from_signing_key(key.clone()));
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let keeper = HeadKeeper::new(
+            first_head(&new, Digest::ZERO, Digest::ZERO, None),
+            signer.clone(),
+        );
+        new.head = keeper.sealed();
+        let created = store.submit(Write::CreateRun(new));
+        assert_eq!(
+            created.blocking_recv().expect("acked"),
+            Ok(Written::Lease(1))
+        );
+        assert_eq!(stored(&store).seq, 0);
+
+        let ack = keeper.submit_commits(&store, vec![commit(1, None), commit(2, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        let head = stored(&store);
+        assert_eq!((head.seq, head.tokens, head.cost_nanos), (2, 22, 14));
+        assert_eq!(head.chain, Digest::of(&[2]).to_hex());
+
+        let started = |seq, index| OutboxRecord {
+            effect: EffectRef { seq, index },
+            status: OutboxStatus::Started,
+            idempotency_key: Some(format!("k{seq}{index}")),
+        };
+        let run = RunId::new("01headtest");
+        for (s, i) in [(2, 1), (2, 0), (2, 1)] {
+            let ack =
+                keeper.submit_mark_started(&store, run.clone(), 1, vec![started(s, i)], u64::MAX);
+            assert!(ack.blocking_recv().expect("acked").is_ok());
+        }
+        assert_eq!(
+            stored(&store).started,
+            vec![(2, 0), (2, 1)],
+            "sorted, once each"
+        );
+
+        let ack = keeper.submit_commits(
+            &store,
+            vec![commit(3, Some(EffectRef { seq: 2, index: 0 }))],
+        );
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(
+            stored(&store).started,
+            vec![(2, 1)],
+            "the answered call left the list"
+        );
+
+        let ack = keeper.submit_release(&store, run.clone(), 1, RunStatus::Paused);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(stored(&store).status, "paused");
+        // A release by a writer that lost the lease is fenced and changes nothing, head
+        // included.
+        let ack = keeper.submit_release(&store, run.clone(), 99, RunStatus::Failed);
+        assert!(matches!(
+            ack.blocking_recv().expect("acked"),
+            Err(crate::store::StoreError::Fenced { .. })
+        ));
+        assert_eq!(stored(&store).status, "paused");
+
+        let h = store.head(&run).expect("reads").expect("a head");
+        let seal = Seal::from_bytes(&h.seal).expect("a seal");
+        let (body, expected) = signer.seal_head(&stored(&store));
+        assert_eq!((body, Some(expected)), (h.body.clone(), Some(seal.clone())));
+        assert!(check_head_seal(&h.body, &seal, Some(&key.verifying_key())).is_ok());
+        let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
+        assert!(check_head_seal(&h.body, &seal, Some(&other)).is_err());
+    }
+
+    #[test]
+    fn a_keeper_whose_view_went_stale_writes_nothing_more() {
+        let signer = Arc::new(ReceiptSigner::unsigned());
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let first = first_head(&new, Digest::ZERO, Digest::ZERO, None);
+        let keeper = HeadKeeper::new(first.clone(), signer.clone());
+        new.head = keeper.sealed();
+        drop(store.submit(Write::CreateRun(new)));
+        // Two drivers that read the same head: the first to write moves it on; the other's
+        // writes — a commit, a release over a run that moved on — are refused, head untouched.
+        let stale = HeadKeeper::new(first, signer);
+        let ack = keeper.submit_commits(&store, vec![commit(1, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        let before = store.head(&RunId::new("01headtest")).expect("reads");
+        let run = RunId::new("01headtest");
+        let refused = stale.submit_release(&store, run.clone(), 1, RunStatus::Paused);
+        assert!(matches!(
+            refused.blocking_recv().expect("acked"),
+            Err(crate::store::StoreError::StaleHead { .. })
+        ));
+        assert_eq!(store.head(&run).expect("reads"), before);
+        let rec = store.run(&run).expect("reads").expect("the run");
+        assert_eq!(
+            rec.status,
+            RunStatus::Running,
+            "the status was not overwritten"
+        );
+        // The keeper that wrote goes on.
+        let ack = keeper.submit_commits(&store, vec![commit(2, None)]);
+        assert!(ack.blocking_recv().expect("acked").is_ok());
+        assert_eq!(stored(&store).seq, 2);
+    }
+
+    #[test]
+    fn a_run_is_continued_only_as_sealed_and_with_its_key() {
+        let signer = Arc::new(ReceiptSigner::unsigned());
+        let store = MemoryStore::new();
+        let mut new = new_run();
+        let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
+        new.head = keeper.sealed();
+        drop(store.submit(Write::CreateRun(new)));
+        let rec = store
+            .run(&RunId::new("01headtest"))
+            .expect("reads")
+            .expect("the run");
+        assert!(check_continuable(&store, &rec, &ReceiptSigner::unsigned()).is_ok());
+        let mut edited = rec.clone();
+        edited.setup = Some("{\"setup\":2}".into());
+        let head = store.head(&rec.id).expect("reads");
+        let refused = check_once(&store, &edited, head, &ReceiptSigner::unsigned());
+        assert!(
+            matches!(&refused, Err(HistoryError::Tampered { detail, .. }) if detail.contains("runs.setup")),
+            "{refused:?}"
+        );
+        let keyed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        assert!(matches!(
+            check_continuable(&store, &rec, &keyed),
+            Err(HistoryError::WrongKey(_))
+        ));
+    }
+}

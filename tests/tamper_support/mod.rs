@@ -1,0 +1,228 @@
+//! A database to tamper with, written by the real binary: a long run with a non-idempotent
+//! command tool and signed receipts (76 transitions, a snapshot at seq 64, outbox rows done),
+//! a fork of it, and a run killed while a non-idempotent call was running (an outbox row left
+//! `started`). Built once per test binary; each test works on its own copy.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The pristine database and what is in it.
+pub(crate) struct Fixture {
+    /// Keeps the directory alive.
+    _dir: tempfile::TempDir,
+    /// The directory holding the specs, keys and the database.
+    pub(crate) dir: PathBuf,
+    /// The database (WAL checkpointed: the file alone is the whole database).
+    pub(crate) db: PathBuf,
+    /// The receipt signing key.
+    pub(crate) key: PathBuf,
+    /// Its public half.
+    pub(crate) pubkey: String,
+    /// The long, signed, completed run.
+    pub(crate) long: String,
+    /// A fork of it at [`FORK_SEQ`].
+    pub(crate) fork: String,
+    /// The run killed while its non-idempotent call ran.
+    pub(crate) killed: String,
+}
+
+/// Transitions of the long run.
+pub(crate) const LONG_STEPS: u64 = 76;
+/// Where the fork branches off.
+pub(crate) const FORK_SEQ: u64 = 10;
+
+pub(crate) fn runtape(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("runs the binary")
+}
+
+pub(crate) fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The run id at the end of the first line (`started run ID`, `forked P@N as run ID`).
+fn first_id(out: &str) -> String {
+    out.lines()
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .expect("a run id")
+        .to_owned()
+}
+
+fn long_spec() -> String {
+    let mut replies = String::new();
+    for i in 0..24 {
+        replies.push_str(&format!(
+            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ], usage = {{ input = 10, output = 5 }}, cost_usd = 0.0001 }},\n"
+        ));
+    }
+    replies.push_str("  { text = \"all noted\", usage = { input = 10, output = 5 } },\n");
+    format!(
+        r#"goal = "Note things down."
+
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [
+{replies}]
+
+[[tools]]
+name = "note"
+description = "Append a note"
+command = ["sh", "-c", "cat >> notes.log; echo ok"]
+schema = {{ type = "object" }}
+idempotent = false
+
+[[agents]]
+id = "scribe"
+system_prompt = "Take notes."
+provider = "script"
+tools = ["note"]
+"#
+    )
+}
+
+const STUCK_SPEC: &str = r#"goal = "Charge the card."
+
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [
+  { text = "Charging.", tool_calls = [ { name = "charge", arguments = { cents = 100 } } ] },
+  { text = "Charged." },
+]
+
+[[tools]]
+name = "charge"
+description = "Charge a card (not idempotent)"
+command = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done; echo charged"]
+schema = { type = "object" }
+idempotent = false
+
+[[agents]]
+id = "cashier"
+system_prompt = "Charge once."
+provider = "script"
+tools = ["charge"]
+"#;
+
+fn build() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_path_buf();
+    let db = d.join("runs.db");
+    let key = d.join("receipts.key");
+    let k = key.to_str().expect("utf-8").to_owned();
+    ok(runtape(&db, &["keygen", "-o", &k]));
+    let pubkey = format!("{k}.pub");
+    std::fs::write(d.join("long.toml"), long_spec()).expect("writes");
+    std::fs::write(d.join("stuck.toml"), STUCK_SPEC).expect("writes");
+
+    let long_spec = d.join("long.toml");
+    let out = ok(runtape(
+        &db,
+        &[
+            "run",
+            long_spec.to_str().expect("utf-8"),
+            "--receipt-key",
+            &k,
+        ],
+    ));
+    let long = first_id(&out);
+    let out = ok(runtape(
+        &db,
+        &["fork", &format!("{long}@{FORK_SEQ}"), "--receipt-key", &k],
+    ));
+    let fork = first_id(&out);
+
+    // A run killed while its non-idempotent call runs: the call's row stays `started`.
+    let stuck = d.join("stuck.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .arg("--db")
+        .arg(&db)
+        .args(["run", stuck.to_str().expect("utf-8"), "--receipt-key", &k])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    // The tool touches `started` only after its `started` mark is durable.
+    let mut waited = 0;
+    while !d.join("started").exists() {
+        assert!(waited < 6000, "the tool never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    child.kill().expect("kills");
+    let killed_out = child.wait_with_output().expect("waits");
+    std::fs::write(d.join("release"), "").expect("releases the orphaned tool");
+    let killed = first_id(&String::from_utf8_lossy(&killed_out.stdout));
+
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoints");
+    let started: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM outbox WHERE status = 'started'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("reads");
+    assert_eq!(started, 1, "the killed run left its call started");
+    drop(conn);
+    Fixture {
+        dir: d,
+        _dir: dir,
+        db,
+        key,
+        pubkey,
+        long,
+        fork,
+        killed,
+    }
+}
+
+/// The pristine fixture, built on first use.
+pub(crate) fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(build)
+}
+
+/// A private copy of the pristine database in a new directory (kept alive by the returned
+/// guard), opened for editing.
+pub(crate) fn copy() -> (tempfile::TempDir, PathBuf) {
+    let f = fixture();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    std::fs::copy(&f.db, &db).expect("copies");
+    (dir, db)
+}
+
+/// The run's row key.
+pub(crate) fn key_of(conn: &rusqlite::Connection, run: &str) -> i64 {
+    conn.query_row("SELECT key FROM runs WHERE id = ?1", [run], |r| r.get(0))
+        .expect("run row")
+}
+
+/// The row id of seq `seq` of the run with key `key`.
+pub(crate) fn row(key: i64, seq: u64) -> i64 {
+    (key << 32) | seq as i64
+}
