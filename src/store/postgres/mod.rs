@@ -143,7 +143,8 @@ impl PostgresStore {
         let conn = self.backend.block_on(async move {
             let mut conn = backend.get_for_view().await?;
             conn.client()
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                // The snapshot is taken by the first statement, not by BEGIN.
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
                 .await
                 .map_err(|e| schema::classify(backend.shown(), &e))?;
             conn.in_transaction();
