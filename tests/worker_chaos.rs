@@ -59,7 +59,7 @@ fn worker(url: &str, dir: &Path, n: usize, generation: usize) -> Child {
         .env("RUNTAPE_WORKER_POLL_MS", "50")
         .stdin(Stdio::null())
         .stdout(log)
-        .stderr(Stdio::inherit())
+        .stderr(log_err)
         .spawn()
         .expect("starts a worker")
 }
@@ -115,7 +115,7 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     eprintln!("chaos seed {seed}");
     let mut dice = Dice(seed);
     let mut gens = vec![0usize; WORKERS];
-    let mut workers: Vec<Child> = (0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect();
+    let mut workers = pg_support::Reaper((0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect());
     let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
@@ -131,12 +131,12 @@ fn four_workers_killed_at_random_complete_every_run_once() {
         );
         if kills < KILLS && completed >= kills * RUNS / (KILLS + 2) {
             let victim = dice.next(WORKERS as u64) as usize;
-            workers[victim].kill().expect("SIGKILL");
-            let _ = workers[victim].wait();
+            workers.0[victim].kill().expect("SIGKILL");
+            let _ = workers.0[victim].wait();
             kills += 1;
             gens[victim] += 1;
             std::thread::sleep(Duration::from_millis(dice.next(300)));
-            workers[victim] = worker(&url, &dir, victim, gens[victim]);
+            workers.0[victim] = worker(&url, &dir, victim, gens[victim]);
         }
         std::thread::sleep(Duration::from_millis(100));
     }

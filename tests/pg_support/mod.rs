@@ -224,3 +224,15 @@ impl Drop for PgServer {
         let _ = self.tool("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
     }
 }
+
+/// Child processes killed (SIGKILL) when dropped, so a failing test leaves none behind.
+pub struct Reaper(pub Vec<std::process::Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -249,3 +249,15 @@ pub(super) fn retryable(e: &tokio_postgres::Error) -> bool {
         Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
     )
 }
+
+/// True when the connection is gone: closed, or ended by the server (an administrator's
+/// `pg_terminate_backend`, a shutdown).
+pub(super) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || matches!(
+            e.code(),
+            Some(c) if *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+        )
+}

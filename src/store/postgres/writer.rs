@@ -23,7 +23,7 @@ use futures_util::future::{BoxFuture, try_join_all};
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Backend, Conn};
-use super::schema::{classify, retryable};
+use super::schema::{classify, connection_lost, retryable};
 use crate::machine::{Digest, RunId};
 use crate::store::{
     Commit, CommitStats, Control, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError, Write,
@@ -94,8 +94,9 @@ enum Attempt {
     Failed(Option<usize>, tokio_postgres::Error),
     /// Rolled back for a deadlock or serialisation failure: try everything again.
     Retry(tokio_postgres::Error),
-    /// The connection is gone.
-    Lost(tokio_postgres::Error),
+    /// The connection is gone; with `true` while the `COMMIT` was on its way, so whether it
+    /// happened is unknown.
+    Lost(tokio_postgres::Error, bool),
 }
 
 async fn apply_batch(
@@ -106,6 +107,7 @@ async fn apply_batch(
     let shown = backend.shown();
     let mut results: Vec<Option<Result<Written, StoreError>>> = vec![None; batch.len()];
     let mut retries = 0;
+    let mut reconnected = false;
     loop {
         let pending: Vec<usize> = (0..batch.len()).filter(|i| results[*i].is_none()).collect();
         if pending.is_empty() {
@@ -140,10 +142,15 @@ async fn apply_batch(
                     break;
                 }
             }
-            Attempt::Lost(e) => {
+            Attempt::Lost(e, committing) => {
                 *slot = None;
-                fill(&mut results, &pending, &classify(shown, &e));
-                break;
+                // Nothing was committed unless the COMMIT itself was lost: try again once on
+                // a new connection (the server restarted, or ended this connection).
+                if committing || reconnected {
+                    fill(&mut results, &pending, &classify(shown, &e));
+                    break;
+                }
+                reconnected = true;
             }
         }
     }
@@ -162,8 +169,8 @@ fn fill(results: &mut [Option<Result<Written, StoreError>>], pending: &[usize], 
 /// One transaction over the writes at `pending`.
 async fn attempt(conn: &Conn, batch: &[Job], pending: &[usize]) -> Attempt {
     let ended = |e: tokio_postgres::Error, index: Option<usize>| {
-        if e.is_closed() {
-            Attempt::Lost(e)
+        if connection_lost(&e) {
+            Attempt::Lost(e, false)
         } else if retryable(&e) {
             Attempt::Retry(e)
         } else {
@@ -194,15 +201,16 @@ async fn attempt(conn: &Conn, batch: &[Job], pending: &[usize]) -> Attempt {
     }
     match conn.client().batch_execute("COMMIT").await {
         Ok(()) => Attempt::Committed(outcomes),
+        Err(e) if connection_lost(&e) => Attempt::Lost(e, true),
         Err(e) => ended(e, None),
     }
 }
 
 async fn rollback(conn: &Conn, outcome: Attempt) -> Attempt {
-    if !matches!(outcome, Attempt::Lost(_))
+    if !matches!(outcome, Attempt::Lost(..))
         && let Err(e) = conn.client().batch_execute("ROLLBACK").await
     {
-        return Attempt::Lost(e);
+        return Attempt::Lost(e, false);
     }
     outcome
 }
