@@ -51,6 +51,7 @@ on_in_doubt = "reconcile"
 fn worker(url: &str, dir: &Path, n: usize, generation: usize) -> Child {
     let log =
         std::fs::File::create(dir.join(format!("worker{n}.{generation}.log"))).expect("log file");
+    let log_err = log.try_clone().expect("log file");
     Command::new(env!("CARGO_BIN_EXE_runtape"))
         .args(["--db", url, "worker", "--spec-dir"])
         .arg(dir)
@@ -185,12 +186,12 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     assert_eq!(seen.len(), RUNS * 3, "three effects per run");
 
     // Drain the survivors: SIGTERM, exit 0.
-    for w in &workers {
+    for w in &workers.0 {
         let _ = Command::new("kill")
             .args(["-TERM", &w.id().to_string()])
             .status();
     }
-    for w in &mut workers {
+    for w in &mut workers.0 {
         let status = w.wait().expect("exits");
         assert!(status.success(), "a drained worker exits 0: {status:?}");
     }

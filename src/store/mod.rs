@@ -29,6 +29,7 @@ mod memory;
 mod postgres;
 mod schema;
 mod sqlite;
+mod timed;
 
 pub use lease::{owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
@@ -37,6 +38,7 @@ pub use postgres::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{CommitStats, Durability, SqliteStore};
+pub use timed::{Latency, TimedStore};
 
 /// A state snapshot is written every this many transitions.
 pub const SNAPSHOT_EVERY: u64 = 64;

@@ -43,7 +43,7 @@ use crate::config::Setup;
 use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::history::{self, HistoryError};
 use crate::machine::RunId;
-use crate::store::{PostgresStore, RunStatus, Store, StoreError, WorkerInfo, Write};
+use crate::store::{PostgresStore, RunStatus, Store, StoreError, TimedStore, WorkerInfo, Write};
 
 mod handoff;
 
@@ -105,7 +105,8 @@ pub async fn run(
         json!({"event": "worker.started", "worker": info.id, "spec_dir": spec_dir,
         "concurrency": opts.concurrency, "lease_ttl_ms": ttl}),
     );
-    let dyn_store: Arc<dyn Store> = store.clone();
+    let timed = Arc::new(TimedStore::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = timed.clone();
     let mut tasks: JoinSet<Stopped> = JoinSet::new();
     let mut live: HashMap<RunId, Engine> = HashMap::new();
     let mut skip: HashMap<RunId, Instant> = HashMap::new();
@@ -188,7 +189,11 @@ pub async fn run(
         }
     }
     let _ = store.deregister(&info.id).await;
-    log(json!({"event": "worker.stopped", "worker": info.id}));
+    let latency = timed.latency();
+    log(
+        json!({"event": "worker.stopped", "worker": info.id, "commits": latency.commits,
+        "commit_p50_us": latency.p50_us, "commit_p99_us": latency.p99_us}),
+    );
     Ok(WorkerExit::Drained)
 }
 
