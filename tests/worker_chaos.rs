@@ -115,7 +115,7 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     let seed = u64::from(std::process::id()) | 1;
     eprintln!("chaos seed {seed}");
     let mut dice = Dice(seed);
-    let mut gens = vec![0usize; WORKERS];
+    let mut gens = [0usize; WORKERS];
     let mut workers = pg_support::Reaper((0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect());
     let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(240);

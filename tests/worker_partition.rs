@@ -97,6 +97,12 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     let dir = tmp.path().canonicalize().expect("resolves");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).expect("writes the spec");
+    let m = runtape(&url, &["migrate"]);
+    assert!(
+        String::from_utf8_lossy(&m.stdout).contains("created runtape's schema"),
+        "{}",
+        String::from_utf8_lossy(&m.stderr)
+    );
     let mut runs = Vec::new();
     for _ in 0..4 {
         let o = runtape(&url, &["run", spec.to_str().expect("utf-8"), "--detach"]);

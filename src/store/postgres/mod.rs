@@ -65,7 +65,7 @@ impl std::fmt::Debug for PostgresStore {
 
 /// A connection for one read: a pooled one, or the view's.
 enum Held {
-    Pooled(Pooled),
+    Pooled(Box<Pooled>),
     View(OwnedMutexGuard<Pooled>),
 }
 
@@ -170,7 +170,7 @@ impl PostgresStore {
         self.backend.block_on(async move {
             let conn = match view {
                 Some(v) => Held::View(v.lock_owned().await),
-                None => Held::Pooled(backend.get().await?),
+                None => Held::Pooled(Box::new(backend.get().await?)),
             };
             f(conn).await.map_err(|e| match e {
                 ReadError::Db(e) => schema::classify(backend.shown(), &e),

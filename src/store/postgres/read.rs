@@ -57,7 +57,7 @@ pub(super) async fn run(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
             &[&id.as_str()],
         )
         .await?;
-    Ok(row.map(|r| run_record(&r)).transpose()?)
+    row.map(|r| run_record(&r)).transpose()
 }
 
 pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
@@ -71,7 +71,7 @@ pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
             &[],
         )
         .await?;
-    Ok(rows.iter().map(run_record).collect::<Result<_, _>>()?)
+    rows.iter().map(run_record).collect()
 }
 
 pub(super) async fn transitions(

@@ -109,7 +109,7 @@ INSERT INTO runtape.meta (name, value) VALUES ('schema_version', 0);
 "#;
 
 /// Serialises migrations of one database across processes (many workers starting at once).
-const MIGRATION_LOCK: i64 = 0x7275_6e74_6170_65; // "runtape"
+const MIGRATION_LOCK: i64 = 0x0072_756e_7461_7065; // "runtape"
 
 /// The schema version stored, or 0 when runtape's tables are absent. Reads only.
 pub(super) async fn version(conn: &Conn, shown: &str) -> Result<i64, StoreError> {
