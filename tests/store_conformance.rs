@@ -18,6 +18,9 @@ use runtape::store::{
 
 type Maker<'a> = &'a dyn Fn() -> Arc<dyn Store>;
 
+/// A case's name and body.
+type Case = (&'static str, fn(Maker));
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -70,7 +73,9 @@ fn commit(run: &str, epoch: u64, seq: u64) -> Commit {
         state_hash: Digest::of(&event),
         chain: Digest::of(&[&event[..], b"chain"].concat()),
         blobs: vec![(Digest::of(b"blob"), b"blob".to_vec())],
-        snapshot: (seq % 2 == 0).then(|| format!("{{\"state\":{seq}}}").into_bytes()),
+        snapshot: seq
+            .is_multiple_of(2)
+            .then(|| format!("{{\"state\":{seq}}}").into_bytes()),
         status: RunStatus::Running,
         cost_nanos: seq * 10,
         unpriced_turns: 0,
@@ -519,7 +524,7 @@ fn writes_of_many_runs_at_once_are_all_durable(make: Maker) {
 }
 
 fn every_case(make: Maker) {
-    let cases: &[(&str, fn(Maker))] = &[
+    let cases: &[Case] = &[
         ("new run", a_new_run_reads_back_and_its_id_is_taken),
         ("commits", commits_are_sequenced_fenced_and_read_back),
         ("all or none", consecutive_commits_are_all_or_none),
