@@ -173,8 +173,12 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     });
     for e in events(&dir, "a", "run.error") {
         let error = e["error"].as_str().unwrap_or_default();
+        // Fenced by the epoch, or (when a read on a connection the partition ended comes
+        // first) stopped by the lost connection: either way A stops driving the run.
         assert!(
-            error.contains("taken over") || error.contains("moved on"),
+            error.contains("taken over")
+                || error.contains("moved on")
+                || error.contains("connection to the database was lost"),
             "A stops because another process holds the run: {error}"
         );
     }
