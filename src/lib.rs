@@ -17,3 +17,4 @@ pub mod secrets;
 pub mod store;
 mod text;
 pub mod tool;
+pub mod worker;

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::exec::EngineError;
 use crate::store::Durability;
 
+pub mod shared;
 mod workload;
 
 pub use workload::MESSAGE_BYTES;

@@ -48,6 +48,46 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
             eprintln!("  measuring {what} …");
         }
     };
+    if let Some(url) = super::common::postgres_url(&args.db) {
+        let report = bench::shared::run(url, &opts, &mut progress)
+            .await
+            .map_err(|e| CliError::internal(e.to_string()))?;
+        let _ = std::fs::remove_dir(&dir);
+        if json {
+            let mut v =
+                serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
+            v["type"] = serde_json::json!("bench.shared");
+            return print_json(&v);
+        }
+        outln!(
+            "runtape bench on {} (and a SQLite file in {} for comparison)",
+            super::common::shown(&args.db),
+            dir.display()
+        );
+        outln!(
+            "{:<48}  {:<8}  {:>11}  {:>10}  {:>13}  {:>9}  {:>9}",
+            "WORKLOAD",
+            "STORE",
+            "TRANSITIONS",
+            "WALL ms",
+            "TRANSITIONS/s",
+            "p50 µs",
+            "p99 µs"
+        );
+        for r in &report.rows {
+            outln!(
+                "{:<48}  {:<8}  {:>11}  {:>10.1}  {:>13.0}  {:>9}  {:>9}",
+                r.workload,
+                r.store,
+                r.transitions,
+                r.wall_ms,
+                r.per_s,
+                r.latency.p50_us,
+                r.latency.p99_us
+            );
+        }
+        return Ok(());
+    }
     let report = bench::run(&opts, &mut progress)
         .await
         .map_err(|e| CliError::internal(e.to_string()))?;

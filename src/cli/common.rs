@@ -9,7 +9,7 @@ use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE};
 use crate::exec::EngineError;
 use crate::history::HistoryError;
 use crate::machine::{MachineError, RunId};
-use crate::store::{Durability, SqliteStore, StoreError};
+use crate::store::{Durability, PostgresStore, SqliteStore, Store, StoreError, is_postgres_url};
 
 /// Writes a line to stdout, scrubbed of known secret values ([`crate::secrets`]); when the
 /// reader has gone away (`runtape log RUN | head`), exits quietly like other command-line
@@ -118,7 +118,8 @@ impl From<EngineError> for CliError {
 }
 
 /// The database to use: `--db`, else `RUNTAPE_DB`, else `fallback` (the spec file's
-/// `database`), else `./runtape.db`.
+/// `database`), else `./runtape.db`. A `postgres://` URL is carried as it is (see
+/// [`postgres_url`]).
 pub(crate) fn db_path(flag: Option<&Path>, fallback: Option<&Path>) -> PathBuf {
     flag.map(Path::to_path_buf)
         .or_else(|| {
@@ -130,12 +131,26 @@ pub(crate) fn db_path(flag: Option<&Path>, fallback: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("runtape.db"))
 }
 
-/// Opens an existing database for a command that reads or changes runs.
-pub(crate) fn open_existing(path: &Path) -> Result<Arc<SqliteStore>, CliError> {
-    Ok(Arc::new(SqliteStore::open_existing(
-        path,
-        Durability::Full,
-    )?))
+/// The PostgreSQL URL `db` holds, when it is one rather than a SQLite file's path.
+pub(crate) fn postgres_url(db: &Path) -> Option<&str> {
+    db.to_str().filter(|s| is_postgres_url(s))
+}
+
+/// The database as messages show it: a file's path, or a URL without its password.
+pub(crate) fn shown(db: &Path) -> String {
+    match postgres_url(db) {
+        Some(url) => crate::store::display_url(url),
+        None => db.display().to_string(),
+    }
+}
+
+/// Opens an existing database for a command that reads or changes runs: a SQLite file that
+/// must exist, or a PostgreSQL database (its schema is created on first use).
+pub(crate) fn open_existing(path: &Path) -> Result<Arc<dyn Store>, CliError> {
+    Ok(match postgres_url(path) {
+        Some(url) => Arc::new(PostgresStore::open(url)?),
+        None => Arc::new(SqliteStore::open_existing(path, Durability::Full)?),
+    })
 }
 
 /// The longest run id the command line accepts.

@@ -10,7 +10,7 @@ use super::common::{
 use crate::exec::wall_ms;
 use crate::history;
 use crate::machine::{Effect, Outcome, Reasoning, RunState, SlotStatus};
-use crate::store::Store;
+use crate::store::RunRecord;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first.
 pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
@@ -31,23 +31,25 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
                 "created_ms": r.created_ms,
                 "updated_ms": r.updated_ms,
                 "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
+                "driver": driver(r, wall_ms()),
                 "goal": r.goal,
             }))?;
         }
         return Ok(());
     }
     if runs.is_empty() {
-        outln!("no runs in {}", db.display());
+        outln!("no runs in {}", super::common::shown(db));
         return Ok(());
     }
     let now = wall_ms();
     outln!(
-        "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  GOAL",
+        "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  GOAL",
         "RUN",
         "STATUS",
         "STEPS",
         "COST",
-        "AGE"
+        "AGE",
+        "DRIVER"
     );
     for r in &runs {
         let goal: String = r.goal.replace('\n', " ").chars().take(48).collect();
@@ -57,15 +59,31 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
         outln!(
-            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {goal}{fork}",
+            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{fork}",
             r.id.as_str(),
             r.status.as_str(),
             r.seq,
             cost_text(r.cost_nanos, r.unpriced_turns),
-            age(now, r.updated_ms)
+            age(now, r.updated_ms),
+            driver(r, now).unwrap_or_else(|| "-".into())
         );
     }
     Ok(())
+}
+
+/// The process driving the run (`host:pid`: a `runtape worker`, or the command that started
+/// or resumed it), while its lease is live at `now_ms`.
+pub(crate) fn driver(r: &RunRecord, now_ms: u64) -> Option<String> {
+    let owner = r.lease_owner.as_deref()?;
+    if r.lease_expires_ms <= now_ms || crate::store::owner_is_dead(owner) {
+        return None;
+    }
+    Some(
+        owner
+            .rsplit_once(':')
+            .map_or(owner, |(process, _)| process)
+            .to_owned(),
+    )
 }
 
 /// `runtape log RUN`: the timeline.

@@ -16,11 +16,13 @@ mod control;
 mod demo;
 mod drive;
 mod inspect;
+mod migrate;
 mod receipts;
 mod runs;
 mod statechart;
 mod summary;
 mod tools;
+mod worker;
 
 use common::{CliError, db_path};
 
@@ -46,6 +48,9 @@ pub const DEFAULT_GRACE_MS: u64 = 5_000;
 
 const AFTER_HELP: &str = "\
 The database is --db PATH, else $RUNTAPE_DB, else the spec file's `database`, else ./runtape.db.
+A postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE URL there names a PostgreSQL database shared by
+many processes and machines (the password may come from $PGPASSWORD); `runtape worker` drives runs
+from it.
 
 Stopping a run: the first Ctrl-C, SIGTERM or SIGHUP stops it gracefully: no new call starts, calls in
 flight get --grace-ms (else $RUNTAPE_STOP_GRACE_MS, else 5000 ms) to finish and are committed, then
@@ -71,8 +76,8 @@ Exit status:
 #[derive(Debug, Parser)]
 #[command(name = "runtape", version, about, after_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {
-    /// The SQLite database holding the runs.
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The database holding the runs: a SQLite file, or postgres://USER@HOST/DATABASE.
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
@@ -109,6 +114,10 @@ pub enum Command {
         spec: PathBuf,
         /// The goal (default: the spec file's `goal`).
         goal: Option<String>,
+        /// Queue the run for `runtape worker`s instead of driving it here: prints its id and
+        /// exits (the workers need the provider keys; this process does not).
+        #[arg(long)]
+        detach: bool,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -188,11 +197,15 @@ pub enum Command {
         #[command(subcommand)]
         action: CassetteAction,
     },
-    /// List runs: id, status, steps, cost, age, goal (newest first).
+    /// List runs: id, status, steps, cost, age, the process driving it, goal (newest first).
     Ls {
-        /// One JSON object per run.
+        /// One JSON object per run (or per worker).
         #[arg(long)]
         json: bool,
+        /// List the `runtape worker`s instead: live ones with the runs each drives, and
+        /// those whose heartbeat stopped.
+        #[arg(long)]
+        workers: bool,
     },
     /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost.
     Log {
@@ -297,6 +310,31 @@ pub enum Command {
         /// One JSON object per server and per (agent, tool).
         #[arg(long)]
         json: bool,
+    },
+    /// Create or upgrade the database's schema (every command also does it on first use); for
+    /// PostgreSQL, run it once as a role that may create tables.
+    Migrate,
+    /// Drive runs from a shared PostgreSQL database until stopped: claims runnable runs (queued
+    /// by `run --detach`, handed back by other workers, or left by a worker that died) whose
+    /// spec file is in --spec-dir, and drives up to --concurrency at once. Logs one JSON object
+    /// per line. SIGTERM drains: no new run is claimed, calls in flight get --grace-ms to finish
+    /// and are committed, each run is handed back to the queue, and the worker exits 0.
+    Worker {
+        /// The directory of the spec files this worker serves (the same path on every worker
+        /// machine); runs started from spec files elsewhere are left to other workers.
+        #[arg(long, value_name = "DIR")]
+        spec_dir: PathBuf,
+        /// Runs driven at once.
+        #[arg(long, default_value_t = 8, value_name = "N")]
+        concurrency: usize,
+        /// After SIGTERM: how long calls in flight may take to finish (default:
+        /// $RUNTAPE_STOP_GRACE_MS, else 5000).
+        #[arg(long, value_name = "MS")]
+        grace_ms: Option<u64>,
+        /// Sign receipts with this key file (default: $RUNTAPE_RECEIPT_KEY); it must be the key
+        /// the runs were started with.
+        #[arg(long, value_name = "FILE")]
+        receipt_key: Option<PathBuf>,
     },
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
@@ -432,7 +470,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         grace_ms: opts.grace_ms,
     };
     match cli.command {
-        Command::Run { spec, goal, opts } => with_mcp(runs::run(&spec, goal, common(opts))),
+        Command::Run {
+            spec,
+            goal,
+            detach,
+            opts,
+        } => with_mcp(runs::run(&spec, goal, detach, common(opts))),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -520,8 +563,30 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             };
             runtime()?.block_on(bench::run(args)).map(|_| EXIT_OK)
         }
+        Command::Demo if cli.db.as_deref().and_then(common::postgres_url).is_some() => {
+            Err(CliError::usage(
+                "the demo writes a SQLite file; give --db a file path, or leave it out",
+            ))
+        }
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
-        Command::Ls { json } => inspect::ls(&db, json).map(|_| EXIT_OK),
+        Command::Ls { json, workers } if workers => worker::list(&db, json).map(|_| EXIT_OK),
+        Command::Ls { json, .. } => inspect::ls(&db, json).map(|_| EXIT_OK),
+        Command::Migrate => migrate::migrate(&db).map(|_| EXIT_OK),
+        Command::Worker {
+            spec_dir,
+            concurrency,
+            grace_ms,
+            receipt_key,
+        } => {
+            let args = worker::Args {
+                db: db.clone(),
+                spec_dir,
+                concurrency,
+                grace_ms,
+                receipt_key,
+            };
+            with_mcp(worker::worker(args))
+        }
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),

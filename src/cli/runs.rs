@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::DEFAULT_GRACE_MS;
-use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
+use super::common::{CliError, db_path, open_existing, outln, parse_run_at, postgres_url};
 use super::drive::{StopSignals, announce, announce_fork, follow, say};
 use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
@@ -13,7 +13,7 @@ use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEn
 use crate::history;
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunState, Scope, ToolOutcome};
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
-use crate::store::{Durability, SqliteStore};
+use crate::store::{Durability, PostgresStore, SqliteStore};
 
 /// Options every run-driving command shares.
 pub(crate) struct Common {
@@ -37,7 +37,7 @@ impl Common {
 
 /// A duration in ms from the environment variable `name` (unset or empty: `default`); a value
 /// that is not a whole number of at least `min` ms is a usage error naming the variable.
-fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
+pub(crate) fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
     let Some(raw) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
         return Ok(Duration::from_millis(default));
     };
@@ -74,17 +74,36 @@ impl From<ConfigError> for CliError {
     }
 }
 
-/// An engine over `db` with the receipt signer and clock the options ask for.
-fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+/// The receipt signer the options ask for (`--receipt-key`, else `$RUNTAPE_RECEIPT_KEY`, else
+/// unsigned); the key's text is registered as a secret.
+fn signer(common: &Common) -> Result<Arc<ReceiptSigner>, CliError> {
     if let Some(path) = &common.receipt_key
         && let Ok(text) = std::fs::read_to_string(path)
     {
         crate::secrets::register_key_text("receipt-key", &text);
     }
-    let receipts = ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
+        .map(Arc::new)
+        .map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// The store at `db`: a PostgreSQL database, or a SQLite file (created only when `create`).
+fn open_store(db: &Path, create: bool) -> Result<Arc<dyn crate::store::Store>, CliError> {
+    Ok(match postgres_url(db) {
+        Some(url) => Arc::new(PostgresStore::open(url)?),
+        None => {
+            if !create && !db.exists() {
+                SqliteStore::open_existing(db, Durability::Full)?;
+            }
+            Arc::new(SqliteStore::open_capped(db, Durability::Full, db_cap()?)?)
+        }
+    })
+}
+
+/// An engine over `db` with the receipt signer and clock the options ask for.
+fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
     let mut config = EngineConfig {
-        receipts: Arc::new(receipts),
+        receipts: signer(common)?,
         lease_ttl: env_ms("RUNTAPE_LEASE_TTL_MS", 15_000, 100)?,
         ..EngineConfig::default()
     };
@@ -94,11 +113,7 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
             step_ms: 1,
         });
     }
-    if !create && !db.exists() {
-        SqliteStore::open_existing(db, Durability::Full)?;
-    }
-    let store = SqliteStore::open_capped(db, Durability::Full, db_cap()?)?;
-    let engine = Engine::with_store(Arc::new(store), config);
+    let engine = Engine::with_store(open_store(db, create)?, config);
     crate::tool::mcp::forward_progress(&engine);
     Ok(engine)
 }
@@ -117,10 +132,18 @@ fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `runtape run SPEC [GOAL]`.
-pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Result<u8, CliError> {
+/// `runtape run SPEC [GOAL] [--detach]`.
+pub(crate) async fn run(
+    spec: &Path,
+    goal: Option<String>,
+    detach: bool,
+    common: Common,
+) -> Result<u8, CliError> {
     let mut file = config::load(spec)?;
     connect_mcp(&mut file).await?;
+    if detach {
+        return enqueue(spec, file, goal, common).await;
+    }
     // Build every provider and tool once in memory first: a missing key or program is reported
     // before the database is touched.
     file.install(&Engine::in_memory())?;
@@ -145,6 +168,43 @@ pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Re
         .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
         .await?;
     follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// `runtape run SPEC --detach`: the run is created and queued for the workers, not driven
+/// here; its providers are built by the worker that takes it (so this process needs no key).
+async fn enqueue(
+    spec: &Path,
+    file: config::RunFile,
+    goal: Option<String>,
+    common: Common,
+) -> Result<u8, CliError> {
+    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
+        CliError::usage(format!(
+            "no goal: give one (`runtape run {} \"GOAL\" --detach`) or set `goal` in the spec file",
+            spec.display()
+        ))
+    })?;
+    let db = db_path(common.db.as_deref(), file.database.as_deref());
+    let store = open_store(&db, true)?;
+    let id = crate::worker::enqueue(
+        store.as_ref(),
+        signer(&common)?,
+        new_run_id(),
+        &file.spec,
+        &goal,
+        file.setup.to_json()?,
+    )
+    .await?;
+    if common.json {
+        super::drive::say_json(&serde_json::json!({"type": "run.queued", "run": id}))?;
+    } else {
+        outln!("{id}");
+        super::drive::note(&format!(
+            "queued run {id}: a `runtape worker --spec-dir {}` takes it up; `runtape ls` shows who drives it",
+            file.setup.spec_dir.display()
+        ));
+    }
+    Ok(super::EXIT_OK)
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);

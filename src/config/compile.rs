@@ -41,6 +41,8 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
                 "the path is empty – give a file path or leave `database` out",
             ));
         }
+        // A PostgreSQL URL is kept as it is; a file path is relative to the spec file.
+        Some(db) if crate::store::is_postgres_url(db) => Some(PathBuf::from(db)),
         Some(db) => Some(spec_dir.join(db)),
         None => None,
     };

@@ -323,6 +323,11 @@ impl Engine {
         }
     }
 
+    /// This engine's lease owner id (`host:pid:nonce`): the owner its leases are taken as.
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.shared.store

@@ -809,6 +809,29 @@ mod tests {
         );
     }
 
+    /// Workers on a shared PostgreSQL database are this model's resumers: each takes a run up
+    /// by the same compare-and-swap (`claim` then `AcquireLease`), and the lease's expiry is a
+    /// fact of the database (`Expire` sets it in `Db`, on the database's clock, whatever any
+    /// process's clock says). A partitioned worker is a lease holder that can say nothing
+    /// (`Freeze`) until its lease expired and another worker took the run over; it then comes
+    /// back (`Thaw`) with its view of the run, and every write it tries is fenced. Three
+    /// workers, two partitions and a SIGKILL: every invariant holds.
+    #[test]
+    fn many_workers_with_database_clock_leases_and_partitions_keep_every_invariant() {
+        let m = ProtocolModel {
+            resumers: 3,
+            canceller: false,
+            pauser: false,
+            crashes: 1,
+            freezes: 2,
+            terms: 0,
+            ..model(Protocol::FIXED, 2)
+        };
+        let o = check(m, None);
+        report("as built, 3 workers, 2 partitions, 1 SIGKILL", &o);
+        assert!(o.violated.is_empty(), "violated {:?}", o.violated);
+    }
+
     #[test]
     fn todays_protocol_performs_a_call_twice_and_wedges_the_run() {
         for property in [AT_MOST_ONCE, STATUS] {

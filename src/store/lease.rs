@@ -23,6 +23,11 @@ pub fn owner_is_dead(owner: &str) -> bool {
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// This host's name as owner ids carry it (`host` in `host:pid:nonce`).
+pub fn owner_host() -> &'static str {
+    host()
+}
+
 fn host() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
     HOST.get_or_init(|| {

@@ -26,13 +26,19 @@ use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 mod lease;
 mod legacy_heads;
 mod memory;
+mod postgres;
 mod schema;
 mod sqlite;
+mod timed;
 
-pub use lease::{owner_id, owner_is_dead};
+pub use lease::{owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
+pub use postgres::{
+    Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
+};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{CommitStats, Durability, SqliteStore};
+pub use timed::{Latency, TimedStore};
 
 /// A state snapshot is written every this many transitions.
 pub const SNAPSHOT_EVERY: u64 = 64;
@@ -553,9 +559,8 @@ pub enum StoreError {
     Closed,
 }
 
-/// Durable storage of runs. Implementations: [`SqliteStore`], [`MemoryStore`].
-///
-/// A PostgreSQL backend would implement the same trait; nothing above it knows SQL.
+/// Durable storage of runs. Implementations: [`SqliteStore`], [`PostgresStore`],
+/// [`MemoryStore`]; nothing above the trait knows SQL.
 pub trait Store: Send + Sync + 'static {
     /// Queues a write; the returned [`Ack`] resolves when it is durable.
     fn submit(&self, write: Write) -> Ack;

@@ -1,0 +1,400 @@
+//! Connections to PostgreSQL: the database URL and how it is shown, the store's own runtime
+//! (the [`Store`](crate::store::Store) trait's reads are blocking calls made from the caller's
+//! tokio tasks, so the async driver runs on threads of its own), and a small pool.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::schema::classify;
+use crate::store::StoreError;
+
+/// True when `db` names a PostgreSQL database (`postgres://…` or `postgresql://…`) rather
+/// than a SQLite file.
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// `url` as messages show it: `postgres://user@host:port/db`, never its password or options.
+pub fn display_url(url: &str) -> String {
+    Config::from_str(url).map_or_else(|_| "the PostgreSQL URL given".to_owned(), |c| show(&c))
+}
+
+/// A parsed database URL: the driver's config and the URL as messages show it (without its
+/// password).
+#[derive(Clone)]
+pub(super) struct Target {
+    pub(super) config: Config,
+    pub(super) shown: String,
+}
+
+impl Target {
+    /// Parses `url`. The password may be in the URL or in `$PGPASSWORD`; either way it is
+    /// registered as a secret, so no message or output ever shows it. TLS is not built in:
+    /// `sslmode=require` is refused (connect over a private network or a TLS-terminating
+    /// proxy); `prefer`, the default, and `disable` connect in the clear.
+    pub(super) fn parse(url: &str) -> Result<Target, StoreError> {
+        let mut config = Config::from_str(url).map_err(|e| {
+            StoreError::Io(format!(
+                "the database URL is malformed ({e}); write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+            ))
+        })?;
+        if config.get_password().is_none()
+            && let Ok(password) = std::env::var("PGPASSWORD")
+            && !password.is_empty()
+        {
+            config.password(password);
+        }
+        if let Some(password) = config.get_password()
+            && let Ok(text) = std::str::from_utf8(password)
+        {
+            crate::secrets::register("database password", text);
+        }
+        let shown = show(&config);
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(StoreError::Io(format!(
+                "{shown}: sslmode=require is not supported (runtape connects without TLS); use a private network or a TLS-terminating proxy, and sslmode=disable"
+            )));
+        }
+        if config.get_hosts().is_empty() {
+            config.host("localhost");
+        }
+        if config.get_user().is_none() {
+            return Err(StoreError::Io(format!(
+                "{shown}: the URL names no user; write postgres://USER@HOST/DATABASE"
+            )));
+        }
+        if config.get_application_name().is_none() {
+            // `runtape:PID` lets an operator find (and end) one process's connections.
+            config.application_name(format!("runtape:{}", std::process::id()));
+        }
+        config
+            .connect_timeout(Duration::from_secs(10))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
+        Ok(Target { config, shown })
+    }
+}
+
+/// `postgres://user@host:port/db`: the URL without its password or options.
+fn show(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = config.get_ports().get(i).or(config.get_ports().first());
+            let name = match h {
+                Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
+                Host::Unix(path) => path.display().to_string(),
+            };
+            match port {
+                Some(p) => format!("{name}:{p}"),
+                None => name,
+            }
+        })
+        .collect();
+    format!(
+        "postgres://{}@{}/{}",
+        config.get_user().unwrap_or_default(),
+        hosts.join(","),
+        config
+            .get_dbname()
+            .or(config.get_user())
+            .unwrap_or_default()
+    )
+}
+
+/// Idle connections kept for reuse.
+const MAX_IDLE: usize = 16;
+
+/// One connection and its prepared statements (each SQL text is prepared once per
+/// connection, so a query is one round trip).
+pub(super) struct Conn {
+    client: Client,
+    stmts: Mutex<HashMap<&'static str, Statement>>,
+}
+
+/// Parameters of a query.
+pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+impl Conn {
+    /// The driver's client, for statements run once (migrations, `BEGIN`).
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// True once the connection is gone (the server ended it, the network failed).
+    pub(super) fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
+    async fn stmt(&self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
+        let cached = self
+            .stmts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sql)
+            .cloned();
+        if let Some(s) = cached {
+            return Ok(s);
+        }
+        let s = self.client.prepare(sql).await?;
+        self.stmts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sql, s.clone());
+        Ok(s)
+    }
+
+    /// Every row `sql` returns.
+    pub(super) async fn query(
+        &self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let s = self.stmt(sql).await?;
+        self.client.query(&s, params).await
+    }
+
+    /// The row `sql` returns, if any.
+    pub(super) async fn query_opt(
+        &self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let s = self.stmt(sql).await?;
+        self.client.query_opt(&s, params).await
+    }
+
+    /// The number of rows `sql` changed.
+    pub(super) async fn execute(
+        &self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<u64, tokio_postgres::Error> {
+        let s = self.stmt(sql).await?;
+        self.client.execute(&s, params).await
+    }
+}
+
+/// Connections to one database and the runtime they live on. Shared by the store, its
+/// read-only views and its writer.
+pub(super) struct Backend {
+    pub(super) target: Target,
+    handle: Handle,
+    idle: Mutex<Vec<Conn>>,
+    /// Bounds the connections used for reads at once (the writer has its own).
+    permits: Arc<Semaphore>,
+}
+
+/// A pooled connection; goes back to the pool when dropped, unless it was closed. A view that
+/// holds a transaction open ([`Pooled::in_transaction`]) is rolled back first.
+pub(super) struct Pooled {
+    conn: Option<Conn>,
+    backend: Arc<Backend>,
+    in_transaction: bool,
+    /// A read's place among the reads at once; a read-only view holds none (it would hold it
+    /// for as long as it lives, and its user may read through the store meanwhile).
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        // Present from creation until drop.
+        self.conn
+            .as_ref()
+            .expect("a pooled connection until dropped")
+    }
+}
+
+impl Pooled {
+    /// Marks the connection as holding an open transaction, to be rolled back before reuse.
+    pub(super) fn in_transaction(&mut self) {
+        self.in_transaction = true;
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        if conn.is_closed() {
+            return;
+        }
+        if !self.in_transaction {
+            self.backend.put(conn);
+            return;
+        }
+        let backend = self.backend.clone();
+        self.backend.handle.spawn(async move {
+            if conn.client.batch_execute("ROLLBACK").await.is_ok() {
+                backend.put(conn);
+            }
+        });
+    }
+}
+
+impl Backend {
+    /// A backend whose reads use at most `max_reads` connections at once, on `handle`.
+    pub(super) fn new(target: Target, handle: Handle, max_reads: usize) -> Backend {
+        Backend {
+            target,
+            handle,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(max_reads.max(1))),
+        }
+    }
+
+    /// The URL as messages show it.
+    pub(super) fn shown(&self) -> &str {
+        &self.target.shown
+    }
+
+    /// A new connection (not pooled). Its driver task runs on the store's runtime.
+    pub(super) async fn connect(&self) -> Result<Conn, StoreError> {
+        let (client, connection) = self
+            .target
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|e| connect_error(&self.target.shown, &e))?;
+        self.handle.spawn(async move {
+            // Ends when the connection does; its errors reach the queries that were waiting.
+            let _ = connection.await;
+        });
+        Ok(Conn {
+            client,
+            stmts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A connection from the pool for one read, connecting when none is idle; waits while
+    /// the most reads allowed at once are being made.
+    pub(super) async fn get(self: &Arc<Self>) -> Result<Pooled, StoreError> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        self.take(Some(permit)).await
+    }
+
+    /// A connection for a read-only view: from the pool, but not counted among the reads.
+    pub(super) async fn get_for_view(self: &Arc<Self>) -> Result<Pooled, StoreError> {
+        self.take(None).await
+    }
+
+    async fn take(
+        self: &Arc<Self>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Pooled, StoreError> {
+        let idle = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                match idle.pop() {
+                    Some(c) if c.is_closed() => continue,
+                    other => break other,
+                }
+            }
+        };
+        let conn = match idle {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        Ok(Pooled {
+            conn: Some(conn),
+            backend: self.clone(),
+            in_transaction: false,
+            _permit: permit,
+        })
+    }
+
+    /// Keeps `conn` for reuse (at most [`MAX_IDLE`] are kept; the rest are closed).
+    fn put(&self, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    /// Runs `work` on the store's runtime; for async callers (the worker).
+    pub(super) async fn run<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handle.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Runs `work` on the store's runtime and waits for it on this thread: how the
+    /// [`Store`](crate::store::Store) trait's blocking reads are made from inside another tokio
+    /// runtime (the caller's thread blocks for one query, as a SQLite read does).
+    pub(super) fn block_on<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+/// A failed connection attempt, as one line.
+fn connect_error(shown: &str, e: &tokio_postgres::Error) -> StoreError {
+    if e.as_db_error().is_some() {
+        return classify(shown, e);
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    StoreError::Io(format!(
+        "cannot connect to {shown} ({text}); check that the server is up, and the host, port and database in the URL"
+    ))
+}
+
+/// Starts the store's runtime on a thread of its own, running `main` (the writer) until it
+/// returns; then the runtime is dropped on that thread. Returns the runtime's handle.
+pub(super) fn start_runtime<F>(main: impl FnOnce(Handle) -> F) -> Result<Handle, StoreError>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("runtape-pg")
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Io(format!("cannot start the database runtime: {e}")))?;
+    let handle = rt.handle().clone();
+    let main = main(handle.clone());
+    std::thread::Builder::new()
+        .name("runtape-pg-writer".into())
+        .spawn(move || {
+            rt.block_on(main);
+            rt.shutdown_timeout(Duration::from_secs(1));
+        })
+        .map_err(|e| StoreError::Io(format!("cannot start the database thread: {e}")))?;
+    Ok(handle)
+}

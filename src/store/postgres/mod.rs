@@ -1,0 +1,263 @@
+//! The PostgreSQL store: runs in a database that many processes on many machines share —
+//! `runtape worker`s and every other command — with SQLite's guarantees.
+//!
+//! - **Group commit.** One writer task per process owns one connection and commits every
+//!   queued write of every run of the process in one transaction per batch; a write is
+//!   acknowledged only after its transaction committed (`writer.rs`).
+//! - **Fencing.** Every commit, outbox mark, renewal and release checks the run's lease epoch
+//!   in the same transaction, with the run's row locked: a process whose lease was taken over
+//!   writes nothing and stops driving the run.
+//! - **The database's clock.** Lease expiries are set and compared on the server's clock
+//!   (`runtape.now_ms()`), never a worker's; a run's row reports its lease expiry on the reading
+//!   process's clock (`now + time left`), so clocks that disagree do not matter.
+//! - **Reads** are the [`Store`] trait's blocking calls: each runs on the store's own runtime
+//!   (threads of its own) on a pooled connection, while the calling thread waits, as it does
+//!   for a SQLite read. [`Store::snapshot`] is a `REPEATABLE READ` transaction.
+//! - **Schema** `runtape`, versioned and migrated like SQLite's (`schema.rs`); the layout is
+//!   SQLite's, so storage per transition stays flat.
+//! - **Workers** claim runs with `FOR UPDATE SKIP LOCKED` (`queue.rs`).
+//!
+//! The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the password may come from
+//! `$PGPASSWORD` instead). TLS is not built in (see [`conn`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, mpsc, oneshot};
+
+use super::{
+    Ack, CommitStats, HeadRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord,
+    Write,
+};
+use crate::machine::{Digest, RunId};
+
+mod conn;
+mod queue;
+mod read;
+mod schema;
+mod writer;
+
+use conn::{Backend, Conn, Pooled, Target};
+pub use conn::{display_url, is_postgres_url};
+pub use queue::{Claim, WorkerInfo, WorkerRecord};
+use read::ReadError;
+pub use schema::PG_SCHEMA_VERSION;
+
+/// Reads made at once by one process (each on its own connection).
+const MAX_READS: usize = 8;
+
+/// A runtape database in PostgreSQL.
+pub struct PostgresStore {
+    backend: Arc<Backend>,
+    jobs: mpsc::UnboundedSender<writer::Job>,
+    stats: Arc<CommitStats>,
+    /// For a read-only view: the connection holding its `REPEATABLE READ` transaction.
+    view: Option<Arc<AsyncMutex<Pooled>>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("db", &self.backend.shown())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection for one read: a pooled one, or the view's.
+enum Held {
+    Pooled(Box<Pooled>),
+    View(OwnedMutexGuard<Pooled>),
+}
+
+impl std::ops::Deref for Held {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        match self {
+            Held::Pooled(p) => p,
+            Held::View(g) => g,
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url`, creating or upgrading runtape's schema when it is
+    /// older than this runtape's (first use needs a role that may create tables; see
+    /// [`migrate`](Self::migrate)). A database written by a newer runtape, a URL that does not
+    /// parse or a server that cannot be reached is an error, and nothing is written.
+    pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        let store = Self::connect(url)?;
+        let backend = store.backend.clone();
+        store.backend.block_on(async move {
+            let conn = backend.get().await?;
+            schema::migrate(&conn, backend.shown()).await
+        })?;
+        Ok(store)
+    }
+
+    /// Creates or upgrades runtape's schema in the database at `url`; returns the versions
+    /// before and after. Safe to run from many processes at once (they take turns).
+    pub fn migrate(url: &str) -> Result<(i64, i64), StoreError> {
+        let store = Self::connect(url)?;
+        let backend = store.backend.clone();
+        let before = store.backend.block_on(async move {
+            let conn = backend.get().await?;
+            schema::migrate(&conn, backend.shown()).await
+        })?;
+        Ok((before, PG_SCHEMA_VERSION))
+    }
+
+    fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let target = Target::parse(url)?;
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(CommitStats::default());
+        let counters = stats.clone();
+        let mut made = None;
+        conn::start_runtime(|handle| {
+            let backend = Arc::new(Backend::new(target, handle, MAX_READS));
+            made = Some(backend.clone());
+            writer::writer_loop(backend, rx, counters)
+        })?;
+        let backend = made.ok_or(StoreError::Closed)?;
+        Ok(PostgresStore {
+            backend,
+            jobs,
+            stats,
+            view: None,
+        })
+    }
+
+    /// The database URL as messages show it (without a password).
+    pub fn shown(&self) -> &str {
+        self.backend.shown()
+    }
+
+    /// How many writes shared how many transactions so far.
+    pub fn stats(&self) -> &CommitStats {
+        &self.stats
+    }
+
+    /// A view of the database as it is now: a `REPEATABLE READ` transaction held open for as
+    /// long as the view lives. Writes submitted through it go to this store's writer.
+    pub fn read_snapshot(&self) -> Result<PostgresStore, StoreError> {
+        let backend = self.backend.clone();
+        let conn = self.backend.block_on(async move {
+            let mut conn = backend.get_for_view().await?;
+            conn.client()
+                // The snapshot is taken by the first statement, not by BEGIN.
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
+                .await
+                .map_err(|e| schema::classify(backend.shown(), &e))?;
+            conn.in_transaction();
+            Ok(conn)
+        })?;
+        Ok(PostgresStore {
+            backend: self.backend.clone(),
+            jobs: self.jobs.clone(),
+            stats: self.stats.clone(),
+            view: Some(Arc::new(AsyncMutex::new(conn))),
+        })
+    }
+
+    /// Runs `f` on a connection (the view's, or a pooled one) on the store's runtime, and waits.
+    fn read<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Held) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, ReadError>> + Send,
+    {
+        let backend = self.backend.clone();
+        let view = self.view.clone();
+        self.backend.block_on(async move {
+            let conn = match view {
+                Some(v) => Held::View(v.lock_owned().await),
+                None => Held::Pooled(Box::new(backend.get().await?)),
+            };
+            f(conn).await.map_err(|e| match e {
+                ReadError::Db(e) => schema::classify(backend.shown(), &e),
+                ReadError::Store(e) => e,
+            })
+        })
+    }
+}
+
+impl Store for PostgresStore {
+    fn submit(&self, write: Write) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        let queued = crate::exec::wall_ms();
+        if let Err(mpsc::error::SendError((_, _, tx))) = self.jobs.send((write, queued, tx)) {
+            let _ = tx.send(Err(StoreError::Closed));
+        }
+        rx
+    }
+
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| async move { read::run(&c, &id).await })
+    }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.read(move |c| async move { read::runs(&c).await })
+    }
+
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::transitions(&c, &run, from, to).await })
+    }
+
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::snapshot_at_or_before(&c, &run, at).await })
+    }
+
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::last_seal(&c, &run, at).await })
+    }
+
+    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        let digest = *digest;
+        self.read(move |c| async move { read::blob(&c, &digest).await })
+    }
+
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::outbox(&c, &run, true).await })
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::outbox(&c, &run, false).await })
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::snapshots(&c, &run, from, to).await })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { read::head(&c, &run).await })
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(Some(Box::new(self.read_snapshot()?)))
+    }
+
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.read(move |c| async move { read::size_bytes(&c).await })
+    }
+}

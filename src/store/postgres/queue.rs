@@ -1,0 +1,238 @@
+//! What `runtape worker` needs of the database besides the [`Store`](crate::store::Store)
+//! trait: claiming runnable runs (`FOR UPDATE SKIP LOCKED`, leases on the database's clock),
+//! and the `workers` table (each worker's heartbeat, for `runtape ls --workers`).
+//!
+//! A run is **runnable** when its status is `running`, it was started from a spec file (its
+//! setup is stored), its spec file's directory is the worker's `--spec-dir`, and nobody holds
+//! its lease: none was ever taken since it was queued (`run --detach`), it was released, it
+//! expired on the database's clock (its driver died or was cut off), or its owner is a process
+//! on this host that no longer exists.
+
+use std::sync::Arc;
+
+use super::PostgresStore;
+use super::conn::Backend;
+use super::schema::classify;
+use crate::machine::RunId;
+use crate::store::StoreError;
+
+/// A run a worker claimed: the lease is its own at `epoch`, until the database's clock passes
+/// the lease's length.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The run.
+    pub run: RunId,
+    /// The lease epoch the claim took.
+    pub epoch: u64,
+}
+
+/// A worker as it registers itself.
+#[derive(Clone, Debug)]
+pub struct WorkerInfo {
+    /// Its id (`host:pid:nonce`, like a lease owner).
+    pub id: String,
+    /// Its host name.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The spec directory it serves.
+    pub spec_dir: String,
+    /// Runs it drives at once at most.
+    pub concurrency: usize,
+    /// When it started, its own wall clock, ms.
+    pub started_ms: u64,
+}
+
+/// A worker as `runtape ls --workers` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerRecord {
+    /// Its id (`host:pid:nonce`).
+    pub id: String,
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// The spec directory it serves.
+    pub spec_dir: String,
+    /// Runs it drives at once at most.
+    pub concurrency: u64,
+    /// When it started, its own wall clock, ms.
+    pub started_ms: u64,
+    /// Milliseconds since its last heartbeat, on the database's clock.
+    pub heartbeat_age_ms: u64,
+    /// False once its heartbeat has expired (it died, or is cut off from the database).
+    pub alive: bool,
+    /// It got SIGTERM and is finishing what it drives.
+    pub draining: bool,
+}
+
+impl PostgresStore {
+    /// Claims one runnable run for `owner` (see the module docs) with a lease of `ttl_ms` on
+    /// the database's clock, skipping runs in `skip`. Rows other processes have locked are
+    /// skipped, never waited for, so any number of workers claim at once without blocking
+    /// each other or taking the same run. The claimed run's status stays `running`.
+    pub async fn claim(
+        &self,
+        owner: &str,
+        spec_dir: &str,
+        ttl_ms: u64,
+        skip: &[RunId],
+    ) -> Result<Option<Claim>, StoreError> {
+        let backend = self.backend.clone();
+        let owner = owner.to_owned();
+        let spec_dir = spec_dir.to_owned();
+        let skip: Vec<String> = skip.iter().map(|r| r.to_string()).collect();
+        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
+        self.backend
+            .run(async move {
+                let conn = backend.get().await?;
+                let shown = backend.shown().to_owned();
+                let db = |e: tokio_postgres::Error| classify(&shown, &e);
+                // Owners on this host whose process has exited: their leases are free now.
+                let prefix = format!("{}:%", crate::store::owner_host());
+                let live_here = conn
+                    .query(
+                        "SELECT DISTINCT lease_owner FROM runtape.runs WHERE status = 'running' \
+                         AND lease_owner LIKE $1 AND lease_expires_ms > runtape.now_ms()",
+                        &[&prefix],
+                    )
+                    .await
+                    .map_err(db)?;
+                let dead: Vec<String> = live_here
+                    .iter()
+                    .filter_map(|r| r.try_get::<_, String>(0).ok())
+                    .filter(|o| crate::store::owner_is_dead(o))
+                    .collect();
+                conn.client().batch_execute("BEGIN").await.map_err(db)?;
+                let claimed = async {
+                    let row = conn
+                        .query_opt(
+                            "UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
+                             lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+                             WHERE key = (SELECT key FROM runtape.runs \
+                                WHERE status = 'running' AND setup IS NOT NULL \
+                                AND (lease_owner IS NULL OR lease_expires_ms <= runtape.now_ms() \
+                                     OR lease_owner = ANY($3)) \
+                                AND (setup::jsonb ->> 'spec_dir') = $4 \
+                                AND id <> ALL($5) \
+                                ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                             RETURNING id, lease_epoch",
+                            &[&owner, &ttl_ms, &dead, &spec_dir, &skip],
+                        )
+                        .await?;
+                    conn.client().batch_execute("COMMIT").await?;
+                    Ok::<_, tokio_postgres::Error>(row)
+                }
+                .await;
+                match claimed {
+                    Ok(row) => row
+                        .map(|r| {
+                            Ok(Claim {
+                                run: RunId(r.try_get(0)?),
+                                epoch: r.try_get::<_, i64>(1)? as u64,
+                            })
+                        })
+                        .transpose()
+                        .map_err(db),
+                    Err(e) => {
+                        let _ = conn.client().batch_execute("ROLLBACK").await;
+                        Err(db(e))
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Registers `worker` (or refreshes it) with a heartbeat good for `ttl_ms` on the
+    /// database's clock; `draining` says it is finishing up after SIGTERM.
+    pub async fn heartbeat(
+        &self,
+        worker: &WorkerInfo,
+        ttl_ms: u64,
+        draining: bool,
+    ) -> Result<(), StoreError> {
+        let backend = self.backend.clone();
+        let w = worker.clone();
+        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
+        self.backend
+            .run(async move {
+                let conn = backend.get().await?;
+                conn.execute(
+                    "INSERT INTO runtape.workers (id, host, pid, spec_dir, concurrency, started_ms, \
+                     heartbeat_ms, expires_ms, draining) \
+                     VALUES ($1, $2, $3, $4, $5, $6, runtape.now_ms(), runtape.now_ms() + $7, $8) \
+                     ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, \
+                     expires_ms = excluded.expires_ms, draining = excluded.draining",
+                    &[
+                        &w.id,
+                        &w.host,
+                        &i64::from(w.pid),
+                        &w.spec_dir,
+                        &(w.concurrency as i64),
+                        &(w.started_ms as i64),
+                        &ttl_ms,
+                        &draining,
+                    ],
+                )
+                .await
+                .map_err(|e| classify(backend.shown(), &e))?;
+                // Workers that stopped heartbeating an hour ago are forgotten.
+                conn.execute(
+                    "DELETE FROM runtape.workers WHERE expires_ms < runtape.now_ms() - 3600000",
+                    &[],
+                )
+                .await
+                .map_err(|e| classify(backend.shown(), &e))?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Removes `worker` from the table (it exited cleanly).
+    pub async fn deregister(&self, worker: &str) -> Result<(), StoreError> {
+        let backend = self.backend.clone();
+        let id = worker.to_owned();
+        self.backend
+            .run(async move {
+                let conn = backend.get().await?;
+                conn.execute("DELETE FROM runtape.workers WHERE id = $1", &[&id])
+                    .await
+                    .map_err(|e| classify(backend.shown(), &e))?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Every worker registered (live ones first, then by id).
+    pub fn workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
+        let backend: Arc<Backend> = self.backend.clone();
+        self.backend.block_on(async move {
+            let conn = backend.get().await?;
+            let rows = conn
+                .query(
+                    "SELECT id, host, pid, spec_dir, concurrency, started_ms, \
+                     greatest(runtape.now_ms() - heartbeat_ms, 0), expires_ms > runtape.now_ms(), draining \
+                     FROM runtape.workers ORDER BY expires_ms > runtape.now_ms() DESC, id",
+                    &[],
+                )
+                .await
+                .map_err(|e| classify(backend.shown(), &e))?;
+            rows.iter()
+                .map(|r| {
+                    Ok(WorkerRecord {
+                        id: r.try_get(0)?,
+                        host: r.try_get(1)?,
+                        pid: r.try_get::<_, i64>(2)? as u32,
+                        spec_dir: r.try_get(3)?,
+                        concurrency: r.try_get::<_, i64>(4)? as u64,
+                        started_ms: r.try_get::<_, i64>(5)? as u64,
+                        heartbeat_age_ms: r.try_get::<_, i64>(6)? as u64,
+                        alive: r.try_get(7)?,
+                        draining: r.try_get(8)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+                .map_err(|e| classify(backend.shown(), &e))
+        })
+    }
+}

@@ -1,0 +1,315 @@
+//! Reads of the PostgreSQL store, one function per [`Store`](crate::store::Store) read, each on
+//! a connection it is given (a pooled one, or a read-only view's). Rows decode exactly as
+//! SQLite's do, and damage is reported the same way.
+
+use tokio_postgres::Row;
+
+use super::conn::Conn;
+use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+use crate::store::{
+    Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, StoreError,
+    TransitionRecord,
+};
+
+/// A query error, or stored data that does not decode.
+pub(super) enum ReadError {
+    Db(tokio_postgres::Error),
+    Store(StoreError),
+}
+
+impl From<tokio_postgres::Error> for ReadError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ReadError::Db(e)
+    }
+}
+
+impl From<StoreError> for ReadError {
+    fn from(e: StoreError) -> Self {
+        ReadError::Store(e)
+    }
+}
+
+type Read<T> = Result<T, ReadError>;
+
+/// The columns of a run's row, in the order [`run_record`] reads them. The lease expiry is
+/// read as the time left on the database's clock (see [`run_record`]).
+macro_rules! run_columns {
+    () => {
+        "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
+         CASE WHEN lease_expires_ms = 0 THEN NULL ELSE lease_expires_ms - runtape.now_ms() END, \
+         control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup, unpriced_turns"
+    };
+}
+
+/// The highest seq a row id can pack.
+pub(super) fn clamp_seq(seq: u64) -> i64 {
+    seq.min(u64::from(u32::MAX)) as i64
+}
+
+pub(super) async fn run(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
+    let row = c
+        .query_opt(
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM runtape.runs WHERE id = $1"
+            ),
+            &[&id.as_str()],
+        )
+        .await?;
+    row.map(|r| run_record(&r)).transpose()
+}
+
+pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
+    let rows = c
+        .query(
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM runtape.runs ORDER BY key DESC"
+            ),
+            &[],
+        )
+        .await?;
+    rows.iter().map(run_record).collect()
+}
+
+pub(super) async fn transitions(
+    c: &Conn,
+    run: &RunId,
+    from: u64,
+    to: u64,
+) -> Read<Vec<TransitionRecord>> {
+    let rows = c
+        .query(
+            "SELECT t.id, t.at, t.event, t.edge, t.effects, t.state_hash, t.chain, t.seal \
+             FROM runtape.runs r JOIN runtape.transitions t \
+             ON t.id BETWEEN (r.key << 32) + $2 AND (r.key << 32) + $3 \
+             WHERE r.id = $1 ORDER BY t.id",
+            &[&run.as_str(), &clamp_seq(from), &clamp_seq(to)],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.try_get(0)?;
+            let seq = (id & 0xffff_ffff) as u64;
+            let damaged = |what: &str| StoreError::Damaged {
+                run: run.to_string(),
+                detail: format!("seq {seq}: {what}"),
+            };
+            let edge: String = r.try_get(3)?;
+            let state_kind = crate::machine::table::edge_by_id(&edge)
+                .map(|e| e.to)
+                .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
+            let hash: Vec<u8> = r.try_get(5)?;
+            let chain: Vec<u8> = r.try_get(6)?;
+            Ok(TransitionRecord {
+                seq,
+                at: Hlc(r.try_get::<_, i64>(1)? as u64),
+                event: r.try_get(2)?,
+                edge,
+                effects: r.try_get(4)?,
+                state_kind,
+                state_hash: digest(&hash)
+                    .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
+                chain: digest(&chain)
+                    .ok_or_else(|| damaged("transitions.chain is not 32 bytes"))?,
+                seal: r.try_get(7)?,
+            })
+        })
+        .collect()
+}
+
+/// `(seq, bytes)` from a row whose first column is a packed row id.
+fn seq_and_bytes(r: &Row) -> Result<(u64, Vec<u8>), tokio_postgres::Error> {
+    Ok((
+        (r.try_get::<_, i64>(0)? & 0xffff_ffff) as u64,
+        r.try_get(1)?,
+    ))
+}
+
+pub(super) async fn snapshot_at_or_before(
+    c: &Conn,
+    run: &RunId,
+    at: u64,
+) -> Read<Option<(u64, Vec<u8>)>> {
+    let row = c
+        .query_opt(
+            "SELECT s.id, s.state FROM runtape.runs r JOIN runtape.snapshots s \
+             ON s.id BETWEEN (r.key << 32) AND (r.key << 32) + $2 \
+             WHERE r.id = $1 ORDER BY s.id DESC LIMIT 1",
+            &[&run.as_str(), &clamp_seq(at)],
+        )
+        .await?;
+    Ok(row.map(|r| seq_and_bytes(&r)).transpose()?)
+}
+
+pub(super) async fn last_seal(c: &Conn, run: &RunId, at: u64) -> Read<Option<(u64, Vec<u8>)>> {
+    let row = c
+        .query_opt(
+            "SELECT t.id, t.seal FROM runtape.runs r JOIN runtape.transitions t \
+             ON t.id BETWEEN (r.key << 32) AND (r.key << 32) + $2 \
+             WHERE r.id = $1 AND t.seal IS NOT NULL ORDER BY t.id DESC LIMIT 1",
+            &[&run.as_str(), &clamp_seq(at)],
+        )
+        .await?;
+    Ok(row.map(|r| seq_and_bytes(&r)).transpose()?)
+}
+
+pub(super) async fn blob(c: &Conn, d: &Digest) -> Read<Option<Vec<u8>>> {
+    let row = c
+        .query_opt(
+            "SELECT bytes FROM runtape.blobs WHERE hash = $1",
+            &[&&d.0[..]],
+        )
+        .await?;
+    Ok(row.map(|r| r.try_get(0)).transpose()?)
+}
+
+pub(super) async fn outbox(c: &Conn, run: &RunId, open_only: bool) -> Read<Vec<OutboxRecord>> {
+    let rows = if open_only {
+        c.query(
+            "SELECT o.seq, o.idx, o.status, o.idempotency_key FROM runtape.runs r \
+             JOIN runtape.outbox o ON o.run = r.key WHERE r.id = $1 AND o.status <> 'done' \
+             ORDER BY o.seq, o.idx",
+            &[&run.as_str()],
+        )
+        .await?
+    } else {
+        c.query(
+            "SELECT o.seq, o.idx, o.status, o.idempotency_key FROM runtape.runs r \
+             JOIN runtape.outbox o ON o.run = r.key WHERE r.id = $1 ORDER BY o.seq, o.idx",
+            &[&run.as_str()],
+        )
+        .await?
+    };
+    rows.iter()
+        .map(|r| {
+            let seq: i64 = r.try_get(0)?;
+            let status: String = r.try_get(2)?;
+            Ok(OutboxRecord {
+                effect: EffectRef {
+                    seq: seq as u64,
+                    index: r.try_get::<_, i64>(1)? as u32,
+                },
+                status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
+                    run: run.to_string(),
+                    detail: format!("seq {seq}: outbox.status `{status}` is not a status"),
+                })?,
+                idempotency_key: r.try_get(3)?,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn snapshots(
+    c: &Conn,
+    run: &RunId,
+    from: u64,
+    to: u64,
+) -> Read<Vec<(u64, Vec<u8>)>> {
+    let rows = c
+        .query(
+            "SELECT s.id, s.state FROM runtape.runs r JOIN runtape.snapshots s \
+             ON s.id BETWEEN (r.key << 32) + $2 AND (r.key << 32) + $3 \
+             WHERE r.id = $1 ORDER BY s.id",
+            &[&run.as_str(), &clamp_seq(from), &clamp_seq(to)],
+        )
+        .await?;
+    Ok(rows.iter().map(seq_and_bytes).collect::<Result<_, _>>()?)
+}
+
+pub(super) async fn head(c: &Conn, run: &RunId) -> Read<Option<HeadRecord>> {
+    let row = c
+        .query_opt(
+            "SELECT h.body, h.seal FROM runtape.runs r JOIN runtape.heads h ON h.run = r.key \
+             WHERE r.id = $1",
+            &[&run.as_str()],
+        )
+        .await?;
+    Ok(row
+        .map(|r| -> Result<HeadRecord, tokio_postgres::Error> {
+            Ok(HeadRecord {
+                body: r.try_get(0)?,
+                seal: r.try_get(1)?,
+                replaces: None,
+            })
+        })
+        .transpose()?)
+}
+
+pub(super) async fn size_bytes(c: &Conn) -> Read<u64> {
+    let row = c
+        .query_opt(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'runtape' AND c.relkind = 'r'",
+            &[],
+        )
+        .await?;
+    Ok(row.map_or(Ok(0), |r| r.try_get::<_, i64>(0))? as u64)
+}
+
+fn digest(bytes: &[u8]) -> Option<Digest> {
+    Some(Digest(bytes.try_into().ok()?))
+}
+
+/// A run's row as [`run_columns!`] selects it. The lease expiry comes back as the time left
+/// on the database's clock and is given on this process's wall clock (`now + left`), so a
+/// driver comparing it with its own clock judges the lease right even when the clocks of the
+/// two machines disagree.
+pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
+    let id: String = r.try_get(0)?;
+    let parent: Option<String> = r.try_get(1)?;
+    let fork_seq: Option<i64> = r.try_get(2)?;
+    let status: String = r.try_get(5)?;
+    let kind: String = r.try_get(6)?;
+    let lease_left: Option<i64> = r.try_get(10)?;
+    let control: Option<String> = r.try_get(11)?;
+    let damaged = |what: String| StoreError::Damaged {
+        run: id.clone(),
+        detail: what,
+    };
+    Ok(RunRecord {
+        parent: match (parent, fork_seq) {
+            (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+            (None, None) => None,
+            _ => {
+                return Err(damaged(
+                    "runs.parent_id and runs.fork_seq are not set together".into(),
+                )
+                .into());
+            }
+        },
+        spec: r.try_get(3)?,
+        goal: r.try_get(4)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
+        state_kind: StateKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+            .ok_or_else(|| damaged(format!("runs.state_kind `{kind}` is not a state")))?,
+        seq: r.try_get::<_, i64>(7)? as u64,
+        lease_epoch: r.try_get::<_, i64>(8)? as u64,
+        lease_owner: r.try_get(9)?,
+        lease_expires_ms: lease_left.map_or(0, |left| {
+            (crate::exec::wall_ms() as i64).saturating_add(left).max(0) as u64
+        }),
+        control: match control.as_deref() {
+            None => None,
+            Some("pause") => Some(Control::Pause),
+            Some("cancel") => Some(Control::Cancel),
+            Some(other) => {
+                return Err(damaged(format!("runs.control `{other}` is not a request")).into());
+            }
+        },
+        created_ms: r.try_get::<_, i64>(12)? as u64,
+        updated_ms: r.try_get::<_, i64>(13)? as u64,
+        cost_nanos: r.try_get::<_, i64>(14)? as u64,
+        tokens: r.try_get::<_, i64>(15)? as u64,
+        outcome: r.try_get(16)?,
+        setup: r.try_get(17)?,
+        unpriced_turns: r.try_get::<_, i64>(18)? as u64,
+        id: RunId(id.clone()),
+    })
+}

@@ -1,0 +1,710 @@
+//! The PostgreSQL store's writer: one task owns one connection and commits every queued write
+//! of every run of this process in one transaction per batch (group commit). Nothing is
+//! acknowledged before its transaction has committed.
+//!
+//! A batch first locks the rows of the runs it touches, in id order (so two processes' batches
+//! never deadlock on each other), then applies each write: every check that can refuse a
+//! write (the lease epoch, the seq, the head it replaces, an answered call) is made before it
+//! changes anything, so a refused write is simply left out of the transaction. A database
+//! error aborts the whole transaction: it is rolled back and tried again without the write
+//! that caused it. A connection lost mid-batch fails every write of the batch (if the `COMMIT`
+//! itself was lost, its outcome is unknown: the drivers stop, and whoever takes their runs up
+//! reads what was committed).
+//!
+//! Lease expiries are computed on the database's clock: a write carries the lease's length
+//! (its expiry minus the writer's clock when it was queued), and the row gets
+//! `runtape.now_ms()` plus that length.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures_util::future::{BoxFuture, try_join_all};
+use tokio::sync::{mpsc, oneshot};
+
+use super::conn::{Backend, Conn};
+use super::schema::{classify, connection_lost, retryable};
+use crate::machine::{Digest, RunId};
+use crate::store::{
+    Commit, CommitStats, Control, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError, Write,
+    Written,
+};
+
+/// Most writes folded into one transaction.
+const MAX_BATCH: usize = 512;
+
+/// How often a batch is tried again after a deadlock or a serialisation failure.
+const MAX_RETRIES: usize = 5;
+
+/// A queued write, the writer's wall clock when it was queued, and where its result goes.
+pub(super) type Job = (Write, u64, oneshot::Sender<Result<Written, StoreError>>);
+
+/// Takes batches of queued writes until every sender is gone, committing each batch.
+pub(super) async fn writer_loop(
+    backend: Arc<Backend>,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    stats: Arc<CommitStats>,
+) {
+    let mut conn: Option<Conn> = None;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let results = apply_batch(&backend, &mut conn, &batch).await;
+        stats.transactions.fetch_add(1, Ordering::Relaxed);
+        stats
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        for ((_, _, ack), result) in batch.into_iter().zip(results) {
+            let _ = ack.send(result);
+        }
+    }
+}
+
+/// Why one write was not applied.
+enum Fail {
+    /// A check refused it; nothing of it was written.
+    Refused(StoreError),
+    /// The database failed; the transaction is aborted.
+    Db(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for Fail {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Refused(e)
+    }
+}
+
+/// How one transaction over the pending writes ended.
+enum Attempt {
+    /// Committed: each pending write's outcome.
+    Committed(Vec<Result<Written, StoreError>>),
+    /// Rolled back because write `index` made the database fail (or, with `None`, the
+    /// transaction itself failed).
+    Failed(Option<usize>, tokio_postgres::Error),
+    /// Rolled back for a deadlock or serialisation failure: try everything again.
+    Retry(tokio_postgres::Error),
+    /// The connection is gone; with `true` while the `COMMIT` was on its way, so whether it
+    /// happened is unknown.
+    Lost(tokio_postgres::Error, bool),
+}
+
+async fn apply_batch(
+    backend: &Backend,
+    slot: &mut Option<Conn>,
+    batch: &[Job],
+) -> Vec<Result<Written, StoreError>> {
+    let shown = backend.shown();
+    let mut results: Vec<Option<Result<Written, StoreError>>> = vec![None; batch.len()];
+    let mut retries = 0;
+    let mut reconnected = false;
+    loop {
+        let pending: Vec<usize> = (0..batch.len()).filter(|i| results[*i].is_none()).collect();
+        if pending.is_empty() {
+            break;
+        }
+        if slot.as_ref().is_none_or(Conn::is_closed) {
+            match backend.connect().await {
+                Ok(c) => *slot = Some(c),
+                Err(e) => {
+                    fill(&mut results, &pending, &e);
+                    break;
+                }
+            }
+        }
+        let Some(conn) = slot.as_ref() else { break };
+        match attempt(conn, batch, &pending).await {
+            Attempt::Committed(outcomes) => {
+                for (i, r) in pending.into_iter().zip(outcomes) {
+                    results[i] = Some(r);
+                }
+                break;
+            }
+            Attempt::Failed(Some(i), e) => results[i] = Some(Err(classify(shown, &e))),
+            Attempt::Failed(None, e) => {
+                fill(&mut results, &pending, &classify(shown, &e));
+                break;
+            }
+            Attempt::Retry(e) => {
+                retries += 1;
+                if retries > MAX_RETRIES {
+                    fill(&mut results, &pending, &classify(shown, &e));
+                    break;
+                }
+            }
+            Attempt::Lost(e, committing) => {
+                *slot = None;
+                // Nothing was committed unless the COMMIT itself was lost: try again once on
+                // a new connection (the server restarted, or ended this connection).
+                if committing || reconnected {
+                    fill(&mut results, &pending, &classify(shown, &e));
+                    break;
+                }
+                reconnected = true;
+            }
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(StoreError::Closed)))
+        .collect()
+}
+
+fn fill(results: &mut [Option<Result<Written, StoreError>>], pending: &[usize], e: &StoreError) {
+    for i in pending {
+        results[*i] = Some(Err(e.clone()));
+    }
+}
+
+/// One transaction over the writes at `pending`.
+async fn attempt(conn: &Conn, batch: &[Job], pending: &[usize]) -> Attempt {
+    let ended = |e: tokio_postgres::Error, index: Option<usize>| {
+        if connection_lost(&e) {
+            Attempt::Lost(e, false)
+        } else if retryable(&e) {
+            Attempt::Retry(e)
+        } else {
+            Attempt::Failed(index, e)
+        }
+    };
+    if let Err(e) = conn.client().batch_execute("BEGIN").await {
+        return ended(e, None);
+    }
+    let mut ids: Vec<&str> = pending
+        .iter()
+        .filter_map(|i| run_of(&batch[*i].0))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut keys = match lock_runs(conn, &ids).await {
+        Ok(keys) => keys,
+        Err(e) => return rollback(conn, ended(e, None)).await,
+    };
+    let mut outcomes = Vec::with_capacity(pending.len());
+    for i in pending {
+        let (write, queued_ms, _) = &batch[*i];
+        match apply(conn, &mut keys, write, *queued_ms).await {
+            Ok(w) => outcomes.push(Ok(w)),
+            Err(Fail::Refused(e)) => outcomes.push(Err(e)),
+            Err(Fail::Db(e)) => return rollback(conn, ended(e, Some(*i))).await,
+        }
+    }
+    match conn.client().batch_execute("COMMIT").await {
+        Ok(()) => Attempt::Committed(outcomes),
+        Err(e) if connection_lost(&e) => Attempt::Lost(e, true),
+        Err(e) => ended(e, None),
+    }
+}
+
+async fn rollback(conn: &Conn, outcome: Attempt) -> Attempt {
+    if !matches!(outcome, Attempt::Lost(..))
+        && let Err(e) = conn.client().batch_execute("ROLLBACK").await
+    {
+        return Attempt::Lost(e, false);
+    }
+    outcome
+}
+
+/// The run a write changes.
+fn run_of(write: &Write) -> Option<&str> {
+    Some(match write {
+        Write::CreateRun(_) => return None,
+        Write::Commit(c) => c.run.as_str(),
+        Write::Commits(cs) => cs.first()?.run.as_str(),
+        Write::MarkStarted { run, .. }
+        | Write::RenewLease { run, .. }
+        | Write::AcquireLease { run, .. }
+        | Write::ReleaseLease { run, .. }
+        | Write::SetControl { run, .. } => run.as_str(),
+    })
+}
+
+/// Locks the rows of `ids` (sorted) for this transaction; returns their keys.
+async fn lock_runs(
+    conn: &Conn,
+    ids: &[&str],
+) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = conn
+        .query(
+            "SELECT id, key FROM runtape.runs WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+/// The run's key (its row locked), from the batch's locks or looked up now.
+async fn key_of(conn: &Conn, keys: &mut HashMap<String, i64>, run: &RunId) -> Result<i64, Fail> {
+    if let Some(k) = keys.get(run.as_str()) {
+        return Ok(*k);
+    }
+    let row = conn
+        .query_opt(
+            "SELECT key FROM runtape.runs WHERE id = $1 FOR UPDATE",
+            &[&run.as_str()],
+        )
+        .await?;
+    let key: i64 = row
+        .ok_or_else(|| StoreError::UnknownRun(run.to_string()))?
+        .try_get(0)?;
+    keys.insert(run.to_string(), key);
+    Ok(key)
+}
+
+/// What a write needs of its run's row.
+struct Row {
+    epoch: u64,
+    seq: u64,
+    owner: Option<String>,
+    /// Lease time left on the database's clock, ms (negative once expired).
+    left_ms: i64,
+    status: RunStatus,
+}
+
+async fn row(conn: &Conn, key: i64, run: &RunId) -> Result<Row, Fail> {
+    let r = conn
+        .query_opt(
+            "SELECT lease_epoch, seq, lease_owner, lease_expires_ms - runtape.now_ms(), status \
+             FROM runtape.runs WHERE key = $1",
+            &[&key],
+        )
+        .await?
+        .ok_or_else(|| StoreError::UnknownRun(run.to_string()))?;
+    let status: String = r.try_get(4)?;
+    Ok(Row {
+        epoch: r.try_get::<_, i64>(0)? as u64,
+        seq: r.try_get::<_, i64>(1)? as u64,
+        owner: r.try_get(2)?,
+        left_ms: r.try_get(3)?,
+        status: RunStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
+            run: run.to_string(),
+            detail: format!("runs.status `{status}` is not a status"),
+        })?,
+    })
+}
+
+fn fenced(run: &RunId, row: &Row, epoch: u64) -> Result<(), Fail> {
+    if row.epoch != epoch {
+        return Err(Fail::Refused(StoreError::Fenced {
+            run: run.to_string(),
+            ours: epoch,
+            current: row.epoch,
+        }));
+    }
+    Ok(())
+}
+
+/// A lease length in ms, as a database parameter.
+fn ttl(expires_ms: u64, from_ms: u64) -> i64 {
+    expires_ms.saturating_sub(from_ms).min(i64::MAX as u64) as i64
+}
+
+async fn apply(
+    conn: &Conn,
+    keys: &mut HashMap<String, i64>,
+    write: &Write,
+    queued_ms: u64,
+) -> Result<Written, Fail> {
+    match write {
+        Write::CreateRun(new) => create_run(conn, keys, new).await,
+        Write::Commit(c) => {
+            let key = key_of(conn, keys, &c.run).await?;
+            check_commits(conn, key, std::slice::from_ref(c)).await?;
+            write_commit(conn, key, c).await?;
+            Ok(Written::Done)
+        }
+        Write::Commits(cs) => {
+            let Some(first) = cs.first() else {
+                return Ok(Written::Done);
+            };
+            let key = key_of(conn, keys, &first.run).await?;
+            check_commits(conn, key, cs).await?;
+            for c in cs {
+                write_commit(conn, key, c).await?;
+            }
+            Ok(Written::Done)
+        }
+        Write::MarkStarted {
+            run,
+            epoch,
+            effects,
+            expires_ms,
+            head,
+        } => {
+            let key = key_of(conn, keys, run).await?;
+            fenced(run, &row(conn, key, run).await?, *epoch)?;
+            for o in effects {
+                let answered = conn
+                    .query_opt(
+                        "SELECT 1 FROM runtape.outbox WHERE run = $1 AND seq = $2 AND idx = $3 AND status = 'done'",
+                        &[&key, &(o.effect.seq as i64), &i64::from(o.effect.index)],
+                    )
+                    .await?;
+                if answered.is_some() {
+                    return Err(Fail::Refused(StoreError::AlreadyAnswered {
+                        run: run.to_string(),
+                        seq: o.effect.seq,
+                        index: o.effect.index,
+                    }));
+                }
+            }
+            check_head(conn, key, run, head.as_ref()).await?;
+            for o in effects {
+                mark_started(conn, key, o).await?;
+            }
+            renew(conn, key, ttl(*expires_ms, queued_ms)).await?;
+            put_head(conn, key, head.as_ref()).await?;
+            Ok(Written::Done)
+        }
+        Write::RenewLease {
+            run,
+            epoch,
+            expires_ms,
+        } => {
+            let key = key_of(conn, keys, run).await?;
+            fenced(run, &row(conn, key, run).await?, *epoch)?;
+            renew(conn, key, ttl(*expires_ms, queued_ms)).await?;
+            Ok(Written::Done)
+        }
+        Write::AcquireLease {
+            run,
+            owner,
+            now_ms,
+            expires_ms,
+        } => {
+            let key = key_of(conn, keys, run).await?;
+            let r = row(conn, key, run).await?;
+            if r.status.is_terminal() {
+                return Err(Fail::Refused(StoreError::Finished {
+                    run: run.to_string(),
+                    status: r.status,
+                }));
+            }
+            if let Some(holder) = r.owner.filter(|h| h != owner)
+                && r.left_ms > 0
+                && !crate::store::owner_is_dead(&holder)
+            {
+                return Err(Fail::Refused(StoreError::LeaseHeld {
+                    run: run.to_string(),
+                    owner: holder,
+                }));
+            }
+            let next = r.epoch as i64 + 1;
+            conn.execute(
+                "UPDATE runtape.runs SET lease_epoch = $2, lease_owner = $3, \
+                 lease_expires_ms = runtape.now_ms() + $4, control = NULL, status = 'running' \
+                 WHERE key = $1",
+                &[&key, &next, owner, &ttl(*expires_ms, *now_ms)],
+            )
+            .await?;
+            Ok(Written::Lease(next as u64))
+        }
+        Write::ReleaseLease {
+            run,
+            epoch,
+            status,
+            head,
+        } => {
+            let key = key_of(conn, keys, run).await?;
+            let r = row(conn, key, run).await?;
+            fenced(run, &r, *epoch)?;
+            if r.owner.is_none() {
+                // Released already: a second release writes nothing.
+                return Ok(Written::Done);
+            }
+            check_head(conn, key, run, head.as_ref()).await?;
+            conn.execute(
+                "UPDATE runtape.runs SET lease_owner = NULL, lease_expires_ms = 0, \
+                 status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE $2 END \
+                 WHERE key = $1",
+                &[&key, &status.as_str()],
+            )
+            .await?;
+            put_head(conn, key, head.as_ref()).await?;
+            Ok(Written::Done)
+        }
+        Write::SetControl { run, control } => {
+            let key = key_of(conn, keys, run).await?;
+            if control.is_some() {
+                let r = row(conn, key, run).await?;
+                if r.status.is_terminal() {
+                    return Err(Fail::Refused(StoreError::Finished {
+                        run: run.to_string(),
+                        status: r.status,
+                    }));
+                }
+            }
+            let value = control.map(|c| match c {
+                Control::Pause => "pause",
+                Control::Cancel => "cancel",
+            });
+            conn.execute(
+                "UPDATE runtape.runs SET control = $2 WHERE key = $1",
+                &[&key, &value],
+            )
+            .await?;
+            Ok(Written::Done)
+        }
+    }
+}
+
+async fn create_run(
+    conn: &Conn,
+    keys: &mut HashMap<String, i64>,
+    new: &NewRun,
+) -> Result<Written, Fail> {
+    let (parent, fork_seq) = match &new.parent {
+        Some((p, s)) => (Some(p.as_str()), Some(*s as i64)),
+        None => (None, None),
+    };
+    let kind = if new.parent.is_some() {
+        "preparing"
+    } else {
+        "created"
+    };
+    let row = conn
+        .query_opt(
+            "INSERT INTO runtape.runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, \
+             lease_epoch, lease_owner, lease_expires_ms, control, created_ms, updated_ms, cost_nanos, \
+             tokens, outcome, setup) \
+             VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, 1, $8, runtape.now_ms() + $9, NULL, $10, $10, \
+             0, 0, NULL, $11) ON CONFLICT (id) DO NOTHING RETURNING key",
+            &[
+                &new.id.as_str(),
+                &parent,
+                &fork_seq,
+                &new.spec,
+                &new.goal,
+                &kind,
+                &fork_seq.unwrap_or(0),
+                &new.owner,
+                &ttl(new.lease_expires_ms, new.now_ms),
+                &(new.now_ms as i64),
+                &new.setup,
+            ],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Err(Fail::Refused(StoreError::DuplicateRun(new.id.to_string())));
+    };
+    let key: i64 = row.try_get(0)?;
+    put_head(conn, key, Some(&new.head)).await?;
+    keys.insert(new.id.to_string(), key);
+    Ok(Written::Lease(1))
+}
+
+/// Everything that could refuse consecutive commits of one run, checked before any is
+/// written: the same run and epoch throughout, in sequence after the latest seq, and heads
+/// that replace the stored head (or the one an earlier commit of the list wrote).
+async fn check_commits(conn: &Conn, key: i64, cs: &[Commit]) -> Result<(), Fail> {
+    let Some(first) = cs.first() else {
+        return Ok(());
+    };
+    let r = row(conn, key, &first.run).await?;
+    let mut latest = r.seq;
+    for c in cs {
+        fenced(&c.run, &r, c.epoch)?;
+        if c.run != first.run || c.seq != latest + 1 {
+            return Err(Fail::Refused(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            }));
+        }
+        latest = c.seq;
+    }
+    let mut stored: Option<Option<Digest>> = None;
+    for c in cs {
+        let Some(h) = &c.head else { continue };
+        if let Some(expected) = h.replaces {
+            let current = match stored {
+                Some(d) => d,
+                None => stored_head(conn, key).await?,
+            };
+            if current != Some(expected) {
+                return Err(Fail::Refused(StoreError::StaleHead {
+                    run: c.run.to_string(),
+                }));
+            }
+        }
+        stored = Some(Some(Digest::of(&h.body)));
+    }
+    Ok(())
+}
+
+async fn stored_head(conn: &Conn, key: i64) -> Result<Option<Digest>, Fail> {
+    let row = conn
+        .query_opt("SELECT body FROM runtape.heads WHERE run = $1", &[&key])
+        .await?;
+    Ok(row
+        .map(|r| r.try_get::<_, Vec<u8>>(0))
+        .transpose()?
+        .map(|b| Digest::of(&b)))
+}
+
+/// Refuses a head that replaces another than the one stored.
+async fn check_head(
+    conn: &Conn,
+    key: i64,
+    run: &RunId,
+    head: Option<&HeadRecord>,
+) -> Result<(), Fail> {
+    if let Some(expected) = head.and_then(|h| h.replaces)
+        && stored_head(conn, key).await? != Some(expected)
+    {
+        return Err(Fail::Refused(StoreError::StaleHead {
+            run: run.to_string(),
+        }));
+    }
+    Ok(())
+}
+
+async fn put_head(conn: &Conn, key: i64, head: Option<&HeadRecord>) -> Result<(), Fail> {
+    let Some(h) = head else { return Ok(()) };
+    conn.execute(
+        "INSERT INTO runtape.heads (run, body, seal) VALUES ($1, $2, $3) \
+         ON CONFLICT (run) DO UPDATE SET body = excluded.body, seal = excluded.seal",
+        &[&key, &h.body, &h.seal],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn renew(conn: &Conn, key: i64, ttl_ms: i64) -> Result<(), Fail> {
+    conn.execute(
+        "UPDATE runtape.runs SET lease_expires_ms = runtape.now_ms() + $2 WHERE key = $1",
+        &[&key, &ttl_ms],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn mark_started(conn: &Conn, key: i64, o: &OutboxRecord) -> Result<(), Fail> {
+    conn.execute(
+        "INSERT INTO runtape.outbox (run, seq, idx, status, idempotency_key) VALUES ($1, $2, $3, 'started', $4) \
+         ON CONFLICT (run, seq, idx) DO UPDATE SET status = 'started' WHERE runtape.outbox.status = 'pending'",
+        &[&key, &(o.effect.seq as i64), &i64::from(o.effect.index), &o.idempotency_key],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A statement parameter.
+type P<'a> = dyn tokio_postgres::types::ToSql + Sync + 'a;
+
+/// Writes one checked commit: its statements are sent together (pipelined) and awaited as
+/// one.
+async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
+    let id = crate::store::schema::row_id(key, c.seq);
+    let at = c.at.0 as i64;
+    let seq = c.seq as i64;
+    let hash = &c.state_hash.0[..];
+    let chain = &c.chain.0[..];
+    let ttl_ms = ttl(c.lease_expires_ms, c.now_ms);
+    let (cost, tokens, unpriced, now) = (
+        c.cost_nanos as i64,
+        c.tokens as i64,
+        c.unpriced_turns as i64,
+        c.now_ms as i64,
+    );
+    let blob_hashes: Vec<&[u8]> = c.blobs.iter().map(|(d, _)| &d.0[..]).collect();
+    let blob_bytes: Vec<&[u8]> = c.blobs.iter().map(|(_, b)| b.as_slice()).collect();
+    let outbox: Vec<(i64, i64, &str, Option<&str>)> = c
+        .outbox
+        .iter()
+        .map(|o| {
+            (
+                o.effect.seq as i64,
+                i64::from(o.effect.index),
+                o.status.as_str(),
+                o.idempotency_key.as_deref(),
+            )
+        })
+        .collect();
+    let resolves = c.resolves.map(|e| (e.seq as i64, i64::from(e.index)));
+    let status = c.status.as_str();
+    let kind = c.state_kind.as_str();
+    let transition: [&P<'_>; 8] = [
+        &id, &at, &c.event, &c.edge, &c.effects, &hash, &chain, &c.seal,
+    ];
+    let run_row: [&P<'_>; 10] = [
+        &key, &seq, &status, &kind, &now, &cost, &tokens, &c.outcome, &ttl_ms, &unpriced,
+    ];
+    let blob_rows: [&P<'_>; 2] = [&blob_hashes, &blob_bytes];
+    let snapshot_row: Option<[&P<'_>; 2]> =
+        c.snapshot.as_ref().map(|s| -> [&P<'_>; 2] { [&id, s] });
+    let outbox_rows: Vec<[&P<'_>; 5]> = outbox
+        .iter()
+        .map(|(seq, idx, status, text)| -> [&P<'_>; 5] { [&key, seq, idx, status, text] })
+        .collect();
+    let resolved_row: Option<[&P<'_>; 3]> = resolves
+        .as_ref()
+        .map(|(seq, idx)| -> [&P<'_>; 3] { [&key, seq, idx] });
+    let head_row: Option<[&P<'_>; 3]> = c
+        .head
+        .as_ref()
+        .map(|h| -> [&P<'_>; 3] { [&key, &h.body, &h.seal] });
+    let mut work: Vec<BoxFuture<'_, Result<u64, tokio_postgres::Error>>> = vec![
+        Box::pin(conn.execute(
+            "INSERT INTO runtape.transitions (id, at, event, edge, effects, state_hash, chain, seal) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &transition,
+        )),
+        Box::pin(conn.execute(
+            "UPDATE runtape.runs SET seq = $2, status = $3, state_kind = $4, updated_ms = $5, \
+             cost_nanos = $6, tokens = $7, outcome = $8, lease_expires_ms = runtape.now_ms() + $9, \
+             unpriced_turns = $10 WHERE key = $1",
+            &run_row,
+        )),
+    ];
+    if !c.blobs.is_empty() {
+        work.push(Box::pin(conn.execute(
+            "INSERT INTO runtape.blobs (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
+             ON CONFLICT (hash) DO NOTHING",
+            &blob_rows,
+        )));
+    }
+    if let Some(params) = &snapshot_row {
+        work.push(Box::pin(conn.execute(
+            "INSERT INTO runtape.snapshots (id, state) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+            params,
+        )));
+    }
+    for params in &outbox_rows {
+        work.push(Box::pin(conn.execute(
+            "INSERT INTO runtape.outbox (run, seq, idx, status, idempotency_key) VALUES ($1, $2, $3, $4, $5)",
+            params,
+        )));
+    }
+    if let Some(params) = &resolved_row {
+        work.push(Box::pin(conn.execute(
+            "UPDATE runtape.outbox SET status = 'done' WHERE run = $1 AND seq = $2 AND idx = $3",
+            params,
+        )));
+    }
+    if let Some(params) = &head_row {
+        work.push(Box::pin(conn.execute(
+            "INSERT INTO runtape.heads (run, body, seal) VALUES ($1, $2, $3) \
+             ON CONFLICT (run) DO UPDATE SET body = excluded.body, seal = excluded.seal",
+            params,
+        )));
+    }
+    try_join_all(work).await?;
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! [`TimedStore`]: any store, with the time each commit took to become durable recorded (from
+//! `submit` to its acknowledgement), for `runtape bench` and the worker's exit report.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::{Ack, HeadRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord, Write};
+use crate::machine::{Digest, RunId};
+
+/// Wraps a store; every `Commit`/`Commits` write's latency is kept (in microseconds).
+pub struct TimedStore {
+    inner: Arc<dyn Store>,
+    samples: Arc<Mutex<Vec<u32>>>,
+}
+
+/// Commit latencies: how many, and the median and 99th percentile in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    /// Commits measured.
+    pub commits: usize,
+    /// Median, µs.
+    pub p50_us: u32,
+    /// 99th percentile, µs.
+    pub p99_us: u32,
+}
+
+impl TimedStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> TimedStore {
+        TimedStore {
+            inner,
+            samples: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The latencies recorded so far.
+    pub fn latency(&self) -> Latency {
+        let mut s = self
+            .samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if s.is_empty() {
+            return Latency::default();
+        }
+        s.sort_unstable();
+        let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+        Latency {
+            commits: s.len(),
+            p50_us: at(0.5),
+            p99_us: at(0.99),
+        }
+    }
+}
+
+impl Store for TimedStore {
+    fn submit(&self, write: Write) -> Ack {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            // No runtime to wait on (the engine always has one): not timed.
+            return self.inner.submit(write);
+        };
+        if !matches!(write, Write::Commit(_) | Write::Commits(_)) {
+            return self.inner.submit(write);
+        }
+        let started = Instant::now();
+        let inner = self.inner.submit(write);
+        let (tx, rx) = oneshot::channel();
+        let samples = self.samples.clone();
+        let wait = async move {
+            let result = inner.await.unwrap_or(Err(StoreError::Closed));
+            let us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            samples.lock().unwrap_or_else(|p| p.into_inner()).push(us);
+            let _ = tx.send(result);
+        };
+        handle.spawn(wait);
+        rx
+    }
+
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.run(id)
+    }
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs()
+    }
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.inner.transitions(run, from, to)
+    }
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.inner.snapshot_at_or_before(run, at)
+    }
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.inner.last_seal(run, at)
+    }
+    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.blob(digest)
+    }
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.open_effects(run)
+    }
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.outbox(run)
+    }
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.inner.snapshots(run, from, to)
+    }
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.inner.head(run)
+    }
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        self.inner.snapshot()
+    }
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.inner.size_bytes()
+    }
+}

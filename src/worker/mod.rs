@@ -1,0 +1,321 @@
+//! `runtape worker`: a long-running process that takes runnable runs from a shared PostgreSQL
+//! database and drives them, alongside any number of other workers on any number of machines.
+//!
+//! # The loop
+//!
+//! While it has a free slot (`--concurrency`), a worker claims one runnable run at a time (see
+//! [`PostgresStore::claim`]: `FOR UPDATE SKIP LOCKED`, a lease on the database's clock), then
+//! takes it up exactly as `runtape resume` does — the lease is taken by compare-and-swap before
+//! anything is read, its setup is checked against its sealed head before any provider or tool
+//! is built from it — and drives it until it ends or rests. Each run gets an engine of its own
+//! (its providers and tools are its setup's, never another run's), all sharing one store, so
+//! every run of the process commits through one writer (group commit).
+//!
+//! # Where providers and tools come from
+//!
+//! From the run's stored setup (written by `runtape run SPEC --detach` from the spec file),
+//! checked against the run's sealed head; API keys from the worker's environment, by the
+//! variable names the setup records. `--spec-dir DIR` is the directory whose spec files this
+//! worker serves: it takes only runs whose spec file was in DIR (the directory recorded in the
+//! setup, an absolute path), so command tools run where they were written to run, and a worker
+//! never runs the programs of a project it was not deployed with. Deploy the same spec
+//! directory at the same path on every worker machine.
+//!
+//! # Stopping
+//!
+//! The first SIGTERM (or SIGINT, SIGHUP) drains: no new run is claimed, each run's calls in
+//! flight get the grace period to finish and their results are committed, then each run is
+//! given back to the queue (its lease released, status `running`) for another worker, and the
+//! worker exits. A second signal leaves at once. A worker that dies (SIGKILL, power loss)
+//! leaves its runs' leases to expire on the database's clock — or, on the same host, to be
+//! taken at once, its process being gone — and other workers continue them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::config::Setup;
+use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
+use crate::history::{self, HistoryError};
+use crate::machine::RunId;
+use crate::store::{PostgresStore, RunStatus, Store, StoreError, TimedStore, WorkerInfo, Write};
+
+mod handoff;
+
+pub use handoff::{Requeued, enqueue, requeue};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// The spec directory it serves (absolute, canonical).
+    pub spec_dir: PathBuf,
+    /// Runs driven at once at most.
+    pub concurrency: usize,
+    /// The engines' settings (lease length, receipt signer, clock).
+    pub engine: EngineConfig,
+    /// How long calls in flight may take to finish after SIGTERM.
+    pub grace: Duration,
+    /// How often an idle worker looks for runs.
+    pub poll: Duration,
+    /// How long a run this worker could not take up is left to other workers.
+    pub skip_for: Duration,
+}
+
+/// One line of the worker's log: an event name and its fields.
+pub type LogLine = Value;
+
+/// How the worker loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerExit {
+    /// Drained after a stop signal: every run it drove was committed and handed back.
+    Drained,
+    /// A second stop signal: left at once.
+    Interrupted,
+}
+
+/// What a driving task reports when its run's driver stops.
+struct Stopped {
+    run: RunId,
+    engine: Engine,
+    result: Result<RunEnd, String>,
+    /// The error came from the run itself (tampered, unreadable): it must not be retried.
+    bad_run: bool,
+    /// The take-up never happened: the claim's lease is still this worker's at this epoch.
+    claim_epoch: Option<u64>,
+}
+
+/// Runs the worker until `stops` delivers a stop signal (then drains) and a second one (then
+/// leaves at once). `log` receives one structured event per call.
+pub async fn run(
+    store: Arc<PostgresStore>,
+    info: WorkerInfo,
+    opts: WorkerOptions,
+    mut stops: mpsc::UnboundedReceiver<&'static str>,
+    log: impl Fn(LogLine),
+) -> Result<WorkerExit, EngineError> {
+    let ttl = opts.engine.lease_ttl.as_millis() as u64;
+    let spec_dir = opts.spec_dir.display().to_string();
+    store.heartbeat(&info, ttl, false).await?;
+    log(
+        json!({"event": "worker.started", "worker": info.id, "spec_dir": spec_dir,
+        "concurrency": opts.concurrency, "lease_ttl_ms": ttl}),
+    );
+    let timed = Arc::new(TimedStore::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = timed.clone();
+    let mut tasks: JoinSet<Stopped> = JoinSet::new();
+    let mut live: HashMap<RunId, Engine> = HashMap::new();
+    let mut skip: HashMap<RunId, Instant> = HashMap::new();
+    let beat = Duration::from_millis((ttl / 3).max(100));
+    let mut next_beat = Instant::now() + beat;
+    let mut store_trouble = false;
+    loop {
+        if Instant::now() >= next_beat {
+            next_beat = Instant::now() + beat;
+            match store.heartbeat(&info, ttl, false).await {
+                Ok(()) if store_trouble => {
+                    store_trouble = false;
+                    log(json!({"event": "worker.reconnected", "worker": info.id}));
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    store_trouble = true;
+                    log(
+                        json!({"event": "worker.error", "worker": info.id, "error": e.to_string()}),
+                    );
+                }
+            }
+        }
+        skip.retain(|_, until| *until > Instant::now());
+        while live.len() < opts.concurrency.max(1) && !store_trouble {
+            let engine = Engine::with_store(dyn_store.clone(), opts.engine.clone());
+            let skipping: Vec<RunId> = skip.keys().chain(live.keys()).cloned().collect();
+            match store.claim(engine.owner(), &spec_dir, ttl, &skipping).await {
+                Ok(Some(claim)) => {
+                    log(
+                        json!({"event": "run.claimed", "worker": info.id, "run": claim.run,
+                        "epoch": claim.epoch}),
+                    );
+                    live.insert(claim.run.clone(), engine.clone());
+                    tasks.spawn(drive(engine, claim.run, claim.epoch));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log(
+                        json!({"event": "worker.error", "worker": info.id, "error": e.to_string()}),
+                    );
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            signal = stops.recv() => {
+                log(json!({"event": "worker.draining", "worker": info.id,
+                    "signal": signal.unwrap_or("closed"), "runs": live.len(),
+                    "grace_ms": opts.grace.as_millis() as u64}));
+                break;
+            }
+            Some(done) = tasks.join_next() => {
+                if let Ok(done) = done {
+                    live.remove(&done.run);
+                    settle(&store, &info, &opts, done, false, &mut skip, &log).await;
+                }
+            }
+            () = tokio::time::sleep(opts.poll) => {}
+        }
+    }
+    let _ = store.heartbeat(&info, ttl, true).await;
+    for engine in live.values() {
+        engine.shutdown(opts.grace);
+    }
+    loop {
+        tokio::select! {
+            _ = stops.recv() => {
+                log(json!({"event": "worker.interrupted", "worker": info.id, "runs": live.len()}));
+                return Ok(WorkerExit::Interrupted);
+            }
+            done = tasks.join_next() => match done {
+                Some(Ok(done)) => {
+                    live.remove(&done.run);
+                    settle(&store, &info, &opts, done, true, &mut skip, &log).await;
+                }
+                Some(Err(_)) => {}
+                None => break,
+            }
+        }
+    }
+    let _ = store.deregister(&info.id).await;
+    let latency = timed.latency();
+    log(
+        json!({"event": "worker.stopped", "worker": info.id, "commits": latency.commits,
+        "commit_p50_us": latency.p50_us, "commit_p99_us": latency.p99_us}),
+    );
+    Ok(WorkerExit::Drained)
+}
+
+/// Takes the claimed run up and drives it until its driver stops.
+async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
+    let stopped = |result: Result<RunEnd, String>, bad_run: bool, claimed: bool| Stopped {
+        run: run.clone(),
+        engine: engine.clone(),
+        result,
+        bad_run,
+        claim_epoch: claimed.then_some(claim_epoch),
+    };
+    if let Err((e, bad_run)) = install(&engine, &run) {
+        return stopped(Err(e), bad_run, true);
+    }
+    let handle = match engine.resume(&run).await {
+        Ok(h) => h,
+        Err(e) => {
+            let bad_run = matches!(
+                e,
+                EngineError::History(HistoryError::Tampered { .. } | HistoryError::WrongKey(_))
+                    | EngineError::Spec(_)
+                    | EngineError::Receipts(_)
+            );
+            return stopped(Err(e.to_string()), bad_run, true);
+        }
+    };
+    let result = handle.wait().await.map_err(|e| e.to_string());
+    stopped(result, false, false)
+}
+
+/// Registers the run's providers and tools with its engine, from its stored setup once the
+/// setup is shown to be what its head sealed. An error says whether the run itself is at
+/// fault (true) or this worker's environment (a key variable unset, a program missing).
+fn install(engine: &Engine, run: &RunId) -> Result<(), (String, bool)> {
+    let store = engine.store().as_ref();
+    let rec = history::record(store, run).map_err(|e| (e.to_string(), false))?;
+    history::head::check_continuable(store, &rec, engine.receipt_signer()).map_err(|e| {
+        let bad = matches!(e, HistoryError::Tampered { .. } | HistoryError::WrongKey(_));
+        (e.to_string(), bad)
+    })?;
+    let Some(setup) = rec.setup else {
+        return Err((
+            "the run was started from a program: no setup is stored".into(),
+            true,
+        ));
+    };
+    let setup = Setup::from_json(&setup).map_err(|e| (e.to_string(), true))?;
+    setup.install(engine).map_err(|e| (e.to_string(), false))?;
+    crate::tool::mcp::forward_progress(engine);
+    Ok(())
+}
+
+/// Logs how a run's driver stopped and puts the run where it belongs: handed back to the
+/// queue when this worker stopped it (a drain, an error), paused when the run itself cannot
+/// be driven, skipped for a while when this worker cannot drive it.
+async fn settle(
+    store: &PostgresStore,
+    info: &WorkerInfo,
+    opts: &WorkerOptions,
+    done: Stopped,
+    draining: bool,
+    skip: &mut HashMap<RunId, Instant>,
+    log: &impl Fn(LogLine),
+) {
+    let Stopped {
+        run,
+        engine,
+        result,
+        bad_run,
+        claim_epoch,
+    } = done;
+    let hand_back = match &result {
+        Ok(end) => {
+            log(
+                json!({"event": "run.stopped", "worker": info.id, "run": run,
+                "status": end.status, "seq": end.state.seq()}),
+            );
+            end.status == RunStatus::Paused && draining
+        }
+        Err(error) => {
+            log(json!({"event": "run.error", "worker": info.id, "run": run, "error": error}));
+            true
+        }
+    };
+    if let Some(epoch) = claim_epoch {
+        // Never taken up: give the claim's lease back. A run at fault rests paused (no worker
+        // could drive it; `runtape verify` says why); otherwise another worker may try.
+        let status = if bad_run {
+            RunStatus::Paused
+        } else {
+            skip.insert(run.clone(), Instant::now() + opts.skip_for);
+            RunStatus::Running
+        };
+        let release = Write::ReleaseLease {
+            run: run.clone(),
+            epoch,
+            status,
+            head: None,
+        };
+        match crate::store::write(store, release).await {
+            Ok(_) | Err(StoreError::Fenced { .. }) => {}
+            Err(e) => log(
+                json!({"event": "worker.error", "worker": info.id, "run": run,
+                "error": e.to_string()}),
+            ),
+        }
+        return;
+    }
+    if !hand_back {
+        return;
+    }
+    match requeue(&engine, &run).await {
+        Ok(Requeued::Queued) => {
+            log(json!({"event": "run.handed_back", "worker": info.id, "run": run}))
+        }
+        Ok(Requeued::Left(why)) => {
+            log(json!({"event": "run.left", "worker": info.id, "run": run, "reason": why}))
+        }
+        Err(e) => log(
+            json!({"event": "worker.error", "worker": info.id, "run": run,
+            "error": e.to_string()}),
+        ),
+    }
+}

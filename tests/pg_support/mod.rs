@@ -1,0 +1,238 @@
+//! A real PostgreSQL server for tests: Debian's `postgresql` package (`initdb`, `pg_ctl` under
+//! /usr/lib/postgresql/*/bin), started into a temporary data directory on a free loopback
+//! port and stopped when the [`PgServer`] is dropped. The server refuses to run as root, so
+//! under root it runs as `nobody`. Anything that goes wrong fails the test with one line saying
+//! what and what to do (`apt-get install -y postgresql`, which `.ci/run` does).
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running server.
+pub struct PgServer {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    run_as: Option<&'static str>,
+}
+
+static DATABASES: AtomicU32 = AtomicU32::new(0);
+
+fn fail(what: &str) -> ! {
+    panic!("PostgreSQL test server: {what}");
+}
+
+/// The newest `/usr/lib/postgresql/VERSION/bin` that has `initdb`.
+fn bin_dir() -> PathBuf {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+                    let bin = e.path().join("bin");
+                    bin.join("initdb").exists().then_some((v, bin))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => bin,
+        None => fail(
+            "no server binaries under /usr/lib/postgresql/*/bin; install them with `apt-get install -y postgresql` (.ci/run does)",
+        ),
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| fail(&format!("no free loopback port ({e})")))
+}
+
+impl PgServer {
+    /// Starts a fresh server (`initdb`, then `pg_ctl start`), waiting until it accepts
+    /// connections. `fsync` is off: the tests check protocol behaviour, not power loss.
+    pub fn start() -> PgServer {
+        let bin = bin_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("rt-pg")
+            .tempdir()
+            .unwrap_or_else(|e| fail(&format!("cannot make a temporary directory ({e})")));
+        let run_as = is_root().then_some("nobody");
+        if run_as.is_some() {
+            let status = Command::new("chown")
+                .args(["-R", "nobody", &dir.path().display().to_string()])
+                .status();
+            if !status.is_ok_and(|s| s.success()) {
+                fail("cannot hand the data directory to user nobody (chown)");
+            }
+        }
+        let server = PgServer {
+            bin,
+            dir,
+            port: free_port(),
+            run_as,
+        };
+        let data = server.data();
+        let out = server.tool(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                "runtape",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        if !out.status.success() {
+            fail(&format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
+            server.port,
+            server.dir.path().display()
+        );
+        let log = format!("{}/server.log", server.dir.path().display());
+        let out = server.tool(
+            "pg_ctl",
+            &["-D", &data, "-o", &options, "-l", &log, "-w", "start"],
+        );
+        if !out.status.success() {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            fail(&format!(
+                "the server did not start: {} {}",
+                String::from_utf8_lossy(&out.stderr).trim(),
+                log.lines().last().unwrap_or_default()
+            ));
+        }
+        server
+    }
+
+    fn data(&self) -> String {
+        format!("{}/data", self.dir.path().display())
+    }
+
+    /// Runs a server program from the package's bin directory (as `nobody` under root).
+    fn tool(&self, name: &str, args: &[&str]) -> Output {
+        let program = self.bin.join(name);
+        let mut cmd = match self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&program);
+                c
+            }
+            None => Command::new(&program),
+        };
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap_or_else(|e| fail(&format!("cannot run {name} ({e})")))
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `db`.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://runtape@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Creates a new, empty database; returns its URL.
+    pub fn fresh_db(&self) -> String {
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, Ordering::Relaxed)
+        );
+        self.sql("postgres", &format!("CREATE DATABASE {name}"));
+        self.url(&name)
+    }
+
+    /// Runs `sql` in database `db` with psql; returns its unaligned, tuples-only output.
+    pub fn sql(&self, db: &str, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "runtape",
+                "-d",
+                db,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atc",
+                sql,
+            ])
+            .output()
+            .unwrap_or_else(|e| fail(&format!("cannot run psql ({e})")));
+        assert!(
+            out.status.success(),
+            "psql `{sql}`: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The database name in `url`.
+    pub fn db_of(url: &str) -> &str {
+        url.rsplit('/').next().unwrap_or_default()
+    }
+
+    /// Ends every connection of process `pid` to the server (its application name is
+    /// `runtape:PID`): what a network partition does to it. Returns how many were ended.
+    pub fn terminate_connections_of(&self, pid: u32) -> usize {
+        let n = self.sql(
+            "postgres",
+            &format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'runtape:{pid}'"
+            ),
+        );
+        n.parse().unwrap_or(0)
+    }
+
+    /// The data directory (for a test that needs the server's log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let data = self.data();
+        let _ = self.tool("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+    }
+}
+
+/// Child processes killed (SIGKILL) when dropped, so a failing test leaves none behind.
+pub struct Reaper(pub Vec<std::process::Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
