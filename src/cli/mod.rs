@@ -11,13 +11,14 @@ use clap::{Args, Parser, Subcommand};
 
 mod bench;
 mod cassettes;
-mod common;
-mod control;
+pub(crate) mod common;
+pub(crate) mod control;
 mod demo;
-mod drive;
-mod inspect;
+pub(crate) mod drive;
+pub(crate) mod inspect;
 mod receipts;
-mod runs;
+pub(crate) mod runs;
+mod serve;
 mod statechart;
 mod summary;
 mod tools;
@@ -298,6 +299,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve an HTTP API and a web page to watch and steer the database's runs (loopback by
+    /// default; see `runtape serve --help`), optionally exporting OpenTelemetry spans.
+    Serve(serve::ServeArgs),
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
         /// Compare with the file instead of printing; exit 1 when they differ.
@@ -499,6 +503,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         } => cassettes::diff(&a, &b, ignore_content, allow_unverified, json)
             .map(|same| if same { EXIT_OK } else { EXIT_FAILED }),
         Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
+        Command::Serve(args) => serve::serve(cli.db.clone(), args),
         Command::Bench {
             rounds,
             reps,

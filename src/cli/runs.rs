@@ -9,7 +9,9 @@ use super::common::{CliError, db_path, open_existing, outln, parse_run_at};
 use super::drive::{StopSignals, announce, announce_fork, follow, say};
 use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
-use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
+use crate::exec::{
+    Engine, EngineConfig, ForkEdit, ForkMode, RunHandle, SteppedClock, TapeEnd, new_run_id,
+};
 use crate::history;
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunState, Scope, ToolOutcome};
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
@@ -37,7 +39,7 @@ impl Common {
 
 /// A duration in ms from the environment variable `name` (unset or empty: `default`); a value
 /// that is not a whole number of at least `min` ms is a usage error naming the variable.
-fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
+pub(crate) fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
     let Some(raw) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
         return Ok(Duration::from_millis(default));
     };
@@ -50,7 +52,7 @@ fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, CliError> {
 }
 
 /// `$RUNTAPE_DB_MAX_BYTES`: a cap on the database's size, if set.
-fn db_cap() -> Result<Option<u64>, CliError> {
+pub(crate) fn db_cap() -> Result<Option<u64>, CliError> {
     let Some(raw) = std::env::var_os("RUNTAPE_DB_MAX_BYTES").filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
@@ -74,8 +76,10 @@ impl From<ConfigError> for CliError {
     }
 }
 
-/// An engine over `db` with the receipt signer and clock the options ask for.
-fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+/// The engine settings the options ask for: the receipt signer (`--receipt-key`, else
+/// `$RUNTAPE_RECEIPT_KEY`), the clock (`--stepped-clock`) and the lease TTL
+/// (`$RUNTAPE_LEASE_TTL_MS`). The key file's text is registered as a secret first.
+pub(crate) fn engine_config(common: &Common) -> Result<EngineConfig, CliError> {
     if let Some(path) = &common.receipt_key
         && let Ok(text) = std::fs::read_to_string(path)
     {
@@ -94,6 +98,12 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
             step_ms: 1,
         });
     }
+    Ok(config)
+}
+
+/// An engine over `db` with the receipt signer and clock the options ask for.
+fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+    let config = engine_config(common)?;
     if !create && !db.exists() {
         SqliteStore::open_existing(db, Durability::Full)?;
     }
@@ -105,7 +115,7 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
 
 /// Rebuilds a stored run's providers and tools in `engine`, once its setup is shown to be what
 /// its head sealed (a tampered setup is refused before anything is built from it).
-fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
+pub(crate) fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
     let rec = history::record(engine.store().as_ref(), run)?;
     history::head::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
     let Some(setup) = rec.setup else {
@@ -119,17 +129,7 @@ fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
 
 /// `runtape run SPEC [GOAL]`.
 pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Result<u8, CliError> {
-    let mut file = config::load(spec)?;
-    connect_mcp(&mut file).await?;
-    // Build every provider and tool once in memory first: a missing key or program is reported
-    // before the database is touched.
-    file.install(&Engine::in_memory())?;
-    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
-        CliError::usage(format!(
-            "no goal: give one (`runtape run {} \"GOAL\"`) or set `goal` in the spec file",
-            spec.display()
-        ))
-    })?;
+    let (file, goal) = prepare(config::load(spec)?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
@@ -141,10 +141,39 @@ pub(crate) async fn run(spec: &Path, goal: Option<String>, common: Common) -> Re
             "stdout is closed, so the run was not started",
         ));
     }
-    let handle = engine
-        .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
-        .await?;
+    let handle = start_prepared(&engine, id, &file, &goal).await?;
     follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// Makes a loaded spec file ready to start: starts its MCP servers, builds every provider and
+/// tool once in memory (a missing key or program is reported before any database is
+/// touched), and settles the goal (`goal`, else the file's).
+pub(crate) async fn prepare(
+    mut file: config::RunFile,
+    goal: Option<String>,
+) -> Result<(config::RunFile, String), CliError> {
+    connect_mcp(&mut file).await?;
+    file.install(&Engine::in_memory())?;
+    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
+        CliError::usage(format!(
+            "no goal: give one (`runtape run {} \"GOAL\"`) or set `goal` in the spec file",
+            file.path.display()
+        ))
+    })?;
+    Ok((file, goal))
+}
+
+/// Starts a run of a [`prepare`]d file under `id` in `engine` (where the file's providers and
+/// tools are installed), storing its setup so any process can resume it.
+pub(crate) async fn start_prepared(
+    engine: &Engine,
+    id: RunId,
+    file: &config::RunFile,
+    goal: &str,
+) -> Result<RunHandle, CliError> {
+    Ok(engine
+        .start_with_setup(id, file.spec.clone(), goal, file.setup.to_json()?)
+        .await?)
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
@@ -178,14 +207,31 @@ pub(crate) async fn resume(
     open_existing(&db)?;
     let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
-    install_stored(&engine, &run)?;
-    let store = engine.store().clone();
-    let rec = history::record(store.as_ref(), &run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store.as_ref(), &run, &spec, rec.seq)?.state;
     let signals = StopSignals::install()?;
+    let handle = take_up(&engine, &run, answer, call.as_deref(), &raises).await?;
+    // Announced once this process holds the run, so a refused resume prints only its error.
+    announce(run.as_str(), "resumed", common.json)?;
+    follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// Takes `run` up in `engine` as `resume` does: rebuilds its stored providers and tools (once
+/// its setup matches its sealed head), commits every budget raise but the last on its own,
+/// then answers the waiting call (`answer`, to `call` when several wait), raises the last
+/// budget, or simply resumes, and returns the handle of the driven run.
+pub(crate) async fn take_up(
+    engine: &Engine,
+    run: &RunId,
+    answer: Answer,
+    call: Option<&str>,
+    raises: &[String],
+) -> Result<RunHandle, CliError> {
+    install_stored(engine, run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
     let mut raised = Vec::new();
-    for r in &raises {
+    for r in raises {
         raised.push(parse_raise(r, &state)?);
     }
     let input = match answer {
@@ -198,17 +244,14 @@ pub(crate) async fn resume(
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {
         engine
-            .apply(&run, EventBody::BudgetRaised { scope, key, limit })
+            .apply(run, EventBody::BudgetRaised { scope, key, limit })
             .await?;
     }
-    let handle = match (input, last) {
-        (Some(input), _) => engine.provide_input(&run, call.as_deref(), input).await?,
-        (None, Some((scope, key, limit))) => engine.raise_budget(&run, scope, key, limit).await?,
-        (None, None) => engine.resume(&run).await?,
-    };
-    // Announced once this process holds the run, so a refused resume prints only its error.
-    announce(run.as_str(), "resumed", common.json)?;
-    follow(&engine, handle, common.json, grace, signals).await
+    Ok(match (input, last) {
+        (Some(input), _) => engine.provide_input(run, call, input).await?,
+        (None, Some((scope, key, limit))) => engine.raise_budget(run, scope, key, limit).await?,
+        (None, None) => engine.resume(run).await?,
+    })
 }
 
 /// `runtape fork RUN@SEQ [--edit ...]... [--live|--tape]`.
@@ -229,12 +272,28 @@ pub(crate) async fn fork(
     open_existing(&db)?;
     let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
-    install_stored(&engine, &run)?;
-    let store = engine.store().clone();
-    let rec = history::record(store.as_ref(), &run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store.as_ref(), &run, &spec, seq)?.state;
     let signals = StopSignals::install()?;
+    let handle = fork_at(&engine, &run, seq, &edits, tape, stop_on_divergence).await?;
+    announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
+    follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// Forks `run` at `seq` in `engine` as `fork` does: rebuilds the parent's stored providers and
+/// tools, parses `edits` (`user=TEXT`, `tool:CALL_ID=VALUE`, `budget.KEY=VALUE`) against the
+/// state at `seq`, and starts the fork live or from the parent's tape.
+pub(crate) async fn fork_at(
+    engine: &Engine,
+    run: &RunId,
+    seq: u64,
+    edits: &[String],
+    tape: bool,
+    stop_on_divergence: bool,
+) -> Result<RunHandle, CliError> {
+    install_stored(engine, run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), run, &spec, seq)?.state;
     let edits = edits
         .iter()
         .map(|e| parse_edit(e, &state))
@@ -244,9 +303,7 @@ pub(crate) async fn fork(
         (true, false) => ForkMode::Tape(TapeEnd::GoLive),
         (true, true) => ForkMode::Tape(TapeEnd::Stop),
     };
-    let handle = engine.fork(&run, seq, edits, mode).await?;
-    announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
-    follow(&engine, handle, common.json, grace, signals).await
+    Ok(engine.fork(run, seq, edits, mode).await?)
 }
 
 /// How `replay` reads and serves its cassette.
