@@ -10,7 +10,7 @@
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
@@ -29,10 +29,18 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(t)| t).map_err(ApiError::from)
 }
 
-/// An optional body: none (or an empty one) is the same as `{}`.
-fn optional<T: Default>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+/// An optional body: a request without one (and without a `Content-Type`) is the same as
+/// `{}`; a body of another type is refused like any.
+fn optional<T: Default>(
+    headers: &HeaderMap,
+    b: Result<Json<T>, JsonRejection>,
+) -> Result<T, ApiError> {
     match b {
-        Err(JsonRejection::MissingJsonContentType(_)) => Ok(T::default()),
+        Err(JsonRejection::MissingJsonContentType(_))
+            if !headers.contains_key(header::CONTENT_TYPE) =>
+        {
+            Ok(T::default())
+        }
         other => body(other),
     }
 }
@@ -116,9 +124,10 @@ async fn take(
 pub(crate) async fn resume(
     State(app): State<App>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     b: Result<Json<Resume>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let r = optional(b)?;
+    let r = optional(&headers, b)?;
     take(&app, &id, Answer::None, r.call, r.raise, "resumed").await
 }
 
@@ -126,9 +135,10 @@ pub(crate) async fn resume(
 pub(crate) async fn approve(
     State(app): State<App>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     b: Result<Json<Resume>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let r = optional(b)?;
+    let r = optional(&headers, b)?;
     take(&app, &id, Answer::Approve, r.call, r.raise, "approved").await
 }
 
@@ -146,9 +156,10 @@ pub(crate) struct Reject {
 pub(crate) async fn reject(
     State(app): State<App>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     b: Result<Json<Reject>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let r = optional(b)?;
+    let r = optional(&headers, b)?;
     let reason = r.reason.filter(|s| !s.is_empty());
     take(
         &app,
@@ -235,10 +246,11 @@ pub(crate) struct Cancel {
 pub(crate) async fn cancel(
     State(app): State<App>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     b: Result<Json<Cancel>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
-    let c = optional(b)?;
+    let c = optional(&headers, b)?;
     let said = cancel_run(app.store.clone(), &run, c.reason).await?;
     Ok(safe_json(
         StatusCode::OK,

@@ -76,7 +76,11 @@ impl From<crate::store::StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        let status = r.status();
+        // A body that parses but does not fit (axum says 422) is bad input like any: 400.
+        let status = match r.status() {
+            StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+            s => s,
+        };
         let what = match status {
             StatusCode::UNSUPPORTED_MEDIA_TYPE => {
                 "the body must be JSON: send `Content-Type: application/json`".to_owned()
