@@ -125,6 +125,12 @@ impl Server {
         (r.status, r.json())
     }
 
+    /// GET `path` with `Authorization: BEARER`.
+    pub fn get_with(&self, path: &str, bearer: &str) -> (u16, Value) {
+        let r = request(self.addr, "GET", path, &[("Authorization", bearer)], None);
+        (r.status, r.json())
+    }
+
     /// POST `body` (JSON) to `path` as a program would (no Origin).
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let r = request(
