@@ -404,14 +404,19 @@ impl Stream {
         }
     }
 
-    /// Reads events until `f` accepts one (returned) or the stream ends (panics).
+    /// Reads events until `f` accepts one (returned); panics when the stream ends or 60 s
+    /// pass (keep-alive comments do not count as progress).
     pub fn until(&mut self, what: &str, f: impl Fn(&Sse) -> bool) -> (Sse, Vec<Sse>) {
         let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
         while let Some(e) = self.next() {
             if f(&e) {
                 return (e, seen);
             }
             seen.push(e);
+            if Instant::now() > deadline {
+                break;
+            }
         }
         panic!(
             "the stream ended before {what}; saw {:?}",
@@ -420,8 +425,14 @@ impl Stream {
     }
 }
 
-/// The path of a tool script in `dir` that sleeps `secs` and prints `out`.
+/// A spec in `dir` whose one tool call sleeps `secs` seconds.
 pub fn slow_tool_spec(dir: &Path, secs: f64) -> PathBuf {
+    tool_spec(dir, &format!("sleep {secs}; echo waited"))
+}
+
+/// A spec in `dir` whose agent calls one idempotent tool running `sh -c SCRIPT` in `dir`,
+/// then answers.
+pub fn tool_spec(dir: &Path, script: &str) -> PathBuf {
     let spec = dir.join("slow.toml");
     std::fs::write(
         &spec,
@@ -439,7 +450,7 @@ replies = [
 [[tools]]
 name = "wait"
 description = "Waits"
-command = ["sh", "-c", "sleep {secs}; echo waited"]
+command = ["sh", "-c", "{script}"]
 read_only = true
 idempotent = true
 
