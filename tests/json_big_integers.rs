@@ -40,11 +40,18 @@ fn big_numbers(v: &Value, path: &str, out: &mut Vec<String>) {
 /// Checks every JSON line of `text`; returns how many lines were JSON.
 fn check_lines(what: &str, text: &str) -> usize {
     let mut n = 0;
-    for line in text.lines().filter(|l| l.starts_with('{') || l.starts_with('[')) {
-        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {line}"));
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with('{') || l.starts_with('['))
+    {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {line}"));
         let mut big = Vec::new();
         big_numbers(&v, "", &mut big);
-        assert!(big.is_empty(), "{what} writes integers beyond 2^53 as numbers: {big:?}");
+        assert!(
+            big.is_empty(),
+            "{what} writes integers beyond 2^53 as numbers: {big:?}"
+        );
         n += 1;
     }
     n
@@ -66,22 +73,38 @@ fn every_json_command_writes_big_integers_as_strings() {
         let o = runtape(d, &db, args);
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         let lines = check_lines(&args.join(" "), &text);
-        assert!(lines > 0, "`{}` printed no JSON: {text}\n{}", args.join(" "), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            lines > 0,
+            "`{}` printed no JSON: {text}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        );
         text
     };
     let first = out(&["run", "examples/quickstart.toml", "--json"]);
-    assert!(has_big_string(&first), "trace events carry their `at` as a string: {first}");
-    let run = serde_json::from_str::<Value>(first.lines().next().expect("a line")).expect("json")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    assert!(
+        has_big_string(&first),
+        "trace events carry their `at` as a string: {first}"
+    );
+    let run =
+        serde_json::from_str::<Value>(first.lines().next().expect("a line")).expect("json")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
     let waiting = run_spec(d, &db, "examples/approval.toml");
     out(&["resume", &waiting, "--approve", "--json"]);
-    let forked = out(&["fork", &format!("{run}@1"), "--edit", "user=Count 'a b'.", "--json"]);
-    let fork = serde_json::from_str::<Value>(forked.lines().next().expect("line")).expect("json")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let forked = out(&[
+        "fork",
+        &format!("{run}@1"),
+        "--edit",
+        "user=Count 'a b'.",
+        "--json",
+    ]);
+    let fork =
+        serde_json::from_str::<Value>(forked.lines().next().expect("line")).expect("json")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
     out(&["ls", "--json"]);
     let log = out(&["log", &run, "--json"]);
     assert!(has_big_string(&log));
@@ -91,15 +114,62 @@ fn every_json_command_writes_big_integers_as_strings() {
     out(&["diff", &run, &fork, "--json"]);
     out(&["verify", &run, "--json"]);
     let cassette = d.join("q.cassette.json");
-    let c = runtape(d, &db, &["cassette", "export", &run, "-o", cassette.to_str().expect("utf-8")]);
+    let c = runtape(
+        d,
+        &db,
+        &[
+            "cassette",
+            "export",
+            &run,
+            "-o",
+            cassette.to_str().expect("utf-8"),
+        ],
+    );
     assert!(c.status.success());
-    out(&["replay", "examples/quickstart.toml", "--cassette", cassette.to_str().expect("utf-8"), "--json"]);
+    out(&[
+        "replay",
+        "examples/quickstart.toml",
+        "--cassette",
+        cassette.to_str().expect("utf-8"),
+        "--json",
+    ]);
     let c2 = d.join("f.cassette.json");
-    runtape(d, &db, &["cassette", "export", &fork, "-o", c2.to_str().expect("utf-8")]);
-    out(&["cassette", "diff", cassette.to_str().expect("p"), c2.to_str().expect("p"), "--json"]);
+    runtape(
+        d,
+        &db,
+        &[
+            "cassette",
+            "export",
+            &fork,
+            "-o",
+            c2.to_str().expect("utf-8"),
+        ],
+    );
+    out(&[
+        "cassette",
+        "diff",
+        cassette.to_str().expect("p"),
+        c2.to_str().expect("p"),
+        "--json",
+    ]);
     let receipts = d.join("r.jsonl");
-    runtape(d, &db, &["receipts", "export", &run, "-o", receipts.to_str().expect("p")]);
-    out(&["receipts", "verify", receipts.to_str().expect("p"), "--json"]);
+    runtape(
+        d,
+        &db,
+        &[
+            "receipts",
+            "export",
+            &run,
+            "-o",
+            receipts.to_str().expect("p"),
+        ],
+    );
+    out(&[
+        "receipts",
+        "verify",
+        receipts.to_str().expect("p"),
+        "--json",
+    ]);
     out(&["tools", "examples/quickstart.toml", "--json"]);
     out(&["bench", "--quick", "--only", "raw", "--json"]);
     // The stored history kept its numbers: it still verifies.
@@ -142,7 +212,9 @@ fn every_api_answer_and_event_writes_big_integers_as_strings() {
     check("approve", &r.to_string());
     let (_, f) = server.post(&format!("/api/runs/{run}/fork"), &json!({"seq": 1}));
     check("fork", &f.to_string());
-    server.wait_run(&waiting, Duration::from_secs(60), |r| r["status"] == "completed");
+    server.wait_run(&waiting, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
     let mut s = Stream::open(server.addr, &format!("/api/runs/{waiting}/events"), &[]);
     let (_, events) = s.until("step 8", |e| e.id.as_deref() == Some("8"));
     for e in &events {

@@ -86,7 +86,14 @@ fn attr_value(v: &Value) -> Value {
         };
     }
     if let Some(a) = v.get("arrayValue") {
-        return Value::Array(a["values"].as_array().into_iter().flatten().map(attr_value).collect());
+        return Value::Array(
+            a["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(attr_value)
+                .collect(),
+        );
     }
     Value::Null
 }
@@ -109,7 +116,12 @@ fn spans(got: &Received) -> Vec<Span> {
                             .as_array()
                             .into_iter()
                             .flatten()
-                            .map(|a| (a["key"].as_str().unwrap_or("").to_owned(), attr_value(&a["value"])))
+                            .map(|a| {
+                                (
+                                    a["key"].as_str().unwrap_or("").to_owned(),
+                                    attr_value(&a["value"]),
+                                )
+                            })
                             .collect(),
                         links: s["links"].as_array().cloned().unwrap_or_default(),
                         status: s["status"].clone(),
@@ -124,7 +136,10 @@ fn spans(got: &Received) -> Vec<Span> {
 fn of_run<'a>(spans: &'a [Span], run: &str) -> Vec<&'a Span> {
     spans
         .iter()
-        .filter(|s| s.attrs.get("gen_ai.conversation.id") == Some(&json!(run)) || s.attrs.get("runtape.run.id") == Some(&json!(run)))
+        .filter(|s| {
+            s.attrs.get("gen_ai.conversation.id") == Some(&json!(run))
+                || s.attrs.get("runtape.run.id") == Some(&json!(run))
+        })
         .collect()
 }
 
@@ -165,28 +180,46 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
     let server = Server::start(dir.path(), &db, &["--otlp-endpoint", &url], &[]);
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
     let run = started["id"].as_str().expect("id").to_owned();
-    server.wait_run(&run, Duration::from_secs(60), |r| r["status"] == "completed");
+    server.wait_run(&run, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
     server.post(&format!("/api/runs/{waiting}/approve"), &json!({}));
-    server.wait_run(&waiting, Duration::from_secs(60), |r| r["status"] == "completed");
+    server.wait_run(&waiting, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
     let (_, f) = server.post(
         &format!("/api/runs/{run}/fork"),
         &json!({"seq": 1, "edits": ["user=Count the words of 'a b c'."]}),
     );
     let fork = f["id"].as_str().expect("fork").to_owned();
-    server.wait_run(&fork, Duration::from_secs(60), |r| r["status"] == "completed");
+    server.wait_run(&fork, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
     let (code, _) = server.stop();
     assert_eq!(code, Some(0));
 
     let all = spans(&got);
     let tree = of_run(&all, &run);
-    let root: Vec<_> = tree.iter().filter(|s| s.name == "invoke_workflow runtape").collect();
+    let root: Vec<_> = tree
+        .iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
     assert_eq!(root.len(), 1, "{tree:#?}");
     let root = root[0];
-    assert!(root.parent.is_empty(), "the first take-up is the trace's root");
-    assert_eq!(root.attrs["gen_ai.operation.name"], json!("invoke_workflow"));
+    assert!(
+        root.parent.is_empty(),
+        "the first take-up is the trace's root"
+    );
+    assert_eq!(
+        root.attrs["gen_ai.operation.name"],
+        json!("invoke_workflow")
+    );
     assert_eq!(root.attrs["runtape.status"], json!("completed"));
     assert_eq!(root.status["code"], json!(1), "Ok: {:?}", root.status);
-    let chats: Vec<_> = tree.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    let chats: Vec<_> = tree
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
     assert_eq!(chats.len(), 2, "{tree:#?}");
     for c in &chats {
         assert_eq!(c.name, "chat scripted");
@@ -197,7 +230,10 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
         assert_eq!(c.attrs["gen_ai.system"], json!("runtape.scripted"));
         assert_eq!(c.attrs["gen_ai.request.model"], json!("scripted"));
         assert_eq!(c.attrs["gen_ai.agent.name"], json!("assistant"));
-        assert!(!c.attrs.contains_key("gen_ai.input.messages"), "no content unless asked");
+        assert!(
+            !c.attrs.contains_key("gen_ai.input.messages"),
+            "no content unless asked"
+        );
         assert!(!c.attrs.contains_key("gen_ai.output.messages"));
     }
     let mut usage: Vec<_> = chats
@@ -246,7 +282,9 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
     assert_eq!(resumed.links.len(), 1);
     assert_eq!(resumed.links[0]["spanId"], json!(resumed.parent));
     assert_eq!(resumed.links[0]["traceId"], json!(resumed.trace));
-    assert!(all.iter().any(|s| s.trace == resumed.trace && s.name == "execute_tool deploy" && s.parent == resumed.id));
+    assert!(all.iter().any(|s| s.trace == resumed.trace
+        && s.name == "execute_tool deploy"
+        && s.parent == resumed.id));
     assert!(resumed.attrs.contains_key("runtape.resumed_in"));
 
     // The fork's root links to its parent's root, in the parent's trace.
@@ -262,12 +300,18 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
     assert_eq!(fork_root[0].attrs["runtape.fork.parent"], json!(run));
 
     let (transitions, points) = counter_total(&got, "runtape.transitions");
-    assert!(transitions >= 8.0 + 5.0, "transitions counted: {transitions} {points:?}");
+    assert!(
+        transitions >= 8.0 + 5.0,
+        "transitions counted: {transitions} {points:?}"
+    );
     let (tokens, points) = counter_total(&got, "runtape.tokens");
     assert!(tokens >= 350.0, "tokens counted: {tokens} {points:?}");
     assert!(points.iter().any(|p| p.to_string().contains("output")));
     let (_, cost) = counter_total(&got, "runtape.cost");
-    assert!(!cost.is_empty(), "cost is counted (zero for scripted models)");
+    assert!(
+        !cost.is_empty(),
+        "cost is counted (zero for scripted models)"
+    );
 }
 
 #[test]
@@ -283,20 +327,45 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
     );
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
     let run = started["id"].as_str().expect("id").to_owned();
-    server.wait_run(&run, Duration::from_secs(60), |r| r["status"] == "completed");
+    server.wait_run(&run, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
     server.stop();
     let all = spans(&got);
     let tree = of_run(&all, &run);
-    let chat = tree.iter().find(|s| s.name == "chat scripted").expect("a chat span");
-    let input = chat.attrs["gen_ai.input.messages"].as_str().expect("input messages");
+    let chat = tree
+        .iter()
+        .find(|s| s.name == "chat scripted")
+        .expect("a chat span");
+    let input = chat.attrs["gen_ai.input.messages"]
+        .as_str()
+        .expect("input messages");
     assert!(input.contains("runtape keeps every step"), "{input}");
     assert!(chat.attrs["gen_ai.output.messages"].is_string());
-    let root = tree.iter().find(|s| s.name == "invoke_workflow runtape").expect("root");
-    assert!(root.attrs["runtape.goal"].as_str().expect("goal").contains("UTC"));
+    let root = tree
+        .iter()
+        .find(|s| s.name == "invoke_workflow runtape")
+        .expect("root");
+    assert!(
+        root.attrs["runtape.goal"]
+            .as_str()
+            .expect("goal")
+            .contains("UTC")
+    );
     let tool = all
         .iter()
         .find(|s| s.name == "execute_tool count_words")
         .expect("tool span");
-    assert!(tool.attrs["gen_ai.tool.call.arguments"].as_str().expect("args").contains("runtape keeps every step"));
-    assert!(tool.attrs["gen_ai.tool.call.result"].as_str().expect("result").contains('4'));
+    assert!(
+        tool.attrs["gen_ai.tool.call.arguments"]
+            .as_str()
+            .expect("args")
+            .contains("runtape keeps every step")
+    );
+    assert!(
+        tool.attrs["gen_ai.tool.call.result"]
+            .as_str()
+            .expect("result")
+            .contains('4')
+    );
 }

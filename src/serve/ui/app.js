@@ -258,7 +258,10 @@ function runsPage() {
 // ---- a run ---------------------------------------------------------------------------------
 
 function runPage(id, initialSeq) {
+  // Measured per run page: from here to the first rows of the timeline on screen.
   perf.marks.runStart = performance.now();
+  perf.marks.firstRows = undefined;
+  perf.firstRenderMs = undefined;
   const st = {
     id, run: null, total: 0, entries: new Map(), pages: new Map(), selected: null,
     follow: initialSeq === null, lastEdge: null, receipts: null, destroyed: false,
@@ -385,14 +388,14 @@ function runPage(id, initialSeq) {
 
   function drawHead() {
     const r = st.run;
-    head.replaceChildren(
+    head.replaceChildren(...[
       el('h2', { class: 'mono', text: r.id }), badge(r),
       el('span', { text: r.steps + ' steps · ' + r.tokens + ' tokens · ' + cost(r) }),
       r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' · ',
         el('a', { id: 'compare-parent', href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare with parent' })) : null,
       (r.forks || []).length ? el('span', {}, 'forks: ', ...r.forks.map((f) => el('span', {},
         el('a', { href: '#/run/' + f.run, text: f.run }), ' (', el('a', { href: '#/diff/' + r.id + '/' + f.run, text: 'compare' }), ') '))) : null,
-      el('div', { class: 'muted', id: 'goal', text: r.goal }));
+      el('div', { class: 'muted', id: 'goal', text: r.goal })].filter(Boolean));
     const done = ['completed', 'failed', 'cancelled'].includes(r.status);
     const act = (label, path, body, opts = {}) => el('button', {
       id: opts.id, class: opts.class, disabled: opts.disabled,
@@ -565,31 +568,52 @@ function requestView(req) {
 async function comparePage(a, b) {
   const box = el('div', {});
   view().append(el('h2', {}, 'Compare ', el('a', { class: 'mono', href: '#/run/' + a, text: a }), ' and ', el('a', { class: 'mono', href: '#/run/' + b, text: b })), box);
-  let d;
-  try { d = await api('/api/diff?a=' + encodeURIComponent(a) + '&b=' + encodeURIComponent(b)); } catch (e) { flash(e.message); return; }
-  const first = d.first_difference ? d.first_difference.seq : null;
-  box.append(el('p', { id: 'diff-summary', text: first === null
-    ? 'The two runs are identical (' + d.common + ' steps).'
-    : 'They share steps 1–' + d.common + ' and first differ at step ' + first + '.' }));
-  const from = Math.max(1, (first || d.common) - 2);
-  const sides = await Promise.all([a, b].map((r) => api('/api/runs/' + r + '/timeline?offset=' + (from - 1) + '&limit=500').catch(() => ({ entries: [] }))));
+  const summary = el('p', { id: 'diff-summary' });
+  const sideBoxes = [0, 1].map((i) => el('div', { class: 'rows', id: 'side-' + i }));
+  const status = [a, b].map(() => el('span', {}));
   const inspect = el('div', { class: 'compare', id: 'compare-steps' });
-  const cols = [a, b].map((r, i) => el('div', {},
-    el('h3', { class: 'mono', text: r }),
-    el('div', { class: 'rows', id: 'side-' + i }, sides[i].entries.map((e) => el('div', {
-      class: 'row' + (e.seq === first ? ' differs' : ''), 'data-seq': e.seq,
-      onclick: () => showPair(e.seq),
-    }, el('span', { class: 'seq', text: e.seq }), el('span', { class: 'muted', text: clock(e.at_ms) }),
-    el('span', { class: 'edge', text: e.from + ' → ' + e.to }), el('span', { class: 'sum', text: (e.agent ? e.agent + ': ' : '') + e.summary }), el('span', { class: 'muted', text: e.tokens ? e.tokens + ' tok' : '' }))))));
-  box.append(el('div', { class: 'compare' }, cols), inspect);
+  box.append(summary, el('div', { class: 'compare' }, [a, b].map((r, i) => el('div', {},
+    el('h3', { class: 'mono' }, r, ' ', status[i]), sideBoxes[i]))), inspect);
+  let first = null;
+  let shown = null;
+  let stopped = false;
+  onLeave(() => { stopped = true; });
   async function showPair(seq) {
+    shown = seq;
     const steps = await Promise.all([a, b].map((r) => api('/api/runs/' + r + '/steps/' + seq).catch((e) => ({ error: e.message }))));
-    inspect.replaceChildren(...steps.map((s) => {
+    inspect.replaceChildren(...steps.map((st) => {
       const p = el('div', { class: 'panel' });
-      if (s.error) p.append(el('p', { class: 'muted', text: s.error }));
-      else showStep(p, s, []);
+      if (st.error) p.append(el('p', { class: 'muted', text: st.error }));
+      else showStep(p, st, []);
       return p;
     }));
   }
-  if (first !== null) showPair(first);
+  // Both branches are drawn from the step before they part; while either runs, the view
+  // follows it.
+  async function load() {
+    let d;
+    try { d = await api('/api/diff?a=' + encodeURIComponent(a) + '&b=' + encodeURIComponent(b)); } catch (e) { flash(e.message); return false; }
+    first = d.first_difference ? d.first_difference.seq : null;
+    summary.textContent = first === null
+      ? 'The two runs are identical (' + d.common + ' steps).'
+      : 'They share steps 1–' + d.common + ' and first differ at step ' + first + '.';
+    const from = Math.max(1, (first || d.common) - 2);
+    const [runs, sides] = await Promise.all([
+      Promise.all([a, b].map((r) => api('/api/runs/' + r).catch(() => null))),
+      Promise.all([a, b].map((r) => api('/api/runs/' + r + '/timeline?offset=' + (from - 1) + '&limit=500').catch(() => ({ entries: [] })))),
+    ]);
+    sides.forEach((side, i) => {
+      if (runs[i]) status[i].replaceChildren(badge(runs[i]));
+      sideBoxes[i].replaceChildren(...side.entries.map((e) => el('div', {
+        class: 'row' + (e.seq === first ? ' differs' : ''), 'data-seq': e.seq,
+        onclick: () => showPair(e.seq),
+      }, el('span', { class: 'seq', text: e.seq }), el('span', { class: 'muted', text: clock(e.at_ms) }),
+      el('span', { class: 'edge', text: e.from + ' → ' + e.to }), el('span', { class: 'sum', text: (e.agent ? e.agent + ': ' : '') + e.summary }), el('span', { class: 'muted', text: e.tokens ? e.tokens + ' tok' : '' }))));
+    });
+    if (first !== null && shown === null) showPair(first);
+    return runs.some((r) => r && (r.status === 'running' && r.driven));
+  }
+  while (!stopped && await load()) {
+    await new Promise((r) => setTimeout(r, 1500));
+  }
 }
