@@ -16,12 +16,11 @@ const MAX_EXACT: u64 = 1 << 53;
 /// JSON pointers of the integers beyond 2^53 that `v` holds as numbers.
 fn big_numbers(v: &Value, path: &str, out: &mut Vec<String>) {
     match v {
-        Value::Number(n) => {
+        Value::Number(n)
             if n.as_u64().is_some_and(|u| u > MAX_EXACT)
-                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_EXACT)
-            {
-                out.push(format!("{path} = {n}"));
-            }
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX_EXACT) =>
+        {
+            out.push(format!("{path} = {n}"));
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {

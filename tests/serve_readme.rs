@@ -34,14 +34,19 @@ fn the_readme_curl_examples_work_against_a_real_server() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let examples = curl_examples(&readme);
-    assert!(examples.len() >= 6, "the README shows the API: {examples:?}");
+    assert!(
+        examples.len() >= 6,
+        "the README shows the API: {examples:?}"
+    );
     let dir = scratch();
     let db = dir.path().join("runtape.db");
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
     let server = Server::start(dir.path(), &db, &[], &[]);
     let host = server.addr.to_string();
     for example in &examples {
-        let line = example.replace("127.0.0.1:7777", &host).replace("RUN", &run);
+        let line = example
+            .replace("127.0.0.1:7777", &host)
+            .replace("RUN", &run);
         let follows = line.contains("/events");
         // `-w` prints the status after the body; a stream is followed for 2 s.
         let extra = if follows { " --max-time 2" } else { "" };
@@ -58,11 +63,22 @@ fn the_readme_curl_examples_work_against_a_real_server() {
             "README: {example}\nanswered {status}: {stdout}"
         );
         if follows {
-            assert_eq!(out.status.code(), Some(28), "the stream stays open until curl's limit");
+            assert_eq!(
+                out.status.code(),
+                Some(28),
+                "the stream stays open until curl's limit"
+            );
             assert!(stdout.contains("event: step\n"), "{stdout}");
-            assert!(!stdout.contains("\nid: 3\n"), "it resumed after step 3: {stdout}");
+            assert!(
+                !stdout.contains("\nid: 3\n"),
+                "it resumed after step 3: {stdout}"
+            );
         } else {
-            assert!(out.status.success(), "{example}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{example}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
 }

@@ -196,7 +196,7 @@ fn check_host(policy: &Policy, headers: &HeaderMap) -> Option<ApiError> {
     let host = header_str(headers, header::HOST)
         .unwrap_or("")
         .to_ascii_lowercase();
-    if policy.hosts.iter().any(|h| *h == host) {
+    if policy.hosts.contains(&host) {
         return None;
     }
     Some(ApiError::new(

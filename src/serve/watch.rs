@@ -223,7 +223,7 @@ impl Watch {
     }
 }
 
-/// The watcher of `run`, started if none runs. `None` when the run does not exist.
+/// The watcher of the run `rec` is the row of, started if none runs.
 pub(crate) fn watch(app: &App, rec: &RunRecord) -> Arc<Watch> {
     let mut watches = lock(&app.watches);
     if let Some(w) = watches.get(&rec.id) {
