@@ -369,3 +369,62 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
             .contains('4')
     );
 }
+
+#[test]
+fn the_command_line_exports_with_the_standard_variable_and_a_resume_joins_the_trace() {
+    let (url, got) = receiver();
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let env_run = |args: &[&str]| {
+        let out = std::process::Command::new(serve_support::bin())
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .current_dir(dir.path())
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
+            .env_remove("RUNTAPE_DB")
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = env_run(&["run", "examples/approval.toml", "--json"]);
+    let run =
+        serde_json::from_str::<Value>(first.lines().next().expect("line")).expect("json")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+    env_run(&["resume", &run, "--approve"]);
+    let all = spans(&got);
+    let takes: Vec<_> = of_run(&all, &run)
+        .into_iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
+    assert_eq!(takes.len(), 2, "{takes:#?}");
+    let root = takes
+        .iter()
+        .find(|s| s.parent.is_empty())
+        .expect("the run's first span");
+    assert_eq!(root.attrs["runtape.status"], json!("awaiting_input"));
+    let resumed = takes
+        .iter()
+        .find(|s| !s.parent.is_empty())
+        .expect("the resume");
+    assert_eq!(resumed.parent, root.id, "two processes, one trace");
+    assert_eq!(resumed.trace, root.trace);
+    assert_eq!(resumed.attrs["runtape.status"], json!("completed"));
+    assert!(
+        all.iter()
+            .any(|s| s.name == "execute_tool deploy" && s.parent == resumed.id)
+    );
+    assert_eq!(
+        all.iter()
+            .filter(|s| s.trace == root.trace && s.name == "chat scripted")
+            .count(),
+        2
+    );
+}

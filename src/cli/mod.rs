@@ -436,7 +436,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         grace_ms: opts.grace_ms,
     };
     match cli.command {
-        Command::Run { spec, goal, opts } => with_mcp(runs::run(&spec, goal, common(opts))),
+        Command::Run { spec, goal, opts } => drive(runs::run(&spec, goal, common(opts))),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -455,7 +455,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 }
                 _ => runs::Answer::None,
             };
-            with_mcp(runs::resume(&run, answer, call, raise, common(opts)))
+            drive(runs::resume(&run, answer, call, raise, common(opts)))
         }
         Command::Fork {
             at,
@@ -464,7 +464,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             tape,
             stop_on_divergence,
             opts,
-        } => with_mcp(runs::fork(
+        } => drive(runs::fork(
             &at,
             edit,
             tape,
@@ -478,7 +478,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             non_strict,
             allow_unverified,
             opts,
-        } => with_mcp(runs::replay(
+        } => drive(runs::replay(
             &spec,
             &cassette,
             goal,
@@ -553,6 +553,19 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             .block_on(control::cancel(&db, &run, reason))
             .map(|_| EXIT_OK),
     }
+}
+
+/// A run-driving command: [`with_mcp`], with its runs exported over OTLP when
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `serve::otel`).
+fn drive(work: impl Future<Output = Result<u8, CliError>>) -> Result<u8, CliError> {
+    crate::serve::otel::start_for_command().map_err(CliError::usage)?;
+    let out = with_mcp(async {
+        let out = work.await;
+        crate::serve::otel::finish_for_command().await;
+        out
+    });
+    crate::serve::otel::shutdown_for_command();
+    out
 }
 
 /// Runs `work`, then stops every MCP server it started (stdin closed, then SIGTERM, then

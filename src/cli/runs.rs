@@ -110,6 +110,7 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
     let store = SqliteStore::open_capped(db, Durability::Full, db_cap()?)?;
     let engine = Engine::with_store(Arc::new(store), config);
     crate::tool::mcp::forward_progress(&engine);
+    crate::serve::otel::observe_engine(&engine);
     Ok(engine)
 }
 

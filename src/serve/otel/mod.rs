@@ -41,7 +41,7 @@
 //! 4,096 queued), and an endpoint that is down gets one warning line.
 
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -71,6 +71,56 @@ const METRICS_EVERY: Duration = Duration::from_secs(10);
 
 /// The variable the standard OpenTelemetry SDKs read the endpoint from.
 pub(crate) const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// The exporter of a run-driving command (`run`, `resume`, `fork`, `replay`), when
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+static COMMAND_EXPORTER: OnceLock<Exporter> = OnceLock::new();
+
+/// For the run-driving commands: starts exporting (spans and counters, no content) to
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` when it is set. Call before the async runtime starts;
+/// every engine [`observe_engine`] is given is then exported.
+pub(crate) fn start_for_command() -> Result<(), String> {
+    if let Some(x) = Exporter::from_options(None, false)? {
+        let _ = COMMAND_EXPORTER.set(x);
+    }
+    Ok(())
+}
+
+/// Exports `engine`'s runs when [`start_for_command`] started an exporter. Call inside the
+/// runtime, before the engine starts or takes up a run.
+pub(crate) fn observe_engine(engine: &crate::exec::Engine) {
+    let Some(x) = COMMAND_EXPORTER.get() else {
+        return;
+    };
+    let (tx, rx) = broadcast::channel(4096);
+    let mut events = engine.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(e) => {
+                    let _ = tx.send(Arc::new(e));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    x.observe(rx, engine.store().clone());
+}
+
+/// Ends the command's observers (inside the runtime, once the command's work is done).
+pub(crate) async fn finish_for_command() {
+    if let Some(x) = COMMAND_EXPORTER.get() {
+        x.finish().await;
+    }
+}
+
+/// Sends what the command's exporter holds (outside the runtime, before exiting).
+pub(crate) fn shutdown_for_command() {
+    if let Some(x) = COMMAND_EXPORTER.get() {
+        x.shutdown();
+    }
+}
 
 enum Msg {
     Span(Box<SpanData>),

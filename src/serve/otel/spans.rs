@@ -130,7 +130,7 @@ impl Tracker {
         let now = SystemTime::now();
         let runs: Vec<RunId> = self.runs.keys().cloned().collect();
         for run in runs {
-            self.close_all(&run, now, Some("the server stopped before the run rested"));
+            self.close_all(&run, now, Some("the export stopped before the run rested"));
         }
     }
 
