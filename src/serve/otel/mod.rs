@@ -1,7 +1,9 @@
 //! OpenTelemetry export: one more observer of trace events. The runs `runtape serve` drives
 //! become spans and counters sent over OTLP/HTTP (JSON) to `--otlp-endpoint URL`, else
 //! `$OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` and `/v1/metrics` are appended, as the
-//! OpenTelemetry spec says for that variable).
+//! OpenTelemetry spec says for that variable). The run-driving commands (`run`, `resume`,
+//! `fork`, `replay`) export theirs the same way when that variable is set
+//! ([`start_for_command`]), without content.
 //!
 //! # Spans (GenAI semantic conventions)
 //!
