@@ -69,6 +69,12 @@ try {
   check(request.includes('runtape keeps every step'), 'the user message is shown');
   check(await page.isVisible('#statechart svg #state-Generating.current'), 'the statechart highlights the state of the step');
   await page.screenshot({ path: join(shots, '2-run-request.png') });
+  // The reply of step 3 and the tool result of step 4, readably.
+  await page.click('.row[data-seq="3"]');
+  await page.waitForSelector('#reply');
+  check((await page.textContent('#reply')).includes('count_words'), 'the reply shows the tool calls it asked for');
+  await page.click('.row[data-seq="4"]');
+  await page.waitForSelector('#tool-result');
 
   // 4. Approve a waiting call and watch the run complete live.
   await page.goto(base + '#/run/' + runs.waiting);

@@ -539,6 +539,17 @@ function showStep(box, step, receipts) {
       el('dt', { text: 'state hash' }), el('dd', { class: 'mono', text: step.state_hash.slice(0, 16) + '…' })),
   ];
   if (step.request) parts.push(requestView(step.request));
+  const body = step.event && step.event.body;
+  if (body && body.type === 'model_replied') {
+    const r = body.reply;
+    parts.push(el('div', { class: 'panel', id: 'reply' },
+      el('h3', { text: 'Model reply' + (r.usage ? ' · ' + r.usage.input_tokens + ' in, ' + r.usage.output_tokens + ' out' : '') }),
+      r.text ? el('div', { class: 'msg assistant' }, el('pre', { text: r.text })) : null,
+      ...(r.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments)))));
+  }
+  if (body && body.type === 'tool_returned') {
+    parts.push(el('div', { class: 'panel', id: 'tool-result' }, el('h3', { text: 'Tool result' }), json(body.outcome)));
+  }
   if (step.event) parts.push(el('details', {}, el('summary', { text: 'event' }), json(step.event)));
   if (step.effects.length) parts.push(el('details', { open: !step.request }, el('summary', { text: 'effects (' + step.effects.length + ')' }), json(step.effects)));
   parts.push(el('details', {}, el('summary', { text: 'state' }), json(step.state)));
