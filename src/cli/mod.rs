@@ -300,7 +300,8 @@ pub enum Command {
         json: bool,
     },
     /// Serve an HTTP API and a web page to watch and steer the database's runs (loopback by
-    /// default; see `runtape serve --help`), optionally exporting OpenTelemetry spans.
+    /// default), optionally exporting OpenTelemetry spans. Exits 0 when stopped by Ctrl-C,
+    /// SIGTERM or SIGHUP (the runs it drives pause first), 2 when refused at start.
     Serve(serve::ServeArgs),
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
