@@ -14,6 +14,7 @@ pub mod machine;
 pub mod provider;
 pub mod receipt;
 pub mod secrets;
+pub mod serve;
 pub mod store;
 mod text;
 pub mod tool;

@@ -4,7 +4,9 @@
 //! with the status its comment names as `(exit N)`. `RUN` and `FORK` stand for the ids the
 //! latest `run`/`replay` and `fork` printed first; a line ending in `&` runs in the background
 //! and must finish with status 0 (or its `(exit N)`) by the end. `runtape bench` lines run with `--quick` added
-//! (the full sizes take minutes; the README's figures come from the full command). The `cargo …`
+//! (the full sizes take minutes; the README's figures come from the full command). A
+//! `runtape serve` line runs on a free port (`--addr 127.0.0.1:0` added), must say where it
+//! listens, and must stop with status 0 on SIGTERM. The `cargo …`
 //! lines are what `.ci/run` runs, so each must appear there. Any other command fails the test:
 //! add a way to check it here first.
 
@@ -206,12 +208,43 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
         if sub == "bench" && !args.iter().any(|a| a == "--quick") {
             args.push("--quick".into());
         }
+        if sub == "serve" {
+            args.extend(["--addr".into(), "127.0.0.1:0".into()]);
+        }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runtape"));
         cmd.args(&args)
             .current_dir(dir.path())
             .env_remove("RUNTAPE_DB")
             .env_remove("RUNTAPE_RECEIPT_KEY");
         ran += 1;
+
+        if sub == "serve" {
+            let mut child = cmd
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut first = String::new();
+            BufReader::new(child.stdout.as_mut().expect("piped stdout"))
+                .read_line(&mut first)
+                .expect("reads the first line");
+            assert!(
+                first.starts_with("listening on http://127.0.0.1:"),
+                "{what}: {first}"
+            );
+            Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("sends SIGTERM");
+            let out = child.wait_with_output().expect("waits");
+            assert_eq!(
+                out.status.code(),
+                Some(expected_status(&s.comment)),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            continue;
+        }
 
         if in_background {
             let mut child = cmd

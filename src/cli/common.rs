@@ -34,6 +34,20 @@ pub(crate) use outln;
 pub(crate) struct CliError {
     pub(crate) code: u8,
     pub(crate) message: String,
+    /// What kind of bad input it was, for `runtape serve` to pick an HTTP status; the exit
+    /// status does not depend on it.
+    pub(crate) fault: Fault,
+}
+
+/// What a refused input did wrong (only [`Fault::Input`] for errors that are not bad input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Malformed, invalid or not applicable input.
+    Input,
+    /// It names a run or step that does not exist.
+    Missing,
+    /// The run is in a state that refuses it (driven elsewhere, already ended).
+    Conflict,
 }
 
 impl CliError {
@@ -42,6 +56,7 @@ impl CliError {
         CliError {
             code: EXIT_USAGE,
             message: message.into(),
+            fault: Fault::Input,
         }
     }
 
@@ -50,6 +65,7 @@ impl CliError {
         CliError {
             code: EXIT_INTERNAL,
             message: message.into(),
+            fault: Fault::Input,
         }
     }
 
@@ -58,7 +74,14 @@ impl CliError {
         CliError {
             code: EXIT_FAILED,
             message: message.into(),
+            fault: Fault::Input,
         }
+    }
+
+    /// The same error, marked as being about `fault`.
+    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = fault;
+        self
     }
 }
 
@@ -71,10 +94,11 @@ impl fmt::Display for CliError {
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::UnknownRun(_)
-            | StoreError::LeaseHeld { .. }
-            | StoreError::Finished { .. }
-            | StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
+            StoreError::UnknownRun(_) => CliError::usage(e.to_string()).with_fault(Fault::Missing),
+            StoreError::LeaseHeld { .. } | StoreError::Finished { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
+            }
+            StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
             _ => CliError::internal(e.to_string()),
         }
     }
@@ -84,9 +108,10 @@ impl From<HistoryError> for CliError {
     fn from(e: HistoryError) -> Self {
         match e {
             HistoryError::Store(s) => s.into(),
-            HistoryError::UnknownRun(_)
-            | HistoryError::SeqOutOfRange { .. }
-            | HistoryError::WrongKey(_) => CliError::usage(e.to_string()),
+            HistoryError::UnknownRun(_) | HistoryError::SeqOutOfRange { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Missing)
+            }
+            HistoryError::WrongKey(_) => CliError::usage(e.to_string()),
             HistoryError::Tampered { .. } => CliError::failed(e.to_string()),
             _ => CliError::internal(e.to_string()),
         }
@@ -108,10 +133,11 @@ impl From<EngineError> for CliError {
             )
             | EngineError::MissingProvider { .. }
             | EngineError::MissingTool(_)
-            | EngineError::Finished { .. }
-            | EngineError::NoInputExpected(_)
             | EngineError::AmbiguousInput { .. }
             | EngineError::Spec(_) => CliError::usage(e.to_string()),
+            EngineError::Finished { .. } | EngineError::NoInputExpected(_) => {
+                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
+            }
             _ => CliError::internal(e.to_string()),
         }
     }
@@ -281,12 +307,19 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// One JSON object on its own line.
+/// One JSON object on its own line, with integers JavaScript cannot hold exactly written as
+/// strings ([`crate::serve::json::encode`]).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let line = serde_json::to_string(value)
-        .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))?;
+    let line = json_line(value)?;
     outln!("{line}");
     Ok(())
+}
+
+/// `value` as one line of JSON safe for every reader: integers beyond 2^53 (timestamps,
+/// costs) become strings. The stored encodings are not touched: this is output only.
+pub(crate) fn json_line(value: &impl serde::Serialize) -> Result<String, CliError> {
+    crate::serve::json::encode(value)
+        .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::common::{CliError, open_existing, parse_run_at};
+use std::sync::Arc;
+
+use super::common::{CliError, Fault, open_existing, parse_run_at};
 use super::drive::say;
 use crate::exec::{Engine, EngineConfig, EngineError, wall_ms};
 use crate::history;
@@ -31,6 +33,7 @@ fn ended_first(run: &RunId, rec: &RunRecord, what: &str) -> CliError {
         "run {run} {} at step {} before the {what} took effect; nothing was changed",
         rec.status, rec.seq
     ))
+    .with_fault(Fault::Conflict)
 }
 
 /// `runtape pause RUN`: asks whichever process drives the run to pause at its next step
@@ -38,38 +41,43 @@ fn ended_first(run: &RunId, rec: &RunRecord, what: &str) -> CliError {
 pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
-    let rec = history::record(store.as_ref(), &run)?;
+    let said = pause_run(store, &run).await?;
+    say!("{said}");
+    Ok(())
+}
+
+/// Pauses `run` as `runtape pause` does and returns the line that says what happened.
+pub(crate) async fn pause_run(store: Arc<dyn Store>, run: &RunId) -> Result<String, CliError> {
+    let rec = history::record(store.as_ref(), run)?;
     if rec.status != RunStatus::Running {
         return Err(CliError::usage(format!(
             "run {run} is {}; only a running run can be paused",
             rec.status
-        )));
+        ))
+        .with_fault(Fault::Conflict));
     }
     if !is_driven(&rec) {
-        say!(
+        return Ok(format!(
             "run {run} is not being driven (its process stopped at step {}); `runtape resume {run}` continues it",
             rec.seq
-        );
-        return Ok(());
+        ));
     }
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
-    engine.pause(&run).await?;
-    match wait_until_undriven(store.as_ref(), &run).await? {
-        Some(rec) if rec.status == RunStatus::Paused => say!(
+    engine.pause(run).await?;
+    Ok(match wait_until_undriven(store.as_ref(), run).await? {
+        Some(rec) if rec.status == RunStatus::Paused => format!(
             "paused {run} at step {}; `runtape resume {run}` continues it",
             rec.seq
         ),
-        Some(rec) if rec.status.is_terminal() => return Err(ended_first(&run, &rec, "pause")),
-        Some(rec) => say!(
+        Some(rec) if rec.status.is_terminal() => return Err(ended_first(run, &rec, "pause")),
+        Some(rec) => format!(
             "run {run} stopped before it could pause: {} at step {}",
-            rec.status,
-            rec.seq
+            rec.status, rec.seq
         ),
-        None => say!(
+        None => format!(
             "pause requested: {run} is still finishing a call and pauses at its next step boundary"
         ),
-    }
-    Ok(())
+    })
 }
 
 /// `runtape cancel RUN`: a run driven by another process is asked to stop (it aborts its
@@ -78,40 +86,51 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
 pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
+    let said = cancel_run(store, &run, reason).await?;
+    say!("{said}");
+    Ok(())
+}
+
+/// Cancels `run` as `runtape cancel` does and returns the line that says what happened.
+pub(crate) async fn cancel_run(
+    store: Arc<dyn Store>,
+    run: &RunId,
+    reason: Option<String>,
+) -> Result<String, CliError> {
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
     for _ in 0..CANCEL_ATTEMPTS {
-        match engine.cancel(&run, reason.clone()).await {
+        match engine.cancel(run, reason.clone()).await {
             Ok(Some(handle)) => {
                 let end = handle.wait().await?;
                 if end.status != RunStatus::Cancelled {
-                    let rec = history::record(store.as_ref(), &run)?;
-                    return Err(ended_first(&run, &rec, "cancel"));
+                    let rec = history::record(store.as_ref(), run)?;
+                    return Err(ended_first(run, &rec, "cancel"));
                 }
-                say!("cancelled {run} at step {}", end.state.seq());
-                return Ok(());
+                return Ok(format!("cancelled {run} at step {}", end.state.seq()));
             }
-            Ok(None) => match wait_until_undriven(store.as_ref(), &run).await? {
+            Ok(None) => match wait_until_undriven(store.as_ref(), run).await? {
                 Some(rec) if rec.status == RunStatus::Cancelled => {
-                    say!("cancelled {run} at step {}", rec.seq);
-                    return Ok(());
+                    return Ok(format!("cancelled {run} at step {}", rec.seq));
                 }
                 Some(rec) if rec.status.is_terminal() => {
-                    return Err(ended_first(&run, &rec, "cancel"));
+                    return Err(ended_first(run, &rec, "cancel"));
                 }
                 // Its driver stopped without cancelling (it paused at that moment): the run
                 // is at rest now, so the next attempt cancels it here.
                 Some(_) => continue,
                 None => {
-                    say!("cancel requested: the process driving {run} is stopping it");
-                    return Ok(());
+                    return Ok(format!(
+                        "cancel requested: the process driving {run} is stopping it"
+                    ));
                 }
             },
             Err(EngineError::Finished { status, .. }) => {
-                let rec = history::record(store.as_ref(), &run)?;
+                let rec = history::record(store.as_ref(), run)?;
                 return Err(CliError::usage(format!(
                     "run {run} has already ended ({status} at step {}); nothing to cancel",
                     rec.seq
-                )));
+                ))
+                .with_fault(Fault::Conflict));
             }
             Err(e) => return Err(e.into()),
         }
@@ -121,8 +140,9 @@ pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Resu
     )))
 }
 
-/// True while a live process holds the run's lease.
-fn is_driven(rec: &RunRecord) -> bool {
+/// True while a live process holds the run's lease: a `running` run for which this is false
+/// was interrupted (its process died, or its lease lapsed) and `resume` continues it.
+pub(crate) fn is_driven(rec: &RunRecord) -> bool {
     rec.lease_owner
         .as_deref()
         .is_some_and(|owner| !owner_is_dead(owner) && rec.lease_expires_ms > wall_ms())

@@ -63,10 +63,10 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// One JSON object on its own line of stdout (dropped once stdout is closed).
+/// One JSON object on its own line of stdout (dropped once stdout is closed), integers beyond
+/// 2^53 written as strings ([`super::common::json_line`]).
 pub(crate) fn say_json(value: &impl serde::Serialize) -> Result<bool, CliError> {
-    let line = serde_json::to_string(value)
-        .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))?;
+    let line = super::common::json_line(value)?;
     Ok(say_line(&line))
 }
 
@@ -107,7 +107,7 @@ impl StopSignals {
     }
 
     /// Waits for the next stop signal; returns its name.
-    async fn next(&mut self) -> &'static str {
+    pub(crate) async fn next(&mut self) -> &'static str {
         #[cfg(unix)]
         {
             let [(int, a), (term, b), (hup, c)] = &mut self.streams;

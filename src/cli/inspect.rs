@@ -9,7 +9,7 @@ use super::common::{
 };
 use crate::exec::wall_ms;
 use crate::history;
-use crate::machine::{Effect, Outcome, Reasoning, RunState, SlotStatus};
+use crate::machine::{Effect, Outcome, Reasoning, RunId, RunState, SlotStatus};
 use crate::store::RunRecord;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first.
@@ -18,22 +18,7 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
     let runs = store.runs()?;
     if json {
         for r in &runs {
-            print_json(&json!({
-                "type": "run",
-                "id": r.id,
-                "status": r.status,
-                "state": r.state_kind,
-                "steps": r.seq,
-                "cost_nanos": json_u64(r.cost_nanos),
-                "cost_known": r.unpriced_turns == 0,
-                "unpriced_turns": r.unpriced_turns,
-                "tokens": r.tokens,
-                "created_ms": r.created_ms,
-                "updated_ms": r.updated_ms,
-                "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
-                "driver": driver(r, wall_ms()),
-                "goal": r.goal,
-            }))?;
+            print_json(&run_json(r))?;
         }
         return Ok(());
     }
@@ -86,6 +71,67 @@ pub(crate) fn driver(r: &RunRecord, now_ms: u64) -> Option<String> {
     )
 }
 
+/// A run as `ls --json` prints it (and `runtape serve` lists it).
+pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
+    json!({
+        "type": "run",
+        "id": r.id,
+        "status": r.status,
+        "state": r.state_kind,
+        "steps": r.seq,
+        "cost_nanos": json_u64(r.cost_nanos),
+        "cost_known": r.unpriced_turns == 0,
+        "unpriced_turns": r.unpriced_turns,
+        "tokens": r.tokens,
+        "created_ms": r.created_ms,
+        "updated_ms": r.updated_ms,
+        "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
+        "driver": driver(r, wall_ms()),
+        "goal": r.goal,
+    })
+}
+
+/// A timeline entry as `log --json` prints it.
+pub(crate) fn entry_json(e: &history::Entry) -> Result<serde_json::Value, CliError> {
+    let mut v = serde_json::to_value(e).map_err(|e| CliError::internal(e.to_string()))?;
+    v["type"] = json!("step");
+    Ok(v)
+}
+
+/// A step as `show --json` prints it.
+pub(crate) fn step_json(view: &history::StepView) -> Result<serde_json::Value, CliError> {
+    let mut v = serde_json::to_value(view).map_err(|e| CliError::internal(e.to_string()))?;
+    v["type"] = json!("step");
+    Ok(v)
+}
+
+/// A comparison as `diff --json` prints it.
+pub(crate) fn diff_json(d: &history::RunDiff) -> Result<serde_json::Value, CliError> {
+    let mut v = serde_json::to_value(d).map_err(|e| CliError::internal(e.to_string()))?;
+    v["type"] = json!("diff");
+    Ok(v)
+}
+
+/// A verification as `verify --json` prints it: the report with `ok: true`, or the first
+/// problem with `ok: false`.
+pub(crate) fn verify_json(
+    run: &RunId,
+    result: &Result<history::VerifyReport, history::Divergence>,
+) -> Result<serde_json::Value, CliError> {
+    Ok(match result {
+        Ok(report) => {
+            let mut v =
+                serde_json::to_value(report).map_err(|e| CliError::internal(e.to_string()))?;
+            v["type"] = json!("verify");
+            v["ok"] = json!(true);
+            v
+        }
+        Err(d) => {
+            json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "column": d.column, "what": d.what, "expected": d.expected, "found": d.found})
+        }
+    })
+}
+
 /// `runtape log RUN`: the timeline.
 pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     let (run, seq) = parse_run_at(run)?;
@@ -98,9 +144,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     let entries = history::timeline(store.as_ref(), &run)?;
     if json {
         for e in &entries {
-            let mut v = serde_json::to_value(e).map_err(|e| CliError::internal(e.to_string()))?;
-            v["type"] = json!("step");
-            print_json(&v)?;
+            print_json(&entry_json(e)?)?;
         }
         return Ok(());
     }
@@ -144,9 +188,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
     let view = history::show(store.as_ref(), &run, seq)?;
     if json {
-        let mut v = serde_json::to_value(&view).map_err(|e| CliError::internal(e.to_string()))?;
-        v["type"] = json!("step");
-        return print_json(&v);
+        return print_json(&step_json(&view)?);
     }
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
@@ -357,9 +399,7 @@ pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliErr
     let store = open_existing(db)?;
     let d = history::diff(store.as_ref(), &a, &b)?;
     if json {
-        let mut v = serde_json::to_value(&d).map_err(|e| CliError::internal(e.to_string()))?;
-        v["type"] = json!("diff");
-        return print_json(&v);
+        return print_json(&diff_json(&d)?);
     }
     match &d.first_difference {
         None => outln!("{a} and {b} are identical ({} steps)", d.common),
@@ -397,14 +437,14 @@ pub(crate) fn verify(
     let (run, _) = parse_run_at(run)?;
     let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
-    match history::verify(store.as_ref(), &run, key.as_ref())? {
+    let result = history::verify(store.as_ref(), &run, key.as_ref())?;
+    if json {
+        print_json(&verify_json(&run, &result)?)?;
+    }
+    match result {
         Ok(report) => {
             if json {
-                let mut v =
-                    serde_json::to_value(&report).map_err(|e| CliError::internal(e.to_string()))?;
-                v["type"] = json!("verify");
-                v["ok"] = json!(true);
-                return print_json(&v);
+                return Ok(());
             }
             let r = &report.receipts;
             let receipts = match (&r.signed_by, r.trusted_key) {
@@ -441,13 +481,6 @@ pub(crate) fn verify(
             );
             Ok(())
         }
-        Err(d) => {
-            if json {
-                print_json(
-                    &json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "column": d.column, "what": d.what, "expected": d.expected, "found": d.found}),
-                )?;
-            }
-            Err(CliError::failed(format!("run {run} does not verify: {d}")))
-        }
+        Err(d) => Err(CliError::failed(format!("run {run} does not verify: {d}"))),
     }
 }

@@ -11,14 +11,15 @@ use clap::{Args, Parser, Subcommand};
 
 mod bench;
 mod cassettes;
-mod common;
-mod control;
+pub(crate) mod common;
+pub(crate) mod control;
 mod demo;
-mod drive;
-mod inspect;
+pub(crate) mod drive;
+pub(crate) mod inspect;
 mod migrate;
 mod receipts;
-mod runs;
+pub(crate) mod runs;
+mod serve;
 mod statechart;
 mod summary;
 mod tools;
@@ -336,6 +337,10 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         receipt_key: Option<PathBuf>,
     },
+    /// Serve an HTTP API and a web page to watch and steer the database's runs (loopback by
+    /// default), optionally exporting OpenTelemetry spans. Exits 0 when stopped by Ctrl-C,
+    /// SIGTERM or SIGHUP (the runs it drives pause first), 2 when refused at start.
+    Serve(serve::ServeArgs),
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
         /// Compare with the file instead of printing; exit 1 when they differ.
@@ -475,7 +480,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             goal,
             detach,
             opts,
-        } => with_mcp(runs::run(&spec, goal, detach, common(opts))),
+        } => drive(runs::run(&spec, goal, detach, common(opts))),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -494,7 +499,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 }
                 _ => runs::Answer::None,
             };
-            with_mcp(runs::resume(&run, answer, call, raise, common(opts)))
+            drive(runs::resume(&run, answer, call, raise, common(opts)))
         }
         Command::Fork {
             at,
@@ -503,7 +508,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             tape,
             stop_on_divergence,
             opts,
-        } => with_mcp(runs::fork(
+        } => drive(runs::fork(
             &at,
             edit,
             tape,
@@ -517,7 +522,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             non_strict,
             allow_unverified,
             opts,
-        } => with_mcp(runs::replay(
+        } => drive(runs::replay(
             &spec,
             &cassette,
             goal,
@@ -542,6 +547,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         } => cassettes::diff(&a, &b, ignore_content, allow_unverified, json)
             .map(|same| if same { EXIT_OK } else { EXIT_FAILED }),
         Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
+        Command::Serve(args) => serve::serve(cli.db.clone(), args),
         Command::Bench {
             rounds,
             reps,
@@ -613,6 +619,19 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             .block_on(control::cancel(&db, &run, reason))
             .map(|_| EXIT_OK),
     }
+}
+
+/// A run-driving command: [`with_mcp`], with its runs exported over OTLP when
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `serve::otel`).
+fn drive(work: impl Future<Output = Result<u8, CliError>>) -> Result<u8, CliError> {
+    crate::serve::otel::start_for_command().map_err(CliError::usage)?;
+    let out = with_mcp(async {
+        let out = work.await;
+        crate::serve::otel::finish_for_command().await;
+        out
+    });
+    crate::serve::otel::shutdown_for_command();
+    out
 }
 
 /// Runs `work`, then stops every MCP server it started (stdin closed, then SIGTERM, then

@@ -9,7 +9,9 @@ use super::common::{CliError, db_path, open_existing, outln, parse_run_at, postg
 use super::drive::{StopSignals, announce, announce_fork, follow, say};
 use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
 use crate::config::{self, ConfigError, Setup};
-use crate::exec::{Engine, EngineConfig, ForkEdit, ForkMode, SteppedClock, TapeEnd, new_run_id};
+use crate::exec::{
+    Engine, EngineConfig, ForkEdit, ForkMode, RunHandle, SteppedClock, TapeEnd, new_run_id,
+};
 use crate::history;
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunState, Scope, ToolOutcome};
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
@@ -50,7 +52,7 @@ pub(crate) fn env_ms(name: &str, default: u64, min: u64) -> Result<Duration, Cli
 }
 
 /// `$RUNTAPE_DB_MAX_BYTES`: a cap on the database's size, if set.
-fn db_cap() -> Result<Option<u64>, CliError> {
+pub(crate) fn db_cap() -> Result<Option<u64>, CliError> {
     let Some(raw) = std::env::var_os("RUNTAPE_DB_MAX_BYTES").filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
@@ -74,21 +76,36 @@ impl From<ConfigError> for CliError {
     }
 }
 
-/// The receipt signer the options ask for (`--receipt-key`, else `$RUNTAPE_RECEIPT_KEY`, else
-/// unsigned); the key's text is registered as a secret.
-fn signer(common: &Common) -> Result<Arc<ReceiptSigner>, CliError> {
+/// The engine settings the options ask for: the receipt signer (`--receipt-key`, else
+/// `$RUNTAPE_RECEIPT_KEY`), the clock (`--stepped-clock`) and the lease TTL
+/// (`$RUNTAPE_LEASE_TTL_MS`). The key file's text is registered as a secret first.
+pub(crate) fn engine_config(common: &Common) -> Result<EngineConfig, CliError> {
     if let Some(path) = &common.receipt_key
         && let Ok(text) = std::fs::read_to_string(path)
     {
         crate::secrets::register_key_text("receipt-key", &text);
     }
-    ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
-        .map(Arc::new)
-        .map_err(|e| CliError::usage(e.to_string()))
+    let receipts = ReceiptSigner::from_env_or_file(DEFAULT_KEY_ENV, common.receipt_key.as_deref())
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let mut config = EngineConfig {
+        receipts: Arc::new(receipts),
+        lease_ttl: env_ms("RUNTAPE_LEASE_TTL_MS", 15_000, 100)?,
+        ..EngineConfig::default()
+    };
+    if common.stepped_clock {
+        config.clock = Arc::new(SteppedClock {
+            start_ms: 1_700_000_000_000,
+            step_ms: 1,
+        });
+    }
+    Ok(config)
 }
 
 /// The store at `db`: a PostgreSQL database, or a SQLite file (created only when `create`).
-fn open_store(db: &Path, create: bool) -> Result<Arc<dyn crate::store::Store>, CliError> {
+pub(crate) fn open_store(
+    db: &Path,
+    create: bool,
+) -> Result<Arc<dyn crate::store::Store>, CliError> {
     Ok(match postgres_url(db) {
         Some(url) => Arc::new(PostgresStore::open(url)?),
         None => {
@@ -102,25 +119,16 @@ fn open_store(db: &Path, create: bool) -> Result<Arc<dyn crate::store::Store>, C
 
 /// An engine over `db` with the receipt signer and clock the options ask for.
 fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
-    let mut config = EngineConfig {
-        receipts: signer(common)?,
-        lease_ttl: env_ms("RUNTAPE_LEASE_TTL_MS", 15_000, 100)?,
-        ..EngineConfig::default()
-    };
-    if common.stepped_clock {
-        config.clock = Arc::new(SteppedClock {
-            start_ms: 1_700_000_000_000,
-            step_ms: 1,
-        });
-    }
+    let config = engine_config(common)?;
     let engine = Engine::with_store(open_store(db, create)?, config);
     crate::tool::mcp::forward_progress(&engine);
+    crate::serve::otel::observe_engine(&engine);
     Ok(engine)
 }
 
 /// Rebuilds a stored run's providers and tools in `engine`, once its setup is shown to be what
 /// its head sealed (a tampered setup is refused before anything is built from it).
-fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
+pub(crate) fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
     let rec = history::record(engine.store().as_ref(), run)?;
     history::head::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
     let Some(setup) = rec.setup else {
@@ -139,20 +147,12 @@ pub(crate) async fn run(
     detach: bool,
     common: Common,
 ) -> Result<u8, CliError> {
-    let mut file = config::load(spec)?;
-    connect_mcp(&mut file).await?;
     if detach {
+        let mut file = config::load(spec)?;
+        connect_mcp(&mut file).await?;
         return enqueue(spec, file, goal, common).await;
     }
-    // Build every provider and tool once in memory first: a missing key or program is reported
-    // before the database is touched.
-    file.install(&Engine::in_memory())?;
-    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
-        CliError::usage(format!(
-            "no goal: give one (`runtape run {} \"GOAL\"`) or set `goal` in the spec file",
-            spec.display()
-        ))
-    })?;
+    let (file, goal) = prepare(config::load(spec)?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
@@ -164,9 +164,7 @@ pub(crate) async fn run(
             "stdout is closed, so the run was not started",
         ));
     }
-    let handle = engine
-        .start_with_setup(id, file.spec.clone(), &goal, file.setup.to_json()?)
-        .await?;
+    let handle = start_prepared(&engine, id, &file, &goal).await?;
     follow(&engine, handle, common.json, grace, signals).await
 }
 
@@ -188,7 +186,7 @@ async fn enqueue(
     let store = open_store(&db, true)?;
     let id = crate::worker::enqueue(
         store.as_ref(),
-        signer(&common)?,
+        engine_config(&common)?.receipts,
         new_run_id(),
         &file.spec,
         &goal,
@@ -205,6 +203,37 @@ async fn enqueue(
         ));
     }
     Ok(super::EXIT_OK)
+}
+
+/// Makes a loaded spec file ready to start: starts its MCP servers, builds every provider and
+/// tool once in memory (a missing key or program is reported before any database is
+/// touched), and settles the goal (`goal`, else the file's).
+pub(crate) async fn prepare(
+    mut file: config::RunFile,
+    goal: Option<String>,
+) -> Result<(config::RunFile, String), CliError> {
+    connect_mcp(&mut file).await?;
+    file.install(&Engine::in_memory())?;
+    let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
+        CliError::usage(format!(
+            "no goal: give one (`runtape run {} \"GOAL\"`) or set `goal` in the spec file",
+            file.path.display()
+        ))
+    })?;
+    Ok((file, goal))
+}
+
+/// Starts a run of a [`prepare`]d file under `id` in `engine` (where the file's providers and
+/// tools are installed), storing its setup so any process can resume it.
+pub(crate) async fn start_prepared(
+    engine: &Engine,
+    id: RunId,
+    file: &config::RunFile,
+    goal: &str,
+) -> Result<RunHandle, CliError> {
+    Ok(engine
+        .start_with_setup(id, file.spec.clone(), goal, file.setup.to_json()?)
+        .await?)
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
@@ -238,14 +267,31 @@ pub(crate) async fn resume(
     open_existing(&db)?;
     let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
-    install_stored(&engine, &run)?;
-    let store = engine.store().clone();
-    let rec = history::record(store.as_ref(), &run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store.as_ref(), &run, &spec, rec.seq)?.state;
     let signals = StopSignals::install()?;
+    let handle = take_up(&engine, &run, answer, call.as_deref(), &raises).await?;
+    // Announced once this process holds the run, so a refused resume prints only its error.
+    announce(run.as_str(), "resumed", common.json)?;
+    follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// Takes `run` up in `engine` as `resume` does: rebuilds its stored providers and tools (once
+/// its setup matches its sealed head), commits every budget raise but the last on its own,
+/// then answers the waiting call (`answer`, to `call` when several wait), raises the last
+/// budget, or simply resumes, and returns the handle of the driven run.
+pub(crate) async fn take_up(
+    engine: &Engine,
+    run: &RunId,
+    answer: Answer,
+    call: Option<&str>,
+    raises: &[String],
+) -> Result<RunHandle, CliError> {
+    install_stored(engine, run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
     let mut raised = Vec::new();
-    for r in &raises {
+    for r in raises {
         raised.push(parse_raise(r, &state)?);
     }
     let input = match answer {
@@ -258,17 +304,14 @@ pub(crate) async fn resume(
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {
         engine
-            .apply(&run, EventBody::BudgetRaised { scope, key, limit })
+            .apply(run, EventBody::BudgetRaised { scope, key, limit })
             .await?;
     }
-    let handle = match (input, last) {
-        (Some(input), _) => engine.provide_input(&run, call.as_deref(), input).await?,
-        (None, Some((scope, key, limit))) => engine.raise_budget(&run, scope, key, limit).await?,
-        (None, None) => engine.resume(&run).await?,
-    };
-    // Announced once this process holds the run, so a refused resume prints only its error.
-    announce(run.as_str(), "resumed", common.json)?;
-    follow(&engine, handle, common.json, grace, signals).await
+    Ok(match (input, last) {
+        (Some(input), _) => engine.provide_input(run, call, input).await?,
+        (None, Some((scope, key, limit))) => engine.raise_budget(run, scope, key, limit).await?,
+        (None, None) => engine.resume(run).await?,
+    })
 }
 
 /// `runtape fork RUN@SEQ [--edit ...]... [--live|--tape]`.
@@ -289,12 +332,28 @@ pub(crate) async fn fork(
     open_existing(&db)?;
     let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
-    install_stored(&engine, &run)?;
-    let store = engine.store().clone();
-    let rec = history::record(store.as_ref(), &run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store.as_ref(), &run, &spec, seq)?.state;
     let signals = StopSignals::install()?;
+    let handle = fork_at(&engine, &run, seq, &edits, tape, stop_on_divergence).await?;
+    announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
+    follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// Forks `run` at `seq` in `engine` as `fork` does: rebuilds the parent's stored providers and
+/// tools, parses `edits` (`user=TEXT`, `tool:CALL_ID=VALUE`, `budget.KEY=VALUE`) against the
+/// state at `seq`, and starts the fork live or from the parent's tape.
+pub(crate) async fn fork_at(
+    engine: &Engine,
+    run: &RunId,
+    seq: u64,
+    edits: &[String],
+    tape: bool,
+    stop_on_divergence: bool,
+) -> Result<RunHandle, CliError> {
+    install_stored(engine, run)?;
+    let store = engine.store().clone();
+    let rec = history::record(store.as_ref(), run)?;
+    let spec = history::spec_of(&rec)?;
+    let state = history::state_at(store.as_ref(), run, &spec, seq)?.state;
     let edits = edits
         .iter()
         .map(|e| parse_edit(e, &state))
@@ -304,9 +363,7 @@ pub(crate) async fn fork(
         (true, false) => ForkMode::Tape(TapeEnd::GoLive),
         (true, true) => ForkMode::Tape(TapeEnd::Stop),
     };
-    let handle = engine.fork(&run, seq, edits, mode).await?;
-    announce_fork(handle.run_id().as_str(), run.as_str(), seq, common.json)?;
-    follow(&engine, handle, common.json, grace, signals).await
+    Ok(engine.fork(run, seq, edits, mode).await?)
 }
 
 /// How `replay` reads and serves its cassette.

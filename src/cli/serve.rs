@@ -1,0 +1,67 @@
+//! `runtape serve`: the options, handed to [`crate::serve`].
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::CliError;
+
+/// Options of `runtape serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen, HOST:PORT (port 0: any free port). Anything but loopback needs a token.
+    #[arg(long, value_name = "ADDR", default_value = crate::serve::DEFAULT_ADDR)]
+    pub addr: String,
+    /// The environment variable holding the bearer token every API request must then carry
+    /// (at least 16 characters). Required to listen on anything but loopback.
+    #[arg(long, value_name = "NAME", default_value = crate::serve::DEFAULT_TOKEN_ENV)]
+    pub token_env: String,
+    /// Another host name this server answers to without a token (e.g. a name in /etc/hosts
+    /// for 127.0.0.1). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// Let pages from this origin (scheme://host[:port]) call the API. Repeatable; none by
+    /// default.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
+    /// Where the relative paths of a spec uploaded as text start (default: the current
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub spec_dir: Option<PathBuf>,
+    /// Sign the receipts of the runs this server drives with this key file (default:
+    /// $RUNTAPE_RECEIPT_KEY).
+    #[arg(long, value_name = "FILE")]
+    pub receipt_key: Option<PathBuf>,
+    /// On Ctrl-C, SIGTERM or SIGHUP: how long the calls of the runs driven here may take to
+    /// finish before they pause (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: Option<u64>,
+    /// Export spans and counters of the runs driven here over OTLP/HTTP to this base URL
+    /// (default: $OTEL_EXPORTER_OTLP_ENDPOINT; neither: no export).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Also export prompts, completions, tool arguments and results (off by default).
+    #[arg(long)]
+    pub otlp_content: bool,
+}
+
+/// `runtape serve`.
+pub(crate) fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<u8, CliError> {
+    let grace_ms = match args.grace_ms {
+        Some(ms) => ms,
+        None => super::runs::env_ms("RUNTAPE_STOP_GRACE_MS", super::DEFAULT_GRACE_MS, 0)?
+            .as_millis() as u64,
+    };
+    crate::serve::run(crate::serve::Options {
+        db,
+        addr: args.addr,
+        token_env: args.token_env,
+        allow_hosts: args.allow_host,
+        cors_origins: args.cors_origin,
+        spec_dir: args.spec_dir,
+        receipt_key: args.receipt_key,
+        grace_ms,
+        otlp_endpoint: args.otlp_endpoint,
+        otlp_content: args.otlp_content,
+    })
+}

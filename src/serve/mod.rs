@@ -1,0 +1,198 @@
+//! `runtape serve`: an HTTP API and a web page to watch and steer runs, and OpenTelemetry
+//! export of the runs it drives.
+//!
+//! The server is a thin layer: each route does what a `runtape` command does, through the same
+//! functions ([`crate::cli`]'s run-driving and inspecting code, the [`Engine`](crate::exec::Engine)
+//! and [`crate::history`]), and answers with what that command's `--json` prints. It has no
+//! rules of its own about runs.
+//!
+//! - [`routes`]: every route in one table, `/openapi.json` documents it; the reads.
+//! - [`actions`]: start, resume, approve, reject, answer, raise, pause, cancel, fork.
+//! - [`sse`] and [`watch`]: a run's events as Server-Sent Events, resumable, whoever drives it.
+//! - [`security`]: loopback by default, a token for anything else, same-origin writes, no CORS
+//!   unless asked, capped bodies.
+//! - [`ui`]: the page, embedded in the binary; [`statechart`]: its diagram.
+//! - [`otel`]: spans and counters of the runs the server drives, over OTLP/HTTP.
+//! - [`json`]: integers past 2^53 as strings in everything written for other programs.
+//!
+//! The server stops on the first Ctrl-C, SIGTERM or SIGHUP like `runtape run` does: streams
+//! end, the runs it drives get the grace period to finish their calls and rest paused, and it
+//! exits 0; a second signal leaves at once (130).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::common::{CliError, db_path};
+
+mod actions;
+mod error;
+pub mod json;
+pub(crate) mod otel;
+mod routes;
+mod security;
+mod sse;
+mod state;
+mod statechart;
+mod ui;
+mod watch;
+
+/// The variable the bearer token is read from unless `--token-env` names another.
+pub const DEFAULT_TOKEN_ENV: &str = "RUNTAPE_SERVE_TOKEN";
+
+/// Where the server listens unless told otherwise.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7777";
+
+/// How often a watched run's row is read for changes other processes made.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What `runtape serve` was asked for.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--db`, if given (else `$RUNTAPE_DB`, else `./runtape.db`).
+    pub db: Option<PathBuf>,
+    /// `HOST:PORT` to listen on (port 0: any free port, printed).
+    pub addr: String,
+    /// The environment variable holding the bearer token.
+    pub token_env: String,
+    /// More `Host` names this server answers to (without a token).
+    pub allow_hosts: Vec<String>,
+    /// Origins whose pages may call the API (CORS).
+    pub cors_origins: Vec<String>,
+    /// Where an uploaded spec's relative paths start (default: the current directory).
+    pub spec_dir: Option<PathBuf>,
+    /// Receipt key file for the runs the server drives (else `$RUNTAPE_RECEIPT_KEY`).
+    pub receipt_key: Option<PathBuf>,
+    /// Grace period of a graceful stop, ms.
+    pub grace_ms: u64,
+    /// OTLP/HTTP endpoint (base URL); `None` also checks `$OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub otlp_endpoint: Option<String>,
+    /// Export prompts, completions, tool arguments and results too.
+    pub otlp_content: bool,
+}
+
+/// Runs the server until a stop signal; returns the exit status.
+pub(crate) fn run(opts: Options) -> Result<u8, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::internal(format!("cannot start the async runtime: {e}")))?;
+    let exporter = otel::Exporter::from_options(opts.otlp_endpoint.as_deref(), opts.otlp_content)
+        .map_err(CliError::usage)?;
+    let code = runtime.block_on(serve(opts, exporter.clone()));
+    if let Some(x) = exporter {
+        // Off the runtime: the exporter's HTTP client blocks.
+        x.shutdown();
+    }
+    code
+}
+
+async fn serve(opts: Options, exporter: Option<otel::Exporter>) -> Result<u8, CliError> {
+    let token = std::env::var(&opts.token_env)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty());
+    if let Some(t) = &token {
+        crate::secrets::register(&opts.token_env, t);
+    }
+    let addr: SocketAddr = parse_addr(&opts.addr)?;
+    security::check_bind(addr, token.as_deref(), &opts.token_env).map_err(CliError::usage)?;
+    for o in &opts.cors_origins {
+        if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
+            return Err(CliError::usage(format!(
+                "--cors-origin `{}` is not an origin; write scheme://host[:port], e.g. http://localhost:3000",
+                crate::cli::common::quoted(o)
+            )));
+        }
+    }
+    let db = db_path(opts.db.as_deref(), None);
+    // A SQLite file or a PostgreSQL database, as for every command.
+    let store = crate::cli::runs::open_store(&db, true)?;
+    raise_open_files_limit();
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        CliError::usage(format!(
+            "cannot listen on {addr}: {e}; pick another address with --addr"
+        ))
+    })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CliError::internal(format!("cannot read the bound address: {e}")))?;
+    let spec_dir = match opts.spec_dir {
+        Some(d) => d,
+        None => std::env::current_dir()
+            .map_err(|e| CliError::internal(format!("cannot read the current directory: {e}")))?,
+    };
+    let app = state::App::new(state::Settings {
+        store,
+        db: db.clone(),
+        spec_dir,
+        receipt_key: opts.receipt_key,
+        grace: Duration::from_millis(opts.grace_ms),
+        policy: security::Policy {
+            token,
+            hosts: security::host_names(bound, &opts.allow_hosts),
+            cors: opts.cors_origins,
+        },
+        poll: POLL,
+    });
+    if let Some(x) = &exporter {
+        x.observe(app.hub.subscribe(), app.store.clone());
+    }
+    let mut signals = crate::cli::drive::StopSignals::install()?;
+    let shown = if bound.ip().is_unspecified() {
+        format!("http://127.0.0.1:{}/", bound.port())
+    } else {
+        format!("http://{bound}/")
+    };
+    crate::cli::drive::say!("listening on {shown} (database {})", db.display());
+    let stopping = app.clone();
+    let grace = app.grace;
+    let stop = async move {
+        let first = signals.next().await;
+        crate::cli::drive::note(&format!(
+            "{first}: stopping: runs driven here get up to {} ms to finish their calls, then pause (a second signal leaves at once)",
+            grace.as_millis()
+        ));
+        tokio::spawn(async move {
+            let second = signals.next().await;
+            crate::cli::drive::note(&format!("{second}: leaving now"));
+            std::process::exit(i32::from(crate::cli::EXIT_INTERRUPTED));
+        });
+        stopping.shutdown.cancel();
+        stopping.stop_runs().await;
+    };
+    axum::serve(listener, routes::router(app))
+        .with_graceful_shutdown(stop)
+        .await
+        .map_err(|e| CliError::internal(format!("the server stopped: {e}")))?;
+    if let Some(x) = &exporter {
+        x.finish().await;
+    }
+    crate::tool::mcp::McpHub::global().shutdown().await;
+    Ok(crate::cli::EXIT_OK)
+}
+
+/// `HOST:PORT`, with `localhost` as loopback.
+fn parse_addr(s: &str) -> Result<SocketAddr, CliError> {
+    let s2 = s.replacen("localhost:", "127.0.0.1:", 1);
+    s2.parse().map_err(|_| {
+        CliError::usage(format!(
+            "--addr `{}` is not HOST:PORT; write e.g. 127.0.0.1:7777, [::1]:7777 or 0.0.0.0:7777",
+            crate::cli::common::quoted(s)
+        ))
+    })
+}
+
+/// Lifts the soft limit on open files to the hard one: every stream subscriber holds a
+/// socket, and the default soft limit (often 1024) is below what a busy page set needs.
+fn raise_open_files_limit() {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut limit = getrlimit(Resource::Nofile);
+        if limit.current < limit.maximum {
+            limit.current = limit.maximum;
+            let _ = setrlimit(Resource::Nofile, limit);
+        }
+    }
+}

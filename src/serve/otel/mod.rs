@@ -1,0 +1,391 @@
+//! OpenTelemetry export: one more observer of trace events. The runs `runtape serve` drives
+//! become spans and counters sent over OTLP/HTTP (JSON) to `--otlp-endpoint URL`, else
+//! `$OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` and `/v1/metrics` are appended, as the
+//! OpenTelemetry spec says for that variable). The run-driving commands (`run`, `resume`,
+//! `fork`, `replay`) export theirs the same way when that variable is set
+//! ([`start_for_command`]), without content.
+//!
+//! # Spans (GenAI semantic conventions)
+//!
+//! - **A run**: `invoke_workflow runtape`, one span per take-up (start, resume, fork), from
+//!   its first event to the moment it pauses, rests or ends. `gen_ai.operation.name =
+//!   invoke_workflow`, `gen_ai.conversation.id` = the run id, `runtape.run.id`,
+//!   `runtape.status` at the end, status Error with the reason when the run failed.
+//! - **An agent turn**: `chat {model}`, a child of the run span, from the request to the
+//!   reply: `gen_ai.operation.name = chat`, `gen_ai.provider.name` and `gen_ai.system` (the
+//!   provider kind: `openai`, `anthropic`, `ollama`, …), `gen_ai.request.model`,
+//!   `gen_ai.agent.name`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`,
+//!   `gen_ai.response.finish_reasons` (`tool_calls` or `stop`), `runtape.cost_usd` when
+//!   priced. A failed call has status Error and `error.type`.
+//! - **A tool call**: `execute_tool {name}`, a child of the run span: `gen_ai.operation.name =
+//!   execute_tool`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.agent.name`; status
+//!   Error when the tool returned an error.
+//!
+//! Handoffs, requests for a person, exhausted budgets and retries are events on the run span.
+//!
+//! **Links.** A run's trace id is derived from its id, so every process that exports a run
+//! puts it in the same trace. The first take-up's span is the trace's root; each later
+//! take-up (a resume) is its child and links to it (`runtape.link = resume`); a fork's root
+//! links to its parent's root (`runtape.link = fork`), in the parent's trace.
+//!
+//! **Content.** Prompts, completions, tool arguments and results are exported only with
+//! `--otlp-content` (`gen_ai.input.messages`, `gen_ai.output.messages`,
+//! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`, the goal as `runtape.goal`).
+//! Secrets are scrubbed from them as from everything else.
+//!
+//! # Counters
+//!
+//! `runtape.transitions` (by `runtape.edge`), `runtape.tokens` (by `gen_ai.token.type` =
+//! `input` / `output`, `gen_ai.request.model`) and `runtape.cost` (USD, by
+//! `gen_ai.request.model`), exported every 10 s and when the server stops.
+//!
+//! Export never slows a run: spans queue for a background thread (the oldest are dropped past
+//! 4,096 queued), and an endpoint that is down gets one warning line.
+
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, MeterProvider as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::exec::TraceEvent;
+use crate::store::Store;
+
+mod spans;
+
+/// Spans waiting for the export thread at most; more are dropped (never waited for).
+const QUEUE: usize = 4096;
+
+/// Spans sent in one request at most.
+const BATCH: usize = 512;
+
+/// How long a finished span may wait before it is sent.
+const BATCH_DELAY: Duration = Duration::from_millis(500);
+
+/// How often counters are exported.
+const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// The variable the standard OpenTelemetry SDKs read the endpoint from.
+pub(crate) const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// The exporter of a run-driving command (`run`, `resume`, `fork`, `replay`), when
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+static COMMAND_EXPORTER: OnceLock<Exporter> = OnceLock::new();
+
+/// For the run-driving commands: starts exporting (spans and counters, no content) to
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` when it is set. Call before the async runtime starts;
+/// every engine [`observe_engine`] is given is then exported.
+pub(crate) fn start_for_command() -> Result<(), String> {
+    if let Some(x) = Exporter::from_options(None, false)? {
+        let _ = COMMAND_EXPORTER.set(x);
+    }
+    Ok(())
+}
+
+/// Exports `engine`'s runs when [`start_for_command`] started an exporter. Call inside the
+/// runtime, before the engine starts or takes up a run.
+pub(crate) fn observe_engine(engine: &crate::exec::Engine) {
+    let Some(x) = COMMAND_EXPORTER.get() else {
+        return;
+    };
+    let (tx, rx) = broadcast::channel(4096);
+    let mut events = engine.subscribe();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(e) => {
+                    let _ = tx.send(Arc::new(e));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    x.observe(rx, engine.store().clone());
+}
+
+/// Ends the command's observers (inside the runtime, once the command's work is done).
+pub(crate) async fn finish_for_command() {
+    if let Some(x) = COMMAND_EXPORTER.get() {
+        x.finish().await;
+    }
+}
+
+/// Sends what the command's exporter holds (outside the runtime, before exiting).
+pub(crate) fn shutdown_for_command() {
+    if let Some(x) = COMMAND_EXPORTER.get() {
+        x.shutdown();
+    }
+}
+
+enum Msg {
+    Span(Box<SpanData>),
+    Finish(std::sync::mpsc::Sender<()>),
+}
+
+/// The counters.
+#[derive(Clone)]
+pub(crate) struct Counters {
+    transitions: Counter<u64>,
+    tokens: Counter<u64>,
+    cost: Counter<f64>,
+}
+
+/// Exports spans and counters; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Exporter(Arc<Inner>);
+
+struct Inner {
+    content: bool,
+    spans: SyncSender<Msg>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    meters: SdkMeterProvider,
+    counters: Counters,
+    observers: Mutex<Vec<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
+}
+
+impl Exporter {
+    /// An exporter to `endpoint` (else `$OTEL_EXPORTER_OTLP_ENDPOINT`); `None` when neither
+    /// is set. `content` exports prompts, completions and tool data too. Call outside the
+    /// async runtime: it starts threads with blocking HTTP clients.
+    pub(crate) fn from_options(
+        endpoint: Option<&str>,
+        content: bool,
+    ) -> Result<Option<Exporter>, String> {
+        let endpoint = match endpoint {
+            Some(e) => e.to_owned(),
+            None => match std::env::var(ENDPOINT_ENV) {
+                Ok(e) if !e.trim().is_empty() => e.trim().to_owned(),
+                _ => return Ok(None),
+            },
+        };
+        check_endpoint(&endpoint)?;
+        let base = endpoint.trim_end_matches('/');
+        // An https endpoint needs the TLS provider the rest of runtape uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let resource = Resource::builder()
+            .with_service_name("runtape")
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        let mut span_exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpJson)
+            .with_endpoint(format!("{base}/v1/traces"))
+            .with_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("--otlp-endpoint `{endpoint}`: {e}"))?;
+        span_exporter.set_resource(&resource);
+        let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpJson)
+            .with_endpoint(format!("{base}/v1/metrics"))
+            .with_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("--otlp-endpoint `{endpoint}`: {e}"))?;
+        let meters = SdkMeterProvider::builder()
+            .with_resource(resource)
+            .with_reader(
+                PeriodicReader::builder(metric_exporter)
+                    .with_interval(METRICS_EVERY)
+                    .build(),
+            )
+            .build();
+        let meter = meters.meter("runtape");
+        let counters = Counters {
+            transitions: meter
+                .u64_counter("runtape.transitions")
+                .with_description("Transitions committed")
+                .with_unit("{transition}")
+                .build(),
+            tokens: meter
+                .u64_counter("runtape.tokens")
+                .with_description("Tokens models reported, input and output")
+                .with_unit("{token}")
+                .build(),
+            cost: meter
+                .f64_counter("runtape.cost")
+                .with_description("Cost of model turns with a known price")
+                .with_unit("USD")
+                .build(),
+        };
+        let (tx, rx) = sync_channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("runtape-otlp".into())
+            .spawn(move || export_loop(span_exporter, rx))
+            .map_err(|e| format!("cannot start the OTLP export thread: {e}"))?;
+        Ok(Some(Exporter(Arc::new(Inner {
+            content,
+            spans: tx,
+            thread: Mutex::new(Some(thread)),
+            meters,
+            counters,
+            observers: Mutex::new(Vec::new()),
+        }))))
+    }
+
+    /// Turns every event `events` carries into spans and counters, in a task on the current
+    /// runtime, until [`finish`](Self::finish). `store` is read for content (prompts, tool
+    /// results) and provider kinds.
+    pub(crate) fn observe(
+        &self,
+        events: broadcast::Receiver<Arc<TraceEvent>>,
+        store: Arc<dyn Store>,
+    ) {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let tracker = spans::Tracker::new(self.clone(), store, self.0.content);
+        let task = tokio::spawn(tracker.run(events, stop_rx));
+        super::state::lock(&self.0.observers).push((stop_tx, task));
+    }
+
+    /// Ends the observers: the events already sent are turned into spans, spans still open
+    /// (a run cut off by the stop) are closed as unfinished.
+    pub(crate) async fn finish(&self) {
+        let observers = std::mem::take(&mut *super::state::lock(&self.0.observers));
+        for (stop, task) in observers {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+
+    /// Sends what is queued and the counters, then stops the threads. Call outside the async
+    /// runtime, after [`finish`](Self::finish).
+    pub(crate) fn shutdown(&self) {
+        let (ack, done) = std::sync::mpsc::channel();
+        if self.0.spans.send(Msg::Finish(ack)).is_ok() {
+            let _ = done.recv_timeout(Duration::from_secs(15));
+        }
+        if let Err(e) = self.0.meters.shutdown() {
+            crate::cli::drive::note(&format!("warning: OTLP metrics export: {e}"));
+        }
+        if let Some(t) = super::state::lock(&self.0.thread).take() {
+            drop(t);
+        }
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.0.counters
+    }
+
+    /// Queues a finished span; drops it when the queue is full.
+    pub(crate) fn send(&self, span: SpanData) {
+        if let Err(TrySendError::Full(_)) = self.0.spans.try_send(Msg::Span(Box::new(span))) {
+            tracing::debug!("OTLP span queue full: a span was dropped");
+        }
+    }
+}
+
+impl Counters {
+    pub(crate) fn transition(&self, edge: &str) {
+        self.transitions
+            .add(1, &[KeyValue::new("runtape.edge", edge.to_owned())]);
+    }
+
+    pub(crate) fn tokens(&self, model: &str, input: u64, output: u64) {
+        let m = KeyValue::new("gen_ai.request.model", model.to_owned());
+        self.tokens.add(
+            input,
+            &[KeyValue::new("gen_ai.token.type", "input"), m.clone()],
+        );
+        self.tokens
+            .add(output, &[KeyValue::new("gen_ai.token.type", "output"), m]);
+    }
+
+    pub(crate) fn cost(&self, model: &str, usd: f64) {
+        self.cost.add(
+            usd,
+            &[KeyValue::new("gen_ai.request.model", model.to_owned())],
+        );
+    }
+}
+
+/// An endpoint is an `http(s)://` URL; plain `http` only to a loopback host, as for model
+/// providers (spans may carry content).
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "OTLP endpoint `{}`: {why}",
+            crate::text::one_line(endpoint, 80)
+        ))
+    };
+    let Ok(url) = reqwest::Url::parse(endpoint) else {
+        return bad("not a URL; write e.g. http://127.0.0.1:4318");
+    };
+    let loopback = matches!(
+        url.host_str(),
+        Some("localhost") | Some("127.0.0.1") | Some("[::1]") | Some("::1")
+    ) || url
+        .host_str()
+        .and_then(|h| h.parse::<std::net::IpAddr>().ok())
+        .is_some_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => bad("plain http is allowed only to a loopback host; use https"),
+        _ => bad("the scheme must be http or https"),
+    }
+}
+
+/// The export thread: batches spans, sends them, warns once when the endpoint fails.
+fn export_loop(exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Msg>) {
+    let mut batch: Vec<SpanData> = Vec::new();
+    let mut failures = 0u64;
+    let send = |batch: &mut Vec<SpanData>, failures: &mut u64| {
+        if batch.is_empty() {
+            return;
+        }
+        let spans = std::mem::take(batch);
+        if let Err(e) = futures_executor::block_on(exporter.export(spans)) {
+            if *failures == 0 {
+                crate::cli::drive::note(&format!(
+                    "warning: OTLP span export failed ({e}); runs go on, later failures are not reported"
+                ));
+            }
+            *failures += 1;
+        }
+    };
+    loop {
+        match rx.recv_timeout(BATCH_DELAY) {
+            Ok(Msg::Span(s)) => {
+                batch.push(*s);
+                if batch.len() >= BATCH {
+                    send(&mut batch, &mut failures);
+                }
+            }
+            Ok(Msg::Finish(ack)) => {
+                while let Ok(Msg::Span(s)) = rx.try_recv() {
+                    batch.push(*s);
+                }
+                send(&mut batch, &mut failures);
+                let _ = ack.send(());
+                break;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => send(&mut batch, &mut failures),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                send(&mut batch, &mut failures);
+                break;
+            }
+        }
+    }
+    let _ = exporter.shutdown();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_https_or_loopback_http() {
+        assert!(check_endpoint("http://127.0.0.1:4318").is_ok());
+        assert!(check_endpoint("http://localhost:4318/").is_ok());
+        assert!(check_endpoint("https://otel.example.com").is_ok());
+        assert!(check_endpoint("http://otel.example.com").is_err());
+        assert!(check_endpoint("ftp://127.0.0.1").is_err());
+        assert!(check_endpoint("not a url\nat all").expect_err("bad").len() < 200);
+    }
+}

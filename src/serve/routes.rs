@@ -1,0 +1,415 @@
+//! Every route, in one table ([`ROUTES`]) that builds the router and that
+//! `/openapi.json` must match (a test checks both ways), and the read-only handlers: each
+//! returns what the matching `runtape … --json` command prints, through the same history
+//! functions.
+
+use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::state::App;
+use super::watch::run_view;
+use super::{actions, security, sse, ui};
+use crate::cli::common::{CliError, parse_run_at};
+use crate::cli::inspect::{diff_json, entry_json, step_json, verify_json};
+use crate::history;
+use crate::machine::{RunId, RunState, SlotStatus};
+use crate::store::RunStatus;
+
+/// A route: method, path (axum syntax, `{id}` for a parameter) and its handler.
+pub(crate) type Route = (&'static str, &'static str, fn() -> MethodRouter<App>);
+
+/// Every route the server answers. `/openapi.json` documents exactly these.
+pub(crate) const ROUTES: &[Route] = &[
+    ("GET", "/", || get(ui::index)),
+    ("GET", "/app.js", || get(ui::script)),
+    ("GET", "/app.css", || get(ui::style)),
+    ("GET", "/openapi.json", || get(openapi)),
+    ("GET", "/api/info", || get(info)),
+    ("GET", "/api/statechart.svg", || get(statechart)),
+    ("GET", "/api/runs", || get(list_runs)),
+    ("POST", "/api/runs", || post(actions::start)),
+    ("GET", "/api/runs/{id}", || get(get_run)),
+    ("GET", "/api/runs/{id}/timeline", || get(timeline)),
+    ("GET", "/api/runs/{id}/steps/{seq}", || get(step)),
+    ("GET", "/api/runs/{id}/receipts", || get(receipts)),
+    ("GET", "/api/runs/{id}/verify", || get(verify)),
+    ("GET", "/api/runs/{id}/events", || get(sse::events)),
+    ("GET", "/api/diff", || get(diff)),
+    ("POST", "/api/runs/{id}/resume", || post(actions::resume)),
+    ("POST", "/api/runs/{id}/approve", || post(actions::approve)),
+    ("POST", "/api/runs/{id}/reject", || post(actions::reject)),
+    ("POST", "/api/runs/{id}/answer", || post(actions::answer)),
+    ("POST", "/api/runs/{id}/raise", || post(actions::raise)),
+    ("POST", "/api/runs/{id}/pause", || post(actions::pause)),
+    ("POST", "/api/runs/{id}/cancel", || post(actions::cancel)),
+    ("POST", "/api/runs/{id}/fork", || post(actions::fork)),
+];
+
+/// The OpenAPI document of [`ROUTES`].
+pub(crate) const OPENAPI: &str = include_str!("openapi.json");
+
+/// The whole application: every route behind the security guard, bodies capped.
+pub(crate) fn router(app: App) -> Router {
+    let mut r: Router<App> = Router::new();
+    for (_, path, make) in ROUTES {
+        r = r.route(path, make());
+    }
+    r.fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(security::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            security::guard,
+        ))
+        .with_state(app)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such route; GET /openapi.json lists every route",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this route does not take that method; GET /openapi.json lists every route",
+    )
+}
+
+/// A run id from a path, checked by shape as the command line checks it.
+pub(crate) fn run_ref(id: &str) -> Result<RunId, ApiError> {
+    match parse_run_at(id)? {
+        (run, None) => Ok(run),
+        (_, Some(_)) => Err(ApiError::bad(
+            "a run id here has no @SEQ; steps are /api/runs/{id}/steps/{seq}",
+        )),
+    }
+}
+
+/// A query string this endpoint does not take, as one line.
+pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(t)| t).map_err(|e| {
+        ApiError::bad(format!(
+            "the query string is not what this endpoint takes: {}",
+            e.body_text()
+        ))
+    })
+}
+
+/// A value safe for every JSON reader (integers past 2^53 as strings), as a response.
+pub(crate) fn safe_json(status: StatusCode, v: &Value) -> Response {
+    match super::json::encode(v) {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => ApiError::internal(format!("cannot encode the answer: {e}")).into_response(),
+    }
+}
+
+fn ok(v: &Value) -> Response {
+    safe_json(StatusCode::OK, v)
+}
+
+fn json_of(r: Result<Value, CliError>) -> Result<Value, ApiError> {
+    r.map_err(ApiError::from)
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn info(State(app): State<App>) -> Response {
+    ok(&json!({
+        "type": "info",
+        "version": env!("CARGO_PKG_VERSION"),
+        "db": app.db.display().to_string(),
+        "token_required": app.policy.token.is_some(),
+        "cors": app.policy.cors,
+    }))
+}
+
+async fn statechart() -> Response {
+    (
+        [(header::CONTENT_TYPE, "image/svg+xml")],
+        super::statechart::svg(),
+    )
+        .into_response()
+}
+
+/// `?status=&q=&offset=&limit=` of the run list.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunFilter {
+    /// A status (`running`, `paused`, …) or `interrupted`.
+    status: Option<String>,
+    /// Text the id, goal or agent contains.
+    q: Option<String>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// The most runs one page lists.
+const MAX_RUNS_PAGE: usize = 1000;
+
+/// `GET /api/runs`: the runs `ls` lists, newest first, filtered.
+async fn list_runs(
+    State(app): State<App>,
+    q: Result<Query<RunFilter>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let f = query(q)?;
+    let limit = f.limit.unwrap_or(200).min(MAX_RUNS_PAGE);
+    let offset = f.offset.unwrap_or(0);
+    if let Some(s) = &f.status
+        && s != "interrupted"
+        && RunStatus::parse(s).is_none()
+    {
+        return Err(ApiError::bad(format!(
+            "status `{}` is not one of running, paused, awaiting_input, budget_exhausted, completed, failed, cancelled, interrupted",
+            crate::cli::common::quoted(s)
+        )));
+    }
+    let v = app
+        .blocking(move |app| {
+            let runs = app.store.runs()?;
+            let text = f.q.as_deref().map(str::to_lowercase);
+            let views: Vec<Value> = runs
+                .iter()
+                .map(|r| run_view(&app, r))
+                .filter(|v| match f.status.as_deref() {
+                    None => true,
+                    Some("interrupted") => v["interrupted"] == json!(true),
+                    Some(s) => v["status"] == json!(s),
+                })
+                .filter(|v| match &text {
+                    None => true,
+                    Some(t) => ["id", "goal", "agent"].iter().any(|k| {
+                        v[k].as_str()
+                            .is_some_and(|s| s.to_lowercase().contains(t.as_str()))
+                    }),
+                })
+                .collect();
+            let total = views.len();
+            let page: Vec<Value> = views.into_iter().skip(offset).take(limit).collect();
+            Ok(json!({"type": "runs", "total": total, "offset": offset, "runs": page}))
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// `GET /api/runs/{id}`: the run as listed, the calls waiting for a person, and its forks.
+async fn get_run(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let v = app
+        .blocking(move |app| {
+            let rec = history::record(app.store.as_ref(), &run)?;
+            let mut v = run_view(&app, &rec);
+            let latest = history::show(app.store.as_ref(), &run, None)?;
+            v["waiting"] = waiting(&latest.state);
+            v["forks"] = app
+                .store
+                .runs()?
+                .iter()
+                .filter(|r| r.parent.as_ref().is_some_and(|(p, _)| *p == run))
+                .map(|r| json!({"run": r.id, "seq": r.parent.as_ref().map(|(_, s)| *s)}))
+                .collect();
+            Ok(v)
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// The calls in `state` that wait for a person: what `runtape resume` can answer.
+fn waiting(state: &RunState) -> Value {
+    let slots = match state {
+        RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
+            batch.slots.as_slice()
+        }
+        _ => &[],
+    };
+    slots
+        .iter()
+        .filter_map(|s| {
+            let kind = match s.status {
+                SlotStatus::Approval { .. } => "approval",
+                SlotStatus::Question { .. } => "question",
+                SlotStatus::InDoubt { .. } => "in_doubt",
+                _ => return None,
+            };
+            Some(json!({"call_id": s.call_id, "tool": s.tool, "args": s.args, "kind": kind}))
+        })
+        .collect()
+}
+
+/// `?offset=&limit=` of a timeline page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Page {
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// The most timeline entries one page holds.
+const MAX_TIMELINE_PAGE: usize = 1000;
+
+/// `GET /api/runs/{id}/timeline`: a page of what `log --json` prints.
+async fn timeline(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    q: Result<Query<Page>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let p = query(q)?;
+    let offset = p.offset.unwrap_or(0);
+    let limit = p.limit.unwrap_or(200).min(MAX_TIMELINE_PAGE);
+    let v = app
+        .blocking(move |app| {
+            let all = app.timeline(&run)?;
+            let entries = all
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|e| json_of(entry_json(e)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(json!({"type": "timeline", "run": run, "total": all.len(), "offset": offset, "entries": entries}))
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// `GET /api/runs/{id}/steps/{seq}`: what `show RUN@SEQ --json` prints (`latest` for the
+/// latest step).
+async fn step(
+    State(app): State<App>,
+    Path((id, seq)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let seq = match seq.as_str() {
+        "latest" => None,
+        s => Some(s.parse::<u64>().map_err(|_| {
+            ApiError::bad(format!(
+                "step `{}` is not a whole number or `latest`",
+                crate::cli::common::quoted(s)
+            ))
+        })?),
+    };
+    let v = app
+        .blocking(move |app| json_of(step_json(&history::show(app.store.as_ref(), &run, seq)?)))
+        .await?;
+    Ok(ok(&v))
+}
+
+/// `GET /api/runs/{id}/receipts`: the run's receipt chain, rebuilt from its history (what
+/// `receipts export` writes, without the head line).
+async fn receipts(State(app): State<App>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let v = app
+        .blocking(move |app| {
+            let chain = history::receipts(app.store.as_ref(), &run)?;
+            Ok(json!({"type": "receipts", "run": run, "receipts": chain}))
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// `?pubkey=HEX` of `verify`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifyQuery {
+    pubkey: Option<String>,
+}
+
+/// `GET /api/runs/{id}/verify`: what `verify --json` prints; `ok: false` names the first
+/// problem (the answer is still 200: the check ran).
+async fn verify(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    q: Result<Query<VerifyQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let key = query(q)?
+        .pubkey
+        .map(|k| {
+            crate::receipt::parse_public_key(&k).map_err(|e| ApiError::bad(format!("pubkey: {e}")))
+        })
+        .transpose()?;
+    let v = app
+        .blocking(move |app| {
+            let result = history::verify(app.store.as_ref(), &run, key.as_ref())?;
+            json_of(verify_json(&run, &result))
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// `?a=RUN&b=RUN` of `diff`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiffQuery {
+    a: String,
+    b: String,
+}
+
+/// `GET /api/diff?a=A&b=B`: what `diff A B --json` prints.
+async fn diff(
+    State(app): State<App>,
+    q: Result<Query<DiffQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let (a, b) = (run_ref(&q.a)?, run_ref(&q.b)?);
+    let v = app
+        .blocking(move |app| json_of(diff_json(&history::diff(app.store.as_ref(), &a, &b)?)))
+        .await?;
+    Ok(ok(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route is in `/openapi.json`, and it documents no other.
+    #[test]
+    fn openapi_documents_exactly_the_routes() {
+        let doc: Value = serde_json::from_str(OPENAPI).expect("openapi.json is JSON");
+        let mut documented: Vec<(String, String)> = Vec::new();
+        for (path, ops) in doc["paths"].as_object().expect("paths") {
+            for method in ops.as_object().expect("operations").keys() {
+                if method != "parameters" {
+                    documented.push((method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        documented.sort();
+        let mut routed: Vec<(String, String)> = ROUTES
+            .iter()
+            .map(|(m, p, _)| ((*m).to_owned(), (*p).to_owned()))
+            .collect();
+        routed.sort();
+        assert_eq!(routed, documented);
+        assert_eq!(doc["openapi"], json!("3.1.0"));
+    }
+
+    #[test]
+    fn the_router_builds_from_the_table() {
+        let app = App::new(super::super::state::Settings {
+            store: std::sync::Arc::new(crate::store::MemoryStore::new()),
+            db: "mem".into(),
+            spec_dir: ".".into(),
+            receipt_key: None,
+            grace: std::time::Duration::from_secs(1),
+            policy: security::Policy {
+                token: None,
+                hosts: vec![],
+                cors: vec![],
+            },
+            poll: std::time::Duration::from_millis(250),
+        });
+        let _ = router(app);
+    }
+}

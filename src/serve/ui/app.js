@@ -1,0 +1,630 @@
+// The runtape page: runs, a run's timeline and steps, actions, and comparing two runs.
+// Plain JavaScript with no library; it only calls the server's API (see /openapi.json).
+'use strict';
+
+const ROW_H = 24;          // timeline row height, px (matches .row in app.css)
+const PAGE = 200;          // timeline entries fetched per request
+const OVERSCAN = 20;       // rows rendered beyond the visible ones
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const view = () => $('#view');
+const perf = (window.__runtape = { marks: {} });
+
+// ---- small helpers -------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return e;
+}
+
+function usd(nanos) {
+  const n = typeof nanos === 'string' ? Number(nanos) : nanos;
+  return '$' + (n / 1e9).toFixed(4);
+}
+
+function cost(run) {
+  if (run.cost_known) return usd(run.cost_nanos);
+  return Number(run.cost_nanos) > 0 ? usd(run.cost_nanos) + ' + unknown' : 'cost unknown';
+}
+
+function age(ms) {
+  const s = Math.max(0, Math.floor((Date.now() - ms) / 1000));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm';
+  if (s < 86400) return Math.floor(s / 3600) + 'h';
+  return Math.floor(s / 86400) + 'd';
+}
+
+function clock(ms) {
+  return new Date(ms).toISOString().slice(11, 23);
+}
+
+function statusOf(run) {
+  return run.interrupted ? 'interrupted' : run.status;
+}
+
+function badge(run) {
+  const s = statusOf(run);
+  return el('span', { class: 'badge ' + s, 'data-status': s, text: s.replace('_', ' ') });
+}
+
+function json(v) {
+  return el('pre', { class: 'mono' }, JSON.stringify(v, null, 2));
+}
+
+function flash(text, kind = 'error') {
+  const f = $('#flash');
+  f.textContent = text;
+  f.className = 'flash' + (kind === 'info' ? ' info' : '');
+  f.hidden = false;
+  clearTimeout(flash.timer);
+  flash.timer = setTimeout(() => { f.hidden = true; }, kind === 'info' ? 4000 : 10000);
+}
+
+// ---- the API -------------------------------------------------------------------------------
+
+function headers(extra = {}) {
+  const h = { ...extra };
+  const t = sessionStorage.getItem('runtape.token');
+  if (t) h.Authorization = 'Bearer ' + t;
+  return h;
+}
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(path, body) {
+  const init = body === undefined
+    ? { headers: headers() }
+    : { method: 'POST', headers: headers({ 'Content-Type': 'application/json' }), body: JSON.stringify(body) };
+  const res = await fetch(path, init);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
+  if (res.status === 401) askToken();
+  if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
+  return data;
+}
+
+function askToken() {
+  const form = $('#login');
+  form.hidden = false;
+  form.onsubmit = (e) => {
+    e.preventDefault();
+    sessionStorage.setItem('runtape.token', $('#token').value.trim());
+    form.hidden = true;
+    route();
+  };
+}
+
+// Server-Sent Events over fetch (so the token can be sent), reconnecting with Last-Event-ID.
+function follow(path, lastId, onEvent) {
+  const ctl = new AbortController();
+  let last = lastId;
+  (async () => {
+    while (!ctl.signal.aborted) {
+      try {
+        const h = headers({ Accept: 'text/event-stream' });
+        if (last !== null && last !== undefined) h['Last-Event-ID'] = String(last);
+        const res = await fetch(path, { headers: h, signal: ctl.signal });
+        if (res.status === 401) { askToken(); return; }
+        if (!res.ok) throw new Error(res.statusText);
+        const reader = res.body.getReader();
+        const dec = new TextDecoder();
+        let buf = '';
+        let ev = { event: 'message', data: '', id: null };
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true });
+          let i;
+          while ((i = buf.indexOf('\n')) >= 0) {
+            let line = buf.slice(0, i);
+            buf = buf.slice(i + 1);
+            if (line.endsWith('\r')) line = line.slice(0, -1);
+            if (line === '') {
+              if (ev.id !== null) last = ev.id;
+              if (ev.data !== '') {
+                try { onEvent(ev.event, JSON.parse(ev.data), ev.id); } catch (e) { console.error(e); }
+              }
+              ev = { event: 'message', data: '', id: null };
+              continue;
+            }
+            if (line.startsWith(':')) continue;
+            const c = line.indexOf(':');
+            const field = c < 0 ? line : line.slice(0, c);
+            let v = c < 0 ? '' : line.slice(c + 1);
+            if (v.startsWith(' ')) v = v.slice(1);
+            if (field === 'event') ev.event = v;
+            else if (field === 'data') ev.data += (ev.data ? '\n' : '') + v;
+            else if (field === 'id') ev.id = v;
+          }
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+  return () => ctl.abort();
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+let cleanup = [];
+function onLeave(f) { cleanup.push(f); }
+
+function route() {
+  for (const f of cleanup) { try { f(); } catch (_) { /* ignore */ } }
+  cleanup = [];
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  view().replaceChildren();
+  if (parts[0] === 'run' && parts[1]) return runPage(parts[1], parts[2] ? Number(parts[2]) : null);
+  if (parts[0] === 'diff' && parts[1] && parts[2]) return comparePage(parts[1], parts[2]);
+  return runsPage();
+}
+
+window.addEventListener('hashchange', route);
+window.addEventListener('DOMContentLoaded', async () => {
+  perf.marks.loaded = performance.now();
+  try {
+    const info = await api('/api/info');
+    $('#server').textContent = 'runtape ' + info.version + ' · ' + info.db;
+  } catch (_) { /* the login form is shown on 401 */ }
+  route();
+});
+
+// ---- runs ----------------------------------------------------------------------------------
+
+function runsPage() {
+  const status = el('select', { id: 'filter-status', 'aria-label': 'status' },
+    ['', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
+      .map((s) => el('option', { value: s, text: s || 'any status' })));
+  const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal or agent', 'aria-label': 'search' });
+  const body = el('tbody');
+  const count = el('span', { class: 'muted' });
+  const specPath = el('input', { id: 'start-spec', placeholder: 'examples/approval.toml', size: 40 });
+  const specText = el('textarea', { id: 'start-toml', placeholder: 'or paste a spec (TOML)' });
+  const goal = el('input', { id: 'start-goal', placeholder: 'goal (default: the spec\'s)', size: 40 });
+  const start = el('details', { class: 'panel' },
+    el('summary', { text: 'Start a run' }),
+    el('div', { class: 'toolbar' }, 'Spec file on the server', specPath, goal),
+    specText,
+    el('div', { class: 'toolbar' }, el('button', {
+      class: 'primary', id: 'start-run',
+      onclick: async () => {
+        const req = { goal: goal.value || undefined };
+        if (specText.value.trim()) req.spec_toml = specText.value; else req.spec = specPath.value;
+        try {
+          const r = await api('/api/runs', req);
+          location.hash = '#/run/' + r.id;
+        } catch (e) { flash(e.message); }
+      },
+    }, 'Start')));
+  view().append(
+    el('div', { class: 'toolbar' }, el('h2', { text: 'Runs' }), status, text, count),
+    start,
+    el('table', { class: 'runs' },
+      el('thead', {}, el('tr', {}, ['run', 'status', 'agent', 'steps', 'tokens', 'cost', 'age', 'goal', 'relations'].map((h) => el('th', { text: h })))),
+      body));
+  let runs = [];
+  const draw = () => {
+    const byParent = {};
+    for (const r of runs) if (r.parent) (byParent[r.parent.run] ||= []).push(r);
+    body.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.id },
+      el('td', {}, el('a', { class: 'mono', href: '#/run/' + r.id, text: r.id })),
+      el('td', {}, badge(r)),
+      el('td', { text: r.agent }),
+      el('td', { text: r.steps }),
+      el('td', { text: r.tokens }),
+      el('td', { text: cost(r) }),
+      el('td', { text: age(r.updated_ms) }),
+      el('td', { class: 'goal', text: r.goal }),
+      el('td', {},
+        r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' ',
+          el('a', { href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare' })) : null,
+        (byParent[r.id] || []).length ? el('span', { class: 'muted', text: ' ' + byParent[r.id].length + ' fork(s)' }) : null))));
+  };
+  const load = async () => {
+    const q = new URLSearchParams();
+    if (status.value) q.set('status', status.value);
+    if (text.value) q.set('q', text.value);
+    try {
+      const r = await api('/api/runs?' + q);
+      runs = r.runs;
+      count.textContent = r.total + ' run(s)';
+      draw();
+    } catch (e) { if (e.status !== 401) flash(e.message); }
+  };
+  status.onchange = load;
+  text.oninput = load;
+  load();
+  const timer = setInterval(load, 2000);
+  onLeave(() => clearInterval(timer));
+}
+
+// ---- a run ---------------------------------------------------------------------------------
+
+function runPage(id, initialSeq) {
+  // Measured per run page: from here to the first rows of the timeline on screen.
+  perf.marks.runStart = performance.now();
+  perf.marks.firstRows = undefined;
+  perf.firstRenderMs = undefined;
+  const st = {
+    id, run: null, total: 0, entries: new Map(), pages: new Map(), selected: null,
+    follow: initialSeq === null, lastEdge: null, receipts: null, destroyed: false,
+  };
+  onLeave(() => { st.destroyed = true; });
+
+  const head = el('div', { class: 'run-head' });
+  const actions = el('div', { class: 'toolbar', id: 'actions' });
+  const waiting = el('div', { id: 'waiting' });
+  const live = el('div', { class: 'live', id: 'live' });
+  const chart = el('div', { class: 'panel statechart-box', id: 'statechart' }, el('h3', { text: 'Statechart' }));
+  const scroller = el('div', { class: 'timeline', id: 'timeline', tabindex: '0' });
+  const spacer = el('div', { class: 'spacer' });
+  scroller.append(spacer);
+  const inspector = el('div', { class: 'panel inspector', id: 'inspector' }, el('p', { class: 'muted', text: 'Select a step.' }));
+  const forkPanel = el('div', { class: 'panel hidden', id: 'fork-panel' });
+  view().append(head, actions, waiting, forkPanel, live,
+    el('div', { class: 'grid' },
+      el('div', {}, el('div', { class: 'toolbar' },
+        el('button', { id: 'prev-step', onclick: () => select((st.selected || 2) - 1) }, '↑ previous'),
+        el('button', { id: 'next-step', onclick: () => select((st.selected || 0) + 1) }, 'next ↓'),
+        el('label', {}, el('input', { type: 'checkbox', id: 'follow', checked: st.follow, onchange: (e) => { st.follow = e.target.checked; } }), ' follow new steps')),
+      scroller),
+      el('div', {}, chart, inspector)));
+
+  fetch('/api/statechart.svg', { headers: headers() }).then((r) => r.text()).then((svg) => {
+    chart.insertAdjacentHTML('beforeend', svg);
+    highlight();
+  });
+
+  // Timeline: only the rows in view exist; pages of entries are fetched as they come into view.
+  const rows = new Map();
+  function render() {
+    spacer.style.height = (st.total * ROW_H) + 'px';
+    const top = scroller.scrollTop;
+    const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+    const last = Math.min(st.total, Math.ceil((top + scroller.clientHeight) / ROW_H) + OVERSCAN);
+    for (const [i, row] of rows) {
+      if (i < first || i >= last) { row.remove(); rows.delete(i); }
+    }
+    for (let i = first; i < last; i++) {
+      const e = st.entries.get(i + 1);
+      let row = rows.get(i);
+      if (row && row.dataset.filled === (e ? '1' : '0')) {
+        row.classList.toggle('selected', st.selected === i + 1);
+        continue;
+      }
+      if (row) row.remove();
+      row = e ? stepRow(e) : el('div', { class: 'row placeholder' }, el('span', { class: 'seq', text: i + 1 }), '…');
+      row.dataset.filled = e ? '1' : '0';
+      row.style.transform = 'translateY(' + (i * ROW_H) + 'px)';
+      row.classList.toggle('selected', st.selected === i + 1);
+      spacer.append(row);
+      rows.set(i, row);
+      if (!e) want(Math.floor(i / PAGE));
+    }
+    if (!perf.marks.firstRows && st.entries.size > 0) {
+      perf.marks.firstRows = performance.now();
+      perf.firstRenderMs = perf.marks.firstRows - perf.marks.runStart;
+    }
+  }
+  function stepRow(e) {
+    return el('div', { class: 'row', 'data-seq': e.seq, onclick: () => select(e.seq) },
+      el('span', { class: 'seq', text: e.seq }),
+      el('span', { class: 'muted', text: clock(e.at_ms) }),
+      el('span', { class: 'edge', title: e.edge, text: e.from + ' → ' + e.to }),
+      el('span', { class: 'sum', title: e.summary, text: (e.agent ? e.agent + ': ' : '') + e.summary }),
+      el('span', { class: 'muted', text: e.tokens ? e.tokens + ' tok' : '' }));
+  }
+  async function want(page) {
+    if (st.pages.has(page)) return;
+    st.pages.set(page, 'loading');
+    try {
+      const r = await api('/api/runs/' + id + '/timeline?offset=' + (page * PAGE) + '&limit=' + PAGE);
+      if (st.destroyed) return;
+      for (const e of r.entries) st.entries.set(e.seq, e);
+      st.total = Math.max(st.total, r.total);
+      st.pages.set(page, 'done');
+      render();
+    } catch (e) { st.pages.delete(page); }
+  }
+  let ticking = false;
+  scroller.addEventListener('scroll', () => {
+    if (ticking) return;
+    ticking = true;
+    requestAnimationFrame(() => { ticking = false; render(); });
+  });
+  scroller.addEventListener('keydown', (e) => {
+    if (e.key === 'ArrowDown' || e.key === 'j') { e.preventDefault(); select((st.selected || 0) + 1); }
+    if (e.key === 'ArrowUp' || e.key === 'k') { e.preventDefault(); select((st.selected || 2) - 1); }
+  });
+
+  async function select(seq) {
+    if (seq < 1 || seq > st.total) return;
+    st.selected = seq;
+    const top = (seq - 1) * ROW_H;
+    if (top < scroller.scrollTop || top + ROW_H > scroller.scrollTop + scroller.clientHeight) {
+      scroller.scrollTop = top - scroller.clientHeight / 2;
+    }
+    render();
+    history.replaceState(null, '', '#/run/' + id + '/' + seq);
+    inspector.replaceChildren(el('p', { class: 'muted', text: 'Loading step ' + seq + '…' }));
+    try {
+      const step = await api('/api/runs/' + id + '/steps/' + seq);
+      if (st.destroyed || st.selected !== seq) return;
+      if (!st.receipts) st.receipts = api('/api/runs/' + id + '/receipts').catch(() => ({ receipts: [] }));
+      const receipts = (await st.receipts).receipts.filter((r) => r.body.seq === seq);
+      showStep(inspector, step, receipts, st);
+      highlight(step.state && stateName(step.state.state), step.edge);
+    } catch (e) { inspector.replaceChildren(el('p', { class: 'flash', text: e.message })); }
+  }
+  st.select = select;
+
+  function highlight(stateKind, edge) {
+    const svg = $('svg', chart);
+    if (!svg) return;
+    const current = stateKind || (st.run && stateName(st.run.state));
+    for (const g of svg.querySelectorAll('.state')) g.classList.toggle('current', g.id === 'state-' + current);
+    const taken = edge || st.lastEdge;
+    for (const g of svg.querySelectorAll('.edge')) {
+      g.classList.toggle('taken', !!taken && g.dataset.edges.split(' ').includes(taken));
+    }
+  }
+
+  function drawHead() {
+    const r = st.run;
+    head.replaceChildren(...[
+      el('h2', { class: 'mono', text: r.id }), badge(r),
+      el('span', { text: r.steps + ' steps · ' + r.tokens + ' tokens · ' + cost(r) }),
+      r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' · ',
+        el('a', { id: 'compare-parent', href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare with parent' })) : null,
+      (r.forks || []).length ? el('span', {}, 'forks: ', ...r.forks.map((f) => el('span', {},
+        el('a', { href: '#/run/' + f.run, text: f.run }), ' (', el('a', { href: '#/diff/' + r.id + '/' + f.run, text: 'compare' }), ') '))) : null,
+      el('div', { class: 'muted', id: 'goal', text: r.goal })].filter(Boolean));
+    const done = ['completed', 'failed', 'cancelled'].includes(r.status);
+    const act = (label, path, body, opts = {}) => el('button', {
+      id: opts.id, class: opts.class, disabled: opts.disabled,
+      onclick: async () => {
+        try {
+          const res = await api('/api/runs/' + id + '/' + path, typeof body === 'function' ? body() : body);
+          flash(res.message || (res.action + ' ' + res.id), 'info');
+          refresh();
+        } catch (e) { flash(e.message); }
+      },
+    }, label);
+    actions.replaceChildren(
+      act('Pause', 'pause', {}, { id: 'act-pause', disabled: !(r.status === 'running' && r.driven) }),
+      act('Resume', 'resume', {}, { id: 'act-resume', disabled: done || (r.status === 'running' && r.driven) }),
+      act('Cancel', 'cancel', {}, { id: 'act-cancel', class: 'danger', disabled: done }),
+      el('button', { id: 'act-verify', onclick: verify }, 'Verify'),
+      el('input', { id: 'raise-value', placeholder: 'budget.max_turns=80', size: 22 }),
+      act('Raise budget', 'raise', () => ({ raise: [$('#raise-value').value] }), { id: 'act-raise', disabled: done }),
+      el('button', { id: 'act-fork', onclick: openFork }, 'Fork from selected step…'));
+    waiting.replaceChildren(...(r.waiting || []).map((w) => waitingCard(w)));
+    highlight();
+  }
+
+  function waitingCard(w) {
+    const reason = el('input', { placeholder: 'reason (optional)', class: 'reject-reason' });
+    const answer = el('input', { placeholder: w.kind === 'in_doubt' ? 'result to record' : 'answer', class: 'answer-text', size: 30 });
+    const send = (path, body) => async () => {
+      try {
+        await api('/api/runs/' + id + '/' + path, { call: w.call_id, ...body });
+        flash(path + ' sent for ' + w.call_id, 'info');
+        refresh();
+      } catch (e) { flash(e.message); }
+    };
+    return el('div', { class: 'panel waiting', 'data-call': w.call_id },
+      el('h3', { text: 'waiting for a person: ' + w.kind.replace('_', ' ') }),
+      el('div', {}, el('b', { text: w.tool }), ' ', el('code', { text: JSON.stringify(w.args) }), el('span', { class: 'muted', text: ' (' + w.call_id + ')' })),
+      el('div', { class: 'toolbar' },
+        w.kind !== 'question' ? el('button', { class: 'primary approve', onclick: send('approve', {}) }, w.kind === 'in_doubt' ? 'Perform again' : 'Approve') : null,
+        reason, el('button', { class: 'danger reject', onclick: () => send('reject', { reason: reason.value || undefined })() }, 'Reject'),
+        answer, el('button', { class: 'answer', onclick: () => send('answer', { text: answer.value })() }, 'Answer')));
+  }
+
+  async function verify() {
+    try {
+      const v = await api('/api/runs/' + id + '/verify');
+      if (v.ok) {
+        flash('verified: ' + v.transitions + ' transitions replay, head ' + v.head.sealed + ', ' + v.receipts.receipts + ' receipts check', 'info');
+      } else {
+        flash('does not verify at step ' + v.seq + ': ' + v.what);
+      }
+    } catch (e) { flash(e.message); }
+  }
+
+  function openFork() {
+    const seq = st.selected;
+    if (!seq) { flash('select the step to fork from first'); return; }
+    const kind = el('select', { id: 'fork-kind' }, ['user', 'tool', 'budget', 'none'].map((k) => el('option', { value: k, text: { user: 'replace the last user message', tool: 'replace a tool result', budget: 'set a budget', none: 'no edit' }[k] })));
+    const callId = el('input', { id: 'fork-call', placeholder: 'call id (tool edits)', size: 16 });
+    const value = el('input', { id: 'fork-value', placeholder: 'new text / value / budget.KEY=VALUE', size: 40 });
+    const tape = el('select', { id: 'fork-mode' }, el('option', { value: 'live', text: 'live' }), el('option', { value: 'tape', text: 'from the tape (go live at the first difference)' }), el('option', { value: 'stop', text: 'from the tape (stop at the first difference)' }));
+    forkPanel.classList.remove('hidden');
+    forkPanel.replaceChildren(el('h3', { text: 'Fork ' + id + ' at step ' + seq }),
+      el('div', { class: 'toolbar' }, kind, callId, value, tape,
+        el('button', {
+          class: 'primary', id: 'fork-go',
+          onclick: async () => {
+            const edits = [];
+            if (kind.value === 'user') edits.push('user=' + value.value);
+            if (kind.value === 'tool') edits.push('tool:' + callId.value + '=' + value.value);
+            if (kind.value === 'budget') edits.push(value.value);
+            try {
+              const r = await api('/api/runs/' + id + '/fork', { seq, edits, tape: tape.value !== 'live', stop_on_divergence: tape.value === 'stop' });
+              flash('forked as ' + r.id, 'info');
+              location.hash = '#/diff/' + id + '/' + r.id;
+            } catch (e) { flash(e.message); }
+          },
+        }, 'Fork'),
+        el('button', { onclick: () => forkPanel.classList.add('hidden') }, 'Close')));
+  }
+
+  async function refresh() {
+    try {
+      st.run = await api('/api/runs/' + id);
+      if (!st.destroyed) drawHead();
+    } catch (e) { flash(e.message); }
+  }
+
+  // Live: steps appear as they commit; the header follows the run's row.
+  let liveText = '';
+  async function start() {
+    await refresh();
+    if (!st.run) return;
+    st.total = st.run.steps;
+    render();
+    const after = st.total;
+    const stop = follow('/api/runs/' + id + '/events', after, (event, data) => {
+      if (event === 'step') {
+        st.entries.set(data.seq, data);
+        st.lastEdge = data.edge;
+        if (data.seq > st.total) st.total = data.seq;
+        liveText = '';
+        live.textContent = '';
+        render();
+        const row = rows.get(data.seq - 1);
+        if (row) row.classList.add('new');
+        if (st.follow) scroller.scrollTop = st.total * ROW_H;
+        highlight(null, data.edge);
+      } else if (event === 'run') {
+        const waitingBefore = JSON.stringify((st.run && st.run.waiting) || []);
+        st.run = { ...st.run, ...data };
+        drawHead();
+        if (data.status === 'awaiting_input' || waitingBefore !== '[]') refresh();
+      } else if (event === 'trace') {
+        if (data.type === 'model.token') { liveText += data.text; live.textContent = data.agent + ' is writing: ' + liveText.slice(-200); }
+        else if (data.type === 'model.request') live.textContent = data.agent + ' asks ' + data.provider + '/' + data.model + '…';
+        else if (data.type === 'tool.call') live.textContent = data.agent + ' calls ' + data.tool + '…';
+      }
+    });
+    onLeave(stop);
+    if (initialSeq) select(initialSeq);
+    else if (st.total) { scroller.scrollTop = st.total * ROW_H; }
+    render();
+  }
+  start();
+}
+
+function stateName(kind) {
+  const names = { created: 'Created', preparing: 'Preparing', generating: 'Generating', calling_tools: 'CallingTools', awaiting_input: 'AwaitingInput', handoff: 'Handoff', budget_exhausted: 'BudgetExhausted', done: 'Done' };
+  return names[kind] || kind;
+}
+
+function showStep(box, step, receipts) {
+  const data = step.state && step.state.run;
+  const parts = [
+    el('h3', { text: 'Step ' + step.seq + ' of ' + step.latest }),
+    el('dl', { class: 'kv' },
+      el('dt', { text: 'edge' }), el('dd', { class: 'mono', id: 'step-edge', text: step.edge || '—' }),
+      el('dt', { text: 'event' }), el('dd', { text: step.event ? step.event.body.type : '—' }),
+      el('dt', { text: 'state' }), el('dd', { id: 'step-state', text: step.state.state }),
+      data ? el('dt', { text: 'agent' }) : null, data ? el('dd', { text: data.active }) : null,
+      el('dt', { text: 'state hash' }), el('dd', { class: 'mono', text: step.state_hash.slice(0, 16) + '…' })),
+  ];
+  if (step.request) parts.push(requestView(step.request));
+  const body = step.event && step.event.body;
+  if (body && body.type === 'model_replied') {
+    const r = body.reply;
+    parts.push(el('div', { class: 'panel', id: 'reply' },
+      el('h3', { text: 'Model reply' + (r.usage ? ' · ' + r.usage.input_tokens + ' in, ' + r.usage.output_tokens + ' out' : '') }),
+      r.text ? el('div', { class: 'msg assistant' }, el('pre', { text: r.text })) : null,
+      ...(r.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments)))));
+  }
+  if (body && body.type === 'tool_returned') {
+    parts.push(el('div', { class: 'panel', id: 'tool-result' }, el('h3', { text: 'Tool result' }), json(body.outcome)));
+  }
+  if (step.event) parts.push(el('details', {}, el('summary', { text: 'event' }), json(step.event)));
+  if (step.effects.length) parts.push(el('details', { open: !step.request }, el('summary', { text: 'effects (' + step.effects.length + ')' }), json(step.effects)));
+  parts.push(el('details', {}, el('summary', { text: 'state' }), json(step.state)));
+  parts.push(el('details', {}, el('summary', { text: 'receipts (' + receipts.length + ')' }),
+    receipts.length ? json(receipts) : el('p', { class: 'muted', text: 'No receipt at this step (receipts seal model turns and tool results). Verify checks them all.' })));
+  box.replaceChildren(...parts);
+}
+
+function requestView(req) {
+  const msgs = req.messages.map((m) => {
+    const role = m.role || 'message';
+    return el('div', { class: 'msg ' + role },
+      el('div', { class: 'role', text: role + (m.tool_call_id ? ' · ' + m.tool_call_id : '') }),
+      ...(m.reasoning || []).map((r) => el('details', {}, el('summary', { text: 'reasoning' }), json(r))),
+      m.content ? el('pre', { text: m.content }) : null,
+      ...(m.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments))));
+  });
+  return el('div', { class: 'panel', id: 'request' },
+    el('h3', { text: 'Model request: ' + req.provider + '/' + req.model + ' (attempt ' + req.attempt + ')' }),
+    el('div', { class: 'muted', text: req.messages.length + ' messages · tools: ' + (req.tools.map((t) => t.name).join(', ') || 'none') }),
+    ...msgs,
+    el('details', {}, el('summary', { text: 'the request as sent (JSON)' }), json(req)));
+}
+
+// ---- comparing two runs --------------------------------------------------------------------
+
+async function comparePage(a, b) {
+  const box = el('div', {});
+  view().append(el('h2', {}, 'Compare ', el('a', { class: 'mono', href: '#/run/' + a, text: a }), ' and ', el('a', { class: 'mono', href: '#/run/' + b, text: b })), box);
+  const summary = el('p', { id: 'diff-summary' });
+  const sideBoxes = [0, 1].map((i) => el('div', { class: 'rows', id: 'side-' + i }));
+  const status = [a, b].map(() => el('span', {}));
+  const inspect = el('div', { class: 'compare', id: 'compare-steps' });
+  box.append(summary, el('div', { class: 'compare' }, [a, b].map((r, i) => el('div', {},
+    el('h3', { class: 'mono' }, r, ' ', status[i]), sideBoxes[i]))), inspect);
+  let first = null;
+  let shown = null;
+  let stopped = false;
+  onLeave(() => { stopped = true; });
+  async function showPair(seq) {
+    shown = seq;
+    const steps = await Promise.all([a, b].map((r) => api('/api/runs/' + r + '/steps/' + seq).catch((e) => ({ error: e.message }))));
+    inspect.replaceChildren(...steps.map((st) => {
+      const p = el('div', { class: 'panel' });
+      if (st.error) p.append(el('p', { class: 'muted', text: st.error }));
+      else showStep(p, st, []);
+      return p;
+    }));
+  }
+  // Both branches are drawn from the step before they part; while either runs, the view
+  // follows it.
+  async function load() {
+    let d;
+    try { d = await api('/api/diff?a=' + encodeURIComponent(a) + '&b=' + encodeURIComponent(b)); } catch (e) { flash(e.message); return false; }
+    first = d.first_difference ? d.first_difference.seq : null;
+    summary.textContent = first === null
+      ? 'The two runs are identical (' + d.common + ' steps).'
+      : 'They share steps 1–' + d.common + ' and first differ at step ' + first + '.';
+    const from = Math.max(1, (first || d.common) - 2);
+    const [runs, sides] = await Promise.all([
+      Promise.all([a, b].map((r) => api('/api/runs/' + r).catch(() => null))),
+      Promise.all([a, b].map((r) => api('/api/runs/' + r + '/timeline?offset=' + (from - 1) + '&limit=500').catch(() => ({ entries: [] })))),
+    ]);
+    sides.forEach((side, i) => {
+      if (runs[i]) status[i].replaceChildren(badge(runs[i]));
+      sideBoxes[i].replaceChildren(...side.entries.map((e) => el('div', {
+        class: 'row' + (e.seq === first ? ' differs' : ''), 'data-seq': e.seq,
+        onclick: () => showPair(e.seq),
+      }, el('span', { class: 'seq', text: e.seq }), el('span', { class: 'muted', text: clock(e.at_ms) }),
+      el('span', { class: 'edge', text: e.from + ' → ' + e.to }), el('span', { class: 'sum', text: (e.agent ? e.agent + ': ' : '') + e.summary }), el('span', { class: 'muted', text: e.tokens ? e.tokens + ' tok' : '' }))));
+    });
+    if (first !== null && shown === null) showPair(first);
+    return runs.some((r) => r && (r.status === 'running' && r.driven));
+  }
+  while (!stopped && await load()) {
+    await new Promise((r) => setTimeout(r, 1500));
+  }
+}
