@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod exec;
 pub mod history;
+pub mod ledger;
 pub mod machine;
 pub mod provider;
 pub mod receipt;

@@ -337,7 +337,7 @@ fn describe_state(state: &RunState) {
 pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliError> {
     let ((a, _), (b, _)) = (parse_run_at(a)?, parse_run_at(b)?);
     let store = open_existing(db)?;
-    let d = history::diff(store.as_ref(), &a, &b)?;
+    let d = history::diff_runs(store.as_ref(), &a, &b)?;
     if json {
         let mut v = serde_json::to_value(&d).map_err(|e| CliError::internal(e.to_string()))?;
         v["type"] = json!("diff");

@@ -22,7 +22,7 @@
 //! let t = step(&RunState::Created, &Event::new(&run, Hlc::from_ms(0), EventBody::Start { goal: "hi".into() }), &spec)?;
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(1), EventBody::Proceed), &spec)?;
 //! let Effect::CallModel { id, .. } = &t.effects[0] else { unreachable!() };
-//! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello") };
+//! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello"), chunks: vec![] };
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(2), reply), &spec)?;
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(3), EventBody::Proceed), &spec)?;
 //! assert_eq!(t.next.outcome(), Some(&Outcome::Completed { answer: Some("hello".into()), output: None }));
@@ -73,4 +73,4 @@ pub use state::{
     AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,
 };
 pub use step::{Note, Transition, step};
-pub use table::{Edge, EventKind, StateKind};
+pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -158,7 +158,7 @@ pub fn verify_bundle(
     public_key: Option<&VerifyingKey>,
     accept_headless: bool,
 ) -> Result<(VerifyReport, Completeness), VerifyError> {
-    let report = super::verify(&bundle.receipts, public_key)?;
+    let report = super::verify_chain(&bundle.receipts, public_key)?;
     let Some(line) = &bundle.head else {
         return if accept_headless {
             Ok((report, Completeness::Unproven))

@@ -84,7 +84,7 @@
 //! write_jsonl(&mut file, &bundle)?;
 //! let read_back = read_jsonl(file.as_slice())?;
 //! let public_key = signer.verifying_key();
-//! let report = verify(&read_back, public_key.as_ref())?;
+//! let report = verify_chain(&read_back, public_key.as_ref())?;
 //! assert_eq!(report.integrity, Integrity::Signed { key_id: public_key_hex(&public_key.unwrap()) });
 //! check_run(&read_back, &RunId::new("run-1"))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -118,9 +118,9 @@ pub use jsonl::{read_jsonl, write_jsonl};
 pub use key::{
     KEY_FILE_HEADER, keygen, parse_public_key, public_key_hex, read_public_key, write_public_key,
 };
-pub use report::{At, Integrity, VerifyError, VerifyReport};
+pub use report::{Integrity, ReceiptAt, VerifyError, VerifyReport};
 pub use signer::ReceiptSigner;
-pub use verify::{check_run, verify};
+pub use verify::{check_run, verify_chain};
 
 /// The environment variable the engine reads the signing key from by default (the key file's
 /// text, usually just its 64 hex characters). Pass it to

@@ -21,7 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 mod lease;
 mod legacy_heads;
@@ -195,8 +195,8 @@ pub struct TransitionRecord {
     pub at: Hlc,
     /// The event, as JSON.
     pub event: Vec<u8>,
-    /// The table edge taken.
-    pub edge: String,
+    /// The table edge taken (stored as its persisted name; see [`EdgeId`]).
+    pub edge: EdgeId,
     /// The emitted effects, as a JSON array (empty when none).
     pub effects: Vec<u8>,
     /// Kind of the state after it.
@@ -211,6 +211,7 @@ pub struct TransitionRecord {
 
 /// A run's sealed head as stored: the head's canonical bytes and their seal (see
 /// [`crate::receipt::RunHead`]). Written with every write that changes what it records.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeadRecord {
     /// The head's canonical JSON.
@@ -255,6 +256,7 @@ impl OutboxStatus {
 }
 
 /// An effect's outbox row.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxRecord {
     /// Where it was emitted.
@@ -266,6 +268,7 @@ pub struct OutboxRecord {
 }
 
 /// A new run.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct NewRun {
     /// Its id.
@@ -289,6 +292,7 @@ pub struct NewRun {
 }
 
 /// One transition to make durable.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Commit {
     /// The run.
@@ -302,7 +306,7 @@ pub struct Commit {
     /// Event JSON.
     pub event: Vec<u8>,
     /// The edge taken.
-    pub edge: &'static str,
+    pub edge: EdgeId,
     /// Effects JSON array (empty when none).
     pub effects: Vec<u8>,
     /// Outbox rows for the effects.
@@ -342,6 +346,7 @@ pub struct Commit {
 }
 
 /// A write for the store to make durable.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub enum Write {
     /// Create a run (and take its lease, epoch 1).

@@ -15,7 +15,7 @@ use super::{
     Ack, Commit, Control, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
     Store, StoreError, TransitionRecord, Write, Written,
 };
-use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -274,8 +274,7 @@ impl Store for SqliteStore {
                     detail: format!("seq {}: {what}", id & 0xffff_ffff),
                 };
                 let seq = (id & 0xffff_ffff) as u64;
-                let state_kind = crate::machine::table::edge_by_id(&edge)
-                    .map(|e| e.to)
+                let edge = EdgeId::parse(&edge)
                     .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
                 Ok(TransitionRecord {
                     seq,
@@ -283,7 +282,7 @@ impl Store for SqliteStore {
                     event,
                     edge,
                     effects,
-                    state_kind,
+                    state_kind: edge.to(),
                     state_hash: digest(&hash)
                         .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
                     chain: digest(&chain)
@@ -433,9 +432,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
             goal: r.get(4)?,
             status: RunStatus::parse(&status)
                 .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
-            state_kind: StateKind::ALL
-                .into_iter()
-                .find(|k| k.as_str() == kind)
+            state_kind: StateKind::parse(&kind)
                 .ok_or_else(|| damaged(format!("runs.state_kind `{kind}` is not a state")))?,
             seq: r.get::<_, i64>(7)? as u64,
             lease_epoch: r.get::<_, i64>(8)? as u64,
@@ -795,7 +792,7 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
     tx.prepare_cached(
         "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![id, c.at.0 as i64, c.event, c.edge, c.effects, &c.state_hash.0[..], &c.chain.0[..], c.seal])?;
+    .execute(params![id, c.at.0 as i64, c.event, c.edge.as_str(), c.effects, &c.state_hash.0[..], &c.chain.0[..], c.seal])?;
     if !c.blobs.is_empty() {
         let mut stmt =
             tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;

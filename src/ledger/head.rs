@@ -11,8 +11,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::HistoryError;
 use super::audit;
-use super::{HistoryError, ancestry_through};
+use super::read::{ancestry_through, record};
 use crate::machine::{Digest, RunId};
 use crate::receipt::{
     ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
@@ -235,7 +236,7 @@ pub fn check_continuable(
 ) -> Result<RunHead, HistoryError> {
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
-    let fresh = super::record(store, &rec.id)?;
+    let fresh = record(store, &rec.id)?;
     check_once(store, &fresh, store.head(&rec.id)?, signer)
 }
 
@@ -339,7 +340,7 @@ mod tests {
             seq,
             at: Hlc::new(1_700_000_000_000 + seq, 0),
             event: b"{}".to_vec(),
-            edge: "created.start",
+            edge: crate::machine::EdgeId::CreatedStart,
             effects: Vec::new(),
             outbox: Vec::new(),
             resolves,
