@@ -312,7 +312,10 @@ fn mixing_signed_and_unsigned_is_refused() {
         verify_chain(&signed, None),
         Err(VerifyError::KeyRequired { .. })
     ));
-    assert_eq!(verify_chain(&unsigned, Some(&key)), Err(VerifyError::NotSigned));
+    assert_eq!(
+        verify_chain(&unsigned, Some(&key)),
+        Err(VerifyError::NotSigned)
+    );
 }
 
 #[test]

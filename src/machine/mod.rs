@@ -66,8 +66,8 @@ pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, Reasoning
 pub use spec::{
     AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS,
     FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH,
-    MAX_RETRY_AFTER_MS, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec, SEMANTICS, Spec,
-    SpecError, ToolSpec, did_you_mean,
+    MAX_RETRY_AFTER_MS, MAX_TOOL_NAME, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec,
+    SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name,
 };
 pub use state::{
     AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,

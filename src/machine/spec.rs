@@ -271,6 +271,16 @@ pub enum SpecError {
         /// The name.
         name: String,
     },
+    /// A tool name model providers refuse: anything but 1 to 64 letters, digits, `_` or `-`.
+    #[error(
+        "{path}: tool name `{name}` is not 1 to {MAX_TOOL_NAME} letters, digits, `_` or `-`, which model providers require"
+    )]
+    BadToolName {
+        /// Field path.
+        path: String,
+        /// The name, on one line and cut.
+        name: String,
+    },
     /// A grant names a tool the spec does not define.
     #[error("{path}: agent `{agent}` is granted unknown tool `{tool}`{hint}")]
     UnknownTool {
@@ -363,6 +373,7 @@ impl SpecError {
             SpecError::BadAgentId { path, .. }
             | SpecError::DuplicateAgent { path, .. }
             | SpecError::DuplicateTool { path, .. }
+            | SpecError::BadToolName { path, .. }
             | SpecError::UnknownTool { path, .. }
             | SpecError::BadSchema { path, .. }
             | SpecError::BadOutputSchema { path, .. }
@@ -418,14 +429,42 @@ impl Serialize for RunSpec {
 impl<'de> Deserialize<'de> for RunSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spec = Spec::deserialize(d)?;
-        RunSpec::build(spec).map_err(serde::de::Error::custom)
+        // A spec stored with a run was checked when the run started, by the rules of the
+        // runtape that started it: tool names are not checked again, so a run from before the
+        // name rule still reads, resumes and verifies.
+        RunSpec::compile(spec, Names::AsStored).map_err(serde::de::Error::custom)
     }
 }
 
+/// The longest tool name model providers accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// True for a tool name every model provider accepts: `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether tool names are held to the providers' rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// A new spec: they are.
+    Checked,
+    /// A spec stored with a run: they were checked by the rules of its day.
+    AsStored,
+}
+
 impl RunSpec {
-    /// Validates and compiles `spec`: ids, grants, schemas, the plan (unknown agents,
-    /// unreachable exits, bad conditions) and the caps. Fills in the agent budget defaults.
-    pub fn build(mut spec: Spec) -> Result<RunSpec, SpecError> {
+    /// Validates and compiles `spec`: ids, tool names (1 to 64 letters, digits, `_` or `-`,
+    /// as model providers require), grants, schemas, the plan (unknown agents, unreachable
+    /// exits, bad conditions) and the caps. Fills in the agent budget defaults.
+    pub fn build(spec: Spec) -> Result<RunSpec, SpecError> {
+        RunSpec::compile(spec, Names::Checked)
+    }
+
+    fn compile(mut spec: Spec, names: Names) -> Result<RunSpec, SpecError> {
         if spec.agents.is_empty() {
             return Err(SpecError::NoAgents);
         }
@@ -457,6 +496,12 @@ impl RunSpec {
                 return Err(SpecError::DuplicateTool {
                     path: format!("{path}.name"),
                     name: tool.name.clone(),
+                });
+            }
+            if names == Names::Checked && !is_valid_tool_name(&tool.name) {
+                return Err(SpecError::BadToolName {
+                    path: format!("{path}.name"),
+                    name: crate::text::one_line(&tool.name, 80),
                 });
             }
             let validator =
