@@ -242,14 +242,18 @@ impl Engine {
         });
     }
 
-    /// [`begin_shutdown`](Self::begin_shutdown), then waits until every driver of this engine
-    /// has stopped: its calls in flight finished or abandoned, its last commits and the
-    /// release of its lease durable.
-    pub async fn shutdown(&self, grace: Duration) {
+    /// Asks every run to stop as [`begin_shutdown`](Self::begin_shutdown) does — at once, when
+    /// called — and returns a future that completes when every driver of this engine has
+    /// stopped: its calls in flight finished or abandoned, its last commits and the release of
+    /// its lease durable.
+    pub fn shutdown(&self, grace: Duration) -> impl Future<Output = ()> + Send + 'static {
         self.begin_shutdown(grace);
         let mut running = self.shared.running.subscribe();
-        // The sender lives in `self.shared`, so the channel cannot close while we wait.
-        let _ = running.wait_for(|n| *n == 0).await;
+        async move {
+            // The sender lives as long as the engine's shared state, which every driver holds
+            // too: the channel cannot close while a driver runs.
+            let _ = running.wait_for(|n| *n == 0).await;
+        }
     }
 
     /// Asks the run to pause at its next step boundary. In this process the request goes to

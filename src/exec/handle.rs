@@ -24,6 +24,8 @@ pub struct RunHandle {
     pub(crate) run_id: RunId,
     pub(crate) events: broadcast::Receiver<TraceEvent>,
     pub(crate) done: oneshot::Receiver<Result<RunEnd, EngineError>>,
+    /// How the driver stopped, once [`next_event`](Self::next_event) has seen it.
+    pub(crate) ended: Option<Result<RunEnd, EngineError>>,
 }
 
 /// What reading the trace channel gave: an event of this run, nothing for this reader, a gap,
@@ -59,16 +61,39 @@ impl RunHandle {
     }
 
     /// The next trace event of this run; `None` once the run's driver has stopped and every
-    /// event has been read. The channel holds a bounded number of events: a reader that falls
-    /// that far behind gets a [`Trace::Lagged`] saying how many it missed (counting other
-    /// runs' events too), never a silent gap, and the driver never waits for it.
+    /// event it published has been read. The channel holds a bounded number of events: a
+    /// reader that falls that far behind gets a [`Trace::Lagged`] saying how many it missed
+    /// (counting other runs' events too), never a silent gap, and the driver never waits for
+    /// it.
     pub async fn next_event(&mut self) -> Option<TraceEvent> {
         loop {
-            let got = self.events.recv().await;
-            match self.read(got) {
-                Read::Mine(e) => return Some(e),
-                Read::Other => continue,
-                Read::Closed => return None,
+            if self.ended.is_some() {
+                // The driver published everything before it stopped: what is left is buffered.
+                let got = match self.events.try_recv() {
+                    Ok(e) => Ok(e),
+                    Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                        Err(broadcast::error::RecvError::Lagged(n))
+                    }
+                    Err(_) => return None,
+                };
+                match self.read(got) {
+                    Read::Mine(e) => return Some(e),
+                    Read::Other => continue,
+                    Read::Closed => return None,
+                }
+            }
+            tokio::select! {
+                biased;
+                got = self.events.recv() => match self.read(got) {
+                    Read::Mine(e) => return Some(e),
+                    Read::Other => {}
+                    Read::Closed => return None,
+                },
+                end = &mut self.done => {
+                    self.ended = Some(end.unwrap_or_else(|_| {
+                        Err(EngineError::Driver("the task was dropped".into()))
+                    }));
+                }
             }
         }
     }
@@ -78,9 +103,13 @@ impl RunHandle {
     pub async fn wait(self) -> Result<RunEnd, EngineError> {
         // Nobody will read the events: unsubscribe, so the driver stops building them.
         drop(self.events);
-        self.done
-            .await
-            .unwrap_or_else(|_| Err(EngineError::Driver("the task was dropped".into())))
+        match self.ended {
+            Some(end) => end,
+            None => self
+                .done
+                .await
+                .unwrap_or_else(|_| Err(EngineError::Driver("the task was dropped".into()))),
+        }
     }
 
     /// Waits like [`wait`](Self::wait) while passing every trace event of the run to `f`
@@ -89,6 +118,12 @@ impl RunHandle {
         mut self,
         mut f: impl FnMut(&TraceEvent),
     ) -> Result<RunEnd, EngineError> {
+        if self.ended.is_some() {
+            while let Some(e) = self.next_event().await {
+                f(&e);
+            }
+            return self.wait().await;
+        }
         loop {
             tokio::select! {
                 biased;

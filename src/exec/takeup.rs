@@ -72,6 +72,7 @@ async fn attach_live(shared: &Arc<Shared>, run: &RunId, events: &[EventBody]) ->
             run_id: run.clone(),
             events: shared.trace.subscribe(),
             done: done_rx,
+            ended: None,
         })
 }
 

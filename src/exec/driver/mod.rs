@@ -157,6 +157,7 @@ impl Driver {
             run_id: self.run.clone(),
             events: self.shared.trace.subscribe(),
             done: done_rx,
+            ended: None,
         };
         lock(&self.shared.live).insert(self.run.clone(), self.ctl_tx.clone());
         self.shared.running.send_modify(|n| *n += 1);
