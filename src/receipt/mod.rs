@@ -10,7 +10,7 @@
 //!
 //! Each receipt's `parent_sig` holds the previous receipt's [`Receipt::link`] (`null` for the
 //! first), so deleting, reordering, editing or re-signing any receipt breaks the chain or a
-//! signature, and [`verify`] names the receipt at fault.
+//! signature, and [`verify_chain`] names the receipt at fault.
 //!
 //! | mode | seal | link (the next `parent_sig`) | proves |
 //! |---|---|---|---|
@@ -51,7 +51,7 @@
 //!
 //! # Bundles
 //!
-//! [`write_jsonl`] exports receipts one per line; [`read_jsonl`] reads them back; [`verify`]
+//! [`write_jsonl`] exports receipts one per line; [`read_jsonl`] reads them back; [`verify_chain`]
 //! checks a bundle offline, with the trusted public key or none, and [`check_run`] checks that
 //! it holds one run's receipts. A complete export ([`write_bundle`]) ends with a head line: the
 //! run's sealed [`RunHead`] naming its last receipt, so [`verify_bundle`] can tell a file cut

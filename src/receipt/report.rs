@@ -57,7 +57,7 @@ pub enum Integrity {
     Empty,
 }
 
-/// What [`verify`](super::verify()) established about a bundle.
+/// What [`verify_chain`](super::verify_chain()) established about a bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Number of receipts checked.

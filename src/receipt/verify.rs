@@ -101,7 +101,7 @@ pub fn verify_chain(
 }
 
 /// Checks that every receipt in the bundle belongs to `run`; the error names the first that
-/// does not. Use it alongside [`verify`] when a bundle is presented as one run's receipts.
+/// does not. Use it alongside [`verify_chain`] when a bundle is presented as one run's receipts.
 pub fn check_run(receipts: &[Receipt], run: &RunId) -> Result<(), VerifyError> {
     match receipts
         .iter()
