@@ -370,7 +370,9 @@ async fn within<T>(
     limit: Duration,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, ()> {
+    // The call first: one that is ready at once never arms the timer.
     tokio::select! {
+        biased;
         out = fut => Ok(out),
         () = clock.sleep(limit) => Err(()),
     }

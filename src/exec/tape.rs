@@ -103,7 +103,7 @@ impl Tape {
             return Cue::End;
         };
         self.parent_effects.answer(&parent_event);
-        self.parent_effects.issue(&effects, None);
+        self.parent_effects.issue(&effects);
         if let Some(ours) = answered(&body) {
             self.suppressed.remove(&ours);
         }

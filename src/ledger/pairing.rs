@@ -70,12 +70,20 @@ impl Outstanding {
         Self::default()
     }
 
-    /// Records `effects`, emitted by one transition, as issued; `hashes` are their stored
-    /// bytes' SHA-256 when known (from [`encode_effects`](super::codec::encode_effects)).
-    pub fn issue(&mut self, effects: &[Effect], hashes: Option<&[String]>) {
-        for (i, e) in effects.iter().enumerate() {
-            let hash = hashes.and_then(|h| h.get(i)).cloned();
-            self.insert(e.clone(), hash);
+    /// Records `effects`, emitted by one transition, as issued (their stored bytes' SHA-256 is
+    /// worked out when one is answered).
+    pub fn issue(&mut self, effects: &[Effect]) {
+        for e in effects {
+            self.insert(e.clone(), None);
+        }
+    }
+
+    /// [`issue`](Self::issue) with each effect's stored bytes' SHA-256 already known (from
+    /// [`encode_effects`](super::codec::encode_effects)), in order.
+    pub fn issue_hashed(&mut self, effects: &[Effect], hashes: Vec<String>) {
+        let mut hashes = hashes.into_iter();
+        for e in effects {
+            self.insert(e.clone(), hashes.next());
         }
     }
 
@@ -156,7 +164,7 @@ pub fn pairs<'a>(
         let event = decode_event(run, row.seq, &row.event)?;
         let effects = decode_effects(run, row.seq, &row.effects)?;
         let answers = outstanding.answer(&event);
-        outstanding.issue(&effects, None);
+        outstanding.issue(&effects);
         Ok(Paired {
             row,
             event,
@@ -200,9 +208,9 @@ mod tests {
     fn each_answer_takes_its_effect_once() {
         let run = RunId::new("r");
         let mut o = Outstanding::new();
-        o.issue(
+        o.issue_hashed(
             &[call(&run, 2, 0), call(&run, 2, 1)],
-            Some(&["h0".into(), "h1".into()]),
+            vec!["h0".into(), "h1".into()],
         );
         let second = o.answer(&returned(&run, 2, 1)).expect("answers");
         assert_eq!(second.effect, call(&run, 2, 1));
@@ -215,7 +223,7 @@ mod tests {
     fn a_fork_answers_an_inherited_effect_as_it_performed_it() {
         let (parent, fork) = (RunId::new("p"), RunId::new("f"));
         let mut o = Outstanding::new();
-        o.issue(&[call(&parent, 2, 0)], Some(&["parent's bytes".into()]));
+        o.issue_hashed(&[call(&parent, 2, 0)], vec!["parent's bytes".into()]);
         let answered = o.answer(&returned(&fork, 2, 0)).expect("answers");
         assert_eq!(answered.effect, call(&fork, 2, 0));
         assert_eq!(

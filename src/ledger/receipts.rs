@@ -199,7 +199,7 @@ impl ChainBuilder {
             }
             _ => {}
         }
-        self.outstanding.issue(effects, None);
+        self.outstanding.issue(effects);
     }
 
     /// The chain, and the first missing or unexpected receipt.

@@ -111,13 +111,23 @@ impl Recorder {
         let state_bytes = t.next.canonical_bytes();
         let state_hash = Digest::of(&state_bytes);
         let chain = chain_link(&self.chain, &event_bytes, &state_hash);
-        let seal = self.seal(seq, event, &event_bytes)?;
+        let answers = self.outstanding.answer(event);
+        let seal = match self.seal(seq, event, &event_bytes, answers.as_ref()) {
+            Ok(seal) => seal,
+            Err(e) => {
+                // Nothing changes on error: the answered effect is outstanding again.
+                if let Some(issued) = answers {
+                    self.outstanding.insert(issued.effect, issued.request_hash);
+                }
+                return Err(e);
+            }
+        };
         // Only now, with nothing left to fail, does the recorder move on.
-        if let Some(tip) = seal.as_ref().map(|(_, tip)| tip.clone()) {
+        let seal = seal.map(|(bytes, tip)| {
             self.receipt_tip = Some(tip);
-        }
-        self.outstanding.answer(event);
-        self.outstanding.issue(&t.effects, Some(&effects.hashes));
+            bytes
+        });
+        self.outstanding.issue_hashed(&t.effects, effects.hashes);
         self.chain = chain;
         let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
         Ok(Commit {
@@ -144,22 +154,23 @@ impl Recorder {
             unpriced_turns: usage.unpriced_turns,
             tokens: usage.input_tokens + usage.output_tokens,
             outcome: t.next.outcome().map(outcome_text),
-            seal: seal.map(|(bytes, _)| bytes),
+            seal,
             now_ms: times.now_ms,
             lease_expires_ms: times.lease_expires_ms,
             head: None,
         })
     }
 
-    /// The seal (bytes) of the receipt of the model turn or tool result `event` carries,
-    /// chained to the tip, and the tip it becomes. Changes nothing.
+    /// The seal (bytes) of the receipt of the model turn or tool result `event` carries (as
+    /// the answer to `answers`), chained to the tip, and the tip it becomes. Changes nothing.
     fn seal(
         &self,
         seq: u64,
         event: &Event,
         event_bytes: &[u8],
+        answers: Option<&super::pairing::Issued>,
     ) -> Result<Option<(Vec<u8>, ChainTip)>, RecordError> {
-        let Some(issued) = answered(&event.body).and_then(|at| self.outstanding.get(&at)) else {
+        let Some(issued) = answers else {
             return Ok(None);
         };
         let Some(draft) = receipt_draft(

@@ -77,6 +77,10 @@ impl Driver {
     /// clock asks for it); a fatal one stops the driver.
     pub(super) fn completed(&mut self, done: Completion) -> Result<(), EngineError> {
         match done {
+            Completion::Event(body) if !self.order.on => {
+                self.queue.push_back(body);
+                Ok(())
+            }
             Completion::Event(body) => {
                 let ready = self.order.arrived(body);
                 self.queue.extend(ready);
