@@ -27,7 +27,7 @@
 //! - One process drives a run at a time: the lease is taken by compare-and-swap before anything
 //!   is read for driving (see `takeup.rs`), taking a run over bumps its lease epoch, and every
 //!   commit, outbox mark and release is fenced by it. A process refused the lease writes and
-//!   performs nothing. The protocol is model-checked (`protocol_model.rs`).
+//!   performs nothing. The protocol is model-checked (`protocol_model/`).
 //! - Before starting a non-idempotent call a driver checks by its own clock that its lease has
 //!   margin left; a driver frozen past its lease is taken over, and fenced when it wakes.
 //! - [`Engine::shutdown`] stops runs gracefully: no new effect, calls in flight finish within a

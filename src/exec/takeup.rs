@@ -16,7 +16,7 @@
 //!    rests in. A release writes nothing unless the lease is still held at its epoch, and
 //!    never overwrites a terminal status.
 //!
-//! `protocol_model.rs` (tests only) is the model of this protocol that `stateright` checks
+//! `protocol_model/` (tests only) is the model of this protocol that `stateright` checks
 //! exhaustively, including the variant that read the run before taking the lease.
 
 use std::collections::HashMap;

@@ -44,6 +44,7 @@ mod retry;
 mod route;
 mod settings;
 mod spec;
+mod spec_error;
 mod state;
 mod step;
 pub mod table;
