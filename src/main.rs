@@ -1,5 +1,25 @@
-//! The `runtape` binary; everything lives in the library's `cli` module.
+//! The `runtape` binary: the command line (`src/cli`), its benchmarks (`src/bench`) and its
+//! HTTP server (`src/serve`, `runtape serve`), built
+//! on the library's public API. They are compiled into the binary only, so they are not part
+//! of the library's API; `crate::exec`, `crate::history`, ... in their code resolve to the
+//! library's modules through the imports below.
+
+#[path = "bench/mod.rs"]
+mod bench;
+#[path = "cli/mod.rs"]
+mod cli;
+#[path = "serve/mod.rs"]
+mod serve;
+// Text helpers the library uses too (one file, compiled into both; the binary uses some).
+#[allow(dead_code)]
+#[path = "text.rs"]
+mod text;
+
+use runtape::{
+    cassette, config, exec, history, ledger, machine, provider, receipt, secrets, store, tool,
+    worker,
+};
 
 fn main() -> std::process::ExitCode {
-    runtape::cli::main()
+    cli::main()
 }

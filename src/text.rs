@@ -23,6 +23,40 @@ pub(crate) fn one_line(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// Unix milliseconds as `2026-11-21 14:03:22.123Z` (UTC).
+pub(crate) fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// Unix milliseconds as RFC 3339 (`2026-11-21T14:03:22.123Z`).
+pub(crate) fn rfc3339(ms: u64) -> String {
+    utc(ms).replacen(' ', "T", 1)
+}
+
+// Howard Hinnant's days-from-civil inverse (public-domain algorithm), for dates without a
+// calendar crate.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::one_line;

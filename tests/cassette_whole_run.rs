@@ -1,8 +1,9 @@
 //! Whole-run replay: a two-agent run with parallel tool calls is recorded once through an
 //! OpenAI adapter talking to a local server that plays a scripted model, then replayed from its
 //! cassette with no server; every state hash is reproduced, verify passes on both runs, and the
-//! API key never appears in the cassette. Through the CLI (run, cassette export, replay) the
-//! replay ends in the same state after the same number of steps.
+//! API key never appears in the cassette. Through the CLI (run, cassette export, replay, all
+//! with `--stepped-clock`) every replay reproduces every state hash, including the steps
+//! between the results of two parallel shell tools.
 
 mod provider_support;
 
@@ -264,18 +265,42 @@ fn cli_run_export_replay_reproduces_the_run() {
         .and_then(|l| l.rsplit(' ').next())
         .unwrap_or_default()
         .to_owned();
-    // The same steps and the same final state. (Parallel shell tools may answer in another
-    // order in the replay: the states between their results differ, as the log records, but
-    // the state after the batch does not depend on it.)
-    let last = |id: &str| -> (u64, String) {
-        let v: Value =
-            serde_json::from_slice(&runtape(&db, &["show", id, "--json"]).stdout).expect("JSON");
-        (
-            v["seq"].as_u64().unwrap_or(0),
-            v["state_hash"].as_str().unwrap_or_default().to_owned(),
-        )
+    // Every step reproduces the recorded state hash, including the steps between the results
+    // of the two parallel shell tools: under a stepped clock results are committed in call
+    // order, whichever tool answers first. Replayed three times, so an order that depended on
+    // timing would show.
+    let hashes_of = |id: &str| -> Vec<String> {
+        let store =
+            runtape::store::SqliteStore::open_existing(&db, Default::default()).expect("opens");
+        history::transitions(&store, &RunId::new(id), 1, 10_000)
+            .expect("reads")
+            .iter()
+            .map(|t| t.state_hash.to_hex())
+            .collect()
     };
-    assert_eq!(last(&run), last(&replayed));
+    let recorded = hashes_of(&run);
+    assert!(recorded.len() > 8, "{recorded:?}");
+    assert_eq!(hashes_of(&replayed), recorded, "replay {replayed}");
+    for _ in 0..2 {
+        let o = runtape(
+            &db,
+            &[
+                "replay",
+                "--stepped-clock",
+                spec,
+                "--cassette",
+                cassette.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let again = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit(' ').next())
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(hashes_of(&again), recorded, "replay {again}");
+    }
     // A drifted request is refused mid-replay, naming the turn, with a diff.
     let o = runtape(
         &db,

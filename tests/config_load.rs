@@ -145,12 +145,9 @@ async fn the_full_example_runs_to_completion_with_its_command_tool() {
     let setup_json = file.setup.to_json().expect("serialises");
     let run = RunId::new("config-full-run");
     let end = engine
-        .start_with_setup(
-            run.clone(),
-            file.spec.clone(),
-            "Find the notes.",
-            setup_json.clone(),
-        )
+        .start(file.spec.clone(), "Find the notes.")
+        .with_id(run.clone())
+        .with_setup(setup_json.clone())
         .await
         .expect("starts")
         .wait()

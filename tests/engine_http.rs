@@ -140,7 +140,7 @@ async fn a_fallback_chain_survives_529_503_and_429() {
     let edges: Vec<String> = history::timeline(engine.store().as_ref(), &end.run_id)
         .expect("reads")
         .into_iter()
-        .map(|e| e.edge)
+        .map(|e| e.edge.to_owned())
         .collect();
     let wanted = [
         "generating.failed.retry",

@@ -31,6 +31,7 @@ fn replied(h: &Harness, reply: ModelReply) -> EventBody {
     EventBody::ModelReplied {
         effect: h.model_effect(),
         reply,
+        chunks: Vec::new(),
     }
 }
 

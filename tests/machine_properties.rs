@@ -203,11 +203,13 @@ fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
             reply: ModelReply::text(t.clone())
                 .with_usage(7, 3)
                 .with_cost_nanos(900),
+            chunks: Vec::new(),
         },
         Action::Tools(calls) => EventBody::ModelReplied {
             effect: pick(0),
             reply: ModelReply::tools(calls.iter().map(|(t, k)| args(*k, TOOLS[*t])).collect())
                 .with_usage(5, 5),
+            chunks: Vec::new(),
         },
         Action::Fail(c, retryable, after) => EventBody::ModelFailed {
             effect: pick(0),

@@ -699,6 +699,7 @@ fn stale_and_foreign_effects_are_refused_without_change() {
     let err = h.try_send(EventBody::ModelReplied {
         effect: stale,
         reply: ModelReply::text("late"),
+        chunks: Vec::new(),
     });
     assert!(matches!(err, Err(MachineError::UnknownEffect { .. })));
     assert_eq!(h.state, before);

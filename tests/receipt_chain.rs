@@ -67,7 +67,7 @@ fn twenty_signed_receipts_verify() {
         assert_eq!(pair[0].key_id(), Some(public_key_hex(&key).as_str()));
     }
 
-    let report = verify(&receipts, Some(&key)).expect("an untouched chain verifies");
+    let report = verify_chain(&receipts, Some(&key)).expect("an untouched chain verifies");
     assert_eq!(report.receipts, 20);
     assert_eq!(
         report.integrity,
@@ -94,7 +94,7 @@ fn jsonl_export_reads_back_identical_and_verifies() {
     assert_eq!(text.lines().count(), 20);
     assert!(text.ends_with('\n'));
     assert_eq!(back, receipts);
-    verify(&back, Some(&key)).expect("the re-read chain verifies");
+    verify_chain(&back, Some(&key)).expect("the re-read chain verifies");
 
     // Export is canonical: writing the re-read receipts gives the same bytes.
     let (again, _) = jsonl_round_trip(&back);
@@ -164,14 +164,14 @@ fn unsigned_chains_verify_as_hash_chained_only() {
         );
     }
     let (_, back) = jsonl_round_trip(&receipts);
-    let report = verify(&back, None).expect("an untouched unsigned chain verifies");
+    let report = verify_chain(&back, None).expect("an untouched unsigned chain verifies");
     assert_eq!(report.integrity, Integrity::HashChainedOnly);
     assert!(report.to_string().contains("unsigned, hash-chained only"));
 }
 
 #[test]
 fn an_empty_bundle_verifies_as_empty() {
-    let report = verify(&[], None).expect("nothing to check");
+    let report = verify_chain(&[], None).expect("nothing to check");
     assert_eq!(report.integrity, Integrity::Empty);
     assert_eq!(report.tip, None);
 }
@@ -188,7 +188,7 @@ fn check_run_names_the_receipt_of_another_run() {
     assert!(matches!(
         err,
         VerifyError::WrongRun {
-            at: At {
+            at: ReceiptAt {
                 index: 5,
                 seq: 11,
                 ..
@@ -198,7 +198,7 @@ fn check_run_names_the_receipt_of_another_run() {
     ));
     assert!(err.to_string().contains("run-other"));
     // The chain itself is intact (a fork's bundle may span its parent's run).
-    let report = verify(&receipts, signer.verifying_key().as_ref()).expect("intact");
+    let report = verify_chain(&receipts, signer.verifying_key().as_ref()).expect("intact");
     assert_eq!(report.runs, vec![RunId::new(RUN), RunId::new("run-other")]);
 }
 

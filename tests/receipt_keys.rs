@@ -229,12 +229,16 @@ fn the_secret_never_appears_in_receipts_exports_errors_or_debug() {
         String::from_utf8(export).expect("UTF-8"),
     ];
     let key = signer.verifying_key().expect("keyed");
-    seen.push(verify(&receipts, Some(&key)).expect("verifies").to_string());
+    seen.push(
+        verify_chain(&receipts, Some(&key))
+            .expect("verifies")
+            .to_string(),
+    );
     let mut tampered = receipts.clone();
     tampered[2].body.cost = Some(99);
-    let err = verify(&tampered, Some(&key)).expect_err("tampered");
+    let err = verify_chain(&tampered, Some(&key)).expect_err("tampered");
     seen.push(format!("{err} {err:?}"));
-    let err = verify(&receipts, None).expect_err("key required");
+    let err = verify_chain(&receipts, None).expect_err("key required");
     seen.push(format!("{err} {err:?}"));
     let other = ReceiptSigner::unsigned();
     let err = other.seal(receipts.last(), redraft(&receipts[0]));

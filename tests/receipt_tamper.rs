@@ -68,8 +68,8 @@ fn resign(body: ReceiptBody, key: &SigningKey, claimed: &VerifyingKey) -> Receip
 /// A named way to tamper with one receipt's fields.
 type Edit = fn(&mut ReceiptBody);
 
-fn at(index: usize, seq: u64, kind: ReceiptKind) -> At {
-    At { index, seq, kind }
+fn at(index: usize, seq: u64, kind: ReceiptKind) -> ReceiptAt {
+    ReceiptAt { index, seq, kind }
 }
 
 #[test]
@@ -77,7 +77,7 @@ fn a_deleted_receipt_breaks_the_chain_at_the_next_one() {
     let (original, key) = signed_bundle();
     let mut bundle = original.clone();
     bundle.remove(7);
-    let err = verify(&bundle, Some(&key)).expect_err("a receipt is missing");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("a receipt is missing");
     assert_eq!(
         err,
         VerifyError::ChainBreak {
@@ -95,12 +95,12 @@ fn a_deleted_receipt_breaks_the_chain_at_the_next_one() {
 
     let mut headless = original.clone();
     headless.remove(0);
-    let err = verify(&headless, Some(&key)).expect_err("the first receipt is missing");
+    let err = verify_chain(&headless, Some(&key)).expect_err("the first receipt is missing");
     assert!(
         matches!(
             &err,
             VerifyError::ChainBreak {
-                at: At {
+                at: ReceiptAt {
                     index: 0,
                     seq: 3,
                     ..
@@ -116,7 +116,7 @@ fn a_deleted_receipt_breaks_the_chain_at_the_next_one() {
 #[test]
 fn a_truncated_bundle_is_caught_only_by_comparing_tips() {
     let (original, key) = signed_bundle();
-    let report = verify(&original[..19], Some(&key)).expect("a prefix is a valid chain");
+    let report = verify_chain(&original[..19], Some(&key)).expect("a prefix is a valid chain");
     assert_ne!(report.tip, original.last().map(Receipt::link));
 }
 
@@ -125,7 +125,7 @@ fn swapped_and_duplicated_receipts_are_misplaced() {
     let (original, key) = signed_bundle();
     let mut swapped = original.clone();
     swapped.swap(4, 5);
-    let err = verify(&swapped, Some(&key)).expect_err("reordered");
+    let err = verify_chain(&swapped, Some(&key)).expect_err("reordered");
     assert_eq!(
         err,
         VerifyError::Misplaced {
@@ -137,13 +137,13 @@ fn swapped_and_duplicated_receipts_are_misplaced() {
 
     let mut duplicated = original.clone();
     duplicated.insert(4, original[3].clone());
-    let err = verify(&duplicated, Some(&key)).expect_err("duplicated");
+    let err = verify_chain(&duplicated, Some(&key)).expect_err("duplicated");
     assert!(
         matches!(
             err,
             VerifyError::Misplaced {
-                at: At { index: 4, .. },
-                parent: At { index: 2, .. }
+                at: ReceiptAt { index: 4, .. },
+                parent: ReceiptAt { index: 2, .. }
             }
         ),
         "{err}"
@@ -172,7 +172,7 @@ fn every_edited_field_fails_the_signature_of_that_receipt() {
         let mut bundle = original.clone();
         edit(&mut bundle[10].body);
         assert_ne!(bundle[10], original[10], "{field} edit changed nothing");
-        let err = verify(&bundle, Some(&key)).expect_err(field);
+        let err = verify_chain(&bundle, Some(&key)).expect_err(field);
         assert_eq!(
             err,
             VerifyError::BadSignature {
@@ -184,13 +184,13 @@ fn every_edited_field_fails_the_signature_of_that_receipt() {
 
     let mut bundle = original.clone();
     bundle[10].body.seq = bundle[9].body.seq;
-    let err = verify(&bundle, Some(&key)).expect_err("seq edited");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("seq edited");
     assert!(
         matches!(
             err,
             VerifyError::SeqNotIncreasing {
-                at: At { index: 10, .. },
-                previous: At { index: 9, .. }
+                at: ReceiptAt { index: 10, .. },
+                previous: ReceiptAt { index: 9, .. }
             }
         ),
         "{err}"
@@ -198,12 +198,12 @@ fn every_edited_field_fails_the_signature_of_that_receipt() {
 
     let mut bundle = original;
     bundle[10].body.parent_sig = Some(bundle[8].link());
-    let err = verify(&bundle, Some(&key)).expect_err("parent edited");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("parent edited");
     assert!(
         matches!(
             err,
             VerifyError::Misplaced {
-                at: At { index: 10, .. },
+                at: ReceiptAt { index: 10, .. },
                 ..
             }
         ),
@@ -219,7 +219,7 @@ fn a_receipt_resigned_with_another_key_is_named() {
     // Re-signed, honestly claiming key B.
     let mut bundle = original.clone();
     bundle[6] = resign(bundle[6].body.clone(), &b, &b.verifying_key());
-    let err = verify(&bundle, Some(&key)).expect_err("re-signed");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("re-signed");
     assert_eq!(
         err,
         VerifyError::KeyMismatch {
@@ -232,7 +232,7 @@ fn a_receipt_resigned_with_another_key_is_named() {
     // Re-signed with key B, still claiming key A: the signature fails.
     let mut bundle = original.clone();
     bundle[6] = resign(bundle[6].body.clone(), &b, &key);
-    let err = verify(&bundle, Some(&key)).expect_err("re-signed, claiming A");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("re-signed, claiming A");
     assert_eq!(
         err,
         VerifyError::BadSignature {
@@ -245,12 +245,12 @@ fn a_receipt_resigned_with_another_key_is_named() {
     if let Seal::Ed25519 { key_id, .. } = &mut bundle[6].seal {
         *key_id = public_key_hex(&b.verifying_key());
     }
-    let err = verify(&bundle, Some(&key)).expect_err("key id changed");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("key id changed");
     assert!(
         matches!(
             err,
             VerifyError::KeyMismatch {
-                at: At { index: 6, .. },
+                at: ReceiptAt { index: 6, .. },
                 ..
             }
         ),
@@ -262,13 +262,13 @@ fn a_receipt_resigned_with_another_key_is_named() {
 fn a_bundle_resigned_with_another_key_fails_at_the_first_receipt() {
     let key = key_a().verifying_key();
     let forged = chain(&ReceiptSigner::from_signing_key(key_b()), 20);
-    verify(&forged, Some(&key_b().verifying_key())).expect("valid under its own key");
-    let err = verify(&forged, Some(&key)).expect_err("not signed by A");
+    verify_chain(&forged, Some(&key_b().verifying_key())).expect("valid under its own key");
+    let err = verify_chain(&forged, Some(&key)).expect_err("not signed by A");
     assert!(
         matches!(
             err,
             VerifyError::KeyMismatch {
-                at: At { index: 0, .. },
+                at: ReceiptAt { index: 0, .. },
                 ..
             }
         ),
@@ -281,7 +281,7 @@ fn a_bundle_resigned_with_another_key_fails_at_the_first_receipt() {
         let body = ReceiptBody::from_draft(draft(i), claimed.last().map(Receipt::link));
         claimed.push(resign(body, &key_b(), &key));
     }
-    let err = verify(&claimed, Some(&key)).expect_err("signed by B");
+    let err = verify_chain(&claimed, Some(&key)).expect_err("signed by B");
     assert_eq!(
         err,
         VerifyError::BadSignature {
@@ -297,7 +297,7 @@ fn mixing_signed_and_unsigned_is_refused() {
     let mut mixed = signed[..10].to_vec();
     mixed.extend_from_slice(&unsigned[10..]);
     for public in [Some(&key), None] {
-        let err = verify(&mixed, public).expect_err("mixed");
+        let err = verify_chain(&mixed, public).expect_err("mixed");
         assert_eq!(
             err,
             VerifyError::Mixed {
@@ -309,10 +309,13 @@ fn mixing_signed_and_unsigned_is_refused() {
 
     // A signed bundle needs the key; an unsigned one cannot stand in for a signed one.
     assert!(matches!(
-        verify(&signed, None),
+        verify_chain(&signed, None),
         Err(VerifyError::KeyRequired { .. })
     ));
-    assert_eq!(verify(&unsigned, Some(&key)), Err(VerifyError::NotSigned));
+    assert_eq!(
+        verify_chain(&unsigned, Some(&key)),
+        Err(VerifyError::NotSigned)
+    );
 }
 
 #[test]
@@ -322,12 +325,12 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
     // Edited, digest left alone: the receipt's own digest names it.
     let mut bundle = original.clone();
     bundle[5].body.agent = AgentId::new("intruder");
-    let err = verify(&bundle, None).expect_err("edited");
+    let err = verify_chain(&bundle, None).expect_err("edited");
     assert!(
         matches!(
             err,
             VerifyError::DigestMismatch {
-                at: At {
+                at: ReceiptAt {
                     index: 5,
                     seq: 11,
                     ..
@@ -342,7 +345,7 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
     bundle[5].seal = Seal::Unsigned {
         digest: bundle[5].body.digest(),
     };
-    let err = verify(&bundle, None).expect_err("edited, re-digested");
+    let err = verify_chain(&bundle, None).expect_err("edited, re-digested");
     assert_eq!(
         err,
         VerifyError::ChainBreak {
@@ -354,12 +357,12 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
 
     let mut bundle = original.clone();
     bundle.remove(12);
-    let err = verify(&bundle, None).expect_err("deleted");
+    let err = verify_chain(&bundle, None).expect_err("deleted");
     assert!(
         matches!(
             err,
             VerifyError::ChainBreak {
-                at: At {
+                at: ReceiptAt {
                     index: 12,
                     seq: 27,
                     ..
@@ -372,12 +375,12 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
 
     let mut bundle = original;
     bundle.swap(2, 3);
-    let err = verify(&bundle, None).expect_err("swapped");
+    let err = verify_chain(&bundle, None).expect_err("swapped");
     assert!(
         matches!(
             err,
             VerifyError::Misplaced {
-                at: At {
+                at: ReceiptAt {
                     index: 2,
                     seq: 7,
                     ..
@@ -395,12 +398,12 @@ fn malformed_seals_are_named_not_trusted() {
     if let Seal::Ed25519 { signature, .. } = &mut bundle[3].seal {
         *signature = signature.to_uppercase();
     }
-    let err = verify(&bundle, Some(&key)).expect_err("non-canonical hex");
+    let err = verify_chain(&bundle, Some(&key)).expect_err("non-canonical hex");
     assert!(
         matches!(
             err,
             VerifyError::Malformed {
-                at: At { index: 3, .. },
+                at: ReceiptAt { index: 3, .. },
                 ..
             }
         ),

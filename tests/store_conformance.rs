@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use runtape::exec::wall_ms;
-use runtape::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+use runtape::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 use runtape::store::{
     Commit, Control, HeadRecord, MemoryStore, NewRun, OutboxRecord, OutboxStatus, PostgresStore,
     RunStatus, SqliteStore, Store, StoreError, Write, Written,
@@ -34,58 +34,52 @@ fn w(store: &dyn Store, write: Write) -> Result<Written, StoreError> {
 }
 
 fn head(tag: &str, replaces: Option<&HeadRecord>) -> HeadRecord {
-    HeadRecord {
-        body: format!("{{\"head\":\"{tag}\"}}").into_bytes(),
-        seal: tag.as_bytes().to_vec(),
-        replaces: replaces.map(|h| Digest::of(&h.body)),
-    }
+    HeadRecord::new(
+        format!("{{\"head\":\"{tag}\"}}").into_bytes(),
+        tag.as_bytes().to_vec(),
+        replaces.map(|h| Digest::of(&h.body)),
+    )
 }
 
 fn new_run(id: &str, owner: &str, ttl_ms: u64) -> NewRun {
     let now = wall_ms();
-    NewRun {
-        id: RunId::new(id),
-        parent: None,
-        spec: "{\"spec\":true}".into(),
-        setup: Some("{\"setup\":true}".into()),
-        goal: format!("goal of {id}"),
-        now_ms: now,
-        owner: owner.into(),
-        lease_expires_ms: now + ttl_ms,
-        head: head("h0", None),
-    }
+    let mut run = NewRun::new(
+        RunId::new(id),
+        "{\"spec\":true}".into(),
+        format!("goal of {id}"),
+        owner.into(),
+        now,
+        now + ttl_ms,
+        head("h0", None),
+    );
+    run.setup = Some("{\"setup\":true}".into());
+    run
 }
 
 fn commit(run: &str, epoch: u64, seq: u64) -> Commit {
     let now = wall_ms();
     let event = format!("{{\"seq\":{seq}}}").into_bytes();
-    Commit {
-        run: RunId::new(run),
+    let mut c = Commit::new(
+        RunId::new(run),
         epoch,
         seq,
-        at: Hlc::from_ms(now),
-        event: event.clone(),
-        edge: "created.start",
-        effects: Vec::new(),
-        outbox: Vec::new(),
-        resolves: None,
-        state_kind: StateKind::Preparing,
-        state_hash: Digest::of(&event),
-        chain: Digest::of(&[&event[..], b"chain"].concat()),
-        blobs: vec![(Digest::of(b"blob"), b"blob".to_vec())],
-        snapshot: seq
-            .is_multiple_of(2)
-            .then(|| format!("{{\"state\":{seq}}}").into_bytes()),
-        status: RunStatus::Running,
-        cost_nanos: seq * 10,
-        unpriced_turns: 0,
-        tokens: seq * 100,
-        outcome: None,
-        seal: Some(format!("seal{seq}").into_bytes()),
-        now_ms: now,
-        lease_expires_ms: now + 60_000,
-        head: None,
-    }
+        EdgeId::CreatedStart,
+        Hlc::from_ms(now),
+        now,
+    );
+    assert_eq!(c.state_kind, StateKind::Preparing);
+    c.event = event.clone();
+    c.state_hash = Digest::of(&event);
+    c.chain = Digest::of(&[&event[..], b"chain"].concat());
+    c.blobs = vec![(Digest::of(b"blob"), b"blob".to_vec())];
+    c.snapshot = seq
+        .is_multiple_of(2)
+        .then(|| format!("{{\"state\":{seq}}}").into_bytes());
+    c.cost_nanos = seq * 10;
+    c.tokens = seq * 100;
+    c.seal = Some(format!("seal{seq}").into_bytes());
+    c.lease_expires_ms = now + 60_000;
+    c
 }
 
 fn create(store: &dyn Store, id: &str) -> u64 {
@@ -366,11 +360,11 @@ fn the_outbox_marks_calls_started_and_refuses_answered_ones(make: Maker) {
     create(s, "r");
     let at = EffectRef { seq: 1, index: 0 };
     let mut c1 = commit("r", 1, 1);
-    c1.outbox = vec![OutboxRecord {
-        effect: at,
-        status: OutboxStatus::Pending,
-        idempotency_key: Some("key-1".into()),
-    }];
+    c1.outbox = vec![OutboxRecord::new(
+        at,
+        OutboxStatus::Pending,
+        Some("key-1".into()),
+    )];
     w(s, Write::Commit(Box::new(c1))).expect("commits");
     let run = RunId::new("r");
     assert_eq!(
@@ -380,11 +374,11 @@ fn the_outbox_marks_calls_started_and_refuses_answered_ones(make: Maker) {
     let mark = |effect: EffectRef| Write::MarkStarted {
         run: RunId::new("r"),
         epoch: 1,
-        effects: vec![OutboxRecord {
+        effects: vec![OutboxRecord::new(
             effect,
-            status: OutboxStatus::Started,
-            idempotency_key: Some("k".into()),
-        }],
+            OutboxStatus::Started,
+            Some("k".into()),
+        )],
         expires_ms: wall_ms() + 60_000,
         head: None,
     };

@@ -243,7 +243,7 @@ async fn a_tape_fork_without_edits_reproduces_the_parent() {
     history::verify(store(&w), &parent, None)
         .expect("reads")
         .expect("the parent still verifies");
-    let d = history::diff(store(&w), &parent, &end.run_id).expect("diffs");
+    let d = history::diff_runs(store(&w), &parent, &end.run_id).expect("diffs");
     assert!(d.first_difference.is_none(), "{d:?}");
 }
 
@@ -276,7 +276,7 @@ async fn an_edited_fork_goes_live_at_the_first_changed_request() {
         panic!()
     };
     assert_eq!(answer.as_deref(), Some("answer to: What is the question?"));
-    let d = history::diff(store(&w), &parent, &end.run_id).expect("diffs");
+    let d = history::diff_runs(store(&w), &parent, &end.run_id).expect("diffs");
     let point = d.first_difference.expect("they differ");
     assert_eq!((d.common, point.seq), (4, 5));
     assert_eq!(point.b.expect("fork side").event, EventKind::Edited);

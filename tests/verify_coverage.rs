@@ -1,5 +1,5 @@
 //! Every column of every table runtape stores is either verified or listed as operational,
-//! with its reason, in `history::coverage` — read from the database itself
+//! with its reason, in `ledger::coverage` — read from the database itself
 //! (`PRAGMA table_info`), for a new database and for one migrated from runtape 0.1.0. A new
 //! stored field fails this test until someone decides how `verify` covers it (and
 //! `verify_tamper.rs` then demands an edit case for it).
@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use runtape::history::coverage::{COLUMNS, Coverage, coverage_of};
+use runtape::ledger::coverage::{COLUMNS, Coverage, coverage_of};
 use runtape::store::{Durability, SqliteStore};
 
 /// `(table, column)` for every column of every table in the database at `path`.
@@ -43,14 +43,14 @@ fn assert_covered(columns: &BTreeSet<(String, String)>) {
             Some(Coverage::Verified(how)) => assert!(!how.is_empty(), "{table}.{name}"),
             Some(Coverage::Operational(why)) => assert!(!why.is_empty(), "{table}.{name}"),
             None => panic!(
-                "{table}.{name} is stored but neither verified nor listed as operational in history::coverage"
+                "{table}.{name} is stored but neither verified nor listed as operational in ledger::coverage"
             ),
         }
     }
     for c in COLUMNS {
         assert!(
             columns.contains(&(c.table.to_owned(), c.name.to_owned())),
-            "history::coverage lists {}.{}, which is not stored",
+            "ledger::coverage lists {}.{}, which is not stored",
             c.table,
             c.name
         );

@@ -4,7 +4,7 @@
 //! with a non-idempotent tool, signed receipts and a snapshot at seq 64, a fork of it, and a
 //! run killed while its non-idempotent call ran (see `tamper_support`).
 //!
-//! The cases must cover every column `history::coverage` lists as verified, and that list
+//! The cases must cover every column `ledger::coverage` lists as verified, and that list
 //! must hold every column of every table (`verify_coverage.rs`), so a new stored field cannot
 //! go unchecked.
 
@@ -12,7 +12,7 @@ mod tamper_support;
 
 use std::collections::BTreeSet;
 
-use runtape::history::coverage::{COLUMNS, Coverage};
+use runtape::ledger::coverage::{COLUMNS, Coverage};
 use rusqlite::Connection;
 use tamper_support::*;
 

@@ -22,36 +22,34 @@ use serde::Serialize;
 use crate::exec::EngineError;
 use crate::store::Durability;
 
-pub mod shared;
+pub(crate) mod shared;
 mod workload;
-
-pub use workload::MESSAGE_BYTES;
 
 /// What to measure.
 #[derive(Clone, Debug)]
-pub struct BenchOptions {
+pub(crate) struct BenchOptions {
     /// Where the databases go (a scratch directory on the disk to measure).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// W1 rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Repetitions; medians are reported.
-    pub reps: usize,
+    pub(crate) reps: usize,
     /// W1-growth sizes.
-    pub growth: Vec<usize>,
+    pub(crate) growth: Vec<usize>,
     /// W2: runs started together, and rounds each.
-    pub w2_runs: usize,
+    pub(crate) w2_runs: usize,
     /// W2 rounds per run.
-    pub w2_rounds: usize,
+    pub(crate) w2_rounds: usize,
     /// W3: rounds of the parked run.
-    pub w3_rounds: usize,
+    pub(crate) w3_rounds: usize,
     /// Time travel: rounds of the long run (3,333 rounds ≈ 10,000 transitions).
-    pub travel_rounds: usize,
+    pub(crate) travel_rounds: usize,
     /// Raw limit: inserts per measurement.
-    pub raw_commits: usize,
+    pub(crate) raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
-    pub exe: Option<PathBuf>,
+    pub(crate) exe: Option<PathBuf>,
     /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`); empty = all.
-    pub only: Vec<String>,
+    pub(crate) only: Vec<String>,
 }
 
 impl BenchOptions {
@@ -62,7 +60,7 @@ impl BenchOptions {
 
 impl BenchOptions {
     /// The workloads as the issue states them (W1 R=500, growth 125…5,000, W2 200×5, W3 1,001).
-    pub fn full(dir: PathBuf) -> Self {
+    pub(crate) fn full(dir: PathBuf) -> Self {
         BenchOptions {
             dir,
             rounds: 500,
@@ -79,7 +77,7 @@ impl BenchOptions {
     }
 
     /// A fast pass with small sizes (seconds), for checking the command works.
-    pub fn quick(dir: PathBuf) -> Self {
+    pub(crate) fn quick(dir: PathBuf) -> Self {
         BenchOptions {
             dir,
             rounds: 20,
@@ -98,119 +96,119 @@ impl BenchOptions {
 
 /// Everything measured.
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// Raw single-row commits per second.
-    pub raw: Raw,
+    pub(crate) raw: Raw,
     /// One durable run.
-    pub w1: W1,
+    pub(crate) w1: W1,
     /// W1 at several sizes.
-    pub growth: Vec<Growth>,
+    pub(crate) growth: Vec<Growth>,
     /// Many runs at once.
-    pub w2: W2,
+    pub(crate) w2: W2,
     /// Resume, log and verify.
-    pub w3: W3,
+    pub(crate) w3: W3,
     /// In memory.
-    pub w4: W4,
+    pub(crate) w4: W4,
     /// Time travel on a long run.
-    pub travel: Travel,
+    pub(crate) travel: Travel,
 }
 
 /// Time travel on a run of about 10,000 transitions: each a whole `runtape` process.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Travel {
+pub(crate) struct Travel {
     /// Transitions in the run.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// `log --json` to /dev/null, ms.
-    pub log_ms: Option<f64>,
+    pub(crate) log_ms: Option<f64>,
     /// `show RUN@SEQ` at a step in the middle, ms.
-    pub show_ms: Option<f64>,
+    pub(crate) show_ms: Option<f64>,
     /// `verify`, ms.
-    pub verify_ms: Option<f64>,
+    pub(crate) verify_ms: Option<f64>,
 }
 
 /// The disk's commit rate.
 #[derive(Clone, Debug, Serialize)]
-pub struct Raw {
+pub(crate) struct Raw {
     /// Commits per second at `synchronous=FULL`.
-    pub full_per_s: f64,
+    pub(crate) full_per_s: f64,
     /// Commits per second at `synchronous=NORMAL`.
-    pub normal_per_s: f64,
+    pub(crate) normal_per_s: f64,
 }
 
 /// W1.
 #[derive(Clone, Debug, Serialize)]
-pub struct W1 {
+pub(crate) struct W1 {
     /// Rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Whole-run wall time, ms.
-    pub wall_ms: f64,
+    pub(crate) wall_ms: f64,
     /// Transitions committed.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// Transitions per second.
-    pub per_s: f64,
+    pub(crate) per_s: f64,
     /// Transitions per second as a fraction of raw `FULL` commits per second.
-    pub fraction_of_raw: f64,
+    pub(crate) fraction_of_raw: f64,
     /// Database bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Bytes per transition.
-    pub bytes_per_transition: f64,
+    pub(crate) bytes_per_transition: f64,
 }
 
 /// One W1-growth size.
 #[derive(Clone, Debug, Serialize)]
-pub struct Growth {
+pub(crate) struct Growth {
     /// Rounds.
-    pub rounds: usize,
+    pub(crate) rounds: usize,
     /// Transitions.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// Bytes per transition.
-    pub bytes_per_transition: f64,
+    pub(crate) bytes_per_transition: f64,
     /// Microseconds per transition.
-    pub us_per_transition: f64,
+    pub(crate) us_per_transition: f64,
 }
 
 /// W2.
 #[derive(Clone, Debug, Serialize)]
-pub struct W2 {
+pub(crate) struct W2 {
     /// Runs started together.
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Wall time, ms.
-    pub wall_ms: f64,
+    pub(crate) wall_ms: f64,
     /// Runs per second.
-    pub runs_per_s: f64,
+    pub(crate) runs_per_s: f64,
     /// Transitions per second, all runs together.
-    pub per_s: f64,
+    pub(crate) per_s: f64,
     /// Transitions per second as a multiple of raw `FULL` commits per second.
-    pub multiple_of_raw: f64,
+    pub(crate) multiple_of_raw: f64,
 }
 
 /// W3.
 #[derive(Clone, Debug, Serialize)]
-pub struct W3 {
+pub(crate) struct W3 {
     /// Transitions in the parked run.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// New process: open, rebuild, one durable step — whole-process wall, ms.
-    pub resume_process_ms: Option<f64>,
+    pub(crate) resume_process_ms: Option<f64>,
     /// The same, in-process part only, ms.
-    pub resume_in_process_ms: f64,
+    pub(crate) resume_in_process_ms: f64,
     /// `runtape log --json` of the run to /dev/null, whole process, ms.
-    pub log_process_ms: Option<f64>,
+    pub(crate) log_process_ms: Option<f64>,
     /// `runtape verify` of the run, whole process, ms.
-    pub verify_process_ms: Option<f64>,
+    pub(crate) verify_process_ms: Option<f64>,
 }
 
 /// W4.
 #[derive(Clone, Debug, Serialize)]
-pub struct W4 {
+pub(crate) struct W4 {
     /// Transitions.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// Transitions per second.
-    pub per_s: f64,
+    pub(crate) per_s: f64,
 }
 
 /// A benchmark could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -241,7 +239,7 @@ fn fresh(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// Runs every workload; `progress` hears what is being measured.
-pub async fn run(
+pub(crate) async fn run(
     opts: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, BenchError> {
@@ -532,7 +530,10 @@ async fn travel(opts: &BenchOptions, reps: usize) -> Result<Travel, BenchError> 
 
 /// The in-process part of W3: open the database, rebuild the parked run's state and
 /// conversations, commit one durable step (a budget raise). Returns milliseconds.
-pub async fn probe_resume(db: &Path, run: &crate::machine::RunId) -> Result<f64, BenchError> {
+pub(crate) async fn probe_resume(
+    db: &Path,
+    run: &crate::machine::RunId,
+) -> Result<f64, BenchError> {
     use crate::machine::{BudgetKey, EventBody, Scope};
     let started = Instant::now();
     let engine = crate::exec::Engine::open_with(db, crate::exec::EngineConfig::default())?;

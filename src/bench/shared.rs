@@ -28,33 +28,33 @@ use crate::store::{Durability, Latency, PostgresStore, RunStatus, SqliteStore, S
 
 /// One measured row.
 #[derive(Clone, Debug, Serialize)]
-pub struct SharedRow {
+pub(crate) struct SharedRow {
     /// What was measured.
-    pub workload: String,
+    pub(crate) workload: String,
     /// The store: `postgres` or `sqlite`.
-    pub store: &'static str,
+    pub(crate) store: &'static str,
     /// Runs driven.
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Transitions committed.
-    pub transitions: u64,
+    pub(crate) transitions: u64,
     /// Wall time, ms.
-    pub wall_ms: f64,
+    pub(crate) wall_ms: f64,
     /// Transitions per second.
-    pub per_s: f64,
+    pub(crate) per_s: f64,
     /// Commit latency.
-    pub latency: Latency,
+    pub(crate) latency: Latency,
 }
 
 /// Every row.
 #[derive(Clone, Debug, Serialize)]
-pub struct SharedReport {
+pub(crate) struct SharedReport {
     /// The rows, PostgreSQL first.
-    pub rows: Vec<SharedRow>,
+    pub(crate) rows: Vec<SharedRow>,
 }
 
 /// Measures W1, W2 and W2 with 1, 2 and 4 worker processes on the database at `url`, then W1
 /// and W2 on a SQLite file in `opts.dir`.
-pub async fn run(
+pub(crate) async fn run(
     url: &str,
     opts: &BenchOptions,
     progress: &mut dyn FnMut(&str),

@@ -16,7 +16,7 @@ use crate::store::{Durability, MemoryStore, SqliteStore, Store};
 use crate::tool::FnTool;
 
 /// Every message's content is exactly this long.
-pub const MESSAGE_BYTES: usize = 200;
+pub(crate) const MESSAGE_BYTES: usize = 200;
 
 /// A 200-byte text tagged with `tag`.
 pub(crate) fn text(tag: &str) -> String {

@@ -40,8 +40,8 @@ pub enum CassetteError {
         /// serde_json's message, with line and column.
         detail: String,
     },
-    /// The `version` field is neither 1 nor 2.
-    #[error("cassette version {found} is not supported (this build reads versions 1 and 2)")]
+    /// The `version` field is not 1, 2 or 3.
+    #[error("cassette version {found} is not supported (this build reads versions 1 to 3)")]
     UnsupportedVersion {
         /// The value found, as JSON text.
         found: String,

@@ -18,9 +18,11 @@ use super::hash::{self, EnvelopeFields, Prompt};
 use crate::machine::{AgentId, ModelReply};
 use crate::provider::ProviderError;
 
-/// The cassette format version this build writes. Version 1 (no `cassetteId`, `responseHash`
-/// or `envelopeHash`) is still read.
-pub const VERSION: u32 = 2;
+/// The cassette format version this build writes: 3, whose `promptHash` also covers the
+/// request's model settings and output schema. Versions 2 (the same hashes, `promptHash` over
+/// messages and tools only) and 1 (no `cassetteId`, `responseHash` or `envelopeHash`) are
+/// still read and replayed, each compared the way it was recorded.
+pub const VERSION: u32 = 3;
 
 /// What a recorded call returned: the reply, or the failure (failures replay too, so a
 /// recorded 429 followed by a successful retry replays as exactly that). On disk it is
@@ -194,7 +196,7 @@ pub struct Cassette {
 }
 
 impl Cassette {
-    /// The format version: 2 for everything this build records, 1 for old files.
+    /// The format version: 3 for everything this build records, 2 or 1 for older files.
     pub fn version(&self) -> u32 {
         self.data.version
     }

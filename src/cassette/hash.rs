@@ -14,16 +14,17 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use super::error::CassetteError;
-use crate::machine::Message;
+use crate::machine::{Message, ModelSettings};
 use crate::provider::{ProviderRequest, ToolDef};
 
 /// The largest integer magnitude an RFC 8785 number (a double) holds exactly: 2^53 − 1.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// The part of a request that is the prompt, and so what `promptHash` covers: the messages,
-/// system prompt first, and the tools offered, in grant order. The model name, the attempt
-/// number and the remaining budget are not part of it: a retry or a model swap asks the same
-/// question.
+/// system prompt first, the tools offered, in grant order, and (from cassette version 3) the
+/// model settings and the output schema sent with them. The model name, the attempt number
+/// and the remaining budget are not part of it: a retry or a model swap asks the same
+/// question; a changed temperature or schema does not.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Prompt {
@@ -31,6 +32,12 @@ pub struct Prompt {
     pub messages: Vec<Message>,
     /// The tools offered (name, description, schema).
     pub tools: Vec<ToolDef>,
+    /// The model settings sent (sampling, stop, reasoning, ...); left out when none are set.
+    #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
+    pub settings: ModelSettings,
+    /// The JSON Schema structured output was asked for with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 impl Prompt {
@@ -39,12 +46,16 @@ impl Prompt {
         Prompt {
             messages: request.messages.as_ref().clone(),
             tools: request.tools.clone(),
+            settings: request.settings.clone(),
+            output_schema: request.output_schema.clone(),
         }
     }
 
-    /// `promptHash`: SHA-256 over the RFC 8785 form of `{"messages": [...], "tools": [...]}`.
-    /// Apply the hash filter first (the recorder and the replay provider do). Fails when a
-    /// number in the prompt cannot be represented exactly (see the module doc).
+    /// `promptHash` as this build records it (cassette version 3): SHA-256 over the RFC 8785
+    /// form of `{"messages": [...], "tools": [...], "settings"?: {...}, "output_schema"?: ...}`
+    /// (settings and schema left out when absent, so a request without them hashes as in
+    /// version 2). Apply the hash filter first (the recorder and the replay provider do).
+    /// Fails when a number in the prompt cannot be represented exactly (see the module doc).
     pub fn hash(&self) -> Result<String, CassetteError> {
         prompt_hash(self).map_err(|detail| CassetteError::unencodable("prompt", detail))
     }
@@ -138,6 +149,20 @@ impl fmt::Display for CassetteId {
 pub(crate) fn prompt_hash(prompt: &Prompt) -> Result<String, String> {
     let value = serde_json::to_value(prompt).map_err(|e| e.to_string())?;
     digest_of(&value)
+}
+
+/// `promptHash` as a cassette of format `version` computed it: versions 1 and 2 covered only
+/// the messages and the tools, so a request is compared with their entries on those alone.
+pub(crate) fn prompt_hash_for(version: u32, prompt: &Prompt) -> Result<String, String> {
+    if version >= 3 {
+        return prompt_hash(prompt);
+    }
+    prompt_hash(&Prompt {
+        messages: prompt.messages.clone(),
+        tools: prompt.tools.clone(),
+        settings: ModelSettings::default(),
+        output_schema: None,
+    })
 }
 
 /// `responseHash`: SHA-256 over canonical `{cassetteId, turnIndex, promptHash, response}`,
@@ -273,6 +298,40 @@ mod tests {
         let err = check_numbers(&json!({"a": [1, {"b/c": 9_007_199_254_740_993_u64}]}));
         assert!(err.is_err_and(|e| e.contains("/a/1/b~1c")));
         assert!(check_numbers(&json!(-9_007_199_254_740_993_i64)).is_err());
+    }
+
+    #[test]
+    fn settings_and_schema_change_the_hash_from_version_3_only() {
+        let plain = Prompt {
+            messages: vec![Message::text(crate::machine::Role::User, "hi")],
+            tools: Vec::new(),
+            settings: ModelSettings::default(),
+            output_schema: None,
+        };
+        let tuned = Prompt {
+            settings: ModelSettings {
+                temperature: Some(0.2),
+                ..ModelSettings::default()
+            },
+            output_schema: Some(json!({"type": "object"})),
+            ..plain.clone()
+        };
+        assert_eq!(
+            prompt_hash(&plain),
+            prompt_hash_for(2, &plain),
+            "nothing new, same hash"
+        );
+        assert_ne!(prompt_hash(&plain), prompt_hash(&tuned));
+        assert_eq!(
+            prompt_hash_for(2, &tuned),
+            prompt_hash_for(2, &plain),
+            "v2 ignores them"
+        );
+        let stored = serde_json::to_value(&plain).expect("encodes");
+        assert_eq!(
+            stored,
+            json!({"messages": [{"role": "user", "content": "hi"}], "tools": []})
+        );
     }
 
     #[test]

@@ -3,13 +3,13 @@
 //!
 //! The checks run in this order, and the first failure is returned:
 //!
-//! 1. size (`max_bytes`), JSON syntax, `version` ∈ {1, 2}, field names and types;
+//! 1. size (`max_bytes`), JSON syntax, `version` ∈ {1, 2, 3}, field names and types;
 //! 2. version 1: no version-2 field (`cassetteId`, `envelopeHash`, any `responseHash`), then
-//!    `require_integrity` refuses it; version 2: those fields present and well-formed;
+//!    `require_integrity` refuses it; versions 2 and 3: those fields present and well-formed;
 //! 3. `recordedAt` is RFC 3339; entries are numbered 0, 1, 2, ... in file order; hashes are
 //!    64 lowercase hex digits; no integer beyond ±(2^53 − 1); a stored prompt hashes to its
-//!    `promptHash`;
-//! 4. version 2: each entry's `responseHash` is recomputed with the file's `cassetteId`, and
+//!    `promptHash` (as its version computes it);
+//! 4. versions 2 and 3: each entry's `responseHash` is recomputed with the file's `cassetteId`, and
 //!    `envelopeHash` over the envelope and the stored digests. An entry whose digest is wrong
 //!    while the envelope checks out was edited ([`EntryEdited`]); one whose digest is wrong
 //!    while the envelope does not check out either carries a digest from elsewhere
@@ -116,8 +116,7 @@ fn probe_version(bytes: &[u8]) -> Result<(), CassetteError> {
         detail: serde_detail(&e),
     })?;
     match probe.version.as_u64() {
-        Some(1) => Ok(()),
-        Some(v) if v == u64::from(VERSION) => Ok(()),
+        Some(v) if (1..=u64::from(VERSION)).contains(&v) => Ok(()),
         _ => Err(CassetteError::UnsupportedVersion {
             found: snippet(&probe.version.to_string()),
         }),
@@ -169,8 +168,8 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
         hash::check_numbers(&response)
             .map_err(|d| CassetteError::unencodable(location.clone(), d))?;
         if let Some(prompt) = entry.prompt() {
-            let digest =
-                hash::prompt_hash(prompt).map_err(|d| CassetteError::unencodable(location, d))?;
+            let digest = hash::prompt_hash_for(data.version, prompt)
+                .map_err(|d| CassetteError::unencodable(location, d))?;
             if digest != entry.prompt_hash() {
                 return Err(CassetteError::EntryEdited {
                     turn: position,

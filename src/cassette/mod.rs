@@ -4,8 +4,9 @@
 //! Record a run by wrapping its provider in a [`RecordingProvider`], [`save`] the
 //! [`Cassette`] it produces, and replay it later with a [`CassetteProvider`], which answers
 //! the same requests with the same replies, errors and token chunks, and fails loudly when
-//! the requests drift. [`diff`] compares two recordings by what the model did. To export a
-//! stored run, push each model call into a [`CassetteBuilder`].
+//! the requests drift. [`diff`] compares two recordings by what the model did.
+//! [`export_run`] turns a stored run into its cassette; to build one from other records, push
+//! each model call into a [`CassetteBuilder`].
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -56,10 +57,10 @@
 //! # }
 //! ```
 //!
-//! # The file (version 2)
+//! # The file (version 3)
 //!
 //! ```text
-//! { "version": 2, "agentId": "geo", "recordedAt": "2025-01-31T12:00:00Z",
+//! { "version": 3, "agentId": "geo", "recordedAt": "2025-01-31T12:00:00Z",
 //!   "recordedProvider": "scripted:demo", "cassetteId": "<32 hex>",
 //!   "hashFilter": "date-v1", "envelopeHash": "<64 hex>",
 //!   "entries": [ { "turnIndex": 0, "promptHash": "<64 hex>", "responseHash": "<64 hex>",
@@ -71,14 +72,20 @@
 //! serde form ([`ModelReply`](crate::machine::ModelReply) and
 //! [`ProviderError`](crate::provider::ProviderError), snake_case). Optional fields
 //! (`agentId`, `hashFilter`, `chunks`, `prompt`) are left out when empty; unknown fields are
-//! refused. Version 1 is the same without `cassetteId`, `responseHash` and `envelopeHash`.
+//! refused. Version 2 is the same file with `promptHash` over the messages and tools only;
+//! version 1 is version 2 without `cassetteId`, `responseHash` and `envelopeHash`. Both are
+//! still read, and a replay compares each request with an old entry the way that entry was
+//! hashed (so a version-2 recording does not notice a changed setting; re-record it to).
 //!
 //! # The hashes
 //!
 //! All three are lowercase hex SHA-256 of the RFC 8785 canonical JSON of a value:
 //!
-//! - `promptHash` covers `{"messages", "tools"}` of the request ([`Prompt`]) after the hash
-//!   filter. The model, attempt number and remaining budget are not part of the prompt.
+//! - `promptHash` covers `{"messages", "tools", "settings"?, "output_schema"?}` of the
+//!   request ([`Prompt`]) after the hash filter: the model settings (temperature, stop,
+//!   reasoning, ...) and the structured-output schema are left out when absent, so a request
+//!   without them hashes as it did in version 2. The model, attempt number and remaining
+//!   budget are not part of the prompt.
 //! - `responseHash` covers `{cassetteId, turnIndex, promptHash, response}`, plus `chunks`
 //!   when the entry has any (so edited chunks are caught too). The cassette id binds each
 //!   entry to its recording; a stored prompt is covered through `promptHash`, which it must
@@ -111,6 +118,7 @@
 
 mod diff;
 mod error;
+mod export;
 mod format;
 mod hash;
 mod load;
@@ -119,6 +127,7 @@ mod replay;
 
 pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
 pub use error::CassetteError;
+pub use export::{ExportError, export_run};
 pub use format::{Cassette, Entry, RecordedResponse, VERSION};
 pub use hash::{CassetteId, HashFilter, Prompt};
 pub use load::{DEFAULT_MAX_BYTES, LoadOptions};

@@ -173,7 +173,7 @@ impl CassetteProvider {
             Some(filter) => filter.apply(Prompt::of(request)),
             None => Prompt::of(request),
         };
-        let actual = match hash::prompt_hash(&prompt) {
+        let actual = match hash::prompt_hash_for(self.cassette.version(), &prompt) {
             Ok(actual) => actual,
             Err(_) if !self.options.strict => return Ok((entry, true)),
             Err(detail) => {

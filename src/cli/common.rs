@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use crate::text::utc;
+
 use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE};
 use crate::exec::EngineError;
 use crate::history::HistoryError;
@@ -262,25 +264,6 @@ pub(crate) fn json_u64(n: u64) -> serde_json::Value {
     }
 }
 
-/// Unix milliseconds as `2026-11-21 14:03:22.123Z` (UTC).
-pub(crate) fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
-
-/// Unix milliseconds as RFC 3339 (`2026-11-21T14:03:22.123Z`).
-pub(crate) fn rfc3339(ms: u64) -> String {
-    utc(ms).replacen(' ', "T", 1)
-}
-
 /// How long ago `ms` was, roughly (`5s`, `3m`, `2h`, `4d`).
 pub(crate) fn age(now_ms: u64, ms: u64) -> String {
     let s = now_ms.saturating_sub(ms) / 1000;
@@ -290,21 +273,6 @@ pub(crate) fn age(now_ms: u64, ms: u64) -> String {
         3600..=86_399 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
     }
-}
-
-// Howard Hinnant's days-from-civil inverse (public-domain algorithm), for dates without a
-// calendar crate.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// One JSON object on its own line, with integers JavaScript cannot hold exactly written as

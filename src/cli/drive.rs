@@ -4,7 +4,7 @@
 //! # Stopping
 //!
 //! The first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the run gracefully
-//! ([`Engine::shutdown`]): no new model or tool call starts, calls in flight may finish within
+//! ([`Engine::begin_shutdown`]): no new model or tool call starts, calls in flight may finish within
 //! the grace period (`--grace-ms`, `$RUNTAPE_STOP_GRACE_MS`, default
 //! [`DEFAULT_GRACE_MS`](super::DEFAULT_GRACE_MS)) and their results are committed, then the run rests `paused` and
 //! the command exits [`EXIT_PAUSED`](super::EXIT_PAUSED). A call still running when the grace period is over is
@@ -190,7 +190,7 @@ pub(crate) async fn follow(
     let stopped_run = run.clone();
     let watcher = tokio::spawn(async move {
         let first = signals.next().await;
-        stopper.shutdown(grace);
+        stopper.begin_shutdown(grace);
         note(&format!(
             "\n{first}: stopping run {stopped_run}: calls in flight get up to {} ms, then it pauses (a second signal leaves at once)",
             grace.as_millis()
@@ -202,7 +202,7 @@ pub(crate) async fn follow(
         std::process::exit(i32::from(EXIT_INTERRUPTED));
     });
     if stdout_closed() {
-        engine.shutdown(grace);
+        engine.begin_shutdown(grace);
     }
     let mut status = Status::default();
     let mut encode_err = None;
@@ -214,7 +214,7 @@ pub(crate) async fn follow(
             if json {
                 match say_json(e) {
                     Ok(true) => {}
-                    Ok(false) => engine.shutdown(grace),
+                    Ok(false) => engine.begin_shutdown(grace),
                     Err(e) => encode_err = Some(e),
                 }
             } else {

@@ -92,7 +92,7 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
 }
 
 /// A timeline entry as `log --json` prints it.
-pub(crate) fn entry_json(e: &history::Entry) -> Result<serde_json::Value, CliError> {
+pub(crate) fn entry_json(e: &history::TimelineEntry) -> Result<serde_json::Value, CliError> {
     let mut v = serde_json::to_value(e).map_err(|e| CliError::internal(e.to_string()))?;
     v["type"] = json!("step");
     Ok(v)
@@ -116,7 +116,7 @@ pub(crate) fn diff_json(d: &history::RunDiff) -> Result<serde_json::Value, CliEr
 /// problem with `ok: false`.
 pub(crate) fn verify_json(
     run: &RunId,
-    result: &Result<history::VerifyReport, history::Divergence>,
+    result: &Result<history::Verified, history::Divergence>,
 ) -> Result<serde_json::Value, CliError> {
     Ok(match result {
         Ok(report) => {
@@ -397,7 +397,7 @@ fn describe_state(state: &RunState) {
 pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliError> {
     let ((a, _), (b, _)) = (parse_run_at(a)?, parse_run_at(b)?);
     let store = open_existing(db)?;
-    let d = history::diff(store.as_ref(), &a, &b)?;
+    let d = history::diff_runs(store.as_ref(), &a, &b)?;
     if json {
         return print_json(&diff_json(&d)?);
     }

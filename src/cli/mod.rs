@@ -28,24 +28,24 @@ mod worker;
 use common::{CliError, db_path};
 
 /// Exit status: the run completed (or the command did what was asked).
-pub const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: the run failed, was cancelled or ran out of budget; a check found a problem.
-pub const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit status: bad usage, a bad spec or bad input (nothing was changed).
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status: an internal or storage error.
-pub const EXIT_INTERNAL: u8 = 3;
+pub(crate) const EXIT_INTERNAL: u8 = 3;
 /// Exit status: the run is paused and resumable — stopped by Ctrl-C, SIGTERM, SIGHUP,
 /// `runtape pause`, or (with `--json`) a closed stdout.
-pub const EXIT_PAUSED: u8 = 4;
+pub(crate) const EXIT_PAUSED: u8 = 4;
 /// Exit status: a second stop signal made the process leave at once (the run is left as a
 /// crash leaves it; `runtape resume` continues it). 128 + SIGINT, as shells report it.
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// The grace period of a graceful stop when neither `--grace-ms` nor
 /// `$RUNTAPE_STOP_GRACE_MS` says otherwise: 5 s, well inside Docker's 10 s between SIGTERM and
 /// SIGKILL.
-pub const DEFAULT_GRACE_MS: u64 = 5_000;
+pub(crate) const DEFAULT_GRACE_MS: u64 = 5_000;
 
 const AFTER_HELP: &str = "\
 The database is --db PATH, else $RUNTAPE_DB, else the spec file's `database`, else ./runtape.db.
@@ -76,39 +76,39 @@ Exit status:
 /// runtape: durable, replayable LLM agent runs.
 #[derive(Debug, Parser)]
 #[command(name = "runtape", version, about, after_help = AFTER_HELP, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The database holding the runs: a SQLite file, or postgres://USER@HOST/DATABASE.
     #[arg(long, global = true, value_name = "PATH|URL")]
-    pub db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Options of the commands that drive a run.
 #[derive(Debug, Args)]
-pub struct DriveOpts {
+pub(crate) struct DriveOpts {
     /// Print one JSON trace event per line (stable `type` field) instead of the progress line
     /// and summary.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Sign the run's receipts with this key file (default: $RUNTAPE_RECEIPT_KEY; neither means
     /// unsigned, hash-chained receipts).
     #[arg(long, value_name = "FILE")]
-    pub receipt_key: Option<PathBuf>,
+    pub(crate) receipt_key: Option<PathBuf>,
     /// Stamp events with a deterministic clock (1 ms per step from a fixed epoch), so a replay
     /// of this run reproduces its state hashes. Wall-time budgets then count steps, not time.
     #[arg(long)]
-    pub stepped_clock: bool,
+    pub(crate) stepped_clock: bool,
     /// On Ctrl-C, SIGTERM or SIGHUP: how long calls in flight may take to finish before they
     /// are cancelled and the run pauses (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
     #[arg(long, value_name = "MS")]
-    pub grace_ms: Option<u64>,
+    pub(crate) grace_ms: Option<u64>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a spec file toward a goal. Prints the run id first, then progress, then a summary.
     Run {
         /// The run spec file (runtape.toml).
@@ -354,7 +354,7 @@ pub enum Command {
 
 /// `runtape cassette ...`.
 #[derive(Debug, Subcommand)]
-pub enum CassetteAction {
+pub(crate) enum CassetteAction {
     /// Write a run's model exchanges (exact requests and replies) as a cassette.
     Export {
         /// The run id.
@@ -384,7 +384,7 @@ pub enum CassetteAction {
 
 /// `runtape receipts ...`.
 #[derive(Debug, Subcommand)]
-pub enum ReceiptsAction {
+pub(crate) enum ReceiptsAction {
     /// Write a run's receipts (across fork ancestry) as JSON lines, then a head line: the run's
     /// sealed head, naming its last receipt, so a file cut short is detected.
     Export {
@@ -414,7 +414,7 @@ pub enum ReceiptsAction {
 
 /// Runs the command line; returns the process exit status. Every error is one line on stderr
 /// (see [`common::one_line`]), usage errors from argument parsing included.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return parse_error(&e),

@@ -130,7 +130,7 @@ fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> 
 /// its head sealed (a tampered setup is refused before anything is built from it).
 pub(crate) fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliError> {
     let rec = history::record(engine.store().as_ref(), run)?;
-    history::head::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
+    crate::ledger::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
     let Some(setup) = rec.setup else {
         return Err(CliError::usage(format!(
             "run {run} was started from a program, not a spec file, so its providers are not stored; continue it from that program"
@@ -232,7 +232,9 @@ pub(crate) async fn start_prepared(
     goal: &str,
 ) -> Result<RunHandle, CliError> {
     Ok(engine
-        .start_with_setup(id, file.spec.clone(), goal, file.setup.to_json()?)
+        .start(file.spec.clone(), goal)
+        .with_id(id)
+        .with_setup(file.setup.to_json()?)
         .await?)
 }
 
@@ -421,7 +423,7 @@ pub(crate) async fn replay(
             "stdout is closed, so the replay was not started",
         ));
     }
-    let handle = engine.start_with_id(id, file.spec.clone(), &goal).await?;
+    let handle = engine.start(file.spec.clone(), &goal).with_id(id).await?;
     let code = follow(&engine, handle, common.json, grace, signals).await?;
     if let Some(e) = provider.last_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.

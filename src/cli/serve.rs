@@ -8,41 +8,41 @@ use super::common::CliError;
 
 /// Options of `runtape serve`.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Where to listen, HOST:PORT (port 0: any free port). Anything but loopback needs a token.
     #[arg(long, value_name = "ADDR", default_value = crate::serve::DEFAULT_ADDR)]
-    pub addr: String,
+    pub(crate) addr: String,
     /// The environment variable holding the bearer token every API request must then carry
     /// (at least 16 characters). Required to listen on anything but loopback.
     #[arg(long, value_name = "NAME", default_value = crate::serve::DEFAULT_TOKEN_ENV)]
-    pub token_env: String,
+    pub(crate) token_env: String,
     /// Another host name this server answers to without a token (e.g. a name in /etc/hosts
     /// for 127.0.0.1). Repeatable.
     #[arg(long, value_name = "NAME")]
-    pub allow_host: Vec<String>,
+    pub(crate) allow_host: Vec<String>,
     /// Let pages from this origin (scheme://host[:port]) call the API. Repeatable; none by
     /// default.
     #[arg(long, value_name = "ORIGIN")]
-    pub cors_origin: Vec<String>,
+    pub(crate) cors_origin: Vec<String>,
     /// Where the relative paths of a spec uploaded as text start (default: the current
     /// directory).
     #[arg(long, value_name = "DIR")]
-    pub spec_dir: Option<PathBuf>,
+    pub(crate) spec_dir: Option<PathBuf>,
     /// Sign the receipts of the runs this server drives with this key file (default:
     /// $RUNTAPE_RECEIPT_KEY).
     #[arg(long, value_name = "FILE")]
-    pub receipt_key: Option<PathBuf>,
+    pub(crate) receipt_key: Option<PathBuf>,
     /// On Ctrl-C, SIGTERM or SIGHUP: how long the calls of the runs driven here may take to
     /// finish before they pause (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
     #[arg(long, value_name = "MS")]
-    pub grace_ms: Option<u64>,
+    pub(crate) grace_ms: Option<u64>,
     /// Export spans and counters of the runs driven here over OTLP/HTTP to this base URL
     /// (default: $OTEL_EXPORTER_OTLP_ENDPOINT; neither: no export).
     #[arg(long, value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// Also export prompts, completions, tool arguments and results (off by default).
     #[arg(long)]
-    pub otlp_content: bool,
+    pub(crate) otlp_content: bool,
 }
 
 /// `runtape serve`.

@@ -270,6 +270,7 @@ impl ConfigError {
             SpecError::BadAgentId { .. } => " – rename it",
             SpecError::DuplicateAgent { .. } => " – give each agent a unique id",
             SpecError::DuplicateTool { .. } => " – give each tool a unique, non-empty name",
+            SpecError::BadToolName { .. } => " – rename it",
             SpecError::UnknownTool { .. } => {
                 " – define it under [[tools]] or remove it from the agent's `tools`"
             }

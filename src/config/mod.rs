@@ -16,7 +16,7 @@
 //! let engine = Engine::in_memory();
 //! file.install(&engine)?; // builds providers (checks key variables) and command tools
 //! let run = engine
-//!     .start_with_setup(new_run_id(), file.spec.clone(), "the goal", file.setup.to_json()?)
+//!     .start(file.spec.clone(), "the goal").with_id(new_run_id()).with_setup(file.setup.to_json()?)
 //!     .await?;
 //! let end = run.wait().await?;
 //! # let _ = end; Ok(()) }

@@ -24,7 +24,7 @@ pub const SETUP_VERSION: u32 = 1;
 
 /// Everything needed to build a run's providers and command tools, in any process.
 /// Produced by [`load`](super::load); store it with the run through
-/// [`Engine::start_with_setup`] and rebuild from it with [`Setup::from_json`] +
+/// [`StartRun::with_setup`](crate::exec::StartRun::with_setup) and rebuild from it with [`Setup::from_json`] +
 /// [`Setup::install`] before resuming.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -128,7 +128,7 @@ impl HttpSetup {
 }
 
 impl Setup {
-    /// The setup as JSON, for [`Engine::start_with_setup`]. Contains variable names, never
+    /// The setup as JSON, for [`StartRun::with_setup`](crate::exec::StartRun::with_setup). Contains variable names, never
     /// their values. Fails only for a hand-built setup holding a path that is not UTF-8 (the
     /// loader refuses those).
     pub fn to_json(&self) -> Result<String, ConfigError> {

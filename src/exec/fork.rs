@@ -2,22 +2,25 @@
 //! copied), optionally with edits at the fork point, continuing live or from the parent's
 //! recording.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::driver::{Driver, lease_of};
+use super::driver::{Driver, lease_of, receipt_tip};
+use super::reads::off_thread;
 use super::tape::{Tape, TapeEnd};
 use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared};
-use crate::history::head::{HeadKeeper, check_continuable, first_head};
-use crate::history::{self, HistoryError};
+use crate::ledger::codec::{decode_effects, decode_event};
+use crate::ledger::{
+    self, HeadKeeper, HistoryError, Outstanding, Rebuilt, check_continuable, first_head,
+};
 use crate::machine::{
     AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, ToolOutcome,
     head_of, step,
 };
-use crate::store::{self, HeadRecord, NewRun, Write};
+use crate::store::{HeadRecord, NewRun, Write};
 
 /// A change to make at the fork point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,6 +68,26 @@ fn refuse(msg: String) -> EngineError {
     EngineError::Machine(crate::machine::MachineError::EditDoesNotApply(msg))
 }
 
+/// Everything a fork is made from, read from the parent (on the blocking pool).
+struct Planned {
+    rec: crate::store::RunRecord,
+    spec: crate::machine::RunSpec,
+    rebuilt: Rebuilt,
+    convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
+    machine_edits: Vec<Edit>,
+    edited: bool,
+    last_at: crate::machine::Hlc,
+    /// What the fork inherits outstanding: the parent's position, the effect as the fork
+    /// performs it, and as the parent emitted it.
+    inherited: Vec<(
+        crate::machine::EffectRef,
+        crate::machine::Effect,
+        crate::machine::Effect,
+    )>,
+    tape: Option<Tape>,
+    tip: Option<crate::receipt::ChainTip>,
+}
+
 /// Creates the fork and starts driving it.
 pub(super) async fn fork(
     shared: &Arc<Shared>,
@@ -74,85 +97,26 @@ pub(super) async fn fork(
     mode: ForkMode,
     new_id: RunId,
 ) -> Result<RunHandle, EngineError> {
-    let store = shared.store.as_ref();
-    let rec = history::record(store, parent)?;
-    // The fork copies the parent's spec and setup and continues its history: refuse a parent
-    // that does not match its sealed head, before anything is written.
-    check_continuable(store, &rec, &shared.config.receipts)?;
-    let spec = history::spec_of(&rec)?;
-    let rebuilt = history::state_at(store, parent, &spec, seq)?;
-    if let RunState::Done { outcome, .. } = &rebuilt.state {
-        let how = serde_json::to_value(outcome)
-            .ok()
-            .and_then(|v| v["outcome"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        return Err(HistoryError::SeqOutOfRange {
-            run: format!(
-                "{parent} (step {seq} is the end of the run: {how}; fork from step {} or earlier)",
-                seq.saturating_sub(1)
-            ),
-            seq,
-            latest: seq.saturating_sub(1),
-        }
-        .into());
-    }
-    let convs = history::conversations(store, &rebuilt.state)?;
-    let machine_edits = translate(&edits, &rebuilt.state, &convs)?;
+    let planned = {
+        let (shared, parent, new_id) = (shared.clone(), parent.clone(), new_id.clone());
+        off_thread(&shared.store.clone(), move |store| {
+            plan(&shared, store, &parent, seq, &edits, mode, &new_id)
+        })
+        .await?
+    };
+    let Planned {
+        rec,
+        spec,
+        rebuilt,
+        convs,
+        machine_edits,
+        edited,
+        last_at,
+        inherited,
+        tape,
+        tip,
+    } = planned;
     let now = shared.config.clock.wall_ms();
-    let last_at = history::transitions(store, parent, seq, seq)?
-        .first()
-        .map_or(Default::default(), |t| t.at);
-
-    // Dry run: an edit that does not apply is refused before anything is written.
-    let edited = if machine_edits.is_empty() {
-        None
-    } else {
-        let at = shared.config.clock.stamp(seq + 1, last_at);
-        let event = Event::new(
-            &new_id,
-            at,
-            EventBody::Edited {
-                edits: machine_edits.clone(),
-            },
-        );
-        Some(step(&rebuilt.state, &event, &spec)?)
-    };
-    let after = edited.as_ref().map_or(&rebuilt.state, |t| &t.next);
-
-    // What the fork inherits outstanding (emitted by the parent at or before the fork point).
-    let mut inherited = Vec::new();
-    for at in after.outstanding().into_iter().filter(|r| r.seq <= seq) {
-        let effect = history::effect_at(store, parent, at)?;
-        inherited.push((at, effect.with_id(at.in_run(&new_id)), effect));
-    }
-    let tape = match mode {
-        ForkMode::Live => None,
-        ForkMode::Tape(on_end) => {
-            let rows = history::transitions(store, parent, seq + 1, rec.seq)?;
-            let mut events = VecDeque::with_capacity(rows.len());
-            for t in &rows {
-                events.push_back((
-                    history::event_of(parent, t)?,
-                    history::effects_of(parent, t)?,
-                ));
-            }
-            Some(Tape {
-                events,
-                parent_effects: inherited
-                    .iter()
-                    .map(|(at, _, theirs)| (*at, theirs.clone()))
-                    .collect(),
-                suppressed: HashMap::new(),
-                fork_seq: seq,
-                shift: u64::from(edited.is_some()),
-                on_end,
-            })
-        }
-    };
-
-    // The fork continues its parent's receipt chain from the fork point; refuse a signer that
-    // could not, before writing anything.
-    let tip = super::driver::receipt_tip(shared, parent, seq)?;
     let mut new = NewRun {
         id: new_id.clone(),
         parent: Some((parent.clone(), seq)),
@@ -174,7 +138,7 @@ pub(super) async fn fork(
         shared.config.receipts.clone(),
     );
     new.head = head.sealed();
-    let epoch = lease_of(store::write(store, Write::CreateRun(new)).await?);
+    let epoch = lease_of(shared.writes.write(Write::CreateRun(new)).await?);
     let mut driver = Driver::new(
         shared,
         new_id.clone(),
@@ -184,17 +148,15 @@ pub(super) async fn fork(
         convs,
         last_at,
         head,
+        tip,
     );
-    driver.receipt_tip = tip;
-    for (at, mine, _) in &inherited {
-        driver.issued.insert(*at, (mine.clone(), None));
-    }
+    driver.inherit(inherited.iter().map(|(_, mine, _)| mine.clone()));
     if matches!(driver.state, RunState::Created) {
         driver.queue.push_back(EventBody::Start {
             goal: rec.goal.clone(),
         });
     }
-    if !machine_edits.is_empty() {
+    if edited {
         driver.queue.push_back(EventBody::Edited {
             edits: machine_edits,
         });
@@ -211,6 +173,106 @@ pub(super) async fn fork(
         seq,
     });
     Ok(driver.spawn())
+}
+
+/// Reads and checks everything the fork is made from; writes nothing.
+fn plan(
+    shared: &Shared,
+    store: &dyn crate::store::Store,
+    parent: &RunId,
+    seq: u64,
+    edits: &[ForkEdit],
+    mode: ForkMode,
+    new_id: &RunId,
+) -> Result<Planned, EngineError> {
+    let rec = ledger::record(store, parent)?;
+    // The fork copies the parent's spec and setup and continues its history: refuse a parent
+    // that does not match its sealed head, before anything is written.
+    check_continuable(store, &rec, &shared.config.receipts)?;
+    let spec = ledger::spec_of(&rec)?;
+    let rebuilt = ledger::state_at(store, parent, &spec, seq)?;
+    if let RunState::Done { outcome, .. } = &rebuilt.state {
+        let how = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v["outcome"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        return Err(HistoryError::SeqOutOfRange {
+            run: format!(
+                "{parent} (step {seq} is the end of the run: {how}; fork from step {} or earlier)",
+                seq.saturating_sub(1)
+            ),
+            seq,
+            latest: seq.saturating_sub(1),
+        }
+        .into());
+    }
+    let convs = ledger::conversations(store, &rebuilt.state)?;
+    let machine_edits = translate(edits, &rebuilt.state, &convs)?;
+    let last_at = ledger::time_at(store, parent, seq)?;
+
+    // Dry run: an edit that does not apply is refused before anything is written.
+    let edited = if machine_edits.is_empty() {
+        None
+    } else {
+        let at = shared.config.clock.stamp(seq + 1, last_at);
+        let event = Event::new(
+            new_id,
+            at,
+            EventBody::Edited {
+                edits: machine_edits.clone(),
+            },
+        );
+        Some(step(&rebuilt.state, &event, &spec)?)
+    };
+    let after = edited.as_ref().map_or(&rebuilt.state, |t| &t.next);
+
+    // What the fork inherits outstanding (emitted by the parent at or before the fork point).
+    let mut inherited = Vec::new();
+    for at in after.outstanding().into_iter().filter(|r| r.seq <= seq) {
+        let effect = ledger::effect_at(store, parent, at)?;
+        inherited.push((at, effect.with_id(at.in_run(new_id)), effect));
+    }
+    let tape = match mode {
+        ForkMode::Live => None,
+        ForkMode::Tape(on_end) => {
+            let rows = ledger::transitions(store, parent, seq + 1, rec.seq)?;
+            let mut events = VecDeque::with_capacity(rows.len());
+            for t in &rows {
+                events.push_back((
+                    decode_event(parent, t.seq, &t.event)?,
+                    decode_effects(parent, t.seq, &t.effects)?,
+                ));
+            }
+            let mut parent_effects = Outstanding::new();
+            for (_, _, theirs) in &inherited {
+                parent_effects.insert(theirs.clone(), None);
+            }
+            Some(Tape {
+                events,
+                parent_effects,
+                suppressed: Outstanding::new(),
+                fork_seq: seq,
+                shift: u64::from(edited.is_some()),
+                on_end,
+            })
+        }
+    };
+
+    // The fork continues its parent's receipt chain from the fork point; refuse a signer that
+    // could not, before writing anything.
+    let tip = receipt_tip(shared, store, parent, seq)?;
+    Ok(Planned {
+        edited: edited.is_some(),
+        rec,
+        spec,
+        rebuilt,
+        convs,
+        machine_edits,
+        last_at,
+        inherited,
+        tape,
+        tip,
+    })
 }
 
 /// Turns user-level edits into machine edits against the state at the fork point.

@@ -9,14 +9,15 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
-use super::clock::{Clock, wall_ms};
+use super::clock::Clock;
 use super::trace::{Trace, TraceEvent};
+use super::writes::Writes;
 use crate::machine::{
     AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, Reconciliation, RunId,
     ToolOutcome,
 };
 use crate::provider::{ModelProvider, ProviderRequest};
-use crate::store::{OutboxRecord, OutboxStatus, Store};
+use crate::store::{OutboxRecord, OutboxStatus};
 use crate::tool::{Tool, ToolContext};
 
 /// What a performed effect produced.
@@ -46,11 +47,12 @@ pub(crate) fn model_call(
 ) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
         if let Some(at) = not_before {
-            let wait = at.ms().saturating_sub(wall_ms());
-            if wait > 0 {
-                tokio::time::sleep(Duration::from_millis(wait)).await;
+            let wait = clock.until(at);
+            if !wait.is_zero() {
+                clock.sleep(wait).await;
                 if let Some(left) = &mut request.remaining.wall_ms {
-                    *left = left.saturating_sub(wait);
+                    let waited = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                    *left = left.saturating_sub(waited);
                 }
             }
         }
@@ -87,8 +89,16 @@ pub(crate) fn model_call(
         // is traced or becomes an event (a value split across token deltas included).
         let secrets = crate::secrets::global();
         let scrubber = std::sync::Mutex::new(secrets.stream());
-        let send = move |text: String| {
-            if !text.is_empty() && trace.receiver_count() > 0 {
+        let stream = std::sync::Mutex::new(Stream::default());
+        let send = |text: String| {
+            if text.is_empty() {
+                return;
+            }
+            stream
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(&text);
+            if trace.receiver_count() > 0 {
                 let _ = trace.send(TraceEvent {
                     run: run.clone(),
                     at: clock.trace(),
@@ -113,10 +123,18 @@ pub(crate) fn model_call(
             Err(poisoned) => poisoned.into_inner().finish(),
         };
         send(rest);
+        let stream = stream
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         match result {
             Ok(mut reply) => {
                 secrets.scrub(&mut reply);
-                Completion::Event(EventBody::ModelReplied { effect: id, reply })
+                let chunks = stream.lengths_for(reply.text.as_deref());
+                Completion::Event(EventBody::ModelReplied {
+                    effect: id,
+                    reply,
+                    chunks,
+                })
             }
             Err(e) => {
                 let mut failure = e.to_failure();
@@ -130,6 +148,31 @@ pub(crate) fn model_call(
     })
 }
 
+/// The text a reply streamed, piece by piece, as observers saw it.
+#[derive(Default)]
+struct Stream {
+    text: String,
+    lengths: Vec<u32>,
+}
+
+impl Stream {
+    fn push(&mut self, piece: &str) {
+        self.text.push_str(piece);
+        self.lengths
+            .push(u32::try_from(piece.len()).unwrap_or(u32::MAX));
+    }
+
+    /// The pieces' lengths, when they are exactly `text` in more than one piece; otherwise
+    /// none (a reply that came whole, or a stream that is not its text).
+    fn lengths_for(self, text: Option<&str>) -> Vec<u32> {
+        if self.lengths.len() > 1 && text == Some(self.text.as_str()) {
+            self.lengths
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// Everything a tool call needs.
 pub(crate) struct ToolJob {
     pub(crate) id: EffectId,
@@ -141,7 +184,7 @@ pub(crate) struct ToolJob {
     pub(crate) idempotency_key: String,
     pub(crate) epoch: u64,
     /// The run's head, which lists the calls marked started.
-    pub(crate) head: Arc<crate::history::head::HeadKeeper>,
+    pub(crate) head: Arc<crate::ledger::HeadKeeper>,
     pub(crate) timeout: Duration,
     pub(crate) cancel: CancellationToken,
     /// How long the lease lasts after a write renews it, and the clock it is judged by.
@@ -176,7 +219,7 @@ impl LeaseTerms {
 /// whoever takes the run over). A process frozen *after* this check and before the program
 /// starts cannot know: the call may then start after another process found it in doubt, and
 /// only the tool's idempotency key can tell the two apart.
-pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'static, Completion> {
+pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
         let ToolJob {
             id,
@@ -211,14 +254,13 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
                 status: OutboxStatus::Started,
                 idempotency_key: Some(idempotency_key.clone()),
             }];
-            let ack = head.submit_mark_started(
-                store.as_ref(),
-                id.run.clone(),
-                epoch,
-                started,
-                expires_ms,
-            );
-            if let Err(e) = ack.await.unwrap_or(Err(crate::store::StoreError::Closed)) {
+            let run = id.run.clone();
+            let pending = writes
+                .submit_with(|store| {
+                    head.submit_mark_started(store, run, epoch, started, expires_ms)
+                })
+                .await;
+            if let Err(e) = pending.done().await {
                 return Completion::Fatal(e.into());
             }
             if !lease.still_good(lease.clock.wall_ms(), expires_ms) {
@@ -238,7 +280,7 @@ pub(crate) fn tool_call(store: Arc<dyn Store>, job: ToolJob) -> BoxFuture<'stati
         };
         let limit = tool.timeout().unwrap_or(timeout);
         let secrets = crate::secrets::global();
-        match tokio::time::timeout(limit, tool.invoke(args, ctx)).await {
+        match within(&lease.clock, limit, tool.invoke(args, ctx)).await {
             Ok(Ok(mut value)) => {
                 secrets.scrub_value(&mut value);
                 Completion::Event(EventBody::ToolReturned {
@@ -274,6 +316,7 @@ pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
             epoch,
             timeout,
             cancel,
+            lease,
             ..
         } = job;
         let answer = match tool {
@@ -294,7 +337,7 @@ pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
                     None => Reconciliation::Unknown {
                         reason: format!("tool {tool_name} declares no reconcile command"),
                     },
-                    Some(asked) => match tokio::time::timeout(limit, asked).await {
+                    Some(asked) => match within(&lease.clock, limit, asked).await {
                         Ok(Ok(mut value)) => {
                             // Its answer becomes an event like any tool result: no known secret
                             // value may land through it.
@@ -319,6 +362,20 @@ pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
         };
         Completion::Event(EventBody::Reconciled { effect: id, answer })
     })
+}
+
+/// `fut`'s output, or `Err(())` when `limit` passes first on `clock`.
+async fn within<T>(
+    clock: &Arc<dyn Clock>,
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, ()> {
+    // The call first: one that is ready at once never arms the timer.
+    tokio::select! {
+        biased;
+        out = fut => Ok(out),
+        () = clock.sleep(limit) => Err(()),
+    }
 }
 
 /// Reads a reconcile command's answer: `{"performed": true, "result": …}`,

@@ -16,24 +16,26 @@
 //!    rests in. A release writes nothing unless the lease is still held at its epoch, and
 //!    never overwrites a terminal status.
 //!
-//! `protocol_model.rs` (tests only) is the model of this protocol that `stateright` checks
+//! `protocol_model/` (tests only) is the model of this protocol that `stateright` checks
 //! exhaustively, including the variant that read the run before taking the lease.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::driver::{Driver, lease_of, receipt_tip, status_of};
+use super::driver::{Driver, lease_of, receipt_tip};
+use super::reads::off_thread;
 use super::trace::Trace;
-use super::{EngineError, RunHandle, Shared, lock, read_lock};
-use crate::history;
-use crate::history::head::{HeadKeeper, check_continuable};
+use super::{EngineError, RunHandle, Shared, lock, read_lock, status_of};
+use crate::ledger::{self, HeadKeeper, check_continuable, outstanding_effects};
 use crate::machine::{Effect, EffectRef, Event, EventBody, Hlc, RunId, RunSpec, RunState, step};
-use crate::store::{self, OutboxStatus, RunRecord, RunStatus, StoreError, Write};
+use crate::store::{OutboxStatus, RunRecord, RunStatus, Store, StoreError, Write};
 
-/// A run taken up: its driver (holding the lease), the effects its state waits on, its goal.
+/// A run taken up: its driver (holding the lease), the effects its state waits on, the outbox
+/// rows not done, its goal.
 pub(super) struct TakenUp {
     pub(super) driver: Driver,
     outstanding: Vec<Effect>,
+    open: HashMap<EffectRef, OutboxStatus>,
     goal: String,
 }
 
@@ -44,31 +46,33 @@ pub(super) async fn resume(
     run: &RunId,
     events: Vec<EventBody>,
 ) -> Result<RunHandle, EngineError> {
-    if let Some(handle) = attach_live(shared, run, &events) {
+    if let Some(handle) = attach_live(shared, run, &events).await {
         return Ok(handle);
     }
     let mut taken = take_up(shared, run).await?;
     if let Err(e) = prepare(shared, &mut taken, events) {
         let rest = rest_status(&taken.driver.state);
-        give_back(shared, run, taken.driver.epoch, rest).await;
+        give_back(shared, run, taken.driver.epoch(), rest).await;
         return Err(e);
     }
     Ok(taken.driver.spawn())
 }
 
 /// Hands `events` to this engine's live driver of `run`, if there is one.
-fn attach_live(shared: &Arc<Shared>, run: &RunId, events: &[EventBody]) -> Option<RunHandle> {
+async fn attach_live(shared: &Arc<Shared>, run: &RunId, events: &[EventBody]) -> Option<RunHandle> {
     let tx = lock(&shared.live).get(run).cloned()?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     for e in events {
-        let _ = tx.send(super::Ctl::Event(e.clone()));
+        let _ = tx.send(super::Ctl::Event(e.clone())).await;
     }
     tx.send(super::Ctl::Attach(done_tx))
+        .await
         .is_ok()
         .then(|| RunHandle {
             run_id: run.clone(),
             events: shared.trace.subscribe(),
             done: done_rx,
+            ended: None,
         })
 }
 
@@ -96,19 +100,15 @@ fn prepare(
         });
     }
     if !cancelling {
-        let open: HashMap<EffectRef, OutboxStatus> = shared
-            .store
-            .open_effects(&run)?
-            .into_iter()
-            .map(|o| (o.effect, o.status))
-            .collect();
         for effect in std::mem::take(&mut taken.outstanding) {
             let at = EffectRef {
                 seq: effect.id().seq,
                 index: effect.id().index,
             };
             match &effect {
-                Effect::CallTool { tool, .. } if open.get(&at) == Some(&OutboxStatus::Started) => {
+                Effect::CallTool { tool, .. }
+                    if taken.open.get(&at) == Some(&OutboxStatus::Started) =>
+                {
                     let idempotent = read_lock(&shared.tools)
                         .get(tool)
                         .is_some_and(|t| t.idempotent());
@@ -136,14 +136,14 @@ fn prepare(
 /// (`call_id` picks one when several wait), refused up front when the machine would refuse it
 /// — approving a question, say — so the caller hears why. Reads the latest state; writes
 /// nothing. The event is checked again under the lease when the run is taken up.
-pub(super) fn input_event(
+pub(super) async fn input_event(
     shared: &Arc<Shared>,
     run: &RunId,
     call_id: Option<&str>,
     input: crate::machine::HumanInput,
 ) -> Result<EventBody, EngineError> {
-    let (state, spec) = latest(shared, run)?;
-    let effect = super::input_effect(run, &state, call_id)?;
+    let (state, spec) = latest(shared, run).await?;
+    let effect = input_effect(run, &state, call_id)?;
     let body = EventBody::InputProvided { effect, input };
     fits(run, &state, &spec, &body)?;
     Ok(body)
@@ -151,12 +151,12 @@ pub(super) fn input_event(
 
 /// Refuses `body` up front when the machine would refuse it in the run's latest state (a
 /// budget raise that raises nothing). Writes nothing.
-pub(super) fn check_fits(
+pub(super) async fn check_fits(
     shared: &Arc<Shared>,
     run: &RunId,
     body: &EventBody,
 ) -> Result<(), EngineError> {
-    let (state, spec) = latest(shared, run)?;
+    let (state, spec) = latest(shared, run).await?;
     fits(run, &state, &spec, body)
 }
 
@@ -172,17 +172,20 @@ fn fits(
 }
 
 /// The run's latest state and its spec; a run that has ended is refused.
-fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), EngineError> {
-    let store = shared.store.as_ref();
-    let rec = unfinished(store, run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store, run, &spec, rec.seq)?.state;
-    Ok((state, spec))
+async fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec), EngineError> {
+    let run = run.clone();
+    off_thread(&shared.store, move |store| {
+        let rec = unfinished(store, &run)?;
+        let spec = ledger::spec_of(&rec)?;
+        let state = ledger::state_at(store, &run, &spec, rec.seq)?.state;
+        Ok::<_, EngineError>((state, spec))
+    })
+    .await
 }
 
 /// The run's record; a run that has ended is refused with [`EngineError::Finished`].
-fn unfinished(store: &dyn store::Store, run: &RunId) -> Result<RunRecord, EngineError> {
-    let rec = history::record(store, run)?;
+fn unfinished(store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
+    let rec = ledger::record(store, run)?;
     if rec.status.is_terminal() {
         return Err(EngineError::Finished {
             run: run.to_string(),
@@ -192,18 +195,69 @@ fn unfinished(store: &dyn store::Store, run: &RunId) -> Result<RunRecord, Engine
     Ok(rec)
 }
 
+/// The effect a person is asked about in `run`, by call id.
+fn input_effect(
+    run: &RunId,
+    state: &RunState,
+    call_id: Option<&str>,
+) -> Result<crate::machine::EffectId, EngineError> {
+    use crate::machine::SlotStatus;
+    let waiting: Vec<(&str, crate::machine::EffectId)> = match state {
+        RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
+            .slots
+            .iter()
+            .filter_map(|s| match s.status {
+                SlotStatus::Approval { effect }
+                | SlotStatus::Question { effect }
+                | SlotStatus::InDoubt { effect } => Some((s.call_id.as_str(), effect.in_run(run))),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    match (call_id, waiting.as_slice()) {
+        (_, []) => Err(EngineError::NoInputExpected(run.to_string())),
+        (None, [(_, e)]) => Ok(e.clone()),
+        (None, many) => Err(EngineError::AmbiguousInput {
+            run: run.to_string(),
+            calls: many.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", "),
+        }),
+        (Some(c), all) => all
+            .iter()
+            .find(|(id, _)| *id == c)
+            .map(|(_, e)| e.clone())
+            .ok_or_else(|| EngineError::AmbiguousInput {
+                run: run.to_string(),
+                calls: all.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", "),
+            }),
+    }
+}
+
 /// Takes the lease of a stored, unfinished run, then builds its driver from what is read
 /// under the lease: its latest state, conversations loaded lazily (when a model call needs
 /// one), its receipt tip, and the effects its state waits on — under this run's ids, as a
 /// fork performs what it inherited. A refused take-up (another live holder, a finished run,
 /// bad input) has written nothing; a failure after the lease was taken gives it back.
 pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp, EngineError> {
-    let before = precheck(shared, run)?;
+    let before = {
+        let (shared, run) = (shared.clone(), run.clone());
+        off_thread(&shared.store.clone(), move |store| {
+            precheck(&shared, store, &run)
+        })
+        .await?
+    };
     let epoch = acquire(shared, run).await?;
     // Programs an earlier, killed driver left running die before anything is performed again.
     crate::tool::orphans::reap(run, epoch).await;
-    match load(shared, run, epoch) {
-        Ok(taken) => Ok(taken),
+    let loaded = {
+        let (shared, run) = (shared.clone(), run.clone());
+        off_thread(&shared.store.clone(), move |store| {
+            load(&shared, store, &run)
+        })
+        .await
+    };
+    match loaded {
+        Ok(loaded) => Ok(loaded.into_taken_up(shared, run, epoch)),
         Err(e) => {
             give_back(shared, run, epoch, before.status).await;
             Err(e)
@@ -212,14 +266,13 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 }
 
 /// What can be refused without the lease, so that bad input writes nothing.
-fn precheck(shared: &Arc<Shared>, run: &RunId) -> Result<RunRecord, EngineError> {
-    let store = shared.store.as_ref();
+fn precheck(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
     let rec = unfinished(store, run)?;
-    history::spec_of(&rec)?;
+    ledger::spec_of(&rec)?;
     // A run whose spec, setup or end is not what its head sealed is refused before anything is
     // written: nothing it would execute can be trusted.
     check_continuable(store, &rec, &shared.config.receipts)?;
-    receipt_tip(shared, run, rec.seq)?;
+    receipt_tip(shared, store, run, rec.seq)?;
     Ok(rec)
 }
 
@@ -232,53 +285,73 @@ async fn acquire(shared: &Arc<Shared>, run: &RunId) -> Result<u64, EngineError> 
         now_ms: now,
         expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
     };
-    match store::write(shared.store.as_ref(), acquire).await {
+    match shared.writes.write(acquire).await {
         Ok(w) => Ok(lease_of(w)),
         Err(StoreError::Finished { run, status }) => Err(EngineError::Finished { run, status }),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Reads everything the driver acts on; call only while holding the lease at `epoch`.
-fn load(shared: &Arc<Shared>, run: &RunId, epoch: u64) -> Result<TakenUp, EngineError> {
-    let store = shared.store.as_ref();
+/// What a taken-up run's driver is built from, read under the lease.
+struct Loaded {
+    rec: RunRecord,
+    head: crate::receipt::RunHead,
+    spec: RunSpec,
+    rebuilt: ledger::Rebuilt,
+    last_at: Hlc,
+    outstanding: Vec<Effect>,
+    open: HashMap<EffectRef, OutboxStatus>,
+    tip: Option<crate::receipt::ChainTip>,
+}
+
+impl Loaded {
+    fn into_taken_up(self, shared: &Arc<Shared>, run: &RunId, epoch: u64) -> TakenUp {
+        let mut driver = Driver::new(
+            shared,
+            run.clone(),
+            self.spec,
+            epoch,
+            self.rebuilt,
+            Default::default(),
+            self.last_at,
+            HeadKeeper::new(self.head, shared.config.receipts.clone()),
+            self.tip,
+        );
+        driver.lazy_convs = true;
+        driver.inherit(self.outstanding.iter().cloned());
+        TakenUp {
+            driver,
+            outstanding: self.outstanding,
+            open: self.open,
+            goal: self.rec.goal,
+        }
+    }
+}
+
+/// Reads everything the driver acts on; call only while holding the lease.
+fn load(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<Loaded, EngineError> {
     let rec = unfinished(store, run)?;
     // Checked again under the lease: what is driven is what was sealed, as read now.
     let head = check_continuable(store, &rec, &shared.config.receipts)?;
-    let spec = history::spec_of(&rec)?;
-    let rebuilt = history::state_at(store, run, &spec, rec.seq)?;
-    let last_at = history::transitions(store, run, rec.seq, rec.seq)?
-        .first()
-        .map_or(Hlc::default(), |t| t.at);
-    let mut driver = Driver::new(
-        shared,
-        run.clone(),
-        spec,
-        epoch,
-        rebuilt,
-        BTreeMap::new(),
-        last_at,
-        HeadKeeper::new(head, shared.config.receipts.clone()),
-    );
-    driver.lazy_convs = true;
-    let outstanding = driver
-        .state
-        .outstanding()
+    let spec = ledger::spec_of(&rec)?;
+    let rebuilt = ledger::state_at(store, run, &spec, rec.seq)?;
+    let last_at = ledger::time_at(store, run, rec.seq)?;
+    let outstanding = outstanding_effects(store, run, &rebuilt.state)?;
+    let open = store
+        .open_effects(run)?
         .into_iter()
-        .map(|at| {
-            let effect = history::effect_at(store, run, at)?;
-            Ok(if effect.id().run == *run {
-                effect
-            } else {
-                effect.with_id(at.in_run(run))
-            })
-        })
-        .collect::<Result<Vec<_>, EngineError>>()?;
-    driver.load_receipts_and_issued(&outstanding)?;
-    Ok(TakenUp {
-        driver,
+        .map(|o| (o.effect, o.status))
+        .collect();
+    let tip = receipt_tip(shared, store, run, rebuilt.state.seq())?;
+    Ok(Loaded {
+        rec,
+        head,
+        spec,
+        rebuilt,
+        last_at,
         outstanding,
-        goal: rec.goal,
+        open,
+        tip,
     })
 }
 
@@ -294,7 +367,7 @@ async fn give_back(shared: &Arc<Shared>, run: &RunId, epoch: u64, status: RunSta
         status,
         head: None,
     };
-    let _ = store::write(shared.store.as_ref(), release).await;
+    let _ = shared.writes.write(release).await;
 }
 
 /// The status a run rests in when no process drives it: `paused` where it would be running.
@@ -326,15 +399,15 @@ pub(super) async fn apply_one(
     }
     // The step and the lease's release go to the writer together, so they usually share one
     // transaction (one fsync); the step is acknowledged only once durable either way.
-    driver.submit_unsent();
-    let release = driver.head.submit_release(
-        shared.store.as_ref(),
-        run.clone(),
-        driver.epoch,
-        rest_status(&driver.state),
-    );
+    driver.submit_unsent().await;
+    let (head, epoch) = (driver.head.clone(), driver.epoch());
+    let rest = rest_status(&driver.state);
+    let release = shared
+        .writes
+        .submit_with(|store| head.submit_release(store, run.clone(), epoch, rest))
+        .await;
     let flushed = driver.flush().await;
-    release.await.unwrap_or(Err(StoreError::Closed))?;
+    release.done().await?;
     flushed?;
     result
 }

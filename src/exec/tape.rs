@@ -6,8 +6,9 @@
 //! reaches the parent's state hashes step for step. An edit is one extra transition at the fork
 //! point; the parent's later effect positions are then shifted by one seq when compared.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
+use crate::ledger::{Outstanding, answered};
 use crate::machine::{Effect, EffectId, EffectRef, Event, EventBody, Hlc, RunId};
 
 /// What a fork does when it stops matching its parent.
@@ -24,11 +25,12 @@ pub enum TapeEnd {
 pub(crate) struct Tape {
     /// The parent's events after the fork point, each with the effects its transition emitted.
     pub(crate) events: VecDeque<(Event, Vec<Effect>)>,
-    /// The parent's effects by position (emitted at or before the fork point, or replayed).
-    pub(crate) parent_effects: HashMap<EffectRef, Effect>,
+    /// The parent's effects not yet answered on the tape (emitted at or before the fork
+    /// point, or replayed), by the parent's positions.
+    pub(crate) parent_effects: Outstanding,
     /// Effects the fork emitted (or inherited) and did not perform because the tape answers
-    /// them.
-    pub(crate) suppressed: HashMap<EffectRef, Effect>,
+    /// them, by the fork's positions.
+    pub(crate) suppressed: Outstanding,
     /// The fork point.
     pub(crate) fork_seq: u64,
     /// Extra transitions the fork has before the parent's (1 after an edit).
@@ -63,14 +65,7 @@ impl Tape {
     /// Records the effects of a fork transition (not performed while the tape plays).
     pub(crate) fn suppress(&mut self, effects: Vec<Effect>) {
         for e in effects {
-            let id = e.id();
-            self.suppressed.insert(
-                EffectRef {
-                    seq: id.seq,
-                    index: id.index,
-                },
-                e,
-            );
+            self.suppressed.insert(e, None);
         }
     }
 
@@ -88,12 +83,8 @@ impl Tape {
             }
             EventBody::Start { .. } => event.body.clone(),
             other => {
-                let Some(answered) = answered(other) else {
+                let Some(parent_at) = answered(other) else {
                     return Cue::End;
-                };
-                let parent_at = EffectRef {
-                    seq: answered.seq,
-                    index: answered.index,
                 };
                 let ours = self.fork_ref(parent_at);
                 let (Some(mine), Some(theirs)) = (
@@ -102,47 +93,21 @@ impl Tape {
                 ) else {
                     return Cue::End;
                 };
-                if !same_request(mine, theirs) {
+                if !same_request(&mine.effect, &theirs.effect) {
                     return Cue::End;
                 }
                 retarget(other, ours.in_run(run))
             }
         };
-        let at = event.at;
-        let (_, effects) = self
-            .events
-            .pop_front()
-            .unwrap_or_else(|| unreachable!("front() was Some"));
-        for e in effects {
-            let id = e.id();
-            self.parent_effects.insert(
-                EffectRef {
-                    seq: id.seq,
-                    index: id.index,
-                },
-                e,
-            );
+        let Some((parent_event, effects)) = self.events.pop_front() else {
+            return Cue::End;
+        };
+        self.parent_effects.answer(&parent_event);
+        self.parent_effects.issue(&effects);
+        if let Some(ours) = answered(&body) {
+            self.suppressed.remove(&ours);
         }
-        if let Some(answered) = answered(&body) {
-            self.suppressed.remove(&EffectRef {
-                seq: answered.seq,
-                index: answered.index,
-            });
-        }
-        Cue::Feed(body, at)
-    }
-}
-
-/// The effect an event answers.
-fn answered(body: &EventBody) -> Option<&EffectId> {
-    match body {
-        EventBody::ModelReplied { effect, .. }
-        | EventBody::ModelFailed { effect, .. }
-        | EventBody::ToolReturned { effect, .. }
-        | EventBody::Reconciled { effect, .. }
-        | EventBody::InputProvided { effect, .. }
-        | EventBody::EffectInDoubt { effect } => Some(effect),
-        _ => None,
+        Cue::Feed(body, parent_event.at)
     }
 }
 

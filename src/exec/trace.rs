@@ -5,7 +5,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::machine::{AgentId, BudgetKey, Hlc, Outcome, RunId, Scope, StateKind, TokenUsage};
+use crate::machine::{
+    AgentId, BudgetKey, EdgeId, Hlc, Outcome, RunId, Scope, StateKind, TokenUsage,
+};
 use crate::store::RunStatus;
 
 /// One thing that happened in a run.
@@ -43,7 +45,7 @@ pub enum Trace {
     #[serde(rename = "transition")]
     Transition {
         /// The edge taken.
-        edge: String,
+        edge: EdgeId,
         /// The state after it.
         state: StateKind,
     },
@@ -240,6 +242,14 @@ pub enum Trace {
     RunFinished {
         /// How.
         outcome: Outcome,
+    },
+    /// This observer fell behind and missed events: the trace channel holds a bounded number
+    /// of events, and the oldest were dropped before this observer read them. Everything
+    /// committed is in the history regardless (`runtape log`); only these notices were lost.
+    #[serde(rename = "trace.lagged")]
+    Lagged {
+        /// How many events this observer missed.
+        missed: u64,
     },
 }
 

@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use super::{HistoryError, event_of, record, transitions};
-use crate::machine::{EventKind, RunId, StateKind};
+use crate::ledger::codec::decode_event;
+use crate::ledger::{HistoryError, record, transitions};
+use crate::machine::{EdgeId, EventKind, RunId, StateKind};
 use crate::store::{Store, TransitionRecord};
 
 /// The comparison of two runs.
@@ -38,7 +39,7 @@ pub struct Side {
     /// The event kind.
     pub event: EventKind,
     /// The edge taken.
-    pub edge: String,
+    pub edge: EdgeId,
     /// The state after it.
     pub state: StateKind,
     /// Its hash.
@@ -48,7 +49,7 @@ pub struct Side {
 }
 
 /// Compares `a` and `b` step by step.
-pub fn diff(store: &dyn Store, a: &RunId, b: &RunId) -> Result<RunDiff, HistoryError> {
+pub fn diff_runs(store: &dyn Store, a: &RunId, b: &RunId) -> Result<RunDiff, HistoryError> {
     let (ra, rb) = (record(store, a)?, record(store, b)?);
     let ta = transitions(store, a, 1, ra.seq)?;
     let tb = transitions(store, b, 1, rb.seq)?;
@@ -87,10 +88,10 @@ fn same_event(x: &TransitionRecord, y: &TransitionRecord) -> bool {
 }
 
 fn side(run: &RunId, t: &TransitionRecord) -> Result<Side, HistoryError> {
-    let event = event_of(run, t)?;
+    let event = decode_event(run, t.seq, &t.event)?;
     Ok(Side {
         event: event.kind(),
-        edge: t.edge.clone(),
+        edge: t.edge,
         state: t.state_kind,
         state_hash: t.state_hash.to_hex(),
         detail: serde_json::to_value(&event.body).unwrap_or_default(),

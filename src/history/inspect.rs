@@ -4,11 +4,10 @@
 
 use serde::Serialize;
 
-use super::{
-    HistoryError, conversation, effects_of, event_of, record, spec_of, state_at, transitions,
-};
+use crate::ledger::codec::{decode_effects, decode_event};
+use crate::ledger::{HistoryError, conversation, record, spec_of, state_at, transitions};
 use crate::machine::{
-    AgentId, Effect, EffectId, Event, Message, ModelSettings, Remaining, RunId, RunState,
+    AgentId, EdgeId, Effect, EffectId, Event, Message, ModelSettings, Remaining, RunId, RunState,
 };
 use crate::provider::ToolDef;
 use crate::store::Store;
@@ -24,7 +23,7 @@ pub struct StepView {
     pub latest: u64,
     /// The edge taken into this step (none at 0).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub edge: Option<String>,
+    pub edge: Option<EdgeId>,
     /// The event that led here (none at 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<Event>,
@@ -79,9 +78,9 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
     };
     let (edge, event, effects) = match &row {
         Some(t) => (
-            Some(t.edge.clone()),
-            Some(event_of(run, t)?),
-            effects_of(run, t)?,
+            Some(t.edge),
+            Some(decode_event(run, t.seq, &t.event)?),
+            decode_effects(run, t.seq, &t.effects)?,
         ),
         None => (None, None, Vec::new()),
     };

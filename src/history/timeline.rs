@@ -2,19 +2,15 @@
 //! state before and after, the agent involved, and the tokens and cost it added. Read straight
 //! from the stored rows (no replay), so it is fast on long runs.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
-use super::{HistoryError, effects_of, event_of, record, transitions};
-use crate::machine::{
-    AgentId, Effect, EffectRef, EventBody, EventKind, Hlc, RunId, StateKind, table,
-};
+use crate::ledger::{HistoryError, pairs, record, transitions};
+use crate::machine::{AgentId, EdgeId, Effect, EventBody, EventKind, Hlc, RunId, StateKind};
 use crate::store::Store;
 
 /// One line of the timeline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Entry {
+pub struct TimelineEntry {
     /// Seq.
     pub seq: u64,
     /// Event time (HLC).
@@ -28,7 +24,7 @@ pub struct Entry {
     /// State after.
     pub to: StateKind,
     /// The edge taken.
-    pub edge: String,
+    pub edge: EdgeId,
     /// The agent this transition concerns, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentId>,
@@ -42,39 +38,22 @@ pub struct Entry {
 }
 
 /// The whole timeline of `run` (across fork ancestry).
-pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryError> {
+pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, HistoryError> {
     let rec = record(store, run)?;
     let rows = transitions(store, run, 1, rec.seq)?;
-    let mut agents: HashMap<EffectRef, AgentId> = HashMap::new();
     let mut out = Vec::with_capacity(rows.len());
     let mut prev = StateKind::Created;
     let mut active: Option<AgentId> = None;
-    for t in &rows {
-        let event = event_of(run, t)?;
-        let effects = effects_of(run, t)?;
+    for step in pairs(run, &rows) {
+        let step = step?;
+        let (t, event, effects) = (step.row, &step.event, &step.effects);
         let to = t.state_kind;
-        let from = table::edge_by_id(&t.edge)
-            .and_then(|e| e.from)
-            .unwrap_or(prev);
-        let mut agent = effects.first().map(|e| match e {
-            Effect::CallModel { agent, .. }
-            | Effect::CallTool { agent, .. }
-            | Effect::Reconcile { agent, .. }
-            | Effect::RequestInput { agent, .. } => agent.clone(),
-        });
-        for e in &effects {
-            let (Effect::CallModel { id, agent: a, .. }
-            | Effect::CallTool { id, agent: a, .. }
-            | Effect::Reconcile { id, agent: a, .. }
-            | Effect::RequestInput { id, agent: a, .. }) = e;
-            agents.insert(
-                EffectRef {
-                    seq: id.seq,
-                    index: id.index,
-                },
-                a.clone(),
-            );
-        }
+        let from = t.edge.from().unwrap_or(prev);
+        // The agent whose effect this transition emitted, else the one whose effect it answers.
+        let agent = effects
+            .first()
+            .or(step.answers.as_ref().map(|a| &a.effect))
+            .map(|e| agent_of(e).clone());
         let (mut tokens, mut cost_nanos) = (0, None);
         let summary = match &event.body {
             EventBody::Start { goal } => format!("goal: {}", clip(goal, 60)),
@@ -87,17 +66,9 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
                         request.provider, request.model, request.conversation.len
                     )
                 }
-                _ => t.edge.clone(),
+                _ => t.edge.to_owned(),
             },
-            EventBody::ModelReplied { effect, reply } => {
-                agent = agent.or_else(|| {
-                    agents
-                        .get(&EffectRef {
-                            seq: effect.seq,
-                            index: effect.index,
-                        })
-                        .cloned()
-                });
+            EventBody::ModelReplied { reply, .. } => {
                 if let Some(u) = reply.usage {
                     tokens = u.input_tokens + u.output_tokens;
                 }
@@ -113,22 +84,12 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
             EventBody::ModelFailed { failure, .. } => {
                 format!("model failed: {}", clip(&failure.message, 60))
             }
-            EventBody::ToolReturned { effect, outcome } => {
-                agent = agent.or_else(|| {
-                    agents
-                        .get(&EffectRef {
-                            seq: effect.seq,
-                            index: effect.index,
-                        })
-                        .cloned()
-                });
-                match outcome {
-                    crate::machine::ToolOutcome::Ok { .. } => "tool result".into(),
-                    crate::machine::ToolOutcome::Error { message } => {
-                        format!("tool error: {}", clip(message, 60))
-                    }
+            EventBody::ToolReturned { outcome, .. } => match outcome {
+                crate::machine::ToolOutcome::Ok { .. } => "tool result".into(),
+                crate::machine::ToolOutcome::Error { message } => {
+                    format!("tool error: {}", clip(message, 60))
                 }
-            }
+            },
             EventBody::InputProvided { input, .. } => {
                 format!("person: {}", clip(&format!("{input:?}"), 60))
             }
@@ -159,14 +120,14 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
         if agent.is_some() {
             active = agent.clone();
         }
-        out.push(Entry {
+        out.push(TimelineEntry {
             seq: t.seq,
             at: t.at,
             at_ms: t.at.ms(),
             event: event.kind(),
             from,
             to,
-            edge: t.edge.clone(),
+            edge: t.edge,
             agent: agent.or_else(|| active.clone()),
             tokens,
             cost_nanos,
@@ -175,6 +136,15 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<Entry>, HistoryErr
         prev = to;
     }
     Ok(out)
+}
+
+fn agent_of(effect: &Effect) -> &AgentId {
+    match effect {
+        Effect::CallModel { agent, .. }
+        | Effect::CallTool { agent, .. }
+        | Effect::Reconcile { agent, .. }
+        | Effect::RequestInput { agent, .. } => agent,
+    }
 }
 
 fn clip(s: &str, n: usize) -> String {

@@ -12,6 +12,7 @@ use super::reply::{ModelReply, ToolCallRequest};
 use super::spec::{MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, OnInDoubt};
 use super::state::{Batch, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult};
 use super::step::{Cx, Note};
+use super::table::EdgeId;
 use super::table::StateKind;
 
 /// The only thing a model hears about a tool it may not use or that does not exist: the same
@@ -23,7 +24,7 @@ pub(crate) fn on_reply(
     cx: &mut Cx<'_>,
     mut run: RunData,
     reply: &ModelReply,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     let agent = run.active.clone();
     let tokens = reply.usage.map(|u| (u.input_tokens, u.output_tokens));
     let reasoning_tokens = reply.usage.and_then(|u| u.reasoning_tokens).unwrap_or(0);
@@ -138,7 +139,7 @@ pub(crate) fn on_reply(
             ),
         );
         return (
-            "generating.replied.fail",
+            EdgeId::GeneratingRepliedFail,
             RunState::Done {
                 run,
                 outcome: Outcome::Failed { error },
@@ -180,9 +181,9 @@ pub(crate) fn on_reply(
         batch.slots.push(slot);
     }
     match settle(cx, run, batch) {
-        (StateKind::CallingTools, s) => ("generating.replied.tools", s),
-        (StateKind::AwaitingInput, s) => ("generating.replied.input", s),
-        (_, s) => ("generating.replied.resolved", s),
+        (StateKind::CallingTools, s) => (EdgeId::GeneratingRepliedTools, s),
+        (StateKind::AwaitingInput, s) => (EdgeId::GeneratingRepliedInput, s),
+        (_, s) => (EdgeId::GeneratingRepliedResolved, s),
     }
 }
 
@@ -300,7 +301,7 @@ pub(crate) fn on_tool_returned(
     mut batch: Batch,
     effect: &EffectId,
     outcome: &ToolOutcome,
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     let slot = batch
         .slot_for(effect)
         .filter(|s| matches!(s.status, SlotStatus::Running { .. }))
@@ -312,9 +313,9 @@ pub(crate) fn on_tool_returned(
         result: result_of(outcome),
     };
     Ok(match settle(cx, run, batch) {
-        (StateKind::CallingTools, s) => ("calling_tools.returned.wait", s),
-        (StateKind::AwaitingInput, s) => ("calling_tools.returned.input", s),
-        (_, s) => ("calling_tools.returned.done", s),
+        (StateKind::CallingTools, s) => (EdgeId::CallingToolsReturnedWait, s),
+        (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsReturnedInput, s),
+        (_, s) => (EdgeId::CallingToolsReturnedDone, s),
     })
 }
 
@@ -326,7 +327,7 @@ pub(crate) fn on_input(
     mut batch: Batch,
     effect: &EffectId,
     input: &HumanInput,
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     let agent = run.active.clone();
     let unknown = || MachineError::UnknownEffect {
         state: from,
@@ -385,10 +386,10 @@ pub(crate) fn on_input(
     batch.slots[index] = slot;
     let settled = settle(cx, run, batch);
     Ok(match (from, settled) {
-        (StateKind::CallingTools, (_, s)) => ("calling_tools.input", s),
-        (_, (StateKind::AwaitingInput, s)) => ("awaiting_input.input.wait", s),
-        (_, (StateKind::CallingTools, s)) => ("awaiting_input.input.run", s),
-        (_, (_, s)) => ("awaiting_input.input.done", s),
+        (StateKind::CallingTools, (_, s)) => (EdgeId::CallingToolsInput, s),
+        (_, (StateKind::AwaitingInput, s)) => (EdgeId::AwaitingInputInputWait, s),
+        (_, (StateKind::CallingTools, s)) => (EdgeId::AwaitingInputInputRun, s),
+        (_, (_, s)) => (EdgeId::AwaitingInputInputDone, s),
     })
 }
 
@@ -398,7 +399,7 @@ pub(crate) fn on_in_doubt(
     run: RunData,
     mut batch: Batch,
     effect: &EffectId,
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     let agent = run.active.clone();
     let index = batch
         .slots
@@ -424,7 +425,7 @@ pub(crate) fn on_in_doubt(
                 ),
             );
             Ok((
-                "calling_tools.in_doubt.fail",
+                EdgeId::CallingToolsInDoubtFail,
                 RunState::Done {
                     run,
                     outcome: Outcome::Failed { error },
@@ -435,7 +436,7 @@ pub(crate) fn on_in_doubt(
             slot.status = perform(cx, &agent, &mut slot);
             batch.slots[index] = slot;
             Ok((
-                "calling_tools.in_doubt.retry",
+                EdgeId::CallingToolsInDoubtRetry,
                 RunState::CallingTools { run, batch },
             ))
         }
@@ -443,15 +444,15 @@ pub(crate) fn on_in_doubt(
             slot.status = request_input(cx, &agent, &slot, InputKind::InDoubt);
             batch.slots[index] = slot;
             Ok(match settle(cx, run, batch) {
-                (StateKind::CallingTools, s) => ("calling_tools.in_doubt.ask_wait", s),
-                (_, s) => ("calling_tools.in_doubt.ask", s),
+                (StateKind::CallingTools, s) => (EdgeId::CallingToolsInDoubtAskWait, s),
+                (_, s) => (EdgeId::CallingToolsInDoubtAsk, s),
             })
         }
         OnInDoubt::Reconcile => {
             slot.status = reconcile(cx, &agent, &mut slot);
             batch.slots[index] = slot;
             Ok((
-                "calling_tools.in_doubt.reconcile",
+                EdgeId::CallingToolsInDoubtReconcile,
                 RunState::CallingTools { run, batch },
             ))
         }
@@ -493,7 +494,7 @@ pub(crate) fn on_reconciled(
     mut batch: Batch,
     effect: &EffectId,
     answer: &Reconciliation,
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     let agent = run.active.clone();
     let index = batch
         .slots
@@ -510,7 +511,7 @@ pub(crate) fn on_reconciled(
         slot.status = perform(cx, &agent, &mut slot);
         batch.slots[index] = slot;
         return Ok((
-            "calling_tools.reconciled.retry",
+            EdgeId::CallingToolsReconciledRetry,
             RunState::CallingTools { run, batch },
         ));
     }
@@ -532,9 +533,9 @@ pub(crate) fn on_reconciled(
     };
     batch.slots[index] = slot;
     Ok(match settle(cx, run, batch) {
-        (StateKind::CallingTools, s) => ("calling_tools.reconciled.wait", s),
-        (StateKind::AwaitingInput, s) => ("calling_tools.reconciled.input", s),
-        (_, s) => ("calling_tools.reconciled.done", s),
+        (StateKind::CallingTools, s) => (EdgeId::CallingToolsReconciledWait, s),
+        (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsReconciledInput, s),
+        (_, s) => (EdgeId::CallingToolsReconciledDone, s),
     })
 }
 

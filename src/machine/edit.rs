@@ -7,6 +7,7 @@ use super::budget::{BudgetKey, Scope};
 use super::event::ToolOutcome;
 use super::ids::{AgentId, Digest};
 use super::message::Message;
+use super::table::EdgeId;
 
 /// One change to the state at a fork point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,7 +60,7 @@ pub(crate) fn apply(
     cx: &mut Cx<'_>,
     state: &RunState,
     edits: &[Edit],
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     if edits.is_empty() {
         return Err(MachineError::EditDoesNotApply("no edits were given".into()));
     }
@@ -136,7 +137,7 @@ pub(crate) fn apply(
                     key,
                 });
                 (
-                    "generating.edit.exhausted",
+                    EdgeId::GeneratingEditExhausted,
                     RunState::BudgetExhausted {
                         run,
                         scope,
@@ -147,23 +148,23 @@ pub(crate) fn apply(
             }
             None => {
                 let call = cx.call_model(&run, call.route, 1, None);
-                ("generating.edit", RunState::Generating { run, call })
+                (EdgeId::GeneratingEdit, RunState::Generating { run, call })
             }
         },
         RunState::CallingTools { run, batch } => match settle(cx, run, batch) {
-            (StateKind::CallingTools, s) => ("calling_tools.edit", s),
-            (StateKind::AwaitingInput, s) => ("calling_tools.edit.input", s),
-            (_, s) => ("calling_tools.edit.done", s),
+            (StateKind::CallingTools, s) => (EdgeId::CallingToolsEdit, s),
+            (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsEditInput, s),
+            (_, s) => (EdgeId::CallingToolsEditDone, s),
         },
         RunState::AwaitingInput { run, batch } => match settle(cx, run, batch) {
-            (StateKind::Preparing, s) => ("awaiting_input.edit.done", s),
-            (_, s) => ("awaiting_input.edit", s),
+            (StateKind::Preparing, s) => (EdgeId::AwaitingInputEditDone, s),
+            (_, s) => (EdgeId::AwaitingInputEdit, s),
         },
         RunState::BudgetExhausted { run, .. } => match recheck(cx, run) {
-            (true, s) => ("budget_exhausted.edit.resume", s),
-            (false, s) => ("budget_exhausted.edit", s),
+            (true, s) => (EdgeId::BudgetExhaustedEditResume, s),
+            (false, s) => (EdgeId::BudgetExhaustedEdit, s),
         },
-        s @ RunState::Preparing { .. } => ("preparing.edit", s),
-        s => ("handoff.edit", s),
+        s @ RunState::Preparing { .. } => (EdgeId::PreparingEdit, s),
+        s => (EdgeId::HandoffEdit, s),
     })
 }

@@ -210,8 +210,8 @@ pub enum MachineError {
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {
-        /// The edge id.
-        edge: &'static str,
+        /// The edge.
+        edge: super::table::EdgeId,
         /// What the table says.
         declared: String,
         /// What happened.

@@ -56,6 +56,12 @@ pub enum EventBody {
         effect: EffectId,
         /// The reply.
         reply: ModelReply,
+        /// How the reply's text streamed in, when it came in more than one piece: the byte
+        /// length of each piece, in order (the text cut at these lengths gives the pieces
+        /// back). Empty when it came whole. Kept so a cassette exported from the run replays
+        /// the stream as it was; the machine does not read it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        chunks: Vec<u32>,
     },
     /// A model call failed.
     ModelFailed {

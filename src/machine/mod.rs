@@ -22,7 +22,7 @@
 //! let t = step(&RunState::Created, &Event::new(&run, Hlc::from_ms(0), EventBody::Start { goal: "hi".into() }), &spec)?;
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(1), EventBody::Proceed), &spec)?;
 //! let Effect::CallModel { id, .. } = &t.effects[0] else { unreachable!() };
-//! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello") };
+//! let reply = EventBody::ModelReplied { effect: id.clone(), reply: ModelReply::text("hello"), chunks: vec![] };
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(2), reply), &spec)?;
 //! let t = step(&t.next, &Event::new(&run, Hlc::from_ms(3), EventBody::Proceed), &spec)?;
 //! assert_eq!(t.next.outcome(), Some(&Outcome::Completed { answer: Some("hello".into()), output: None }));
@@ -44,6 +44,7 @@ mod retry;
 mod route;
 mod settings;
 mod spec;
+mod spec_error;
 mod state;
 mod step;
 pub mod table;
@@ -66,11 +67,11 @@ pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, Reasoning
 pub use spec::{
     AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS,
     FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH,
-    MAX_RETRY_AFTER_MS, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec, SEMANTICS, Spec,
-    SpecError, ToolSpec, did_you_mean,
+    MAX_RETRY_AFTER_MS, MAX_TOOL_NAME, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec,
+    SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name,
 };
 pub use state::{
     AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,
 };
 pub use step::{Note, Transition, step};
-pub use table::{Edge, EventKind, StateKind};
+pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -16,6 +16,7 @@ use super::message::{Message, Role};
 use super::reply::ModelReply;
 use super::state::{Outcome, RunData, RunState};
 use super::step::Cx;
+use super::table::EdgeId;
 
 /// The start of the message that tells a model its answer did not fit the schema.
 pub const OUTPUT_FEEDBACK: &str = "Your answer does not match the required output schema";
@@ -26,7 +27,7 @@ pub(crate) fn on_answer(
     cx: &mut Cx<'_>,
     mut run: RunData,
     reply: &ModelReply,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     let agent = run.active.clone();
     if let Some(words) = refusal_of(reply) {
         let error = Failure::new(
@@ -34,7 +35,7 @@ pub(crate) fn on_answer(
             format!("agent {agent}: the model refused: {words}"),
         );
         return (
-            "generating.replied.refused",
+            EdgeId::GeneratingRepliedRefused,
             RunState::Done {
                 run,
                 outcome: Outcome::Failed { error },
@@ -88,7 +89,7 @@ pub(crate) fn on_answer(
             ),
         );
         return (
-            "generating.replied.output_failed",
+            EdgeId::GeneratingRepliedOutputFailed,
             RunState::Done {
                 run,
                 outcome: Outcome::Failed { error },
@@ -98,7 +99,7 @@ pub(crate) fn on_answer(
     let feedback = format!("{OUTPUT_FEEDBACK}: {problem}. Answer again.");
     cx.append(&mut run, &agent, Message::text(Role::User, feedback));
     (
-        "generating.replied.output_invalid",
+        EdgeId::GeneratingRepliedOutputInvalid,
         RunState::Preparing { run },
     )
 }
@@ -108,9 +109,9 @@ fn answer(
     agent: super::AgentId,
     answer: Option<String>,
     output: Option<Value>,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     (
-        "generating.replied.answer",
+        EdgeId::GeneratingRepliedAnswer,
         RunState::Handoff {
             run,
             from: agent,

@@ -10,6 +10,7 @@ use super::reply::ModelFailure;
 use super::spec::{MAX_RETRY_AFTER_MS, Route};
 use super::state::{ModelCall, Outcome, RunData, RunState};
 use super::step::{Cx, Note, activate};
+use super::table::EdgeId;
 
 /// `Generating` + `ModelFailed`: retry on this route, else cool the route down and take the
 /// next route that is not cooling down, else fail. Budgets are checked again first: a retry
@@ -23,7 +24,7 @@ pub(crate) fn on_model_failed(
     mut run: RunData,
     call: &ModelCall,
     failure: &ModelFailure,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     let agent = run.active.clone();
     if let Some((scope, key, resting)) = cx.exhaustion(&run) {
         cx.notes.push(Note::BudgetExhausted {
@@ -31,7 +32,7 @@ pub(crate) fn on_model_failed(
             key,
         });
         return (
-            "generating.failed.exhausted",
+            EdgeId::GeneratingFailedExhausted,
             RunState::BudgetExhausted {
                 run,
                 scope,
@@ -69,7 +70,7 @@ pub(crate) fn on_model_failed(
         let not_before = Some(cx.at.plus_ms(delay_ms));
         let call = cx.call_model(&run, call.route, attempt, not_before);
         return (
-            "generating.failed.retry",
+            EdgeId::GeneratingFailedRetry,
             RunState::Generating { run, call },
         );
     }
@@ -98,7 +99,7 @@ pub(crate) fn on_model_failed(
         }
         let call = cx.call_model(&run, next_route, 1, None);
         return (
-            "generating.failed.fallback",
+            EdgeId::GeneratingFailedFallback,
             RunState::Generating { run, call },
         );
     }
@@ -123,7 +124,7 @@ pub(crate) fn on_model_failed(
         ),
     );
     (
-        "generating.failed.fail",
+        EdgeId::GeneratingFailedFail,
         RunState::Done {
             run,
             outcome: Outcome::Failed { error },
@@ -192,7 +193,7 @@ pub(crate) fn on_handoff(
     answer: Option<&str>,
     output: Option<&Value>,
     exhausted: Option<BudgetKey>,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     let plan = cx.spec.plan();
     let target = plan
         .edges
@@ -212,14 +213,14 @@ pub(crate) fn on_handoff(
                 "agent {from} finished, no plan edge matches its answer and it is not an exit"
             );
             return (
-                "handoff.proceed.no_route",
+                EdgeId::HandoffProceedNoRoute,
                 done(run, ErrorClass::NoRoute, msg),
             );
         }
         if let (Some(key), None) = (exhausted, answer) {
             let msg = format!("agent {from} ran out of its {key} budget before answering");
             return (
-                "handoff.proceed.unfinished",
+                EdgeId::HandoffProceedUnfinished,
                 done(run, ErrorClass::for_budget(key), msg),
             );
         }
@@ -227,7 +228,10 @@ pub(crate) fn on_handoff(
             answer: answer.map(str::to_owned),
             output: output.cloned(),
         };
-        return ("handoff.proceed.complete", RunState::Done { run, outcome });
+        return (
+            EdgeId::HandoffProceedComplete,
+            RunState::Done { run, outcome },
+        );
     };
     let visits = run.agents.get(&to).map_or(0, |a| a.visits);
     if visits >= plan.max_agent_visits {
@@ -241,7 +245,7 @@ pub(crate) fn on_handoff(
             plan.max_agent_visits
         );
         return (
-            "handoff.proceed.cycle",
+            EdgeId::HandoffProceedCycle,
             done(run, ErrorClass::HandoffCycle, msg),
         );
     }
@@ -258,7 +262,7 @@ pub(crate) fn on_handoff(
         (None, None) => format!("{}\n\n[handoff from {from}: no answer]", run.goal),
     };
     activate(cx, &mut run, &to, text);
-    ("handoff.proceed.next", RunState::Preparing { run })
+    (EdgeId::HandoffProceedNext, RunState::Preparing { run })
 }
 
 /// `BudgetExhausted` (not resting) + `Proceed`.
@@ -266,10 +270,10 @@ pub(crate) fn on_exhausted_proceed(
     run: RunData,
     scope: &Scope,
     key: BudgetKey,
-) -> (&'static str, RunState) {
+) -> (EdgeId, RunState) {
     match scope {
         Scope::Agent(agent) => (
-            "budget_exhausted.proceed.handoff",
+            EdgeId::BudgetExhaustedProceedHandoff,
             RunState::Handoff {
                 from: agent.clone(),
                 run,
@@ -284,7 +288,7 @@ pub(crate) fn on_exhausted_proceed(
                 format!("the run's {key} budget is spent"),
             );
             (
-                "budget_exhausted.proceed.fail",
+                EdgeId::BudgetExhaustedProceedFail,
                 RunState::Done {
                     run,
                     outcome: Outcome::Failed { error },
@@ -333,7 +337,7 @@ pub(crate) fn on_budget_raised(
     scope: &Scope,
     key: BudgetKey,
     limit: u64,
-) -> Result<(&'static str, RunState), MachineError> {
+) -> Result<(EdgeId, RunState), MachineError> {
     let mut next = state.clone();
     let run = next.data_mut().ok_or(MachineError::InvalidTransition {
         state: state.kind(),
@@ -342,14 +346,14 @@ pub(crate) fn on_budget_raised(
     set_limit(run, scope, key, limit, true)?;
     Ok(match next {
         RunState::BudgetExhausted { run, .. } => match recheck(cx, run) {
-            (true, s) => ("budget_exhausted.raise.resume", s),
-            (false, s) => ("budget_exhausted.raise.still", s),
+            (true, s) => (EdgeId::BudgetExhaustedRaiseResume, s),
+            (false, s) => (EdgeId::BudgetExhaustedRaiseStill, s),
         },
-        s @ RunState::Preparing { .. } => ("preparing.raise", s),
-        s @ RunState::Generating { .. } => ("generating.raise", s),
-        s @ RunState::CallingTools { .. } => ("calling_tools.raise", s),
-        s @ RunState::AwaitingInput { .. } => ("awaiting_input.raise", s),
-        s => ("handoff.raise", s),
+        s @ RunState::Preparing { .. } => (EdgeId::PreparingRaise, s),
+        s @ RunState::Generating { .. } => (EdgeId::GeneratingRaise, s),
+        s @ RunState::CallingTools { .. } => (EdgeId::CallingToolsRaise, s),
+        s @ RunState::AwaitingInput { .. } => (EdgeId::AwaitingInputRaise, s),
+        s => (EdgeId::HandoffRaise, s),
     })
 }
 

@@ -14,6 +14,7 @@ use super::ids::AgentId;
 use super::plan::{Plan, When};
 pub use super::retry::{Backoff, DEFAULT_COOLDOWN_MS, MAX_RETRY_AFTER_MS, Route};
 use super::settings::ModelSettings;
+pub use super::spec_error::{SpecError, did_you_mean};
 
 /// Default number of bad tool calls an agent may make in a row (each fed back as an error)
 /// before it fails.
@@ -239,142 +240,6 @@ pub enum OnInDoubt {
     Reconcile,
 }
 
-/// A spec that failed validation. Each variant names the field at fault as a path
-/// (`agents[1].tools[0]`) so the file layer can point at its line.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SpecError {
-    /// No agents at all.
-    #[error("agents: the spec defines no agents; add at least one [[agents]] entry")]
-    NoAgents,
-    /// An agent id is empty or has characters other than letters, digits, `_`, `-`.
-    #[error("{path}: agent id `{id}` must be letters, digits, `_` or `-`")]
-    BadAgentId {
-        /// Field path.
-        path: String,
-        /// The id.
-        id: String,
-    },
-    /// Two agents share an id.
-    #[error("{path}: duplicate agent id `{id}`")]
-    DuplicateAgent {
-        /// Field path.
-        path: String,
-        /// The id.
-        id: String,
-    },
-    /// Two tools share a name, or a name is empty.
-    #[error("{path}: duplicate or empty tool name `{name}`")]
-    DuplicateTool {
-        /// Field path.
-        path: String,
-        /// The name.
-        name: String,
-    },
-    /// A grant names a tool the spec does not define.
-    #[error("{path}: agent `{agent}` is granted unknown tool `{tool}`{hint}")]
-    UnknownTool {
-        /// Field path.
-        path: String,
-        /// The agent.
-        agent: String,
-        /// The tool.
-        tool: String,
-        /// A did-you-mean, or empty.
-        hint: String,
-    },
-    /// A tool's schema is not a valid JSON Schema.
-    #[error("{path}: schema of tool `{tool}` is not a valid JSON Schema: {reason}")]
-    BadSchema {
-        /// Field path.
-        path: String,
-        /// The tool.
-        tool: String,
-        /// What the schema compiler said.
-        reason: String,
-    },
-    /// An agent has no model routes.
-    #[error("{path}: agent `{agent}` has no model route; give it a provider and model")]
-    NoRoute {
-        /// Field path.
-        path: String,
-        /// The agent.
-        agent: String,
-    },
-    /// A number is out of its allowed range.
-    #[error("{path}: {reason}")]
-    OutOfRange {
-        /// Field path.
-        path: String,
-        /// What is allowed.
-        reason: String,
-    },
-    /// The plan names an agent the spec does not define.
-    #[error("{path}: unknown agent `{agent}`{hint}")]
-    UnknownAgent {
-        /// Field path.
-        path: String,
-        /// The agent named.
-        agent: String,
-        /// A did-you-mean, or empty.
-        hint: String,
-    },
-    /// The plan has no exits.
-    #[error("plan.exits: the plan has no exit; name the agent(s) whose answer ends the run")]
-    NoExit,
-    /// An exit cannot be reached from the entry.
-    #[error(
-        "{path}: exit `{agent}` is unreachable from entry `{entry}`; add an edge that leads to it"
-    )]
-    UnreachableExit {
-        /// Field path.
-        path: String,
-        /// The exit.
-        agent: String,
-        /// The entry.
-        entry: String,
-    },
-    /// An agent's output schema is not a valid JSON Schema.
-    #[error("{path}: output_schema of agent `{agent}` is not a valid JSON Schema: {reason}")]
-    BadOutputSchema {
-        /// Field path.
-        path: String,
-        /// The agent.
-        agent: String,
-        /// What the schema compiler said.
-        reason: String,
-    },
-    /// A `when` condition does not compile.
-    #[error("{path}: {reason}")]
-    BadCondition {
-        /// Field path.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-impl SpecError {
-    /// The dotted field path the error is about (`agents[0].tools[1]`).
-    pub fn path(&self) -> &str {
-        match self {
-            SpecError::NoAgents => "agents",
-            SpecError::NoExit => "plan.exits",
-            SpecError::BadAgentId { path, .. }
-            | SpecError::DuplicateAgent { path, .. }
-            | SpecError::DuplicateTool { path, .. }
-            | SpecError::UnknownTool { path, .. }
-            | SpecError::BadSchema { path, .. }
-            | SpecError::BadOutputSchema { path, .. }
-            | SpecError::NoRoute { path, .. }
-            | SpecError::OutOfRange { path, .. }
-            | SpecError::UnknownAgent { path, .. }
-            | SpecError::UnreachableExit { path, .. }
-            | SpecError::BadCondition { path, .. } => path,
-        }
-    }
-}
-
 /// Compiled lookups, built once.
 struct Compiled {
     agent_index: BTreeMap<AgentId, usize>,
@@ -418,14 +283,42 @@ impl Serialize for RunSpec {
 impl<'de> Deserialize<'de> for RunSpec {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spec = Spec::deserialize(d)?;
-        RunSpec::build(spec).map_err(serde::de::Error::custom)
+        // A spec stored with a run was checked when the run started, by the rules of the
+        // runtape that started it: tool names are not checked again, so a run from before the
+        // name rule still reads, resumes and verifies.
+        RunSpec::compile(spec, Names::AsStored).map_err(serde::de::Error::custom)
     }
 }
 
+/// The longest tool name model providers accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// True for a tool name every model provider accepts: `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether tool names are held to the providers' rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// A new spec: they are.
+    Checked,
+    /// A spec stored with a run: they were checked by the rules of its day.
+    AsStored,
+}
+
 impl RunSpec {
-    /// Validates and compiles `spec`: ids, grants, schemas, the plan (unknown agents,
-    /// unreachable exits, bad conditions) and the caps. Fills in the agent budget defaults.
-    pub fn build(mut spec: Spec) -> Result<RunSpec, SpecError> {
+    /// Validates and compiles `spec`: ids, tool names (1 to 64 letters, digits, `_` or `-`,
+    /// as model providers require), grants, schemas, the plan (unknown agents, unreachable
+    /// exits, bad conditions) and the caps. Fills in the agent budget defaults.
+    pub fn build(spec: Spec) -> Result<RunSpec, SpecError> {
+        RunSpec::compile(spec, Names::Checked)
+    }
+
+    fn compile(mut spec: Spec, names: Names) -> Result<RunSpec, SpecError> {
         if spec.agents.is_empty() {
             return Err(SpecError::NoAgents);
         }
@@ -457,6 +350,12 @@ impl RunSpec {
                 return Err(SpecError::DuplicateTool {
                     path: format!("{path}.name"),
                     name: tool.name.clone(),
+                });
+            }
+            if names == Names::Checked && !is_valid_tool_name(&tool.name) {
+                return Err(SpecError::BadToolName {
+                    path: format!("{path}.name"),
+                    name: crate::text::one_line(&tool.name, 80),
                 });
             }
             let validator =
@@ -740,43 +639,5 @@ fn compile_condition(when: &When, edge: usize) -> Result<Option<Regex>, SpecErro
             })
         }
         _ => Ok(None),
-    }
-}
-
-/// ` (did you mean `x`?)` for the closest candidate within edit distance 2, else empty.
-pub fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
-    candidates
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
-        .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn did_you_mean_finds_close_names() {
-        assert_eq!(
-            did_you_mean("serch", ["search", "fetch"].into_iter()),
-            " (did you mean `search`?)"
-        );
-        assert_eq!(did_you_mean("zzzzzz", ["search"].into_iter()), "");
     }
 }

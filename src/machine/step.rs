@@ -10,7 +10,7 @@ use super::ids::{AgentId, EffectRef, Hlc, RunId};
 use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
-use super::table::{StateKind, edge_by_id};
+use super::table::{EdgeId, StateKind};
 use super::{batch, route};
 
 /// What one event did: the next state, the effects to perform once this transition is
@@ -18,7 +18,7 @@ use super::{batch, route};
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Transition {
     /// The table edge taken (see `statechart.md`).
-    pub edge: &'static str,
+    pub edge: EdgeId,
     /// The next state.
     pub next: RunState,
     /// Effects to perform, in order; ids are `(event.run, next.seq, index)`.
@@ -139,13 +139,13 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (_, EventBody::CancelRequested { reason }) => {
             let run = state.data().cloned().unwrap_or_default();
             let edge = match from {
-                StateKind::Created => "created.cancel",
-                StateKind::Preparing => "preparing.cancel",
-                StateKind::Generating => "generating.cancel",
-                StateKind::CallingTools => "calling_tools.cancel",
-                StateKind::AwaitingInput => "awaiting_input.cancel",
-                StateKind::Handoff => "handoff.cancel",
-                StateKind::BudgetExhausted | StateKind::Done => "budget_exhausted.cancel",
+                StateKind::Created => EdgeId::CreatedCancel,
+                StateKind::Preparing => EdgeId::PreparingCancel,
+                StateKind::Generating => EdgeId::GeneratingCancel,
+                StateKind::CallingTools => EdgeId::CallingToolsCancel,
+                StateKind::AwaitingInput => EdgeId::AwaitingInputCancel,
+                StateKind::Handoff => EdgeId::HandoffCancel,
+                StateKind::BudgetExhausted | StateKind::Done => EdgeId::BudgetExhaustedCancel,
             };
             let outcome = Outcome::Cancelled {
                 reason: reason.clone(),
@@ -154,7 +154,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         }
         (RunState::Created, EventBody::Start { goal }) => start(&mut cx, goal),
         (RunState::Preparing { run }, EventBody::Proceed) => prepare(&mut cx, run.clone()),
-        (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply }) => {
+        (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)
         }
@@ -237,21 +237,18 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         // `any.transition_cap` covers every started state; a cap of 1 is reached by `Start`
         // itself, which has its own edge (`Created` is not a started state).
         edge = if from == StateKind::Created {
-            "created.transition_cap"
+            EdgeId::CreatedTransitionCap
         } else {
-            "any.transition_cap"
+            EdgeId::AnyTransitionCap
         };
     }
 
     let to = next.kind();
-    let declared = edge_by_id(edge);
-    if !declared.is_some_and(|e| e.admits(from, on, to)) {
+    let declared = edge.row();
+    if !declared.admits(from, on, to) {
         return Err(MachineError::EdgeMismatch {
             edge,
-            declared: declared.map_or_else(
-                || "no such edge".to_owned(),
-                |e| format!("{:?} --{:?}--> {}", e.from, e.on, e.to),
-            ),
+            declared: format!("{:?} --{:?}--> {}", declared.from, declared.on, declared.to),
             actual: format!("{from} --{on}--> {to}"),
         });
     }
@@ -394,7 +391,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     }
 }
 
-fn start(cx: &mut Cx<'_>, goal: &str) -> (&'static str, RunState) {
+fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
     let spec = cx.spec;
     let mut run = RunData {
         seq: cx.seq,
@@ -417,7 +414,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (&'static str, RunState) {
     }
     let entry = spec.plan().entry.clone();
     activate(cx, &mut run, &entry, goal.to_owned());
-    ("created.start", RunState::Preparing { run })
+    (EdgeId::CreatedStart, RunState::Preparing { run })
 }
 
 /// Makes `agent` active: first visit gets its system prompt, every visit gets `user_text`.
@@ -453,14 +450,14 @@ pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user
     );
 }
 
-fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (&'static str, RunState) {
+fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (EdgeId, RunState) {
     if let Some((scope, key, resting)) = cx.exhaustion(&run) {
         cx.notes.push(Note::BudgetExhausted {
             scope: scope.clone(),
             key,
         });
         return (
-            "preparing.proceed.exhausted",
+            EdgeId::PreparingProceedExhausted,
             RunState::BudgetExhausted {
                 run,
                 scope,
@@ -476,5 +473,8 @@ fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (&'static str, RunState) {
         run.agents.get(&run.active).map_or(0, |a| a.route)
     };
     let call = cx.call_model(&run, route, 1, None);
-    ("preparing.proceed.call", RunState::Generating { run, call })
+    (
+        EdgeId::PreparingProceedCall,
+        RunState::Generating { run, call },
+    )
 }

@@ -1,170 +1,99 @@
-//! The transition table, as data. [`step`](super::step) names the edge it takes and checks it
-//! against this table on every call, and `statechart.md` is rendered from it
+//! The transition table, as data: one table that generates the state kinds, the event kinds,
+//! the edge ids ([`EdgeId`]) with their persisted names, and the rows [`step`](super::step)
+//! checks every transition against. `statechart.md` is rendered from it
 //! ([`render_statechart`]), so the diagram is the code.
+//!
+//! # Persisted names
+//!
+//! The snake_case names of state kinds, event kinds and edges are part of the database format
+//! (`runs.state_kind`, `transitions.edge`, the sealed head's `state`) and of `--json` output.
+//! A released name never changes and is never reused: a database written by runtape 0.1.0
+//! names its edges exactly as [`EdgeId::as_str`] does today (`tests/db_format_0_1_0.rs`,
+//! `tests/canned_histories.rs`). An edge the machine stops taking stays in the table, so old
+//! histories still read; a new edge gets a new name.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A state's kind (its variant without data).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StateKind {
-    /// See [`RunState::Created`](super::RunState::Created).
-    Created,
-    /// See [`RunState::Preparing`](super::RunState::Preparing).
-    Preparing,
-    /// See [`RunState::Generating`](super::RunState::Generating).
-    Generating,
-    /// See [`RunState::CallingTools`](super::RunState::CallingTools).
-    CallingTools,
-    /// See [`RunState::AwaitingInput`](super::RunState::AwaitingInput).
-    AwaitingInput,
-    /// See [`RunState::Handoff`](super::RunState::Handoff).
-    Handoff,
-    /// See [`RunState::BudgetExhausted`](super::RunState::BudgetExhausted).
-    BudgetExhausted,
-    /// See [`RunState::Done`](super::RunState::Done).
-    Done,
-}
-
-impl StateKind {
-    /// Every kind, in lifecycle order.
-    pub const ALL: [StateKind; 8] = [
-        StateKind::Created,
-        StateKind::Preparing,
-        StateKind::Generating,
-        StateKind::CallingTools,
-        StateKind::AwaitingInput,
-        StateKind::Handoff,
-        StateKind::BudgetExhausted,
-        StateKind::Done,
-    ];
-
-    /// The CamelCase name used in the statechart.
-    pub fn name(self) -> &'static str {
-        match self {
-            StateKind::Created => "Created",
-            StateKind::Preparing => "Preparing",
-            StateKind::Generating => "Generating",
-            StateKind::CallingTools => "CallingTools",
-            StateKind::AwaitingInput => "AwaitingInput",
-            StateKind::Handoff => "Handoff",
-            StateKind::BudgetExhausted => "BudgetExhausted",
-            StateKind::Done => "Done",
+/// Generates a kind enum with its statechart name (CamelCase) and persisted name
+/// (snake_case, also its serde form), `ALL` in declaration order, and `parse`.
+macro_rules! kinds {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $variant:ident = ($camel:literal, $snake:literal), #[doc = $doc:literal] )*
         }
-    }
-
-    /// The snake_case name used in logs and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StateKind::Created => "created",
-            StateKind::Preparing => "preparing",
-            StateKind::Generating => "generating",
-            StateKind::CallingTools => "calling_tools",
-            StateKind::AwaitingInput => "awaiting_input",
-            StateKind::Handoff => "handoff",
-            StateKind::BudgetExhausted => "budget_exhausted",
-            StateKind::Done => "done",
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $( #[doc = $doc] #[serde(rename = $snake)] $variant, )*
         }
-    }
-}
 
-impl fmt::Display for StateKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+        impl $name {
+            /// Every kind, in lifecycle order.
+            pub const ALL: [$name; [$($snake),*].len()] = [$($name::$variant),*];
 
-/// An event's kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// `Start`.
-    Start,
-    /// `Proceed`.
-    Proceed,
-    /// `ModelReplied`.
-    ModelReplied,
-    /// `ModelFailed`.
-    ModelFailed,
-    /// `ToolReturned`.
-    ToolReturned,
-    /// `InputProvided`.
-    InputProvided,
-    /// `EffectInDoubt`.
-    EffectInDoubt,
-    /// `Reconciled`.
-    Reconciled,
-    /// `BudgetRaised`.
-    BudgetRaised,
-    /// `CancelRequested`.
-    CancelRequested,
-    /// `Edited`.
-    Edited,
-}
+            /// The CamelCase name used in the statechart.
+            pub fn name(self) -> &'static str {
+                match self { $( $name::$variant => $camel, )* }
+            }
 
-impl EventKind {
-    /// Every kind.
-    pub const ALL: [EventKind; 11] = [
-        EventKind::Start,
-        EventKind::Proceed,
-        EventKind::ModelReplied,
-        EventKind::ModelFailed,
-        EventKind::ToolReturned,
-        EventKind::InputProvided,
-        EventKind::EffectInDoubt,
-        EventKind::Reconciled,
-        EventKind::BudgetRaised,
-        EventKind::CancelRequested,
-        EventKind::Edited,
-    ];
+            /// The snake_case name: what is stored, logged and printed as JSON.
+            pub fn as_str(self) -> &'static str {
+                match self { $( $name::$variant => $snake, )* }
+            }
 
-    /// The CamelCase name used in the statechart.
-    pub fn name(self) -> &'static str {
-        match self {
-            EventKind::Start => "Start",
-            EventKind::Proceed => "Proceed",
-            EventKind::ModelReplied => "ModelReplied",
-            EventKind::ModelFailed => "ModelFailed",
-            EventKind::ToolReturned => "ToolReturned",
-            EventKind::InputProvided => "InputProvided",
-            EventKind::EffectInDoubt => "EffectInDoubt",
-            EventKind::Reconciled => "Reconciled",
-            EventKind::BudgetRaised => "BudgetRaised",
-            EventKind::CancelRequested => "CancelRequested",
-            EventKind::Edited => "Edited",
+            /// The kind whose snake_case name is `name`.
+            pub fn parse(name: &str) -> Option<$name> {
+                match name { $( $snake => Some($name::$variant), )* _ => None }
+            }
         }
-    }
 
-    /// The snake_case name used in logs and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::Start => "start",
-            EventKind::Proceed => "proceed",
-            EventKind::ModelReplied => "model_replied",
-            EventKind::ModelFailed => "model_failed",
-            EventKind::ToolReturned => "tool_returned",
-            EventKind::InputProvided => "input_provided",
-            EventKind::EffectInDoubt => "effect_in_doubt",
-            EventKind::Reconciled => "reconciled",
-            EventKind::BudgetRaised => "budget_raised",
-            EventKind::CancelRequested => "cancel_requested",
-            EventKind::Edited => "edited",
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
         }
+    };
+}
+
+kinds! {
+    /// A state's kind (its variant without data).
+    pub enum StateKind {
+        Created = ("Created", "created"), #[doc = "See [`RunState::Created`](super::RunState::Created)."]
+        Preparing = ("Preparing", "preparing"), #[doc = "See [`RunState::Preparing`](super::RunState::Preparing)."]
+        Generating = ("Generating", "generating"), #[doc = "See [`RunState::Generating`](super::RunState::Generating)."]
+        CallingTools = ("CallingTools", "calling_tools"), #[doc = "See [`RunState::CallingTools`](super::RunState::CallingTools)."]
+        AwaitingInput = ("AwaitingInput", "awaiting_input"), #[doc = "See [`RunState::AwaitingInput`](super::RunState::AwaitingInput)."]
+        Handoff = ("Handoff", "handoff"), #[doc = "See [`RunState::Handoff`](super::RunState::Handoff)."]
+        BudgetExhausted = ("BudgetExhausted", "budget_exhausted"), #[doc = "See [`RunState::BudgetExhausted`](super::RunState::BudgetExhausted)."]
+        Done = ("Done", "done"), #[doc = "See [`RunState::Done`](super::RunState::Done)."]
     }
 }
 
-impl fmt::Display for EventKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+kinds! {
+    /// An event's kind.
+    pub enum EventKind {
+        Start = ("Start", "start"), #[doc = "`Start`."]
+        Proceed = ("Proceed", "proceed"), #[doc = "`Proceed`."]
+        ModelReplied = ("ModelReplied", "model_replied"), #[doc = "`ModelReplied`."]
+        ModelFailed = ("ModelFailed", "model_failed"), #[doc = "`ModelFailed`."]
+        ToolReturned = ("ToolReturned", "tool_returned"), #[doc = "`ToolReturned`."]
+        InputProvided = ("InputProvided", "input_provided"), #[doc = "`InputProvided`."]
+        EffectInDoubt = ("EffectInDoubt", "effect_in_doubt"), #[doc = "`EffectInDoubt`."]
+        Reconciled = ("Reconciled", "reconciled"), #[doc = "`Reconciled`."]
+        BudgetRaised = ("BudgetRaised", "budget_raised"), #[doc = "`BudgetRaised`."]
+        CancelRequested = ("CancelRequested", "cancel_requested"), #[doc = "`CancelRequested`."]
+        Edited = ("Edited", "edited"), #[doc = "`Edited`."]
     }
 }
 
 /// One row of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Edge {
-    /// Stable id, e.g. `generating.replied.tools`.
+    /// Stable id, e.g. `generating.replied.tools`: the persisted name of [`EdgeId`].
     pub id: &'static str,
     /// Source state; `None` means any state but `Created` and `Done`.
     pub from: Option<StateKind>,
@@ -187,481 +116,260 @@ impl Edge {
     }
 }
 
-use EventKind as E;
-use StateKind as S;
+macro_rules! state_of {
+    (any) => {
+        None
+    };
+    ($s:ident) => {
+        Some(StateKind::$s)
+    };
+}
 
-const fn edge(id: &'static str, from: S, on: E, to: S, meaning: &'static str) -> Edge {
-    Edge {
-        id,
-        from: Some(from),
-        on: Some(on),
-        to,
-        meaning,
+macro_rules! event_of {
+    (any) => {
+        None
+    };
+    ($e:ident) => {
+        Some(EventKind::$e)
+    };
+}
+
+/// Generates [`EdgeId`] (one variant per row, its persisted name) and [`TABLE`] (the rows,
+/// in the same order) from one list: `Variant = "persisted.name": From --Event--> To,
+/// "meaning";`, where `any` stands for any source state or any event.
+macro_rules! edges {
+    ( $( $variant:ident = $id:literal : $from:ident -- $on:ident --> $to:ident, $meaning:literal; )* ) => {
+        /// An edge of the machine: what [`step`](super::step) names each transition by. Stored
+        /// (and serialised) as its persisted name, [`EdgeId::as_str`], which is part of the
+        /// database format.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum EdgeId {
+            $( #[doc = $meaning] $variant, )*
+        }
+
+        impl EdgeId {
+            /// Every edge, in table order.
+            pub const ALL: &'static [EdgeId] = &[$(EdgeId::$variant),*];
+
+            /// The persisted name (`generating.replied.tools`): stored in `transitions.edge`,
+            /// printed by `runtape log` and `--json`. Never changes once released.
+            pub fn as_str(self) -> &'static str {
+                match self { $( EdgeId::$variant => $id, )* }
+            }
+
+            /// The edge whose persisted name is `name`; `None` for a name no edge has.
+            pub fn parse(name: &str) -> Option<EdgeId> {
+                match name { $( $id => Some(EdgeId::$variant), )* _ => None }
+            }
+        }
+
+        /// Every edge the machine can take, in [`EdgeId`] order.
+        pub const TABLE: &[Edge] = &[
+            $( Edge { id: $id, from: state_of!($from), on: event_of!($on), to: StateKind::$to, meaning: $meaning }, )*
+        ];
+    };
+}
+
+edges! {
+    CreatedStart = "created.start": Created --Start--> Preparing,
+        "the run begins: the entry agent is activated with the goal";
+    CreatedTransitionCap = "created.transition_cap": Created --Start--> Done,
+        "max_transitions = 1: the run fails with transition_cap as it starts";
+    CreatedCancel = "created.cancel": Created --CancelRequested--> Done,
+        "cancelled before it started";
+    PreparingProceedCall = "preparing.proceed.call": Preparing --Proceed--> Generating,
+        "budgets allow a turn: CallModel is emitted on the first route not cooling down, with the remaining budget";
+    PreparingProceedExhausted = "preparing.proceed.exhausted": Preparing --Proceed--> BudgetExhausted,
+        "a cap is reached: no model call is made";
+    PreparingRaise = "preparing.raise": Preparing --BudgetRaised--> Preparing,
+        "a cap is raised";
+    PreparingEdit = "preparing.edit": Preparing --Edited--> Preparing,
+        "fork edits are applied at a step boundary";
+    PreparingCancel = "preparing.cancel": Preparing --CancelRequested--> Done,
+        "cancelled at a step boundary";
+    GeneratingRepliedTools = "generating.replied.tools": Generating --ModelReplied--> CallingTools,
+        "the reply asks for tools: valid granted calls are dispatched in parallel";
+    GeneratingRepliedInput = "generating.replied.input": Generating --ModelReplied--> AwaitingInput,
+        "every runnable call needs a person (approval or question)";
+    GeneratingRepliedResolved = "generating.replied.resolved": Generating --ModelReplied--> Preparing,
+        "every call was answered without running (refused, invalid, over budget); results go back to the model";
+    GeneratingRepliedAnswer = "generating.replied.answer": Generating --ModelReplied--> Handoff,
+        "a final answer: the agent is finished";
+    GeneratingRepliedRefused = "generating.replied.refused": Generating --ModelReplied--> Done,
+        "the model refused (a refusal, or stop reason refusal): fails with refused";
+    GeneratingRepliedOutputInvalid = "generating.replied.output_invalid": Generating --ModelReplied--> Preparing,
+        "the answer does not match the agent's output schema: what is wrong is fed back (correction budget)";
+    GeneratingRepliedOutputFailed = "generating.replied.output_failed": Generating --ModelReplied--> Done,
+        "the answer does not match the output schema and the correction budget is spent: fails with output_invalid";
+    GeneratingRepliedFail = "generating.replied.fail": Generating --ModelReplied--> Done,
+        "the correction budget is spent: fails with tool_denied or tool_failed";
+    GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
+        "retryable failure: the same call again with attempt + 1 after backoff";
+    GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,
+        "attempts on this route are spent (or Retry-After is too long): it cools down and the next route not cooling down is called";
+    GeneratingFailedExhausted = "generating.failed.exhausted": Generating --ModelFailed--> BudgetExhausted,
+        "the call failed and a cap is now reached (e.g. wall time): no retry";
+    GeneratingFailedFail = "generating.failed.fail": Generating --ModelFailed--> Done,
+        "every route is spent: fails with the provider error class";
+    GeneratingRaise = "generating.raise": Generating --BudgetRaised--> Generating,
+        "a cap is raised";
+    GeneratingEdit = "generating.edit": Generating --Edited--> Generating,
+        "fork edits are applied and the model call is re-issued";
+    GeneratingEditExhausted = "generating.edit.exhausted": Generating --Edited--> BudgetExhausted,
+        "fork edits are applied and a cap is now reached: the call is not re-issued";
+    GeneratingCancel = "generating.cancel": Generating --CancelRequested--> Done,
+        "cancelled; the in-flight model call is aborted";
+    CallingToolsReturnedWait = "calling_tools.returned.wait": CallingTools --ToolReturned--> CallingTools,
+        "a result arrived; other calls still run";
+    CallingToolsReturnedInput = "calling_tools.returned.input": CallingTools --ToolReturned--> AwaitingInput,
+        "a result arrived; what remains waits for a person";
+    CallingToolsReturnedDone = "calling_tools.returned.done": CallingTools --ToolReturned--> Preparing,
+        "the last result arrived: all results go back to the model in call order";
+    CallingToolsInput = "calling_tools.input": CallingTools --InputProvided--> CallingTools,
+        "a person answered while other calls still run";
+    CallingToolsInDoubtRetry = "calling_tools.in_doubt.retry": CallingTools --EffectInDoubt--> CallingTools,
+        "on_in_doubt = retry: the call is performed again with the same idempotency key";
+    CallingToolsInDoubtAskWait = "calling_tools.in_doubt.ask_wait": CallingTools --EffectInDoubt--> CallingTools,
+        "on_in_doubt = ask while other calls still run";
+    CallingToolsInDoubtAsk = "calling_tools.in_doubt.ask": CallingTools --EffectInDoubt--> AwaitingInput,
+        "on_in_doubt = ask: a person decides";
+    CallingToolsInDoubtReconcile = "calling_tools.in_doubt.reconcile": CallingTools --EffectInDoubt--> CallingTools,
+        "on_in_doubt = reconcile: the tool's reconcile command is asked whether the call was performed";
+    CallingToolsReconciledRetry = "calling_tools.reconciled.retry": CallingTools --Reconciled--> CallingTools,
+        "not performed: the call is performed, with the same idempotency key";
+    CallingToolsReconciledWait = "calling_tools.reconciled.wait": CallingTools --Reconciled--> CallingTools,
+        "performed (its result is recorded) or unknown (a person decides) while other calls still run";
+    CallingToolsReconciledInput = "calling_tools.reconciled.input": CallingTools --Reconciled--> AwaitingInput,
+        "unknown: a person decides, as with on_in_doubt = ask";
+    CallingToolsReconciledDone = "calling_tools.reconciled.done": CallingTools --Reconciled--> Preparing,
+        "performed, and it was the last outstanding call: its result goes back to the model";
+    CallingToolsInDoubtFail = "calling_tools.in_doubt.fail": CallingTools --EffectInDoubt--> Done,
+        "on_in_doubt = fail: fails with effect_in_doubt";
+    CallingToolsRaise = "calling_tools.raise": CallingTools --BudgetRaised--> CallingTools,
+        "a cap is raised";
+    CallingToolsEdit = "calling_tools.edit": CallingTools --Edited--> CallingTools,
+        "fork edits are applied; calls still outstanding remain so";
+    CallingToolsEditInput = "calling_tools.edit.input": CallingTools --Edited--> AwaitingInput,
+        "fork edits supplied the running calls' results; what remains waits for a person";
+    CallingToolsEditDone = "calling_tools.edit.done": CallingTools --Edited--> Preparing,
+        "fork edits supplied the last outstanding result";
+    CallingToolsCancel = "calling_tools.cancel": CallingTools --CancelRequested--> Done,
+        "cancelled; running tools are aborted";
+    AwaitingInputInputWait = "awaiting_input.input.wait": AwaitingInput --InputProvided--> AwaitingInput,
+        "answered; other calls still wait for a person";
+    AwaitingInputInputRun = "awaiting_input.input.run": AwaitingInput --InputProvided--> CallingTools,
+        "approved: the call runs";
+    AwaitingInputInputDone = "awaiting_input.input.done": AwaitingInput --InputProvided--> Preparing,
+        "the last call is settled (rejected or answered): results go back to the model";
+    AwaitingInputRaise = "awaiting_input.raise": AwaitingInput --BudgetRaised--> AwaitingInput,
+        "a cap is raised";
+    AwaitingInputEdit = "awaiting_input.edit": AwaitingInput --Edited--> AwaitingInput,
+        "fork edits are applied; calls still wait for a person";
+    AwaitingInputEditDone = "awaiting_input.edit.done": AwaitingInput --Edited--> Preparing,
+        "fork edits supplied the last outstanding result";
+    AwaitingInputCancel = "awaiting_input.cancel": AwaitingInput --CancelRequested--> Done,
+        "cancelled while waiting for a person";
+    HandoffProceedNext = "handoff.proceed.next": Handoff --Proceed--> Preparing,
+        "the first matching plan edge activates the next agent";
+    HandoffProceedComplete = "handoff.proceed.complete": Handoff --Proceed--> Done,
+        "no edge matches and the agent is an exit: completed with its answer";
+    HandoffProceedUnfinished = "handoff.proceed.unfinished": Handoff --Proceed--> Done,
+        "an exit ran out of budget without answering: fails with that budget's limit class";
+    HandoffProceedNoRoute = "handoff.proceed.no_route": Handoff --Proceed--> Done,
+        "no edge matches and the agent is not an exit: fails with no_route";
+    HandoffProceedCycle = "handoff.proceed.cycle": Handoff --Proceed--> Done,
+        "the next agent has used max_agent_visits: fails with handoff_cycle";
+    HandoffRaise = "handoff.raise": Handoff --BudgetRaised--> Handoff,
+        "a cap is raised";
+    HandoffEdit = "handoff.edit": Handoff --Edited--> Handoff,
+        "fork edits are applied at a step boundary";
+    HandoffCancel = "handoff.cancel": Handoff --CancelRequested--> Done,
+        "cancelled at a step boundary";
+    BudgetExhaustedProceedHandoff = "budget_exhausted.proceed.handoff": BudgetExhausted --Proceed--> Handoff,
+        "on_exhausted = handoff: the agent counts as finished";
+    BudgetExhaustedProceedFail = "budget_exhausted.proceed.fail": BudgetExhausted --Proceed--> Done,
+        "a run-wide cap with on_exhausted = fail: fails with the limit class";
+    BudgetExhaustedRaiseResume = "budget_exhausted.raise.resume": BudgetExhausted --BudgetRaised--> Preparing,
+        "the cap is raised enough: the agent goes on";
+    BudgetExhaustedRaiseStill = "budget_exhausted.raise.still": BudgetExhausted --BudgetRaised--> BudgetExhausted,
+        "a cap is raised but one is still reached";
+    BudgetExhaustedEdit = "budget_exhausted.edit": BudgetExhausted --Edited--> BudgetExhausted,
+        "fork edits are applied; a cap is still reached";
+    BudgetExhaustedEditResume = "budget_exhausted.edit.resume": BudgetExhausted --Edited--> Preparing,
+        "fork edits lifted the cap: the agent goes on";
+    BudgetExhaustedCancel = "budget_exhausted.cancel": BudgetExhausted --CancelRequested--> Done,
+        "cancelled while out of budget";
+    AnyTransitionCap = "any.transition_cap": any --any--> Done,
+        "the run reached max_transitions: fails with transition_cap (a cancel still wins)";
+}
+
+impl EdgeId {
+    /// The table row of this edge.
+    pub fn row(self) -> &'static Edge {
+        // `TABLE` is generated in `EdgeId` declaration order, one row per variant.
+        &TABLE[self as usize]
+    }
+
+    /// The state it leaves; `None` for an edge from any started state.
+    pub fn from(self) -> Option<StateKind> {
+        self.row().from
+    }
+
+    /// The event it takes; `None` for any event.
+    pub fn on(self) -> Option<EventKind> {
+        self.row().on
+    }
+
+    /// The state it reaches.
+    pub fn to(self) -> StateKind {
+        self.row().to
+    }
+
+    /// The persisted name as an owned string (what a text record of the edge holds).
+    // Named like `ToOwned::to_owned`, which an `EdgeId` also has (it is `Copy`), so that code
+    // written when edges were strings (`t.edge.to_owned()` into a `String`) keeps compiling.
+    #[allow(clippy::wrong_self_convention)]
+    pub fn to_owned(self) -> String {
+        self.as_str().to_owned()
     }
 }
 
-/// Every edge the machine can take.
-pub const TABLE: &[Edge] = &[
-    edge(
-        "created.start",
-        S::Created,
-        E::Start,
-        S::Preparing,
-        "the run begins: the entry agent is activated with the goal",
-    ),
-    edge(
-        "created.transition_cap",
-        S::Created,
-        E::Start,
-        S::Done,
-        "max_transitions = 1: the run fails with transition_cap as it starts",
-    ),
-    edge(
-        "created.cancel",
-        S::Created,
-        E::CancelRequested,
-        S::Done,
-        "cancelled before it started",
-    ),
-    edge(
-        "preparing.proceed.call",
-        S::Preparing,
-        E::Proceed,
-        S::Generating,
-        "budgets allow a turn: CallModel is emitted on the first route not cooling down, with the remaining budget",
-    ),
-    edge(
-        "preparing.proceed.exhausted",
-        S::Preparing,
-        E::Proceed,
-        S::BudgetExhausted,
-        "a cap is reached: no model call is made",
-    ),
-    edge(
-        "preparing.raise",
-        S::Preparing,
-        E::BudgetRaised,
-        S::Preparing,
-        "a cap is raised",
-    ),
-    edge(
-        "preparing.edit",
-        S::Preparing,
-        E::Edited,
-        S::Preparing,
-        "fork edits are applied at a step boundary",
-    ),
-    edge(
-        "preparing.cancel",
-        S::Preparing,
-        E::CancelRequested,
-        S::Done,
-        "cancelled at a step boundary",
-    ),
-    edge(
-        "generating.replied.tools",
-        S::Generating,
-        E::ModelReplied,
-        S::CallingTools,
-        "the reply asks for tools: valid granted calls are dispatched in parallel",
-    ),
-    edge(
-        "generating.replied.input",
-        S::Generating,
-        E::ModelReplied,
-        S::AwaitingInput,
-        "every runnable call needs a person (approval or question)",
-    ),
-    edge(
-        "generating.replied.resolved",
-        S::Generating,
-        E::ModelReplied,
-        S::Preparing,
-        "every call was answered without running (refused, invalid, over budget); results go back to the model",
-    ),
-    edge(
-        "generating.replied.answer",
-        S::Generating,
-        E::ModelReplied,
-        S::Handoff,
-        "a final answer: the agent is finished",
-    ),
-    edge(
-        "generating.replied.refused",
-        S::Generating,
-        E::ModelReplied,
-        S::Done,
-        "the model refused (a refusal, or stop reason refusal): fails with refused",
-    ),
-    edge(
-        "generating.replied.output_invalid",
-        S::Generating,
-        E::ModelReplied,
-        S::Preparing,
-        "the answer does not match the agent's output schema: what is wrong is fed back (correction budget)",
-    ),
-    edge(
-        "generating.replied.output_failed",
-        S::Generating,
-        E::ModelReplied,
-        S::Done,
-        "the answer does not match the output schema and the correction budget is spent: fails with output_invalid",
-    ),
-    edge(
-        "generating.replied.fail",
-        S::Generating,
-        E::ModelReplied,
-        S::Done,
-        "the correction budget is spent: fails with tool_denied or tool_failed",
-    ),
-    edge(
-        "generating.failed.retry",
-        S::Generating,
-        E::ModelFailed,
-        S::Generating,
-        "retryable failure: the same call again with attempt + 1 after backoff",
-    ),
-    edge(
-        "generating.failed.fallback",
-        S::Generating,
-        E::ModelFailed,
-        S::Generating,
-        "attempts on this route are spent (or Retry-After is too long): it cools down and the next route not cooling down is called",
-    ),
-    edge(
-        "generating.failed.exhausted",
-        S::Generating,
-        E::ModelFailed,
-        S::BudgetExhausted,
-        "the call failed and a cap is now reached (e.g. wall time): no retry",
-    ),
-    edge(
-        "generating.failed.fail",
-        S::Generating,
-        E::ModelFailed,
-        S::Done,
-        "every route is spent: fails with the provider error class",
-    ),
-    edge(
-        "generating.raise",
-        S::Generating,
-        E::BudgetRaised,
-        S::Generating,
-        "a cap is raised",
-    ),
-    edge(
-        "generating.edit",
-        S::Generating,
-        E::Edited,
-        S::Generating,
-        "fork edits are applied and the model call is re-issued",
-    ),
-    edge(
-        "generating.edit.exhausted",
-        S::Generating,
-        E::Edited,
-        S::BudgetExhausted,
-        "fork edits are applied and a cap is now reached: the call is not re-issued",
-    ),
-    edge(
-        "generating.cancel",
-        S::Generating,
-        E::CancelRequested,
-        S::Done,
-        "cancelled; the in-flight model call is aborted",
-    ),
-    edge(
-        "calling_tools.returned.wait",
-        S::CallingTools,
-        E::ToolReturned,
-        S::CallingTools,
-        "a result arrived; other calls still run",
-    ),
-    edge(
-        "calling_tools.returned.input",
-        S::CallingTools,
-        E::ToolReturned,
-        S::AwaitingInput,
-        "a result arrived; what remains waits for a person",
-    ),
-    edge(
-        "calling_tools.returned.done",
-        S::CallingTools,
-        E::ToolReturned,
-        S::Preparing,
-        "the last result arrived: all results go back to the model in call order",
-    ),
-    edge(
-        "calling_tools.input",
-        S::CallingTools,
-        E::InputProvided,
-        S::CallingTools,
-        "a person answered while other calls still run",
-    ),
-    edge(
-        "calling_tools.in_doubt.retry",
-        S::CallingTools,
-        E::EffectInDoubt,
-        S::CallingTools,
-        "on_in_doubt = retry: the call is performed again with the same idempotency key",
-    ),
-    edge(
-        "calling_tools.in_doubt.ask_wait",
-        S::CallingTools,
-        E::EffectInDoubt,
-        S::CallingTools,
-        "on_in_doubt = ask while other calls still run",
-    ),
-    edge(
-        "calling_tools.in_doubt.ask",
-        S::CallingTools,
-        E::EffectInDoubt,
-        S::AwaitingInput,
-        "on_in_doubt = ask: a person decides",
-    ),
-    edge(
-        "calling_tools.in_doubt.reconcile",
-        S::CallingTools,
-        E::EffectInDoubt,
-        S::CallingTools,
-        "on_in_doubt = reconcile: the tool's reconcile command is asked whether the call was performed",
-    ),
-    edge(
-        "calling_tools.reconciled.retry",
-        S::CallingTools,
-        E::Reconciled,
-        S::CallingTools,
-        "not performed: the call is performed, with the same idempotency key",
-    ),
-    edge(
-        "calling_tools.reconciled.wait",
-        S::CallingTools,
-        E::Reconciled,
-        S::CallingTools,
-        "performed (its result is recorded) or unknown (a person decides) while other calls still run",
-    ),
-    edge(
-        "calling_tools.reconciled.input",
-        S::CallingTools,
-        E::Reconciled,
-        S::AwaitingInput,
-        "unknown: a person decides, as with on_in_doubt = ask",
-    ),
-    edge(
-        "calling_tools.reconciled.done",
-        S::CallingTools,
-        E::Reconciled,
-        S::Preparing,
-        "performed, and it was the last outstanding call: its result goes back to the model",
-    ),
-    edge(
-        "calling_tools.in_doubt.fail",
-        S::CallingTools,
-        E::EffectInDoubt,
-        S::Done,
-        "on_in_doubt = fail: fails with effect_in_doubt",
-    ),
-    edge(
-        "calling_tools.raise",
-        S::CallingTools,
-        E::BudgetRaised,
-        S::CallingTools,
-        "a cap is raised",
-    ),
-    edge(
-        "calling_tools.edit",
-        S::CallingTools,
-        E::Edited,
-        S::CallingTools,
-        "fork edits are applied; calls still outstanding remain so",
-    ),
-    edge(
-        "calling_tools.edit.input",
-        S::CallingTools,
-        E::Edited,
-        S::AwaitingInput,
-        "fork edits supplied the running calls' results; what remains waits for a person",
-    ),
-    edge(
-        "calling_tools.edit.done",
-        S::CallingTools,
-        E::Edited,
-        S::Preparing,
-        "fork edits supplied the last outstanding result",
-    ),
-    edge(
-        "calling_tools.cancel",
-        S::CallingTools,
-        E::CancelRequested,
-        S::Done,
-        "cancelled; running tools are aborted",
-    ),
-    edge(
-        "awaiting_input.input.wait",
-        S::AwaitingInput,
-        E::InputProvided,
-        S::AwaitingInput,
-        "answered; other calls still wait for a person",
-    ),
-    edge(
-        "awaiting_input.input.run",
-        S::AwaitingInput,
-        E::InputProvided,
-        S::CallingTools,
-        "approved: the call runs",
-    ),
-    edge(
-        "awaiting_input.input.done",
-        S::AwaitingInput,
-        E::InputProvided,
-        S::Preparing,
-        "the last call is settled (rejected or answered): results go back to the model",
-    ),
-    edge(
-        "awaiting_input.raise",
-        S::AwaitingInput,
-        E::BudgetRaised,
-        S::AwaitingInput,
-        "a cap is raised",
-    ),
-    edge(
-        "awaiting_input.edit",
-        S::AwaitingInput,
-        E::Edited,
-        S::AwaitingInput,
-        "fork edits are applied; calls still wait for a person",
-    ),
-    edge(
-        "awaiting_input.edit.done",
-        S::AwaitingInput,
-        E::Edited,
-        S::Preparing,
-        "fork edits supplied the last outstanding result",
-    ),
-    edge(
-        "awaiting_input.cancel",
-        S::AwaitingInput,
-        E::CancelRequested,
-        S::Done,
-        "cancelled while waiting for a person",
-    ),
-    edge(
-        "handoff.proceed.next",
-        S::Handoff,
-        E::Proceed,
-        S::Preparing,
-        "the first matching plan edge activates the next agent",
-    ),
-    edge(
-        "handoff.proceed.complete",
-        S::Handoff,
-        E::Proceed,
-        S::Done,
-        "no edge matches and the agent is an exit: completed with its answer",
-    ),
-    edge(
-        "handoff.proceed.unfinished",
-        S::Handoff,
-        E::Proceed,
-        S::Done,
-        "an exit ran out of budget without answering: fails with that budget's limit class",
-    ),
-    edge(
-        "handoff.proceed.no_route",
-        S::Handoff,
-        E::Proceed,
-        S::Done,
-        "no edge matches and the agent is not an exit: fails with no_route",
-    ),
-    edge(
-        "handoff.proceed.cycle",
-        S::Handoff,
-        E::Proceed,
-        S::Done,
-        "the next agent has used max_agent_visits: fails with handoff_cycle",
-    ),
-    edge(
-        "handoff.raise",
-        S::Handoff,
-        E::BudgetRaised,
-        S::Handoff,
-        "a cap is raised",
-    ),
-    edge(
-        "handoff.edit",
-        S::Handoff,
-        E::Edited,
-        S::Handoff,
-        "fork edits are applied at a step boundary",
-    ),
-    edge(
-        "handoff.cancel",
-        S::Handoff,
-        E::CancelRequested,
-        S::Done,
-        "cancelled at a step boundary",
-    ),
-    edge(
-        "budget_exhausted.proceed.handoff",
-        S::BudgetExhausted,
-        E::Proceed,
-        S::Handoff,
-        "on_exhausted = handoff: the agent counts as finished",
-    ),
-    edge(
-        "budget_exhausted.proceed.fail",
-        S::BudgetExhausted,
-        E::Proceed,
-        S::Done,
-        "a run-wide cap with on_exhausted = fail: fails with the limit class",
-    ),
-    edge(
-        "budget_exhausted.raise.resume",
-        S::BudgetExhausted,
-        E::BudgetRaised,
-        S::Preparing,
-        "the cap is raised enough: the agent goes on",
-    ),
-    edge(
-        "budget_exhausted.raise.still",
-        S::BudgetExhausted,
-        E::BudgetRaised,
-        S::BudgetExhausted,
-        "a cap is raised but one is still reached",
-    ),
-    edge(
-        "budget_exhausted.edit",
-        S::BudgetExhausted,
-        E::Edited,
-        S::BudgetExhausted,
-        "fork edits are applied; a cap is still reached",
-    ),
-    edge(
-        "budget_exhausted.edit.resume",
-        S::BudgetExhausted,
-        E::Edited,
-        S::Preparing,
-        "fork edits lifted the cap: the agent goes on",
-    ),
-    edge(
-        "budget_exhausted.cancel",
-        S::BudgetExhausted,
-        E::CancelRequested,
-        S::Done,
-        "cancelled while out of budget",
-    ),
-    Edge {
-        id: "any.transition_cap",
-        from: None,
-        on: None,
-        to: S::Done,
-        meaning: "the run reached max_transitions: fails with transition_cap (a cancel still wins)",
-    },
-];
+impl fmt::Display for EdgeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
-/// The edge with this id.
+impl PartialEq<&str> for EdgeId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for EdgeId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Serialize for EdgeId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EdgeId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        EdgeId::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{name}` is not an edge of the machine"))
+        })
+    }
+}
+
+/// The row of the edge whose persisted name is `id`.
 pub fn edge_by_id(id: &str) -> Option<&'static Edge> {
-    TABLE.iter().find(|e| e.id == id)
+    EdgeId::parse(id).map(EdgeId::row)
 }
 
 /// `statechart.md`: a Mermaid `stateDiagram-v2` and the full edge table. `runtape statechart`
@@ -731,6 +439,105 @@ mod tests {
         let n = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), n);
+    }
+
+    #[test]
+    fn each_edge_id_is_its_row_and_its_name_round_trips() {
+        assert_eq!(EdgeId::ALL.len(), TABLE.len());
+        for (i, e) in EdgeId::ALL.iter().enumerate() {
+            assert_eq!(e.row(), &TABLE[i]);
+            assert_eq!(e.row().id, e.as_str());
+            assert_eq!(EdgeId::parse(e.as_str()), Some(*e));
+            let json = serde_json::to_string(e).expect("encodes");
+            assert_eq!(serde_json::from_str::<EdgeId>(&json).ok(), Some(*e));
+        }
+        assert_eq!(EdgeId::parse("created.begin"), None);
+        for k in StateKind::ALL {
+            assert_eq!(StateKind::parse(k.as_str()), Some(k));
+            assert_eq!(
+                serde_json::to_value(k).ok(),
+                Some(serde_json::json!(k.as_str()))
+            );
+        }
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+        }
+    }
+
+    /// Every persisted edge name released so far, which stored databases and canned histories
+    /// hold: none may disappear or be renamed (add new ones here when they ship).
+    #[test]
+    fn released_names_never_change() {
+        let released = [
+            "created.start",
+            "created.transition_cap",
+            "created.cancel",
+            "preparing.proceed.call",
+            "preparing.proceed.exhausted",
+            "preparing.raise",
+            "preparing.edit",
+            "preparing.cancel",
+            "generating.replied.tools",
+            "generating.replied.input",
+            "generating.replied.resolved",
+            "generating.replied.answer",
+            "generating.replied.refused",
+            "generating.replied.output_invalid",
+            "generating.replied.output_failed",
+            "generating.replied.fail",
+            "generating.failed.retry",
+            "generating.failed.fallback",
+            "generating.failed.exhausted",
+            "generating.failed.fail",
+            "generating.raise",
+            "generating.edit",
+            "generating.edit.exhausted",
+            "generating.cancel",
+            "calling_tools.returned.wait",
+            "calling_tools.returned.input",
+            "calling_tools.returned.done",
+            "calling_tools.input",
+            "calling_tools.in_doubt.retry",
+            "calling_tools.in_doubt.ask_wait",
+            "calling_tools.in_doubt.ask",
+            "calling_tools.in_doubt.reconcile",
+            "calling_tools.reconciled.retry",
+            "calling_tools.reconciled.wait",
+            "calling_tools.reconciled.input",
+            "calling_tools.reconciled.done",
+            "calling_tools.in_doubt.fail",
+            "calling_tools.raise",
+            "calling_tools.edit",
+            "calling_tools.edit.input",
+            "calling_tools.edit.done",
+            "calling_tools.cancel",
+            "awaiting_input.input.wait",
+            "awaiting_input.input.run",
+            "awaiting_input.input.done",
+            "awaiting_input.raise",
+            "awaiting_input.edit",
+            "awaiting_input.edit.done",
+            "awaiting_input.cancel",
+            "handoff.proceed.next",
+            "handoff.proceed.complete",
+            "handoff.proceed.unfinished",
+            "handoff.proceed.no_route",
+            "handoff.proceed.cycle",
+            "handoff.raise",
+            "handoff.edit",
+            "handoff.cancel",
+            "budget_exhausted.proceed.handoff",
+            "budget_exhausted.proceed.fail",
+            "budget_exhausted.raise.resume",
+            "budget_exhausted.raise.still",
+            "budget_exhausted.edit",
+            "budget_exhausted.edit.resume",
+            "budget_exhausted.cancel",
+            "any.transition_cap",
+        ];
+        for name in released {
+            assert!(EdgeId::parse(name).is_some(), "{name} is gone");
+        }
     }
 
     #[test]

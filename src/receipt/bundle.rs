@@ -148,7 +148,7 @@ pub enum Completeness {
     Unproven,
 }
 
-/// Verifies a bundle: the receipts as [`verify`](super::verify()) does, then the head line —
+/// Verifies a bundle: the receipts as [`verify_chain`](super::verify_chain()) does, then the head line —
 /// its seal (signed by `public_key` when one is given), the count, and that the run's sealed
 /// head ends its chain at the file's last receipt. A file without a head line is refused
 /// unless `accept_headless`; so is, where a key is trusted, a head sealed without a key on
@@ -158,7 +158,7 @@ pub fn verify_bundle(
     public_key: Option<&VerifyingKey>,
     accept_headless: bool,
 ) -> Result<(VerifyReport, Completeness), VerifyError> {
-    let report = super::verify(&bundle.receipts, public_key)?;
+    let report = super::verify_chain(&bundle.receipts, public_key)?;
     let Some(line) = &bundle.head else {
         return if accept_headless {
             Ok((report, Completeness::Unproven))

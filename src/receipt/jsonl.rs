@@ -16,7 +16,7 @@ use super::body::Receipt;
 use super::error::ReceiptError;
 
 /// Writes `receipts` to `writer`, one canonical JSON object per line, each ending in `\n`.
-/// Export a run's receipts with it for offline [`verify`](super::verify).
+/// Export a run's receipts with it for offline [`verify_chain`](super::verify_chain).
 pub fn write_jsonl<W: Write>(mut writer: W, receipts: &[Receipt]) -> Result<(), ReceiptError> {
     let io = |e: std::io::Error| ReceiptError::Io {
         reason: e.to_string(),
@@ -33,7 +33,7 @@ pub fn write_jsonl<W: Write>(mut writer: W, receipts: &[Receipt]) -> Result<(), 
 
 /// Reads a bundle written by [`write_jsonl`]. A line that is empty, not UTF-8 or not a
 /// receipt (unknown fields included) is an error naming its 1-based line number. Reading
-/// checks only the shape; call [`verify`](super::verify) to check the chain and signatures.
+/// checks only the shape; call [`verify_chain`](super::verify_chain) to check the chain and signatures.
 pub fn read_jsonl<R: Read>(reader: R) -> Result<Vec<Receipt>, ReceiptError> {
     let mut reader = BufReader::new(reader);
     let mut receipts = Vec::new();

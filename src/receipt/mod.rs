@@ -10,7 +10,7 @@
 //!
 //! Each receipt's `parent_sig` holds the previous receipt's [`Receipt::link`] (`null` for the
 //! first), so deleting, reordering, editing or re-signing any receipt breaks the chain or a
-//! signature, and [`verify`] names the receipt at fault.
+//! signature, and [`verify_chain`] names the receipt at fault.
 //!
 //! | mode | seal | link (the next `parent_sig`) | proves |
 //! |---|---|---|---|
@@ -51,7 +51,7 @@
 //!
 //! # Bundles
 //!
-//! [`write_jsonl`] exports receipts one per line; [`read_jsonl`] reads them back; [`verify`]
+//! [`write_jsonl`] exports receipts one per line; [`read_jsonl`] reads them back; [`verify_chain`]
 //! checks a bundle offline, with the trusted public key or none, and [`check_run`] checks that
 //! it holds one run's receipts. A complete export ([`write_bundle`]) ends with a head line: the
 //! run's sealed [`RunHead`] naming its last receipt, so [`verify_bundle`] can tell a file cut
@@ -84,7 +84,7 @@
 //! write_jsonl(&mut file, &bundle)?;
 //! let read_back = read_jsonl(file.as_slice())?;
 //! let public_key = signer.verifying_key();
-//! let report = verify(&read_back, public_key.as_ref())?;
+//! let report = verify_chain(&read_back, public_key.as_ref())?;
 //! assert_eq!(report.integrity, Integrity::Signed { key_id: public_key_hex(&public_key.unwrap()) });
 //! check_run(&read_back, &RunId::new("run-1"))?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -118,9 +118,9 @@ pub use jsonl::{read_jsonl, write_jsonl};
 pub use key::{
     KEY_FILE_HEADER, keygen, parse_public_key, public_key_hex, read_public_key, write_public_key,
 };
-pub use report::{At, Integrity, VerifyError, VerifyReport};
+pub use report::{Integrity, ReceiptAt, VerifyError, VerifyReport};
 pub use signer::ReceiptSigner;
-pub use verify::{check_run, verify};
+pub use verify::{check_run, verify_chain};
 
 /// The environment variable the engine reads the signing key from by default (the key file's
 /// text, usually just its 64 hex characters). Pass it to

@@ -1,4 +1,4 @@
-//! What verification reports: the receipt at fault ([`At`]), the failure ([`VerifyError`]),
+//! What verification reports: the receipt at fault ([`ReceiptAt`]), the failure ([`VerifyError`]),
 //! and on success how much the bundle proves ([`VerifyReport`], [`Integrity`]).
 
 use std::fmt;
@@ -9,7 +9,7 @@ use crate::machine::RunId;
 /// Where a receipt sits in a bundle: its 0-based index (line `index + 1` of a JSONL file), its
 /// seq and kind, so a failure can be found both in the file and in the run's history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct At {
+pub struct ReceiptAt {
     /// 0-based position in the bundle.
     pub index: usize,
     /// The receipt's seq, as written.
@@ -18,9 +18,9 @@ pub struct At {
     pub kind: ReceiptKind,
 }
 
-impl At {
-    pub(crate) fn of(receipts: &[Receipt], index: usize) -> Option<At> {
-        receipts.get(index).map(|r| At {
+impl ReceiptAt {
+    pub(crate) fn of(receipts: &[Receipt], index: usize) -> Option<ReceiptAt> {
+        receipts.get(index).map(|r| ReceiptAt {
             index,
             seq: r.body.seq,
             kind: r.body.kind,
@@ -28,7 +28,7 @@ impl At {
     }
 }
 
-impl fmt::Display for At {
+impl fmt::Display for ReceiptAt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -57,7 +57,7 @@ pub enum Integrity {
     Empty,
 }
 
-/// What [`verify`](super::verify()) established about a bundle.
+/// What [`verify_chain`](super::verify_chain()) established about a bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyReport {
     /// Number of receipts checked.
@@ -117,7 +117,7 @@ pub enum VerifyError {
     )]
     Mixed {
         /// The first receipt whose mode differs from the first receipt's.
-        at: At,
+        at: ReceiptAt,
         /// True when that receipt is signed.
         signed: bool,
     },
@@ -125,7 +125,7 @@ pub enum VerifyError {
     #[error("{at} is malformed: {error}")]
     Malformed {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
         /// What is wrong.
         error: FieldError,
     },
@@ -137,7 +137,7 @@ pub enum VerifyError {
     )]
     ChainBreak {
         /// The receipt whose `parent_sig` is wrong.
-        at: At,
+        at: ReceiptAt,
         /// The previous receipt's link (`None` for the first receipt).
         expected: Option<String>,
         /// The `parent_sig` found.
@@ -149,17 +149,17 @@ pub enum VerifyError {
     )]
     Misplaced {
         /// The receipt that is out of place.
-        at: At,
+        at: ReceiptAt,
         /// The receipt its `parent_sig` points at.
-        parent: At,
+        parent: ReceiptAt,
     },
     /// The seq does not increase.
     #[error("{at} has seq {} after seq {}: seqs must strictly increase", at.seq, previous.seq)]
     SeqNotIncreasing {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
         /// The receipt before it.
-        previous: At,
+        previous: ReceiptAt,
     },
     /// A receipt claims a different signer than the trusted key.
     #[error(
@@ -169,7 +169,7 @@ pub enum VerifyError {
     )]
     KeyMismatch {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
         /// Hex of the trusted public key.
         expected: String,
         /// The `key_id` found.
@@ -181,7 +181,7 @@ pub enum VerifyError {
     )]
     BadSignature {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
     },
     /// An unsigned receipt's digest does not match its fields.
     #[error(
@@ -191,7 +191,7 @@ pub enum VerifyError {
     )]
     DigestMismatch {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
         /// SHA-256 of the fields as found.
         expected: String,
         /// The stored digest.
@@ -247,7 +247,7 @@ pub enum VerifyError {
     #[error("{at} belongs to run {found}, not run {expected}")]
     WrongRun {
         /// The receipt.
-        at: At,
+        at: ReceiptAt,
         /// The run the bundle should belong to.
         expected: RunId,
         /// The run it names.
@@ -257,7 +257,7 @@ pub enum VerifyError {
 
 impl VerifyError {
     /// The receipt the error is about, when it is about one.
-    pub fn at(&self) -> Option<&At> {
+    pub fn at(&self) -> Option<&ReceiptAt> {
         match self {
             VerifyError::KeyRequired { .. }
             | VerifyError::NotSigned

@@ -24,7 +24,7 @@ pub struct ReceiptSigner {
 
 impl ReceiptSigner {
     /// A signer without a key: receipts are marked unsigned and only hash-chained. Use it when
-    /// no key is configured; [`verify`](super::verify) reports such bundles as
+    /// no key is configured; [`verify_chain`](super::verify_chain) reports such bundles as
     /// "unsigned, hash-chained only".
     pub fn unsigned() -> Self {
         ReceiptSigner {

@@ -7,7 +7,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use super::body::{FieldError, Receipt, Seal};
 use super::hex;
 use super::key::public_key_hex;
-use super::report::{At, Integrity, VerifyError, VerifyReport, report};
+use super::report::{Integrity, ReceiptAt, VerifyError, VerifyReport, report};
 use crate::machine::RunId;
 
 /// Verifies an exported bundle offline, needing no database. Pass the trusted public key for
@@ -31,7 +31,7 @@ use crate::machine::RunId;
 /// re-signed with another key by its key or signature check. Removing receipts from the *end*
 /// of a bundle leaves a valid shorter chain: compare [`VerifyReport::tip`] with the tip the
 /// store recorded to detect that.
-pub fn verify(
+pub fn verify_chain(
     receipts: &[Receipt],
     public_key: Option<&VerifyingKey>,
 ) -> Result<VerifyReport, VerifyError> {
@@ -41,7 +41,7 @@ pub fn verify(
     if let Some(at) = receipts
         .iter()
         .position(|r| r.is_signed() != first.is_signed())
-        .and_then(|i| At::of(receipts, i))
+        .and_then(|i| ReceiptAt::of(receipts, i))
     {
         return Err(VerifyError::Mixed {
             at,
@@ -64,7 +64,7 @@ pub fn verify(
         by_link.entry(link.as_str()).or_insert(i);
     }
     for (index, receipt) in receipts.iter().enumerate() {
-        let at = At {
+        let at = ReceiptAt {
             index,
             seq: receipt.body.seq,
             kind: receipt.body.kind,
@@ -76,7 +76,7 @@ pub fn verify(
         if expected != found {
             let parent = found
                 .and_then(|p| by_link.get(p.as_str()))
-                .and_then(|&j| At::of(receipts, j));
+                .and_then(|&j| ReceiptAt::of(receipts, j));
             return Err(match parent {
                 Some(parent) => VerifyError::Misplaced { at, parent },
                 None => VerifyError::ChainBreak {
@@ -86,7 +86,7 @@ pub fn verify(
                 },
             });
         }
-        if let Some(prev) = previous.and_then(|p| At::of(receipts, p))
+        if let Some(prev) = previous.and_then(|p| ReceiptAt::of(receipts, p))
             && receipt.body.seq <= prev.seq
         {
             return Err(VerifyError::SeqNotIncreasing { at, previous: prev });
@@ -101,7 +101,7 @@ pub fn verify(
 }
 
 /// Checks that every receipt in the bundle belongs to `run`; the error names the first that
-/// does not. Use it alongside [`verify`] when a bundle is presented as one run's receipts.
+/// does not. Use it alongside [`verify_chain`] when a bundle is presented as one run's receipts.
 pub fn check_run(receipts: &[Receipt], run: &RunId) -> Result<(), VerifyError> {
     match receipts
         .iter()
@@ -110,7 +110,7 @@ pub fn check_run(receipts: &[Receipt], run: &RunId) -> Result<(), VerifyError> {
     {
         None => Ok(()),
         Some((index, r)) => Err(VerifyError::WrongRun {
-            at: At {
+            at: ReceiptAt {
                 index,
                 seq: r.body.seq,
                 kind: r.body.kind,
@@ -121,7 +121,7 @@ pub fn check_run(receipts: &[Receipt], run: &RunId) -> Result<(), VerifyError> {
     }
 }
 
-fn check_fields(receipt: &Receipt, at: At) -> Result<(), VerifyError> {
+fn check_fields(receipt: &Receipt, at: ReceiptAt) -> Result<(), VerifyError> {
     let malformed = |field, problem: &str| VerifyError::Malformed {
         at,
         error: FieldError::new(field, problem),
@@ -159,7 +159,7 @@ fn check_fields(receipt: &Receipt, at: At) -> Result<(), VerifyError> {
 
 fn check_seal(
     receipt: &Receipt,
-    at: At,
+    at: ReceiptAt,
     trusted: Option<&(&VerifyingKey, String)>,
 ) -> Result<(), VerifyError> {
     match (&receipt.seal, trusted) {

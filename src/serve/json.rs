@@ -11,24 +11,24 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The largest integer every JSON reader holds exactly: 2^53. Larger ones are strings.
-pub const MAX_EXACT: u64 = 1 << 53;
+pub(crate) const MAX_EXACT: u64 = 1 << 53;
 
 /// `value` as a JSON value with every integer beyond [`MAX_EXACT`] (either sign) replaced by
 /// its decimal string. Call it on anything about to be written for another program.
-pub fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Error> {
+pub(crate) fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Error> {
     let mut v = serde_json::to_value(value)?;
     make_safe(&mut v);
     Ok(v)
 }
 
 /// [`safe_value`] written as one line of JSON text.
-pub fn encode(value: &impl Serialize) -> Result<String, serde_json::Error> {
+pub(crate) fn encode(value: &impl Serialize) -> Result<String, serde_json::Error> {
     serde_json::to_string(&safe_value(value)?)
 }
 
 /// Rewrites `v` in place: integers beyond [`MAX_EXACT`] become strings. Floats are left
 /// alone (they are approximate anyway).
-pub fn make_safe(v: &mut Value) {
+pub(crate) fn make_safe(v: &mut Value) {
     match v {
         Value::Number(n) => {
             let big = match (n.as_u64(), n.as_i64()) {
@@ -48,12 +48,14 @@ pub fn make_safe(v: &mut Value) {
 
 /// The integers beyond [`MAX_EXACT`] that `v` still holds as numbers, as JSON pointers: for
 /// tests that check an output is safe.
-pub fn unsafe_integers(v: &Value) -> Vec<String> {
+#[cfg(test)]
+pub(crate) fn unsafe_integers(v: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(v, &mut String::new(), &mut out);
     out
 }
 
+#[cfg(test)]
 fn walk(v: &Value, path: &mut String, out: &mut Vec<String>) {
     match v {
         Value::Number(n) => {

@@ -27,7 +27,7 @@ use crate::cli::common::{CliError, db_path};
 
 mod actions;
 mod error;
-pub mod json;
+pub(crate) mod json;
 pub(crate) mod otel;
 mod routes;
 mod security;
@@ -38,37 +38,37 @@ mod ui;
 mod watch;
 
 /// The variable the bearer token is read from unless `--token-env` names another.
-pub const DEFAULT_TOKEN_ENV: &str = "RUNTAPE_SERVE_TOKEN";
+pub(crate) const DEFAULT_TOKEN_ENV: &str = "RUNTAPE_SERVE_TOKEN";
 
 /// Where the server listens unless told otherwise.
-pub const DEFAULT_ADDR: &str = "127.0.0.1:7777";
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:7777";
 
 /// How often a watched run's row is read for changes other processes made.
 const POLL: Duration = Duration::from_millis(250);
 
 /// What `runtape serve` was asked for.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// `--db`, if given (else `$RUNTAPE_DB`, else `./runtape.db`).
-    pub db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     /// `HOST:PORT` to listen on (port 0: any free port, printed).
-    pub addr: String,
+    pub(crate) addr: String,
     /// The environment variable holding the bearer token.
-    pub token_env: String,
+    pub(crate) token_env: String,
     /// More `Host` names this server answers to (without a token).
-    pub allow_hosts: Vec<String>,
+    pub(crate) allow_hosts: Vec<String>,
     /// Origins whose pages may call the API (CORS).
-    pub cors_origins: Vec<String>,
+    pub(crate) cors_origins: Vec<String>,
     /// Where an uploaded spec's relative paths start (default: the current directory).
-    pub spec_dir: Option<PathBuf>,
+    pub(crate) spec_dir: Option<PathBuf>,
     /// Receipt key file for the runs the server drives (else `$RUNTAPE_RECEIPT_KEY`).
-    pub receipt_key: Option<PathBuf>,
+    pub(crate) receipt_key: Option<PathBuf>,
     /// Grace period of a graceful stop, ms.
-    pub grace_ms: u64,
+    pub(crate) grace_ms: u64,
     /// OTLP/HTTP endpoint (base URL); `None` also checks `$OTEL_EXPORTER_OTLP_ENDPOINT`.
-    pub otlp_endpoint: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
     /// Export prompts, completions, tool arguments and results too.
-    pub otlp_content: bool,
+    pub(crate) otlp_content: bool,
 }
 
 /// Runs the server until a stop signal; returns the exit status.

@@ -364,7 +364,7 @@ async fn diff(
     let q = query(q)?;
     let (a, b) = (run_ref(&q.a)?, run_ref(&q.b)?);
     let v = app
-        .blocking(move |app| json_of(diff_json(&history::diff(app.store.as_ref(), &a, &b)?)))
+        .blocking(move |app| json_of(diff_json(&history::diff_runs(app.store.as_ref(), &a, &b)?)))
         .await?;
     Ok(ok(&v))
 }

@@ -18,7 +18,7 @@ use super::watch::Watch;
 use crate::cli::common::CliError;
 use crate::cli::runs::{Common, engine_config};
 use crate::exec::{Engine, RunHandle, TraceEvent};
-use crate::history::{self, Entry, HistoryError};
+use crate::history::{self, HistoryError, TimelineEntry as Entry};
 use crate::machine::RunId;
 use crate::store::{RunRecord, Store};
 
@@ -170,7 +170,7 @@ impl App {
     /// get the grace period, then each run rests paused) and waits for them.
     pub(crate) async fn stop_runs(&self) {
         for (_, engine) in lock(&self.drivers).iter() {
-            engine.shutdown(self.grace);
+            engine.begin_shutdown(self.grace);
         }
         let tasks: Vec<_> = std::mem::take(&mut *lock(&self.tasks));
         let wait = futures_util::future::join_all(tasks);

@@ -29,7 +29,7 @@ use super::state::{App, lock};
 use crate::cli::control::is_driven;
 use crate::cli::inspect::{entry_json, run_json};
 use crate::exec::TraceEvent;
-use crate::history::{self, Entry};
+use crate::history::{self, TimelineEntry as Entry};
 use crate::machine::RunId;
 use crate::store::{RunRecord, RunStatus};
 

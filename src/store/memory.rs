@@ -269,7 +269,7 @@ impl Inner {
             seq: c.seq,
             at: c.at,
             event: c.event,
-            edge: c.edge.to_owned(),
+            edge: c.edge,
             effects: c.effects,
             state_kind: c.state_kind,
             state_hash: c.state_hash,

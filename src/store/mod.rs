@@ -21,7 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
+use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 mod lease;
 mod legacy_heads;
@@ -201,8 +201,8 @@ pub struct TransitionRecord {
     pub at: Hlc,
     /// The event, as JSON.
     pub event: Vec<u8>,
-    /// The table edge taken.
-    pub edge: String,
+    /// The table edge taken (stored as its persisted name; see [`EdgeId`]).
+    pub edge: EdgeId,
     /// The emitted effects, as a JSON array (empty when none).
     pub effects: Vec<u8>,
     /// Kind of the state after it.
@@ -217,6 +217,7 @@ pub struct TransitionRecord {
 
 /// A run's sealed head as stored: the head's canonical bytes and their seal (see
 /// [`crate::receipt::RunHead`]). Written with every write that changes what it records.
+#[non_exhaustive]
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeadRecord {
     /// The head's canonical JSON.
@@ -261,6 +262,7 @@ impl OutboxStatus {
 }
 
 /// An effect's outbox row.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutboxRecord {
     /// Where it was emitted.
@@ -272,6 +274,7 @@ pub struct OutboxRecord {
 }
 
 /// A new run.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct NewRun {
     /// Its id.
@@ -295,6 +298,7 @@ pub struct NewRun {
 }
 
 /// One transition to make durable.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct Commit {
     /// The run.
@@ -308,7 +312,7 @@ pub struct Commit {
     /// Event JSON.
     pub event: Vec<u8>,
     /// The edge taken.
-    pub edge: &'static str,
+    pub edge: EdgeId,
     /// Effects JSON array (empty when none).
     pub effects: Vec<u8>,
     /// Outbox rows for the effects.
@@ -347,7 +351,97 @@ pub struct Commit {
     pub head: Option<HeadRecord>,
 }
 
+// The records above are `#[non_exhaustive]` so a new stored field is not a breaking change;
+// programs outside this crate that write records themselves (another store's conformance
+// tests, tools that build databases) start from these constructors and set the rest by field.
+
+impl HeadRecord {
+    /// A head of `body` sealed by `seal`, replacing the head whose body digests to `replaces`.
+    pub fn new(body: Vec<u8>, seal: Vec<u8>, replaces: Option<Digest>) -> HeadRecord {
+        HeadRecord {
+            body,
+            seal,
+            replaces,
+        }
+    }
+}
+
+impl OutboxRecord {
+    /// The outbox row of `effect` at `status`.
+    pub fn new(
+        effect: EffectRef,
+        status: OutboxStatus,
+        idempotency_key: Option<String>,
+    ) -> OutboxRecord {
+        OutboxRecord {
+            effect,
+            status,
+            idempotency_key,
+        }
+    }
+}
+
+impl NewRun {
+    /// Run `id` of `spec` toward `goal`, leased to `owner` until `lease_expires_ms`, with its
+    /// first `head`; no parent and no stored setup until those fields are set.
+    pub fn new(
+        id: RunId,
+        spec: String,
+        goal: String,
+        owner: String,
+        now_ms: u64,
+        lease_expires_ms: u64,
+        head: HeadRecord,
+    ) -> NewRun {
+        NewRun {
+            id,
+            parent: None,
+            spec,
+            setup: None,
+            goal,
+            now_ms,
+            owner,
+            lease_expires_ms,
+            head,
+        }
+    }
+}
+
+impl Commit {
+    /// Transition `seq` of `run` under lease `epoch` taking `edge` at `at`, with every other
+    /// field empty (no event or effect bytes, zero digests, no counters, status `running`, the
+    /// head left as stored): set the fields the write needs before submitting it.
+    pub fn new(run: RunId, epoch: u64, seq: u64, edge: EdgeId, at: Hlc, now_ms: u64) -> Commit {
+        Commit {
+            run,
+            epoch,
+            seq,
+            at,
+            event: Vec::new(),
+            edge,
+            effects: Vec::new(),
+            outbox: Vec::new(),
+            resolves: None,
+            state_kind: edge.to(),
+            state_hash: Digest::default(),
+            chain: Digest::default(),
+            blobs: Vec::new(),
+            snapshot: None,
+            status: RunStatus::Running,
+            cost_nanos: 0,
+            unpriced_turns: 0,
+            tokens: 0,
+            outcome: None,
+            seal: None,
+            now_ms,
+            lease_expires_ms: now_ms,
+            head: None,
+        }
+    }
+}
+
 /// A write for the store to make durable.
+#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub enum Write {
     /// Create a run (and take its lease, epoch 1).

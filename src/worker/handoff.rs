@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::exec::{Engine, EngineError, wall_ms};
-use crate::history::head::{HeadKeeper, first_head};
+use crate::ledger::{HeadKeeper, first_head};
 use crate::machine::{Digest, RunId, RunSpec};
 use crate::receipt::ReceiptSigner;
 use crate::store::{self, NewRun, RunStatus, Store, StoreError, Write, Written};

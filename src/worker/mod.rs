@@ -170,7 +170,7 @@ pub async fn run(
     }
     let _ = store.heartbeat(&info, ttl, true).await;
     for engine in live.values() {
-        engine.shutdown(opts.grace);
+        engine.begin_shutdown(opts.grace);
     }
     loop {
         tokio::select! {
@@ -231,7 +231,7 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
 fn install(engine: &Engine, run: &RunId) -> Result<(), (String, bool)> {
     let store = engine.store().as_ref();
     let rec = history::record(store, run).map_err(|e| (e.to_string(), false))?;
-    history::head::check_continuable(store, &rec, engine.receipt_signer()).map_err(|e| {
+    crate::ledger::check_continuable(store, &rec, engine.receipt_signer()).map_err(|e| {
         let bad = matches!(e, HistoryError::Tampered { .. } | HistoryError::WrongKey(_));
         (e.to_string(), bad)
     })?;

@@ -282,7 +282,11 @@ impl Harness {
 
     pub fn reply(&mut self, reply: ModelReply) -> &Transition {
         let effect = self.model_effect();
-        self.send(EventBody::ModelReplied { effect, reply })
+        self.send(EventBody::ModelReplied {
+            effect,
+            reply,
+            chunks: Vec::new(),
+        })
     }
 
     pub fn fail(&mut self, failure: ModelFailure) -> &Transition {
@@ -350,7 +354,7 @@ impl Harness {
             .map(|(event, t)| Row {
                 seq: t.next.seq(),
                 event: event.kind(),
-                edge: t.edge,
+                edge: t.edge.as_str(),
                 to: t.next.kind(),
                 effects: t.effects.iter().map(effect_summary).collect(),
                 notes: t.notes.clone(),

@@ -126,7 +126,8 @@ pub fn child_main() -> bool {
         let exists = engine.store().run(&run).expect("reads").is_some();
         let handle = if mode == "start" || !exists {
             engine
-                .start_with_id(run.clone(), child_spec(policy), "crash me")
+                .start(child_spec(policy), "crash me")
+                .with_id(run.clone())
                 .await
         } else {
             engine.resume(&run).await

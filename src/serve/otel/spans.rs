@@ -192,7 +192,7 @@ impl Tracker {
                 open.links.push(link(&run, "resume"));
                 self.set_take_up(&run, open, at);
             }
-            Trace::Transition { edge, .. } => self.exporter.counters().transition(edge),
+            Trace::Transition { edge, .. } => self.exporter.counters().transition(edge.as_str()),
             Trace::ModelRequest {
                 agent,
                 provider,

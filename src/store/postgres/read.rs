@@ -98,9 +98,9 @@ pub(super) async fn transitions(
                 detail: format!("seq {seq}: {what}"),
             };
             let edge: String = r.try_get(3)?;
-            let state_kind = crate::machine::table::edge_by_id(&edge)
-                .map(|e| e.to)
+            let edge = crate::machine::table::EdgeId::parse(&edge)
                 .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
+            let state_kind = edge.to();
             let hash: Vec<u8> = r.try_get(5)?;
             let chain: Vec<u8> = r.try_get(6)?;
             Ok(TransitionRecord {

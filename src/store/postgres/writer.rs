@@ -640,7 +640,14 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
     let status = c.status.as_str();
     let kind = c.state_kind.as_str();
     let transition: [&P<'_>; 8] = [
-        &id, &at, &c.event, &c.edge, &c.effects, &hash, &chain, &c.seal,
+        &id,
+        &at,
+        &c.event,
+        &c.edge.as_str(),
+        &c.effects,
+        &hash,
+        &chain,
+        &c.seal,
     ];
     let run_row: [&P<'_>; 10] = [
         &key, &seq, &status, &kind, &now, &cost, &tokens, &c.outcome, &ttl_ms, &unpriced,

@@ -26,16 +26,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::HistoryError;
 use super::audit::{self, OutboxFacts};
+use super::codec::{decode_event, snapshot_due};
+use super::pairing::{answered, as_performed_by};
+use super::read::{ancestry_through, record, spec_of};
+use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
 use super::replay::{Divergence, Recorded, replay_with};
-use super::{HistoryError, ancestry_through, event_of, record, spec_of};
-use crate::machine::{Digest, Effect, EffectRef, EventBody, RunId};
+use crate::machine::{Digest, Effect, EventBody, RunId};
 use crate::receipt::{HeadOrigin, RunHead, Seal, VerifyingKey, check_head_seal};
-use crate::store::{HeadRecord, SNAPSHOT_EVERY, Store, StoreError, TransitionRecord};
+use crate::store::{HeadRecord, Store, StoreError, TransitionRecord};
 
 /// What `verify` checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct VerifyReport {
+pub struct Verified {
     /// The run.
     pub run: RunId,
     /// Transitions replayed.
@@ -51,7 +55,7 @@ pub struct VerifyReport {
     /// Outbox rows checked.
     pub outbox: u64,
     /// The receipt check.
-    pub receipts: super::ReceiptSummary,
+    pub receipts: ReceiptSummary,
 }
 
 /// What the head's seal established.
@@ -79,7 +83,7 @@ pub fn verify(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
-) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+) -> Result<Result<Verified, Divergence>, HistoryError> {
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
     verify_once(store, run, key, store.head(run)?)
@@ -90,7 +94,7 @@ fn verify_once(
     run: &RunId,
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
-) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+) -> Result<Result<Verified, Divergence>, HistoryError> {
     match check(store, run, key, head) {
         Ok(result) => Ok(result),
         Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => Ok(Err(Divergence {
@@ -118,7 +122,7 @@ fn check(
     run: &RunId,
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
-) -> Result<Result<VerifyReport, Divergence>, HistoryError> {
+) -> Result<Result<Verified, Divergence>, HistoryError> {
     let rec = record(store, run)?;
     let Some(stored) = head else {
         return Ok(Err(Divergence::column(
@@ -143,7 +147,7 @@ fn check(
         rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
         snapshots.extend(store.snapshots(&seg.run, seg.from, seg.to)?);
         for t in &rows[start..] {
-            let Ok(event) = event_of(run, t) else {
+            let Ok(event) = decode_event(run, t.seq, &t.event) else {
                 return Ok(Err(Divergence::column(
                     t.seq,
                     "transitions.event",
@@ -179,14 +183,14 @@ fn check(
         .map(|o| (o.effect.seq, o.effect.index))
         .collect();
     let mut facts = OutboxFacts::default();
-    let mut receipts = super::receipts::ChainBuilder::default();
+    let mut receipts = ChainBuilder::default();
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
         event,
-        edge: &t.edge,
+        edge: t.edge.as_str(),
         effects: &t.effects,
         state_hash: t.state_hash,
         chain: Some(t.chain),
@@ -204,7 +208,7 @@ fn check(
             audit::blob(r.seq, &a.head, &a.prev, &a.bytes, stored.as_deref())?;
             messages += 1;
         }
-        if r.seq.is_multiple_of(SNAPSHOT_EVERY) {
+        if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
             snapshots_checked += 1;
         }
@@ -245,10 +249,10 @@ fn check(
     fail!(audit::outbox(&outbox_rows, &facts, &head));
     let (chain_receipts, problem) = receipts.finish();
     let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));
-    let receipt_summary = fail!(super::receipts::check_chain((chain_receipts, problem), key));
+    let receipt_summary = fail!(check_chain((chain_receipts, problem), key));
     fail!(receipts_match_head(&head, &seal, &receipt_summary, tip));
     summary.seq = head.seq;
-    Ok(Ok(VerifyReport {
+    Ok(Ok(Verified {
         run: run.clone(),
         transitions: head.seq,
         final_state_hash: state.state_hash().to_hex(),
@@ -298,7 +302,7 @@ fn head_seal(
 fn receipts_match_head(
     head: &RunHead,
     seal: &Seal,
-    receipts: &super::ReceiptSummary,
+    receipts: &ReceiptSummary,
     tip: Option<(u64, String)>,
 ) -> Result<(), Divergence> {
     let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));
@@ -373,7 +377,7 @@ fn note_outbox(
     body: &EventBody,
     effects: &[Effect],
 ) {
-    if let Some(at) = super::answered(body)
+    if let Some(at) = answered(body)
         && wanted.contains(&(at.seq, at.index))
     {
         facts.answered.insert((at.seq, at.index));
@@ -384,20 +388,9 @@ fn note_outbox(
         if !wanted.contains(&at) {
             continue;
         }
-        let mine = if id.run == *run {
-            e.clone()
-        } else {
-            e.with_id(
-                EffectRef {
-                    seq: id.seq,
-                    index: id.index,
-                }
-                .in_run(run),
-            )
-        };
         if let Effect::CallTool {
             idempotency_key, ..
-        } = mine
+        } = as_performed_by(run, e.clone())
         {
             facts.keys.insert(at, idempotency_key);
         }

@@ -11,8 +11,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::HistoryError;
 use super::audit;
-use super::{HistoryError, ancestry_through};
+use super::read::{ancestry_through, record};
 use crate::machine::{Digest, RunId};
 use crate::receipt::{
     ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
@@ -76,8 +77,26 @@ pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) ->
     }
 }
 
-/// Moves `head` on past `commit`.
-fn advance(head: &mut RunHead, c: &Commit) {
+/// Moves `head` on past `commits` (consecutive, in order): where the history ends and how it
+/// stands are the last commit's; the receipt tip is the last seal among them; every call one of
+/// them answered leaves the started list.
+fn advance(head: &mut RunHead, commits: &[Commit]) {
+    for c in commits {
+        if let Some(r) = c.resolves {
+            head.started.retain(|s| *s != (r.seq, r.index));
+        }
+    }
+    if let Some((seq, seal)) = commits
+        .iter()
+        .rev()
+        .find_map(|c| Some((c.seq, Seal::from_bytes(c.seal.as_deref()?)?)))
+    {
+        head.receipt_tip = Some(HeadTip {
+            link: seal.link(),
+            seq,
+        });
+    }
+    let Some(c) = commits.last() else { return };
     head.seq = c.seq;
     head.state = c.state_kind.as_str().into();
     head.state_hash = c.state_hash.to_hex();
@@ -88,15 +107,6 @@ fn advance(head: &mut RunHead, c: &Commit) {
     head.cost_nanos = c.cost_nanos;
     head.unpriced_turns = c.unpriced_turns;
     head.updated_ms = c.now_ms;
-    if let Some(seal) = c.seal.as_deref().and_then(Seal::from_bytes) {
-        head.receipt_tip = Some(HeadTip {
-            link: seal.link(),
-            seq: c.seq,
-        });
-    }
-    if let Some(r) = c.resolves {
-        head.started.retain(|s| *s != (r.seq, r.index));
-    }
 }
 
 /// Keeps one run's head while a driver writes it, and submits every write that changes it
@@ -156,9 +166,7 @@ impl HeadKeeper {
     /// they lead to. Call it where the commits would otherwise be submitted.
     pub fn submit_commits(&self, store: &dyn Store, mut commits: Vec<Commit>) -> Ack {
         let mut guard = self.lock();
-        for c in &commits {
-            advance(&mut guard.0, c);
-        }
+        advance(&mut guard.0, &commits);
         let sealed = self.reseal(&mut guard);
         if let Some(last) = commits.last_mut() {
             last.head = Some(sealed);
@@ -235,7 +243,7 @@ pub fn check_continuable(
 ) -> Result<RunHead, HistoryError> {
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
-    let fresh = super::record(store, &rec.id)?;
+    let fresh = record(store, &rec.id)?;
     check_once(store, &fresh, store.head(&rec.id)?, signer)
 }
 
@@ -339,7 +347,7 @@ mod tests {
             seq,
             at: Hlc::new(1_700_000_000_000 + seq, 0),
             event: b"{}".to_vec(),
-            edge: "created.start",
+            edge: crate::machine::EdgeId::CreatedStart,
             effects: Vec::new(),
             outbox: Vec::new(),
             resolves,

@@ -2,33 +2,22 @@
 //! cover, and the check `verify` makes that every receipt matches the event and effect it
 //! claims (not only that the chain and signatures hold).
 
-use std::collections::HashMap;
-
+use super::HistoryError;
+use super::codec::{decode_effects, decode_event};
+use super::pairing::Outstanding;
+use super::read::{ancestry, ancestry_through, record};
 use super::replay::Divergence;
-use super::{HistoryError, effects_of, event_of, record};
-use crate::machine::{AgentId, Effect, EffectRef, EventBody, RunId};
+use crate::machine::{AgentId, Effect, Event, EventBody, RunId};
 use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
 /// model failures, tool results and reconcile answers each get one; other events none.
-/// `request_hash` is the SHA-256 of the effect's JSON as emitted (its id, the request or call, the attempt);
-/// `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a receipt
-/// pins the rows it describes, and `verify` recomputes both from the database.
+/// `request_hash` is the SHA-256 of the effect's JSON as emitted (its id, the request or call,
+/// the attempt) — pass it when known (the writer has the stored bytes), `None` to encode the
+/// effect; `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a
+/// receipt pins the rows it describes, and `verify` recomputes both from the database.
 pub fn receipt_draft(
-    run: &RunId,
-    seq: u64,
-    at: crate::machine::Hlc,
-    effect: &Effect,
-    body: &EventBody,
-    event_bytes: &[u8],
-) -> Option<ReceiptDraft> {
-    receipt_draft_hashed(run, seq, at, effect, None, body, event_bytes)
-}
-
-/// [`receipt_draft`] with the request hash already known (the SHA-256 of the effect's JSON as
-/// it was written when emitted), so it is not encoded again.
-pub fn receipt_draft_hashed(
     run: &RunId,
     seq: u64,
     at: crate::machine::Hlc,
@@ -88,7 +77,7 @@ pub fn receipts_export(
     run: &RunId,
 ) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
     // An unknown run is bad input (exit 2), not a run without a head.
-    super::record(store, run)?;
+    record(store, run)?;
     let refuse = |detail: String| HistoryError::Tampered {
         run: run.to_string(),
         detail,
@@ -129,18 +118,13 @@ fn walk_to(
 ) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
     let mut builder = ChainBuilder::default();
     let mut rows = Vec::new();
-    for seg in super::ancestry_through(store, run, to)? {
+    for seg in ancestry_through(store, run, to)? {
         rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
     }
     for t in &rows {
-        let event = event_of(run, t)?;
-        builder.visit(
-            t.seq,
-            &event,
-            &t.event,
-            t.seal.as_deref(),
-            &effects_of(run, t)?,
-        );
+        let event = decode_event(run, t.seq, &t.event)?;
+        let effects = decode_effects(run, t.seq, &t.effects)?;
+        builder.visit(t.seq, &event, &t.event, t.seal.as_deref(), &effects);
     }
     Ok(builder.finish())
 }
@@ -148,7 +132,7 @@ fn walk_to(
 /// Rebuilds a receipt chain one transition at a time, in order.
 #[derive(Default)]
 pub(crate) struct ChainBuilder {
-    issued: HashMap<EffectRef, Effect>,
+    outstanding: Outstanding,
     chain: Vec<Receipt>,
     problem: Option<Divergence>,
 }
@@ -159,39 +143,25 @@ impl ChainBuilder {
     pub(crate) fn visit(
         &mut self,
         seq: u64,
-        event: &crate::machine::Event,
+        event: &Event,
         event_bytes: &[u8],
         seal: Option<&[u8]>,
         effects: &[Effect],
     ) {
-        let answered = match &event.body {
-            EventBody::ModelReplied { effect, .. }
-            | EventBody::ModelFailed { effect, .. }
-            | EventBody::ToolReturned { effect, .. }
-            | EventBody::Reconciled { effect, .. } => self.issued.remove(&EffectRef {
-                seq: effect.seq,
-                index: effect.index,
-            }),
-            _ => None,
-        };
         // A fork performs the calls it inherited outstanding under its own ids (as the driver
         // does), so its receipt describes the request this run made.
-        let answered = answered.map(|e| {
-            if e.id().run == event.run {
-                e
-            } else {
-                let id = e.id();
-                e.with_id(
-                    EffectRef {
-                        seq: id.seq,
-                        index: id.index,
-                    }
-                    .in_run(&event.run),
-                )
-            }
+        let answered = self.outstanding.answer(event);
+        let draft = answered.and_then(|issued| {
+            receipt_draft(
+                &event.run,
+                seq,
+                event.at,
+                &issued.effect,
+                None,
+                &event.body,
+                event_bytes,
+            )
         });
-        let draft = answered
-            .and_then(|e| receipt_draft(&event.run, seq, event.at, &e, &event.body, event_bytes));
         match (draft, seal) {
             (Some(draft), Some(bytes)) => match Seal::from_bytes(bytes) {
                 Some(seal) => {
@@ -229,15 +199,7 @@ impl ChainBuilder {
             }
             _ => {}
         }
-        for e in effects {
-            self.issued.insert(
-                EffectRef {
-                    seq: e.id().seq,
-                    index: e.id().index,
-                },
-                e.clone(),
-            );
-        }
+        self.outstanding.issue(effects);
     }
 
     /// The chain, and the first missing or unexpected receipt.
@@ -253,7 +215,7 @@ pub fn chain_tip(
     run: &RunId,
     seq: u64,
 ) -> Result<Option<receipt::ChainTip>, HistoryError> {
-    for seg in super::ancestry(store, run, seq)?.iter().rev() {
+    for seg in ancestry(store, run, seq)?.iter().rev() {
         if let Some((at, bytes)) = store.last_seal(&seg.run, seg.to)?
             && at >= seg.from
         {
@@ -304,7 +266,7 @@ pub(crate) fn check_chain(
         .and_then(|r| r.key_id())
         .and_then(|k| receipt::parse_public_key(k).ok());
     let key_used = key.copied().or(named);
-    if let Err(e) = receipt::verify(&chain, key_used.as_ref()) {
+    if let Err(e) = receipt::verify_chain(&chain, key_used.as_ref()) {
         let seq = e.at().map_or(0, |a| a.seq);
         return Err(Divergence::new(
             seq,

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::chain_link;
+use super::codec::{chain_link, effects_bytes};
 use crate::machine::{Digest, Event, RunSpec, RunState, step};
 
 /// The first place a stored run and what it should be disagree: a seq whose transition does
@@ -157,15 +157,10 @@ pub fn replay_with<'a>(
             )
         })?;
         if t.edge != r.edge {
-            return Err(Divergence::new(r.seq, "edge", t.edge, r.edge));
+            return Err(Divergence::new(r.seq, "edge", t.edge.as_str(), r.edge));
         }
-        let effects = if t.effects.is_empty() {
-            Vec::new()
-        } else {
-            serde_json::to_vec(&t.effects).map_err(|e| {
-                Divergence::new(r.seq, "effects", "encodable effects", e.to_string())
-            })?
-        };
+        let effects = effects_bytes(&t.effects)
+            .map_err(|e| Divergence::new(r.seq, "effects", "encodable effects", e.to_string()))?;
         if effects != r.effects {
             let (expected, found) = where_they_differ(&effects, r.effects);
             return Err(Divergence::new(r.seq, "effects", expected, found));

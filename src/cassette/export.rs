@@ -1,0 +1,144 @@
+//! A stored run's model exchanges as a cassette: every model call, in order, with the exact
+//! prompt it was sent (messages, tools, settings, output schema), the reply or failure it got,
+//! and the text chunks the reply streamed in.
+
+use super::error::CassetteError;
+use super::format::Cassette;
+use super::hash::{CassetteId, Prompt};
+use super::record::{CassetteBuilder, RecordOptions};
+use crate::ledger::{self, HistoryError};
+use crate::machine::{Digest, Effect, EventBody, ModelReply, RunId};
+use crate::provider::{ProviderError, ToolDef};
+use crate::store::Store;
+
+/// Why a run could not be exported.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// The run could not be read.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// A model turn could not be recorded (a value canonical JSON cannot carry).
+    #[error("step {seq}: {error}")]
+    Turn {
+        /// The step whose reply could not be recorded.
+        seq: u64,
+        /// Why.
+        error: CassetteError,
+    },
+    /// The cassette could not be finished.
+    #[error(transparent)]
+    Cassette(#[from] CassetteError),
+}
+
+/// The cassette of `run` as stored: one entry per model call answered in its history (across
+/// its fork ancestry), in order. The cassette id derives from the run id and the recording
+/// time is the run's creation time, so exporting the same run twice gives the same file.
+pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportError> {
+    let rec = ledger::record(store, run)?;
+    let spec = ledger::spec_of(&rec)?;
+    let id_hex = &Digest::of(run.as_str().as_bytes()).to_hex()[..32];
+    let options = RecordOptions {
+        cassette_id: CassetteId::from_hex(id_hex),
+        ..RecordOptions::default()
+    };
+    let mut builder = CassetteBuilder::new(options)?;
+    let mut providers: Vec<String> = Vec::new();
+    let rows = ledger::transitions(store, run, 1, rec.seq)?;
+    for step in ledger::pairs(run, &rows) {
+        let step = step?;
+        let Some(Effect::CallModel { agent, request, .. }) = step.answers.map(|a| a.effect) else {
+            continue;
+        };
+        let (result, chunks) = match step.event.body {
+            EventBody::ModelReplied { reply, chunks, .. } => {
+                let chunks = stream_of(&reply, &chunks);
+                (Ok(reply), chunks)
+            }
+            EventBody::ModelFailed { failure, .. } => {
+                let mut e =
+                    ProviderError::new(&request.provider, failure.class, failure.message.clone());
+                e.retryable = failure.retryable;
+                e.retry_after_ms = failure.retry_after_ms;
+                e.status = failure.status;
+                (Err(e), Vec::new())
+            }
+            _ => continue,
+        };
+        let messages = ledger::conversation(store, &agent, &request.conversation)?;
+        let tools = request
+            .tools
+            .iter()
+            .filter_map(|n| spec.tool(n))
+            .map(|t| ToolDef {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                schema: t.schema.clone(),
+            })
+            .collect();
+        let spec_agent = spec.agent(&agent);
+        let prompt = Prompt {
+            messages,
+            tools,
+            settings: spec_agent
+                .map(|a| a.model_settings.clone())
+                .unwrap_or_default(),
+            output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
+        };
+        if !providers.contains(&request.provider) {
+            providers.push(request.provider.clone());
+        }
+        builder
+            .push(&agent, prompt, result, chunks)
+            .map_err(|error| ExportError::Turn {
+                seq: step.row.seq,
+                error,
+            })?;
+    }
+    let recorded_at = crate::text::rfc3339(rec.created_ms);
+    let source = format!("runtape run {run} ({})", providers.join(", "));
+    Ok(builder.finish(&recorded_at, &source)?)
+}
+
+/// The text chunks `reply` streamed in: its text cut at the recorded chunk lengths (bytes),
+/// or the whole text as one chunk when no lengths were recorded (a run recorded before they
+/// were, or a reply that did not stream) or they do not fit the text.
+fn stream_of(reply: &ModelReply, lengths: &[u32]) -> Vec<String> {
+    let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(lengths.len());
+    let mut rest = text;
+    for &len in lengths {
+        match rest.split_at_checked(len as usize) {
+            Some((chunk, tail)) if !chunk.is_empty() => {
+                out.push(chunk.to_owned());
+                rest = tail;
+            }
+            _ => return vec![text.to_owned()],
+        }
+    }
+    if !rest.is_empty() || out.is_empty() {
+        return vec![text.to_owned()];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_cut_from_the_text_at_their_recorded_lengths() {
+        let reply = ModelReply::text("héllo world");
+        assert_eq!(stream_of(&reply, &[3, 3, 6]), ["hé", "llo", " world"]);
+        assert_eq!(stream_of(&reply, &[]), ["héllo world"], "none recorded");
+        assert_eq!(stream_of(&reply, &[2]), ["héllo world"], "mid-character");
+        assert_eq!(stream_of(&reply, &[3]), ["héllo world"], "text left over");
+        assert_eq!(stream_of(&reply, &[20]), ["héllo world"], "past the end");
+        assert!(
+            stream_of(&ModelReply::default(), &[1]).is_empty(),
+            "no text"
+        );
+    }
+}

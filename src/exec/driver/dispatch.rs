@@ -1,0 +1,194 @@
+//! Dispatching the effects of a durable transition: each becomes a future in flight (a model
+//! call, a tool call, a reconcile question) or a notice (a person is asked).
+
+use std::sync::Arc;
+
+use super::Driver;
+use crate::exec::perform::{self, Completion, LeaseTerms, ToolJob};
+use crate::exec::read_lock;
+use crate::exec::reads::off_thread;
+use crate::exec::trace::Trace;
+use crate::ledger::conversation;
+use crate::machine::{AgentId, Effect, InputKind};
+use crate::provider::{ProviderRequest, ToolDef};
+
+impl Driver {
+    /// Starts `effect`. Call it only once the transition that emitted it is durable.
+    pub(in crate::exec) async fn perform(&mut self, effect: Effect) {
+        self.order.started(&effect);
+        match effect {
+            Effect::CallModel {
+                id,
+                agent,
+                request,
+                attempt,
+                not_before,
+            } => {
+                let provider = read_lock(&self.shared.providers)
+                    .get(&request.provider)
+                    .cloned();
+                if self.lazy_convs && !self.convs.contains_key(&agent) {
+                    let (who, conv) = (agent.clone(), request.conversation);
+                    let loaded =
+                        off_thread(&self.shared.store, move |s| conversation(s, &who, &conv)).await;
+                    match loaded {
+                        Ok(list) => {
+                            self.convs.insert(agent.clone(), Arc::new(list));
+                        }
+                        Err(e) => {
+                            self.inflight
+                                .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                            return;
+                        }
+                    }
+                }
+                let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
+                if messages.len() > request.conversation.len as usize {
+                    messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
+                }
+                let tools = self.tool_defs_for(&agent, &request.tools);
+                let spec_agent = self.spec.agent(&agent);
+                let req = ProviderRequest {
+                    settings: spec_agent
+                        .map(|a| a.model_settings.clone())
+                        .unwrap_or_default(),
+                    output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
+                    agent,
+                    model: request.model,
+                    messages,
+                    tools,
+                    remaining: request.remaining,
+                    attempt,
+                };
+                let call = perform::model_call(
+                    id,
+                    provider,
+                    request.provider,
+                    req,
+                    not_before,
+                    self.shared.trace.clone(),
+                    self.shared.config.clock.clone(),
+                );
+                // A model call abandoned by a stop or a lost lease ends at once (a provider
+                // need not watch for cancellation itself); it is asked again on resume.
+                let cancel = self.cancel.child_token();
+                self.inflight.push(Box::pin(async move {
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => Completion::Abandoned,
+                        done = call => done,
+                    }
+                }));
+            }
+            Effect::CallTool {
+                id,
+                agent,
+                call_id,
+                tool,
+                args,
+                idempotency_key,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::ToolCall {
+                        agent: agent.clone(),
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        args: args.clone(),
+                    },
+                );
+                let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
+                self.inflight
+                    .push(perform::tool_call(self.shared.writes.clone(), job));
+            }
+            Effect::Reconcile {
+                id,
+                agent,
+                call_id,
+                tool,
+                args,
+                idempotency_key,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::ToolReconcile {
+                        agent: agent.clone(),
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                    },
+                );
+                let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
+                self.inflight.push(perform::reconcile_call(job));
+            }
+            Effect::RequestInput {
+                id,
+                agent,
+                call_id,
+                request,
+            } => {
+                let kind = match request.kind {
+                    InputKind::Approval => "approval",
+                    InputKind::Question => "question",
+                    InputKind::InDoubt => "in_doubt",
+                };
+                self.emit(
+                    Some(id.seq),
+                    Trace::InputRequested {
+                        agent,
+                        call_id,
+                        tool: request.tool,
+                        kind: kind.into(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Everything a tool call (or reconcile question) needs to run on its own.
+    fn tool_job(
+        &self,
+        id: crate::machine::EffectId,
+        agent: AgentId,
+        call_id: String,
+        tool: String,
+        args: serde_json::Value,
+        idempotency_key: String,
+    ) -> ToolJob {
+        ToolJob {
+            tool: read_lock(&self.shared.tools).get(&tool).cloned(),
+            id,
+            agent,
+            call_id,
+            tool_name: tool,
+            args,
+            idempotency_key,
+            epoch: self.epoch(),
+            head: self.head.clone(),
+            timeout: self.shared.config.tool_timeout,
+            cancel: self.cancel.child_token(),
+            lease: LeaseTerms {
+                clock: self.shared.config.clock.clone(),
+                ttl: self.shared.config.lease_ttl,
+            },
+        }
+    }
+
+    /// The tools `agent` is offered, as the provider sees them (built once per agent).
+    fn tool_defs_for(&mut self, agent: &AgentId, names: &[String]) -> Vec<ToolDef> {
+        let spec = &self.spec;
+        self.tool_defs
+            .entry(agent.clone())
+            .or_insert_with(|| {
+                names
+                    .iter()
+                    .filter_map(|n| spec.tool(n))
+                    .map(|t| ToolDef {
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        schema: t.schema.clone(),
+                    })
+                    .collect()
+            })
+            .clone()
+    }
+}

@@ -1,0 +1,255 @@
+//! One run's driver: the task that steps the machine, commits, and performs effects.
+//!
+//! - `run_loop.rs`: the loop — the next event, stepping it, stopping.
+//! - `commit.rs`: recording transitions, making them durable, releasing the lease.
+//! - `dispatch.rs`: starting the effects of a durable transition.
+//! - `results.rs`: taking the results of effects in, in call order when the clock asks for it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::clock::Sleep;
+use super::handle::{RunEnd, RunHandle};
+use super::perform::Completion;
+use super::tape::Tape;
+use super::trace::{Trace, TraceEvent};
+use super::writes::Pending;
+use super::{CONTROL_QUEUE, Ctl, EngineError, REAP_WAIT, Shared, lock};
+use crate::ledger::{HeadKeeper, Rebuilt, Recorder};
+use crate::machine::{AgentId, Effect, EventBody, Hlc, Message, RunId, RunSpec, RunState};
+use crate::provider::ToolDef;
+use crate::receipt::ChainTip;
+use crate::store::{Commit, RunStatus, Written};
+
+mod commit;
+mod dispatch;
+mod results;
+mod run_loop;
+
+pub(super) use commit::receipt_tip;
+
+/// The lease epoch a run-creating write returned.
+pub(super) fn lease_of(w: Written) -> u64 {
+    match w {
+        Written::Lease(e) => e,
+        Written::Done => 0,
+    }
+}
+
+pub(super) struct Driver {
+    shared: Arc<Shared>,
+    pub(super) run: RunId,
+    pub(super) spec: RunSpec,
+    pub(super) state: RunState,
+    pub(super) last_at: Hlc,
+    /// Encodes each transition as its commit: the chain, the effects outstanding, the receipt
+    /// tip, the lease epoch.
+    pub(super) recorder: Recorder,
+    /// Conversations as the driver knows them, for building model requests.
+    convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
+    tool_defs: BTreeMap<AgentId, Vec<ToolDef>>,
+    pub(super) queue: VecDeque<EventBody>,
+    pub(super) to_perform: Vec<Effect>,
+    inflight: FuturesUnordered<BoxFuture<'static, Completion>>,
+    /// Results held back until earlier calls answer (see `results.rs`).
+    order: results::CallOrder,
+    cancel: CancellationToken,
+    acks: Vec<Pending>,
+    /// Transitions not yet handed to the store: effect-free ones wait for the next, so that
+    /// consecutive transitions share one transaction (and one fsync).
+    unsent: Vec<Commit>,
+    traces: Vec<TraceEvent>,
+    ctl_rx: mpsc::Receiver<Ctl>,
+    ctl_tx: mpsc::Sender<Ctl>,
+    /// The engine's graceful stop (see [`Engine::begin_shutdown`](super::Engine::begin_shutdown)).
+    stop_rx: watch::Receiver<Option<tokio::time::Instant>>,
+    waiters: Vec<oneshot::Sender<Result<RunEnd, EngineError>>>,
+    pause: bool,
+    /// Set by a graceful stop (SIGTERM, SIGHUP, Ctrl-C): start no new effect, let the calls in
+    /// flight finish until this instant, commit their results, then rest paused.
+    draining: Option<tokio::time::Instant>,
+    /// When the driver last checked the store for requests from other processes.
+    last_poll: tokio::time::Instant,
+    /// Published when the task starts, after the handle has subscribed.
+    pub(super) opening: Option<Trace>,
+    /// A fork replaying its parent's recording.
+    pub(super) tape: Option<Tape>,
+    /// True when conversations are loaded on first use (a resumed run), false when `convs`
+    /// holds every conversation (a new run, a fork).
+    pub(super) lazy_convs: bool,
+    /// Wakes the driver to check for control requests from other processes while it waits;
+    /// one timer for the driver's life, re-armed from the clock when it fires.
+    poll_timer: Sleep,
+    /// The run's sealed head: every write that changes it goes through here.
+    pub(super) head: Arc<HeadKeeper>,
+}
+
+impl Driver {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        shared: &Arc<Shared>,
+        run: RunId,
+        spec: RunSpec,
+        epoch: u64,
+        rebuilt: Rebuilt,
+        convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
+        last_at: Hlc,
+        head: HeadKeeper,
+        receipt_tip: Option<ChainTip>,
+    ) -> Driver {
+        let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_QUEUE);
+        let clock = &shared.config.clock;
+        let recorder = Recorder::new(
+            run.clone(),
+            epoch,
+            rebuilt.chain,
+            receipt_tip,
+            shared.config.receipts.clone(),
+        );
+        Driver {
+            shared: shared.clone(),
+            run,
+            spec,
+            state: rebuilt.state,
+            last_at,
+            recorder,
+            convs,
+            tool_defs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            to_perform: Vec::new(),
+            inflight: FuturesUnordered::new(),
+            order: results::CallOrder::new(clock.deterministic()),
+            cancel: CancellationToken::new(),
+            acks: Vec::new(),
+            unsent: Vec::new(),
+            traces: Vec::new(),
+            ctl_rx,
+            ctl_tx,
+            stop_rx: shared.stop.subscribe(),
+            waiters: Vec::new(),
+            pause: false,
+            draining: None,
+            last_poll: clock.now(),
+            opening: None,
+            tape: None,
+            lazy_convs: false,
+            poll_timer: clock.sleep(shared.config.control_poll),
+            head: Arc::new(head),
+        }
+    }
+
+    /// The lease epoch this driver holds.
+    pub(super) fn epoch(&self) -> u64 {
+        self.recorder.epoch()
+    }
+
+    /// Starts the driver's task and returns the caller's handle on it.
+    pub(super) fn spawn(mut self) -> RunHandle {
+        let (done_tx, done_rx) = oneshot::channel();
+        self.waiters.push(done_tx);
+        let handle = RunHandle {
+            run_id: self.run.clone(),
+            events: self.shared.trace.subscribe(),
+            done: done_rx,
+            ended: None,
+        };
+        lock(&self.shared.live).insert(self.run.clone(), self.ctl_tx.clone());
+        self.shared.running.send_modify(|n| *n += 1);
+        tokio::spawn(async move {
+            let result = self.drive().await;
+            lock(&self.shared.live).remove(&self.run);
+            // Controls that raced with the end: attach requests still get the result.
+            self.ctl_rx.close();
+            while let Ok(ctl) = self.ctl_rx.try_recv() {
+                if let Ctl::Attach(tx) = ctl {
+                    self.waiters.push(tx);
+                }
+            }
+            for w in self.waiters.drain(..) {
+                let _ = w.send(result.clone());
+            }
+            self.shared
+                .running
+                .send_modify(|n| *n = n.saturating_sub(1));
+        });
+        handle
+    }
+
+    async fn drive(&mut self) -> Result<RunEnd, EngineError> {
+        let permit = self.shared.slots.clone().acquire_owned().await;
+        let _permit =
+            permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?;
+        if let Some(kind) = self.opening.take() {
+            self.emit(None, kind);
+        }
+        self.take_controls();
+        if self.draining.is_none() {
+            for effect in std::mem::take(&mut self.to_perform) {
+                self.perform(effect).await;
+            }
+        }
+        let result = self.step_until_rest().await;
+        if result.is_err() {
+            // Lost the lease, the store or the clock: stop performing anything, and give the
+            // lease back if it is still ours (a release is fenced by the epoch and never
+            // overwrites a terminal status, so after a takeover it writes nothing).
+            self.abandon_inflight_and_wait().await;
+            let _ = self.release_unsealed().await;
+        }
+        result
+    }
+
+    /// Drops every call in flight: their cancellation tokens fire and their futures are
+    /// dropped (command tools are killed), and nothing they return is committed. A
+    /// non-idempotent call dropped this way stays `started` in the outbox, so it is in doubt
+    /// on resume.
+    fn abandon_inflight(&mut self) {
+        self.cancel.cancel();
+        self.cancel = CancellationToken::new();
+        self.inflight = FuturesUnordered::new();
+        self.order.clear();
+    }
+
+    /// Like [`abandon_inflight`](Self::abandon_inflight), but before the process may exit:
+    /// waits (at most [`REAP_WAIT`]) for the cancelled calls to kill and reap their
+    /// processes, discarding whatever they return.
+    async fn abandon_inflight_and_wait(&mut self) {
+        self.cancel.cancel();
+        let inflight = std::mem::take(&mut self.inflight);
+        let reaped = inflight.collect::<Vec<_>>();
+        let waited = self.shared.config.clock.sleep(REAP_WAIT);
+        tokio::select! {
+            _ = reaped => {}
+            () = waited => {}
+        }
+        self.cancel = CancellationToken::new();
+        self.order.clear();
+    }
+
+    fn end(&self, status: RunStatus) -> RunEnd {
+        RunEnd {
+            run_id: self.run.clone(),
+            status,
+            state: self.state.clone(),
+        }
+    }
+
+    /// Publishes a trace event now (not tied to a commit).
+    fn emit(&self, seq: Option<u64>, kind: Trace) {
+        if self.shared.trace.receiver_count() > 0 {
+            let at = self.shared.config.clock.trace();
+            let _ = self.shared.trace.send(TraceEvent {
+                run: self.run.clone(),
+                at,
+                seq,
+                kind,
+            });
+        }
+    }
+}

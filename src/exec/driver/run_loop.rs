@@ -1,0 +1,270 @@
+//! The run loop: take the next event, step it, record it, start its effects once durable;
+//! stop at rest, on a pause, on a graceful stop, or at the end.
+
+use futures_util::{FutureExt, StreamExt};
+
+use super::Driver;
+use crate::exec::handle::RunEnd;
+use crate::exec::reads::off_thread;
+use crate::exec::takeup::rest_status;
+use crate::exec::tape::{Cue, TapeEnd};
+use crate::exec::trace::Trace;
+use crate::exec::{Ctl, EngineError, status_of};
+use crate::machine::{Event, EventBody, Hlc, MachineError, step};
+use crate::store::{Control, RunStatus, StoreError, Write};
+
+// Built once per step and matched immediately; boxing the event would cost more than it saves.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    /// Step this event; with a time when it replays a recorded one.
+    Event(EventBody, Option<Hlc>),
+    Stop(RunStatus),
+}
+
+impl Driver {
+    pub(super) async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
+        loop {
+            let (body, replayed_at) = match self.next().await? {
+                Next::Event(body, at) => (body, at),
+                Next::Stop(status) => {
+                    self.flush().await?;
+                    self.release(status).await?;
+                    self.emit(Some(self.state.seq()), Trace::RunPaused { status });
+                    return Ok(self.end(status));
+                }
+            };
+            let at = match replayed_at {
+                Some(at) => at.max(self.last_at),
+                None => self
+                    .shared
+                    .config
+                    .clock
+                    .stamp(self.state.seq() + 1, self.last_at),
+            };
+            let event = Event::new(&self.run, at, body);
+            let t = match step(&self.state, &event, &self.spec) {
+                Ok(t) => t,
+                Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+                Err(e) => {
+                    // A stale result (its call was replaced by a retry or a cancel) or input
+                    // that no longer fits: nothing changes.
+                    tracing::debug!(run = %self.run, error = %e, "event refused");
+                    continue;
+                }
+            };
+            self.commit(&event, &t)?;
+            if !t.effects.is_empty() || t.next.is_done() {
+                self.flush().await?;
+            }
+            let done = t.next.is_done();
+            self.state = t.next;
+            match &mut self.tape {
+                Some(tape) => tape.suppress(t.effects),
+                // Stopping: the effects are committed and stay outstanding; `resume` performs
+                // them.
+                None if self.draining.is_some() => {}
+                None => {
+                    for effect in t.effects {
+                        self.perform(effect).await;
+                    }
+                }
+            }
+            if done {
+                let status = status_of(&self.state);
+                self.release(status).await?;
+                return Ok(self.end(status));
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Result<Next, EngineError> {
+        loop {
+            self.take_controls();
+            if let Some(body) = self.queue.pop_front() {
+                return Ok(Next::Event(body, None));
+            }
+            self.poll_remote().await?;
+            if !self.queue.is_empty() {
+                continue;
+            }
+            if let Some(deadline) = self.draining {
+                if self.inflight.is_empty() {
+                    return Ok(Next::Stop(rest_status(&self.state)));
+                }
+                if self.shared.config.clock.now() >= deadline {
+                    self.abandon_inflight_and_wait().await;
+                    return Ok(Next::Stop(rest_status(&self.state)));
+                }
+            }
+            if self.pause && self.state.wants_proceed() {
+                return Ok(Next::Stop(RunStatus::Paused));
+            }
+            if let Some(tape) = &mut self.tape {
+                match tape.next(&self.run, self.state.wants_proceed()) {
+                    Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
+                    Cue::End => {
+                        if let Some(stop) = self.end_tape().await {
+                            return Ok(Next::Stop(stop));
+                        }
+                        continue;
+                    }
+                }
+            }
+            if self.state.wants_proceed() {
+                return Ok(Next::Event(EventBody::Proceed, None));
+            }
+            if self.inflight.is_empty() {
+                return match status_of(&self.state) {
+                    s @ (RunStatus::AwaitingInput | RunStatus::BudgetExhausted) => {
+                        Ok(Next::Stop(s))
+                    }
+                    _ => Err(EngineError::Driver(format!(
+                        "run {} is in state {} with nothing in flight",
+                        self.run,
+                        self.state.kind()
+                    ))),
+                };
+            }
+            // A result may be ready already (a fast tool, a scripted model): take it without
+            // arming a timer, and without sending the unsent commits on their own.
+            if let Some(Some(done)) = self.inflight.next().now_or_never() {
+                self.completed(done)?;
+                continue;
+            }
+            // About to wait on the world: what is committed so far should become durable now,
+            // not when the next effect needs it.
+            self.submit_unsent().await;
+            let clock = self.shared.config.clock.clone();
+            let stop_by = self.draining;
+            let grace_over = async move {
+                match stop_by {
+                    Some(deadline) => clock.sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some(done) = self.inflight.next() => self.completed(done)?,
+                Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
+                Ok(()) = self.stop_rx.changed() => self.take_stop(),
+                () = &mut self.poll_timer => {
+                    let next = self.shared.config.clock.now() + self.shared.config.control_poll;
+                    self.poll_timer = self.shared.config.clock.sleep_until(next);
+                }
+                () = grace_over => {}
+            }
+        }
+    }
+
+    /// Takes every control request waiting, and a graceful stop if one was asked for.
+    pub(super) fn take_controls(&mut self) {
+        while let Ok(ctl) = self.ctl_rx.try_recv() {
+            self.control(ctl);
+        }
+        if self.stop_rx.has_changed().unwrap_or(false) {
+            self.take_stop();
+        }
+    }
+
+    /// The engine asked for a graceful stop: drain until its deadline.
+    fn take_stop(&mut self) {
+        if let Some(deadline) = *self.stop_rx.borrow_and_update() {
+            self.draining = Some(self.draining.map_or(deadline, |d| d.min(deadline)));
+        }
+    }
+
+    /// The tape stopped matching (or ran out): go live, performing what is outstanding, or
+    /// stop when the fork asked to.
+    async fn end_tape(&mut self) -> Option<RunStatus> {
+        let tape = self.tape.take()?;
+        self.emit(
+            Some(self.state.seq()),
+            Trace::TapeEnded {
+                live: tape.on_end == TapeEnd::GoLive,
+            },
+        );
+        if tape.on_end == TapeEnd::Stop {
+            return Some(RunStatus::Paused);
+        }
+        let mut suppressed = tape.suppressed;
+        for at in self.state.outstanding() {
+            if let Some(issued) = suppressed.remove(&at) {
+                self.perform(issued.effect).await;
+            }
+        }
+        None
+    }
+
+    fn control(&mut self, ctl: Ctl) {
+        match ctl {
+            Ctl::Pause => self.pause = true,
+            Ctl::Cancel(reason) => self.cancel_inflight(reason),
+            Ctl::Event(body) => self.queue.push_back(body),
+            Ctl::Attach(tx) => self.waiters.push(tx),
+        }
+    }
+
+    fn cancel_inflight(&mut self, reason: Option<String>) {
+        self.abandon_inflight();
+        self.queue
+            .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
+        self.queue.push_front(EventBody::CancelRequested { reason });
+    }
+
+    /// Checks the database for control requests from other processes and keeps the lease
+    /// fresh, at most once per `control_poll`.
+    async fn poll_remote(&mut self) -> Result<(), EngineError> {
+        let clock = self.shared.config.clock.clone();
+        if clock.now() < self.last_poll + self.shared.config.control_poll {
+            return Ok(());
+        }
+        self.last_poll = clock.now();
+        let run = self.run.clone();
+        let rec = off_thread(&self.shared.store, move |s| s.run(&run)).await?;
+        let Some(rec) = rec else {
+            return Ok(());
+        };
+        let epoch = self.epoch();
+        if rec.lease_epoch != epoch {
+            return Err(StoreError::Fenced {
+                run: self.run.to_string(),
+                ours: epoch,
+                current: rec.lease_epoch,
+            }
+            .into());
+        }
+        match rec.control {
+            Some(Control::Pause) => self.pause = true,
+            Some(Control::Cancel) => {
+                self.cancel_inflight(Some("cancelled from another process".into()))
+            }
+            None => {}
+        }
+        if rec.control.is_some() {
+            // Fire and forget: the write happens whether or not anyone waits for its ack.
+            drop(
+                self.shared
+                    .writes
+                    .submit(Write::SetControl {
+                        run: self.run.clone(),
+                        control: None,
+                    })
+                    .await,
+            );
+        }
+        let now = clock.wall_ms();
+        let ttl = self.shared.config.lease_ttl.as_millis() as u64;
+        if rec.lease_expires_ms < now + ttl / 2 {
+            drop(
+                self.shared
+                    .writes
+                    .submit(Write::RenewLease {
+                        run: self.run.clone(),
+                        epoch,
+                        expires_ms: now + ttl,
+                    })
+                    .await,
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,394 @@
+//! [`Engine`]: the handle a program holds to start, continue, steer and stop runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::{Future, IntoFuture};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, broadcast, watch};
+
+use super::clock::{Clock, SystemClock};
+use super::error::finished;
+use super::fork::{ForkEdit, ForkMode};
+use super::handle::RunHandle;
+use super::reads::off_thread;
+use super::trace::{Trace, TraceEvent};
+use super::writes::{WRITES_IN_FLIGHT, Writes};
+use super::{Ctl, EngineError, Shared, lock, read_lock, write_lock};
+use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunSpec, RunState, Scope};
+use crate::provider::ModelProvider;
+use crate::store::{Control, Durability, MemoryStore, SqliteStore, Store, StoreError, Write};
+use crate::tool::{Tool, ToolRegistry};
+
+/// How an engine behaves.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// SQLite durability (`synchronous=FULL` unless you opt in to `NORMAL`).
+    pub durability: Durability,
+    /// Runs driven at once; more wait for a slot.
+    pub max_concurrent_runs: usize,
+    /// A tool call that takes longer fails with a timeout error fed back to the model.
+    pub tool_timeout: Duration,
+    /// How long a lease stays valid without a commit or renewal.
+    pub lease_ttl: Duration,
+    /// How often a driver checks the database for pause/cancel requests from other processes.
+    pub control_poll: Duration,
+    /// Event timestamps and every wait the executor makes.
+    pub clock: Arc<dyn Clock>,
+    /// Seals a receipt for every model turn and tool result (unsigned unless given a key).
+    pub receipts: Arc<crate::receipt::ReceiptSigner>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            durability: Durability::Full,
+            max_concurrent_runs: 256,
+            tool_timeout: Duration::from_secs(120),
+            lease_ttl: Duration::from_secs(15),
+            control_poll: Duration::from_millis(200),
+            clock: Arc::new(SystemClock::default()),
+            receipts: Arc::new(crate::receipt::ReceiptSigner::unsigned()),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("durability", &self.durability)
+            .field("max_concurrent_runs", &self.max_concurrent_runs)
+            .field("tool_timeout", &self.tool_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Trace events the channel holds for its slowest reader before that reader lags.
+const TRACE_CAPACITY: usize = 4096;
+
+/// Drives runs durably. Cheap to clone (clones share everything).
+#[derive(Clone)]
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("owner", &self.shared.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A run about to start: [`Engine::start`] returns it, options are set with its methods, and
+/// awaiting it creates the run and starts driving it.
+///
+/// ```no_run
+/// # async fn demo(engine: runtape::exec::Engine, spec: runtape::machine::RunSpec) -> Result<(), runtape::exec::EngineError> {
+/// let handle = engine.start(spec, "Summarise the report").await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a run starts only when this is awaited"]
+pub struct StartRun<'a> {
+    engine: &'a Engine,
+    spec: RunSpec,
+    goal: String,
+    id: Option<RunId>,
+    setup: Option<String>,
+}
+
+impl StartRun<'_> {
+    /// Starts the run under this id, which must be new (default: a fresh
+    /// [`new_run_id`](super::new_run_id)).
+    pub fn with_id(mut self, id: RunId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Stores `setup` with the run: how another process rebuilds its providers and tools to
+    /// resume it (the spec-file layer writes it; it must never hold a secret).
+    pub fn with_setup(mut self, setup: String) -> Self {
+        self.setup = Some(setup);
+        self
+    }
+}
+
+impl<'a> IntoFuture for StartRun<'a> {
+    type Output = Result<RunHandle, EngineError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            self.engine.check_runnable(&self.spec)?;
+            let id = self.id.unwrap_or_else(super::new_run_id);
+            super::start::start(&self.engine.shared, id, self.spec, &self.goal, self.setup).await
+        })
+    }
+}
+
+impl Engine {
+    /// An engine over the SQLite database at `path` (created if absent) with default settings.
+    pub fn open(path: &Path) -> Result<Engine, EngineError> {
+        Self::open_with(path, EngineConfig::default())
+    }
+
+    /// An engine over the SQLite database at `path` with `config`.
+    pub fn open_with(path: &Path, config: EngineConfig) -> Result<Engine, EngineError> {
+        let store = SqliteStore::open(path, config.durability)?;
+        Ok(Self::with_store(Arc::new(store), config))
+    }
+
+    /// An engine whose runs live in memory (tests, benchmarks).
+    pub fn in_memory() -> Engine {
+        Self::with_store(Arc::new(MemoryStore::new()), EngineConfig::default())
+    }
+
+    /// An engine over any store.
+    pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Engine {
+        let (trace, _) = broadcast::channel(TRACE_CAPACITY);
+        let mut nonce = [0u8; 8];
+        // Without OS randomness the nonce only distinguishes engines within one process,
+        // which the pid-derived part of the owner id already does for processes.
+        let _ = getrandom::fill(&mut nonce);
+        Engine {
+            shared: Arc::new(Shared {
+                writes: Arc::new(Writes::new(store.clone(), WRITES_IN_FLIGHT)),
+                store,
+                providers: RwLock::new(BTreeMap::new()),
+                tools: RwLock::new(ToolRegistry::new()),
+                slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
+                config,
+                owner: crate::store::owner_id(u64::from_le_bytes(nonce)),
+                trace,
+                live: Mutex::new(HashMap::new()),
+                running: watch::Sender::new(0),
+                stop: watch::Sender::new(None),
+            }),
+        }
+    }
+
+    /// This engine's lease owner id (`host:pid:nonce`): the owner its leases are taken as.
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.shared.store
+    }
+
+    /// The signer that seals this engine's receipts and run heads.
+    pub fn receipt_signer(&self) -> &crate::receipt::ReceiptSigner {
+        &self.shared.config.receipts
+    }
+
+    /// Registers a provider under `name` (the name agents' routes use).
+    pub fn register_provider(&self, name: &str, provider: Arc<dyn ModelProvider>) {
+        write_lock(&self.shared.providers).insert(name.to_owned(), provider);
+    }
+
+    /// Registers a tool under its name.
+    pub fn register_tool(&self, tool: Arc<dyn Tool>) {
+        write_lock(&self.shared.tools).register(tool);
+    }
+
+    /// Every trace event of every run from now on. The channel is bounded: a receiver that
+    /// falls behind gets `RecvError::Lagged(n)` for the `n` events it missed, and no driver
+    /// ever waits for it.
+    pub fn subscribe(&self) -> broadcast::Receiver<TraceEvent> {
+        self.shared.trace.subscribe()
+    }
+
+    /// Adds an event that happened outside the driver (a tool's progress) to `run`'s trace,
+    /// stamped with the engine's clock. Observers see it like any other event.
+    pub fn trace_external(&self, run: RunId, kind: Trace) {
+        if self.shared.trace.receiver_count() > 0 {
+            let _ = self.shared.trace.send(TraceEvent {
+                run,
+                at: self.shared.config.clock.trace(),
+                seq: None,
+                kind,
+            });
+        }
+    }
+
+    /// A run of `spec` toward `goal`, started when awaited: `engine.start(spec, goal).await`,
+    /// or with options, `engine.start(spec, goal).with_id(id).with_setup(setup).await`. A spec
+    /// naming a provider or tool that is not registered is refused before anything is written.
+    pub fn start(&self, spec: RunSpec, goal: &str) -> StartRun<'_> {
+        StartRun {
+            engine: self,
+            spec,
+            goal: goal.to_owned(),
+            id: None,
+            setup: None,
+        }
+    }
+
+    /// Takes up a run that is not being driven (paused, crashed, resting) and drives it on.
+    /// A run whose lease another live process holds is refused.
+    pub async fn resume(&self, run: &RunId) -> Result<RunHandle, EngineError> {
+        super::takeup::resume(&self.shared, run, Vec::new()).await
+    }
+
+    /// Asks every run this engine drives to stop gracefully, and returns at once: no new effect
+    /// is started, calls in flight may finish within `grace` and their results are committed,
+    /// then each run rests `paused` (its lease released) and its handle's `wait` returns. A
+    /// call still running when `grace` is over is cancelled (command tools are killed) and
+    /// nothing it returns is committed: a non-idempotent one is in doubt on resume. Call it
+    /// from a SIGTERM or SIGHUP handler; [`shutdown`](Self::shutdown) also waits. Runs started
+    /// afterwards are not affected.
+    pub fn begin_shutdown(&self, grace: Duration) {
+        let deadline = self.shared.config.clock.now() + grace;
+        self.shared.stop.send_modify(|stop| {
+            *stop = Some(stop.map_or(deadline, |d| d.min(deadline)));
+        });
+    }
+
+    /// Asks every run to stop as [`begin_shutdown`](Self::begin_shutdown) does — at once, when
+    /// called — and returns a future that completes when every driver of this engine has
+    /// stopped: its calls in flight finished or abandoned, its last commits and the release of
+    /// its lease durable.
+    pub fn shutdown(&self, grace: Duration) -> impl Future<Output = ()> + Send + 'static {
+        self.begin_shutdown(grace);
+        let mut running = self.shared.running.subscribe();
+        async move {
+            // The sender lives as long as the engine's shared state, which every driver holds
+            // too: the channel cannot close while a driver runs.
+            let _ = running.wait_for(|n| *n == 0).await;
+        }
+    }
+
+    /// Asks the run to pause at its next step boundary. In this process the request goes to
+    /// the driver; otherwise it is written for whichever process drives the run.
+    pub async fn pause(&self, run: &RunId) -> Result<(), EngineError> {
+        if self.send_live(run, Ctl::Pause).await {
+            return Ok(());
+        }
+        let id = run.clone();
+        off_thread(&self.shared.store, move |s| crate::ledger::record(s, &id)).await?;
+        let control = Write::SetControl {
+            run: run.clone(),
+            control: Some(Control::Pause),
+        };
+        self.shared.writes.write(control).await.map_err(finished)?;
+        Ok(())
+    }
+
+    /// Cancels the run: a live driver aborts its in-flight work and commits the cancellation;
+    /// a run driven by another process is asked to; a run at rest is cancelled here.
+    pub async fn cancel(
+        &self,
+        run: &RunId,
+        reason: Option<String>,
+    ) -> Result<Option<RunHandle>, EngineError> {
+        if self.send_live(run, Ctl::Cancel(reason.clone())).await {
+            return Ok(None);
+        }
+        let id = run.clone();
+        let rec = off_thread(&self.shared.store, move |s| crate::ledger::record(s, &id)).await?;
+        if rec.status.is_terminal() {
+            return Err(EngineError::Finished {
+                run: run.to_string(),
+                status: rec.status,
+            });
+        }
+        let cancel = vec![EventBody::CancelRequested { reason }];
+        match super::takeup::resume(&self.shared, run, cancel).await {
+            Err(EngineError::Store(StoreError::LeaseHeld { .. })) => {
+                let control = Write::SetControl {
+                    run: run.clone(),
+                    control: Some(Control::Cancel),
+                };
+                self.shared.writes.write(control).await.map_err(finished)?;
+                Ok(None)
+            }
+            other => other.map(Some),
+        }
+    }
+
+    /// Answers a call that waits for a person (`call_id` may be left out when only one
+    /// waits) and drives the run on. Input that does not fit the request (approving a question)
+    /// is refused with [`EngineError::Machine`] before anything is written.
+    pub async fn provide_input(
+        &self,
+        run: &RunId,
+        call_id: Option<&str>,
+        input: HumanInput,
+    ) -> Result<RunHandle, EngineError> {
+        let body = super::takeup::input_event(&self.shared, run, call_id, input).await?;
+        super::takeup::resume(&self.shared, run, vec![body]).await
+    }
+
+    /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues). A
+    /// raise that raises nothing is refused before anything is written.
+    pub async fn raise_budget(
+        &self,
+        run: &RunId,
+        scope: Scope,
+        key: BudgetKey,
+        limit: u64,
+    ) -> Result<RunHandle, EngineError> {
+        let body = EventBody::BudgetRaised { scope, key, limit };
+        super::takeup::check_fits(&self.shared, run, &body).await?;
+        super::takeup::resume(&self.shared, run, vec![body]).await
+    }
+
+    /// Forks `parent` at step `seq`: a new run whose history up to `seq` is the parent's
+    /// (shared, not copied), with `edits` applied as its first transition, continuing live or
+    /// from the parent's recording. Forking at a step where the run had ended is refused; an
+    /// edit that does not apply is refused; either way nothing is written.
+    pub async fn fork(
+        &self,
+        parent: &RunId,
+        seq: u64,
+        edits: Vec<ForkEdit>,
+        mode: ForkMode,
+    ) -> Result<RunHandle, EngineError> {
+        super::fork::fork(&self.shared, parent, seq, edits, mode, super::new_run_id()).await
+    }
+
+    /// Commits one event to a run that no process is driving, without performing the effects
+    /// it emits (they wait in the outbox for the next `resume`). For tools that adjust a run
+    /// at rest, and for measuring what resuming costs.
+    pub async fn apply(&self, run: &RunId, body: EventBody) -> Result<RunState, EngineError> {
+        super::takeup::apply_one(&self.shared, run, body).await
+    }
+
+    /// True while a driver in this engine is driving `run`.
+    pub fn is_live(&self, run: &RunId) -> bool {
+        lock(&self.shared.live).contains_key(run)
+    }
+
+    /// Hands `ctl` to this engine's live driver of `run`; false when there is none.
+    async fn send_live(&self, run: &RunId, ctl: Ctl) -> bool {
+        let tx = lock(&self.shared.live).get(run).cloned();
+        match tx {
+            Some(tx) => tx.send(ctl).await.is_ok(),
+            None => false,
+        }
+    }
+
+    fn check_runnable(&self, spec: &RunSpec) -> Result<(), EngineError> {
+        let providers = read_lock(&self.shared.providers);
+        for agent in &spec.spec().agents {
+            for route in &agent.routes {
+                if !providers.contains_key(&route.provider) {
+                    return Err(EngineError::MissingProvider {
+                        agent: agent.id.to_string(),
+                        provider: route.provider.clone(),
+                    });
+                }
+            }
+        }
+        let tools = read_lock(&self.shared.tools);
+        for t in &spec.spec().tools {
+            if !t.interactive && tools.get(&t.name).is_none() {
+                return Err(EngineError::MissingTool(t.name.clone()));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! Starting a new run: its row, its first sealed head and its lease are written in one
+//! transaction, then a driver steps it from `Start`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::driver::{Driver, lease_of};
+use super::handle::RunHandle;
+use super::trace::Trace;
+use super::{EngineError, Shared};
+use crate::ledger::{HeadKeeper, Rebuilt, first_head};
+use crate::machine::{Digest, EventBody, Hlc, RunId, RunSpec, RunState};
+use crate::store::{HeadRecord, NewRun, Write};
+
+/// Creates the run and starts driving it from `Start`.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    run: RunId,
+    spec: RunSpec,
+    goal: &str,
+    setup: Option<String>,
+) -> Result<RunHandle, EngineError> {
+    let spec_json = serde_json::to_string(&spec)
+        .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
+    let now = shared.config.clock.wall_ms();
+    let mut new = NewRun {
+        id: run.clone(),
+        parent: None,
+        spec: spec_json,
+        setup,
+        goal: goal.to_owned(),
+        now_ms: now,
+        owner: shared.owner.clone(),
+        lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
+        head: HeadRecord::default(),
+    };
+    let head = HeadKeeper::new(
+        first_head(&new, Digest::ZERO, Digest::ZERO, None),
+        shared.config.receipts.clone(),
+    );
+    new.head = head.sealed();
+    let epoch = lease_of(shared.writes.write(Write::CreateRun(new)).await?);
+    let rebuilt = Rebuilt {
+        state: RunState::Created,
+        chain: Digest::ZERO,
+    };
+    let mut driver = Driver::new(
+        shared,
+        run,
+        spec,
+        epoch,
+        rebuilt,
+        BTreeMap::new(),
+        Hlc::default(),
+        head,
+        None,
+    );
+    driver.queue.push_back(EventBody::Start {
+        goal: goal.to_owned(),
+    });
+    driver.opening = Some(Trace::RunStarted {
+        goal: goal.to_owned(),
+    });
+    Ok(driver.spawn())
+}

@@ -1,0 +1,263 @@
+//! What observers are told about one committed transition: the trace events it implies, built
+//! from the state before it, the event and the transition. Pure: the driver publishes them
+//! once the transition is durable.
+
+use super::trace::{Trace, TraceEvent};
+use crate::machine::{Event, EventBody, Note, RunId, RunSpec, RunState, ToolOutcome, Transition};
+
+/// The trace events of transition `t`, which `event` made from `before`, in the order they are
+/// published: what the event carried (a model reply or error, a tool result), the transition
+/// itself, the machine's notes (refused calls, retries, handoffs, ...), and the run's end.
+pub(crate) fn transition_traces(
+    run: &RunId,
+    spec: &RunSpec,
+    before: &RunState,
+    event: &Event,
+    t: &Transition,
+) -> Vec<TraceEvent> {
+    let seq = Some(t.next.seq());
+    let agent = before.data().map(|d| d.active.clone()).unwrap_or_default();
+    let mut out = Vec::with_capacity(2 + t.notes.len());
+    let mut push = |kind: Trace| {
+        out.push(TraceEvent {
+            run: run.clone(),
+            at: event.at,
+            seq,
+            kind,
+        })
+    };
+    match &event.body {
+        EventBody::ModelReplied { reply, .. } => {
+            let route = match before {
+                RunState::Generating { call, .. } => spec
+                    .agent(&agent)
+                    .and_then(|a| a.routes.get(call.route as usize)),
+                _ => None,
+            };
+            let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
+            push(Trace::ModelReply {
+                agent: agent.clone(),
+                provider: route.map(|r| r.provider.clone()).unwrap_or_default(),
+                model: route.map(|r| r.model.clone()).unwrap_or_default(),
+                text: reply.text.clone(),
+                tool_calls: reply.tool_calls.len(),
+                usage: reply.usage,
+                cost_nanos: reply.cost_nanos,
+                run_cost_nanos: usage.cost_nanos,
+                run_unpriced_turns: usage.unpriced_turns,
+            })
+        }
+        EventBody::ModelFailed { failure, .. } => push(Trace::ModelError {
+            agent: agent.clone(),
+            error: failure.message.clone(),
+            retryable: failure.retryable,
+        }),
+        EventBody::ToolReturned { effect, outcome } => {
+            if let RunState::CallingTools { batch, .. } = before
+                && let Some(slot) = batch
+                    .slots
+                    .iter()
+                    .find(|s| s.status.effect().is_some_and(|e| e.matches(effect)))
+            {
+                push(Trace::ToolResult {
+                    call_id: slot.call_id.clone(),
+                    tool: slot.tool.clone(),
+                    ok: matches!(outcome, ToolOutcome::Ok { .. }),
+                });
+            }
+        }
+        _ => {}
+    }
+    push(Trace::Transition {
+        edge: t.edge,
+        state: t.next.kind(),
+    });
+    for note in &t.notes {
+        push(note_trace(note));
+    }
+    if let Some(outcome) = t.next.outcome() {
+        push(Trace::RunFinished {
+            outcome: outcome.clone(),
+        });
+    }
+    out
+}
+
+/// The trace event of one machine note.
+fn note_trace(note: &Note) -> Trace {
+    match note {
+        Note::ToolRejected {
+            agent,
+            call_id,
+            tool,
+        } => Trace::ToolRejected {
+            agent: agent.clone(),
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            reason: "outside the agent's grant".into(),
+        },
+        Note::ToolInvalid {
+            agent,
+            call_id,
+            tool,
+            reason,
+        } => Trace::ToolRejected {
+            agent: agent.clone(),
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            reason: reason.clone(),
+        },
+        Note::ToolBudget { agent, call_id } => Trace::ToolRejected {
+            agent: agent.clone(),
+            call_id: call_id.clone(),
+            tool: String::new(),
+            reason: "tool-call budget spent".into(),
+        },
+        Note::BudgetExhausted { scope, key } => Trace::BudgetExhausted {
+            scope: scope.clone(),
+            key: *key,
+        },
+        Note::Retry {
+            agent,
+            attempt,
+            delay_ms,
+        } => Trace::ModelRetry {
+            agent: agent.clone(),
+            detail: format!("attempt {attempt} after {delay_ms} ms"),
+        },
+        Note::Fallback {
+            agent,
+            provider,
+            model,
+            ..
+        } => Trace::ModelRetry {
+            agent: agent.clone(),
+            detail: format!("falling back to {provider}/{model}"),
+        },
+        Note::RouteRestored {
+            agent,
+            provider,
+            model,
+            ..
+        } => Trace::ModelRetry {
+            agent: agent.clone(),
+            detail: format!("cooldown over: back to {provider}/{model}"),
+        },
+        Note::Handoff { from, to } => Trace::Handoff {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        Note::HandoffCycle { agent, visits } => Trace::HandoffCycle {
+            agent: agent.clone(),
+            visits: *visits,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{
+        AgentSpec, Hlc, ModelFailure, ModelReply, ProviderErrorClass, Spec, ToolCallRequest,
+        ToolSpec, step,
+    };
+
+    fn spec() -> RunSpec {
+        RunSpec::build(Spec {
+            agents: vec![AgentSpec {
+                tools: Some(vec!["look".into()]),
+                ..AgentSpec::new("solo", "p", "m1")
+            }],
+            tools: vec![ToolSpec::new("look", "looks")],
+            ..Spec::default()
+        })
+        .expect("valid")
+    }
+
+    /// Steps `body` from `state` and returns the traces and the next state.
+    fn traced(state: &RunState, ms: u64, body: EventBody) -> (Vec<Trace>, RunState) {
+        let run = RunId::new("r");
+        let event = Event::new(&run, Hlc::from_ms(ms), body);
+        let t = step(state, &event, &spec()).expect("steps");
+        let traces = transition_traces(&run, &spec(), state, &event, &t);
+        assert!(
+            traces
+                .iter()
+                .all(|e| e.at == event.at && e.seq == Some(t.next.seq()))
+        );
+        (traces.into_iter().map(|e| e.kind).collect(), t.next)
+    }
+
+    fn call_of(state: &RunState) -> crate::machine::EffectId {
+        state.outstanding()[0].in_run(&RunId::new("r"))
+    }
+
+    #[test]
+    fn a_reply_a_tool_result_a_retry_and_the_end_are_each_told_once() {
+        let (traces, s) = traced(&RunState::Created, 1, EventBody::Start { goal: "g".into() });
+        assert_eq!(traces.len(), 1);
+        assert!(matches!(&traces[0], Trace::Transition { edge, .. } if *edge == "created.start"));
+
+        let (_, s) = traced(&s, 2, EventBody::Proceed);
+        let failure = ModelFailure::new(ProviderErrorClass::ProviderRateLimit, "slow down");
+        let (traces, s) = traced(
+            &s,
+            3,
+            EventBody::ModelFailed {
+                effect: call_of(&s),
+                failure,
+            },
+        );
+        assert!(matches!(
+            &traces[0],
+            Trace::ModelError {
+                retryable: true,
+                ..
+            }
+        ));
+        assert!(
+            matches!(&traces[1], Trace::Transition { edge, .. } if *edge == "generating.failed.retry")
+        );
+        assert!(
+            matches!(&traces[2], Trace::ModelRetry { detail, .. } if detail.starts_with("attempt 2 after"))
+        );
+
+        let reply = ModelReply::tools(vec![ToolCallRequest::new(
+            "c1",
+            "look",
+            serde_json::json!({}),
+        )])
+        .with_usage(10, 2);
+        let (traces, s) = traced(
+            &s,
+            4,
+            EventBody::ModelReplied {
+                effect: call_of(&s),
+                reply,
+                chunks: Vec::new(),
+            },
+        );
+        assert!(matches!(
+            &traces[0],
+            Trace::ModelReply { provider, model, tool_calls: 1, run_cost_nanos: 0, .. }
+                if provider == "p" && model == "m1"
+        ));
+
+        let (traces, s) = traced(
+            &s,
+            5,
+            EventBody::ToolReturned {
+                effect: call_of(&s),
+                outcome: ToolOutcome::Ok {
+                    value: serde_json::json!("seen"),
+                },
+            },
+        );
+        assert!(
+            matches!(&traces[0], Trace::ToolResult { call_id, tool, ok: true } if call_id == "c1" && tool == "look")
+        );
+
+        let (traces, _) = traced(&s, 6, EventBody::CancelRequested { reason: None });
+        assert!(matches!(traces.last(), Some(Trace::RunFinished { .. })));
+    }
+}

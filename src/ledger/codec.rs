@@ -1,0 +1,172 @@
+//! The byte format of a stored transition: how events, effects, conversation nodes and
+//! snapshots are written and read back, and the hash-chain link that covers them. Nothing
+//! else in runtape encodes or decodes these bytes.
+//!
+//! - **Event**: the [`Event`] as JSON (its serde form), stored exactly as written; the chain
+//!   link and a receipt's `response_hash` cover these bytes, so they are never re-encoded.
+//! - **Effects**: a JSON array of the emitted [`Effect`]s, empty (zero bytes) when none. It is
+//!   written one effect at a time so each effect's own bytes can be hashed for the receipt of
+//!   its answer; the result is byte-identical to encoding the whole list.
+//! - **State**: [`RunState::canonical_bytes`](crate::machine::RunState::canonical_bytes); the
+//!   state hash is their BLAKE3 digest, and a snapshot stores them as they are.
+//! - **Conversation node** (a blob): the previous conversation head (32 bytes), then the
+//!   message JSON; stored under the new head, `ConversationRef::chain(prev, message)`.
+//! - **Chain link**: `blake3(previous link || event bytes || state hash)`, the first
+//!   transition's previous link being [`Digest::ZERO`].
+
+use super::HistoryError;
+use crate::machine::{Digest, Effect, Event, RunId};
+
+/// Why a transition could not be encoded (a value JSON cannot carry).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot encode a transition: {0}")]
+pub struct EncodeError(pub String);
+
+/// The stored bytes of `event`.
+pub fn encode_event(event: &Event) -> Result<Vec<u8>, EncodeError> {
+    serde_json::to_vec(event).map_err(|e| EncodeError(e.to_string()))
+}
+
+/// The stored effects column of a transition and each effect's own bytes hashed (SHA-256,
+/// lowercase hex): the `request_hash` of the receipt that will seal the effect's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedEffects {
+    /// The column: a JSON array, or nothing when there are no effects.
+    pub bytes: Vec<u8>,
+    /// SHA-256 of each effect's JSON, in order.
+    pub hashes: Vec<String>,
+}
+
+/// Encodes the effects column. Its bytes equal `serde_json::to_vec(effects)` (none for an empty
+/// list), which [`replay`](super::replay) compares against.
+pub fn encode_effects(effects: &[Effect]) -> Result<EncodedEffects, EncodeError> {
+    let mut out = EncodedEffects::default();
+    if effects.is_empty() {
+        return Ok(out);
+    }
+    out.bytes.reserve(256 * effects.len());
+    out.hashes.reserve(effects.len());
+    out.bytes.push(b'[');
+    for (i, e) in effects.iter().enumerate() {
+        if i > 0 {
+            out.bytes.push(b',');
+        }
+        let start = out.bytes.len();
+        serde_json::to_writer(&mut out.bytes, e).map_err(|e| EncodeError(e.to_string()))?;
+        out.hashes
+            .push(crate::receipt::sha256_hex(&out.bytes[start..]));
+    }
+    out.bytes.push(b']');
+    Ok(out)
+}
+
+/// The effects column a replay expects for `effects` (no per-effect hashes).
+pub fn effects_bytes(effects: &[Effect]) -> Result<Vec<u8>, EncodeError> {
+    if effects.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::to_vec(effects).map_err(|e| EncodeError(e.to_string()))
+}
+
+/// Decodes a stored event of `run` at `seq`.
+pub fn decode_event(run: &RunId, seq: u64, bytes: &[u8]) -> Result<Event, HistoryError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| super::damaged(run, seq, format!("stored event does not decode: {e}")))
+}
+
+/// Decodes a stored effects column of `run` at `seq`.
+pub fn decode_effects(run: &RunId, seq: u64, bytes: &[u8]) -> Result<Vec<Effect>, HistoryError> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| super::damaged(run, seq, format!("stored effects do not decode: {e}")))
+}
+
+/// The hash-chain link of a transition: `blake3(previous link || event bytes || state hash)`.
+/// The first transition's previous link is [`Digest::ZERO`].
+pub fn chain_link(prev: &Digest, event: &[u8], state_hash: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(&prev.0);
+    h.update(event);
+    h.update(&state_hash.0);
+    Digest(*h.finalize().as_bytes())
+}
+
+/// The bytes stored for a conversation node: the previous head, then the message JSON.
+pub fn node_bytes(prev: &Digest, message_json: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(32 + message_json.len());
+    v.extend_from_slice(&prev.0);
+    v.extend_from_slice(message_json);
+    v
+}
+
+/// A stored conversation node split into the previous head and the message JSON; `None` when
+/// it is shorter than a head.
+pub fn node_parts(bytes: &[u8]) -> Option<(Digest, &[u8])> {
+    let (prev, msg) = bytes.split_at_checked(32)?;
+    Some((Digest(prev.try_into().ok()?), msg))
+}
+
+/// True when transition `seq` stores a snapshot of its state.
+pub fn snapshot_due(seq: u64) -> bool {
+    seq.is_multiple_of(crate::store::SNAPSHOT_EVERY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{AgentId, EffectRef};
+
+    fn tool_call(seq: u64, index: u32) -> Effect {
+        let id = EffectRef { seq, index }.in_run(&RunId::new("r"));
+        Effect::CallTool {
+            idempotency_key: id.idempotency_key(),
+            id,
+            agent: AgentId::from("a"),
+            call_id: format!("c{index}"),
+            tool: "t".into(),
+            args: serde_json::json!({"x": index}),
+        }
+    }
+
+    #[test]
+    fn effects_written_one_by_one_equal_the_whole_list_and_hash_each_effect() {
+        let effects = vec![tool_call(3, 0), tool_call(3, 1)];
+        let encoded = encode_effects(&effects).expect("encodes");
+        assert_eq!(encoded.bytes, effects_bytes(&effects).expect("encodes"));
+        assert_eq!(encoded.hashes.len(), 2);
+        let first = serde_json::to_vec(&effects[0]).expect("encodes");
+        assert_eq!(encoded.hashes[0], crate::receipt::sha256_hex(&first));
+        assert_eq!(
+            encode_effects(&[]).expect("encodes"),
+            EncodedEffects::default()
+        );
+        let back = decode_effects(&RunId::new("r"), 3, &encoded.bytes).expect("decodes");
+        assert_eq!(back, effects);
+    }
+
+    #[test]
+    fn a_chain_link_covers_its_previous_link_event_and_state() {
+        let a = chain_link(&Digest::ZERO, b"event", &Digest::of(b"state"));
+        assert_ne!(
+            a,
+            chain_link(&Digest::of(b"x"), b"event", &Digest::of(b"state"))
+        );
+        assert_ne!(
+            a,
+            chain_link(&Digest::ZERO, b"other", &Digest::of(b"state"))
+        );
+        assert_ne!(
+            a,
+            chain_link(&Digest::ZERO, b"event", &Digest::of(b"other"))
+        );
+    }
+
+    #[test]
+    fn a_node_splits_back_into_its_parts() {
+        let node = node_bytes(&Digest::of(b"p"), b"{}");
+        assert_eq!(node_parts(&node), Some((Digest::of(b"p"), &b"{}"[..])));
+        assert_eq!(node_parts(&[1, 2, 3]), None);
+    }
+}

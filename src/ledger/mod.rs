@@ -1,0 +1,106 @@
+//! The ledger: a run's stored record, owned in one place.
+//!
+//! Everything runtape keeps about a run goes through this module, and nothing else knows its
+//! byte format:
+//!
+//! - **What is written** ([`codec`], [`Recorder`]): each transition a driver makes becomes one
+//!   [`Commit`](crate::store::Commit) — the event and its effects as stored bytes, the state
+//!   hash, the hash-chain link, the conversation nodes it appends (content-addressed blobs), a
+//!   snapshot every [`SNAPSHOT_EVERY`](crate::store::SNAPSHOT_EVERY) transitions, the outbox
+//!   rows of non-idempotent calls, and the seal of the receipt of the answer it carries.
+//! - **What answered what** ([`pairing`]): the one pairing of each effect with the event that
+//!   answered it, used by the driver, `verify`, receipts, the timeline, the cassette export and
+//!   a fork's tape.
+//! - **The sealed head** ([`head`]): what a run is and where its history ends, sealed with every
+//!   write that changes either, and checked before a stored run is continued.
+//! - **What is read back** ([`read`]): a run's row, its history across fork ancestry, its state
+//!   at any step (snapshot plus fold), its conversations.
+//! - **What is verified** ([`verify()`], [`coverage`]): every stored column of every table is
+//!   either recomputed by `verify` or listed as operational with the reason; the list is
+//!   [`coverage::COLUMNS`], and `tests/verify_coverage.rs` fails on a stored column it does not
+//!   name, so a new stored field cannot be added without deciding how it is verified.
+//!
+//! The edge names stored in `transitions.edge` are part of this format: they are the persisted
+//! names of [`EdgeId`](crate::machine::EdgeId), which never change once released.
+
+pub mod codec;
+pub mod coverage;
+pub mod head;
+pub mod pairing;
+pub mod read;
+
+mod audit;
+mod receipts;
+mod recorder;
+mod replay;
+mod verify;
+
+pub use codec::EncodeError;
+pub use head::{HeadKeeper, check_continuable, first_head};
+pub use pairing::{Issued, Outstanding, Paired, answered, pairs};
+pub use read::{
+    Rebuilt, Segment, ancestry, conversation, conversations, effect_at, outstanding_effects,
+    record, spec_of, state_at, time_at, transitions,
+};
+pub use receipts::{
+    ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipts, receipts_export,
+};
+pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
+pub use replay::{Divergence, Recorded, replay, replay_with};
+pub use verify::{HeadSummary, Verified, verify};
+
+use crate::machine::RunId;
+use crate::store::StoreError;
+
+/// Reading a run's record failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No such run.
+    #[error("no run with id `{0}`; `runtape ls` lists the runs in this database")]
+    UnknownRun(String),
+    /// The seq is not in the run's history.
+    #[error("run {run} has steps 1..={latest}; there is no step {seq}")]
+    SeqOutOfRange {
+        /// The run.
+        run: String,
+        /// The seq asked for.
+        seq: u64,
+        /// The latest seq.
+        latest: u64,
+    },
+    /// A stored run does not match its sealed head: refused before anything is executed.
+    #[error(
+        "run {run} does not match its sealed head ({detail}); refusing to continue it — `runtape verify {run}` reports what changed"
+    )]
+    Tampered {
+        /// The run.
+        run: String,
+        /// What does not match (names the column or seq).
+        detail: String,
+    },
+    /// The run's head is sealed with another key (or mode) than the one given.
+    #[error("{0}")]
+    WrongKey(String),
+    /// Stored history does not replay to what was stored: damage or a machine change.
+    #[error("run {run} step {seq}: {detail}")]
+    Diverged {
+        /// The run.
+        run: String,
+        /// The first bad seq.
+        seq: u64,
+        /// Expected vs found.
+        detail: String,
+    },
+}
+
+pub(crate) fn damaged(run: &RunId, seq: u64, detail: impl Into<String>) -> HistoryError {
+    HistoryError::Diverged {
+        run: run.to_string(),
+        seq,
+        detail: detail.into(),
+    }
+}

@@ -1,0 +1,444 @@
+//! The SQLite store: one writer thread owns the write connection and commits every queued
+//! write of every run in one transaction per batch (group commit, `writer.rs`); reads use a
+//! pool of read-only connections (`readers.rs`; WAL lets them read while the writer writes).
+//! Reads are blocking calls: async callers make them off tokio's worker threads.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{mpsc, oneshot};
+
+use super::schema::{self, classify, row_id};
+use super::{
+    Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
+    TransitionRecord, Write,
+};
+use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
+
+mod readers;
+mod writer;
+
+use readers::{Readers, open_reader};
+use writer::Job;
+
+/// How hard a commit waits for the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit is on disk when acknowledged, even across power loss.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL` (opt-in): survives a process crash, but a power loss can drop the
+    /// most recent commits.
+    Normal,
+}
+
+/// Counts of the writer's work: how many writes shared how many transactions.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Transactions committed (one fsync each at `synchronous=FULL`).
+    pub transactions: AtomicU64,
+    /// Writes acknowledged.
+    pub writes: AtomicU64,
+}
+
+/// A runtape database in a SQLite file.
+pub struct SqliteStore {
+    path: PathBuf,
+    jobs: mpsc::UnboundedSender<Job>,
+    readers: Readers,
+    stats: Arc<CommitStats>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if absent) the database at `path`. A file that is not a runtape
+    /// database, one written by a newer runtape, or a path in a missing directory is an error
+    /// and nothing is written.
+    pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        Self::open_capped(path, durability, None)
+    }
+
+    /// Opens like [`open`](Self::open), and caps the database at about `max_bytes` (SQLite's
+    /// `max_page_count`; never below its current size): a write that would grow it further
+    /// fails with [`StoreError::Full`], exactly as on a full disk, and writes nothing. For
+    /// quotas, and for testing what a full disk does.
+    pub fn open_capped(
+        path: &Path,
+        durability: Durability,
+        max_bytes: Option<u64>,
+    ) -> Result<SqliteStore, StoreError> {
+        let shown = path.display().to_string();
+        let mut conn = schema::open(path)?;
+        schema::prepare(&mut conn, &shown, durability == Durability::Full)?;
+        if let Some(max) = max_bytes {
+            let page: i64 = conn
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .map_err(|e| classify(&shown, e))?;
+            let pages = (max / page.max(1) as u64).clamp(1, i64::MAX as u64);
+            conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+                .map_err(|e| classify(&shown, e))?;
+        }
+        let reader = open_reader(path)?;
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(CommitStats::default());
+        let counters = stats.clone();
+        std::thread::Builder::new()
+            .name("runtape-writer".into())
+            .spawn(move || writer::writer_loop(conn, rx, shown, &counters))
+            .map_err(|e| StoreError::Io(format!("cannot start the writer thread: {e}")))?;
+        Ok(SqliteStore {
+            path: path.to_owned(),
+            jobs,
+            readers: Readers::pool(reader),
+            stats,
+        })
+    }
+
+    /// Opens an existing database; a missing file is an error rather than a new database.
+    pub fn open_existing(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Io(format!(
+                "no database at {}; run something first, or point RUNTAPE_DB or --db at the right file",
+                path.display()
+            )));
+        }
+        Self::open(path, durability)
+    }
+
+    /// A view of the database as it is now: its own read-only connection holding one read
+    /// transaction open for as long as the view lives. Writes submitted through it go to this
+    /// store's writer.
+    pub fn read_snapshot(&self) -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore {
+            path: self.path.clone(),
+            jobs: self.jobs.clone(),
+            readers: Readers::snapshot(&self.path)?,
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// How many writes shared how many transactions so far.
+    pub fn stats(&self) -> &CommitStats {
+        &self.stats
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+        self.readers.read(&self.path, f)
+    }
+
+    /// The run's outbox rows (only those not done, when `open_only`), in `(seq, idx)` order.
+    fn outbox_rows(&self, run: &RunId, open_only: bool) -> Result<Vec<OutboxRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(Vec::new()) };
+            let sql = if open_only {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 AND status != 'done' ORDER BY seq, idx"
+            } else {
+                "SELECT seq, idx, status, idempotency_key FROM outbox WHERE run = ?1 ORDER BY seq, idx"
+            };
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt
+                .query_map([key], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(seq, idx, status, key)| {
+                Ok(OutboxRecord {
+                    effect: EffectRef {
+                        seq: seq as u64,
+                        index: idx as u32,
+                    },
+                    status: OutboxStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
+                        run: run.to_string(),
+                        detail: format!("seq {seq}: outbox.status `{status}` is not a status"),
+                    })?,
+                    idempotency_key: key,
+                })
+            })
+            .collect()
+    }
+
+    fn key(&self, conn: &Connection, run: &RunId) -> rusqlite::Result<Option<i64>> {
+        conn.prepare_cached("SELECT key FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| r.get(0))
+            .optional()
+    }
+}
+
+impl Store for SqliteStore {
+    fn submit(&self, write: Write) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        if let Err(mpsc::error::SendError((_, tx))) = self.jobs.send((write, tx)) {
+            let _ = tx.send(Err(StoreError::Closed));
+        }
+        rx
+    }
+
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?
+                .query_row([id.as_str()], run_record)
+                .optional()
+        })?
+        .transpose()
+    }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let mut stmt =
+                c.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY key DESC"))?;
+            let rows = stmt
+                .query_map([], run_record)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter().collect()
+    }
+
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        let rows = self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(Vec::new());
+            };
+            let mut stmt = c.prepare_cached(
+                "SELECT id, at, event, edge, effects, state_hash, chain, seal FROM transitions \
+                 WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            )?;
+            let to = to.min(u64::from(u32::MAX));
+            let rows = stmt
+                .query_map(params![row_id(key, from), row_id(key, to)], |r| {
+                    // Bytes columns are read as TEXT or BLOB alike: an edit made with the
+                    // sqlite3 shell may leave either, and `verify` must still read the row to
+                    // report it.
+                    let bytes = |i: usize| bytes_at(r, i);
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, i64>(1)?,
+                        bytes(2)?,
+                        r.get::<_, String>(3)?,
+                        bytes(4)?,
+                        bytes(5)?,
+                        bytes(6)?,
+                        r.get_ref(7)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(id, at, event, edge, effects, hash, chain, seal)| {
+                let damaged = |what: &str| StoreError::Damaged {
+                    run: run.to_string(),
+                    detail: format!("seq {}: {what}", id & 0xffff_ffff),
+                };
+                let seq = (id & 0xffff_ffff) as u64;
+                let edge = EdgeId::parse(&edge)
+                    .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
+                Ok(TransitionRecord {
+                    seq,
+                    at: Hlc(at as u64),
+                    event,
+                    edge,
+                    effects,
+                    state_kind: edge.to(),
+                    state_hash: digest(&hash)
+                        .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
+                    chain: digest(&chain)
+                        .ok_or_else(|| damaged("transitions.chain is not 32 bytes"))?,
+                    seal,
+                })
+            })
+            .collect()
+    }
+
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(None) };
+            c.prepare_cached("SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id DESC LIMIT 1")?
+                .query_row(params![row_id(key, 0), row_id(key, at)], |r| {
+                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
+                })
+                .optional()
+        })
+    }
+
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else { return Ok(None) };
+            c.prepare_cached(
+                "SELECT id, seal FROM transitions WHERE id BETWEEN ?1 AND ?2 AND seal IS NOT NULL ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row(params![row_id(key, 0), row_id(key, at.min(u64::from(u32::MAX)))], |r| {
+                Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
+            })
+            .optional()
+        })
+    }
+
+    fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
+                .query_row([&d.0[..]], |r| bytes_at(r, 0))
+                .optional()
+        })
+    }
+
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_rows(run, true)
+    }
+
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.outbox_rows(run, false)
+    }
+
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(Vec::new());
+            };
+            let to = to.min(u64::from(u32::MAX));
+            let mut stmt = c.prepare_cached(
+                "SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            )?;
+            let rows = stmt
+                .query_map(params![row_id(key, from), row_id(key, to)], |r| {
+                    Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.read(|c| {
+            let Some(key) = self.key(c, run)? else {
+                return Ok(None);
+            };
+            c.prepare_cached("SELECT body, seal FROM heads WHERE run = ?1")?
+                .query_row([key], |r| {
+                    Ok(HeadRecord {
+                        body: bytes_at(r, 0)?,
+                        seal: bytes_at(r, 1)?,
+                        replaces: None,
+                    })
+                })
+                .optional()
+        })
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        Ok(Some(Box::new(self.read_snapshot()?)))
+    }
+
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.read(|c| {
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            Ok((pages * size) as u64)
+        })
+    }
+}
+
+/// A bytes column read as TEXT or BLOB alike: an edit made with the sqlite3 shell may leave
+/// either, and `verify` must still read the row to report it.
+pub(super) fn bytes_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(r.get_ref(i)?
+        .as_bytes_or_null()?
+        .unwrap_or_default()
+        .to_vec())
+}
+
+fn digest(bytes: &[u8]) -> Option<Digest> {
+    Some(Digest(bytes.try_into().ok()?))
+}
+
+const RUN_COLUMNS: &str = "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
+    lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup, unpriced_turns";
+
+fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> {
+    let id: String = r.get(0)?;
+    let parent: Option<String> = r.get(1)?;
+    let fork_seq: Option<i64> = r.get(2)?;
+    let status: String = r.get(5)?;
+    let kind: String = r.get(6)?;
+    let control: Option<String> = r.get(11)?;
+    let damaged = |what: String| StoreError::Damaged {
+        run: id.clone(),
+        detail: what,
+    };
+    let record = (|| {
+        Ok(RunRecord {
+            parent: match (parent, fork_seq) {
+                (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+                (None, None) => None,
+                _ => {
+                    return Err(damaged(
+                        "runs.parent_id and runs.fork_seq are not set together".into(),
+                    ));
+                }
+            },
+            spec: r.get(3)?,
+            goal: r.get(4)?,
+            status: RunStatus::parse(&status)
+                .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
+            state_kind: StateKind::parse(&kind)
+                .ok_or_else(|| damaged(format!("runs.state_kind `{kind}` is not a state")))?,
+            seq: r.get::<_, i64>(7)? as u64,
+            lease_epoch: r.get::<_, i64>(8)? as u64,
+            lease_owner: r.get(9)?,
+            lease_expires_ms: r.get::<_, i64>(10)? as u64,
+            control: match control.as_deref() {
+                None => None,
+                Some("pause") => Some(Control::Pause),
+                Some("cancel") => Some(Control::Cancel),
+                Some(other) => {
+                    return Err(damaged(format!("runs.control `{other}` is not a request")));
+                }
+            },
+            created_ms: r.get::<_, i64>(12)? as u64,
+            updated_ms: r.get::<_, i64>(13)? as u64,
+            cost_nanos: r.get::<_, i64>(14)? as u64,
+            tokens: r.get::<_, i64>(15)? as u64,
+            outcome: r.get(16)?,
+            setup: r.get(17)?,
+            unpriced_turns: r.get::<_, i64>(18)? as u64,
+            id: RunId(id.clone()),
+        })
+    })();
+    Ok(record)
+}
