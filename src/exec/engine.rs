@@ -158,6 +158,7 @@ impl Engine {
                 store,
                 providers: RwLock::new(BTreeMap::new()),
                 tools: RwLock::new(ToolRegistry::new()),
+                mcp: RwLock::new(BTreeMap::new()),
                 slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
                 config,
                 owner: crate::store::owner_id(u64::from_le_bytes(nonce)),
@@ -192,6 +193,13 @@ impl Engine {
     /// Registers a tool under its name.
     pub fn register_tool(&self, tool: Arc<dyn Tool>) {
         write_lock(&self.shared.tools).register(tool);
+    }
+
+    /// Registers an MCP server whose tool list runs of revision 3 granted its tools record
+    /// at their step boundaries (see [`crate::tool::mcp::listing`]). Its tools themselves are
+    /// registered with [`register_tool`](Self::register_tool), and again at each listing.
+    pub fn register_mcp_server(&self, server: Arc<crate::tool::mcp::McpServer>) {
+        write_lock(&self.shared.mcp).insert(server.config().name.clone(), server);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that
