@@ -246,3 +246,96 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
     let v = runtape(&db, &["verify", &run]);
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
 }
+
+#[test]
+fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_server() {
+    let (dir, spec, db, calls) = ops(
+        r#"[{ tool_calls = [{ name = "ops__status" }] }, { tool_calls = [{ name = "ops__deploy", arguments = { target = "prod" } }] }, { text = "shipped" }]"#,
+    );
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    let run = run_id(&o);
+    let tape = dir.path().join("tape.json");
+    let e = runtape(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &run,
+            "-o",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
+    let cassette: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
+    assert_eq!(
+        cassette["catalogs"]["ops"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        cassette["toolResults"][1],
+        serde_json::json!({"tool": "ops__deploy", "args": {"target": "prod"}, "outcome": {"status": "ok", "value": "deploy ok"}})
+    );
+
+    // The server is gone: its command now only leaves a mark and fails.
+    let marker = dir.path().join("started");
+    std::fs::write(
+        dir.path().join("ops.py"),
+        format!(
+            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
+            marker.to_str().expect("utf8")
+        ),
+    )
+    .expect("script");
+    let fresh = dir.path().join("fresh.db");
+    let r = runtape(
+        &fresh,
+        &[
+            "replay",
+            spec.to_str().expect("utf8"),
+            "--cassette",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("answer: shipped"), "{}", out(&r));
+    assert!(!marker.exists(), "no MCP server was started by the replay");
+    assert_eq!(
+        std::fs::read_to_string(&calls).expect("calls"),
+        "status\ndeploy\n",
+        "only the recording called the server"
+    );
+    let replayed = run_id(&r);
+    let rows = log(&fresh, &replayed);
+    let results: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["event"] == "tool_returned")
+        .map(|r| &r["summary"])
+        .collect();
+    assert_eq!(results, ["tool result", "tool result"], "{rows:?}");
+    assert_eq!(
+        offered(&fresh, &replayed, 3),
+        offered(&db, &run, 3),
+        "the replay recorded the same tool list, from the cassette"
+    );
+    let v = runtape(&fresh, &["verify", &replayed]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+
+    // A cassette whose recorded results were edited is refused before anything runs.
+    let edited = std::fs::read_to_string(&tape)
+        .expect("tape")
+        .replace("deploy ok", "deploy skipped");
+    std::fs::write(&tape, edited).expect("edit");
+    let t = runtape(
+        &dir.path().join("third.db"),
+        &[
+            "replay",
+            spec.to_str().expect("utf8"),
+            "--cassette",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_ne!(t.status.code(), Some(0), "{}", out(&t));
+    assert!(!marker.exists());
+}

@@ -174,7 +174,7 @@ impl Setup {
             engine.register_tool(Arc::new(tool));
         }
         for server in self.mcp_servers(hub) {
-            engine.register_mcp_server(server);
+            engine.register_tool_lister(Arc::new(server));
         }
         Ok(())
     }
@@ -212,7 +212,7 @@ impl Setup {
     }
 
     /// The MCP servers of this setup on `hub` (not started), for
-    /// [`Engine::register_mcp_server`]: runs list their tools at step boundaries.
+    /// [`Engine::register_tool_lister`]: runs list their tools at step boundaries.
     pub fn mcp_servers(
         &self,
         hub: &crate::tool::mcp::McpHub,

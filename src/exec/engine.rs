@@ -195,11 +195,11 @@ impl Engine {
         write_lock(&self.shared.tools).register(tool);
     }
 
-    /// Registers an MCP server whose tool list runs of revision 3 granted its tools record
-    /// at their step boundaries (see [`crate::tool::mcp::listing`]). Its tools themselves are
-    /// registered with [`register_tool`](Self::register_tool), and again at each listing.
-    pub fn register_mcp_server(&self, server: Arc<crate::tool::mcp::McpServer>) {
-        write_lock(&self.shared.mcp).insert(server.config().name.clone(), server);
+    /// Registers where runs of revision 3 granted an MCP server's tools get its tool list at
+    /// their step boundaries (the live server, or a recording; see
+    /// [`crate::tool::mcp::listing`]). The tools of each listing are registered as they come.
+    pub fn register_tool_lister(&self, lister: Arc<dyn crate::tool::mcp::ToolLister>) {
+        write_lock(&self.shared.mcp).insert(lister.server().to_owned(), lister);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that

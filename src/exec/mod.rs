@@ -97,8 +97,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) providers: RwLock<BTreeMap<String, Arc<dyn ModelProvider>>>,
     pub(crate) tools: RwLock<ToolRegistry>,
-    /// MCP servers whose tool lists runs record (revision 3), by name.
-    pub(crate) mcp: RwLock<BTreeMap<String, Arc<crate::tool::mcp::McpServer>>>,
+    /// Where runs get MCP servers' tool lists (revision 3), by server name.
+    pub(crate) mcp: RwLock<BTreeMap<String, Arc<dyn crate::tool::mcp::ToolLister>>>,
     pub(crate) config: EngineConfig,
     pub(crate) owner: String,
     pub(crate) trace: broadcast::Sender<crate::exec::TraceEvent>,

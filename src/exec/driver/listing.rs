@@ -9,8 +9,7 @@ use std::sync::Arc;
 use super::Driver;
 use crate::exec::read_lock;
 use crate::machine::{EventBody, RunState};
-use crate::tool::Tool;
-use crate::tool::mcp::McpServer;
+use crate::tool::mcp::ToolLister;
 
 /// The first machine revision whose runs record MCP tool lists.
 const LISTING_SEMANTICS: u32 = 3;
@@ -18,7 +17,7 @@ const LISTING_SEMANTICS: u32 = 3;
 impl Driver {
     /// The MCP servers this run's granted tools come from (registered with the engine), by
     /// name.
-    fn listed_servers(&self) -> Vec<Arc<McpServer>> {
+    fn listed_servers(&self) -> Vec<Arc<dyn ToolLister>> {
         if self.spec.spec().semantics < LISTING_SEMANTICS {
             return Vec::new();
         }
@@ -48,7 +47,7 @@ impl Driver {
         let recorded = run.catalogs.clone();
         let mut queued = false;
         for server in self.listed_servers() {
-            let name = server.config().name.clone();
+            let name = server.server().to_owned();
             let changes = server.list_changes();
             if self.list_changes_seen.get(&name) == Some(&changes) {
                 continue;
@@ -64,7 +63,7 @@ impl Driver {
             {
                 let mut tools = crate::exec::write_lock(&self.shared.tools);
                 for tool in listing.tools {
-                    tools.register(Arc::new(tool) as Arc<dyn Tool>);
+                    tools.register(tool);
                 }
             }
             if recorded.get(&name).map(|l| l.catalog) == Some(listing.catalog) {

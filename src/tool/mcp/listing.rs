@@ -10,11 +10,59 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
+
 use super::McpError;
 use super::catalog::{self, McpToolInfo};
 use super::server::McpServer;
 use super::tool::McpTool;
 use crate::machine::Digest;
+use crate::tool::Tool;
+
+/// Where a run's step boundaries get one MCP server's tool list from: the live server
+/// ([`McpServer`]), or a recording (a cassette's catalog). Register one per server with
+/// [`Engine::register_tool_lister`](crate::exec::Engine::register_tool_lister).
+pub trait ToolLister: Send + Sync {
+    /// The server's name (`[[mcp]]` name).
+    fn server(&self) -> &str;
+
+    /// How many times the list is known to have changed: a run lists again at its next step
+    /// boundary when this moved.
+    fn list_changes(&self) -> u64;
+
+    /// The list now, with the tools to register.
+    fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>>;
+}
+
+impl ToolLister for Arc<McpServer> {
+    fn server(&self) -> &str {
+        &self.config().name
+    }
+
+    fn list_changes(&self) -> u64 {
+        McpServer::list_changes(self)
+    }
+
+    fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>> {
+        Box::pin(McpServer::listing(self))
+    }
+}
+
+/// A listing of `tools` of `server` whose calls `tool` makes.
+pub fn listing_of(
+    server: &str,
+    tools: &[McpToolInfo],
+    tool: impl Fn(McpToolInfo) -> Arc<dyn Tool>,
+) -> ToolListing {
+    let blob = catalog_blob(tools);
+    ToolListing {
+        server: server.to_owned(),
+        catalog: Digest::of(&blob),
+        names: tools.iter().map(|t| t.name.clone()).collect(),
+        tools: tools.iter().cloned().map(tool).collect(),
+        blob,
+    }
+}
 
 /// One listing of one server.
 pub struct ToolListing {
@@ -27,7 +75,7 @@ pub struct ToolListing {
     /// The offered names, in the server's order.
     pub names: Vec<String>,
     /// The tools, ready to register with the engine.
-    pub tools: Vec<McpTool>,
+    pub tools: Vec<Arc<dyn Tool>>,
 }
 
 /// The catalog blob of `tools` (see the module docs).
@@ -61,17 +109,8 @@ impl McpServer {
             })?
             .map_err(|e| McpError::new(&config.name, format!("could not list its tools: {e}")))?;
         let built = catalog::build(config, &listed);
-        let blob = catalog_blob(&built.tools);
-        Ok(ToolListing {
-            server: config.name.clone(),
-            catalog: Digest::of(&blob),
-            names: built.tools.iter().map(|t| t.name.clone()).collect(),
-            tools: built
-                .tools
-                .into_iter()
-                .map(|info| McpTool::new(info, self.clone()))
-                .collect(),
-            blob,
-        })
+        Ok(listing_of(&config.name, &built.tools, |info| {
+            Arc::new(McpTool::new(info, self.clone())) as Arc<dyn Tool>
+        }))
     }
 }

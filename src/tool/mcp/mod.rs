@@ -91,7 +91,7 @@ mod tool;
 
 pub use catalog::{Catalog, McpToolInfo};
 pub use config::{McpServerConfig, McpToolOverride, McpTransport};
-pub use listing::ToolListing;
+pub use listing::{ToolLister, ToolListing};
 pub use naming::{SEPARATOR, combined_name};
 pub use server::{McpHub, McpServer};
 pub use tool::{McpTool, forward_progress, progress_events};
