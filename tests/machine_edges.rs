@@ -211,6 +211,14 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("preparing.raise", || (started(solo()), raise())),
         ("preparing.edit", || (started(solo()), set_limit())),
         ("preparing.cancel", || (started(solo()), cancel())),
+        ("preparing.tools_listed", || {
+            let body = EventBody::ToolsListed {
+                server: "fs".into(),
+                catalog: Digest::of(b"[]"),
+                tools: vec!["fs__read_text_file".into(), "fs__write_file".into()],
+            };
+            (started(solo()), body)
+        }),
         ("generating.replied.tools", || {
             let h = generating(solo());
             let body = replied(

@@ -89,3 +89,122 @@ fn a_stored_spec_without_a_revision_is_revision_1_and_new_specs_are_current() {
     let err = serde_json::from_value::<RunSpec>(stored).expect_err("a newer revision");
     assert!(err.to_string().contains("upgrade"), "{err}");
 }
+
+/// A spec whose agent is granted `lookup` and two MCP tools of server `fs` (as a spec file's
+/// `[[mcp]]` grants are stored: the tools in the spec, the grants expanded), at `revision`.
+fn mcp_spec(revision: u32) -> RunSpec {
+    solo_with(|s| {
+        s.semantics = revision;
+        s.tools.push(ToolSpec {
+            read_only: true,
+            ..ToolSpec::new("fs__read", "reads a file")
+        });
+        s.tools.push(ToolSpec::new("fs__remove", "removes a file"));
+        s.agents[0].tools = Some(vec![
+            "lookup".into(),
+            "fs__read".into(),
+            "fs__remove".into(),
+        ]);
+    })
+}
+
+fn listed(tools: &[&str]) -> EventBody {
+    EventBody::ToolsListed {
+        server: "fs".into(),
+        catalog: Digest::of(tools.join(",").as_bytes()),
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+    }
+}
+
+fn offered(h: &Harness) -> (Vec<String>, serde_json::Value) {
+    match h.history.last().and_then(|(_, t)| t.effects.first()) {
+        Some(effect @ Effect::CallModel { request, .. }) => (
+            request.tools.clone(),
+            serde_json::to_value(effect).expect("encodes")["request"]["catalogs"].clone(),
+        ),
+        other => panic!("no CallModel emitted: {other:?}"),
+    }
+}
+
+#[test]
+fn a_tool_list_is_an_input_only_from_revision_3() {
+    for revision in [1, 2] {
+        let mut h = Harness::new(mcp_spec(revision));
+        h.start("Tidy up.");
+        let event = h.event(listed(&["fs__read"]));
+        let refused =
+            step(&h.state, &event, &h.spec).expect_err("no ToolsListed before revision 3");
+        assert!(
+            matches!(refused, MachineError::InvalidTransition { .. }),
+            "{refused}"
+        );
+        // Phase-A runs offer every granted tool, and their requests name no catalog: their
+        // effects' bytes are what they were.
+        h.proceed();
+        let (tools, catalogs) = offered(&h);
+        assert_eq!(tools, ["lookup", "fs__read", "fs__remove"]);
+        assert_eq!(catalogs, serde_json::Value::Null);
+    }
+}
+
+#[test]
+fn revision_3_offers_the_granted_mcp_tools_the_latest_list_has() {
+    let mut h = Harness::new(mcp_spec(3));
+    h.start("Tidy up.");
+    let t = h.send(listed(&["fs__read", "fs__remove"])).clone();
+    assert_eq!(t.edge, EdgeId::PreparingToolsListed);
+    assert!(t.effects.is_empty());
+    h.proceed();
+    let (tools, catalogs) = offered(&h);
+    assert_eq!(tools, ["lookup", "fs__read", "fs__remove"]);
+    assert_eq!(
+        catalogs,
+        json!({"fs": Digest::of(b"fs__read,fs__remove").to_hex()})
+    );
+
+    // The model reads; then the server drops `remove` and the next boundary records it.
+    h.reply(ModelReply::tools(vec![call("c1", "fs__read", json!({}))]));
+    h.tool_ok("c1", json!("contents"));
+    h.send(listed(&["fs__read"]));
+    h.proceed();
+    let (tools, catalogs) = offered(&h);
+    assert_eq!(
+        tools,
+        ["lookup", "fs__read"],
+        "the dropped tool is not offered"
+    );
+    assert_eq!(catalogs, json!({"fs": Digest::of(b"fs__read").to_hex()}));
+
+    // A model that calls it anyway is told it is unavailable; nothing is performed.
+    let t = h
+        .reply(ModelReply::tools(vec![call("c2", "fs__remove", json!({}))]))
+        .clone();
+    assert!(
+        !t.effects
+            .iter()
+            .any(|e| matches!(e, Effect::CallTool { .. })),
+        "{:?}",
+        t.effects
+    );
+    assert!(
+        t.appended
+            .iter()
+            .any(|a| a.message.content.as_deref() == Some(TOOL_UNAVAILABLE)),
+        "{:?}",
+        t.appended
+    );
+}
+
+#[test]
+fn a_tool_list_naming_another_servers_tool_is_refused() {
+    let mut h = Harness::new(mcp_spec(3));
+    h.start("Tidy up.");
+    let body = EventBody::ToolsListed {
+        server: "fs".into(),
+        catalog: Digest::ZERO,
+        tools: vec!["web__fetch".into()],
+    };
+    let event = h.event(body);
+    let refused = step(&h.state, &event, &h.spec).expect_err("refused");
+    assert!(matches!(refused, MachineError::BadListing(_)), "{refused}");
+}

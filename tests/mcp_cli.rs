@@ -456,6 +456,72 @@ tools = ["s__*"]
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
     let log = runtape(&db, &["log", &run]);
     assert!(out(&log).contains("tool result"), "{}", out(&log));
+
+    // A cassette of the run replays in a fresh database with no server: its command now only
+    // leaves a mark and fails.
+    let tape = root.join("tape.json");
+    let e = runtape(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &run,
+            "-o",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
+    let marker = root.join("started");
+    std::fs::write(
+        &server,
+        format!("#!/bin/sh\necho started >> {:?}\nexit 1\n", marker),
+    )
+    .expect("script");
+    let fresh = root.join("fresh.db");
+    let r = runtape(
+        &fresh,
+        &[
+            "replay",
+            spec.to_str().expect("utf8"),
+            "--cassette",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("answer: finished"), "{}", out(&r));
+    assert!(!marker.exists(), "the replay started no server");
+    assert_eq!(
+        std::fs::read_to_string(&calls)
+            .expect("log")
+            .lines()
+            .count(),
+        2,
+        "the replay called no server"
+    );
+    let result_of = |db: &Path, run: &str| {
+        let rows = out(&runtape(db, &["log", run, "--json"]));
+        let seq = rows
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+            .find(|r| r["event"] == "tool_returned")
+            .and_then(|r| r["seq"].as_u64())
+            .expect("a tool result");
+        let view: serde_json::Value = serde_json::from_str(&out(&runtape(
+            db,
+            &["show", &format!("{run}@{seq}"), "--json"],
+        )))
+        .expect("json");
+        view["event"]["body"]["outcome"].clone()
+    };
+    let replayed = run_id(&r);
+    assert_eq!(result_of(&fresh, &replayed), result_of(&db, &run));
+    assert_eq!(
+        result_of(&db, &run)["value"],
+        "slow result 7",
+        "the recorded result"
+    );
+    let v = runtape(&fresh, &["verify", &replayed]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! A stored run's model exchanges as a cassette: every model call, in order, with the exact
 //! prompt it was sent (messages, tools, settings, output schema), the reply or failure it got,
-//! and the text chunks the reply streamed in.
+//! and the text chunks the reply streamed in. A run that recorded MCP tool lists (revision 3)
+//! also gives the cassette each server's first catalog and its tools' results, so the
+//! cassette replays without the servers, in a database that never saw the run.
 
 use super::error::CassetteError;
 use super::format::Cassette;
@@ -45,9 +47,53 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
     let mut builder = CassetteBuilder::new(options)?;
     let mut providers: Vec<String> = Vec::new();
     let rows = ledger::transitions(store, run, 1, rec.seq)?;
+    // MCP servers whose tool lists the run recorded: their catalogs go in the cassette, and
+    // so do their tools' results, so a replay needs no server.
+    let mut mcp_servers: Vec<String> = Vec::new();
     for step in ledger::pairs(run, &rows) {
         let step = step?;
-        let Some(Effect::CallModel { agent, request, .. }) = step.answers.map(|a| a.effect) else {
+        if let EventBody::ToolsListed {
+            server, catalog, ..
+        } = &step.event.body
+        {
+            let seq = step.row.seq;
+            let bytes = store
+                .blob(catalog)
+                .map_err(|e| ledger::damaged(run, seq, format!("catalog blob {catalog}: {e}")))?
+                .ok_or_else(|| {
+                    ledger::damaged(run, seq, format!("catalog blob {catalog} is missing"))
+                })?;
+            let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+                ledger::damaged(
+                    run,
+                    seq,
+                    format!("catalog blob {catalog} does not decode: {e}"),
+                )
+            })?;
+            builder
+                .add_catalog(server, value)
+                .map_err(|error| ExportError::Turn { seq, error })?;
+            if !mcp_servers.contains(server) {
+                mcp_servers.push(server.clone());
+            }
+            continue;
+        }
+        let answered = step.answers.map(|a| a.effect);
+        if let (Some(Effect::CallTool { tool, args, .. }), EventBody::ToolReturned { outcome, .. }) =
+            (&answered, &step.event.body)
+            && tool
+                .split_once(crate::tool::mcp::SEPARATOR)
+                .is_some_and(|(server, _)| mcp_servers.iter().any(|s| s == server))
+        {
+            builder
+                .push_tool_result(tool, args.clone(), outcome.clone())
+                .map_err(|error| ExportError::Turn {
+                    seq: step.row.seq,
+                    error,
+                })?;
+            continue;
+        }
+        let Some(Effect::CallModel { agent, request, .. }) = answered else {
             continue;
         };
         let (result, chunks) = match step.event.body {

@@ -5,6 +5,7 @@
 //! [`Cassette::load`] / [`Cassette::from_json`], which check everything before returning one.
 //! Its fields are read-only for that reason.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 use super::error::CassetteError;
 use super::hash::{self, EnvelopeFields, Prompt};
-use crate::machine::{AgentId, ModelReply};
+use crate::machine::{AgentId, ModelReply, ToolOutcome};
 use crate::provider::ProviderError;
 
 /// The cassette format version this build writes: 3, whose `promptHash` also covers the
@@ -160,6 +161,24 @@ pub(crate) struct CassetteData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) envelope_hash: Option<String>,
     pub(crate) entries: Vec<Entry>,
+    /// MCP servers' tool catalogs, by server name (see [`Cassette::catalogs`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) catalogs: BTreeMap<String, Value>,
+    /// MCP tool results, in the order the run got them (see [`Cassette::tool_results`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_results: Vec<ToolEntry>,
+}
+
+/// One recorded MCP tool call: the tool, its arguments, and what it returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolEntry {
+    /// The tool, as the model called it (`SERVER__TOOL`).
+    pub tool: String,
+    /// The arguments it was called with.
+    pub args: Value,
+    /// What it returned (`{"status": "ok", "value": …}` or `{"status": "error", "message": …}`).
+    pub outcome: ToolOutcome,
 }
 
 impl CassetteData {
@@ -185,7 +204,20 @@ impl CassetteData {
             .iter()
             .map(|e| e.response_hash.as_deref().unwrap_or(""))
             .collect();
-        hash::envelope_hash(&fields, &digests).map(Some)
+        let mut extras = Vec::new();
+        if !self.catalogs.is_empty() {
+            extras.push((
+                "catalogs",
+                serde_json::to_value(&self.catalogs).map_err(|e| e.to_string())?,
+            ));
+        }
+        if !self.tool_results.is_empty() {
+            extras.push((
+                "toolResults",
+                serde_json::to_value(&self.tool_results).map_err(|e| e.to_string())?,
+            ));
+        }
+        hash::envelope_hash(&fields, &digests, extras).map(Some)
     }
 }
 
@@ -235,6 +267,20 @@ impl Cassette {
     /// The recorded calls, turn 0 first.
     pub fn entries(&self) -> &[Entry] {
         &self.data.entries
+    }
+
+    /// The tool catalogs of the MCP servers the recorded run used, by server name: each the
+    /// JSON list of the tools the server offered (as `runtape` stores a catalog blob). A
+    /// replay uses them instead of starting the servers. Empty for a cassette without MCP.
+    pub fn catalogs(&self) -> &BTreeMap<String, Value> {
+        &self.data.catalogs
+    }
+
+    /// The MCP tool results of the recorded run, in order; a replay answers each MCP call
+    /// from them (the first unused one with the same tool and arguments) instead of calling
+    /// the server.
+    pub fn tool_results(&self) -> &[ToolEntry] {
+        &self.data.tool_results
     }
 
     /// How many calls were recorded.

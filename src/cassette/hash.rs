@@ -197,11 +197,14 @@ pub(crate) struct EnvelopeFields<'a> {
 }
 
 /// `envelopeHash`: SHA-256 over canonical `{version, agentId?, recordedAt, recordedProvider,
-/// cassetteId, hashFilter?, entries}`, where `entries` is the list of the entries'
-/// `responseHash` values in file order (absent optional fields are left out, not `null`).
+/// cassetteId, hashFilter?, entries, catalogs?, toolResults?}`, where `entries` is the list of
+/// the entries' `responseHash` values in file order and `catalogs` / `toolResults` are the MCP
+/// fields as stored (absent or empty optional fields are left out, not `null`, so a cassette
+/// without MCP hashes as before they existed).
 pub(crate) fn envelope_hash(
     fields: &EnvelopeFields<'_>,
     digests: &[&str],
+    extras: Vec<(&str, Value)>,
 ) -> Result<String, String> {
     let mut object = json!({
         "version": fields.version,
@@ -215,6 +218,9 @@ pub(crate) fn envelope_hash(
     }
     if let Some(filter) = fields.hash_filter {
         object["hashFilter"] = json!(filter);
+    }
+    for (key, value) in extras {
+        object[key] = value;
     }
     digest_of(&object)
 }

@@ -132,6 +132,10 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             Some("envelopeHash")
         } else if data.entries.iter().any(|e| e.response_hash().is_some()) {
             Some("responseHash")
+        } else if !data.catalogs.is_empty() {
+            Some("catalogs")
+        } else if !data.tool_results.is_empty() {
+            Some("toolResults")
         } else {
             None
         };

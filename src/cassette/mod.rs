@@ -124,12 +124,14 @@ mod hash;
 mod load;
 mod record;
 mod replay;
+mod tools;
 
 pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
 pub use error::CassetteError;
 pub use export::{ExportError, export_run};
-pub use format::{Cassette, Entry, RecordedResponse, VERSION};
+pub use format::{Cassette, Entry, RecordedResponse, ToolEntry, VERSION};
 pub use hash::{CassetteId, HashFilter, Prompt};
 pub use load::{DEFAULT_MAX_BYTES, LoadOptions};
 pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
+pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults};

@@ -85,6 +85,8 @@ pub struct CassetteBuilder {
     cassette_id: CassetteId,
     entries: Vec<Entry>,
     agents: Agents,
+    catalogs: std::collections::BTreeMap<String, Value>,
+    tool_results: Vec<super::format::ToolEntry>,
 }
 
 impl CassetteBuilder {
@@ -99,7 +101,39 @@ impl CassetteBuilder {
             cassette_id,
             entries: Vec::new(),
             agents: Agents::None,
+            catalogs: Default::default(),
+            tool_results: Vec::new(),
         })
+    }
+
+    /// Records `server`'s tool catalog (the JSON list a catalog blob holds), so a replay
+    /// needs no server to know its tools. The first catalog given for a server is kept.
+    pub fn add_catalog(&mut self, server: &str, catalog: Value) -> Result<(), CassetteError> {
+        super::hash::check_numbers(&catalog)
+            .map_err(|d| CassetteError::unencodable(format!("catalog of {server}"), d))?;
+        self.catalogs.entry(server.to_owned()).or_insert(catalog);
+        Ok(())
+    }
+
+    /// Records an MCP tool call's result, after the last one.
+    pub fn push_tool_result(
+        &mut self,
+        tool: &str,
+        args: Value,
+        outcome: crate::machine::ToolOutcome,
+    ) -> Result<(), CassetteError> {
+        let entry = super::format::ToolEntry {
+            tool: tool.to_owned(),
+            args,
+            outcome,
+        };
+        let value = serde_json::to_value(&entry).map_err(|e| {
+            CassetteError::unencodable(format!("tool result of {tool}"), e.to_string())
+        })?;
+        super::hash::check_numbers(&value)
+            .map_err(|d| CassetteError::unencodable(format!("tool result of {tool}"), d))?;
+        self.tool_results.push(entry);
+        Ok(())
     }
 
     /// The recording's id.
@@ -225,6 +259,8 @@ impl CassetteBuilder {
                 .map(|f| f.name().to_owned()),
             envelope_hash: None,
             entries: self.entries,
+            catalogs: self.catalogs,
+            tool_results: self.tool_results,
         };
         data.envelope_hash = data
             .compute_envelope_hash()

@@ -264,6 +264,9 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             left(r.tokens),
             r.cost_nanos.map_or("∞".to_owned(), usd),
         );
+        for (server, catalog) in &req.catalogs {
+            outln!("  MCP server {server}: tools as listed in catalog {catalog}");
+        }
         if !req.settings.is_empty() {
             let settings = serde_json::to_string(&req.settings).unwrap_or_default();
             outln!("  settings {settings}");
@@ -469,13 +472,17 @@ pub(crate) fn verify(
                 (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
             };
             outln!(
-                "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages, {} snapshots, {} outbox rows match; {receipts}",
+                "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}, {} snapshots, {} outbox rows match; {receipts}",
                 report.transitions,
                 report.run,
                 &report.final_state_hash[..16],
                 h.seq,
                 h.status,
                 report.messages,
+                match report.catalogs {
+                    0 => String::new(),
+                    n => format!(", {n} MCP catalogs"),
+                },
                 report.snapshots,
                 report.outbox,
             );

@@ -377,7 +377,9 @@ pub(crate) struct ReplayFlags {
 }
 
 /// `runtape replay SPEC --cassette FILE [GOAL]`: a real run whose model replies come from the
-/// cassette (strictly by default, integrity required); tools run as usual.
+/// cassette (strictly by default, integrity required); command tools run as usual, and MCP
+/// tools are answered from the cassette when it carries their servers' catalogs (a cassette
+/// exported from a run that recorded them), so no server is started.
 pub(crate) async fn replay(
     spec: &Path,
     cassette: &Path,
@@ -386,8 +388,20 @@ pub(crate) async fn replay(
     common: Common,
 ) -> Result<u8, CliError> {
     let mut file = config::load(spec)?;
-    connect_mcp(&mut file).await?;
     let loaded = super::cassettes::load(cassette, flags.allow_unverified)?;
+    // A cassette exported from a run that recorded its MCP tool lists carries them and the
+    // tools' results: the replay then starts no server.
+    let recorded_mcp = file.mcp_pending() && !loaded.catalogs().is_empty();
+    let recorded_results = crate::cassette::RecordedToolResults::of(&loaded);
+    if recorded_mcp {
+        let catalogs = recorded_catalogs(&loaded)?;
+        let listing = file.use_recorded_mcp(crate::tool::mcp::McpHub::global(), &catalogs)?;
+        for warning in &listing.warnings {
+            eprintln!("warning: {warning}");
+        }
+    } else {
+        connect_mcp(&mut file).await?;
+    }
     let provider = Arc::new(
         CassetteProvider::new(
             loaded,
@@ -407,8 +421,24 @@ pub(crate) async fn replay(
     for tool in file.setup.command_tools() {
         engine.register_tool(Arc::new(tool));
     }
-    for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
-        engine.register_tool(Arc::new(tool));
+    if recorded_mcp {
+        for m in &file.setup.mcp {
+            for info in &m.tools {
+                engine.register_tool(Arc::new(crate::cassette::RecordedTool::new(
+                    info.clone(),
+                    recorded_results.clone(),
+                )));
+            }
+            engine.register_tool_lister(Arc::new(crate::cassette::RecordedCatalog::new(
+                &m.server.name,
+                m.tools.clone(),
+                recorded_results.clone(),
+            )));
+        }
+    } else {
+        for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
+            engine.register_tool(Arc::new(tool));
+        }
     }
     for agent in &file.spec.spec().agents {
         for route in &agent.routes {
@@ -445,6 +475,26 @@ pub(crate) async fn replay(
         );
     }
     Ok(code)
+}
+
+/// The cassette's MCP catalogs as tool lists; one that is not a tool list is an error naming
+/// its server.
+fn recorded_catalogs(
+    cassette: &crate::cassette::Cassette,
+) -> Result<std::collections::BTreeMap<String, Vec<crate::tool::mcp::McpToolInfo>>, CliError> {
+    cassette
+        .catalogs()
+        .iter()
+        .map(|(server, value)| {
+            serde_json::from_value(value.clone())
+                .map(|tools| (server.clone(), tools))
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "the cassette's tool list of MCP server `{server}` is not one ({e}) – export the cassette again with `runtape cassette export`"
+                    ))
+                })
+        })
+        .collect()
 }
 
 /// `KEY=VALUE` for a budget: `budget.max_turns=80` (the exhausted scope, else the active

@@ -237,3 +237,43 @@ pub(crate) fn summarise(end: &RunEnd, json: bool) -> Result<u8, CliError> {
 fn key_field(key: crate::machine::BudgetKey) -> &'static str {
     key.field()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Hlc, RunId};
+
+    fn event(kind: Trace) -> TraceEvent {
+        TraceEvent {
+            run: RunId::new("r"),
+            at: Hlc::default(),
+            seq: Some(4),
+            kind,
+        }
+    }
+
+    #[test]
+    fn an_mcp_progress_notification_shows_on_the_progress_line() {
+        let mut status = Status::default();
+        status.see(&event(Trace::ToolCall {
+            agent: crate::machine::AgentId::new("a"),
+            call_id: "c1".into(),
+            tool: "ev__trigger-long-running-operation".into(),
+            args: serde_json::json!({}),
+        }));
+        status.see(&event(Trace::ToolProgress {
+            call_id: "c1".into(),
+            tool: "ev__trigger-long-running-operation".into(),
+            progress: 2.0,
+            total: Some(3.0),
+            message: Some("step 2".into()),
+        }));
+        assert!(
+            status
+                .line()
+                .ends_with("running tool ev__trigger-long-running-operation (2/3: step 2)"),
+            "{}",
+            status.line()
+        );
+    }
+}

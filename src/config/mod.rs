@@ -238,10 +238,54 @@ impl RunFile {
                 let i = configs.iter().position(|c| c.name == e.server).unwrap_or(0);
                 self.locate(ConfigError::invalid(format!("mcp[{i}]"), e.to_string()))
             })?;
+        self.apply_listing(&pending, servers)
+    }
+
+    /// [`connect_mcp`](Self::connect_mcp) with the tool lists taken from `catalogs` (server
+    /// name → the tools, as a cassette records them) instead of from the servers, which are
+    /// not started. Every server of the file must have a catalog; errors say which has none.
+    pub fn use_recorded_mcp(
+        &mut self,
+        hub: &crate::tool::mcp::McpHub,
+        catalogs: &std::collections::BTreeMap<String, Vec<crate::tool::mcp::McpToolInfo>>,
+    ) -> Result<McpListing, ConfigError> {
+        let Some(pending) = self.mcp_pending.clone() else {
+            return Ok(McpListing::default());
+        };
+        let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
+        let mut servers = Vec::with_capacity(self.setup.mcp.len());
+        for (i, m) in self.setup.mcp.iter().enumerate() {
+            let Some(tools) = catalogs.get(&m.server.name) else {
+                return Err(self.locate(ConfigError::invalid(
+                    format!("mcp[{i}].name"),
+                    format!(
+                        "the cassette has no tool list of MCP server `{}` – replay a cassette exported from a run of this spec",
+                        m.server.name
+                    ),
+                )));
+            };
+            servers.push(crate::tool::mcp::Listed {
+                server: hub.server(&m.server, &keys),
+                server_info: "(recorded)".into(),
+                protocol: String::new(),
+                catalog: crate::tool::mcp::Catalog {
+                    tools: tools.clone(),
+                    ..Default::default()
+                },
+            });
+        }
+        self.apply_listing(&pending, servers)
+    }
+
+    fn apply_listing(
+        &mut self,
+        pending: &mcp::PendingGrants,
+        servers: Vec<crate::tool::mcp::Listed>,
+    ) -> Result<McpListing, ConfigError> {
         let mut spec = self.spec.spec().clone();
         let mut setups = self.setup.mcp.clone();
         let warnings =
-            mcp::apply(&mut spec, &mut setups, &pending, &servers).map_err(|e| self.locate(e))?;
+            mcp::apply(&mut spec, &mut setups, pending, &servers).map_err(|e| self.locate(e))?;
         self.spec = RunSpec::build(spec).map_err(|e| self.locate(ConfigError::from_spec(e)))?;
         self.setup.mcp = setups;
         self.mcp_pending = None;

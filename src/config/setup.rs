@@ -169,8 +169,12 @@ impl Setup {
         for tool in self.command_tools() {
             engine.register_tool(Arc::new(tool));
         }
-        for tool in self.mcp_tools(crate::tool::mcp::McpHub::global()) {
+        let hub = crate::tool::mcp::McpHub::global();
+        for tool in self.mcp_tools(hub) {
             engine.register_tool(Arc::new(tool));
+        }
+        for server in self.mcp_servers(hub) {
+            engine.register_tool_lister(Arc::new(server));
         }
         Ok(())
     }
@@ -204,6 +208,19 @@ impl Setup {
                     .iter()
                     .map(move |info| crate::tool::mcp::McpTool::new(info.clone(), server.clone()))
             })
+            .collect()
+    }
+
+    /// The MCP servers of this setup on `hub` (not started), for
+    /// [`Engine::register_tool_lister`]: runs list their tools at step boundaries.
+    pub fn mcp_servers(
+        &self,
+        hub: &crate::tool::mcp::McpHub,
+    ) -> Vec<Arc<crate::tool::mcp::McpServer>> {
+        let keys: Vec<String> = self.key_variables().map(str::to_owned).collect();
+        self.mcp
+            .iter()
+            .map(|m| hub.server(&m.server, &keys))
             .collect()
     }
 

@@ -158,6 +158,7 @@ impl Engine {
                 store,
                 providers: RwLock::new(BTreeMap::new()),
                 tools: RwLock::new(ToolRegistry::new()),
+                mcp: RwLock::new(BTreeMap::new()),
                 slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
                 config,
                 owner: crate::store::owner_id(u64::from_le_bytes(nonce)),
@@ -192,6 +193,13 @@ impl Engine {
     /// Registers a tool under its name.
     pub fn register_tool(&self, tool: Arc<dyn Tool>) {
         write_lock(&self.shared.tools).register(tool);
+    }
+
+    /// Registers where runs of revision 3 granted an MCP server's tools get its tool list at
+    /// their step boundaries (the live server, or a recording; see
+    /// [`crate::tool::mcp::listing`]). The tools of each listing are registered as they come.
+    pub fn register_tool_lister(&self, lister: Arc<dyn crate::tool::mcp::ToolLister>) {
+        write_lock(&self.shared.mcp).insert(lister.server().to_owned(), lister);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that

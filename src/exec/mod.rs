@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) providers: RwLock<BTreeMap<String, Arc<dyn ModelProvider>>>,
     pub(crate) tools: RwLock<ToolRegistry>,
+    /// Where runs get MCP servers' tool lists (revision 3), by server name.
+    pub(crate) mcp: RwLock<BTreeMap<String, Arc<dyn crate::tool::mcp::ToolLister>>>,
     pub(crate) config: EngineConfig,
     pub(crate) owner: String,
     pub(crate) trace: broadcast::Sender<crate::exec::TraceEvent>,
@@ -128,7 +130,7 @@ pub(crate) fn read_lock<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     m.read().unwrap_or_else(|p| p.into_inner())
 }
 
-fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+pub(crate) fn write_lock<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     m.write().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -78,9 +78,10 @@ impl Tape {
         let body = match &event.body {
             EventBody::CancelRequested { .. } => return Cue::End,
             EventBody::Proceed if !wants_proceed => return Cue::End,
-            EventBody::Proceed | EventBody::BudgetRaised { .. } | EventBody::Edited { .. } => {
-                event.body.clone()
-            }
+            EventBody::Proceed
+            | EventBody::BudgetRaised { .. }
+            | EventBody::Edited { .. }
+            | EventBody::ToolsListed { .. } => event.body.clone(),
             EventBody::Start { .. } => event.body.clone(),
             other => {
                 let Some(parent_at) = answered(other) else {

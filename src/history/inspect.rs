@@ -55,6 +55,9 @@ pub struct SentRequest {
     pub messages: Vec<Message>,
     /// Tools offered.
     pub tools: Vec<ToolDef>,
+    /// The MCP catalogs (by server) the offer was resolved against (revision 3).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub catalogs: std::collections::BTreeMap<String, crate::machine::Digest>,
     /// Budget left.
     pub remaining: Remaining,
     /// The agent's model settings sent with it (sampling, stop, reasoning, ...).
@@ -115,6 +118,7 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                             schema: t.schema.clone(),
                         })
                         .collect(),
+                    catalogs: request.catalogs.clone(),
                     remaining: request.remaining,
                     settings: spec
                         .agent(agent)

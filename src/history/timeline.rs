@@ -116,6 +116,15 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     .unwrap_or_default()
             ),
             EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
+            EventBody::ToolsListed {
+                server,
+                catalog,
+                tools,
+            } => format!(
+                "MCP server {server} lists {} tools (catalog {})",
+                tools.len(),
+                &catalog.to_hex()[..12]
+            ),
         };
         if agent.is_some() {
             active = agent.clone();

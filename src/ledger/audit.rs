@@ -406,6 +406,53 @@ pub(crate) fn blob(
     }
 }
 
+/// A stored MCP catalog blob against the `ToolsListed` event naming it: found under its
+/// digest, its bytes hash to it, and it lists exactly the names the event records, in order.
+pub(crate) fn catalog(
+    seq: u64,
+    digest: &Digest,
+    names: &[String],
+    stored: Option<&[u8]>,
+) -> Result<(), Divergence> {
+    let what = || format!("catalog blob {}", short(&digest.to_hex()));
+    let Some(bytes) = stored else {
+        return Err(Divergence::column(
+            seq,
+            "blobs.hash",
+            &what(),
+            "the tool list this transition records",
+            "no blob under its digest (deleted, or its hash was changed)",
+        ));
+    };
+    if Digest::of(bytes) != *digest {
+        return Err(Divergence::column(
+            seq,
+            "blobs.bytes",
+            &what(),
+            "bytes hashing to the digest",
+            "other bytes",
+        ));
+    }
+    let listed: Option<Vec<String>> = serde_json::from_slice::<Vec<serde_json::Value>>(bytes)
+        .ok()
+        .and_then(|tools| {
+            tools
+                .iter()
+                .map(|t| t.get("name")?.as_str().map(str::to_owned))
+                .collect()
+        });
+    if listed.as_deref() != Some(names) {
+        return Err(Divergence::column(
+            seq,
+            "blobs.bytes",
+            &what(),
+            format!("a catalog listing {}", names.join(", ")),
+            "a catalog listing other tools",
+        ));
+    }
+    Ok(())
+}
+
 /// What the head's seal proves, for the report.
 pub(crate) fn sealed_by(head: &RunHead, seal: &Seal) -> &'static str {
     match (seal, head.origin) {

@@ -160,16 +160,16 @@ pub const COLUMNS: &[Column] = &[
         "one exactly where due (every 64 transitions), none past the head",
     ),
     verified("snapshots", "state", "equals the state folded to its seq"),
-    // blobs: message bodies.
+    // blobs: message bodies and MCP catalogs.
     verified(
         "blobs",
         "hash",
-        "every message the history appends is found under its digest",
+        "every message the history appends, and every MCP catalog a ToolsListed event names, is found under its digest",
     ),
     verified(
         "blobs",
         "bytes",
-        "equal the node the history appends (previous head, then the message)",
+        "equal the node the history appends (previous head, then the message); a catalog's bytes hash to its digest and list the event's tools",
     ),
     // outbox: which non-idempotent calls may have started.
     verified(

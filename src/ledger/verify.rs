@@ -8,7 +8,8 @@
 //!    the stored edge, effects, state hash and chain link; each row's `at` is its event's time
 //!    and its event names the run whose row it is; nothing is stored past the end.
 //! 3. Beside the history: every **message blob** a transition appends is read and must be the
-//!    node the history implies; every **snapshot** due (every 64 transitions) exists and is the
+//!    node the history implies; every **MCP catalog blob** a `ToolsListed` event names is read,
+//!    must hash to its digest and list the event's tools; every **snapshot** due (every 64 transitions) exists and is the
 //!    folded state, and none is stored where none is due.
 //! 4. The head against the replayed end (state hash, chain link, state kind, status, outcome,
 //!    usage), then the run's row against the head (seq, state, status, outcome, usage, update
@@ -50,6 +51,8 @@ pub struct Verified {
     pub head: HeadSummary,
     /// Message blobs read and checked.
     pub messages: u64,
+    /// MCP catalog blobs read and checked (one per `ToolsListed` event).
+    pub catalogs: u64,
     /// Snapshots checked.
     pub snapshots: u64,
     /// Outbox rows checked.
@@ -186,6 +189,7 @@ fn check(
     let mut receipts = ChainBuilder::default();
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
+    let mut catalogs = 0u64;
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
@@ -207,6 +211,13 @@ fn check(
             })?;
             audit::blob(r.seq, &a.head, &a.prev, &a.bytes, stored.as_deref())?;
             messages += 1;
+        }
+        if let EventBody::ToolsListed { catalog, tools, .. } = &r.event.body {
+            let stored = store.blob(catalog).map_err(|e| {
+                Divergence::column(r.seq, "blobs", "catalog blob", "readable", e.to_string())
+            })?;
+            audit::catalog(r.seq, catalog, tools, stored.as_deref())?;
+            catalogs += 1;
         }
         if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
@@ -258,6 +269,7 @@ fn check(
         final_state_hash: state.state_hash().to_hex(),
         head: summary,
         messages,
+        catalogs,
         snapshots: snapshots_checked,
         outbox: outbox_rows.len() as u64,
         receipts: receipt_summary,

@@ -90,6 +90,15 @@ pub(crate) fn on_reply(
                 reason: "unknown tool".into(),
             });
             Some(TOOL_UNAVAILABLE.to_owned())
+        } else if !super::offer::available(&run, &call.name) {
+            bad += 1;
+            cx.notes.push(Note::ToolInvalid {
+                agent: agent.clone(),
+                call_id: call_id.clone(),
+                tool: call.name.clone(),
+                reason: "its MCP server no longer lists it".into(),
+            });
+            Some(TOOL_UNAVAILABLE.to_owned())
         } else if !cx.spec.is_granted(&agent, &call.name) {
             bad += 1;
             denied = true;

@@ -122,6 +122,10 @@ pub struct ModelRequest {
     pub tools: Vec<String>,
     /// Budget left, the tighter of agent and run.
     pub remaining: Remaining,
+    /// The MCP catalogs the offer was resolved against, by server (revision 3; empty when the
+    /// run lists no MCP server): the blobs holding what the model was shown of those tools.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub catalogs: std::collections::BTreeMap<String, super::ids::Digest>,
 }
 
 /// What a person is asked.

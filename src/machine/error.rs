@@ -207,6 +207,9 @@ pub enum MachineError {
     /// A fork edit does not apply to the state at the fork point.
     #[error("edit does not apply: {0}")]
     EditDoesNotApply(String),
+    /// A `ToolsListed` event that cannot be recorded (a tool of another server, a bad name).
+    #[error("tool list refused: {0}")]
+    BadListing(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {

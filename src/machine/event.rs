@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::budget::{BudgetKey, Scope};
 use super::edit::Edit;
-use super::ids::{EffectId, Hlc, RunId};
+use super::ids::{Digest, EffectId, Hlc, RunId};
 use super::reply::{ModelFailure, ModelReply};
 use super::table::EventKind;
 
@@ -116,6 +116,19 @@ pub enum EventBody {
         /// The edits, applied in order.
         edits: Vec<Edit>,
     },
+    /// An MCP server listed its tools (revision 3): from the next model request on, the
+    /// server's tools the agents are offered are the granted ones in this list. Committed at a
+    /// step boundary before the run's first model request, and again after the server said its
+    /// list changed or a resume found a list other than the recorded one.
+    ToolsListed {
+        /// The server (`[[mcp]]` name).
+        server: String,
+        /// BLAKE3 of the catalog: the listed tools with descriptions, schemas and flags,
+        /// stored as a content-addressed blob under this digest.
+        catalog: Digest,
+        /// The names the tools are offered by (`SERVER__TOOL`), in the server's order.
+        tools: Vec<String>,
+    },
 }
 
 impl EventBody {
@@ -133,6 +146,7 @@ impl EventBody {
             EventBody::BudgetRaised { .. } => EventKind::BudgetRaised,
             EventBody::CancelRequested { .. } => EventKind::CancelRequested,
             EventBody::Edited { .. } => EventKind::Edited,
+            EventBody::ToolsListed { .. } => EventKind::ToolsListed,
         }
     }
 }

@@ -37,6 +37,7 @@ mod error;
 mod event;
 mod ids;
 mod message;
+mod offer;
 mod output;
 mod plan;
 mod reply;
@@ -71,7 +72,8 @@ pub use spec::{
     SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name,
 };
 pub use state::{
-    AgentRun, Batch, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult,
+    AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,
+    ToolResult,
 };
 pub use step::{Note, Transition, step};
 pub use table::{Edge, EdgeId, EventKind, StateKind};

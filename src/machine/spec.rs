@@ -32,7 +32,8 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// |---|---|
 /// | 1 | runtape 0.1.0: a route that gives up moves the agent to its next route for the rest of the activation; retries wait the full backoff or `retry_after` |
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
-pub const SEMANTICS: u32 = 2;
+/// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
+pub const SEMANTICS: u32 = 3;
 
 /// The revision a stored spec without a `semantics` field follows: runtape 0.1.0's.
 pub const FIRST_SEMANTICS: u32 = 1;

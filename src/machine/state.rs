@@ -139,6 +139,20 @@ pub struct RunData {
     /// the next step boundary.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cooldowns: BTreeMap<String, Hlc>,
+    /// The tool list each MCP server gave last, by server (revision 3; empty before): what
+    /// the next model request offers of that server's tools. See
+    /// [`EventBody::ToolsListed`](super::EventBody::ToolsListed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub catalogs: BTreeMap<String, ListedTools>,
+}
+
+/// One MCP server's tool list as recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedTools {
+    /// Digest of the catalog blob (descriptions, schemas, flags).
+    pub catalog: Digest,
+    /// The offered names (`SERVER__TOOL`), in the server's order.
+    pub tools: Vec<String>,
 }
 
 /// One agent's part of the run.

@@ -11,7 +11,7 @@ use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
 use super::table::{EdgeId, StateKind};
-use super::{batch, route};
+use super::{batch, offer, route};
 
 /// What one event did: the next state, the effects to perform once this transition is
 /// durable, the messages appended to conversations, and trace notes.
@@ -154,6 +154,14 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         }
         (RunState::Created, EventBody::Start { goal }) => start(&mut cx, goal),
         (RunState::Preparing { run }, EventBody::Proceed) => prepare(&mut cx, run.clone()),
+        (
+            RunState::Preparing { run },
+            EventBody::ToolsListed {
+                server,
+                catalog,
+                tools,
+            },
+        ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools)?,
         (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)
@@ -381,13 +389,15 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     let r = spec_agent.and_then(|a| a.routes.get(route as usize));
     let a = run.agents.get(agent).cloned().unwrap_or_default();
     let remaining = cx.remaining(run);
+    let (tools, catalogs) = offer::offered(cx.spec, run, agent);
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),
         route,
         conversation: a.conversation,
-        tools: cx.spec.granted(agent).map(|t| t.name.clone()).collect(),
+        tools,
         remaining,
+        catalogs,
     }
 }
 
@@ -402,6 +412,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
         usage: Default::default(),
         limits: spec.spec().limits,
         cooldowns: Default::default(),
+        catalogs: Default::default(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(

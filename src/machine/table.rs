@@ -87,6 +87,7 @@ kinds! {
         BudgetRaised = ("BudgetRaised", "budget_raised"), #[doc = "`BudgetRaised`."]
         CancelRequested = ("CancelRequested", "cancel_requested"), #[doc = "`CancelRequested`."]
         Edited = ("Edited", "edited"), #[doc = "`Edited`."]
+        ToolsListed = ("ToolsListed", "tools_listed"), #[doc = "`ToolsListed`."]
     }
 }
 
@@ -187,6 +188,8 @@ edges! {
         "fork edits are applied at a step boundary";
     PreparingCancel = "preparing.cancel": Preparing --CancelRequested--> Done,
         "cancelled at a step boundary";
+    PreparingToolsListed = "preparing.tools_listed": Preparing --ToolsListed--> Preparing,
+        "an MCP server's tool list is recorded (revision 3): later requests offer the granted tools it lists";
     GeneratingRepliedTools = "generating.replied.tools": Generating --ModelReplied--> CallingTools,
         "the reply asks for tools: valid granted calls are dispatched in parallel";
     GeneratingRepliedInput = "generating.replied.input": Generating --ModelReplied--> AwaitingInput,

@@ -26,7 +26,7 @@ impl Driver {
         };
         let tools = read_lock(&self.shared.tools);
         let non_idempotent = |name: &str| !tools.get(name).is_some_and(|t| t.idempotent());
-        let commit = self
+        let mut commit = self
             .recorder
             .record(event, t, &non_idempotent, times)
             .map_err(|e| match e {
@@ -34,6 +34,11 @@ impl Driver {
                 e @ RecordError::Receipt { .. } => EngineError::Receipts(e.to_string()),
             })?;
         drop(tools);
+        if let crate::machine::EventBody::ToolsListed { catalog, .. } = &event.body
+            && let Some(blob) = self.catalog_blobs.remove(catalog)
+        {
+            commit.blobs.push((*catalog, blob));
+        }
         self.unsent.push(commit);
         for a in &t.appended {
             // A conversation not loaded yet is read from the store when first needed (its new

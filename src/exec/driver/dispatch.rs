@@ -173,22 +173,25 @@ impl Driver {
         }
     }
 
-    /// The tools `agent` is offered, as the provider sees them (built once per agent).
+    /// The tools `agent` is offered, as the provider sees them: built once per agent, and
+    /// again when the offered names change (an MCP server's list changed, revision 3).
     fn tool_defs_for(&mut self, agent: &AgentId, names: &[String]) -> Vec<ToolDef> {
-        let spec = &self.spec;
-        self.tool_defs
-            .entry(agent.clone())
-            .or_insert_with(|| {
-                names
-                    .iter()
-                    .filter_map(|n| spec.tool(n))
-                    .map(|t| ToolDef {
-                        name: t.name.clone(),
-                        description: t.description.clone(),
-                        schema: t.schema.clone(),
-                    })
-                    .collect()
+        if let Some((built_for, defs)) = self.tool_defs.get(agent)
+            && built_for.as_slice() == names
+        {
+            return defs.clone();
+        }
+        let defs: Vec<ToolDef> = names
+            .iter()
+            .filter_map(|n| self.spec.tool(n))
+            .map(|t| ToolDef {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                schema: t.schema.clone(),
             })
-            .clone()
+            .collect();
+        self.tool_defs
+            .insert(agent.clone(), (names.to_vec(), defs.clone()));
+        defs
     }
 }

@@ -29,6 +29,7 @@ use crate::store::{Commit, RunStatus, Written};
 
 mod commit;
 mod dispatch;
+mod listing;
 mod results;
 mod run_loop;
 
@@ -53,7 +54,8 @@ pub(super) struct Driver {
     pub(super) recorder: Recorder,
     /// Conversations as the driver knows them, for building model requests.
     convs: BTreeMap<AgentId, Arc<Vec<Message>>>,
-    tool_defs: BTreeMap<AgentId, Vec<ToolDef>>,
+    /// Per agent: the offered names its tool definitions were built for, and those.
+    tool_defs: BTreeMap<AgentId, (Vec<String>, Vec<ToolDef>)>,
     pub(super) queue: VecDeque<EventBody>,
     pub(super) to_perform: Vec<Effect>,
     inflight: FuturesUnordered<BoxFuture<'static, Completion>>,
@@ -88,6 +90,10 @@ pub(super) struct Driver {
     poll_timer: Sleep,
     /// The run's sealed head: every write that changes it goes through here.
     pub(super) head: Arc<HeadKeeper>,
+    /// Catalog blobs of `ToolsListed` events queued, stored with the event's commit.
+    catalog_blobs: BTreeMap<crate::machine::Digest, Vec<u8>>,
+    /// Per MCP server, its `list_changed` count when this driver last listed it.
+    list_changes_seen: BTreeMap<String, u64>,
 }
 
 impl Driver {
@@ -141,6 +147,8 @@ impl Driver {
             lazy_convs: false,
             poll_timer: clock.sleep(shared.config.control_poll),
             head: Arc::new(head),
+            catalog_blobs: BTreeMap::new(),
+            list_changes_seen: BTreeMap::new(),
         }
     }
 

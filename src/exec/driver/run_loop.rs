@@ -111,6 +111,9 @@ impl Driver {
                 }
             }
             if self.state.wants_proceed() {
+                if self.refresh_tool_lists().await {
+                    continue;
+                }
                 return Ok(Next::Event(EventBody::Proceed, None));
             }
             if self.inflight.is_empty() {

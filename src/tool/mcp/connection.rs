@@ -55,7 +55,7 @@ pub(crate) struct Events {
     /// Progress sinks by progress token (its JSON text).
     progress: Mutex<BTreeMap<String, ProgressSink>>,
     /// How many `notifications/tools/list_changed` arrived.
-    pub(crate) list_changed: AtomicU64,
+    pub(crate) list_changed: Arc<AtomicU64>,
 }
 
 impl Events {
@@ -89,6 +89,9 @@ impl Events {
 #[derive(Clone)]
 pub(crate) struct Handler {
     events: Arc<Events>,
+    /// Whether `notifications/tools/list_changed` is counted here (not for stdio, whose tap
+    /// counts it).
+    counts_list_changed: bool,
 }
 
 impl ClientHandler for Handler {
@@ -113,7 +116,9 @@ impl ClientHandler for Handler {
         &self,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
-        self.events.list_changed.fetch_add(1, Ordering::Relaxed);
+        if self.counts_list_changed {
+            self.events.list_changed.fetch_add(1, Ordering::Relaxed);
+        }
         std::future::ready(())
     }
 }
@@ -140,10 +145,16 @@ impl Connection {
     pub(crate) async fn open(
         config: &McpServerConfig,
         hidden_env: &[String],
+        list_changed: Arc<AtomicU64>,
     ) -> Result<Connection, McpError> {
-        let events = Arc::new(Events::default());
+        let events = Arc::new(Events {
+            progress: Mutex::default(),
+            list_changed: list_changed.clone(),
+        });
         let handler = Handler {
             events: events.clone(),
+            // A stdio server's stdout passes the tap, which counts the notification in order.
+            counts_list_changed: matches!(config.transport, McpTransport::Http { .. }),
         };
         let fail = |message: String| McpError::new(&config.name, message);
         let diagnostics = Diagnostics::default();
@@ -156,7 +167,8 @@ impl Connection {
                 let (Some(stdout), Some(stdin)) = (stdout, stdin) else {
                     return Err(fail("started without its stdin/stdout pipes".into()));
                 };
-                let tap = Tap::new(stdout, diagnostics.seen.clone());
+                let tap =
+                    Tap::new(stdout, diagnostics.seen.clone()).counting_list_changed(list_changed);
                 let transport = AsyncRwTransport::new_client(tap, stdin);
                 let pgid = child.id().and_then(|id| i32::try_from(id).ok());
                 let mut process = ChildProcess {

@@ -36,66 +36,41 @@
 //! each give one clear line (at load) or an error result (in a call); see [`tap`] and
 //! [`connection`].
 //!
-//! # What is recorded today (phase A)
+//! # What is recorded
 //!
 //! When a run starts from a spec file, its servers are started and asked for their tools;
 //! every granted MCP tool becomes an ordinary entry of the run's spec (name, description,
 //! schema, flags), and wildcard grants (`fs__*`) are expanded to the names found. The spec is
-//! stored with the run, so `show`, `verify`, `resume` and `fork` see exactly the tools the
-//! model was offered when the run started. A resume in another process reconnects lazily
-//! (the server is started only when a call needs it) and calls tools by the recorded names;
-//! a tool the server no longer has fails its call with an error result the model sees.
-//! `notifications/tools/list_changed` is counted but does not change a running run's tools.
+//! stored with the run: it is the set of MCP tools the run may ever offer, with the
+//! definitions the model is shown and the flags the machine's approval and in-doubt rules use.
 //!
-//! # Phase B: the offered tool list as recorded input (design)
+//! Which of them each model request offers is an input recorded in the history (machine
+//! revision 3, see [`crate::machine::EventBody::ToolsListed`]):
 //!
-//! The goal: the tool list an agent is offered is an *input* recorded in the history at the
-//! step it was offered, like time — so `show RUN@SEQ` shows exactly what the model saw,
-//! `verify` reproduces it, a list that changed between runs (or mid-run, after
-//! `list_changed`) is visible, and replays need no server.
+//! - **Catalogs.** A server's listing is a catalog: the JSON of its offered [`McpToolInfo`]
+//!   list ([`listing::catalog_blob`]), stored as a content-addressed blob under its BLAKE3
+//!   digest with the transition that records it.
+//! - **`ToolsListed { server, catalog, tools }`** is committed at a step boundary
+//!   (`Preparing`, before a model request): before the first request of a run granted MCP
+//!   tools; after the server sent `notifications/tools/list_changed` (counted in stream order
+//!   by [`tap`] for stdio, so a notification sent before a call's answer is seen at the
+//!   boundary right after that call); and at the first boundary after a resume or a fork
+//!   continuing live, when the live listing differs from the recorded one. The state keeps
+//!   the latest list per server.
+//! - **Grants.** The machine offers each granted tool of a listed server only while that
+//!   server's latest list has it, and each `CallModel` names the catalog digests it used — so
+//!   `runtape show RUN@SEQ` prints exactly what that request offered and from which catalog.
+//!   A model that calls a tool its server no longer lists is told it is unavailable, and
+//!   nothing is sent to the server. A tool a server adds after the run started is not offered
+//!   (it is not in the run's spec); start a new run to use it.
+//! - **Verify** re-folds the events (no server needed) and checks each catalog blob: found
+//!   under its digest, hashing to it, listing the event's tools.
+//! - **Replay.** Tool results are recorded as `ToolReturned` events; `fork --tape` feeds the
+//!   recorded `ToolsListed` and results back without starting any server (servers start
+//!   lazily, on the first live call or listing).
 //!
-//! - **Catalog blobs.** A catalog is the canonical JSON (RFC 8785) of the sorted
-//!   [`McpToolInfo`] list of one server; its BLAKE3 digest is its id. Catalogs are stored as
-//!   content-addressed blobs (the store already has blobs), never inside the hashed state: the
-//!   state holds only `BTreeMap<server, Digest>` (a few dozen bytes per server), so state
-//!   hashes stay small and flat however large a catalog is.
-//! - **Event.** A new input event `ToolsListed { server, catalog: Digest, at }` is committed
-//!   by the executor (a) before the first `Proceed` of a run that grants MCP tools, after
-//!   starting the servers, and (b) at the next step boundary (`Preparing`, before building
-//!   the model request) after a `notifications/tools/list_changed` or after a resume whose
-//!   live listing differs from the recorded digest. The machine's edge is a self-edge of
-//!   `Preparing` (and `Start` carries the initial catalogs): it replaces the server's digest in
-//!   the state and emits nothing. It goes in `table.rs` with a snapshot, and `statechart.md` is
-//!   regenerated.
-//! - **Grants.** The spec keeps grants as written (`fs__*`, `fs__read_text_file`). The pure
-//!   machine resolves them against the catalogs in the state when it builds a
-//!   `ModelRequest`: a wildcard expands to the catalog's tools in catalog order, an exact name
-//!   must be in the catalog (else it is left out and a `tool.unavailable` note is emitted), and
-//!   `ModelRequest.tools` lists the resolved names plus the catalog digests it used — so the
-//!   request recorded at each seq names exactly what was offered. Flags (`read_only`,
-//!   `idempotent`, `requires_approval`) come from the catalog entry with the spec's overrides
-//!   already applied at listing time, and the machine's grant and approval checks read them
-//!   from there instead of from `RunSpec::tool`.
-//! - **Executor.** `tool_defs_for` resolves names to definitions from the catalog blobs the
-//!   request names (not from the live server), so a resumed run offers exactly what was
-//!   recorded until a `ToolsListed` event says otherwise. A call to a tool missing from the
-//!   live server is an error result, as today.
-//! - **Verify.** Re-folding events needs no server: `ToolsListed` carries the digest and the
-//!   blob is in the store; `verify` checks each referenced blob's digest.
-//! - **Replay, `fork --tape`, cassettes.** Tool results are already recorded as
-//!   `ToolReturned` events; a tape or cassette serves them by effect id, and the catalogs by
-//!   digest, so `McpTool` is never invoked and no server is started (servers start lazily, on
-//!   the first live call). Cassettes gain an optional `catalogs` map (digest → JSON) so a
-//!   cassette replays in a database that never saw the run.
-//! - **Crashes.** An MCP call is a `CallTool` effect like any other: committed before it is
-//!   sent, marked `started` first when not idempotent; a SIGKILL mid-call resumes to the same
-//!   result (idempotent tools are called again with the same key in `_meta`; others follow the
-//!   agent's `on_in_doubt`).
-//!
-//! The files to change are `machine/{state,event,table,route}.rs` (the digests, the event,
-//! the edge, grant resolution), `exec/driver.rs` (listing at boundaries, `tool_defs_for`), and
-//! `cassette/format.rs`; this module already produces the catalogs
-//! ([`catalog::build`]) and counts `list_changed` per connection.
+//! Runs recorded before revision 3 (their spec carries the tools; no `ToolsListed` events)
+//! keep their rules: every granted tool is offered, as when they were recorded.
 
 use std::sync::Arc;
 
@@ -106,6 +81,7 @@ use crate::machine::RunId;
 pub mod catalog;
 pub mod config;
 pub mod connection;
+pub mod listing;
 pub mod naming;
 pub mod result;
 mod server;
@@ -115,6 +91,7 @@ mod tool;
 
 pub use catalog::{Catalog, McpToolInfo};
 pub use config::{McpServerConfig, McpToolOverride, McpTransport};
+pub use listing::{ToolLister, ToolListing};
 pub use naming::{SEPARATOR, combined_name};
 pub use server::{McpHub, McpServer};
 pub use tool::{McpTool, forward_progress, progress_events};

@@ -59,6 +59,7 @@ impl McpHub {
                     config: config.clone(),
                     hidden_env: hidden_env.to_vec(),
                     state: tokio::sync::Mutex::new(State::default()),
+                    list_changes: Arc::default(),
                 })
             })
             .clone()
@@ -83,6 +84,8 @@ pub struct McpServer {
     config: McpServerConfig,
     hidden_env: Vec<String>,
     state: tokio::sync::Mutex<State>,
+    /// `notifications/tools/list_changed` received, over all its connections.
+    list_changes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 #[derive(Default)]
@@ -116,6 +119,12 @@ impl McpServer {
         &self.config
     }
 
+    /// How many times the server said its tool list changed (over restarts too): a run lists
+    /// it again at its next step boundary when this moved.
+    pub fn list_changes(&self) -> u64 {
+        self.list_changes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Starts it if it is not running (or restarts it once if it died; see the module docs).
     pub(crate) async fn start(&self) -> Result<Arc<Connection>, McpError> {
         let mut state = self.state.lock().await;
@@ -139,7 +148,7 @@ impl McpServer {
                 return Err(McpError::new(&self.config.name, why));
             }
         }
-        match Connection::open(&self.config, &self.hidden_env).await {
+        match Connection::open(&self.config, &self.hidden_env, self.list_changes.clone()).await {
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 state.live = Some(conn.clone());

@@ -46,7 +46,14 @@ pub(crate) struct Tap<R> {
     over: Option<Oversized>,
     seen: SeenHandle,
     eof: bool,
+    /// Counted here, in stream order, so a `notifications/tools/list_changed` sent before a
+    /// call's answer is counted before the call returns (the SDK hands notifications to a
+    /// task of their own, which may run later).
+    list_changed: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
+
+/// The method of the notification [`Tap::counting_list_changed`] counts.
+const LIST_CHANGED: &[u8] = b"notifications/tools/list_changed";
 
 struct Oversized {
     len: usize,
@@ -63,6 +70,33 @@ impl<R> Tap<R> {
             over: None,
             seen,
             eof: false,
+            list_changed: None,
+        }
+    }
+
+    /// Also counts each `notifications/tools/list_changed` line into `counter` as it passes.
+    pub(crate) fn counting_list_changed(
+        mut self,
+        counter: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        self.list_changed = Some(counter);
+        self
+    }
+
+    fn count_list_changed(&self, line: &[u8]) {
+        let Some(counter) = &self.list_changed else {
+            return;
+        };
+        if !line.windows(LIST_CHANGED.len()).any(|w| w == LIST_CHANGED) {
+            return;
+        }
+        let is_it = serde_json::from_slice::<serde_json::Value>(line).is_ok_and(|v| {
+            v.get("method").and_then(serde_json::Value::as_str)
+                == std::str::from_utf8(LIST_CHANGED).ok()
+                && v.get("id").is_none()
+        });
+        if is_it {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -135,6 +169,9 @@ impl<R> Tap<R> {
                 let text: String = String::from_utf8_lossy(trimmed).chars().take(120).collect();
                 seen.first_garbage = Some(text);
             }
+        }
+        if !garbage {
+            self.count_list_changed(trimmed);
         }
         self.out.extend(&line);
         self.out.push_back(b'\n');
