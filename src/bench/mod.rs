@@ -12,6 +12,9 @@
 //!   state and conversations and commits one durable step; and `log --json`, `verify` as whole
 //!   processes.
 //! - **W4**: W1 with the in-memory store: the engine's own overhead.
+//! - **W5**: 10,000 runs started together on one file at `FULL`, each 3 tool rounds and an
+//!   answer from a model that takes 1 s ± 20% per reply (`w5.rs`); each repetition in a
+//!   process of its own, so its peak memory is its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +26,10 @@ use crate::exec::EngineError;
 use crate::store::Durability;
 
 pub(crate) mod shared;
+mod w5;
 mod workload;
+
+pub(crate) use w5::W5;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -48,8 +54,11 @@ pub(crate) struct BenchOptions {
     pub(crate) raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
     pub(crate) exe: Option<PathBuf>,
-    /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`); empty = all.
+    /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`, `travel`,
+    /// `w5`); empty = all.
     pub(crate) only: Vec<String>,
+    /// W5: runs started together, rounds each, and the model's base latency.
+    pub(crate) w5: w5::W5Options,
 }
 
 impl BenchOptions {
@@ -73,6 +82,11 @@ impl BenchOptions {
             raw_commits: 1_000,
             exe: None,
             only: Vec::new(),
+            w5: w5::W5Options {
+                runs: 10_000,
+                rounds: 3,
+                model_latency: Duration::from_millis(1_000),
+            },
         }
     }
 
@@ -90,6 +104,11 @@ impl BenchOptions {
             raw_commits: 50,
             exe: None,
             only: Vec::new(),
+            w5: w5::W5Options {
+                runs: 20,
+                rounds: 3,
+                model_latency: Duration::from_millis(20),
+            },
         }
     }
 }
@@ -111,6 +130,8 @@ pub(crate) struct Report {
     pub(crate) w4: W4,
     /// Time travel on a long run.
     pub(crate) travel: Travel,
+    /// Many concurrent model-bound runs.
+    pub(crate) w5: W5,
 }
 
 /// Time travel on a run of about 10,000 transitions: each a whole `runtape` process.
@@ -388,6 +409,16 @@ pub(crate) async fn run(
         Travel::default()
     };
 
+    let w5 = if opts.wants("w5") {
+        progress(&format!(
+            "W5 {} model-bound runs × {} rounds together",
+            opts.w5.runs, opts.w5.rounds
+        ));
+        w5_median(opts, reps).await?
+    } else {
+        W5::default()
+    };
+
     for entry in std::fs::read_dir(&opts.dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
         if name.to_string_lossy().contains(".db") {
@@ -402,7 +433,52 @@ pub(crate) async fn run(
         w3,
         w4,
         travel,
+        w5,
     })
+}
+
+/// W5, the median repetition by wall time. With the binary at hand and more than one
+/// repetition, each runs in a child process (`bench --only w5 --reps 1 --json`), so that no
+/// repetition's peak memory is inflated or hidden by the memory an earlier one left behind.
+async fn w5_median(opts: &BenchOptions, reps: usize) -> Result<W5, BenchError> {
+    let mut all = Vec::new();
+    for i in 0..reps {
+        let db = fresh(&opts.dir, &format!("w5-{i}.db"));
+        let figures = match &opts.exe {
+            Some(exe) if reps > 1 => w5_child(exe, opts, &db)?,
+            _ => w5::w5(&db, opts.w5).await?,
+        };
+        let _ = std::fs::remove_file(&db);
+        all.push(figures);
+    }
+    all.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+    Ok(all.swap_remove(all.len() / 2))
+}
+
+/// One W5 repetition in a child process.
+fn w5_child(exe: &Path, opts: &BenchOptions, db: &Path) -> Result<W5, BenchError> {
+    let dir = db.with_extension("dir");
+    let out = Command::new(exe)
+        .args(["bench", "--only", "w5", "--reps", "1", "--json"])
+        .arg("--runs")
+        .arg(opts.w5.runs.to_string())
+        .arg("--rounds")
+        .arg(opts.w5.rounds.to_string())
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .map_err(|e| BenchError::Process(format!("cannot run {}: {e}", exe.display())))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(BenchError::Process(format!(
+            "W5 repetition failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| BenchError::Process(format!("W5 repetition printed no report: {e}")))?;
+    serde_json::from_value(report["w5"].clone())
+        .map_err(|e| BenchError::Process(format!("W5 repetition printed no W5 figures: {e}")))
 }
 
 async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {

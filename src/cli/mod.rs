@@ -280,9 +280,13 @@ pub(crate) enum Command {
     Demo,
     /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
     Bench {
-        /// Rounds of the W1 run (default 500).
+        /// Rounds of the W1 and W4 runs (default 500), or of each W5 run when W5 is measured
+        /// alone with `--only w5` (default 3).
         #[arg(long)]
         rounds: Option<usize>,
+        /// W5: runs started together (default 10,000).
+        #[arg(long)]
+        runs: Option<usize>,
         /// Repetitions; medians are reported (default 3).
         #[arg(long)]
         reps: Option<usize>,
@@ -295,7 +299,7 @@ pub(crate) enum Command {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel); repeatable.
+        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel, w5); repeatable.
         #[arg(long, value_name = "WORKLOAD")]
         only: Vec<String>,
         /// Internal: the in-process half of W3 on RUN in --db.
@@ -550,6 +554,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Serve(args) => serve::serve(cli.db.clone(), args),
         Command::Bench {
             rounds,
+            runs,
             reps,
             quick,
             dir,
@@ -560,6 +565,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             let args = bench::Args {
                 dir,
                 rounds,
+                runs,
                 reps,
                 quick,
                 json,
