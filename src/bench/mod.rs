@@ -5,7 +5,8 @@
 //!
 //! - **raw**: single-row inserts (~500 bytes, one transaction each, WAL) at `synchronous=FULL`
 //!   and `NORMAL`: the disk's commit rate, the yardstick for the rest.
-//! - **W1**: one run of R tool rounds then an answer, file database, `FULL`.
+//! - **W1**: one run of R tool rounds then an answer, file database, `FULL`; and the same at
+//!   `NORMAL`.
 //! - **W1-growth**: W1 at several R: bytes and time per transition must stay flat.
 //! - **W2**: many runs of 5 rounds started together on one database (group commit).
 //! - **W3**: on a parked 1,001-round run, a new process opens the database, rebuilds the run's
@@ -118,8 +119,10 @@ impl BenchOptions {
 pub(crate) struct Report {
     /// Raw single-row commits per second.
     pub(crate) raw: Raw,
-    /// One durable run.
+    /// One durable run at `synchronous=FULL`.
     pub(crate) w1: W1,
+    /// The same at `synchronous=NORMAL`.
+    pub(crate) w1_normal: W1,
     /// W1 at several sizes.
     pub(crate) growth: Vec<Growth>,
     /// Many runs at once.
@@ -167,7 +170,7 @@ pub(crate) struct W1 {
     pub(crate) transitions: u64,
     /// Transitions per second.
     pub(crate) per_s: f64,
-    /// Transitions per second as a fraction of raw `FULL` commits per second.
+    /// Transitions per second as a fraction of raw commits per second (at the same durability).
     pub(crate) fraction_of_raw: f64,
     /// Database bytes.
     pub(crate) bytes: u64,
@@ -296,33 +299,11 @@ pub(crate) async fn run(
         normal_per_s: median(normal),
     };
 
-    let mut w1s = vec![workload::RunFigures::default()];
     if opts.wants("w1") {
-        progress("W1 durable run");
-        w1s.clear();
+        progress("W1 durable run, FULL and NORMAL");
     }
-    for i in 0..if opts.wants("w1") { reps } else { 0 } {
-        w1s.push(
-            workload::one_run(
-                Some(&fresh(&opts.dir, &format!("w1-{i}.db"))),
-                opts.rounds,
-                Durability::Full,
-            )
-            .await?,
-        );
-    }
-    w1s.sort_by_key(|f| f.wall);
-    let f = w1s[w1s.len() / 2];
-    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
-    let w1 = W1 {
-        rounds: opts.rounds,
-        wall_ms: ms(f.wall),
-        transitions: f.transitions,
-        per_s,
-        fraction_of_raw: per_s / raw.full_per_s,
-        bytes: f.bytes,
-        bytes_per_transition: f.bytes as f64 / f.transitions as f64,
-    };
+    let w1 = w1_at(opts, reps, Durability::Full, raw.full_per_s).await?;
+    let w1_normal = w1_at(opts, reps, Durability::Normal, raw.normal_per_s).await?;
 
     let mut growth = Vec::new();
     for &rounds in opts.growth.iter().filter(|_| opts.wants("growth")) {
@@ -428,12 +409,43 @@ pub(crate) async fn run(
     Ok(Report {
         raw,
         w1,
+        w1_normal,
         growth,
         w2,
         w3,
         w4,
         travel,
         w5,
+    })
+}
+
+/// W1 at `durability`, the median repetition by wall time (zeros unless W1 is wanted);
+/// `raw_per_s` is the raw commit rate at the same durability.
+async fn w1_at(
+    opts: &BenchOptions,
+    reps: usize,
+    durability: Durability,
+    raw_per_s: f64,
+) -> Result<W1, BenchError> {
+    let mut w1s = vec![workload::RunFigures::default()];
+    if opts.wants("w1") {
+        w1s.clear();
+    }
+    for i in 0..if opts.wants("w1") { reps } else { 0 } {
+        let name = format!("w1-{}-{i}.db", durability.name());
+        w1s.push(workload::one_run(Some(&fresh(&opts.dir, &name)), opts.rounds, durability).await?);
+    }
+    w1s.sort_by_key(|f| f.wall);
+    let f = w1s[w1s.len() / 2];
+    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
+    Ok(W1 {
+        rounds: opts.rounds,
+        wall_ms: ms(f.wall),
+        transitions: f.transitions,
+        per_s,
+        fraction_of_raw: per_s / raw_per_s,
+        bytes: f.bytes,
+        bytes_per_transition: f.bytes as f64 / f.transitions as f64,
     })
 }
 

@@ -133,6 +133,14 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             r.w1.fraction_of_raw,
             r.w1.bytes_per_transition
         );
+        outln!(
+            "W1  the same, NORMAL                  {:>6} transitions in {:>8.1} ms = {:>8.0}/s ({:.2}× raw NORMAL); {:.0} B/transition",
+            r.w1_normal.transitions,
+            r.w1_normal.wall_ms,
+            r.w1_normal.per_s,
+            r.w1_normal.fraction_of_raw,
+            r.w1_normal.bytes_per_transition
+        );
     }
     for g in &r.growth {
         outln!(

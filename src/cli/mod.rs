@@ -25,6 +25,7 @@ mod summary;
 mod tools;
 mod worker;
 
+use crate::store::Durability;
 use common::{CliError, db_path};
 
 /// Exit status: the run completed (or the command did what was asked).
@@ -104,6 +105,11 @@ pub(crate) struct DriveOpts {
     /// are cancelled and the run pauses (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
     #[arg(long, value_name = "MS")]
     pub(crate) grace_ms: Option<u64>,
+    /// How this process commits to a SQLite file: `full` (every commit fsynced before it
+    /// counts; the default) or `normal` (faster; survives a process crash, but a power loss
+    /// can drop the latest commits). Overrides the spec file's `[run] durability`.
+    #[arg(long, value_name = "MODE", value_parser = ["full", "normal"])]
+    pub(crate) durability: Option<String>,
 }
 
 /// The subcommands.
@@ -477,6 +483,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         receipt_key: opts.receipt_key,
         stepped_clock: opts.stepped_clock,
         grace_ms: opts.grace_ms,
+        // The parser admits only the names `Durability::parse` knows.
+        durability: opts.durability.as_deref().and_then(Durability::parse),
     };
     match cli.command {
         Command::Run {
