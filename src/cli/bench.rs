@@ -115,7 +115,11 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
         o.reps,
         dir.display()
     );
-    outln!("every message 200 bytes; scripted provider, zero latency; one tool call per round\n");
+    if o.only.is_empty() || o.only.iter().any(|w| !w.eq_ignore_ascii_case("w5")) {
+        outln!(
+            "every message 200 bytes; scripted provider, zero latency; one tool call per round\n"
+        );
+    }
     if wants("raw") || wants("w1") || wants("w2") {
         outln!(
             "raw SQLite single-row commits (WAL)   FULL {:>9.0}/s   NORMAL {:>9.0}/s",
