@@ -101,6 +101,14 @@ fn a_quick_bench_reports_every_workload() {
         "/travel/show_ms",
         "/travel/verify_ms",
         "/w4/per_s",
+        "/w1_normal/per_s",
+        "/w5/wall_ms",
+        "/w5/ideal_ms",
+        "/w5/per_s",
+        "/w5/commits_per_s",
+        "/w5/transitions_per_fsync",
+        "/w5/peak_rss",
+        "/w5/bytes_per_transition",
     ] {
         positive(p);
     }
@@ -108,6 +116,26 @@ fn a_quick_bench_reports_every_workload() {
         v["w1"]["transitions"],
         3 * 20 + 4,
         "20 rounds: 3 per round + 4"
+    );
+    assert_eq!(
+        v["w1_normal"]["transitions"], v["w1"]["transitions"],
+        "the same run at NORMAL"
+    );
+    assert_eq!(v["w5"]["runs"], 20, "the quick W5 is tiny");
+    assert_eq!(
+        v["w5"]["transitions"],
+        20 * (3 * 3 + 4),
+        "20 runs of 3 rounds, every one finished"
+    );
+    assert_eq!(
+        v["w5"]["replies"],
+        20 * 4,
+        "every model reply is followed to its durable commit"
+    );
+    assert!(
+        v["w5"]["wall_ms"].as_f64() >= v["w5"]["ideal_ms"].as_f64(),
+        "no run finishes before its model latency: {}",
+        v["w5"]
     );
     assert_eq!(v["growth"].as_array().map(Vec::len), Some(2));
     assert!(

@@ -5,13 +5,17 @@
 //!
 //! - **raw**: single-row inserts (~500 bytes, one transaction each, WAL) at `synchronous=FULL`
 //!   and `NORMAL`: the disk's commit rate, the yardstick for the rest.
-//! - **W1**: one run of R tool rounds then an answer, file database, `FULL`.
+//! - **W1**: one run of R tool rounds then an answer, file database, `FULL`; and the same at
+//!   `NORMAL`.
 //! - **W1-growth**: W1 at several R: bytes and time per transition must stay flat.
 //! - **W2**: many runs of 5 rounds started together on one database (group commit).
 //! - **W3**: on a parked 1,001-round run, a new process opens the database, rebuilds the run's
 //!   state and conversations and commits one durable step; and `log --json`, `verify` as whole
 //!   processes.
 //! - **W4**: W1 with the in-memory store: the engine's own overhead.
+//! - **W5**: 10,000 runs started together on one file at `FULL`, each 3 tool rounds and an
+//!   answer from a model that takes 1 s ± 20% per reply (`w5.rs`); each repetition in a
+//!   process of its own, so its peak memory is its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +27,10 @@ use crate::exec::EngineError;
 use crate::store::Durability;
 
 pub(crate) mod shared;
+mod w5;
 mod workload;
+
+pub(crate) use w5::W5;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -48,8 +55,11 @@ pub(crate) struct BenchOptions {
     pub(crate) raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
     pub(crate) exe: Option<PathBuf>,
-    /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`); empty = all.
+    /// Measure only these workloads (`raw`, `w1`, `growth`, `w2`, `w3`, `w4`, `travel`,
+    /// `w5`); empty = all.
     pub(crate) only: Vec<String>,
+    /// W5: runs started together, rounds each, and the model's base latency.
+    pub(crate) w5: w5::W5Options,
 }
 
 impl BenchOptions {
@@ -73,6 +83,11 @@ impl BenchOptions {
             raw_commits: 1_000,
             exe: None,
             only: Vec::new(),
+            w5: w5::W5Options {
+                runs: 10_000,
+                rounds: 3,
+                model_latency: Duration::from_millis(1_000),
+            },
         }
     }
 
@@ -90,6 +105,11 @@ impl BenchOptions {
             raw_commits: 50,
             exe: None,
             only: Vec::new(),
+            w5: w5::W5Options {
+                runs: 20,
+                rounds: 3,
+                model_latency: Duration::from_millis(20),
+            },
         }
     }
 }
@@ -99,8 +119,10 @@ impl BenchOptions {
 pub(crate) struct Report {
     /// Raw single-row commits per second.
     pub(crate) raw: Raw,
-    /// One durable run.
+    /// One durable run at `synchronous=FULL`.
     pub(crate) w1: W1,
+    /// The same at `synchronous=NORMAL`.
+    pub(crate) w1_normal: W1,
     /// W1 at several sizes.
     pub(crate) growth: Vec<Growth>,
     /// Many runs at once.
@@ -111,6 +133,8 @@ pub(crate) struct Report {
     pub(crate) w4: W4,
     /// Time travel on a long run.
     pub(crate) travel: Travel,
+    /// Many concurrent model-bound runs.
+    pub(crate) w5: W5,
 }
 
 /// Time travel on a run of about 10,000 transitions: each a whole `runtape` process.
@@ -146,7 +170,7 @@ pub(crate) struct W1 {
     pub(crate) transitions: u64,
     /// Transitions per second.
     pub(crate) per_s: f64,
-    /// Transitions per second as a fraction of raw `FULL` commits per second.
+    /// Transitions per second as a fraction of raw commits per second (at the same durability).
     pub(crate) fraction_of_raw: f64,
     /// Database bytes.
     pub(crate) bytes: u64,
@@ -275,33 +299,11 @@ pub(crate) async fn run(
         normal_per_s: median(normal),
     };
 
-    let mut w1s = vec![workload::RunFigures::default()];
     if opts.wants("w1") {
-        progress("W1 durable run");
-        w1s.clear();
+        progress("W1 durable run, FULL and NORMAL");
     }
-    for i in 0..if opts.wants("w1") { reps } else { 0 } {
-        w1s.push(
-            workload::one_run(
-                Some(&fresh(&opts.dir, &format!("w1-{i}.db"))),
-                opts.rounds,
-                Durability::Full,
-            )
-            .await?,
-        );
-    }
-    w1s.sort_by_key(|f| f.wall);
-    let f = w1s[w1s.len() / 2];
-    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
-    let w1 = W1 {
-        rounds: opts.rounds,
-        wall_ms: ms(f.wall),
-        transitions: f.transitions,
-        per_s,
-        fraction_of_raw: per_s / raw.full_per_s,
-        bytes: f.bytes,
-        bytes_per_transition: f.bytes as f64 / f.transitions as f64,
-    };
+    let w1 = w1_at(opts, reps, Durability::Full, raw.full_per_s).await?;
+    let w1_normal = w1_at(opts, reps, Durability::Normal, raw.normal_per_s).await?;
 
     let mut growth = Vec::new();
     for &rounds in opts.growth.iter().filter(|_| opts.wants("growth")) {
@@ -388,6 +390,16 @@ pub(crate) async fn run(
         Travel::default()
     };
 
+    let w5 = if opts.wants("w5") {
+        progress(&format!(
+            "W5 {} model-bound runs × {} rounds together",
+            opts.w5.runs, opts.w5.rounds
+        ));
+        w5_median(opts, reps).await?
+    } else {
+        W5::default()
+    };
+
     for entry in std::fs::read_dir(&opts.dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
         if name.to_string_lossy().contains(".db") {
@@ -397,12 +409,88 @@ pub(crate) async fn run(
     Ok(Report {
         raw,
         w1,
+        w1_normal,
         growth,
         w2,
         w3,
         w4,
         travel,
+        w5,
     })
+}
+
+/// W1 at `durability`, the median repetition by wall time (zeros unless W1 is wanted);
+/// `raw_per_s` is the raw commit rate at the same durability.
+async fn w1_at(
+    opts: &BenchOptions,
+    reps: usize,
+    durability: Durability,
+    raw_per_s: f64,
+) -> Result<W1, BenchError> {
+    let mut w1s = vec![workload::RunFigures::default()];
+    if opts.wants("w1") {
+        w1s.clear();
+    }
+    for i in 0..if opts.wants("w1") { reps } else { 0 } {
+        let name = format!("w1-{}-{i}.db", durability.name());
+        w1s.push(workload::one_run(Some(&fresh(&opts.dir, &name)), opts.rounds, durability).await?);
+    }
+    w1s.sort_by_key(|f| f.wall);
+    let f = w1s[w1s.len() / 2];
+    let per_s = f.transitions as f64 / f.wall.as_secs_f64();
+    Ok(W1 {
+        rounds: opts.rounds,
+        wall_ms: ms(f.wall),
+        transitions: f.transitions,
+        per_s,
+        fraction_of_raw: per_s / raw_per_s,
+        bytes: f.bytes,
+        bytes_per_transition: f.bytes as f64 / f.transitions as f64,
+    })
+}
+
+/// W5, the median repetition by wall time. With the binary at hand and more than one
+/// repetition, each runs in a child process (`bench --only w5 --reps 1 --json`), so that no
+/// repetition's peak memory is inflated or hidden by the memory an earlier one left behind.
+async fn w5_median(opts: &BenchOptions, reps: usize) -> Result<W5, BenchError> {
+    let mut all = Vec::new();
+    for i in 0..reps {
+        let db = fresh(&opts.dir, &format!("w5-{i}.db"));
+        let figures = match &opts.exe {
+            Some(exe) if reps > 1 => w5_child(exe, opts, &db)?,
+            _ => w5::w5(&db, opts.w5).await?,
+        };
+        let _ = std::fs::remove_file(&db);
+        all.push(figures);
+    }
+    all.sort_by(|a, b| a.wall_ms.total_cmp(&b.wall_ms));
+    Ok(all.swap_remove(all.len() / 2))
+}
+
+/// One W5 repetition in a child process.
+fn w5_child(exe: &Path, opts: &BenchOptions, db: &Path) -> Result<W5, BenchError> {
+    let dir = db.with_extension("dir");
+    let out = Command::new(exe)
+        .args(["bench", "--only", "w5", "--reps", "1", "--json"])
+        .arg("--runs")
+        .arg(opts.w5.runs.to_string())
+        .arg("--rounds")
+        .arg(opts.w5.rounds.to_string())
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .map_err(|e| BenchError::Process(format!("cannot run {}: {e}", exe.display())))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(BenchError::Process(format!(
+            "W5 repetition failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| BenchError::Process(format!("W5 repetition printed no report: {e}")))?;
+    serde_json::from_value(report["w5"].clone())
+        .map_err(|e| BenchError::Process(format!("W5 repetition printed no W5 figures: {e}")))
 }
 
 async fn w3(opts: &BenchOptions, reps: usize) -> Result<W3, BenchError> {

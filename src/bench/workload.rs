@@ -202,7 +202,7 @@ pub(crate) async fn parked_run(
 }
 
 /// Moves the WAL into the database file so its size is the data's.
-fn checkpoint(db: Option<&Path>) -> Result<(), EngineError> {
+pub(crate) fn checkpoint(db: Option<&Path>) -> Result<(), EngineError> {
     let Some(db) = db else { return Ok(()) };
     let conn =
         rusqlite::Connection::open(db).map_err(|e| crate::store::StoreError::Io(e.to_string()))?;

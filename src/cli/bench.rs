@@ -9,6 +9,7 @@ use crate::bench::{self, BenchOptions, Report};
 pub(crate) struct Args {
     pub(crate) dir: Option<PathBuf>,
     pub(crate) rounds: Option<usize>,
+    pub(crate) runs: Option<usize>,
     pub(crate) reps: Option<usize>,
     pub(crate) quick: bool,
     pub(crate) json: bool,
@@ -34,8 +35,14 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
     } else {
         BenchOptions::full(dir.clone())
     };
-    if let Some(r) = args.rounds {
-        opts.rounds = r;
+    let w5_alone = !args.only.is_empty() && args.only.iter().all(|w| w.eq_ignore_ascii_case("w5"));
+    match args.rounds {
+        Some(r) if w5_alone => opts.w5.rounds = r,
+        Some(r) => opts.rounds = r,
+        None => {}
+    }
+    if let Some(n) = args.runs {
+        opts.w5.runs = n.max(1);
     }
     if let Some(r) = args.reps {
         opts.reps = r.max(1);
@@ -108,7 +115,11 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
         o.reps,
         dir.display()
     );
-    outln!("every message 200 bytes; scripted provider, zero latency; one tool call per round\n");
+    if o.only.is_empty() || o.only.iter().any(|w| !w.eq_ignore_ascii_case("w5")) {
+        outln!(
+            "every message 200 bytes; scripted provider, zero latency; one tool call per round\n"
+        );
+    }
     if wants("raw") || wants("w1") || wants("w2") {
         outln!(
             "raw SQLite single-row commits (WAL)   FULL {:>9.0}/s   NORMAL {:>9.0}/s",
@@ -125,6 +136,14 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             r.w1.per_s,
             r.w1.fraction_of_raw,
             r.w1.bytes_per_transition
+        );
+        outln!(
+            "W1  the same, NORMAL                  {:>6} transitions in {:>8.1} ms = {:>8.0}/s ({:.2}× raw NORMAL); {:.0} B/transition",
+            r.w1_normal.transitions,
+            r.w1_normal.wall_ms,
+            r.w1_normal.per_s,
+            r.w1_normal.fraction_of_raw,
+            r.w1_normal.bytes_per_transition
         );
     }
     for g in &r.growth {
@@ -173,6 +192,39 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             "W4  in memory, {} transitions          {:>10.0} transitions/s",
             r.w4.transitions,
             r.w4.per_s
+        );
+    }
+    if wants("w5") {
+        let w = &r.w5;
+        outln!(
+            "W5  {} runs × {} rounds together, model {} ms ± 20%, FULL",
+            w.runs,
+            w.rounds,
+            o.w5.model_latency.as_millis()
+        );
+        outln!(
+            "    wall {:.0} ms = {:.3}× ideal ({:.0} ms of model latency); {} transitions = {:.0}/s",
+            w.wall_ms,
+            w.wall_over_ideal,
+            w.ideal_ms,
+            w.transitions,
+            w.per_s
+        );
+        outln!(
+            "    {} commits = {:.0}/s, {:.1} transitions per fsync; reply → durable p50 {:.1} ms, p99 {:.1} ms ({} replies)",
+            w.commits,
+            w.commits_per_s,
+            w.transitions_per_fsync,
+            w.reply_p50_ms,
+            w.reply_p99_ms,
+            w.replies
+        );
+        outln!(
+            "    peak RSS {:.1} MiB ({:.1} MiB before the runs) = {:.1} KiB per run in flight; {:.0} B/transition",
+            w.peak_rss as f64 / 1048576.0,
+            w.base_rss as f64 / 1048576.0,
+            w.rss_per_run / 1024.0,
+            w.bytes_per_transition
         );
     }
 }

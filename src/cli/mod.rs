@@ -25,6 +25,7 @@ mod summary;
 mod tools;
 mod worker;
 
+use crate::store::Durability;
 use common::{CliError, db_path};
 
 /// Exit status: the run completed (or the command did what was asked).
@@ -104,6 +105,11 @@ pub(crate) struct DriveOpts {
     /// are cancelled and the run pauses (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
     #[arg(long, value_name = "MS")]
     pub(crate) grace_ms: Option<u64>,
+    /// How this process commits to a SQLite file: `full` (every commit fsynced before it
+    /// counts; the default) or `normal` (faster; survives a process crash, but a power loss
+    /// can drop the latest commits). Overrides the spec file's `[run] durability`.
+    #[arg(long, value_name = "MODE", value_parser = ["full", "normal"])]
+    pub(crate) durability: Option<String>,
 }
 
 /// The subcommands.
@@ -280,9 +286,13 @@ pub(crate) enum Command {
     Demo,
     /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
     Bench {
-        /// Rounds of the W1 run (default 500).
+        /// Rounds of the W1 and W4 runs (default 500), or of each W5 run when W5 is measured
+        /// alone with `--only w5` (default 3).
         #[arg(long)]
         rounds: Option<usize>,
+        /// W5: runs started together (default 10,000).
+        #[arg(long)]
+        runs: Option<usize>,
         /// Repetitions; medians are reported (default 3).
         #[arg(long)]
         reps: Option<usize>,
@@ -295,7 +305,7 @@ pub(crate) enum Command {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel); repeatable.
+        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel, w5); repeatable.
         #[arg(long, value_name = "WORKLOAD")]
         only: Vec<String>,
         /// Internal: the in-process half of W3 on RUN in --db.
@@ -473,6 +483,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         receipt_key: opts.receipt_key,
         stepped_clock: opts.stepped_clock,
         grace_ms: opts.grace_ms,
+        // The parser admits only the names `Durability::parse` knows.
+        durability: opts.durability.as_deref().and_then(Durability::parse),
     };
     match cli.command {
         Command::Run {
@@ -550,6 +562,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Serve(args) => serve::serve(cli.db.clone(), args),
         Command::Bench {
             rounds,
+            runs,
             reps,
             quick,
             dir,
@@ -560,6 +573,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             let args = bench::Args {
                 dir,
                 rounds,
+                runs,
                 reps,
                 quick,
                 json,

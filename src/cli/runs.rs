@@ -24,6 +24,8 @@ pub(crate) struct Common {
     pub(crate) receipt_key: Option<PathBuf>,
     pub(crate) stepped_clock: bool,
     pub(crate) grace_ms: Option<u64>,
+    /// `--durability`, or (for a command given a spec file) the file's `[run] durability`.
+    pub(crate) durability: Option<Durability>,
 }
 
 impl Common {
@@ -106,21 +108,45 @@ pub(crate) fn open_store(
     db: &Path,
     create: bool,
 ) -> Result<Arc<dyn crate::store::Store>, CliError> {
+    open_store_with(db, create, Durability::Full)
+}
+
+/// [`open_store`] committing with `durability`. `normal` is for SQLite files only: with a
+/// PostgreSQL database it is refused (the server's `synchronous_commit` decides there). A
+/// SQLite file opened at `normal` says so on stderr, from the mode its connection reports.
+pub(crate) fn open_store_with(
+    db: &Path,
+    create: bool,
+    durability: Durability,
+) -> Result<Arc<dyn crate::store::Store>, CliError> {
     Ok(match postgres_url(db) {
+        Some(_) if durability == Durability::Normal => {
+            return Err(CliError::usage(
+                "durability \"normal\" is for SQLite files: a PostgreSQL database commits as its server's synchronous_commit says (set that on the server to trade durability for speed) – drop --durability normal or the spec's [run] durability",
+            ));
+        }
         Some(url) => Arc::new(PostgresStore::open(url)?),
         None => {
             if !create && !db.exists() {
-                SqliteStore::open_existing(db, Durability::Full)?;
+                SqliteStore::open_existing(db, durability)?;
             }
-            Arc::new(SqliteStore::open_capped(db, Durability::Full, db_cap()?)?)
+            let store = SqliteStore::open_capped(db, durability, db_cap()?)?;
+            if store.durability() == Durability::Normal {
+                super::drive::note(&format!(
+                    "{}: durability \"normal\": a process crash loses nothing, a power loss can lose the latest commits",
+                    db.display()
+                ));
+            }
+            Arc::new(store)
         }
     })
 }
 
-/// An engine over `db` with the receipt signer and clock the options ask for.
+/// An engine over `db` with the receipt signer, clock and durability the options ask for.
 fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
-    let config = engine_config(common)?;
-    let engine = Engine::with_store(open_store(db, create)?, config);
+    let mut config = engine_config(common)?;
+    config.durability = common.durability.unwrap_or_default();
+    let engine = Engine::with_store(open_store_with(db, create, config.durability)?, config);
     crate::tool::mcp::forward_progress(&engine);
     crate::serve::otel::observe_engine(&engine);
     Ok(engine)
@@ -154,6 +180,10 @@ pub(crate) async fn run(
     }
     let (file, goal) = prepare(config::load(spec)?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
+    let common = Common {
+        durability: common.durability.or(file.durability),
+        ..common
+    };
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
     let grace = common.grace()?;
@@ -183,7 +213,8 @@ async fn enqueue(
         ))
     })?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
-    let store = open_store(&db, true)?;
+    let durability = common.durability.or(file.durability).unwrap_or_default();
+    let store = open_store_with(&db, true, durability)?;
     let id = crate::worker::enqueue(
         store.as_ref(),
         engine_config(&common)?.receipts,
@@ -416,6 +447,10 @@ pub(crate) async fn replay(
         .or_else(|| file.goal.clone())
         .ok_or_else(|| CliError::usage("no goal: give one, or set `goal` in the spec file"))?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
+    let common = Common {
+        durability: common.durability.or(file.durability),
+        ..common
+    };
     let engine = engine(&db, &common, true)?;
     file.setup.register_secrets();
     for tool in file.setup.command_tools() {

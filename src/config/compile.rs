@@ -20,6 +20,7 @@ use crate::machine::{
     DEFAULT_MAX_TRANSITIONS, Limits, OnInDoubt, Plan, PlanEdge, Route, Spec, ToolSpec, When,
     did_you_mean,
 };
+use crate::store::Durability;
 use crate::tool::command::CommandConfig;
 use crate::tool::env::SIGNING_KEY_ENV;
 
@@ -28,6 +29,7 @@ pub(crate) struct Compiled {
     pub(crate) spec: Spec,
     pub(crate) setup: Setup,
     pub(crate) database: Option<PathBuf>,
+    pub(crate) durability: Option<Durability>,
 }
 
 /// Largest `max_cost_usd` accepted (keeps nanodollars far inside `u64`).
@@ -45,6 +47,17 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         Some(db) if crate::store::is_postgres_url(db) => Some(PathBuf::from(db)),
         Some(db) => Some(spec_dir.join(db)),
         None => None,
+    };
+    let durability = match raw.run.durability.as_deref() {
+        None => None,
+        Some(name) => Some(Durability::parse(name).ok_or_else(|| {
+            ConfigError::invalid(
+                "run.durability",
+                format!(
+                    "`{name}` is not a durability – give \"full\" (the default: every commit is on disk before it counts) or \"normal\" (faster; a power loss can drop the latest commits)"
+                ),
+            )
+        })?),
     };
     let limits = limits(raw.run.budget.as_ref(), "run.budget")?;
     let providers = raw
@@ -89,6 +102,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         spec,
         setup,
         database,
+        durability,
     })
 }
 

@@ -35,6 +35,7 @@ pub(crate) struct RawFile {
 pub(crate) struct RawRun {
     pub(crate) max_transitions: Option<u64>,
     pub(crate) on_exhausted: Option<RunOnExhausted>,
+    pub(crate) durability: Option<String>,
     pub(crate) budget: Option<RawBudget>,
 }
 

@@ -34,6 +34,8 @@
 //! [run]                          # optional
 //! max_transitions = 1000         # hard cap on steps (default 1000)
 //! on_exhausted = "fail"          # a run-wide budget running out: "fail" or "pause"
+//! durability = "full"            # SQLite commits: "full" (fsync each) or "normal" (a power
+//!                                # loss can drop the latest); --durability overrides
 //! [run.budget]                   # optional run-wide caps
 //! max_turns = 100                # also max_tool_calls, max_tokens, max_cost_usd, max_wall_ms
 //!
@@ -169,6 +171,12 @@ pub struct RunFile {
     pub setup: Setup,
     /// The database the file names, absolute; `None` leaves the choice to the caller.
     pub database: Option<PathBuf>,
+    /// `[run] durability`: how the process that starts this file's runs should open a SQLite
+    /// database; `None` leaves the choice to the caller (`runtape run`: `--durability`, else
+    /// this, else `full`). It takes effect only where the database is opened: pass it in
+    /// [`EngineConfig::durability`](crate::exec::EngineConfig::durability) (an engine opened
+    /// already keeps the mode it was opened with).
+    pub durability: Option<crate::store::Durability>,
     /// The goal the file gives (`runtape run SPEC` without a goal uses it).
     pub goal: Option<String>,
     /// The text, to point install errors at their line.
@@ -193,6 +201,7 @@ impl std::fmt::Debug for RunFile {
             .field("spec", &self.spec)
             .field("setup", &self.setup)
             .field("database", &self.database)
+            .field("durability", &self.durability)
             .field("goal", &self.goal)
             .finish_non_exhaustive()
     }
@@ -340,6 +349,7 @@ pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
         spec,
         setup: compiled.setup,
         database: compiled.database,
+        durability: compiled.durability,
         goal,
         text: Arc::from(text),
         mcp_pending,

@@ -208,7 +208,8 @@ pub fn check_head_seal(
                     if &expected != key_id {
                         return Err(HeadSealError::KeyMismatch {
                             expected,
-                            found: key_id.clone(),
+                            // From the bundle, so possibly hostile: escaped to stay on one line.
+                            found: key_id.escape_debug().to_string(),
                         });
                     }
                     k

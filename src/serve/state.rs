@@ -115,6 +115,7 @@ impl App {
             receipt_key: self.receipt_key.clone(),
             stepped_clock: false,
             grace_ms: Some(self.grace.as_millis() as u64),
+            durability: None,
         }
     }
 

@@ -1,0 +1,403 @@
+//! W5: many concurrent, model-bound runs in one process on one SQLite file at
+//! `synchronous=FULL`. Every run is started at once; each makes `rounds` tool rounds and a
+//! final answer, the model answering each turn after a latency drawn from a seeded generator
+//! (the base latency ± 20%), the tool answering at once in-process.
+//!
+//! Reply-to-durable is measured without touching the engine: the bench's provider notes when
+//! each reply arrives (per run), and the bench's store wrapper ([`Stamped`]) notes when the
+//! next commit of that run is acknowledged durable. Only those commits are followed, by one
+//! small task each; every other write goes straight to the SQLite store.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::{BoxFuture, join_all};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::workload::{spec, text, turn_cap};
+use crate::exec::{Engine, EngineConfig, EngineError};
+use crate::machine::{Digest, ModelReply, Role, RunId, ToolCallRequest, ToolSpec};
+use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
+use crate::store::{
+    Ack, Durability, HeadRecord, OutboxRecord, RunRecord, SqliteStore, Store, StoreError,
+    TransitionRecord, Write,
+};
+use crate::tool::FnTool;
+
+/// The seed of the latency generator: the same runs get the same latencies every time.
+const SEED: u64 = 0x5EED_0005;
+
+/// What W5 runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct W5Options {
+    /// Runs started together.
+    pub(crate) runs: usize,
+    /// Tool rounds per run (then a final answer).
+    pub(crate) rounds: usize,
+    /// The model's base latency; each reply takes 80–120% of it.
+    pub(crate) model_latency: Duration,
+}
+
+/// What W5 measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct W5 {
+    /// Runs started together.
+    pub(crate) runs: usize,
+    /// Tool rounds per run.
+    pub(crate) rounds: usize,
+    /// Wall time from the first start to the last end, ms.
+    pub(crate) wall_ms: f64,
+    /// The runs' model latency alone: the longest run's sum of reply latencies, ms.
+    pub(crate) ideal_ms: f64,
+    /// `wall_ms / ideal_ms`.
+    pub(crate) wall_over_ideal: f64,
+    /// Transitions committed, all runs.
+    pub(crate) transitions: u64,
+    /// Transitions per second of wall time.
+    pub(crate) per_s: f64,
+    /// SQLite transactions committed (one WAL fsync each at `FULL`).
+    pub(crate) commits: u64,
+    /// Commits per second of wall time.
+    pub(crate) commits_per_s: f64,
+    /// Transitions per commit, i.e. per fsync.
+    pub(crate) transitions_per_fsync: f64,
+    /// Replies followed to durability.
+    pub(crate) replies: usize,
+    /// Median delay from a model reply arriving to its transition being durable, ms.
+    pub(crate) reply_p50_ms: f64,
+    /// 99th percentile of the same, ms.
+    pub(crate) reply_p99_ms: f64,
+    /// Resident memory just before the runs started, bytes.
+    pub(crate) base_rss: u64,
+    /// Peak resident memory while they ran, bytes.
+    pub(crate) peak_rss: u64,
+    /// `(peak_rss - base_rss) / runs`: every run is in flight at the peak.
+    pub(crate) rss_per_run: f64,
+    /// Database bytes per transition (after a WAL checkpoint).
+    pub(crate) bytes_per_transition: f64,
+}
+
+/// A uniform draw in `[0, 1)` for `(run, turn)`: splitmix64 over the seed and both indices.
+fn draw(run: usize, turn: usize) -> f64 {
+    let mut z = SEED ^ ((run as u64) << 16) ^ turn as u64;
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The latency of `run`'s reply to `turn`: the base ± 20%.
+fn latency(base: Duration, run: usize, turn: usize) -> Duration {
+    base.mul_f64(0.8 + 0.4 * draw(run, turn))
+}
+
+/// When each run's latest reply arrived (ns since `origin`, 0 = none outstanding).
+struct Replies {
+    origin: Instant,
+    at: Vec<AtomicU64>,
+}
+
+impl Replies {
+    fn now_ns(&self) -> u64 {
+        (self.origin.elapsed().as_nanos() as u64).max(1)
+    }
+}
+
+/// The run index a W5 run id or goal carries (`w5-0000042`).
+fn index_of(tagged: &str) -> Option<usize> {
+    tagged
+        .split_whitespace()
+        .next()?
+        .strip_prefix("w5-")?
+        .parse()
+        .ok()
+}
+
+fn run_id(i: usize) -> String {
+    format!("w5-{i:07}")
+}
+
+/// The scripted model: `rounds` tool calls, then an answer, each after its seeded latency.
+struct SlowModel {
+    replies: Arc<Replies>,
+    rounds: usize,
+    cap: u64,
+    base: Duration,
+    call_text: String,
+    answer: String,
+}
+
+impl ModelProvider for SlowModel {
+    fn describe(&self) -> String {
+        "bench:w5".into()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ProviderRequest,
+        _tokens: TokenSink<'a>,
+    ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
+        Box::pin(async move {
+            let run = request
+                .messages
+                .iter()
+                .find(|m| m.role == Role::User)
+                .and_then(|m| index_of(m.content.as_deref()?))
+                .unwrap_or(0);
+            let turn = self
+                .cap
+                .saturating_sub(request.remaining.turns.unwrap_or(self.cap))
+                as usize;
+            tokio::time::sleep(latency(self.base, run, turn)).await;
+            if let Some(slot) = self.replies.at.get(run) {
+                slot.store(self.replies.now_ns(), Ordering::Release);
+            }
+            let reply = if turn < self.rounds {
+                let call = ToolCallRequest::new(format!("c{turn}"), "lookup", json!({"q": "x"}));
+                ModelReply {
+                    text: Some(self.call_text.clone()),
+                    ..ModelReply::tools(vec![call])
+                }
+            } else {
+                ModelReply::text(self.answer.clone())
+            };
+            Ok(reply.with_usage(100, 50))
+        })
+    }
+}
+
+/// The SQLite store, with the first commit of each run after a reply followed to its
+/// acknowledgement.
+struct Stamped {
+    inner: Arc<SqliteStore>,
+    replies: Arc<Replies>,
+    samples: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Store for Stamped {
+    fn submit(&self, write: Write) -> Ack {
+        let run = match &write {
+            Write::Commit(c) => Some(&c.run),
+            Write::Commits(cs) => cs.first().map(|c| &c.run),
+            _ => None,
+        };
+        let slot = run
+            .and_then(|r| index_of(r.as_str()))
+            .and_then(|i| self.replies.at.get(i));
+        let Some(slot) = slot else {
+            return self.inner.submit(write);
+        };
+        let replied = slot.swap(0, Ordering::AcqRel);
+        if replied == 0 {
+            return self.inner.submit(write);
+        }
+        let inner = self.inner.submit(write);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (replies, samples) = (self.replies.clone(), self.samples.clone());
+        tokio::spawn(async move {
+            let result = inner.await.unwrap_or(Err(StoreError::Closed));
+            let us = replies.now_ns().saturating_sub(replied) / 1_000;
+            samples
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(us.min(u64::from(u32::MAX)) as u32);
+            let _ = tx.send(result);
+        });
+        rx
+    }
+    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.run(id)
+    }
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.runs()
+    }
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        self.inner.transitions(run, from, to)
+    }
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.inner.snapshot_at_or_before(run, at)
+    }
+    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.inner.last_seal(run, at)
+    }
+    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.blob(digest)
+    }
+    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.open_effects(run)
+    }
+    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
+        self.inner.outbox(run)
+    }
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.inner.snapshots(run, from, to)
+    }
+    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
+        self.inner.head(run)
+    }
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
+        self.inner.snapshot()
+    }
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.inner.size_bytes()
+    }
+}
+
+/// A line of `/proc/self/status` (`VmRSS`, `VmHWM`) in bytes; 0 where there is no procfs.
+fn status_bytes(key: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The `q` quantile of sorted microsecond samples, in ms.
+fn quantile_ms(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    f64::from(sorted[((sorted.len() - 1) as f64 * q).round() as usize]) / 1000.0
+}
+
+/// Runs W5 once on a fresh database at `db`. Peak memory is the process's: run it in a
+/// process of its own for a clean figure.
+pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
+    let sqlite = Arc::new(SqliteStore::open(db, Durability::Full)?);
+    let empty = sqlite.size_bytes()?;
+    let replies = Arc::new(Replies {
+        origin: Instant::now(),
+        at: (0..o.runs).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let samples = Arc::new(Mutex::new(Vec::with_capacity(o.runs * (o.rounds + 1))));
+    let store = Arc::new(Stamped {
+        inner: sqlite.clone(),
+        replies: replies.clone(),
+        samples: samples.clone(),
+    });
+    let engine = Engine::with_store(
+        store,
+        EngineConfig {
+            max_concurrent_runs: o.runs,
+            ..EngineConfig::default()
+        },
+    );
+    let cap = turn_cap(o.rounds);
+    engine.register_provider(
+        "scripted",
+        Arc::new(SlowModel {
+            replies,
+            rounds: o.rounds,
+            cap,
+            base: o.model_latency,
+            call_text: text("assistant"),
+            answer: text("answer"),
+        }),
+    );
+    let result = text("tool result");
+    let tool = ToolSpec {
+        read_only: true,
+        idempotent: true,
+        ..ToolSpec::new("lookup", "returns 200 bytes")
+    };
+    engine.register_tool(Arc::new(FnTool::new(tool, move |_, _| {
+        Ok(json!(result.clone()))
+    })));
+    let ideal = (0..o.runs)
+        .map(|r| (0..=o.rounds).map(|t| latency(o.model_latency, r, t)).sum())
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let spec = spec(o.rounds, None);
+    let goals: Vec<String> = (0..o.runs).map(|i| text(&run_id(i))).collect();
+    let commits_before = sqlite.stats().transactions.load(Ordering::Relaxed);
+
+    // Forget the peak so far (Linux: writing 5 to clear_refs resets VmHWM).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let base_rss = status_bytes("VmRSS");
+    let started = Instant::now();
+    // Each run is started and waited for in one future: nobody holds a run's handle (and its
+    // trace subscription) while the others start.
+    let ends = join_all(goals.iter().enumerate().map(|(i, goal)| {
+        let start = engine
+            .start(spec.clone(), goal)
+            .with_id(RunId::new(run_id(i)));
+        async move { start.await?.wait().await }
+    }))
+    .await;
+    let mut transitions = 0;
+    for end in ends {
+        transitions += end?.state.seq();
+    }
+    let wall = started.elapsed();
+    let peak_rss = status_bytes("VmHWM").max(base_rss);
+    let commits = sqlite.stats().transactions.load(Ordering::Relaxed) - commits_before;
+    drop(engine);
+    super::workload::checkpoint(Some(db))?;
+    let bytes = sqlite.size_bytes()?.saturating_sub(empty);
+    let mut s = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
+    s.sort_unstable();
+    let secs = wall.as_secs_f64();
+    Ok(W5 {
+        runs: o.runs,
+        rounds: o.rounds,
+        wall_ms: secs * 1000.0,
+        ideal_ms: ideal.as_secs_f64() * 1000.0,
+        wall_over_ideal: secs / ideal.as_secs_f64().max(f64::MIN_POSITIVE),
+        transitions,
+        per_s: transitions as f64 / secs,
+        commits,
+        commits_per_s: commits as f64 / secs,
+        transitions_per_fsync: transitions as f64 / commits.max(1) as f64,
+        replies: s.len(),
+        reply_p50_ms: quantile_ms(&s, 0.5),
+        reply_p99_ms: quantile_ms(&s, 0.99),
+        base_rss,
+        peak_rss,
+        rss_per_run: peak_rss.saturating_sub(base_rss) as f64 / o.runs.max(1) as f64,
+        bytes_per_transition: bytes as f64 / transitions.max(1) as f64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_stay_within_twenty_percent_and_repeat() {
+        let base = Duration::from_millis(1000);
+        for run in 0..200 {
+            for turn in 0..4 {
+                let l = latency(base, run, turn);
+                assert!(l >= Duration::from_millis(800) && l < Duration::from_millis(1200));
+                assert_eq!(l, latency(base, run, turn));
+            }
+        }
+        assert_ne!(latency(base, 1, 0), latency(base, 2, 0), "runs differ");
+    }
+
+    #[test]
+    fn a_run_index_is_read_back_from_its_id_and_goal() {
+        assert_eq!(index_of(&run_id(42)), Some(42));
+        assert_eq!(index_of(&text(&run_id(9_999_999))), Some(9_999_999));
+        assert_eq!(index_of("goal lorem"), None);
+    }
+}
