@@ -96,22 +96,48 @@ pub(crate) fn observe_engine(engine: &crate::exec::Engine) {
     };
     let (tx, rx) = broadcast::channel(4096);
     let mut events = engine.subscribe();
-    tokio::spawn(async move {
+    let (stop_tx, mut stop) = oneshot::channel::<()>();
+    let relay = tokio::spawn(async move {
         loop {
-            match events.recv().await {
-                Ok(e) => {
-                    let _ = tx.send(Arc::new(e));
+            tokio::select! {
+                biased;
+                e = events.recv() => match e {
+                    Ok(e) => {
+                        let _ = tx.send(Arc::new(e));
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = &mut stop => {
+                    // Forward what the engine has already said (a run's last events come
+                    // just before the command finishes), then stop.
+                    while let Ok(e) = events.try_recv() {
+                        let _ = tx.send(Arc::new(e));
+                    }
+                    return;
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
             }
         }
     });
+    super::state::lock(&RELAYS).push((stop_tx, relay));
     x.observe(rx, engine.store().clone());
 }
 
-/// Ends the command's observers (inside the runtime, once the command's work is done).
+/// The tasks relaying each observed engine's events to its tracker, with what stops them.
+type Relay = (oneshot::Sender<()>, tokio::task::JoinHandle<()>);
+
+/// The command's relays: drained and stopped by [`finish_for_command`] before the trackers,
+/// so a tracker sees every event its engine sent before the command finished.
+static RELAYS: Mutex<Vec<Relay>> = Mutex::new(Vec::new());
+
+/// Ends the command's observers (inside the runtime, once the command's work is done): first
+/// every relay forwards what its engine has sent, then every tracker reads it and closes.
 pub(crate) async fn finish_for_command() {
+    let relays = std::mem::take(&mut *super::state::lock(&RELAYS));
+    for (stop, task) in relays {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
     if let Some(x) = COMMAND_EXPORTER.get() {
         x.finish().await;
     }
