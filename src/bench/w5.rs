@@ -4,13 +4,13 @@
 //! (the base latency ± 20%), the tool answering at once in-process.
 //!
 //! Reply-to-durable is measured without touching the engine: the bench's provider notes when
-//! each reply arrives (per run), and the bench's store wrapper ([`Stamped`]) notes when the
-//! next commit of that run is acknowledged durable. Only those commits are followed, by one
-//! small task each; every other write goes straight to the SQLite store.
+//! each reply arrives (per run), and a [`TimedStore`] times the next commit of that run from
+//! then until it is acknowledged durable. Only those commits are followed, by one small task
+//! each; every other write goes straight to the SQLite store.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::{BoxFuture, join_all};
@@ -19,12 +19,9 @@ use serde_json::json;
 
 use super::workload::{spec, text, turn_cap};
 use crate::exec::{Engine, EngineConfig, EngineError};
-use crate::machine::{Digest, ModelReply, Role, RunId, ToolCallRequest, ToolSpec};
+use crate::machine::{ModelReply, Role, RunId, ToolCallRequest, ToolSpec};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
-use crate::store::{
-    Ack, Durability, HeadRecord, OutboxRecord, RunRecord, SqliteStore, Store, StoreError,
-    TransitionRecord, Write,
-};
+use crate::store::{Durability, SqliteStore, Store, TimedStore, Write};
 use crate::tool::FnTool;
 
 /// The seed of the latency generator: the same runs get the same latencies every time.
@@ -170,97 +167,6 @@ impl ModelProvider for SlowModel {
     }
 }
 
-/// The SQLite store, with the first commit of each run after a reply followed to its
-/// acknowledgement.
-struct Stamped {
-    inner: Arc<SqliteStore>,
-    replies: Arc<Replies>,
-    samples: Arc<Mutex<Vec<u32>>>,
-}
-
-impl Store for Stamped {
-    fn submit(&self, write: Write) -> Ack {
-        let run = match &write {
-            Write::Commit(c) => Some(&c.run),
-            Write::Commits(cs) => cs.first().map(|c| &c.run),
-            _ => None,
-        };
-        let slot = run
-            .and_then(|r| index_of(r.as_str()))
-            .and_then(|i| self.replies.at.get(i));
-        let Some(slot) = slot else {
-            return self.inner.submit(write);
-        };
-        let replied = slot.swap(0, Ordering::AcqRel);
-        if replied == 0 {
-            return self.inner.submit(write);
-        }
-        let inner = self.inner.submit(write);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (replies, samples) = (self.replies.clone(), self.samples.clone());
-        tokio::spawn(async move {
-            let result = inner.await.unwrap_or(Err(StoreError::Closed));
-            let us = replies.now_ns().saturating_sub(replied) / 1_000;
-            samples
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(us.min(u64::from(u32::MAX)) as u32);
-            let _ = tx.send(result);
-        });
-        rx
-    }
-    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(id)
-    }
-    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.inner.runs()
-    }
-    fn transitions(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.inner.transitions(run, from, to)
-    }
-    fn snapshot_at_or_before(
-        &self,
-        run: &RunId,
-        at: u64,
-    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshot_at_or_before(run, at)
-    }
-    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.last_seal(run, at)
-    }
-    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.blob(digest)
-    }
-    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.open_effects(run)
-    }
-    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.outbox(run)
-    }
-    fn snapshots(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshots(run, from, to)
-    }
-    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
-        self.inner.head(run)
-    }
-    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
-        self.inner.snapshot()
-    }
-    fn size_bytes(&self) -> Result<u64, StoreError> {
-        self.inner.size_bytes()
-    }
-}
-
 /// A line of `/proc/self/status` (`VmRSS`, `VmHWM`) in bytes; 0 where there is no procfs.
 fn status_bytes(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -288,14 +194,20 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         origin: Instant::now(),
         at: (0..o.runs).map(|_| AtomicU64::new(0)).collect(),
     });
-    let samples = Arc::new(Mutex::new(Vec::with_capacity(o.runs * (o.rounds + 1))));
-    let store = Arc::new(Stamped {
-        inner: sqlite.clone(),
-        replies: replies.clone(),
-        samples: samples.clone(),
-    });
+    // The first commit of a run after a reply is timed from the reply's arrival.
+    let stamps = replies.clone();
+    let store = Arc::new(TimedStore::timed_from(sqlite.clone(), move |write| {
+        let run = match write {
+            Write::Commit(c) => &c.run,
+            Write::Commits(cs) => &cs.first()?.run,
+            _ => return None,
+        };
+        let slot = stamps.at.get(index_of(run.as_str())?)?;
+        let replied = slot.swap(0, Ordering::AcqRel);
+        (replied != 0).then(|| stamps.origin + Duration::from_nanos(replied))
+    }));
     let engine = Engine::with_store(
-        store,
+        store.clone(),
         EngineConfig {
             max_concurrent_runs: o.runs,
             ..EngineConfig::default()
@@ -353,8 +265,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
     drop(engine);
     super::workload::checkpoint(Some(db))?;
     let bytes = sqlite.size_bytes()?.saturating_sub(empty);
-    let mut s = std::mem::take(&mut *samples.lock().unwrap_or_else(|p| p.into_inner()));
-    s.sort_unstable();
+    let s = store.samples();
     let secs = wall.as_secs_f64();
     Ok(W5 {
         runs: o.runs,

@@ -9,10 +9,14 @@ use tokio::sync::oneshot;
 use super::{Ack, HeadRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord, Write};
 use crate::machine::{Digest, RunId};
 
+/// When a write's latency starts: `None` leaves the write untimed.
+type Origin = dyn Fn(&Write) -> Option<Instant> + Send + Sync;
+
 /// Wraps a store; every `Commit`/`Commits` write's latency is kept (in microseconds).
 pub struct TimedStore {
     inner: Arc<dyn Store>,
     samples: Arc<Mutex<Vec<u32>>>,
+    origin: Box<Origin>,
 }
 
 /// Commit latencies: how many, and the median and 99th percentile in microseconds.
@@ -27,25 +31,44 @@ pub struct Latency {
 }
 
 impl TimedStore {
-    /// Wraps `inner`.
+    /// Wraps `inner`, timing each commit from its submission to its acknowledgement.
     pub fn new(inner: Arc<dyn Store>) -> TimedStore {
+        Self::timed_from(inner, |write| {
+            matches!(write, Write::Commit(_) | Write::Commits(_)).then(Instant::now)
+        })
+    }
+
+    /// Wraps `inner`, timing each write `origin` gives a start for, from that instant to the
+    /// write's acknowledgement (e.g. from a model reply's arrival to the commit holding it
+    /// being durable). `origin` is called on `submit`'s path: keep it cheap.
+    pub fn timed_from(
+        inner: Arc<dyn Store>,
+        origin: impl Fn(&Write) -> Option<Instant> + Send + Sync + 'static,
+    ) -> TimedStore {
         TimedStore {
             inner,
             samples: Arc::new(Mutex::new(Vec::new())),
+            origin: Box::new(origin),
         }
     }
 
-    /// The latencies recorded so far.
-    pub fn latency(&self) -> Latency {
+    /// Every latency recorded so far, sorted, in microseconds.
+    pub fn samples(&self) -> Vec<u32> {
         let mut s = self
             .samples
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        s.sort_unstable();
+        s
+    }
+
+    /// The latencies recorded so far.
+    pub fn latency(&self) -> Latency {
+        let s = self.samples();
         if s.is_empty() {
             return Latency::default();
         }
-        s.sort_unstable();
         let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
         Latency {
             commits: s.len(),
@@ -61,10 +84,9 @@ impl Store for TimedStore {
             // No runtime to wait on (the engine always has one): not timed.
             return self.inner.submit(write);
         };
-        if !matches!(write, Write::Commit(_) | Write::Commits(_)) {
+        let Some(started) = (self.origin)(&write) else {
             return self.inner.submit(write);
-        }
-        let started = Instant::now();
+        };
         let inner = self.inner.submit(write);
         let (tx, rx) = oneshot::channel();
         let samples = self.samples.clone();
