@@ -5,37 +5,11 @@
 mod mcp_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use mcp_support::{everything_http, fake_server, processes_mentioning, server_main};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin().arg("--db").arg(db).args(args).output().expect("runs")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn run_id(o: &Output) -> String {
-    out(o)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_default()
-        .to_owned()
-}
+use mcp_support::{
+    bin, err, everything_http, fake_server, out, processes_mentioning, run_id, runtape, server_main,
+};
 
 /// A temp dir holding `sandbox/` (with `notes.txt`) and `spec.toml` = `body` with `@FS@`
 /// replaced by an `[[mcp]]` entry for the filesystem server on the sandbox.

@@ -6,28 +6,10 @@
 mod mcp_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_support::fake_server;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin().arg("--db").arg(db).args(args).output().expect("runs")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use mcp_support::{bin, err, fake_server, out, runtape};
 
 /// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
 fn wait_until(what: &str, ready: impl Fn() -> bool) {

@@ -6,37 +6,8 @@
 mod mcp_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use mcp_support::fake_server;
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn run_id(o: &Output) -> String {
-    out(o)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_default()
-        .to_owned()
-}
+use mcp_support::{err, fake_server, out, run_id, runtape};
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
 const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;

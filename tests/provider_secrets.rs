@@ -183,6 +183,7 @@ fn build_reads_the_key_from_the_process_environment() {
 // environment (setting it in this process needs `unsafe`, which the crate forbids). Run directly, it
 // returns at once because `RUNTAPE_SECRETS_CHILD` is unset; the parent asserts its outcome.
 #[tokio::test]
+// Ignored so it runs only as the child its parent test starts (see above), never on its own.
 #[ignore = "runs in a child process started by build_reads_the_key_from_the_process_environment"]
 async fn child_calls_with_the_process_key() {
     if std::env::var_os("RUNTAPE_SECRETS_CHILD").is_none() {

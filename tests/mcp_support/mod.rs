@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use runtape::tool::mcp::{McpServerConfig, McpTransport};
 
@@ -250,4 +251,36 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
         }
     }
     out
+}
+
+/// The `runtape` binary with no database or receipt key from the environment.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
+    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
+    c
+}
+
+/// Runs `runtape --db DB ARGS…` to completion.
+pub fn runtape(db: &Path, args: &[&str]) -> Output {
+    bin().arg("--db").arg(db).args(args).output().expect("runs")
+}
+
+/// Its stdout.
+pub fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Its stderr.
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The run id a `runtape run` prints last on its first line.
+pub fn run_id(o: &Output) -> String {
+    out(o)
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_default()
+        .to_owned()
 }
