@@ -216,6 +216,7 @@ fn cases() -> Vec<(&'static str, Case)> {
                 server: "fs".into(),
                 catalog: Digest::of(b"[]"),
                 tools: vec!["fs__read_text_file".into(), "fs__write_file".into()],
+                added: Vec::new(),
             };
             (started(solo()), body)
         }),

@@ -113,6 +113,7 @@ fn listed(tools: &[&str]) -> EventBody {
         server: "fs".into(),
         catalog: Digest::of(tools.join(",").as_bytes()),
         tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        added: Vec::new(),
     }
 }
 
@@ -203,6 +204,7 @@ fn a_tool_list_naming_another_servers_tool_is_refused() {
         server: "fs".into(),
         catalog: Digest::ZERO,
         tools: vec!["web__fetch".into()],
+        added: Vec::new(),
     };
     let event = h.event(body);
     let refused = step(&h.state, &event, &h.spec).expect_err("refused");

@@ -1,8 +1,9 @@
 //! A stored run's model exchanges as a cassette: every model call, in order, with the exact
 //! prompt it was sent (messages, tools, settings, output schema), the reply or failure it got,
 //! and the text chunks the reply streamed in. A run that recorded MCP tool lists (revision 3)
-//! also gives the cassette each server's first catalog and its tools' results, so the
-//! cassette replays without the servers, in a database that never saw the run.
+//! also gives the cassette every catalog it recorded (each server's first as its catalog, the
+//! later ones as catalog changes at the model call they preceded) and its tools' results, so
+//! the cassette replays without the servers, in a database that never saw the run.
 
 use super::error::CassetteError;
 use super::format::Cassette;
@@ -50,12 +51,20 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
     // MCP servers whose tool lists the run recorded: their catalogs go in the cassette, and
     // so do their tools' results, so a replay needs no server.
     let mut mcp_servers: Vec<String> = Vec::new();
+    // Definitions of tools servers added after the run started (revision 4), by server, as
+    // of the latest list: what the model was shown for them.
+    let mut added_tools: std::collections::BTreeMap<String, Vec<crate::machine::ToolSpec>> =
+        Default::default();
     for step in ledger::pairs(run, &rows) {
         let step = step?;
         if let EventBody::ToolsListed {
-            server, catalog, ..
+            server,
+            catalog,
+            added,
+            ..
         } = &step.event.body
         {
+            added_tools.insert(server.clone(), added.clone());
             let seq = step.row.seq;
             let bytes = store
                 .blob(catalog)
@@ -115,7 +124,14 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
         let tools = request
             .tools
             .iter()
-            .filter_map(|n| spec.tool(n))
+            .filter_map(|n| {
+                spec.tool(n).or_else(|| {
+                    added_tools
+                        .values()
+                        .flatten()
+                        .find(|t| t.name == n.as_str())
+                })
+            })
             .map(|t| ToolDef {
                 name: t.name.clone(),
                 description: t.description.clone(),

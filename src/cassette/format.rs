@@ -167,6 +167,24 @@ pub(crate) struct CassetteData {
     /// MCP tool results, in the order the run got them (see [`Cassette::tool_results`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_results: Vec<ToolEntry>,
+    /// Later tool lists of MCP servers, in the order the run recorded them (see
+    /// [`Cassette::catalog_changes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) catalog_changes: Vec<CatalogChange>,
+}
+
+/// A tool list an MCP server gave after its first one in the recorded run: the list, and the
+/// step boundary it was recorded at.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogChange {
+    /// The server (`[[mcp]]` name).
+    pub server: String,
+    /// How many model calls (entries) the run had made when it recorded the list: a replay
+    /// lists it at the step boundary before entry `at_entry` is asked.
+    pub at_entry: u64,
+    /// The list (the JSON a catalog blob holds).
+    pub catalog: Value,
 }
 
 /// One recorded MCP tool call: the tool, its arguments, and what it returned.
@@ -215,6 +233,12 @@ impl CassetteData {
             extras.push((
                 "toolResults",
                 serde_json::to_value(&self.tool_results).map_err(|e| e.to_string())?,
+            ));
+        }
+        if !self.catalog_changes.is_empty() {
+            extras.push((
+                "catalogChanges",
+                serde_json::to_value(&self.catalog_changes).map_err(|e| e.to_string())?,
             ));
         }
         hash::envelope_hash(&fields, &digests, extras).map(Some)
@@ -274,6 +298,13 @@ impl Cassette {
     /// replay uses them instead of starting the servers. Empty for a cassette without MCP.
     pub fn catalogs(&self) -> &BTreeMap<String, Value> {
         &self.data.catalogs
+    }
+
+    /// The MCP tool lists the recorded run got after each server's first one
+    /// ([`catalogs`](Self::catalogs)), in order, each with the step boundary it was recorded
+    /// at: a replay serves them there. Empty for a cassette written before they were kept.
+    pub fn catalog_changes(&self) -> &[CatalogChange] {
+        &self.data.catalog_changes
     }
 
     /// The MCP tool results of the recorded run, in order; a replay answers each MCP call

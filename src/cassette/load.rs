@@ -136,6 +136,8 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             Some("catalogs")
         } else if !data.tool_results.is_empty() {
             Some("toolResults")
+        } else if !data.catalog_changes.is_empty() {
+            Some("catalogChanges")
         } else {
             None
         };

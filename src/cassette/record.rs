@@ -87,6 +87,7 @@ pub struct CassetteBuilder {
     agents: Agents,
     catalogs: std::collections::BTreeMap<String, Value>,
     tool_results: Vec<super::format::ToolEntry>,
+    catalog_changes: Vec<super::format::CatalogChange>,
 }
 
 impl CassetteBuilder {
@@ -103,15 +104,26 @@ impl CassetteBuilder {
             agents: Agents::None,
             catalogs: Default::default(),
             tool_results: Vec::new(),
+            catalog_changes: Vec::new(),
         })
     }
 
     /// Records `server`'s tool catalog (the JSON list a catalog blob holds), so a replay
-    /// needs no server to know its tools. The first catalog given for a server is kept.
+    /// needs no server to know its tools. Call it for each list the run recorded, in order,
+    /// between the model calls it came between: the first of a server becomes its catalog,
+    /// each later one a [`CatalogChange`](super::format::CatalogChange) at the current entry.
     pub fn add_catalog(&mut self, server: &str, catalog: Value) -> Result<(), CassetteError> {
         super::hash::check_numbers(&catalog)
             .map_err(|d| CassetteError::unencodable(format!("catalog of {server}"), d))?;
-        self.catalogs.entry(server.to_owned()).or_insert(catalog);
+        if self.catalogs.contains_key(server) {
+            self.catalog_changes.push(super::format::CatalogChange {
+                server: server.to_owned(),
+                at_entry: self.entries.len() as u64,
+                catalog,
+            });
+        } else {
+            self.catalogs.insert(server.to_owned(), catalog);
+        }
         Ok(())
     }
 
@@ -261,6 +273,7 @@ impl CassetteBuilder {
             entries: self.entries,
             catalogs: self.catalogs,
             tool_results: self.tool_results,
+            catalog_changes: self.catalog_changes,
         };
         data.envelope_hash = data
             .compute_envelope_hash()

@@ -1,8 +1,11 @@
 //! Replaying MCP tools from a cassette: [`RecordedCatalog`] gives a replay's step boundaries
 //! the server's recorded tool list, and [`RecordedTool`] answers each call from the
 //! cassette's recorded results instead of calling the server, so a replay starts no server.
-//! A replay lists each server's first recorded catalog (a run whose server changed its list
-//! mid-run replays up to that point, then stops at the first request that differs).
+//! A replay lists each server's first recorded catalog, then each later one the cassette
+//! carries ([`Cassette::catalog_changes`]) at the step boundary it was recorded at: once the
+//! replay has served as many model calls as the run had made when it recorded the list. A
+//! cassette written before later lists were kept replays a run whose list changed mid-run up
+//! to that point, then stops at the first request that differs.
 
 use std::sync::{Arc, Mutex};
 
@@ -99,12 +102,18 @@ impl Tool for RecordedTool {
     }
 }
 
-/// A server's tool list as a cassette recorded it: what a replay's step boundaries list
+/// How many model calls a replay has served so far (the replaying provider's position).
+pub type ReplayPosition = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// A server's tool lists as a cassette recorded them: what a replay's step boundaries list
 /// instead of asking the server (its tools answer from the cassette too).
 pub struct RecordedCatalog {
     server: String,
     tools: Vec<McpToolInfo>,
     results: Arc<RecordedToolResults>,
+    /// Later lists, in order: `(model calls made before it, the list)`.
+    changes: Vec<(u64, Vec<McpToolInfo>)>,
+    position: Option<ReplayPosition>,
 }
 
 impl RecordedCatalog {
@@ -114,7 +123,30 @@ impl RecordedCatalog {
             server: server.to_owned(),
             tools,
             results,
+            changes: Vec::new(),
+            position: None,
         }
+    }
+
+    /// The same, changing to each of `changes` (`(model calls made before it, the list)`, in
+    /// order) once `position` reaches its count.
+    pub fn with_changes(
+        mut self,
+        changes: Vec<(u64, Vec<McpToolInfo>)>,
+        position: ReplayPosition,
+    ) -> Self {
+        self.changes = changes;
+        self.position = Some(position);
+        self
+    }
+
+    /// How many of the later lists are due at the replay's position.
+    fn due(&self) -> usize {
+        let Some(position) = &self.position else {
+            return 0;
+        };
+        let at = position();
+        self.changes.iter().take_while(|(n, _)| *n <= at).count()
     }
 }
 
@@ -124,13 +156,21 @@ impl ToolLister for RecordedCatalog {
     }
 
     fn list_changes(&self) -> u64 {
-        0
+        self.due() as u64
     }
 
     fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>> {
-        let listing = listing_of(&self.server, &self.tools, |info| {
+        let tools = match self.due() {
+            0 => &self.tools,
+            n => &self.changes[n - 1].1,
+        };
+        let listing = listing_of(&self.server, tools, |info| {
             Arc::new(RecordedTool::new(info, self.results.clone())) as Arc<dyn Tool>
         });
         Box::pin(std::future::ready(Ok(listing)))
+    }
+
+    fn tool(&self, info: McpToolInfo) -> Arc<dyn Tool> {
+        Arc::new(RecordedTool::new(info, self.results.clone()))
     }
 }

@@ -424,6 +424,11 @@ pub(crate) async fn replay(
     // tools' results: the replay then starts no server.
     let recorded_mcp = file.mcp_pending() && !loaded.catalogs().is_empty();
     let recorded_results = crate::cassette::RecordedToolResults::of(&loaded);
+    let recorded_changes = if recorded_mcp {
+        recorded_catalog_changes(&loaded)?
+    } else {
+        Vec::new()
+    };
     if recorded_mcp {
         let catalogs = recorded_catalogs(&loaded)?;
         let listing = file.use_recorded_mcp(crate::tool::mcp::McpHub::global(), &catalogs)?;
@@ -464,11 +469,22 @@ pub(crate) async fn replay(
                     recorded_results.clone(),
                 )));
             }
-            engine.register_tool_lister(Arc::new(crate::cassette::RecordedCatalog::new(
-                &m.server.name,
-                m.tools.clone(),
-                recorded_results.clone(),
-            )));
+            let changes = recorded_changes
+                .iter()
+                .filter(|(server, _, _)| *server == m.server.name)
+                .map(|(_, at, tools)| (*at, tools.clone()))
+                .collect();
+            let served = provider.clone();
+            let position: crate::cassette::ReplayPosition =
+                Arc::new(move || served.position() as u64);
+            engine.register_tool_lister(Arc::new(
+                crate::cassette::RecordedCatalog::new(
+                    &m.server.name,
+                    m.tools.clone(),
+                    recorded_results.clone(),
+                )
+                .with_changes(changes, position),
+            ));
         }
     } else {
         for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
@@ -526,6 +542,27 @@ fn recorded_catalogs(
                 .map_err(|e| {
                     CliError::usage(format!(
                         "the cassette's tool list of MCP server `{server}` is not one ({e}) – export the cassette again with `runtape cassette export`"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// The cassette's later MCP tool lists as `(server, model calls before it, tools)`, in order;
+/// one that is not a tool list is an error naming its server.
+fn recorded_catalog_changes(
+    cassette: &crate::cassette::Cassette,
+) -> Result<Vec<(String, u64, Vec<crate::tool::mcp::McpToolInfo>)>, CliError> {
+    cassette
+        .catalog_changes()
+        .iter()
+        .map(|change| {
+            serde_json::from_value(change.catalog.clone())
+                .map(|tools| (change.server.clone(), change.at_entry, tools))
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "the cassette's later tool list of MCP server `{}` is not one ({e}) – export the cassette again with `runtape cassette export`",
+                        change.server
                     ))
                 })
         })

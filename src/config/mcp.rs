@@ -345,6 +345,11 @@ pub(crate) fn apply(
             };
             if grant == &format!("{server}{SEPARATOR}*") {
                 grants.extend(setup.tools.iter().map(|t| t.name.clone()));
+                // Revision 4 keeps the grant itself, so tools the server adds later are
+                // offered too (see `machine::offer`).
+                if spec.semantics >= crate::machine::ADDED_TOOLS_SEMANTICS {
+                    grants.push(grant.clone());
+                }
                 continue;
             }
             if setup.tools.iter().any(|t| &t.name == grant) {

@@ -50,6 +50,7 @@ pub(super) async fn resume(
         return Ok(handle);
     }
     let mut taken = take_up(shared, run).await?;
+    taken.driver.register_added_tools().await;
     if let Err(e) = prepare(shared, &mut taken, events) {
         let rest = rest_status(&taken.driver.state);
         give_back(shared, run, taken.driver.epoch(), rest).await;

@@ -111,7 +111,10 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                     tools: request
                         .tools
                         .iter()
-                        .filter_map(|n| spec.tool(n))
+                        .filter_map(|n| match rebuilt.state.data() {
+                            Some(data) => crate::machine::offered_tool(&spec, data, n),
+                            None => spec.tool(n),
+                        })
                         .map(|t| ToolDef {
                             name: t.name.clone(),
                             description: t.description.clone(),

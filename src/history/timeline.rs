@@ -120,10 +120,17 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 server,
                 catalog,
                 tools,
+                added,
             } => format!(
-                "MCP server {server} lists {} tools (catalog {})",
+                "MCP server {server} lists {} tools (catalog {}){}",
                 tools.len(),
-                &catalog.to_hex()[..12]
+                &catalog.to_hex()[..12],
+                if added.is_empty() {
+                    String::new()
+                } else {
+                    let names: Vec<&str> = added.iter().map(|t| t.name.as_str()).collect();
+                    format!(", added since the run started: {}", names.join(", "))
+                }
             ),
         };
         if agent.is_some() {

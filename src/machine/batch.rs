@@ -47,7 +47,7 @@ pub(crate) fn on_reply(
     let problems: Vec<Option<String>> = reply
         .tool_calls
         .iter()
-        .map(|c| argument_problem(cx, c))
+        .map(|c| argument_problem(cx, &run, c))
         .collect();
     let assistant = Message {
         role: Role::Assistant,
@@ -81,7 +81,7 @@ pub(crate) fn on_reply(
     let mut judged: Vec<(String, &ToolCallRequest, Option<String>)> =
         Vec::with_capacity(reply.tool_calls.len());
     for ((call, call_id), problem) in reply.tool_calls.iter().zip(call_ids).zip(problems) {
-        let refusal = if cx.spec.tool(&call.name).is_none() {
+        let refusal = if super::offer::tool(cx.spec, &run, &call.name).is_none() {
             bad += 1;
             cx.notes.push(Note::ToolInvalid {
                 agent: agent.clone(),
@@ -99,7 +99,7 @@ pub(crate) fn on_reply(
                 reason: "its MCP server no longer lists it".into(),
             });
             Some(TOOL_UNAVAILABLE.to_owned())
-        } else if !cx.spec.is_granted(&agent, &call.name) {
+        } else if !super::offer::is_granted(cx.spec, &run, &agent, &call.name) {
             bad += 1;
             denied = true;
             cx.notes.push(Note::ToolRejected {
@@ -172,7 +172,10 @@ pub(crate) fn on_reply(
             },
             origin: None,
         };
-        slot.status = match (refusal, cx.spec.tool(&call.name)) {
+        slot.status = match (
+            refusal,
+            super::offer::tool(cx.spec, &run, &call.name).cloned(),
+        ) {
             (Some(content), _) => SlotStatus::Finished {
                 result: ToolResult {
                     content,
@@ -288,7 +291,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
         let SlotStatus::Finished { result } = slot.status else {
             continue;
         };
-        let granted = cx.spec.is_granted(&agent, &slot.tool);
+        let granted = super::offer::is_granted(cx.spec, &run, &agent, &slot.tool);
         let message = Message {
             role: Role::Tool,
             content: Some(result.content),
@@ -571,7 +574,7 @@ pub(crate) fn result_of(outcome: &ToolOutcome) -> ToolResult {
 /// Why these arguments are unacceptable, if they are: not JSON, too deep, too large, or not
 /// matching the tool's schema. Depth is checked first, without recursion, so hostile nesting
 /// cannot exhaust the stack in the later checks.
-fn argument_problem(cx: &Cx<'_>, call: &ToolCallRequest) -> Option<String> {
+fn argument_problem(cx: &Cx<'_>, run: &RunData, call: &ToolCallRequest) -> Option<String> {
     if let Some(e) = &call.parse_error {
         return Some(format!("not valid JSON ({e})"));
     }
@@ -581,7 +584,7 @@ fn argument_problem(cx: &Cx<'_>, call: &ToolCallRequest) -> Option<String> {
     if encoded_len_exceeds(&call.arguments, MAX_ARGUMENT_BYTES) {
         return Some(format!("larger than {MAX_ARGUMENT_BYTES} bytes"));
     }
-    let errors = cx.spec.schema_errors(&call.name, &call.arguments);
+    let errors = super::offer::schema_errors(cx.spec, run, &call.name, &call.arguments);
     if errors.is_empty() {
         return None;
     }

@@ -7,6 +7,7 @@ use super::budget::{BudgetKey, Scope};
 use super::edit::Edit;
 use super::ids::{Digest, EffectId, Hlc, RunId};
 use super::reply::{ModelFailure, ModelReply};
+use super::spec::ToolSpec;
 use super::table::EventKind;
 
 /// One input to [`step`](super::step).
@@ -128,6 +129,12 @@ pub enum EventBody {
         catalog: Digest,
         /// The names the tools are offered by (`SERVER__TOOL`), in the server's order.
         tools: Vec<String>,
+        /// Revision 4: the definitions (description, schema, flags with the spec's
+        /// `[mcp.tools.NAME]` overrides applied, as in the catalog) of the listed tools the
+        /// run's spec does not have — tools the server added after the run started — so the
+        /// machine can offer and check them knowing only the history. Empty before.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        added: Vec<ToolSpec>,
     },
 }
 

@@ -61,15 +61,20 @@ pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,
     head_of,
 };
+/// The definition of tool `name` in a run: the spec's, else the one recorded for a tool an
+/// MCP server added after the run started (revision 4). Call it to show the model a request's
+/// offered tools.
+pub use offer::tool as offered_tool;
 pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
-    AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_TRANSITIONS,
-    FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH,
-    MAX_RETRY_AFTER_MS, MAX_TOOL_NAME, OnExhausted, OnInDoubt, Route, RunOnExhausted, RunSpec,
-    SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name,
+    ADDED_TOOLS_SEMANTICS, AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET,
+    DEFAULT_MAX_TRANSITIONS, FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH, MAX_RETRY_AFTER_MS, MAX_TOOL_NAME, OnExhausted, OnInDoubt, Route,
+    RunOnExhausted, RunSpec, SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean,
+    is_valid_tool_name, server_pattern,
 };
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,

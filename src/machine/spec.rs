@@ -33,7 +33,12 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 1 | runtape 0.1.0: a route that gives up moves the agent to its next route for the rest of the activation; retries wait the full backoff or `retry_after` |
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
-pub const SEMANTICS: u32 = 3;
+/// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it |
+pub const SEMANTICS: u32 = 4;
+
+/// The first revision whose runs offer tools an MCP server adds after the run started: a
+/// grant may then be `SERVER__*` (all of that server's tools, now and later).
+pub const ADDED_TOOLS_SEMANTICS: u32 = 4;
 
 /// The revision a stored spec without a `semantics` field follows: runtape 0.1.0's.
 pub const FIRST_SEMANTICS: u32 = 1;
@@ -170,7 +175,7 @@ fn default_correction_budget() -> u32 {
 }
 
 /// A tool an agent may be granted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// Unique name, as offered to the model.
@@ -248,6 +253,8 @@ struct Compiled {
     validators: Vec<jsonschema::Validator>,
     /// Granted tool indices per agent, in grant order.
     grants: Vec<Vec<usize>>,
+    /// Per agent: the MCP servers it was granted every tool of (`SERVER__*`, revision 4).
+    server_grants: Vec<Vec<String>>,
     /// Compiled regex per plan edge (None for other conditions).
     edge_regex: Vec<Option<Regex>>,
     /// Compiled output schema per agent (None for agents without one).
@@ -289,6 +296,13 @@ impl<'de> Deserialize<'de> for RunSpec {
         // name rule still reads, resumes and verifies.
         RunSpec::compile(spec, Names::AsStored).map_err(serde::de::Error::custom)
     }
+}
+
+/// The server of a grant of all its MCP tools (`fs__*` → `fs`), if `grant` is one.
+pub fn server_pattern(grant: &str) -> Option<&str> {
+    grant
+        .strip_suffix("__*")
+        .filter(|server| !server.is_empty() && !server.contains("__") && !server.contains('*'))
 }
 
 /// The longest tool name model providers accept.
@@ -370,6 +384,7 @@ impl RunSpec {
 
         let mut agent_index = BTreeMap::new();
         let mut grants = Vec::with_capacity(spec.agents.len());
+        let mut server_grants = Vec::with_capacity(spec.agents.len());
         let mut outputs = Vec::with_capacity(spec.agents.len());
         for (i, agent) in spec.agents.iter_mut().enumerate() {
             let path = format!("agents[{i}]");
@@ -429,6 +444,7 @@ impl RunSpec {
                 .limits
                 .max_tool_calls
                 .or(Limits::AGENT_DEFAULT.max_tool_calls);
+            let mut servers = Vec::new();
             let granted = match &agent.tools {
                 None => spec
                     .tools
@@ -440,6 +456,14 @@ impl RunSpec {
                 Some(names) => {
                     let mut out = Vec::with_capacity(names.len());
                     for (g, name) in names.iter().enumerate() {
+                        if spec.semantics >= ADDED_TOOLS_SEMANTICS
+                            && let Some(server) = server_pattern(name)
+                        {
+                            if !servers.iter().any(|s| s == server) {
+                                servers.push(server.to_owned());
+                            }
+                            continue;
+                        }
                         let Some(&t) = tool_index.get(name) else {
                             return Err(SpecError::UnknownTool {
                                 path: format!("{path}.tools[{g}]"),
@@ -456,6 +480,7 @@ impl RunSpec {
                 }
             };
             grants.push(granted);
+            server_grants.push(servers);
         }
 
         let plan = spec
@@ -506,6 +531,7 @@ impl RunSpec {
             tool_index,
             validators,
             grants,
+            server_grants,
             edge_regex,
             outputs,
             plan,
@@ -561,6 +587,16 @@ impl RunSpec {
             (Some(&a), Some(t)) => self.compiled.grants[a].contains(t),
             _ => false,
         }
+    }
+
+    /// Whether `agent` was granted every tool of MCP server `server`, including tools the
+    /// server adds after the run started (a `SERVER__*` grant, revision 4).
+    pub(crate) fn grants_server(&self, agent: &AgentId, server: &str) -> bool {
+        self.compiled
+            .agent_index
+            .get(agent)
+            .and_then(|&a| self.compiled.server_grants.get(a))
+            .is_some_and(|servers| servers.iter().any(|s| s == server))
     }
 
     /// Schema errors of `args` for `tool`, sorted so the text does not depend on the

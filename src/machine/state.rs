@@ -153,6 +153,11 @@ pub struct ListedTools {
     pub catalog: Digest,
     /// The offered names (`SERVER__TOOL`), in the server's order.
     pub tools: Vec<String>,
+    /// Definitions of the listed tools the run's spec does not have: tools the server added
+    /// after the run started (revision 4; empty before). See
+    /// [`EventBody::ToolsListed`](super::EventBody::ToolsListed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<super::ToolSpec>,
 }
 
 /// One agent's part of the run.

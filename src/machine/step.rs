@@ -160,8 +160,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 server,
                 catalog,
                 tools,
+                added,
             },
-        ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools)?,
+        ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools, added)?,
         (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)

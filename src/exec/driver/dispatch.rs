@@ -176,14 +176,20 @@ impl Driver {
     /// The tools `agent` is offered, as the provider sees them: built once per agent, and
     /// again when the offered names change (an MCP server's list changed, revision 3).
     fn tool_defs_for(&mut self, agent: &AgentId, names: &[String]) -> Vec<ToolDef> {
+        // A tool a server added (revision 4) can change its definition under the same name;
+        // its definition then comes from a new list, so the cache is dropped on every list.
         if let Some((built_for, defs)) = self.tool_defs.get(agent)
             && built_for.as_slice() == names
         {
             return defs.clone();
         }
+        let run = self.state.data();
         let defs: Vec<ToolDef> = names
             .iter()
-            .filter_map(|n| self.spec.tool(n))
+            .filter_map(|n| match run {
+                Some(data) => crate::machine::offered_tool(&self.spec, data, n),
+                None => self.spec.tool(n),
+            })
             .map(|t| ToolDef {
                 name: t.name.clone(),
                 description: t.description.clone(),

@@ -32,6 +32,11 @@ pub trait ToolLister: Send + Sync {
 
     /// The list now, with the tools to register.
     fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>>;
+
+    /// The tool that calls `info` (one of this server's, as a recorded catalog describes
+    /// it): what a resumed run registers for a tool the server added after the run started,
+    /// before any listing.
+    fn tool(&self, info: McpToolInfo) -> Arc<dyn Tool>;
 }
 
 impl ToolLister for Arc<McpServer> {
@@ -45,6 +50,10 @@ impl ToolLister for Arc<McpServer> {
 
     fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>> {
         Box::pin(McpServer::listing(self))
+    }
+
+    fn tool(&self, info: McpToolInfo) -> Arc<dyn Tool> {
+        Arc::new(McpTool::new(info, self.clone()))
     }
 }
 
@@ -60,6 +69,7 @@ pub fn listing_of(
         catalog: Digest::of(&blob),
         names: tools.iter().map(|t| t.name.clone()).collect(),
         tools: tools.iter().cloned().map(tool).collect(),
+        infos: tools.to_vec(),
         blob,
     }
 }
@@ -76,6 +86,22 @@ pub struct ToolListing {
     pub names: Vec<String>,
     /// The tools, ready to register with the engine.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The tools as the catalog describes them, in the server's order.
+    pub infos: Vec<McpToolInfo>,
+}
+
+impl McpToolInfo {
+    /// This tool as a tool of a run's spec: the definition the model is offered and the
+    /// flags the machine uses (overrides applied; never interactive).
+    pub fn to_tool_spec(&self) -> crate::machine::ToolSpec {
+        crate::machine::ToolSpec {
+            schema: self.schema.clone(),
+            read_only: self.read_only,
+            idempotent: self.idempotent,
+            requires_approval: self.requires_approval,
+            ..crate::machine::ToolSpec::new(&self.name, &self.description)
+        }
+    }
 }
 
 /// The catalog blob of `tools` (see the module docs).

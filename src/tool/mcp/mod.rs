@@ -61,8 +61,11 @@
 //!   server's latest list has it, and each `CallModel` names the catalog digests it used — so
 //!   `runtape show RUN@SEQ` prints exactly what that request offered and from which catalog.
 //!   A model that calls a tool its server no longer lists is told it is unavailable, and
-//!   nothing is sent to the server. A tool a server adds after the run started is not offered
-//!   (it is not in the run's spec); start a new run to use it.
+//!   nothing is sent to the server. A tool a server adds after the run started is offered
+//!   from revision 4 on to the agents granted all of the server's tools (`SERVER__*`, kept in
+//!   the stored spec) and, read-only ones, to agents without a grant list: the `ToolsListed`
+//!   event carries its catalog definition (`added`), and a resumed run registers it from the
+//!   recorded catalog blob before judging calls in flight. Revision 3 runs do not offer it.
 //! - **Verify** re-folds the events (no server needed) and checks each catalog blob: found
 //!   under its digest, hashing to it, listing the event's tools.
 //! - **Replay.** Tool results are recorded as `ToolReturned` events; `fork --tape` feeds the
