@@ -142,7 +142,9 @@ pub struct AgentSpec {
     pub system_prompt: String,
     /// Model routes: the primary first, then fallbacks in order.
     pub routes: Vec<Route>,
-    /// Tools it is offered. `None` grants every read-only tool.
+    /// Tools it is offered. `None` grants every read-only tool. From revision 4 an entry may
+    /// be `SERVER__*` ([`server_pattern`]): every tool MCP server `SERVER` adds after the run
+    /// started, besides the ones named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
     /// Its caps. `max_turns` and `max_tool_calls` default to 50 and 200 when left out.

@@ -32,13 +32,15 @@ impl Driver {
             .filter(|(name, _)| {
                 let prefix = format!("{name}{}", crate::tool::mcp::SEPARATOR);
                 let spec = self.spec.spec();
+                // A server the run's spec has tools of, or (revision 4) one an agent is granted
+                // all tools of: never another run's server sharing this engine.
                 spec.tools.iter().any(|t| t.name.starts_with(&prefix))
                     || (spec.semantics >= ADDED_TOOLS_SEMANTICS
-                        && spec.agents.iter().any(|a| match &a.tools {
-                            None => true,
-                            Some(grants) => grants
+                        && spec.agents.iter().any(|a| {
+                            a.tools
                                 .iter()
-                                .any(|g| server_pattern(g) == Some(name.as_str())),
+                                .flatten()
+                                .any(|g| server_pattern(g) == Some(name.as_str()))
                         }))
             })
             .map(|(_, server)| server.clone())
