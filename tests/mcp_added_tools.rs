@@ -357,3 +357,27 @@ fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_appr
     assert!(text.contains("in doubt"), "{text}");
     verify_ok(&db, &run);
 }
+
+#[test]
+fn a_spec_tool_named_with_a_servers_prefix_is_refused_so_an_added_tool_cannot_shadow_it() {
+    let (_dir, spec, db, calls) = ops(&[STATUS], r#"[{ text = "x" }]"#, "");
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    std::fs::write(
+        &spec,
+        text.replace(
+            "[[agents]]",
+            "[[tools]]\nname = \"ops__stamp\"\nkind = \"human\"\n[[agents]]",
+        ),
+    )
+    .expect("spec");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    let said = err(&o);
+    assert!(
+        said.contains("`ops__stamp` is named like a tool of MCP server `ops`"),
+        "{said}"
+    );
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(lines(&calls).is_empty());
+    assert!(!db.exists(), "nothing was written");
+}

@@ -309,6 +309,20 @@ pub(crate) fn apply(
                 "mcp[{i}].tools.{remote}: server `{name}` has no tool `{remote}` – fix the name or remove the override"
             ));
         }
+        // From revision 4 a server's later tools are offered by its prefix: a [[tools]] entry
+        // named with it could be shadowed by a tool the server adds, so it is refused.
+        let prefix = format!("{name}{SEPARATOR}");
+        if spec.semantics >= crate::machine::ADDED_TOOLS_SEMANTICS
+            && let Some(t) = spec.tools.iter().find(|t| t.name.starts_with(&prefix))
+        {
+            return Err(ConfigError::invalid(
+                format!("mcp[{i}].name"),
+                format!(
+                    "[[tools]] entry `{}` is named like a tool of MCP server `{name}` (`{prefix}…`, which the server's tools are offered by) – rename the tool or the server",
+                    t.name
+                ),
+            ));
+        }
         for info in &listed.catalog.tools {
             if spec.tools.iter().any(|t| t.name == info.name) {
                 return Err(ConfigError::invalid(
