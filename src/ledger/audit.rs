@@ -453,11 +453,76 @@ pub(crate) fn catalog(
     Ok(())
 }
 
+/// The definitions a `ToolsListed` event records for tools its server added after the run
+/// started (revision 4) against the stored catalog blob (already checked by [`catalog`]): each
+/// must be what the blob says of that tool — description, schema and flags — so what the
+/// model was offered and how its calls were judged is what the server listed.
+pub(crate) fn catalog_added(
+    seq: u64,
+    digest: &Digest,
+    added: &[crate::machine::ToolSpec],
+    bytes: &[u8],
+) -> Result<(), Divergence> {
+    let infos = crate::tool::mcp::listing::decode_catalog(bytes).unwrap_or_default();
+    for tool in added {
+        let listed = infos.iter().find(|i| i.name == tool.name);
+        if listed
+            .map(crate::tool::mcp::McpToolInfo::to_tool_spec)
+            .as_ref()
+            != Some(tool)
+        {
+            return Err(Divergence::column(
+                seq,
+                "blobs.bytes",
+                &format!("catalog blob {}", short(&digest.to_hex())),
+                format!("the definition of `{}` the transition records", tool.name),
+                "another definition (or none)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What the head's seal proves, for the report.
 pub(crate) fn sealed_by(head: &RunHead, seal: &Seal) -> &'static str {
     match (seal, head.origin) {
         (Seal::Ed25519 { .. }, _) => "signed",
         (Seal::Unsigned { .. }, HeadOrigin::Migration) => "trusted on first use",
         (Seal::Unsigned { .. }, HeadOrigin::Engine) => "unsigned",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::mcp::McpToolInfo;
+
+    fn info(description: &str) -> McpToolInfo {
+        McpToolInfo {
+            name: "ops__stamp".into(),
+            server: "ops".into(),
+            remote: "stamp".into(),
+            description: description.into(),
+            schema: serde_json::json!({"type": "object"}),
+            read_only: false,
+            idempotent: false,
+            requires_approval: false,
+            timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn added_definitions_must_be_the_catalogs() {
+        let blob = crate::tool::mcp::listing::catalog_blob(&[info("stamps")]);
+        let digest = Digest::of(&blob);
+        let recorded = info("stamps").to_tool_spec();
+        assert!(catalog_added(5, &digest, std::slice::from_ref(&recorded), &blob).is_ok());
+        let mut other = recorded.clone();
+        other.requires_approval = true;
+        let e = catalog_added(5, &digest, &[other], &blob).expect_err("flags differ");
+        assert!(e.to_string().contains("ops__stamp"), "{e}");
+        let mut unknown = recorded;
+        unknown.name = "ops__other".into();
+        assert!(catalog_added(5, &digest, &[unknown], &blob).is_err());
     }
 }

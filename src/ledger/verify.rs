@@ -9,7 +9,8 @@
 //!    and its event names the run whose row it is; nothing is stored past the end.
 //! 3. Beside the history: every **message blob** a transition appends is read and must be the
 //!    node the history implies; every **MCP catalog blob** a `ToolsListed` event names is read,
-//!    must hash to its digest and list the event's tools; every **snapshot** due (every 64 transitions) exists and is the
+//!    must hash to its digest and list the event's tools (and hold the definitions it records
+//!    for tools added after the run started, revision 4); every **snapshot** due (every 64 transitions) exists and is the
 //!    folded state, and none is stored where none is due.
 //! 4. The head against the replayed end (state hash, chain link, state kind, status, outcome,
 //!    usage), then the run's row against the head (seq, state, status, outcome, usage, update
@@ -212,11 +213,20 @@ fn check(
             audit::blob(r.seq, &a.head, &a.prev, &a.bytes, stored.as_deref())?;
             messages += 1;
         }
-        if let EventBody::ToolsListed { catalog, tools, .. } = &r.event.body {
+        if let EventBody::ToolsListed {
+            catalog,
+            tools,
+            added,
+            ..
+        } = &r.event.body
+        {
             let stored = store.blob(catalog).map_err(|e| {
                 Divergence::column(r.seq, "blobs", "catalog blob", "readable", e.to_string())
             })?;
             audit::catalog(r.seq, catalog, tools, stored.as_deref())?;
+            if let Some(bytes) = stored.as_deref() {
+                audit::catalog_added(r.seq, catalog, added, bytes)?;
+            }
             catalogs += 1;
         }
         if snapshot_due(r.seq) {
