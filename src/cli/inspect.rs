@@ -244,6 +244,16 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                     request.tool
                 )
             }
+            Effect::RunChild {
+                id,
+                delegate,
+                call_id,
+                depth,
+                ..
+            } => outln!(
+                "effect  {id}: child run {} of agent {delegate} ({call_id}), depth {depth}",
+                id.child_run_id()
+            ),
         }
     }
     if let Some(req) = &view.request {

@@ -120,6 +120,14 @@ impl Driver {
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight.push(perform::reconcile_call(job));
             }
+            effect @ Effect::RunChild { .. } => {
+                let child = crate::exec::child_run::run_child(
+                    self.shared.clone(),
+                    self.spec.clone(),
+                    effect,
+                );
+                self.inflight.push(child);
+            }
             Effect::RequestInput {
                 id,
                 agent,
@@ -183,7 +191,7 @@ impl Driver {
         }
         let defs: Vec<ToolDef> = names
             .iter()
-            .filter_map(|n| self.spec.tool(n))
+            .filter_map(|n| self.spec.offered_tool(n))
             .map(|t| ToolDef {
                 name: t.name.clone(),
                 description: t.description.clone(),

@@ -99,6 +99,12 @@ impl Driver {
             if self.pause && self.state.wants_proceed() {
                 return Ok(Next::Stop(RunStatus::Paused));
             }
+            if self.pause && self.only_children_running() {
+                // Child runs pause on their own (the pause cascades to them); the parent stops
+                // waiting, and performing the effects again on resume picks the children up.
+                self.abandon_inflight();
+                return Ok(Next::Stop(RunStatus::Paused));
+            }
             if let Some(tape) = &mut self.tape {
                 match tape.next(&self.run, self.state.wants_proceed()) {
                     Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
@@ -195,6 +201,20 @@ impl Driver {
             }
         }
         None
+    }
+
+    /// True when everything the run waits on is a child run (revision 4).
+    fn only_children_running(&self) -> bool {
+        let crate::machine::RunState::CallingTools { run, batch } = &self.state else {
+            return false;
+        };
+        batch.slots.iter().all(|s| match &s.status {
+            crate::machine::SlotStatus::Running { .. } => {
+                self.spec.is_delegate_call(&run.active, &s.tool)
+            }
+            crate::machine::SlotStatus::Finished { .. } => true,
+            _ => false,
+        })
     }
 
     fn control(&mut self, ctl: Ctl) {
