@@ -144,6 +144,20 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 &catalog.to_hex()[..12]
             ),
         };
+        let started: Vec<String> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::RunChild { id, delegate, .. } => {
+                    Some(format!("{} ({delegate})", id.child_run_id()))
+                }
+                _ => None,
+            })
+            .collect();
+        let summary = if started.is_empty() {
+            summary
+        } else {
+            format!("{summary}; starts child {}", started.join(", "))
+        };
         if agent.is_some() {
             active = agent.clone();
         }
