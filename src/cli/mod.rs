@@ -624,9 +624,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             pubkey,
             json,
             recursive,
-        } => {
-            inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK)
-        }
+        } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
         Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
         Command::Receipts {
             action: ReceiptsAction::Export { run, out },

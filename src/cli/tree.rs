@@ -23,12 +23,15 @@ pub(crate) fn delegated_by(r: &RunRecord) -> Option<EffectId> {
     serde_json::from_str::<Link>(&r.spec).ok()?.delegated_by
 }
 
+/// A child run with the position of the effect that started it.
+type Started<'a> = ((u64, u32), &'a RunRecord);
+
 /// `runs` (newest first) in tree order: each run not started by another listed run, followed
 /// by its children in the order their parent started them, each child one level deeper.
 /// Returns each run with its depth.
 pub(crate) fn in_tree_order(runs: &[RunRecord]) -> Vec<(&RunRecord, usize)> {
     let listed: BTreeMap<&RunId, &RunRecord> = runs.iter().map(|r| (&r.id, r)).collect();
-    let mut children: BTreeMap<&RunId, Vec<((u64, u32), &RunRecord)>> = BTreeMap::new();
+    let mut children: BTreeMap<&RunId, Vec<Started<'_>>> = BTreeMap::new();
     let mut roots = Vec::new();
     for r in runs {
         match delegated_by(r) {

@@ -129,6 +129,27 @@ async fn start(
     super::start::start(shared, child.clone(), spec.clone(), task, setup).await
 }
 
+/// Cancels `children` (and, through them, their own children) and waits until each has
+/// ended: the run that waited on them ended without their answers.
+pub(super) async fn end_children(shared: &Arc<Shared>, children: Vec<RunId>, why: String) {
+    let engine = super::Engine::from_shared(shared.clone());
+    for child in children {
+        match engine.cancel(&child, Some(why.clone())).await {
+            Ok(Some(handle)) => {
+                let _ = handle.wait().await;
+            }
+            // Asked its live driver (here, or in another process): wait for it here.
+            Ok(None) => {
+                if let Ok(handle) = super::takeup::resume(shared, &child, Vec::new()).await {
+                    let _ = handle.wait().await;
+                }
+            }
+            // It ended already (or was never created).
+            Err(_) => {}
+        }
+    }
+}
+
 /// The child runs `run`'s latest state waits on that exist and have not ended.
 pub(super) fn open_children(
     store: &dyn crate::store::Store,

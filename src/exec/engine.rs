@@ -129,6 +129,12 @@ impl<'a> IntoFuture for StartRun<'a> {
 }
 
 impl Engine {
+    /// The engine whose shared state this is (for the executor's own requests, such as
+    /// cancelling the child runs of a run that ended).
+    pub(super) fn from_shared(shared: Arc<Shared>) -> Engine {
+        Engine { shared }
+    }
+
     /// An engine over the SQLite database at `path` (created if absent) with default settings.
     pub fn open(path: &Path) -> Result<Engine, EngineError> {
         Self::open_with(path, EngineConfig::default())
