@@ -212,3 +212,47 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
     }
     ok(&db, &["verify", &id, "--recursive"]);
 }
+
+#[test]
+fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = spec(dir.path(), "team.toml", &parallel_team(400));
+    let mut driver = runtape(&db)
+        .args(["run", spec.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let id = loop {
+        if let Some(p) = root(&db) {
+            let id = p["id"].as_str().expect("id").to_owned();
+            if children_of(&db, &id).len() == 2 {
+                break id;
+            }
+        }
+        if let Some(status) = driver.try_wait().expect("polls") {
+            panic!("the run ended before its children started: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    ok(&db, &["pause", &id]);
+    let status = driver.wait().expect("the driving process exits");
+    assert_eq!(status.code(), Some(4), "exit 4: paused");
+    assert_eq!(root(&db).expect("parent")["status"], "paused");
+    let children = children_of(&db, &id);
+    for c in &children {
+        assert_eq!(c["status"], "paused", "{c}");
+    }
+    let printed = ok(&db, &["resume", &id]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    assert_eq!(
+        children_of(&db, &id).len(),
+        2,
+        "the same two children, resumed"
+    );
+    for c in children_of(&db, &id) {
+        assert_eq!(c["status"], "completed", "{c}");
+    }
+    ok(&db, &["verify", &id, "--recursive"]);
+}

@@ -150,27 +150,18 @@ pub(super) async fn end_children(shared: &Arc<Shared>, children: Vec<RunId>, why
     }
 }
 
-/// The child runs `run`'s latest state waits on that exist and have not ended.
-pub(super) fn open_children(
-    store: &dyn crate::store::Store,
-    run: &RunId,
-) -> Result<Vec<RunId>, crate::ledger::HistoryError> {
-    let rec = record(store, run)?;
-    if rec.status.is_terminal() {
-        return Ok(Vec::new());
-    }
-    let spec = spec_of(&rec)?;
-    let state = state_at(store, run, &spec, rec.seq)?.state;
-    let mut out = Vec::new();
-    for effect in crate::ledger::outstanding_effects(store, run, &state)? {
-        if let Effect::RunChild { id, .. } = effect {
-            let child = id.child_run_id();
-            if store.run(&child)?.is_some_and(|c| !c.status.is_terminal()) {
-                out.push(child);
-            }
+/// Asks `children` (and theirs) to pause and waits until each driven here has stopped.
+pub(super) async fn pause_children(shared: &Arc<Shared>, children: Vec<RunId>) {
+    let engine = super::Engine::from_shared(shared.clone());
+    for child in children {
+        // A child that ended, or was never created, has nothing to pause.
+        let _ = engine.pause(&child).await;
+        if super::lock(&shared.live).contains_key(&child)
+            && let Ok(handle) = super::takeup::resume(shared, &child, Vec::new()).await
+        {
+            let _ = handle.wait().await;
         }
     }
-    Ok(out)
 }
 
 fn report(effect: &EffectId, state: &RunState) -> Completion {

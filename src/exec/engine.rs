@@ -276,30 +276,10 @@ impl Engine {
     }
 
     /// Asks the run to pause at its next step boundary. In this process the request goes to
-    /// the driver; otherwise it is written for whichever process drives the run.
+    /// the driver; otherwise it is written for whichever process drives the run. A run
+    /// waiting only on child runs (revision 4) pauses them, waits until they have, and rests
+    /// paused; `resume` picks them up again.
     pub async fn pause(&self, run: &RunId) -> Result<(), EngineError> {
-        let children = self.open_children(run).await;
-        self.pause_one(run).await?;
-        for child in children {
-            // A child that ended meanwhile has nothing to pause.
-            let _ = Box::pin(self.pause(&child)).await;
-        }
-        Ok(())
-    }
-
-    /// The child runs `run` waits on (revision 4) that exist and have not ended: a pause or
-    /// cancel of `run` cascades to them. Empty when the run cannot be read (the parent's
-    /// own operation reports that).
-    async fn open_children(&self, run: &RunId) -> Vec<RunId> {
-        let id = run.clone();
-        off_thread(&self.shared.store, move |s| {
-            super::child_run::open_children(s, &id)
-        })
-        .await
-        .unwrap_or_default()
-    }
-
-    async fn pause_one(&self, run: &RunId) -> Result<(), EngineError> {
         if self.send_live(run, Ctl::Pause).await {
             return Ok(());
         }
@@ -315,23 +295,9 @@ impl Engine {
 
     /// Cancels the run: a live driver aborts its in-flight work and commits the cancellation;
     /// a run driven by another process is asked to; a run at rest is cancelled here.
+    /// Whichever driver commits the cancellation also cancels the child runs the run was
+    /// waiting on (revision 4) and waits until they have ended.
     pub async fn cancel(
-        &self,
-        run: &RunId,
-        reason: Option<String>,
-    ) -> Result<Option<RunHandle>, EngineError> {
-        let children = self.open_children(run).await;
-        let handle = self.cancel_one(run, reason.clone()).await?;
-        for child in children {
-            // A child that ended meanwhile has nothing to cancel.
-            if let Ok(Some(h)) = Box::pin(self.cancel(&child, reason.clone())).await {
-                let _ = h.wait().await;
-            }
-        }
-        Ok(handle)
-    }
-
-    async fn cancel_one(
         &self,
         run: &RunId,
         reason: Option<String>,

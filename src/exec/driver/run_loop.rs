@@ -111,9 +111,11 @@ impl Driver {
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if self.pause && self.only_children_running() {
-                // Child runs pause on their own (the pause cascades to them); the parent stops
-                // waiting, and performing the effects again on resume picks the children up.
+                // The parent stops waiting once its children have paused; performing the
+                // effects again on resume picks them up where they stopped.
+                let children = self.children_running();
                 self.abandon_inflight();
+                crate::exec::child_run::pause_children(&self.shared, children).await;
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
