@@ -103,8 +103,8 @@ fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
 fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    // Each child may take a quarter of what the lead has left, at most 1 turn: a specialist
-    // that needs two turns runs out.
+    // The two children share a quarter of what the lead has left, each at most 1 turn: a
+    // specialist that needs two turns runs out.
     let body = parallel_team(0).replace(
         "budget = { share = 0.5 }",
         "budget = { share = 0.25, max_turns = 1 }",

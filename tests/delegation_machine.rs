@@ -60,8 +60,8 @@ fn two_delegate_calls_start_two_children_with_carved_budgets() {
         .clone();
     let children = run_child_effects(&t);
     assert_eq!(children.len(), 2, "both run at once");
-    // lead has 20 turns, 1 spent: 19 left. The first child gets half (9), capped at 4; the
-    // second gets half of what the first left (15 → 7), capped at 4.
+    // lead has 20 turns, 1 spent: 19 left. Half of it (9) is shared by the two children (4
+    // each), and each is capped at 4 anyway.
     for e in children {
         let Effect::RunChild { limits, depth, .. } = e else {
             unreachable!()

@@ -167,6 +167,12 @@ pub(crate) fn on_reply(
     let mut batch = Batch {
         slots: Vec::with_capacity(judged.len()),
     };
+    super::child::plan(
+        cx,
+        &run,
+        &agent,
+        judged.iter().map(|(_, c, r)| (*c, r.is_none())),
+    );
     for (call_id, call, refusal) in judged {
         let mut slot = Slot {
             call_id,

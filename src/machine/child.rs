@@ -8,8 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::budget::{BudgetKey, Limits, Usage};
-use super::delegation::{Offered, classify, note_of, remaining_of, task_of};
+use super::budget::{BudgetKey, Usage};
+use super::delegation::{Offered, classify, note_of, task_of};
 use super::effect::Effect;
 use super::error::{ErrorClass, Failure, MachineError};
 use super::ids::{AgentId, EffectId};
@@ -225,9 +225,28 @@ pub(crate) fn transfer(
     )
 }
 
+/// Notes, before a reply's calls are dispatched, how many child runs they start (`calls`:
+/// each call with whether it was accepted) and what the parent has left now.
+pub(crate) fn plan<'c>(
+    cx: &mut Cx<'_>,
+    run: &RunData,
+    agent: &AgentId,
+    calls: impl Iterator<Item = (&'c ToolCallRequest, bool)>,
+) {
+    let Some(spec_agent) = cx.spec.agent(agent) else {
+        return;
+    };
+    let n = calls
+        .filter(|(c, accepted)| {
+            *accepted && matches!(classify(spec_agent, &c.name), Some(Offered::Delegate(_)))
+        })
+        .count();
+    cx.children = (n > 0).then(|| (u32::try_from(n).unwrap_or(u32::MAX), cx.remaining(run)));
+}
+
 /// Emits `RunChild` for `slot` when it is a delegate call (already judged and counted as a
-/// tool call); `None` for any other call. The child's caps are carved out of what the run
-/// has left after the children this reply already started took theirs.
+/// tool call); `None` for any other call. Each child's caps are carved out of what the parent
+/// had left before the reply's calls, shared evenly among the children the reply starts.
 pub(crate) fn start(
     cx: &mut Cx<'_>,
     run: &RunData,
@@ -239,13 +258,8 @@ pub(crate) fn start(
         return None;
     };
     let task = task_of(&slot.args).ok()?;
-    let mut left = cx.remaining(run);
-    for e in &cx.effects {
-        if let Effect::RunChild { limits, .. } = e {
-            reserve(&mut left, limits);
-        }
-    }
-    let limits = spec_agent.delegation.budget.carve(&left);
+    let (siblings, left) = cx.children.unwrap_or((1, cx.remaining(run)));
+    let limits = spec_agent.delegation.budget.carve(&left, siblings);
     let depth = cx.spec.spec().depth.saturating_add(1);
     let (agent, call_id) = (agent.clone(), slot.call_id.clone());
     slot.origin.get_or_insert_with(|| cx.next_ref());
@@ -259,20 +273,6 @@ pub(crate) fn start(
         depth,
     });
     Some(SlotStatus::Running { effect })
-}
-
-/// Takes `taken`'s caps off `left`.
-fn reserve(left: &mut super::Remaining, taken: &Limits) {
-    for key in BudgetKey::ALL {
-        let after = remaining_of(left, key).map(|r| r.saturating_sub(taken.get(key).unwrap_or(0)));
-        match key {
-            BudgetKey::Turns => left.turns = after,
-            BudgetKey::ToolCalls => left.tool_calls = after,
-            BudgetKey::Tokens => left.tokens = after,
-            BudgetKey::Cost => left.cost_nanos = after,
-            BudgetKey::WallTime => left.wall_ms = after,
-        }
-    }
 }
 
 /// `CallingTools` + `ChildFinished`: the child's result goes into its slot and its spend is

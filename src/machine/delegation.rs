@@ -65,9 +65,11 @@ impl Delegation {
 }
 
 /// A child's budget, carved out of its parent's remaining budget when it starts: per key,
-/// `share_permille` thousandths of what the parent has left (the tighter of the parent
-/// agent's and the run's), further capped by `limits`. Keys neither caps are left uncapped
-/// (the child's own agent caps still apply).
+/// `share_permille` thousandths of what the parent had left before the reply that started it
+/// (the tighter of the parent agent's and the run's), divided evenly among the children that
+/// reply starts, further capped by `limits`. Keys neither caps are left uncapped (the child's
+/// own agent caps still apply). So the children of one reply never get more together than
+/// `share` of what the parent had.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildBudget {
@@ -81,14 +83,16 @@ pub struct ChildBudget {
 }
 
 impl ChildBudget {
-    /// The caps of a child started when the parent has `left`.
-    pub fn carve(&self, left: &Remaining) -> Limits {
+    /// The caps of each of `siblings` children started by one reply when the parent had
+    /// `left`.
+    pub fn carve(&self, left: &Remaining, siblings: u32) -> Limits {
         let share = u128::from(self.share_permille.unwrap_or(1000));
+        let split = u128::from(siblings.max(1)) * 1000;
         let mut out = Limits::default();
         for key in BudgetKey::ALL {
-            // share ≤ 1000, so the product fits u128 and the quotient is ≤ the u64 it came from.
+            // share ≤ 1000 ≤ split, so the quotient is ≤ the u64 it came from.
             let carved = remaining_of(left, key)
-                .map(|r| (u128::from(r) * share / 1000).min(r.into()) as u64);
+                .map(|r| (u128::from(r) * share / split).min(r.into()) as u64);
             let cap = match (carved, self.limits.get(key)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -398,12 +402,15 @@ mod tests {
                 ..Limits::default()
             },
         };
-        let caps = budget.carve(&left);
+        let caps = budget.carve(&left, 1);
         assert_eq!(caps.max_turns, Some(4));
         assert_eq!(caps.max_cost_nanos, Some(100));
         assert_eq!(caps.max_tokens, Some(7));
         assert_eq!(caps.max_wall_ms, None);
-        assert_eq!(ChildBudget::default().carve(&left).max_turns, Some(9));
+        assert_eq!(ChildBudget::default().carve(&left, 1).max_turns, Some(9));
+        // Three children of one reply share it evenly.
+        assert_eq!(ChildBudget::default().carve(&left, 3).max_turns, Some(3));
+        assert_eq!(budget.carve(&left, 2).max_turns, Some(2));
     }
 
     #[test]

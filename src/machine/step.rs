@@ -296,6 +296,9 @@ pub(crate) struct Cx<'a> {
     pub(crate) effects: Vec<Effect>,
     pub(crate) appended: Vec<Appended>,
     pub(crate) notes: Vec<Note>,
+    /// While a reply's calls are dispatched (revision 4): how many child runs it starts and
+    /// what the parent had left before any of them, which their budgets are carved from.
+    pub(crate) children: Option<(u32, super::Remaining)>,
 }
 
 impl<'a> Cx<'a> {
@@ -308,6 +311,7 @@ impl<'a> Cx<'a> {
             effects: Vec::new(),
             appended: Vec::new(),
             notes: Vec::new(),
+            children: None,
         }
     }
 
