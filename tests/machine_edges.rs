@@ -181,8 +181,95 @@ fn handoff(spec: RunSpec, answer: &str) -> Harness {
     h
 }
 
+fn child_finished(h: &Harness, call_id: &str, outcome: ChildOutcome) -> EventBody {
+    EventBody::ChildFinished {
+        effect: h.slot_effect(call_id),
+        report: ChildReport {
+            outcome,
+            usage: Usage {
+                turns: 2,
+                input_tokens: 40,
+                output_tokens: 12,
+                cost_nanos: 3_000,
+                ..Usage::default()
+            },
+        },
+    }
+}
+
 fn cases() -> Vec<(&'static str, Case)> {
     vec![
+        ("generating.replied.transfer", || {
+            let h = generating(team(8));
+            let body = replied(
+                &h,
+                ModelReply::tools(vec![call(
+                    "t1",
+                    "transfer_to_reviewer",
+                    json!({"note": "check the figures"}),
+                )]),
+            );
+            (h, body)
+        }),
+        ("generating.replied.transfer_cycle", || {
+            let mut h = generating(team(1));
+            h.reply(ModelReply::tools(vec![call(
+                "t1",
+                "transfer_to_reviewer",
+                json!({}),
+            )]));
+            h.proceed();
+            let body = replied(
+                &h,
+                ModelReply::tools(vec![call("t2", "transfer_to_lead", json!({}))]),
+            );
+            (h, body)
+        }),
+        ("calling_tools.child.wait", || {
+            let h = with_reply(
+                team(8),
+                vec![
+                    delegate("d1", "researcher", "Find the figures."),
+                    delegate("d2", "coder", "Write the script."),
+                ],
+            );
+            let body = child_finished(
+                &h,
+                "d1",
+                ChildOutcome::Completed {
+                    answer: Some("42".into()),
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.child.input", || {
+            let h = with_reply(
+                team(8),
+                vec![
+                    delegate("d1", "researcher", "Find the figures."),
+                    deploy("p1"),
+                ],
+            );
+            let body = child_finished(
+                &h,
+                "d1",
+                ChildOutcome::BudgetExhausted {
+                    budget: BudgetKey::Turns,
+                },
+            );
+            (h, body)
+        }),
+        ("calling_tools.child.done", || {
+            let h = with_reply(team(8), vec![delegate("d1", "coder", "Write the script.")]);
+            let body = child_finished(
+                &h,
+                "d1",
+                ChildOutcome::Completed {
+                    answer: Some("done: script.py".into()),
+                },
+            );
+            (h, body)
+        }),
         ("created.start", || {
             (
                 Harness::new(solo()),

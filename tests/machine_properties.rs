@@ -114,6 +114,8 @@ prop_compose! {
             on_exhausted: if run_pause { RunOnExhausted::Pause } else { RunOnExhausted::Fail },
             max_transitions,
             semantics: SEMANTICS,
+            depth: 0,
+            delegated_by: None,
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -77,7 +77,7 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
 
     // 3. List.
     say("3. list.", "`runtape ls` shows every run in the database:");
-    inspect::ls(&db, false)?;
+    inspect::ls(&db, false, false)?;
 
     // 4. Show an earlier step: the writer's first model request.
     let timeline = history::timeline(engine.store().as_ref(), &run)?;
@@ -127,7 +127,7 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
         "Replay every recorded event through the current machine and check each state hash, effect list, chain link and receipt:",
     );
     for id in [&run, &fork.run_id] {
-        inspect::verify(&db, id.as_str(), None, false)?;
+        inspect::verify(&db, id.as_str(), None, false, false)?;
     }
 
     outln!(

@@ -12,8 +12,9 @@ use crate::history;
 use crate::machine::{Effect, Outcome, Reasoning, RunId, RunState, SlotStatus};
 use crate::store::RunRecord;
 
-/// `runtape ls`: every run with its status, steps, cost and age, newest first.
-pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
+/// `runtape ls`: every run with its status, steps, cost and age, newest first; child runs
+/// indented under the run that started them unless `flat`.
+pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
     let runs = store.runs()?;
     if json {
@@ -36,8 +37,17 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
         "AGE",
         "DRIVER"
     );
-    for r in &runs {
+    let rows = if flat {
+        runs.iter().map(|r| (r, 0)).collect()
+    } else {
+        super::tree::in_tree_order(&runs)
+    };
+    for (r, depth) in rows {
         let goal: String = r.goal.replace('\n', " ").chars().take(48).collect();
+        let id = match depth {
+            0 => r.id.to_string(),
+            d => format!("{}└ {}", "  ".repeat(d - 1), r.id),
+        };
         let fork = r
             .parent
             .as_ref()
@@ -45,7 +55,7 @@ pub(crate) fn ls(db: &Path, json: bool) -> Result<(), CliError> {
             .unwrap_or_default();
         outln!(
             "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{fork}",
-            r.id.as_str(),
+            id,
             r.status.as_str(),
             r.seq,
             cost_text(r.cost_nanos, r.unpriced_turns),
@@ -86,6 +96,8 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
         "created_ms": r.created_ms,
         "updated_ms": r.updated_ms,
         "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
+        "delegated_by": super::tree::delegated_by(r)
+            .map(|e| json!({"run": e.run, "seq": e.seq, "index": e.index})),
         "driver": driver(r, wall_ms()),
         "goal": r.goal,
     })
@@ -244,6 +256,16 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                     request.tool
                 )
             }
+            Effect::RunChild {
+                id,
+                delegate,
+                call_id,
+                depth,
+                ..
+            } => outln!(
+                "effect  {id}: child run {} of agent {delegate} ({call_id}), depth {depth}",
+                id.child_run_id()
+            ),
         }
     }
     if let Some(req) = &view.request {
@@ -436,11 +458,28 @@ pub(crate) fn verify(
     run: &str,
     pubkey: Option<&str>,
     json: bool,
+    recursive: bool,
 ) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
-    let result = history::verify(store.as_ref(), &run, key.as_ref())?;
+    verify_one(store.as_ref(), &run, key.as_ref(), json)?;
+    if recursive {
+        for child in super::tree::descendants(store.as_ref(), &run)? {
+            verify_one(store.as_ref(), &child, key.as_ref(), json)?;
+        }
+    }
+    Ok(())
+}
+
+fn verify_one(
+    store: &dyn crate::store::Store,
+    run: &RunId,
+    key: Option<&crate::receipt::VerifyingKey>,
+    json: bool,
+) -> Result<(), CliError> {
+    let run = run.clone();
+    let result = history::verify(store, &run, key)?;
     if json {
         print_json(&verify_json(&run, &result)?)?;
     }

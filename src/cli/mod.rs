@@ -23,6 +23,7 @@ mod serve;
 mod statechart;
 mod summary;
 mod tools;
+pub(crate) mod tree;
 mod worker;
 
 use crate::store::Durability;
@@ -213,6 +214,10 @@ pub(crate) enum Command {
         /// those whose heartbeat stopped.
         #[arg(long)]
         workers: bool,
+        /// Every run on its own line, newest first, instead of child runs indented under the
+        /// run that started them.
+        #[arg(long)]
+        flat: bool,
     },
     /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost.
     Log {
@@ -251,9 +256,13 @@ pub(crate) enum Command {
         /// file); without it they are checked against the key they name.
         #[arg(long, value_name = "KEY")]
         pubkey: Option<String>,
-        /// The result as one JSON object.
+        /// The result as one JSON object (one per run with --recursive).
         #[arg(long)]
         json: bool,
+        /// Verify every child run it started too (and theirs), each checked against the
+        /// parent effect that started it.
+        #[arg(long)]
+        recursive: bool,
     },
     /// Write a new receipt signing key (mode 0600) and its public key (FILE.pub).
     Keygen {
@@ -589,8 +598,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             ))
         }
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
-        Command::Ls { json, workers } if workers => worker::list(&db, json).map(|_| EXIT_OK),
-        Command::Ls { json, .. } => inspect::ls(&db, json).map(|_| EXIT_OK),
+        Command::Ls { json, workers, .. } if workers => worker::list(&db, json).map(|_| EXIT_OK),
+        Command::Ls { json, flat, .. } => inspect::ls(&db, json, flat).map(|_| EXIT_OK),
         Command::Migrate => migrate::migrate(&db).map(|_| EXIT_OK),
         Command::Worker {
             spec_dir,
@@ -610,9 +619,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
-        Command::Verify { run, pubkey, json } => {
-            inspect::verify(&db, &run, pubkey.as_deref(), json).map(|_| EXIT_OK)
-        }
+        Command::Verify {
+            run,
+            pubkey,
+            json,
+            recursive,
+        } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
         Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
         Command::Receipts {
             action: ReceiptsAction::Export { run, out },

@@ -90,6 +90,8 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         on_exhausted: raw.run.on_exhausted.unwrap_or_default(),
         max_transitions: raw.run.max_transitions.unwrap_or(DEFAULT_MAX_TRANSITIONS),
         semantics: crate::machine::SEMANTICS,
+        depth: 0,
+        delegated_by: None,
     };
     let setup = Setup {
         version: SETUP_VERSION,
@@ -346,7 +348,52 @@ fn agent(
         on_exhausted: a.on_exhausted.unwrap_or_default(),
         on_in_doubt: a.on_in_doubt.unwrap_or_default(),
         correction_budget: a.correction_budget.unwrap_or(DEFAULT_CORRECTION_BUDGET),
+        delegates: a
+            .delegates
+            .iter()
+            .map(|d| AgentId::new(d.clone()))
+            .collect(),
+        handoffs: a.handoffs.iter().map(|h| AgentId::new(h.clone())).collect(),
+        delegation: delegation(a.delegation.as_ref(), &format!("{path}.delegation"))?,
     })
+}
+
+/// `[agents.delegation]`: the depth cap and the child budget (`share` of the parent's
+/// remaining budget, 0 < share ≤ 1, written as thousandths; absolute caps as in a budget).
+fn delegation(
+    raw: Option<&super::file::RawDelegation>,
+    path: &str,
+) -> Result<crate::machine::Delegation, ConfigError> {
+    let mut out = crate::machine::Delegation::default();
+    let Some(raw) = raw else {
+        return Ok(out);
+    };
+    if let Some(depth) = raw.max_depth {
+        out.max_depth = depth;
+    }
+    if let Some(b) = &raw.budget {
+        if let Some(share) = b.share {
+            if !(share.is_finite() && share > 0.0 && share <= 1.0) {
+                return Err(ConfigError::invalid(
+                    format!("{path}.budget.share"),
+                    format!(
+                        "share must be a fraction above 0 and at most 1 (got {share}) – e.g. share = 0.5"
+                    ),
+                ));
+            }
+            // In (0, 1] by the guard: the product is in (0, 1000].
+            out.budget.share_permille = Some(((share * 1000.0).round() as u32).max(1));
+        }
+        let caps = RawBudget {
+            max_turns: b.max_turns,
+            max_tool_calls: b.max_tool_calls,
+            max_tokens: b.max_tokens,
+            max_cost_usd: b.max_cost_usd,
+            max_wall_ms: b.max_wall_ms,
+        };
+        out.budget.limits = limits(Some(&caps), &format!("{path}.budget"))?;
+    }
+    Ok(out)
 }
 
 /// The agent's output schema: written inline (`output_schema`) or in a JSON file

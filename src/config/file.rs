@@ -202,6 +202,31 @@ pub(crate) struct RawAgent {
     pub(crate) output_schema: Option<Value>,
     pub(crate) output_schema_file: Option<String>,
     pub(crate) model_settings: Option<ModelSettings>,
+    #[serde(default)]
+    pub(crate) delegates: Vec<String>,
+    #[serde(default)]
+    pub(crate) handoffs: Vec<String>,
+    pub(crate) delegation: Option<RawDelegation>,
+}
+
+/// `[agents.delegation]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDelegation {
+    pub(crate) max_depth: Option<u32>,
+    pub(crate) budget: Option<RawChildBudget>,
+}
+
+/// `[agents.delegation] budget = { share = 0.5, max_turns = 10, ... }`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawChildBudget {
+    pub(crate) share: Option<f64>,
+    pub(crate) max_turns: Option<u64>,
+    pub(crate) max_tool_calls: Option<u64>,
+    pub(crate) max_tokens: Option<u64>,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_wall_ms: Option<u64>,
 }
 
 /// `[[agents.fallbacks]]`.

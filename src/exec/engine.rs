@@ -129,6 +129,12 @@ impl<'a> IntoFuture for StartRun<'a> {
 }
 
 impl Engine {
+    /// The engine whose shared state this is (for the executor's own requests, such as
+    /// cancelling the child runs of a run that ended).
+    pub(super) fn from_shared(shared: Arc<Shared>) -> Engine {
+        Engine { shared }
+    }
+
     /// An engine over the SQLite database at `path` (created if absent) with default settings.
     pub fn open(path: &Path) -> Result<Engine, EngineError> {
         Self::open_with(path, EngineConfig::default())
@@ -270,7 +276,9 @@ impl Engine {
     }
 
     /// Asks the run to pause at its next step boundary. In this process the request goes to
-    /// the driver; otherwise it is written for whichever process drives the run.
+    /// the driver; otherwise it is written for whichever process drives the run. A run
+    /// waiting only on child runs (revision 4) pauses them, waits until they have, and rests
+    /// paused; `resume` picks them up again.
     pub async fn pause(&self, run: &RunId) -> Result<(), EngineError> {
         if self.send_live(run, Ctl::Pause).await {
             return Ok(());
@@ -287,6 +295,8 @@ impl Engine {
 
     /// Cancels the run: a live driver aborts its in-flight work and commits the cancellation;
     /// a run driven by another process is asked to; a run at rest is cancelled here.
+    /// Whichever driver commits the cancellation also cancels the child runs the run was
+    /// waiting on (revision 4) and waits until they have ended.
     pub async fn cancel(
         &self,
         run: &RunId,

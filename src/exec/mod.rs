@@ -51,6 +51,7 @@ use crate::provider::ModelProvider;
 use crate::store::Store;
 use crate::tool::ToolRegistry;
 
+mod child_run;
 mod clock;
 mod driver;
 mod engine;

@@ -121,6 +121,7 @@ fn retarget(body: &EventBody, effect: EffectId) -> EventBody {
         | EventBody::ToolReturned { effect: e, .. }
         | EventBody::Reconciled { effect: e, .. }
         | EventBody::InputProvided { effect: e, .. }
+        | EventBody::ChildFinished { effect: e, .. }
         | EventBody::EffectInDoubt { effect: e } => *e = effect,
         _ => {}
     }
@@ -197,6 +198,24 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
         ) => a1 == a2 && c1 == c2 && r1 == r2,
+        (
+            Effect::RunChild {
+                agent: a1,
+                call_id: c1,
+                delegate: d1,
+                task: t1,
+                depth: n1,
+                ..
+            },
+            Effect::RunChild {
+                agent: a2,
+                call_id: c2,
+                delegate: d2,
+                task: t2,
+                depth: n2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && d1 == d2 && t1 == t2 && n1 == n2,
         _ => false,
     }
 }

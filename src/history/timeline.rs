@@ -116,6 +116,24 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     .unwrap_or_default()
             ),
             EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
+            EventBody::ChildFinished { effect, report } => {
+                let child = effect.child_run_id();
+                match &report.outcome {
+                    crate::machine::ChildOutcome::Completed { answer } => format!(
+                        "child {child} ended: answer: {}",
+                        clip(answer.as_deref().unwrap_or(""), 40)
+                    ),
+                    crate::machine::ChildOutcome::BudgetExhausted { budget } => {
+                        format!("child {child} ended: out of its {budget} budget")
+                    }
+                    crate::machine::ChildOutcome::Failed { error } => {
+                        format!("child {child} ended: failed ({})", error.class)
+                    }
+                    crate::machine::ChildOutcome::Cancelled { .. } => {
+                        format!("child {child} ended: cancelled")
+                    }
+                }
+            }
             EventBody::ToolsListed {
                 server,
                 catalog,
@@ -132,6 +150,20 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     format!(", added since the run started: {}", names.join(", "))
                 }
             ),
+        };
+        let started: Vec<String> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::RunChild { id, delegate, .. } => {
+                    Some(format!("{} ({delegate})", id.child_run_id()))
+                }
+                _ => None,
+            })
+            .collect();
+        let summary = if started.is_empty() {
+            summary
+        } else {
+            format!("{summary}; starts child {}", started.join(", "))
         };
         if agent.is_some() {
             active = agent.clone();
@@ -159,7 +191,8 @@ fn agent_of(effect: &Effect) -> &AgentId {
         Effect::CallModel { agent, .. }
         | Effect::CallTool { agent, .. }
         | Effect::Reconcile { agent, .. }
-        | Effect::RequestInput { agent, .. } => agent,
+        | Effect::RequestInput { agent, .. }
+        | Effect::RunChild { agent, .. } => agent,
     }
 }
 

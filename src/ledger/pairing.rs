@@ -26,6 +26,7 @@ pub fn answered(body: &EventBody) -> Option<EffectRef> {
         | EventBody::ToolReturned { effect, .. }
         | EventBody::Reconciled { effect, .. }
         | EventBody::InputProvided { effect, .. }
+        | EventBody::ChildFinished { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(EffectRef {
             seq: effect.seq,
             index: effect.index,

@@ -73,6 +73,10 @@ pub(crate) fn on_reply(
     if reply.tool_calls.is_empty() {
         return super::output::on_answer(cx, run, reply);
     }
+    if let Some((to, note)) = super::child::sole_transfer(cx, &agent, reply) {
+        let call_id = call_ids.into_iter().next().unwrap_or_default();
+        return super::child::transfer(cx, run, &agent, call_id, to, &note);
+    }
 
     // Judge every call before dispatching any, so a reply that spends the correction budget
     // runs none of its calls.
@@ -81,45 +85,49 @@ pub(crate) fn on_reply(
     let mut judged: Vec<(String, &ToolCallRequest, Option<String>)> =
         Vec::with_capacity(reply.tool_calls.len());
     for ((call, call_id), problem) in reply.tool_calls.iter().zip(call_ids).zip(problems) {
-        let refusal = if super::offer::tool(cx.spec, &run, &call.name).is_none() {
-            bad += 1;
-            cx.notes.push(Note::ToolInvalid {
-                agent: agent.clone(),
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-                reason: "unknown tool".into(),
-            });
-            Some(TOOL_UNAVAILABLE.to_owned())
-        } else if !super::offer::available(&run, &call.name) {
-            bad += 1;
-            cx.notes.push(Note::ToolInvalid {
-                agent: agent.clone(),
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-                reason: "its MCP server no longer lists it".into(),
-            });
-            Some(TOOL_UNAVAILABLE.to_owned())
-        } else if !super::offer::is_granted(cx.spec, &run, &agent, &call.name) {
-            bad += 1;
-            denied = true;
-            cx.notes.push(Note::ToolRejected {
-                agent: agent.clone(),
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-            });
-            Some(TOOL_UNAVAILABLE.to_owned())
-        } else if let Some(reason) = problem {
-            bad += 1;
-            cx.notes.push(Note::ToolInvalid {
-                agent: agent.clone(),
-                call_id: call_id.clone(),
-                tool: call.name.clone(),
-                reason: reason.clone(),
-            });
-            Some(format!("invalid arguments for {}: {reason}", call.name))
-        } else {
-            None
-        };
+        let refusal =
+            if let Some((refusal, strike)) = super::child::judge(cx, &agent, &call_id, call) {
+                bad += u32::from(strike);
+                refusal
+            } else if super::offer::tool(cx.spec, &run, &call.name).is_none() {
+                bad += 1;
+                cx.notes.push(Note::ToolInvalid {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                    reason: "unknown tool".into(),
+                });
+                Some(TOOL_UNAVAILABLE.to_owned())
+            } else if !super::offer::available(&run, &call.name) {
+                bad += 1;
+                cx.notes.push(Note::ToolInvalid {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                    reason: "its MCP server no longer lists it".into(),
+                });
+                Some(TOOL_UNAVAILABLE.to_owned())
+            } else if !super::offer::is_granted(cx.spec, &run, &agent, &call.name) {
+                bad += 1;
+                denied = true;
+                cx.notes.push(Note::ToolRejected {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                });
+                Some(TOOL_UNAVAILABLE.to_owned())
+            } else if let Some(reason) = problem {
+                bad += 1;
+                cx.notes.push(Note::ToolInvalid {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: call.name.clone(),
+                    reason: reason.clone(),
+                });
+                Some(format!("invalid arguments for {}: {reason}", call.name))
+            } else {
+                None
+            };
         judged.push((call_id, call, refusal));
     }
 
@@ -159,6 +167,12 @@ pub(crate) fn on_reply(
     let mut batch = Batch {
         slots: Vec::with_capacity(judged.len()),
     };
+    super::child::plan(
+        cx,
+        &run,
+        &agent,
+        judged.iter().map(|(_, c, r)| (*c, r.is_none())),
+    );
     for (call_id, call, refusal) in judged {
         let mut slot = Slot {
             call_id,
@@ -226,6 +240,9 @@ fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot
     run.usage.tool_calls += 1;
     if let Some(a) = run.agents.get_mut(agent) {
         a.usage.tool_calls += 1;
+    }
+    if let Some(child) = super::child::start(cx, run, agent, slot) {
+        return child;
     }
     perform(cx, agent, slot)
 }

@@ -160,6 +160,17 @@ impl Usage {
         }
     }
 
+    /// Adds what a child run spent (its turns, calls, tokens and cost count as this scope's).
+    pub fn absorb(&mut self, other: &Usage) {
+        self.turns = self.turns.saturating_add(other.turns);
+        self.tool_calls = self.tool_calls.saturating_add(other.tool_calls);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cost_nanos = self.cost_nanos.saturating_add(other.cost_nanos);
+        self.unpriced_turns = self.unpriced_turns.saturating_add(other.unpriced_turns);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+    }
+
     /// Adds a completed turn with its reported usage and cost.
     pub fn add_turn(&mut self, tokens: Option<(u64, u64)>, cost_nanos: Option<u64>) {
         self.turns += 1;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::budget::Remaining;
+use super::budget::{Limits, Remaining};
 use super::ids::{AgentId, EffectId, Hlc};
 use super::message::ConversationRef;
 
@@ -58,6 +58,24 @@ pub enum Effect {
         /// The interrupted call's idempotency key.
         idempotency_key: String,
     },
+    /// Run `delegate` as a child run with `task` as its goal, or find the child this effect
+    /// already started, and drive it to its end; answer with `ChildFinished` (revision 4).
+    RunChild {
+        /// This effect; the child's id derives from it.
+        id: EffectId,
+        /// The agent that delegated.
+        agent: AgentId,
+        /// The model's call id.
+        call_id: String,
+        /// The agent the child runs.
+        delegate: AgentId,
+        /// The child's goal.
+        task: String,
+        /// The child's run-wide caps, carved out of the parent's remaining budget.
+        limits: Limits,
+        /// The child's depth in the tree (1 for a child of a top-level run).
+        depth: u32,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -78,7 +96,8 @@ impl Effect {
             Effect::CallModel { id, .. }
             | Effect::CallTool { id, .. }
             | Effect::Reconcile { id, .. }
-            | Effect::RequestInput { id, .. } => id,
+            | Effect::RequestInput { id, .. }
+            | Effect::RunChild { id, .. } => id,
         }
     }
 
@@ -86,7 +105,9 @@ impl Effect {
     pub fn with_id(&self, new: EffectId) -> Effect {
         let mut e = self.clone();
         match &mut e {
-            Effect::CallModel { id, .. } | Effect::RequestInput { id, .. } => *id = new,
+            Effect::CallModel { id, .. }
+            | Effect::RequestInput { id, .. }
+            | Effect::RunChild { id, .. } => *id = new,
             Effect::CallTool {
                 id,
                 idempotency_key,

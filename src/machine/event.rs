@@ -117,6 +117,13 @@ pub enum EventBody {
         /// The edits, applied in order.
         edits: Vec<Edit>,
     },
+    /// A child run started by `RunChild` ended (revision 4).
+    ChildFinished {
+        /// The `RunChild` effect answered.
+        effect: EffectId,
+        /// How it ended and what it spent.
+        report: super::child::ChildReport,
+    },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a
     /// step boundary before the run's first model request, and again after the server said its
@@ -154,6 +161,7 @@ impl EventBody {
             EventBody::CancelRequested { .. } => EventKind::CancelRequested,
             EventBody::Edited { .. } => EventKind::Edited,
             EventBody::ToolsListed { .. } => EventKind::ToolsListed,
+            EventBody::ChildFinished { .. } => EventKind::ChildFinished,
         }
     }
 }

@@ -82,6 +82,19 @@ impl EffectId {
         format!("{}:{}:{}", self.run, self.seq, self.index)
     }
 
+    /// The id of the child run this effect starts when it is a `RunChild` (revision 4):
+    /// `PARENT.SEQ.INDEX`, or — when that would pass 128 characters (a deep tree) — `d`
+    /// and 32 hex digits of BLAKE3 over it. Derived, never random, so performing the effect
+    /// again after a crash finds the child it started instead of starting a second one.
+    pub fn child_run_id(&self) -> RunId {
+        let plain = format!("{}.{}.{}", self.run, self.seq, self.index);
+        if plain.len() <= 128 {
+            return RunId(plain);
+        }
+        let hex = Digest::of(plain.as_bytes()).to_hex();
+        RunId(format!("d{}", &hex[..32]))
+    }
+
     /// The same position (`seq`, `index`) in another run; used when comparing a fork's effects
     /// with its parent's.
     pub fn local(&self) -> (u64, u32) {

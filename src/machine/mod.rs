@@ -31,6 +31,8 @@
 
 mod batch;
 mod budget;
+mod child;
+mod delegation;
 mod edit;
 mod effect;
 mod error;
@@ -52,6 +54,10 @@ pub mod table;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
+pub use child::{ChildOutcome, ChildReport};
+pub use delegation::{
+    ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation, HARD_MAX_DEPTH, TRANSFER_PREFIX,
+};
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};

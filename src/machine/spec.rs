@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::budget::Limits;
+use super::delegation::Delegation;
+use super::effect::Effect;
 use super::ids::AgentId;
 use super::plan::{Plan, When};
 pub use super::retry::{Backoff, DEFAULT_COOLDOWN_MS, MAX_RETRY_AFTER_MS, Route};
@@ -33,7 +35,7 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 1 | runtape 0.1.0: a route that gives up moves the agent to its next route for the rest of the activation; retries wait the full backoff or `retry_after` |
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
-/// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it |
+/// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see [`delegation`](super::delegation) |
 pub const SEMANTICS: u32 = 4;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
@@ -77,6 +79,19 @@ pub struct Spec {
     /// it is revision [`FIRST_SEMANTICS`] (written by runtape 0.1.0).
     #[serde(default = "first_semantics")]
     pub semantics: u32,
+    /// How deep in a delegation tree this run is: 0 for a run started by a person, its
+    /// parent's depth + 1 for a child run (revision 4).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub depth: u32,
+    /// For a child run: the parent's `RunChild` effect that started it (the parent run and
+    /// the effect's position). Stored with the spec, so the run's sealed head, and so
+    /// `verify`, covers the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<super::ids::EffectId>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn default_max_transitions() -> u64 {
@@ -94,6 +109,8 @@ impl Default for Spec {
             on_exhausted: RunOnExhausted::default(),
             max_transitions: DEFAULT_MAX_TRANSITIONS,
             semantics: SEMANTICS,
+            depth: 0,
+            delegated_by: None,
         }
     }
 }
@@ -112,6 +129,9 @@ impl AgentSpec {
             correction_budget: DEFAULT_CORRECTION_BUDGET,
             output_schema: None,
             model_settings: ModelSettings::default(),
+            delegates: Vec::new(),
+            handoffs: Vec::new(),
+            delegation: Delegation::default(),
         }
     }
 }
@@ -170,6 +190,15 @@ pub struct AgentSpec {
     /// every model call of this agent.
     #[serde(default, skip_serializing_if = "ModelSettings::is_empty")]
     pub model_settings: ModelSettings,
+    /// Agents it may run as child runs, offered as `delegate_<agent>(task)` (revision 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegates: Vec<AgentId>,
+    /// Agents it may hand the run over to, offered as `transfer_to_<agent>(note)` (revision 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<AgentId>,
+    /// Depth cap and child budgets for its delegates.
+    #[serde(default, skip_serializing_if = "Delegation::is_default")]
+    pub delegation: Delegation,
 }
 
 fn default_correction_budget() -> u32 {
@@ -521,6 +550,17 @@ impl RunSpec {
                 });
             }
         }
+        super::delegation::validate(&spec.agents, spec.semantics, &agent_index, &tool_index)?;
+        // An agent a run can be handed over to by tool call may end it: its answer completes
+        // the run when no plan edge routes it on.
+        let mut plan = plan;
+        for agent in &spec.agents {
+            for target in &agent.handoffs {
+                if !plan.exits.contains(target) {
+                    plan.exits.push(target.clone());
+                }
+            }
+        }
         if plan.max_agent_visits == 0 {
             return Err(SpecError::OutOfRange {
                 path: "plan.max_agent_visits".into(),
@@ -549,6 +589,50 @@ impl RunSpec {
         &self.spec
     }
 
+    /// The spec of the child run `effect` starts (`RunChild` of this run): the same agents
+    /// and tools, `delegate` as entry and only exit (its handoff targets may end it too), the
+    /// carved-out `limits` as its run-wide caps, `depth`, the link to `effect`, every depth
+    /// cap no looser than the delegating agent's, and budgets that run out ending the child
+    /// (failed with the budget's class, which its parent reads as `budget_exhausted`) rather
+    /// than resting it, since nobody is there to raise them.
+    pub fn child_spec(&self, effect: &Effect) -> Result<RunSpec, SpecError> {
+        let Effect::RunChild {
+            id,
+            agent,
+            delegate,
+            limits,
+            depth,
+            ..
+        } = effect
+        else {
+            return Err(SpecError::BadDelegation {
+                path: "effect".into(),
+                reason: "only a RunChild effect starts a child run".into(),
+            });
+        };
+        let cap = self
+            .agent(agent)
+            .map_or(super::delegation::DEFAULT_MAX_DEPTH, |a| {
+                a.delegation.max_depth
+            });
+        let mut spec = self.spec.clone();
+        spec.plan = Some(Plan {
+            entry: delegate.clone(),
+            edges: Vec::new(),
+            exits: vec![delegate.clone()],
+            max_agent_visits: self.plan().max_agent_visits,
+        });
+        spec.limits = *limits;
+        spec.on_exhausted = RunOnExhausted::Fail;
+        spec.depth = *depth;
+        spec.delegated_by = Some(id.clone());
+        for a in &mut spec.agents {
+            a.delegation.max_depth = a.delegation.max_depth.min(cap);
+            a.on_exhausted = OnExhausted::Handoff;
+        }
+        RunSpec::compile(spec, Names::AsStored)
+    }
+
     /// The plan in force (the explicit one, or the single-agent default).
     pub fn plan(&self) -> &Plan {
         &self.compiled.plan
@@ -568,6 +652,17 @@ impl RunSpec {
             .tool_index
             .get(name)
             .map(|&i| &self.spec.tools[i])
+    }
+
+    /// The definition a model is shown for the tool offered as `name`: a declared tool, or
+    /// (revision 4) the `delegate_…`/`transfer_to_…` tool of an agent's delegate or handoff.
+    pub fn offered_tool(&self, name: &str) -> Option<std::borrow::Cow<'_, ToolSpec>> {
+        match self.tool(name) {
+            Some(t) => Some(std::borrow::Cow::Borrowed(t)),
+            None => {
+                super::delegation::definition(&self.spec.agents, name).map(std::borrow::Cow::Owned)
+            }
+        }
     }
 
     /// The tools `agent` is offered, in grant order.

@@ -118,6 +118,15 @@ pub enum SpecError {
         /// What the schema compiler said.
         reason: String,
     },
+    /// An agent's `delegates`, `handoffs` or `delegation` is wrong (revision, names, caps,
+    /// a delegation cycle).
+    #[error("{path}: {reason}")]
+    BadDelegation {
+        /// Field path.
+        path: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A `when` condition does not compile.
     #[error("{path}: {reason}")]
     BadCondition {
@@ -145,7 +154,8 @@ impl SpecError {
             | SpecError::OutOfRange { path, .. }
             | SpecError::UnknownAgent { path, .. }
             | SpecError::UnreachableExit { path, .. }
-            | SpecError::BadCondition { path, .. } => path,
+            | SpecError::BadCondition { path, .. }
+            | SpecError::BadDelegation { path, .. } => path,
         }
     }
 }

@@ -11,7 +11,7 @@ use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
 use super::table::{EdgeId, StateKind};
-use super::{batch, offer, route};
+use super::{batch, child, delegation, offer, route};
 
 /// What one event did: the next state, the effects to perform once this transition is
 /// durable, the messages appended to conversations, and trace notes.
@@ -178,6 +178,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
             EventBody::InputProvided { effect, input },
         ) => batch::on_input(&mut cx, from, run.clone(), batch.clone(), effect, input)?,
+        (RunState::CallingTools { run, batch }, EventBody::ChildFinished { effect, report }) => {
+            child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?
+        }
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
@@ -294,6 +297,9 @@ pub(crate) struct Cx<'a> {
     pub(crate) effects: Vec<Effect>,
     pub(crate) appended: Vec<Appended>,
     pub(crate) notes: Vec<Note>,
+    /// While a reply's calls are dispatched (revision 4): how many child runs it starts and
+    /// what the parent had left before any of them, which their budgets are carved from.
+    pub(crate) children: Option<(u32, super::Remaining)>,
 }
 
 impl<'a> Cx<'a> {
@@ -306,6 +312,7 @@ impl<'a> Cx<'a> {
             effects: Vec::new(),
             appended: Vec::new(),
             notes: Vec::new(),
+            children: None,
         }
     }
 
@@ -390,7 +397,10 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     let r = spec_agent.and_then(|a| a.routes.get(route as usize));
     let a = run.agents.get(agent).cloned().unwrap_or_default();
     let remaining = cx.remaining(run);
-    let (tools, catalogs) = offer::offered(cx.spec, run, agent);
+    let (mut tools, catalogs) = offer::offered(cx.spec, run, agent);
+    if let Some(a) = spec_agent {
+        tools.extend(delegation::offered_names(a));
+    }
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),

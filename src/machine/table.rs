@@ -88,6 +88,7 @@ kinds! {
         CancelRequested = ("CancelRequested", "cancel_requested"), #[doc = "`CancelRequested`."]
         Edited = ("Edited", "edited"), #[doc = "`Edited`."]
         ToolsListed = ("ToolsListed", "tools_listed"), #[doc = "`ToolsListed`."]
+        ChildFinished = ("ChildFinished", "child_finished"), #[doc = "`ChildFinished`."]
     }
 }
 
@@ -206,6 +207,10 @@ edges! {
         "the answer does not match the output schema and the correction budget is spent: fails with output_invalid";
     GeneratingRepliedFail = "generating.replied.fail": Generating --ModelReplied--> Done,
         "the correction budget is spent: fails with tool_denied or tool_failed";
+    GeneratingRepliedTransfer = "generating.replied.transfer": Generating --ModelReplied--> Preparing,
+        "the only call is transfer_to_<agent> (revision 4): that agent is activated with the goal and the note";
+    GeneratingRepliedTransferCycle = "generating.replied.transfer_cycle": Generating --ModelReplied--> Done,
+        "a transfer to an agent that has used max_agent_visits: fails with handoff_cycle";
     GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
         "retryable failure: the same call again with attempt + 1 after backoff";
     GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,
@@ -228,6 +233,12 @@ edges! {
         "a result arrived; what remains waits for a person";
     CallingToolsReturnedDone = "calling_tools.returned.done": CallingTools --ToolReturned--> Preparing,
         "the last result arrived: all results go back to the model in call order";
+    CallingToolsChildWait = "calling_tools.child.wait": CallingTools --ChildFinished--> CallingTools,
+        "a child run ended (revision 4): its answer or typed failure is the call's result, its spend is charged; other calls still run";
+    CallingToolsChildInput = "calling_tools.child.input": CallingTools --ChildFinished--> AwaitingInput,
+        "a child run ended; what remains waits for a person";
+    CallingToolsChildDone = "calling_tools.child.done": CallingTools --ChildFinished--> Preparing,
+        "the last outstanding call was a child run: all results go back to the model in call order";
     CallingToolsInput = "calling_tools.input": CallingTools --InputProvided--> CallingTools,
         "a person answered while other calls still run";
     CallingToolsInDoubtRetry = "calling_tools.in_doubt.retry": CallingTools --EffectInDoubt--> CallingTools,

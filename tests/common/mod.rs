@@ -444,6 +444,18 @@ pub fn effect_summary(e: &Effect) -> String {
                 request.kind, request.tool
             )
         }
+        Effect::RunChild {
+            id,
+            call_id,
+            delegate,
+            task,
+            limits,
+            depth,
+            ..
+        } => format!(
+            "{id} RunChild {delegate} {call_id} depth {depth} turns {:?} task {task:?}",
+            limits.max_turns
+        ),
     }
 }
 
@@ -454,4 +466,52 @@ pub fn insta_settings() -> insta::Settings {
     s.set_prepend_module_to_snapshot(false);
     s.set_omit_expression(true);
     s
+}
+
+/// Revision 4: `lead` (granted `lookup` and `deploy`) may delegate to `researcher` and
+/// `coder` (each child gets half of what is left, at most 4 turns) and hand over to
+/// `reviewer`, who may hand back to `lead`; `lead` is the plan's entry and exit.
+pub fn team(max_agent_visits: u32) -> RunSpec {
+    let mut lead = AgentSpec {
+        system_prompt: "You lead.".into(),
+        tools: Some(vec!["lookup".into(), "deploy".into()]),
+        delegates: vec!["researcher".into(), "coder".into()],
+        handoffs: vec!["reviewer".into()],
+        limits: Limits {
+            max_turns: Some(20),
+            ..Limits::default()
+        },
+        ..AgentSpec::new("lead", "primary", "model-a")
+    };
+    lead.delegation.budget = ChildBudget {
+        share_permille: Some(500),
+        limits: Limits {
+            max_turns: Some(4),
+            ..Limits::default()
+        },
+    };
+    let mut reviewer = plain_agent("reviewer");
+    reviewer.handoffs = vec!["lead".into()];
+    let spec = Spec {
+        agents: vec![
+            lead,
+            plain_agent("researcher"),
+            plain_agent("coder"),
+            reviewer,
+        ],
+        tools: tools(),
+        plan: Some(Plan {
+            entry: "lead".into(),
+            edges: Vec::new(),
+            exits: vec!["lead".into()],
+            max_agent_visits,
+        }),
+        ..Spec::default()
+    };
+    RunSpec::build(spec).expect("fixture spec is valid")
+}
+
+/// `lead` asks `agent` (`delegate_<agent>`) to do `task`.
+pub fn delegate(id: &str, agent: &str, task: &str) -> ToolCallRequest {
+    call(id, &format!("delegate_{agent}"), json!({"task": task}))
 }

@@ -120,6 +120,14 @@ impl Driver {
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight.push(perform::reconcile_call(job));
             }
+            effect @ Effect::RunChild { .. } => {
+                let child = crate::exec::child_run::run_child(
+                    self.shared.clone(),
+                    self.spec.clone(),
+                    effect,
+                );
+                self.inflight.push(child);
+            }
             Effect::RequestInput {
                 id,
                 agent,
@@ -186,9 +194,17 @@ impl Driver {
         let run = self.state.data();
         let defs: Vec<ToolDef> = names
             .iter()
-            .filter_map(|n| match run {
-                Some(data) => crate::machine::offered_tool(&self.spec, data, n),
-                None => self.spec.tool(n),
+            .filter_map(|n| {
+                // A tool an MCP server added (revision 4) is known from the run's recorded
+                // lists; a delegate or transfer tool from the spec's agents.
+                let listed = match run {
+                    Some(data) => crate::machine::offered_tool(&self.spec, data, n),
+                    None => self.spec.tool(n),
+                };
+                match listed {
+                    Some(t) => Some(std::borrow::Cow::Borrowed(t)),
+                    None => self.spec.offered_tool(n),
+                }
             })
             .map(|t| ToolDef {
                 name: t.name.clone(),

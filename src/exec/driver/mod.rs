@@ -190,9 +190,14 @@ impl Driver {
     }
 
     async fn drive(&mut self) -> Result<RunEnd, EngineError> {
-        let permit = self.shared.slots.clone().acquire_owned().await;
-        let _permit =
-            permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?;
+        // A child run (revision 4) is part of its parent's work, which holds a slot already:
+        // waiting for one of its own would deadlock an engine whose slots parents fill.
+        let _permit = if self.spec.spec().delegated_by.is_some() {
+            None
+        } else {
+            let permit = self.shared.slots.clone().acquire_owned().await;
+            Some(permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?)
+        };
         if let Some(kind) = self.opening.take() {
             self.emit(None, kind);
         }

@@ -57,6 +57,13 @@ impl Driver {
                 self.flush().await?;
             }
             let done = t.next.is_done();
+            // Child runs the run still waited on when it ended (cancelled, or stopped by the
+            // transition cap) end with it.
+            let orphans = if done {
+                self.children_running()
+            } else {
+                Vec::new()
+            };
             self.state = t.next;
             match &mut self.tape {
                 Some(tape) => tape.suppress(t.effects),
@@ -70,6 +77,10 @@ impl Driver {
                 }
             }
             if done {
+                if !orphans.is_empty() {
+                    let why = format!("its parent run {} ended", self.run);
+                    crate::exec::child_run::end_children(&self.shared, orphans, why).await;
+                }
                 let status = status_of(&self.state);
                 self.release(status).await?;
                 return Ok(self.end(status));
@@ -97,6 +108,14 @@ impl Driver {
                 }
             }
             if self.pause && self.state.wants_proceed() {
+                return Ok(Next::Stop(RunStatus::Paused));
+            }
+            if self.pause && self.only_children_running() {
+                // The parent stops waiting once its children have paused; performing the
+                // effects again on resume picks them up where they stopped.
+                let children = self.children_running();
+                self.abandon_inflight();
+                crate::exec::child_run::pause_children(&self.shared, children).await;
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
@@ -195,6 +214,38 @@ impl Driver {
             }
         }
         None
+    }
+
+    /// The child runs the current state waits on (revision 4), by their derived ids.
+    fn children_running(&self) -> Vec<crate::machine::RunId> {
+        let crate::machine::RunState::CallingTools { run, batch } = &self.state else {
+            return Vec::new();
+        };
+        batch
+            .slots
+            .iter()
+            .filter(|s| self.spec.is_delegate_call(&run.active, &s.tool))
+            .filter_map(|s| match &s.status {
+                crate::machine::SlotStatus::Running { effect } => {
+                    Some(effect.in_run(&self.run).child_run_id())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// True when everything the run waits on is a child run (revision 4).
+    fn only_children_running(&self) -> bool {
+        let crate::machine::RunState::CallingTools { run, batch } = &self.state else {
+            return false;
+        };
+        batch.slots.iter().all(|s| match &s.status {
+            crate::machine::SlotStatus::Running { .. } => {
+                self.spec.is_delegate_call(&run.active, &s.tool)
+            }
+            crate::machine::SlotStatus::Finished { .. } => true,
+            _ => false,
+        })
     }
 
     fn control(&mut self, ctl: Ctl) {

@@ -1,0 +1,120 @@
+//! Delegation trees as the command line shows them (revision 4): which run a child run
+//! belongs to, read from the link in its stored spec (`delegated_by`, covered by its sealed
+//! head), the runs in tree order for `ls`, and a run's descendants for `verify --recursive`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::common::CliError;
+use crate::machine::{Effect, EffectId, RunId};
+use crate::store::{RunRecord, Store};
+
+/// Only the link of a stored spec.
+#[derive(Deserialize)]
+struct Link {
+    #[serde(default)]
+    delegated_by: Option<EffectId>,
+}
+
+/// The parent effect that started `r`, for a child run; `None` for any other run (or a spec
+/// that does not parse, which `verify` reports on its own).
+pub(crate) fn delegated_by(r: &RunRecord) -> Option<EffectId> {
+    serde_json::from_str::<Link>(&r.spec).ok()?.delegated_by
+}
+
+/// A child run with the position of the effect that started it.
+type Started<'a> = ((u64, u32), &'a RunRecord);
+
+/// `runs` (newest first) in tree order: each run not started by another listed run, followed
+/// by its children in the order their parent started them, each child one level deeper.
+/// Returns each run with its depth.
+pub(crate) fn in_tree_order(runs: &[RunRecord]) -> Vec<(&RunRecord, usize)> {
+    let listed: BTreeMap<&RunId, &RunRecord> = runs.iter().map(|r| (&r.id, r)).collect();
+    let mut children: BTreeMap<&RunId, Vec<Started<'_>>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for r in runs {
+        match delegated_by(r) {
+            Some(link) if link.run != r.id && listed.contains_key(&link.run) => {
+                let parent = listed[&link.run];
+                children
+                    .entry(&parent.id)
+                    .or_default()
+                    .push(((link.seq, link.index), r));
+            }
+            _ => roots.push(r),
+        }
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|(at, _)| *at);
+    }
+    let mut out = Vec::with_capacity(runs.len());
+    let mut stack: Vec<(&RunRecord, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
+    while let Some((r, depth)) = stack.pop() {
+        if out.len() >= runs.len() {
+            break;
+        }
+        out.push((r, depth));
+        if let Some(list) = children.get(&r.id) {
+            stack.extend(list.iter().rev().map(|(_, c)| (*c, depth + 1)));
+        }
+    }
+    out
+}
+
+/// Every descendant of `root` (children, their children, ...), parents before children,
+/// each checked against its parent: the effect its link names must be a `RunChild` of the
+/// parent that derives the child's id and gave it its goal.
+pub(crate) fn descendants(store: &dyn Store, root: &RunId) -> Result<Vec<RunId>, CliError> {
+    let runs = store.runs()?;
+    let mut out = Vec::new();
+    let mut frontier = vec![root.clone()];
+    while let Some(parent) = frontier.pop() {
+        let mut found: Vec<(&RunRecord, EffectId)> = runs
+            .iter()
+            .filter_map(|r| delegated_by(r).map(|l| (r, l)))
+            .filter(|(r, l)| l.run == parent && r.id != parent)
+            .collect();
+        found.sort_by_key(|(_, l)| (l.seq, l.index));
+        for (child, link) in found {
+            check_link(store, child, &link)?;
+            out.push(child.id.clone());
+            frontier.push(child.id.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(), CliError> {
+    let at = crate::machine::EffectRef {
+        seq: link.seq,
+        index: link.index,
+    };
+    let broken = |why: String| {
+        CliError::failed(format!(
+            "run {} does not verify as a child of {}: {why}",
+            child.id, link.run
+        ))
+    };
+    match crate::ledger::effect_at(store, &link.run, at) {
+        Ok(Effect::RunChild { id, task, .. }) => {
+            if id.child_run_id() != child.id {
+                return Err(broken(format!(
+                    "effect {}/{} starts run {}, not this one",
+                    link.seq,
+                    link.index,
+                    id.child_run_id()
+                )));
+            }
+            if task != child.goal {
+                return Err(broken("its goal is not the task its parent gave".into()));
+            }
+            Ok(())
+        }
+        Ok(_) => Err(broken(format!(
+            "effect {}/{} of the parent does not start a child run",
+            link.seq, link.index
+        ))),
+        Err(e) => Err(broken(e.to_string())),
+    }
+}

@@ -1,0 +1,313 @@
+//! Delegate and transfer calls at run time (revision 4): judging them in a model reply,
+//! starting a child run ([`Effect::RunChild`]) with its carved-out budget, taking its report
+//! back ([`EventBody::ChildFinished`](super::EventBody::ChildFinished)) and charging its
+//! spend, and handing the run over on a transfer.
+//!
+//! A child is waited on like any tool call: its slot in the batch runs until the report
+//! arrives, so the parent cannot answer (and so cannot complete) while a child is out.
+
+use serde::{Deserialize, Serialize};
+
+use super::budget::{BudgetKey, Usage};
+use super::delegation::{Offered, classify, note_of, task_of};
+use super::effect::Effect;
+use super::error::{ErrorClass, Failure, MachineError};
+use super::ids::{AgentId, EffectId};
+use super::message::{Message, Role};
+use super::reply::{ModelReply, ToolCallRequest};
+use super::state::{Batch, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult};
+use super::step::{Cx, Note, activate};
+use super::table::{EdgeId, StateKind};
+
+/// How a child run ended, as its parent hears it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ChildOutcome {
+    /// It answered.
+    Completed {
+        /// Its final answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+    /// A budget ran out before it answered (its own carve-out, usually).
+    BudgetExhausted {
+        /// Which budget.
+        budget: BudgetKey,
+    },
+    /// It failed.
+    Failed {
+        /// Why.
+        error: Failure,
+    },
+    /// It was cancelled.
+    Cancelled {
+        /// Why, if anyone said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl ChildOutcome {
+    /// The child's view of a finished run's outcome: a failure for a budget becomes
+    /// [`ChildOutcome::BudgetExhausted`], so the parent's model can tell it apart.
+    pub fn of(outcome: &Outcome) -> ChildOutcome {
+        match outcome {
+            Outcome::Completed { answer, .. } => ChildOutcome::Completed {
+                answer: answer.clone(),
+            },
+            Outcome::Failed { error } => match budget_of(error.class) {
+                Some(budget) => ChildOutcome::BudgetExhausted { budget },
+                None => ChildOutcome::Failed {
+                    error: error.clone(),
+                },
+            },
+            Outcome::Cancelled { reason } => ChildOutcome::Cancelled {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+fn budget_of(class: ErrorClass) -> Option<BudgetKey> {
+    BudgetKey::ALL
+        .into_iter()
+        .find(|&k| ErrorClass::for_budget(k) == class)
+}
+
+/// What a finished child reports to its parent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildReport {
+    /// How it ended.
+    pub outcome: ChildOutcome,
+    /// What it spent (all of its own descendants included), charged to the parent.
+    pub usage: Usage,
+}
+
+impl ChildReport {
+    /// The call's result as the parent's model reads it: the answer as-is, or the typed
+    /// failure as JSON (`{"status":"budget_exhausted","budget":"turns"}`).
+    pub fn result(&self) -> ToolResult {
+        match &self.outcome {
+            ChildOutcome::Completed { answer: Some(a) } => ToolResult {
+                content: a.clone(),
+                is_error: false,
+            },
+            other => ToolResult {
+                // A plain enum of strings and integers: serialising cannot fail.
+                content: serde_json::to_string(other).unwrap_or_default(),
+                is_error: !matches!(other, ChildOutcome::Completed { .. }),
+            },
+        }
+    }
+}
+
+/// Judges a delegate or transfer call: `None` when `call` is
+/// neither (an ordinary tool, or unknown); otherwise the refusal fed back instead of running
+/// it (`None` to run it) and whether it counts against the correction budget.
+pub(crate) fn judge(
+    cx: &mut Cx<'_>,
+    agent: &AgentId,
+    call_id: &str,
+    call: &ToolCallRequest,
+) -> Option<(Option<String>, bool)> {
+    let spec_agent = cx.spec.agent(agent)?;
+    let offered = classify(spec_agent, &call.name)?;
+    let invalid = |cx: &mut Cx<'_>, reason: String| {
+        cx.notes.push(Note::ToolInvalid {
+            agent: agent.clone(),
+            call_id: call_id.to_owned(),
+            tool: call.name.clone(),
+            reason: reason.clone(),
+        });
+        Some((
+            Some(format!("invalid arguments for {}: {reason}", call.name)),
+            true,
+        ))
+    };
+    match offered {
+        Offered::Transfer(_) => {
+            if let Err(reason) = note_of(&call.arguments) {
+                return invalid(cx, reason);
+            }
+            // A valid transfer alone in its reply never gets here (see `sole_transfer`).
+            let reason = format!(
+                "{} must be the only call in its reply; nothing was transferred",
+                call.name
+            );
+            invalid(cx, reason)
+        }
+        Offered::Delegate(_) => {
+            if let Err(reason) = task_of(&call.arguments) {
+                return invalid(cx, reason);
+            }
+            let cap = spec_agent.delegation.max_depth;
+            let depth = cx.spec.spec().depth.saturating_add(1);
+            if depth > cap {
+                let text = format!(
+                    "{} refused: a child here would be {depth} levels deep and max_depth is {cap}; do this part yourself",
+                    call.name
+                );
+                return Some((Some(text), false));
+            }
+            Some((None, false))
+        }
+    }
+}
+
+/// The target and note of a reply whose only call is a valid transfer of `agent`'s.
+pub(crate) fn sole_transfer(
+    cx: &Cx<'_>,
+    agent: &AgentId,
+    reply: &ModelReply,
+) -> Option<(AgentId, String)> {
+    let [call] = reply.tool_calls.as_slice() else {
+        return None;
+    };
+    let Offered::Transfer(target) = classify(cx.spec.agent(agent)?, &call.name)? else {
+        return None;
+    };
+    Some((target, note_of(&call.arguments).ok()?))
+}
+
+/// `Generating --ModelReplied-->` a transfer: the sender's call is answered, and `to` is
+/// activated with the goal and the note (or the run fails with `handoff_cycle` when `to` has
+/// used `max_agent_visits`).
+pub(crate) fn transfer(
+    cx: &mut Cx<'_>,
+    mut run: RunData,
+    from: &AgentId,
+    call_id: String,
+    to: AgentId,
+    note: &str,
+) -> (EdgeId, RunState) {
+    if let Some(a) = run.agents.get_mut(from) {
+        a.strikes = 0;
+    }
+    let answered = Message {
+        tool_call_id: Some(call_id),
+        name: Some(format!("{}{to}", super::delegation::TRANSFER_PREFIX)),
+        ..Message::text(Role::Tool, format!("transferred to {to}"))
+    };
+    cx.append(&mut run, from, answered);
+    let max = cx.spec.plan().max_agent_visits;
+    let visits = run.agents.get(&to).map_or(0, |a| a.visits);
+    if visits >= max {
+        cx.notes.push(Note::HandoffCycle {
+            agent: to.clone(),
+            visits,
+        });
+        let error = Failure::new(
+            ErrorClass::HandoffCycle,
+            format!(
+                "agent {to} would be activated a {}th time; max_agent_visits is {max}",
+                visits + 1
+            ),
+        );
+        let outcome = Outcome::Failed { error };
+        return (
+            EdgeId::GeneratingRepliedTransferCycle,
+            RunState::Done { run, outcome },
+        );
+    }
+    cx.notes.push(Note::Handoff {
+        from: from.clone(),
+        to: to.clone(),
+    });
+    let text = if note.trim().is_empty() {
+        format!("{}\n\n[transfer from {from}]", run.goal)
+    } else {
+        format!("{}\n\n[transfer from {from}]\n{note}", run.goal)
+    };
+    activate(cx, &mut run, &to, text);
+    (
+        EdgeId::GeneratingRepliedTransfer,
+        RunState::Preparing { run },
+    )
+}
+
+/// Notes, before a reply's calls are dispatched, how many child runs they start (`calls`:
+/// each call with whether it was accepted) and what the parent has left now.
+pub(crate) fn plan<'c>(
+    cx: &mut Cx<'_>,
+    run: &RunData,
+    agent: &AgentId,
+    calls: impl Iterator<Item = (&'c ToolCallRequest, bool)>,
+) {
+    let Some(spec_agent) = cx.spec.agent(agent) else {
+        return;
+    };
+    let n = calls
+        .filter(|(c, accepted)| {
+            *accepted && matches!(classify(spec_agent, &c.name), Some(Offered::Delegate(_)))
+        })
+        .count();
+    cx.children = (n > 0).then(|| (u32::try_from(n).unwrap_or(u32::MAX), cx.remaining(run)));
+}
+
+/// Emits `RunChild` for `slot` when it is a delegate call (already judged and counted as a
+/// tool call); `None` for any other call. Each child's caps are carved out of what the parent
+/// had left before the reply's calls, shared evenly among the children the reply starts.
+pub(crate) fn start(
+    cx: &mut Cx<'_>,
+    run: &RunData,
+    agent: &AgentId,
+    slot: &mut Slot,
+) -> Option<SlotStatus> {
+    let spec_agent = cx.spec.agent(agent)?;
+    let Offered::Delegate(delegate) = classify(spec_agent, &slot.tool)? else {
+        return None;
+    };
+    let task = task_of(&slot.args).ok()?;
+    let (siblings, left) = cx.children.unwrap_or((1, cx.remaining(run)));
+    let limits = spec_agent.delegation.budget.carve(&left, siblings);
+    let depth = cx.spec.spec().depth.saturating_add(1);
+    let (agent, call_id) = (agent.clone(), slot.call_id.clone());
+    slot.origin.get_or_insert_with(|| cx.next_ref());
+    let effect = cx.emit(|id| Effect::RunChild {
+        id,
+        agent,
+        call_id,
+        delegate,
+        task,
+        limits,
+        depth,
+    });
+    Some(SlotStatus::Running { effect })
+}
+
+/// `CallingTools` + `ChildFinished`: the child's result goes into its slot and its spend is
+/// charged to the run and to the agent that delegated.
+pub(crate) fn on_child_finished(
+    cx: &mut Cx<'_>,
+    mut run: RunData,
+    mut batch: Batch,
+    effect: &EffectId,
+    report: &ChildReport,
+) -> Result<(EdgeId, RunState), MachineError> {
+    let agent = run.active.clone();
+    let slot = batch
+        .slot_for(effect)
+        .filter(|s| matches!(s.status, SlotStatus::Running { .. }))
+        .filter(|s| {
+            cx.spec
+                .agent(&agent)
+                .and_then(|a| classify(a, &s.tool))
+                .is_some_and(|o| matches!(o, Offered::Delegate(_)))
+        })
+        .ok_or_else(|| MachineError::UnknownEffect {
+            state: StateKind::CallingTools,
+            effect: effect.clone(),
+        })?;
+    slot.status = SlotStatus::Finished {
+        result: report.result(),
+    };
+    run.usage.absorb(&report.usage);
+    if let Some(a) = run.agents.get_mut(&agent) {
+        a.usage.absorb(&report.usage);
+    }
+    Ok(match super::batch::settle(cx, run, batch) {
+        (StateKind::CallingTools, s) => (EdgeId::CallingToolsChildWait, s),
+        (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsChildInput, s),
+        (_, s) => (EdgeId::CallingToolsChildDone, s),
+    })
+}

@@ -1,0 +1,72 @@
+//! Delegation through the library's engine on a real SQLite file: child runs are driven
+//! outside the engine's run slots, so an engine with a single slot still finishes a run whose
+//! model delegates two tasks at once (a parent waiting on children never starves them).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use runtape::exec::{Engine, EngineConfig};
+use runtape::machine::*;
+use runtape::provider::ScriptedProvider;
+use runtape::store::RunStatus;
+use serde_json::json;
+
+fn spec() -> RunSpec {
+    let mut lead = AgentSpec::new("lead", "script", "m");
+    lead.tools = Some(Vec::new());
+    lead.delegates = vec!["a".into(), "b".into()];
+    let mut a = AgentSpec::new("a", "script", "m");
+    a.tools = Some(Vec::new());
+    let mut b = AgentSpec::new("b", "script", "m");
+    b.tools = Some(Vec::new());
+    RunSpec::build(Spec {
+        agents: vec![lead, a, b],
+        ..Spec::default()
+    })
+    .expect("valid")
+}
+
+fn provider() -> ScriptedProvider {
+    ScriptedProvider::new("script", |req| {
+        let reply = match (req.agent.as_str(), req.turn()) {
+            ("lead", 0) => ModelReply::tools(vec![
+                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
+                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
+            ]),
+            ("lead", _) => ModelReply::text("both done"),
+            (agent, _) => ModelReply::text(format!("{agent} did it")),
+        };
+        runtape::provider::ScriptOutcome::reply(reply)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig {
+        max_concurrent_runs: 1,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
+    engine.register_provider("script", Arc::new(provider()));
+    let handle = engine.start(spec(), "do both").await.expect("starts");
+    let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .expect("a parent waiting on its children does not starve them of slots")
+        .expect("ends");
+    assert_eq!(end.status, RunStatus::Completed);
+    let Some(Outcome::Completed { answer, .. }) = end.state.outcome() else {
+        panic!("completed")
+    };
+    assert_eq!(answer.as_deref(), Some("both done"));
+    let runs = engine.store().runs().expect("lists");
+    assert_eq!(runs.len(), 3);
+    let statuses: Vec<_> = runs
+        .iter()
+        .map(|r| (r.id.to_string(), r.status, r.goal.clone()))
+        .collect();
+    assert!(
+        runs.iter().all(|r| r.status == RunStatus::Completed),
+        "{statuses:?}"
+    );
+}

@@ -1,0 +1,131 @@
+//! Shared by the delegation tests: the real binary on a real SQLite file, and team specs
+//! with scripted models.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub fn runtape(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
+    c.arg("--db").arg(db);
+    c.env_remove("RUNTAPE_DB");
+    c
+}
+
+/// Runs `args` and returns the output.
+pub fn out(db: &Path, args: &[&str]) -> Output {
+    runtape(db).args(args).output().expect("runtape runs")
+}
+
+/// Runs `args`, asserts success, and returns stdout.
+pub fn ok(db: &Path, args: &[&str]) -> String {
+    let o = out(db, args);
+    assert!(
+        o.status.success(),
+        "runtape {args:?} failed ({:?}): {}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every run in `db`, as `ls --flat --json` prints them.
+pub fn runs(db: &Path) -> Vec<Value> {
+    if !db.exists() {
+        return Vec::new();
+    }
+    let o = out(db, &["ls", "--flat", "--json"]);
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The run in `db` no other run started.
+pub fn root(db: &Path) -> Option<Value> {
+    runs(db).into_iter().find(|r| r["delegated_by"].is_null())
+}
+
+/// The runs `parent` started.
+pub fn children_of(db: &Path, parent: &str) -> Vec<Value> {
+    runs(db)
+        .into_iter()
+        .filter(|r| r["delegated_by"]["run"] == parent)
+        .collect()
+}
+
+/// The final state hash `verify --json` reports for `run`.
+pub fn final_hash(db: &Path, run: &str) -> String {
+    let v: Value = serde_json::from_str(&ok(db, &["verify", run, "--json"])).expect("json");
+    v["final_state_hash"].as_str().expect("a hash").to_owned()
+}
+
+/// Writes `body` to `dir/name` and returns its path.
+pub fn spec(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("writes the spec");
+    p
+}
+
+/// A lead that delegates to `researcher` and `coder` in one turn (each scripted reply of a
+/// specialist takes `latency_ms`), then answers with what they said.
+pub fn parallel_team(latency_ms: u64) -> String {
+    format!(
+        r#"
+goal = "Plan the migration."
+
+[run.budget]
+max_turns = 20
+
+[[providers]]
+name = "script"
+kind = "scripted"
+[providers.by_agent]
+lead = [
+  {{ tool_calls = [
+      {{ id = "d1", name = "delegate_researcher", arguments = {{ task = "List the tables." }} }},
+      {{ id = "d2", name = "delegate_coder", arguments = {{ task = "Write the script." }} }},
+  ], usage = {{ input = 100, output = 10 }} }},
+  {{ text = "PLAN: tables listed, script written.", usage = {{ input = 200, output = 20 }} }},
+]
+researcher = [
+  {{ tool_calls = [{{ id = "n1", name = "note", arguments = {{ text = "tables" }} }}], usage = {{ input = 30, output = 5 }}, latency_ms = {latency_ms} }},
+  {{ text = "TABLES: users, orders.", usage = {{ input = 40, output = 6 }}, latency_ms = {latency_ms} }},
+]
+coder = [
+  {{ tool_calls = [{{ id = "n1", name = "note", arguments = {{ text = "script" }} }}], usage = {{ input = 31, output = 5 }}, latency_ms = {latency_ms} }},
+  {{ text = "SCRIPT: migrate.sql", usage = {{ input = 41, output = 7 }}, latency_ms = {latency_ms} }},
+]
+
+[[tools]]
+name = "note"
+description = "Echo a note"
+command = ["sh", "-c", "cat"]
+schema = {{ type = "object", properties = {{ text = {{ type = "string" }} }}, required = ["text"] }}
+read_only = true
+idempotent = true
+
+[[agents]]
+id = "lead"
+provider = "script"
+tools = []
+delegates = ["researcher", "coder"]
+[agents.delegation]
+budget = {{ share = 0.5 }}
+
+[[agents]]
+id = "researcher"
+provider = "script"
+tools = ["note"]
+
+[[agents]]
+id = "coder"
+provider = "script"
+tools = ["note"]
+"#
+    )
+}
