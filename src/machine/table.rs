@@ -548,6 +548,14 @@ mod tests {
             "budget_exhausted.edit.resume",
             "budget_exhausted.cancel",
             "any.transition_cap",
+            // Revision 3 (MCP tool lists).
+            "preparing.tools_listed",
+            // Revision 4 (delegation and handoffs).
+            "generating.replied.transfer",
+            "generating.replied.transfer_cycle",
+            "calling_tools.child.wait",
+            "calling_tools.child.input",
+            "calling_tools.child.done",
         ];
         for name in released {
             assert!(EdgeId::parse(name).is_some(), "{name} is gone");
