@@ -13,6 +13,11 @@
 //!   message JSON; stored under the new head, `ConversationRef::chain(prev, message)`.
 //! - **Chain link**: `blake3(previous link || event bytes || state hash)`, the first
 //!   transition's previous link being [`Digest::ZERO`].
+//!
+//! Every hash above is over the JSON. A SQLite database (schema 4 on) keeps the event, effects
+//! and snapshot columns as [packed JSON](super::packed), a lossless compact transcoding that
+//! reads back as these very bytes; the store packs on write and unpacks on read, so nothing
+//! above the store sees the difference.
 
 use super::HistoryError;
 use crate::machine::{Digest, Effect, Event, RunId};

@@ -26,6 +26,7 @@
 pub mod codec;
 pub mod coverage;
 pub mod head;
+pub mod packed;
 pub mod pairing;
 pub mod read;
 

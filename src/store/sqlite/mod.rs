@@ -3,6 +3,7 @@
 //! pool of read-only connections (`readers.rs`; WAL lets them read while the writer writes).
 //! Reads are blocking calls: async callers make them off tokio's worker threads.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -15,6 +16,7 @@ use super::{
     Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
     TransitionRecord, Write,
 };
+use crate::ledger::packed::unpack;
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 mod readers;
@@ -313,12 +315,17 @@ impl Store for SqliteStore {
                 let seq = (id & 0xffff_ffff) as u64;
                 let edge = EdgeId::parse(&edge)
                     .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
+                let json = |stored: Vec<u8>, column: &str| match unpack(&stored) {
+                    Ok(Cow::Borrowed(_)) => Ok(stored),
+                    Ok(Cow::Owned(json)) => Ok(json),
+                    Err(e) => Err(damaged(&format!("transitions.{column}: {e}"))),
+                };
                 Ok(TransitionRecord {
                     seq,
                     at: Hlc(at as u64),
-                    event,
+                    event: json(event, "event")?,
                     edge,
-                    effects,
+                    effects: json(effects, "effects")?,
                     state_kind: edge.to(),
                     state_hash: digest(&hash)
                         .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
@@ -335,14 +342,17 @@ impl Store for SqliteStore {
         run: &RunId,
         at: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.read(|c| {
+        let found = self.read(|c| {
             let Some(key) = self.key(c, run)? else { return Ok(None) };
             c.prepare_cached("SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id DESC LIMIT 1")?
                 .query_row(params![row_id(key, 0), row_id(key, at)], |r| {
                     Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
                 })
                 .optional()
-        })
+        })?;
+        found
+            .map(|(seq, state)| snapshot_json(run, seq, state))
+            .transpose()
     }
 
     fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
@@ -394,7 +404,10 @@ impl Store for SqliteStore {
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
-        })
+        })?
+        .into_iter()
+        .map(|(seq, state)| snapshot_json(run, seq, state))
+        .collect()
     }
 
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
@@ -424,6 +437,18 @@ impl Store for SqliteStore {
             let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
             Ok((pages * size) as u64)
         })
+    }
+}
+
+/// A stored snapshot as the JSON it was written from (packed from schema 4 on).
+fn snapshot_json(run: &RunId, seq: u64, state: Vec<u8>) -> Result<(u64, Vec<u8>), StoreError> {
+    match unpack(&state) {
+        Ok(Cow::Borrowed(_)) => Ok((seq, state)),
+        Ok(Cow::Owned(json)) => Ok((seq, json)),
+        Err(e) => Err(StoreError::Damaged {
+            run: run.to_string(),
+            detail: format!("seq {seq}: snapshots.state: {e}"),
+        }),
     }
 }
 
