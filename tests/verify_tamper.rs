@@ -87,7 +87,7 @@ fn cases() -> Vec<Case> {
         &format!("SELECT min(seq) FROM outbox WHERE run = {kl} AND seq > 20"),
     ) as u64;
     let started_seq = one(&conn, &format!("SELECT seq FROM outbox WHERE run = {kk}")) as u64;
-    let blob = "instr(bytes, CAST('\"step 9\"' AS BLOB)) > 0";
+    let blob = "instr(bytes, CAST('step 9' AS BLOB)) > 0";
     let s = |n: u64| format!("seq {n}");
     let (mid_s, reply_s, sealed_s, unsealed_s, emitting_s) = (
         s(30),
@@ -328,8 +328,15 @@ fn cases() -> Vec<Case> {
             "blobs.bytes",
             long,
             format!(
-                "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), '\"step 9\"', '\"step X\"') AS BLOB) WHERE {blob}"
+                "UPDATE blobs SET bytes = substr(bytes, 1, instr(bytes, CAST('step 9' AS BLOB)) + 4) \
+                 || CAST('X' AS BLOB) || substr(bytes, instr(bytes, CAST('step 9' AS BLOB)) + 6) WHERE {blob}"
             ),
+            &[&reply_s],
+        ),
+        case(
+            "blobs.bytes",
+            long,
+            format!("UPDATE blobs SET bytes = substr(bytes, 1, length(bytes) - 1) WHERE {blob}"),
             &[&reply_s],
         ),
         // outbox

@@ -3,7 +3,8 @@
 //! wrote, so everything hashed or signed — chain links, state hashes, receipts — stays defined
 //! over the JSON, and a packed row reads back as the very bytes it was packed from.
 //!
-//! When to use: [`pack`] when writing a JSON column, [`unpack`] when reading one. A value that
+//! When to use: [`pack`] when writing a JSON column, [`unpack`] when reading one;
+//! [`pack_blob`] and [`unpack_blob`] for a blob (a conversation node keeps its 32-byte head). A value that
 //! does not start with [`PACKED`] is JSON as earlier runtape versions stored it and is returned
 //! unchanged, so old rows and new rows live side by side without a data migration.
 //!
@@ -182,6 +183,42 @@ pub fn pack(json: &[u8]) -> Vec<u8> {
 pub fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
     match stored.split_first() {
         Some((&PACKED, rest)) => unpack_tokens(rest).map(Cow::Owned),
+        _ => Ok(Cow::Borrowed(stored)),
+    }
+}
+
+/// Bytes before the JSON of a stored conversation node: its previous head.
+const NODE_HEAD: usize = 32;
+
+/// The stored form of a blob: a conversation node (the previous head, then the message JSON)
+/// keeps its head and has its JSON packed; any other blob whose bytes from 32 on do not pack
+/// stays as it is. Lossless for every input, like [`pack`].
+pub fn pack_blob(bytes: &[u8]) -> Vec<u8> {
+    let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
+        return bytes.to_vec();
+    };
+    let packed = pack(json);
+    if packed.first() != Some(&PACKED) {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(NODE_HEAD + packed.len());
+    out.extend_from_slice(head);
+    out.extend_from_slice(&packed);
+    out
+}
+
+/// A stored blob as it was written: unpacked from byte 32 on when that byte is [`PACKED`]
+/// (a node's JSON starts with `{` and JSON text never holds that byte, so a blob stored
+/// before schema 4 is returned as it is).
+pub fn unpack_blob(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
+    match stored.split_at_checked(NODE_HEAD) {
+        Some((head, rest)) if rest.first() == Some(&PACKED) => {
+            let json = unpack(rest)?;
+            let mut out = Vec::with_capacity(NODE_HEAD + json.len());
+            out.extend_from_slice(head);
+            out.extend_from_slice(&json);
+            Ok(Cow::Owned(out))
+        }
         _ => Ok(Cow::Borrowed(stored)),
     }
 }
@@ -535,6 +572,26 @@ mod tests {
                 String::from_utf8_lossy(odd)
             );
         }
+    }
+
+    #[test]
+    fn a_node_keeps_its_head_and_packs_its_message_and_other_blobs_read_back_alike() {
+        let mut node = vec![7u8; 32];
+        node.extend_from_slice(br#"{"role":"assistant","content":"hello there"}"#);
+        let stored = pack_blob(&node);
+        assert_eq!((&stored[..32], stored[32]), (&node[..32], PACKED));
+        assert!(stored.len() < node.len());
+        assert_eq!(unpack_blob(&stored).expect("unpacks").as_ref(), &node[..]);
+        let catalog = br#"{"tools":[{"name":"read_file","description":"Reads a file"}]}"#;
+        for other in [&catalog[..], b"short", &node[..32], b""] {
+            let stored = pack_blob(other);
+            assert_eq!(unpack_blob(&stored).expect("unpacks").as_ref(), other);
+        }
+        assert!(
+            matches!(unpack_blob(&node), Ok(Cow::Borrowed(_))),
+            "a schema-3 node"
+        );
+        assert!(unpack_blob(&stored[..stored.len() - 1]).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::{
     Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
     TransitionRecord, Write,
 };
-use crate::ledger::packed::unpack;
+use crate::ledger::packed::{unpack, unpack_blob};
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 mod readers;
@@ -369,11 +369,21 @@ impl Store for SqliteStore {
     }
 
     fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
-        self.read(|c| {
+        let stored = self.read(|c| {
             c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
                 .query_row([&d.0[..]], |r| bytes_at(r, 0))
                 .optional()
-        })
+        })?;
+        stored
+            .map(|bytes| match unpack_blob(&bytes) {
+                Ok(Cow::Borrowed(_)) => Ok(bytes),
+                Ok(Cow::Owned(node)) => Ok(node),
+                Err(e) => Err(StoreError::Damaged {
+                    run: format!("(the blob {d})"),
+                    detail: format!("blobs.bytes: {e}"),
+                }),
+            })
+            .transpose()
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
