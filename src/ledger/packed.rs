@@ -3,8 +3,8 @@
 //! wrote, so everything hashed or signed — chain links, state hashes, receipts — stays defined
 //! over the JSON, and a packed row reads back as the very bytes it was packed from.
 //!
-//! When to use: [`pack`] when writing a JSON column, [`unpack`] when reading one;
-//! [`pack_blob`] and [`unpack_blob`] for a blob (a conversation node keeps its 32-byte head). A value that
+//! When to use: [`pack`] when writing a JSON column, [`unpack`] when reading one (blobs:
+//! [`super::packed_blob`]). A value that
 //! does not start with [`PACKED`] is JSON as earlier runtape versions stored it and is returned
 //! unchanged, so old rows and new rows live side by side without a data migration.
 //!
@@ -21,6 +21,7 @@
 //! | `0x0B` + varint index | the same string as the index-th literal string of this value |
 //! | `0x0C` + 32 bytes | a string of 64 lowercase hex digits (a digest) |
 //! | `0x0D` + varint index + varint length + bytes | the index-th literal string, then these bytes |
+//! | `0x0E` + varint offset + varint length | bytes of the source value (a blob's, see [`super::packed_blob`]) |
 //! | `0x40 + n` + `n` bytes | a string shorter than 64 bytes (escapes verbatim) |
 //! | `0x80 + i` | the string [`WORDS`]`[i]` |
 //!
@@ -49,6 +50,9 @@ const PREFIXED: u8 = 0x0D;
 /// The shortest earlier string a [`PREFIXED`] string may start with.
 const PREFIX_MIN: usize = 8;
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+const EXTERNAL: u8 = 0x0E;
+/// The shortest string stored as a reference into a source value.
+pub const EXTERNAL_MIN: usize = 32;
 const SHORT_STRING: u8 = 0x40;
 const SHORT_LIMIT: usize = 0x40;
 const WORD: u8 = 0x80;
@@ -172,58 +176,33 @@ pub fn pack(json: &[u8]) -> Vec<u8> {
     if json.is_empty() {
         return Vec::new();
     }
-    match pack_tokens(json) {
-        Some(packed) if unpack(&packed).is_ok_and(|back| back.as_ref() == json) => packed,
-        _ => json.to_vec(),
-    }
+    pack_with(json, &[]).unwrap_or_else(|| json.to_vec())
+}
+
+/// `json` packed (starting with [`PACKED`]), with strings of at least [`EXTERNAL_MIN`] bytes
+/// that occur in `external` stored as references to it; `None` unless that unpacks, given the
+/// same `external`, to exactly `json`.
+pub(super) fn pack_with(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
+    let packed = pack_tokens(json, external)?;
+    let back = unpack_tokens(&packed[1..], external).ok()?;
+    (back == json).then_some(packed)
+}
+
+/// Unpacks the tokens after a [`PACKED`] byte, reading external references from `external`.
+pub(super) fn unpack_with(tokens: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError> {
+    unpack_tokens(tokens, external)
 }
 
 /// The JSON a stored value holds: unpacked when it starts with [`PACKED`], otherwise the bytes
 /// as they are (JSON from schema 3 and before, or empty).
 pub fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
     match stored.split_first() {
-        Some((&PACKED, rest)) => unpack_tokens(rest).map(Cow::Owned),
+        Some((&PACKED, rest)) => unpack_tokens(rest, &[]).map(Cow::Owned),
         _ => Ok(Cow::Borrowed(stored)),
     }
 }
 
-/// Bytes before the JSON of a stored conversation node: its previous head.
-const NODE_HEAD: usize = 32;
-
-/// The stored form of a blob: a conversation node (the previous head, then the message JSON)
-/// keeps its head and has its JSON packed; any other blob whose bytes from 32 on do not pack
-/// stays as it is. Lossless for every input, like [`pack`].
-pub fn pack_blob(bytes: &[u8]) -> Vec<u8> {
-    let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
-        return bytes.to_vec();
-    };
-    let packed = pack(json);
-    if packed.first() != Some(&PACKED) {
-        return bytes.to_vec();
-    }
-    let mut out = Vec::with_capacity(NODE_HEAD + packed.len());
-    out.extend_from_slice(head);
-    out.extend_from_slice(&packed);
-    out
-}
-
-/// A stored blob as it was written: unpacked from byte 32 on when that byte is [`PACKED`]
-/// (a node's JSON starts with `{` and JSON text never holds that byte, so a blob stored
-/// before schema 4 is returned as it is).
-pub fn unpack_blob(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
-    match stored.split_at_checked(NODE_HEAD) {
-        Some((head, rest)) if rest.first() == Some(&PACKED) => {
-            let json = unpack(rest)?;
-            let mut out = Vec::with_capacity(NODE_HEAD + json.len());
-            out.extend_from_slice(head);
-            out.extend_from_slice(&json);
-            Ok(Cow::Owned(out))
-        }
-        _ => Ok(Cow::Borrowed(stored)),
-    }
-}
-
-fn pack_tokens(json: &[u8]) -> Option<Vec<u8>> {
+fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(json.len() / 2 + 8);
     out.push(PACKED);
     let mut literals: Vec<&[u8]> = Vec::new();
@@ -246,6 +225,10 @@ fn pack_tokens(json: &[u8]) -> Option<Vec<u8>> {
                 {
                     out.push(REPEAT);
                     varint(&mut out, k as u64);
+                } else if let Some(at) = find_external(external, s) {
+                    out.push(EXTERNAL);
+                    varint(&mut out, at as u64);
+                    varint(&mut out, s.len() as u64);
                 } else if let Some(digest) = hex32(s) {
                     out.push(HEX32);
                     out.extend_from_slice(&digest);
@@ -311,6 +294,14 @@ fn pack_tokens(json: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Where `s` (at least [`EXTERNAL_MIN`] bytes) first occurs in `external`.
+fn find_external(external: &[u8], s: &[u8]) -> Option<usize> {
+    if s.len() < EXTERNAL_MIN || external.len() < s.len() {
+        return None;
+    }
+    external.windows(s.len()).position(|w| w == s)
+}
+
 /// The 32 bytes a string of exactly 64 lowercase hex digits spells.
 fn hex32(s: &[u8]) -> Option<[u8; 32]> {
     let digit = |c: u8| match c {
@@ -348,7 +339,7 @@ struct Open {
     tokens: usize,
 }
 
-fn unpack_tokens(mut rest: &[u8]) -> Result<Vec<u8>, PackError> {
+fn unpack_tokens(mut rest: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError> {
     let mut out = Vec::with_capacity(rest.len() * 2);
     let mut open: Vec<Open> = Vec::new();
     let mut literals: Vec<&[u8]> = Vec::new();
@@ -428,6 +419,18 @@ fn unpack_tokens(mut rest: &[u8]) -> Result<Vec<u8>, PackError> {
                         .ok_or(PackError("a repeat of no earlier string"))?,
                 )
             }
+            EXTERNAL => {
+                let at = read_len(&mut rest)?;
+                let len = read_len(&mut rest)?;
+                let s = at
+                    .checked_add(len)
+                    .and_then(|end| external.get(at..end))
+                    .ok_or(PackError("a reference outside its source"))?;
+                out.push(b'"');
+                out.extend_from_slice(s);
+                out.push(b'"');
+                None
+            }
             HEX32 => {
                 let (digest, tail) = rest.split_at_checked(32).ok_or(PackError("a cut digest"))?;
                 rest = tail;
@@ -493,7 +496,8 @@ fn take_literal<'a>(
     Ok(s)
 }
 
-fn varint(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` as a LEB128 varint.
+pub(super) fn varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -501,7 +505,8 @@ fn varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
-fn read_varint(rest: &mut &[u8]) -> Result<u64, PackError> {
+/// Reads a LEB128 varint off the front of `rest`.
+pub(super) fn read_varint(rest: &mut &[u8]) -> Result<u64, PackError> {
     let mut n: u64 = 0;
     for shift in (0..64).step_by(7) {
         let (&b, tail) = rest.split_first().ok_or(PackError("a cut number"))?;
@@ -572,26 +577,6 @@ mod tests {
                 String::from_utf8_lossy(odd)
             );
         }
-    }
-
-    #[test]
-    fn a_node_keeps_its_head_and_packs_its_message_and_other_blobs_read_back_alike() {
-        let mut node = vec![7u8; 32];
-        node.extend_from_slice(br#"{"role":"assistant","content":"hello there"}"#);
-        let stored = pack_blob(&node);
-        assert_eq!((&stored[..32], stored[32]), (&node[..32], PACKED));
-        assert!(stored.len() < node.len());
-        assert_eq!(unpack_blob(&stored).expect("unpacks").as_ref(), &node[..]);
-        let catalog = br#"{"tools":[{"name":"read_file","description":"Reads a file"}]}"#;
-        for other in [&catalog[..], b"short", &node[..32], b""] {
-            let stored = pack_blob(other);
-            assert_eq!(unpack_blob(&stored).expect("unpacks").as_ref(), other);
-        }
-        assert!(
-            matches!(unpack_blob(&node), Ok(Cow::Borrowed(_))),
-            "a schema-3 node"
-        );
-        assert!(unpack_blob(&stored[..stored.len() - 1]).is_err());
     }
 
     #[test]

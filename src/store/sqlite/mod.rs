@@ -16,7 +16,8 @@ use super::{
     Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
     TransitionRecord, Write,
 };
-use crate::ledger::packed::{unpack, unpack_blob};
+use crate::ledger::packed::unpack;
+use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
 mod readers;
@@ -369,21 +370,44 @@ impl Store for SqliteStore {
     }
 
     fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        // The blob and, when it refers to one, the event of the transition that wrote it,
+        // read in one read transaction.
         let stored = self.read(|c| {
-            c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
+            let Some(bytes) = c
+                .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
                 .query_row([&d.0[..]], |r| bytes_at(r, 0))
-                .optional()
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            let event = match blob_source(&bytes).and_then(|row| i64::try_from(row).ok()) {
+                Some(row) => c
+                    .prepare_cached("SELECT event FROM transitions WHERE id = ?1")?
+                    .query_row([row], |r| bytes_at(r, 0))
+                    .optional()?,
+                None => None,
+            };
+            Ok(Some((bytes, event)))
         })?;
-        stored
-            .map(|bytes| match unpack_blob(&bytes) {
-                Ok(Cow::Borrowed(_)) => Ok(bytes),
-                Ok(Cow::Owned(node)) => Ok(node),
-                Err(e) => Err(StoreError::Damaged {
-                    run: format!("(the blob {d})"),
-                    detail: format!("blobs.bytes: {e}"),
-                }),
-            })
-            .transpose()
+        let Some((bytes, event)) = stored else {
+            return Ok(None);
+        };
+        let damaged = |what: String| StoreError::Damaged {
+            run: format!("(the blob {d})"),
+            detail: format!("blobs.bytes: {what}"),
+        };
+        let event = match &event {
+            Some(stored) => unpack(stored).map_err(|e| damaged(format!("its event: {e}")))?,
+            None if blob_source(&bytes).is_some() => {
+                return Err(damaged("the transition it refers to is not stored".into()));
+            }
+            None => Cow::Borrowed(&[][..]),
+        };
+        match unpack_blob(&bytes, &event) {
+            Ok(Cow::Borrowed(_)) => Ok(Some(bytes)),
+            Ok(Cow::Owned(node)) => Ok(Some(node)),
+            Err(e) => Err(damaged(e.to_string())),
+        }
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {

@@ -11,7 +11,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
 use super::{CommitStats, bytes_at};
-use crate::ledger::packed::{pack, pack_blob};
+use crate::ledger::packed::pack;
+use crate::ledger::packed_blob::pack_blob;
 use crate::machine::{Digest, RunId};
 
 /// Most writes folded into one transaction.
@@ -367,7 +368,7 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         let mut stmt =
             tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;
         for (d, bytes) in &c.blobs {
-            stmt.execute(params![&d.0[..], pack_blob(bytes)])?;
+            stmt.execute(params![&d.0[..], pack_blob(bytes, id as u64, &c.event)])?;
         }
     }
     if let Some(state) = &c.snapshot {
