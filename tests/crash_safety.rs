@@ -52,7 +52,10 @@ fn history(db: &Path, run: &str) -> Vec<Row> {
         Ok(Row {
             seq: r.get::<_, i64>(0)? & 0xffff_ffff,
             event: json_text(&r.get::<_, Vec<u8>>(1)?),
-            edge: r.get(2)?,
+            edge: runtape::ledger::codec::stored_edge(r.get_ref(2)?.as_bytes()?)
+                .expect("a stored edge")
+                .as_str()
+                .to_owned(),
             hash: r.get(3)?,
             chain: r.get(4)?,
             effects: json_text(&r.get::<_, Vec<u8>>(5)?),

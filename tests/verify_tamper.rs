@@ -245,6 +245,12 @@ fn cases() -> Vec<Case> {
             &[&mid_s],
         ),
         case(
+            "transitions.edge",
+            long,
+            format!("UPDATE transitions SET edge = X'00000000' WHERE id = {mid}"),
+            &[&mid_s],
+        ),
+        case(
             "transitions.effects",
             long,
             format!(

@@ -26,7 +26,7 @@ struct Migration {
 /// - 2 → 3: `heads`, each run's sealed head (see [`crate::receipt::RunHead`]); every run
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
-/// - 3 → 4: packed JSON in the event, effects and snapshot columns ([`V4`]).
+/// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -48,7 +48,9 @@ const MIGRATIONS: &[Migration] = &[
 
 /// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`
 /// and `snapshots.state` may hold packed JSON ([`crate::ledger::packed`]) beside the plain JSON
-/// of earlier rows. The version says so, so an older runtape refuses the file instead of
+/// of earlier rows, a blob may be a packed node ([`crate::ledger::packed_blob`]), and
+/// `transitions.edge` may be a 4-byte code ([`crate::ledger::codec::edge_code`]) beside the
+/// names of earlier rows. The version says so, so an older runtape refuses the file instead of
 /// misreading it.
 const V4: &str = "";
 

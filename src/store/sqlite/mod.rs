@@ -16,9 +16,10 @@ use super::{
     Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
     TransitionRecord, Write,
 };
+use crate::ledger::codec::stored_edge;
 use crate::ledger::packed::unpack;
 use crate::ledger::packed_blob::{blob_source, unpack_blob};
-use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
+use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod readers;
 mod writer;
@@ -297,7 +298,7 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(0)?,
                         r.get::<_, i64>(1)?,
                         bytes(2)?,
-                        r.get::<_, String>(3)?,
+                        bytes(3)?,
                         bytes(4)?,
                         bytes(5)?,
                         bytes(6)?,
@@ -314,7 +315,7 @@ impl Store for SqliteStore {
                     detail: format!("seq {}: {what}", id & 0xffff_ffff),
                 };
                 let seq = (id & 0xffff_ffff) as u64;
-                let edge = EdgeId::parse(&edge)
+                let edge = stored_edge(&edge)
                     .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
                 let json = |stored: Vec<u8>, column: &str| match unpack(&stored) {
                     Ok(Cow::Borrowed(_)) => Ok(stored),

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
 use super::{CommitStats, bytes_at};
+use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
 use crate::ledger::packed_blob::pack_blob;
 use crate::machine::{Digest, RunId};
@@ -358,7 +359,7 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         id,
         c.at.0 as i64,
         pack(&c.event),
-        c.edge.as_str(),
+        &edge_code(c.edge)[..],
         pack(&c.effects),
         &c.state_hash.0[..],
         &c.chain.0[..],
