@@ -51,16 +51,25 @@ fn history(db: &Path, run: &str) -> Vec<Row> {
     stmt.query_map([key], |r| {
         Ok(Row {
             seq: r.get::<_, i64>(0)? & 0xffff_ffff,
-            event: String::from_utf8_lossy(&r.get::<_, Vec<u8>>(1)?).into_owned(),
-            edge: r.get(2)?,
+            event: json_text(&r.get::<_, Vec<u8>>(1)?),
+            edge: runtape::ledger::codec::stored_edge(r.get_ref(2)?.as_bytes()?)
+                .expect("a stored edge")
+                .as_str()
+                .to_owned(),
             hash: r.get(3)?,
             chain: r.get(4)?,
-            effects: String::from_utf8_lossy(&r.get::<_, Vec<u8>>(5)?).into_owned(),
+            effects: json_text(&r.get::<_, Vec<u8>>(5)?),
         })
     })
     .expect("queries")
     .collect::<Result<_, _>>()
     .expect("reads")
+}
+
+/// A stored JSON column as text (packed JSON is unpacked first).
+fn json_text(stored: &[u8]) -> String {
+    let json = runtape::ledger::packed::unpack(stored).expect("a readable column");
+    String::from_utf8_lossy(&json).into_owned()
 }
 
 fn env(dir: &Path, mode: &str, policy: &str) -> Vec<(&'static str, String)> {

@@ -96,6 +96,8 @@ async fn a_tool_runs_only_after_its_transition_is_committed() {
                 |r| r.get(0),
             )
             .map_err(|e| ToolError::new(format!("emitting transition {seq} not committed: {e}")))?;
+        let effects =
+            runtape::ledger::packed::unpack(&effects).map_err(|e| ToolError::new(e.to_string()))?;
         let text = String::from_utf8_lossy(&effects).into_owned();
         log.push(format!("{seq}:{}", text.contains(&ctx.idempotency_key)));
         Ok(json!("ok"))

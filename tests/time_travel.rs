@@ -97,6 +97,23 @@ async fn verify_passes_on_a_clean_run() {
 
 fn tamper(db: &std::path::Path, sql: &str) {
     let conn = rusqlite::Connection::open(db).expect("opens");
+    // Stored events may be packed JSON; write them back as the plain JSON they hold (which
+    // the store reads alike and which changes nothing verify sees) so a text edit applies.
+    let events: Vec<(i64, Vec<u8>)> = conn
+        .prepare("SELECT id, event FROM transitions")
+        .expect("prepares")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("reads")
+        .collect::<Result<_, _>>()
+        .expect("reads");
+    for (id, event) in events {
+        let json = runtape::ledger::packed::unpack(&event).expect("unpacks");
+        conn.execute(
+            "UPDATE transitions SET event = ?2 WHERE id = ?1",
+            rusqlite::params![id, json.as_ref()],
+        )
+        .expect("rewrites");
+    }
     let changed = conn.execute(sql, []).expect("tampers");
     assert_eq!(changed, 1, "{sql}");
 }

@@ -56,7 +56,7 @@ fn cases() -> Vec<Case> {
     let reply = one(
         &conn,
         &format!(
-            "SELECT id FROM transitions WHERE {range} AND instr(event, CAST('\"step 9\"' AS BLOB)) > 0"
+            "SELECT min(id) FROM transitions WHERE {range} AND instr(event, CAST('step 9' AS BLOB)) > 0"
         ),
     );
     let reply_seq = seq_of(reply);
@@ -87,7 +87,7 @@ fn cases() -> Vec<Case> {
         &format!("SELECT min(seq) FROM outbox WHERE run = {kl} AND seq > 20"),
     ) as u64;
     let started_seq = one(&conn, &format!("SELECT seq FROM outbox WHERE run = {kk}")) as u64;
-    let blob = "instr(bytes, CAST('\"step 9\"' AS BLOB)) > 0";
+    let blob = "instr(bytes, CAST('step 9' AS BLOB)) > 0";
     let s = |n: u64| format!("seq {n}");
     let (mid_s, reply_s, sealed_s, unsealed_s, emitting_s) = (
         s(30),
@@ -222,7 +222,10 @@ fn cases() -> Vec<Case> {
             "transitions.event",
             long,
             format!(
-                "UPDATE transitions SET event = CAST(replace(CAST(event AS TEXT), '\"step 9\"', '\"step 90\"') AS BLOB) WHERE id = {reply}"
+                // "step 9" becomes "step 8" in place, in plain and packed JSON alike: the row
+                // still decodes, to an event the chain does not cover.
+                "UPDATE transitions SET event = substr(event, 1, instr(event, CAST('step 9' AS BLOB)) + 4) \
+                 || CAST('8' AS BLOB) || substr(event, instr(event, CAST('step 9' AS BLOB)) + 6) WHERE id = {reply}"
             ),
             &[&reply_s],
         ),
@@ -239,6 +242,12 @@ fn cases() -> Vec<Case> {
                 "UPDATE transitions SET edge = (SELECT edge FROM transitions WHERE id = {}) WHERE id = {mid}",
                 row(kl, 1)
             ),
+            &[&mid_s],
+        ),
+        case(
+            "transitions.edge",
+            long,
+            format!("UPDATE transitions SET edge = X'00000000' WHERE id = {mid}"),
             &[&mid_s],
         ),
         case(
@@ -325,8 +334,15 @@ fn cases() -> Vec<Case> {
             "blobs.bytes",
             long,
             format!(
-                "UPDATE blobs SET bytes = CAST(replace(CAST(bytes AS TEXT), '\"step 9\"', '\"step X\"') AS BLOB) WHERE {blob}"
+                "UPDATE blobs SET bytes = substr(bytes, 1, instr(bytes, CAST('step 9' AS BLOB)) + 4) \
+                 || CAST('X' AS BLOB) || substr(bytes, instr(bytes, CAST('step 9' AS BLOB)) + 6) WHERE {blob}"
             ),
+            &[&reply_s],
+        ),
+        case(
+            "blobs.bytes",
+            long,
+            format!("UPDATE blobs SET bytes = substr(bytes, 1, length(bytes) - 1) WHERE {blob}"),
             &[&reply_s],
         ),
         // outbox

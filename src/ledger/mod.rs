@@ -26,6 +26,8 @@
 pub mod codec;
 pub mod coverage;
 pub mod head;
+pub mod packed;
+pub mod packed_blob;
 pub mod pairing;
 pub mod read;
 

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -26,6 +26,7 @@ struct Migration {
 /// - 2 → 3: `heads`, each run's sealed head (see [`crate::receipt::RunHead`]); every run
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
+/// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -39,7 +40,19 @@ const MIGRATIONS: &[Migration] = &[
         sql: V3,
         then: Some(super::legacy_heads::seal_existing_runs),
     },
+    Migration {
+        sql: V4,
+        then: None,
+    },
 ];
+
+/// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`
+/// and `snapshots.state` may hold packed JSON ([`crate::ledger::packed`]) beside the plain JSON
+/// of earlier rows, a blob may be a packed node ([`crate::ledger::packed_blob`]), and
+/// `transitions.edge` may be a 4-byte code ([`crate::ledger::codec::edge_code`]) beside the
+/// names of earlier rows. The version says so, so an older runtape refuses the file instead of
+/// misreading it.
+const V4: &str = "";
 
 const V3: &str = r#"
 -- run = runs.key; body = the head's canonical JSON; seal = its seal

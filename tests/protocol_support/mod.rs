@@ -221,10 +221,18 @@ pub fn edges(db: &Path) -> Vec<String> {
             .expect("opens");
     conn.prepare("SELECT edge FROM transitions ORDER BY id")
         .expect("prepares")
-        .query_map([], |r| r.get(0))
+        .query_map([], |r| Ok(edge_name(r.get_ref(0)?.as_bytes()?)))
         .expect("queries")
         .collect::<Result<_, _>>()
         .expect("reads")
+}
+
+/// The persisted name of a stored edge (a code or, before schema 4, the name).
+fn edge_name(stored: &[u8]) -> String {
+    runtape::ledger::codec::stored_edge(stored)
+        .expect("a stored edge")
+        .as_str()
+        .to_owned()
 }
 
 /// True when `owner` (`host:pid:nonce`) names a process that is still running here.

@@ -3,6 +3,7 @@
 //! pool of read-only connections (`readers.rs`; WAL lets them read while the writer writes).
 //! Reads are blocking calls: async callers make them off tokio's worker threads.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -15,7 +16,10 @@ use super::{
     Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
     TransitionRecord, Write,
 };
-use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
+use crate::ledger::codec::stored_edge;
+use crate::ledger::packed::unpack;
+use crate::ledger::packed_blob::{blob_source, unpack_blob};
+use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod readers;
 mod writer;
@@ -294,7 +298,7 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(0)?,
                         r.get::<_, i64>(1)?,
                         bytes(2)?,
-                        r.get::<_, String>(3)?,
+                        bytes(3)?,
                         bytes(4)?,
                         bytes(5)?,
                         bytes(6)?,
@@ -311,14 +315,19 @@ impl Store for SqliteStore {
                     detail: format!("seq {}: {what}", id & 0xffff_ffff),
                 };
                 let seq = (id & 0xffff_ffff) as u64;
-                let edge = EdgeId::parse(&edge)
+                let edge = stored_edge(&edge)
                     .ok_or_else(|| damaged("transitions.edge names no edge of the machine"))?;
+                let json = |stored: Vec<u8>, column: &str| match unpack(&stored) {
+                    Ok(Cow::Borrowed(_)) => Ok(stored),
+                    Ok(Cow::Owned(json)) => Ok(json),
+                    Err(e) => Err(damaged(&format!("transitions.{column}: {e}"))),
+                };
                 Ok(TransitionRecord {
                     seq,
                     at: Hlc(at as u64),
-                    event,
+                    event: json(event, "event")?,
                     edge,
-                    effects,
+                    effects: json(effects, "effects")?,
                     state_kind: edge.to(),
                     state_hash: digest(&hash)
                         .ok_or_else(|| damaged("transitions.state_hash is not 32 bytes"))?,
@@ -335,14 +344,17 @@ impl Store for SqliteStore {
         run: &RunId,
         at: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.read(|c| {
+        let found = self.read(|c| {
             let Some(key) = self.key(c, run)? else { return Ok(None) };
             c.prepare_cached("SELECT id, state FROM snapshots WHERE id BETWEEN ?1 AND ?2 ORDER BY id DESC LIMIT 1")?
                 .query_row(params![row_id(key, 0), row_id(key, at)], |r| {
                     Ok(((r.get::<_, i64>(0)? & 0xffff_ffff) as u64, bytes_at(r, 1)?))
                 })
                 .optional()
-        })
+        })?;
+        found
+            .map(|(seq, state)| snapshot_json(run, seq, state))
+            .transpose()
     }
 
     fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
@@ -359,11 +371,44 @@ impl Store for SqliteStore {
     }
 
     fn blob(&self, d: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
-        self.read(|c| {
-            c.prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
+        // The blob and, when it refers to one, the event of the transition that wrote it,
+        // read in one read transaction.
+        let stored = self.read(|c| {
+            let Some(bytes) = c
+                .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")?
                 .query_row([&d.0[..]], |r| bytes_at(r, 0))
-                .optional()
-        })
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            let event = match blob_source(&bytes).and_then(|row| i64::try_from(row).ok()) {
+                Some(row) => c
+                    .prepare_cached("SELECT event FROM transitions WHERE id = ?1")?
+                    .query_row([row], |r| bytes_at(r, 0))
+                    .optional()?,
+                None => None,
+            };
+            Ok(Some((bytes, event)))
+        })?;
+        let Some((bytes, event)) = stored else {
+            return Ok(None);
+        };
+        let damaged = |what: String| StoreError::Damaged {
+            run: format!("(the blob {d})"),
+            detail: format!("blobs.bytes: {what}"),
+        };
+        let event = match &event {
+            Some(stored) => unpack(stored).map_err(|e| damaged(format!("its event: {e}")))?,
+            None if blob_source(&bytes).is_some() => {
+                return Err(damaged("the transition it refers to is not stored".into()));
+            }
+            None => Cow::Borrowed(&[][..]),
+        };
+        match unpack_blob(&bytes, &event) {
+            Ok(Cow::Borrowed(_)) => Ok(Some(bytes)),
+            Ok(Cow::Owned(node)) => Ok(Some(node)),
+            Err(e) => Err(damaged(e.to_string())),
+        }
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
@@ -394,7 +439,10 @@ impl Store for SqliteStore {
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
-        })
+        })?
+        .into_iter()
+        .map(|(seq, state)| snapshot_json(run, seq, state))
+        .collect()
     }
 
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
@@ -424,6 +472,18 @@ impl Store for SqliteStore {
             let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
             Ok((pages * size) as u64)
         })
+    }
+}
+
+/// A stored snapshot as the JSON it was written from (packed from schema 4 on).
+fn snapshot_json(run: &RunId, seq: u64, state: Vec<u8>) -> Result<(u64, Vec<u8>), StoreError> {
+    match unpack(&state) {
+        Ok(Cow::Borrowed(_)) => Ok((seq, state)),
+        Ok(Cow::Owned(json)) => Ok((seq, json)),
+        Err(e) => Err(StoreError::Damaged {
+            run: run.to_string(),
+            detail: format!("seq {seq}: snapshots.state: {e}"),
+        }),
     }
 }
 

@@ -11,6 +11,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
 use super::{CommitStats, bytes_at};
+use crate::ledger::codec::edge_code;
+use crate::ledger::packed::pack;
+use crate::ledger::packed_blob::pack_blob;
 use crate::machine::{Digest, RunId};
 
 /// Most writes folded into one transaction.
@@ -352,17 +355,26 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
     tx.prepare_cached(
         "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![id, c.at.0 as i64, c.event, c.edge.as_str(), c.effects, &c.state_hash.0[..], &c.chain.0[..], c.seal])?;
+    .execute(params![
+        id,
+        c.at.0 as i64,
+        pack(&c.event),
+        &edge_code(c.edge)[..],
+        pack(&c.effects),
+        &c.state_hash.0[..],
+        &c.chain.0[..],
+        c.seal
+    ])?;
     if !c.blobs.is_empty() {
         let mut stmt =
             tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;
         for (d, bytes) in &c.blobs {
-            stmt.execute(params![&d.0[..], bytes])?;
+            stmt.execute(params![&d.0[..], pack_blob(bytes, id as u64, &c.event)])?;
         }
     }
     if let Some(state) = &c.snapshot {
         tx.prepare_cached("INSERT OR REPLACE INTO snapshots (id, state) VALUES (?1, ?2)")?
-            .execute(params![id, state])?;
+            .execute(params![id, pack(state)])?;
     }
     if !c.outbox.is_empty() {
         let mut stmt = tx.prepare_cached(

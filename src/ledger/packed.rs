@@ -1,0 +1,641 @@
+//! Packed JSON: the compact form in which a SQLite database stores the JSON of events, effects
+//! and snapshots (schema 4 on). It is a lossless transcoding of the exact bytes serde_json
+//! wrote, so everything hashed or signed — chain links, state hashes, receipts — stays defined
+//! over the JSON, and a packed row reads back as the very bytes it was packed from.
+//!
+//! When to use: [`pack`] when writing a JSON column, [`unpack`] when reading one (blobs:
+//! [`super::packed_blob`]). A value that
+//! does not start with [`PACKED`] is JSON as earlier runtape versions stored it and is returned
+//! unchanged, so old rows and new rows live side by side without a data migration.
+//!
+//! The format, after the [`PACKED`] byte, is one value as a token stream (punctuation `,` and
+//! `:` is implied by the nesting, so it is not stored):
+//!
+//! | byte | token |
+//! |---|---|
+//! | `0x02` / `0x03` / `0x04` | `{` / `[` / the closing `}` or `]` of the innermost container |
+//! | `0x05` / `0x06` / `0x07` | `true` / `false` / `null` |
+//! | `0x08` + zigzag varint | an integer written in its shortest form (fits in an `i64`) |
+//! | `0x09` + varint length + text | any other number, verbatim |
+//! | `0x0A` + varint length + bytes | a string of 64 bytes or more (its JSON escapes verbatim) |
+//! | `0x0B` + varint index | the same string as the index-th literal string of this value |
+//! | `0x0C` + 32 bytes | a string of 64 lowercase hex digits (a digest) |
+//! | `0x0D` + varint index + varint length + bytes | the index-th literal string, then these bytes |
+//! | `0x0E` + varint offset + varint length | bytes of the source value (a blob's, see [`super::packed_blob`]) |
+//! | `0x40 + n` + `n` bytes | a string shorter than 64 bytes (escapes verbatim) |
+//! | `0x80 + i` | the string [`WORDS`]`[i]` |
+//!
+//! [`WORDS`] is part of the format: it never changes; another table would take another first
+//! byte. [`pack`] checks that unpacking gives its input back and otherwise keeps the JSON as
+//! it is, so any input is stored faithfully.
+
+use std::borrow::Cow;
+
+/// The first byte of a packed value (JSON starts with `{`, `[`, `"`, a digit, `-`, `t`, `f`
+/// or `n`, so the two never collide).
+pub const PACKED: u8 = 0x01;
+
+const OBJECT: u8 = 0x02;
+const ARRAY: u8 = 0x03;
+const END: u8 = 0x04;
+const TRUE: u8 = 0x05;
+const FALSE: u8 = 0x06;
+const NULL: u8 = 0x07;
+const INTEGER: u8 = 0x08;
+const NUMBER: u8 = 0x09;
+const LONG_STRING: u8 = 0x0A;
+const REPEAT: u8 = 0x0B;
+const HEX32: u8 = 0x0C;
+const PREFIXED: u8 = 0x0D;
+/// The shortest earlier string a [`PREFIXED`] string may start with.
+const PREFIX_MIN: usize = 8;
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+const EXTERNAL: u8 = 0x0E;
+/// The shortest string stored as a reference into a source value.
+pub const EXTERNAL_MIN: usize = 32;
+const SHORT_STRING: u8 = 0x40;
+const SHORT_LIMIT: usize = 0x40;
+const WORD: u8 = 0x80;
+
+/// Strings common in runtape's events, effects and states (field names, tags, roles), each
+/// stored as one byte. At most 128; the order is part of the format.
+pub const WORDS: &[&str] = &[
+    // events and effects
+    "run",
+    "at",
+    "body",
+    "type",
+    "effect",
+    "seq",
+    "index",
+    "id",
+    "agent",
+    "reply",
+    "text",
+    "tool_calls",
+    "name",
+    "arguments",
+    "usage",
+    "input_tokens",
+    "output_tokens",
+    "chunks",
+    "request",
+    "attempt",
+    "call_id",
+    "tool",
+    "args",
+    "idempotency_key",
+    "provider",
+    "model",
+    "route",
+    "conversation",
+    "len",
+    "head",
+    "tools",
+    "remaining",
+    "turns",
+    "not_before",
+    "finish_reason",
+    "normalized",
+    "outcome",
+    "status",
+    "ok",
+    "value",
+    "error",
+    "goal",
+    "start",
+    "proceed",
+    "model_replied",
+    "model_failed",
+    "tool_returned",
+    "input_provided",
+    "effect_in_doubt",
+    "reconciled",
+    "budget_raised",
+    "cancel_requested",
+    "call_model",
+    "call_tool",
+    "reconcile",
+    "request_input",
+    "tools_listed",
+    "catalog",
+    "answer",
+    "kind",
+    // states
+    "state",
+    "created",
+    "preparing",
+    "generating",
+    "calling_tools",
+    "awaiting_input",
+    "handoff",
+    "completed",
+    "failed",
+    "cancelled",
+    "started_at",
+    "active",
+    "agents",
+    "limits",
+    "max_turns",
+    "max_tool_calls",
+    "visits",
+    "first_active_at",
+    "strikes",
+    "cost_nanos",
+    "unpriced_turns",
+    "outstanding",
+    "pending",
+    "results",
+    "settings",
+    // messages and replies
+    "role",
+    "content",
+    "assistant",
+    "user",
+    "system",
+    "tool_call_id",
+    "reasoning",
+    "stop",
+    "length",
+    "tool_use",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "message",
+    "code",
+];
+
+/// Why a packed value does not unpack (a damaged or edited row).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("packed JSON is damaged: {0}")]
+pub struct PackError(&'static str);
+
+/// The stored form of `json`: packed when that round-trips exactly, otherwise `json` itself.
+/// Empty input stays empty. Call it on bytes serde_json wrote (compact JSON); anything else is
+/// simply kept as it is.
+pub fn pack(json: &[u8]) -> Vec<u8> {
+    if json.is_empty() {
+        return Vec::new();
+    }
+    pack_with(json, &[]).unwrap_or_else(|| json.to_vec())
+}
+
+/// `json` packed (starting with [`PACKED`]), with strings of at least [`EXTERNAL_MIN`] bytes
+/// that occur in `external` stored as references to it; `None` unless that unpacks, given the
+/// same `external`, to exactly `json`.
+pub(super) fn pack_with(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
+    let packed = pack_tokens(json, external)?;
+    let back = unpack_tokens(&packed[1..], external).ok()?;
+    (back == json).then_some(packed)
+}
+
+/// Unpacks the tokens after a [`PACKED`] byte, reading external references from `external`.
+pub(super) fn unpack_with(tokens: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError> {
+    unpack_tokens(tokens, external)
+}
+
+/// The JSON a stored value holds: unpacked when it starts with [`PACKED`], otherwise the bytes
+/// as they are (JSON from schema 3 and before, or empty).
+pub fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
+    match stored.split_first() {
+        Some((&PACKED, rest)) => unpack_tokens(rest, &[]).map(Cow::Owned),
+        _ => Ok(Cow::Borrowed(stored)),
+    }
+}
+
+fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(json.len() / 2 + 8);
+    out.push(PACKED);
+    let mut literals: Vec<&[u8]> = Vec::new();
+    let mut i = 0;
+    while i < json.len() {
+        match json[i] {
+            b'{' => out.push(OBJECT),
+            b'[' => out.push(ARRAY),
+            b'}' | b']' => out.push(END),
+            b',' | b':' => {}
+            b'"' => {
+                let end = string_end(json, i + 1)?;
+                let s = &json[i + 1..end];
+                if let Some(w) = WORDS.iter().position(|w| w.as_bytes() == s) {
+                    out.push(WORD + w as u8);
+                } else if let Some(k) = literals
+                    .iter()
+                    .position(|l| *l == s)
+                    .filter(|_| s.len() > 2)
+                {
+                    out.push(REPEAT);
+                    varint(&mut out, k as u64);
+                } else if let Some(at) = find_external(external, s) {
+                    out.push(EXTERNAL);
+                    varint(&mut out, at as u64);
+                    varint(&mut out, s.len() as u64);
+                } else if let Some(digest) = hex32(s) {
+                    out.push(HEX32);
+                    out.extend_from_slice(&digest);
+                } else if let Some(k) = literals
+                    .iter()
+                    .position(|l| l.len() >= PREFIX_MIN && s.len() > l.len() && s.starts_with(l))
+                {
+                    let tail = &s[literals[k].len()..];
+                    out.push(PREFIXED);
+                    varint(&mut out, k as u64);
+                    varint(&mut out, tail.len() as u64);
+                    out.extend_from_slice(tail);
+                } else {
+                    if s.len() < SHORT_LIMIT {
+                        out.push(SHORT_STRING + s.len() as u8);
+                    } else {
+                        out.push(LONG_STRING);
+                        varint(&mut out, s.len() as u64);
+                    }
+                    out.extend_from_slice(s);
+                    literals.push(s);
+                }
+                i = end;
+            }
+            b't' if json[i..].starts_with(b"true") => {
+                out.push(TRUE);
+                i += 3;
+            }
+            b'f' if json[i..].starts_with(b"false") => {
+                out.push(FALSE);
+                i += 4;
+            }
+            b'n' if json[i..].starts_with(b"null") => {
+                out.push(NULL);
+                i += 3;
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = json[i..]
+                    .iter()
+                    .take_while(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .count();
+                let text = &json[i..i + len];
+                match std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                {
+                    Some(n) if n.to_string().as_bytes() == text => {
+                        out.push(INTEGER);
+                        varint(&mut out, zigzag(n));
+                    }
+                    _ => {
+                        out.push(NUMBER);
+                        varint(&mut out, len as u64);
+                        out.extend_from_slice(text);
+                    }
+                }
+                i += len - 1;
+            }
+            _ => return None,
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+/// Where `s` (at least [`EXTERNAL_MIN`] bytes) first occurs in `external`.
+fn find_external(external: &[u8], s: &[u8]) -> Option<usize> {
+    if s.len() < EXTERNAL_MIN || external.len() < s.len() {
+        return None;
+    }
+    external.windows(s.len()).position(|w| w == s)
+}
+
+/// The 32 bytes a string of exactly 64 lowercase hex digits spells.
+fn hex32(s: &[u8]) -> Option<[u8; 32]> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.chunks_exact(2).enumerate() {
+        out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+/// The index of the quote closing a string whose contents start at `from`.
+fn string_end(json: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < json.len() {
+        match json[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// One open container while unpacking: whether it is an object, and how many tokens (keys
+/// and values) it holds so far.
+struct Open {
+    object: bool,
+    tokens: usize,
+}
+
+fn unpack_tokens(mut rest: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError> {
+    let mut out = Vec::with_capacity(rest.len() * 2);
+    let mut open: Vec<Open> = Vec::new();
+    let mut literals: Vec<&[u8]> = Vec::new();
+    let mut done = false;
+    while let Some((&token, tail)) = rest.split_first() {
+        rest = tail;
+        if done {
+            return Err(PackError("bytes after the value"));
+        }
+        if token == END {
+            let top = open.pop().ok_or(PackError("a close with nothing open"))?;
+            if top.object && top.tokens % 2 == 1 {
+                return Err(PackError("a key without a value"));
+            }
+            out.push(if top.object { b'}' } else { b']' });
+            done = open.is_empty();
+            continue;
+        }
+        let is_key = match open.last_mut() {
+            Some(top) => {
+                let is_key = top.object && top.tokens % 2 == 0;
+                if top.tokens > 0 {
+                    out.push(if top.object && !is_key { b':' } else { b',' });
+                }
+                top.tokens += 1;
+                is_key
+            }
+            None => false,
+        };
+        let string = match token {
+            OBJECT | ARRAY | TRUE | FALSE | NULL | INTEGER | NUMBER if is_key => {
+                return Err(PackError("a key that is not a string"));
+            }
+            OBJECT | ARRAY => {
+                out.push(if token == OBJECT { b'{' } else { b'[' });
+                open.push(Open {
+                    object: token == OBJECT,
+                    tokens: 0,
+                });
+                None
+            }
+            TRUE => {
+                out.extend_from_slice(b"true");
+                None
+            }
+            FALSE => {
+                out.extend_from_slice(b"false");
+                None
+            }
+            NULL => {
+                out.extend_from_slice(b"null");
+                None
+            }
+            INTEGER => {
+                let n = read_varint(&mut rest)?;
+                out.extend_from_slice(unzigzag(n).to_string().as_bytes());
+                None
+            }
+            NUMBER => {
+                let len = read_len(&mut rest)?;
+                let (text, tail) = rest
+                    .split_at_checked(len)
+                    .ok_or(PackError("a cut number"))?;
+                rest = tail;
+                out.extend_from_slice(text);
+                None
+            }
+            LONG_STRING => {
+                let len = read_len(&mut rest)?;
+                Some(take_literal(&mut rest, len, &mut literals)?)
+            }
+            REPEAT => {
+                let k = read_len(&mut rest)?;
+                Some(
+                    *literals
+                        .get(k)
+                        .ok_or(PackError("a repeat of no earlier string"))?,
+                )
+            }
+            EXTERNAL => {
+                let at = read_len(&mut rest)?;
+                let len = read_len(&mut rest)?;
+                let s = at
+                    .checked_add(len)
+                    .and_then(|end| external.get(at..end))
+                    .ok_or(PackError("a reference outside its source"))?;
+                out.push(b'"');
+                out.extend_from_slice(s);
+                out.push(b'"');
+                None
+            }
+            HEX32 => {
+                let (digest, tail) = rest.split_at_checked(32).ok_or(PackError("a cut digest"))?;
+                rest = tail;
+                out.push(b'"');
+                for b in digest {
+                    out.push(HEX_DIGITS[usize::from(b >> 4)]);
+                    out.push(HEX_DIGITS[usize::from(b & 0xf)]);
+                }
+                out.push(b'"');
+                None
+            }
+            PREFIXED => {
+                let k = read_len(&mut rest)?;
+                let prefix = *literals
+                    .get(k)
+                    .ok_or(PackError("a prefix of no earlier string"))?;
+                let len = read_len(&mut rest)?;
+                let (tail, after) = rest
+                    .split_at_checked(len)
+                    .ok_or(PackError("a cut string"))?;
+                rest = after;
+                out.push(b'"');
+                out.extend_from_slice(prefix);
+                out.extend_from_slice(tail);
+                out.push(b'"');
+                None
+            }
+            t if (SHORT_STRING..WORD).contains(&t) => {
+                let len = usize::from(t - SHORT_STRING);
+                Some(take_literal(&mut rest, len, &mut literals)?)
+            }
+            t if t >= WORD => Some(
+                WORDS
+                    .get(usize::from(t - WORD))
+                    .ok_or(PackError("an unknown word"))?
+                    .as_bytes(),
+            ),
+            _ => return Err(PackError("an unknown token")),
+        };
+        if let Some(s) = string {
+            out.push(b'"');
+            out.extend_from_slice(s);
+            out.push(b'"');
+        }
+        done = open.is_empty();
+    }
+    if !done {
+        return Err(PackError("a value cut short"));
+    }
+    Ok(out)
+}
+
+fn take_literal<'a>(
+    rest: &mut &'a [u8],
+    len: usize,
+    literals: &mut Vec<&'a [u8]>,
+) -> Result<&'a [u8], PackError> {
+    let (s, tail) = rest
+        .split_at_checked(len)
+        .ok_or(PackError("a cut string"))?;
+    *rest = tail;
+    literals.push(s);
+    Ok(s)
+}
+
+/// Appends `n` as a LEB128 varint.
+pub(super) fn varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// Reads a LEB128 varint off the front of `rest`.
+pub(super) fn read_varint(rest: &mut &[u8]) -> Result<u64, PackError> {
+    let mut n: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, tail) = rest.split_first().ok_or(PackError("a cut number"))?;
+        *rest = tail;
+        n |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Ok(n);
+        }
+    }
+    Err(PackError("a number too long"))
+}
+
+fn read_len(rest: &mut &[u8]) -> Result<usize, PackError> {
+    usize::try_from(read_varint(rest)?).map_err(|_| PackError("a length too large"))
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn unzigzag(n: u64) -> i64 {
+    ((n >> 1) as i64) ^ -((n & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(json: &[u8]) -> Vec<u8> {
+        let stored = pack(json);
+        unpack(&stored).expect("unpacks").into_owned()
+    }
+
+    #[test]
+    fn an_event_packs_smaller_and_unpacks_to_the_same_bytes() {
+        let json = br#"{"run":"01JDXAMPLERUNID0000000000","key":"01JDXAMPLERUNID0000000000:12:0","head":"65c3aa9518369318db0628e919fbaeb9a6b28f7993553148be072ca0d038935a","at":1732350000000,"body":{"type":"model_replied","effect":{"run":"01JDXAMPLERUNID0000000000","seq":12,"index":0},"reply":{"text":"hi \"there\"\n","tool_calls":[{"id":"c1","name":"lookup","arguments":{"q":"x"}}],"usage":{"input_tokens":100,"output_tokens":50}},"chunks":[],"ok":true,"none":null,"no":false,"f":-1.5e3,"neg":-7,"big":18446744073709551615}}"#;
+        let stored = pack(json);
+        assert_eq!(stored[0], PACKED);
+        assert!(
+            stored.len() * 2 < json.len(),
+            "{} vs {}",
+            stored.len(),
+            json.len()
+        );
+        assert_eq!(round_trip(json), json.to_vec());
+    }
+
+    #[test]
+    fn plain_json_and_empty_columns_read_back_as_they_are() {
+        let legacy = br#"{"type":"proceed"}"#;
+        assert!(matches!(unpack(legacy), Ok(Cow::Borrowed(b)) if b == legacy));
+        assert!(pack(b"").is_empty());
+        assert!(unpack(b"").expect("empty").is_empty());
+    }
+
+    #[test]
+    fn what_is_not_compact_json_is_kept_as_it_is() {
+        for odd in [&b"{ \"a\": 1 }"[..], b"nope", b"{\"a\"", b"[1,,2]", b"1 2"] {
+            assert_eq!(pack(odd), odd.to_vec(), "{}", String::from_utf8_lossy(odd));
+        }
+        // Packed or not, every input reads back as it was.
+        for odd in [&b"{\"a\":01}"[..], b"-", b"\"\\\"\"", b"[]", b"{}"] {
+            assert_eq!(
+                round_trip(odd),
+                odd.to_vec(),
+                "{}",
+                String::from_utf8_lossy(odd)
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_packed_bytes_are_an_error_not_a_panic() {
+        let stored = pack(br#"{"run":"abc","seq":[1,2,{"x":"yy"}]}"#);
+        for cut in 1..stored.len() {
+            assert!(unpack(&stored[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(unpack(&[PACKED, END]).is_err());
+        assert!(
+            unpack(&[PACKED, OBJECT, INTEGER, 2, END]).is_err(),
+            "a number key"
+        );
+        assert!(unpack(&[PACKED, NULL, NULL]).is_err(), "two values");
+        assert!(unpack(&[PACKED, REPEAT, 0]).is_err());
+        assert!(unpack(&[PACKED, WORD + 127]).is_err());
+        assert!(unpack(&[PACKED, LONG_STRING, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(|n| serde_json::json!(n)),
+            any::<u64>().prop_map(|n| serde_json::json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| serde_json::json!(f)),
+            prop_oneof![
+                ".*",
+                "(run|seq|abc|\"|\\\\|\n){0,4}",
+                "[0-9a-f]{64}",
+                "(runid-0123456789){1,3}"
+            ]
+            .prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+                prop::collection::btree_map("(run|type|x|.{0,70})", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_json_serde_writes_reads_back_byte_for_byte(v in json_value()) {
+            let json = serde_json::to_vec(&v).expect("encodes");
+            let stored = pack(&json);
+            prop_assert_eq!(stored.first() == Some(&PACKED), true, "serde's JSON always packs");
+            prop_assert_eq!(round_trip(&json), json);
+        }
+
+        #[test]
+        fn arbitrary_packed_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let mut stored = vec![PACKED];
+            stored.extend(bytes);
+            let _ = unpack(&stored);
+        }
+    }
+}

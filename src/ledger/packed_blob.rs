@@ -1,0 +1,132 @@
+//! How a SQLite database (schema 4 on) stores a blob: a conversation node keeps its 32-byte
+//! previous head and packs its message JSON ([`super::packed`]); the long strings it shares
+//! with the event of the transition that appended it (a model's reply text, a tool's result,
+//! the goal) are stored once, in the event, and the node refers to them. So a message's text
+//! costs its bytes once, not twice.
+//!
+//! When to use: [`pack_blob`] when writing a blob, naming the transition row whose event
+//! appended it; when reading, [`blob_source`] says which row's event (as JSON) to fetch, and
+//! [`unpack_blob`] rebuilds the blob's bytes from it.
+//!
+//! After the head, byte 32 is:
+//! - [`PACKED`]: the message JSON packed, standing alone;
+//! - [`REFERS`], then the row id (varint), then the packed tokens, whose references read the
+//!   JSON of that row's event;
+//! - anything else: the blob as written (schema 3 and before: byte 32 of a node is the `{` of
+//!   its message; an MCP catalog is stored as it is).
+
+use std::borrow::Cow;
+
+use super::packed::{PACKED, PackError, pack_with, unpack_with};
+
+/// Byte 32 of a node whose message refers to the event of the row that follows.
+pub const REFERS: u8 = 0x02;
+
+/// Bytes before the JSON of a stored conversation node: its previous head.
+const NODE_HEAD: usize = 32;
+
+/// The stored form of blob `bytes`, written by the transition stored at row `source`, whose
+/// event is the JSON `source_event`. The smallest lossless form: referring to the event,
+/// packed alone, or the bytes as they are (an MCP catalog, whose bytes from 32 on are not a
+/// value).
+pub fn pack_blob(bytes: &[u8], source: u64, source_event: &[u8]) -> Vec<u8> {
+    let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
+        return bytes.to_vec();
+    };
+    let Some(alone) = pack_with(json, &[]) else {
+        return bytes.to_vec();
+    };
+    let mut out = Vec::with_capacity(NODE_HEAD + alone.len() + 10);
+    out.extend_from_slice(head);
+    match pack_with(json, source_event) {
+        Some(referring) if referring.len() + 10 < alone.len() => {
+            out.push(REFERS);
+            super::packed::varint(&mut out, source);
+            out.extend_from_slice(&referring[1..]);
+        }
+        _ => out.extend_from_slice(&alone),
+    }
+    out
+}
+
+/// The row whose event a stored blob refers to, if it does.
+pub fn blob_source(stored: &[u8]) -> Option<u64> {
+    let rest = stored.get(NODE_HEAD..)?;
+    let (&REFERS, mut rest) = rest.split_first()? else {
+        return None;
+    };
+    super::packed::read_varint(&mut rest).ok()
+}
+
+/// A stored blob as it was written. `source_event` is the JSON of the event of the row
+/// [`blob_source`] names (ignored when it names none).
+pub fn unpack_blob<'a>(stored: &'a [u8], source_event: &[u8]) -> Result<Cow<'a, [u8]>, PackError> {
+    let Some((head, rest)) = stored.split_at_checked(NODE_HEAD) else {
+        return Ok(Cow::Borrowed(stored));
+    };
+    let json = match rest.split_first() {
+        Some((&PACKED, tokens)) => unpack_with(tokens, &[])?,
+        Some((&REFERS, mut tokens)) => {
+            super::packed::read_varint(&mut tokens)?;
+            unpack_with(tokens, source_event)?
+        }
+        _ => return Ok(Cow::Borrowed(stored)),
+    };
+    let mut out = Vec::with_capacity(NODE_HEAD + json.len());
+    out.extend_from_slice(head);
+    out.extend_from_slice(&json);
+    Ok(Cow::Owned(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "assistant lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum";
+
+    fn node(message: &str) -> Vec<u8> {
+        let mut node = vec![7u8; 32];
+        node.extend_from_slice(message.as_bytes());
+        node
+    }
+
+    #[test]
+    fn a_node_refers_to_the_text_its_event_carries_and_reads_back_whole() {
+        let event = format!(r#"{{"type":"model_replied","reply":{{"text":"{TEXT}"}}}}"#);
+        let node = node(&format!(r#"{{"role":"assistant","content":"{TEXT}"}}"#));
+        let stored = pack_blob(&node, 4_294_967_301, event.as_bytes());
+        assert_eq!((&stored[..32], stored[32]), (&node[..32], REFERS));
+        assert!(stored.len() < 32 + 20, "the text is not stored again");
+        assert_eq!(blob_source(&stored), Some(4_294_967_301));
+        let back = unpack_blob(&stored, event.as_bytes()).expect("unpacks");
+        assert_eq!(back.as_ref(), &node[..]);
+        // Another event (an edited one) gives another message, or none at all.
+        let edited = event.replace("lorem", "LOREM");
+        let other = unpack_blob(&stored, edited.as_bytes()).expect("unpacks");
+        assert_ne!(other.as_ref(), &node[..]);
+        assert!(unpack_blob(&stored, b"{}").is_err());
+    }
+
+    #[test]
+    fn without_shared_text_a_node_is_packed_alone_and_other_blobs_are_kept() {
+        let node = node(r#"{"role":"assistant","content":"hello there"}"#);
+        let stored = pack_blob(&node, 9, br#"{"type":"proceed"}"#);
+        assert_eq!(stored[32], PACKED);
+        assert_eq!(blob_source(&stored), None);
+        assert!(stored.len() < node.len());
+        assert_eq!(
+            unpack_blob(&stored, &[]).expect("unpacks").as_ref(),
+            &node[..]
+        );
+        let catalog = br#"{"tools":[{"name":"read_file","description":"Reads a file"}]}"#;
+        for other in [&catalog[..], b"short", &node[..32], b""] {
+            let stored = pack_blob(other, 9, b"{}");
+            assert_eq!(unpack_blob(&stored, &[]).expect("unpacks").as_ref(), other);
+        }
+        assert!(
+            matches!(unpack_blob(&node, &[]), Ok(Cow::Borrowed(_))),
+            "a schema-3 node"
+        );
+        assert!(unpack_blob(&stored[..stored.len() - 1], &[]).is_err());
+    }
+}

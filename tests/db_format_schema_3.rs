@@ -1,0 +1,161 @@
+//! A database written at schema 3 (`tests/fixtures/db-schema-3/`, see its README: every
+//! event, effect and snapshot stored as plain JSON) opens, lists, shows, verifies and resumes
+//! with this runtape, which moves it to schema 4: rows written from then on are packed JSON,
+//! the old rows stay as they were, and a run holding both verifies.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SIGNED: &str = "01m83qcxb5b7nfcb";
+const HANDOFF: &str = "01m83qcxcqwnk5sp";
+const AWAITING: &str = "01m83qcxmjnt8ppg";
+const COMPLETED_DEMO: &str = "01m83qcxnvbhjksa";
+const PAUSED: &str = "01m83qcy9nqphkfp";
+const FORK: &str = "01m83qd0n07w0320";
+const CRASHED: &str = "01m83qd0nzxf4n0q";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/db-schema-3")
+        .join(name)
+}
+
+/// A private copy of the schema-3 database (tests must never change the committed file).
+fn copy_of_fixture(dir: &Path) -> PathBuf {
+    let db = dir.join("old.db");
+    std::fs::copy(fixture("runtape.db"), &db).expect("copies the fixture");
+    db
+}
+
+fn runtape(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("runs the binary")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The first byte of each stored event of `run`, in seq order.
+fn event_first_bytes(db: &Path, run: &str) -> Vec<u8> {
+    let conn = rusqlite::Connection::open(db).expect("opens");
+    let key: i64 = conn
+        .query_row("SELECT key FROM runs WHERE id = ?1", [run], |r| r.get(0))
+        .expect("the run is stored");
+    let mut stmt = conn
+        .prepare("SELECT substr(event, 1, 1) FROM transitions WHERE id >> 32 = ?1 ORDER BY id")
+        .expect("prepares");
+    stmt.query_map([key], |r| r.get::<_, Vec<u8>>(0))
+        .expect("queries")
+        .map(|b| b.expect("reads").first().copied().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn a_schema_3_database_lists_shows_and_verifies_every_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = copy_of_fixture(dir.path());
+    let ls = ok(&runtape(&db, &["ls", "--json"]));
+    let all = [
+        SIGNED,
+        HANDOFF,
+        AWAITING,
+        COMPLETED_DEMO,
+        PAUSED,
+        FORK,
+        CRASHED,
+    ];
+    for run in all {
+        assert!(ls.contains(run), "ls lists {run}: {ls}");
+        let log = ok(&runtape(&db, &["log", run]));
+        assert!(log.lines().count() > 2, "log of {run}: {log}");
+        let shown = ok(&runtape(&db, &["show", &format!("{run}@2")]));
+        assert!(!shown.is_empty(), "show {run}@2");
+    }
+    let pubkey = fixture("fixture.key.pub");
+    let pubkey = pubkey.to_str().expect("utf-8 path");
+    for run in [SIGNED, FORK] {
+        let out = ok(&runtape(&db, &["verify", run, "--pubkey", pubkey]));
+        assert!(out.starts_with("OK"), "{out}");
+    }
+    for run in [HANDOFF, AWAITING, COMPLETED_DEMO, PAUSED, CRASHED] {
+        let out = ok(&runtape(&db, &["verify", run]));
+        assert!(out.starts_with("OK"), "{out}");
+    }
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("reads");
+    assert_eq!(version, 4, "opening moved the file to schema 4");
+    assert!(
+        event_first_bytes(&db, SIGNED).iter().all(|&b| b == b'{'),
+        "reading rewrites nothing: the old rows stay plain JSON"
+    );
+}
+
+#[test]
+fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = copy_of_fixture(dir.path());
+    for (run, extra) in [
+        (PAUSED, None),
+        (CRASHED, None),
+        (AWAITING, Some("--approve")),
+    ] {
+        let before = event_first_bytes(&db, run).len();
+        let mut args = vec!["resume", run];
+        args.extend(extra);
+        let out = ok(&runtape(&db, &args));
+        assert!(out.contains("completed"), "resume {run}: {out}");
+        let firsts = event_first_bytes(&db, run);
+        assert!(firsts.len() > before, "{run} went on");
+        assert!(
+            firsts[..before].iter().all(|&b| b == b'{'),
+            "{run}: the old rows are untouched"
+        );
+        assert!(
+            firsts[before..].iter().all(|&b| b == 0x01),
+            "{run}: the new rows are packed"
+        );
+        let verified = ok(&runtape(&db, &["verify", run]));
+        assert!(verified.starts_with("OK"), "{verified}");
+    }
+    // A fork of an old run, made now, verifies across the old parent rows and its own.
+    let key = dir.path().join("fixture.key");
+    std::fs::copy(fixture("fixture.key"), &key).expect("copies the key");
+    set_owner_only(&key);
+    let key = key.to_str().expect("utf-8 path");
+    let out = ok(&runtape(
+        &db,
+        &["fork", &format!("{SIGNED}@1"), "--receipt-key", key],
+    ));
+    assert!(out.contains("answer"), "fork: {out}");
+    let ls = ok(&runtape(&db, &["ls", "--json"]));
+    let forked: Vec<&str> = ls
+        .split('"')
+        .filter(|s| s.len() == 16 && s.starts_with("01") && !s.contains(' '))
+        .collect();
+    for run in forked {
+        let verified = ok(&runtape(&db, &["verify", run]));
+        assert!(verified.starts_with("OK"), "{run}: {verified}");
+    }
+}
+
+/// Gives a copied key file the mode `keygen` writes (a checkout does not keep it).
+fn set_owner_only(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmods");
+}
