@@ -42,7 +42,12 @@ fn tree(db: &Path) -> Tree {
             .expect("prepares");
         let rows = stmt
             .query_map([key], |r| {
-                Ok((r.get::<_, i64>(0)? & 0xffff_ffff, r.get(1)?, r.get(2)?))
+                {
+                    // The edge column holds a 4-byte code (schema 4) or, before it, the name.
+                    let edge = runtape::ledger::codec::stored_edge(r.get_ref(1)?.as_bytes()?)
+                        .map_or_else(|| "?".to_owned(), |e| e.as_str().to_owned());
+                    Ok((r.get::<_, i64>(0)? & 0xffff_ffff, edge, r.get(2)?))
+                }
             })
             .expect("queries")
             .collect::<Result<_, _>>()
