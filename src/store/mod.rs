@@ -31,7 +31,7 @@ mod schema;
 mod sqlite;
 mod timed;
 
-pub use lease::{owner_host, owner_id, owner_is_dead};
+pub use lease::{LeaseRecord, owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
 pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
@@ -661,6 +661,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The run's row.
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// The lease and control request of each of `runs` that exists, in one read, in no
+    /// particular order (a run that does not exist is left out). An engine calls it once per
+    /// poll for every run it drives, so its cost should grow with `runs.len()` alone.
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError>;
 
     /// Every run, newest first.
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;
