@@ -326,6 +326,18 @@ fn releases_are_fenced_and_never_undo_an_end(make: Maker) {
             .status,
         RunStatus::Paused
     );
+    let renew = Write::RenewLease {
+        run: RunId::new("r"),
+        epoch: 1,
+        expires_ms: wall_ms() + 60_000,
+    };
+    w(s, renew).expect("a renewal that raced the release is a no-op");
+    let rec = s.run(&RunId::new("r")).expect("reads").expect("exists");
+    assert_eq!(
+        (rec.lease_owner, rec.lease_expires_ms),
+        (None, 0),
+        "a released lease stays released"
+    );
     let now = wall_ms();
     let epoch = w(
         s,

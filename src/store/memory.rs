@@ -134,7 +134,10 @@ impl Inner {
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
-                record_mut(r, &run)?.lease_expires_ms = expires_ms;
+                let record = record_mut(r, &run)?;
+                if record.lease_owner.is_some() {
+                    record.lease_expires_ms = expires_ms;
+                }
                 Ok(Written::Done)
             }
             Write::AcquireLease {

@@ -467,7 +467,9 @@ pub enum Write {
         /// The run's head with these effects among its started ones.
         head: Option<HeadRecord>,
     },
-    /// Push the lease expiry while a long effect runs.
+    /// Push the lease expiry while a long effect runs. Fenced by the epoch; a lease given
+    /// back stays given back (nothing is written), so a renewal that raced the release is
+    /// harmless.
     RenewLease {
         /// The run.
         run: RunId,

@@ -184,7 +184,9 @@ fn apply(
                     o.idempotency_key
                 ])?;
             }
-            tx.prepare_cached("UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1")?
+            tx.prepare_cached(
+                "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
+            )?
                 .execute(params![key, *expires_ms as i64])?;
             write_head(tx, key, run, head.as_ref())?;
             Ok(Written::Done)
@@ -196,7 +198,9 @@ fn apply(
         } => {
             let key = run_key(tx, keys, created, run)?;
             check_epoch(tx, key, run, *epoch)?;
-            tx.prepare_cached("UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1")?
+            tx.prepare_cached(
+                "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
+            )?
                 .execute(params![key, *expires_ms as i64])?;
             Ok(Written::Done)
         }
