@@ -58,6 +58,7 @@ mod error;
 mod fork;
 mod handle;
 mod ids;
+mod lease_keeper;
 mod perform;
 #[cfg(test)]
 mod protocol_model;
@@ -90,6 +91,9 @@ pub(crate) enum Ctl {
     Cancel(Option<String>),
     Event(EventBody),
     Attach(oneshot::Sender<Result<RunEnd, EngineError>>),
+    /// The engine's lease keeper read another lease epoch than the driver's: the run was taken
+    /// over by another process (this is the epoch now stored).
+    Fenced(u64),
 }
 
 /// What every driver of an engine shares.
@@ -113,6 +117,8 @@ pub(crate) struct Shared {
     pub(crate) slots: Arc<Semaphore>,
     /// Writes in flight (submitted, not yet acknowledged): a bound on the store's queue.
     pub(crate) writes: Arc<writes::Writes>,
+    /// The leases this engine's drivers hold, polled and renewed by one task for all of them.
+    pub(crate) kept: lease_keeper::KeptLeases,
 }
 
 /// The status a run in `state` rests in.

@@ -187,7 +187,7 @@ fn apply(
             tx.prepare_cached(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
-                .execute(params![key, *expires_ms as i64])?;
+            .execute(params![key, *expires_ms as i64])?;
             write_head(tx, key, run, head.as_ref())?;
             Ok(Written::Done)
         }
@@ -201,7 +201,7 @@ fn apply(
             tx.prepare_cached(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
-                .execute(params![key, *expires_ms as i64])?;
+            .execute(params![key, *expires_ms as i64])?;
             Ok(Written::Done)
         }
         Write::AcquireLease {
