@@ -200,7 +200,7 @@ impl Driver {
         match ctl {
             Ctl::Pause => self.pause = true,
             Ctl::Cancel(reason) => self.cancel_inflight(reason),
-            Ctl::Event(body) => self.queue.push_back(body),
+            Ctl::Event(body) => self.queue.push_back(*body),
             Ctl::Attach(tx) => self.waiters.push(tx),
             Ctl::Fenced(current) => self.fenced = Some(current),
         }
