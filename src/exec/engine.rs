@@ -34,7 +34,9 @@ pub struct EngineConfig {
     /// How long a lease stays valid without a commit or renewal.
     pub lease_ttl: Duration,
     /// How often the engine reads, in one query for all the runs it drives, whether another
-    /// process asked one to pause or cancel or took one over, and renews their leases.
+    /// process asked one to pause or cancel or took one over, and renews their leases (less
+    /// often when that read itself takes long: at most a tenth of the time reading, at least
+    /// every quarter of `lease_ttl`).
     pub control_poll: Duration,
     /// Event timestamps and every wait the executor makes.
     pub clock: Arc<dyn Clock>,

@@ -4,11 +4,16 @@
 //! from another process — and renews the leases that are past half their time to live.
 //!
 //! One read per tick for all runs, instead of one per driver: at 10,000 runs in flight the
-//! per-driver polls were a fifth of the process's CPU. What a driver learns, and when, is what
-//! it learnt polling on its own: a takeover or a request made in another process reaches the
-//! driver within one `control_poll` (plus the read), and a lease is renewed when less than
-//! half of its time to live is left. Renewals and commits stay fenced by the epoch in the
-//! store, so a renewal racing a takeover writes nothing.
+//! per-driver polls were a fifth of the process's CPU. A takeover or a request made in another
+//! process reaches the driver within one tick, and a lease is renewed when less than half of
+//! its time to live is left. Renewals and commits stay fenced by the epoch in the store, so a
+//! renewal racing a takeover writes nothing.
+//!
+//! A tick is `control_poll` apart, as each driver's poll was — unless reading the leases takes
+//! long (tens of thousands of runs): then the keeper waits [`IDLE_PER_BUSY`] times as long as
+//! the read took, so it never keeps a thread busy more than a tenth of the time, but never
+//! longer than a quarter of the lease ttl, so every lease is renewed with margin. At 10,000
+//! runs a read takes tens of ms (a pause is seen within half a second); at 100,000, hundreds.
 //!
 //! The task starts with the first driver registered and ends when none is left (or the engine
 //! is dropped), so an engine used from one runtime after another has a keeper in each.
@@ -65,13 +70,22 @@ pub(crate) fn forget(shared: &Shared, run: &RunId, epoch: u64) {
     }
 }
 
-/// The keeper task: one tick per `control_poll` until no run is kept or the engine is gone.
+/// A tick waits at least this many times as long as its read of the leases took.
+const IDLE_PER_BUSY: u32 = 9;
+
+/// The keeper task: one tick per `control_poll` (longer when reads are slow, see the module
+/// docs) until no run is kept or the engine is gone.
 async fn keep_leases(shared: Weak<Shared>) {
+    let mut last_read = std::time::Duration::ZERO;
     loop {
-        let Some((clock, every)) = shared
-            .upgrade()
-            .map(|s| (s.config.clock.clone(), s.config.control_poll))
-        else {
+        let Some((clock, every)) = shared.upgrade().map(|s| {
+            let floor = s.config.control_poll;
+            let ceiling = (s.config.lease_ttl / 4).max(floor);
+            (
+                s.config.clock.clone(),
+                (last_read * IDLE_PER_BUSY).clamp(floor, ceiling),
+            )
+        }) else {
             return;
         };
         clock.sleep(every).await;
@@ -87,7 +101,10 @@ async fn keep_leases(shared: Weak<Shared>) {
             kept.runs.clone()
         };
         let ids: Vec<RunId> = held.keys().cloned().collect();
-        match off_thread(&shared.store, move |s| s.leases(&ids)).await {
+        let began = clock.now();
+        let read = off_thread(&shared.store, move |s| s.leases(&ids)).await;
+        last_read = clock.now().saturating_duration_since(began);
+        match read {
             Ok(leases) => tick(&shared, &held, leases).await,
             // Commits are fenced and fail on their own; a read that failed is made again at
             // the next tick.
