@@ -326,6 +326,18 @@ fn releases_are_fenced_and_never_undo_an_end(make: Maker) {
             .status,
         RunStatus::Paused
     );
+    let renew = Write::RenewLease {
+        run: RunId::new("r"),
+        epoch: 1,
+        expires_ms: wall_ms() + 60_000,
+    };
+    w(s, renew).expect("a renewal that raced the release is a no-op");
+    let rec = s.run(&RunId::new("r")).expect("reads").expect("exists");
+    assert_eq!(
+        (rec.lease_owner, rec.lease_expires_ms),
+        (None, 0),
+        "a released lease stays released"
+    );
     let now = wall_ms();
     let epoch = w(
         s,
@@ -456,6 +468,73 @@ fn control_requests_reach_unfinished_runs_only(make: Maker) {
     ));
 }
 
+fn leases_of_many_runs_read_in_one_call(make: Maker) {
+    let store = make();
+    let s = store.as_ref();
+    let ids: Vec<RunId> = (0..120).map(|i| RunId::new(format!("run-{i}"))).collect();
+    for id in &ids {
+        create(s, id.as_str());
+    }
+    assert!(s.leases(&[]).expect("reads nothing").is_empty());
+    // One run taken over (epoch 2), one with a pause pending, one unknown id asked for.
+    w(
+        s,
+        Write::ReleaseLease {
+            run: ids[7].clone(),
+            epoch: 1,
+            status: RunStatus::Paused,
+            head: None,
+        },
+    )
+    .expect("releases");
+    let now = wall_ms();
+    w(
+        s,
+        Write::AcquireLease {
+            run: ids[7].clone(),
+            owner: "owner-b".into(),
+            now_ms: now,
+            expires_ms: now + 60_000,
+        },
+    )
+    .expect("takes over");
+    w(
+        s,
+        Write::SetControl {
+            run: ids[11].clone(),
+            control: Some(Control::Pause),
+        },
+    )
+    .expect("asks to pause");
+    let mut asked = ids.clone();
+    asked.push(RunId::new("no-such-run"));
+    let mut got = s.leases(&asked).expect("reads");
+    got.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    assert_eq!(got.len(), ids.len(), "every existing run, no unknown one");
+    for lease in &got {
+        let record = s.run(&lease.id).expect("reads").expect("exists");
+        assert_eq!(lease.lease_epoch, record.lease_epoch, "{}", lease.id);
+        assert_eq!(lease.control, record.control, "{}", lease.id);
+        // PostgreSQL gives expiries on this process's clock, read a moment apart.
+        assert!(
+            lease.lease_expires_ms.abs_diff(record.lease_expires_ms) < 5_000,
+            "{}: {} vs {}",
+            lease.id,
+            lease.lease_expires_ms,
+            record.lease_expires_ms
+        );
+    }
+    let of = |i: usize| got.iter().find(|l| l.id == ids[i]).expect("listed").clone();
+    assert_eq!(of(7).lease_epoch, 2, "the takeover shows");
+    assert_eq!(of(11).control, Some(Control::Pause), "the request shows");
+    assert_eq!(of(12).control, None);
+    assert_eq!(of(12).lease_epoch, 1);
+    assert!(
+        of(12).lease_expires_ms > now,
+        "a live lease has an expiry ahead"
+    );
+}
+
 fn a_read_only_view_sees_one_moment(make: Maker) {
     let store = make();
     let s = store.as_ref();
@@ -531,6 +610,7 @@ fn every_case(make: Maker) {
         ),
         ("control", control_requests_reach_unfinished_runs_only),
         ("views", a_read_only_view_sees_one_moment),
+        ("leases of many runs", leases_of_many_runs_read_in_one_call),
         ("many runs", writes_of_many_runs_at_once_are_all_durable),
     ];
     for (name, case) in cases {

@@ -33,7 +33,10 @@ pub struct EngineConfig {
     pub tool_timeout: Duration,
     /// How long a lease stays valid without a commit or renewal.
     pub lease_ttl: Duration,
-    /// How often a driver checks the database for pause/cancel requests from other processes.
+    /// How often the engine reads, in one query for all the runs it drives, whether another
+    /// process asked one to pause or cancel or took one over, and renews their leases (less
+    /// often when that read itself takes long: at most a tenth of the time reading, at least
+    /// every quarter of `lease_ttl`).
     pub control_poll: Duration,
     /// Event timestamps and every wait the executor makes.
     pub clock: Arc<dyn Clock>,
@@ -172,6 +175,7 @@ impl Engine {
                 live: Mutex::new(HashMap::new()),
                 running: watch::Sender::new(0),
                 stop: watch::Sender::new(None),
+                kept: Default::default(),
             }),
         }
     }

@@ -64,7 +64,7 @@ async fn attach_live(shared: &Arc<Shared>, run: &RunId, events: &[EventBody]) ->
     let tx = lock(&shared.live).get(run).cloned()?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     for e in events {
-        let _ = tx.send(super::Ctl::Event(e.clone())).await;
+        let _ = tx.send(super::Ctl::Event(Box::new(e.clone()))).await;
     }
     tx.send(super::Ctl::Attach(done_tx))
         .await

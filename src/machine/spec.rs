@@ -297,7 +297,8 @@ struct Compiled {
 /// again when deserialised, so a stored spec cannot bypass the checks.
 #[derive(Clone)]
 pub struct RunSpec {
-    spec: Spec,
+    // Shared, not copied, by every clone: each run in flight holds one.
+    spec: Arc<Spec>,
     compiled: Arc<Compiled>,
 }
 
@@ -579,7 +580,7 @@ impl RunSpec {
             plan,
         };
         Ok(RunSpec {
-            spec,
+            spec: Arc::new(spec),
             compiled: Arc::new(compiled),
         })
     }

@@ -5,6 +5,42 @@
 
 use std::sync::OnceLock;
 
+use super::Control;
+use crate::machine::RunId;
+
+/// What an engine's lease keeper reads of each run it drives, all in one read
+/// ([`Store::leases`](super::Store::leases)): whose lease stands, until when, and whether
+/// another process asked the run to pause or cancel.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The run.
+    pub id: RunId,
+    /// Its lease epoch; a driver holding another one has been taken over.
+    pub lease_epoch: u64,
+    /// Wall-clock ms (on this process's clock) after which the lease counts as abandoned.
+    pub lease_expires_ms: u64,
+    /// A pending control request.
+    pub control: Option<Control>,
+}
+
+impl LeaseRecord {
+    /// The lease of run `id` at `lease_epoch` until `lease_expires_ms`, with `control` pending.
+    pub fn new(
+        id: RunId,
+        lease_epoch: u64,
+        lease_expires_ms: u64,
+        control: Option<Control>,
+    ) -> LeaseRecord {
+        LeaseRecord {
+            id,
+            lease_epoch,
+            lease_expires_ms,
+            control,
+        }
+    }
+}
+
 /// This engine's owner id: host, process id and a per-engine nonce.
 pub fn owner_id(nonce: u64) -> String {
     format!("{}:{}:{nonce:x}", host(), std::process::id())

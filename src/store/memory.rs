@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::{
-    Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
-    StoreError, TransitionRecord, Write, Written,
+    Ack, Commit, HeadRecord, LeaseRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
+    Store, StoreError, TransitionRecord, Write, Written,
 };
 use crate::machine::{Digest, EffectRef, RunId, StateKind};
 
@@ -134,7 +134,10 @@ impl Inner {
             } => {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
-                record_mut(r, &run)?.lease_expires_ms = expires_ms;
+                let record = record_mut(r, &run)?;
+                if record.lease_owner.is_some() {
+                    record.lease_expires_ms = expires_ms;
+                }
                 Ok(Written::Done)
             }
             Write::AcquireLease {
@@ -347,6 +350,17 @@ impl Store for MemoryStore {
 
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.with(|inner| inner.runs.get(id).and_then(|r| r.record.clone()))
+    }
+
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.with(|inner| {
+            runs.iter()
+                .filter_map(|id| inner.runs.get(id)?.record.as_ref())
+                .map(|r| {
+                    LeaseRecord::new(r.id.clone(), r.lease_epoch, r.lease_expires_ms, r.control)
+                })
+                .collect()
+        })
     }
 
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -31,7 +31,7 @@ mod schema;
 mod sqlite;
 mod timed;
 
-pub use lease::{owner_host, owner_id, owner_is_dead};
+pub use lease::{LeaseRecord, owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
 pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
@@ -467,7 +467,9 @@ pub enum Write {
         /// The run's head with these effects among its started ones.
         head: Option<HeadRecord>,
     },
-    /// Push the lease expiry while a long effect runs.
+    /// Push the lease expiry while a long effect runs. Fenced by the epoch; a lease given
+    /// back stays given back (nothing is written), so a renewal that raced the release is
+    /// harmless.
     RenewLease {
         /// The run.
         run: RunId,
@@ -661,6 +663,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The run's row.
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// The lease and control request of each of `runs` that exists, in one read, in no
+    /// particular order (a run that does not exist is left out). An engine calls it once per
+    /// poll for every run it drives, so its cost should grow with `runs.len()` alone.
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError>;
 
     /// Every run, newest first.
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;

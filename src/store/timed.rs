@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::{Ack, HeadRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord, Write};
+use super::{
+    Ack, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord,
+    Write,
+};
 use crate::machine::{Digest, RunId};
 
 /// When a write's latency starts: `None` leaves the write untimed.
@@ -102,6 +105,10 @@ impl Store for TimedStore {
 
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.inner.run(id)
+    }
+
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
+        self.inner.leases(runs)
     }
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.inner.runs()

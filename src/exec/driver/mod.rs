@@ -14,13 +14,12 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::clock::Sleep;
 use super::handle::{RunEnd, RunHandle};
 use super::perform::Completion;
 use super::tape::Tape;
 use super::trace::{Trace, TraceEvent};
 use super::writes::Pending;
-use super::{CONTROL_QUEUE, Ctl, EngineError, REAP_WAIT, Shared, lock};
+use super::{CONTROL_QUEUE, Ctl, EngineError, REAP_WAIT, Shared, lease_keeper, lock};
 use crate::ledger::{HeadKeeper, Rebuilt, Recorder};
 use crate::machine::{AgentId, Effect, EventBody, Hlc, Message, RunId, RunSpec, RunState};
 use crate::provider::ToolDef;
@@ -76,8 +75,9 @@ pub(super) struct Driver {
     /// Set by a graceful stop (SIGTERM, SIGHUP, Ctrl-C): start no new effect, let the calls in
     /// flight finish until this instant, commit their results, then rest paused.
     draining: Option<tokio::time::Instant>,
-    /// When the driver last checked the store for requests from other processes.
-    last_poll: tokio::time::Instant,
+    /// The lease epoch now stored, when the engine's lease keeper saw another process take
+    /// the run over.
+    fenced: Option<u64>,
     /// Published when the task starts, after the handle has subscribed.
     pub(super) opening: Option<Trace>,
     /// A fork replaying its parent's recording.
@@ -85,9 +85,6 @@ pub(super) struct Driver {
     /// True when conversations are loaded on first use (a resumed run), false when `convs`
     /// holds every conversation (a new run, a fork).
     pub(super) lazy_convs: bool,
-    /// Wakes the driver to check for control requests from other processes while it waits;
-    /// one timer for the driver's life, re-armed from the clock when it fires.
-    poll_timer: Sleep,
     /// The run's sealed head: every write that changes it goes through here.
     pub(super) head: Arc<HeadKeeper>,
     /// Catalog blobs of `ToolsListed` events queued, stored with the event's commit.
@@ -141,11 +138,10 @@ impl Driver {
             waiters: Vec::new(),
             pause: false,
             draining: None,
-            last_poll: clock.now(),
+            fenced: None,
             opening: None,
             tape: None,
             lazy_convs: false,
-            poll_timer: clock.sleep(shared.config.control_poll),
             head: Arc::new(head),
             catalog_blobs: BTreeMap::new(),
             list_changes_seen: BTreeMap::new(),
@@ -169,8 +165,11 @@ impl Driver {
         };
         lock(&self.shared.live).insert(self.run.clone(), self.ctl_tx.clone());
         self.shared.running.send_modify(|n| *n += 1);
+        let epoch = self.epoch();
+        lease_keeper::keep(&self.shared, self.run.clone(), epoch, self.ctl_tx.clone());
         tokio::spawn(async move {
             let result = self.drive().await;
+            lease_keeper::forget(&self.shared, &self.run, epoch);
             lock(&self.shared.live).remove(&self.run);
             // Controls that raced with the end: attach requests still get the result.
             self.ctl_rx.close();

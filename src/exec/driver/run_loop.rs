@@ -5,13 +5,12 @@ use futures_util::{FutureExt, StreamExt};
 
 use super::Driver;
 use crate::exec::handle::RunEnd;
-use crate::exec::reads::off_thread;
 use crate::exec::takeup::rest_status;
 use crate::exec::tape::{Cue, TapeEnd};
 use crate::exec::trace::Trace;
 use crate::exec::{Ctl, EngineError, status_of};
 use crate::machine::{Event, EventBody, Hlc, MachineError, step};
-use crate::store::{Control, RunStatus, StoreError, Write};
+use crate::store::{RunStatus, StoreError};
 
 // Built once per step and matched immediately; boxing the event would cost more than it saves.
 #[allow(clippy::large_enum_variant)]
@@ -91,12 +90,16 @@ impl Driver {
     async fn next(&mut self) -> Result<Next, EngineError> {
         loop {
             self.take_controls();
+            if let Some(current) = self.fenced {
+                return Err(StoreError::Fenced {
+                    run: self.run.to_string(),
+                    ours: self.epoch(),
+                    current,
+                }
+                .into());
+            }
             if let Some(body) = self.queue.pop_front() {
                 return Ok(Next::Event(body, None));
-            }
-            self.poll_remote().await?;
-            if !self.queue.is_empty() {
-                continue;
             }
             if let Some(deadline) = self.draining {
                 if self.inflight.is_empty() {
@@ -168,10 +171,6 @@ impl Driver {
                 Some(done) = self.inflight.next() => self.completed(done)?,
                 Some(ctl) = self.ctl_rx.recv() => self.control(ctl),
                 Ok(()) = self.stop_rx.changed() => self.take_stop(),
-                () = &mut self.poll_timer => {
-                    let next = self.shared.config.clock.now() + self.shared.config.control_poll;
-                    self.poll_timer = self.shared.config.clock.sleep_until(next);
-                }
                 () = grace_over => {}
             }
         }
@@ -252,8 +251,9 @@ impl Driver {
         match ctl {
             Ctl::Pause => self.pause = true,
             Ctl::Cancel(reason) => self.cancel_inflight(reason),
-            Ctl::Event(body) => self.queue.push_back(body),
+            Ctl::Event(body) => self.queue.push_back(*body),
             Ctl::Attach(tx) => self.waiters.push(tx),
+            Ctl::Fenced(current) => self.fenced = Some(current),
         }
     }
 
@@ -262,63 +262,5 @@ impl Driver {
         self.queue
             .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
         self.queue.push_front(EventBody::CancelRequested { reason });
-    }
-
-    /// Checks the database for control requests from other processes and keeps the lease
-    /// fresh, at most once per `control_poll`.
-    async fn poll_remote(&mut self) -> Result<(), EngineError> {
-        let clock = self.shared.config.clock.clone();
-        if clock.now() < self.last_poll + self.shared.config.control_poll {
-            return Ok(());
-        }
-        self.last_poll = clock.now();
-        let run = self.run.clone();
-        let rec = off_thread(&self.shared.store, move |s| s.run(&run)).await?;
-        let Some(rec) = rec else {
-            return Ok(());
-        };
-        let epoch = self.epoch();
-        if rec.lease_epoch != epoch {
-            return Err(StoreError::Fenced {
-                run: self.run.to_string(),
-                ours: epoch,
-                current: rec.lease_epoch,
-            }
-            .into());
-        }
-        match rec.control {
-            Some(Control::Pause) => self.pause = true,
-            Some(Control::Cancel) => {
-                self.cancel_inflight(Some("cancelled from another process".into()))
-            }
-            None => {}
-        }
-        if rec.control.is_some() {
-            // Fire and forget: the write happens whether or not anyone waits for its ack.
-            drop(
-                self.shared
-                    .writes
-                    .submit(Write::SetControl {
-                        run: self.run.clone(),
-                        control: None,
-                    })
-                    .await,
-            );
-        }
-        let now = clock.wall_ms();
-        let ttl = self.shared.config.lease_ttl.as_millis() as u64;
-        if rec.lease_expires_ms < now + ttl / 2 {
-            drop(
-                self.shared
-                    .writes
-                    .submit(Write::RenewLease {
-                        run: self.run.clone(),
-                        epoch,
-                        expires_ms: now + ttl,
-                    })
-                    .await,
-            );
-        }
-        Ok(())
     }
 }

@@ -24,7 +24,11 @@
 //! A driver marks a call `started` (fenced by the epoch, renewing the lease), checks its lease
 //! by its own clock, performs the call, and commits the result (fenced, in sequence). It polls
 //! the control column while a call is outstanding. Every commit and release is fenced by the
-//! epoch.
+//! epoch. (In the engine one lease keeper reads the control column and lease of all the runs
+//! it drives in one query and hands each request to its driver; a process acts as one unit —
+//! frozen, killed or stopped together — so a poll stays one atomic step of the process here.
+//! Its renewals are fenced by the epoch and never revive a released lease, and expiry is
+//! modelled only for a frozen process, so renewal timing changes nothing modelled.)
 //!
 //! # Invariants
 //!

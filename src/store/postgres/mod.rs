@@ -26,8 +26,8 @@ use std::sync::Arc;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, mpsc, oneshot};
 
 use super::{
-    Ack, CommitStats, HeadRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord,
-    Write,
+    Ack, CommitStats, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError,
+    TransitionRecord, Write,
 };
 use crate::machine::{Digest, RunId};
 
@@ -193,6 +193,11 @@ impl Store for PostgresStore {
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| async move { read::run(&c, &id).await })
+    }
+
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
+        let ids: Vec<String> = runs.iter().map(|r| r.as_str().to_owned()).collect();
+        self.read(move |c| async move { read::leases(&c, &ids).await })
     }
 
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {

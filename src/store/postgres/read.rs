@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 use super::conn::Conn;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 use crate::store::{
-    Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, StoreError,
+    Control, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, StoreError,
     TransitionRecord,
 };
 
@@ -58,6 +58,33 @@ pub(super) async fn run(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
         )
         .await?;
     row.map(|r| run_record(&r)).transpose()
+}
+
+/// The lease columns of every run in `ids` that exists, in one query (see
+/// [`Store::leases`](crate::store::Store::leases)); the expiry is read as [`run_record`] reads
+/// it, as time left on the database's clock.
+pub(super) async fn leases(c: &Conn, ids: &[String]) -> Read<Vec<LeaseRecord>> {
+    let rows = c
+        .query(
+            "SELECT id, lease_epoch, \
+             CASE WHEN lease_expires_ms = 0 THEN NULL ELSE lease_expires_ms - runtape.now_ms() END, \
+             control FROM runtape.runs WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let id: String = r.try_get(0)?;
+            let lease_left: Option<i64> = r.try_get(2)?;
+            let control: Option<String> = r.try_get(3)?;
+            Ok(LeaseRecord::new(
+                RunId(id.clone()),
+                r.try_get::<_, i64>(1)? as u64,
+                expiry_on_our_clock(lease_left),
+                parse_control(&id, control.as_deref())?,
+            ))
+        })
+        .collect()
 }
 
 pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
@@ -254,6 +281,27 @@ fn digest(bytes: &[u8]) -> Option<Digest> {
     Some(Digest(bytes.try_into().ok()?))
 }
 
+/// A lease's expiry given as time left on the database's clock, on this process's wall clock
+/// (0 for no lease).
+fn expiry_on_our_clock(lease_left: Option<i64>) -> u64 {
+    lease_left.map_or(0, |left| {
+        (crate::exec::wall_ms() as i64).saturating_add(left).max(0) as u64
+    })
+}
+
+/// A stored control request.
+fn parse_control(run: &str, stored: Option<&str>) -> Result<Option<Control>, StoreError> {
+    match stored {
+        None => Ok(None),
+        Some("pause") => Ok(Some(Control::Pause)),
+        Some("cancel") => Ok(Some(Control::Cancel)),
+        Some(other) => Err(StoreError::Damaged {
+            run: run.to_owned(),
+            detail: format!("runs.control `{other}` is not a request"),
+        }),
+    }
+}
+
 /// A run's row as [`run_columns!`] selects it. The lease expiry comes back as the time left
 /// on the database's clock and is given on this process's wall clock (`now + left`), so a
 /// driver comparing it with its own clock judges the lease right even when the clocks of the
@@ -292,17 +340,8 @@ pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
         seq: r.try_get::<_, i64>(7)? as u64,
         lease_epoch: r.try_get::<_, i64>(8)? as u64,
         lease_owner: r.try_get(9)?,
-        lease_expires_ms: lease_left.map_or(0, |left| {
-            (crate::exec::wall_ms() as i64).saturating_add(left).max(0) as u64
-        }),
-        control: match control.as_deref() {
-            None => None,
-            Some("pause") => Some(Control::Pause),
-            Some("cancel") => Some(Control::Cancel),
-            Some(other) => {
-                return Err(damaged(format!("runs.control `{other}` is not a request")).into());
-            }
-        },
+        lease_expires_ms: expiry_on_our_clock(lease_left),
+        control: parse_control(&id, control.as_deref())?,
         created_ms: r.try_get::<_, i64>(12)? as u64,
         updated_ms: r.try_get::<_, i64>(13)? as u64,
         cost_nanos: r.try_get::<_, i64>(14)? as u64,

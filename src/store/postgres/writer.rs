@@ -587,7 +587,8 @@ async fn put_head(conn: &Conn, key: i64, head: Option<&HeadRecord>) -> Result<()
 
 async fn renew(conn: &Conn, key: i64, ttl_ms: i64) -> Result<(), Fail> {
     conn.execute(
-        "UPDATE runtape.runs SET lease_expires_ms = runtape.now_ms() + $2 WHERE key = $1",
+        "UPDATE runtape.runs SET lease_expires_ms = runtape.now_ms() + $2 \
+         WHERE key = $1 AND lease_owner IS NOT NULL",
         &[&key, &ttl_ms],
     )
     .await?;

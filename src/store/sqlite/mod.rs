@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::schema::{self, classify, row_id};
 use super::{
-    Ack, Control, HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, StoreError,
-    TransitionRecord, Write,
+    Ack, Control, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
+    StoreError, TransitionRecord, Write,
 };
 use crate::ledger::codec::stored_edge;
 use crate::ledger::packed::unpack;
@@ -261,6 +261,30 @@ impl Store for SqliteStore {
         .transpose()
     }
 
+    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
+        // One statement for any number of runs: the ids go in as one JSON array parameter.
+        let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
+            .map_err(|e| StoreError::Io(e.to_string()))?;
+        let rows = self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, lease_epoch, lease_expires_ms, control FROM runs \
+                 WHERE id IN (SELECT value FROM json_each(?1))",
+            )?;
+            let rows = stmt
+                .query_map([ids], |r| {
+                    let id: String = r.get(0)?;
+                    let epoch = r.get::<_, i64>(1)? as u64;
+                    let expires_ms = r.get::<_, i64>(2)? as u64;
+                    let control: Option<String> = r.get(3)?;
+                    Ok(parse_control(&id, control.as_deref())
+                        .map(|control| LeaseRecord::new(RunId(id), epoch, expires_ms, control)))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })?;
+        rows.into_iter().collect()
+    }
+
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let rows = self.read(|c| {
             let mut stmt =
@@ -503,6 +527,19 @@ fn digest(bytes: &[u8]) -> Option<Digest> {
 const RUN_COLUMNS: &str = "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
     lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup, unpriced_turns";
 
+/// A stored control request.
+fn parse_control(run: &str, stored: Option<&str>) -> Result<Option<Control>, StoreError> {
+    match stored {
+        None => Ok(None),
+        Some("pause") => Ok(Some(Control::Pause)),
+        Some("cancel") => Ok(Some(Control::Cancel)),
+        Some(other) => Err(StoreError::Damaged {
+            run: run.to_owned(),
+            detail: format!("runs.control `{other}` is not a request"),
+        }),
+    }
+}
+
 fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, StoreError>> {
     let id: String = r.get(0)?;
     let parent: Option<String> = r.get(1)?;
@@ -535,14 +572,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
             lease_epoch: r.get::<_, i64>(8)? as u64,
             lease_owner: r.get(9)?,
             lease_expires_ms: r.get::<_, i64>(10)? as u64,
-            control: match control.as_deref() {
-                None => None,
-                Some("pause") => Some(Control::Pause),
-                Some("cancel") => Some(Control::Cancel),
-                Some(other) => {
-                    return Err(damaged(format!("runs.control `{other}` is not a request")));
-                }
-            },
+            control: parse_control(&id, control.as_deref())?,
             created_ms: r.get::<_, i64>(12)? as u64,
             updated_ms: r.get::<_, i64>(13)? as u64,
             cost_nanos: r.get::<_, i64>(14)? as u64,
