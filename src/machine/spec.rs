@@ -616,7 +616,7 @@ impl RunSpec {
             .map_or(super::delegation::DEFAULT_MAX_DEPTH, |a| {
                 a.delegation.max_depth
             });
-        let mut spec = self.spec.clone();
+        let mut spec = Spec::clone(&self.spec);
         spec.plan = Some(Plan {
             entry: delegate.clone(),
             edges: Vec::new(),
