@@ -3,7 +3,9 @@
 //! and the text chunks the reply streamed in. A run that recorded MCP tool lists (revision 3)
 //! also gives the cassette every catalog it recorded (each server's first as its catalog, the
 //! later ones as catalog changes at the model call they preceded) and its tools' results, so
-//! the cassette replays without the servers, in a database that never saw the run.
+//! the cassette replays without the servers, in a database that never saw the run. A
+//! delegating agent's prompts carry its `delegate_…`/`transfer_to_…` tools as it was shown
+//! them.
 
 use super::error::CassetteError;
 use super::format::Cassette;
@@ -125,12 +127,17 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
             .tools
             .iter()
             .filter_map(|n| {
-                spec.tool(n).or_else(|| {
-                    added_tools
-                        .values()
-                        .flatten()
-                        .find(|t| t.name == n.as_str())
-                })
+                // A declared tool, a tool an MCP server added (revision 4), or the
+                // `delegate_…`/`transfer_to_…` tool of an agent's delegate or handoff: the
+                // definitions the driver showed the model.
+                let added = added_tools
+                    .values()
+                    .flatten()
+                    .find(|t| t.name == n.as_str());
+                match spec.tool(n).or(added) {
+                    Some(t) => Some(std::borrow::Cow::Borrowed(t)),
+                    None => spec.offered_tool(n),
+                }
             })
             .map(|t| ToolDef {
                 name: t.name.clone(),

@@ -96,7 +96,18 @@ fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(
             child.id, link.run
         ))
     };
-    match crate::ledger::effect_at(store, &link.run, at) {
+    // A fork shares its parent's history up to the fork point: an effect there that the fork
+    // performs (re-running the child under the fork's id) is read as the fork performs it.
+    let emitted = crate::ledger::effect_at(store, &link.run, at);
+    let inherited = matches!(&emitted, Ok(e) if e.id().run != link.run);
+    let performed = emitted.map(|e| crate::ledger::pairing::as_performed_by(&link.run, e));
+    match performed {
+        Ok(Effect::RunChild { .. }) if inherited && !fork_performs(store, &link.run, at)? => {
+            Err(broken(format!(
+                "effect {}/{} was answered before the fork point, so the fork never started a child for it",
+                link.seq, link.index
+            )))
+        }
         Ok(Effect::RunChild { id, task, .. }) => {
             if id.child_run_id() != child.id {
                 return Err(broken(format!(
@@ -117,4 +128,23 @@ fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(
         ))),
         Err(e) => Err(broken(e.to_string())),
     }
+}
+
+/// Whether the fork `run` performs the effect at `at` it inherited from its parent: no event
+/// up to the fork point answered it.
+fn fork_performs(
+    store: &dyn Store,
+    run: &RunId,
+    at: crate::machine::EffectRef,
+) -> Result<bool, CliError> {
+    let Some((_, fork_seq)) = store.run(run)?.and_then(|r| r.parent) else {
+        return Ok(false);
+    };
+    for t in crate::ledger::transitions(store, run, at.seq + 1, fork_seq)? {
+        let event = crate::ledger::codec::decode_event(run, t.seq, &t.event)?;
+        if crate::ledger::answered(&event.body) == Some(at) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
