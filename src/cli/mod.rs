@@ -404,7 +404,8 @@ pub(crate) enum CassetteAction {
 /// `runtape receipts ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum ReceiptsAction {
-    /// Write a run's receipts (across fork ancestry) as JSON lines, then a head line: the run's
+    /// Write a run's receipts (across fork ancestry; for a delegated child, after its parent's
+    /// receipts through the one it hangs from) as JSON lines, then a head line: the run's
     /// sealed head, naming its last receipt, so a file cut short is detected.
     Export {
         /// The run id.

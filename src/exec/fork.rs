@@ -133,7 +133,9 @@ pub(super) async fn fork(
             &new,
             rebuilt.state.state_hash(),
             rebuilt.chain,
-            tip.as_ref(),
+            // A tip at seq 0 is a delegated child's anchor in its parent, not a receipt of
+            // this run's chain: the head's receipt tip stays empty until it seals one.
+            tip.as_ref().filter(|t| t.seq > 0),
         ),
         shared.config.receipts.clone(),
     );

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::driver::{Driver, lease_of};
 use super::handle::RunHandle;
+use super::reads::off_thread;
 use super::trace::Trace;
 use super::{EngineError, Shared};
 use crate::ledger::{HeadKeeper, Rebuilt, first_head};
@@ -20,6 +21,17 @@ pub(super) async fn start(
     goal: &str,
     setup: Option<String>,
 ) -> Result<RunHandle, EngineError> {
+    // A delegated child's first receipt chains under its parent's receipt for the turn that
+    // asked for it.
+    let anchor = match spec.spec().delegated_by.clone() {
+        Some(effect) => {
+            off_thread(&shared.store, move |s| {
+                crate::ledger::anchor_under(s, &effect)
+            })
+            .await?
+        }
+        None => None,
+    };
     let spec_json = serde_json::to_string(&spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
     let now = shared.config.clock.wall_ms();
@@ -53,7 +65,7 @@ pub(super) async fn start(
         BTreeMap::new(),
         Hlc::default(),
         head,
-        None,
+        anchor,
     );
     driver.queue.push_back(EventBody::Start {
         goal: goal.to_owned(),

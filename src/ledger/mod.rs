@@ -45,7 +45,8 @@ pub use read::{
     record, spec_of, state_at, time_at, transitions,
 };
 pub use receipts::{
-    ReceiptSummary, chain_tip, check_receipts, receipt_draft, receipts, receipts_export,
+    ReceiptSummary, anchor_under, chain_tip, check_receipts, delegation_anchor, receipt_draft,
+    receipts, receipts_export,
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};

@@ -7,7 +7,7 @@ use super::codec::{decode_effects, decode_event};
 use super::pairing::Outstanding;
 use super::read::{ancestry, ancestry_through, record};
 use super::replay::Divergence;
-use crate::machine::{AgentId, Effect, Event, EventBody, RunId};
+use crate::machine::{AgentId, Effect, EffectId, Event, EventBody, RunId};
 use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
 use crate::store::Store;
 
@@ -86,10 +86,12 @@ pub fn receipts_export(
         .head(run)?
         .ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
     let (head, seal) = super::audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
-    let (chain, problem) = walk_to(store, run, head.seq)?;
+    let (own, problem) = walk_to(store, run, head.seq)?;
     if let Some(d) = problem {
         return Err(refuse(d.to_string()));
     }
+    let mut chain = delegation_prefix(store, run)?;
+    chain.extend(own);
     let last = chain.last().map(|r| (r.body.seq, r.link()));
     let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));
     if last != sealed {
@@ -99,6 +101,52 @@ pub fn receipts_export(
     }
     let line = crate::receipt::BundleHead::new(head, seal, &chain);
     Ok((chain, line))
+}
+
+/// For a delegated child: the receipts its chain hangs under — its parent's through the
+/// transition that asked for it, and, when the parent is a child too, its parent's before
+/// those — so an export of the child verifies offline from a `null` start. Empty for a run
+/// nobody delegated.
+fn delegation_prefix(store: &dyn Store, run: &RunId) -> Result<Vec<Receipt>, HistoryError> {
+    let mut pieces: Vec<(RunId, u64)> = Vec::new();
+    let mut child = run.clone();
+    loop {
+        let to = record(store, &child)?.seq;
+        let root = ancestry(store, &child, to)?
+            .first()
+            .map_or(child.clone(), |s| s.run.clone());
+        let link = serde_json::from_str::<DelegationLink>(&record(store, &root)?.spec)
+            .ok()
+            .and_then(|l| l.delegated_by);
+        let Some(effect) = link else { break };
+        if effect.run == *run || pieces.iter().any(|(r, _)| *r == effect.run) {
+            return Err(HistoryError::Diverged {
+                run: run.to_string(),
+                seq: 0,
+                detail: format!(
+                    "its delegation links loop back to run {} (runs.spec delegated_by)",
+                    effect.run
+                ),
+            });
+        }
+        child = effect.run.clone();
+        pieces.push((effect.run, effect.seq));
+    }
+    let mut prefix = Vec::new();
+    for (parent, seq) in pieces.into_iter().rev() {
+        let to = seq.min(record(store, &parent)?.seq);
+        let (receipts, problem) = walk_to(store, &parent, to)?;
+        if let Some(d) = problem {
+            return Err(HistoryError::Tampered {
+                run: parent.to_string(),
+                detail: d.to_string(),
+            });
+        }
+        // Each parent's chain hangs from the last receipt already in `prefix` (its own anchor),
+        // and one without receipts through `seq` adds none: the child hangs from that anchor.
+        prefix.extend(receipts);
+    }
+    Ok(prefix)
 }
 
 /// The rebuilt chain, and the first transition whose seal is missing or unexpected.
@@ -116,9 +164,11 @@ fn walk_to(
     run: &RunId,
     to: u64,
 ) -> Result<(Vec<Receipt>, Option<Divergence>), HistoryError> {
-    let mut builder = ChainBuilder::default();
+    let segments = ancestry_through(store, run, to)?;
+    let root = segments.first().map_or(run, |s| &s.run);
+    let mut builder = ChainBuilder::anchored(delegation_anchor(store, root)?);
     let mut rows = Vec::new();
-    for seg in ancestry_through(store, run, to)? {
+    for seg in segments {
         rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
     }
     for t in &rows {
@@ -132,12 +182,23 @@ fn walk_to(
 /// Rebuilds a receipt chain one transition at a time, in order.
 #[derive(Default)]
 pub(crate) struct ChainBuilder {
+    /// The link the first receipt chains under: a delegated child's anchor in its parent.
+    anchor: Option<String>,
     outstanding: Outstanding,
     chain: Vec<Receipt>,
     problem: Option<Divergence>,
 }
 
 impl ChainBuilder {
+    /// A builder whose first receipt chains under `anchor` (from [`delegation_anchor`]; `None`
+    /// for a run nobody delegated, whose chain starts at `null`).
+    pub(crate) fn anchored(anchor: Option<receipt::ChainTip>) -> Self {
+        ChainBuilder {
+            anchor: anchor.map(|t| t.seal.link()),
+            ..ChainBuilder::default()
+        }
+    }
+
     /// Takes transition `seq`: its event (and exact stored bytes), its stored seal, and the
     /// effects it emitted.
     pub(crate) fn visit(
@@ -165,7 +226,8 @@ impl ChainBuilder {
         match (draft, seal) {
             (Some(draft), Some(bytes)) => match Seal::from_bytes(bytes) {
                 Some(seal) => {
-                    let body = ReceiptBody::from_draft(draft, self.chain.last().map(Receipt::link));
+                    let previous = self.chain.last().map(Receipt::link);
+                    let body = ReceiptBody::from_draft(draft, previous.or(self.anchor.clone()));
                     self.chain.push(Receipt { body, seal });
                 }
                 None if self.problem.is_none() => {
@@ -206,16 +268,39 @@ impl ChainBuilder {
     pub(crate) fn finish(self) -> (Vec<Receipt>, Option<Divergence>) {
         (self.chain, self.problem)
     }
+
+    /// The link the chain's first receipt hangs from (see [`Self::anchored`]).
+    pub(crate) fn anchor(&self) -> Option<&str> {
+        self.anchor.as_deref()
+    }
 }
 
 /// The last receipt seal of `run`'s chain at or before `seq` (across fork ancestry), without
-/// rebuilding the chain: what a resuming process needs to seal the next receipt.
+/// rebuilding the chain: what a resuming process needs to seal the next receipt. A delegated
+/// child with no receipt yet gets its [`delegation_anchor`] instead, so its first receipt
+/// chains under the parent's.
 pub fn chain_tip(
     store: &dyn Store,
     run: &RunId,
     seq: u64,
 ) -> Result<Option<receipt::ChainTip>, HistoryError> {
-    for seg in ancestry(store, run, seq)?.iter().rev() {
+    let segments = ancestry(store, run, seq)?;
+    if let Some(tip) = own_tip(store, run, &segments)? {
+        return Ok(Some(tip));
+    }
+    match segments.first() {
+        Some(root) => delegation_anchor(store, &root.run),
+        None => Ok(None),
+    }
+}
+
+/// The last seal stored in `segments` (a run's ancestry), if any.
+fn own_tip(
+    store: &dyn Store,
+    run: &RunId,
+    segments: &[super::read::Segment],
+) -> Result<Option<receipt::ChainTip>, HistoryError> {
+    for seg in segments.iter().rev() {
         if let Some((at, bytes)) = store.last_seal(&seg.run, seg.to)?
             && at >= seg.from
         {
@@ -228,6 +313,72 @@ pub fn chain_tip(
         }
     }
     Ok(None)
+}
+
+/// Where the receipts of a child started by the parent's `effect` hang from (see
+/// [`delegation_anchor`]): the parent's receipt tip at the transition that issued the effect,
+/// given at seq 0. What a new child's driver seals its first receipt after.
+pub fn anchor_under(
+    store: &dyn Store,
+    effect: &EffectId,
+) -> Result<Option<receipt::ChainTip>, HistoryError> {
+    Ok(
+        chain_tip(store, &effect.run, effect.seq)?.map(|t| receipt::ChainTip {
+            seq: 0,
+            seal: t.seal,
+        }),
+    )
+}
+
+/// The link in a stored spec naming the parent's effect that started the run.
+#[derive(serde::Deserialize)]
+struct DelegationLink {
+    delegated_by: Option<EffectId>,
+}
+
+/// Where the receipt chain of `run` (a run with no fork parent) hangs from: for a child run
+/// started by a parent's `RunChild` effect, the parent's last receipt at or before the
+/// transition that asked for the child (the model turn whose reply delegated) — or, when the
+/// parent has none there, the parent's own anchor. `None` for a run nobody delegated, whose
+/// chain starts at `null`. The tip is given at seq 0: a child's seqs start afresh, so only its
+/// link carries over.
+pub fn delegation_anchor(
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<Option<receipt::ChainTip>, HistoryError> {
+    let mut child = run.clone();
+    let mut seen = vec![child.clone()];
+    loop {
+        let rec = record(store, &child)?;
+        let link: Option<EffectId> = serde_json::from_str::<DelegationLink>(&rec.spec)
+            .ok()
+            .and_then(|l| l.delegated_by);
+        let Some(effect) = link else {
+            return Ok(None);
+        };
+        if seen.contains(&effect.run) {
+            return Err(HistoryError::Diverged {
+                run: run.to_string(),
+                seq: 0,
+                detail: format!(
+                    "its delegation links loop back to run {} (runs.spec delegated_by)",
+                    effect.run
+                ),
+            });
+        }
+        let segments = ancestry(store, &effect.run, effect.seq)?;
+        if let Some(tip) = own_tip(store, &effect.run, &segments)? {
+            return Ok(Some(receipt::ChainTip {
+                seq: 0,
+                seal: tip.seal,
+            }));
+        }
+        child = segments
+            .first()
+            .map_or(effect.run.clone(), |s| s.run.clone());
+        seen.push(effect.run);
+        seen.push(child.clone());
+    }
 }
 
 /// What the receipt check found.
@@ -250,13 +401,17 @@ pub fn check_receipts(
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<Result<ReceiptSummary, Divergence>, HistoryError> {
-    Ok(check_chain(walk(store, run)?, key))
+    let segments = ancestry(store, run, record(store, run)?.seq)?;
+    let root = segments.first().map_or(run, |s| &s.run);
+    let anchor = delegation_anchor(store, root)?.map(|t| t.seal.link());
+    Ok(check_chain(walk(store, run)?, key, anchor.as_deref()))
 }
 
 /// Checks a rebuilt chain (see [`check_receipts`]).
 pub(crate) fn check_chain(
     (chain, problem): (Vec<Receipt>, Option<Divergence>),
     key: Option<&VerifyingKey>,
+    anchor: Option<&str>,
 ) -> Result<ReceiptSummary, Divergence> {
     if let Some(d) = problem {
         return Err(d);
@@ -266,7 +421,7 @@ pub(crate) fn check_chain(
         .and_then(|r| r.key_id())
         .and_then(|k| receipt::parse_public_key(k).ok());
     let key_used = key.copied().or(named);
-    if let Err(e) = receipt::verify_chain(&chain, key_used.as_ref()) {
+    if let Err(e) = receipt::verify_chain_under(&chain, key_used.as_ref(), anchor) {
         let seq = e.at().map_or(0, |a| a.seq);
         return Err(Divergence::new(
             seq,

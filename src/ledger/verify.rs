@@ -187,7 +187,8 @@ fn check(
         .map(|o| (o.effect.seq, o.effect.index))
         .collect();
     let mut facts = OutboxFacts::default();
-    let mut receipts = ChainBuilder::default();
+    let root = segments.first().map_or(run, |s| &s.run);
+    let mut receipts = ChainBuilder::anchored(super::receipts::delegation_anchor(store, root)?);
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
@@ -268,9 +269,14 @@ fn check(
     fail!(nothing_past_the_end(store, run, head.seq)?);
     fail!(audit::standing(&rec, &head));
     fail!(audit::outbox(&outbox_rows, &facts, &head));
+    let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
     let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));
-    let receipt_summary = fail!(check_chain((chain_receipts, problem), key));
+    let receipt_summary = fail!(check_chain(
+        (chain_receipts, problem),
+        key,
+        anchor.as_deref()
+    ));
     fail!(receipts_match_head(&head, &seal, &receipt_summary, tip));
     summary.seq = head.seq;
     Ok(Ok(Verified {

@@ -10,7 +10,11 @@
 //!
 //! Each receipt's `parent_sig` holds the previous receipt's [`Receipt::link`] (`null` for the
 //! first), so deleting, reordering, editing or re-signing any receipt breaks the chain or a
-//! signature, and [`verify_chain`] names the receipt at fault.
+//! signature, and [`verify_chain`] names the receipt at fault. A delegated child run's first
+//! receipt holds instead the link of its parent's receipt for the model turn that asked for
+//! the child (its anchor): exported after the parent's receipts through that one, the child's
+//! chain verifies as one with them, and [`verify_chain_under`] checks it alone given the
+//! anchor.
 //!
 //! | mode | seal | link (the next `parent_sig`) | proves |
 //! |---|---|---|---|
@@ -120,7 +124,7 @@ pub use key::{
 };
 pub use report::{Integrity, ReceiptAt, VerifyError, VerifyReport};
 pub use signer::ReceiptSigner;
-pub use verify::{check_run, verify_chain};
+pub use verify::{check_run, verify_chain, verify_chain_under};
 
 /// The environment variable the engine reads the signing key from by default (the key file's
 /// text, usually just its 64 hex characters). Pass it to

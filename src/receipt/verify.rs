@@ -22,7 +22,9 @@ use crate::machine::RunId;
 /// 2. For each receipt, first to last, stopping at the first failure:
 ///    1. its fields are well formed ([`ReceiptBody::validate`](crate::receipt::ReceiptBody::validate));
 ///    2. **chain**: `parent_sig` equals the previous receipt's link (`null` for the first);
-///    3. **order**: its seq is above the previous receipt's;
+///    3. **order**: its seq is above the previous receipt's when both belong to one run (a
+///       delegated child's receipts follow the parent's receipt they hang from, and start their
+///       own seqs afresh);
 ///    4. **seal**: signed — the `key_id` is the given key and the signature verifies (strict
 ///       Ed25519) over the canonical body; unsigned — the stored digest matches the body.
 ///
@@ -34,6 +36,19 @@ use crate::machine::RunId;
 pub fn verify_chain(
     receipts: &[Receipt],
     public_key: Option<&VerifyingKey>,
+) -> Result<VerifyReport, VerifyError> {
+    verify_chain_under(receipts, public_key, None)
+}
+
+/// [`verify_chain`] for a chain that hangs from `anchor`: its first receipt's `parent_sig` must
+/// be `anchor` rather than `null`. A delegated child run's receipts hang from the link of its
+/// parent's receipt for the model turn that asked for the child; check them alone with that
+/// link, or export the child (its parent's receipts through the anchor come first) and check
+/// the whole with [`verify_chain`].
+pub fn verify_chain_under(
+    receipts: &[Receipt],
+    public_key: Option<&VerifyingKey>,
+    anchor: Option<&str>,
 ) -> Result<VerifyReport, VerifyError> {
     let Some(first) = receipts.first() else {
         return Ok(report(receipts, Integrity::Empty));
@@ -71,23 +86,32 @@ pub fn verify_chain(
         };
         check_fields(receipt, at)?;
         let previous = index.checked_sub(1);
-        let expected = previous.and_then(|p| links.get(p));
-        let found = receipt.body.parent_sig.as_ref();
+        let expected = match previous {
+            Some(p) => links.get(p).map(String::as_str),
+            None => anchor,
+        };
+        let found = receipt.body.parent_sig.as_deref();
         if expected != found {
             let parent = found
-                .and_then(|p| by_link.get(p.as_str()))
+                .and_then(|p| by_link.get(p))
                 .and_then(|&j| ReceiptAt::of(receipts, j));
             return Err(match parent {
                 Some(parent) => VerifyError::Misplaced { at, parent },
                 None => VerifyError::ChainBreak {
                     at,
-                    expected: expected.cloned(),
-                    found: found.cloned(),
+                    expected: expected.map(str::to_owned),
+                    found: found.map(str::to_owned),
                 },
             });
         }
+        // Seqs rise along one run's receipts; a delegated child's start afresh under the
+        // parent's receipt that anchors them (the chain check above pins that place).
         if let Some(prev) = previous.and_then(|p| ReceiptAt::of(receipts, p))
             && receipt.body.seq <= prev.seq
+            && previous
+                .and_then(|p| receipts.get(p))
+                .map(|r| &r.body.run_id)
+                == Some(&receipt.body.run_id)
         {
             return Err(VerifyError::SeqNotIncreasing { at, previous: prev });
         }
