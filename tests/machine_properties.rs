@@ -116,6 +116,7 @@ prop_compose! {
             semantics: SEMANTICS,
             depth: 0,
             delegated_by: None,
+            spec_delegates: Vec::new(),
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::error::{At, ConfigError};
 use super::file::{
-    RawAgent, RawBackoff, RawBudget, RawFile, RawPlan, RawProvider, RawProviderKind, RawTool,
-    RawToolKind,
+    RawAgent, RawBackoff, RawBudget, RawDelegate, RawFile, RawPlan, RawProvider, RawProviderKind,
+    RawTool, RawToolKind,
 };
 use super::program;
 use super::providers::{is_variable_name, provider};
@@ -30,6 +30,8 @@ pub(crate) struct Compiled {
     pub(crate) setup: Setup,
     pub(crate) database: Option<PathBuf>,
     pub(crate) durability: Option<Durability>,
+    /// The delegates given as other spec files, still to be loaded.
+    pub(crate) spec_files: Vec<super::spec_files::SpecFileRef>,
 }
 
 /// Largest `max_cost_usd` accepted (keeps nanodollars far inside `u64`).
@@ -92,6 +94,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         semantics: crate::machine::SEMANTICS,
         depth: 0,
         delegated_by: None,
+        spec_delegates: Vec::new(),
     };
     let setup = Setup {
         version: SETUP_VERSION,
@@ -100,11 +103,13 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         tools: commands,
         mcp,
     };
+    let spec_files = super::spec_files::refs(&raw.agents);
     Ok(Compiled {
         spec,
         setup,
         database,
         durability,
+        spec_files,
     })
 }
 
@@ -351,7 +356,10 @@ fn agent(
         delegates: a
             .delegates
             .iter()
-            .map(|d| AgentId::new(d.clone()))
+            .map(|d| match d {
+                RawDelegate::Agent(id) => AgentId::new(id.clone()),
+                RawDelegate::SpecFile(f) => AgentId::new(f.name.clone()),
+            })
             .collect(),
         handoffs: a.handoffs.iter().map(|h| AgentId::new(h.clone())).collect(),
         delegation: delegation(a.delegation.as_ref(), &format!("{path}.delegation"))?,

@@ -203,10 +203,55 @@ pub(crate) struct RawAgent {
     pub(crate) output_schema_file: Option<String>,
     pub(crate) model_settings: Option<ModelSettings>,
     #[serde(default)]
-    pub(crate) delegates: Vec<String>,
+    pub(crate) delegates: Vec<RawDelegate>,
     #[serde(default)]
     pub(crate) handoffs: Vec<String>,
     pub(crate) delegation: Option<RawDelegation>,
+}
+
+/// One entry of an agent's `delegates`: an agent of this file, or another spec file.
+#[derive(Debug)]
+pub(crate) enum RawDelegate {
+    /// `"researcher"`: an agent of this file.
+    Agent(String),
+    /// `{ spec = "review.toml", as = "review" }`: another spec file, offered as `delegate_review`.
+    SpecFile(RawSpecFileDelegate),
+}
+
+impl<'de> Deserialize<'de> for RawDelegate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = RawDelegate;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "an agent id (\"researcher\") or another spec file ({ spec = \"review.toml\", as = \"review\" })",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawDelegate, E> {
+                Ok(RawDelegate::Agent(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawDelegate, A::Error> {
+                RawSpecFileDelegate::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawDelegate::SpecFile)
+            }
+        }
+        d.deserialize_any(Entry)
+    }
+}
+
+/// `{ spec = "review.toml", as = "review" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSpecFileDelegate {
+    /// The file, relative to this file's directory.
+    pub(crate) spec: String,
+    /// The name it is offered by (`delegate_<as>`).
+    #[serde(rename = "as")]
+    pub(crate) name: String,
 }
 
 /// `[agents.delegation]`.

@@ -104,6 +104,8 @@
 //! [[agents]]
 //! id = "writer"
 //! provider = "script"
+//! delegates = [{ spec = "review.toml", as = "review" }]  # another spec file, run as a
+//!                                # child run by `delegate_review(task)` (see spec_files)
 //!
 //! [plan]                         # optional with one agent
 //! entry = "researcher"
@@ -151,6 +153,7 @@ mod providers;
 mod script;
 mod setup;
 mod source;
+mod spec_files;
 
 pub use error::{At, ConfigError, Location};
 pub use mcp::McpSetup;
@@ -319,10 +322,22 @@ pub fn load(path: &Path) -> Result<RunFile, ConfigError> {
     load_text(path, &text)
 }
 
+/// [`load`] for a delegate's spec file named (directly or through others) by the files of
+/// `chain`, outermost first, this one last.
+fn load_in_chain(path: &Path, chain: &[PathBuf]) -> Result<RunFile, ConfigError> {
+    let text = read(path)?;
+    load_text_in_chain(path, &text, chain)
+}
+
 /// [`load`] for spec text already in memory: `text` is read as if it came from `path`, which
 /// errors name and whose directory (which must exist) relative paths start at. Text larger
 /// than [`MAX_SPEC_BYTES`] is refused.
 pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
+    let me = spec_dir(path)?.join(path.file_name().unwrap_or(path.as_os_str()));
+    load_text_in_chain(path, text, &[me])
+}
+
+fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunFile, ConfigError> {
     if text.len() as u64 > MAX_SPEC_BYTES {
         return Err(ConfigError::Read {
             file: path.to_path_buf(),
@@ -335,6 +350,14 @@ pub fn load_text(path: &Path, text: &str) -> Result<RunFile, ConfigError> {
     let goal = raw.goal.clone();
     let mut compiled =
         compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
+    spec_files::attach(
+        &mut compiled.spec,
+        &mut compiled.setup,
+        &compiled.spec_files,
+        &spec_dir,
+        chain,
+    )
+    .map_err(|e| e.located(|field| doc.locate(field)))?;
     let mcp_pending = (!compiled.setup.mcp.is_empty())
         .then(|| mcp::hold_grants(&mut compiled.spec.agents, &compiled.setup.mcp));
     let spec = RunSpec::build(compiled.spec).map_err(|e| {

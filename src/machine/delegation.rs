@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::budget::{BudgetKey, Limits, Remaining};
 use super::ids::AgentId;
-use super::spec::{AgentSpec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name};
+use super::spec::{AgentSpec, Spec, SpecError, ToolSpec, did_you_mean, is_valid_tool_name};
 
 /// The first revision whose specs may delegate and hand over by tool call.
 pub(crate) const DELEGATION_SEMANTICS: u32 = 4;
@@ -101,6 +101,32 @@ impl ChildBudget {
         }
         out
     }
+}
+
+/// Per key, the tighter of `a`'s and `b`'s caps (a key one leaves out takes the other's).
+pub(crate) fn tighter(a: &Limits, b: &Limits) -> Limits {
+    let mut out = Limits::default();
+    for key in BudgetKey::ALL {
+        let cap = match (a.get(key), b.get(key)) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        out.set(key, cap);
+    }
+    out
+}
+
+/// A delegate given as a whole spec (a spec file's `{ spec = "review.toml", as = "review" }`
+/// entry of `delegates`, revision 4): an agent listing `name` in its `delegates` is offered
+/// `delegate_<name>(task)`, and a call starts a child run of `spec` — its own agents, tools,
+/// plan and caps (tightened to the budget carved for the child) — with `task` as its goal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpecDelegate {
+    /// The name agents list in `delegates`; it may not be an agent id of the spec carrying it.
+    pub name: AgentId,
+    /// The child runs' spec, as loaded and validated with the parent's.
+    pub spec: Box<Spec>,
 }
 
 /// What `left` has left of `key`.
@@ -233,11 +259,12 @@ pub(crate) fn note_of(args: &Value) -> Result<String, String> {
 /// depth cap in range, a share in range, and no delegation cycle (an agent that would,
 /// directly or through others, delegate to itself).
 pub(crate) fn validate(
-    agents: &[AgentSpec],
-    semantics: u32,
+    spec: &Spec,
     agent_index: &BTreeMap<AgentId, usize>,
     tool_index: &BTreeMap<String, usize>,
 ) -> Result<(), SpecError> {
+    let (agents, semantics) = (&spec.agents[..], spec.semantics);
+    let is_spec_delegate = |name: &AgentId| spec.spec_delegates.iter().any(|d| &d.name == name);
     let bad = |path: String, reason: String| SpecError::BadDelegation { path, reason };
     for (i, agent) in agents.iter().enumerate() {
         let path = format!("agents[{i}]");
@@ -256,7 +283,8 @@ pub(crate) fn validate(
         ] {
             for (k, target) in list.iter().enumerate() {
                 let at = format!("{path}.{field}[{k}]");
-                if !agent_index.contains_key(target) {
+                let spec_delegate = field == "delegates" && is_spec_delegate(target);
+                if !agent_index.contains_key(target) && !spec_delegate {
                     return Err(SpecError::UnknownAgent {
                         path: at,
                         agent: target.to_string(),
@@ -333,6 +361,79 @@ pub(crate) fn validate(
                 names.join(" → ")
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Checks the spec's [`SpecDelegate`]s: revision 4 or later, each name a valid agent id
+/// listed once, clashing with no agent of the spec and (as `delegate_<name>`) with no declared
+/// tool, and each embedded spec valid by `check` (the machine's own checks) and not itself
+/// already a child run.
+pub(crate) fn validate_spec_delegates(
+    spec: &Spec,
+    agent_index: &BTreeMap<AgentId, usize>,
+    tool_index: &BTreeMap<String, usize>,
+    check: impl Fn(&Spec) -> Result<(), SpecError>,
+) -> Result<(), SpecError> {
+    let bad = |path: String, reason: String| SpecError::BadDelegation { path, reason };
+    for (i, d) in spec.spec_delegates.iter().enumerate() {
+        let path = format!("spec_delegates[{i}]");
+        let name = d.name.as_str();
+        if spec.semantics < DELEGATION_SEMANTICS {
+            return Err(bad(
+                path,
+                format!(
+                    "a delegate given as a spec needs revision {DELEGATION_SEMANTICS} of the machine's rules (this spec follows {})",
+                    spec.semantics
+                ),
+            ));
+        }
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(bad(
+                format!("{path}.name"),
+                format!("`{name}` is not a valid name: use letters, digits, `_` and `-`"),
+            ));
+        }
+        if spec.spec_delegates[..i].iter().any(|o| o.name == d.name) {
+            return Err(bad(
+                format!("{path}.name"),
+                format!("two spec delegates are named `{name}`: give each its own `as`"),
+            ));
+        }
+        if agent_index.contains_key(&d.name) {
+            return Err(bad(
+                format!("{path}.name"),
+                format!("`{name}` is also an agent of this spec: choose another `as` name"),
+            ));
+        }
+        let offered = format!("{DELEGATE_PREFIX}{name}");
+        if !is_valid_tool_name(&offered) {
+            return Err(bad(
+                format!("{path}.name"),
+                format!(
+                    "`{offered}` is too long for a tool name (at most 64 characters): use a shorter `as` name"
+                ),
+            ));
+        }
+        if tool_index.contains_key(&offered) || tool_index.contains_key(name) {
+            return Err(bad(
+                format!("{path}.name"),
+                format!(
+                    "a declared tool is named `{name}` or `{offered}`: choose another `as` name"
+                ),
+            ));
+        }
+        if d.spec.depth != 0 || d.spec.delegated_by.is_some() {
+            return Err(bad(
+                format!("{path}.spec"),
+                "a delegate's spec may not carry `depth` or `delegated_by` (they are set when its child run starts)".into(),
+            ));
+        }
+        check(&d.spec).map_err(|e| bad(format!("{path}.spec"), e.to_string()))?;
     }
     Ok(())
 }

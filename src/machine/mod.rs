@@ -56,7 +56,8 @@ pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
 pub use child::{ChildOutcome, ChildReport};
 pub use delegation::{
-    ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation, HARD_MAX_DEPTH, TRANSFER_PREFIX,
+    ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation, HARD_MAX_DEPTH, SpecDelegate,
+    TRANSFER_PREFIX,
 };
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::budget::Limits;
-use super::delegation::Delegation;
+use super::delegation::{Delegation, SpecDelegate};
 use super::effect::Effect;
 use super::ids::AgentId;
 use super::plan::{Plan, When};
@@ -88,6 +88,11 @@ pub struct Spec {
     /// `verify`, covers the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegated_by: Option<super::ids::EffectId>,
+    /// Delegates given as whole specs (revision 4): an agent listing one's name in its
+    /// `delegates` starts a child run of that spec. Carried here, so the run never needs the
+    /// file it came from again and its sealed head covers it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spec_delegates: Vec<SpecDelegate>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -111,6 +116,7 @@ impl Default for Spec {
             semantics: SEMANTICS,
             depth: 0,
             delegated_by: None,
+            spec_delegates: Vec::new(),
         }
     }
 }
@@ -551,7 +557,10 @@ impl RunSpec {
                 });
             }
         }
-        super::delegation::validate(&spec.agents, spec.semantics, &agent_index, &tool_index)?;
+        super::delegation::validate_spec_delegates(&spec, &agent_index, &tool_index, |s| {
+            RunSpec::compile(s.clone(), names).map(drop)
+        })?;
+        super::delegation::validate(&spec, &agent_index, &tool_index)?;
         // An agent a run can be handed over to by tool call may end it: its answer completes
         // the run when no plan edge routes it on.
         let mut plan = plan;
@@ -616,14 +625,30 @@ impl RunSpec {
             .map_or(super::delegation::DEFAULT_MAX_DEPTH, |a| {
                 a.delegation.max_depth
             });
-        let mut spec = Spec::clone(&self.spec);
-        spec.plan = Some(Plan {
-            entry: delegate.clone(),
-            edges: Vec::new(),
-            exits: vec![delegate.clone()],
-            max_agent_visits: self.plan().max_agent_visits,
-        });
-        spec.limits = *limits;
+        let embedded = self
+            .spec
+            .spec_delegates
+            .iter()
+            .find(|d| &d.name == delegate);
+        let mut spec = match embedded {
+            // A spec delegate: its own agents, tools and plan, its caps tightened to the carve.
+            Some(d) => {
+                let mut spec = Spec::clone(&d.spec);
+                spec.limits = super::delegation::tighter(limits, &spec.limits);
+                spec
+            }
+            None => {
+                let mut spec = Spec::clone(&self.spec);
+                spec.plan = Some(Plan {
+                    entry: delegate.clone(),
+                    edges: Vec::new(),
+                    exits: vec![delegate.clone()],
+                    max_agent_visits: self.plan().max_agent_visits,
+                });
+                spec.limits = *limits;
+                spec
+            }
+        };
         spec.on_exhausted = RunOnExhausted::Fail;
         spec.depth = *depth;
         spec.delegated_by = Some(id.clone());
