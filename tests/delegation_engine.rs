@@ -70,3 +70,67 @@ async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
         "{statuses:?}"
     );
 }
+
+/// A child run whose row was created but whose first step was never committed (its process
+/// was killed in between) is resumed with its receipts chained under its parent's, like a
+/// child that started: before, a resume at seq 0 found no receipt tip and sealed the child's
+/// first receipt under `null`, which `verify` then reported as edited after sealing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_created_but_never_started_resumes_with_its_receipts_under_its_parents() {
+    use runtape::ledger::{HeadKeeper, first_head, receipts, record, verify};
+    use runtape::store::{NewRun, Write};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig::default();
+    let signer = config.receipts.clone();
+    let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
+    engine.register_provider("script", Arc::new(provider()));
+    let handle = engine.start(spec(), "do both").await.expect("starts");
+    let parent = handle.run_id().clone();
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+    let store = engine.store().clone();
+    let started = RunId::new(format!("{parent}.3.0"));
+    let child = record(store.as_ref(), &started).expect("the first child");
+
+    // The same child again, as a killed process leaves it: created, lease expired, seq 0.
+    let unstarted = RunId::new(format!("{parent}.unstarted"));
+    let mut new = NewRun::new(
+        unstarted.clone(),
+        child.spec.clone(),
+        child.goal.clone(),
+        "a killed process".into(),
+        1,
+        1,
+        Default::default(),
+    );
+    new.setup = child.setup.clone();
+    new.head = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer).sealed();
+    runtape::store::write(store.as_ref(), Write::CreateRun(new))
+        .await
+        .expect("creates the run");
+
+    let end = engine
+        .resume(&unstarted)
+        .await
+        .expect("resumes")
+        .wait()
+        .await
+        .expect("ends");
+    assert_eq!(end.status, RunStatus::Completed);
+    let anchor = |run: &RunId| {
+        receipts(store.as_ref(), run).expect("receipts")[0]
+            .body
+            .parent_sig
+            .clone()
+    };
+    assert!(
+        anchor(&started).is_some(),
+        "a child's receipts hang under its parent's"
+    );
+    assert_eq!(anchor(&unstarted), anchor(&started));
+    let verified = verify(store.as_ref(), &unstarted, None).expect("reads");
+    assert!(verified.is_ok(), "{verified:?}");
+}

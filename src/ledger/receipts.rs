@@ -288,10 +288,10 @@ pub fn chain_tip(
     if let Some(tip) = own_tip(store, run, &segments)? {
         return Ok(Some(tip));
     }
-    match segments.first() {
-        Some(root) => delegation_anchor(store, &root.run),
-        None => Ok(None),
-    }
+    // A run with no transition yet (a child created, then killed before its `Start` was
+    // committed) has no segments: it is its own root, as `walk_to` and verify take it.
+    let root = segments.first().map_or(run, |s| &s.run);
+    delegation_anchor(store, root)
 }
 
 /// The last seal stored in `segments` (a run's ancestry), if any.
