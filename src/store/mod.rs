@@ -364,6 +364,12 @@ impl HeadRecord {
             replaces,
         }
     }
+
+    /// The BLAKE3 digest of the body: what the next write of the run names in
+    /// [`replaces`](Self::replaces).
+    pub fn body_digest(&self) -> Digest {
+        Digest::of(&self.body)
+    }
 }
 
 impl OutboxRecord {

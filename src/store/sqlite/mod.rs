@@ -21,6 +21,8 @@ use crate::ledger::packed::unpack;
 use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
+mod checkpoint;
+mod known;
 mod readers;
 mod writer;
 
@@ -66,7 +68,9 @@ impl Durability {
 /// into the WAL mid-transaction nor re-reads the pages it just wrote (SQLite's default is
 /// 2 MiB); savepoint journals in memory rather than in a temporary file (every write of a
 /// batch has its own savepoint); and a WAL checkpoint every 16 MiB of WAL rather than every
-/// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB.
+/// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB. (The
+/// checkpoints are made by a thread of their own, `checkpoint.rs`, when it starts; this
+/// setting is what the writer falls back to when it does not.)
 const WRITER_PRAGMAS: &str =
     "PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 4000;";
 
@@ -136,12 +140,18 @@ impl SqliteStore {
                 .map_err(|e| classify(&shown, e))?;
         }
         let reader = open_reader(path)?;
+        // WAL checkpoints run on a thread of their own; without it the writer makes them.
+        let checkpointer = checkpoint::Checkpointer::start(path, durability == Durability::Full);
+        if checkpointer.is_some() {
+            conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                .map_err(|e| classify(&shown, e))?;
+        }
         let (jobs, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(CommitStats::default());
         let counters = stats.clone();
         std::thread::Builder::new()
             .name("runtape-writer".into())
-            .spawn(move || writer::writer_loop(conn, rx, shown, &counters))
+            .spawn(move || writer::writer_loop(conn, rx, shown, &counters, checkpointer))
             .map_err(|e| StoreError::Io(format!("cannot start the writer thread: {e}")))?;
         Ok(SqliteStore {
             path: path.to_owned(),

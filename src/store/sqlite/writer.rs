@@ -2,7 +2,6 @@
 //! commits, then acknowledges each write. Nothing is acknowledged before its transaction
 //! commits; every write of a run is fenced by its lease epoch and carries its sealed head.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -10,11 +9,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
-use super::{CommitStats, bytes_at};
+use super::CommitStats;
+use super::checkpoint::{Checkpointer, copy_back, wal_frames, writer_should_copy};
+use super::known::{Known, Scope};
 use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
 use crate::ledger::packed_blob::pack_blob;
-use crate::machine::{Digest, RunId};
+use crate::machine::RunId;
 
 /// Most writes folded into one transaction.
 const MAX_BATCH: usize = 1024;
@@ -60,11 +61,12 @@ pub(super) fn writer_loop(
     mut rx: mpsc::UnboundedReceiver<Job>,
     shown: String,
     stats: &CommitStats,
+    checkpointer: Option<Checkpointer>,
 ) {
     // Every statement the writer runs stays prepared: rusqlite keeps 16 by default, fewer
     // than the writer's, and one evicted is parsed again at its next use.
     conn.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
-    let mut keys: HashMap<RunId, i64> = HashMap::new();
+    let mut known = Known::default();
     while let Some(first) = rx.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -73,7 +75,7 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             }
         }
-        let results = apply_batch(&mut conn, &mut keys, &batch, &shown);
+        let results = apply_batch(&mut conn, &mut known, &batch, &shown);
         stats.transactions.fetch_add(1, Ordering::Relaxed);
         stats
             .writes
@@ -81,38 +83,61 @@ pub(super) fn writer_loop(
         for ((_, ack), result) in batch.into_iter().zip(results) {
             let _ = ack.send(result);
         }
+        if let Some(c) = &checkpointer {
+            // After the acknowledgements: nothing waits on this.
+            match wal_frames(&conn) {
+                Ok((frames, copied)) => {
+                    c.saw(frames);
+                    if writer_should_copy(frames, copied)
+                        && let Err(e) = copy_back(&conn)
+                    {
+                        tracing::debug!(error = %e, "WAL checkpoint");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "reading the WAL's size"),
+            }
+        }
     }
 }
 
 fn apply_batch(
     conn: &mut Connection,
-    keys: &mut HashMap<RunId, i64>,
+    known: &mut Known,
     batch: &[Job],
     shown: &str,
 ) -> Vec<Result<Written, StoreError>> {
-    let fail_all = |e: StoreError| batch.iter().map(|_| Err(e.clone())).collect();
+    let fail_all = |known: &mut Known, e: StoreError| {
+        known.rolled_back();
+        batch.iter().map(|_| Err(e.clone())).collect()
+    };
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => return fail_all(classify(shown, e)),
+        Err(e) => return fail_all(known, classify(shown, e)),
     };
-    let mut created = Vec::new();
+    if let Err(e) = known.begin(&tx) {
+        return fail_all(known, classify(shown, e));
+    }
     let mut results = Vec::with_capacity(batch.len());
     for (write, _) in batch {
-        let result = in_savepoint(&tx, |sp| apply(sp, keys, write, &mut created), shown)
+        let mut scope = known.scope();
+        let result = in_savepoint(&tx, |sp| apply(sp, &mut scope, write), shown)
             .map_err(|e| with_path(e, shown));
+        if result.is_ok() {
+            scope.keep();
+        }
         if let Err(e) = &result
             && tx.is_autocommit()
         {
             // SQLite rolled the whole transaction back (a full disk, an I/O error): nothing
             // of this batch is written, and nothing after it may run outside a transaction.
-            return fail_all(e.clone());
+            return fail_all(known, e.clone());
         }
         results.push(result);
     }
     if let Err(e) = tx.commit() {
-        return fail_all(with_path(classify(shown, e), shown));
+        return fail_all(known, with_path(classify(shown, e), shown));
     }
-    keys.extend(created);
+    known.committed();
     results
 }
 
@@ -149,43 +174,11 @@ fn in_savepoint(
     }
 }
 
-fn run_key(
-    tx: &Connection,
-    keys: &HashMap<RunId, i64>,
-    created: &[(RunId, i64)],
-    run: &RunId,
-) -> Result<i64, StoreError> {
-    if let Some(k) = keys
-        .get(run)
-        .or_else(|| created.iter().find(|(r, _)| r == run).map(|(_, k)| k))
-    {
-        return Ok(*k);
-    }
-    tx.prepare_cached("SELECT key FROM runs WHERE id = ?1")?
-        .query_row([run.as_str()], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::UnknownRun(run.to_string()))
-}
-
-fn apply(
-    tx: &Connection,
-    keys: &mut HashMap<RunId, i64>,
-    write: &Write,
-    created: &mut Vec<(RunId, i64)>,
-) -> Result<Written, StoreError> {
+fn apply(tx: &Connection, known: &mut Scope<'_>, write: &Write) -> Result<Written, StoreError> {
     match write {
-        Write::CreateRun(new) => create_run(tx, new, created),
-        Write::Commit(c) => {
-            let key = run_key(tx, keys, created, &c.run)?;
-            commit(tx, key, c)
-        }
-        Write::Commits(cs) => {
-            for c in cs {
-                let key = run_key(tx, keys, created, &c.run)?;
-                commit(tx, key, c)?;
-            }
-            Ok(Written::Done)
-        }
+        Write::CreateRun(new) => create_run(tx, known, new),
+        Write::Commit(c) => commit(tx, known, std::slice::from_ref(c.as_ref())),
+        Write::Commits(cs) => commit(tx, known, cs),
         Write::MarkStarted {
             run,
             epoch,
@@ -193,8 +186,7 @@ fn apply(
             expires_ms,
             head,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             let mut answered = tx.prepare_cached(
                 "SELECT 1 FROM outbox WHERE run = ?1 AND seq = ?2 AND idx = ?3 AND status = 'done'",
             )?;
@@ -224,7 +216,7 @@ fn apply(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
             .execute(params![key, *expires_ms as i64])?;
-            write_head(tx, key, run, head.as_ref())?;
+            write_head(tx, known, key, run, head.as_ref())?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -232,8 +224,7 @@ fn apply(
             epoch,
             expires_ms,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             tx.prepare_cached(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
@@ -246,12 +237,14 @@ fn apply(
             now_ms,
             expires_ms,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            let (epoch, holder, expires, status): (i64, Option<String>, i64, String) = tx
+            let key = known.key(tx, run)?;
+            let (epoch, holder, expires, status, seq): (i64, Option<String>, i64, String, i64) = tx
                 .prepare_cached(
-                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status FROM runs WHERE key = ?1",
+                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status, seq FROM runs WHERE key = ?1",
                 )?
-                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+                .query_row([key], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?;
             if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
                 return Err(StoreError::Finished {
                     run: run.to_string(),
@@ -273,6 +266,7 @@ fn apply(
                  status = 'running' WHERE key = ?1",
             )?
             .execute(params![key, next, owner, *expires_ms as i64])?;
+            known.set_standing(run, key, next as u64, seq as u64);
             Ok(Written::Lease(next as u64))
         }
         Write::ReleaseLease {
@@ -281,8 +275,7 @@ fn apply(
             status,
             head,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             let released = tx
                 .prepare_cached(
                     "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
@@ -291,12 +284,14 @@ fn apply(
                 )?
                 .execute(params![key, status.as_str()])?;
             if released == 1 {
-                write_head(tx, key, run, head.as_ref())?;
+                write_head(tx, known, key, run, head.as_ref())?;
             }
+            // Nothing more is written for it until a lease is taken again.
+            known.forget(run);
             Ok(Written::Done)
         }
         Write::SetControl { run, control } => {
-            let key = run_key(tx, keys, created, run)?;
+            let key = known.key(tx, run)?;
             if control.is_some() {
                 let status: String = tx
                     .prepare_cached("SELECT status FROM runs WHERE key = ?1")?
@@ -319,11 +314,7 @@ fn apply(
     }
 }
 
-fn create_run(
-    tx: &Connection,
-    new: &NewRun,
-    created: &mut Vec<(RunId, i64)>,
-) -> Result<Written, StoreError> {
+fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Written, StoreError> {
     let exists: Option<i64> = tx
         .prepare_cached("SELECT key FROM runs WHERE id = ?1")?
         .query_row([new.id.as_str()], |r| r.get(0))
@@ -360,34 +351,89 @@ fn create_run(
         new.setup
     ])?;
     let key = tx.last_insert_rowid();
-    write_head(tx, key, &new.id, Some(&new.head))?;
-    created.push((new.id.clone(), key));
+    write_head(tx, known, key, &new.id, Some(&new.head))?;
+    known.created(&new.id, key, seq as u64, new.head.body_digest());
     Ok(Written::Lease(1))
 }
 
-fn check_epoch(tx: &Connection, key: i64, run: &RunId, epoch: u64) -> Result<u64, StoreError> {
-    let (current, seq): (i64, i64) = tx
-        .prepare_cached("SELECT lease_epoch, seq FROM runs WHERE key = ?1")?
-        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if current as u64 != epoch {
+/// Fences a write of `run` by its lease `epoch`; returns the run's key.
+fn check_epoch(
+    tx: &Connection,
+    known: &mut Scope<'_>,
+    run: &RunId,
+    epoch: u64,
+) -> Result<i64, StoreError> {
+    let (key, current, _) = known.standing(tx, run)?;
+    if current != epoch {
         return Err(StoreError::Fenced {
             run: run.to_string(),
             ours: epoch,
-            current: current as u64,
+            current,
         });
     }
-    Ok(seq as u64)
+    Ok(key)
 }
 
-fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> {
-    let latest = check_epoch(tx, key, &c.run, c.epoch)?;
-    if c.seq != latest + 1 {
-        return Err(StoreError::OutOfSequence {
-            run: c.run.to_string(),
-            latest,
-            got: c.seq,
-        });
+/// Writes consecutive transitions of one run (one driver write): each fenced and sequenced,
+/// the run's row updated once to where the last leaves it, with the head it carries.
+fn commit(tx: &Connection, known: &mut Scope<'_>, cs: &[Commit]) -> Result<Written, StoreError> {
+    let Some(last) = cs.last() else {
+        return Ok(Written::Done);
+    };
+    let (key, epoch, mut latest) = known.standing(tx, &last.run)?;
+    for c in cs {
+        if c.run != last.run {
+            // One write is one run's: a mixed one is a bug in the caller, refused whole.
+            return Err(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            });
+        }
+        if c.epoch != epoch {
+            return Err(StoreError::Fenced {
+                run: c.run.to_string(),
+                ours: c.epoch,
+                current: epoch,
+            });
+        }
+        if c.seq != latest + 1 {
+            return Err(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            });
+        }
+        latest = c.seq;
+        transition_rows(tx, key, c)?;
     }
+    let c = last;
+    tx.prepare_cached(
+        "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
+         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
+    )?
+    .execute(params![
+        key,
+        c.seq as i64,
+        c.status.as_str(),
+        c.state_kind.as_str(),
+        c.now_ms as i64,
+        c.cost_nanos as i64,
+        c.tokens as i64,
+        c.outcome,
+        c.lease_expires_ms as i64,
+        c.unpriced_turns as i64
+    ])?;
+    known.set_standing(&c.run, key, epoch, c.seq);
+    for c in cs {
+        write_head(tx, known, key, &c.run, c.head.as_ref())?;
+    }
+    Ok(Written::Done)
+}
+
+/// The rows of one transition: itself, its new blobs, its snapshot, its outbox rows and the
+/// outbox row it answers.
+fn transition_rows(tx: &Connection, key: i64, c: &Commit) -> Result<(), StoreError> {
     let id = row_id(key, c.seq);
     tx.prepare_cached(
         "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -433,47 +479,28 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         )?
         .execute(params![key, e.seq as i64, i64::from(e.index)])?;
     }
-    tx.prepare_cached(
-        "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
-         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
-    )?
-    .execute(params![
-        key,
-        c.seq as i64,
-        c.status.as_str(),
-        c.state_kind.as_str(),
-        c.now_ms as i64,
-        c.cost_nanos as i64,
-        c.tokens as i64,
-        c.outcome,
-        c.lease_expires_ms as i64,
-        c.unpriced_turns as i64
-    ])?;
-    write_head(tx, key, &c.run, c.head.as_ref())?;
-    Ok(Written::Done)
+    Ok(())
 }
 
 /// Replaces the run's sealed head (no-op for `None`), if the stored one is the head it says
 /// it replaces.
 fn write_head(
     tx: &Connection,
+    known: &mut Scope<'_>,
     key: i64,
     run: &RunId,
     head: Option<&HeadRecord>,
 ) -> Result<(), StoreError> {
     let Some(h) = head else { return Ok(()) };
-    if let Some(expected) = h.replaces {
-        let stored: Option<Vec<u8>> = tx
-            .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
-            .query_row([key], |r| bytes_at(r, 0))
-            .optional()?;
-        if stored.map(|b| Digest::of(&b)) != Some(expected) {
-            return Err(StoreError::StaleHead {
-                run: run.to_string(),
-            });
-        }
+    if let Some(expected) = h.replaces
+        && known.head(tx, run, key)? != Some(expected)
+    {
+        return Err(StoreError::StaleHead {
+            run: run.to_string(),
+        });
     }
     tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
         .execute(params![key, h.body, h.seal])?;
+    known.set_head(run, key, h.body_digest());
     Ok(())
 }
