@@ -71,6 +71,7 @@ pub fn first_head(
 pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) -> HeadRecord {
     let (body, seal) = signer.seal_head_stored(head);
     HeadRecord {
+        digest: Some(Digest::of(&body)),
         body,
         seal,
         replaces,
@@ -145,7 +146,7 @@ impl HeadKeeper {
     pub fn sealed(&self) -> HeadRecord {
         let mut guard = self.lock();
         let record = seal(&self.signer, &guard.0, None);
-        guard.1 = Digest::of(&record.body);
+        guard.1 = record.body_digest();
         record
     }
 
@@ -158,7 +159,7 @@ impl HeadKeeper {
     /// stored.
     fn reseal(&self, guard: &mut (RunHead, Digest)) -> HeadRecord {
         let record = seal(&self.signer, &guard.0, Some(guard.1));
-        guard.1 = Digest::of(&record.body);
+        guard.1 = record.body_digest();
         record
     }
 

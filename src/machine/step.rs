@@ -428,10 +428,10 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
     for a in &spec.spec().agents {
         run.agents.insert(
             a.id.clone(),
-            AgentRun {
+            Box::new(AgentRun {
                 limits: a.limits,
                 ..AgentRun::default()
-            },
+            }),
         );
     }
     let entry = spec.plan().entry.clone();

@@ -490,6 +490,7 @@ impl Store for SqliteStore {
                         body: bytes_at(r, 0)?,
                         seal: bytes_at(r, 1)?,
                         replaces: None,
+                        digest: None,
                     })
                 })
                 .optional()
