@@ -256,8 +256,9 @@ impl SqliteStore {
 impl Store for SqliteStore {
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
-        if let Err(mpsc::error::SendError((_, tx))) = self.jobs.send((write, tx)) {
-            let _ = tx.send(Err(StoreError::Closed));
+        // Packed here, on the caller's thread, rather than on the writer's.
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job::new(write, tx)) {
+            let _ = job.ack.send(Err(StoreError::Closed));
         }
         rx
     }
