@@ -451,6 +451,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_head_carries_its_bodys_digest_which_stores_name_it_by() {
+        let signer = ReceiptSigner::unsigned();
+        let head = first_head(&new_run(), Digest::ZERO, Digest::ZERO, None);
+        let sealed = seal(&signer, &head, None);
+        assert_eq!(sealed.body_digest(), Digest::of(&sealed.body));
+        // A record read back (no digest carried) is the same record, and names the same head.
+        let read = HeadRecord::new(sealed.body.clone(), sealed.seal.clone(), None);
+        assert_eq!(read, sealed);
+        assert_eq!(read.body_digest(), sealed.body_digest());
+        let mut moved = head.clone();
+        moved.seq += 1;
+        assert_ne!(
+            seal(&signer, &moved, None).body_digest(),
+            sealed.body_digest(),
+            "another head, another digest"
+        );
+    }
+
+    #[test]
     fn a_keeper_whose_view_went_stale_writes_nothing_more() {
         let signer = Arc::new(ReceiptSigner::unsigned());
         let store = MemoryStore::new();
