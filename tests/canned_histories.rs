@@ -139,7 +139,63 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         "a paused budget raised, then a cancel mid-call",
         h,
     ));
+
+    // Revision 4, pinned: what delegation and a transfer did before revision 5 carried the
+    // sender's conversation over (a `delegation_and_transfer.r5.json` beside it is today's).
+    out.push((
+        "delegation_and_transfer",
+        "two children in parallel, a transfer with a note, a transfer back, an answer",
+        delegation_and_transfer(team_with(8, |s| s.semantics = 4)),
+    ));
     out
+}
+
+/// `lead` delegates to two children at once, hands over to `reviewer` with a note, who hands
+/// back; `lead` answers.
+fn delegation_and_transfer(spec: RunSpec) -> Harness {
+    let mut h = Harness::new(spec);
+    h.start("Ship the report.");
+    h.proceed();
+    h.reply(
+        ModelReply::tools(vec![
+            delegate("d1", "researcher", "Find the figures."),
+            delegate("d2", "coder", "Write the script."),
+        ])
+        .with_usage(12, 4),
+    );
+    for (id, answer) in [("d2", "script.py"), ("d1", "42")] {
+        let effect = h.slot_effect(id);
+        h.send(EventBody::ChildFinished {
+            effect,
+            report: ChildReport {
+                outcome: ChildOutcome::Completed {
+                    answer: Some(answer.into()),
+                },
+                usage: Usage {
+                    turns: 1,
+                    input_tokens: 5,
+                    output_tokens: 2,
+                    ..Usage::default()
+                },
+            },
+        });
+    }
+    h.proceed();
+    h.reply(ModelReply::tools(vec![call(
+        "t1",
+        "transfer_to_reviewer",
+        json!({"note": "Check the figures."}),
+    )]));
+    h.proceed();
+    h.reply(ModelReply::tools(vec![call(
+        "t2",
+        "transfer_to_lead",
+        json!({}),
+    )]));
+    h.proceed();
+    h.reply(ModelReply::text("Shipped: 42, script.py"));
+    h.proceed();
+    h
 }
 
 fn path(name: &str) -> std::path::PathBuf {
