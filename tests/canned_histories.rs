@@ -140,14 +140,27 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         h,
     ));
 
-    // Revision 4, pinned: what delegation and a transfer did before revision 5 carried the
-    // sender's conversation over (a `delegation_and_transfer.r5.json` beside it is today's).
+    // `delegation_and_transfer.json` was recorded under revision 4 (the goal and the note
+    // handed over); `.r5.json` beside it under revision 5 (the conversation handed over).
     out.push((
         "delegation_and_transfer",
         "two children in parallel, a transfer with a note, a transfer back, an answer",
-        delegation_and_transfer(team_with(8, |s| s.semantics = 4)),
+        delegation_and_transfer(team(8)),
     ));
     out
+}
+
+/// From revision 5, supplies the conversation a transfer waits for, as the executor does.
+fn hand_over(h: &mut Harness) {
+    if let Some((agent, conv)) = h.state.wants_conversation() {
+        let agent = agent.clone();
+        let messages = h
+            .conversations
+            .messages(&agent, &conv)
+            .expect("the sender's conversation is known")
+            .to_vec();
+        h.send(EventBody::ConversationSupplied { agent, messages });
+    }
 }
 
 /// `lead` delegates to two children at once, hands over to `reviewer` with a note, who hands
@@ -178,6 +191,7 @@ fn delegation_and_transfer(spec: RunSpec) -> Harness {
                     ..Usage::default()
                 },
             },
+            proof: None,
         });
     }
     h.proceed();
@@ -186,12 +200,14 @@ fn delegation_and_transfer(spec: RunSpec) -> Harness {
         "transfer_to_reviewer",
         json!({"note": "Check the figures."}),
     )]));
+    hand_over(&mut h);
     h.proceed();
     h.reply(ModelReply::tools(vec![call(
         "t2",
         "transfer_to_lead",
         json!({}),
     )]));
+    hand_over(&mut h);
     h.proceed();
     h.reply(ModelReply::text("Shipped: 42, script.py"));
     h.proceed();

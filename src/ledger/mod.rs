@@ -30,6 +30,7 @@ pub mod packed;
 pub mod packed_blob;
 pub mod pairing;
 pub mod read;
+pub mod tree;
 
 mod audit;
 mod receipts;
@@ -50,6 +51,7 @@ pub use receipts::{
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};
+pub use tree::{TreeChild, TreeRun, child_proof, children, tree};
 pub use verify::{HeadSummary, Verified, verify};
 
 use crate::machine::RunId;

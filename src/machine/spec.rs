@@ -36,7 +36,8 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
 /// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see [`delegation`](super::delegation) |
-pub const SEMANTICS: u32 = 4;
+/// | 5 | a `transfer_to_<agent>` call hands the sender's conversation over: the run rests in `Handoff` until the executor supplies the sender's messages (`ConversationSupplied`, checked against the conversation's head), and the receiver continues them after its own system prompt (see [`child`](super::child)). A child's result (`ChildFinished`) names the child's last receipt and history tip and gets a receipt of its own |
+pub const SEMANTICS: u32 = 5;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
 /// grant may then be `SERVER__*` (all of that server's tools, now and later).

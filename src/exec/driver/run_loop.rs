@@ -44,6 +44,14 @@ impl Driver {
             let t = match step(&self.state, &event, &self.spec) {
                 Ok(t) => t,
                 Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+                // The messages came from this run's own store and were refused: asking again
+                // would get the same answer, so stop rather than loop.
+                Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
+                    return Err(EngineError::Driver(format!(
+                        "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
+                        self.run, self.run
+                    )));
+                }
                 Err(e) => {
                     // A stale result (its call was replaced by a retry or a cancel) or input
                     // that no longer fits: nothing changes.
@@ -122,7 +130,8 @@ impl Driver {
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
-                match tape.next(&self.run, self.state.wants_proceed()) {
+                let wants = self.state.wants_conversation().map(|(_, c)| c);
+                match tape.next(&self.run, self.state.wants_proceed(), wants) {
                     Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
                     Cue::End => {
                         if let Some(stop) = self.end_tape().await {
@@ -131,6 +140,12 @@ impl Driver {
                         continue;
                     }
                 }
+            }
+            if let Some((agent, conversation)) = self.state.wants_conversation() {
+                let agent = agent.clone();
+                let messages = self.supply_conversation(&agent, conversation).await?;
+                let body = EventBody::ConversationSupplied { agent, messages };
+                return Ok(Next::Event(body, None));
             }
             if self.state.wants_proceed() {
                 if self.refresh_tool_lists().await {
@@ -174,6 +189,27 @@ impl Driver {
                 () = grace_over => {}
             }
         }
+    }
+
+    /// The messages of `agent`'s conversation `wanted` (revision 5: a transfer's sender's), from
+    /// the driver's copy when it holds them, else from the store (each node checked against
+    /// its digest). The machine checks them against `wanted` again when they are stepped.
+    async fn supply_conversation(
+        &mut self,
+        agent: &crate::machine::AgentId,
+        wanted: crate::machine::ConversationRef,
+    ) -> Result<Vec<crate::machine::Message>, EngineError> {
+        if let Some(list) = self.convs.get(agent)
+            && list.len() >= wanted.len as usize
+        {
+            return Ok(list[..wanted.len as usize].to_vec());
+        }
+        let who = agent.clone();
+        let list = crate::exec::reads::off_thread(&self.shared.store, move |s| {
+            crate::ledger::conversation(s, &who, &wanted)
+        })
+        .await?;
+        Ok(list)
     }
 
     /// Takes every control request waiting, and a graceful stop if one was asked for.
