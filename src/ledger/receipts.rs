@@ -8,11 +8,15 @@ use super::pairing::Outstanding;
 use super::read::{ancestry, ancestry_through, record};
 use super::replay::Divergence;
 use crate::machine::{AgentId, Effect, EffectId, Event, EventBody, RunId};
-use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
+use crate::receipt::{
+    self, ChildTip, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey,
+};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
-/// model failures, tool results and reconcile answers each get one; other events none.
+/// model failures, tool results and reconcile answers each get one, and so does a child run's
+/// result when it names where the child's record ends (revision 5, [`ChildTip`]); other events
+/// none.
 /// `request_hash` is the SHA-256 of the effect's JSON as emitted (its id, the request or call,
 /// the attempt) — pass it when known (the writer has the stored bytes), `None` to encode the
 /// effect; `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a
@@ -26,6 +30,7 @@ pub fn receipt_draft(
     body: &EventBody,
     event_bytes: &[u8],
 ) -> Option<ReceiptDraft> {
+    let mut child = None;
     let (kind, agent, usage, cost): (ReceiptKind, &AgentId, _, _) = match (effect, body) {
         (Effect::CallModel { agent, .. }, EventBody::ModelReplied { reply, .. }) => (
             ReceiptKind::Model,
@@ -39,6 +44,25 @@ pub fn receipt_draft(
         (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. })
         | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. }) => {
             (ReceiptKind::Tool, agent, None, None)
+        }
+        (
+            Effect::RunChild { agent, .. },
+            EventBody::ChildFinished {
+                report,
+                proof: Some(proof),
+                ..
+            },
+        ) => {
+            child = Some(ChildTip {
+                anchor: proof.anchor.clone(),
+                chain: proof.chain.to_hex(),
+                receipt: proof.receipt.as_ref().map(|r| r.link.clone()),
+                receipt_seq: proof.receipt.as_ref().map(|r| r.seq),
+                run_id: proof.run.clone(),
+                seq: proof.seq,
+            });
+            let usage = serde_json::to_value(report.usage).ok();
+            (ReceiptKind::Child, agent, usage, Some(report.usage.cost_nanos))
         }
         _ => return None,
     };
@@ -56,6 +80,7 @@ pub fn receipt_draft(
         usage,
         cost,
         hlc: at,
+        child,
     })
 }
 

@@ -147,10 +147,12 @@ pub fn child_proof(store: &dyn Store, child: &RunId) -> Result<ChildProof, Histo
     })?;
     let chain = Digest::from_hex(&head.chain)
         .ok_or_else(|| damaged(child, head.seq, "the head's chain link is not a digest"))?;
+    let anchor = super::receipts::delegation_anchor(store, child)?.map(|t| t.seal.link());
     Ok(ChildProof {
         run: child.clone(),
         seq: head.seq,
         chain,
+        anchor,
         receipt: head.receipt_tip.map(|t| ChildReceipt {
             seq: t.seq,
             link: t.link,

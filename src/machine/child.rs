@@ -136,6 +136,10 @@ pub struct ChildProof {
     pub seq: u64,
     /// The chain link of its last step.
     pub chain: Digest,
+    /// The receipt link its first receipt hangs from (its anchor in the parent's chain);
+    /// absent when the parent had no receipt yet when it asked for the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
     /// Its last receipt; absent when it has none (it ended before any model turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ChildReceipt>,

@@ -80,6 +80,7 @@
 //!         usage: None,
 //!         cost: None,
 //!         hlc: Hlc::new(1_700_000_000_000 + seq, 0),
+//!         child: None,
 //!     };
 //!     let receipt = signer.seal(bundle.last(), draft)?;
 //!     bundle.push(receipt);
@@ -106,8 +107,8 @@ mod signer;
 mod verify;
 
 pub use body::{
-    ChainTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal,
-    hash_json, hash_serialize, sha256_hex,
+    ChainTip, ChildTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft,
+    ReceiptKind, Seal, hash_json, hash_serialize, sha256_hex,
 };
 pub use bundle::{
     BUNDLE_HEAD_TYPE, Bundle, BundleHead, Completeness, read_bundle, verify_bundle, write_bundle,
