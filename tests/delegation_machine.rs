@@ -150,8 +150,7 @@ fn a_call_past_max_depth_is_a_tool_error_and_starts_nothing() {
 }
 
 #[test]
-fn revision_4_transfers_move_control_with_the_goal_and_the_note_and_mixed_transfers_are_refused()
-{
+fn revision_4_transfers_move_control_with_the_goal_and_the_note_and_mixed_transfers_are_refused() {
     let mut h = Harness::new(team_with(8, |s| s.semantics = 4));
     h.start("Ship it.");
     h.proceed();
@@ -286,7 +285,8 @@ fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_syste
     ));
     assert_eq!(got, expected);
     assert!(
-        got.iter().any(|m| m.tool_calls.iter().any(|c| c.name == "lookup")),
+        got.iter()
+            .any(|m| m.tool_calls.iter().any(|c| c.name == "lookup")),
         "the sender's tool calls come along"
     );
     // The next request sends exactly that conversation.
@@ -298,7 +298,11 @@ fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_syste
     assert_eq!(request.conversation.head, head_of(&expected));
 
     // Handed back, lead continues reviewer's conversation, which holds its own turns.
-    h.reply(ModelReply::tools(vec![call("t2", "transfer_to_lead", json!({}))]));
+    h.reply(ModelReply::tools(vec![call(
+        "t2",
+        "transfer_to_lead",
+        json!({}),
+    )]));
     let reviewer = conversation_of(&h, "reviewer");
     h.send(EventBody::ConversationSupplied {
         agent: "reviewer".into(),

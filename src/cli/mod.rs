@@ -413,9 +413,15 @@ pub(crate) enum ReceiptsAction {
         /// The file to write.
         #[arg(short, long, value_name = "FILE.jsonl")]
         out: PathBuf,
+        /// Also every child run below it (children of children too), each its receipts and
+        /// head line after its parent's: `receipts verify` checks the file as one tree.
+        #[arg(long)]
+        recursive: bool,
     },
     /// Verify exported receipts offline: chain, order, signatures, and that the file is
-    /// complete (its head line). Exit 1 naming the first bad receipt or line.
+    /// complete (its head line); a `--recursive` export as one tree (each child hangs from its
+    /// parent and ends where its parent's receipt says). Exit 1 naming the first bad receipt or
+    /// line.
     Verify {
         /// The exported file.
         file: PathBuf,
@@ -628,8 +634,13 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
         Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
         Command::Receipts {
-            action: ReceiptsAction::Export { run, out },
-        } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
+            action:
+                ReceiptsAction::Export {
+                    run,
+                    out,
+                    recursive,
+                },
+        } => receipts::export(&db, &run, &out, recursive).map(|_| EXIT_OK),
         Command::Receipts {
             action:
                 ReceiptsAction::Verify {

@@ -120,7 +120,11 @@ fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(
             if task != child.goal {
                 return Err(broken("its goal is not the task its parent gave".into()));
             }
-            Ok(())
+            match crate::ledger::check_proof(store, &link.run, at, &child.id) {
+                Ok(None) => Ok(()),
+                Ok(Some(why)) => Err(broken(why)),
+                Err(e) => Err(broken(e.to_string())),
+            }
         }
         Ok(_) => Err(broken(format!(
             "effect {}/{} of the parent does not start a child run",

@@ -178,7 +178,11 @@ async fn report(
     let usage = state.data().map(|d| d.usage).unwrap_or_default();
     let proof = if parent.spec().semantics >= CHILD_RECEIPT_SEMANTICS {
         let child = effect.child_run_id();
-        match off_thread(&shared.store, move |s| crate::ledger::child_proof(s, &child)).await {
+        match off_thread(&shared.store, move |s| {
+            crate::ledger::child_proof(s, &child)
+        })
+        .await
+        {
             Ok(p) => Some(p),
             Err(e) => return Completion::Fatal(e),
         }

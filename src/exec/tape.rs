@@ -87,8 +87,7 @@ impl Tape {
             // supplies its own.
             EventBody::ConversationSupplied { messages, .. } => {
                 let same = wants.is_some_and(|c| {
-                    c.len as usize == messages.len()
-                        && crate::machine::head_of(messages) == c.head
+                    c.len as usize == messages.len() && crate::machine::head_of(messages) == c.head
                 });
                 if !same {
                     return Cue::End;

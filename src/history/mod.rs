@@ -12,8 +12,8 @@ mod timeline;
 
 pub use crate::ledger::{
     Divergence, HeadSummary, HistoryError, Rebuilt, ReceiptSummary, Recorded, Segment, Verified,
-    ancestry, check_receipts, conversation, conversations, receipts, receipts_export, record,
-    replay, spec_of, state_at, transitions, verify,
+    ancestry, check_receipts, conversation, conversations, receipts, receipts_export,
+    receipts_export_tree, record, replay, spec_of, state_at, transitions, verify,
 };
 pub use diff::{DiffPoint, RunDiff, Side, diff_runs};
 pub use inspect::{SentRequest, StepView, show};

@@ -47,11 +47,11 @@ pub use read::{
 };
 pub use receipts::{
     ReceiptSummary, anchor_under, chain_tip, check_receipts, delegation_anchor, receipt_draft,
-    receipts, receipts_export,
+    receipts, receipts_export, receipts_export_tree,
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};
-pub use tree::{TreeChild, TreeRun, child_proof, children, tree};
+pub use tree::{TreeChild, TreeRun, check_proof, child_proof, children, tree};
 pub use verify::{HeadSummary, Verified, verify};
 
 use crate::machine::RunId;

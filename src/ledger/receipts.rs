@@ -62,7 +62,12 @@ pub fn receipt_draft(
                 seq: proof.seq,
             });
             let usage = serde_json::to_value(report.usage).ok();
-            (ReceiptKind::Child, agent, usage, Some(report.usage.cost_nanos))
+            (
+                ReceiptKind::Child,
+                agent,
+                usage,
+                Some(report.usage.cost_nanos),
+            )
         }
         _ => return None,
     };
@@ -101,6 +106,41 @@ pub fn receipts_export(
     store: &dyn Store,
     run: &RunId,
 ) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
+    export_section(store, run, true)
+}
+
+/// `run`'s export ([`receipts_export`]), then one section for each run below it in its
+/// delegation tree ([`super::tree::tree`]: parents before children, each run's children in the
+/// order it asked for them), each the run's own receipts and its head line: what
+/// [`crate::receipt::verify_tree`] checks offline as one tree. A child with no receipts that
+/// no receipt of its parent names (a revision-4 parent's child that ended before its first
+/// model turn) has nothing to prove and is left out.
+pub fn receipts_export_tree(
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<Vec<(Vec<Receipt>, crate::receipt::BundleHead)>, HistoryError> {
+    let mut sections = vec![export_section(store, run, true)?];
+    for below in super::tree::tree(store, run)?.into_iter().skip(1) {
+        let (receipts, head) = export_section(store, &below.run, false)?;
+        let named = sections
+            .iter()
+            .flat_map(|(r, _)| r)
+            .any(|r| r.body.child.as_ref().is_some_and(|c| c.run_id == below.run));
+        if receipts.is_empty() && !named {
+            continue;
+        }
+        sections.push((receipts, head));
+    }
+    Ok(sections)
+}
+
+/// One run's receipts checked against its sealed head, and the head line closing them; with
+/// `prefix`, a delegated child's parents' receipts through its anchor come first.
+fn export_section(
+    store: &dyn Store,
+    run: &RunId,
+    prefix: bool,
+) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
     // An unknown run is bad input (exit 2), not a run without a head.
     record(store, run)?;
     let refuse = |detail: String| HistoryError::Tampered {
@@ -115,7 +155,11 @@ pub fn receipts_export(
     if let Some(d) = problem {
         return Err(refuse(d.to_string()));
     }
-    let mut chain = delegation_prefix(store, run)?;
+    let mut chain = if prefix {
+        delegation_prefix(store, run)?
+    } else {
+        Vec::new()
+    };
     chain.extend(own);
     let last = chain.last().map(|r| (r.body.seq, r.link()));
     let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));

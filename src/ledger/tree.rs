@@ -111,7 +111,10 @@ pub fn tree(store: &dyn Store, root: &RunId) -> Result<Vec<TreeRun>, HistoryErro
             return Err(damaged(
                 root,
                 0,
-                format!("the delegation tree below it loops or is too deep at {}", node.run),
+                format!(
+                    "the delegation tree below it loops or is too deep at {}",
+                    node.run
+                ),
             ));
         }
         let kids = children(store, &node.run)?;
@@ -158,4 +161,54 @@ pub fn child_proof(store: &dyn Store, child: &RunId) -> Result<ChildProof, Histo
             link: t.link,
         }),
     })
+}
+
+/// Whether what `parent`'s history says of the child run at effect position `at` holds: when
+/// the `ChildFinished` answering that effect names where the child's record ends (revision 5),
+/// `child`'s sealed head must end there. `Some(what differs)` when it does not; `None` when it
+/// holds or nothing is named (the child has not finished, or the parent is of revision 4).
+pub fn check_proof(
+    store: &dyn Store,
+    parent: &RunId,
+    at: EffectRef,
+    child: &RunId,
+) -> Result<Option<String>, HistoryError> {
+    let rec = record(store, parent)?;
+    let rows = transitions(store, parent, at.seq + 1, rec.seq)?;
+    for t in &rows {
+        let event = super::codec::decode_event(parent, t.seq, &t.event)?;
+        let EventBody::ChildFinished { effect, proof, .. } = &event.body else {
+            continue;
+        };
+        if (effect.seq, effect.index) != (at.seq, at.index) {
+            continue;
+        }
+        let Some(named) = proof else {
+            return Ok(None);
+        };
+        if &named.run != child {
+            return Ok(None);
+        }
+        let found = child_proof(store, child)?;
+        if &found == named {
+            return Ok(None);
+        }
+        let show = |p: &ChildProof| {
+            format!(
+                "step {} (chain {}), last receipt {}",
+                p.seq,
+                &p.chain.to_hex()[..16],
+                p.receipt
+                    .as_ref()
+                    .map_or("none".to_owned(), |r| format!("at seq {}", r.seq))
+            )
+        };
+        return Ok(Some(format!(
+            "its parent's step {} says its record ends at {}, but its sealed head ends at {}",
+            t.seq,
+            show(named),
+            show(&found)
+        )));
+    }
+    Ok(None)
 }

@@ -181,9 +181,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (
             RunState::CallingTools { run, batch },
             EventBody::ChildFinished { effect, report, .. },
-        ) => {
-            child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?
-        }
+        ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
@@ -201,7 +199,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 ..
             },
             EventBody::ConversationSupplied { agent, messages },
-        ) => child::on_conversation_supplied(&mut cx, run.clone(), from, transfer, agent, messages)?,
+        ) => {
+            child::on_conversation_supplied(&mut cx, run.clone(), from, transfer, agent, messages)?
+        }
         (
             RunState::Handoff {
                 run,

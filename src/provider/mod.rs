@@ -256,9 +256,16 @@ mod tests {
 
     #[test]
     fn a_turn_counts_only_the_assistant_messages_the_asking_agent_wrote() {
-        let mut m = vec![Message::text(Role::System, "lead"), Message::text(Role::User, "go")];
+        let mut m = vec![
+            Message::text(Role::System, "lead"),
+            Message::text(Role::User, "go"),
+        ];
         m.push(said("one"));
-        assert_eq!(request("lead", m.clone()).turn(), 1, "no handover: all count");
+        assert_eq!(
+            request("lead", m.clone()).turn(),
+            1,
+            "no handover: all count"
+        );
         m.extend(handover("lead", "reviewer"));
         m[0] = Message::text(Role::System, "reviewer");
         assert_eq!(request("reviewer", m.clone()).turn(), 0, "lead's two turns");

@@ -106,7 +106,10 @@ impl ChildTip {
                 "is not 64 lowercase hex characters",
             ));
         }
-        for (field, link) in [("child.anchor", &self.anchor), ("child.receipt", &self.receipt)] {
+        for (field, link) in [
+            ("child.anchor", &self.anchor),
+            ("child.receipt", &self.receipt),
+        ] {
             if let Some(l) = link
                 && !(hex::is_lower_hex(l, 128) || hex::is_lower_hex(l, 64))
             {
@@ -416,6 +419,14 @@ impl Seal {
         }
     }
 
+    /// [`Seal::link`] without copying it.
+    pub(crate) fn link_str(&self) -> &str {
+        match self {
+            Seal::Ed25519 { signature, .. } => signature,
+            Seal::Unsigned { digest } => digest,
+        }
+    }
+
     /// The signer's public key (hex), for a signed seal.
     pub fn key_id(&self) -> Option<&str> {
         match self {
@@ -475,6 +486,11 @@ impl Receipt {
     /// read from the seal) of an unsigned one. Store it as the chain tip.
     pub fn link(&self) -> String {
         self.seal.link()
+    }
+
+    /// [`Receipt::link`] without copying it.
+    pub(crate) fn link_ref(&self) -> &str {
+        self.seal.link_str()
     }
 
     /// What sealing the next receipt needs of this one.

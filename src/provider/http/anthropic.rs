@@ -133,7 +133,11 @@ fn messages(list: &[Message], tool_blocks: bool) -> Value {
             Role::Tool if tool_blocks => ("user", vec![tool_result(m)]),
             Role::Tool => {
                 let name = m.name.as_deref().unwrap_or("a tool");
-                let tag = if m.is_error { "error from" } else { "result of" };
+                let tag = if m.is_error {
+                    "error from"
+                } else {
+                    "result of"
+                };
                 let text = format!("[{tag} {name}] {}", m.content.as_deref().unwrap_or(""));
                 ("user", vec![json!({ "type": "text", "text": text })])
             }
@@ -395,7 +399,10 @@ mod tests {
     fn tool_blocks_are_sent_as_text_when_the_request_offers_no_tools() {
         let blocks = messages(&history(), false);
         let text = blocks.to_string();
-        assert!(!text.contains("tool_use") && !text.contains("tool_result"), "{text}");
+        assert!(
+            !text.contains("tool_use") && !text.contains("tool_result"),
+            "{text}"
+        );
         assert_eq!(
             blocks[1]["content"],
             json!(r#"[called lookup with {"q":"x"}]"#)
