@@ -491,10 +491,15 @@ pub(crate) async fn replay(
             engine.register_tool(Arc::new(tool));
         }
     }
-    for agent in &file.spec.spec().agents {
-        for route in &agent.routes {
-            engine.register_provider(&route.provider, provider.clone());
+    // Every route of the spec and of its delegates' spec files: children ask the cassette too.
+    let mut specs = vec![file.spec.spec()];
+    while let Some(s) = specs.pop() {
+        for agent in &s.agents {
+            for route in &agent.routes {
+                engine.register_provider(&route.provider, provider.clone());
+            }
         }
+        specs.extend(s.spec_delegates.iter().map(|d| d.spec.as_ref()));
     }
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
@@ -506,9 +511,13 @@ pub(crate) async fn replay(
     }
     let handle = engine.start(file.spec.clone(), &goal).with_id(id).await?;
     let code = follow(&engine, handle, common.json, grace, signals).await?;
-    if let Some(e) = provider.last_error() {
+    if let Some(e) = provider.first_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.
-        if let CassetteError::Mismatch { diff, .. } = &e
+        let mismatch = match &e {
+            CassetteError::InChild { error, .. } => error.as_ref(),
+            e => e,
+        };
+        if let CassetteError::Mismatch { diff, .. } = mismatch
             && !common.json
         {
             outln!("{}", diff.trim_end());
@@ -518,11 +527,17 @@ pub(crate) async fn replay(
         return Err(CliError::failed(format!("replay stopped: {first}")));
     }
     if !common.json {
+        let children = provider.cassette().children().len();
         say!(
-            "replayed {} of {} recorded model turns from {}",
-            provider.position(),
+            "replayed {} of {} recorded model turns from {}{}",
+            provider.served(),
             provider.cassette().len(),
-            cassette.display()
+            cassette.display(),
+            if children == 0 {
+                String::new()
+            } else {
+                format!(" ({children} child runs from their own sections)")
+            }
         );
     }
     Ok(code)

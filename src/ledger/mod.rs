@@ -51,7 +51,7 @@ pub use receipts::{
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};
-pub use tree::{TreeChild, TreeRun, check_proof, child_proof, children, tree};
+pub use tree::{TreeChild, TreeRun, check_proof, child_proof, children, path_of, tree};
 pub use verify::{HeadSummary, Verified, verify};
 
 use crate::machine::RunId;

@@ -212,3 +212,33 @@ pub fn check_proof(
     }
     Ok(None)
 }
+
+/// The link in a stored spec naming the parent's effect that started the run.
+#[derive(serde::Deserialize)]
+struct DelegatedBy {
+    #[serde(default)]
+    delegated_by: Option<crate::machine::EffectId>,
+}
+
+/// `run`'s path in its delegation tree ([`TreeRun::path`]): empty for a run nobody delegated,
+/// else the `SEQ.INDEX` of each delegating effect from the top run down (`3.0.5.1`), read from
+/// the `delegated_by` links of the stored specs. What a child's model requests carry, so a
+/// cassette records and replays them in the child's section.
+pub fn path_of(store: &dyn Store, run: &RunId) -> Result<String, HistoryError> {
+    let mut parts = Vec::new();
+    let mut current = run.clone();
+    loop {
+        let rec = record(store, &current)?;
+        let link = serde_json::from_str::<DelegatedBy>(&rec.spec)
+            .ok()
+            .and_then(|l| l.delegated_by);
+        let Some(effect) = link else { break };
+        if parts.len() > MAX_TREE_DEPTH {
+            return Err(damaged(run, 0, "its delegation links loop or go too deep"));
+        }
+        parts.push(format!("{}.{}", effect.seq, effect.index));
+        current = effect.run;
+    }
+    parts.reverse();
+    Ok(parts.join("."))
+}

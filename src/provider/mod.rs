@@ -52,6 +52,22 @@ pub struct ProviderRequest {
     /// The agent's output schema: ask for structured output matching it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Which run asks, and where it sits in its delegation tree. Not part of what a provider
+    /// sends: a cassette uses it to record and replay each delegated child's calls in the
+    /// child's own section.
+    #[serde(skip)]
+    pub origin: RequestOrigin,
+}
+
+/// Where a model request comes from (see [`ProviderRequest::origin`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestOrigin {
+    /// The asking run (`None` when the caller is not a run, e.g. a direct provider call).
+    pub run: Option<crate::machine::RunId>,
+    /// Its place in its delegation tree: empty for a run nobody delegated; for a child, the
+    /// `SEQ.INDEX` of each delegating effect from the top run down, joined by dots (`3.0`,
+    /// `3.0.5.1`). The same whatever ids the runs have.
+    pub path: String,
 }
 
 impl ProviderRequest {

@@ -42,6 +42,28 @@ impl Driver {
                         }
                     }
                 }
+                let path = match self.tree_path.clone() {
+                    Some(p) => p,
+                    None => {
+                        let run = self.run.clone();
+                        match off_thread(&self.shared.store, move |s| {
+                            crate::ledger::path_of(s, &run)
+                        })
+                        .await
+                        {
+                            Ok(p) => {
+                                self.tree_path = Some(p.clone());
+                                p
+                            }
+                            Err(e) => {
+                                self.inflight.push(Box::pin(futures_util::future::ready(
+                                    Completion::Fatal(e),
+                                )));
+                                return;
+                            }
+                        }
+                    }
+                };
                 let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
                 if messages.len() > request.conversation.len as usize {
                     messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
@@ -59,6 +81,10 @@ impl Driver {
                     tools,
                     remaining: request.remaining,
                     attempt,
+                    origin: crate::provider::RequestOrigin {
+                        run: Some(self.run.clone()),
+                        path,
+                    },
                 };
                 let call = perform::model_call(
                     id,
