@@ -235,12 +235,16 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show where two runs (e.g. a run and its fork) first differ.
+    /// Show where two runs (a run and its fork, two child runs) first differ: the first step
+    /// they did not take alike, times and ids set aside, and the fields that differ there.
     Diff {
         /// The first run.
         a: String,
         /// The second run.
         b: String,
+        /// Also compare the runs below them, paired by their place in the tree (`3.0`).
+        #[arg(long)]
+        recursive: bool,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -625,7 +629,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
-        Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
+        Command::Diff {
+            a,
+            b,
+            recursive,
+            json,
+        } => inspect::diff(&db, &a, &b, recursive, json).map(|_| EXIT_OK),
         Command::Verify {
             run,
             pubkey,

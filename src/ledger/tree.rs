@@ -46,10 +46,12 @@ pub struct TreeRun {
 }
 
 /// The child runs serving `run`'s `RunChild` effects, in the order the effects were emitted
-/// (by seq, then index), across its fork ancestry. For each effect: the child of the run whose
-/// event answered it, else one `run` started for it, else the one started by the run that
-/// emitted it; an effect no existing run served (never started, or answered from a tape with
-/// no run of its own) is left out.
+/// (by seq, then index), across its fork ancestry. An answered effect: the child of the run
+/// whose event answered it, else (a fork's tape served the recorded result) the child of the
+/// run that emitted it. An effect not answered yet: the child `run` started for it (a fork
+/// performs what it inherited outstanding under its own id, never with its parent's child).
+/// An effect no existing run serves (never started, or its result replaced by a fork's edit)
+/// is left out.
 pub fn children(store: &dyn Store, run: &RunId) -> Result<Vec<TreeChild>, HistoryError> {
     let rec = record(store, run)?;
     let rows = transitions(store, run, 1, rec.seq)?;
@@ -78,10 +80,11 @@ pub fn children(store: &dyn Store, run: &RunId) -> Result<Vec<TreeChild>, Histor
     }
     let mut out = Vec::new();
     for (at, (emitter, answerer)) in asked {
-        let candidates = answerer
-            .into_iter()
-            .chain([run.clone(), emitter])
-            .map(|r| at.in_run(&r).child_run_id());
+        let candidates: Vec<RunId> = match answerer {
+            Some(a) => vec![a, emitter],
+            None => vec![run.clone()],
+        };
+        let candidates = candidates.iter().map(|r| at.in_run(r).child_run_id());
         let mut found = None;
         for c in candidates {
             if store.run(&c)?.is_some() {
