@@ -487,7 +487,7 @@ fn print_diff(d: &history::RunDiff, indent: &str) {
         ),
     };
     outln!(
-        "{indent}{a} and {b} {agree}, and first differ at step {}",
+        "{indent}{a} and {b} {agree} and first differ at step {}",
         p.seq
     );
     for (name, side) in [(a, &p.a), (b, &p.b)] {
