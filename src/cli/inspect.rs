@@ -17,9 +17,12 @@ use crate::store::RunRecord;
 pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
     let runs = store.runs()?;
+    let waiting = super::tree::waiting_in(&runs);
     if json {
         for r in &runs {
-            print_json(&run_json(r))?;
+            let mut v = run_json(r);
+            v["awaiting_child"] = json!(waiting.contains(&r.id));
+            print_json(&v)?;
         }
         return Ok(());
     }
@@ -53,10 +56,16 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             .as_ref()
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
+        // A run resting on a child that waits for a person says so.
+        let status = if waiting.contains(&r.id) {
+            "awaiting child"
+        } else {
+            r.status.as_str()
+        };
         outln!(
             "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{fork}",
             id,
-            r.status.as_str(),
+            status,
             r.seq,
             cost_text(r.cost_nanos, r.unpriced_turns),
             age(now, r.updated_ms),
@@ -190,6 +199,16 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             cost,
             e.summary
         );
+    }
+    if !rec.status.is_terminal() && rec.status != crate::store::RunStatus::AwaitingInput {
+        for w in super::tree::waiting_below(store.as_ref(), &run)? {
+            for (_, tool, how) in &w.asks {
+                outln!(
+                    "waits on child {}, which waits for a person ({tool}): runtape resume {run} {how}",
+                    w.run
+                );
+            }
+        }
     }
     Ok(())
 }

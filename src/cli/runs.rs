@@ -333,6 +333,29 @@ pub(crate) async fn take_up(
         Answer::Approve => Some(HumanInput::Approve),
         Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
     };
+    // A run resting on a child that waits for a person (it does not wait itself): the answer
+    // goes to that child, then the run is driven on and takes the child up.
+    let rests_on_child = input.is_some()
+        && crate::store::RunStatus::of_state(&state) != crate::store::RunStatus::AwaitingInput;
+    let waiting = if rests_on_child {
+        super::tree::waiting_below(store.as_ref(), run)?
+    } else {
+        Vec::new()
+    };
+    let input = match (input, waiting.as_slice()) {
+        (Some(input), [child]) => {
+            engine.answer_at_rest(&child.run, call, input).await?;
+            None
+        }
+        (Some(_), [_, _, ..]) => {
+            let names: Vec<&str> = waiting.iter().map(|w| w.run.as_str()).collect();
+            return Err(CliError::usage(format!(
+                "run {run} does not wait for a person itself; its child runs {} do: answer each with `runtape resume CHILD --approve` (or --reject, --input), then `runtape resume {run}`",
+                names.join(", ")
+            )));
+        }
+        (input, _) => input,
+    };
     // Every raise but the last is committed on its own; the last (or the input) drives the run.
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {

@@ -31,6 +31,8 @@ enum Found {
     Ended(Box<RunState>),
     /// Nobody drives it and it may be driven on (crashed or paused): take it up.
     Resumable,
+    /// It rests waiting for a person: its parent stops waiting on it.
+    AwaitsPerson,
     /// It waits for something (a person, another process's driver): look again later.
     Waiting,
 }
@@ -73,13 +75,18 @@ pub(super) fn run_child(
                 Ok(Found::Resumable) => super::takeup::resume(&shared, &child, Vec::new())
                     .await
                     .ok(),
+                Ok(Found::AwaitsPerson) => return Completion::ChildWaiting(child),
                 Ok(Found::Waiting) => None,
             };
             if let Some(handle) = handle
                 && let Ok(end) = handle.wait().await
-                && end.state.is_done()
             {
-                return report(&shared, &spec, id, &end.state).await;
+                if end.state.is_done() {
+                    return report(&shared, &spec, id, &end.state).await;
+                }
+                if end.status == RunStatus::AwaitingInput {
+                    return Completion::ChildWaiting(child);
+                }
             }
             if shared.stop.borrow().is_some() {
                 // The engine is stopping: the child rests, and so will its parent.
@@ -109,6 +116,7 @@ async fn look(shared: &Arc<Shared>, child: &RunId) -> Result<Found, EngineError>
     let live_here = super::lock(&shared.live).contains_key(child);
     Ok(match rec.status {
         RunStatus::Running | RunStatus::Paused if !live_here => Found::Resumable,
+        RunStatus::AwaitingInput if !live_here => Found::AwaitsPerson,
         _ => Found::Waiting,
     })
 }

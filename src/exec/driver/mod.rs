@@ -94,6 +94,9 @@ pub(super) struct Driver {
     /// The run's place in its delegation tree (read from the store at its first model call):
     /// what its model requests carry as their origin.
     tree_path: Option<String>,
+    /// Child runs found resting for a person: once nothing else is in flight, the run rests
+    /// too (paused) instead of waiting on them.
+    children_waiting: Vec<RunId>,
 }
 
 impl Driver {
@@ -149,6 +152,7 @@ impl Driver {
             catalog_blobs: BTreeMap::new(),
             list_changes_seen: BTreeMap::new(),
             tree_path: None,
+            children_waiting: Vec::new(),
         }
     }
 

@@ -153,6 +153,12 @@ impl Driver {
                 }
                 return Ok(Next::Event(EventBody::Proceed, None));
             }
+            if self.inflight.is_empty() && !self.children_waiting.is_empty() {
+                // Only children waiting for a person are left: rest until someone answers
+                // (`runtape resume` reaches the child) rather than wait on them for ever.
+                self.children_waiting.clear();
+                return Ok(Next::Stop(RunStatus::Paused));
+            }
             if self.inflight.is_empty() {
                 return match status_of(&self.state) {
                     s @ (RunStatus::AwaitingInput | RunStatus::BudgetExhausted) => {
