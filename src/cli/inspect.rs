@@ -188,7 +188,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             String::new()
         };
         outln!(
-            "{:>5}  {}  {:<16} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
+            "{:>5}  {}  {:<21} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
             e.seq,
             &utc(e.at_ms)[11..],
             e.event.as_str(),
