@@ -23,7 +23,10 @@ fn step(db: &Path, at: &str) -> Value {
 fn reviewers_request(db: &Path, id: &str) -> (Vec<String>, Vec<String>) {
     let v = step(db, &format!("{id}@9"));
     assert_eq!(v["request"]["agent"], "reviewer", "{v}");
-    let messages = v["request"]["messages"].as_array().expect("messages").clone();
+    let messages = v["request"]["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
     let roles = messages
         .iter()
         .map(|m| m["role"].as_str().unwrap_or("").to_owned())
@@ -50,16 +53,29 @@ fn the_receiver_continues_the_senders_conversation() {
         .to_owned();
     let log = ok(&db, &["log", &id]);
     assert!(
-        log.contains("conversation_supplied") && log.contains("lead's conversation (7 messages) handed over"),
+        log.contains("conversation_supplied")
+            && log.contains("lead's conversation (7 messages) handed over"),
         "{log}"
     );
 
     let (roles, contents) = reviewers_request(&db, &id);
     assert_eq!(
         roles,
-        ["system", "user", "assistant", "tool", "tool", "assistant", "tool", "user"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "tool",
+            "user"
+        ]
     );
-    assert_eq!(contents[0], "You review and conclude.", "its own system prompt");
+    assert_eq!(
+        contents[0], "You review and conclude.",
+        "its own system prompt"
+    );
     assert!(
         !contents.iter().any(|c| c.starts_with("You lead.")),
         "not the sender's"
@@ -79,7 +95,8 @@ fn the_receiver_continues_the_senders_conversation() {
     // The text view prints the same request.
     let text = ok(&db, &["show", &format!("{id}@9")]);
     assert!(
-        text.contains("request to script/scripted — 8 messages") && text.contains("[transfer from lead]"),
+        text.contains("request to script/scripted — 8 messages")
+            && text.contains("[transfer from lead]"),
         "{text}"
     );
     ok(&db, &["verify", &id, "--recursive"]);
