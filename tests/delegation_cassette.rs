@@ -359,3 +359,61 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
     assert!(replay.is_finished());
     assert_eq!(again.state.outcome(), end.state.outcome());
 }
+
+#[test]
+fn cassette_diff_compares_each_childs_section() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, before) = recorded_team(dir.path());
+    let text = std::fs::read_to_string(team_example()).expect("reads");
+    let changed = text.replace(
+        "FIX: wrap the rows in one transaction",
+        "FIX: wrap the rows in two transactions",
+    );
+    assert_ne!(changed, text);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("mkdir");
+    let db = other.join("runs.db");
+    let spec = spec(&other, "team.toml", &changed);
+    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let id = root(&db).expect("the run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let after = other.join("after.cassette.json");
+    ok(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &id,
+            "-o",
+            after.to_str().expect("utf-8"),
+        ],
+    );
+    let o = out(
+        &db,
+        &[
+            "cassette",
+            "diff",
+            before.to_str().expect("utf-8"),
+            after.to_str().expect("utf-8"),
+        ],
+    );
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{printed}");
+    // The coder's answer changed: its section, and the lead's turns that read it.
+    assert!(
+        printed.contains("child 3.1: 1 differing turns") && !printed.contains("child 3.0"),
+        "{printed}"
+    );
+    let same = out(
+        &db,
+        &[
+            "cassette",
+            "diff",
+            before.to_str().expect("utf-8"),
+            before.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(same.status.code(), Some(0));
+}

@@ -126,7 +126,9 @@ mod record;
 mod replay;
 mod tools;
 
-pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
+pub use diff::{
+    CassetteDiff, DiffOptions, Difference, SectionDiff, ToolCallView, TurnDiff, TurnView, diff,
+};
 pub use error::CassetteError;
 pub use export::{ExportError, export_run};
 pub use format::{

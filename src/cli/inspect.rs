@@ -17,15 +17,13 @@ use crate::store::RunRecord;
 pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
     let runs = store.runs()?;
-    let waiting = super::tree::waiting_in(&runs);
     if json {
         for r in &runs {
-            let mut v = run_json(r);
-            v["awaiting_child"] = json!(waiting.contains(&r.id));
-            print_json(&v)?;
+            print_json(&run_json(r))?;
         }
         return Ok(());
     }
+    let waiting = super::tree::waiting_in(&runs);
     if runs.is_empty() {
         outln!("no runs in {}", super::common::shown(db));
         return Ok(());
