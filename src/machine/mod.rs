@@ -43,8 +43,10 @@ mod offer;
 mod output;
 mod plan;
 mod reply;
+pub mod retrieval;
 mod retry;
 mod route;
+pub mod session;
 mod settings;
 mod spec;
 mod spec_error;
@@ -86,6 +88,11 @@ pub use spec::{
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,
     ToolResult,
+};
+pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
+pub use session::{
+    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow, Summaries,
+    SummaryJob,
 };
 pub use step::{Note, Transition, step};
 pub use table::{Edge, EdgeId, EventKind, StateKind};
