@@ -25,7 +25,7 @@ pub(super) async fn start(
     // A run of a session: its place, the run it goes on from, and the history it begins with,
     // read before anything is written (the place is taken by the write creating the run).
     let (spec, link, opening) = {
-        let goal = goal.to_owned();
+        let (goal, id) = (goal.to_owned(), run.clone());
         off_thread(&shared.store, move |s| {
             let (spec, link) = match &session {
                 Some((name, settings)) => {
@@ -35,6 +35,10 @@ pub(super) async fn start(
                 None => (spec, None),
             };
             let opening = super::session::opening(s, &spec, &goal)?;
+            // A first event the machine would refuse is refused here, before anything is
+            // written (a run left `Created` would never move).
+            let probe = crate::machine::Event::new(&id, Hlc::default(), opening.clone());
+            crate::machine::step(&RunState::Created, &probe, &spec)?;
             Ok::<_, EngineError>((spec, link, opening))
         })
         .await?

@@ -8,7 +8,6 @@ use crate::exec::perform::{self, Completion, LeaseTerms, ToolJob};
 use crate::exec::read_lock;
 use crate::exec::reads::off_thread;
 use crate::exec::trace::Trace;
-use crate::ledger::conversation;
 use crate::ledger::conversation as conversation_of;
 use crate::machine::{AgentId, Effect, InputKind};
 use crate::provider::{ProviderRequest, ToolDef};
@@ -28,25 +27,21 @@ impl Driver {
                 let provider = read_lock(&self.shared.providers)
                     .get(&request.provider)
                     .cloned();
-                if self.lazy_convs && !self.convs.contains_key(&agent) {
-                    let (who, conv) = (agent.clone(), request.conversation);
-                    let loaded =
-                        off_thread(&self.shared.store, move |s| conversation(s, &who, &conv)).await;
-                    match loaded {
-                        Ok(list) => {
-                            self.convs.insert(agent.clone(), Arc::new(list));
-                        }
-                        Err(e) => {
-                            self.inflight
-                                .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
-                            return;
-                        }
+                // A session summary (revision 5) sends the summarisation exchange, kept apart
+                // from every agent's conversation.
+                let key = if request.summary {
+                    AgentId::from(crate::machine::session::SUMMARY_CONVERSATION)
+                } else {
+                    agent.clone()
+                };
+                let messages = match self.messages_of(&key, &request.conversation).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
                     }
-                }
-                let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
-                if messages.len() > request.conversation.len as usize {
-                    messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
-                }
+                };
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
@@ -202,13 +197,15 @@ impl Driver {
     }
 
     /// `agent`'s conversation up to `conversation`: from this driver's copy, else read from
-    /// the store (a resumed run loads conversations on first use).
+    /// the store (a resumed run loads conversations on first use; a fork's copy may lack a
+    /// session's summarisation exchange).
     async fn messages_of(
         &mut self,
         agent: &AgentId,
         conversation: &crate::machine::ConversationRef,
     ) -> Result<Arc<Vec<crate::machine::Message>>, crate::exec::EngineError> {
-        if self.lazy_convs && !self.convs.contains_key(agent) {
+        let known = self.convs.get(agent).map_or(0, |m| m.len());
+        if known < conversation.len as usize {
             let (who, conv) = (agent.clone(), *conversation);
             let list = off_thread(&self.shared.store, move |s| conversation_of(s, &who, &conv))
                 .await?;
