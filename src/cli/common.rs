@@ -142,9 +142,7 @@ impl From<EngineError> for CliError {
             | EngineError::Spec(_) => CliError::usage(e.to_string()),
             EngineError::Finished { .. }
             | EngineError::NoInputExpected(_)
-            | EngineError::Session(_) => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
+            | EngineError::Session(_) => CliError::usage(e.to_string()).with_fault(Fault::Conflict),
             _ => CliError::internal(e.to_string()),
         }
     }

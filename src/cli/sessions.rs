@@ -130,12 +130,10 @@ fn goal_line(rec: &RunRecord) -> String {
 
 /// `show`: the run's place in its session.
 pub(crate) fn describe_place(s: &SessionSpec) {
-    let from = s
-        .previous
-        .as_ref()
-        .map_or("nothing (the session's first completed run)".to_owned(), |p| {
-            format!("run {p}")
-        });
+    let from = s.previous.as_ref().map_or(
+        "nothing (the session's first completed run)".to_owned(),
+        |p| format!("run {p}"),
+    );
     outln!("session {} run {} — goes on from {from}", s.name, s.index);
 }
 

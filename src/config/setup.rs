@@ -199,7 +199,11 @@ impl Setup {
         for name in self.key_variables() {
             crate::secrets::register_env(name);
         }
-        for tool in self.tools.iter().chain(self.retriever.as_ref().map(|r| &r.command)) {
+        for tool in self
+            .tools
+            .iter()
+            .chain(self.retriever.as_ref().map(|r| &r.command))
+        {
             for name in tool.env.iter().filter(|n| crate::secrets::looks_secret(n)) {
                 crate::secrets::register_env(name);
             }

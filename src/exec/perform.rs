@@ -388,7 +388,10 @@ pub(crate) fn retrieve(
                     Err(()) => {
                         cancel.cancel();
                         crate::machine::Retrieval::Failed {
-                            error: format!("the retriever timed out after {} ms", limit.as_millis()),
+                            error: format!(
+                                "the retriever timed out after {} ms",
+                                limit.as_millis()
+                            ),
                         }
                     }
                 }

@@ -208,6 +208,13 @@ pub enum Trace {
         /// Who wrote it.
         by: AgentId,
     },
+    /// A cap was reached before a session run's summary could be written; the agent's window
+    /// is kept without it.
+    #[serde(rename = "session.summary_skipped")]
+    SessionSummarySkipped {
+        /// Whose history was not summarised.
+        agent: AgentId,
+    },
     /// The retriever is asked for passages before an agent's turn (revision 5).
     #[serde(rename = "retrieval.call")]
     RetrievalCall {

@@ -42,7 +42,9 @@ pub(crate) fn transition_traces(
                         .jobs
                         .first()
                         .map_or_else(|| agent.clone(), |j| j.by.clone());
-                    let route = spec.agent(&by).and_then(|a| a.routes.get(call.route as usize));
+                    let route = spec
+                        .agent(&by)
+                        .and_then(|a| a.routes.get(call.route as usize));
                     (by, route)
                 }
                 _ => (agent.clone(), None),
@@ -174,6 +176,9 @@ fn note_trace(note: &Note) -> Trace {
         Note::SessionSummarized { agent, by } => Trace::SessionSummary {
             agent: agent.clone(),
             by: by.clone(),
+        },
+        Note::SessionSummarySkipped { agent } => Trace::SessionSummarySkipped {
+            agent: agent.clone(),
         },
         Note::RetrievalFailed { agent, error } => Trace::RetrievalFailed {
             agent: agent.clone(),

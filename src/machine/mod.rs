@@ -77,6 +77,11 @@ pub use offer::tool as offered_tool;
 pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
+pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
+pub use session::{
+    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow, Summaries,
+    SummaryJob,
+};
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
     ADDED_TOOLS_SEMANTICS, AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET,
@@ -88,11 +93,6 @@ pub use spec::{
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,
     ToolResult,
-};
-pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
-pub use session::{
-    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow, Summaries,
-    SummaryJob,
 };
 pub use step::{Note, Transition, step};
 pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -124,6 +124,12 @@ pub enum Note {
         /// Who wrote it.
         by: AgentId,
     },
+    /// A cap was reached before a session run's summary could be written: the agent's window
+    /// is kept without a new summary (revision 5).
+    SessionSummarySkipped {
+        /// Whose history was not summarised.
+        agent: AgentId,
+    },
     /// The retriever failed; the turn goes on without passages (revision 5).
     RetrievalFailed {
         /// The agent whose turn it was.

@@ -320,7 +320,7 @@ edges! {
     AnyTransitionCap = "any.transition_cap": any --any--> Done,
         "the run reached max_transitions: fails with transition_cap (a cancel still wins)";
     CreatedSessionStart = "created.session_start": Created --SessionStart--> Preparing,
-        "a session run begins (revision 5): each agent's carried conversation fits its window and opens its conversation; the entry agent gets the goal";
+        "a session run begins (revision 5): each agent's carried conversation opens its conversation, cut to its window (nothing fell out, or a cap stops summaries); the entry agent gets the goal";
     CreatedSessionStartSummarize = "created.session_start.summarize": Created --SessionStart--> Summarizing,
         "a session run begins and messages fall out of an agent's window: CallModel asks for the summary";
     CreatedSessionStartTransitionCap = "created.session_start.transition_cap": Created --SessionStart--> Done,
@@ -331,6 +331,8 @@ edges! {
         "the last summary is placed; the entry agent gets the goal";
     SummarizingFailedRetry = "summarizing.failed.retry": Summarizing --ModelFailed--> Summarizing,
         "the summary call is retried after its backoff, or made on the writer's next route";
+    SummarizingFailedExhausted = "summarizing.failed.exhausted": Summarizing --ModelFailed--> Preparing,
+        "a cap is reached before the summary could be retried: the windows are placed without new summaries; the entry agent gets the goal";
     SummarizingFailedFail = "summarizing.failed.fail": Summarizing --ModelFailed--> Done,
         "every route of the summary's writer gave up: fails with the provider error class";
     SummarizingRaise = "summarizing.raise": Summarizing --BudgetRaised--> Summarizing,
@@ -595,6 +597,7 @@ mod tests {
             "summarizing.replied.next",
             "summarizing.replied.done",
             "summarizing.failed.retry",
+            "summarizing.failed.exhausted",
             "summarizing.failed.fail",
             "summarizing.raise",
             "summarizing.cancel",

@@ -234,7 +234,10 @@ mod tests {
 
     #[test]
     fn passages_are_strings_or_objects_with_text() {
-        let r = passages_of(&json!(["a", {"text": "b", "source": "f.md", "score": 1}]), 1000);
+        let r = passages_of(
+            &json!(["a", {"text": "b", "source": "f.md", "score": 1}]),
+            1000,
+        );
         assert_eq!(
             r,
             Retrieval::Passages {
@@ -254,8 +257,17 @@ mod tests {
             passages_of(&json!({"passages": []}), 10),
             Retrieval::Passages { passages: vec![] }
         );
-        for bad in [json!("plain text"), json!(3), json!({"x": 1}), json!([1]), json!([{"source": "s"}])] {
-            assert!(matches!(passages_of(&bad, 1000), Retrieval::Failed { .. }), "{bad}");
+        for bad in [
+            json!("plain text"),
+            json!(3),
+            json!({"x": 1}),
+            json!([1]),
+            json!([{"source": "s"}]),
+        ] {
+            assert!(
+                matches!(passages_of(&bad, 1000), Retrieval::Failed { .. }),
+                "{bad}"
+            );
         }
         let Retrieval::Failed { error } = passages_of(&json!(["x".repeat(100)]), 50) else {
             panic!("too big is refused");

@@ -140,7 +140,11 @@ impl Driver {
                         return;
                     }
                 };
-                let goal = self.state.data().map(|d| d.goal.clone()).unwrap_or_default();
+                let goal = self
+                    .state
+                    .data()
+                    .map(|d| d.goal.clone())
+                    .unwrap_or_default();
                 let session = self.spec.spec().session.as_ref().map(|s| s.name.clone());
                 let query = crate::tool::retriever::query(
                     id.run.as_str(),
@@ -207,8 +211,8 @@ impl Driver {
         let known = self.convs.get(agent).map_or(0, |m| m.len());
         if known < conversation.len as usize {
             let (who, conv) = (agent.clone(), *conversation);
-            let list = off_thread(&self.shared.store, move |s| conversation_of(s, &who, &conv))
-                .await?;
+            let list =
+                off_thread(&self.shared.store, move |s| conversation_of(s, &who, &conv)).await?;
             self.convs.insert(agent.clone(), Arc::new(list));
         }
         let mut messages = self.convs.get(agent).cloned().unwrap_or_default();

@@ -7,11 +7,15 @@ use crate::store::{SessionLink, SessionRecord, StoreError};
 
 /// Serialises the placing of runs in one session across processes: a transaction-scoped
 /// advisory lock on the session's name, so the latest place read is the latest there is.
-const SESSION_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('runtape.session:' || $1, 0))";
+const SESSION_LOCK: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('runtape.session:' || $1, 0))";
 
 /// Checks that `link` is its session's next place. Call before anything of the write is
 /// inserted: a refusal must leave nothing behind (the transaction holds other writes too).
-pub(super) async fn check_next(conn: &Conn, link: &SessionLink) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
+pub(super) async fn check_next(
+    conn: &Conn,
+    link: &SessionLink,
+) -> Result<Result<(), StoreError>, tokio_postgres::Error> {
     conn.execute(SESSION_LOCK, &[&link.name]).await?;
     let latest: i64 = conn
         .query_opt(
@@ -32,7 +36,11 @@ pub(super) async fn check_next(conn: &Conn, link: &SessionLink) -> Result<Result
 }
 
 /// Gives run `key` place `link` (checked by [`check_next`] in this transaction).
-pub(super) async fn place(conn: &Conn, key: i64, link: &SessionLink) -> Result<(), tokio_postgres::Error> {
+pub(super) async fn place(
+    conn: &Conn,
+    key: i64,
+    link: &SessionLink,
+) -> Result<(), tokio_postgres::Error> {
     conn.execute(
         "INSERT INTO runtape.session_runs (session, idx, run) VALUES ($1, $2, $3)",
         &[&link.name, &(link.index as i64), &key],
@@ -42,7 +50,10 @@ pub(super) async fn place(conn: &Conn, key: i64, link: &SessionLink) -> Result<(
 }
 
 /// The runs of session `name` in order.
-pub(super) async fn runs_of(c: &Conn, name: &str) -> Result<Vec<(u64, RunId)>, tokio_postgres::Error> {
+pub(super) async fn runs_of(
+    c: &Conn,
+    name: &str,
+) -> Result<Vec<(u64, RunId)>, tokio_postgres::Error> {
     let rows = c
         .query(
             "SELECT s.idx, r.id FROM runtape.session_runs s JOIN runtape.runs r ON r.key = s.run \
@@ -78,7 +89,10 @@ pub(super) async fn all(c: &Conn) -> Result<Vec<SessionRecord>, tokio_postgres::
 }
 
 /// The place of `run` in a session, if it has one.
-pub(super) async fn of(c: &Conn, run: &RunId) -> Result<Option<SessionLink>, tokio_postgres::Error> {
+pub(super) async fn of(
+    c: &Conn,
+    run: &RunId,
+) -> Result<Option<SessionLink>, tokio_postgres::Error> {
     let row = c
         .query_opt(
             "SELECT s.session, s.idx FROM runtape.session_runs s \
