@@ -188,6 +188,13 @@ pub(crate) async fn run(
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
     let grace = common.grace()?;
+    if let Some(name) = &session {
+        // A session that cannot take a next run is refused before a run id is announced (a
+        // process racing this one can still take the place first: then the start is refused).
+        engine
+            .next_in_session(&file.spec, name, &file.session)
+            .await?;
+    }
     let signals = StopSignals::install()?;
     let id = new_run_id();
     if !announce(id.as_str(), "started", common.json)? {

@@ -238,6 +238,23 @@ impl Engine {
         *write_lock(&self.shared.retriever) = Some(retriever);
     }
 
+    /// The place the next run of session `name` would take now, or why none can start (a bad
+    /// name, the session's latest run has not ended). Reads only; the place is taken when the
+    /// run is started ([`StartRun::in_session`]), where another process may have taken it
+    /// first.
+    pub async fn next_in_session(
+        &self,
+        spec: &RunSpec,
+        name: &str,
+        settings: &super::SessionSettings,
+    ) -> Result<crate::store::SessionLink, EngineError> {
+        let (spec, name, settings) = (spec.clone(), name.to_owned(), settings.clone());
+        off_thread(&self.shared.store, move |s| {
+            super::session::next_run(s, &spec, &name, &settings).map(|(_, link)| link)
+        })
+        .await
+    }
+
     /// Every trace event of every run from now on. The channel is bounded: a receiver that
     /// falls behind gets `RecvError::Lagged(n)` for the `n` events it missed, and no driver
     /// ever waits for it.
