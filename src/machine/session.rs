@@ -18,8 +18,8 @@
 //!    carried summary (if any) as a user-position data message, then the window.
 //! 4. When messages fall out, a **summary** is written first: a model call ([`Summarizing`])
 //!    by the session's `summarizer` agent (default: the agent itself), on that agent's routes,
-//!    asked with [`SUMMARY_PROMPT`] to fold the carried summary and the fallen-out messages
-//!    into one. Its reply becomes the new summary, placed before the window; the next run's
+//!    asked — with the summarizer's own system prompt, else [`SUMMARY_PROMPT`] — to fold the
+//!    carried summary and the fallen-out messages into one. Its reply becomes the new summary, placed before the window; the next run's
 //!    summary includes it (summaries roll forward). It is a model turn like any other:
 //!    recorded, retried, given a receipt, charged to the writing agent's and the run's budgets.
 //!
@@ -492,12 +492,26 @@ fn open_seeded(
     }
 }
 
+/// The system prompt of `job`'s summary call: the session's `summarizer` agent's own system
+/// prompt when it has one (it was set up to summarise), else [`SUMMARY_PROMPT`] (an agent
+/// summarising its own history keeps its usual prompt for its turns).
+fn summary_prompt(cx: &Cx<'_>, job: &SummaryJob) -> String {
+    let summarizer = cx.spec.spec().session.as_ref().and_then(|s| s.summarizer.as_ref());
+    summarizer
+        .filter(|s| **s == job.by)
+        .and_then(|s| cx.spec.agent(s))
+        .map(|a| a.system_prompt.clone())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| SUMMARY_PROMPT.to_owned())
+}
+
 /// Records the summarisation exchange of `job`: the prompt and the request, as data.
 fn open_exchange(cx: &mut Cx<'_>, job: &SummaryJob) -> ConversationRef {
     let key = AgentId::from(SUMMARY_CONVERSATION);
+    let prompt = summary_prompt(cx, job);
     let mut conversation = ConversationRef::default();
     for m in [
-        Message::text(Role::System, SUMMARY_PROMPT),
+        Message::text(Role::System, prompt),
         data_message(SUMMARY_CONVERSATION, job.request.clone()),
     ] {
         cx.appended.push(conversation.push(&key, m));
