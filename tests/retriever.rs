@@ -91,7 +91,9 @@ fn passages_are_user_position_data_after_the_question_and_the_query_names_the_tu
         "{text}"
     );
     assert!(
-        messages.iter().all(|m| m["role"] != "system" || m["content"] == "Answer briefly."),
+        messages
+            .iter()
+            .all(|m| m["role"] != "system" || m["content"] == "Answer briefly."),
         "nothing retrieved is ever a system message"
     );
 
@@ -204,7 +206,11 @@ fn bad_retriever_and_session_tables_are_one_line_at_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("r.db");
     let cases = [
-        ("", "[retriever]\nagents = [\"assistant\"]\n", "retriever.command"),
+        (
+            "",
+            "[retriever]\nagents = [\"assistant\"]\n",
+            "retriever.command",
+        ),
         (
             "retrieve.sh",
             "agents = [\"asistant\"]",

@@ -70,11 +70,9 @@ fn state_of(db: &Path, goal: &str) -> Option<String> {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .ok()?;
-    conn.query_row(
-        "SELECT state_kind FROM runs WHERE goal = ?1",
-        [goal],
-        |r| r.get(0),
-    )
+    conn.query_row("SELECT state_kind FROM runs WHERE goal = ?1", [goal], |r| {
+        r.get(0)
+    })
     .ok()
 }
 
@@ -84,7 +82,11 @@ fn two_runs_then_a_third(dir: &Path, db: &Path) -> (Child, String, String) {
     let quick = spec(
         dir,
         "quick.toml",
-        &chat_spec(3, &["Nice to meet you, Ada.", "Tea, noted.", "You are Ada."], ""),
+        &chat_spec(
+            3,
+            &["Nice to meet you, Ada.", "Tea, noted.", "You are Ada."],
+            "",
+        ),
     );
     let r1 = finish(stepped(db, &quick, "My name is Ada."));
     let r2 = finish(stepped(db, &quick, "I like tea."));
@@ -136,7 +138,11 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
             "killed in {kill_in}: resumed to another end"
         );
         let asked = requests(&db, &r3);
-        assert_eq!(asked.len(), 2, "{kill_in}: one summary, one answer: {asked:?}");
+        assert_eq!(
+            asked.len(),
+            2,
+            "{kill_in}: one summary, one answer: {asked:?}"
+        );
         assert_eq!(said(&asked[1].1), said(&expected[1].1), "{kill_in}");
         let summaries = asked[1]
             .1
@@ -145,7 +151,11 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
             .count();
         assert_eq!(summaries, 1, "{kill_in}: the summary is placed once");
         let places = ok(&db, &["log", "--session", "chat", "--json"]);
-        assert_eq!(places.lines().count(), 3, "{kill_in}: no second run 3: {places}");
+        assert_eq!(
+            places.lines().count(),
+            3,
+            "{kill_in}: no second run 3: {places}"
+        );
         for run in [&r1, &r2, &r3] {
             verifies(&db, run);
         }

@@ -61,7 +61,10 @@ fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest(
         given.contains("Summary so far:\n(none)") && given.contains("[user] My name is Ada."),
         "{given}"
     );
-    assert!(!given.contains("I like tea."), "kept messages are not summarised: {given}");
+    assert!(
+        !given.contains("I like tea."),
+        "kept messages are not summarised: {given}"
+    );
     let (agent, messages) = &asked[1];
     assert_eq!(agent, "assistant");
     let summary = summary_in(messages).expect("the summary opens the conversation");
@@ -105,7 +108,10 @@ fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest(
     );
     let json = ok(&db, &["sessions", "--json"]);
     let v: Value = serde_json::from_str(json.trim()).expect("one object");
-    assert_eq!((v["name"].as_str(), v["runs"].as_u64()), (Some("support-42"), Some(4)));
+    assert_eq!(
+        (v["name"].as_str(), v["runs"].as_u64()),
+        (Some("support-42"), Some(4))
+    );
     let log = ok(&db, &["log", "--session", "support-42", "--json"]);
     let order: Vec<(u64, String, Option<String>)> = log
         .lines()
@@ -169,8 +175,7 @@ tools = ["deploy"]
 }
 
 #[test]
-fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_the_last_completed()
-{
+fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_the_last_completed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("chat.db");
     let chat = spec(dir.path(), "chat.toml", &chat_spec(10, &ANSWERS, ""));
@@ -178,20 +183,26 @@ fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_th
 
     let r1 = session_run(&db, &chat, "My name is Ada.", "s");
     let r2 = session_run(&db, &waits, "Deploy it.", "s");
-    let status: Value =
-        serde_json::from_str(&ok(&db, &["show", &r2, "--json"])).expect("json");
+    let status: Value = serde_json::from_str(&ok(&db, &["show", &r2, "--json"])).expect("json");
     assert_eq!(status["state"]["state"], "awaiting_input");
 
     let o = out(
         &db,
-        &["run", chat.to_str().expect("utf-8"), "Next?", "--session", "s"],
+        &[
+            "run",
+            chat.to_str().expect("utf-8"),
+            "Next?",
+            "--session",
+            "s",
+        ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(
-        err.contains(&format!("latest run, {r2} (run 2), has not ended (awaiting_input)"))
-            && err.contains(&format!("runtape resume {r2}")),
+        err.contains(&format!(
+            "latest run, {r2} (run 2), has not ended (awaiting_input)"
+        )) && err.contains(&format!("runtape resume {r2}")),
         "{err}"
     );
     let listed = ok(&db, &["log", "--session", "s", "--json"]);

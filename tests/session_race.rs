@@ -19,7 +19,11 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
     for trial in 0..TRIALS {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("race.db");
-        let quick = spec(dir.path(), "quick.toml", &chat_spec(10, &["a", "b", "c"], ""));
+        let quick = spec(
+            dir.path(),
+            "quick.toml",
+            &chat_spec(10, &["a", "b", "c"], ""),
+        );
         // The racers' model answers slowly, so the winner's run is still running while the
         // loser looks.
         let slow = spec(
@@ -83,7 +87,10 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
                 )
             })
             .collect();
-        assert_eq!(places, vec![(1, r1.clone()), (2, r2.clone()), (3, r3.clone())]);
+        assert_eq!(
+            places,
+            vec![(1, r1.clone()), (2, r2.clone()), (3, r3.clone())]
+        );
         let all = ok(&db, &["ls", "--json"]);
         assert_eq!(all.lines().count(), 3, "the loser wrote no run: {all}");
         for run in [&r1, &r2, &r3] {

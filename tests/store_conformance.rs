@@ -618,7 +618,11 @@ fn sessions_number_their_runs_and_refuse_a_taken_place(make: Maker) {
             ),
             "place {index} of a session at 2"
         );
-        assert_eq!(store.run(&RunId::new(id)).expect("reads"), None, "{id} not written");
+        assert_eq!(
+            store.run(&RunId::new(id)).expect("reads"),
+            None,
+            "{id} not written"
+        );
     }
     assert_eq!(placed("o1", "other", 1), Ok(Written::Lease(1)));
     create(store.as_ref(), "plain");
@@ -641,7 +645,11 @@ fn sessions_number_their_runs_and_refuse_a_taken_place(make: Maker) {
         }
         out
     });
-    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
     let winner = if results[0].is_ok() { "r1" } else { "r2" };
     let ids = |runs: Vec<(u64, RunId)>| -> Vec<(u64, String)> {
         runs.into_iter().map(|(i, r)| (i, r.to_string())).collect()

@@ -496,7 +496,12 @@ fn open_seeded(
 /// prompt when it has one (it was set up to summarise), else [`SUMMARY_PROMPT`] (an agent
 /// summarising its own history keeps its usual prompt for its turns).
 fn summary_prompt(cx: &Cx<'_>, job: &SummaryJob) -> String {
-    let summarizer = cx.spec.spec().session.as_ref().and_then(|s| s.summarizer.as_ref());
+    let summarizer = cx
+        .spec
+        .spec()
+        .session
+        .as_ref()
+        .and_then(|s| s.summarizer.as_ref());
     summarizer
         .filter(|s| **s == job.by)
         .and_then(|s| cx.spec.agent(s))

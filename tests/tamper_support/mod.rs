@@ -198,11 +198,27 @@ fn build() -> Fixture {
     let chat = chat.to_str().expect("utf-8");
     let session_first = first_id(&ok(runtape(
         &db,
-        &["run", chat, "Hi.", "--session", "tamper", "--receipt-key", &k],
+        &[
+            "run",
+            chat,
+            "Hi.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
     )));
     let session_second = first_id(&ok(runtape(
         &db,
-        &["run", chat, "Hi again.", "--session", "tamper", "--receipt-key", &k],
+        &[
+            "run",
+            chat,
+            "Hi again.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
     )));
 
     let conn = rusqlite::Connection::open(&db).expect("opens");
