@@ -16,7 +16,9 @@
 //! `query` is the text of the agent's last user message that is not data (the goal, a handoff
 //! note, a person's words); `last_role` is the role of its last message (`user` on a fresh
 //! question, `tool` after tool results, …) — a retriever that answers only new questions
-//! prints `[]` otherwise; `session` is present for a run of a session.
+//! prints `[]` otherwise; `turn` counts the agent's model turns in this run, this one
+//! included (a session summary the agent wrote counts as one); `session` is present for a run
+//! of a session.
 //!
 //! It prints **passages** as JSON on stdout: a list whose items are strings or objects
 //! `{"text": "…", "source": "…"}` (`source` optional; other keys are ignored), or
