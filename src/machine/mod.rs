@@ -52,6 +52,7 @@ mod spec;
 mod spec_error;
 mod state;
 mod step;
+mod summary;
 pub mod table;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
@@ -79,8 +80,7 @@ pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
 pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
 pub use session::{
-    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow, Summaries,
-    SummaryJob,
+    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow,
 };
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
@@ -95,4 +95,5 @@ pub use state::{
     ToolResult,
 };
 pub use step::{Note, Transition, step};
+pub use summary::{Summaries, SummaryJob};
 pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -46,7 +46,7 @@ pub enum RunState {
         /// The outstanding summary call.
         call: ModelCall,
         /// The summaries still to write, the one being written first.
-        summaries: super::session::Summaries,
+        summaries: super::summary::Summaries,
     },
     /// The active agent's retriever is asked for passages before its model turn (revision 5;
     /// see [`retrieval`](super::retrieval)): a `Retrieve` effect is outstanding.

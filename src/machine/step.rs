@@ -11,7 +11,7 @@ use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
 use super::table::{EdgeId, EventKind, StateKind};
-use super::{batch, child, delegation, offer, retrieval, route, session};
+use super::{batch, child, delegation, offer, retrieval, route, session, summary};
 
 /// What one event did: the next state, the effects to perform once this transition is
 /// durable, the messages appended to conversations, and trace notes.
@@ -190,7 +190,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             EventBody::ModelReplied { effect, reply, .. },
         ) => {
             check_call(from, call, effect)?;
-            session::on_summary(&mut cx, run.clone(), summaries.clone(), reply)
+            summary::on_summary(&mut cx, run.clone(), summaries.clone(), reply)
         }
         (
             RunState::Summarizing {
@@ -201,7 +201,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             EventBody::ModelFailed { effect, failure },
         ) => {
             check_call(from, call, effect)?;
-            session::on_summary_failed(&mut cx, run.clone(), call, summaries.clone(), failure)
+            summary::on_summary_failed(&mut cx, run.clone(), call, summaries.clone(), failure)
         }
         (
             RunState::Retrieving { run, effect },
