@@ -161,3 +161,48 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
         }
     }
 }
+
+/// A session run created but never started (queued with `--detach`, as a process killed
+/// between creating the run and its first step leaves it) begins with its history when a
+/// process takes it up: the same history a run started at once gets.
+#[test]
+fn a_session_run_created_but_never_started_begins_with_its_history_when_taken_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("chat.db");
+    let quick = spec(
+        dir.path(),
+        "quick.toml",
+        &chat_spec(
+            3,
+            &["Nice to meet you, Ada.", "Tea, noted.", "You are Ada."],
+            "",
+        ),
+    );
+    let r1 = session_run(&db, &quick, "My name is Ada.", "chat");
+    let r2 = session_run(&db, &quick, "I like tea.", "chat");
+    let queued = ok(
+        &db,
+        &[
+            "run",
+            quick.to_str().expect("utf-8"),
+            "What do you know about me?",
+            "--session",
+            "chat",
+            "--detach",
+        ],
+    );
+    let r3 = queued.lines().next().expect("the id").trim().to_owned();
+    assert_eq!(steps(&db, &r3), 0, "nothing committed yet");
+    ok(&db, &["resume", &r3]);
+    let first = show(&db, &r3, 1);
+    assert_eq!(first["event"]["body"]["type"], "session_start");
+    assert_eq!(first["event"]["body"]["seed"]["previous"], r2.as_str());
+    let asked = requests(&db, &r3);
+    assert_eq!(
+        asked.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(),
+        vec!["summarizer", "assistant"]
+    );
+    for run in [&r1, &r2, &r3] {
+        verifies(&db, run);
+    }
+}

@@ -138,6 +138,25 @@ fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest(
     for run in [&r1, &r2, &r3, &r4] {
         verifies(&db, run);
     }
+    // A fork of a session run keeps the history it was forked from — from step 0 it begins
+    // with the same carried history — but takes no place in the session; both verify.
+    let from_start = run_id(&ok(&db, &["fork", &format!("{r3}@0")]));
+    let after_summary = run_id(&ok(&db, &["fork", &format!("{r3}@2"), "--tape"]));
+    for fork in [&from_start, &after_summary] {
+        assert_eq!(
+            said(&requests(&db, fork).last().expect("a model call").1),
+            said(&requests(&db, &r3).last().expect("a model call").1),
+            "the fork saw what run 3 saw"
+        );
+        verifies(&db, fork);
+    }
+    let forked = ok(&db, &["show", &format!("{from_start}@1")]);
+    assert!(
+        forked.contains("a fork is not a run of the session"),
+        "{forked}"
+    );
+    let places = ok(&db, &["log", "--session", "support-42", "--json"]);
+    assert_eq!(places.lines().count(), 4, "forks take no place: {places}");
     // What `show` says at the step a session run began: its place and what it carried.
     let shown = ok(&db, &["show", &format!("{r3}@1")]);
     assert!(

@@ -204,7 +204,8 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     }
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
     if let Some(s) = &view.session {
-        super::sessions::describe_place(s);
+        let forked = history::record(store.as_ref(), &view.run)?.parent.is_some();
+        super::sessions::describe_place(s, forked);
     }
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
         outln!(

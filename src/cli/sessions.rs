@@ -128,13 +128,22 @@ fn goal_line(rec: &RunRecord) -> String {
     rec.goal.replace('\n', " ").chars().take(60).collect()
 }
 
-/// `show`: the run's place in its session.
-pub(crate) fn describe_place(s: &SessionSpec) {
+/// `show`: the run's place in its session (a fork has none: it keeps the history it was
+/// forked from).
+pub(crate) fn describe_place(s: &SessionSpec, forked: bool) {
     let from = s.previous.as_ref().map_or(
         "nothing (the session's first completed run)".to_owned(),
         |p| format!("run {p}"),
     );
-    outln!("session {} run {} — goes on from {from}", s.name, s.index);
+    if forked {
+        outln!(
+            "session forked from run {} of session {}, which goes on from {from}; a fork is not a run of the session",
+            s.index,
+            s.name
+        );
+    } else {
+        outln!("session {} run {} — goes on from {from}", s.name, s.index);
+    }
 }
 
 /// `show`: what a session start carried and what a retrieval returned.
