@@ -210,6 +210,9 @@ pub enum MachineError {
     /// A `ToolsListed` event that cannot be recorded (a tool of another server, a bad name).
     #[error("tool list refused: {0}")]
     BadListing(String),
+    /// A `SessionStart` whose history does not fit the run (revision 5).
+    #[error("session history refused: {0}")]
+    BadSessionSeed(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {
