@@ -20,6 +20,7 @@ mod migrate;
 mod receipts;
 pub(crate) mod runs;
 mod serve;
+mod sessions;
 mod statechart;
 mod summary;
 mod tools;
@@ -126,6 +127,10 @@ pub(crate) enum Command {
         /// exits (the workers need the provider keys; this process does not).
         #[arg(long)]
         detach: bool,
+        /// Run it as the next run of this session: its agents begin with the conversation the
+        /// session's latest completed run ended with (kept as the spec's [session] says).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -219,11 +224,22 @@ pub(crate) enum Command {
         #[arg(long)]
         flat: bool,
     },
-    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost.
+    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost; or,
+    /// with --session, a session's runs in order.
     Log {
         /// The run id.
-        run: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        run: Option<String>,
+        /// List this session's runs in order instead.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
         /// One JSON object per step.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions: name, runs, latest run, its status, age and goal.
+    Sessions {
+        /// One JSON object per session.
         #[arg(long)]
         json: bool,
     },
@@ -511,8 +527,9 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             spec,
             goal,
             detach,
+            session,
             opts,
-        } => drive(runs::run(&spec, goal, detach, common(opts))),
+        } => drive(runs::run(&spec, goal, detach, session, common(opts))),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -627,7 +644,15 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             };
             with_mcp(worker::worker(args))
         }
-        Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
+        Command::Log {
+            session: Some(name),
+            json,
+            ..
+        } => sessions::log(&db, &name, json).map(|_| EXIT_OK),
+        Command::Log { run, json, .. } => {
+            inspect::log(&db, run.as_deref().unwrap_or_default(), json).map(|_| EXIT_OK)
+        }
+        Command::Sessions { json } => sessions::list(&db, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff {
             a,

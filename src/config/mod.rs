@@ -151,6 +151,7 @@ mod paths;
 mod program;
 mod providers;
 mod script;
+mod session;
 mod setup;
 mod source;
 mod spec_files;
@@ -182,6 +183,9 @@ pub struct RunFile {
     pub durability: Option<crate::store::Durability>,
     /// The goal the file gives (`runtape run SPEC` without a goal uses it).
     pub goal: Option<String>,
+    /// `[session]`: how the file's runs of a session keep their history (used by
+    /// `runtape run --session`; the defaults when the file has no `[session]`).
+    pub session: crate::exec::SessionSettings,
     /// The text, to point install errors at their line.
     text: Arc<str>,
     /// Set while the file's MCP servers have not been listed: the MCP grants held back.
@@ -211,6 +215,7 @@ impl std::fmt::Debug for RunFile {
             .field("database", &self.database)
             .field("durability", &self.durability)
             .field("goal", &self.goal)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
@@ -391,6 +396,7 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         database: compiled.database,
         durability: compiled.durability,
         goal,
+        session: compiled.session,
         text: Arc::from(text),
         mcp_pending,
         own_mcp: own_setups.iter().map(|m| m.server.name.clone()).collect(),

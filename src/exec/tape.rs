@@ -98,7 +98,7 @@ impl Tape {
             | EventBody::BudgetRaised { .. }
             | EventBody::Edited { .. }
             | EventBody::ToolsListed { .. } => event.body.clone(),
-            EventBody::Start { .. } => event.body.clone(),
+            EventBody::Start { .. } | EventBody::SessionStart { .. } => event.body.clone(),
             other => {
                 let Some(parent_at) = answered(other) else {
                     return Cue::End;
@@ -138,6 +138,7 @@ fn retarget(body: &EventBody, effect: EffectId) -> EventBody {
         | EventBody::Reconciled { effect: e, .. }
         | EventBody::InputProvided { effect: e, .. }
         | EventBody::ChildFinished { effect: e, .. }
+        | EventBody::Retrieved { effect: e, .. }
         | EventBody::EffectInDoubt { effect: e } => *e = effect,
         _ => {}
     }
@@ -167,6 +168,7 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 && r1.model == r2.model
                 && r1.conversation == r2.conversation
                 && r1.tools == r2.tools
+                && r1.summary == r2.summary
         }
         (
             Effect::CallTool {
@@ -232,6 +234,20 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
         ) => a1 == a2 && c1 == c2 && d1 == d2 && t1 == t2 && n1 == n2,
+        (
+            Effect::Retrieve {
+                agent: a1,
+                conversation: c1,
+                turn: t1,
+                ..
+            },
+            Effect::Retrieve {
+                agent: a2,
+                conversation: c2,
+                turn: t2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && t1 == t2,
         _ => false,
     }
 }

@@ -20,6 +20,9 @@
 //!    lists it.
 //! 6. The **receipts** rebuilt from the history: one per model turn and tool result, chained,
 //!    each seal valid; the head's receipt tip is the chain's last, sealed the same way.
+//! 7. The run's **session** (revision 5; see [`super::session`]): its place in
+//!    `session_runs` is the one its spec names (none for a fork), and the history its
+//!    `SessionStart` carries is what the run it goes on from ended with.
 //!
 //! The first problem is reported, naming the seq or the column at fault (`coverage` lists
 //! what covers each stored column).
@@ -192,6 +195,7 @@ fn check(
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
+    let mut seed = None;
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
@@ -229,6 +233,9 @@ fn check(
                 audit::catalog_added(r.seq, catalog, added, bytes)?;
             }
             catalogs += 1;
+        }
+        if let EventBody::SessionStart { seed: carried, .. } = &r.event.body {
+            seed = Some(carried.clone());
         }
         if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
@@ -269,6 +276,13 @@ fn check(
     fail!(nothing_past_the_end(store, run, head.seq)?);
     fail!(audit::standing(&rec, &head));
     fail!(audit::outbox(&outbox_rows, &facts, &head));
+    fail!(super::session::check(
+        store,
+        run,
+        &spec,
+        &head,
+        seed.as_ref()
+    )?);
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
     let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));

@@ -76,6 +76,18 @@ pub enum Effect {
         /// The child's depth in the tree (1 for a child of a top-level run).
         depth: u32,
     },
+    /// Ask the retriever for passages for `agent`'s next turn; answer with `Retrieved`
+    /// (revision 5). Read-only: performed again after a crash.
+    Retrieve {
+        /// This effect.
+        id: EffectId,
+        /// The agent about to take a turn.
+        agent: AgentId,
+        /// Its conversation so far (the query is built from it).
+        conversation: ConversationRef,
+        /// The number of the agent's turn about to be taken (1 for its first).
+        turn: u64,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -97,6 +109,7 @@ impl Effect {
             | Effect::CallTool { id, .. }
             | Effect::Reconcile { id, .. }
             | Effect::RequestInput { id, .. }
+            | Effect::Retrieve { id, .. }
             | Effect::RunChild { id, .. } => id,
         }
     }
@@ -107,6 +120,7 @@ impl Effect {
         match &mut e {
             Effect::CallModel { id, .. }
             | Effect::RequestInput { id, .. }
+            | Effect::Retrieve { id, .. }
             | Effect::RunChild { id, .. } => *id = new,
             Effect::CallTool {
                 id,
@@ -147,6 +161,10 @@ pub struct ModelRequest {
     /// run lists no MCP server): the blobs holding what the model was shown of those tools.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub catalogs: std::collections::BTreeMap<String, super::ids::Digest>,
+    /// A session summary is asked for (revision 5): the conversation is the summarisation
+    /// exchange, and the agent's output schema is not applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
 }
 
 /// What a person is asked.

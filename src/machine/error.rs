@@ -227,6 +227,9 @@ pub enum MachineError {
         /// The head they make (hex).
         got_head: String,
     },
+    /// A `SessionStart` whose history does not fit the run (revision 5).
+    #[error("session history refused: {0}")]
+    BadSessionSeed(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -27,6 +27,8 @@ struct Migration {
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
+/// - 4 → 5: reserved for another change of this release ([`V5`]; empty here).
+/// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -44,7 +46,30 @@ const MIGRATIONS: &[Migration] = &[
         sql: V4,
         then: None,
     },
+    Migration {
+        sql: V5,
+        then: None,
+    },
+    Migration {
+        sql: V6,
+        then: None,
+    },
 ];
+
+/// Reserved: this release's other schema change takes version 5 (nothing here).
+const V5: &str = "";
+
+/// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
+/// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next
+/// place, and a run has at most one place. A fork is never in it.
+const V6: &str = r#"
+CREATE TABLE session_runs (
+    session TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    run INTEGER NOT NULL UNIQUE,
+    PRIMARY KEY (session, idx)
+) WITHOUT ROWID;
+"#;
 
 /// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`
 /// and `snapshots.state` may hold packed JSON ([`crate::ledger::packed`]) beside the plain JSON

@@ -205,17 +205,7 @@ impl Driver {
         agent: &crate::machine::AgentId,
         wanted: crate::machine::ConversationRef,
     ) -> Result<Vec<crate::machine::Message>, EngineError> {
-        if let Some(list) = self.convs.get(agent)
-            && list.len() >= wanted.len as usize
-        {
-            return Ok(list[..wanted.len as usize].to_vec());
-        }
-        let who = agent.clone();
-        let list = crate::exec::reads::off_thread(&self.shared.store, move |s| {
-            crate::ledger::conversation(s, &who, &wanted)
-        })
-        .await?;
-        Ok(list)
+        Ok(self.messages_of(agent, &wanted).await?.as_ref().clone())
     }
 
     /// Takes every control request waiting, and a graceful stop if one was asked for.
