@@ -42,6 +42,28 @@ impl Driver {
                         return;
                     }
                 };
+                let path = match self.tree_path.clone() {
+                    Some(p) => p,
+                    None => {
+                        let run = self.run.clone();
+                        match off_thread(&self.shared.store, move |s| {
+                            crate::ledger::path_of(s, &run)
+                        })
+                        .await
+                        {
+                            Ok(p) => {
+                                self.tree_path = Some(p.clone());
+                                p
+                            }
+                            Err(e) => {
+                                self.inflight.push(Box::pin(futures_util::future::ready(
+                                    Completion::Fatal(e),
+                                )));
+                                return;
+                            }
+                        }
+                    }
+                };
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
@@ -58,6 +80,10 @@ impl Driver {
                     tools,
                     remaining: request.remaining,
                     attempt,
+                    origin: crate::provider::RequestOrigin {
+                        run: Some(self.run.clone()),
+                        path,
+                    },
                 };
                 let call = perform::model_call(
                     id,
@@ -203,7 +229,7 @@ impl Driver {
     /// `agent`'s conversation up to `conversation`: from this driver's copy, else read from
     /// the store (a resumed run loads conversations on first use; a fork's copy may lack a
     /// session's summarisation exchange).
-    async fn messages_of(
+    pub(super) async fn messages_of(
         &mut self,
         agent: &AgentId,
         conversation: &crate::machine::ConversationRef,
