@@ -73,10 +73,16 @@ fn the_printed_run_id_names_a_run_that_exists() {
                 ..ChargeSpec::default()
             },
         );
-        let Background { mut child, run, .. } = start(&db, &spec, &[]);
+        // `lines` is kept open until the run has paused: a closed stdout would pause it too.
+        let Background {
+            mut child,
+            run,
+            lines,
+        } = start(&db, &spec, &[]);
         let o = runtape(&db, &["pause", &run]);
         assert_eq!(o.status.code(), Some(0), "{}", err(&o));
         assert_eq!(child.wait().expect("exits").code(), Some(4), "paused");
+        drop(lines);
         assert_eq!(run_row(&db, &run).status, "paused");
     }
 }
