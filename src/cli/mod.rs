@@ -16,6 +16,7 @@ pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;
 pub(crate) mod inspect;
+mod memory;
 mod migrate;
 mod receipts;
 pub(crate) mod runs;
@@ -126,6 +127,10 @@ pub(crate) enum Command {
         /// exits (the workers need the provider keys; this process does not).
         #[arg(long)]
         detach: bool,
+        /// The global memory this run reads and writes, instead of the spec's `[memory]
+        /// global` (one memory per user or per project from one spec file).
+        #[arg(long, value_name = "NAME")]
+        memory: Option<String>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -275,6 +280,13 @@ pub(crate) enum Command {
         /// What to do.
         #[command(subcommand)]
         action: ReceiptsAction,
+    },
+    /// Look at memory — the global memories, and a run's memory at any step — and forget a
+    /// global key by hand (recorded).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        action: memory::MemoryAction,
     },
     /// Ask the process driving a run to pause at its next step boundary.
     Pause {
@@ -501,8 +513,9 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             spec,
             goal,
             detach,
+            memory,
             opts,
-        } => drive(runs::run(&spec, goal, detach, common(opts))),
+        } => drive(runs::run(&spec, goal, detach, memory, common(opts))),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -639,6 +652,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                     json,
                 },
         } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
+        Command::Memory { action } => memory::memory(&db, action).map(|_| EXIT_OK),
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

@@ -171,14 +171,22 @@ pub(crate) async fn run(
     spec: &Path,
     goal: Option<String>,
     detach: bool,
+    memory: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
-    if detach {
+    let load = || -> Result<config::RunFile, CliError> {
         let mut file = config::load(spec)?;
+        if let Some(name) = &memory {
+            file.use_global_memory(name)?;
+        }
+        Ok(file)
+    };
+    if detach {
+        let mut file = load()?;
         connect_mcp(&mut file).await?;
         return enqueue(spec, file, goal, common).await;
     }
-    let (file, goal) = prepare(config::load(spec)?, goal).await?;
+    let (file, goal) = prepare(load()?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let common = Common {
         durability: common.durability.or(file.durability),

@@ -95,6 +95,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         depth: 0,
         delegated_by: None,
         spec_delegates: Vec::new(),
+        memory: super::memory::compile(raw.memory.as_ref())?,
     };
     let setup = Setup {
         version: SETUP_VERSION,

@@ -27,6 +27,7 @@ pub(crate) struct RawFile {
     pub(crate) plan: Option<RawPlan>,
     #[serde(default)]
     pub(crate) mcp: Vec<super::mcp::RawMcp>,
+    pub(crate) memory: Option<super::memory::RawMemory>,
 }
 
 /// `[run]`.

@@ -32,6 +32,7 @@ pub mod pairing;
 pub mod read;
 
 mod audit;
+mod memory_audit;
 mod receipts;
 mod recorder;
 mod replay;

@@ -210,6 +210,10 @@ pub enum MachineError {
     /// A `ToolsListed` event that cannot be recorded (a tool of another server, a bad name).
     #[error("tool list refused: {0}")]
     BadListing(String),
+    /// A `MemoryLoaded` or `MemoryPublished` event that does not fit the run (another global
+    /// memory, loaded twice, versions that do not follow the staged writes).
+    #[error("memory event refused: {0}")]
+    BadMemory(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {

@@ -124,6 +124,22 @@ pub enum EventBody {
         /// How it ended and what it spent.
         report: super::child::ChildReport,
     },
+    /// The run's view of its global memory, read from the store at its first step boundary
+    /// (revision 5): every key with its latest version (forgotten keys included, without a
+    /// value). Recorded, so replay, verify and forks see what the run saw.
+    MemoryLoaded {
+        /// The global memory (`[memory] global`).
+        name: String,
+        /// Its entries, by key.
+        entries: std::collections::BTreeMap<String, super::memory::Versioned>,
+    },
+    /// The store answered a `PublishMemory` (revision 5).
+    MemoryPublished {
+        /// The `PublishMemory` effect answered.
+        effect: EffectId,
+        /// Published, or refused with the keys that moved.
+        outcome: super::memory::PublishOutcome,
+    },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a
     /// step boundary before the run's first model request, and again after the server said its
@@ -162,6 +178,8 @@ impl EventBody {
             EventBody::Edited { .. } => EventKind::Edited,
             EventBody::ToolsListed { .. } => EventKind::ToolsListed,
             EventBody::ChildFinished { .. } => EventKind::ChildFinished,
+            EventBody::MemoryLoaded { .. } => EventKind::MemoryLoaded,
+            EventBody::MemoryPublished { .. } => EventKind::MemoryPublished,
         }
     }
 }

@@ -10,7 +10,7 @@ use super::ids::{AgentId, EffectRef, Hlc, RunId};
 use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
-use super::table::{EdgeId, StateKind};
+use super::table::{EdgeId, EventKind, StateKind};
 use super::{batch, child, delegation, offer, route};
 
 /// What one event did: the next state, the effects to perform once this transition is
@@ -136,6 +136,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut cx = Cx::new(event, spec, state.seq() + 1);
     let (edge, mut next) = match (state, &event.body) {
+        (RunState::Publishing { .. }, EventBody::CancelRequested { reason }) => {
+            super::memory::on_cancel(state, reason)
+        }
         (_, EventBody::CancelRequested { reason }) => {
             let run = state.data().cloned().unwrap_or_default();
             let edge = match from {
@@ -145,7 +148,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 StateKind::CallingTools => EdgeId::CallingToolsCancel,
                 StateKind::AwaitingInput => EdgeId::AwaitingInputCancel,
                 StateKind::Handoff => EdgeId::HandoffCancel,
-                StateKind::BudgetExhausted | StateKind::Done => EdgeId::BudgetExhaustedCancel,
+                StateKind::BudgetExhausted | StateKind::Publishing | StateKind::Done => {
+                    EdgeId::BudgetExhaustedCancel
+                }
             };
             let outcome = Outcome::Cancelled {
                 reason: reason.clone(),
@@ -163,6 +168,34 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 added,
             },
         ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools, added)?,
+        (RunState::Preparing { run }, EventBody::MemoryLoaded { name, entries }) => {
+            super::memory::on_loaded(&cx, run.clone(), name, entries)?
+        }
+        (
+            RunState::Publishing {
+                run,
+                answer,
+                output,
+                effect: publish,
+                cancel,
+                ..
+            },
+            EventBody::MemoryPublished { effect, outcome },
+        ) => {
+            let publishing = super::memory::Publishing {
+                answer,
+                output,
+                effect: *publish,
+                cancel,
+            };
+            super::memory::on_published(&mut cx, run.clone(), publishing, effect, outcome)?
+        }
+        (RunState::Publishing { .. }, EventBody::Edited { .. }) => {
+            return Err(MachineError::EditDoesNotApply(
+                "the run is publishing its global memory at this step; fork from an earlier step"
+                    .into(),
+            ));
+        }
         (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)
@@ -233,6 +266,14 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut edge = edge;
     if !next.is_done() && seq >= spec.spec().max_transitions {
+        // A publish in flight decides the run's end (revision 5): only its answer may take
+        // the run on from `Publishing`, and a refusal (nothing written) is capped below.
+        if from == StateKind::Publishing && on != EventKind::MemoryPublished {
+            return Err(MachineError::InvalidTransition {
+                state: from,
+                event: on,
+            });
+        }
         let run = next.data().cloned().unwrap_or_default();
         let error = Failure::new(
             ErrorClass::TransitionCap,
@@ -401,6 +442,13 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     if let Some(a) = spec_agent {
         tools.extend(delegation::offered_names(a));
     }
+    tools.extend(super::memory::tools::offered_names(cx.spec, agent));
+    let memory = cx
+        .spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| super::memory::injected_text(&run.memory, &m.inject, agent));
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),
@@ -409,6 +457,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         tools,
         remaining,
         catalogs,
+        memory,
     }
 }
 
@@ -424,6 +473,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
         limits: spec.spec().limits,
         cooldowns: Default::default(),
         catalogs: Default::default(),
+        memory: Default::default(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(

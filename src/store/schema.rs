@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -27,6 +27,7 @@ struct Migration {
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
+/// - 4 → 5: global memory: its versioned rows and the removal records ([`V5_MEMORY`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -44,7 +45,38 @@ const MIGRATIONS: &[Migration] = &[
         sql: V4,
         then: None,
     },
+    Migration {
+        sql: V5_MEMORY,
+        then: None,
+    },
 ];
+
+/// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
+/// key, naming the publish (run and effect) or the removal that wrote it; removal records
+/// chained by hash.
+const V5_MEMORY: &str = r#"
+CREATE TABLE memory_global (
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    -- NULL: the key was forgotten (or removed) at this version
+    value TEXT,
+    -- a publish: the run and its PublishMemory effect
+    run_id TEXT,
+    effect_seq INTEGER,
+    effect_index INTEGER,
+    -- a removal: memory_removals.id
+    removal INTEGER,
+    PRIMARY KEY (name, key, version)
+) WITHOUT ROWID;
+CREATE INDEX memory_global_origin ON memory_global (run_id, effect_seq, effect_index);
+-- body = the removal's canonical JSON; chain = blake3(previous chain || body)
+CREATE TABLE memory_removals (
+    id INTEGER PRIMARY KEY,
+    body BLOB NOT NULL,
+    chain BLOB NOT NULL
+);
+"#;
 
 /// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`
 /// and `snapshots.state` may hold packed JSON ([`crate::ledger::packed`]) beside the plain JSON

@@ -46,6 +46,11 @@ impl Driver {
                 if messages.len() > request.conversation.len as usize {
                     messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
                 }
+                if let Some(text) = &request.memory {
+                    // Injected memory (revision 5): data in the user position, after the
+                    // conversation, exactly as the request recorded it.
+                    Arc::make_mut(&mut messages).push(crate::machine::memory::injected_message(text));
+                }
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
@@ -119,6 +124,9 @@ impl Driver {
                 );
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight.push(perform::reconcile_call(job));
+            }
+            Effect::PublishMemory { id, name, writes } => {
+                self.publish_memory(id, name, writes);
             }
             effect @ Effect::RunChild { .. } => {
                 let child = crate::exec::child_run::run_child(
