@@ -652,7 +652,7 @@ pub enum StoreError {
     },
     /// `runtape memory rm` named a key that holds no value.
     #[error(
-        "global memory `{name}` has no key `{key}` holding a value; `runtape memory show --name {name}` lists its keys"
+        "global memory `{name}` has no key `{key}` holding a value; `runtape memory ls --name {name}` lists its keys"
     )]
     NoMemoryKey {
         /// The global memory.
