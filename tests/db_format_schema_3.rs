@@ -99,7 +99,11 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("reads");
-    assert_eq!(version, 4, "opening moved the file to schema 4");
+    assert_eq!(
+        version,
+        runtape::store::SCHEMA_VERSION,
+        "opening moved the file to the current schema"
+    );
     assert!(
         event_first_bytes(&db, SIGNED).iter().all(|&b| b == b'{'),
         "reading rewrites nothing: the old rows stay plain JSON"

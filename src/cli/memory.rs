@@ -177,7 +177,10 @@ fn ls_names(store: &dyn Store, json: bool) -> Result<(), CliError> {
         outln!("no global memory in this database");
     }
     if !json && let Some(tip) = tip {
-        outln!("{} removals (runtape memory rm), chain tip {tip}", removals.len());
+        outln!(
+            "{} removals (runtape memory rm), chain tip {tip}",
+            removals.len()
+        );
     }
     Ok(())
 }
@@ -210,12 +213,7 @@ fn ls_global(store: &dyn Store, name: &str, json: bool) -> Result<(), CliError> 
             print_json(&row_json(r))?;
         } else {
             let bytes = r.value.as_ref().map_or(0, String::len);
-            outln!(
-                "{}  v{}  {bytes} bytes  {}",
-                r.key,
-                r.version,
-                origin(r)
-            );
+            outln!("{}  v{}  {bytes} bytes  {}", r.key, r.version, origin(r));
         }
     }
     if !json && forgotten > 0 {
@@ -264,7 +262,11 @@ fn ls_run(
                     "value": staged.value, "by": staged.by,
                 }))?;
             } else {
-                let what = if staged.value.is_some() { "write" } else { "forget" };
+                let what = if staged.value.is_some() {
+                    "write"
+                } else {
+                    "forget"
+                };
                 outln!(
                     "staged         {key}  ({what} by {}, over version {}; published when the run completes)",
                     staged.by,
@@ -286,7 +288,11 @@ fn scopes_of(memory: &Memory) -> Vec<(String, MemoryScope, BTreeMap<String, Stri
         .collect();
     out.push(("shared".into(), MemoryScope::Shared, memory.shared.clone()));
     if let Some(g) = &memory.global {
-        out.push((format!("global:{}", g.name), MemoryScope::Global, g.visible()));
+        out.push((
+            format!("global:{}", g.name),
+            MemoryScope::Global,
+            g.visible(),
+        ));
     }
     out
 }

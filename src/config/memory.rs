@@ -15,8 +15,8 @@
 
 use serde::Deserialize;
 
-use super::error::ConfigError;
 use super::RunFile;
+use super::error::ConfigError;
 use crate::machine::{MemoryLimits, MemoryScope, MemorySpec, RunSpec};
 
 /// `[memory]`, as written.
@@ -44,7 +44,9 @@ pub(crate) fn compile(raw: Option<&RawMemory>) -> Result<Option<MemorySpec>, Con
             MemoryScope::parse(name).ok_or_else(|| {
                 ConfigError::invalid(
                     format!("memory.inject[{i}]"),
-                    format!("`{name}` is not a memory scope – give \"agent\", \"shared\" or \"global\""),
+                    format!(
+                        "`{name}` is not a memory scope – give \"agent\", \"shared\" or \"global\""
+                    ),
                 )
             })
         })

@@ -110,7 +110,13 @@ pub(crate) fn check(
         let rows = store.memory_published(&a.run, a.effect)?;
         for r in &rows {
             if r.name != a.name {
-                bad!(a.seq, "memory_global.name", "published row", &a.name, &r.name);
+                bad!(
+                    a.seq,
+                    "memory_global.name",
+                    "published row",
+                    &a.name,
+                    &r.name
+                );
             }
             let Some(w) = a.writes.get(&r.key) else {
                 bad!(
@@ -153,8 +159,10 @@ pub(crate) fn check(
     }
     if let Some(name) = name {
         let all = store.memory_rows(name, false)?;
-        let by_version: BTreeMap<(&str, u64), &GlobalRow> =
-            all.iter().map(|r| ((r.key.as_str(), r.version), r)).collect();
+        let by_version: BTreeMap<(&str, u64), &GlobalRow> = all
+            .iter()
+            .map(|r| ((r.key.as_str(), r.version), r))
+            .collect();
         for (seq, loaded_name, entries) in &facts.loaded {
             for (key, v) in entries {
                 let stored = by_version.get(&(key.as_str(), v.version));
@@ -213,7 +221,13 @@ fn rows_accounted(
                         Ok(t) => t,
                         Err(HistoryError::UnknownRun(_))
                         | Err(HistoryError::Store(StoreError::UnknownRun(_))) => {
-                            bad!(0, "memory_global.run_id", "run of a published row", "a run", run.as_str());
+                            bad!(
+                                0,
+                                "memory_global.run_id",
+                                "run of a published row",
+                                "a run",
+                                run.as_str()
+                            );
                         }
                         Err(e) => return Err(e),
                     };
@@ -276,9 +290,10 @@ fn rows_accounted(
                 }
             }
             (None, None, Some(id)) => {
-                let fits = removals.get(&id).is_some_and(|b| {
-                    b.name == r.name && b.key == r.key && b.version == r.version
-                }) && r.value.is_none();
+                let fits = removals
+                    .get(&id)
+                    .is_some_and(|b| b.name == r.name && b.key == r.key && b.version == r.version)
+                    && r.value.is_none();
                 if !fits {
                     bad!(
                         0,
@@ -308,7 +323,13 @@ fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> 
     for (i, r) in records.iter().enumerate() {
         let want = i as u64 + 1;
         if r.id != want {
-            bad!(0, "memory_removals.id", "removal record id", want.to_string(), r.id.to_string());
+            bad!(
+                0,
+                "memory_removals.id",
+                "removal record id",
+                want.to_string(),
+                r.id.to_string()
+            );
         }
         let link = chain_link(&prev, &r.body);
         if link != r.chain {
@@ -333,13 +354,18 @@ fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> 
         let wrote = store
             .memory_rows(&body.name, false)?
             .into_iter()
-            .any(|row| row.key == body.key && row.version == body.version && row.removal == Some(r.id));
+            .any(|row| {
+                row.key == body.key && row.version == body.version && row.removal == Some(r.id)
+            });
         if !wrote {
             bad!(
                 0,
                 "memory_removals.body",
                 &format!("removal {}", r.id),
-                format!("a row {}/{} v{} it wrote", body.name, body.key, body.version),
+                format!(
+                    "a row {}/{} v{} it wrote",
+                    body.name, body.key, body.version
+                ),
                 "none"
             );
         }

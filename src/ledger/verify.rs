@@ -33,8 +33,8 @@ use serde::Serialize;
 
 use super::HistoryError;
 use super::audit::{self, OutboxFacts};
-use super::memory_audit::{self, MemoryFacts};
 use super::codec::{decode_event, snapshot_due};
+use super::memory_audit::{self, MemoryFacts};
 use super::pairing::{answered, as_performed_by};
 use super::read::{ancestry_through, record, spec_of};
 use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
@@ -277,7 +277,11 @@ fn check(
     fail!(nothing_past_the_end(store, run, head.seq)?);
     fail!(audit::standing(&rec, &head));
     fail!(audit::outbox(&outbox_rows, &facts, &head));
-    let global = spec.spec().memory.as_ref().and_then(|m| m.global.as_deref());
+    let global = spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| m.global.as_deref());
     let memory_checked = fail!(memory_audit::check(store, global, &memory)?);
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();

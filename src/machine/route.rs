@@ -224,13 +224,7 @@ pub(crate) fn on_handoff(
                 done(run, ErrorClass::for_budget(key), msg),
             );
         }
-        return super::memory::complete(
-            cx,
-            run,
-            from,
-            answer.map(str::to_owned),
-            output.cloned(),
-        );
+        return super::memory::complete(cx, run, from, answer.map(str::to_owned), output.cloned());
     };
     let visits = run.agents.get(&to).map_or(0, |a| a.visits);
     if visits >= plan.max_agent_visits {

@@ -217,7 +217,10 @@ pub fn latest_of(rows: Vec<GlobalRow>) -> BTreeMap<String, GlobalRow> {
 }
 
 /// The entries a run loads: every key's latest version (forgotten keys without a value).
-pub fn load_entries(store: &dyn Store, name: &str) -> Result<BTreeMap<String, Versioned>, StoreError> {
+pub fn load_entries(
+    store: &dyn Store,
+    name: &str,
+) -> Result<BTreeMap<String, Versioned>, StoreError> {
     Ok(store
         .memory_rows(name, true)?
         .into_iter()
@@ -323,13 +326,16 @@ impl InMemory {
             effect: None,
             removal: Some(id),
         };
-        self.rows.insert((row.name.clone(), row.key.clone(), row.version), row);
+        self.rows
+            .insert((row.name.clone(), row.key.clone(), row.version), row);
         Ok(())
     }
 
     fn latest(&self, name: &str, key: &str) -> Option<&GlobalRow> {
         self.rows
-            .range((name.to_owned(), key.to_owned(), 0)..=(name.to_owned(), key.to_owned(), u64::MAX))
+            .range(
+                (name.to_owned(), key.to_owned(), 0)..=(name.to_owned(), key.to_owned(), u64::MAX),
+            )
             .next_back()
             .map(|(_, r)| r)
     }
@@ -391,14 +397,19 @@ mod tests {
             1,
             EffectRef { seq: 9, index: 0 },
             "g".into(),
-            [("a".to_owned(), staged(0, "1")), ("b".to_owned(), staged(2, "2"))]
-                .into_iter()
-                .collect(),
+            [
+                ("a".to_owned(), staged(0, "1")),
+                ("b".to_owned(), staged(2, "2")),
+            ]
+            .into_iter()
+            .collect(),
         );
         let mut latest = BTreeMap::from([("b".to_owned(), 2)]);
         let rows = p.rows(&latest).expect("applies");
         assert_eq!(
-            rows.iter().map(|r| (r.key.as_str(), r.version)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|r| (r.key.as_str(), r.version))
+                .collect::<Vec<_>>(),
             [("a", 1), ("b", 3)]
         );
         latest.insert("a".into(), 1);

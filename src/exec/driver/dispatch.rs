@@ -49,7 +49,8 @@ impl Driver {
                 if let Some(text) = &request.memory {
                     // Injected memory (revision 5): data in the user position, after the
                     // conversation, exactly as the request recorded it.
-                    Arc::make_mut(&mut messages).push(crate::machine::memory::injected_message(text));
+                    Arc::make_mut(&mut messages)
+                        .push(crate::machine::memory::injected_message(text));
                 }
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);

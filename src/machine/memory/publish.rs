@@ -20,7 +20,12 @@ pub(crate) fn on_loaded(
     name: &str,
     entries: &BTreeMap<String, Versioned>,
 ) -> Result<(EdgeId, RunState), MachineError> {
-    let wanted = cx.spec.spec().memory.as_ref().and_then(|m| m.global.as_ref());
+    let wanted = cx
+        .spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| m.global.as_ref());
     if wanted.map(String::as_str) != Some(name) {
         return Err(MachineError::BadMemory(format!(
             "this run has no global memory named `{name}`"
@@ -128,9 +133,7 @@ pub(crate) fn on_published(
         PublishOutcome::Published { versions } => {
             let written: Vec<&String> = view.staged.keys().collect();
             if versions.keys().collect::<Vec<_>>() != written {
-                return Err(bad(
-                    "the published keys are not the staged ones".to_owned(),
-                ));
+                return Err(bad("the published keys are not the staged ones".to_owned()));
             }
             for (key, staged) in std::mem::take(&mut view.staged) {
                 let version = versions.get(&key).copied().unwrap_or_default();

@@ -266,7 +266,14 @@ fn answer(
         Call::Remember { scope, key, value } => {
             let mut after = memory.visible(scope, agent);
             after.insert(key.clone(), value.clone());
-            check_caps(m, scope, &key, &value, &memory.visible(scope, agent), &after)?;
+            check_caps(
+                m,
+                scope,
+                &key,
+                &value,
+                &memory.visible(scope, agent),
+                &after,
+            )?;
             write(memory, agent, scope, &key, Some(value))?;
             let mut out = json!({"remembered": key, "scope": scope.as_str()});
             if scope == MemoryScope::Global {

@@ -115,10 +115,7 @@ pub(super) async fn memory_removals(c: &Conn) -> Read<Vec<RemovalRecord>> {
             &[],
         )
         .await?;
-    Ok(found
-        .iter()
-        .map(removal)
-        .collect::<Result<_, _>>()?)
+    Ok(found.iter().map(removal).collect::<Result<_, _>>()?)
 }
 
 async fn insert(c: &Conn, r: &GlobalRow) -> Result<(), Fail> {
@@ -181,8 +178,11 @@ pub(super) async fn publish(c: &Conn, p: &Publication) -> Result<Written, Fail> 
 
 /// Applies `r`: a row without a value and the next chained removal record.
 pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
-    c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&REMOVALS_LOCK])
-        .await?;
+    c.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1))",
+        &[&REMOVALS_LOCK],
+    )
+    .await?;
     let lock = format!("runtape:memory:{}", r.name);
     c.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock])
         .await?;

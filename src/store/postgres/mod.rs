@@ -269,9 +269,7 @@ impl Store for PostgresStore {
         latest_only: bool,
     ) -> Result<Vec<super::GlobalRow>, StoreError> {
         let name = name.to_owned();
-        self.read(move |c| async move {
-            global_memory::memory_rows(&c, &name, latest_only).await
-        })
+        self.read(move |c| async move { global_memory::memory_rows(&c, &name, latest_only).await })
     }
 
     fn memory_published(

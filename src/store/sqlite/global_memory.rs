@@ -33,7 +33,11 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GlobalRow> {
 }
 
 /// The rows of `name` in `(key, version)` order (each key's latest alone with `latest_only`).
-pub(super) fn rows(c: &Connection, name: &str, latest_only: bool) -> rusqlite::Result<Vec<GlobalRow>> {
+pub(super) fn rows(
+    c: &Connection,
+    name: &str,
+    latest_only: bool,
+) -> rusqlite::Result<Vec<GlobalRow>> {
     let sql = if latest_only {
         format!(
             "SELECT {COLUMNS} FROM memory_global m WHERE name = ?1 AND version = \
@@ -42,9 +46,7 @@ pub(super) fn rows(c: &Connection, name: &str, latest_only: bool) -> rusqlite::R
     } else {
         format!("SELECT {COLUMNS} FROM memory_global WHERE name = ?1 ORDER BY key, version")
     };
-    c.prepare_cached(&sql)?
-        .query_map([name], row)?
-        .collect()
+    c.prepare_cached(&sql)?.query_map([name], row)?.collect()
 }
 
 /// The rows the effect at `effect` of `run` published.
@@ -118,9 +120,8 @@ pub(super) fn publish(tx: &Connection, p: &Publication) -> Result<Written, Store
         return Ok(Written::Done);
     }
     let mut latest = BTreeMap::new();
-    let mut stmt = tx.prepare_cached(
-        "SELECT max(version) FROM memory_global WHERE name = ?1 AND key = ?2",
-    )?;
+    let mut stmt =
+        tx.prepare_cached("SELECT max(version) FROM memory_global WHERE name = ?1 AND key = ?2")?;
     for key in p.writes.keys() {
         let v: Option<i64> = stmt.query_row(params![p.name, key], |r| r.get(0))?;
         if let Some(v) = v {
