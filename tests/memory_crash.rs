@@ -84,9 +84,15 @@ fn the_run(db: &Path) -> Option<(String, String)> {
         return None;
     }
     let out = runtape(db, &["ls", "--json"]);
-    let line = String::from_utf8_lossy(&out.stdout).lines().next()?.to_owned();
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .to_owned();
     let v: Value = serde_json::from_str(&line).ok()?;
-    Some((v["id"].as_str()?.to_owned(), v["status"].as_str()?.to_owned()))
+    Some((
+        v["id"].as_str()?.to_owned(),
+        v["status"].as_str()?.to_owned(),
+    ))
 }
 
 fn json_lines(out: &std::process::Output) -> Vec<Value> {
@@ -143,11 +149,23 @@ fn sigkill_at_many_instants_then_resume_loses_and_repeats_no_memory_write() {
         let notes = json_lines(&runtape(&db, &["memory", "ls", "--run", &run, "--json"]));
         let mut keys: Vec<String> = notes
             .iter()
-            .map(|n| format!("{}:{}", n["scope"].as_str().unwrap_or(""), n["key"].as_str().unwrap_or("")))
+            .map(|n| {
+                format!(
+                    "{}:{}",
+                    n["scope"].as_str().unwrap_or(""),
+                    n["key"].as_str().unwrap_or("")
+                )
+            })
             .collect();
         keys.sort();
         let mut want: Vec<String> = (0..TURNS)
-            .flat_map(|i| [format!("agent:a{i}"), format!("shared:s{i}"), format!("global:g{i}")])
+            .flat_map(|i| {
+                [
+                    format!("agent:a{i}"),
+                    format!("shared:s{i}"),
+                    format!("global:g{i}"),
+                ]
+            })
             .collect();
         want.sort();
         assert_eq!(keys, want, "kill at {kill_ms} ms");
@@ -191,10 +209,19 @@ impl Store for CrashOnce {
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.inner.runs()
     }
-    fn transitions(&self, run: &RunId, from: u64, to: u64) -> Result<Vec<TransitionRecord>, StoreError> {
+    fn transitions(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
         self.inner.transitions(run, from, to)
     }
-    fn snapshot_at_or_before(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+    fn snapshot_at_or_before(
+        &self,
+        run: &RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         self.inner.snapshot_at_or_before(run, at)
     }
     fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
@@ -209,7 +236,12 @@ impl Store for CrashOnce {
     fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
         self.inner.outbox(run)
     }
-    fn snapshots(&self, run: &RunId, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    fn snapshots(
+        &self,
+        run: &RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         self.inner.snapshots(run, from, to)
     }
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
@@ -218,7 +250,11 @@ impl Store for CrashOnce {
     fn memory_rows(&self, name: &str, latest_only: bool) -> Result<Vec<GlobalRow>, StoreError> {
         self.inner.memory_rows(name, latest_only)
     }
-    fn memory_published(&self, run: &RunId, effect: EffectRef) -> Result<Vec<GlobalRow>, StoreError> {
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<GlobalRow>, StoreError> {
         self.inner.memory_published(run, effect)
     }
     fn memory_names(&self) -> Result<Vec<String>, StoreError> {
@@ -248,8 +284,16 @@ fn provider() -> ScriptedProvider {
     ScriptedProvider::new("p", |req| {
         if req.turn() == 0 {
             ScriptOutcome::reply(ModelReply::tools(vec![
-                ToolCallRequest::new("a", "remember", json!({"key": "x", "value": "1", "scope": "global"})),
-                ToolCallRequest::new("b", "remember", json!({"key": "y", "value": "2", "scope": "global"})),
+                ToolCallRequest::new(
+                    "a",
+                    "remember",
+                    json!({"key": "x", "value": "1", "scope": "global"}),
+                ),
+                ToolCallRequest::new(
+                    "b",
+                    "remember",
+                    json!({"key": "y", "value": "2", "scope": "global"}),
+                ),
             ]))
         } else {
             ScriptOutcome::reply(ModelReply::text("done"))
@@ -268,8 +312,11 @@ fn engine(store: Arc<dyn Store>) -> Engine {
 async fn crash_then_resume(crash: fn(&Write) -> bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&dir.path().join("runs.db"), runtape::store::Durability::Normal)
-            .expect("opens"),
+        SqliteStore::open(
+            &dir.path().join("runs.db"),
+            runtape::store::Durability::Normal,
+        )
+        .expect("opens"),
     );
     let crashing = Arc::new(CrashOnce {
         inner: sqlite.clone(),
@@ -277,12 +324,22 @@ async fn crash_then_resume(crash: fn(&Write) -> bool) {
         crashed: false.into(),
     });
     let first = engine(crashing.clone());
-    let handle = first.start(memory_spec(), "Note x and y.").await.expect("starts");
+    let handle = first
+        .start(memory_spec(), "Note x and y.")
+        .await
+        .expect("starts");
     let run = handle.run_id().clone();
-    assert!(handle.wait().await.is_err(), "the injected crash stops the driver");
+    assert!(
+        handle.wait().await.is_err(),
+        "the injected crash stops the driver"
+    );
     assert!(crashing.crashed.load(std::sync::atomic::Ordering::SeqCst));
     let rec = sqlite.run(&run).expect("reads").expect("exists");
-    assert_eq!(rec.state_kind, StateKind::Publishing, "stopped while publishing");
+    assert_eq!(
+        rec.state_kind,
+        StateKind::Publishing,
+        "stopped while publishing"
+    );
 
     let second = engine(sqlite.clone());
     let end = second
@@ -292,14 +349,24 @@ async fn crash_then_resume(crash: fn(&Write) -> bool) {
         .wait()
         .await
         .expect("completes");
-    assert!(matches!(end.state.outcome(), Some(Outcome::Completed { .. })));
+    assert!(matches!(
+        end.state.outcome(),
+        Some(Outcome::Completed { .. })
+    ));
     // The publish performed again found its writes: the run's history says they were
     // published (no refusal, no second turn), and its view holds them at version 1.
     let timeline = runtape::history::timeline(sqlite.as_ref(), &run).expect("reads");
     let edges: Vec<EdgeId> = timeline.iter().map(|e| e.edge).collect();
-    assert!(!edges.contains(&EdgeId::PublishingPublishedConflict), "{edges:?}");
+    assert!(
+        !edges.contains(&EdgeId::PublishingPublishedConflict),
+        "{edges:?}"
+    );
     assert_eq!(edges.last(), Some(&EdgeId::PublishingPublishedComplete));
-    let view = end.state.data().and_then(|d| d.memory.global.clone()).expect("a view");
+    let view = end
+        .state
+        .data()
+        .and_then(|d| d.memory.global.clone())
+        .expect("a view");
     assert_eq!(view.read["x"].version, 1);
     let rows = sqlite.memory_rows("team", false).expect("reads");
     let written: Vec<(String, u64)> = rows.iter().map(|r| (r.key.clone(), r.version)).collect();

@@ -53,12 +53,7 @@ fn history(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
         .prepare("SELECT key, version, value, run_id FROM memory_global WHERE name = 'team' ORDER BY key, version")
         .expect("prepares");
     stmt.query_map([], |r| {
-        Ok((
-            r.get(0)?,
-            r.get::<_, i64>(1)? as u64,
-            r.get(2)?,
-            r.get(3)?,
-        ))
+        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?, r.get(3)?))
     })
     .expect("queries")
     .collect::<Result<_, _>>()
@@ -146,7 +141,10 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     let out = runtape(&db, &["run", waiting.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
     let a = first_id(&out);
-    assert!(history(&db).is_empty(), "nothing is published before A completes");
+    assert!(
+        history(&db).is_empty(),
+        "nothing is published before A completes"
+    );
 
     // Process 2: B reads the same memory, writes the same key, completes first.
     let out = runtape(&db, &["run", quick.to_str().expect("utf-8")]);
@@ -154,7 +152,12 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     let b = first_id(&out);
     assert_eq!(
         history(&db),
-        [("decision".into(), 1, Some("ship on Monday".into()), Some(b.clone()))]
+        [(
+            "decision".into(),
+            1,
+            Some("ship on Monday".into()),
+            Some(b.clone())
+        )]
     );
 
     // Process 3: A goes on and completes; its publish is refused whole (`owner` is not
@@ -167,7 +170,12 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     assert_eq!(
         history(&db),
         [
-            ("decision".into(), 1, Some("ship on Monday".into()), Some(b.clone())),
+            (
+                "decision".into(),
+                1,
+                Some("ship on Monday".into()),
+                Some(b.clone())
+            ),
             (
                 "decision".into(),
                 2,
@@ -180,13 +188,24 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     );
     // What the model was told is in its conversation, as data in the user position.
     let shown = json_lines(&runtape(&db, &["show", &format!("{a}@11"), "--json"]));
-    let messages = shown[0]["request"]["messages"].as_array().expect("messages");
+    let messages = shown[0]["request"]["messages"]
+        .as_array()
+        .expect("messages");
     let told = messages
         .iter()
-        .find(|m| m["content"].as_str().is_some_and(|c| c.starts_with("[memory conflict]")))
+        .find(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("[memory conflict]"))
+        })
         .expect("the refusal is in the conversation");
     assert_eq!(told["role"], "user");
-    assert!(told["content"].as_str().unwrap_or("").contains("ship on Monday"));
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ship on Monday")
+    );
     for run in [&a, &b] {
         let out = runtape(&db, &["verify", run]);
         assert!(out.status.success(), "{}", text(&out));
@@ -292,7 +311,9 @@ replies = [
     assert!(history(&db).is_empty(), "a cancelled run published nothing");
     let staged = json_lines(&runtape(&db, &["memory", "ls", "--run", &run, "--json"]));
     assert!(
-        staged.iter().any(|s| s["type"] == "memory_staged" && s["key"] == "decision"),
+        staged
+            .iter()
+            .any(|s| s["type"] == "memory_staged" && s["key"] == "decision"),
         "its writes stay visible in its history, unpublished: {staged:?}"
     );
     let out = runtape(&db, &["memory", "ls", "--name", "team"]);

@@ -1,15 +1,15 @@
 //! What `verify` checks of global memory (revision 5), beside a run's history:
 //!
-//! 1. Every publish the history says was applied wrote exactly its rows: for each written key
-//!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
-//!    no other row names that effect.
-//! 2. Every value the run loaded is the stored value of that key at that version.
+//! 1. Every value the run loaded is the stored value of that key at that version.
+//! 2. The removal records (`runtape memory rm`) form an unbroken hash chain, ids 1, 2, ...,
+//!    each naming the row it wrote.
 //! 3. Every row of the run's global memory is accounted for: versions run 1, 2, ... per key;
 //!    a published row matches the `PublishMemory` effect it names (in that run's history:
 //!    same memory, same value, based on the version before); a removed row matches its
 //!    removal record.
-//! 4. The removal records (`runtape memory rm`) form an unbroken hash chain, ids 1, 2, ...,
-//!    each naming the row it wrote.
+//! 4. Every publish the history says was applied wrote exactly its rows: for each written key
+//!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
+//!    no other row names that effect.
 //!
 //! Rows and records are reported by column (`memory_global.value`, `memory_removals.chain`,
 //! ...), at the seq of the event that vouches for them when there is one.
@@ -106,6 +106,38 @@ pub(crate) fn check(
     facts: &MemoryFacts,
 ) -> Result<Result<u64, Divergence>, HistoryError> {
     let mut checked = 0u64;
+    if let Some(name) = name {
+        let all = store.memory_rows(name, false)?;
+        let by_version: BTreeMap<(&str, u64), &GlobalRow> = all
+            .iter()
+            .map(|r| ((r.key.as_str(), r.version), r))
+            .collect();
+        for (seq, loaded_name, entries) in &facts.loaded {
+            for (key, v) in entries {
+                let stored = by_version.get(&(key.as_str(), v.version));
+                if loaded_name != name || stored.map(|r| &r.value) != Some(&v.value) {
+                    bad!(
+                        *seq,
+                        "memory_global.value",
+                        &format!("loaded value of `{key}` v{}", v.version),
+                        show(&v.value),
+                        stored.map_or("no such row".into(), |r| show(&r.value))
+                    );
+                }
+            }
+        }
+        match removal_chain(store)? {
+            Ok(n) => checked += n,
+            Err(d) => return Ok(Err(d)),
+        }
+        if let Err(d) = rows_accounted(store, &all)? {
+            return Ok(Err(d));
+        }
+        if let Err(d) = removals_wrote(store)? {
+            return Ok(Err(d));
+        }
+        checked += all.len() as u64;
+    }
     for a in &facts.applied {
         let rows = store.memory_published(&a.run, a.effect)?;
         for r in &rows {
@@ -155,35 +187,6 @@ pub(crate) fn check(
                 format!("a row naming run {} step {}", a.run, a.effect.seq),
                 "none"
             );
-        }
-    }
-    if let Some(name) = name {
-        let all = store.memory_rows(name, false)?;
-        let by_version: BTreeMap<(&str, u64), &GlobalRow> = all
-            .iter()
-            .map(|r| ((r.key.as_str(), r.version), r))
-            .collect();
-        for (seq, loaded_name, entries) in &facts.loaded {
-            for (key, v) in entries {
-                let stored = by_version.get(&(key.as_str(), v.version));
-                if loaded_name != name || stored.map(|r| &r.value) != Some(&v.value) {
-                    bad!(
-                        *seq,
-                        "memory_global.value",
-                        &format!("loaded value of `{key}` v{}", v.version),
-                        show(&v.value),
-                        stored.map_or("no such row".into(), |r| show(&r.value))
-                    );
-                }
-            }
-        }
-        if let Err(d) = rows_accounted(store, &all)? {
-            return Ok(Err(d));
-        }
-        checked += all.len() as u64;
-        match removals(store)? {
-            Ok(n) => checked += n,
-            Err(d) => return Ok(Err(d)),
         }
     }
     Ok(Ok(checked))
@@ -316,8 +319,8 @@ fn rows_accounted(
     Ok(Ok(()))
 }
 
-/// The removal records chain, ids without gaps, and each names a row it wrote.
-fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> {
+/// The removal records chain, ids without gaps, each a removal record.
+fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> {
     let records = store.memory_removals()?;
     let mut prev = crate::machine::Digest::ZERO;
     for (i, r) in records.iter().enumerate() {
@@ -342,7 +345,7 @@ fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> 
             );
         }
         prev = r.chain;
-        let Some(body) = r.decode().filter(|b| b.id == r.id) else {
+        if r.decode().filter(|b| b.id == r.id).is_none() {
             bad!(
                 0,
                 "memory_removals.body",
@@ -350,7 +353,15 @@ fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> 
                 "a removal record",
                 String::from_utf8_lossy(&r.body)
             );
-        };
+        }
+    }
+    Ok(Ok(records.len() as u64))
+}
+
+/// Each removal record names a row it wrote: a version without a value naming it.
+fn removals_wrote(store: &dyn Store) -> Result<Result<(), Divergence>, HistoryError> {
+    for r in store.memory_removals()? {
+        let Some(body) = r.decode() else { continue };
         let wrote = store
             .memory_rows(&body.name, false)?
             .into_iter()
@@ -370,5 +381,5 @@ fn removals(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> 
             );
         }
     }
-    Ok(Ok(records.len() as u64))
+    Ok(Ok(()))
 }
