@@ -139,6 +139,47 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         "a paused budget raised, then a cancel mid-call",
         h,
     ));
+
+    let mut h = Harness::new(memory_solo());
+    h.start("Remember, publish, and try again.");
+    h.load_memory(&[("city", 2, Some("Paris"))]);
+    h.proceed();
+    h.reply(ModelReply::tools(vec![
+        remember("n", "note", "mine", "agent"),
+        remember("s", "plan", "ship", "shared"),
+        call("r", "recall", json!({"scope": "global"})),
+    ]));
+    h.stage_global("city", "Lisbon");
+    h.proceed();
+    let refused = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Conflict {
+            keys: [(
+                "city".to_owned(),
+                Versioned {
+                    version: 3,
+                    value: Some("Porto".into()),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        },
+    };
+    h.send(refused);
+    h.stage_global("city", "Lisbon, after all");
+    h.proceed();
+    let published = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Published {
+            versions: [("city".to_owned(), 4)].into_iter().collect(),
+        },
+    };
+    h.send(published);
+    out.push((
+        "memory_publish_conflict",
+        "revision 5: memory tools, injection, a refused publish, the writer's new turn, a publish",
+        h,
+    ));
     out
 }
 
