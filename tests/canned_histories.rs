@@ -164,6 +164,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
             .into_iter()
             .collect(),
         },
+        replayed: false,
     };
     h.send(refused);
     h.stage_global("city", "Lisbon, after all");
@@ -173,6 +174,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         outcome: PublishOutcome::Published {
             versions: [("city".to_owned(), 4)].into_iter().collect(),
         },
+        replayed: false,
     };
     h.send(published);
     out.push((

@@ -221,6 +221,7 @@ fn moved(h: &Harness) -> EventBody {
             .into_iter()
             .collect(),
         },
+        replayed: false,
     }
 }
 
@@ -702,6 +703,7 @@ fn cases() -> Vec<(&'static str, Case)> {
                 outcome: PublishOutcome::Published {
                     versions: [("city".to_owned(), 3)].into_iter().collect(),
                 },
+                replayed: false,
             };
             (h, body)
         }),

@@ -355,6 +355,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
                     )
                 })
                 .collect(),
+            replayed: false,
         },
         Action::Publish(applied) => {
             let staged = state
@@ -389,6 +390,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
             EventBody::MemoryPublished {
                 effect: pick(0),
                 outcome,
+                replayed: false,
             }
         }
         Action::Edit(i) => EventBody::Edited {

@@ -331,6 +331,7 @@ fn published(h: &Harness, version: u64) -> EventBody {
         outcome: PublishOutcome::Published {
             versions: [("city".to_owned(), version)].into_iter().collect(),
         },
+        replayed: false,
     }
 }
 
@@ -348,6 +349,7 @@ fn refused(h: &Harness) -> EventBody {
             .into_iter()
             .collect(),
         },
+        replayed: false,
     }
 }
 
@@ -395,6 +397,7 @@ fn an_answer_that_does_not_fit_the_staged_writes_is_refused() {
         outcome: PublishOutcome::Published {
             versions: [("city".to_owned(), 3)].into_iter().collect(),
         },
+        replayed: false,
     };
     assert!(matches!(
         h.try_send(stale),
@@ -413,6 +416,7 @@ fn an_answer_that_does_not_fit_the_staged_writes_is_refused() {
             .into_iter()
             .collect(),
         },
+        replayed: false,
     };
     assert!(matches!(
         h.try_send(none_moved),
@@ -551,6 +555,7 @@ fn at_the_transition_cap_only_the_publish_answer_moves_a_publishing_run() {
         outcome: PublishOutcome::Published {
             versions: [("k".to_owned(), 1)].into_iter().collect(),
         },
+        replayed: false,
     };
     let t = h.send(body).clone();
     assert!(matches!(t.next.outcome(), Some(Outcome::Completed { .. })));

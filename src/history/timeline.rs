@@ -154,9 +154,29 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     format!(", added since the run started: {}", names.join(", "))
                 }
             ),
-            EventBody::MemoryLoaded { name, entries } => format!(
-                "global memory {name} loaded: {} keys",
-                entries.values().filter(|v| v.value.is_some()).count()
+            EventBody::MemoryLoaded {
+                name,
+                entries,
+                replayed,
+            } => format!(
+                "global memory {name} loaded: {} keys{}",
+                entries.values().filter(|v| v.value.is_some()).count(),
+                if *replayed {
+                    " (from the cassette)"
+                } else {
+                    ""
+                }
+            ),
+            EventBody::MemoryPublished {
+                outcome,
+                replayed: true,
+                ..
+            } => format!(
+                "global memory {} (from the cassette; nothing written here)",
+                match outcome {
+                    crate::machine::PublishOutcome::Published { .. } => "published",
+                    crate::machine::PublishOutcome::Conflict { .. } => "refused",
+                }
             ),
             EventBody::MemoryPublished { outcome, .. } => match outcome {
                 crate::machine::PublishOutcome::Published { versions } => {

@@ -11,6 +11,10 @@
 //!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
 //!    no other row names that effect.
 //!
+//! A run replayed from a cassette (`runtape replay`) took its loads and publish outcomes from
+//! the recording and wrote nothing to this database: its events say so (`replayed`), and
+//! they are not looked for here.
+//!
 //! Rows and records are reported by column (`memory_global.value`, `memory_removals.chain`,
 //! ...), at the seq of the event that vouches for them when there is one.
 
@@ -48,12 +52,17 @@ impl MemoryFacts {
     /// Notes transition `seq`: its event (of run `run`) and the effects it emitted.
     pub(crate) fn note(&mut self, seq: u64, run: &RunId, body: &EventBody, effects: &[Effect]) {
         match body {
-            EventBody::MemoryLoaded { name, entries } => {
+            EventBody::MemoryLoaded {
+                name,
+                entries,
+                replayed: false,
+            } => {
                 self.loaded.push((seq, name.clone(), entries.clone()));
             }
             EventBody::MemoryPublished {
                 effect,
                 outcome: PublishOutcome::Published { versions },
+                replayed: false,
             } => {
                 let at = EffectRef {
                     seq: effect.seq,

@@ -132,6 +132,10 @@ pub enum EventBody {
         name: String,
         /// Its entries, by key.
         entries: std::collections::BTreeMap<String, super::memory::Versioned>,
+        /// True when the entries came from a cassette (`runtape replay`), not from this
+        /// database: `verify` then does not look for them here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
     },
     /// The store answered a `PublishMemory` (revision 5).
     MemoryPublished {
@@ -139,6 +143,10 @@ pub enum EventBody {
         effect: EffectId,
         /// Published, or refused with the keys that moved.
         outcome: super::memory::PublishOutcome,
+        /// True when the outcome came from a cassette (`runtape replay`): nothing was written
+        /// to this database, and `verify` does not look for it here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
     },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a

@@ -168,7 +168,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 added,
             },
         ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools, added)?,
-        (RunState::Preparing { run }, EventBody::MemoryLoaded { name, entries }) => {
+        (RunState::Preparing { run }, EventBody::MemoryLoaded { name, entries, .. }) => {
             super::memory::on_loaded(&cx, run.clone(), name, entries)?
         }
         (
@@ -180,7 +180,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 cancel,
                 ..
             },
-            EventBody::MemoryPublished { effect, outcome },
+            EventBody::MemoryPublished {
+                effect, outcome, ..
+            },
         ) => {
             let publishing = super::memory::Publishing {
                 answer,

@@ -38,9 +38,15 @@ impl Driver {
             return Ok(false);
         }
         let read = name.clone();
-        let entries = off_thread(&self.shared.store, move |s| load_entries(s, &read)).await?;
-        self.queue
-            .push_back(EventBody::MemoryLoaded { name, entries });
+        let mut entries = off_thread(&self.shared.store, move |s| load_entries(s, &read)).await?;
+        // Another process may know other secrets than this one: what lands in this run's
+        // history is scrubbed of the ones this process knows, like any input.
+        crate::secrets::global().scrub(&mut entries);
+        self.queue.push_back(EventBody::MemoryLoaded {
+            name,
+            entries,
+            replayed: false,
+        });
         Ok(true)
     }
 
@@ -68,10 +74,14 @@ impl Driver {
                 return Completion::Fatal(e.into());
             }
             match off_thread(&store, move |s| publish_outcome(s, &publication)).await {
-                Ok(outcome) => Completion::Event(EventBody::MemoryPublished {
-                    effect: id,
-                    outcome,
-                }),
+                Ok(mut outcome) => {
+                    crate::secrets::global().scrub(&mut outcome);
+                    Completion::Event(EventBody::MemoryPublished {
+                        effect: id,
+                        outcome,
+                        replayed: false,
+                    })
+                }
                 Err(e) => Completion::Fatal(e),
             }
         }));
