@@ -171,6 +171,39 @@ pub(crate) struct CassetteData {
     /// [`Cassette::catalog_changes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) catalog_changes: Vec<CatalogChange>,
+    /// Global memory as the recorded run saw it (revision 5; see [`Cassette::memory`]).
+    #[serde(default, skip_serializing_if = "RecordedMemory::is_empty")]
+    pub(crate) memory: RecordedMemory,
+}
+
+/// What a recorded run read from and published to global memory (revision 5), in order: a
+/// replay serves these instead of touching its database's global memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedMemory {
+    /// Each load: the memory's name and its entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loads: Vec<MemoryLoad>,
+    /// Each publish's outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publishes: Vec<crate::machine::PublishOutcome>,
+}
+
+/// One recorded load of global memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryLoad {
+    /// The global memory.
+    pub name: String,
+    /// Every key with its latest version, as loaded.
+    pub entries: BTreeMap<String, crate::machine::Versioned>,
+}
+
+impl RecordedMemory {
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.loads.is_empty() && self.publishes.is_empty()
+    }
 }
 
 /// A tool list an MCP server gave after its first one in the recorded run: the list, and the
@@ -233,6 +266,12 @@ impl CassetteData {
             extras.push((
                 "toolResults",
                 serde_json::to_value(&self.tool_results).map_err(|e| e.to_string())?,
+            ));
+        }
+        if !self.memory.is_empty() {
+            extras.push((
+                "memory",
+                serde_json::to_value(&self.memory).map_err(|e| e.to_string())?,
             ));
         }
         if !self.catalog_changes.is_empty() {
@@ -312,6 +351,12 @@ impl Cassette {
     /// the server.
     pub fn tool_results(&self) -> &[ToolEntry] {
         &self.data.tool_results
+    }
+
+    /// What the recorded run read from and published to global memory (revision 5), in
+    /// order; a replay serves it ([`super::RecordedMemoryPlayer`]).
+    pub fn memory(&self) -> &RecordedMemory {
+        &self.data.memory
     }
 
     /// How many calls were recorded.

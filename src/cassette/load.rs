@@ -138,6 +138,8 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             Some("toolResults")
         } else if !data.catalog_changes.is_empty() {
             Some("catalogChanges")
+        } else if !data.memory.is_empty() {
+            Some("memory")
         } else {
             None
         };

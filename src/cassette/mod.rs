@@ -122,6 +122,7 @@ mod export;
 mod format;
 mod hash;
 mod load;
+mod memory;
 mod record;
 mod replay;
 mod tools;
@@ -129,9 +130,13 @@ mod tools;
 pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
 pub use error::CassetteError;
 pub use export::{ExportError, export_run};
-pub use format::{Cassette, CatalogChange, Entry, RecordedResponse, ToolEntry, VERSION};
+pub use format::{
+    Cassette, CatalogChange, Entry, MemoryLoad, RecordedMemory, RecordedResponse, ToolEntry,
+    VERSION,
+};
 pub use hash::{CassetteId, HashFilter, Prompt};
 pub use load::{DEFAULT_MAX_BYTES, LoadOptions};
+pub use memory::RecordedMemoryPlayer;
 pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
 pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults, ReplayPosition};

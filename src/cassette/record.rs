@@ -88,6 +88,7 @@ pub struct CassetteBuilder {
     catalogs: std::collections::BTreeMap<String, Value>,
     tool_results: Vec<super::format::ToolEntry>,
     catalog_changes: Vec<super::format::CatalogChange>,
+    memory: super::format::RecordedMemory,
 }
 
 impl CassetteBuilder {
@@ -105,6 +106,7 @@ impl CassetteBuilder {
             catalogs: Default::default(),
             tool_results: Vec::new(),
             catalog_changes: Vec::new(),
+            memory: Default::default(),
         })
     }
 
@@ -146,6 +148,25 @@ impl CassetteBuilder {
             .map_err(|d| CassetteError::unencodable(format!("tool result of {tool}"), d))?;
         self.tool_results.push(entry);
         Ok(())
+    }
+
+    /// Records a load of global memory `name` (revision 5), after the last one: a replay
+    /// serves it instead of reading its database.
+    pub fn add_memory_load(
+        &mut self,
+        name: &str,
+        entries: std::collections::BTreeMap<String, crate::machine::Versioned>,
+    ) {
+        self.memory.loads.push(super::format::MemoryLoad {
+            name: name.to_owned(),
+            entries,
+        });
+    }
+
+    /// Records a publish's outcome (revision 5), after the last one: a replay serves it and
+    /// writes nothing.
+    pub fn add_memory_publish(&mut self, outcome: crate::machine::PublishOutcome) {
+        self.memory.publishes.push(outcome);
     }
 
     /// The recording's id.
@@ -274,6 +295,7 @@ impl CassetteBuilder {
             catalogs: self.catalogs,
             tool_results: self.tool_results,
             catalog_changes: self.catalog_changes,
+            memory: self.memory,
         };
         data.envelope_hash = data
             .compute_envelope_hash()

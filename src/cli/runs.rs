@@ -446,6 +446,8 @@ pub(crate) async fn replay(
     } else {
         connect_mcp(&mut file).await?;
     }
+    // Global memory as the recorded run saw it (revision 5): the replay reads and writes none.
+    let recorded_memory = crate::cassette::RecordedMemoryPlayer::of(&loaded);
     let provider = Arc::new(
         CassetteProvider::new(
             loaded,
@@ -465,6 +467,9 @@ pub(crate) async fn replay(
         ..common
     };
     let engine = engine(&db, &common, true)?;
+    if let Some(memory) = recorded_memory {
+        engine.use_memory_source(Arc::new(memory));
+    }
     file.setup.register_secrets();
     for tool in file.setup.command_tools() {
         engine.register_tool(Arc::new(tool));

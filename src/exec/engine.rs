@@ -176,6 +176,7 @@ impl Engine {
                 running: watch::Sender::new(0),
                 stop: watch::Sender::new(None),
                 kept: Default::default(),
+                memory_source: RwLock::new(None),
             }),
         }
     }
@@ -210,6 +211,13 @@ impl Engine {
     /// [`crate::tool::mcp::listing`]). The tools of each listing are registered as they come.
     pub fn register_tool_lister(&self, lister: Arc<dyn crate::tool::mcp::ToolLister>) {
         write_lock(&self.shared.mcp).insert(lister.server().to_owned(), lister);
+    }
+
+    /// Answers the global memory loads and publishes of this engine's runs from `source`
+    /// instead of the store (revision 5): `runtape replay` serves what a cassette recorded,
+    /// so a replay reads and writes no global memory. The events say they were replayed.
+    pub fn use_memory_source(&self, source: Arc<dyn super::MemorySource>) {
+        *write_lock(&self.shared.memory_source) = Some(source);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that

@@ -5,6 +5,8 @@
 //!   from the store at its first step boundary (before its first model request) and records
 //!   it as a `MemoryLoaded` event: the history says what the run saw, so a resume, a fork, a
 //!   replay and `verify` see the same.
+//! - **From a recording.** With a [`MemorySource`](crate::exec::MemorySource) (a replay's
+//!   cassette), loads and publish outcomes come from it and nothing touches the store.
 //! - **Publishing.** `PublishMemory` is one store write (all or none, at most once per effect,
 //!   fenced by the lease), then a read of what it did; the answer is the `MemoryPublished`
 //!   event. Performed again after a crash, it finds its rows and answers the same. A cancel
@@ -37,6 +39,19 @@ impl Driver {
         if run.memory.global.is_some() {
             return Ok(false);
         }
+        if let Some(source) = crate::exec::read_lock(&self.shared.memory_source).clone() {
+            let entries = source.load(&name).ok_or_else(|| {
+                crate::exec::EngineError::Driver(format!(
+                    "the recording holds no load of global memory `{name}` for this run"
+                ))
+            })?;
+            self.queue.push_back(EventBody::MemoryLoaded {
+                name,
+                entries,
+                replayed: true,
+            });
+            return Ok(true);
+        }
         let read = name.clone();
         let mut entries = off_thread(&self.shared.store, move |s| load_entries(s, &read)).await?;
         // Another process may know other secrets than this one: what lands in this run's
@@ -68,6 +83,22 @@ impl Driver {
             name,
             writes,
         );
+        if let Some(source) = crate::exec::read_lock(&self.shared.memory_source).clone() {
+            let done = match source.publish() {
+                Some(outcome) => Completion::Event(EventBody::MemoryPublished {
+                    effect: id,
+                    outcome,
+                    replayed: true,
+                }),
+                None => Completion::Fatal(crate::exec::EngineError::Driver(format!(
+                    "the recording holds no outcome for the publish to global memory `{}`",
+                    publication.name
+                ))),
+            };
+            self.inflight
+                .push(Box::pin(futures_util::future::ready(done)));
+            return;
+        }
         let (store, queue) = (self.shared.store.clone(), self.shared.writes.clone());
         self.inflight.push(Box::pin(async move {
             if let Err(e) = queue.write(Write::PublishMemory(publication.clone())).await {
