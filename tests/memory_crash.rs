@@ -395,3 +395,59 @@ async fn a_crash_after_the_publish_before_its_answer_publishes_once_on_resume() 
     }
     crash_then_resume(answer_commit).await;
 }
+
+/// A run that crashed while publishing and is then cancelled performs its publish first: the
+/// cancel wins only when the publish is refused — here because another run moved the key in
+/// between — and then nothing of the cancelled run is written.
+#[tokio::test]
+async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(&dir.path().join("runs.db"), runtape::store::Durability::Normal)
+            .expect("opens"),
+    );
+    let crashing = Arc::new(CrashOnce {
+        inner: sqlite.clone(),
+        crash: |w| matches!(w, Write::PublishMemory(_)),
+        crashed: false.into(),
+    });
+    let first = engine(crashing);
+    let handle = first.start(memory_spec(), "Note x and y.").await.expect("starts");
+    let run = handle.run_id().clone();
+    assert!(handle.wait().await.is_err(), "the injected crash stops the driver");
+
+    // Another run writes `x` first.
+    let other = engine(sqlite.clone());
+    let end = other
+        .start(memory_spec(), "Note x and y too.")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("completes");
+    assert!(matches!(end.state.outcome(), Some(Outcome::Completed { .. })));
+
+    let handle = other
+        .cancel(&run, Some("stop".into()))
+        .await
+        .expect("cancels")
+        .expect("taken up here");
+    let end = handle.wait().await.expect("ends");
+    assert!(
+        matches!(end.state.outcome(), Some(Outcome::Cancelled { .. })),
+        "{:?}",
+        end.state.outcome()
+    );
+    let timeline = runtape::history::timeline(sqlite.as_ref(), &run).expect("reads");
+    let edges: Vec<EdgeId> = timeline.iter().map(|e| e.edge).collect();
+    assert_eq!(
+        &edges[edges.len() - 2..],
+        [EdgeId::PublishingCancel, EdgeId::PublishingPublishedCancelled]
+    );
+    let rows = sqlite.memory_rows("team", false).expect("reads");
+    assert!(
+        rows.iter().all(|r| r.run.as_ref() != Some(&run)),
+        "nothing of the cancelled run was written: {rows:?}"
+    );
+    assert!(runtape::ledger::verify(sqlite.as_ref(), &run, None).expect("reads").is_ok());
+}

@@ -108,7 +108,7 @@ fn prepare(
             .outstanding
             .retain(|e| matches!(e, Effect::PublishMemory { .. }));
     }
-    {
+    if !cancelling || !taken.outstanding.is_empty() {
         for effect in std::mem::take(&mut taken.outstanding) {
             let at = EffectRef {
                 seq: effect.id().seq,
