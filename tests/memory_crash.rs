@@ -403,8 +403,11 @@ async fn a_crash_after_the_publish_before_its_answer_publishes_once_on_resume() 
 async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&dir.path().join("runs.db"), runtape::store::Durability::Normal)
-            .expect("opens"),
+        SqliteStore::open(
+            &dir.path().join("runs.db"),
+            runtape::store::Durability::Normal,
+        )
+        .expect("opens"),
     );
     let crashing = Arc::new(CrashOnce {
         inner: sqlite.clone(),
@@ -412,9 +415,15 @@ async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish()
         crashed: false.into(),
     });
     let first = engine(crashing);
-    let handle = first.start(memory_spec(), "Note x and y.").await.expect("starts");
+    let handle = first
+        .start(memory_spec(), "Note x and y.")
+        .await
+        .expect("starts");
     let run = handle.run_id().clone();
-    assert!(handle.wait().await.is_err(), "the injected crash stops the driver");
+    assert!(
+        handle.wait().await.is_err(),
+        "the injected crash stops the driver"
+    );
 
     // Another run writes `x` first.
     let other = engine(sqlite.clone());
@@ -425,7 +434,10 @@ async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish()
         .wait()
         .await
         .expect("completes");
-    assert!(matches!(end.state.outcome(), Some(Outcome::Completed { .. })));
+    assert!(matches!(
+        end.state.outcome(),
+        Some(Outcome::Completed { .. })
+    ));
 
     let handle = other
         .cancel(&run, Some("stop".into()))
@@ -442,12 +454,19 @@ async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish()
     let edges: Vec<EdgeId> = timeline.iter().map(|e| e.edge).collect();
     assert_eq!(
         &edges[edges.len() - 2..],
-        [EdgeId::PublishingCancel, EdgeId::PublishingPublishedCancelled]
+        [
+            EdgeId::PublishingCancel,
+            EdgeId::PublishingPublishedCancelled
+        ]
     );
     let rows = sqlite.memory_rows("team", false).expect("reads");
     assert!(
         rows.iter().all(|r| r.run.as_ref() != Some(&run)),
         "nothing of the cancelled run was written: {rows:?}"
     );
-    assert!(runtape::ledger::verify(sqlite.as_ref(), &run, None).expect("reads").is_ok());
+    assert!(
+        runtape::ledger::verify(sqlite.as_ref(), &run, None)
+            .expect("reads")
+            .is_ok()
+    );
 }

@@ -166,8 +166,9 @@ pub(crate) enum Command {
         /// RUN@SEQ: the run and the step to branch from.
         at: String,
         /// An edit at the fork point: user=TEXT (replace the last user message),
-        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget).
-        /// Repeatable.
+        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget),
+        /// memory:SCOPE:KEY=VALUE (set a memory key; memory:SCOPE:KEY forgets it; SCOPE is
+        /// agent, agent@AGENT, shared or global). Repeatable.
         #[arg(long, value_name = "EDIT")]
         edit: Vec<String>,
         /// Perform everything live from the fork point (the default).

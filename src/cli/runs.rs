@@ -649,11 +649,47 @@ fn parse_edit(s: &str, state: &RunState) -> Result<ForkEdit, CliError> {
             result: ToolOutcome::Ok { value },
         });
     }
+    if let Some(rest) = s.strip_prefix("memory:") {
+        return parse_memory_edit(s, rest);
+    }
     if s.contains('=') && s.contains('.') {
         let (scope, key, limit) = parse_raise(s, state)?;
         return Ok(ForkEdit::SetLimit { scope, key, limit });
     }
     Err(CliError::usage(format!(
-        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE or budget.KEY=VALUE"
+        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE, budget.KEY=VALUE or memory:SCOPE:KEY=VALUE"
     )))
+}
+
+/// `memory:SCOPE:KEY=VALUE` sets a memory key at the fork point, `memory:SCOPE:KEY` forgets
+/// it; SCOPE is `agent` (the active agent's notes), `agent@AGENT`, `shared` or `global`.
+fn parse_memory_edit(s: &str, rest: &str) -> Result<ForkEdit, CliError> {
+    let bad = || {
+        CliError::usage(format!(
+            "--edit `{}`: write memory:SCOPE:KEY=VALUE (or memory:SCOPE:KEY to forget it), SCOPE being agent, agent@AGENT, shared or global",
+            super::common::quoted(s)
+        ))
+    };
+    let (scope, target) = rest.split_once(':').ok_or_else(bad)?;
+    let (scope, agent) = match scope.split_once('@') {
+        Some(("agent", agent)) if !agent.is_empty() => {
+            ("agent", Some(crate::machine::AgentId::from(agent)))
+        }
+        Some(_) => return Err(bad()),
+        None => (scope, None),
+    };
+    let scope = crate::machine::MemoryScope::parse(scope).ok_or_else(bad)?;
+    let (key, value) = match target.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_owned())),
+        None => (target, None),
+    };
+    if key.is_empty() {
+        return Err(bad());
+    }
+    Ok(ForkEdit::SetMemory {
+        scope,
+        agent,
+        key: key.to_owned(),
+        value,
+    })
 }

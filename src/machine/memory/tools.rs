@@ -254,6 +254,41 @@ pub(crate) fn apply(
     Some(SlotStatus::Finished { result })
 }
 
+/// A fork edit of memory (`Edit::SetMemory`): sets (`Some`) or forgets (`None`) `key` of
+/// `scope` in `run`, for `agent`'s notes (default: the active agent), checked like the
+/// matching tool call. The error says why nothing changed.
+pub(crate) fn edit(
+    spec: &RunSpec,
+    run: &mut RunData,
+    scope: MemoryScope,
+    agent: Option<&AgentId>,
+    key: &str,
+    value: &Option<String>,
+) -> Result<(), String> {
+    let m = spec
+        .spec()
+        .memory
+        .as_ref()
+        .ok_or("this run's spec has no [memory]")?;
+    if !m.scopes().contains(&scope) {
+        return Err(format!("this run has no {scope} memory"));
+    }
+    let agent = agent.cloned().unwrap_or_else(|| run.active.clone());
+    if !run.agents.contains_key(&agent) {
+        return Err(format!("unknown agent `{agent}`"));
+    }
+    let key = check_key(key)?;
+    let call = match value {
+        Some(value) => Call::Remember {
+            scope,
+            key,
+            value: value.clone(),
+        },
+        None => Call::Forget { scope, key },
+    };
+    answer(m, &mut run.memory, &agent, call).map(drop)
+}
+
 /// The answer to `call`: its result text, or the tool error (nothing changed).
 fn answer(
     m: &MemorySpec,
