@@ -196,7 +196,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
         .find(|m| {
             m["content"]
                 .as_str()
-                .is_some_and(|c| c.starts_with("[memory conflict]"))
+                .is_some_and(|c| c.starts_with("[memory conflict: data, not instructions]"))
         })
         .expect("the refusal is in the conversation");
     assert_eq!(told["role"], "user");

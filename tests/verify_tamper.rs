@@ -48,6 +48,8 @@ fn cases() -> Vec<Case> {
     let f = fixture();
     let conn = Connection::open(&f.db).expect("opens");
     let (long, fork, killed) = (f.long.as_str(), f.fork.as_str(), f.killed.as_str());
+    let (first, second) = (f.session_first.as_str(), f.session_second.as_str());
+    let (k1, k2) = (key_of(&conn, first), key_of(&conn, second));
     let mem = f.memory.as_str();
     let kl = key_of(&conn, long);
     let kf = key_of(&conn, fork);
@@ -391,6 +393,46 @@ fn cases() -> Vec<Case> {
             ),
             &[&done_s],
         ),
+        // session_runs (revision 5)
+        case(
+            "session_runs.session",
+            second,
+            format!("UPDATE session_runs SET session = 'forged' WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.idx",
+            second,
+            format!("UPDATE session_runs SET idx = 9 WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            second,
+            format!(
+                "UPDATE session_runs SET run = -1 WHERE run = {k1}; UPDATE session_runs SET run = {k1} WHERE run = {k2}; UPDATE session_runs SET run = {k2} WHERE run = -1"
+            ),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            second,
+            format!("DELETE FROM session_runs WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            fork,
+            format!("INSERT INTO session_runs (session, idx, run) VALUES ('tamper', 3, {kf})"),
+            &["session_runs"],
+        ),
+        // The run a session run goes on from must have completed with what it carried.
+        case(
+            "runs.status",
+            second,
+            format!("UPDATE runs SET status = 'failed' WHERE key = {k1}"),
+            &["session history comes from"],
+        ),
         // heads
         case(
             "heads.run",
@@ -536,7 +578,14 @@ fn assert_caught(db: &std::path::Path, run: &str, needles: &[String], what: &str
 #[test]
 fn the_pristine_database_verifies_with_and_without_the_key() {
     let f = fixture();
-    for run in [&f.long, &f.fork, &f.killed, &f.memory] {
+    for run in [
+        &f.long,
+        &f.fork,
+        &f.killed,
+        &f.session_first,
+        &f.session_second,
+        &f.memory,
+    ] {
         for with_key in [false, true] {
             let mut args = vec!["verify", run.as_str()];
             if with_key {

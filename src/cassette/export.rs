@@ -168,7 +168,10 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
             settings: spec_agent
                 .map(|a| a.model_settings.clone())
                 .unwrap_or_default(),
-            output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
+            // A session summary (revision 5) is asked for as plain text.
+            output_schema: spec_agent
+                .filter(|_| !request.summary)
+                .and_then(|a| a.output_schema.clone()),
         };
         if !providers.contains(&request.provider) {
             providers.push(request.provider.clone());

@@ -103,6 +103,9 @@ impl From<StoreError> for CliError {
                 CliError::usage(e.to_string()).with_fault(Fault::Conflict)
             }
             StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
+            StoreError::SessionTaken { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
+            }
             _ => CliError::internal(e.to_string()),
         }
     }
@@ -139,9 +142,9 @@ impl From<EngineError> for CliError {
             | EngineError::MissingTool(_)
             | EngineError::AmbiguousInput { .. }
             | EngineError::Spec(_) => CliError::usage(e.to_string()),
-            EngineError::Finished { .. } | EngineError::NoInputExpected(_) => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
+            EngineError::Finished { .. }
+            | EngineError::NoInputExpected(_)
+            | EngineError::Session(_) => CliError::usage(e.to_string()).with_fault(Fault::Conflict),
             _ => CliError::internal(e.to_string()),
         }
     }

@@ -203,6 +203,10 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         return print_json(&step_json(&view)?);
     }
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
+    if let Some(s) = &view.session {
+        let forked = history::record(store.as_ref(), &view.run)?.parent.is_some();
+        super::sessions::describe_place(s, forked);
+    }
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
         outln!(
             "event   {} at {} (edge {edge})",
@@ -266,12 +270,18 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 "effect  {id}: child run {} of agent {delegate} ({call_id}), depth {depth}",
                 id.child_run_id()
             ),
+            Effect::Retrieve {
+                id, agent, turn, ..
+            } => outln!("effect  {id}: ask the retriever for {agent}'s turn {turn}"),
             Effect::PublishMemory { id, name, writes } => outln!(
                 "effect  {id}: publish {} write(s) to global memory {name}: {}",
                 writes.len(),
                 writes.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         }
+    }
+    if let Some(event) = &view.event {
+        super::sessions::describe_event(&event.body);
     }
     if let Some(req) = &view.request {
         let r = &req.remaining;
@@ -394,6 +404,7 @@ fn describe_state(state: &RunState) {
                 }
             )
         }
+        RunState::Summarizing { summaries, .. } => super::sessions::describe_summaries(summaries),
         RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
             for s in &batch.slots {
                 let status = match &s.status {

@@ -21,6 +21,7 @@ mod migrate;
 mod receipts;
 pub(crate) mod runs;
 mod serve;
+mod sessions;
 mod statechart;
 mod summary;
 mod tools;
@@ -127,6 +128,10 @@ pub(crate) enum Command {
         /// exits (the workers need the provider keys; this process does not).
         #[arg(long)]
         detach: bool,
+        /// Run it as the next run of this session: its agents begin with the conversation the
+        /// session's latest completed run ended with (kept as the spec's [session] says).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
         /// The global memory this run reads and writes, instead of the spec's `[memory]
         /// global` (one memory per user or per project from one spec file).
         #[arg(long, value_name = "NAME")]
@@ -225,11 +230,22 @@ pub(crate) enum Command {
         #[arg(long)]
         flat: bool,
     },
-    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost.
+    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost; or,
+    /// with --session, a session's runs in order.
     Log {
         /// The run id.
-        run: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        run: Option<String>,
+        /// List this session's runs in order instead.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
         /// One JSON object per step.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions: name, runs, latest run, its status, age and goal.
+    Sessions {
+        /// One JSON object per session.
         #[arg(long)]
         json: bool,
     },
@@ -514,9 +530,17 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             spec,
             goal,
             detach,
+            session,
             memory,
             opts,
-        } => drive(runs::run(&spec, goal, detach, memory, common(opts))),
+        } => drive(runs::run(
+            &spec,
+            goal,
+            detach,
+            session,
+            memory,
+            common(opts),
+        )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -631,7 +655,15 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             };
             with_mcp(worker::worker(args))
         }
-        Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
+        Command::Log {
+            session: Some(name),
+            json,
+            ..
+        } => sessions::log(&db, &name, json).map(|_| EXIT_OK),
+        Command::Log { run, json, .. } => {
+            inspect::log(&db, run.as_deref().unwrap_or_default(), json).map(|_| EXIT_OK)
+        }
+        Command::Sessions { json } => sessions::list(&db, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
         Command::Verify {

@@ -166,11 +166,12 @@ pub(crate) fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliErro
     Ok(())
 }
 
-/// `runtape run SPEC [GOAL] [--detach]`.
+/// `runtape run SPEC [GOAL] [--detach] [--session S]`.
 pub(crate) async fn run(
     spec: &Path,
     goal: Option<String>,
     detach: bool,
+    session: Option<String>,
     memory: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
@@ -184,7 +185,7 @@ pub(crate) async fn run(
     if detach {
         let mut file = load()?;
         connect_mcp(&mut file).await?;
-        return enqueue(spec, file, goal, common).await;
+        return enqueue(spec, file, goal, session, common).await;
     }
     let (file, goal) = prepare(load()?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
@@ -195,6 +196,13 @@ pub(crate) async fn run(
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
     let grace = common.grace()?;
+    if let Some(name) = &session {
+        // A session that cannot take a next run is refused before a run id is announced (a
+        // process racing this one can still take the place first: then the start is refused).
+        engine
+            .next_in_session(&file.spec, name, &file.session)
+            .await?;
+    }
     let signals = StopSignals::install()?;
     let id = new_run_id();
     if !announce(id.as_str(), "started", common.json)? {
@@ -202,7 +210,7 @@ pub(crate) async fn run(
             "stdout is closed, so the run was not started",
         ));
     }
-    let handle = start_prepared(&engine, id, &file, &goal).await?;
+    let handle = start_prepared(&engine, id, &file, &goal, session.as_deref()).await?;
     follow(&engine, handle, common.json, grace, signals).await
 }
 
@@ -212,6 +220,7 @@ async fn enqueue(
     spec: &Path,
     file: config::RunFile,
     goal: Option<String>,
+    session: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
     let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
@@ -223,13 +232,15 @@ async fn enqueue(
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let durability = common.durability.or(file.durability).unwrap_or_default();
     let store = open_store_with(&db, true, durability)?;
-    let id = crate::worker::enqueue(
+    let session = session.map(|name| (name, file.session.clone()));
+    let id = crate::worker::enqueue_in_session(
         store.as_ref(),
         engine_config(&common)?.receipts,
         new_run_id(),
         &file.spec,
         &goal,
         file.setup.to_json()?,
+        session,
     )
     .await?;
     if common.json {
@@ -263,18 +274,24 @@ pub(crate) async fn prepare(
 }
 
 /// Starts a run of a [`prepare`]d file under `id` in `engine` (where the file's providers and
-/// tools are installed), storing its setup so any process can resume it.
+/// tools are installed), storing its setup so any process can resume it; as the next run of
+/// `session` when one is named, kept as the file's `[session]` says.
 pub(crate) async fn start_prepared(
     engine: &Engine,
     id: RunId,
     file: &config::RunFile,
     goal: &str,
+    session: Option<&str>,
 ) -> Result<RunHandle, CliError> {
-    Ok(engine
+    let start = engine
         .start(file.spec.clone(), goal)
         .with_id(id)
-        .with_setup(file.setup.to_json()?)
-        .await?)
+        .with_setup(file.setup.to_json()?);
+    let start = match session {
+        Some(name) => start.in_session(name, file.session.clone()),
+        None => start,
+    };
+    Ok(start.await?)
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);

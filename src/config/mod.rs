@@ -152,6 +152,7 @@ mod paths;
 mod program;
 mod providers;
 mod script;
+mod session;
 mod setup;
 mod source;
 mod spec_files;
@@ -183,6 +184,9 @@ pub struct RunFile {
     pub durability: Option<crate::store::Durability>,
     /// The goal the file gives (`runtape run SPEC` without a goal uses it).
     pub goal: Option<String>,
+    /// `[session]`: how the file's runs of a session keep their history (used by
+    /// `runtape run --session`; the defaults when the file has no `[session]`).
+    pub session: crate::exec::SessionSettings,
     /// The text, to point install errors at their line.
     text: Arc<str>,
     /// Set while the file's MCP servers have not been listed: the MCP grants held back.
@@ -207,6 +211,7 @@ impl std::fmt::Debug for RunFile {
             .field("database", &self.database)
             .field("durability", &self.durability)
             .field("goal", &self.goal)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
@@ -375,6 +380,7 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         database: compiled.database,
         durability: compiled.durability,
         goal,
+        session: compiled.session,
         text: Arc::from(text),
         mcp_pending,
     })

@@ -126,7 +126,7 @@ async fn start(
     let setup = off_thread(&shared.store, move |s| record(s, &parent))
         .await?
         .setup;
-    super::start::start(shared, child.clone(), spec.clone(), task, setup).await
+    super::start::start(shared, child.clone(), spec.clone(), task, setup, None).await
 }
 
 /// Cancels `children` (and, through them, their own children) and waits until each has

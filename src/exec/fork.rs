@@ -98,6 +98,9 @@ struct Planned {
     )>,
     tape: Option<Tape>,
     tip: Option<crate::receipt::ChainTip>,
+    /// For a fork from step 0: the run's first event, as the parent began (a session run's
+    /// history included).
+    opening: Option<EventBody>,
 }
 
 /// Creates the fork and starts driving it.
@@ -127,6 +130,7 @@ pub(super) async fn fork(
         inherited,
         tape,
         tip,
+        opening,
     } = planned;
     let now = shared.config.clock.wall_ms();
     let mut new = NewRun {
@@ -139,6 +143,7 @@ pub(super) async fn fork(
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
         head: HeadRecord::default(),
+        session: None,
     };
     let head = HeadKeeper::new(
         first_head(
@@ -165,10 +170,8 @@ pub(super) async fn fork(
         tip,
     );
     driver.inherit(inherited.iter().map(|(_, mine, _)| mine.clone()));
-    if matches!(driver.state, RunState::Created) {
-        driver.queue.push_back(EventBody::Start {
-            goal: rec.goal.clone(),
-        });
+    if let Some(opening) = opening {
+        driver.queue.push_back(opening);
     }
     if edited {
         driver.queue.push_back(EventBody::Edited {
@@ -275,7 +278,12 @@ fn plan(
     // The fork continues its parent's receipt chain from the fork point; refuse a signer that
     // could not, before writing anything.
     let tip = receipt_tip(shared, store, parent, seq)?;
+    let opening = match rebuilt.state {
+        RunState::Created => Some(super::session::opening(store, &spec, &rec.goal)?),
+        _ => None,
+    };
     Ok(Planned {
+        opening,
         edited: edited.is_some(),
         rec,
         spec,

@@ -65,6 +65,7 @@ mod perform;
 #[cfg(test)]
 mod protocol_model;
 mod reads;
+pub(crate) mod session;
 mod start;
 mod takeup;
 mod tape;
@@ -79,6 +80,7 @@ pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
 pub use memory_source::MemorySource;
+pub use session::SessionSettings;
 pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
 
@@ -106,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) tools: RwLock<ToolRegistry>,
     /// Where runs get MCP servers' tool lists (revision 3), by server name.
     pub(crate) mcp: RwLock<BTreeMap<String, Arc<dyn crate::tool::mcp::ToolLister>>>,
+    /// What runs with a `[retriever]` ask for passages (revision 5).
+    pub(crate) retriever: RwLock<Option<crate::tool::retriever::Retriever>>,
     pub(crate) config: EngineConfig,
     pub(crate) owner: String,
     pub(crate) trace: broadcast::Sender<crate::exec::TraceEvent>,

@@ -83,7 +83,7 @@ impl Tape {
             | EventBody::Edited { .. }
             | EventBody::ToolsListed { .. }
             | EventBody::MemoryLoaded { .. } => event.body.clone(),
-            EventBody::Start { .. } => event.body.clone(),
+            EventBody::Start { .. } | EventBody::SessionStart { .. } => event.body.clone(),
             other => {
                 let Some(parent_at) = answered(other) else {
                     return Cue::End;
@@ -123,6 +123,7 @@ fn retarget(body: &EventBody, effect: EffectId) -> EventBody {
         | EventBody::Reconciled { effect: e, .. }
         | EventBody::InputProvided { effect: e, .. }
         | EventBody::ChildFinished { effect: e, .. }
+        | EventBody::Retrieved { effect: e, .. }
         | EventBody::EffectInDoubt { effect: e } => *e = effect,
         _ => {}
     }
@@ -152,6 +153,7 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 && r1.model == r2.model
                 && r1.conversation == r2.conversation
                 && r1.tools == r2.tools
+                && r1.summary == r2.summary
         }
         (
             Effect::CallTool {
@@ -217,6 +219,20 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
         ) => a1 == a2 && c1 == c2 && d1 == d2 && t1 == t2 && n1 == n2,
+        (
+            Effect::Retrieve {
+                agent: a1,
+                conversation: c1,
+                turn: t1,
+                ..
+            },
+            Effect::Retrieve {
+                agent: a2,
+                conversation: c2,
+                turn: t2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && t1 == t2,
         _ => false,
     }
 }

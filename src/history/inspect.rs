@@ -36,6 +36,9 @@ pub struct StepView {
     /// The model request the step sent, resolved, if it sent one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<SentRequest>,
+    /// The run's place in its session, and the run it goes on from (revision 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<crate::machine::SessionSpec>,
 }
 
 /// A model request exactly as the provider received it.
@@ -134,7 +137,11 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                         .agent(agent)
                         .map(|a| a.model_settings.clone())
                         .unwrap_or_default(),
-                    output_schema: spec.agent(agent).and_then(|a| a.output_schema.clone()),
+                    // A session summary is plain text whatever the agent answers with.
+                    output_schema: spec
+                        .agent(agent)
+                        .filter(|_| !request.summary)
+                        .and_then(|a| a.output_schema.clone()),
                 })
             },
         )
@@ -149,5 +156,6 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
         state: rebuilt.state,
         effects,
         request,
+        session: spec.spec().session.clone(),
     })
 }

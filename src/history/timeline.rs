@@ -57,7 +57,28 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
         let (mut tokens, mut cost_nanos) = (0, None);
         let summary = match &event.body {
             EventBody::Start { goal } => format!("goal: {}", clip(goal, 60)),
+            EventBody::SessionStart { goal, seed } => {
+                let messages: usize = seed.agents.values().map(|c| c.messages.len()).sum();
+                let summaries = match effects.first() {
+                    Some(Effect::CallModel { .. }) => "; a summary is written first",
+                    _ => "",
+                };
+                format!(
+                    "goal: {}; goes on from run {} ({messages} messages carried){summaries}",
+                    clip(goal, 40),
+                    seed.previous
+                )
+            }
+            EventBody::Retrieved { retrieval, .. } => match retrieval {
+                crate::machine::Retrieval::Passages { passages } => {
+                    format!("retrieved {} passage(s)", passages.len())
+                }
+                crate::machine::Retrieval::Failed { error } => {
+                    format!("retriever failed: {}", clip(error, 60))
+                }
+            },
             EventBody::Proceed => match effects.first() {
+                Some(Effect::Retrieve { turn, .. }) => format!("retrieve (turn {turn})"),
                 Some(Effect::CallModel {
                     request, attempt, ..
                 }) => {
@@ -233,6 +254,7 @@ fn agent_of(effect: &Effect) -> Option<&AgentId> {
         | Effect::CallTool { agent, .. }
         | Effect::Reconcile { agent, .. }
         | Effect::RequestInput { agent, .. }
+        | Effect::Retrieve { agent, .. }
         | Effect::RunChild { agent, .. } => Some(agent),
         Effect::PublishMemory { .. } => None,
     }

@@ -191,6 +191,22 @@ pub const COLUMNS: &[Column] = &[
         "idempotency_key",
         "equals the key the call is performed with",
     ),
+    // session_runs: the runs of each session, in order (revision 5).
+    verified(
+        "session_runs",
+        "session",
+        "the run's place equals the session its sealed spec names (a fork has none)",
+    ),
+    verified(
+        "session_runs",
+        "idx",
+        "the run's place equals the index its sealed spec names",
+    ),
+    verified(
+        "session_runs",
+        "run",
+        "internal row key: the place found for a run is the one its sealed spec names, and a run the spec gives no place has none",
+    ),
     // heads: the sealed head.
     verified("heads", "run", "the head found for a run names that run"),
     verified(

@@ -36,6 +36,7 @@ mod memory_audit;
 mod receipts;
 mod recorder;
 mod replay;
+mod session;
 mod verify;
 
 pub use codec::EncodeError;

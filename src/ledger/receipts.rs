@@ -37,7 +37,8 @@ pub fn receipt_draft(
             (ReceiptKind::Model, agent, None, None)
         }
         (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. })
-        | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. }) => {
+        | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. })
+        | (Effect::Retrieve { agent, .. }, EventBody::Retrieved { .. }) => {
             (ReceiptKind::Tool, agent, None, None)
         }
         _ => return None,

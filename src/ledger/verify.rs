@@ -23,6 +23,9 @@
 //!    removal, and the removal records' hash chain.
 //! 7. The **receipts** rebuilt from the history: one per model turn and tool result, chained,
 //!    each seal valid; the head's receipt tip is the chain's last, sealed the same way.
+//! 7. The run's **session** (revision 5; see [`super::session`]): its place in
+//!    `session_runs` is the one its spec names (none for a fork), and the history its
+//!    `SessionStart` carries is what the run it goes on from ended with.
 //!
 //! The first problem is reported, naming the seq or the column at fault (`coverage` lists
 //! what covers each stored column).
@@ -198,6 +201,7 @@ fn check(
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
+    let mut seed = None;
     let mut memory = MemoryFacts::default();
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
@@ -236,6 +240,9 @@ fn check(
                 audit::catalog_added(r.seq, catalog, added, bytes)?;
             }
             catalogs += 1;
+        }
+        if let EventBody::SessionStart { seed: carried, .. } = &r.event.body {
+            seed = Some(carried.clone());
         }
         memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
         if snapshot_due(r.seq) {
@@ -277,6 +284,13 @@ fn check(
     fail!(nothing_past_the_end(store, run, head.seq)?);
     fail!(audit::standing(&rec, &head));
     fail!(audit::outbox(&outbox_rows, &facts, &head));
+    fail!(super::session::check(
+        store,
+        run,
+        &spec,
+        &head,
+        seed.as_ref()
+    )?);
     let global = spec
         .spec()
         .memory

@@ -210,6 +210,9 @@ pub enum MachineError {
     /// A `ToolsListed` event that cannot be recorded (a tool of another server, a bad name).
     #[error("tool list refused: {0}")]
     BadListing(String),
+    /// A `SessionStart` whose history does not fit the run (revision 5).
+    #[error("session history refused: {0}")]
+    BadSessionSeed(String),
     /// A `MemoryLoaded` or `MemoryPublished` event that does not fit the run (another global
     /// memory, loaded twice, versions that do not follow the staged writes).
     #[error("memory event refused: {0}")]

@@ -49,6 +49,14 @@ pub enum EventBody {
         /// The user's goal, the entry agent's first user message.
         goal: String,
     },
+    /// Begin a run of a session with this goal and the conversations the session's previous
+    /// run ended with (revision 5; see [`session`](super::session)).
+    SessionStart {
+        /// The user's goal, the entry agent's next user message.
+        goal: String,
+        /// What each agent's conversation goes on from.
+        seed: super::session::SessionSeed,
+    },
     /// Leave a step boundary (`Preparing`, `Handoff`, a non-resting `BudgetExhausted`).
     Proceed,
     /// A model call succeeded.
@@ -117,6 +125,13 @@ pub enum EventBody {
         /// The edits, applied in order.
         edits: Vec<Edit>,
     },
+    /// The retriever answered a `Retrieve` (revision 5; see [`retrieval`](super::retrieval)).
+    Retrieved {
+        /// The `Retrieve` effect answered.
+        effect: EffectId,
+        /// The passages, or why there are none.
+        retrieval: super::retrieval::Retrieval,
+    },
     /// A child run started by `RunChild` ended (revision 4).
     ChildFinished {
         /// The `RunChild` effect answered.
@@ -174,6 +189,8 @@ impl EventBody {
     pub fn kind(&self) -> EventKind {
         match self {
             EventBody::Start { .. } => EventKind::Start,
+            EventBody::SessionStart { .. } => EventKind::SessionStart,
+            EventBody::Retrieved { .. } => EventKind::Retrieved,
             EventBody::Proceed => EventKind::Proceed,
             EventBody::ModelReplied { .. } => EventKind::ModelReplied,
             EventBody::ModelFailed { .. } => EventKind::ModelFailed,

@@ -44,13 +44,16 @@ mod offer;
 mod output;
 mod plan;
 mod reply;
+pub mod retrieval;
 mod retry;
 mod route;
+pub mod session;
 mod settings;
 mod spec;
 mod spec_error;
 mod state;
 mod step;
+mod summary;
 pub mod table;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
@@ -80,6 +83,10 @@ pub use offer::tool as offered_tool;
 pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
+pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
+pub use session::{
+    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow,
+};
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
     ADDED_TOOLS_SEMANTICS, AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET,
@@ -93,4 +100,5 @@ pub use state::{
     ToolResult,
 };
 pub use step::{Note, Transition, step};
+pub use summary::{Summaries, SummaryJob};
 pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -344,6 +344,8 @@ pub(crate) fn on_budget_raised(
         },
         s @ RunState::Preparing { .. } => (EdgeId::PreparingRaise, s),
         s @ RunState::Generating { .. } => (EdgeId::GeneratingRaise, s),
+        s @ RunState::Summarizing { .. } => (EdgeId::SummarizingRaise, s),
+        s @ RunState::Retrieving { .. } => (EdgeId::RetrievingRaise, s),
         s @ RunState::CallingTools { .. } => (EdgeId::CallingToolsRaise, s),
         s @ RunState::AwaitingInput { .. } => (EdgeId::AwaitingInputRaise, s),
         s @ RunState::Publishing { .. } => (EdgeId::PublishingRaise, s),

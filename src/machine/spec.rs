@@ -36,7 +36,7 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
 /// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see [`delegation`](super::delegation) |
-/// | 5 | a spec may have `[memory]`: agent, shared and global memory, the `remember`/`recall`/`forget` tools answered by the machine, injected memory recorded in each model request, and global writes published when the run completes (`Publishing`); see [`memory`](super::memory) |
+/// | 5 | a run of a session begins with `SessionStart`, carrying the conversations the session's previous run ended with; what falls out of the window is summarised by a recorded model call (`Summarizing`) — see [`session`](super::session); agents with a retriever call it before every model turn (`Retrieving`) and see its passages as user-position data — see [`retrieval`](super::retrieval); a spec may have `[memory]`: agent, shared and global memory, the `remember`/`recall`/`forget` tools answered by the machine, injected memory recorded in each model request, and global writes published when the run completes (`Publishing`) — see [`memory`](super::memory) |
 pub const SEMANTICS: u32 = 5;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
@@ -94,6 +94,15 @@ pub struct Spec {
     /// file it came from again and its sealed head covers it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spec_delegates: Vec<SpecDelegate>,
+    /// For a run of a session (revision 5): the session, the run's place in it, the run whose
+    /// conversations it continues, and the window. Stored with the spec, so the run's sealed
+    /// head, and so `verify`, covers the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::session::SessionSpec>,
+    /// Which agents call the retriever before each model turn (revision 5). The program it
+    /// runs is part of the setup, not of the machine's spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retriever: Option<super::retrieval::RetrieverSpec>,
     /// Memory scopes and the memory tools (revision 5); `None`: the agents remember only
     /// their conversations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,6 +131,8 @@ impl Default for Spec {
             depth: 0,
             delegated_by: None,
             spec_delegates: Vec::new(),
+            session: None,
+            retriever: None,
             memory: None,
         }
     }
@@ -575,6 +586,8 @@ impl RunSpec {
             RunSpec::compile(s.clone(), names).map(drop)
         })?;
         super::delegation::validate(&spec, &agent_index, &tool_index)?;
+        super::session::validate(&spec, &agent_index)?;
+        super::retrieval::validate(&spec, &agent_index)?;
         // An agent a run can be handed over to by tool call may end it: its answer completes
         // the run when no plan edge routes it on.
         let mut plan = plan;
@@ -666,6 +679,8 @@ impl RunSpec {
         spec.on_exhausted = RunOnExhausted::Fail;
         spec.depth = *depth;
         spec.delegated_by = Some(id.clone());
+        // A child run is part of its parent's work, not a run of the parent's session.
+        spec.session = None;
         for a in &mut spec.agents {
             a.delegation.max_depth = a.delegation.max_depth.min(cap);
             a.on_exhausted = OnExhausted::Handoff;

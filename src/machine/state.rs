@@ -38,6 +38,24 @@ pub enum RunState {
         /// The outstanding call.
         call: ModelCall,
     },
+    /// A session run writes the summary of what fell out of an agent's window (revision 5; see
+    /// [`session`](super::session)): a `CallModel` for it is outstanding.
+    Summarizing {
+        /// Run data.
+        run: RunData,
+        /// The outstanding summary call.
+        call: ModelCall,
+        /// The summaries still to write, the one being written first.
+        summaries: super::summary::Summaries,
+    },
+    /// The active agent's retriever is asked for passages before its model turn (revision 5;
+    /// see [`retrieval`](super::retrieval)): a `Retrieve` effect is outstanding.
+    Retrieving {
+        /// Run data.
+        run: RunData,
+        /// The `Retrieve` effect.
+        effect: EffectRef,
+    },
     /// Tool calls are outstanding; the batch holds the results that have arrived.
     CallingTools {
         /// Run data.
@@ -204,6 +222,10 @@ pub struct AgentRun {
     pub strikes: u32,
     /// Route in use: the first one not cooling down, chosen again at every step boundary.
     pub route: u32,
+    /// Its conversation was opened from a session's history (revision 5): it has its system
+    /// prompt already, so its first activation adds only the user message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seeded: bool,
 }
 
 /// The outstanding model call.
@@ -335,6 +357,8 @@ impl RunState {
             RunState::Created => StateKind::Created,
             RunState::Preparing { .. } => StateKind::Preparing,
             RunState::Generating { .. } => StateKind::Generating,
+            RunState::Summarizing { .. } => StateKind::Summarizing,
+            RunState::Retrieving { .. } => StateKind::Retrieving,
             RunState::CallingTools { .. } => StateKind::CallingTools,
             RunState::AwaitingInput { .. } => StateKind::AwaitingInput,
             RunState::Handoff { .. } => StateKind::Handoff,
@@ -350,6 +374,8 @@ impl RunState {
             RunState::Created => None,
             RunState::Preparing { run }
             | RunState::Generating { run, .. }
+            | RunState::Summarizing { run, .. }
+            | RunState::Retrieving { run, .. }
             | RunState::CallingTools { run, .. }
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
@@ -364,6 +390,8 @@ impl RunState {
             RunState::Created => None,
             RunState::Preparing { run }
             | RunState::Generating { run, .. }
+            | RunState::Summarizing { run, .. }
+            | RunState::Retrieving { run, .. }
             | RunState::CallingTools { run, .. }
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
@@ -405,8 +433,12 @@ impl RunState {
     /// history, e.g. when a fork must perform its parent's outstanding effects).
     pub fn outstanding(&self) -> Vec<EffectRef> {
         match self {
-            RunState::Generating { call, .. } => vec![call.effect],
-            RunState::Publishing { effect, .. } => vec![*effect],
+            RunState::Generating { call, .. } | RunState::Summarizing { call, .. } => {
+                vec![call.effect]
+            }
+            RunState::Retrieving { effect, .. } | RunState::Publishing { effect, .. } => {
+                vec![*effect]
+            }
             RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
                 .slots
                 .iter()

@@ -65,6 +65,8 @@ kinds! {
         Created = ("Created", "created"), #[doc = "See [`RunState::Created`](super::RunState::Created)."]
         Preparing = ("Preparing", "preparing"), #[doc = "See [`RunState::Preparing`](super::RunState::Preparing)."]
         Generating = ("Generating", "generating"), #[doc = "See [`RunState::Generating`](super::RunState::Generating)."]
+        Summarizing = ("Summarizing", "summarizing"), #[doc = "See [`RunState::Summarizing`](super::RunState::Summarizing)."]
+        Retrieving = ("Retrieving", "retrieving"), #[doc = "See [`RunState::Retrieving`](super::RunState::Retrieving)."]
         CallingTools = ("CallingTools", "calling_tools"), #[doc = "See [`RunState::CallingTools`](super::RunState::CallingTools)."]
         AwaitingInput = ("AwaitingInput", "awaiting_input"), #[doc = "See [`RunState::AwaitingInput`](super::RunState::AwaitingInput)."]
         Handoff = ("Handoff", "handoff"), #[doc = "See [`RunState::Handoff`](super::RunState::Handoff)."]
@@ -92,6 +94,8 @@ kinds! {
         ChildFinished = ("ChildFinished", "child_finished"), #[doc = "`ChildFinished`."]
         MemoryLoaded = ("MemoryLoaded", "memory_loaded"), #[doc = "`MemoryLoaded`."]
         MemoryPublished = ("MemoryPublished", "memory_published"), #[doc = "`MemoryPublished`."]
+        SessionStart = ("SessionStart", "session_start"), #[doc = "`SessionStart`."]
+        Retrieved = ("Retrieved", "retrieved"), #[doc = "`Retrieved`."]
     }
 }
 
@@ -332,6 +336,36 @@ edges! {
         "a cap is raised";
     AnyTransitionCap = "any.transition_cap": any --any--> Done,
         "the run reached max_transitions: fails with transition_cap (a cancel still wins)";
+    CreatedSessionStart = "created.session_start": Created --SessionStart--> Preparing,
+        "a session run begins (revision 5): each agent's carried conversation opens its conversation, cut to its window (nothing fell out, or a cap stops summaries); the entry agent gets the goal";
+    CreatedSessionStartSummarize = "created.session_start.summarize": Created --SessionStart--> Summarizing,
+        "a session run begins and messages fall out of an agent's window: CallModel asks for the summary";
+    CreatedSessionStartTransitionCap = "created.session_start.transition_cap": Created --SessionStart--> Done,
+        "max_transitions = 1: the session run fails with transition_cap as it starts";
+    SummarizingRepliedNext = "summarizing.replied.next": Summarizing --ModelReplied--> Summarizing,
+        "the summary opens the agent's conversation before its window; the next agent's summary is asked for";
+    SummarizingRepliedDone = "summarizing.replied.done": Summarizing --ModelReplied--> Preparing,
+        "the last summary is placed; the entry agent gets the goal";
+    SummarizingFailedRetry = "summarizing.failed.retry": Summarizing --ModelFailed--> Summarizing,
+        "the summary call is retried after its backoff, or made on the writer's next route";
+    SummarizingFailedExhausted = "summarizing.failed.exhausted": Summarizing --ModelFailed--> Preparing,
+        "a cap is reached before the summary could be retried: the windows are placed without new summaries; the entry agent gets the goal";
+    SummarizingFailedFail = "summarizing.failed.fail": Summarizing --ModelFailed--> Done,
+        "every route of the summary's writer gave up: fails with the provider error class";
+    SummarizingRaise = "summarizing.raise": Summarizing --BudgetRaised--> Summarizing,
+        "a cap is raised";
+    SummarizingCancel = "summarizing.cancel": Summarizing --CancelRequested--> Done,
+        "cancelled while a summary is written";
+    PreparingProceedRetrieve = "preparing.proceed.retrieve": Preparing --Proceed--> Retrieving,
+        "budgets allow a turn of an agent with a retriever (revision 5): Retrieve is emitted first";
+    RetrievingRetrievedCall = "retrieving.retrieved.call": Retrieving --Retrieved--> Generating,
+        "the passages (if any) are appended as a user-position data message; CallModel is emitted";
+    RetrievingRetrievedExhausted = "retrieving.retrieved.exhausted": Retrieving --Retrieved--> BudgetExhausted,
+        "the passages are appended, but a cap was reached meanwhile: no model call is made";
+    RetrievingRaise = "retrieving.raise": Retrieving --BudgetRaised--> Retrieving,
+        "a cap is raised";
+    RetrievingCancel = "retrieving.cancel": Retrieving --CancelRequested--> Done,
+        "cancelled while the retriever runs";
 }
 
 impl EdgeId {
@@ -581,6 +615,22 @@ mod tests {
             "publishing.published.cancelled",
             "publishing.cancel",
             "publishing.raise",
+            // Revision 5 (sessions and the retriever).
+            "created.session_start",
+            "created.session_start.summarize",
+            "created.session_start.transition_cap",
+            "summarizing.replied.next",
+            "summarizing.replied.done",
+            "summarizing.failed.retry",
+            "summarizing.failed.exhausted",
+            "summarizing.failed.fail",
+            "summarizing.raise",
+            "summarizing.cancel",
+            "preparing.proceed.retrieve",
+            "retrieving.retrieved.call",
+            "retrieving.retrieved.exhausted",
+            "retrieving.raise",
+            "retrieving.cancel",
         ];
         for name in released {
             assert!(EdgeId::parse(name).is_some(), "{name} is gone");

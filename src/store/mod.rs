@@ -29,6 +29,7 @@ mod legacy_heads;
 mod memory;
 mod postgres;
 mod schema;
+mod session;
 mod sqlite;
 mod timed;
 
@@ -39,6 +40,7 @@ pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
 };
 pub use schema::SCHEMA_VERSION;
+pub use session::{SessionLink, SessionRecord};
 pub use sqlite::{CommitStats, Durability, SqliteStore};
 pub use timed::{Latency, TimedStore};
 
@@ -297,6 +299,9 @@ pub struct NewRun {
     pub lease_expires_ms: u64,
     /// The run's first head.
     pub head: HeadRecord,
+    /// Its place in a session (revision 5): refused with [`StoreError::SessionTaken`] unless
+    /// it is the session's next place (its latest run's + 1, or 1 for a new session).
+    pub session: Option<SessionLink>,
 }
 
 /// One transition to make durable.
@@ -405,6 +410,7 @@ impl NewRun {
             owner,
             lease_expires_ms,
             head,
+            session: None,
         }
     }
 }
@@ -578,6 +584,19 @@ pub enum StoreError {
     /// A run with this id exists already.
     #[error("a run with id `{0}` exists already")]
     DuplicateRun(String),
+    /// Another run took this place in the session first (two processes started the session's
+    /// next run at once), or the place is not the next one.
+    #[error(
+        "run {index} of session {session} was started by another process at the same time (the session is at run {latest}); nothing was written – run again once that run has ended"
+    )]
+    SessionTaken {
+        /// The session.
+        session: String,
+        /// The place asked for.
+        index: u64,
+        /// The session's latest place when refused.
+        latest: u64,
+    },
     /// Another live process holds the run's lease.
     #[error(
         "run {run} is being driven by another process ({owner}); wait for it to stop, or `runtape cancel {run}`"
@@ -728,6 +747,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// The run's sealed head; `None` when it has none (a damaged database).
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError>;
+
+    /// The runs of session `name`, in order: `(index, run)`; empty for no such session.
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError>;
+
+    /// Every session, by name.
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// The session place the store gives `run`, if any (for `verify`).
+    fn session_of(&self, run: &RunId) -> Result<Option<SessionLink>, StoreError>;
 
     /// A read-only view whose reads all see the store as it is now, while writes go on: for a
     /// check that reads many rows of a run another process may be driving (`verify`, the check

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -28,6 +28,7 @@ struct Migration {
 ///   [`super::legacy_heads`]).
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
 /// - 4 → 5: global memory: its versioned rows and the removal records ([`V5_MEMORY`]).
+/// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -47,6 +48,10 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         sql: V5_MEMORY,
+        then: None,
+    },
+    Migration {
+        sql: V6,
         then: None,
     },
 ];
@@ -76,6 +81,18 @@ CREATE TABLE memory_removals (
     body BLOB NOT NULL,
     chain BLOB NOT NULL
 );
+"#;
+
+/// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
+/// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next
+/// place, and a run has at most one place. A fork is never in it.
+const V6: &str = r#"
+CREATE TABLE session_runs (
+    session TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    run INTEGER NOT NULL UNIQUE,
+    PRIMARY KEY (session, idx)
+) WITHOUT ROWID;
 "#;
 
 /// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`

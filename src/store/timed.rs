@@ -172,6 +172,15 @@ impl Store for TimedStore {
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
         self.inner.head(run)
     }
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.inner.session_runs(name)
+    }
+    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
+        self.inner.sessions()
+    }
+    fn session_of(&self, run: &RunId) -> Result<Option<crate::store::SessionLink>, StoreError> {
+        self.inner.session_of(run)
+    }
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         self.inner.snapshot()
     }

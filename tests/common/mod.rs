@@ -258,10 +258,34 @@ impl Harness {
         self.send(EventBody::Proceed)
     }
 
-    /// The outstanding model call's effect id.
+    /// Begins a session run with the history `seed` carries.
+    pub fn session_start(&mut self, goal: &str, seed: SessionSeed) -> &Transition {
+        self.send(EventBody::SessionStart {
+            goal: goal.into(),
+            seed,
+        })
+    }
+
+    /// The outstanding `Retrieve` effect's id.
+    pub fn retrieve_effect(&self) -> EffectId {
+        match &self.state {
+            RunState::Retrieving { effect, .. } => effect.in_run(&self.run),
+            s => panic!("no retrieval outstanding in {}", s.kind()),
+        }
+    }
+
+    /// Answers the outstanding `Retrieve`.
+    pub fn retrieved(&mut self, retrieval: Retrieval) -> &Transition {
+        let effect = self.retrieve_effect();
+        self.send(EventBody::Retrieved { effect, retrieval })
+    }
+
+    /// The outstanding model call's effect id (an agent's turn or a session summary).
     pub fn model_effect(&self) -> EffectId {
         match &self.state {
-            RunState::Generating { call, .. } => call.effect.in_run(&self.run),
+            RunState::Generating { call, .. } | RunState::Summarizing { call, .. } => {
+                call.effect.in_run(&self.run)
+            }
             s => panic!("no model call outstanding in {}", s.kind()),
         }
     }
@@ -463,6 +487,74 @@ pub fn effect_summary(e: &Effect) -> String {
                 .collect();
             format!("{id} PublishMemory {name} [{}]", keys.join(", "))
         }
+        Effect::Retrieve {
+            id,
+            agent,
+            conversation,
+            turn,
+        } => format!(
+            "{id} Retrieve {agent} turn {turn} ({} messages)",
+            conversation.len
+        ),
+    }
+}
+
+/// The previous run a session fixture goes on from.
+pub const PREVIOUS: &str = "prev-run";
+
+/// `spec` as the third run of session `chat`, going on from [`PREVIOUS`] with `window`, its
+/// summaries written by `summarizer` (each agent its own when `None`).
+pub fn in_session(mut spec: Spec, window: SessionWindow, summarizer: Option<&str>) -> RunSpec {
+    spec.session = Some(SessionSpec {
+        name: "chat".into(),
+        index: 3,
+        previous: Some(RunId::new(PREVIOUS)),
+        window,
+        summarizer: summarizer.map(AgentId::from),
+    });
+    RunSpec::build(spec).expect("fixture spec is valid")
+}
+
+/// The single-agent spec with a retriever for `solo`.
+pub fn with_retriever() -> RunSpec {
+    solo_with(|s| {
+        s.retriever = Some(RetrieverSpec {
+            agents: Some(vec!["solo".into()]),
+        })
+    })
+}
+
+/// A conversation as a run ends it: the system prompt, then `turns` questions and answers.
+pub fn chat(system: &str, turns: usize) -> Vec<Message> {
+    let mut out = vec![Message::text(Role::System, system)];
+    for i in 0..turns {
+        out.push(Message::text(Role::User, format!("question {i}")));
+        out.push(Message::text(Role::Assistant, format!("answer {i}")));
+    }
+    out
+}
+
+/// The history a session run carries from [`PREVIOUS`]: each agent's conversation, with the
+/// reference its final state would hold.
+pub fn seed(agents: Vec<(&str, Vec<Message>)>) -> SessionSeed {
+    SessionSeed {
+        previous: RunId::new(PREVIOUS),
+        agents: agents
+            .into_iter()
+            .map(|(agent, messages)| {
+                let ended_with = ConversationRef {
+                    len: messages.len() as u32,
+                    head: head_of(&messages),
+                };
+                (
+                    AgentId::from(agent),
+                    CarriedConversation {
+                        ended_with,
+                        messages,
+                    },
+                )
+            })
+            .collect(),
     }
 }
 

@@ -29,6 +29,10 @@ pub(crate) struct Fixture {
     pub(crate) fork: String,
     /// The run killed while its non-idempotent call ran.
     pub(crate) killed: String,
+    /// The first run of session `tamper`.
+    pub(crate) session_first: String,
+    /// The second, which goes on from the first.
+    pub(crate) session_second: String,
     /// The run that published `a` and `b` to global memory `team` (`b` removed since).
     pub(crate) memory: String,
 }
@@ -103,6 +107,18 @@ tools = ["note"]
 "#
     )
 }
+
+const CHAT_SPEC: &str = r#"
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [{ text = "Hello." }, { text = "Hello again." }]
+
+[[agents]]
+id = "assistant"
+system_prompt = "Be brief."
+provider = "script"
+"#;
 
 const STUCK_SPEC: &str = r#"goal = "Charge the card."
 
@@ -202,6 +218,34 @@ fn build() -> Fixture {
     std::fs::write(d.join("release"), "").expect("releases the orphaned tool");
     let killed = first_id(&String::from_utf8_lossy(&killed_out.stdout));
 
+    // Two runs of a session, the second going on from the first.
+    std::fs::write(d.join("chat.toml"), CHAT_SPEC).expect("writes");
+    let chat = d.join("chat.toml");
+    let chat = chat.to_str().expect("utf-8");
+    let session_first = first_id(&ok(runtape(
+        &db,
+        &[
+            "run",
+            chat,
+            "Hi.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
+    )));
+    let session_second = first_id(&ok(runtape(
+        &db,
+        &[
+            "run",
+            chat,
+            "Hi again.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
+    )));
     // A run that publishes to global memory, then a removal by hand.
     std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
     let memory_spec = d.join("memory.toml");
@@ -241,6 +285,8 @@ fn build() -> Fixture {
         long,
         fork,
         killed,
+        session_first,
+        session_second,
         memory,
     }
 }

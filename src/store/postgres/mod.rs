@@ -36,6 +36,7 @@ mod global_memory;
 mod queue;
 mod read;
 mod schema;
+mod sessions;
 mod writer;
 
 use conn::{Backend, Conn, Pooled, Target};
@@ -257,6 +258,20 @@ impl Store for PostgresStore {
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
         let run = run.clone();
         self.read(move |c| async move { read::head(&c, &run).await })
+    }
+
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |c| async move { Ok(sessions::runs_of(&c, &name).await?) })
+    }
+
+    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
+        self.read(move |c| async move { Ok(sessions::all(&c).await?) })
+    }
+
+    fn session_of(&self, run: &RunId) -> Result<Option<crate::store::SessionLink>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { Ok(sessions::of(&c, &run).await?) })
     }
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {

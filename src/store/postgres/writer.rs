@@ -485,6 +485,9 @@ async fn create_run(
     } else {
         "created"
     };
+    if let Some(link) = &new.session {
+        super::sessions::check_next(conn, link).await??;
+    }
     let row = conn
         .query_opt(
             "INSERT INTO runtape.runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, \
@@ -511,6 +514,9 @@ async fn create_run(
         return Err(Fail::Refused(StoreError::DuplicateRun(new.id.to_string())));
     };
     let key: i64 = row.try_get(0)?;
+    if let Some(link) = &new.session {
+        super::sessions::place(conn, key, link).await?;
+    }
     put_head(conn, key, Some(&new.head)).await?;
     keys.insert(new.id.to_string(), key);
     Ok(Written::Lease(1))

@@ -23,6 +23,7 @@ use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod global_memory;
 mod readers;
+mod sessions;
 mod writer;
 
 use readers::{Readers, open_reader};
@@ -509,6 +510,18 @@ impl Store for SqliteStore {
                 })
                 .optional()
         })
+    }
+
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.read(|c| sessions::runs_of(c, name))
+    }
+
+    fn sessions(&self) -> Result<Vec<super::SessionRecord>, StoreError> {
+        self.read(sessions::all)
+    }
+
+    fn session_of(&self, run: &RunId) -> Result<Option<super::SessionLink>, StoreError> {
+        self.read(|c| sessions::of(c, run))
     }
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {

@@ -366,6 +366,9 @@ fn create_run(
         new.setup
     ])?;
     let key = tx.last_insert_rowid();
+    if let Some(link) = &new.session {
+        super::sessions::place(tx, key, link)?;
+    }
     write_head(tx, key, &new.id, Some(&new.head))?;
     created.push((new.id.clone(), key));
     Ok(Written::Lease(1))
