@@ -263,6 +263,15 @@ impl Store for CrashOnce {
     fn memory_removals(&self) -> Result<Vec<RemovalRecord>, StoreError> {
         self.inner.memory_removals()
     }
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.inner.session_runs(name)
+    }
+    fn sessions(&self) -> Result<Vec<runtape::store::SessionRecord>, StoreError> {
+        self.inner.sessions()
+    }
+    fn session_of(&self, run: &RunId) -> Result<Option<runtape::store::SessionLink>, StoreError> {
+        self.inner.session_of(run)
+    }
     fn size_bytes(&self) -> Result<u64, StoreError> {
         self.inner.size_bytes()
     }
