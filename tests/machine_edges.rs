@@ -194,6 +194,7 @@ fn child_finished(h: &Harness, call_id: &str, outcome: ChildOutcome) -> EventBod
                 ..Usage::default()
             },
         },
+        proof: None,
     }
 }
 
@@ -275,6 +276,18 @@ fn passages() -> Retrieval {
 fn cases() -> Vec<(&'static str, Case)> {
     vec![
         ("generating.replied.transfer", || {
+            let h = generating(team_with(8, |s| s.semantics = 4));
+            let body = replied(
+                &h,
+                ModelReply::tools(vec![call(
+                    "t1",
+                    "transfer_to_reviewer",
+                    json!({"note": "check the figures"}),
+                )]),
+            );
+            (h, body)
+        }),
+        ("generating.replied.transfer_carry", || {
             let h = generating(team(8));
             let body = replied(
                 &h,
@@ -286,8 +299,22 @@ fn cases() -> Vec<(&'static str, Case)> {
             );
             (h, body)
         }),
+        ("handoff.conversation.transfer", || {
+            let mut h = generating(team(8));
+            h.reply(ModelReply::tools(vec![call(
+                "t1",
+                "transfer_to_reviewer",
+                json!({"note": "check the figures"}),
+            )]));
+            let messages = h.conversations.all()[&AgentId::from("lead")].clone();
+            let body = EventBody::ConversationSupplied {
+                agent: "lead".into(),
+                messages,
+            };
+            (h, body)
+        }),
         ("generating.replied.transfer_cycle", || {
-            let mut h = generating(team(1));
+            let mut h = generating(team_with(1, |s| s.semantics = 4));
             h.reply(ModelReply::tools(vec![call(
                 "t1",
                 "transfer_to_reviewer",

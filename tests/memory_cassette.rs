@@ -158,3 +158,86 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+/// A lead and the child run it delegates to both write global memory.
+const TREE: &str = r#"goal = "Plan with help."
+
+[memory]
+global = "team"
+inject = ["global"]
+
+[[providers]]
+name = "script"
+kind = "scripted"
+[providers.by_agent]
+lead = [
+  { tool_calls = [
+      { name = "remember", arguments = { key = "lead", value = "asked for help", scope = "global" } },
+      { name = "delegate_helper", arguments = { task = "Note the venue." } },
+  ] },
+  { text = "Planned, with help." },
+]
+helper = [
+  { tool_calls = [ { name = "remember", arguments = { key = "venue", value = "the old mill", scope = "global" } } ] },
+  { text = "Venue noted." },
+]
+
+[[agents]]
+id = "lead"
+system_prompt = "You lead."
+provider = "script"
+delegates = ["helper"]
+
+[[agents]]
+id = "helper"
+system_prompt = "You help."
+provider = "script"
+"#;
+
+#[test]
+fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("tree.toml");
+    std::fs::write(&spec, TREE).expect("writes");
+    let spec = spec.to_str().expect("utf-8").to_owned();
+    let db = dir.path().join("recorded.db");
+    let lead = first_id(&ok(runtape(&db, &["run", &spec])));
+    let cassette = dir.path().join("tree.cassette.json");
+    ok(runtape(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &lead,
+            "-o",
+            cassette.to_str().expect("utf-8"),
+        ],
+    ));
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cassette).expect("reads")).expect("json");
+    let paths: Vec<&str> = file["memory"]["publishes"]
+        .as_array()
+        .expect("publishes")
+        .iter()
+        .map(|p| p["path"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(paths, ["", "4.0"], "the lead's publish, then its child's");
+
+    let other = dir.path().join("replay.db");
+    let out = ok(runtape(
+        &other,
+        &[
+            "replay",
+            &spec,
+            "--cassette",
+            cassette.to_str().expect("utf-8"),
+        ],
+    ));
+    assert!(
+        out.contains("replayed 4 of 4 recorded model turns"),
+        "{out}"
+    );
+    assert!(ok(runtape(&other, &["memory", "ls"])).contains("no global memory"));
+    let replay = first_id(&out);
+    ok(runtape(&other, &["verify", &replay, "--recursive"]));
+}

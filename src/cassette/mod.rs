@@ -127,12 +127,14 @@ mod record;
 mod replay;
 mod tools;
 
-pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
+pub use diff::{
+    CassetteDiff, DiffOptions, Difference, SectionDiff, ToolCallView, TurnDiff, TurnView, diff,
+};
 pub use error::CassetteError;
 pub use export::{ExportError, export_run};
 pub use format::{
-    Cassette, CatalogChange, Entry, MemoryLoad, RecordedMemory, RecordedResponse, ToolEntry,
-    VERSION,
+    Cassette, CatalogChange, ChildSection, Entry, MemoryLoad, MemoryPublish, RecordedMemory,
+    RecordedResponse, TREE_VERSION, ToolEntry, VERSION,
 };
 pub use hash::{CassetteId, HashFilter, Prompt};
 pub use load::{DEFAULT_MAX_BYTES, LoadOptions};

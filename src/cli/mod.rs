@@ -257,12 +257,16 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show where two runs (e.g. a run and its fork) first differ.
+    /// Show where two runs (a run and its fork, two child runs) first differ: the first step
+    /// they did not take alike, times and ids set aside, and the fields that differ there.
     Diff {
         /// The first run.
         a: String,
         /// The second run.
         b: String,
+        /// Also compare the runs below them, paired by their place in the tree (`3.0`).
+        #[arg(long)]
+        recursive: bool,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -442,9 +446,15 @@ pub(crate) enum ReceiptsAction {
         /// The file to write.
         #[arg(short, long, value_name = "FILE.jsonl")]
         out: PathBuf,
+        /// Also every child run below it (children of children too), each its receipts and
+        /// head line after its parent's: `receipts verify` checks the file as one tree.
+        #[arg(long)]
+        recursive: bool,
     },
     /// Verify exported receipts offline: chain, order, signatures, and that the file is
-    /// complete (its head line). Exit 1 naming the first bad receipt or line.
+    /// complete (its head line); a `--recursive` export as one tree (each child hangs from its
+    /// parent and ends where its parent's receipt says). Exit 1 naming the first bad receipt or
+    /// line.
     Verify {
         /// The exported file.
         file: PathBuf,
@@ -665,7 +675,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Sessions { json } => sessions::list(&db, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
-        Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
+        Command::Diff {
+            a,
+            b,
+            recursive,
+            json,
+        } => inspect::diff(&db, &a, &b, recursive, json).map(|_| EXIT_OK),
         Command::Verify {
             run,
             pubkey,
@@ -674,8 +689,13 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
         Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
         Command::Receipts {
-            action: ReceiptsAction::Export { run, out },
-        } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
+            action:
+                ReceiptsAction::Export {
+                    run,
+                    out,
+                    recursive,
+                },
+        } => receipts::export(&db, &run, &out, recursive).map(|_| EXIT_OK),
         Command::Receipts {
             action:
                 ReceiptsAction::Verify {

@@ -358,6 +358,29 @@ pub(crate) async fn take_up(
         Answer::Approve => Some(HumanInput::Approve),
         Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
     };
+    // A run resting on a child that waits for a person (it does not wait itself): the answer
+    // goes to that child, then the run is driven on and takes the child up.
+    let rests_on_child = input.is_some()
+        && crate::store::RunStatus::of_state(&state) != crate::store::RunStatus::AwaitingInput;
+    let waiting = if rests_on_child {
+        super::tree::waiting_below(store.as_ref(), run)?
+    } else {
+        Vec::new()
+    };
+    let input = match (input, waiting.as_slice()) {
+        (Some(input), [child]) => {
+            engine.answer_at_rest(&child.run, call, input).await?;
+            None
+        }
+        (Some(_), [_, _, ..]) => {
+            let names: Vec<&str> = waiting.iter().map(|w| w.run.as_str()).collect();
+            return Err(CliError::usage(format!(
+                "run {run} does not wait for a person itself; its child runs {} do: answer each with `runtape resume CHILD --approve` (or --reject, --input), then `runtape resume {run}`",
+                names.join(", ")
+            )));
+        }
+        (input, _) => input,
+    };
     // Every raise but the last is committed on its own; the last (or the input) drives the run.
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {
@@ -521,10 +544,15 @@ pub(crate) async fn replay(
             engine.register_tool(Arc::new(tool));
         }
     }
-    for agent in &file.spec.spec().agents {
-        for route in &agent.routes {
-            engine.register_provider(&route.provider, provider.clone());
+    // Every route of the spec and of its delegates' spec files: children ask the cassette too.
+    let mut specs = vec![file.spec.spec()];
+    while let Some(s) = specs.pop() {
+        for agent in &s.agents {
+            for route in &agent.routes {
+                engine.register_provider(&route.provider, provider.clone());
+            }
         }
+        specs.extend(s.spec_delegates.iter().map(|d| d.spec.as_ref()));
     }
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
@@ -536,9 +564,13 @@ pub(crate) async fn replay(
     }
     let handle = engine.start(file.spec.clone(), &goal).with_id(id).await?;
     let code = follow(&engine, handle, common.json, grace, signals).await?;
-    if let Some(e) = provider.last_error() {
+    if let Some(e) = provider.first_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.
-        if let CassetteError::Mismatch { diff, .. } = &e
+        let mismatch = match &e {
+            CassetteError::InChild { error, .. } => error.as_ref(),
+            e => e,
+        };
+        if let CassetteError::Mismatch { diff, .. } = mismatch
             && !common.json
         {
             outln!("{}", diff.trim_end());
@@ -548,11 +580,17 @@ pub(crate) async fn replay(
         return Err(CliError::failed(format!("replay stopped: {first}")));
     }
     if !common.json {
+        let children = provider.cassette().children().len();
         say!(
-            "replayed {} of {} recorded model turns from {}",
-            provider.position(),
+            "replayed {} of {} recorded model turns from {}{}",
+            provider.served(),
             provider.cassette().len(),
-            cassette.display()
+            cassette.display(),
+            if children == 0 {
+                String::new()
+            } else {
+                format!(" ({children} child runs from their own sections)")
+            }
         );
     }
     Ok(code)

@@ -396,6 +396,20 @@ impl Engine {
         super::takeup::resume(&self.shared, run, vec![body]).await
     }
 
+    /// Commits a person's answer to a run at rest without driving it (its effects wait in the
+    /// outbox for the next `resume`): how `resume PARENT --approve` answers the child run its
+    /// parent rests on, then drives the parent, which takes the child up. `call_id` picks the
+    /// call when several wait. Refused, writing nothing, when the run waits for no one.
+    pub async fn answer_at_rest(
+        &self,
+        run: &RunId,
+        call_id: Option<&str>,
+        input: HumanInput,
+    ) -> Result<RunState, EngineError> {
+        let body = super::takeup::input_event(&self.shared, run, call_id, input).await?;
+        super::takeup::apply_one(&self.shared, run, body).await
+    }
+
     /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues). A
     /// raise that raises nothing is refused before anything is written.
     pub async fn raise_budget(

@@ -9,12 +9,15 @@ use std::collections::BTreeMap;
 
 use crate::machine::{PublishOutcome, Versioned};
 
-/// Answers a run's global memory loads and publishes in place of the store.
+/// Answers a run's global memory loads and publishes in place of the store. Each run asks by
+/// its place in its delegation tree (`path`: `""` for the top run, `SEQ.INDEX[.SEQ.INDEX…]` for
+/// a child), so a tree's runs each get their own.
 pub trait MemorySource: Send + Sync {
-    /// The entries of global memory `name` for the next load, or `None` when the source has
-    /// no (more) load of that memory.
-    fn load(&self, name: &str) -> Option<BTreeMap<String, Versioned>>;
+    /// The entries of global memory `name` for the next load of the run at `path`, or `None`
+    /// when the source has no (more) such load.
+    fn load(&self, path: &str, name: &str) -> Option<BTreeMap<String, Versioned>>;
 
-    /// The outcome of the next publish, or `None` when the source has no (more) outcomes.
-    fn publish(&self) -> Option<PublishOutcome>;
+    /// The outcome of the next publish of the run at `path`, or `None` when the source has
+    /// no (more) outcomes for it.
+    fn publish(&self, path: &str) -> Option<PublishOutcome>;
 }

@@ -30,6 +30,10 @@ pub(crate) enum Completion {
     Fatal(EngineError),
     /// Cancelled before it produced anything worth committing.
     Abandoned,
+    /// A child run rests waiting for a person (revision 4): nothing to commit; the parent
+    /// stops waiting on it, and rests once nothing else is in flight. Performing the
+    /// `RunChild` effect again (`resume`) picks the child up where it stands.
+    ChildWaiting(crate::machine::RunId),
 }
 
 /// Calls the model after `not_before`; token deltas go to the trace. The `model.request`

@@ -69,15 +69,31 @@ impl Tape {
         }
     }
 
-    /// The next event to feed to the fork in state with `wants_proceed`, if the tape still
-    /// matches; `run` is the fork.
-    pub(crate) fn next(&mut self, run: &RunId, wants_proceed: bool) -> Cue {
+    /// The next event to feed to the fork in a state with `wants_proceed` that waits for the
+    /// conversation `wants` (revision 5), if the tape still matches; `run` is the fork.
+    pub(crate) fn next(
+        &mut self,
+        run: &RunId,
+        wants_proceed: bool,
+        wants: Option<crate::machine::ConversationRef>,
+    ) -> Cue {
         let Some((event, _)) = self.events.front() else {
             return Cue::End;
         };
         let body = match &event.body {
             EventBody::CancelRequested { .. } => return Cue::End,
             EventBody::Proceed if !wants_proceed => return Cue::End,
+            // The parent handed over a conversation: the same one, or the fork goes live and
+            // supplies its own.
+            EventBody::ConversationSupplied { messages, .. } => {
+                let same = wants.is_some_and(|c| {
+                    c.len as usize == messages.len() && crate::machine::head_of(messages) == c.head
+                });
+                if !same {
+                    return Cue::End;
+                }
+                event.body.clone()
+            }
             EventBody::Proceed
             | EventBody::BudgetRaised { .. }
             | EventBody::Edited { .. }

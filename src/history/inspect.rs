@@ -121,9 +121,17 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                     tools: request
                         .tools
                         .iter()
-                        .filter_map(|n| match rebuilt.state.data() {
-                            Some(data) => crate::machine::offered_tool(&spec, data, n),
-                            None => spec.tool(n),
+                        .filter_map(|n| {
+                            let listed = match rebuilt.state.data() {
+                                Some(data) => crate::machine::offered_tool(&spec, data, n),
+                                None => spec.tool(n),
+                            };
+                            // A `delegate_…`/`transfer_to_…` tool is defined by the spec's
+                            // agents (as the driver resolves it).
+                            match listed {
+                                Some(t) => Some(std::borrow::Cow::Borrowed(t)),
+                                None => spec.offered_tool(n),
+                            }
                         })
                         .map(|t| ToolDef {
                             name: t.name.clone(),

@@ -141,7 +141,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     .unwrap_or_default()
             ),
             EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
-            EventBody::ChildFinished { effect, report } => {
+            EventBody::ChildFinished { effect, report, .. } => {
                 let child = effect.child_run_id();
                 match &report.outcome {
                     crate::machine::ChildOutcome::Completed { answer } => format!(
@@ -159,6 +159,10 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     }
                 }
             }
+            EventBody::ConversationSupplied { agent, messages } => format!(
+                "{agent}'s conversation ({} messages) handed over",
+                messages.len()
+            ),
             EventBody::ToolsListed {
                 server,
                 catalog,

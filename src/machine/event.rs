@@ -138,6 +138,24 @@ pub enum EventBody {
         effect: EffectId,
         /// How it ended and what it spent.
         report: super::child::ChildReport,
+        /// Revision 5: where the child's record ends — its last receipt and history tip — so
+        /// the parent's receipt for this result commits to the child's whole chain. Absent
+        /// before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<super::child::ChildProof>,
+    },
+    /// The messages of the conversation the state waits for
+    /// ([`RunState::wants_conversation`](super::RunState::wants_conversation)), in order,
+    /// supplied by the executor from its store (revision 5: a transfer's sender's
+    /// conversation). The machine checks them against that conversation's length and Merkle
+    /// head ([`check_supplied`](super::check_supplied)) before it uses them, so they are
+    /// recorded here, in the history, exactly as the receiver got them: replay, forks and
+    /// `verify` reproduce the handover from the event alone.
+    ConversationSupplied {
+        /// Whose conversation they are.
+        agent: super::ids::AgentId,
+        /// The messages, first to last.
+        messages: Vec<super::message::Message>,
     },
     /// The run's view of its global memory, read from the store at its first step boundary
     /// (revision 5): every key with its latest version (forgotten keys included, without a
@@ -203,6 +221,7 @@ impl EventBody {
             EventBody::Edited { .. } => EventKind::Edited,
             EventBody::ToolsListed { .. } => EventKind::ToolsListed,
             EventBody::ChildFinished { .. } => EventKind::ChildFinished,
+            EventBody::ConversationSupplied { .. } => EventKind::ConversationSupplied,
             EventBody::MemoryLoaded { .. } => EventKind::MemoryLoaded,
             EventBody::MemoryPublished { .. } => EventKind::MemoryPublished,
         }

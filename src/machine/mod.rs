@@ -58,10 +58,10 @@ pub mod table;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
-pub use child::{ChildOutcome, ChildReport};
+pub use child::{ChildOutcome, ChildProof, ChildReceipt, ChildReport};
 pub use delegation::{
-    ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation, HARD_MAX_DEPTH, SpecDelegate,
-    TRANSFER_PREFIX,
+    CHILD_RECEIPT_SEMANTICS, ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation,
+    HARD_MAX_DEPTH, SpecDelegate, TRANSFER_CONVERSATION_SEMANTICS, TRANSFER_PREFIX,
 };
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
@@ -74,7 +74,7 @@ pub use memory::{
 };
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,
-    head_of,
+    check_supplied, head_of,
 };
 /// The definition of tool `name` in a run: the spec's, else the one recorded for a tool an
 /// MCP server added after the run started (revision 4). Call it to show the model a request's
@@ -97,7 +97,7 @@ pub use spec::{
 };
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,
-    ToolResult,
+    ToolResult, Transfer,
 };
 pub use step::{Note, Transition, step};
 pub use summary::{Summaries, SummaryJob};

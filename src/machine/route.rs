@@ -273,6 +273,7 @@ pub(crate) fn on_exhausted_proceed(
                 answer: None,
                 output: None,
                 exhausted: Some(key),
+                transfer: None,
             },
         ),
         Scope::Run => {

@@ -87,6 +87,11 @@ pub enum RunState {
         /// Set when it finished because this budget ran out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exhausted: Option<BudgetKey>,
+        /// Revision 5: it handed the run over by a `transfer_to_<agent>` call. The run waits
+        /// here for its conversation's messages ([`RunState::wants_conversation`]), which the
+        /// receiver continues; `Proceed` does not apply.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transfer: Option<Transfer>,
     },
     /// A cap was hit before a model call.
     BudgetExhausted {
@@ -128,6 +133,16 @@ pub enum RunState {
         /// How it ended.
         outcome: Outcome,
     },
+}
+
+/// A handover by tool call waiting for the sender's conversation (revision 5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// The agent the run is handed to.
+    pub to: AgentId,
+    /// The sender's note for it (empty when none was given).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// How a run ended.
@@ -416,9 +431,28 @@ impl RunState {
         matches!(
             self,
             RunState::Preparing { .. }
-                | RunState::Handoff { .. }
+                | RunState::Handoff { transfer: None, .. }
                 | RunState::BudgetExhausted { resting: false, .. }
         )
+    }
+
+    /// The conversation whose messages the executor must supply next, in a
+    /// [`ConversationSupplied`](super::EventBody::ConversationSupplied) event, and whose it is:
+    /// the sender's, once a transfer (revision 5) handed the run over. The executor reads the
+    /// bodies from where it keeps conversations (the store files each message under its
+    /// head); the machine checks them against this reference before it uses them, so a
+    /// supplied list that is not this conversation is refused, never copied. `None` when the
+    /// state waits for no conversation.
+    pub fn wants_conversation(&self) -> Option<(&AgentId, ConversationRef)> {
+        match self {
+            RunState::Handoff {
+                run,
+                from,
+                transfer: Some(_),
+                ..
+            } => run.agents.get(from).map(|a| (from, a.conversation)),
+            _ => None,
+        }
     }
 
     /// The outcome, once done.

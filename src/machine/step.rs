@@ -278,9 +278,10 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
             EventBody::InputProvided { effect, input },
         ) => batch::on_input(&mut cx, from, run.clone(), batch.clone(), effect, input)?,
-        (RunState::CallingTools { run, batch }, EventBody::ChildFinished { effect, report }) => {
-            child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?
-        }
+        (
+            RunState::CallingTools { run, batch },
+            EventBody::ChildFinished { effect, report, .. },
+        ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
@@ -293,10 +294,22 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (
             RunState::Handoff {
                 run,
+                from,
+                transfer: Some(transfer),
+                ..
+            },
+            EventBody::ConversationSupplied { agent, messages },
+        ) => {
+            child::on_conversation_supplied(&mut cx, run.clone(), from, transfer, agent, messages)?
+        }
+        (
+            RunState::Handoff {
+                run,
                 from: agent,
                 answer,
                 output,
                 exhausted,
+                transfer: None,
             },
             EventBody::Proceed,
         ) => route::on_handoff(

@@ -92,6 +92,7 @@ kinds! {
         Edited = ("Edited", "edited"), #[doc = "`Edited`."]
         ToolsListed = ("ToolsListed", "tools_listed"), #[doc = "`ToolsListed`."]
         ChildFinished = ("ChildFinished", "child_finished"), #[doc = "`ChildFinished`."]
+        ConversationSupplied = ("ConversationSupplied", "conversation_supplied"), #[doc = "`ConversationSupplied`."]
         MemoryLoaded = ("MemoryLoaded", "memory_loaded"), #[doc = "`MemoryLoaded`."]
         MemoryPublished = ("MemoryPublished", "memory_published"), #[doc = "`MemoryPublished`."]
         SessionStart = ("SessionStart", "session_start"), #[doc = "`SessionStart`."]
@@ -218,6 +219,8 @@ edges! {
         "the only call is transfer_to_<agent> (revision 4): that agent is activated with the goal and the note";
     GeneratingRepliedTransferCycle = "generating.replied.transfer_cycle": Generating --ModelReplied--> Done,
         "a transfer to an agent that has used max_agent_visits: fails with handoff_cycle";
+    GeneratingRepliedTransferCarry = "generating.replied.transfer_carry": Generating --ModelReplied--> Handoff,
+        "the only call is transfer_to_<agent> (revision 5): it is answered in the sender's conversation, and the run waits for that conversation's messages";
     GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
         "retryable failure: the same call again with attempt + 1 after backoff";
     GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,
@@ -306,6 +309,8 @@ edges! {
         "fork edits are applied at a step boundary";
     HandoffCancel = "handoff.cancel": Handoff --CancelRequested--> Done,
         "cancelled at a step boundary";
+    HandoffConversationTransfer = "handoff.conversation.transfer": Handoff --ConversationSupplied--> Preparing,
+        "the sender's messages arrived and match its conversation's head (revision 5): the receiver continues them after its own system prompt, then reads the note";
     BudgetExhaustedProceedHandoff = "budget_exhausted.proceed.handoff": BudgetExhausted --Proceed--> Handoff,
         "on_exhausted = handoff: the agent counts as finished";
     BudgetExhaustedProceedFail = "budget_exhausted.proceed.fail": BudgetExhausted --Proceed--> Done,
@@ -607,6 +612,9 @@ mod tests {
             "calling_tools.child.wait",
             "calling_tools.child.input",
             "calling_tools.child.done",
+            // Revision 5 (a transfer carries the conversation).
+            "generating.replied.transfer_carry",
+            "handoff.conversation.transfer",
             // Revision 5 (memory).
             "preparing.memory_loaded",
             "handoff.proceed.publish",

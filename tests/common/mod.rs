@@ -571,6 +571,11 @@ pub fn insta_settings() -> insta::Settings {
 /// `coder` (each child gets half of what is left, at most 4 turns) and hand over to
 /// `reviewer`, who may hand back to `lead`; `lead` is the plan's entry and exit.
 pub fn team(max_agent_visits: u32) -> RunSpec {
+    team_with(max_agent_visits, |_| {})
+}
+
+/// [`team`], changed by `f` before it is built (e.g. to pin an older revision).
+pub fn team_with(max_agent_visits: u32, f: impl FnOnce(&mut Spec)) -> RunSpec {
     let mut lead = AgentSpec {
         system_prompt: "You lead.".into(),
         tools: Some(vec!["lookup".into(), "deploy".into()]),
@@ -591,7 +596,7 @@ pub fn team(max_agent_visits: u32) -> RunSpec {
     };
     let mut reviewer = plain_agent("reviewer");
     reviewer.handoffs = vec!["lead".into()];
-    let spec = Spec {
+    let mut spec = Spec {
         agents: vec![
             lead,
             plain_agent("researcher"),
@@ -607,6 +612,7 @@ pub fn team(max_agent_visits: u32) -> RunSpec {
         }),
         ..Spec::default()
     };
+    f(&mut spec);
     RunSpec::build(spec).expect("fixture spec is valid")
 }
 

@@ -48,6 +48,14 @@ impl Driver {
                     Arc::make_mut(&mut messages)
                         .push(crate::machine::memory::injected_message(text));
                 }
+                let path = match self.tree_path().await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
+                    }
+                };
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
@@ -64,6 +72,10 @@ impl Driver {
                     tools,
                     remaining: request.remaining,
                     attempt,
+                    origin: crate::provider::RequestOrigin {
+                        run: Some(self.run.clone()),
+                        path,
+                    },
                 };
                 let call = perform::model_call(
                     id,
@@ -175,7 +187,7 @@ impl Driver {
                     .push(perform::retrieve(id, retriever, query, ctx, clock, default));
             }
             Effect::PublishMemory { id, name, writes } => {
-                self.publish_memory(id, name, writes);
+                self.publish_memory(id, name, writes).await;
             }
             effect @ Effect::RunChild { .. } => {
                 let child = crate::exec::child_run::run_child(
@@ -212,7 +224,7 @@ impl Driver {
     /// `agent`'s conversation up to `conversation`: from this driver's copy, else read from
     /// the store (a resumed run loads conversations on first use; a fork's copy may lack a
     /// session's summarisation exchange).
-    async fn messages_of(
+    pub(super) async fn messages_of(
         &mut self,
         agent: &AgentId,
         conversation: &crate::machine::ConversationRef,
@@ -229,6 +241,17 @@ impl Driver {
             messages = Arc::new(messages[..conversation.len as usize].to_vec());
         }
         Ok(messages)
+    }
+
+    /// This run's place in its delegation tree (`""` for a run nobody delegated), read once.
+    pub(super) async fn tree_path(&mut self) -> Result<String, crate::exec::EngineError> {
+        if let Some(p) = &self.tree_path {
+            return Ok(p.clone());
+        }
+        let run = self.run.clone();
+        let p = off_thread(&self.shared.store, move |s| crate::ledger::path_of(s, &run)).await?;
+        self.tree_path = Some(p.clone());
+        Ok(p)
     }
 
     /// Everything a tool call (or reconcile question) needs to run on its own.

@@ -39,8 +39,10 @@ impl Driver {
         if run.memory.global.is_some() {
             return Ok(false);
         }
-        if let Some(source) = crate::exec::read_lock(&self.shared.memory_source).clone() {
-            let entries = source.load(&name).ok_or_else(|| {
+        let source = crate::exec::read_lock(&self.shared.memory_source).clone();
+        if let Some(source) = source {
+            let path = self.tree_path().await?;
+            let entries = source.load(&path, &name).ok_or_else(|| {
                 crate::exec::EngineError::Driver(format!(
                     "the recording holds no load of global memory `{name}` for this run"
                 ))
@@ -67,7 +69,7 @@ impl Driver {
 
     /// Starts `PublishMemory`: the write, then the read of its outcome, as one future in
     /// flight whose result is the `MemoryPublished` event.
-    pub(super) fn publish_memory(
+    pub(super) async fn publish_memory(
         &mut self,
         id: EffectId,
         name: String,
@@ -83,14 +85,16 @@ impl Driver {
             name,
             writes,
         );
-        if let Some(source) = crate::exec::read_lock(&self.shared.memory_source).clone() {
-            let done = match source.publish() {
-                Some(outcome) => Completion::Event(EventBody::MemoryPublished {
+        let source = crate::exec::read_lock(&self.shared.memory_source).clone();
+        if let Some(source) = source {
+            let done = match self.tree_path().await.map(|path| source.publish(&path)) {
+                Err(e) => Completion::Fatal(e),
+                Ok(Some(outcome)) => Completion::Event(EventBody::MemoryPublished {
                     effect: id,
                     outcome,
                     replayed: true,
                 }),
-                None => Completion::Fatal(crate::exec::EngineError::Driver(format!(
+                Ok(None) => Completion::Fatal(crate::exec::EngineError::Driver(format!(
                     "the recording holds no outcome for the publish to global memory `{}`",
                     publication.name
                 ))),

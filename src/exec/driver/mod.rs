@@ -92,6 +92,12 @@ pub(super) struct Driver {
     catalog_blobs: BTreeMap<crate::machine::Digest, Vec<u8>>,
     /// Per MCP server, its `list_changed` count when this driver last listed it.
     list_changes_seen: BTreeMap<String, u64>,
+    /// The run's place in its delegation tree (read from the store at its first model call):
+    /// what its model requests carry as their origin.
+    tree_path: Option<String>,
+    /// Child runs found resting for a person: once nothing else is in flight, the run rests
+    /// too (paused) instead of waiting on them.
+    children_waiting: Vec<RunId>,
 }
 
 impl Driver {
@@ -146,6 +152,8 @@ impl Driver {
             head: Arc::new(head),
             catalog_blobs: BTreeMap::new(),
             list_changes_seen: BTreeMap::new(),
+            tree_path: None,
+            children_waiting: Vec::new(),
         }
     }
 

@@ -44,6 +44,14 @@ impl Driver {
             let t = match step(&self.state, &event, &self.spec) {
                 Ok(t) => t,
                 Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+                // The messages came from this run's own store and were refused: asking again
+                // would get the same answer, so stop rather than loop.
+                Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
+                    return Err(EngineError::Driver(format!(
+                        "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
+                        self.run, self.run
+                    )));
+                }
                 Err(e) => {
                     // A stale result (its call was replaced by a retry or a cancel) or input
                     // that no longer fits: nothing changes.
@@ -122,7 +130,8 @@ impl Driver {
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
-                match tape.next(&self.run, self.state.wants_proceed()) {
+                let wants = self.state.wants_conversation().map(|(_, c)| c);
+                match tape.next(&self.run, self.state.wants_proceed(), wants) {
                     Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
                     Cue::End => {
                         if let Some(stop) = self.end_tape().await {
@@ -132,6 +141,12 @@ impl Driver {
                     }
                 }
             }
+            if let Some((agent, conversation)) = self.state.wants_conversation() {
+                let agent = agent.clone();
+                let messages = self.supply_conversation(&agent, conversation).await?;
+                let body = EventBody::ConversationSupplied { agent, messages };
+                return Ok(Next::Event(body, None));
+            }
             if self.state.wants_proceed() {
                 if self.load_global_memory().await? {
                     continue;
@@ -140,6 +155,12 @@ impl Driver {
                     continue;
                 }
                 return Ok(Next::Event(EventBody::Proceed, None));
+            }
+            if self.inflight.is_empty() && !self.children_waiting.is_empty() {
+                // Only children waiting for a person are left: rest until someone answers
+                // (`runtape resume` reaches the child) rather than wait on them for ever.
+                self.children_waiting.clear();
+                return Ok(Next::Stop(RunStatus::Paused));
             }
             if self.inflight.is_empty() {
                 return match status_of(&self.state) {
@@ -177,6 +198,17 @@ impl Driver {
                 () = grace_over => {}
             }
         }
+    }
+
+    /// The messages of `agent`'s conversation `wanted` (revision 5: a transfer's sender's), from
+    /// the driver's copy when it holds them, else from the store (each node checked against
+    /// its digest). The machine checks them against `wanted` again when they are stepped.
+    async fn supply_conversation(
+        &mut self,
+        agent: &crate::machine::AgentId,
+        wanted: crate::machine::ConversationRef,
+    ) -> Result<Vec<crate::machine::Message>, EngineError> {
+        Ok(self.messages_of(agent, &wanted).await?.as_ref().clone())
     }
 
     /// Takes every control request waiting, and a graceful stop if one was asked for.
