@@ -205,12 +205,11 @@ pub(crate) async fn run(
     }
     let signals = StopSignals::install()?;
     let id = new_run_id();
-    if !announce(id.as_str(), "started", common.json)? {
-        return Err(CliError::failed(
-            "stdout is closed, so the run was not started",
-        ));
-    }
-    let handle = start_prepared(&engine, id, &file, &goal, session.as_deref()).await?;
+    let handle = start_prepared(&engine, id.clone(), &file, &goal, session.as_deref()).await?;
+    // Announced once the run's row exists, so a command given the id at once (`runtape pause
+    // ID` after `runtape run … &`) finds the run. A stdout already closed stops it gracefully:
+    // `follow` sees the failed write, the run pauses, and the exit status is 4.
+    announce(id.as_str(), "started", common.json)?;
     follow(&engine, handle, common.json, grace, signals).await
 }
 
@@ -557,12 +556,12 @@ pub(crate) async fn replay(
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
     let id = new_run_id();
-    if !announce(id.as_str(), "replaying", common.json)? {
-        return Err(CliError::failed(
-            "stdout is closed, so the replay was not started",
-        ));
-    }
-    let handle = engine.start(file.spec.clone(), &goal).with_id(id).await?;
+    let handle = engine
+        .start(file.spec.clone(), &goal)
+        .with_id(id.clone())
+        .await?;
+    // As for `run`: announced once the row exists; a closed stdout pauses the replay.
+    announce(id.as_str(), "replaying", common.json)?;
     let code = follow(&engine, handle, common.json, grace, signals).await?;
     if let Some(e) = provider.first_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.
