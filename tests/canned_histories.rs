@@ -140,6 +140,48 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         h,
     ));
 
+    let mut h = Harness::new(memory_solo());
+    h.start("Remember, publish, and try again.");
+    h.load_memory(&[("city", 2, Some("Paris"))]);
+    h.proceed();
+    h.reply(ModelReply::tools(vec![
+        remember("n", "note", "mine", "agent"),
+        remember("s", "plan", "ship", "shared"),
+        call("r", "recall", json!({"scope": "global"})),
+    ]));
+    h.stage_global("city", "Lisbon");
+    h.proceed();
+    let refused = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Conflict {
+            keys: [(
+                "city".to_owned(),
+                Versioned {
+                    version: 3,
+                    value: Some("Porto".into()),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        },
+        replayed: false,
+    };
+    h.send(refused);
+    h.stage_global("city", "Lisbon, after all");
+    h.proceed();
+    let published = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Published {
+            versions: [("city".to_owned(), 4)].into_iter().collect(),
+        },
+        replayed: false,
+    };
+    h.send(published);
+    out.push((
+        "memory_publish_conflict",
+        "revision 5: memory tools, injection, a refused publish, the writer's new turn, a publish",
+        h,
+    ));
     // `delegation_and_transfer.json` was recorded under revision 4 (the goal and the note
     // handed over); `.r5.json` beside it under revision 5 (the conversation handed over).
     out.push((

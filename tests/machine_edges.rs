@@ -198,6 +198,15 @@ fn child_finished(h: &Harness, call_id: &str, outcome: ChildOutcome) -> EventBod
     }
 }
 
+/// A run with `city` (read at version 2) written to global memory, publishing.
+fn publishing() -> Harness {
+    let mut h = started(memory_solo());
+    h.load_memory(&[("city", 2, Some("Paris"))]);
+    h.stage_global("city", "Lisbon");
+    h.proceed();
+    h
+}
+
 /// The single-agent spec as a session run keeping the last `messages` messages.
 fn solo_session(messages: u32) -> RunSpec {
     let spec = Spec {
@@ -221,6 +230,25 @@ fn retrieving(spec: RunSpec) -> Harness {
     let mut h = started(spec);
     h.proceed();
     h
+}
+
+/// The store's refusal of `publishing()`'s write: `city` moved to version 3.
+fn moved(h: &Harness) -> EventBody {
+    EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Conflict {
+            keys: [(
+                "city".to_owned(),
+                Versioned {
+                    version: 3,
+                    value: Some("Porto".into()),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        },
+        replayed: false,
+    }
 }
 
 fn retrieved(h: &Harness, retrieval: Retrieval) -> EventBody {
@@ -729,6 +757,43 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("budget_exhausted.cancel", || {
             (exhausted(one_turn(OnExhausted::Pause)), cancel())
         }),
+        // Revision 5: memory.
+        ("preparing.memory_loaded", || {
+            (
+                started(memory_solo()),
+                memory_loaded(&[("city", 2, Some("Paris")), ("old", 3, None)]),
+            )
+        }),
+        ("handoff.proceed.publish", || {
+            let mut h = started(memory_solo());
+            h.load_memory(&[("city", 2, Some("Paris"))]);
+            h.stage_global("city", "Lisbon");
+            (h, EventBody::Proceed)
+        }),
+        ("publishing.published.complete", || {
+            let h = publishing();
+            let body = EventBody::MemoryPublished {
+                effect: h.publish_effect(),
+                outcome: PublishOutcome::Published {
+                    versions: [("city".to_owned(), 3)].into_iter().collect(),
+                },
+                replayed: false,
+            };
+            (h, body)
+        }),
+        ("publishing.published.conflict", || {
+            let h = publishing();
+            let body = moved(&h);
+            (h, body)
+        }),
+        ("publishing.published.cancelled", || {
+            let mut h = publishing();
+            h.cancel();
+            let body = moved(&h);
+            (h, body)
+        }),
+        ("publishing.cancel", || (publishing(), cancel())),
+        ("publishing.raise", || (publishing(), raise())),
         ("any.transition_cap", || {
             let h = generating(solo_with(|s| s.max_transitions = 3));
             let body = replied(&h, ModelReply::tools(vec![lookup("a")]));

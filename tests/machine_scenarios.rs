@@ -396,7 +396,12 @@ fn in_state(kind: StateKind) -> Harness {
 #[test]
 fn cancel_in_each_non_terminal_state() {
     let mut all = Vec::new();
-    for kind in StateKind::ALL.into_iter().filter(|k| *k != StateKind::Done) {
+    // `Publishing` (revision 5) holds a cancel until its publish answers: see
+    // `memory_machine.rs`.
+    for kind in StateKind::ALL
+        .into_iter()
+        .filter(|k| !matches!(k, StateKind::Done | StateKind::Publishing))
+    {
         let mut h = in_state(kind);
         let t = h.cancel().clone();
         assert!(

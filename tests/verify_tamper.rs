@@ -50,6 +50,7 @@ fn cases() -> Vec<Case> {
     let (long, fork, killed) = (f.long.as_str(), f.fork.as_str(), f.killed.as_str());
     let (first, second) = (f.session_first.as_str(), f.session_second.as_str());
     let (k1, k2) = (key_of(&conn, first), key_of(&conn, second));
+    let mem = f.memory.as_str();
     let kl = key_of(&conn, long);
     let kf = key_of(&conn, fork);
     let kk = key_of(&conn, killed);
@@ -455,6 +456,91 @@ fn cases() -> Vec<Case> {
             ),
             &["heads.seal"],
         ),
+        // global memory (revision 5): the memory run published `a` and `b`; `b` was removed.
+        case(
+            "memory_global.name",
+            mem,
+            "UPDATE memory_global SET name = 'other' WHERE key = 'a'".into(),
+            &["memory_global.name"],
+        ),
+        case(
+            "memory_global.key",
+            mem,
+            "UPDATE memory_global SET key = 'z' WHERE key = 'a'".into(),
+            &["memory_global.key"],
+        ),
+        case(
+            "memory_global.version",
+            mem,
+            "UPDATE memory_global SET version = 5 WHERE key = 'a'".into(),
+            &["memory_global.version"],
+        ),
+        case(
+            "memory_global.value",
+            mem,
+            "UPDATE memory_global SET value = 'forged' WHERE key = 'a'".into(),
+            &["memory_global.value"],
+        ),
+        case(
+            "memory_global.value",
+            mem,
+            "UPDATE memory_global SET value = 'back again' WHERE key = 'b' AND version = 2".into(),
+            &["memory_global.removal"],
+        ),
+        case(
+            "memory_global.run_id",
+            mem,
+            format!("UPDATE memory_global SET run_id = '{long}' WHERE key = 'a'"),
+            &["memory_global.effect_seq", "memory_global.run_id"],
+        ),
+        case(
+            "memory_global.run_id",
+            mem,
+            "UPDATE memory_global SET run_id = 'nosuchrun' WHERE key = 'a'".into(),
+            &["memory_global.run_id"],
+        ),
+        case(
+            "memory_global.effect_seq",
+            mem,
+            "UPDATE memory_global SET effect_seq = effect_seq - 1 WHERE key = 'a'".into(),
+            &["memory_global.effect_seq"],
+        ),
+        case(
+            "memory_global.effect_index",
+            mem,
+            "UPDATE memory_global SET effect_index = 1 WHERE key = 'a'".into(),
+            &["memory_global.effect_index"],
+        ),
+        case(
+            "memory_global.removal",
+            mem,
+            "UPDATE memory_global SET removal = 7 WHERE removal IS NOT NULL".into(),
+            &["memory_global.removal"],
+        ),
+        case(
+            "memory_global.removal",
+            mem,
+            "DELETE FROM memory_global WHERE removal IS NOT NULL".into(),
+            &["memory_removals.body"],
+        ),
+        case(
+            "memory_removals.id",
+            mem,
+            "UPDATE memory_removals SET id = 2".into(),
+            &["memory_removals.id"],
+        ),
+        case(
+            "memory_removals.body",
+            mem,
+            "UPDATE memory_removals SET body = CAST(replace(CAST(body AS TEXT), '\"by\":\"', '\"by\":\"someone else, ') AS BLOB)".into(),
+            &["memory_removals.chain", "memory_removals.body"],
+        ),
+        case(
+            "memory_removals.chain",
+            mem,
+            "UPDATE memory_removals SET chain = zeroblob(32)".into(),
+            &["memory_removals.chain"],
+        ),
         case(
             "heads.seal",
             long,
@@ -498,6 +584,7 @@ fn the_pristine_database_verifies_with_and_without_the_key() {
         &f.killed,
         &f.session_first,
         &f.session_second,
+        &f.memory,
     ] {
         for with_key in [false, true] {
             let mut args = vec!["verify", run.as_str()];

@@ -116,6 +116,18 @@ fn add_run(
             }
             continue;
         }
+        match &step.event.body {
+            // Global memory as the run saw it (revision 5): a replay serves it.
+            EventBody::MemoryLoaded { name, entries, .. } => {
+                builder.add_memory_load(path, name, entries.clone());
+                continue;
+            }
+            EventBody::MemoryPublished { outcome, .. } => {
+                builder.add_memory_publish(path, outcome.clone());
+                continue;
+            }
+            _ => {}
+        }
         let answered = step.answers.map(|a| a.effect);
         if let (Some(Effect::CallTool { tool, args, .. }), EventBody::ToolReturned { outcome, .. }) =
             (&answered, &step.event.body)
@@ -149,7 +161,11 @@ fn add_run(
             }
             _ => continue,
         };
-        let messages = ledger::conversation(store, &agent, &request.conversation)?;
+        let mut messages = ledger::conversation(store, &agent, &request.conversation)?;
+        // Injected memory (revision 5), as the driver sent it.
+        if let Some(text) = &request.memory {
+            messages.push(crate::machine::memory::injected_message(text));
+        }
         let tools = request
             .tools
             .iter()

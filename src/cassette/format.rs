@@ -188,6 +188,9 @@ pub(crate) struct CassetteData {
     /// [`Cassette::children`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) children: Vec<ChildSection>,
+    /// Global memory as the recorded run saw it (revision 5; see [`Cassette::memory`]).
+    #[serde(default, skip_serializing_if = "RecordedMemory::is_empty")]
+    pub(crate) memory: RecordedMemory,
 }
 
 /// The model calls of one delegated child run (version 4), keyed by the child's place in the
@@ -200,6 +203,51 @@ pub struct ChildSection {
     pub path: String,
     /// Its calls, numbered from 0 like the run's own.
     pub entries: Vec<Entry>,
+}
+
+/// What a recorded run read from and published to global memory (revision 5), in order: a
+/// replay serves these instead of touching its database's global memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedMemory {
+    /// Each load: the memory's name and its entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loads: Vec<MemoryLoad>,
+    /// Each publish's outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publishes: Vec<MemoryPublish>,
+}
+
+/// One recorded load of global memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryLoad {
+    /// The run that loaded it: its place in the recorded tree (`""`, left out: the recorded
+    /// run itself; else a child's path, as in [`ChildSection::path`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// The global memory.
+    pub name: String,
+    /// Every key with its latest version, as loaded.
+    pub entries: BTreeMap<String, crate::machine::Versioned>,
+}
+
+/// One recorded publish of global memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryPublish {
+    /// The run that published: its place in the recorded tree, as for [`MemoryLoad::path`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// What the store did.
+    pub outcome: crate::machine::PublishOutcome,
+}
+
+impl RecordedMemory {
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.loads.is_empty() && self.publishes.is_empty()
+    }
 }
 
 /// A tool list an MCP server gave after its first one in the recorded run: the list, and the
@@ -262,6 +310,12 @@ impl CassetteData {
             extras.push((
                 "toolResults",
                 serde_json::to_value(&self.tool_results).map_err(|e| e.to_string())?,
+            ));
+        }
+        if !self.memory.is_empty() {
+            extras.push((
+                "memory",
+                serde_json::to_value(&self.memory).map_err(|e| e.to_string())?,
             ));
         }
         if !self.catalog_changes.is_empty() {
@@ -375,6 +429,12 @@ impl Cassette {
     /// the server.
     pub fn tool_results(&self) -> &[ToolEntry] {
         &self.data.tool_results
+    }
+
+    /// What the recorded run read from and published to global memory (revision 5), in
+    /// order; a replay serves it ([`super::RecordedMemoryPlayer`]).
+    pub fn memory(&self) -> &RecordedMemory {
+        &self.data.memory
     }
 
     /// How many calls were recorded, the children's included.

@@ -142,6 +142,8 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             Some("catalogChanges")
         } else if !data.children.is_empty() {
             Some("children")
+        } else if !data.memory.is_empty() {
+            Some("memory")
         } else {
             None
         };

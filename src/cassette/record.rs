@@ -90,6 +90,7 @@ pub struct CassetteBuilder {
     catalog_changes: Vec<super::format::CatalogChange>,
     /// The delegated children's sections, in the order their first call was recorded.
     children: Vec<ChildSection>,
+    memory: super::format::RecordedMemory,
 }
 
 impl CassetteBuilder {
@@ -108,6 +109,7 @@ impl CassetteBuilder {
             tool_results: Vec::new(),
             catalog_changes: Vec::new(),
             children: Vec::new(),
+            memory: Default::default(),
         })
     }
 
@@ -154,6 +156,31 @@ impl CassetteBuilder {
             .map_err(|d| CassetteError::unencodable(format!("tool result of {tool}"), d))?;
         self.tool_results.push(entry);
         Ok(())
+    }
+
+    /// Records a load of global memory `name` by the run at `path` in the recorded tree (`""`:
+    /// the recorded run; revision 5), after the last one: a replay serves it instead of
+    /// reading its database.
+    pub fn add_memory_load(
+        &mut self,
+        path: &str,
+        name: &str,
+        entries: std::collections::BTreeMap<String, crate::machine::Versioned>,
+    ) {
+        self.memory.loads.push(super::format::MemoryLoad {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            entries,
+        });
+    }
+
+    /// Records a publish's outcome by the run at `path` (revision 5), after the last one: a
+    /// replay serves it and writes nothing.
+    pub fn add_memory_publish(&mut self, path: &str, outcome: crate::machine::PublishOutcome) {
+        self.memory.publishes.push(super::format::MemoryPublish {
+            path: path.to_owned(),
+            outcome,
+        });
     }
 
     /// The recording's id.
@@ -338,6 +365,7 @@ impl CassetteBuilder {
             tool_results: self.tool_results,
             catalog_changes: self.catalog_changes,
             children,
+            memory: self.memory,
         };
         data.envelope_hash = data
             .compute_envelope_hash()

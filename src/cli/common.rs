@@ -96,7 +96,9 @@ impl fmt::Display for CliError {
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::UnknownRun(_) => CliError::usage(e.to_string()).with_fault(Fault::Missing),
+            StoreError::UnknownRun(_) | StoreError::NoMemoryKey { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Missing)
+            }
             StoreError::LeaseHeld { .. } | StoreError::Finished { .. } => {
                 CliError::usage(e.to_string()).with_fault(Fault::Conflict)
             }

@@ -290,6 +290,11 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             Effect::Retrieve {
                 id, agent, turn, ..
             } => outln!("effect  {id}: ask the retriever for {agent}'s turn {turn}"),
+            Effect::PublishMemory { id, name, writes } => outln!(
+                "effect  {id}: publish {} write(s) to global memory {name}: {}",
+                writes.len(),
+                writes.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
         }
     }
     if let Some(event) = &view.event {
@@ -442,8 +447,19 @@ fn describe_state(state: &RunState) {
                 outln!("call    {} {} {} — {status}", s.call_id, s.tool, s.args);
             }
         }
+        RunState::Publishing { effect, cancel, .. } => outln!(
+            "publish global memory (effect {}/{}){}",
+            effect.seq,
+            effect.index,
+            if cancel.is_some() {
+                "; a cancel waits for its answer"
+            } else {
+                ""
+            }
+        ),
         _ => {}
     }
+    super::memory::describe(&run.memory);
 }
 
 /// `runtape diff A B [--recursive]`.
@@ -602,9 +618,11 @@ fn verify_one(
                 h.seq,
                 h.status,
                 report.messages,
-                match report.catalogs {
-                    0 => String::new(),
-                    n => format!(", {n} MCP catalogs"),
+                match (report.catalogs, report.memory) {
+                    (0, 0) => String::new(),
+                    (n, 0) => format!(", {n} MCP catalogs"),
+                    (0, m) => format!(", {m} global memory rows"),
+                    (n, m) => format!(", {n} MCP catalogs, {m} global memory rows"),
                 },
                 report.snapshots,
                 report.outbox,

@@ -16,6 +16,7 @@ pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;
 pub(crate) mod inspect;
+mod memory;
 mod migrate;
 mod receipts;
 pub(crate) mod runs;
@@ -131,6 +132,10 @@ pub(crate) enum Command {
         /// session's latest completed run ended with (kept as the spec's [session] says).
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
+        /// The global memory this run reads and writes, instead of the spec's `[memory]
+        /// global` (one memory per user or per project from one spec file).
+        #[arg(long, value_name = "NAME")]
+        memory: Option<String>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -166,8 +171,9 @@ pub(crate) enum Command {
         /// RUN@SEQ: the run and the step to branch from.
         at: String,
         /// An edit at the fork point: user=TEXT (replace the last user message),
-        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget).
-        /// Repeatable.
+        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget),
+        /// memory:SCOPE:KEY=VALUE (set a memory key; memory:SCOPE:KEY forgets it; SCOPE is
+        /// agent, agent@AGENT, shared or global). Repeatable.
         #[arg(long, value_name = "EDIT")]
         edit: Vec<String>,
         /// Perform everything live from the fork point (the default).
@@ -295,6 +301,13 @@ pub(crate) enum Command {
         /// What to do.
         #[command(subcommand)]
         action: ReceiptsAction,
+    },
+    /// Look at memory — the global memories, and a run's memory at any step — and forget a
+    /// global key by hand (recorded).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        action: memory::MemoryAction,
     },
     /// Ask the process driving a run to pause at its next step boundary.
     Pause {
@@ -528,8 +541,16 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             goal,
             detach,
             session,
+            memory,
             opts,
-        } => drive(runs::run(&spec, goal, detach, session, common(opts))),
+        } => drive(runs::run(
+            &spec,
+            goal,
+            detach,
+            session,
+            memory,
+            common(opts),
+        )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -684,6 +705,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                     json,
                 },
         } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
+        Command::Memory { action } => memory::memory(&db, action).map(|_| EXIT_OK),
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

@@ -172,14 +172,22 @@ pub(crate) async fn run(
     goal: Option<String>,
     detach: bool,
     session: Option<String>,
+    memory: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
-    if detach {
+    let load = || -> Result<config::RunFile, CliError> {
         let mut file = config::load(spec)?;
+        if let Some(name) = &memory {
+            file.use_global_memory(name)?;
+        }
+        Ok(file)
+    };
+    if detach {
+        let mut file = load()?;
         connect_mcp(&mut file).await?;
         return enqueue(spec, file, goal, session, common).await;
     }
-    let (file, goal) = prepare(config::load(spec)?, goal).await?;
+    let (file, goal) = prepare(load()?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let common = Common {
         durability: common.durability.or(file.durability),
@@ -477,6 +485,8 @@ pub(crate) async fn replay(
     } else {
         connect_mcp(&mut file).await?;
     }
+    // Global memory as the recorded run saw it (revision 5): the replay reads and writes none.
+    let recorded_memory = crate::cassette::RecordedMemoryPlayer::of(&loaded);
     let provider = Arc::new(
         CassetteProvider::new(
             loaded,
@@ -496,6 +506,9 @@ pub(crate) async fn replay(
         ..common
     };
     let engine = engine(&db, &common, true)?;
+    if let Some(memory) = recorded_memory {
+        engine.use_memory_source(Arc::new(memory));
+    }
     file.setup.register_secrets();
     for tool in file.setup.command_tools() {
         engine.register_tool(Arc::new(tool));
@@ -690,11 +703,47 @@ fn parse_edit(s: &str, state: &RunState) -> Result<ForkEdit, CliError> {
             result: ToolOutcome::Ok { value },
         });
     }
+    if let Some(rest) = s.strip_prefix("memory:") {
+        return parse_memory_edit(s, rest);
+    }
     if s.contains('=') && s.contains('.') {
         let (scope, key, limit) = parse_raise(s, state)?;
         return Ok(ForkEdit::SetLimit { scope, key, limit });
     }
     Err(CliError::usage(format!(
-        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE or budget.KEY=VALUE"
+        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE, budget.KEY=VALUE or memory:SCOPE:KEY=VALUE"
     )))
+}
+
+/// `memory:SCOPE:KEY=VALUE` sets a memory key at the fork point, `memory:SCOPE:KEY` forgets
+/// it; SCOPE is `agent` (the active agent's notes), `agent@AGENT`, `shared` or `global`.
+fn parse_memory_edit(s: &str, rest: &str) -> Result<ForkEdit, CliError> {
+    let bad = || {
+        CliError::usage(format!(
+            "--edit `{}`: write memory:SCOPE:KEY=VALUE (or memory:SCOPE:KEY to forget it), SCOPE being agent, agent@AGENT, shared or global",
+            super::common::quoted(s)
+        ))
+    };
+    let (scope, target) = rest.split_once(':').ok_or_else(bad)?;
+    let (scope, agent) = match scope.split_once('@') {
+        Some(("agent", agent)) if !agent.is_empty() => {
+            ("agent", Some(crate::machine::AgentId::from(agent)))
+        }
+        Some(_) => return Err(bad()),
+        None => (scope, None),
+    };
+    let scope = crate::machine::MemoryScope::parse(scope).ok_or_else(bad)?;
+    let (key, value) = match target.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_owned())),
+        None => (target, None),
+    };
+    if key.is_empty() {
+        return Err(bad());
+    }
+    Ok(ForkEdit::SetMemory {
+        scope,
+        agent,
+        key: key.to_owned(),
+        value,
+    })
 }

@@ -102,6 +102,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         spec_delegates: Vec::new(),
         session: None,
         retriever: retriever_spec,
+        memory: super::memory::compile(raw.memory.as_ref())?,
     };
     let setup = Setup {
         version: SETUP_VERSION,

@@ -29,6 +29,7 @@ pub(crate) struct RawFile {
     pub(crate) mcp: Vec<super::mcp::RawMcp>,
     pub(crate) session: Option<super::session::RawSession>,
     pub(crate) retriever: Option<super::session::RawRetriever>,
+    pub(crate) memory: Option<super::memory::RawMemory>,
 }
 
 /// `[run]`.

@@ -146,6 +146,7 @@ mod compile;
 mod error;
 mod file;
 pub mod mcp;
+mod memory;
 mod models;
 mod paths;
 mod program;

@@ -196,6 +196,7 @@ impl Engine {
                 running: watch::Sender::new(0),
                 stop: watch::Sender::new(None),
                 kept: Default::default(),
+                memory_source: RwLock::new(None),
             }),
         }
     }
@@ -253,6 +254,13 @@ impl Engine {
             super::session::next_run(s, &spec, &name, &settings).map(|(_, link)| link)
         })
         .await
+    }
+
+    /// Answers the global memory loads and publishes of this engine's runs from `source`
+    /// instead of the store (revision 5): `runtape replay` serves what a cassette recorded,
+    /// so a replay reads and writes no global memory. The events say they were replayed.
+    pub fn use_memory_source(&self, source: Arc<dyn super::MemorySource>) {
+        *write_lock(&self.shared.memory_source) = Some(source);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that

@@ -41,6 +41,18 @@ pub enum ForkEdit {
         /// The result to use.
         result: ToolOutcome,
     },
+    /// Set (or, without a value, forget) a memory key at the fork point (revision 5): see
+    /// [`Edit::SetMemory`](crate::machine::Edit::SetMemory).
+    SetMemory {
+        /// The scope.
+        scope: crate::machine::MemoryScope,
+        /// Whose notes, for the `agent` scope (`None`: the active agent).
+        agent: Option<AgentId>,
+        /// The key.
+        key: String,
+        /// The value; `None` forgets the key.
+        value: Option<String>,
+    },
     /// Set a budget.
     SetLimit {
         /// Whose budget.
@@ -334,6 +346,12 @@ fn translate(
                 }
             }
             ForkEdit::SetLimit { scope, key, limit } => Edit::SetLimit { scope: scope.clone(), key: *key, limit: *limit },
+            ForkEdit::SetMemory { scope, agent, key, value } => Edit::SetMemory {
+                scope: *scope,
+                agent: agent.clone().or_else(|| active.clone()),
+                key: key.clone(),
+                value: value.clone(),
+            },
         });
     }
     Ok(out)

@@ -60,6 +60,7 @@ mod fork;
 mod handle;
 mod ids;
 mod lease_keeper;
+mod memory_source;
 mod perform;
 #[cfg(test)]
 mod protocol_model;
@@ -78,6 +79,7 @@ pub use error::EngineError;
 pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
+pub use memory_source::MemorySource;
 pub use session::SessionSettings;
 pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
@@ -124,6 +126,9 @@ pub(crate) struct Shared {
     pub(crate) writes: Arc<writes::Writes>,
     /// The leases this engine's drivers hold, polled and renewed by one task for all of them.
     pub(crate) kept: lease_keeper::KeptLeases,
+    /// Where global memory loads and publishes are answered instead of the store (a replay's
+    /// cassette, revision 5).
+    pub(crate) memory_source: RwLock<Option<Arc<dyn memory_source::MemorySource>>>,
 }
 
 /// The status a run in `state` rests in.

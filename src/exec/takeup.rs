@@ -103,7 +103,15 @@ fn prepare(
         // The process that created the run stopped before committing `Start`.
         driver.queue.push_back(opening);
     }
-    if !cancelling {
+    // A run publishing its global memory performs its publish even when it is being
+    // cancelled (revision 5): the publish may have been applied before the crash, and only
+    // its answer can say whether the cancel still takes effect.
+    if cancelling {
+        taken
+            .outstanding
+            .retain(|e| matches!(e, Effect::PublishMemory { .. }));
+    }
+    if !cancelling || !taken.outstanding.is_empty() {
         for effect in std::mem::take(&mut taken.outstanding) {
             let at = EffectRef {
                 seq: effect.id().seq,

@@ -97,7 +97,8 @@ impl Tape {
             EventBody::Proceed
             | EventBody::BudgetRaised { .. }
             | EventBody::Edited { .. }
-            | EventBody::ToolsListed { .. } => event.body.clone(),
+            | EventBody::ToolsListed { .. }
+            | EventBody::MemoryLoaded { .. } => event.body.clone(),
             EventBody::Start { .. } | EventBody::SessionStart { .. } => event.body.clone(),
             other => {
                 let Some(parent_at) = answered(other) else {

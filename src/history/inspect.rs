@@ -110,7 +110,14 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                     provider: request.provider.clone(),
                     model: request.model.clone(),
                     attempt,
-                    messages: conversation(store, agent, &request.conversation)?,
+                    messages: {
+                        let mut messages = conversation(store, agent, &request.conversation)?;
+                        // Injected memory (revision 5), as the driver sent it.
+                        if let Some(text) = &request.memory {
+                            messages.push(crate::machine::memory::injected_message(text));
+                        }
+                        messages
+                    },
                     tools: request
                         .tools
                         .iter()

@@ -219,6 +219,59 @@ pub const COLUMNS: &[Column] = &[
         "seal",
         "holds over the body: signed with the trusted key when one is given",
     ),
+    // memory_global: global memory, one row per version of a key (revision 5).
+    verified(
+        "memory_global",
+        "name",
+        "each applied publish's rows name the memory its effect wrote",
+    ),
+    verified(
+        "memory_global",
+        "key",
+        "each published row's key is one its effect wrote; each applied publish has a row per key",
+    ),
+    verified(
+        "memory_global",
+        "version",
+        "versions run 1, 2, ... per key; a published row's is its effect's base + 1 and the version its answer records",
+    ),
+    verified(
+        "memory_global",
+        "value",
+        "equals the value its publish effect staged (none for a removal) and what runs loaded at that version",
+    ),
+    verified(
+        "memory_global",
+        "run_id",
+        "names a run whose history holds the publish effect; a run's applied publish is found under it",
+    ),
+    verified(
+        "memory_global",
+        "effect_seq",
+        "names the transition of that run that emitted the publish effect",
+    ),
+    verified(
+        "memory_global",
+        "effect_index",
+        "names the publish effect within that transition",
+    ),
+    verified(
+        "memory_global",
+        "removal",
+        "names the removal record that wrote the row (memory, key, version), for a row without a value",
+    ),
+    // memory_removals: `runtape memory rm`, chained (revision 5).
+    verified("memory_removals", "id", "ids run 1, 2, ... without a gap"),
+    verified(
+        "memory_removals",
+        "body",
+        "covered by the chain; names the row it wrote (memory, key, version)",
+    ),
+    verified(
+        "memory_removals",
+        "chain",
+        "equals blake3(previous link || body)",
+    ),
 ];
 
 /// The coverage of `table.name`, if the column is listed.

@@ -33,6 +33,7 @@ pub mod read;
 pub mod tree;
 
 mod audit;
+mod memory_audit;
 mod receipts;
 mod recorder;
 mod replay;

@@ -88,6 +88,17 @@ pub enum Effect {
         /// The number of the agent's turn about to be taken (1 for its first).
         turn: u64,
     },
+    /// Publish the run's staged global memory writes, all or none, in one store transaction;
+    /// answer with `MemoryPublished` (revision 5). Performing it again (after a crash) is
+    /// safe: the store applies one effect's writes at most once and reports what it did.
+    PublishMemory {
+        /// This effect; the published versions name it as their origin.
+        id: EffectId,
+        /// The global memory written.
+        name: String,
+        /// The writes, by key, each with the version it was based on.
+        writes: std::collections::BTreeMap<String, super::memory::Staged>,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -110,7 +121,8 @@ impl Effect {
             | Effect::Reconcile { id, .. }
             | Effect::RequestInput { id, .. }
             | Effect::Retrieve { id, .. }
-            | Effect::RunChild { id, .. } => id,
+            | Effect::RunChild { id, .. }
+            | Effect::PublishMemory { id, .. } => id,
         }
     }
 
@@ -121,7 +133,8 @@ impl Effect {
             Effect::CallModel { id, .. }
             | Effect::RequestInput { id, .. }
             | Effect::Retrieve { id, .. }
-            | Effect::RunChild { id, .. } => *id = new,
+            | Effect::RunChild { id, .. }
+            | Effect::PublishMemory { id, .. } => *id = new,
             Effect::CallTool {
                 id,
                 idempotency_key,
@@ -165,6 +178,12 @@ pub struct ModelRequest {
     /// exchange, and the agent's output schema is not applied.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub summary: bool,
+    /// The memory the spec injects (`[memory] inject`, revision 5), rendered as the data
+    /// message sent after the conversation, in the user position: recorded here so the
+    /// request is exactly what the model saw. See
+    /// [`memory::injected_message`](super::memory::injected_message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// What a person is asked.

@@ -230,6 +230,10 @@ pub enum MachineError {
     /// A `SessionStart` whose history does not fit the run (revision 5).
     #[error("session history refused: {0}")]
     BadSessionSeed(String),
+    /// A `MemoryLoaded` or `MemoryPublished` event that does not fit the run (another global
+    /// memory, loaded twice, versions that do not follow the staged writes).
+    #[error("memory event refused: {0}")]
+    BadMemory(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {

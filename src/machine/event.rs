@@ -157,6 +157,30 @@ pub enum EventBody {
         /// The messages, first to last.
         messages: Vec<super::message::Message>,
     },
+    /// The run's view of its global memory, read from the store at its first step boundary
+    /// (revision 5): every key with its latest version (forgotten keys included, without a
+    /// value). Recorded, so replay, verify and forks see what the run saw.
+    MemoryLoaded {
+        /// The global memory (`[memory] global`).
+        name: String,
+        /// Its entries, by key.
+        entries: std::collections::BTreeMap<String, super::memory::Versioned>,
+        /// True when the entries came from a cassette (`runtape replay`), not from this
+        /// database: `verify` then does not look for them here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
+    },
+    /// The store answered a `PublishMemory` (revision 5).
+    MemoryPublished {
+        /// The `PublishMemory` effect answered.
+        effect: EffectId,
+        /// Published, or refused with the keys that moved.
+        outcome: super::memory::PublishOutcome,
+        /// True when the outcome came from a cassette (`runtape replay`): nothing was written
+        /// to this database, and `verify` does not look for it here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
+    },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a
     /// step boundary before the run's first model request, and again after the server said its
@@ -198,6 +222,8 @@ impl EventBody {
             EventBody::ToolsListed { .. } => EventKind::ToolsListed,
             EventBody::ChildFinished { .. } => EventKind::ChildFinished,
             EventBody::ConversationSupplied { .. } => EventKind::ConversationSupplied,
+            EventBody::MemoryLoaded { .. } => EventKind::MemoryLoaded,
+            EventBody::MemoryPublished { .. } => EventKind::MemoryPublished,
         }
     }
 }

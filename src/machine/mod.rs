@@ -38,6 +38,7 @@ mod effect;
 mod error;
 mod event;
 mod ids;
+pub mod memory;
 mod message;
 mod offer;
 mod output;
@@ -67,6 +68,10 @@ pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
+pub use memory::{
+    GlobalView, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec, PendingCancel,
+    PublishOutcome, Staged, Versioned,
+};
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,
     check_supplied, head_of,

@@ -104,6 +104,28 @@ pub enum RunState {
         /// True when the policy is `pause`: the run rests here until `BudgetRaised`.
         resting: bool,
     },
+    /// An exit agent answered and the run staged global memory writes (revision 5): the
+    /// `PublishMemory` effect is outstanding. The run completes when its answer says the
+    /// writes were published; when they were refused it goes back to the writer (see
+    /// [`memory`](super::memory)).
+    Publishing {
+        /// Run data.
+        run: RunData,
+        /// The agent whose answer completes the run.
+        from: AgentId,
+        /// Its final answer, if it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// Its structured output, for agents with an output schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+        /// The `PublishMemory` effect.
+        effect: EffectRef,
+        /// A cancel that arrived while publishing: it takes effect only if the publish is
+        /// refused (a publish that was applied cannot be taken back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancel: Option<super::memory::PendingCancel>,
+    },
     /// Terminal. Every event is refused.
     Done {
         /// Run data at the end.
@@ -177,6 +199,11 @@ pub struct RunData {
     /// [`EventBody::ToolsListed`](super::EventBody::ToolsListed).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub catalogs: BTreeMap<String, ListedTools>,
+    /// What the run's agents remember (revision 5; empty before): per-agent and shared notes,
+    /// and the run's view of its global memory with the writes it has staged. See
+    /// [`memory`](super::memory).
+    #[serde(default, skip_serializing_if = "super::memory::Memory::is_empty")]
+    pub memory: super::memory::Memory,
 }
 
 /// One MCP server's tool list as recorded.
@@ -351,6 +378,7 @@ impl RunState {
             RunState::AwaitingInput { .. } => StateKind::AwaitingInput,
             RunState::Handoff { .. } => StateKind::Handoff,
             RunState::BudgetExhausted { .. } => StateKind::BudgetExhausted,
+            RunState::Publishing { .. } => StateKind::Publishing,
             RunState::Done { .. } => StateKind::Done,
         }
     }
@@ -367,6 +395,7 @@ impl RunState {
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
+            | RunState::Publishing { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -382,6 +411,7 @@ impl RunState {
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
+            | RunState::Publishing { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -440,7 +470,9 @@ impl RunState {
             RunState::Generating { call, .. } | RunState::Summarizing { call, .. } => {
                 vec![call.effect]
             }
-            RunState::Retrieving { effect, .. } => vec![*effect],
+            RunState::Retrieving { effect, .. } | RunState::Publishing { effect, .. } => {
+                vec![*effect]
+            }
             RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
                 .slots
                 .iter()

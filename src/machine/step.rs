@@ -156,6 +156,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut cx = Cx::new(event, spec, state.seq() + 1);
     let (edge, mut next) = match (state, &event.body) {
+        (RunState::Publishing { .. }, EventBody::CancelRequested { reason }) => {
+            super::memory::on_cancel(state, reason)
+        }
         (_, EventBody::CancelRequested { reason }) => {
             let run = state.data().cloned().unwrap_or_default();
             let edge = match from {
@@ -167,7 +170,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 StateKind::CallingTools => EdgeId::CallingToolsCancel,
                 StateKind::AwaitingInput => EdgeId::AwaitingInputCancel,
                 StateKind::Handoff => EdgeId::HandoffCancel,
-                StateKind::BudgetExhausted | StateKind::Done => EdgeId::BudgetExhaustedCancel,
+                StateKind::BudgetExhausted | StateKind::Publishing | StateKind::Done => {
+                    EdgeId::BudgetExhaustedCancel
+                }
             };
             let outcome = Outcome::Cancelled {
                 reason: reason.clone(),
@@ -228,6 +233,36 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 added,
             },
         ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools, added)?,
+        (RunState::Preparing { run }, EventBody::MemoryLoaded { name, entries, .. }) => {
+            super::memory::on_loaded(&cx, run.clone(), name, entries)?
+        }
+        (
+            RunState::Publishing {
+                run,
+                answer,
+                output,
+                effect: publish,
+                cancel,
+                ..
+            },
+            EventBody::MemoryPublished {
+                effect, outcome, ..
+            },
+        ) => {
+            let publishing = super::memory::Publishing {
+                answer,
+                output,
+                effect: *publish,
+                cancel,
+            };
+            super::memory::on_published(&mut cx, run.clone(), publishing, effect, outcome)?
+        }
+        (RunState::Publishing { .. }, EventBody::Edited { .. }) => {
+            return Err(MachineError::EditDoesNotApply(
+                "the run is publishing its global memory at this step; fork from an earlier step"
+                    .into(),
+            ));
+        }
         (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)
@@ -318,6 +353,14 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut edge = edge;
     if !next.is_done() && seq >= spec.spec().max_transitions {
+        // A publish in flight decides the run's end (revision 5): only its answer may take
+        // the run on from `Publishing`, and a refusal (nothing written) is capped below.
+        if from == StateKind::Publishing && on != EventKind::MemoryPublished {
+            return Err(MachineError::InvalidTransition {
+                state: from,
+                event: on,
+            });
+        }
         let run = next.data().cloned().unwrap_or_default();
         let error = Failure::new(
             ErrorClass::TransitionCap,
@@ -488,6 +531,13 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     if let Some(a) = spec_agent {
         tools.extend(delegation::offered_names(a));
     }
+    tools.extend(super::memory::tools::offered_names(cx.spec, agent));
+    let memory = cx
+        .spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| super::memory::injected_text(&run.memory, &m.inject, agent));
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),
@@ -497,6 +547,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         remaining,
         catalogs,
         summary: false,
+        memory,
     }
 }
 
@@ -521,6 +572,7 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
         limits: spec.spec().limits,
         cooldowns: Default::default(),
         catalogs: Default::default(),
+        memory: Default::default(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(

@@ -210,6 +210,8 @@ fn call_summary(
         remaining,
         catalogs: BTreeMap::new(),
         summary: true,
+        // A summary is of the conversation alone: no memory is injected into it.
+        memory: None,
     };
     let effect = cx.emit(|id| Effect::CallModel {
         id,

@@ -71,6 +71,7 @@ kinds! {
         AwaitingInput = ("AwaitingInput", "awaiting_input"), #[doc = "See [`RunState::AwaitingInput`](super::RunState::AwaitingInput)."]
         Handoff = ("Handoff", "handoff"), #[doc = "See [`RunState::Handoff`](super::RunState::Handoff)."]
         BudgetExhausted = ("BudgetExhausted", "budget_exhausted"), #[doc = "See [`RunState::BudgetExhausted`](super::RunState::BudgetExhausted)."]
+        Publishing = ("Publishing", "publishing"), #[doc = "See [`RunState::Publishing`](super::RunState::Publishing)."]
         Done = ("Done", "done"), #[doc = "See [`RunState::Done`](super::RunState::Done)."]
     }
 }
@@ -92,6 +93,8 @@ kinds! {
         ToolsListed = ("ToolsListed", "tools_listed"), #[doc = "`ToolsListed`."]
         ChildFinished = ("ChildFinished", "child_finished"), #[doc = "`ChildFinished`."]
         ConversationSupplied = ("ConversationSupplied", "conversation_supplied"), #[doc = "`ConversationSupplied`."]
+        MemoryLoaded = ("MemoryLoaded", "memory_loaded"), #[doc = "`MemoryLoaded`."]
+        MemoryPublished = ("MemoryPublished", "memory_published"), #[doc = "`MemoryPublished`."]
         SessionStart = ("SessionStart", "session_start"), #[doc = "`SessionStart`."]
         Retrieved = ("Retrieved", "retrieved"), #[doc = "`Retrieved`."]
     }
@@ -322,6 +325,20 @@ edges! {
         "fork edits lifted the cap: the agent goes on";
     BudgetExhaustedCancel = "budget_exhausted.cancel": BudgetExhausted --CancelRequested--> Done,
         "cancelled while out of budget";
+    PreparingMemoryLoaded = "preparing.memory_loaded": Preparing --MemoryLoaded--> Preparing,
+        "the run's view of its global memory is recorded (revision 5): what recall, remember and injection see of it";
+    HandoffProceedPublish = "handoff.proceed.publish": Handoff --Proceed--> Publishing,
+        "an exit answered and the run staged global memory writes (revision 5): PublishMemory is emitted";
+    PublishingPublishedComplete = "publishing.published.complete": Publishing --MemoryPublished--> Done,
+        "every staged write was published in one transaction: completed with the answer";
+    PublishingPublishedConflict = "publishing.published.conflict": Publishing --MemoryPublished--> Preparing,
+        "the publish was refused (another run changed a written key): nothing was written; the writer is told, with the current values";
+    PublishingPublishedCancelled = "publishing.published.cancelled": Publishing --MemoryPublished--> Done,
+        "the publish was refused and a cancel waited for it: cancelled, nothing was written";
+    PublishingCancel = "publishing.cancel": Publishing --CancelRequested--> Publishing,
+        "a cancel while publishing waits for the publish: it wins only if the publish is refused";
+    PublishingRaise = "publishing.raise": Publishing --BudgetRaised--> Publishing,
+        "a cap is raised";
     AnyTransitionCap = "any.transition_cap": any --any--> Done,
         "the run reached max_transitions: fails with transition_cap (a cancel still wins)";
     CreatedSessionStart = "created.session_start": Created --SessionStart--> Preparing,
@@ -598,6 +615,14 @@ mod tests {
             // Revision 5 (a transfer carries the conversation).
             "generating.replied.transfer_carry",
             "handoff.conversation.transfer",
+            // Revision 5 (memory).
+            "preparing.memory_loaded",
+            "handoff.proceed.publish",
+            "publishing.published.complete",
+            "publishing.published.conflict",
+            "publishing.published.cancelled",
+            "publishing.cancel",
+            "publishing.raise",
             // Revision 5 (sessions and the retriever).
             "created.session_start",
             "created.session_start.summarize",

@@ -29,6 +29,7 @@ struct Inner {
     bytes: u64,
     /// Each session's runs, in order.
     sessions: BTreeMap<String, Vec<RunId>>,
+    global: super::global_memory::InMemory,
 }
 
 /// Runs kept in memory; lost when dropped. Every write is "durable" as soon as it is applied.
@@ -191,6 +192,15 @@ impl Inner {
                         r.head = head;
                     }
                 }
+                Ok(Written::Done)
+            }
+            Write::PublishMemory(p) => {
+                fence(self.run_mut(&p.run)?, &p.run, p.epoch)?;
+                self.global.publish(&p);
+                Ok(Written::Done)
+            }
+            Write::RemoveMemory(r) => {
+                self.global.remove(&r)?;
                 Ok(Written::Done)
             }
             Write::SetControl { run, control } => {
@@ -357,6 +367,30 @@ fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
 }
 
 impl Store for MemoryStore {
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.with(|inner| inner.global.rows(name, latest_only))
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.with(|inner| inner.global.published(run, effect))
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.with(|inner| inner.global.names())
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.with(|inner| inner.global.removals())
+    }
+
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
         let result = self.with(|inner| inner.apply(write)).and_then(|r| r);

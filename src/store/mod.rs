@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
+pub mod global_memory;
 mod lease;
 mod legacy_heads;
 mod memory;
@@ -32,6 +33,7 @@ mod session;
 mod sqlite;
 mod timed;
 
+pub use global_memory::{GlobalRow, Publication, Removal, RemovalBody, RemovalRecord};
 pub use lease::{LeaseRecord, owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
 pub use postgres::{
@@ -511,6 +513,15 @@ pub enum Write {
         /// The run's head with that status; written only if the lease was still held.
         head: Option<HeadRecord>,
     },
+    /// Publish a run's staged global memory writes (revision 5): all or none, at most once
+    /// per effect, only over the versions they are based on; see [`global_memory`]. Fenced by
+    /// the run's lease epoch. A refusal (a key moved) is not an error: nothing is written, and
+    /// [`global_memory::publish_outcome`] reads what happened.
+    PublishMemory(Publication),
+    /// Forget a global memory key by hand (`runtape memory rm`): adds a version without a
+    /// value and a chained removal record. Fails with [`StoreError::NoMemoryKey`] when the
+    /// key holds no value; nothing is written then.
+    RemoveMemory(Removal),
     /// Set or clear a run's control request (no lease needed). Setting one on a run that has
     /// ended fails with [`StoreError::Finished`] and writes nothing.
     SetControl {
@@ -658,6 +669,16 @@ pub enum StoreError {
         /// The run.
         run: String,
     },
+    /// `runtape memory rm` named a key that holds no value.
+    #[error(
+        "global memory `{name}` has no key `{key}` holding a value; `runtape memory ls --name {name}` lists its keys"
+    )]
+    NoMemoryKey {
+        /// The global memory.
+        name: String,
+        /// The key.
+        key: String,
+    },
     /// Stored data does not decode.
     #[error("stored data of run {run} is damaged: {detail}")]
     Damaged {
@@ -743,6 +764,24 @@ pub trait Store: Send + Sync + 'static {
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         Ok(None)
     }
+
+    /// The rows of global memory `name` in `(key, version)` order: every version, or with
+    /// `latest_only` each key's latest (what runs load). Empty for a memory never written.
+    fn memory_rows(&self, name: &str, latest_only: bool) -> Result<Vec<GlobalRow>, StoreError>;
+
+    /// The global memory rows the `PublishMemory` effect at `effect` of `run` wrote, in
+    /// `(key, version)` order (empty when it wrote none).
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<GlobalRow>, StoreError>;
+
+    /// The name of every global memory with a row, in order.
+    fn memory_names(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Every removal record (`runtape memory rm`), in id order.
+    fn memory_removals(&self) -> Result<Vec<RemovalRecord>, StoreError>;
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;

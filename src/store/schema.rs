@@ -27,7 +27,7 @@ struct Migration {
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
-/// - 4 → 5: reserved for another change of this release ([`V5`]; empty here).
+/// - 4 → 5: global memory: its versioned rows and the removal records ([`V5_MEMORY`]).
 /// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -47,7 +47,7 @@ const MIGRATIONS: &[Migration] = &[
         then: None,
     },
     Migration {
-        sql: V5,
+        sql: V5_MEMORY,
         then: None,
     },
     Migration {
@@ -56,8 +56,32 @@ const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// Reserved: this release's other schema change takes version 5 (nothing here).
-const V5: &str = "";
+/// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
+/// key, naming the publish (run and effect) or the removal that wrote it; removal records
+/// chained by hash.
+const V5_MEMORY: &str = r#"
+CREATE TABLE memory_global (
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    -- NULL: the key was forgotten (or removed) at this version
+    value TEXT,
+    -- a publish: the run and its PublishMemory effect
+    run_id TEXT,
+    effect_seq INTEGER,
+    effect_index INTEGER,
+    -- a removal: memory_removals.id
+    removal INTEGER,
+    PRIMARY KEY (name, key, version)
+) WITHOUT ROWID;
+CREATE INDEX memory_global_origin ON memory_global (run_id, effect_seq, effect_index);
+-- body = the removal's canonical JSON; chain = blake3(previous chain || body)
+CREATE TABLE memory_removals (
+    id INTEGER PRIMARY KEY,
+    body BLOB NOT NULL,
+    chain BLOB NOT NULL
+);
+"#;
 
 /// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
 /// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next

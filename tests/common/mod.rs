@@ -480,6 +480,13 @@ pub fn effect_summary(e: &Effect) -> String {
             "{id} RunChild {delegate} {call_id} depth {depth} turns {:?} task {task:?}",
             limits.max_turns
         ),
+        Effect::PublishMemory { id, name, writes } => {
+            let keys: Vec<String> = writes
+                .iter()
+                .map(|(k, w)| format!("{k}@{}", w.base))
+                .collect();
+            format!("{id} PublishMemory {name} [{}]", keys.join(", "))
+        }
         Effect::Retrieve {
             id,
             agent,
@@ -612,4 +619,81 @@ pub fn team_with(max_agent_visits: u32, f: impl FnOnce(&mut Spec)) -> RunSpec {
 /// `lead` asks `agent` (`delegate_<agent>`) to do `task`.
 pub fn delegate(id: &str, agent: &str, task: &str) -> ToolCallRequest {
     call(id, &format!("delegate_{agent}"), json!({"task": task}))
+}
+
+/// `solo` with `[memory]` (revision 5): global memory `team`, the shared and global scopes
+/// injected, and the memory tools granted to the agent.
+pub fn memory_solo() -> RunSpec {
+    memory_solo_with(|_| {})
+}
+
+/// [`memory_solo`], adjusted by `f`.
+pub fn memory_solo_with(f: impl FnOnce(&mut Spec)) -> RunSpec {
+    solo_with(|s| {
+        s.memory = Some(MemorySpec {
+            global: Some("team".into()),
+            inject: vec![MemoryScope::Shared, MemoryScope::Global],
+            ..MemorySpec::default()
+        });
+        if let Some(tools) = s.agents[0].tools.as_mut() {
+            tools.extend(["remember", "recall", "forget"].map(String::from));
+        }
+        f(s);
+    })
+}
+
+/// A `remember` call.
+pub fn remember(id: &str, key: &str, value: &str, scope: &str) -> ToolCallRequest {
+    call(
+        id,
+        "remember",
+        json!({"key": key, "value": value, "scope": scope}),
+    )
+}
+
+impl Harness {
+    /// Records the run's view of global memory `team`: `(key, version, value)` each.
+    pub fn load_memory(&mut self, entries: &[(&str, u64, Option<&str>)]) -> &Transition {
+        let body = memory_loaded(entries);
+        self.send(body)
+    }
+
+    /// The outstanding `PublishMemory` effect.
+    pub fn publish_effect(&self) -> EffectId {
+        match &self.state {
+            RunState::Publishing { effect, .. } => effect.in_run(&self.run),
+            s => panic!("not publishing in {}", s.kind()),
+        }
+    }
+
+    /// Drives a started, loaded run through one turn that writes `key = value` to global
+    /// memory and an answer, to `Handoff`.
+    pub fn stage_global(&mut self, key: &str, value: &str) {
+        self.proceed();
+        self.reply(ModelReply::tools(vec![remember(
+            "m1", key, value, "global",
+        )]));
+        self.proceed();
+        self.reply(ModelReply::text("noted"));
+    }
+}
+
+/// A `MemoryLoaded` event for global memory `team`.
+pub fn memory_loaded(entries: &[(&str, u64, Option<&str>)]) -> EventBody {
+    EventBody::MemoryLoaded {
+        name: "team".into(),
+        entries: entries
+            .iter()
+            .map(|(k, version, value)| {
+                (
+                    (*k).to_owned(),
+                    Versioned {
+                        version: *version,
+                        value: value.map(str::to_owned),
+                    },
+                )
+            })
+            .collect(),
+        replayed: false,
+    }
 }

@@ -1,7 +1,9 @@
 //! A database to tamper with, written by the real binary: a long run with a non-idempotent
 //! command tool and signed receipts (76 transitions, a snapshot at seq 64, outbox rows done),
-//! a fork of it, and a run killed while a non-idempotent call was running (an outbox row left
-//! `started`). Built once per test binary; each test works on its own copy.
+//! a fork of it, a run killed while a non-idempotent call was running (an outbox row left
+//! `started`), and a run that published two keys to global memory `team`, one of which was
+//! then removed by hand (`runtape memory rm`). Built once per test binary; each test works on
+//! its own copy.
 
 #![allow(dead_code)]
 
@@ -31,6 +33,8 @@ pub(crate) struct Fixture {
     pub(crate) session_first: String,
     /// The second, which goes on from the first.
     pub(crate) session_second: String,
+    /// The run that published `a` and `b` to global memory `team` (`b` removed since).
+    pub(crate) memory: String,
 }
 
 /// Transitions of the long run.
@@ -140,6 +144,28 @@ provider = "script"
 tools = ["charge"]
 "#;
 
+const MEMORY_SPEC: &str = r#"goal = "Remember two things."
+
+[memory]
+global = "team"
+
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [
+  { tool_calls = [
+      { name = "remember", arguments = { key = "a", value = "alpha", scope = "global" } },
+      { name = "remember", arguments = { key = "b", value = "beta", scope = "global" } },
+  ] },
+  { text = "Remembered." },
+]
+
+[[agents]]
+id = "keeper"
+system_prompt = "Keep notes."
+provider = "script"
+"#;
+
 fn build() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path().to_path_buf();
@@ -220,6 +246,23 @@ fn build() -> Fixture {
             &k,
         ],
     )));
+    // A run that publishes to global memory, then a removal by hand.
+    std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
+    let memory_spec = d.join("memory.toml");
+    let out = ok(runtape(
+        &db,
+        &[
+            "run",
+            memory_spec.to_str().expect("utf-8"),
+            "--receipt-key",
+            &k,
+        ],
+    ));
+    let memory = first_id(&out);
+    ok(runtape(
+        &db,
+        &["memory", "rm", "b", "--name", "team", "--yes"],
+    ));
 
     let conn = rusqlite::Connection::open(&db).expect("opens");
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
@@ -244,6 +287,7 @@ fn build() -> Fixture {
         killed,
         session_first,
         session_second,
+        memory,
     }
 }
 

@@ -34,7 +34,7 @@ impl Driver {
                 } else {
                     agent.clone()
                 };
-                let messages = match self.messages_of(&key, &request.conversation).await {
+                let mut messages = match self.messages_of(&key, &request.conversation).await {
                     Ok(m) => m,
                     Err(e) => {
                         self.inflight
@@ -42,26 +42,18 @@ impl Driver {
                         return;
                     }
                 };
-                let path = match self.tree_path.clone() {
-                    Some(p) => p,
-                    None => {
-                        let run = self.run.clone();
-                        match off_thread(&self.shared.store, move |s| {
-                            crate::ledger::path_of(s, &run)
-                        })
-                        .await
-                        {
-                            Ok(p) => {
-                                self.tree_path = Some(p.clone());
-                                p
-                            }
-                            Err(e) => {
-                                self.inflight.push(Box::pin(futures_util::future::ready(
-                                    Completion::Fatal(e),
-                                )));
-                                return;
-                            }
-                        }
+                if let Some(text) = &request.memory {
+                    // Injected memory (revision 5): data in the user position, after the
+                    // conversation, exactly as the request recorded it.
+                    Arc::make_mut(&mut messages)
+                        .push(crate::machine::memory::injected_message(text));
+                }
+                let path = match self.tree_path().await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
                     }
                 };
                 let tools = self.tool_defs_for(&agent, &request.tools);
@@ -194,6 +186,9 @@ impl Driver {
                 self.inflight
                     .push(perform::retrieve(id, retriever, query, ctx, clock, default));
             }
+            Effect::PublishMemory { id, name, writes } => {
+                self.publish_memory(id, name, writes).await;
+            }
             effect @ Effect::RunChild { .. } => {
                 let child = crate::exec::child_run::run_child(
                     self.shared.clone(),
@@ -246,6 +241,17 @@ impl Driver {
             messages = Arc::new(messages[..conversation.len as usize].to_vec());
         }
         Ok(messages)
+    }
+
+    /// This run's place in its delegation tree (`""` for a run nobody delegated), read once.
+    pub(super) async fn tree_path(&mut self) -> Result<String, crate::exec::EngineError> {
+        if let Some(p) = &self.tree_path {
+            return Ok(p.clone());
+        }
+        let run = self.run.clone();
+        let p = off_thread(&self.shared.store, move |s| crate::ledger::path_of(s, &run)).await?;
+        self.tree_path = Some(p.clone());
+        Ok(p)
     }
 
     /// Everything a tool call (or reconcile question) needs to run on its own.

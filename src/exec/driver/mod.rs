@@ -29,6 +29,7 @@ use crate::store::{Commit, RunStatus, Written};
 mod commit;
 mod dispatch;
 mod listing;
+mod memory;
 mod results;
 mod run_loop;
 

@@ -148,6 +148,9 @@ impl Driver {
                 return Ok(Next::Event(body, None));
             }
             if self.state.wants_proceed() {
+                if self.load_global_memory().await? {
+                    continue;
+                }
                 if self.refresh_tool_lists().await {
                     continue;
                 }
@@ -289,8 +292,14 @@ impl Driver {
         }
     }
 
+    /// A cancel: the calls in flight are abandoned and `CancelRequested` is stepped next. A
+    /// run publishing its global memory keeps its publish in flight (revision 5): the publish
+    /// may already be applied, so only its answer can say whether the cancel still takes
+    /// effect.
     fn cancel_inflight(&mut self, reason: Option<String>) {
-        self.abandon_inflight();
+        if !matches!(self.state, crate::machine::RunState::Publishing { .. }) {
+            self.abandon_inflight();
+        }
         self.queue
             .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
         self.queue.push_front(EventBody::CancelRequested { reason });

@@ -32,6 +32,7 @@ use super::{
 use crate::machine::{Digest, RunId};
 
 mod conn;
+mod global_memory;
 mod queue;
 mod read;
 mod schema;
@@ -275,6 +276,32 @@ impl Store for PostgresStore {
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         Ok(Some(Box::new(self.read_snapshot()?)))
+    }
+
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |c| async move { global_memory::memory_rows(&c, &name, latest_only).await })
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: crate::machine::EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { global_memory::memory_published(&c, &run, effect).await })
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.read(move |c| async move { global_memory::memory_names(&c).await })
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.read(move |c| async move { global_memory::memory_removals(&c).await })
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

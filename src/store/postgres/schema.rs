@@ -21,12 +21,32 @@ pub const PG_SCHEMA_VERSION: i64 = 3;
 ///
 /// - 0 → 1: the tables of SQLite's schema 3 (runs with `unpriced_turns`, transitions,
 ///   snapshots, blobs, outbox, heads), the database clock, and `workers`.
-/// - 1 → 2: reserved for another change of this release ([`V2`]; nothing here).
+/// - 1 → 2: global memory, as SQLite's schema 5 ([`V2_MEMORY`]).
 /// - 2 → 3: `session_runs`, the runs of each session in order ([`V3`]).
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3];
 
-/// Reserved: this release's other schema change takes version 2 (nothing here).
-const V2: &str = "SELECT 1;";
+/// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
+/// key, naming the publish (run and effect) or the removal that wrote it; removal records
+/// chained by hash.
+const V2_MEMORY: &str = r#"
+CREATE TABLE runtape.memory_global (
+    name text NOT NULL,
+    key text NOT NULL,
+    version bigint NOT NULL,
+    value text,
+    run_id text,
+    effect_seq bigint,
+    effect_index bigint,
+    removal bigint,
+    PRIMARY KEY (name, key, version)
+);
+CREATE INDEX memory_global_origin ON runtape.memory_global (run_id, effect_seq, effect_index);
+CREATE TABLE runtape.memory_removals (
+    id bigint PRIMARY KEY,
+    body bytea NOT NULL,
+    chain bytea NOT NULL
+);
+"#;
 
 /// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
 /// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next

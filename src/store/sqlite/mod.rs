@@ -21,6 +21,7 @@ use crate::ledger::packed::unpack;
 use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
+mod global_memory;
 mod readers;
 mod sessions;
 mod writer;
@@ -245,6 +246,30 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.read(|c| global_memory::rows(c, name, latest_only))
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.read(|c| global_memory::published(c, run, effect))
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.read(global_memory::names)
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.read(global_memory::removals)
+    }
+
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
         if let Err(mpsc::error::SendError((_, tx))) = self.jobs.send((write, tx)) {

@@ -295,6 +295,12 @@ fn apply(
             }
             Ok(Written::Done)
         }
+        Write::PublishMemory(p) => {
+            let key = run_key(tx, keys, created, &p.run)?;
+            check_epoch(tx, key, &p.run, p.epoch)?;
+            super::global_memory::publish(tx, p)
+        }
+        Write::RemoveMemory(r) => super::global_memory::remove(tx, r),
         Write::SetControl { run, control } => {
             let key = run_key(tx, keys, created, run)?;
             if control.is_some() {
