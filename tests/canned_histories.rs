@@ -139,7 +139,121 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         "a paused budget raised, then a cancel mid-call",
         h,
     ));
+
+    let mut h = Harness::new(memory_solo());
+    h.start("Remember, publish, and try again.");
+    h.load_memory(&[("city", 2, Some("Paris"))]);
+    h.proceed();
+    h.reply(ModelReply::tools(vec![
+        remember("n", "note", "mine", "agent"),
+        remember("s", "plan", "ship", "shared"),
+        call("r", "recall", json!({"scope": "global"})),
+    ]));
+    h.stage_global("city", "Lisbon");
+    h.proceed();
+    let refused = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Conflict {
+            keys: [(
+                "city".to_owned(),
+                Versioned {
+                    version: 3,
+                    value: Some("Porto".into()),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        },
+        replayed: false,
+    };
+    h.send(refused);
+    h.stage_global("city", "Lisbon, after all");
+    h.proceed();
+    let published = EventBody::MemoryPublished {
+        effect: h.publish_effect(),
+        outcome: PublishOutcome::Published {
+            versions: [("city".to_owned(), 4)].into_iter().collect(),
+        },
+        replayed: false,
+    };
+    h.send(published);
+    out.push((
+        "memory_publish_conflict",
+        "revision 5: memory tools, injection, a refused publish, the writer's new turn, a publish",
+        h,
+    ));
+    // `delegation_and_transfer.json` was recorded under revision 4 (the goal and the note
+    // handed over); `.r5.json` beside it under revision 5 (the conversation handed over).
+    out.push((
+        "delegation_and_transfer",
+        "two children in parallel, a transfer with a note, a transfer back, an answer",
+        delegation_and_transfer(team(8)),
+    ));
     out
+}
+
+/// From revision 5, supplies the conversation a transfer waits for, as the executor does.
+fn hand_over(h: &mut Harness) {
+    if let Some((agent, conv)) = h.state.wants_conversation() {
+        let agent = agent.clone();
+        let messages = h
+            .conversations
+            .messages(&agent, &conv)
+            .expect("the sender's conversation is known")
+            .to_vec();
+        h.send(EventBody::ConversationSupplied { agent, messages });
+    }
+}
+
+/// `lead` delegates to two children at once, hands over to `reviewer` with a note, who hands
+/// back; `lead` answers.
+fn delegation_and_transfer(spec: RunSpec) -> Harness {
+    let mut h = Harness::new(spec);
+    h.start("Ship the report.");
+    h.proceed();
+    h.reply(
+        ModelReply::tools(vec![
+            delegate("d1", "researcher", "Find the figures."),
+            delegate("d2", "coder", "Write the script."),
+        ])
+        .with_usage(12, 4),
+    );
+    for (id, answer) in [("d2", "script.py"), ("d1", "42")] {
+        let effect = h.slot_effect(id);
+        h.send(EventBody::ChildFinished {
+            effect,
+            report: ChildReport {
+                outcome: ChildOutcome::Completed {
+                    answer: Some(answer.into()),
+                },
+                usage: Usage {
+                    turns: 1,
+                    input_tokens: 5,
+                    output_tokens: 2,
+                    ..Usage::default()
+                },
+            },
+            proof: None,
+        });
+    }
+    h.proceed();
+    h.reply(ModelReply::tools(vec![call(
+        "t1",
+        "transfer_to_reviewer",
+        json!({"note": "Check the figures."}),
+    )]));
+    hand_over(&mut h);
+    h.proceed();
+    h.reply(ModelReply::tools(vec![call(
+        "t2",
+        "transfer_to_lead",
+        json!({}),
+    )]));
+    hand_over(&mut h);
+    h.proceed();
+    h.reply(ModelReply::text("Shipped: 42, script.py"));
+    h.proceed();
+    h
 }
 
 fn path(name: &str) -> std::path::PathBuf {

@@ -60,7 +60,7 @@ fn fields_of_the_wrong_type_or_unknown_fields_are_malformed_with_a_location() {
 #[test]
 fn unknown_versions_are_named() {
     for (version, shown) in [
-        (json!(4), "4"),
+        (json!(5), "5"),
         (json!("2"), "\"2\""),
         (json!(2.5), "2.5"),
         (json!(null), "null"),

@@ -1,7 +1,9 @@
-//! Delegation and model-chosen handoffs in the pure machine (revision 4): what the model is
-//! offered, what a delegate or transfer call does, validation at load, child specs, and
-//! proptest invariants (a parent never completes while a child is out; depth never passes
-//! the cap; children never get more than the parent has left; their spend is charged).
+//! Delegation and model-chosen handoffs in the pure machine (revisions 4 and 5): what the model
+//! is offered, what a delegate or transfer call does (revision 5: the sender's conversation is
+//! handed over), validation at load, child specs, and proptest invariants (a parent never
+//! completes while a child is out; depth never passes the cap; children never get more than
+//! the parent has left; their spend is charged; a handover never drops, duplicates or alters a
+//! message of the sender's conversation).
 
 mod common;
 
@@ -100,6 +102,7 @@ fn a_childs_spend_is_charged_and_a_budget_failure_is_typed_for_the_model() {
                 },
                 usage: spent,
             },
+            proof: None,
         })
         .clone();
     assert_eq!(t.edge, EdgeId::CallingToolsChildDone);
@@ -147,8 +150,8 @@ fn a_call_past_max_depth_is_a_tool_error_and_starts_nothing() {
 }
 
 #[test]
-fn a_transfer_moves_control_with_the_note_and_mixed_transfers_are_refused() {
-    let mut h = Harness::new(team(8));
+fn revision_4_transfers_move_control_with_the_goal_and_the_note_and_mixed_transfers_are_refused() {
+    let mut h = Harness::new(team_with(8, |s| s.semantics = 4));
     h.start("Ship it.");
     h.proceed();
     let t = h
@@ -180,7 +183,7 @@ fn a_transfer_moves_control_with_the_note_and_mixed_transfers_are_refused() {
     let t = h.proceed().clone();
     assert_eq!(t.edge, EdgeId::HandoffProceedComplete);
 
-    let mut h = Harness::new(team(8));
+    let mut h = Harness::new(team_with(8, |s| s.semantics = 4));
     h.start("Ship it.");
     h.proceed();
     let t = h
@@ -196,6 +199,125 @@ fn a_transfer_moves_control_with_the_note_and_mixed_transfers_are_refused() {
     assert_eq!(
         t.next.data().expect("started").agents[&AgentId::from("lead")].strikes,
         1
+    );
+}
+
+/// The messages `lead` has at this point, as the machine's companion keeps them.
+fn conversation_of(h: &Harness, agent: &str) -> Vec<Message> {
+    h.conversations
+        .all()
+        .get(&AgentId::from(agent))
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_system_prompt() {
+    let mut h = Harness::new(team(8));
+    h.start("Ship it.");
+    h.tool_round(vec![call("l1", "lookup", json!({"q": "x"}))]);
+    h.proceed();
+    let t = h
+        .reply(ModelReply::tools(vec![call(
+            "t1",
+            "transfer_to_reviewer",
+            json!({"note": "figures in section 2"}),
+        )]))
+        .clone();
+    assert_eq!(t.edge, EdgeId::GeneratingRepliedTransferCarry);
+    assert_eq!(t.next.kind(), StateKind::Handoff);
+    assert!(!t.next.wants_proceed(), "it waits for the conversation");
+    let sent = conversation_of(&h, "lead");
+    assert_eq!(
+        sent.last().and_then(|m| m.content.clone()).as_deref(),
+        Some("transferred to reviewer"),
+        "the call is answered in the sender's conversation first"
+    );
+    let (who, wanted) = t.next.wants_conversation().expect("waits for lead's");
+    assert_eq!((who.as_str(), wanted.len as usize), ("lead", sent.len()));
+    assert!(matches!(
+        h.try_send(EventBody::Proceed),
+        Err(MachineError::InvalidTransition { .. })
+    ));
+
+    // Anything but the sender's exact messages is refused and changes nothing.
+    let before = h.state.clone();
+    let mut dropped = sent.clone();
+    dropped.remove(2);
+    let mut doubled = sent.clone();
+    doubled.insert(2, sent[2].clone());
+    let mut altered = sent.clone();
+    altered[1].content = Some("Ship something else.".into());
+    for (what, messages, agent) in [
+        ("dropped", dropped, "lead"),
+        ("doubled", doubled, "lead"),
+        ("altered", altered, "lead"),
+        ("another's", sent.clone(), "reviewer"),
+    ] {
+        let e = h.try_send(EventBody::ConversationSupplied {
+            agent: agent.into(),
+            messages,
+        });
+        assert!(
+            matches!(e, Err(MachineError::ConversationMismatch { .. })),
+            "{what}: {e:?}"
+        );
+        assert_eq!(h.state, before, "{what}");
+    }
+
+    let t = h
+        .send(EventBody::ConversationSupplied {
+            agent: "lead".into(),
+            messages: sent.clone(),
+        })
+        .clone();
+    assert_eq!(t.edge, EdgeId::HandoffConversationTransfer);
+    assert_eq!(
+        t.next.data().expect("started").active,
+        AgentId::from("reviewer")
+    );
+    let got = conversation_of(&h, "reviewer");
+    let mut expected = vec![Message::text(Role::System, "You are reviewer.")];
+    expected.extend(sent.iter().filter(|m| m.role != Role::System).cloned());
+    expected.push(Message::text(
+        Role::User,
+        "[transfer from lead]\nfigures in section 2",
+    ));
+    assert_eq!(got, expected);
+    assert!(
+        got.iter()
+            .any(|m| m.tool_calls.iter().any(|c| c.name == "lookup")),
+        "the sender's tool calls come along"
+    );
+    // The next request sends exactly that conversation.
+    let t = h.proceed().clone();
+    let Effect::CallModel { request, .. } = &t.effects[0] else {
+        panic!("a model call")
+    };
+    assert_eq!(request.conversation.len as usize, expected.len());
+    assert_eq!(request.conversation.head, head_of(&expected));
+
+    // Handed back, lead continues reviewer's conversation, which holds its own turns.
+    h.reply(ModelReply::tools(vec![call(
+        "t2",
+        "transfer_to_lead",
+        json!({}),
+    )]));
+    let reviewer = conversation_of(&h, "reviewer");
+    h.send(EventBody::ConversationSupplied {
+        agent: "reviewer".into(),
+        messages: reviewer.clone(),
+    });
+    let lead = conversation_of(&h, "lead");
+    assert_eq!(lead[0], Message::text(Role::System, "You lead."));
+    assert_eq!(&lead[1..lead.len() - 1], &reviewer[1..]);
+    assert_eq!(
+        lead.last().and_then(|m| m.content.clone()).as_deref(),
+        Some("[transfer from reviewer]")
+    );
+    assert_eq!(
+        h.state.data().expect("started").agents[&AgentId::from("lead")].visits,
+        2
     );
 }
 
@@ -321,6 +443,9 @@ enum Action {
     ChildEnds(usize, u8),
     ToolReturns(usize),
     Cancel,
+    /// Supply the conversation a pending transfer waits for: 0 as it is, 1 with a message
+    /// dropped, 2 with one doubled, 3 with one altered.
+    Supply(u8),
 }
 
 fn arb_action() -> impl Strategy<Value = Action> {
@@ -331,6 +456,8 @@ fn arb_action() -> impl Strategy<Value = Action> {
         5 => (0usize..4, 0u8..4).prop_map(|(i, k)| Action::ChildEnds(i, k)),
         2 => (0usize..4).prop_map(Action::ToolReturns),
         1 => Just(Action::Cancel),
+        3 => prop_oneof![Just(3u8), Just(4u8)].prop_map(|k| Action::Calls(vec![k])),
+        4 => (0u8..4).prop_map(Action::Supply),
     ]
 }
 
@@ -365,7 +492,12 @@ fn call_for(k: u8, n: usize) -> ToolCallRequest {
     }
 }
 
-fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
+fn body_for(
+    action: &Action,
+    state: &RunState,
+    run: &RunId,
+    conversations: &Conversations,
+) -> EventBody {
     let out: Vec<EffectId> = state
         .outstanding()
         .into_iter()
@@ -417,12 +549,35 @@ fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
                     ..Usage::default()
                 },
             },
+            proof: None,
         },
         Action::ToolReturns(i) => EventBody::ToolReturned {
             effect: pick(*i),
             outcome: ToolOutcome::Ok { value: json!(1) },
         },
         Action::Cancel => EventBody::CancelRequested { reason: None },
+        Action::Supply(k) => {
+            let (agent, conv) = state
+                .wants_conversation()
+                .map(|(a, c)| (a.clone(), c))
+                .unwrap_or_else(|| (AgentId::from("lead"), ConversationRef::default()));
+            let mut messages = conversations
+                .messages(&agent, &conv)
+                .map(<[Message]>::to_vec)
+                .unwrap_or_default();
+            if !messages.is_empty() {
+                let i = messages.len() / 2;
+                match k {
+                    1 => {
+                        messages.remove(i);
+                    }
+                    2 => messages.insert(i, messages[i].clone()),
+                    3 => messages[i].content = Some("not what was said".into()),
+                    _ => {}
+                }
+            }
+            EventBody::ConversationSupplied { agent, messages }
+        }
     }
 }
 
@@ -443,14 +598,38 @@ proptest! {
         let id = RunId::new("prop");
         let mut at = 1_000u64;
         let start = Event::new(&id, Hlc::from_ms(at), EventBody::Start { goal: "goal".into() });
-        let mut state = step(&RunState::Created, &start, &spec).expect("starts").next;
+        let first = step(&RunState::Created, &start, &spec).expect("starts");
+        let mut conversations = Conversations::new();
+        for a in &first.appended {
+            conversations.apply(a).expect("contiguous");
+        }
+        let mut state = first.next;
         let mut started: BTreeSet<EffectRef> = BTreeSet::new();
         let depth = spec.spec().depth + 1;
         let cap = spec.spec().agents[0].delegation.max_depth;
         for (action, dt) in &actions {
             at += dt;
-            let event = Event::new(&id, Hlc::from_ms(at), body_for(action, &state, &id));
+            let event = Event::new(&id, Hlc::from_ms(at), body_for(action, &state, &id, &conversations));
             let Ok(t) = step(&state, &event, &spec) else { continue };
+            for a in &t.appended {
+                conversations.apply(a).expect("contiguous");
+            }
+            // A handover gives the receiver every message of the sender's conversation but its
+            // system prompt, once each and in order, between its own system prompt and the
+            // note: a supplied list that is not the sender's is refused above.
+            if let EventBody::ConversationSupplied { agent, messages } = &event.body {
+                prop_assert!(matches!(action, Action::Supply(0)), "a corrupted list was accepted");
+                prop_assert_eq!(t.edge, EdgeId::HandoffConversationTransfer);
+                let run = t.next.data().expect("started");
+                let got = conversations.messages(&run.active, &run.agents[&run.active].conversation).expect("known").to_vec();
+                let own: Vec<Message> = got.iter().filter(|m| m.role == Role::System).cloned().collect();
+                prop_assert!(own.len() <= 1);
+                let carried: Vec<Message> = messages.iter().filter(|m| m.role != Role::System).cloned().collect();
+                prop_assert_eq!(&got[own.len()..got.len() - 1], carried.as_slice());
+                let note = got.last().and_then(|m| m.content.clone()).unwrap_or_default();
+                let tag = format!("[transfer from {agent}]");
+                prop_assert!(note.starts_with(&tag));
+            }
             // What the parent had left when the children were carved out.
             let left = state.data().and_then(|run| {
                 let a = &run.agents[&run.active];

@@ -210,3 +210,48 @@ fn a_tool_list_naming_another_servers_tool_is_refused() {
     let refused = step(&h.state, &event, &h.spec).expect_err("refused");
     assert!(matches!(refused, MachineError::BadListing(_)), "{refused}");
 }
+
+/// Sessions and the retriever are revision 5's: a spec of an older revision cannot ask for
+/// either, and a stored run of one never begins with a session's history — so runs recorded
+/// before them replay exactly as they were.
+#[test]
+fn sessions_and_the_retriever_are_revision_5s_only() {
+    for revision in 1..5 {
+        let base = Spec {
+            agents: vec![solo_agent()],
+            tools: tools(),
+            semantics: revision,
+            ..Spec::default()
+        };
+        let retrieving = Spec {
+            retriever: Some(RetrieverSpec { agents: None }),
+            ..base.clone()
+        };
+        let refused = RunSpec::build(retrieving).expect_err("no retriever before revision 5");
+        assert!(refused.to_string().contains("revision 5"), "{refused}");
+        let in_session = Spec {
+            session: Some(SessionSpec {
+                name: "chat".into(),
+                index: 2,
+                previous: Some(RunId::new(PREVIOUS)),
+                window: SessionWindow::Messages(4),
+                summarizer: None,
+            }),
+            ..base.clone()
+        };
+        let refused = RunSpec::build(in_session).expect_err("no session before revision 5");
+        assert!(refused.to_string().contains("revision 5"), "{refused}");
+        // An old run's spec has neither, so `SessionStart` never applies to it.
+        let mut h = Harness::new(RunSpec::build(base).expect("valid"));
+        let seed = seed(vec![("solo", chat("be careful", 1))]);
+        assert!(matches!(
+            h.try_send(EventBody::SessionStart {
+                goal: "g".into(),
+                seed
+            }),
+            Err(MachineError::BadSessionSeed(_))
+        ));
+    }
+    assert_eq!(SEMANTICS, 5);
+    assert_eq!((SESSION_SEMANTICS, RETRIEVAL_SEMANTICS), (5, 5));
+}

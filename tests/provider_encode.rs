@@ -171,7 +171,9 @@ fn anthropic_max_tokens_defaults_to_4096_and_is_lowered_to_the_remaining_budget(
 fn anthropic_puts_tool_results_before_text_in_a_merged_user_message() {
     let mut result = Message::text(Role::Tool, "r");
     result.tool_call_id = Some("c".into());
-    let req = request("m", vec![Message::text(Role::User, "first"), result]);
+    let mut req = request("m", vec![Message::text(Role::User, "first"), result]);
+    // With no tools offered the API refuses tool blocks, so they are sent as text then.
+    req.tools = vec![tool()];
     let body = encode_request(ProviderKind::Anthropic, &req, &EncodeOptions::default());
     let content = &body["messages"][0]["content"];
     assert_eq!(content[0]["type"], json!("tool_result"));

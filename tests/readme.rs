@@ -2,7 +2,8 @@
 //! order, with the real binary in a scratch directory holding a copy of `examples/` (so
 //! `./runtape.db`, the default database, is created there); each must exit with status 0, or
 //! with the status its comment names as `(exit N)`. `RUN` and `FORK` stand for the ids the
-//! latest `run`/`replay` and `fork` printed first; a line ending in `&` runs in the background
+//! latest `run`/`replay` and `fork` printed first (`RUN@3` a step of it, `RUN.3.0` a child run
+//! it started); a line ending in `&` runs in the background
 //! and must finish with status 0 (or its `(exit N)`) by the end. `runtape bench` lines run with `--quick` added
 //! (the full sizes take minutes; the README's figures come from the full command). A
 //! `runtape serve` line runs on a free port (`--addr 127.0.0.1:0` added), must say where it
@@ -192,7 +193,8 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
             .map(|w| {
                 let fill = |name: &str, id: &Option<String>| {
                     let rest = w.strip_prefix(name)?;
-                    (rest.is_empty() || rest.starts_with('@')).then(|| {
+                    // `RUN@3` is a step of it, `RUN.3.0` a child run it started.
+                    (rest.is_empty() || rest.starts_with('@') || rest.starts_with('.')).then(|| {
                         let id = id.as_ref().unwrap_or_else(|| {
                             panic!("{what}: {name} used before any was printed")
                         });

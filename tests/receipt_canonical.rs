@@ -37,6 +37,7 @@ fn draft() -> ReceiptDraft {
         usage: Some(json!({"\u{fb33}": 1, "\u{1f600}": 2.50, "input_tokens": 1000.0})),
         cost: Some(1200),
         hlc: Hlc::new(1_700_000_000_000, 3),
+        child: None,
     }
 }
 
@@ -192,6 +193,7 @@ mod fast_path {
                 usage,
                 cost,
                 hlc: Hlc(hlc),
+                child: None,
                 parent_sig: parent,
             };
             let reference = serde_json_canonicalizer::to_vec(&body).expect("canonicalises");

@@ -25,6 +25,7 @@ fn draft(i: u64) -> ReceiptDraft {
         usage: model.then(|| json!({"input_tokens": 100 + i, "output_tokens": 7})),
         cost: model.then_some(1_500 * i),
         hlc: Hlc::new(1_700_000_000_000 + 40 * i, (i % 3) as u16),
+        child: None,
     }
 }
 

@@ -215,6 +215,7 @@ fn the_secret_never_appears_in_receipts_exports_errors_or_debug() {
             usage: Some(json!({"input_tokens": i})),
             cost: Some(i),
             hlc: Hlc::from_ms(1_700_000_000_000 + i),
+            child: None,
         };
         let receipt = signer.seal(receipts.last(), draft).expect("valid");
         receipts.push(receipt);
@@ -269,5 +270,6 @@ fn redraft(r: &Receipt) -> ReceiptDraft {
         usage: b.usage,
         cost: b.cost,
         hlc: b.hlc,
+        child: None,
     }
 }

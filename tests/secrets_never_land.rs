@@ -449,6 +449,7 @@ async fn a_recording_provider_stores_no_registered_secret() {
         attempt: 1,
         settings: Default::default(),
         output_schema: None,
+        origin: Default::default(),
     };
     recorder.complete(&request, &|_| {}).await.expect("a reply");
     let cassette = recorder.finish("2025-01-31T12:00:00Z").expect("cassette");

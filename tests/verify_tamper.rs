@@ -48,6 +48,9 @@ fn cases() -> Vec<Case> {
     let f = fixture();
     let conn = Connection::open(&f.db).expect("opens");
     let (long, fork, killed) = (f.long.as_str(), f.fork.as_str(), f.killed.as_str());
+    let (first, second) = (f.session_first.as_str(), f.session_second.as_str());
+    let (k1, k2) = (key_of(&conn, first), key_of(&conn, second));
+    let mem = f.memory.as_str();
     let kl = key_of(&conn, long);
     let kf = key_of(&conn, fork);
     let kk = key_of(&conn, killed);
@@ -390,6 +393,46 @@ fn cases() -> Vec<Case> {
             ),
             &[&done_s],
         ),
+        // session_runs (revision 5)
+        case(
+            "session_runs.session",
+            second,
+            format!("UPDATE session_runs SET session = 'forged' WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.idx",
+            second,
+            format!("UPDATE session_runs SET idx = 9 WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            second,
+            format!(
+                "UPDATE session_runs SET run = -1 WHERE run = {k1}; UPDATE session_runs SET run = {k1} WHERE run = {k2}; UPDATE session_runs SET run = {k2} WHERE run = -1"
+            ),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            second,
+            format!("DELETE FROM session_runs WHERE run = {k2}"),
+            &["session_runs"],
+        ),
+        case(
+            "session_runs.run",
+            fork,
+            format!("INSERT INTO session_runs (session, idx, run) VALUES ('tamper', 3, {kf})"),
+            &["session_runs"],
+        ),
+        // The run a session run goes on from must have completed with what it carried.
+        case(
+            "runs.status",
+            second,
+            format!("UPDATE runs SET status = 'failed' WHERE key = {k1}"),
+            &["session history comes from"],
+        ),
         // heads
         case(
             "heads.run",
@@ -412,6 +455,91 @@ fn cases() -> Vec<Case> {
                 "UPDATE heads SET body = CAST(replace(CAST(body AS TEXT), '\"status\":\"completed\"', '\"status\":\"failed\"') AS BLOB) WHERE run = {kl}"
             ),
             &["heads.seal"],
+        ),
+        // global memory (revision 5): the memory run published `a` and `b`; `b` was removed.
+        case(
+            "memory_global.name",
+            mem,
+            "UPDATE memory_global SET name = 'other' WHERE key = 'a'".into(),
+            &["memory_global.name"],
+        ),
+        case(
+            "memory_global.key",
+            mem,
+            "UPDATE memory_global SET key = 'z' WHERE key = 'a'".into(),
+            &["memory_global.key"],
+        ),
+        case(
+            "memory_global.version",
+            mem,
+            "UPDATE memory_global SET version = 5 WHERE key = 'a'".into(),
+            &["memory_global.version"],
+        ),
+        case(
+            "memory_global.value",
+            mem,
+            "UPDATE memory_global SET value = 'forged' WHERE key = 'a'".into(),
+            &["memory_global.value"],
+        ),
+        case(
+            "memory_global.value",
+            mem,
+            "UPDATE memory_global SET value = 'back again' WHERE key = 'b' AND version = 2".into(),
+            &["memory_global.removal"],
+        ),
+        case(
+            "memory_global.run_id",
+            mem,
+            format!("UPDATE memory_global SET run_id = '{long}' WHERE key = 'a'"),
+            &["memory_global.effect_seq", "memory_global.run_id"],
+        ),
+        case(
+            "memory_global.run_id",
+            mem,
+            "UPDATE memory_global SET run_id = 'nosuchrun' WHERE key = 'a'".into(),
+            &["memory_global.run_id"],
+        ),
+        case(
+            "memory_global.effect_seq",
+            mem,
+            "UPDATE memory_global SET effect_seq = effect_seq - 1 WHERE key = 'a'".into(),
+            &["memory_global.effect_seq"],
+        ),
+        case(
+            "memory_global.effect_index",
+            mem,
+            "UPDATE memory_global SET effect_index = 1 WHERE key = 'a'".into(),
+            &["memory_global.effect_index"],
+        ),
+        case(
+            "memory_global.removal",
+            mem,
+            "UPDATE memory_global SET removal = 7 WHERE removal IS NOT NULL".into(),
+            &["memory_global.removal"],
+        ),
+        case(
+            "memory_global.removal",
+            mem,
+            "DELETE FROM memory_global WHERE removal IS NOT NULL".into(),
+            &["memory_removals.body"],
+        ),
+        case(
+            "memory_removals.id",
+            mem,
+            "UPDATE memory_removals SET id = 2".into(),
+            &["memory_removals.id"],
+        ),
+        case(
+            "memory_removals.body",
+            mem,
+            "UPDATE memory_removals SET body = CAST(replace(CAST(body AS TEXT), '\"by\":\"', '\"by\":\"someone else, ') AS BLOB)".into(),
+            &["memory_removals.chain", "memory_removals.body"],
+        ),
+        case(
+            "memory_removals.chain",
+            mem,
+            "UPDATE memory_removals SET chain = zeroblob(32)".into(),
+            &["memory_removals.chain"],
         ),
         case(
             "heads.seal",
@@ -450,7 +578,14 @@ fn assert_caught(db: &std::path::Path, run: &str, needles: &[String], what: &str
 #[test]
 fn the_pristine_database_verifies_with_and_without_the_key() {
     let f = fixture();
-    for run in [&f.long, &f.fork, &f.killed] {
+    for run in [
+        &f.long,
+        &f.fork,
+        &f.killed,
+        &f.session_first,
+        &f.session_second,
+        &f.memory,
+    ] {
         for with_key in [false, true] {
             let mut args = vec!["verify", run.as_str()];
             if with_key {

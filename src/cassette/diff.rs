@@ -91,12 +91,30 @@ pub struct CassetteDiff {
     pub first_difference: Option<u64>,
     /// The differing turns, in order.
     pub turns: Vec<TurnDiff>,
+    /// Version 4: each delegated child's section that differs (or that one cassette alone
+    /// has), by its place in the tree, in tree order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<SectionDiff>,
+}
+
+/// How one child's section differs between two cassettes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SectionDiff {
+    /// The child's place in the tree (`3.0`).
+    pub path: String,
+    /// Turns in the first cassette's section (0 when it has none).
+    pub turns_a: u64,
+    /// Turns in the second's.
+    pub turns_b: u64,
+    /// The differing turns, in order.
+    pub turns: Vec<TurnDiff>,
 }
 
 impl CassetteDiff {
-    /// True when no turn differs.
+    /// True when no turn differs, a child's included.
     pub fn is_same(&self) -> bool {
-        self.turns.is_empty()
+        self.turns.is_empty() && self.children.is_empty()
     }
 }
 
@@ -104,11 +122,47 @@ impl CassetteDiff {
 /// to check a model upgrade or a prompt change: record before and after, then diff. Neither
 /// cassette's hashes or recording metadata affect the result.
 pub fn diff(a: &Cassette, b: &Cassette, options: DiffOptions) -> CassetteDiff {
-    let count = a.len().max(b.len());
-    let turns: Vec<TurnDiff> = (0..count)
+    let turns = section(a.entries(), b.entries(), options);
+    let mut paths: Vec<&str> = a
+        .children()
+        .iter()
+        .chain(b.children())
+        .map(|c| c.path.as_str())
+        .collect();
+    paths.sort_by_key(|p| super::load::path_key(p));
+    paths.dedup();
+    let children = paths
+        .into_iter()
+        .filter_map(|path| {
+            let (x, y) = (
+                a.section(path).unwrap_or(&[]),
+                b.section(path).unwrap_or(&[]),
+            );
+            let turns = section(x, y, options);
+            (!turns.is_empty()).then(|| SectionDiff {
+                path: path.to_owned(),
+                turns_a: as_u64(x.len()),
+                turns_b: as_u64(y.len()),
+                turns,
+            })
+        })
+        .collect();
+    CassetteDiff {
+        turns_a: as_u64(a.entries().len()),
+        turns_b: as_u64(b.entries().len()),
+        ignore_content: options.ignore_content,
+        first_difference: turns.first().map(|t| t.turn),
+        turns,
+        children,
+    }
+}
+
+/// The differing turns of two lists of entries, entry `i` against entry `i`.
+fn section(a: &[Entry], b: &[Entry], options: DiffOptions) -> Vec<TurnDiff> {
+    (0..a.len().max(b.len()))
         .filter_map(|i| {
-            let side_a = a.entries().get(i).map(|e| view(e, options));
-            let side_b = b.entries().get(i).map(|e| view(e, options));
+            let side_a = a.get(i).map(|e| view(e, options));
+            let side_b = b.get(i).map(|e| view(e, options));
             let differences = compare(side_a.as_ref(), side_b.as_ref());
             (!differences.is_empty()).then(|| TurnDiff {
                 turn: as_u64(i),
@@ -117,14 +171,7 @@ pub fn diff(a: &Cassette, b: &Cassette, options: DiffOptions) -> CassetteDiff {
                 b: side_b,
             })
         })
-        .collect();
-    CassetteDiff {
-        turns_a: as_u64(a.len()),
-        turns_b: as_u64(b.len()),
-        ignore_content: options.ignore_content,
-        first_difference: turns.first().map(|t| t.turn),
-        turns,
-    }
+        .collect()
 }
 
 fn as_u64(n: usize) -> u64 {
@@ -223,30 +270,53 @@ impl fmt::Display for CassetteDiff {
         } else {
             "tool calls, outcomes and text"
         };
-        let Some(first) = self.first_difference else {
+        if self.is_same() {
             return writeln!(
                 f,
                 "cassettes match ({} turns; compared {compared})",
                 self.turns_a
             );
-        };
-        writeln!(
-            f,
-            "cassettes differ from turn {first}: {} differing turns (a: {} turns, b: {} turns; compared {compared})",
-            self.turns.len(),
-            self.turns_a,
-            self.turns_b
-        )?;
-        for turn in &self.turns {
-            let what: Vec<String> = turn.differences.iter().map(ToString::to_string).collect();
-            writeln!(f, "turn {}: {}", turn.turn, what.join(", "))?;
-            if let Some(a) = &turn.a {
-                writeln!(f, "  a: {a}")?;
-            }
-            if let Some(b) = &turn.b {
-                writeln!(f, "  b: {b}")?;
-            }
+        }
+        match self.first_difference {
+            Some(first) => writeln!(
+                f,
+                "cassettes differ from turn {first}: {} differing turns (a: {} turns, b: {} turns; compared {compared})",
+                self.turns.len(),
+                self.turns_a,
+                self.turns_b
+            )?,
+            None => writeln!(
+                f,
+                "cassettes differ in child runs only (their own {} turns match; compared {compared})",
+                self.turns_a
+            )?,
+        }
+        write_turns(f, &self.turns, "")?;
+        for c in &self.children {
+            writeln!(
+                f,
+                "child {}: {} differing turns (a: {} turns, b: {} turns)",
+                c.path,
+                c.turns.len(),
+                c.turns_a,
+                c.turns_b
+            )?;
+            write_turns(f, &c.turns, "  ")?;
         }
         Ok(())
     }
+}
+
+fn write_turns(f: &mut fmt::Formatter<'_>, turns: &[TurnDiff], indent: &str) -> fmt::Result {
+    for turn in turns {
+        let what: Vec<String> = turn.differences.iter().map(ToString::to_string).collect();
+        writeln!(f, "{indent}turn {}: {}", turn.turn, what.join(", "))?;
+        if let Some(a) = &turn.a {
+            writeln!(f, "{indent}  a: {a}")?;
+        }
+        if let Some(b) = &turn.b {
+            writeln!(f, "{indent}  b: {b}")?;
+        }
+    }
+    Ok(())
 }

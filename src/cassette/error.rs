@@ -40,8 +40,8 @@ pub enum CassetteError {
         /// serde_json's message, with line and column.
         detail: String,
     },
-    /// The `version` field is not 1, 2 or 3.
-    #[error("cassette version {found} is not supported (this build reads versions 1 to 3)")]
+    /// The `version` field is not 1 to 4.
+    #[error("cassette version {found} is not supported (this build reads versions 1 to 4)")]
     UnsupportedVersion {
         /// The value found, as JSON text.
         found: String,
@@ -77,10 +77,11 @@ pub enum CassetteError {
         /// The `turnIndex` found there.
         found: u64,
     },
-    /// A version-1 cassette carries a version-2 integrity field: someone lowered the version
-    /// to escape the integrity checks.
+    /// A cassette carries a field its stated version does not have (a version-1 file with a
+    /// version-2 integrity field, a version-3 file with `children`): someone lowered the
+    /// version to escape the checks.
     #[error(
-        "cassette says version 1 but carries `{field}`, a version 2 field: the version was lowered to skip integrity checks; use the original file"
+        "cassette carries `{field}`, which its stated version does not have: the version was lowered to skip integrity checks; use the original file"
     )]
     Downgrade {
         /// The version-2 field found.
@@ -155,12 +156,41 @@ pub enum CassetteError {
         /// What cannot be encoded, and where.
         detail: String,
     },
+    /// Something is wrong in a delegated child's section (version 4): its path, the child
+    /// run that asked (when replaying), and what is wrong there.
+    #[error("{}: {error}", child_name(.child, .run))]
+    InChild {
+        /// The child's path in the tree (`3.0`).
+        child: String,
+        /// The child run whose request it was, when replaying.
+        run: Option<String>,
+        /// What is wrong.
+        error: Box<CassetteError>,
+    },
+    /// A delegated child asked for a model turn and the cassette has no section for it.
+    #[error(
+        "cassette replay: {} asked for a model turn, but the cassette holds no recording of it; export the cassette from the parent run with `runtape cassette export` (children are recorded from cassette version 4)",
+        child_name(.child, .run)
+    )]
+    NoSection {
+        /// The child's path in the tree.
+        child: String,
+        /// The child run.
+        run: Option<String>,
+    },
     /// The operating system's random source failed while choosing a cassette id.
     #[error("cannot choose a random cassetteId: {detail}; pass RecordOptions::cassette_id")]
     Random {
         /// The error reported.
         detail: String,
     },
+}
+
+fn child_name(child: &str, run: &Option<String>) -> String {
+    match run {
+        Some(run) => format!("child {child} (run {run})"),
+        None => format!("child {child}"),
+    }
 }
 
 fn filter_message(recorded: &Option<String>, given: &Option<String>) -> String {
@@ -187,7 +217,11 @@ impl CassetteError {
         let mut error =
             ProviderError::new(provider, ProviderErrorClass::BadRequest, self.to_string());
         error.retryable = false;
-        error.hint = match self {
+        let inner = match self {
+            CassetteError::InChild { error, .. } => error.as_ref(),
+            e => e,
+        };
+        error.hint = match inner {
             CassetteError::Mismatch { .. } => {
                 "the run no longer sends what was recorded".to_owned()
             }

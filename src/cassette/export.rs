@@ -6,6 +6,12 @@
 //! the cassette replays without the servers, in a database that never saw the run. A
 //! delegating agent's prompts carry its `delegate_…`/`transfer_to_…` tools as it was shown
 //! them.
+//!
+//! A delegation tree exports whole (cassette version 4): every run below the exported one
+//! gets a section of its own, keyed by its path in the tree (`3.0`, `3.0.5.1`; see
+//! [`crate::ledger::tree`]), holding its model calls in order; its MCP tool results join the
+//! run's, and a server it alone used gives its first catalog (later lists a child recorded
+//! are not kept: a replay serves its first list).
 
 use super::error::CassetteError;
 use super::format::Cassette;
@@ -41,7 +47,6 @@ pub enum ExportError {
 /// time is the run's creation time, so exporting the same run twice gives the same file.
 pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportError> {
     let rec = ledger::record(store, run)?;
-    let spec = ledger::spec_of(&rec)?;
     let id_hex = &Digest::of(run.as_str().as_bytes()).to_hex()[..32];
     let options = RecordOptions {
         cassette_id: CassetteId::from_hex(id_hex),
@@ -49,6 +54,25 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
     };
     let mut builder = CassetteBuilder::new(options)?;
     let mut providers: Vec<String> = Vec::new();
+    for below in ledger::tree(store, run)? {
+        add_run(&mut builder, &mut providers, store, &below.run, &below.path)?;
+    }
+    let recorded_at = crate::text::rfc3339(rec.created_ms);
+    let source = format!("runtape run {run} ({})", providers.join(", "));
+    Ok(builder.finish(&recorded_at, &source)?)
+}
+
+/// Adds `run`'s model calls (and MCP lists and results) to `builder`, in the section of
+/// `path` (`""`: the exported run itself).
+fn add_run(
+    builder: &mut CassetteBuilder,
+    providers: &mut Vec<String>,
+    store: &dyn Store,
+    run: &RunId,
+    path: &str,
+) -> Result<(), ExportError> {
+    let rec = ledger::record(store, run)?;
+    let spec = ledger::spec_of(&rec)?;
     let rows = ledger::transitions(store, run, 1, rec.seq)?;
     // MCP servers whose tool lists the run recorded: their catalogs go in the cassette, and
     // so do their tools' results, so a replay needs no server.
@@ -81,13 +105,28 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
                     format!("catalog blob {catalog} does not decode: {e}"),
                 )
             })?;
-            builder
-                .add_catalog(server, value)
-                .map_err(|error| ExportError::Turn { seq, error })?;
+            // A child's lists: its servers' first ones only (see the module doc).
+            if path.is_empty() || !builder.has_catalog(server) {
+                builder
+                    .add_catalog(server, value)
+                    .map_err(|error| ExportError::Turn { seq, error })?;
+            }
             if !mcp_servers.contains(server) {
                 mcp_servers.push(server.clone());
             }
             continue;
+        }
+        match &step.event.body {
+            // Global memory as the run saw it (revision 5): a replay serves it.
+            EventBody::MemoryLoaded { name, entries, .. } => {
+                builder.add_memory_load(path, name, entries.clone());
+                continue;
+            }
+            EventBody::MemoryPublished { outcome, .. } => {
+                builder.add_memory_publish(path, outcome.clone());
+                continue;
+            }
+            _ => {}
         }
         let answered = step.answers.map(|a| a.effect);
         if let (Some(Effect::CallTool { tool, args, .. }), EventBody::ToolReturned { outcome, .. }) =
@@ -122,7 +161,11 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
             }
             _ => continue,
         };
-        let messages = ledger::conversation(store, &agent, &request.conversation)?;
+        let mut messages = ledger::conversation(store, &agent, &request.conversation)?;
+        // Injected memory (revision 5), as the driver sent it.
+        if let Some(text) = &request.memory {
+            messages.push(crate::machine::memory::injected_message(text));
+        }
         let tools = request
             .tools
             .iter()
@@ -152,21 +195,22 @@ pub fn export_run(store: &dyn Store, run: &RunId) -> Result<Cassette, ExportErro
             settings: spec_agent
                 .map(|a| a.model_settings.clone())
                 .unwrap_or_default(),
-            output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
+            // A session summary (revision 5) is asked for as plain text.
+            output_schema: spec_agent
+                .filter(|_| !request.summary)
+                .and_then(|a| a.output_schema.clone()),
         };
         if !providers.contains(&request.provider) {
             providers.push(request.provider.clone());
         }
         builder
-            .push(&agent, prompt, result, chunks)
+            .push_in(path, &agent, prompt, result, chunks)
             .map_err(|error| ExportError::Turn {
                 seq: step.row.seq,
                 error,
             })?;
     }
-    let recorded_at = crate::text::rfc3339(rec.created_ms);
-    let source = format!("runtape run {run} ({})", providers.join(", "));
-    Ok(builder.finish(&recorded_at, &source)?)
+    Ok(())
 }
 
 /// The text chunks `reply` streamed in: its text cut at the recorded chunk lengths (bytes),

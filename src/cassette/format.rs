@@ -19,11 +19,16 @@ use super::hash::{self, EnvelopeFields, Prompt};
 use crate::machine::{AgentId, ModelReply, ToolOutcome};
 use crate::provider::ProviderError;
 
-/// The cassette format version this build writes: 3, whose `promptHash` also covers the
-/// request's model settings and output schema. Versions 2 (the same hashes, `promptHash` over
-/// messages and tools only) and 1 (no `cassetteId`, `responseHash` or `envelopeHash`) are
-/// still read and replayed, each compared the way it was recorded.
+/// The cassette format version this build writes for a run without children: 3, whose
+/// `promptHash` also covers the request's model settings and output schema. Versions 2 (the
+/// same hashes, `promptHash` over messages and tools only) and 1 (no `cassetteId`,
+/// `responseHash` or `envelopeHash`) are still read and replayed, each compared the way it
+/// was recorded.
 pub const VERSION: u32 = 3;
+
+/// The version written for a delegation tree: [`VERSION`] plus `children`, one section of
+/// entries per delegated child run (see [`ChildSection`]).
+pub const TREE_VERSION: u32 = 4;
 
 /// What a recorded call returned: the reply, or the failure (failures replay too, so a
 /// recorded 429 followed by a successful retry replays as exactly that). On disk it is
@@ -73,9 +78,11 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// A version-2 entry, its `responseHash` computed for `cassette_id`.
+    /// A version-2 entry, its `responseHash` computed for `cassette_id` (and, in a child's
+    /// section, its path).
     pub(crate) fn sealed(
         cassette_id: &str,
+        section: Option<&str>,
         turn_index: u64,
         prompt_hash: String,
         response: RecordedResponse,
@@ -90,15 +97,21 @@ impl Entry {
             chunks,
             prompt,
         };
-        entry.response_hash = Some(entry.digest_for(cassette_id)?);
+        entry.response_hash = Some(entry.digest_in(cassette_id, section)?);
         Ok(entry)
     }
 
-    /// The `responseHash` this entry's content has under `cassette_id`.
-    pub(crate) fn digest_for(&self, cassette_id: &str) -> Result<String, String> {
+    /// The `responseHash` this entry's content has under `cassette_id` in the section of the
+    /// child at `section` (`None` for the run's own entries).
+    pub(crate) fn digest_in(
+        &self,
+        cassette_id: &str,
+        section: Option<&str>,
+    ) -> Result<String, String> {
         let response = serde_json::to_value(&self.response).map_err(|e| e.to_string())?;
         hash::response_hash(
             cassette_id,
+            section,
             self.turn_index,
             &self.prompt_hash,
             &response,
@@ -171,6 +184,70 @@ pub(crate) struct CassetteData {
     /// [`Cassette::catalog_changes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) catalog_changes: Vec<CatalogChange>,
+    /// Version 4: the model calls of each delegated child run, in tree order (see
+    /// [`Cassette::children`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) children: Vec<ChildSection>,
+    /// Global memory as the recorded run saw it (revision 5; see [`Cassette::memory`]).
+    #[serde(default, skip_serializing_if = "RecordedMemory::is_empty")]
+    pub(crate) memory: RecordedMemory,
+}
+
+/// The model calls of one delegated child run (version 4), keyed by the child's place in the
+/// tree rather than its run id, so a replay under new run ids finds them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChildSection {
+    /// The child's path below the recorded run: the `SEQ.INDEX` of each delegating effect
+    /// from the top, joined by dots (`3.0`, `3.0.5.1`).
+    pub path: String,
+    /// Its calls, numbered from 0 like the run's own.
+    pub entries: Vec<Entry>,
+}
+
+/// What a recorded run read from and published to global memory (revision 5), in order: a
+/// replay serves these instead of touching its database's global memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedMemory {
+    /// Each load: the memory's name and its entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loads: Vec<MemoryLoad>,
+    /// Each publish's outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publishes: Vec<MemoryPublish>,
+}
+
+/// One recorded load of global memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryLoad {
+    /// The run that loaded it: its place in the recorded tree (`""`, left out: the recorded
+    /// run itself; else a child's path, as in [`ChildSection::path`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// The global memory.
+    pub name: String,
+    /// Every key with its latest version, as loaded.
+    pub entries: BTreeMap<String, crate::machine::Versioned>,
+}
+
+/// One recorded publish of global memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryPublish {
+    /// The run that published: its place in the recorded tree, as for [`MemoryLoad::path`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// What the store did.
+    pub outcome: crate::machine::PublishOutcome,
+}
+
+impl RecordedMemory {
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.loads.is_empty() && self.publishes.is_empty()
+    }
 }
 
 /// A tool list an MCP server gave after its first one in the recorded run: the list, and the
@@ -235,11 +312,32 @@ impl CassetteData {
                 serde_json::to_value(&self.tool_results).map_err(|e| e.to_string())?,
             ));
         }
+        if !self.memory.is_empty() {
+            extras.push((
+                "memory",
+                serde_json::to_value(&self.memory).map_err(|e| e.to_string())?,
+            ));
+        }
         if !self.catalog_changes.is_empty() {
             extras.push((
                 "catalogChanges",
                 serde_json::to_value(&self.catalog_changes).map_err(|e| e.to_string())?,
             ));
+        }
+        if !self.children.is_empty() {
+            let children: Vec<serde_json::Value> = self
+                .children
+                .iter()
+                .map(|c| {
+                    let digests: Vec<&str> = c
+                        .entries
+                        .iter()
+                        .map(|e| e.response_hash.as_deref().unwrap_or(""))
+                        .collect();
+                    serde_json::json!({"path": c.path, "entries": digests})
+                })
+                .collect();
+            extras.push(("children", serde_json::Value::Array(children)));
         }
         hash::envelope_hash(&fields, &digests, extras).map(Some)
     }
@@ -288,9 +386,28 @@ impl Cassette {
         self.data.envelope_hash.as_deref()
     }
 
-    /// The recorded calls, turn 0 first.
+    /// The recorded calls of the run itself, turn 0 first.
     pub fn entries(&self) -> &[Entry] {
         &self.data.entries
+    }
+
+    /// The recorded calls of each delegated child run, in tree order (version 4; empty for a
+    /// run without children or an older cassette).
+    pub fn children(&self) -> &[ChildSection] {
+        &self.data.children
+    }
+
+    /// The calls recorded for the run at `path` in the tree (`""`: the run itself), if the
+    /// cassette has them.
+    pub fn section(&self, path: &str) -> Option<&[Entry]> {
+        if path.is_empty() {
+            return Some(&self.data.entries);
+        }
+        self.data
+            .children
+            .iter()
+            .find(|c| c.path == path)
+            .map(|c| c.entries.as_slice())
     }
 
     /// The tool catalogs of the MCP servers the recorded run used, by server name: each the
@@ -314,14 +431,26 @@ impl Cassette {
         &self.data.tool_results
     }
 
-    /// How many calls were recorded.
+    /// What the recorded run read from and published to global memory (revision 5), in
+    /// order; a replay serves it ([`super::RecordedMemoryPlayer`]).
+    pub fn memory(&self) -> &RecordedMemory {
+        &self.data.memory
+    }
+
+    /// How many calls were recorded, the children's included.
     pub fn len(&self) -> usize {
         self.data.entries.len()
+            + self
+                .data
+                .children
+                .iter()
+                .map(|c| c.entries.len())
+                .sum::<usize>()
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.data.entries.is_empty()
+        self.len() == 0
     }
 
     /// The file's text: indented JSON ending in a newline. Fails only if an entry cannot be

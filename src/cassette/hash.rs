@@ -166,9 +166,11 @@ pub(crate) fn prompt_hash_for(version: u32, prompt: &Prompt) -> Result<String, S
 }
 
 /// `responseHash`: SHA-256 over canonical `{cassetteId, turnIndex, promptHash, response}`,
-/// plus `chunks` when the entry has any.
+/// plus `chunks` when the entry has any, and (version 4) `path` for an entry of a delegated
+/// child's section, so an entry cannot move between sections unnoticed.
 pub(crate) fn response_hash(
     cassette_id: &str,
+    section: Option<&str>,
     turn: u64,
     prompt_hash: &str,
     response: &Value,
@@ -182,6 +184,9 @@ pub(crate) fn response_hash(
     });
     if !chunks.is_empty() {
         object["chunks"] = json!(chunks);
+    }
+    if let Some(path) = section {
+        object["path"] = json!(path);
     }
     digest_of(&object)
 }
@@ -197,10 +202,12 @@ pub(crate) struct EnvelopeFields<'a> {
 }
 
 /// `envelopeHash`: SHA-256 over canonical `{version, agentId?, recordedAt, recordedProvider,
-/// cassetteId, hashFilter?, entries, catalogs?, toolResults?}`, where `entries` is the list of
-/// the entries' `responseHash` values in file order and `catalogs` / `toolResults` are the MCP
-/// fields as stored (absent or empty optional fields are left out, not `null`, so a cassette
-/// without MCP hashes as before they existed).
+/// cassetteId, hashFilter?, entries, catalogs?, toolResults?, catalogChanges?, children?}`,
+/// where `entries` is the list of the entries' `responseHash` values in file order,
+/// `catalogs` / `toolResults` / `catalogChanges` are the MCP fields as stored, and `children`
+/// (version 4) lists each child section as `{path, entries}` with its entries' digests, in
+/// file order (absent or empty optional fields are left out, not `null`, so a cassette without
+/// them hashes as before they existed).
 pub(crate) fn envelope_hash(
     fields: &EnvelopeFields<'_>,
     digests: &[&str],

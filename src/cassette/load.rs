@@ -3,13 +3,15 @@
 //!
 //! The checks run in this order, and the first failure is returned:
 //!
-//! 1. size (`max_bytes`), JSON syntax, `version` ∈ {1, 2, 3}, field names and types;
+//! 1. size (`max_bytes`), JSON syntax, `version` ∈ {1, 2, 3, 4}, field names and types;
+//!    `children` only from version 4, each section's `path` a child's path, no path twice;
 //! 2. version 1: no version-2 field (`cassetteId`, `envelopeHash`, any `responseHash`), then
 //!    `require_integrity` refuses it; versions 2 and 3: those fields present and well-formed;
-//! 3. `recordedAt` is RFC 3339; entries are numbered 0, 1, 2, ... in file order; hashes are
-//!    64 lowercase hex digits; no integer beyond ±(2^53 − 1); a stored prompt hashes to its
-//!    `promptHash` (as its version computes it);
-//! 4. versions 2 and 3: each entry's `responseHash` is recomputed with the file's `cassetteId`, and
+//! 3. `recordedAt` is RFC 3339; entries (and each child section's) are numbered 0, 1, 2, ...
+//!    in file order; hashes are 64 lowercase hex digits; no integer beyond ±(2^53 − 1); a
+//!    stored prompt hashes to its `promptHash` (as its version computes it);
+//! 4. versions 2 to 4: each entry's `responseHash` is recomputed with the file's `cassetteId`
+//!    (and a child entry's section path), and
 //!    `envelopeHash` over the envelope and the stored digests. An entry whose digest is wrong
 //!    while the envelope checks out was edited ([`EntryEdited`]); one whose digest is wrong
 //!    while the envelope does not check out either carries a digest from elsewhere
@@ -31,7 +33,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::CassetteError;
-use super::format::{Cassette, CassetteData, VERSION};
+use super::format::{Cassette, CassetteData, Entry, TREE_VERSION};
 use super::hash::{self, is_hex};
 
 /// The default [`LoadOptions::max_bytes`]: 64 MiB.
@@ -116,7 +118,7 @@ fn probe_version(bytes: &[u8]) -> Result<(), CassetteError> {
         detail: serde_detail(&e),
     })?;
     match probe.version.as_u64() {
-        Some(v) if (1..=u64::from(VERSION)).contains(&v) => Ok(()),
+        Some(v) if (1..=u64::from(TREE_VERSION)).contains(&v) => Ok(()),
         _ => Err(CassetteError::UnsupportedVersion {
             found: snippet(&probe.version.to_string()),
         }),
@@ -138,6 +140,10 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             Some("toolResults")
         } else if !data.catalog_changes.is_empty() {
             Some("catalogChanges")
+        } else if !data.children.is_empty() {
+            Some("children")
+        } else if !data.memory.is_empty() {
+            Some("memory")
         } else {
             None
         };
@@ -150,9 +156,46 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
     } else {
         check_v2_fields(data)?;
     }
+    if data.version < TREE_VERSION && !data.children.is_empty() {
+        return Err(CassetteError::Downgrade { field: "children" });
+    }
     check_rfc3339(&data.recorded_at)
         .map_err(|d| CassetteError::bad_field("envelope", "recordedAt", d))?;
-    for (position, entry) in data.entries.iter().enumerate() {
+    check_entries(data.version, &data.entries)?;
+    for (i, child) in data.children.iter().enumerate() {
+        let in_child = |error| CassetteError::InChild {
+            child: child.path.clone(),
+            run: None,
+            error: Box::new(error),
+        };
+        if !is_tree_path(&child.path) {
+            return Err(CassetteError::bad_field(
+                format!("children[{i}]"),
+                "path",
+                format!(
+                    "`{}` is not a child's path such as 3.0",
+                    snippet(&child.path)
+                ),
+            ));
+        }
+        if data.children[..i].iter().any(|c| c.path == child.path) {
+            return Err(CassetteError::bad_field(
+                format!("children[{i}]"),
+                "path",
+                format!("child {} has two sections", child.path),
+            ));
+        }
+        check_entries(data.version, &child.entries).map_err(in_child)?;
+    }
+    if data.version != 1 {
+        check_digests(data)?;
+    }
+    Ok(())
+}
+
+/// Numbering, hash shapes, numbers and stored prompts of one section's entries.
+fn check_entries(version: u32, entries: &[Entry]) -> Result<(), CassetteError> {
+    for (position, entry) in entries.iter().enumerate() {
         let position = u64::try_from(position).unwrap_or(u64::MAX);
         if entry.turn_index() != position {
             return Err(CassetteError::TurnOrder {
@@ -174,7 +217,7 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
         hash::check_numbers(&response)
             .map_err(|d| CassetteError::unencodable(location.clone(), d))?;
         if let Some(prompt) = entry.prompt() {
-            let digest = hash::prompt_hash_for(data.version, prompt)
+            let digest = hash::prompt_hash_for(version, prompt)
                 .map_err(|d| CassetteError::unencodable(location, d))?;
             if digest != entry.prompt_hash() {
                 return Err(CassetteError::EntryEdited {
@@ -184,10 +227,27 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             }
         }
     }
-    if data.version != 1 {
-        check_digests(data)?;
-    }
     Ok(())
+}
+
+/// True for a child's path: `SEQ.INDEX` pairs of decimal numbers joined by dots (`3.0`,
+/// `3.0.5.1`).
+pub(crate) fn is_tree_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('.').collect();
+    parts.len().is_multiple_of(2)
+        && parts.len() <= 2 * 64
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.len() <= 20
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u64>().is_ok()
+        })
+}
+
+/// A path's numbers, for sorting sections into tree order (a child's path extends its
+/// parent's, so numeric order is depth-first order).
+pub(crate) fn path_key(path: &str) -> Vec<u64> {
+    path.split('.').filter_map(|p| p.parse().ok()).collect()
 }
 
 fn check_v2_fields(data: &CassetteData) -> Result<(), CassetteError> {
@@ -214,13 +274,24 @@ fn check_v2_fields(data: &CassetteData) -> Result<(), CassetteError> {
             "not 64 lowercase hex digits",
         ));
     }
-    for (i, entry) in data.entries.iter().enumerate() {
+    let all = data
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (format!("entry {i}"), e))
+        .chain(data.children.iter().flat_map(|c| {
+            c.entries
+                .iter()
+                .enumerate()
+                .map(move |(i, e)| (format!("entry {i} of child {}", c.path), e))
+        }));
+    for (location, entry) in all {
         let digest = entry
             .response_hash()
-            .ok_or_else(|| missing(format!("entry {i}"), "responseHash"))?;
+            .ok_or_else(|| missing(location.clone(), "responseHash"))?;
         if !is_hex(digest, 64) {
             return Err(CassetteError::bad_field(
-                format!("entry {i}"),
+                location,
                 "responseHash",
                 "not 64 lowercase hex digits",
             ));
@@ -240,20 +311,35 @@ fn check_digests(data: &CassetteData) -> Result<(), CassetteError> {
         .compute_envelope_hash()
         .map_err(|d| CassetteError::unencodable("envelope", d))?;
     let envelope_ok = envelope.is_some() && envelope.as_deref() == data.envelope_hash.as_deref();
-    for entry in &data.entries {
-        let turn = entry.turn_index();
-        let digest = entry
-            .digest_for(id)
-            .map_err(|d| CassetteError::unencodable(format!("entry {turn}"), d))?;
-        if Some(digest.as_str()) != entry.response_hash() {
-            return Err(if envelope_ok {
-                CassetteError::EntryEdited {
-                    turn,
-                    part: "response",
-                }
-            } else {
-                CassetteError::EntrySpliced { turn }
-            });
+    let sections = std::iter::once((None, &data.entries)).chain(
+        data.children
+            .iter()
+            .map(|c| (Some(c.path.as_str()), &c.entries)),
+    );
+    for (section, entries) in sections {
+        for entry in entries {
+            let turn = entry.turn_index();
+            let digest = entry
+                .digest_in(id, section)
+                .map_err(|d| CassetteError::unencodable(format!("entry {turn}"), d))?;
+            if Some(digest.as_str()) != entry.response_hash() {
+                let error = if envelope_ok {
+                    CassetteError::EntryEdited {
+                        turn,
+                        part: "response",
+                    }
+                } else {
+                    CassetteError::EntrySpliced { turn }
+                };
+                return Err(match section {
+                    Some(path) => CassetteError::InChild {
+                        child: path.to_owned(),
+                        run: None,
+                        error: Box::new(error),
+                    },
+                    None => error,
+                });
+            }
         }
     }
     if envelope_ok {

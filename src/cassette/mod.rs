@@ -122,16 +122,23 @@ mod export;
 mod format;
 mod hash;
 mod load;
+mod memory;
 mod record;
 mod replay;
 mod tools;
 
-pub use diff::{CassetteDiff, DiffOptions, Difference, ToolCallView, TurnDiff, TurnView, diff};
+pub use diff::{
+    CassetteDiff, DiffOptions, Difference, SectionDiff, ToolCallView, TurnDiff, TurnView, diff,
+};
 pub use error::CassetteError;
 pub use export::{ExportError, export_run};
-pub use format::{Cassette, CatalogChange, Entry, RecordedResponse, ToolEntry, VERSION};
+pub use format::{
+    Cassette, CatalogChange, ChildSection, Entry, MemoryLoad, MemoryPublish, RecordedMemory,
+    RecordedResponse, TREE_VERSION, ToolEntry, VERSION,
+};
 pub use hash::{CassetteId, HashFilter, Prompt};
 pub use load::{DEFAULT_MAX_BYTES, LoadOptions};
+pub use memory::RecordedMemoryPlayer;
 pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
 pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults, ReplayPosition};

@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::error::CassetteError;
-use super::format::{Cassette, CassetteData, Entry, RecordedResponse, VERSION};
+use super::format::{Cassette, CassetteData, ChildSection, Entry, RecordedResponse, VERSION};
 use super::hash::{self, CassetteId, HashFilter, Prompt};
 use super::load::check_rfc3339;
 use crate::machine::{AgentId, ModelReply};
@@ -88,6 +88,9 @@ pub struct CassetteBuilder {
     catalogs: std::collections::BTreeMap<String, Value>,
     tool_results: Vec<super::format::ToolEntry>,
     catalog_changes: Vec<super::format::CatalogChange>,
+    /// The delegated children's sections, in the order their first call was recorded.
+    children: Vec<ChildSection>,
+    memory: super::format::RecordedMemory,
 }
 
 impl CassetteBuilder {
@@ -105,6 +108,8 @@ impl CassetteBuilder {
             catalogs: Default::default(),
             tool_results: Vec::new(),
             catalog_changes: Vec::new(),
+            children: Vec::new(),
+            memory: Default::default(),
         })
     }
 
@@ -125,6 +130,11 @@ impl CassetteBuilder {
             self.catalogs.insert(server.to_owned(), catalog);
         }
         Ok(())
+    }
+
+    /// Whether a catalog of `server` was recorded.
+    pub fn has_catalog(&self, server: &str) -> bool {
+        self.catalogs.contains_key(server)
     }
 
     /// Records an MCP tool call's result, after the last one.
@@ -148,19 +158,45 @@ impl CassetteBuilder {
         Ok(())
     }
 
+    /// Records a load of global memory `name` by the run at `path` in the recorded tree (`""`:
+    /// the recorded run; revision 5), after the last one: a replay serves it instead of
+    /// reading its database.
+    pub fn add_memory_load(
+        &mut self,
+        path: &str,
+        name: &str,
+        entries: std::collections::BTreeMap<String, crate::machine::Versioned>,
+    ) {
+        self.memory.loads.push(super::format::MemoryLoad {
+            path: path.to_owned(),
+            name: name.to_owned(),
+            entries,
+        });
+    }
+
+    /// Records a publish's outcome by the run at `path` (revision 5), after the last one: a
+    /// replay serves it and writes nothing.
+    pub fn add_memory_publish(&mut self, path: &str, outcome: crate::machine::PublishOutcome) {
+        self.memory.publishes.push(super::format::MemoryPublish {
+            path: path.to_owned(),
+            outcome,
+        });
+    }
+
     /// The recording's id.
     pub fn cassette_id(&self) -> &CassetteId {
         &self.cassette_id
     }
 
-    /// How many exchanges were recorded so far (the turn index the next one gets).
+    /// How many exchanges of the run itself were recorded so far (the turn index its next one
+    /// gets).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// True before the first exchange.
+    /// True before the first exchange (of the run or of a child).
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.children.is_empty()
     }
 
     /// Records one exchange as the next turn and returns its turn index. `prompt` is what was
@@ -173,8 +209,45 @@ impl CassetteBuilder {
         result: Result<ModelReply, ProviderError>,
         chunks: Vec<String>,
     ) -> Result<u64, CassetteError> {
-        let turn = u64::try_from(self.entries.len()).unwrap_or(u64::MAX);
-        let location = || format!("entry {turn}");
+        self.push_in("", agent, prompt, result, chunks)
+    }
+
+    /// [`push`](Self::push) for the run at `path` in the delegation tree: `""` for the run
+    /// itself, a child's path (`3.0`, `3.0.5.1`: the `SEQ.INDEX` of each delegating effect
+    /// from the top) for a delegated child, whose calls go to its own section (version 4),
+    /// numbered from 0. Returns the turn index within that section.
+    pub fn push_in(
+        &mut self,
+        path: &str,
+        agent: &AgentId,
+        prompt: Prompt,
+        result: Result<ModelReply, ProviderError>,
+        chunks: Vec<String>,
+    ) -> Result<u64, CassetteError> {
+        if !path.is_empty() && !super::load::is_tree_path(path) {
+            return Err(CassetteError::bad_field(
+                "recording",
+                "path",
+                format!(
+                    "`{}` is not a child's path such as 3.0",
+                    super::load::snippet(path)
+                ),
+            ));
+        }
+        let section_len = if path.is_empty() {
+            self.entries.len()
+        } else {
+            self.children
+                .iter()
+                .find(|c| c.path == path)
+                .map_or(0, |c| c.entries.len())
+        };
+        let turn = u64::try_from(section_len).unwrap_or(u64::MAX);
+        let section = (!path.is_empty()).then_some(path);
+        let location = || match section {
+            Some(p) => format!("entry {turn} of child {p}"),
+            None => format!("entry {turn}"),
+        };
         let prompt = match &self.options.hash_filter {
             Some(filter) => filter.apply(prompt),
             None => prompt,
@@ -203,6 +276,7 @@ impl CassetteBuilder {
         let stored_prompt = self.options.store_prompts.then_some(prompt);
         let entry = Entry::sealed(
             self.cassette_id.as_str(),
+            section,
             turn,
             prompt_hash,
             response,
@@ -211,7 +285,16 @@ impl CassetteBuilder {
         )
         .map_err(|d| CassetteError::unencodable(location(), d))?;
         round_trip(&entry).map_err(|d| CassetteError::unencodable(location(), d))?;
-        self.entries.push(entry);
+        match section {
+            None => self.entries.push(entry),
+            Some(p) => match self.children.iter_mut().find(|c| c.path == p) {
+                Some(c) => c.entries.push(entry),
+                None => self.children.push(ChildSection {
+                    path: p.to_owned(),
+                    entries: vec![entry],
+                }),
+            },
+        }
         self.agents = match std::mem::replace(&mut self.agents, Agents::None) {
             Agents::None => Agents::One(agent.clone()),
             Agents::One(a) if &a == agent => Agents::One(a),
@@ -255,8 +338,15 @@ impl CassetteBuilder {
     ) -> Result<Cassette, CassetteError> {
         check_rfc3339(recorded_at)
             .map_err(|d| CassetteError::bad_field("recording", "recordedAt", d))?;
+        let mut children = self.children;
+        // Numeric order of the paths is tree order: a child's path extends its parent's.
+        children.sort_by_key(|c| super::load::path_key(&c.path));
         let mut data = CassetteData {
-            version: VERSION,
+            version: if children.is_empty() {
+                VERSION
+            } else {
+                super::format::TREE_VERSION
+            },
             agent_id: match self.agents {
                 Agents::One(agent) => Some(agent),
                 Agents::None | Agents::Several => None,
@@ -274,6 +364,8 @@ impl CassetteBuilder {
             catalogs: self.catalogs,
             tool_results: self.tool_results,
             catalog_changes: self.catalog_changes,
+            children,
+            memory: self.memory,
         };
         data.envelope_hash = data
             .compute_envelope_hash()
@@ -308,7 +400,9 @@ fn round_trip(entry: &Entry) -> Result<(), String> {
 /// hash, the reply or error, and the streamed chunks (which still reach the caller's token
 /// sink as they arrive). It sees only requests and replies, never the wrapped provider's
 /// configuration or key. Entries are numbered in the order calls complete; a call whose
-/// future is dropped (cancelled) records nothing.
+/// future is dropped (cancelled) records nothing. A call of a delegated child run (its
+/// request's [`origin`](crate::provider::ProviderRequest::origin) has a path) goes to the
+/// child's own section, so a whole tree records into one cassette.
 pub struct RecordingProvider {
     inner: Arc<dyn ModelProvider>,
     state: Mutex<RecorderState>,
@@ -383,10 +477,13 @@ impl RecordingProvider {
         if state.failed.is_some() {
             return Ok(());
         }
-        let pushed =
-            state
-                .builder
-                .push(&request.agent, Prompt::of(request), result.clone(), chunks);
+        let pushed = state.builder.push_in(
+            &request.origin.path,
+            &request.agent,
+            Prompt::of(request),
+            result.clone(),
+            chunks,
+        );
         match pushed {
             Ok(_) => Ok(()),
             Err(error) => {

@@ -1,5 +1,8 @@
 //! Replaying: [`CassetteProvider`] answers model calls from a cassette, in order, checking
-//! each request against the recorded prompt hash.
+//! each request against the recorded prompt hash. A delegated child run's calls (their
+//! request's [`origin`](crate::provider::ProviderRequest::origin) has a path) are served from
+//! the child's own section (cassette version 4), in its own order, so children running side
+//! by side replay deterministically.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,10 +59,15 @@ pub struct CassetteProvider {
 
 #[derive(Default)]
 struct ReplayState {
-    /// The entry the next call gets.
+    /// The entry the run's next call gets.
     next: usize,
+    /// Per child section (by path), the entry its next call gets.
+    child_next: std::collections::BTreeMap<String, usize>,
     last_error: Option<CassetteError>,
+    first_error: Option<CassetteError>,
     drifted: Vec<u64>,
+    /// Non-strict: children's turns that drifted, as `(path, turn)`.
+    child_drifted: Vec<(String, u64)>,
 }
 
 impl CassetteProvider {
@@ -108,14 +116,27 @@ impl CassetteProvider {
         &self.cassette
     }
 
-    /// How many entries were served since creation or the last [`reset`](Self::reset).
+    /// How many of the run's own entries were served since creation or the last
+    /// [`reset`](Self::reset) (its children's are counted by [`served`](Self::served)).
     pub fn position(&self) -> usize {
         self.state().next
     }
 
-    /// True when every entry was served.
+    /// How many entries were served in all, the children's included.
+    pub fn served(&self) -> usize {
+        let state = self.state();
+        state.next + state.child_next.values().sum::<usize>()
+    }
+
+    /// True when every entry was served, every child section's included.
     pub fn is_finished(&self) -> bool {
-        self.position() >= self.cassette.len()
+        self.served() >= self.cassette.len()
+    }
+
+    /// Non-strict replay: the children's turns that differed from the recording but were
+    /// served anyway, as `(path, turn)`.
+    pub fn drifted_child_turns(&self) -> Vec<(String, u64)> {
+        self.state().child_drifted.clone()
     }
 
     /// Rewinds to the first entry and forgets the last error and the drifted turns, so the
@@ -130,6 +151,13 @@ impl CassetteProvider {
         self.state().last_error.clone()
     }
 
+    /// The first failure since creation or the last [`reset`](Self::reset): the cause, when
+    /// one failure led to others (a child's drifted request fails the child, whose parent then
+    /// asks something the recording never saw).
+    pub fn first_error(&self) -> Option<CassetteError> {
+        self.state().first_error.clone()
+    }
+
     /// Non-strict replay: the turns whose request differed from the recording but were
     /// served anyway. Always empty in strict mode.
     pub fn drifted_turns(&self) -> Vec<u64> {
@@ -139,23 +167,56 @@ impl CassetteProvider {
     /// Picks the entry for `request`, advancing the position, or records and returns why not.
     fn serve(&self, request: &ProviderRequest) -> Result<&Entry, CassetteError> {
         let mut state = self.state();
-        let position = state.next;
+        let path = request.origin.path.as_str();
+        let child = (!path.is_empty()).then_some(path);
+        let in_child = |error: CassetteError| match child {
+            Some(p) => CassetteError::InChild {
+                child: p.to_owned(),
+                run: request.origin.run.as_ref().map(ToString::to_string),
+                error: Box::new(error),
+            },
+            None => error,
+        };
+        let Some(entries) = self.cassette.section(path) else {
+            let error = CassetteError::NoSection {
+                child: path.to_owned(),
+                run: request.origin.run.as_ref().map(ToString::to_string),
+            };
+            state.first_error.get_or_insert_with(|| error.clone());
+            state.last_error = Some(error.clone());
+            return Err(error);
+        };
+        let position = match child {
+            Some(p) => state.child_next.get(p).copied().unwrap_or(0),
+            None => state.next,
+        };
         let turn = u64::try_from(position).unwrap_or(u64::MAX);
-        let outcome = match self.cassette.entries().get(position) {
-            None => Err(CassetteError::Exhausted {
-                turns: u64::try_from(self.cassette.len()).unwrap_or(u64::MAX),
-            }),
-            Some(entry) => self.check(entry, request, turn),
+        let outcome = match entries.get(position) {
+            None => Err(in_child(CassetteError::Exhausted {
+                turns: u64::try_from(entries.len()).unwrap_or(u64::MAX),
+            })),
+            Some(entry) => self.check(entry, request, turn).map_err(in_child),
         };
         match outcome {
             Ok((entry, drifted)) => {
-                if drifted {
-                    state.drifted.push(turn);
+                match child {
+                    Some(p) => {
+                        if drifted {
+                            state.child_drifted.push((p.to_owned(), turn));
+                        }
+                        *state.child_next.entry(p.to_owned()).or_default() += 1;
+                    }
+                    None => {
+                        if drifted {
+                            state.drifted.push(turn);
+                        }
+                        state.next += 1;
+                    }
                 }
-                state.next += 1;
                 Ok(entry)
             }
             Err(error) => {
+                state.first_error.get_or_insert_with(|| error.clone());
                 state.last_error = Some(error.clone());
                 Err(error)
             }

@@ -18,8 +18,17 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
     cassette
         .save(out)
         .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
+    let children = cassette.children().len();
+    let below = if children == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({} of them by {children} child runs, each in its own section)",
+            cassette.len() - cassette.entries().len()
+        )
+    };
     outln!(
-        "wrote {} model turns of {run} to {}",
+        "wrote {} model turns of {run}{below} to {}",
         cassette.len(),
         out.display()
     );

@@ -96,11 +96,16 @@ impl fmt::Display for CliError {
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::UnknownRun(_) => CliError::usage(e.to_string()).with_fault(Fault::Missing),
+            StoreError::UnknownRun(_) | StoreError::NoMemoryKey { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Missing)
+            }
             StoreError::LeaseHeld { .. } | StoreError::Finished { .. } => {
                 CliError::usage(e.to_string()).with_fault(Fault::Conflict)
             }
             StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
+            StoreError::SessionTaken { .. } => {
+                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
+            }
             _ => CliError::internal(e.to_string()),
         }
     }
@@ -137,9 +142,9 @@ impl From<EngineError> for CliError {
             | EngineError::MissingTool(_)
             | EngineError::AmbiguousInput { .. }
             | EngineError::Spec(_) => CliError::usage(e.to_string()),
-            EngineError::Finished { .. } | EngineError::NoInputExpected(_) => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
+            EngineError::Finished { .. }
+            | EngineError::NoInputExpected(_)
+            | EngineError::Session(_) => CliError::usage(e.to_string()).with_fault(Fault::Conflict),
             _ => CliError::internal(e.to_string()),
         }
     }

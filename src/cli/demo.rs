@@ -119,7 +119,7 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
         fork.status,
         fork.state.seq()
     );
-    inspect::diff(&db, run.as_str(), fork.run_id.as_str(), false)?;
+    inspect::diff(&db, run.as_str(), fork.run_id.as_str(), false, false)?;
 
     // 6. Verify both.
     say(

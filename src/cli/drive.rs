@@ -228,7 +228,12 @@ pub(crate) async fn follow(
         return Err(e);
     }
     let end = end.map_err(|e| stopped_by(&run, e))?;
-    let code = summarise(&end, json)?;
+    let waiting = if end.status == RunStatus::Paused {
+        super::tree::waiting_below(engine.store().as_ref(), &run).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let code = summarise(&end, json, &waiting)?;
     if stdout_closed() {
         let how = match end.status {
             RunStatus::Paused => format!(

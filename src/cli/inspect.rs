@@ -23,6 +23,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
         }
         return Ok(());
     }
+    let waiting = super::tree::waiting_in(&runs);
     if runs.is_empty() {
         outln!("no runs in {}", super::common::shown(db));
         return Ok(());
@@ -53,10 +54,16 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             .as_ref()
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
+        // A run resting on a child that waits for a person says so.
+        let status = if waiting.contains(&r.id) {
+            "awaiting child"
+        } else {
+            r.status.as_str()
+        };
         outln!(
             "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{fork}",
             id,
-            r.status.as_str(),
+            status,
             r.seq,
             cost_text(r.cost_nanos, r.unpriced_turns),
             age(now, r.updated_ms),
@@ -179,7 +186,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             String::new()
         };
         outln!(
-            "{:>5}  {}  {:<16} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
+            "{:>5}  {}  {:<21} {:>15} → {:<16} {:<12} {:>8} {:>8}  {}",
             e.seq,
             &utc(e.at_ms)[11..],
             e.event.as_str(),
@@ -190,6 +197,16 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             cost,
             e.summary
         );
+    }
+    if !rec.status.is_terminal() && rec.status != crate::store::RunStatus::AwaitingInput {
+        for w in super::tree::waiting_below(store.as_ref(), &run)? {
+            for (_, tool, how) in &w.asks {
+                outln!(
+                    "waits on child {}, which waits for a person ({tool}): runtape resume {run} {how}",
+                    w.run
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -203,6 +220,10 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         return print_json(&step_json(&view)?);
     }
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
+    if let Some(s) = &view.session {
+        let forked = history::record(store.as_ref(), &view.run)?.parent.is_some();
+        super::sessions::describe_place(s, forked);
+    }
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
         outln!(
             "event   {} at {} (edge {edge})",
@@ -266,7 +287,18 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 "effect  {id}: child run {} of agent {delegate} ({call_id}), depth {depth}",
                 id.child_run_id()
             ),
+            Effect::Retrieve {
+                id, agent, turn, ..
+            } => outln!("effect  {id}: ask the retriever for {agent}'s turn {turn}"),
+            Effect::PublishMemory { id, name, writes } => outln!(
+                "effect  {id}: publish {} write(s) to global memory {name}: {}",
+                writes.len(),
+                writes.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
         }
+    }
+    if let Some(event) = &view.event {
+        super::sessions::describe_event(&event.body);
     }
     if let Some(req) = &view.request {
         let r = &req.remaining;
@@ -389,6 +421,7 @@ fn describe_state(state: &RunState) {
                 }
             )
         }
+        RunState::Summarizing { summaries, .. } => super::sessions::describe_summaries(summaries),
         RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
             for s in &batch.slots {
                 let status = match &s.status {
@@ -414,41 +447,108 @@ fn describe_state(state: &RunState) {
                 outln!("call    {} {} {} — {status}", s.call_id, s.tool, s.args);
             }
         }
+        RunState::Publishing { effect, cancel, .. } => outln!(
+            "publish global memory (effect {}/{}){}",
+            effect.seq,
+            effect.index,
+            if cancel.is_some() {
+                "; a cancel waits for its answer"
+            } else {
+                ""
+            }
+        ),
         _ => {}
     }
+    super::memory::describe(&run.memory);
 }
 
-/// `runtape diff A B`.
-pub(crate) fn diff(db: &Path, a: &str, b: &str, json: bool) -> Result<(), CliError> {
+/// `runtape diff A B [--recursive]`.
+pub(crate) fn diff(
+    db: &Path,
+    a: &str,
+    b: &str,
+    recursive: bool,
+    json: bool,
+) -> Result<(), CliError> {
     let ((a, _), (b, _)) = (parse_run_at(a)?, parse_run_at(b)?);
     let store = open_existing(db)?;
+    if recursive {
+        let t = history::diff_trees(store.as_ref(), &a, &b)?;
+        if json {
+            let mut v = serde_json::to_value(&t).map_err(|e| CliError::internal(e.to_string()))?;
+            v["type"] = json!("diff");
+            return print_json(&v);
+        }
+        print_diff(&t.top, "");
+        for c in &t.children {
+            match (&c.a, &c.b, &c.diff) {
+                (_, _, Some(d)) => {
+                    outln!("child {}:", c.path);
+                    print_diff(d, "  ");
+                }
+                (Some(x), None, _) => outln!("child {}: only below {a} ({x})", c.path),
+                (None, Some(y), _) => outln!("child {}: only below {b} ({y})", c.path),
+                _ => {}
+            }
+        }
+        return Ok(());
+    }
     let d = history::diff_runs(store.as_ref(), &a, &b)?;
     if json {
         return print_json(&diff_json(&d)?);
     }
-    match &d.first_difference {
-        None => outln!("{a} and {b} are identical ({} steps)", d.common),
-        Some(p) => {
+    print_diff(&d, "");
+    Ok(())
+}
+
+/// One comparison, each line indented by `indent`.
+fn print_diff(d: &history::RunDiff, indent: &str) {
+    let (a, b) = (&d.a, &d.b);
+    let Some(p) = &d.first_difference else {
+        if d.is_identical() {
+            outln!("{indent}{a} and {b} are identical ({} steps)", d.common);
+        } else if d.common == 0 {
             outln!(
-                "{a} and {b} agree on steps 1..={} and first differ at step {}",
-                d.common,
-                p.seq
+                "{indent}{a} and {b} take the same {} steps apart from times and ids",
+                d.alike
             );
-            for (name, side) in [(&a, &p.a), (&b, &p.b)] {
-                match side {
-                    Some(s) => outln!(
-                        "  {name}: {} → {} via {} ({})",
-                        s.event.as_str(),
-                        s.state.as_str(),
-                        s.edge,
-                        &s.state_hash[..16]
-                    ),
-                    None => outln!("  {name}: (ends before step {})", p.seq),
-                }
-            }
+        } else {
+            outln!(
+                "{indent}{a} and {b} take the same {} steps apart from times and ids (identical through step {})",
+                d.alike,
+                d.common
+            );
+        }
+        return;
+    };
+    let agree = match (d.common, d.alike) {
+        (0, 0) => "agree on no step".to_owned(),
+        (c, l) if c == l => format!("agree on steps 1..={c}"),
+        (0, l) => format!("take steps 1..={l} alike apart from times and ids"),
+        (c, l) => format!(
+            "agree on steps 1..={c}, take steps {}..={l} alike apart from times and ids",
+            c + 1
+        ),
+    };
+    outln!(
+        "{indent}{a} and {b} {agree} and first differ at step {}",
+        p.seq
+    );
+    for (name, side) in [(a, &p.a), (b, &p.b)] {
+        match side {
+            Some(s) => outln!(
+                "{indent}  {name}: {} → {} via {} ({})",
+                s.event.as_str(),
+                s.state.as_str(),
+                s.edge,
+                &s.state_hash[..16]
+            ),
+            None => outln!("{indent}  {name}: (ends before step {})", p.seq),
         }
     }
-    Ok(())
+    for c in &p.changes {
+        outln!("{indent}  {}: {} ≠ {}", c.at, c.a, c.b);
+    }
 }
 
 /// `runtape verify RUN`: replays the run through the current machine and checks its receipts.
@@ -518,9 +618,11 @@ fn verify_one(
                 h.seq,
                 h.status,
                 report.messages,
-                match report.catalogs {
-                    0 => String::new(),
-                    n => format!(", {n} MCP catalogs"),
+                match (report.catalogs, report.memory) {
+                    (0, 0) => String::new(),
+                    (n, 0) => format!(", {n} MCP catalogs"),
+                    (0, m) => format!(", {m} global memory rows"),
+                    (n, m) => format!(", {n} MCP catalogs, {m} global memory rows"),
                 },
                 report.snapshots,
                 report.outbox,

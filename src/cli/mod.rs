@@ -16,10 +16,12 @@ pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;
 pub(crate) mod inspect;
+mod memory;
 mod migrate;
 mod receipts;
 pub(crate) mod runs;
 mod serve;
+mod sessions;
 mod statechart;
 mod summary;
 mod tools;
@@ -126,6 +128,14 @@ pub(crate) enum Command {
         /// exits (the workers need the provider keys; this process does not).
         #[arg(long)]
         detach: bool,
+        /// Run it as the next run of this session: its agents begin with the conversation the
+        /// session's latest completed run ended with (kept as the spec's [session] says).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// The global memory this run reads and writes, instead of the spec's `[memory]
+        /// global` (one memory per user or per project from one spec file).
+        #[arg(long, value_name = "NAME")]
+        memory: Option<String>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -161,8 +171,9 @@ pub(crate) enum Command {
         /// RUN@SEQ: the run and the step to branch from.
         at: String,
         /// An edit at the fork point: user=TEXT (replace the last user message),
-        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget).
-        /// Repeatable.
+        /// tool:CALL_ID=VALUE (replace a tool result), budget.KEY=VALUE (set a budget),
+        /// memory:SCOPE:KEY=VALUE (set a memory key; memory:SCOPE:KEY forgets it; SCOPE is
+        /// agent, agent@AGENT, shared or global). Repeatable.
         #[arg(long, value_name = "EDIT")]
         edit: Vec<String>,
         /// Perform everything live from the fork point (the default).
@@ -219,11 +230,22 @@ pub(crate) enum Command {
         #[arg(long)]
         flat: bool,
     },
-    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost.
+    /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost; or,
+    /// with --session, a session's runs in order.
     Log {
         /// The run id.
-        run: String,
+        #[arg(required_unless_present = "session", conflicts_with = "session")]
+        run: Option<String>,
+        /// List this session's runs in order instead.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
         /// One JSON object per step.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions: name, runs, latest run, its status, age and goal.
+    Sessions {
+        /// One JSON object per session.
         #[arg(long)]
         json: bool,
     },
@@ -235,12 +257,16 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show where two runs (e.g. a run and its fork) first differ.
+    /// Show where two runs (a run and its fork, two child runs) first differ: the first step
+    /// they did not take alike, times and ids set aside, and the fields that differ there.
     Diff {
         /// The first run.
         a: String,
         /// The second run.
         b: String,
+        /// Also compare the runs below them, paired by their place in the tree (`3.0`).
+        #[arg(long)]
+        recursive: bool,
         /// The result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -275,6 +301,13 @@ pub(crate) enum Command {
         /// What to do.
         #[command(subcommand)]
         action: ReceiptsAction,
+    },
+    /// Look at memory — the global memories, and a run's memory at any step — and forget a
+    /// global key by hand (recorded).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        action: memory::MemoryAction,
     },
     /// Ask the process driving a run to pause at its next step boundary.
     Pause {
@@ -413,9 +446,15 @@ pub(crate) enum ReceiptsAction {
         /// The file to write.
         #[arg(short, long, value_name = "FILE.jsonl")]
         out: PathBuf,
+        /// Also every child run below it (children of children too), each its receipts and
+        /// head line after its parent's: `receipts verify` checks the file as one tree.
+        #[arg(long)]
+        recursive: bool,
     },
     /// Verify exported receipts offline: chain, order, signatures, and that the file is
-    /// complete (its head line). Exit 1 naming the first bad receipt or line.
+    /// complete (its head line); a `--recursive` export as one tree (each child hangs from its
+    /// parent and ends where its parent's receipt says). Exit 1 naming the first bad receipt or
+    /// line.
     Verify {
         /// The exported file.
         file: PathBuf,
@@ -501,8 +540,17 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             spec,
             goal,
             detach,
+            session,
+            memory,
             opts,
-        } => drive(runs::run(&spec, goal, detach, common(opts))),
+        } => drive(runs::run(
+            &spec,
+            goal,
+            detach,
+            session,
+            memory,
+            common(opts),
+        )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
         Command::Resume {
             run,
@@ -617,9 +665,22 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             };
             with_mcp(worker::worker(args))
         }
-        Command::Log { run, json } => inspect::log(&db, &run, json).map(|_| EXIT_OK),
+        Command::Log {
+            session: Some(name),
+            json,
+            ..
+        } => sessions::log(&db, &name, json).map(|_| EXIT_OK),
+        Command::Log { run, json, .. } => {
+            inspect::log(&db, run.as_deref().unwrap_or_default(), json).map(|_| EXIT_OK)
+        }
+        Command::Sessions { json } => sessions::list(&db, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
-        Command::Diff { a, b, json } => inspect::diff(&db, &a, &b, json).map(|_| EXIT_OK),
+        Command::Diff {
+            a,
+            b,
+            recursive,
+            json,
+        } => inspect::diff(&db, &a, &b, recursive, json).map(|_| EXIT_OK),
         Command::Verify {
             run,
             pubkey,
@@ -628,8 +689,13 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
         Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
         Command::Receipts {
-            action: ReceiptsAction::Export { run, out },
-        } => receipts::export(&db, &run, &out).map(|_| EXIT_OK),
+            action:
+                ReceiptsAction::Export {
+                    run,
+                    out,
+                    recursive,
+                },
+        } => receipts::export(&db, &run, &out, recursive).map(|_| EXIT_OK),
         Command::Receipts {
             action:
                 ReceiptsAction::Verify {
@@ -639,6 +705,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                     json,
                 },
         } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
+        Command::Memory { action } => memory::memory(&db, action).map(|_| EXIT_OK),
         Command::Pause { run } => runtime()?
             .block_on(control::pause(&db, &run))
             .map(|_| EXIT_OK),

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::common::{CliError, open_existing, outln, parse_run_at, print_json};
 use crate::history;
+use crate::machine::RunId;
 use crate::receipt::{self, Completeness, Integrity, VerifyingKey};
 
 /// `runtape keygen -o FILE`: a new signing key (mode 0600, never overwriting) and its public
@@ -40,10 +41,14 @@ pub(crate) fn public_key(arg: &str) -> Result<VerifyingKey, CliError> {
     receipt::parse_public_key(arg).map_err(|e| CliError::usage(format!("--pubkey: {e}")))
 }
 
-/// `runtape receipts export RUN -o FILE.jsonl`: the receipts, then the head line.
-pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
+/// `runtape receipts export RUN -o FILE.jsonl [--recursive]`: the receipts, then the head
+/// line; with `recursive`, then each run below it the same way.
+pub(crate) fn export(db: &Path, run: &str, out: &Path, recursive: bool) -> Result<(), CliError> {
     let (run, _) = parse_run_at(run)?;
     let store = open_existing(db)?;
+    if recursive {
+        return export_tree(store.as_ref(), &run, out);
+    }
     let (chain, head) = history::receipts_export(store.as_ref(), &run)?;
     let file = std::fs::File::create(out)
         .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
@@ -64,8 +69,33 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `--recursive`: the tree's sections, one per run.
+fn export_tree(store: &dyn crate::store::Store, run: &RunId, out: &Path) -> Result<(), CliError> {
+    let sections = history::receipts_export_tree(store, run)?;
+    let file = std::fs::File::create(out)
+        .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
+    receipt::write_tree_bundle(std::io::BufWriter::new(file), &sections)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    let receipts: usize = sections.iter().map(|(r, _)| r.len()).sum();
+    let how = match sections
+        .iter()
+        .flat_map(|(r, _)| r)
+        .find_map(|r| r.key_id())
+    {
+        Some(k) => format!("signed by {k}"),
+        None if receipts == 0 => "none yet".to_owned(),
+        None => "unsigned, hash-chained".to_owned(),
+    };
+    outln!(
+        "wrote {receipts} receipts of {run} and {} runs below it, each with its sealed head, to {} ({how})",
+        sections.len() - 1,
+        out.display()
+    );
+    Ok(())
+}
+
 /// `runtape receipts verify FILE.jsonl [--pubkey KEY] [--allow-headless]`: offline, no
-/// database.
+/// database. A file of several sections (`export --recursive`) is checked as one tree.
 pub(crate) fn verify(
     file: &Path,
     key: Option<&str>,
@@ -74,18 +104,18 @@ pub(crate) fn verify(
 ) -> Result<(), CliError> {
     let f = std::fs::File::open(file)
         .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
-    let bundle = receipt::read_bundle(std::io::BufReader::new(f))
+    let tree = receipt::read_tree_bundle(std::io::BufReader::new(f))
         .map_err(|e| CliError::failed(format!("{}: {e}", file.display())))?;
     let key = key.map(public_key).transpose()?;
+    if tree.sections.len() > 1 {
+        return verify_tree(file, &tree, key.as_ref(), allow_headless, json_out);
+    }
+    let Some(bundle) = tree.sections.into_iter().next() else {
+        return Err(CliError::internal("a read export has a section"));
+    };
     match receipt::verify_bundle(&bundle, key.as_ref(), allow_headless) {
         Ok((report, complete)) => {
-            let integrity = match &report.integrity {
-                Integrity::Signed { key_id } => format!("signed by {key_id}"),
-                Integrity::HashChainedOnly => {
-                    "unsigned: hash-chained only (anyone could rebuild such a chain)".to_owned()
-                }
-                Integrity::Empty => "empty".to_owned(),
-            };
+            let integrity = integrity_text(&report.integrity);
             let (complete_json, ending) = match &complete {
                 Completeness::Complete { head, signed } => (
                     true,
@@ -122,5 +152,96 @@ pub(crate) fn verify(
                 file.display()
             )))
         }
+    }
+}
+
+/// A tree export's check: one line per run below the first, then the verdict.
+fn verify_tree(
+    file: &Path,
+    tree: &receipt::TreeBundle,
+    key: Option<&VerifyingKey>,
+    allow_headless: bool,
+    json_out: bool,
+) -> Result<(), CliError> {
+    match receipt::verify_tree(tree, key, allow_headless) {
+        Ok(report) => {
+            let integrity = integrity_text(&report.integrity);
+            let unproven: Vec<&RunId> = report
+                .sections
+                .iter()
+                .filter(|s| !s.complete)
+                .map(|s| &s.run)
+                .collect();
+            if json_out {
+                let runs: Vec<serde_json::Value> = report
+                    .sections
+                    .iter()
+                    .map(|s| {
+                        json!({
+                            "run": s.run,
+                            "receipts": s.receipts,
+                            "complete": s.complete,
+                            "below": s.below.as_ref().map(|(p, _)| p),
+                            "named_by_parent": s.below.as_ref().is_some_and(|(_, n)| *n),
+                        })
+                    })
+                    .collect();
+                return print_json(
+                    &json!({"type": "receipts.verify", "ok": true, "receipts": report.receipts(), "integrity": integrity, "runs": runs, "complete": unproven.is_empty()}),
+                );
+            }
+            for s in report.sections.iter().skip(1) {
+                let how = match &s.below {
+                    Some((parent, true)) => {
+                        format!("under {parent}, which names where it ends")
+                    }
+                    Some((parent, false)) => format!(
+                        "under {parent} (not named by it: recorded before revision 5, or not finished)"
+                    ),
+                    None => "placed in the tree".to_owned(),
+                };
+                outln!("  {}: {} receipts, {how}", s.run, s.receipts);
+            }
+            let ending = if unproven.is_empty() {
+                "complete: every run's head ends its chain here".to_owned()
+            } else {
+                format!(
+                    "NOT proven complete for {}: no head line shows nothing was cut off",
+                    unproven
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            outln!(
+                "OK: a tree of {} runs, {} receipts, {integrity}; {ending}",
+                report.sections.len(),
+                report.receipts()
+            );
+            Ok(())
+        }
+        Err(e) => {
+            if json_out {
+                print_json(
+                    &json!({"type": "receipts.verify", "ok": false, "error": e.to_string()}),
+                )?;
+            }
+            Err(CliError::failed(format!(
+                "{} does not verify: {e}",
+                file.display()
+            )))
+        }
+    }
+}
+
+/// How a verified file is sealed, in words.
+fn integrity_text(integrity: &Integrity) -> String {
+    match integrity {
+        Integrity::Signed { key_id } => format!("signed by {key_id}"),
+        Integrity::HashChainedOnly => {
+            "unsigned: hash-chained only (anyone could rebuild such a chain)".to_owned()
+        }
+        Integrity::Empty => "empty".to_owned(),
     }
 }

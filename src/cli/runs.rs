@@ -166,19 +166,28 @@ pub(crate) fn install_stored(engine: &Engine, run: &RunId) -> Result<(), CliErro
     Ok(())
 }
 
-/// `runtape run SPEC [GOAL] [--detach]`.
+/// `runtape run SPEC [GOAL] [--detach] [--session S]`.
 pub(crate) async fn run(
     spec: &Path,
     goal: Option<String>,
     detach: bool,
+    session: Option<String>,
+    memory: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
-    if detach {
+    let load = || -> Result<config::RunFile, CliError> {
         let mut file = config::load(spec)?;
+        if let Some(name) = &memory {
+            file.use_global_memory(name)?;
+        }
+        Ok(file)
+    };
+    if detach {
+        let mut file = load()?;
         connect_mcp(&mut file).await?;
-        return enqueue(spec, file, goal, common).await;
+        return enqueue(spec, file, goal, session, common).await;
     }
-    let (file, goal) = prepare(config::load(spec)?, goal).await?;
+    let (file, goal) = prepare(load()?, goal).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let common = Common {
         durability: common.durability.or(file.durability),
@@ -187,14 +196,20 @@ pub(crate) async fn run(
     let engine = engine(&db, &common, true)?;
     file.install(&engine)?;
     let grace = common.grace()?;
+    if let Some(name) = &session {
+        // A session that cannot take a next run is refused before a run id is announced (a
+        // process racing this one can still take the place first: then the start is refused).
+        engine
+            .next_in_session(&file.spec, name, &file.session)
+            .await?;
+    }
     let signals = StopSignals::install()?;
     let id = new_run_id();
-    if !announce(id.as_str(), "started", common.json)? {
-        return Err(CliError::failed(
-            "stdout is closed, so the run was not started",
-        ));
-    }
-    let handle = start_prepared(&engine, id, &file, &goal).await?;
+    let handle = start_prepared(&engine, id.clone(), &file, &goal, session.as_deref()).await?;
+    // Announced once the run's row exists, so a command given the id at once (`runtape pause
+    // ID` after `runtape run … &`) finds the run. A stdout already closed stops it gracefully:
+    // `follow` sees the failed write, the run pauses, and the exit status is 4.
+    announce(id.as_str(), "started", common.json)?;
     follow(&engine, handle, common.json, grace, signals).await
 }
 
@@ -204,6 +219,7 @@ async fn enqueue(
     spec: &Path,
     file: config::RunFile,
     goal: Option<String>,
+    session: Option<String>,
     common: Common,
 ) -> Result<u8, CliError> {
     let goal = goal.or_else(|| file.goal.clone()).ok_or_else(|| {
@@ -215,13 +231,15 @@ async fn enqueue(
     let db = db_path(common.db.as_deref(), file.database.as_deref());
     let durability = common.durability.or(file.durability).unwrap_or_default();
     let store = open_store_with(&db, true, durability)?;
-    let id = crate::worker::enqueue(
+    let session = session.map(|name| (name, file.session.clone()));
+    let id = crate::worker::enqueue_in_session(
         store.as_ref(),
         engine_config(&common)?.receipts,
         new_run_id(),
         &file.spec,
         &goal,
         file.setup.to_json()?,
+        session,
     )
     .await?;
     if common.json {
@@ -255,18 +273,24 @@ pub(crate) async fn prepare(
 }
 
 /// Starts a run of a [`prepare`]d file under `id` in `engine` (where the file's providers and
-/// tools are installed), storing its setup so any process can resume it.
+/// tools are installed), storing its setup so any process can resume it; as the next run of
+/// `session` when one is named, kept as the file's `[session]` says.
 pub(crate) async fn start_prepared(
     engine: &Engine,
     id: RunId,
     file: &config::RunFile,
     goal: &str,
+    session: Option<&str>,
 ) -> Result<RunHandle, CliError> {
-    Ok(engine
+    let start = engine
         .start(file.spec.clone(), goal)
         .with_id(id)
-        .with_setup(file.setup.to_json()?)
-        .await?)
+        .with_setup(file.setup.to_json()?);
+    let start = match session {
+        Some(name) => start.in_session(name, file.session.clone()),
+        None => start,
+    };
+    Ok(start.await?)
 }
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
@@ -332,6 +356,29 @@ pub(crate) async fn take_up(
         Answer::Input(text) => Some(HumanInput::Answer { text }),
         Answer::Approve => Some(HumanInput::Approve),
         Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
+    };
+    // A run resting on a child that waits for a person (it does not wait itself): the answer
+    // goes to that child, then the run is driven on and takes the child up.
+    let rests_on_child = input.is_some()
+        && crate::store::RunStatus::of_state(&state) != crate::store::RunStatus::AwaitingInput;
+    let waiting = if rests_on_child {
+        super::tree::waiting_below(store.as_ref(), run)?
+    } else {
+        Vec::new()
+    };
+    let input = match (input, waiting.as_slice()) {
+        (Some(input), [child]) => {
+            engine.answer_at_rest(&child.run, call, input).await?;
+            None
+        }
+        (Some(_), [_, _, ..]) => {
+            let names: Vec<&str> = waiting.iter().map(|w| w.run.as_str()).collect();
+            return Err(CliError::usage(format!(
+                "run {run} does not wait for a person itself; its child runs {} do: answer each with `runtape resume CHILD --approve` (or --reject, --input), then `runtape resume {run}`",
+                names.join(", ")
+            )));
+        }
+        (input, _) => input,
     };
     // Every raise but the last is committed on its own; the last (or the input) drives the run.
     let last = if input.is_none() { raised.pop() } else { None };
@@ -438,6 +485,8 @@ pub(crate) async fn replay(
     } else {
         connect_mcp(&mut file).await?;
     }
+    // Global memory as the recorded run saw it (revision 5): the replay reads and writes none.
+    let recorded_memory = crate::cassette::RecordedMemoryPlayer::of(&loaded);
     let provider = Arc::new(
         CassetteProvider::new(
             loaded,
@@ -457,6 +506,9 @@ pub(crate) async fn replay(
         ..common
     };
     let engine = engine(&db, &common, true)?;
+    if let Some(memory) = recorded_memory {
+        engine.use_memory_source(Arc::new(memory));
+    }
     file.setup.register_secrets();
     for tool in file.setup.command_tools() {
         engine.register_tool(Arc::new(tool));
@@ -491,24 +543,33 @@ pub(crate) async fn replay(
             engine.register_tool(Arc::new(tool));
         }
     }
-    for agent in &file.spec.spec().agents {
-        for route in &agent.routes {
-            engine.register_provider(&route.provider, provider.clone());
+    // Every route of the spec and of its delegates' spec files: children ask the cassette too.
+    let mut specs = vec![file.spec.spec()];
+    while let Some(s) = specs.pop() {
+        for agent in &s.agents {
+            for route in &agent.routes {
+                engine.register_provider(&route.provider, provider.clone());
+            }
         }
+        specs.extend(s.spec_delegates.iter().map(|d| d.spec.as_ref()));
     }
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
     let id = new_run_id();
-    if !announce(id.as_str(), "replaying", common.json)? {
-        return Err(CliError::failed(
-            "stdout is closed, so the replay was not started",
-        ));
-    }
-    let handle = engine.start(file.spec.clone(), &goal).with_id(id).await?;
+    let handle = engine
+        .start(file.spec.clone(), &goal)
+        .with_id(id.clone())
+        .await?;
+    // As for `run`: announced once the row exists; a closed stdout pauses the replay.
+    announce(id.as_str(), "replaying", common.json)?;
     let code = follow(&engine, handle, common.json, grace, signals).await?;
-    if let Some(e) = provider.last_error() {
+    if let Some(e) = provider.first_error() {
         // The request diff of a mismatch is a report, not part of the one-line error.
-        if let CassetteError::Mismatch { diff, .. } = &e
+        let mismatch = match &e {
+            CassetteError::InChild { error, .. } => error.as_ref(),
+            e => e,
+        };
+        if let CassetteError::Mismatch { diff, .. } = mismatch
             && !common.json
         {
             outln!("{}", diff.trim_end());
@@ -518,11 +579,17 @@ pub(crate) async fn replay(
         return Err(CliError::failed(format!("replay stopped: {first}")));
     }
     if !common.json {
+        let children = provider.cassette().children().len();
         say!(
-            "replayed {} of {} recorded model turns from {}",
-            provider.position(),
+            "replayed {} of {} recorded model turns from {}{}",
+            provider.served(),
             provider.cassette().len(),
-            cassette.display()
+            cassette.display(),
+            if children == 0 {
+                String::new()
+            } else {
+                format!(" ({children} child runs from their own sections)")
+            }
         );
     }
     Ok(code)
@@ -636,11 +703,47 @@ fn parse_edit(s: &str, state: &RunState) -> Result<ForkEdit, CliError> {
             result: ToolOutcome::Ok { value },
         });
     }
+    if let Some(rest) = s.strip_prefix("memory:") {
+        return parse_memory_edit(s, rest);
+    }
     if s.contains('=') && s.contains('.') {
         let (scope, key, limit) = parse_raise(s, state)?;
         return Ok(ForkEdit::SetLimit { scope, key, limit });
     }
     Err(CliError::usage(format!(
-        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE or budget.KEY=VALUE"
+        "--edit `{s}`: write user=TEXT, tool:CALL_ID=VALUE, budget.KEY=VALUE or memory:SCOPE:KEY=VALUE"
     )))
+}
+
+/// `memory:SCOPE:KEY=VALUE` sets a memory key at the fork point, `memory:SCOPE:KEY` forgets
+/// it; SCOPE is `agent` (the active agent's notes), `agent@AGENT`, `shared` or `global`.
+fn parse_memory_edit(s: &str, rest: &str) -> Result<ForkEdit, CliError> {
+    let bad = || {
+        CliError::usage(format!(
+            "--edit `{}`: write memory:SCOPE:KEY=VALUE (or memory:SCOPE:KEY to forget it), SCOPE being agent, agent@AGENT, shared or global",
+            super::common::quoted(s)
+        ))
+    };
+    let (scope, target) = rest.split_once(':').ok_or_else(bad)?;
+    let (scope, agent) = match scope.split_once('@') {
+        Some(("agent", agent)) if !agent.is_empty() => {
+            ("agent", Some(crate::machine::AgentId::from(agent)))
+        }
+        Some(_) => return Err(bad()),
+        None => (scope, None),
+    };
+    let scope = crate::machine::MemoryScope::parse(scope).ok_or_else(bad)?;
+    let (key, value) = match target.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_owned())),
+        None => (target, None),
+    };
+    if key.is_empty() {
+        return Err(bad());
+    }
+    Ok(ForkEdit::SetMemory {
+        scope,
+        agent,
+        key: key.to_owned(),
+        value,
+    })
 }

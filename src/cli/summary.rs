@@ -11,7 +11,7 @@ use crate::machine::{Outcome, RunState, Slot, SlotStatus};
 use crate::store::RunStatus;
 
 /// The `resume` options that answer a call in this state, or `None` if it waits for no one.
-fn answers(status: &SlotStatus) -> Option<&'static str> {
+pub(crate) fn answers(status: &SlotStatus) -> Option<&'static str> {
     match status {
         SlotStatus::Approval { .. } => Some("--approve | --reject [REASON] | --input TEXT"),
         SlotStatus::Question { .. } => Some("--input TEXT | --reject [REASON]"),
@@ -133,11 +133,21 @@ impl Status {
 }
 
 /// Prints the final summary (with `--json`, the `run.end` line) and returns the exit status
-/// (see [`exit_code`]).
-pub(crate) fn summarise(end: &RunEnd, json: bool) -> Result<u8, CliError> {
+/// (see [`exit_code`]). `waiting`: the child runs a paused run rests on because they wait for
+/// a person; such a run exits as one waiting for a person does (0).
+pub(crate) fn summarise(
+    end: &RunEnd,
+    json: bool,
+    waiting: &[super::tree::Waiting],
+) -> Result<u8, CliError> {
     let run = &end.run_id;
     let usage = end.state.data().map(|d| d.usage).unwrap_or_default();
-    let code = exit_code(end.status);
+    let on_children = end.status == RunStatus::Paused && !waiting.is_empty();
+    let code = if on_children {
+        exit_code(RunStatus::AwaitingInput)
+    } else {
+        exit_code(end.status)
+    };
     if json {
         say_json(&json!({
             "type": "run.end",
@@ -151,6 +161,7 @@ pub(crate) fn summarise(end: &RunEnd, json: bool) -> Result<u8, CliError> {
             "cost_known": usage.unpriced_turns == 0,
             "unpriced_turns": usage.unpriced_turns,
             "outcome": end.state.outcome(),
+            "waiting_children": waiting.iter().map(|w| &w.run).collect::<Vec<_>>(),
         }))?;
         return Ok(code);
     }
@@ -224,6 +235,32 @@ pub(crate) fn summarise(end: &RunEnd, json: bool) -> Result<u8, CliError> {
                 "raise it with: runtape resume {run} --raise budget.{}=VALUE",
                 key_field(*key)
             );
+        }
+        (_, RunStatus::Paused) if on_children => {
+            let names: Vec<&str> = waiting.iter().map(|w| w.run.as_str()).collect();
+            say!(
+                "waiting for a person in child run {}: {totals}",
+                names.join(", ")
+            );
+            match waiting {
+                [one] => {
+                    for (call_id, tool, how) in &one.asks {
+                        let call = if one.asks.len() > 1 {
+                            format!(" --call {call_id}")
+                        } else {
+                            String::new()
+                        };
+                        say!(
+                            "answer {tool} with: runtape resume {run}{call} {how}  (it reaches {}; see `runtape show {}`)",
+                            one.run,
+                            one.run
+                        );
+                    }
+                }
+                _ => say!(
+                    "answer each with: runtape resume CHILD --approve | --reject [REASON] | --input TEXT, then runtape resume {run}"
+                ),
+            }
         }
         (_, RunStatus::Paused) => {
             say!("paused at step {}: {totals}", end.state.seq());

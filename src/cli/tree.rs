@@ -120,7 +120,11 @@ fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(
             if task != child.goal {
                 return Err(broken("its goal is not the task its parent gave".into()));
             }
-            Ok(())
+            match crate::ledger::check_proof(store, &link.run, at, &child.id) {
+                Ok(None) => Ok(()),
+                Ok(Some(why)) => Err(broken(why)),
+                Err(e) => Err(broken(e.to_string())),
+            }
         }
         Ok(_) => Err(broken(format!(
             "effect {}/{} of the parent does not start a child run",
@@ -147,4 +151,67 @@ fn fork_performs(
         }
     }
     Ok(true)
+}
+
+/// A run below another that rests waiting for a person (revision 4): the run, and each call
+/// it waits on as `(call id, tool, the resume options that answer it)`.
+pub(crate) struct Waiting {
+    /// The child run.
+    pub(crate) run: RunId,
+    /// Its calls waiting for a person.
+    pub(crate) asks: Vec<(String, String, &'static str)>,
+}
+
+/// The runs below `run` in its delegation tree that rest waiting for a person, in tree order:
+/// what a parent resting on its children waits for (`run`, `log` and `resume` name them).
+pub(crate) fn waiting_below(store: &dyn Store, run: &RunId) -> Result<Vec<Waiting>, CliError> {
+    let mut out = Vec::new();
+    for below in crate::ledger::tree(store, run)?.into_iter().skip(1) {
+        let rec = crate::ledger::record(store, &below.run)?;
+        if rec.status != crate::store::RunStatus::AwaitingInput {
+            continue;
+        }
+        let spec = crate::ledger::spec_of(&rec)?;
+        let state = crate::ledger::state_at(store, &below.run, &spec, rec.seq)?.state;
+        let asks = match &state {
+            crate::machine::RunState::AwaitingInput { batch, .. }
+            | crate::machine::RunState::CallingTools { batch, .. } => batch
+                .slots
+                .iter()
+                .filter_map(|s| {
+                    super::summary::answers(&s.status)
+                        .map(|how| (s.call_id.clone(), s.tool.clone(), how))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        out.push(Waiting {
+            run: below.run,
+            asks,
+        });
+    }
+    Ok(out)
+}
+
+/// Among `runs`, those resting on a descendant that waits for a person: a run not ended and
+/// not waiting itself, with a child (or a child's child) of the listed runs whose status is
+/// `awaiting_input`. `ls` shows them as `awaiting child`.
+pub(crate) fn waiting_in(runs: &[RunRecord]) -> std::collections::BTreeSet<RunId> {
+    use crate::store::RunStatus;
+    let by_id: BTreeMap<&RunId, &RunRecord> = runs.iter().map(|r| (&r.id, r)).collect();
+    let mut out = std::collections::BTreeSet::new();
+    for r in runs.iter().filter(|r| r.status == RunStatus::AwaitingInput) {
+        let mut current = delegated_by(r).map(|l| l.run);
+        let mut hops = 0;
+        while let Some(parent) = current.and_then(|p| by_id.get(&p).copied()) {
+            hops += 1;
+            if hops > 64 || parent.status.is_terminal() || parent.status == RunStatus::AwaitingInput
+            {
+                break;
+            }
+            out.insert(parent.id.clone());
+            current = delegated_by(parent).map(|l| l.run);
+        }
+    }
+    out
 }

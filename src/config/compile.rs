@@ -30,6 +30,8 @@ pub(crate) struct Compiled {
     pub(crate) setup: Setup,
     pub(crate) database: Option<PathBuf>,
     pub(crate) durability: Option<Durability>,
+    /// `[session]`: how runs of a session keep their history.
+    pub(crate) session: crate::exec::SessionSettings,
     /// The delegates given as other spec files, still to be loaded.
     pub(crate) spec_files: Vec<super::spec_files::SpecFileRef>,
 }
@@ -84,6 +86,9 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
     check_reconcilable(&agents, &tools, &commands)?;
     let plan = raw.plan.as_ref().map(plan).transpose()?;
     let mcp = super::mcp::compile(&raw.mcp, spec_dir)?;
+    let session = super::session::session(raw.session.as_ref(), &raw.agents)?;
+    let (retriever_spec, retriever) =
+        super::session::retriever(raw.retriever.as_ref(), &raw.agents, spec_dir)?.unzip();
     let spec = Spec {
         agents,
         tools,
@@ -95,6 +100,9 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         depth: 0,
         delegated_by: None,
         spec_delegates: Vec::new(),
+        session: None,
+        retriever: retriever_spec,
+        memory: super::memory::compile(raw.memory.as_ref())?,
     };
     let setup = Setup {
         version: SETUP_VERSION,
@@ -102,6 +110,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         providers,
         tools: commands,
         mcp,
+        retriever,
     };
     let spec_files = super::spec_files::refs(&raw.agents);
     Ok(Compiled {
@@ -109,6 +118,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         setup,
         database,
         durability,
+        session,
         spec_files,
     })
 }
@@ -217,7 +227,7 @@ fn tool(
 
 /// A tool's `env` list: variable names (never values), each once, never the receipt signing
 /// key's variable.
-fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
+pub(crate) fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
     let mut out: Vec<String> = Vec::with_capacity(names.len());
     for (j, name) in names.iter().enumerate() {
         let field = format!("{path}.env[{j}]");

@@ -27,6 +27,9 @@ pub(crate) struct RawFile {
     pub(crate) plan: Option<RawPlan>,
     #[serde(default)]
     pub(crate) mcp: Vec<super::mcp::RawMcp>,
+    pub(crate) session: Option<super::session::RawSession>,
+    pub(crate) retriever: Option<super::session::RawRetriever>,
+    pub(crate) memory: Option<super::memory::RawMemory>,
 }
 
 /// `[run]`.

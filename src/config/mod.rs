@@ -146,11 +146,13 @@ mod compile;
 mod error;
 mod file;
 pub mod mcp;
+mod memory;
 mod models;
 mod paths;
 mod program;
 mod providers;
 mod script;
+mod session;
 mod setup;
 mod source;
 mod spec_files;
@@ -182,10 +184,18 @@ pub struct RunFile {
     pub durability: Option<crate::store::Durability>,
     /// The goal the file gives (`runtape run SPEC` without a goal uses it).
     pub goal: Option<String>,
+    /// `[session]`: how the file's runs of a session keep their history (used by
+    /// `runtape run --session`; the defaults when the file has no `[session]`).
+    pub session: crate::exec::SessionSettings,
     /// The text, to point install errors at their line.
     text: Arc<str>,
     /// Set while the file's MCP servers have not been listed: the MCP grants held back.
     mcp_pending: Option<mcp::PendingGrants>,
+    /// The names of the file's own `[[mcp]]` servers (the setup also holds its delegate spec
+    /// files' servers).
+    own_mcp: Vec<String>,
+    /// Delegate spec files whose MCP grants wait for their servers to be listed.
+    delegate_mcp: Vec<spec_files::PendingDelegate>,
 }
 
 /// What [`RunFile::connect_mcp`] found.
@@ -206,6 +216,7 @@ impl std::fmt::Debug for RunFile {
             .field("database", &self.database)
             .field("durability", &self.durability)
             .field("goal", &self.goal)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
@@ -215,7 +226,7 @@ impl RunFile {
     /// at the file (a key variable that is unset points at the provider's `api_key_env`).
     /// Call it before starting a run of [`spec`](Self::spec).
     pub fn install(&self, engine: &Engine) -> Result<(), ConfigError> {
-        if self.mcp_pending.is_some() {
+        if self.mcp_pending() {
             return Err(ConfigError::invalid(
                 "mcp",
                 "the file's MCP servers have not been listed yet – call RunFile::connect_mcp after load",
@@ -224,10 +235,10 @@ impl RunFile {
         self.setup.install(engine).map_err(|e| self.locate(e))
     }
 
-    /// Whether the file names MCP servers that [`connect_mcp`](Self::connect_mcp) has not
-    /// listed yet.
+    /// Whether the file (or a delegate's spec file it names) names MCP servers that
+    /// [`connect_mcp`](Self::connect_mcp) has not listed yet.
     pub fn mcp_pending(&self) -> bool {
-        self.mcp_pending.is_some()
+        self.mcp_pending.is_some() || !self.delegate_mcp.is_empty()
     }
 
     /// Starts the file's MCP servers on `hub` (all at once), lists their tools, adds every
@@ -239,9 +250,9 @@ impl RunFile {
         &mut self,
         hub: &crate::tool::mcp::McpHub,
     ) -> Result<McpListing, ConfigError> {
-        let Some(pending) = self.mcp_pending.clone() else {
+        if !self.mcp_pending() {
             return Ok(McpListing::default());
-        };
+        }
         let configs: Vec<_> = self.setup.mcp.iter().map(|m| m.server.clone()).collect();
         let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
         let servers = crate::tool::mcp::list_all(hub, &configs, &keys)
@@ -250,7 +261,7 @@ impl RunFile {
                 let i = configs.iter().position(|c| c.name == e.server).unwrap_or(0);
                 self.locate(ConfigError::invalid(format!("mcp[{i}]"), e.to_string()))
             })?;
-        self.apply_listing(&pending, servers)
+        self.apply_listing(servers)
     }
 
     /// [`connect_mcp`](Self::connect_mcp) with the tool lists taken from `catalogs` (server
@@ -261,9 +272,9 @@ impl RunFile {
         hub: &crate::tool::mcp::McpHub,
         catalogs: &std::collections::BTreeMap<String, Vec<crate::tool::mcp::McpToolInfo>>,
     ) -> Result<McpListing, ConfigError> {
-        let Some(pending) = self.mcp_pending.clone() else {
+        if !self.mcp_pending() {
             return Ok(McpListing::default());
-        };
+        }
         let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
         let mut servers = Vec::with_capacity(self.setup.mcp.len());
         for (i, m) in self.setup.mcp.iter().enumerate() {
@@ -286,21 +297,32 @@ impl RunFile {
                 },
             });
         }
-        self.apply_listing(&pending, servers)
+        self.apply_listing(servers)
     }
 
+    /// Folds what `servers` (every server of the setup, in its order) listed into the spec:
+    /// the file's own servers' tools into its own spec, each delegate file's into its embedded
+    /// spec.
     fn apply_listing(
         &mut self,
-        pending: &mcp::PendingGrants,
         servers: Vec<crate::tool::mcp::Listed>,
     ) -> Result<McpListing, ConfigError> {
         let mut spec = self.spec.spec().clone();
         let mut setups = self.setup.mcp.clone();
-        let warnings =
-            mcp::apply(&mut spec, &mut setups, pending, &servers).map_err(|e| self.locate(e))?;
+        let mut warnings = Vec::new();
+        if let Some(pending) = &self.mcp_pending {
+            let (mut own, listed) = spec_files::subset(&setups, &servers, &self.own_mcp);
+            warnings =
+                mcp::apply(&mut spec, &mut own, pending, &listed).map_err(|e| self.locate(e))?;
+            spec_files::write_back(&mut setups, own);
+        }
+        let theirs = spec_files::apply_mcp(&mut spec, &mut setups, &self.delegate_mcp, &servers)
+            .map_err(|e| self.locate(e))?;
+        warnings.extend(theirs);
         self.spec = RunSpec::build(spec).map_err(|e| self.locate(ConfigError::from_spec(e)))?;
         self.setup.mcp = setups;
         self.mcp_pending = None;
+        self.delegate_mcp.clear();
         Ok(McpListing { servers, warnings })
     }
 
@@ -350,7 +372,8 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
     let goal = raw.goal.clone();
     let mut compiled =
         compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
-    spec_files::attach(
+    let own_setups = compiled.setup.mcp.clone();
+    let delegate_mcp = spec_files::attach(
         &mut compiled.spec,
         &mut compiled.setup,
         &compiled.spec_files,
@@ -358,8 +381,8 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         chain,
     )
     .map_err(|e| e.located(|field| doc.locate(field)))?;
-    let mcp_pending = (!compiled.setup.mcp.is_empty())
-        .then(|| mcp::hold_grants(&mut compiled.spec.agents, &compiled.setup.mcp));
+    let mcp_pending =
+        (!own_setups.is_empty()).then(|| mcp::hold_grants(&mut compiled.spec.agents, &own_setups));
     let spec = RunSpec::build(compiled.spec).map_err(|e| {
         let e = match &mcp_pending {
             Some(pending) => mcp::restore_path(e, pending),
@@ -374,8 +397,11 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         database: compiled.database,
         durability: compiled.durability,
         goal,
+        session: compiled.session,
         text: Arc::from(text),
         mcp_pending,
+        own_mcp: own_setups.iter().map(|m| m.server.name.clone()).collect(),
+        delegate_mcp,
     })
 }
 

@@ -40,6 +40,9 @@ pub struct Setup {
     /// MCP servers and the tools of theirs the run was offered (absent before MCP existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<McpSetup>,
+    /// The `[retriever]` program, when the file has one (revision 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retriever: Option<crate::tool::retriever::RetrieverConfig>,
 }
 
 /// One provider entry, ready to build.
@@ -176,6 +179,13 @@ impl Setup {
         for server in self.mcp_servers(hub) {
             engine.register_tool_lister(Arc::new(server));
         }
+        if let Some(config) = &self.retriever {
+            let keys: Vec<&str> = self.key_variables().collect();
+            engine.register_retriever(crate::tool::retriever::Retriever::command(
+                config,
+                keys.iter().copied(),
+            ));
+        }
         Ok(())
     }
 
@@ -189,7 +199,11 @@ impl Setup {
         for name in self.key_variables() {
             crate::secrets::register_env(name);
         }
-        for tool in &self.tools {
+        for tool in self
+            .tools
+            .iter()
+            .chain(self.retriever.as_ref().map(|r| &r.command))
+        {
             for name in tool.env.iter().filter(|n| crate::secrets::looks_secret(n)) {
                 crate::secrets::register_env(name);
             }

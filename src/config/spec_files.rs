@@ -1,15 +1,42 @@
 //! Delegates given as other spec files (`delegates = [{ spec = "review.toml", as = "review" }]`):
 //! each file is loaded and validated with the file that names it (its path relative to that
 //! file's directory), its compiled spec is embedded in the parent's spec as a
-//! [`SpecDelegate`] — so a run never needs the file again — and its providers and command
-//! tools join the parent's [`Setup`], so any process resuming the tree can build them.
+//! [`SpecDelegate`] — so a run never needs the file again — and its providers, command
+//! tools and MCP servers join the parent's [`Setup`], so any process resuming the tree can
+//! build them.
+//!
+//! # MCP servers of a delegate's file
+//!
+//! Servers are process-wide resources, so a delegate file's `[[mcp]]` servers are started with
+//! the parent's (one per name: a server both files name must be configured the same, or the
+//! file is refused). Until they are listed, the delegate's MCP grants are held back like the
+//! parent's ([`PendingDelegate`]); once listed, its servers' tools join the delegate's
+//! embedded spec only — never the parent's — and its `SERVER__*` grants are expanded there
+//! ([`apply_mcp`]). A child run of the file then offers, calls and records them like any MCP
+//! tool; the parent's agents are not offered them.
 
 use std::path::{Path, PathBuf};
 
 use super::error::ConfigError;
 use super::file::{RawAgent, RawDelegate};
+use super::mcp::{McpSetup, PendingGrants};
 use super::setup::Setup;
 use crate::machine::{AgentId, Spec, SpecDelegate};
+use crate::tool::mcp::Listed;
+
+/// A delegate spec file's MCP grants held back until the servers are listed.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingDelegate {
+    /// Where its spec is embedded: indices into `spec_delegates`, outermost first.
+    at: Vec<usize>,
+    /// Its `delegates` entry's field (`agents[0].delegates[2].spec`) and file, for errors.
+    field: String,
+    file: String,
+    /// Its grants as written.
+    grants: PendingGrants,
+    /// Its own servers, by name.
+    servers: Vec<String>,
+}
 
 /// Delegate spec files may name other spec files this deep at most (a chain, not a cycle).
 pub(crate) const MAX_SPEC_FILE_DEPTH: usize = 16;
@@ -43,15 +70,17 @@ pub(crate) fn refs(agents: &[RawAgent]) -> Vec<SpecFileRef> {
 
 /// Loads each of `refs` (relative to `spec_dir`) and attaches it to `spec` and `setup`.
 /// `chain` holds the files naming this one, outermost first, this one last: a file naming
-/// one of them is a cycle. Errors name the entry's field (`….spec` or `….as`).
+/// one of them is a cycle. Errors name the entry's field (`….spec` or `….as`). Returns the
+/// delegates (theirs included) whose MCP grants wait for their servers to be listed.
 pub(crate) fn attach(
     spec: &mut Spec,
     setup: &mut Setup,
     refs: &[SpecFileRef],
     spec_dir: &Path,
     chain: &[PathBuf],
-) -> Result<(), ConfigError> {
+) -> Result<Vec<PendingDelegate>, ConfigError> {
     let mut loaded: Vec<(AgentId, PathBuf)> = Vec::new();
+    let mut pending = Vec::new();
     for r in refs {
         let as_field = format!("{}.as", r.field);
         let spec_field = format!("{}.spec", r.field);
@@ -145,27 +174,105 @@ pub(crate) fn attach(
                 format!("the delegate's spec file is invalid: {e}"),
             )
         })?;
-        if child.mcp_pending() {
-            return Err(ConfigError::invalid(
-                spec_field,
-                format!(
-                    "`{}` declares [[mcp]] servers, which a delegate's spec file cannot have yet – delegate to an agent of this file instead",
-                    r.path
-                ),
-            ));
-        }
         merge_setup(setup, &child.setup, &spec_field, &r.path)?;
+        let at = spec.spec_delegates.len();
+        if let Some(grants) = &child.mcp_pending {
+            pending.push(PendingDelegate {
+                at: vec![at],
+                field: spec_field.clone(),
+                file: r.path.clone(),
+                grants: grants.clone(),
+                servers: child.own_mcp.clone(),
+            });
+        }
+        pending.extend(child.delegate_mcp.iter().map(|p| PendingDelegate {
+            at: std::iter::once(at).chain(p.at.iter().copied()).collect(),
+            ..p.clone()
+        }));
         spec.spec_delegates.push(SpecDelegate {
             name: name.clone(),
             spec: Box::new(child.spec.spec().clone()),
         });
         loaded.push((name, file));
     }
-    Ok(())
+    // Tools are registered process-wide by name: a command tool named like an MCP server's
+    // tools (`SERVER__…`) of either file would be shadowed.
+    for m in &setup.mcp {
+        let prefix = format!("{}{}", m.server.name, crate::tool::mcp::SEPARATOR);
+        if let Some(t) = setup.tools.iter().find(|t| t.name.starts_with(&prefix)) {
+            return Err(ConfigError::invalid(
+                "delegates",
+                format!(
+                    "command tool `{}` is named like a tool of MCP server `{}` (`{prefix}…`), which a delegate's spec file or this file declares – rename the tool or the server",
+                    t.name, m.server.name
+                ),
+            ));
+        }
+    }
+    Ok(pending)
 }
 
-/// Adds `child`'s providers and command tools to `setup`; one that shares a name with one of
-/// `setup`'s must be the same, or the file is refused.
+/// After the servers are listed: folds each pending delegate's servers' tools into its
+/// embedded spec and expands its `SERVER__*` grants there (see the module doc), filling in
+/// each server's tools in `setups`. Returns warnings; errors name the delegate's field and
+/// file.
+pub(crate) fn apply_mcp(
+    spec: &mut Spec,
+    setups: &mut [McpSetup],
+    pending: &[PendingDelegate],
+    listed: &[Listed],
+) -> Result<Vec<String>, ConfigError> {
+    let mut warnings = Vec::new();
+    for p in pending {
+        let refused = |e: ConfigError| {
+            ConfigError::invalid(
+                p.field.clone(),
+                format!("the delegate's spec file `{}`: {e}", p.file),
+            )
+        };
+        let mut target = &mut *spec;
+        for &i in &p.at {
+            let Some(d) = target.spec_delegates.get_mut(i) else {
+                return Err(refused(ConfigError::invalid(
+                    "spec",
+                    "its embedded spec is missing",
+                )));
+            };
+            target = &mut d.spec;
+        }
+        let (mut own, theirs) = subset(setups, listed, &p.servers);
+        warnings.extend(super::mcp::apply(target, &mut own, &p.grants, &theirs).map_err(refused)?);
+        write_back(setups, own);
+    }
+    Ok(warnings)
+}
+
+/// The setups and listings of the servers named `names`, in `setups` order (which is the
+/// order they were listed in).
+pub(crate) fn subset(
+    setups: &[McpSetup],
+    listed: &[Listed],
+    names: &[String],
+) -> (Vec<McpSetup>, Vec<Listed>) {
+    setups
+        .iter()
+        .zip(listed)
+        .filter(|(s, _)| names.contains(&s.server.name))
+        .map(|(s, l)| (s.clone(), l.clone()))
+        .unzip()
+}
+
+/// Copies the tools `applied` found for each server back into `setups`.
+pub(crate) fn write_back(setups: &mut [McpSetup], applied: Vec<McpSetup>) {
+    for a in applied {
+        if let Some(s) = setups.iter_mut().find(|s| s.server.name == a.server.name) {
+            s.tools = a.tools;
+        }
+    }
+}
+
+/// Adds `child`'s providers, command tools and MCP servers to `setup`; one that shares a name
+/// with one of `setup`'s must be the same, or the file is refused.
 fn merge_setup(
     setup: &mut Setup,
     child: &Setup,
@@ -200,6 +307,21 @@ fn merge_setup(
                 ));
             }
             None => setup.tools.push(t.clone()),
+        }
+    }
+    for m in &child.mcp {
+        match setup.mcp.iter().find(|n| n.server.name == m.server.name) {
+            Some(n) if n == m => {}
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!(
+                        "MCP server `{}` of `{path}` differs from this file's server of that name – servers are shared by every run of the process, so rename one of them",
+                        m.server.name
+                    ),
+                ));
+            }
+            None => setup.mcp.push(m.clone()),
         }
     }
     Ok(())

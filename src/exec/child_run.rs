@@ -18,8 +18,8 @@ use super::reads::off_thread;
 use super::{EngineError, Shared};
 use crate::ledger::{record, spec_of, state_at};
 use crate::machine::{
-    ChildOutcome, ChildReport, Effect, EffectId, ErrorClass, EventBody, Failure, RunId, RunSpec,
-    RunState,
+    CHILD_RECEIPT_SEMANTICS, ChildOutcome, ChildReport, Effect, EffectId, ErrorClass, EventBody,
+    Failure, RunId, RunSpec, RunState,
 };
 use crate::store::{RunRecord, RunStatus};
 
@@ -31,6 +31,8 @@ enum Found {
     Ended(Box<RunState>),
     /// Nobody drives it and it may be driven on (crashed or paused): take it up.
     Resumable,
+    /// It rests waiting for a person: its parent stops waiting on it.
+    AwaitsPerson,
     /// It waits for something (a person, another process's driver): look again later.
     Waiting,
 }
@@ -59,7 +61,7 @@ pub(super) fn run_child(
         loop {
             let handle = match look(&shared, &child).await {
                 Err(e) => return Completion::Fatal(e),
-                Ok(Found::Ended(state)) => return report(id, &state),
+                Ok(Found::Ended(state)) => return report(&shared, &spec, id, &state).await,
                 Ok(Found::Absent) => {
                     match start(&shared, id, &child, &child_spec, task).await {
                         Ok(h) => Some(h),
@@ -73,13 +75,18 @@ pub(super) fn run_child(
                 Ok(Found::Resumable) => super::takeup::resume(&shared, &child, Vec::new())
                     .await
                     .ok(),
+                Ok(Found::AwaitsPerson) => return Completion::ChildWaiting(child),
                 Ok(Found::Waiting) => None,
             };
             if let Some(handle) = handle
                 && let Ok(end) = handle.wait().await
-                && end.state.is_done()
             {
-                return report(id, &end.state);
+                if end.state.is_done() {
+                    return report(&shared, &spec, id, &end.state).await;
+                }
+                if end.status == RunStatus::AwaitingInput {
+                    return Completion::ChildWaiting(child);
+                }
             }
             if shared.stop.borrow().is_some() {
                 // The engine is stopping: the child rests, and so will its parent.
@@ -109,6 +116,7 @@ async fn look(shared: &Arc<Shared>, child: &RunId) -> Result<Found, EngineError>
     let live_here = super::lock(&shared.live).contains_key(child);
     Ok(match rec.status {
         RunStatus::Running | RunStatus::Paused if !live_here => Found::Resumable,
+        RunStatus::AwaitingInput if !live_here => Found::AwaitsPerson,
         _ => Found::Waiting,
     })
 }
@@ -126,7 +134,7 @@ async fn start(
     let setup = off_thread(&shared.store, move |s| record(s, &parent))
         .await?
         .setup;
-    super::start::start(shared, child.clone(), spec.clone(), task, setup).await
+    super::start::start(shared, child.clone(), spec.clone(), task, setup, None).await
 }
 
 /// Cancels `children` (and, through them, their own children) and waits until each has
@@ -164,17 +172,44 @@ pub(super) async fn pause_children(shared: &Arc<Shared>, children: Vec<RunId>) {
     }
 }
 
-fn report(effect: &EffectId, state: &RunState) -> Completion {
+/// The parent's `ChildFinished` for a child that ended in `state`; from revision 5 of the
+/// parent's rules it names where the child's record ends ([`crate::ledger::child_proof`]).
+async fn report(
+    shared: &Arc<Shared>,
+    parent: &RunSpec,
+    effect: &EffectId,
+    state: &RunState,
+) -> Completion {
     let Some(outcome) = state.outcome() else {
         return Completion::Abandoned;
     };
     let usage = state.data().map(|d| d.usage).unwrap_or_default();
-    finished(effect, ChildOutcome::of(outcome), usage)
+    let proof = if parent.spec().semantics >= CHILD_RECEIPT_SEMANTICS {
+        let child = effect.child_run_id();
+        match off_thread(&shared.store, move |s| {
+            crate::ledger::child_proof(s, &child)
+        })
+        .await
+        {
+            Ok(p) => Some(p),
+            Err(e) => return Completion::Fatal(e),
+        }
+    } else {
+        None
+    };
+    let mut done = finished(effect, ChildOutcome::of(outcome), usage);
+    if let Completion::Event(EventBody::ChildFinished { proof: p, .. }) = &mut done {
+        *p = proof;
+    }
+    done
 }
 
+/// A `ChildFinished` without a proof: for a child that could not even be set up (no run
+/// exists to name), or a parent of revision 4.
 fn finished(effect: &EffectId, outcome: ChildOutcome, usage: crate::machine::Usage) -> Completion {
     Completion::Event(EventBody::ChildFinished {
         effect: effect.clone(),
         report: ChildReport { outcome, usage },
+        proof: None,
     })
 }

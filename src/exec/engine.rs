@@ -100,9 +100,20 @@ pub struct StartRun<'a> {
     goal: String,
     id: Option<RunId>,
     setup: Option<String>,
+    session: Option<(String, super::SessionSettings)>,
 }
 
 impl StartRun<'_> {
+    /// Starts the run as the next run of session `name` (revision 5): its agents begin with
+    /// the conversations the session's latest completed run ended with, kept as `settings`
+    /// say. Refused, writing nothing, while the session's latest run has not ended; when
+    /// another process starts the session's next run at the same moment, exactly one of them
+    /// gets the place ([`StoreError::SessionTaken`] for the other).
+    pub fn in_session(mut self, name: &str, settings: super::SessionSettings) -> Self {
+        self.session = Some((name.to_owned(), settings));
+        self
+    }
+
     /// Starts the run under this id, which must be new (default: a fresh
     /// [`new_run_id`](super::new_run_id)).
     pub fn with_id(mut self, id: RunId) -> Self {
@@ -126,7 +137,15 @@ impl<'a> IntoFuture for StartRun<'a> {
         Box::pin(async move {
             self.engine.check_runnable(&self.spec)?;
             let id = self.id.unwrap_or_else(super::new_run_id);
-            super::start::start(&self.engine.shared, id, self.spec, &self.goal, self.setup).await
+            super::start::start(
+                &self.engine.shared,
+                id,
+                self.spec,
+                &self.goal,
+                self.setup,
+                self.session,
+            )
+            .await
         })
     }
 }
@@ -168,6 +187,7 @@ impl Engine {
                 providers: RwLock::new(BTreeMap::new()),
                 tools: RwLock::new(ToolRegistry::new()),
                 mcp: RwLock::new(BTreeMap::new()),
+                retriever: RwLock::new(None),
                 slots: Arc::new(Semaphore::new(config.max_concurrent_runs.max(1))),
                 config,
                 owner: crate::store::owner_id(u64::from_le_bytes(nonce)),
@@ -176,6 +196,7 @@ impl Engine {
                 running: watch::Sender::new(0),
                 stop: watch::Sender::new(None),
                 kept: Default::default(),
+                memory_source: RwLock::new(None),
             }),
         }
     }
@@ -212,6 +233,36 @@ impl Engine {
         write_lock(&self.shared.mcp).insert(lister.server().to_owned(), lister);
     }
 
+    /// Registers the retriever runs with a `[retriever]` ask for passages before their agents'
+    /// turns (revision 5; replaces any registered before).
+    pub fn register_retriever(&self, retriever: crate::tool::retriever::Retriever) {
+        *write_lock(&self.shared.retriever) = Some(retriever);
+    }
+
+    /// The place the next run of session `name` would take now, or why none can start (a bad
+    /// name, the session's latest run has not ended). Reads only; the place is taken when the
+    /// run is started ([`StartRun::in_session`]), where another process may have taken it
+    /// first.
+    pub async fn next_in_session(
+        &self,
+        spec: &RunSpec,
+        name: &str,
+        settings: &super::SessionSettings,
+    ) -> Result<crate::store::SessionLink, EngineError> {
+        let (spec, name, settings) = (spec.clone(), name.to_owned(), settings.clone());
+        off_thread(&self.shared.store, move |s| {
+            super::session::next_run(s, &spec, &name, &settings).map(|(_, link)| link)
+        })
+        .await
+    }
+
+    /// Answers the global memory loads and publishes of this engine's runs from `source`
+    /// instead of the store (revision 5): `runtape replay` serves what a cassette recorded,
+    /// so a replay reads and writes no global memory. The events say they were replayed.
+    pub fn use_memory_source(&self, source: Arc<dyn super::MemorySource>) {
+        *write_lock(&self.shared.memory_source) = Some(source);
+    }
+
     /// Every trace event of every run from now on. The channel is bounded: a receiver that
     /// falls behind gets `RecvError::Lagged(n)` for the `n` events it missed, and no driver
     /// ever waits for it.
@@ -242,6 +293,7 @@ impl Engine {
             goal: goal.to_owned(),
             id: None,
             setup: None,
+            session: None,
         }
     }
 
@@ -344,6 +396,20 @@ impl Engine {
         super::takeup::resume(&self.shared, run, vec![body]).await
     }
 
+    /// Commits a person's answer to a run at rest without driving it (its effects wait in the
+    /// outbox for the next `resume`): how `resume PARENT --approve` answers the child run its
+    /// parent rests on, then drives the parent, which takes the child up. `call_id` picks the
+    /// call when several wait. Refused, writing nothing, when the run waits for no one.
+    pub async fn answer_at_rest(
+        &self,
+        run: &RunId,
+        call_id: Option<&str>,
+        input: HumanInput,
+    ) -> Result<RunState, EngineError> {
+        let body = super::takeup::input_event(&self.shared, run, call_id, input).await?;
+        super::takeup::apply_one(&self.shared, run, body).await
+    }
+
     /// Raises a budget and drives the run on (a run resting in `BudgetExhausted` continues). A
     /// raise that raises nothing is refused before anything is written.
     pub async fn raise_budget(
@@ -404,6 +470,11 @@ impl Engine {
                     });
                 }
             }
+        }
+        if spec.spec().retriever.is_some() && read_lock(&self.shared.retriever).is_none() {
+            return Err(EngineError::Spec(
+                "the spec has a [retriever] but no retriever is registered; give [retriever] a command, or register one".into(),
+            ));
         }
         let tools = read_lock(&self.shared.tools);
         for t in &spec.spec().tools {

@@ -51,6 +51,9 @@ pub enum EngineError {
         /// Their call ids.
         calls: String,
     },
+    /// A run of a session cannot start (revision 5): the name, or the session's latest run.
+    #[error("{0}")]
+    Session(String),
     /// The spec stored with a run could not be used.
     #[error("{0}")]
     Spec(String),

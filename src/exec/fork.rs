@@ -41,6 +41,18 @@ pub enum ForkEdit {
         /// The result to use.
         result: ToolOutcome,
     },
+    /// Set (or, without a value, forget) a memory key at the fork point (revision 5): see
+    /// [`Edit::SetMemory`](crate::machine::Edit::SetMemory).
+    SetMemory {
+        /// The scope.
+        scope: crate::machine::MemoryScope,
+        /// Whose notes, for the `agent` scope (`None`: the active agent).
+        agent: Option<AgentId>,
+        /// The key.
+        key: String,
+        /// The value; `None` forgets the key.
+        value: Option<String>,
+    },
     /// Set a budget.
     SetLimit {
         /// Whose budget.
@@ -86,6 +98,9 @@ struct Planned {
     )>,
     tape: Option<Tape>,
     tip: Option<crate::receipt::ChainTip>,
+    /// For a fork from step 0: the run's first event, as the parent began (a session run's
+    /// history included).
+    opening: Option<EventBody>,
 }
 
 /// Creates the fork and starts driving it.
@@ -115,6 +130,7 @@ pub(super) async fn fork(
         inherited,
         tape,
         tip,
+        opening,
     } = planned;
     let now = shared.config.clock.wall_ms();
     let mut new = NewRun {
@@ -127,6 +143,7 @@ pub(super) async fn fork(
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
         head: HeadRecord::default(),
+        session: None,
     };
     let head = HeadKeeper::new(
         first_head(
@@ -153,10 +170,8 @@ pub(super) async fn fork(
         tip,
     );
     driver.inherit(inherited.iter().map(|(_, mine, _)| mine.clone()));
-    if matches!(driver.state, RunState::Created) {
-        driver.queue.push_back(EventBody::Start {
-            goal: rec.goal.clone(),
-        });
+    if let Some(opening) = opening {
+        driver.queue.push_back(opening);
     }
     if edited {
         driver.queue.push_back(EventBody::Edited {
@@ -166,14 +181,14 @@ pub(super) async fn fork(
     match tape {
         Some(mut tape) => {
             tape.suppress(inherited.into_iter().map(|(_, mine, _)| mine).collect());
-            driver.tape = Some(tape);
+            driver.tape = Some(Box::new(tape));
         }
         None => driver.to_perform = inherited.into_iter().map(|(_, mine, _)| mine).collect(),
     }
-    driver.opening = Some(Trace::RunForked {
+    driver.opening = Some(Box::new(Trace::RunForked {
         parent: parent.clone(),
         seq,
-    });
+    }));
     Ok(driver.spawn())
 }
 
@@ -263,7 +278,12 @@ fn plan(
     // The fork continues its parent's receipt chain from the fork point; refuse a signer that
     // could not, before writing anything.
     let tip = receipt_tip(shared, store, parent, seq)?;
+    let opening = match rebuilt.state {
+        RunState::Created => Some(super::session::opening(store, &spec, &rec.goal)?),
+        _ => None,
+    };
     Ok(Planned {
+        opening,
         edited: edited.is_some(),
         rec,
         spec,
@@ -326,6 +346,12 @@ fn translate(
                 }
             }
             ForkEdit::SetLimit { scope, key, limit } => Edit::SetLimit { scope: scope.clone(), key: *key, limit: *limit },
+            ForkEdit::SetMemory { scope, agent, key, value } => Edit::SetMemory {
+                scope: *scope,
+                agent: agent.clone().or_else(|| active.clone()),
+                key: key.clone(),
+                value: value.clone(),
+            },
         });
     }
     Ok(out)

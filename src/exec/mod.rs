@@ -60,10 +60,12 @@ mod fork;
 mod handle;
 mod ids;
 mod lease_keeper;
+mod memory_source;
 mod perform;
 #[cfg(test)]
 mod protocol_model;
 mod reads;
+pub(crate) mod session;
 mod start;
 mod takeup;
 mod tape;
@@ -77,6 +79,8 @@ pub use error::EngineError;
 pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
+pub use memory_source::MemorySource;
+pub use session::SessionSettings;
 pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
 
@@ -104,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) tools: RwLock<ToolRegistry>,
     /// Where runs get MCP servers' tool lists (revision 3), by server name.
     pub(crate) mcp: RwLock<BTreeMap<String, Arc<dyn crate::tool::mcp::ToolLister>>>,
+    /// What runs with a `[retriever]` ask for passages (revision 5).
+    pub(crate) retriever: RwLock<Option<crate::tool::retriever::Retriever>>,
     pub(crate) config: EngineConfig,
     pub(crate) owner: String,
     pub(crate) trace: broadcast::Sender<crate::exec::TraceEvent>,
@@ -120,6 +126,9 @@ pub(crate) struct Shared {
     pub(crate) writes: Arc<writes::Writes>,
     /// The leases this engine's drivers hold, polled and renewed by one task for all of them.
     pub(crate) kept: lease_keeper::KeptLeases,
+    /// Where global memory loads and publishes are answered instead of the store (a replay's
+    /// cassette, revision 5).
+    pub(crate) memory_source: RwLock<Option<Arc<dyn memory_source::MemorySource>>>,
 }
 
 /// The status a run in `state` rests in.

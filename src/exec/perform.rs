@@ -30,6 +30,10 @@ pub(crate) enum Completion {
     Fatal(EngineError),
     /// Cancelled before it produced anything worth committing.
     Abandoned,
+    /// A child run rests waiting for a person (revision 4): nothing to commit; the parent
+    /// stops waiting on it, and rests once nothing else is in flight. Performing the
+    /// `RunChild` effect again (`resume`) picks the child up where it stands.
+    ChildWaiting(crate::machine::RunId),
 }
 
 /// Calls the model after `not_before`; token deltas go to the trace. The `model.request`
@@ -361,6 +365,46 @@ pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
             }
         };
         Completion::Event(EventBody::Reconciled { effect: id, answer })
+    })
+}
+
+/// Asks the retriever for passages (revision 5). Never fails the run: no retriever in this
+/// process, its failure or a timeout is the recorded result, and the turn goes on without
+/// passages. Read-only, so performed again after a crash.
+pub(crate) fn retrieve(
+    id: EffectId,
+    retriever: Option<crate::tool::retriever::Retriever>,
+    query: Value,
+    ctx: ToolContext,
+    clock: Arc<dyn Clock>,
+    default: Duration,
+) -> BoxFuture<'static, Completion> {
+    Box::pin(async move {
+        let cancel = ctx.cancel.clone();
+        let retrieval = match retriever {
+            None => crate::machine::Retrieval::Failed {
+                error: "no retriever is registered in this process".into(),
+            },
+            Some(r) => {
+                let limit = r.timeout(default);
+                match within(&clock, limit, r.retrieve(query, ctx)).await {
+                    Ok(retrieval) => retrieval,
+                    Err(()) => {
+                        cancel.cancel();
+                        crate::machine::Retrieval::Failed {
+                            error: format!(
+                                "the retriever timed out after {} ms",
+                                limit.as_millis()
+                            ),
+                        }
+                    }
+                }
+            }
+        };
+        Completion::Event(EventBody::Retrieved {
+            effect: id,
+            retrieval,
+        })
     })
 }
 

@@ -10,7 +10,7 @@ use super::reads::off_thread;
 use super::trace::Trace;
 use super::{EngineError, Shared};
 use crate::ledger::{HeadKeeper, Rebuilt, first_head};
-use crate::machine::{Digest, EventBody, Hlc, RunId, RunSpec, RunState};
+use crate::machine::{Digest, Hlc, RunId, RunSpec, RunState};
 use crate::store::{HeadRecord, NewRun, Write};
 
 /// Creates the run and starts driving it from `Start`.
@@ -20,7 +20,29 @@ pub(super) async fn start(
     spec: RunSpec,
     goal: &str,
     setup: Option<String>,
+    session: Option<(String, super::SessionSettings)>,
 ) -> Result<RunHandle, EngineError> {
+    // A run of a session: its place, the run it goes on from, and the history it begins with,
+    // read before anything is written (the place is taken by the write creating the run).
+    let (spec, link, opening) = {
+        let (goal, id) = (goal.to_owned(), run.clone());
+        off_thread(&shared.store, move |s| {
+            let (spec, link) = match &session {
+                Some((name, settings)) => {
+                    let (spec, link) = super::session::next_run(s, &spec, name, settings)?;
+                    (spec, Some(link))
+                }
+                None => (spec, None),
+            };
+            let opening = super::session::opening(s, &spec, &goal)?;
+            // A first event the machine would refuse is refused here, before anything is
+            // written (a run left `Created` would never move).
+            let probe = crate::machine::Event::new(&id, Hlc::default(), opening.clone());
+            crate::machine::step(&RunState::Created, &probe, &spec)?;
+            Ok::<_, EngineError>((spec, link, opening))
+        })
+        .await?
+    };
     // A delegated child's first receipt chains under its parent's receipt for the turn that
     // asked for it.
     let anchor = match spec.spec().delegated_by.clone() {
@@ -45,6 +67,7 @@ pub(super) async fn start(
         owner: shared.owner.clone(),
         lease_expires_ms: now + shared.config.lease_ttl.as_millis() as u64,
         head: HeadRecord::default(),
+        session: link,
     };
     let head = HeadKeeper::new(
         first_head(&new, Digest::ZERO, Digest::ZERO, None),
@@ -67,11 +90,9 @@ pub(super) async fn start(
         head,
         anchor,
     );
-    driver.queue.push_back(EventBody::Start {
+    driver.queue.push_back(opening);
+    driver.opening = Some(Box::new(Trace::RunStarted {
         goal: goal.to_owned(),
-    });
-    driver.opening = Some(Trace::RunStarted {
-        goal: goal.to_owned(),
-    });
+    }));
     Ok(driver.spawn())
 }

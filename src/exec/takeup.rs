@@ -36,7 +36,9 @@ pub(super) struct TakenUp {
     pub(super) driver: Driver,
     outstanding: Vec<Effect>,
     open: HashMap<EffectRef, OutboxStatus>,
-    goal: String,
+    /// For a run created but never started: its first event (`Start`, or a session run's
+    /// `SessionStart` with the history it goes on from).
+    opening: Option<EventBody>,
 }
 
 /// Takes the lease of `run`, rebuilds its latest state under it, and drives it on with
@@ -94,13 +96,22 @@ fn prepare(
     let cancelling = events
         .iter()
         .any(|e| matches!(e, EventBody::CancelRequested { .. }));
-    if matches!(driver.state, RunState::Created) && !cancelling {
+    if matches!(driver.state, RunState::Created)
+        && !cancelling
+        && let Some(opening) = taken.opening.take()
+    {
         // The process that created the run stopped before committing `Start`.
-        driver.queue.push_back(EventBody::Start {
-            goal: std::mem::take(&mut taken.goal),
-        });
+        driver.queue.push_back(opening);
     }
-    if !cancelling {
+    // A run publishing its global memory performs its publish even when it is being
+    // cancelled (revision 5): the publish may have been applied before the crash, and only
+    // its answer can say whether the cancel still takes effect.
+    if cancelling {
+        taken
+            .outstanding
+            .retain(|e| matches!(e, Effect::PublishMemory { .. }));
+    }
+    if !cancelling || !taken.outstanding.is_empty() {
         for effect in std::mem::take(&mut taken.outstanding) {
             let at = EffectRef {
                 seq: effect.id().seq,
@@ -127,9 +138,9 @@ fn prepare(
         }
     }
     driver.queue.extend(events);
-    driver.opening = Some(Trace::RunResumed {
+    driver.opening = Some(Box::new(Trace::RunResumed {
         state: driver.state.kind(),
-    });
+    }));
     Ok(())
 }
 
@@ -295,7 +306,6 @@ async fn acquire(shared: &Arc<Shared>, run: &RunId) -> Result<u64, EngineError> 
 
 /// What a taken-up run's driver is built from, read under the lease.
 struct Loaded {
-    rec: RunRecord,
     head: crate::receipt::RunHead,
     spec: RunSpec,
     rebuilt: ledger::Rebuilt,
@@ -303,6 +313,7 @@ struct Loaded {
     outstanding: Vec<Effect>,
     open: HashMap<EffectRef, OutboxStatus>,
     tip: Option<crate::receipt::ChainTip>,
+    opening: Option<EventBody>,
 }
 
 impl Loaded {
@@ -324,7 +335,7 @@ impl Loaded {
             driver,
             outstanding: self.outstanding,
             open: self.open,
-            goal: self.rec.goal,
+            opening: self.opening,
         }
     }
 }
@@ -344,8 +355,12 @@ fn load(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<Loaded, Engin
         .map(|o| (o.effect, o.status))
         .collect();
     let tip = receipt_tip(shared, store, run, rebuilt.state.seq())?;
+    let opening = match rebuilt.state {
+        RunState::Created => Some(super::session::opening(store, &spec, &rec.goal)?),
+        _ => None,
+    };
     Ok(Loaded {
-        rec,
+        opening,
         head,
         spec,
         rebuilt,

@@ -69,20 +69,37 @@ impl Tape {
         }
     }
 
-    /// The next event to feed to the fork in state with `wants_proceed`, if the tape still
-    /// matches; `run` is the fork.
-    pub(crate) fn next(&mut self, run: &RunId, wants_proceed: bool) -> Cue {
+    /// The next event to feed to the fork in a state with `wants_proceed` that waits for the
+    /// conversation `wants` (revision 5), if the tape still matches; `run` is the fork.
+    pub(crate) fn next(
+        &mut self,
+        run: &RunId,
+        wants_proceed: bool,
+        wants: Option<crate::machine::ConversationRef>,
+    ) -> Cue {
         let Some((event, _)) = self.events.front() else {
             return Cue::End;
         };
         let body = match &event.body {
             EventBody::CancelRequested { .. } => return Cue::End,
             EventBody::Proceed if !wants_proceed => return Cue::End,
+            // The parent handed over a conversation: the same one, or the fork goes live and
+            // supplies its own.
+            EventBody::ConversationSupplied { messages, .. } => {
+                let same = wants.is_some_and(|c| {
+                    c.len as usize == messages.len() && crate::machine::head_of(messages) == c.head
+                });
+                if !same {
+                    return Cue::End;
+                }
+                event.body.clone()
+            }
             EventBody::Proceed
             | EventBody::BudgetRaised { .. }
             | EventBody::Edited { .. }
-            | EventBody::ToolsListed { .. } => event.body.clone(),
-            EventBody::Start { .. } => event.body.clone(),
+            | EventBody::ToolsListed { .. }
+            | EventBody::MemoryLoaded { .. } => event.body.clone(),
+            EventBody::Start { .. } | EventBody::SessionStart { .. } => event.body.clone(),
             other => {
                 let Some(parent_at) = answered(other) else {
                     return Cue::End;
@@ -122,6 +139,7 @@ fn retarget(body: &EventBody, effect: EffectId) -> EventBody {
         | EventBody::Reconciled { effect: e, .. }
         | EventBody::InputProvided { effect: e, .. }
         | EventBody::ChildFinished { effect: e, .. }
+        | EventBody::Retrieved { effect: e, .. }
         | EventBody::EffectInDoubt { effect: e } => *e = effect,
         _ => {}
     }
@@ -151,6 +169,7 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 && r1.model == r2.model
                 && r1.conversation == r2.conversation
                 && r1.tools == r2.tools
+                && r1.summary == r2.summary
         }
         (
             Effect::CallTool {
@@ -216,6 +235,20 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
         ) => a1 == a2 && c1 == c2 && d1 == d2 && t1 == t2 && n1 == n2,
+        (
+            Effect::Retrieve {
+                agent: a1,
+                conversation: c1,
+                turn: t1,
+                ..
+            },
+            Effect::Retrieve {
+                agent: a2,
+                conversation: c2,
+                turn: t2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && t1 == t2,
         _ => false,
     }
 }

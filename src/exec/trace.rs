@@ -200,6 +200,45 @@ pub enum Trace {
         /// Its visits so far.
         visits: u32,
     },
+    /// A session run's summary of what fell out of an agent's window was written (revision 5).
+    #[serde(rename = "session.summary")]
+    SessionSummary {
+        /// Whose history it summarises.
+        agent: AgentId,
+        /// Who wrote it.
+        by: AgentId,
+    },
+    /// A cap was reached before a session run's summary could be written; the agent's window
+    /// is kept without it.
+    #[serde(rename = "session.summary_skipped")]
+    SessionSummarySkipped {
+        /// Whose history was not summarised.
+        agent: AgentId,
+    },
+    /// The retriever is asked for passages before an agent's turn (revision 5).
+    #[serde(rename = "retrieval.call")]
+    RetrievalCall {
+        /// The agent.
+        agent: AgentId,
+        /// The agent's turn about to be taken.
+        turn: u64,
+    },
+    /// The retriever answered; its passages (if any) go to the agent as data.
+    #[serde(rename = "retrieval.result")]
+    RetrievalResult {
+        /// The agent.
+        agent: AgentId,
+        /// How many passages.
+        passages: usize,
+    },
+    /// The retriever failed; the turn goes on without passages.
+    #[serde(rename = "retrieval.failed")]
+    RetrievalFailed {
+        /// The agent.
+        agent: AgentId,
+        /// What went wrong.
+        error: String,
+    },
     /// A run was forked from another.
     #[serde(rename = "run.forked")]
     RunForked {

@@ -28,11 +28,26 @@ pub(crate) fn transition_traces(
     };
     match &event.body {
         EventBody::ModelReplied { reply, .. } => {
-            let route = match before {
-                RunState::Generating { call, .. } => spec
-                    .agent(&agent)
-                    .and_then(|a| a.routes.get(call.route as usize)),
-                _ => None,
+            // A session summary is written by its job's agent, on that agent's route.
+            let (agent, route) = match before {
+                RunState::Generating { call, .. } => (
+                    agent.clone(),
+                    spec.agent(&agent)
+                        .and_then(|a| a.routes.get(call.route as usize)),
+                ),
+                RunState::Summarizing {
+                    call, summaries, ..
+                } => {
+                    let by = summaries
+                        .jobs
+                        .first()
+                        .map_or_else(|| agent.clone(), |j| j.by.clone());
+                    let route = spec
+                        .agent(&by)
+                        .and_then(|a| a.routes.get(call.route as usize));
+                    (by, route)
+                }
+                _ => (agent.clone(), None),
             };
             let usage = t.next.data().map(|d| d.usage).unwrap_or_default();
             push(Trace::ModelReply {
@@ -47,6 +62,13 @@ pub(crate) fn transition_traces(
                 run_unpriced_turns: usage.unpriced_turns,
             })
         }
+        EventBody::Retrieved {
+            retrieval: crate::machine::Retrieval::Passages { passages },
+            ..
+        } => push(Trace::RetrievalResult {
+            agent: agent.clone(),
+            passages: passages.len(),
+        }),
         EventBody::ModelFailed { failure, .. } => push(Trace::ModelError {
             agent: agent.clone(),
             error: failure.message.clone(),
@@ -150,6 +172,17 @@ fn note_trace(note: &Note) -> Trace {
         Note::HandoffCycle { agent, visits } => Trace::HandoffCycle {
             agent: agent.clone(),
             visits: *visits,
+        },
+        Note::SessionSummarized { agent, by } => Trace::SessionSummary {
+            agent: agent.clone(),
+            by: by.clone(),
+        },
+        Note::SessionSummarySkipped { agent } => Trace::SessionSummarySkipped {
+            agent: agent.clone(),
+        },
+        Note::RetrievalFailed { agent, error } => Trace::RetrievalFailed {
+            agent: agent.clone(),
+            error: error.clone(),
         },
     }
 }

@@ -36,6 +36,9 @@ pub struct StepView {
     /// The model request the step sent, resolved, if it sent one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request: Option<SentRequest>,
+    /// The run's place in its session, and the run it goes on from (revision 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<crate::machine::SessionSpec>,
 }
 
 /// A model request exactly as the provider received it.
@@ -107,13 +110,28 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                     provider: request.provider.clone(),
                     model: request.model.clone(),
                     attempt,
-                    messages: conversation(store, agent, &request.conversation)?,
+                    messages: {
+                        let mut messages = conversation(store, agent, &request.conversation)?;
+                        // Injected memory (revision 5), as the driver sent it.
+                        if let Some(text) = &request.memory {
+                            messages.push(crate::machine::memory::injected_message(text));
+                        }
+                        messages
+                    },
                     tools: request
                         .tools
                         .iter()
-                        .filter_map(|n| match rebuilt.state.data() {
-                            Some(data) => crate::machine::offered_tool(&spec, data, n),
-                            None => spec.tool(n),
+                        .filter_map(|n| {
+                            let listed = match rebuilt.state.data() {
+                                Some(data) => crate::machine::offered_tool(&spec, data, n),
+                                None => spec.tool(n),
+                            };
+                            // A `delegate_…`/`transfer_to_…` tool is defined by the spec's
+                            // agents (as the driver resolves it).
+                            match listed {
+                                Some(t) => Some(std::borrow::Cow::Borrowed(t)),
+                                None => spec.offered_tool(n),
+                            }
                         })
                         .map(|t| ToolDef {
                             name: t.name.clone(),
@@ -127,7 +145,11 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                         .agent(agent)
                         .map(|a| a.model_settings.clone())
                         .unwrap_or_default(),
-                    output_schema: spec.agent(agent).and_then(|a| a.output_schema.clone()),
+                    // A session summary is plain text whatever the agent answers with.
+                    output_schema: spec
+                        .agent(agent)
+                        .filter(|_| !request.summary)
+                        .and_then(|a| a.output_schema.clone()),
                 })
             },
         )
@@ -142,5 +164,6 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
         state: rebuilt.state,
         effects,
         request,
+        session: spec.spec().session.clone(),
     })
 }

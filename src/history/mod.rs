@@ -12,9 +12,9 @@ mod timeline;
 
 pub use crate::ledger::{
     Divergence, HeadSummary, HistoryError, Rebuilt, ReceiptSummary, Recorded, Segment, Verified,
-    ancestry, check_receipts, conversation, conversations, receipts, receipts_export, record,
-    replay, spec_of, state_at, transitions, verify,
+    ancestry, check_receipts, conversation, conversations, receipts, receipts_export,
+    receipts_export_tree, record, replay, spec_of, state_at, transitions, verify,
 };
-pub use diff::{DiffPoint, RunDiff, Side, diff_runs};
+pub use diff::{Change, ChildDiff, DiffPoint, RunDiff, Side, TreeDiff, diff_runs, diff_trees};
 pub use inspect::{SentRequest, StepView, show};
 pub use timeline::{TimelineEntry, timeline};

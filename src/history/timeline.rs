@@ -53,11 +53,32 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
         let agent = effects
             .first()
             .or(step.answers.as_ref().map(|a| &a.effect))
-            .map(|e| agent_of(e).clone());
+            .and_then(|e| agent_of(e).cloned());
         let (mut tokens, mut cost_nanos) = (0, None);
         let summary = match &event.body {
             EventBody::Start { goal } => format!("goal: {}", clip(goal, 60)),
+            EventBody::SessionStart { goal, seed } => {
+                let messages: usize = seed.agents.values().map(|c| c.messages.len()).sum();
+                let summaries = match effects.first() {
+                    Some(Effect::CallModel { .. }) => "; a summary is written first",
+                    _ => "",
+                };
+                format!(
+                    "goal: {}; goes on from run {} ({messages} messages carried){summaries}",
+                    clip(goal, 40),
+                    seed.previous
+                )
+            }
+            EventBody::Retrieved { retrieval, .. } => match retrieval {
+                crate::machine::Retrieval::Passages { passages } => {
+                    format!("retrieved {} passage(s)", passages.len())
+                }
+                crate::machine::Retrieval::Failed { error } => {
+                    format!("retriever failed: {}", clip(error, 60))
+                }
+            },
             EventBody::Proceed => match effects.first() {
+                Some(Effect::Retrieve { turn, .. }) => format!("retrieve (turn {turn})"),
                 Some(Effect::CallModel {
                     request, attempt, ..
                 }) => {
@@ -66,6 +87,10 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                         request.provider, request.model, request.conversation.len
                     )
                 }
+                Some(Effect::PublishMemory { name, writes, .. }) => format!(
+                    "publish {} staged write(s) to global memory {name}",
+                    writes.len()
+                ),
                 _ => t.edge.to_owned(),
             },
             EventBody::ModelReplied { reply, .. } => {
@@ -116,7 +141,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     .unwrap_or_default()
             ),
             EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
-            EventBody::ChildFinished { effect, report } => {
+            EventBody::ChildFinished { effect, report, .. } => {
                 let child = effect.child_run_id();
                 match &report.outcome {
                     crate::machine::ChildOutcome::Completed { answer } => format!(
@@ -134,6 +159,10 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     }
                 }
             }
+            EventBody::ConversationSupplied { agent, messages } => format!(
+                "{agent}'s conversation ({} messages) handed over",
+                messages.len()
+            ),
             EventBody::ToolsListed {
                 server,
                 catalog,
@@ -150,6 +179,43 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     format!(", added since the run started: {}", names.join(", "))
                 }
             ),
+            EventBody::MemoryLoaded {
+                name,
+                entries,
+                replayed,
+            } => format!(
+                "global memory {name} loaded: {} keys{}",
+                entries.values().filter(|v| v.value.is_some()).count(),
+                if *replayed {
+                    " (from the cassette)"
+                } else {
+                    ""
+                }
+            ),
+            EventBody::MemoryPublished {
+                outcome,
+                replayed: true,
+                ..
+            } => format!(
+                "global memory {} (from the cassette; nothing written here)",
+                match outcome {
+                    crate::machine::PublishOutcome::Published { .. } => "published",
+                    crate::machine::PublishOutcome::Conflict { .. } => "refused",
+                }
+            ),
+            EventBody::MemoryPublished { outcome, .. } => match outcome {
+                crate::machine::PublishOutcome::Published { versions } => {
+                    let keys: Vec<&str> = versions.keys().map(String::as_str).collect();
+                    format!("global memory published: {}", clip(&keys.join(", "), 60))
+                }
+                crate::machine::PublishOutcome::Conflict { keys } => {
+                    let keys: Vec<&str> = keys.keys().map(String::as_str).collect();
+                    format!(
+                        "global memory refused (changed by another run): {}",
+                        clip(&keys.join(", "), 50)
+                    )
+                }
+            },
         };
         let started: Vec<String> = effects
             .iter()
@@ -186,13 +252,15 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
     Ok(out)
 }
 
-fn agent_of(effect: &Effect) -> &AgentId {
+fn agent_of(effect: &Effect) -> Option<&AgentId> {
     match effect {
         Effect::CallModel { agent, .. }
         | Effect::CallTool { agent, .. }
         | Effect::Reconcile { agent, .. }
         | Effect::RequestInput { agent, .. }
-        | Effect::RunChild { agent, .. } => agent,
+        | Effect::Retrieve { agent, .. }
+        | Effect::RunChild { agent, .. } => Some(agent),
+        Effect::PublishMemory { .. } => None,
     }
 }
 

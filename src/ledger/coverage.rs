@@ -191,6 +191,22 @@ pub const COLUMNS: &[Column] = &[
         "idempotency_key",
         "equals the key the call is performed with",
     ),
+    // session_runs: the runs of each session, in order (revision 5).
+    verified(
+        "session_runs",
+        "session",
+        "the run's place equals the session its sealed spec names (a fork has none)",
+    ),
+    verified(
+        "session_runs",
+        "idx",
+        "the run's place equals the index its sealed spec names",
+    ),
+    verified(
+        "session_runs",
+        "run",
+        "internal row key: the place found for a run is the one its sealed spec names, and a run the spec gives no place has none",
+    ),
     // heads: the sealed head.
     verified("heads", "run", "the head found for a run names that run"),
     verified(
@@ -202,6 +218,59 @@ pub const COLUMNS: &[Column] = &[
         "heads",
         "seal",
         "holds over the body: signed with the trusted key when one is given",
+    ),
+    // memory_global: global memory, one row per version of a key (revision 5).
+    verified(
+        "memory_global",
+        "name",
+        "each applied publish's rows name the memory its effect wrote",
+    ),
+    verified(
+        "memory_global",
+        "key",
+        "each published row's key is one its effect wrote; each applied publish has a row per key",
+    ),
+    verified(
+        "memory_global",
+        "version",
+        "versions run 1, 2, ... per key; a published row's is its effect's base + 1 and the version its answer records",
+    ),
+    verified(
+        "memory_global",
+        "value",
+        "equals the value its publish effect staged (none for a removal) and what runs loaded at that version",
+    ),
+    verified(
+        "memory_global",
+        "run_id",
+        "names a run whose history holds the publish effect; a run's applied publish is found under it",
+    ),
+    verified(
+        "memory_global",
+        "effect_seq",
+        "names the transition of that run that emitted the publish effect",
+    ),
+    verified(
+        "memory_global",
+        "effect_index",
+        "names the publish effect within that transition",
+    ),
+    verified(
+        "memory_global",
+        "removal",
+        "names the removal record that wrote the row (memory, key, version), for a row without a value",
+    ),
+    // memory_removals: `runtape memory rm`, chained (revision 5).
+    verified("memory_removals", "id", "ids run 1, 2, ... without a gap"),
+    verified(
+        "memory_removals",
+        "body",
+        "covered by the chain; names the row it wrote (memory, key, version)",
+    ),
+    verified(
+        "memory_removals",
+        "chain",
+        "equals blake3(previous link || body)",
     ),
 ];
 

@@ -338,6 +338,7 @@ mod tests {
             owner: "me".into(),
             lease_expires_ms: u64::MAX,
             head: HeadRecord::default(),
+            session: None,
         }
     }
 

@@ -30,11 +30,14 @@ pub mod packed;
 pub mod packed_blob;
 pub mod pairing;
 pub mod read;
+pub mod tree;
 
 mod audit;
+mod memory_audit;
 mod receipts;
 mod recorder;
 mod replay;
+mod session;
 mod verify;
 
 pub use codec::EncodeError;
@@ -46,10 +49,11 @@ pub use read::{
 };
 pub use receipts::{
     ReceiptSummary, anchor_under, chain_tip, check_receipts, delegation_anchor, receipt_draft,
-    receipts, receipts_export,
+    receipts, receipts_export, receipts_export_tree,
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};
+pub use tree::{TreeChild, TreeRun, check_proof, child_proof, children, path_of, tree};
 pub use verify::{HeadSummary, Verified, verify};
 
 use crate::machine::RunId;

@@ -27,6 +27,7 @@ pub fn answered(body: &EventBody) -> Option<EffectRef> {
         | EventBody::Reconciled { effect, .. }
         | EventBody::InputProvided { effect, .. }
         | EventBody::ChildFinished { effect, .. }
+        | EventBody::Retrieved { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(EffectRef {
             seq: effect.seq,
             index: effect.index,

@@ -8,11 +8,15 @@ use super::pairing::Outstanding;
 use super::read::{ancestry, ancestry_through, record};
 use super::replay::Divergence;
 use crate::machine::{AgentId, Effect, EffectId, Event, EventBody, RunId};
-use crate::receipt::{self, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey};
+use crate::receipt::{
+    self, ChildTip, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal, VerifyingKey,
+};
 use crate::store::Store;
 
 /// The receipt fields a transition's event implies, given the effect it answers: model replies,
-/// model failures, tool results and reconcile answers each get one; other events none.
+/// model failures, tool results and reconcile answers each get one, and so does a child run's
+/// result when it names where the child's record ends (revision 5, [`ChildTip`]); other events
+/// none.
 /// `request_hash` is the SHA-256 of the effect's JSON as emitted (its id, the request or call,
 /// the attempt) — pass it when known (the writer has the stored bytes), `None` to encode the
 /// effect; `response_hash` is the SHA-256 of the event exactly as stored (`event_bytes`). So a
@@ -26,6 +30,7 @@ pub fn receipt_draft(
     body: &EventBody,
     event_bytes: &[u8],
 ) -> Option<ReceiptDraft> {
+    let mut child = None;
     let (kind, agent, usage, cost): (ReceiptKind, &AgentId, _, _) = match (effect, body) {
         (Effect::CallModel { agent, .. }, EventBody::ModelReplied { reply, .. }) => (
             ReceiptKind::Model,
@@ -37,8 +42,33 @@ pub fn receipt_draft(
             (ReceiptKind::Model, agent, None, None)
         }
         (Effect::CallTool { agent, .. }, EventBody::ToolReturned { .. })
-        | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. }) => {
+        | (Effect::Reconcile { agent, .. }, EventBody::Reconciled { .. })
+        | (Effect::Retrieve { agent, .. }, EventBody::Retrieved { .. }) => {
             (ReceiptKind::Tool, agent, None, None)
+        }
+        (
+            Effect::RunChild { agent, .. },
+            EventBody::ChildFinished {
+                report,
+                proof: Some(proof),
+                ..
+            },
+        ) => {
+            child = Some(ChildTip {
+                anchor: proof.anchor.clone(),
+                chain: proof.chain.to_hex(),
+                receipt: proof.receipt.as_ref().map(|r| r.link.clone()),
+                receipt_seq: proof.receipt.as_ref().map(|r| r.seq),
+                run_id: proof.run.clone(),
+                seq: proof.seq,
+            });
+            let usage = serde_json::to_value(report.usage).ok();
+            (
+                ReceiptKind::Child,
+                agent,
+                usage,
+                Some(report.usage.cost_nanos),
+            )
         }
         _ => return None,
     };
@@ -56,6 +86,7 @@ pub fn receipt_draft(
         usage,
         cost,
         hlc: at,
+        child,
     })
 }
 
@@ -76,6 +107,41 @@ pub fn receipts_export(
     store: &dyn Store,
     run: &RunId,
 ) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
+    export_section(store, run, true)
+}
+
+/// `run`'s export ([`receipts_export`]), then one section for each run below it in its
+/// delegation tree ([`super::tree::tree`]: parents before children, each run's children in the
+/// order it asked for them), each the run's own receipts and its head line: what
+/// [`crate::receipt::verify_tree`] checks offline as one tree. A child with no receipts that
+/// no receipt of its parent names (a revision-4 parent's child that ended before its first
+/// model turn) has nothing to prove and is left out.
+pub fn receipts_export_tree(
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<Vec<(Vec<Receipt>, crate::receipt::BundleHead)>, HistoryError> {
+    let mut sections = vec![export_section(store, run, true)?];
+    for below in super::tree::tree(store, run)?.into_iter().skip(1) {
+        let (receipts, head) = export_section(store, &below.run, false)?;
+        let named = sections
+            .iter()
+            .flat_map(|(r, _)| r)
+            .any(|r| r.body.child.as_ref().is_some_and(|c| c.run_id == below.run));
+        if receipts.is_empty() && !named {
+            continue;
+        }
+        sections.push((receipts, head));
+    }
+    Ok(sections)
+}
+
+/// One run's receipts checked against its sealed head, and the head line closing them; with
+/// `prefix`, a delegated child's parents' receipts through its anchor come first.
+fn export_section(
+    store: &dyn Store,
+    run: &RunId,
+    prefix: bool,
+) -> Result<(Vec<Receipt>, crate::receipt::BundleHead), HistoryError> {
     // An unknown run is bad input (exit 2), not a run without a head.
     record(store, run)?;
     let refuse = |detail: String| HistoryError::Tampered {
@@ -90,7 +156,11 @@ pub fn receipts_export(
     if let Some(d) = problem {
         return Err(refuse(d.to_string()));
     }
-    let mut chain = delegation_prefix(store, run)?;
+    let mut chain = if prefix {
+        delegation_prefix(store, run)?
+    } else {
+        Vec::new()
+    };
     chain.extend(own);
     let last = chain.last().map(|r| (r.body.seq, r.link()));
     let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));

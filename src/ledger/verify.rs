@@ -18,8 +18,14 @@
 //! 5. The **outbox**: each row names a tool call of the history with its idempotency key, is
 //!    `done` exactly when the history answers the call and `started` exactly when the head
 //!    lists it.
-//! 6. The **receipts** rebuilt from the history: one per model turn and tool result, chained,
+//! 6. **Global memory** (revision 5, `memory_audit`): the rows each applied publish wrote, the
+//!    values the run loaded, every row of its global memory explained by a publish or a
+//!    removal, and the removal records' hash chain.
+//! 7. The **receipts** rebuilt from the history: one per model turn and tool result, chained,
 //!    each seal valid; the head's receipt tip is the chain's last, sealed the same way.
+//! 7. The run's **session** (revision 5; see [`super::session`]): its place in
+//!    `session_runs` is the one its spec names (none for a fork), and the history its
+//!    `SessionStart` carries is what the run it goes on from ended with.
 //!
 //! The first problem is reported, naming the seq or the column at fault (`coverage` lists
 //! what covers each stored column).
@@ -31,6 +37,7 @@ use serde::Serialize;
 use super::HistoryError;
 use super::audit::{self, OutboxFacts};
 use super::codec::{decode_event, snapshot_due};
+use super::memory_audit::{self, MemoryFacts};
 use super::pairing::{answered, as_performed_by};
 use super::read::{ancestry_through, record, spec_of};
 use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
@@ -56,6 +63,8 @@ pub struct Verified {
     pub catalogs: u64,
     /// Snapshots checked.
     pub snapshots: u64,
+    /// Global memory rows and removal records checked (revision 5).
+    pub memory: u64,
     /// Outbox rows checked.
     pub outbox: u64,
     /// The receipt check.
@@ -192,6 +201,8 @@ fn check(
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
+    let mut seed = None;
+    let mut memory = MemoryFacts::default();
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
         seq: t.seq,
         event_bytes: &t.event,
@@ -230,6 +241,10 @@ fn check(
             }
             catalogs += 1;
         }
+        if let EventBody::SessionStart { seed: carried, .. } = &r.event.body {
+            seed = Some(carried.clone());
+        }
+        memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
         if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
             snapshots_checked += 1;
@@ -269,6 +284,19 @@ fn check(
     fail!(nothing_past_the_end(store, run, head.seq)?);
     fail!(audit::standing(&rec, &head));
     fail!(audit::outbox(&outbox_rows, &facts, &head));
+    fail!(super::session::check(
+        store,
+        run,
+        &spec,
+        &head,
+        seed.as_ref()
+    )?);
+    let global = spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| m.global.as_deref());
+    let memory_checked = fail!(memory_audit::check(store, global, &memory)?);
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
     let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));
@@ -287,6 +315,7 @@ fn check(
         messages,
         catalogs,
         snapshots: snapshots_checked,
+        memory: memory_checked,
         outbox: outbox_rows.len() as u64,
         receipts: receipt_summary,
     }))

@@ -89,6 +89,12 @@ pub(crate) fn on_reply(
             if let Some((refusal, strike)) = super::child::judge(cx, &agent, &call_id, call) {
                 bad += u32::from(strike);
                 refusal
+            } else if let Some((refusal, strike, refused)) =
+                super::memory::tools::judge(cx, &agent, &call_id, call)
+            {
+                bad += u32::from(strike);
+                denied |= refused;
+                refusal
             } else if super::offer::tool(cx.spec, &run, &call.name).is_none() {
                 bad += 1;
                 cx.notes.push(Note::ToolInvalid {
@@ -240,6 +246,9 @@ fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot
     run.usage.tool_calls += 1;
     if let Some(a) = run.agents.get_mut(agent) {
         a.usage.tool_calls += 1;
+    }
+    if let Some(answered) = super::memory::tools::apply(cx, run, agent, slot) {
+        return answered;
     }
     if let Some(child) = super::child::start(cx, run, agent, slot) {
         return child;

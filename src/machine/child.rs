@@ -5,6 +5,30 @@
 //!
 //! A child is waited on like any tool call: its slot in the batch runs until the report
 //! arrives, so the parent cannot answer (and so cannot complete) while a child is out.
+//!
+//! # What a transfer hands over (revision 5)
+//!
+//! The receiver continues the sender's conversation, the way the OpenAI Agents SDK hands a
+//! conversation's input history to the next agent. The machine holds conversations only as
+//! Merkle heads, so the handover takes two steps:
+//!
+//! 1. `Generating --ModelReplied-->` `Handoff` (`generating.replied.transfer_carry`): the
+//!    transfer call is answered in the sender's conversation (`transferred to <agent>`), and
+//!    the run rests in `Handoff` with the [`Transfer`](super::Transfer) pending.
+//! 2. `Handoff --ConversationSupplied-->` `Preparing` (`handoff.conversation.transfer`): the
+//!    executor supplies the sender's messages; they must be exactly the sender's conversation
+//!    (length and head, [`check_supplied`](super::check_supplied)) or the event is refused. The
+//!    receiver's conversation becomes: its own system prompt (when it has one), then every
+//!    message of the sender's but its system prompt — the goal, the sender's turns, tool
+//!    calls and results, the transfer call and its answer, verbatim — then a user message
+//!    `[transfer from <sender>]` followed by the note. A receiver that was active before
+//!    starts over from this: the sender's conversation is the conversation so far.
+//!
+//! The sender's calls of tools the receiver is not offered stay in the history as they were
+//! made. OpenAI-compatible servers, the Responses API and Ollama accept such calls in a
+//! history; Anthropic accepts them when the request offers tools, and refuses any `tool_use`
+//! block when it offers none, so the Anthropic adapter sends a history's tool calls and
+//! results as text when the request has no tools (see `provider::http::anthropic`).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,8 +36,8 @@ use super::budget::{BudgetKey, Usage};
 use super::delegation::{Offered, classify, note_of, task_of};
 use super::effect::Effect;
 use super::error::{ErrorClass, Failure, MachineError};
-use super::ids::{AgentId, EffectId};
-use super::message::{Message, Role};
+use super::ids::{AgentId, Digest, EffectId, RunId};
+use super::message::{Message, Role, check_supplied};
 use super::reply::{ModelReply, ToolCallRequest};
 use super::state::{Batch, Outcome, RunData, RunState, Slot, SlotStatus, ToolResult};
 use super::step::{Cx, Note, activate};
@@ -99,6 +123,35 @@ impl ChildReport {
             },
         }
     }
+}
+
+/// Where a finished child's record ends (revision 5), read from its sealed head when its end
+/// is reported: the parent's receipt for the result covers it, so the parent's chain commits
+/// to the child's whole chain (and `verify --recursive` checks it against the child).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildProof {
+    /// The child run.
+    pub run: RunId,
+    /// Its last step.
+    pub seq: u64,
+    /// The chain link of its last step.
+    pub chain: Digest,
+    /// The receipt link its first receipt hangs from (its anchor in the parent's chain);
+    /// absent when the parent had no receipt yet when it asked for the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// Its last receipt; absent when it has none (it ended before any model turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<ChildReceipt>,
+}
+
+/// A child's last receipt, as its parent names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildReceipt {
+    /// Its seq in the child.
+    pub seq: u64,
+    /// Its link (the next receipt's `parent_sig`): the signature, or the digest when unsigned.
+    pub link: String,
 }
 
 /// Judges a delegate or transfer call: `None` when `call` is
@@ -189,6 +242,7 @@ pub(crate) fn transfer(
         ..Message::text(Role::Tool, format!("transferred to {to}"))
     };
     cx.append(&mut run, from, answered);
+    let carry = cx.spec.spec().semantics >= super::delegation::TRANSFER_CONVERSATION_SEMANTICS;
     let max = cx.spec.plan().max_agent_visits;
     let visits = run.agents.get(&to).map_or(0, |a| a.visits);
     if visits >= max {
@@ -209,6 +263,21 @@ pub(crate) fn transfer(
             RunState::Done { run, outcome },
         );
     }
+    if carry {
+        let transfer = super::state::Transfer {
+            to,
+            note: note.to_owned(),
+        };
+        let state = RunState::Handoff {
+            run,
+            from: from.clone(),
+            answer: None,
+            output: None,
+            exhausted: None,
+            transfer: Some(transfer),
+        };
+        return (EdgeId::GeneratingRepliedTransferCarry, state);
+    }
     cx.notes.push(Note::Handoff {
         from: from.clone(),
         to: to.clone(),
@@ -223,6 +292,71 @@ pub(crate) fn transfer(
         EdgeId::GeneratingRepliedTransfer,
         RunState::Preparing { run },
     )
+}
+
+/// `Handoff` (a transfer pending) + `ConversationSupplied` (revision 5): `messages` must be the
+/// sender's conversation; the receiver continues it (see the module doc).
+pub(crate) fn on_conversation_supplied(
+    cx: &mut Cx<'_>,
+    mut run: RunData,
+    from: &AgentId,
+    transfer: &super::state::Transfer,
+    agent: &AgentId,
+    messages: &[Message],
+) -> Result<(EdgeId, RunState), MachineError> {
+    let expected = run
+        .agents
+        .get(from)
+        .map(|a| a.conversation)
+        .unwrap_or_default();
+    if agent != from {
+        return Err(MachineError::ConversationMismatch {
+            agent: format!("{agent} (the transfer waits for {from}'s)"),
+            expected_len: expected.len,
+            expected_head: expected.head.to_hex(),
+            got_len: messages.len(),
+            got_head: super::message::head_of(messages).to_hex(),
+        });
+    }
+    check_supplied(from, &expected, messages)?;
+    let to = transfer.to.clone();
+    cx.notes.push(Note::Handoff {
+        from: from.clone(),
+        to: to.clone(),
+    });
+    let system = cx
+        .spec
+        .agent(&to)
+        .map(|a| a.system_prompt.clone())
+        .unwrap_or_default();
+    let at = cx.at;
+    let Some(receiver) = run.agents.get_mut(&to) else {
+        return Err(MachineError::UnknownAgent(to.to_string()));
+    };
+    if receiver.visits == 0 {
+        receiver.first_active_at = at;
+    }
+    receiver.visits += 1;
+    receiver.strikes = 0;
+    receiver.route = 0;
+    receiver.conversation = super::message::ConversationRef::default();
+    run.active = to.clone();
+    if !system.is_empty() {
+        cx.append(&mut run, &to, Message::text(Role::System, system));
+    }
+    for m in messages.iter().filter(|m| m.role != Role::System) {
+        cx.append(&mut run, &to, m.clone());
+    }
+    let note = if transfer.note.trim().is_empty() {
+        format!("[transfer from {from}]")
+    } else {
+        format!("[transfer from {from}]\n{}", transfer.note)
+    };
+    cx.append(&mut run, &to, Message::text(Role::User, note));
+    Ok((
+        EdgeId::HandoffConversationTransfer,
+        RunState::Preparing { run },
+    ))
 }
 
 /// Notes, before a reply's calls are dispatched, how many child runs they start (`calls`:

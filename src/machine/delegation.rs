@@ -22,6 +22,14 @@ use super::spec::{AgentSpec, Spec, SpecError, ToolSpec, did_you_mean, is_valid_t
 
 /// The first revision whose specs may delegate and hand over by tool call.
 pub(crate) const DELEGATION_SEMANTICS: u32 = 4;
+/// The first revision whose `transfer_to_<agent>` calls hand the sender's conversation over
+/// (see [`child`](super::child)); revision 4 activates the receiver with the goal and the
+/// note only.
+pub const TRANSFER_CONVERSATION_SEMANTICS: u32 = 5;
+/// The first revision whose child results (`ChildFinished`) name the child's last receipt and
+/// history tip, and get a receipt of their own in the parent's chain, so the parent's receipts
+/// commit to each child's whole chain.
+pub const CHILD_RECEIPT_SEMANTICS: u32 = 5;
 /// Default cap on how deep a chain of child runs may go (a child of a child of a child).
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 /// No spec may allow deeper chains than this.

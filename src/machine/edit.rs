@@ -33,6 +33,21 @@ pub enum Edit {
         /// The result to use.
         result: ToolOutcome,
     },
+    /// Set (`Some`) or forget (`None`) a memory key at the fork point (revision 5): in an
+    /// agent's notes, the shared notes, or — staged, published when the fork completes — the
+    /// global memory. Checked like a `remember`/`forget` call, caps included.
+    SetMemory {
+        /// The scope.
+        scope: super::memory::MemoryScope,
+        /// Whose notes, for the `agent` scope.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<AgentId>,
+        /// The key.
+        key: String,
+        /// The value; `None` forgets the key.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+    },
     /// Set a cap to any value (a fork may lower one too).
     SetLimit {
         /// Whose budget.
@@ -120,6 +135,18 @@ pub(crate) fn apply(
                 slot.status = SlotStatus::Finished {
                     result: result_of(result),
                 };
+            }
+            Edit::SetMemory {
+                scope,
+                agent,
+                key,
+                value,
+            } => {
+                let run = next.data_mut().ok_or_else(|| {
+                    MachineError::EditDoesNotApply("the run has not started".into())
+                })?;
+                super::memory::tools::edit(cx.spec, run, *scope, agent.as_ref(), key, value)
+                    .map_err(MachineError::EditDoesNotApply)?;
             }
             Edit::SetLimit { scope, key, limit } => {
                 let run = next.data_mut().ok_or_else(|| {

@@ -76,6 +76,29 @@ pub enum Effect {
         /// The child's depth in the tree (1 for a child of a top-level run).
         depth: u32,
     },
+    /// Ask the retriever for passages for `agent`'s next turn; answer with `Retrieved`
+    /// (revision 5). Read-only: performed again after a crash.
+    Retrieve {
+        /// This effect.
+        id: EffectId,
+        /// The agent about to take a turn.
+        agent: AgentId,
+        /// Its conversation so far (the query is built from it).
+        conversation: ConversationRef,
+        /// The number of the agent's turn about to be taken (1 for its first).
+        turn: u64,
+    },
+    /// Publish the run's staged global memory writes, all or none, in one store transaction;
+    /// answer with `MemoryPublished` (revision 5). Performing it again (after a crash) is
+    /// safe: the store applies one effect's writes at most once and reports what it did.
+    PublishMemory {
+        /// This effect; the published versions name it as their origin.
+        id: EffectId,
+        /// The global memory written.
+        name: String,
+        /// The writes, by key, each with the version it was based on.
+        writes: std::collections::BTreeMap<String, super::memory::Staged>,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -97,7 +120,9 @@ impl Effect {
             | Effect::CallTool { id, .. }
             | Effect::Reconcile { id, .. }
             | Effect::RequestInput { id, .. }
-            | Effect::RunChild { id, .. } => id,
+            | Effect::Retrieve { id, .. }
+            | Effect::RunChild { id, .. }
+            | Effect::PublishMemory { id, .. } => id,
         }
     }
 
@@ -107,7 +132,9 @@ impl Effect {
         match &mut e {
             Effect::CallModel { id, .. }
             | Effect::RequestInput { id, .. }
-            | Effect::RunChild { id, .. } => *id = new,
+            | Effect::Retrieve { id, .. }
+            | Effect::RunChild { id, .. }
+            | Effect::PublishMemory { id, .. } => *id = new,
             Effect::CallTool {
                 id,
                 idempotency_key,
@@ -147,6 +174,16 @@ pub struct ModelRequest {
     /// run lists no MCP server): the blobs holding what the model was shown of those tools.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub catalogs: std::collections::BTreeMap<String, super::ids::Digest>,
+    /// A session summary is asked for (revision 5): the conversation is the summarisation
+    /// exchange, and the agent's output schema is not applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
+    /// The memory the spec injects (`[memory] inject`, revision 5), rendered as the data
+    /// message sent after the conversation, in the user position: recorded here so the
+    /// request is exactly what the model saw. See
+    /// [`memory::injected_message`](super::memory::injected_message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
 }
 
 /// What a person is asked.

@@ -210,6 +210,30 @@ pub enum MachineError {
     /// A `ToolsListed` event that cannot be recorded (a tool of another server, a bad name).
     #[error("tool list refused: {0}")]
     BadListing(String),
+    /// A `ConversationSupplied` whose messages are not the conversation the state waits for
+    /// (revision 5): nothing is copied.
+    #[error(
+        "the messages supplied for agent {agent}'s conversation do not match it: expected {expected_len} messages with head {expected_head}, got {got_len} with head {got_head}"
+    )]
+    ConversationMismatch {
+        /// Whose conversation was waited for.
+        agent: String,
+        /// Its length in the state.
+        expected_len: u32,
+        /// Its head in the state (hex).
+        expected_head: String,
+        /// How many messages were supplied.
+        got_len: usize,
+        /// The head they make (hex).
+        got_head: String,
+    },
+    /// A `SessionStart` whose history does not fit the run (revision 5).
+    #[error("session history refused: {0}")]
+    BadSessionSeed(String),
+    /// A `MemoryLoaded` or `MemoryPublished` event that does not fit the run (another global
+    /// memory, loaded twice, versions that do not follow the staged writes).
+    #[error("memory event refused: {0}")]
+    BadMemory(String),
     /// The code took a path its transition table does not declare: a bug in runtape.
     #[error("internal: transition {edge} declares {declared} but produced {actual}")]
     EdgeMismatch {

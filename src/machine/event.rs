@@ -49,6 +49,14 @@ pub enum EventBody {
         /// The user's goal, the entry agent's first user message.
         goal: String,
     },
+    /// Begin a run of a session with this goal and the conversations the session's previous
+    /// run ended with (revision 5; see [`session`](super::session)).
+    SessionStart {
+        /// The user's goal, the entry agent's next user message.
+        goal: String,
+        /// What each agent's conversation goes on from.
+        seed: super::session::SessionSeed,
+    },
     /// Leave a step boundary (`Preparing`, `Handoff`, a non-resting `BudgetExhausted`).
     Proceed,
     /// A model call succeeded.
@@ -117,12 +125,61 @@ pub enum EventBody {
         /// The edits, applied in order.
         edits: Vec<Edit>,
     },
+    /// The retriever answered a `Retrieve` (revision 5; see [`retrieval`](super::retrieval)).
+    Retrieved {
+        /// The `Retrieve` effect answered.
+        effect: EffectId,
+        /// The passages, or why there are none.
+        retrieval: super::retrieval::Retrieval,
+    },
     /// A child run started by `RunChild` ended (revision 4).
     ChildFinished {
         /// The `RunChild` effect answered.
         effect: EffectId,
         /// How it ended and what it spent.
         report: super::child::ChildReport,
+        /// Revision 5: where the child's record ends — its last receipt and history tip — so
+        /// the parent's receipt for this result commits to the child's whole chain. Absent
+        /// before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<super::child::ChildProof>,
+    },
+    /// The messages of the conversation the state waits for
+    /// ([`RunState::wants_conversation`](super::RunState::wants_conversation)), in order,
+    /// supplied by the executor from its store (revision 5: a transfer's sender's
+    /// conversation). The machine checks them against that conversation's length and Merkle
+    /// head ([`check_supplied`](super::check_supplied)) before it uses them, so they are
+    /// recorded here, in the history, exactly as the receiver got them: replay, forks and
+    /// `verify` reproduce the handover from the event alone.
+    ConversationSupplied {
+        /// Whose conversation they are.
+        agent: super::ids::AgentId,
+        /// The messages, first to last.
+        messages: Vec<super::message::Message>,
+    },
+    /// The run's view of its global memory, read from the store at its first step boundary
+    /// (revision 5): every key with its latest version (forgotten keys included, without a
+    /// value). Recorded, so replay, verify and forks see what the run saw.
+    MemoryLoaded {
+        /// The global memory (`[memory] global`).
+        name: String,
+        /// Its entries, by key.
+        entries: std::collections::BTreeMap<String, super::memory::Versioned>,
+        /// True when the entries came from a cassette (`runtape replay`), not from this
+        /// database: `verify` then does not look for them here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
+    },
+    /// The store answered a `PublishMemory` (revision 5).
+    MemoryPublished {
+        /// The `PublishMemory` effect answered.
+        effect: EffectId,
+        /// Published, or refused with the keys that moved.
+        outcome: super::memory::PublishOutcome,
+        /// True when the outcome came from a cassette (`runtape replay`): nothing was written
+        /// to this database, and `verify` does not look for it here.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
     },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a
@@ -150,6 +207,8 @@ impl EventBody {
     pub fn kind(&self) -> EventKind {
         match self {
             EventBody::Start { .. } => EventKind::Start,
+            EventBody::SessionStart { .. } => EventKind::SessionStart,
+            EventBody::Retrieved { .. } => EventKind::Retrieved,
             EventBody::Proceed => EventKind::Proceed,
             EventBody::ModelReplied { .. } => EventKind::ModelReplied,
             EventBody::ModelFailed { .. } => EventKind::ModelFailed,
@@ -162,6 +221,9 @@ impl EventBody {
             EventBody::Edited { .. } => EventKind::Edited,
             EventBody::ToolsListed { .. } => EventKind::ToolsListed,
             EventBody::ChildFinished { .. } => EventKind::ChildFinished,
+            EventBody::ConversationSupplied { .. } => EventKind::ConversationSupplied,
+            EventBody::MemoryLoaded { .. } => EventKind::MemoryLoaded,
+            EventBody::MemoryPublished { .. } => EventKind::MemoryPublished,
         }
     }
 }

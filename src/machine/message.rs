@@ -266,6 +266,28 @@ pub fn head_of(messages: &[Message]) -> Digest {
     })
 }
 
+/// Checks that `messages` are exactly the conversation `expected` refers to — as many
+/// messages, and the same Merkle head — before a transition uses messages it was given rather
+/// than appended itself (a [`ConversationSupplied`](super::EventBody::ConversationSupplied)
+/// event). `agent` names the conversation in the error. A mismatch is refused, never copied.
+pub fn check_supplied(
+    agent: &AgentId,
+    expected: &ConversationRef,
+    messages: &[Message],
+) -> Result<(), super::MachineError> {
+    let head = head_of(messages);
+    if messages.len() == expected.len as usize && head == expected.head {
+        return Ok(());
+    }
+    Err(super::MachineError::ConversationMismatch {
+        agent: agent.to_string(),
+        expected_len: expected.len,
+        expected_head: expected.head.to_hex(),
+        got_len: messages.len(),
+        got_head: head.to_hex(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

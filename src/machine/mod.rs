@@ -38,35 +38,43 @@ mod effect;
 mod error;
 mod event;
 mod ids;
+pub mod memory;
 mod message;
 mod offer;
 mod output;
 mod plan;
 mod reply;
+pub mod retrieval;
 mod retry;
 mod route;
+pub mod session;
 mod settings;
 mod spec;
 mod spec_error;
 mod state;
 mod step;
+mod summary;
 pub mod table;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
-pub use child::{ChildOutcome, ChildReport};
+pub use child::{ChildOutcome, ChildProof, ChildReceipt, ChildReport};
 pub use delegation::{
-    ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation, HARD_MAX_DEPTH, SpecDelegate,
-    TRANSFER_PREFIX,
+    CHILD_RECEIPT_SEMANTICS, ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation,
+    HARD_MAX_DEPTH, SpecDelegate, TRANSFER_CONVERSATION_SEMANTICS, TRANSFER_PREFIX,
 };
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
+pub use memory::{
+    GlobalView, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec, PendingCancel,
+    PublishOutcome, Staged, Versioned,
+};
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,
-    head_of,
+    check_supplied, head_of,
 };
 /// The definition of tool `name` in a run: the spec's, else the one recorded for a tool an
 /// MCP server added after the run started (revision 4). Call it to show the model a request's
@@ -75,6 +83,10 @@ pub use offer::tool as offered_tool;
 pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
+pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
+pub use session::{
+    CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow,
+};
 pub use settings::{MAX_STOP_SEQUENCES, ModelSettings, ReasoningEffort, ReasoningSettings};
 pub use spec::{
     ADDED_TOOLS_SEMANTICS, AgentSpec, Backoff, DEFAULT_COOLDOWN_MS, DEFAULT_CORRECTION_BUDGET,
@@ -85,7 +97,8 @@ pub use spec::{
 };
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,
-    ToolResult,
+    ToolResult, Transfer,
 };
 pub use step::{Note, Transition, step};
+pub use summary::{Summaries, SummaryJob};
 pub use table::{Edge, EdgeId, EventKind, StateKind};

@@ -62,6 +62,9 @@ fn added_tool<'a>(run: &'a RunData, name: &str) -> Option<&'a ToolSpec> {
 /// Whether `agent` is granted `name` in `run`: by the spec, or (revision 4) as a tool its
 /// server added that the agent's grants cover (see the module docs).
 pub(crate) fn is_granted(spec: &RunSpec, run: &RunData, agent: &AgentId, name: &str) -> bool {
+    if super::memory::tools::is_memory_tool(spec, name) {
+        return super::memory::tools::is_granted(spec, agent, name);
+    }
     if spec.tool(name).is_some() {
         return spec.is_granted(agent, name);
     }

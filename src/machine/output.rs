@@ -118,6 +118,7 @@ fn answer(
             answer,
             output,
             exhausted: None,
+            transfer: None,
         },
     )
 }

@@ -224,14 +224,7 @@ pub(crate) fn on_handoff(
                 done(run, ErrorClass::for_budget(key), msg),
             );
         }
-        let outcome = Outcome::Completed {
-            answer: answer.map(str::to_owned),
-            output: output.cloned(),
-        };
-        return (
-            EdgeId::HandoffProceedComplete,
-            RunState::Done { run, outcome },
-        );
+        return super::memory::complete(cx, run, from, answer.map(str::to_owned), output.cloned());
     };
     let visits = run.agents.get(&to).map_or(0, |a| a.visits);
     if visits >= plan.max_agent_visits {
@@ -280,6 +273,7 @@ pub(crate) fn on_exhausted_proceed(
                 answer: None,
                 output: None,
                 exhausted: Some(key),
+                transfer: None,
             },
         ),
         Scope::Run => {
@@ -351,8 +345,11 @@ pub(crate) fn on_budget_raised(
         },
         s @ RunState::Preparing { .. } => (EdgeId::PreparingRaise, s),
         s @ RunState::Generating { .. } => (EdgeId::GeneratingRaise, s),
+        s @ RunState::Summarizing { .. } => (EdgeId::SummarizingRaise, s),
+        s @ RunState::Retrieving { .. } => (EdgeId::RetrievingRaise, s),
         s @ RunState::CallingTools { .. } => (EdgeId::CallingToolsRaise, s),
         s @ RunState::AwaitingInput { .. } => (EdgeId::AwaitingInputRaise, s),
+        s @ RunState::Publishing { .. } => (EdgeId::PublishingRaise, s),
         s => (EdgeId::HandoffRaise, s),
     })
 }

@@ -36,7 +36,8 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 2 | routes that give up cool down and the agent returns to its primary at a step boundary once the cooldown ends; a `retry_after` beyond [`MAX_RETRY_AFTER_MS`] gives the route up; retry delays never pass the remaining wall-time budget |
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
 /// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see [`delegation`](super::delegation) |
-pub const SEMANTICS: u32 = 4;
+/// | 5 | a run of a session begins with `SessionStart`, carrying the conversations the session's previous run ended with; what falls out of the window is summarised by a recorded model call (`Summarizing`) — see [`session`](super::session); agents with a retriever call it before every model turn (`Retrieving`) and see its passages as user-position data — see [`retrieval`](super::retrieval). A `transfer_to_<agent>` call hands the sender's conversation over: the run rests in `Handoff` until the executor supplies the sender's messages (`ConversationSupplied`, checked against the conversation's head), and the receiver continues them after its own system prompt (see [`child`](super::child)). A child's result (`ChildFinished`) names the child's last receipt and history tip and gets a receipt of its own; a spec may have `[memory]`: agent, shared and global memory, the `remember`/`recall`/`forget` tools answered by the machine, injected memory recorded in each model request, and global writes published when the run completes (`Publishing`) — see [`memory`](super::memory) |
+pub const SEMANTICS: u32 = 5;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
 /// grant may then be `SERVER__*` (all of that server's tools, now and later).
@@ -93,6 +94,19 @@ pub struct Spec {
     /// file it came from again and its sealed head covers it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spec_delegates: Vec<SpecDelegate>,
+    /// For a run of a session (revision 5): the session, the run's place in it, the run whose
+    /// conversations it continues, and the window. Stored with the spec, so the run's sealed
+    /// head, and so `verify`, covers the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::session::SessionSpec>,
+    /// Which agents call the retriever before each model turn (revision 5). The program it
+    /// runs is part of the setup, not of the machine's spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retriever: Option<super::retrieval::RetrieverSpec>,
+    /// Memory scopes and the memory tools (revision 5); `None`: the agents remember only
+    /// their conversations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<super::memory::MemorySpec>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -117,6 +131,9 @@ impl Default for Spec {
             depth: 0,
             delegated_by: None,
             spec_delegates: Vec::new(),
+            session: None,
+            retriever: None,
+            memory: None,
         }
     }
 }
@@ -395,6 +412,7 @@ impl RunSpec {
             });
         }
 
+        super::memory::spec::validate(&spec)?;
         let mut tool_index = BTreeMap::new();
         let mut validators = Vec::with_capacity(spec.tools.len());
         for (i, tool) in spec.tools.iter().enumerate() {
@@ -502,6 +520,13 @@ impl RunSpec {
                             }
                             continue;
                         }
+                        if spec.memory.is_some()
+                            && super::memory::TOOL_NAMES.contains(&name.as_str())
+                        {
+                            // A memory tool (revision 5): granted by name, defined by the
+                            // machine.
+                            continue;
+                        }
                         let Some(&t) = tool_index.get(name) else {
                             return Err(SpecError::UnknownTool {
                                 path: format!("{path}.tools[{g}]"),
@@ -561,6 +586,8 @@ impl RunSpec {
             RunSpec::compile(s.clone(), names).map(drop)
         })?;
         super::delegation::validate(&spec, &agent_index, &tool_index)?;
+        super::session::validate(&spec, &agent_index)?;
+        super::retrieval::validate(&spec, &agent_index)?;
         // An agent a run can be handed over to by tool call may end it: its answer completes
         // the run when no plan edge routes it on.
         let mut plan = plan;
@@ -652,6 +679,8 @@ impl RunSpec {
         spec.on_exhausted = RunOnExhausted::Fail;
         spec.depth = *depth;
         spec.delegated_by = Some(id.clone());
+        // A child run is part of its parent's work, not a run of the parent's session.
+        spec.session = None;
         for a in &mut spec.agents {
             a.delegation.max_depth = a.delegation.max_depth.min(cap);
             a.on_exhausted = OnExhausted::Handoff;
@@ -681,13 +710,14 @@ impl RunSpec {
     }
 
     /// The definition a model is shown for the tool offered as `name`: a declared tool, or
-    /// (revision 4) the `delegate_…`/`transfer_to_…` tool of an agent's delegate or handoff.
+    /// (revision 4) the `delegate_…`/`transfer_to_…` tool of an agent's delegate or handoff, or
+    /// (revision 5) a memory tool.
     pub fn offered_tool(&self, name: &str) -> Option<std::borrow::Cow<'_, ToolSpec>> {
         match self.tool(name) {
             Some(t) => Some(std::borrow::Cow::Borrowed(t)),
-            None => {
-                super::delegation::definition(&self.spec.agents, name).map(std::borrow::Cow::Owned)
-            }
+            None => super::delegation::definition(&self.spec.agents, name)
+                .or_else(|| super::memory::tools::definition(&self.spec, name))
+                .map(std::borrow::Cow::Owned),
         }
     }
 

@@ -127,6 +127,15 @@ pub enum SpecError {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// `[memory]` is wrong (revision, the global name, injected scopes, caps, a tool named
+    /// like a memory tool).
+    #[error("{path}: {reason}")]
+    BadMemory {
+        /// Field path.
+        path: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A `when` condition does not compile.
     #[error("{path}: {reason}")]
     BadCondition {
@@ -155,7 +164,8 @@ impl SpecError {
             | SpecError::UnknownAgent { path, .. }
             | SpecError::UnreachableExit { path, .. }
             | SpecError::BadCondition { path, .. }
-            | SpecError::BadDelegation { path, .. } => path,
+            | SpecError::BadDelegation { path, .. }
+            | SpecError::BadMemory { path, .. } => path,
         }
     }
 }

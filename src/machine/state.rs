@@ -38,6 +38,24 @@ pub enum RunState {
         /// The outstanding call.
         call: ModelCall,
     },
+    /// A session run writes the summary of what fell out of an agent's window (revision 5; see
+    /// [`session`](super::session)): a `CallModel` for it is outstanding.
+    Summarizing {
+        /// Run data.
+        run: RunData,
+        /// The outstanding summary call.
+        call: ModelCall,
+        /// The summaries still to write, the one being written first.
+        summaries: super::summary::Summaries,
+    },
+    /// The active agent's retriever is asked for passages before its model turn (revision 5;
+    /// see [`retrieval`](super::retrieval)): a `Retrieve` effect is outstanding.
+    Retrieving {
+        /// Run data.
+        run: RunData,
+        /// The `Retrieve` effect.
+        effect: EffectRef,
+    },
     /// Tool calls are outstanding; the batch holds the results that have arrived.
     CallingTools {
         /// Run data.
@@ -69,6 +87,11 @@ pub enum RunState {
         /// Set when it finished because this budget ran out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exhausted: Option<BudgetKey>,
+        /// Revision 5: it handed the run over by a `transfer_to_<agent>` call. The run waits
+        /// here for its conversation's messages ([`RunState::wants_conversation`]), which the
+        /// receiver continues; `Proceed` does not apply.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        transfer: Option<Transfer>,
     },
     /// A cap was hit before a model call.
     BudgetExhausted {
@@ -81,6 +104,28 @@ pub enum RunState {
         /// True when the policy is `pause`: the run rests here until `BudgetRaised`.
         resting: bool,
     },
+    /// An exit agent answered and the run staged global memory writes (revision 5): the
+    /// `PublishMemory` effect is outstanding. The run completes when its answer says the
+    /// writes were published; when they were refused it goes back to the writer (see
+    /// [`memory`](super::memory)).
+    Publishing {
+        /// Run data.
+        run: RunData,
+        /// The agent whose answer completes the run.
+        from: AgentId,
+        /// Its final answer, if it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// Its structured output, for agents with an output schema.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+        /// The `PublishMemory` effect.
+        effect: EffectRef,
+        /// A cancel that arrived while publishing: it takes effect only if the publish is
+        /// refused (a publish that was applied cannot be taken back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cancel: Option<super::memory::PendingCancel>,
+    },
     /// Terminal. Every event is refused.
     Done {
         /// Run data at the end.
@@ -88,6 +133,16 @@ pub enum RunState {
         /// How it ended.
         outcome: Outcome,
     },
+}
+
+/// A handover by tool call waiting for the sender's conversation (revision 5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// The agent the run is handed to.
+    pub to: AgentId,
+    /// The sender's note for it (empty when none was given).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// How a run ended.
@@ -147,6 +202,11 @@ pub struct RunData {
     /// [`EventBody::ToolsListed`](super::EventBody::ToolsListed).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub catalogs: BTreeMap<String, ListedTools>,
+    /// What the run's agents remember (revision 5; empty before): per-agent and shared notes,
+    /// and the run's view of its global memory with the writes it has staged. See
+    /// [`memory`](super::memory).
+    #[serde(default, skip_serializing_if = "super::memory::Memory::is_empty")]
+    pub memory: super::memory::Memory,
 }
 
 /// One MCP server's tool list as recorded.
@@ -180,6 +240,10 @@ pub struct AgentRun {
     pub strikes: u32,
     /// Route in use: the first one not cooling down, chosen again at every step boundary.
     pub route: u32,
+    /// Its conversation was opened from a session's history (revision 5): it has its system
+    /// prompt already, so its first activation adds only the user message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seeded: bool,
 }
 
 /// The outstanding model call.
@@ -311,10 +375,13 @@ impl RunState {
             RunState::Created => StateKind::Created,
             RunState::Preparing { .. } => StateKind::Preparing,
             RunState::Generating { .. } => StateKind::Generating,
+            RunState::Summarizing { .. } => StateKind::Summarizing,
+            RunState::Retrieving { .. } => StateKind::Retrieving,
             RunState::CallingTools { .. } => StateKind::CallingTools,
             RunState::AwaitingInput { .. } => StateKind::AwaitingInput,
             RunState::Handoff { .. } => StateKind::Handoff,
             RunState::BudgetExhausted { .. } => StateKind::BudgetExhausted,
+            RunState::Publishing { .. } => StateKind::Publishing,
             RunState::Done { .. } => StateKind::Done,
         }
     }
@@ -325,10 +392,13 @@ impl RunState {
             RunState::Created => None,
             RunState::Preparing { run }
             | RunState::Generating { run, .. }
+            | RunState::Summarizing { run, .. }
+            | RunState::Retrieving { run, .. }
             | RunState::CallingTools { run, .. }
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
+            | RunState::Publishing { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -338,10 +408,13 @@ impl RunState {
             RunState::Created => None,
             RunState::Preparing { run }
             | RunState::Generating { run, .. }
+            | RunState::Summarizing { run, .. }
+            | RunState::Retrieving { run, .. }
             | RunState::CallingTools { run, .. }
             | RunState::AwaitingInput { run, .. }
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
+            | RunState::Publishing { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -361,9 +434,28 @@ impl RunState {
         matches!(
             self,
             RunState::Preparing { .. }
-                | RunState::Handoff { .. }
+                | RunState::Handoff { transfer: None, .. }
                 | RunState::BudgetExhausted { resting: false, .. }
         )
+    }
+
+    /// The conversation whose messages the executor must supply next, in a
+    /// [`ConversationSupplied`](super::EventBody::ConversationSupplied) event, and whose it is:
+    /// the sender's, once a transfer (revision 5) handed the run over. The executor reads the
+    /// bodies from where it keeps conversations (the store files each message under its
+    /// head); the machine checks them against this reference before it uses them, so a
+    /// supplied list that is not this conversation is refused, never copied. `None` when the
+    /// state waits for no conversation.
+    pub fn wants_conversation(&self) -> Option<(&AgentId, ConversationRef)> {
+        match self {
+            RunState::Handoff {
+                run,
+                from,
+                transfer: Some(_),
+                ..
+            } => run.agents.get(from).map(|a| (from, a.conversation)),
+            _ => None,
+        }
     }
 
     /// The outcome, once done.
@@ -378,7 +470,12 @@ impl RunState {
     /// history, e.g. when a fork must perform its parent's outstanding effects).
     pub fn outstanding(&self) -> Vec<EffectRef> {
         match self {
-            RunState::Generating { call, .. } => vec![call.effect],
+            RunState::Generating { call, .. } | RunState::Summarizing { call, .. } => {
+                vec![call.effect]
+            }
+            RunState::Retrieving { effect, .. } | RunState::Publishing { effect, .. } => {
+                vec![*effect]
+            }
             RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
                 .slots
                 .iter()

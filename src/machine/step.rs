@@ -10,8 +10,8 @@ use super::ids::{AgentId, EffectRef, Hlc, RunId};
 use super::message::{Appended, Message};
 use super::spec::RunSpec;
 use super::state::{AgentRun, ModelCall, Outcome, RunData, RunState};
-use super::table::{EdgeId, StateKind};
-use super::{batch, child, delegation, offer, route};
+use super::table::{EdgeId, EventKind, StateKind};
+use super::{batch, child, delegation, offer, retrieval, route, session, summary};
 
 /// What one event did: the next state, the effects to perform once this transition is
 /// durable, the messages appended to conversations, and trace notes.
@@ -117,6 +117,26 @@ pub enum Note {
         /// Its visits so far.
         visits: u32,
     },
+    /// A session run's summary of what fell out of an agent's window was written (revision 5).
+    SessionSummarized {
+        /// Whose history it summarises.
+        agent: AgentId,
+        /// Who wrote it.
+        by: AgentId,
+    },
+    /// A cap was reached before a session run's summary could be written: the agent's window
+    /// is kept without a new summary (revision 5).
+    SessionSummarySkipped {
+        /// Whose history was not summarised.
+        agent: AgentId,
+    },
+    /// The retriever failed; the turn goes on without passages (revision 5).
+    RetrievalFailed {
+        /// The agent whose turn it was.
+        agent: AgentId,
+        /// What went wrong.
+        error: String,
+    },
 }
 
 /// Applies `event` to `state` under `spec`.
@@ -136,23 +156,73 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut cx = Cx::new(event, spec, state.seq() + 1);
     let (edge, mut next) = match (state, &event.body) {
+        (RunState::Publishing { .. }, EventBody::CancelRequested { reason }) => {
+            super::memory::on_cancel(state, reason)
+        }
         (_, EventBody::CancelRequested { reason }) => {
             let run = state.data().cloned().unwrap_or_default();
             let edge = match from {
                 StateKind::Created => EdgeId::CreatedCancel,
                 StateKind::Preparing => EdgeId::PreparingCancel,
                 StateKind::Generating => EdgeId::GeneratingCancel,
+                StateKind::Summarizing => EdgeId::SummarizingCancel,
+                StateKind::Retrieving => EdgeId::RetrievingCancel,
                 StateKind::CallingTools => EdgeId::CallingToolsCancel,
                 StateKind::AwaitingInput => EdgeId::AwaitingInputCancel,
                 StateKind::Handoff => EdgeId::HandoffCancel,
-                StateKind::BudgetExhausted | StateKind::Done => EdgeId::BudgetExhaustedCancel,
+                StateKind::BudgetExhausted | StateKind::Publishing | StateKind::Done => {
+                    EdgeId::BudgetExhaustedCancel
+                }
             };
             let outcome = Outcome::Cancelled {
                 reason: reason.clone(),
             };
             (edge, RunState::Done { run, outcome })
         }
-        (RunState::Created, EventBody::Start { goal }) => start(&mut cx, goal),
+        (RunState::Created, EventBody::Start { goal }) => {
+            session::refuse_plain_start(&cx)?;
+            start(&mut cx, goal)
+        }
+        (RunState::Created, EventBody::SessionStart { goal, seed }) => {
+            session::on_start(&mut cx, goal, seed)?
+        }
+        (
+            RunState::Summarizing {
+                run,
+                call,
+                summaries,
+            },
+            EventBody::ModelReplied { effect, reply, .. },
+        ) => {
+            check_call(from, call, effect)?;
+            summary::on_summary(&mut cx, run.clone(), summaries.clone(), reply)
+        }
+        (
+            RunState::Summarizing {
+                run,
+                call,
+                summaries,
+            },
+            EventBody::ModelFailed { effect, failure },
+        ) => {
+            check_call(from, call, effect)?;
+            summary::on_summary_failed(&mut cx, run.clone(), call, summaries.clone(), failure)
+        }
+        (
+            RunState::Retrieving { run, effect },
+            EventBody::Retrieved {
+                effect: answered,
+                retrieval,
+            },
+        ) => {
+            if !effect.matches(answered) {
+                return Err(MachineError::UnknownEffect {
+                    state: from,
+                    effect: answered.clone(),
+                });
+            }
+            retrieval::on_retrieved(&mut cx, run.clone(), retrieval)
+        }
         (RunState::Preparing { run }, EventBody::Proceed) => prepare(&mut cx, run.clone()),
         (
             RunState::Preparing { run },
@@ -163,6 +233,36 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 added,
             },
         ) => offer::on_tools_listed(&cx, run.clone(), server, *catalog, tools, added)?,
+        (RunState::Preparing { run }, EventBody::MemoryLoaded { name, entries, .. }) => {
+            super::memory::on_loaded(&cx, run.clone(), name, entries)?
+        }
+        (
+            RunState::Publishing {
+                run,
+                answer,
+                output,
+                effect: publish,
+                cancel,
+                ..
+            },
+            EventBody::MemoryPublished {
+                effect, outcome, ..
+            },
+        ) => {
+            let publishing = super::memory::Publishing {
+                answer,
+                output,
+                effect: *publish,
+                cancel,
+            };
+            super::memory::on_published(&mut cx, run.clone(), publishing, effect, outcome)?
+        }
+        (RunState::Publishing { .. }, EventBody::Edited { .. }) => {
+            return Err(MachineError::EditDoesNotApply(
+                "the run is publishing its global memory at this step; fork from an earlier step"
+                    .into(),
+            ));
+        }
         (RunState::Generating { run, call }, EventBody::ModelReplied { effect, reply, .. }) => {
             check_call(from, call, effect)?;
             batch::on_reply(&mut cx, run.clone(), reply)
@@ -178,9 +278,10 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
             EventBody::InputProvided { effect, input },
         ) => batch::on_input(&mut cx, from, run.clone(), batch.clone(), effect, input)?,
-        (RunState::CallingTools { run, batch }, EventBody::ChildFinished { effect, report }) => {
-            child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?
-        }
+        (
+            RunState::CallingTools { run, batch },
+            EventBody::ChildFinished { effect, report, .. },
+        ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
@@ -193,10 +294,22 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         (
             RunState::Handoff {
                 run,
+                from,
+                transfer: Some(transfer),
+                ..
+            },
+            EventBody::ConversationSupplied { agent, messages },
+        ) => {
+            child::on_conversation_supplied(&mut cx, run.clone(), from, transfer, agent, messages)?
+        }
+        (
+            RunState::Handoff {
+                run,
                 from: agent,
                 answer,
                 output,
                 exhausted,
+                transfer: None,
             },
             EventBody::Proceed,
         ) => route::on_handoff(
@@ -216,7 +329,14 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             },
             EventBody::Proceed,
         ) => route::on_exhausted_proceed(run.clone(), scope, *key),
-        (_, EventBody::Edited { edits }) if from != StateKind::Created => {
+        // A fork edits at a step boundary or around tools; a summary or retrieval outstanding
+        // is answered first (fork one step later).
+        (_, EventBody::Edited { edits })
+            if !matches!(
+                from,
+                StateKind::Created | StateKind::Summarizing | StateKind::Retrieving
+            ) =>
+        {
             super::edit::apply(&mut cx, state, edits)?
         }
         _ => {
@@ -233,6 +353,14 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut edge = edge;
     if !next.is_done() && seq >= spec.spec().max_transitions {
+        // A publish in flight decides the run's end (revision 5): only its answer may take
+        // the run on from `Publishing`, and a refusal (nothing written) is capped below.
+        if from == StateKind::Publishing && on != EventKind::MemoryPublished {
+            return Err(MachineError::InvalidTransition {
+                state: from,
+                event: on,
+            });
+        }
         let run = next.data().cloned().unwrap_or_default();
         let error = Failure::new(
             ErrorClass::TransitionCap,
@@ -248,10 +376,12 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         cx.effects.clear();
         // `any.transition_cap` covers every started state; a cap of 1 is reached by `Start`
         // itself, which has its own edge (`Created` is not a started state).
-        edge = if from == StateKind::Created {
-            EdgeId::CreatedTransitionCap
-        } else {
-            EdgeId::AnyTransitionCap
+        edge = match (from, on) {
+            (StateKind::Created, EventKind::SessionStart) => {
+                EdgeId::CreatedSessionStartTransitionCap
+            }
+            (StateKind::Created, _) => EdgeId::CreatedTransitionCap,
+            _ => EdgeId::AnyTransitionCap,
         };
     }
 
@@ -401,6 +531,13 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
     if let Some(a) = spec_agent {
         tools.extend(delegation::offered_names(a));
     }
+    tools.extend(super::memory::tools::offered_names(cx.spec, agent));
+    let memory = cx
+        .spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| super::memory::injected_text(&run.memory, &m.inject, agent));
     ModelRequest {
         provider: r.map(|r| r.provider.clone()).unwrap_or_default(),
         model: r.map(|r| r.model.clone()).unwrap_or_default(),
@@ -409,10 +546,21 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         tools,
         remaining,
         catalogs,
+        summary: false,
+        memory,
     }
 }
 
 fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
+    let mut run = begin(cx, goal);
+    let entry = cx.spec.plan().entry.clone();
+    activate(cx, &mut run, &entry, goal.to_owned());
+    (EdgeId::CreatedStart, RunState::Preparing { run })
+}
+
+/// The run data of a run beginning now toward `goal`: every agent of the spec with its
+/// budgets, nobody activated yet.
+pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
     let spec = cx.spec;
     let mut run = RunData {
         seq: cx.seq,
@@ -424,6 +572,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
         limits: spec.spec().limits,
         cooldowns: Default::default(),
         catalogs: Default::default(),
+        memory: Default::default(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(
@@ -434,9 +583,7 @@ fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
             }),
         );
     }
-    let entry = spec.plan().entry.clone();
-    activate(cx, &mut run, &entry, goal.to_owned());
-    (EdgeId::CreatedStart, RunState::Preparing { run })
+    run
 }
 
 /// Makes `agent` active: first visit gets its system prompt, every visit gets `user_text`.
@@ -451,6 +598,8 @@ pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user
         return;
     };
     let first = a.visits == 0;
+    // An agent whose conversation a session opened has its system prompt already.
+    let prompted = a.seeded;
     a.visits += 1;
     a.strikes = 0;
     a.route = 0;
@@ -458,7 +607,7 @@ pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user
         a.first_active_at = at;
     }
     run.active = agent.clone();
-    if first && !system.is_empty() {
+    if first && !prompted && !system.is_empty() {
         cx.append(
             run,
             agent,
@@ -488,15 +637,23 @@ fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (EdgeId, RunState) {
             },
         );
     }
-    let route = if cx.spec.spec().semantics >= 2 {
-        route::choose_route(cx, &mut run)
-    } else {
-        // Revision 1: the route an agent fell back to stays for the rest of its activation.
-        run.agents.get(&run.active).map_or(0, |a| a.route)
-    };
-    let call = cx.call_model(&run, route, 1, None);
+    if retrieval::retrieves(cx.spec, &run.active) {
+        return retrieval::begin(cx, run);
+    }
+    let call = model_turn(cx, &mut run);
     (
         EdgeId::PreparingProceedCall,
         RunState::Generating { run, call },
     )
+}
+
+/// Emits the active agent's `CallModel` for a new turn, on the route a step boundary chooses.
+pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> ModelCall {
+    let route = if cx.spec.spec().semantics >= 2 {
+        route::choose_route(cx, run)
+    } else {
+        // Revision 1: the route an agent fell back to stays for the rest of its activation.
+        run.agents.get(&run.active).map_or(0, |a| a.route)
+    };
+    cx.call_model(run, route, 1, None)
 }

@@ -65,10 +65,13 @@ kinds! {
         Created = ("Created", "created"), #[doc = "See [`RunState::Created`](super::RunState::Created)."]
         Preparing = ("Preparing", "preparing"), #[doc = "See [`RunState::Preparing`](super::RunState::Preparing)."]
         Generating = ("Generating", "generating"), #[doc = "See [`RunState::Generating`](super::RunState::Generating)."]
+        Summarizing = ("Summarizing", "summarizing"), #[doc = "See [`RunState::Summarizing`](super::RunState::Summarizing)."]
+        Retrieving = ("Retrieving", "retrieving"), #[doc = "See [`RunState::Retrieving`](super::RunState::Retrieving)."]
         CallingTools = ("CallingTools", "calling_tools"), #[doc = "See [`RunState::CallingTools`](super::RunState::CallingTools)."]
         AwaitingInput = ("AwaitingInput", "awaiting_input"), #[doc = "See [`RunState::AwaitingInput`](super::RunState::AwaitingInput)."]
         Handoff = ("Handoff", "handoff"), #[doc = "See [`RunState::Handoff`](super::RunState::Handoff)."]
         BudgetExhausted = ("BudgetExhausted", "budget_exhausted"), #[doc = "See [`RunState::BudgetExhausted`](super::RunState::BudgetExhausted)."]
+        Publishing = ("Publishing", "publishing"), #[doc = "See [`RunState::Publishing`](super::RunState::Publishing)."]
         Done = ("Done", "done"), #[doc = "See [`RunState::Done`](super::RunState::Done)."]
     }
 }
@@ -89,6 +92,11 @@ kinds! {
         Edited = ("Edited", "edited"), #[doc = "`Edited`."]
         ToolsListed = ("ToolsListed", "tools_listed"), #[doc = "`ToolsListed`."]
         ChildFinished = ("ChildFinished", "child_finished"), #[doc = "`ChildFinished`."]
+        ConversationSupplied = ("ConversationSupplied", "conversation_supplied"), #[doc = "`ConversationSupplied`."]
+        MemoryLoaded = ("MemoryLoaded", "memory_loaded"), #[doc = "`MemoryLoaded`."]
+        MemoryPublished = ("MemoryPublished", "memory_published"), #[doc = "`MemoryPublished`."]
+        SessionStart = ("SessionStart", "session_start"), #[doc = "`SessionStart`."]
+        Retrieved = ("Retrieved", "retrieved"), #[doc = "`Retrieved`."]
     }
 }
 
@@ -211,6 +219,8 @@ edges! {
         "the only call is transfer_to_<agent> (revision 4): that agent is activated with the goal and the note";
     GeneratingRepliedTransferCycle = "generating.replied.transfer_cycle": Generating --ModelReplied--> Done,
         "a transfer to an agent that has used max_agent_visits: fails with handoff_cycle";
+    GeneratingRepliedTransferCarry = "generating.replied.transfer_carry": Generating --ModelReplied--> Handoff,
+        "the only call is transfer_to_<agent> (revision 5): it is answered in the sender's conversation, and the run waits for that conversation's messages";
     GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
         "retryable failure: the same call again with attempt + 1 after backoff";
     GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,
@@ -299,6 +309,8 @@ edges! {
         "fork edits are applied at a step boundary";
     HandoffCancel = "handoff.cancel": Handoff --CancelRequested--> Done,
         "cancelled at a step boundary";
+    HandoffConversationTransfer = "handoff.conversation.transfer": Handoff --ConversationSupplied--> Preparing,
+        "the sender's messages arrived and match its conversation's head (revision 5): the receiver continues them after its own system prompt, then reads the note";
     BudgetExhaustedProceedHandoff = "budget_exhausted.proceed.handoff": BudgetExhausted --Proceed--> Handoff,
         "on_exhausted = handoff: the agent counts as finished";
     BudgetExhaustedProceedFail = "budget_exhausted.proceed.fail": BudgetExhausted --Proceed--> Done,
@@ -313,8 +325,52 @@ edges! {
         "fork edits lifted the cap: the agent goes on";
     BudgetExhaustedCancel = "budget_exhausted.cancel": BudgetExhausted --CancelRequested--> Done,
         "cancelled while out of budget";
+    PreparingMemoryLoaded = "preparing.memory_loaded": Preparing --MemoryLoaded--> Preparing,
+        "the run's view of its global memory is recorded (revision 5): what recall, remember and injection see of it";
+    HandoffProceedPublish = "handoff.proceed.publish": Handoff --Proceed--> Publishing,
+        "an exit answered and the run staged global memory writes (revision 5): PublishMemory is emitted";
+    PublishingPublishedComplete = "publishing.published.complete": Publishing --MemoryPublished--> Done,
+        "every staged write was published in one transaction: completed with the answer";
+    PublishingPublishedConflict = "publishing.published.conflict": Publishing --MemoryPublished--> Preparing,
+        "the publish was refused (another run changed a written key): nothing was written; the writer is told, with the current values";
+    PublishingPublishedCancelled = "publishing.published.cancelled": Publishing --MemoryPublished--> Done,
+        "the publish was refused and a cancel waited for it: cancelled, nothing was written";
+    PublishingCancel = "publishing.cancel": Publishing --CancelRequested--> Publishing,
+        "a cancel while publishing waits for the publish: it wins only if the publish is refused";
+    PublishingRaise = "publishing.raise": Publishing --BudgetRaised--> Publishing,
+        "a cap is raised";
     AnyTransitionCap = "any.transition_cap": any --any--> Done,
         "the run reached max_transitions: fails with transition_cap (a cancel still wins)";
+    CreatedSessionStart = "created.session_start": Created --SessionStart--> Preparing,
+        "a session run begins (revision 5): each agent's carried conversation opens its conversation, cut to its window (nothing fell out, or a cap stops summaries); the entry agent gets the goal";
+    CreatedSessionStartSummarize = "created.session_start.summarize": Created --SessionStart--> Summarizing,
+        "a session run begins and messages fall out of an agent's window: CallModel asks for the summary";
+    CreatedSessionStartTransitionCap = "created.session_start.transition_cap": Created --SessionStart--> Done,
+        "max_transitions = 1: the session run fails with transition_cap as it starts";
+    SummarizingRepliedNext = "summarizing.replied.next": Summarizing --ModelReplied--> Summarizing,
+        "the summary opens the agent's conversation before its window; the next agent's summary is asked for";
+    SummarizingRepliedDone = "summarizing.replied.done": Summarizing --ModelReplied--> Preparing,
+        "the last summary is placed; the entry agent gets the goal";
+    SummarizingFailedRetry = "summarizing.failed.retry": Summarizing --ModelFailed--> Summarizing,
+        "the summary call is retried after its backoff, or made on the writer's next route";
+    SummarizingFailedExhausted = "summarizing.failed.exhausted": Summarizing --ModelFailed--> Preparing,
+        "a cap is reached before the summary could be retried: the windows are placed without new summaries; the entry agent gets the goal";
+    SummarizingFailedFail = "summarizing.failed.fail": Summarizing --ModelFailed--> Done,
+        "every route of the summary's writer gave up: fails with the provider error class";
+    SummarizingRaise = "summarizing.raise": Summarizing --BudgetRaised--> Summarizing,
+        "a cap is raised";
+    SummarizingCancel = "summarizing.cancel": Summarizing --CancelRequested--> Done,
+        "cancelled while a summary is written";
+    PreparingProceedRetrieve = "preparing.proceed.retrieve": Preparing --Proceed--> Retrieving,
+        "budgets allow a turn of an agent with a retriever (revision 5): Retrieve is emitted first";
+    RetrievingRetrievedCall = "retrieving.retrieved.call": Retrieving --Retrieved--> Generating,
+        "the passages (if any) are appended as a user-position data message; CallModel is emitted";
+    RetrievingRetrievedExhausted = "retrieving.retrieved.exhausted": Retrieving --Retrieved--> BudgetExhausted,
+        "the passages are appended, but a cap was reached meanwhile: no model call is made";
+    RetrievingRaise = "retrieving.raise": Retrieving --BudgetRaised--> Retrieving,
+        "a cap is raised";
+    RetrievingCancel = "retrieving.cancel": Retrieving --CancelRequested--> Done,
+        "cancelled while the retriever runs";
 }
 
 impl EdgeId {
@@ -556,6 +612,33 @@ mod tests {
             "calling_tools.child.wait",
             "calling_tools.child.input",
             "calling_tools.child.done",
+            // Revision 5 (a transfer carries the conversation).
+            "generating.replied.transfer_carry",
+            "handoff.conversation.transfer",
+            // Revision 5 (memory).
+            "preparing.memory_loaded",
+            "handoff.proceed.publish",
+            "publishing.published.complete",
+            "publishing.published.conflict",
+            "publishing.published.cancelled",
+            "publishing.cancel",
+            "publishing.raise",
+            // Revision 5 (sessions and the retriever).
+            "created.session_start",
+            "created.session_start.summarize",
+            "created.session_start.transition_cap",
+            "summarizing.replied.next",
+            "summarizing.replied.done",
+            "summarizing.failed.retry",
+            "summarizing.failed.exhausted",
+            "summarizing.failed.fail",
+            "summarizing.raise",
+            "summarizing.cancel",
+            "preparing.proceed.retrieve",
+            "retrieving.retrieved.call",
+            "retrieving.retrieved.exhausted",
+            "retrieving.raise",
+            "retrieving.cancel",
         ];
         for name in released {
             assert!(EdgeId::parse(name).is_some(), "{name} is gone");

@@ -52,16 +52,64 @@ pub struct ProviderRequest {
     /// The agent's output schema: ask for structured output matching it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// Which run asks, and where it sits in its delegation tree. Not part of what a provider
+    /// sends: a cassette uses it to record and replay each delegated child's calls in the
+    /// child's own section.
+    #[serde(skip)]
+    pub origin: RequestOrigin,
+}
+
+/// Where a model request comes from (see [`ProviderRequest::origin`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestOrigin {
+    /// The asking run (`None` when the caller is not a run, e.g. a direct provider call).
+    pub run: Option<crate::machine::RunId>,
+    /// Its place in its delegation tree: empty for a run nobody delegated; for a child, the
+    /// `SEQ.INDEX` of each delegating effect from the top run down, joined by dots (`3.0`,
+    /// `3.0.5.1`). The same whatever ids the runs have.
+    pub path: String,
 }
 
 impl ProviderRequest {
-    /// How many assistant messages the conversation holds: the index of the turn being asked
-    /// for (0 for the first).
+    /// How many assistant messages of the conversation the asking agent wrote: the index of
+    /// its turn being asked for (0 for the first). A conversation handed over by transfers
+    /// (revision 5) holds other agents' turns too: it is cut at each handover — the
+    /// `transfer_to_<agent>` result followed by the `[transfer from <sender>]` note the machine
+    /// writes — and only the stretches written by this agent count (the stretch before a
+    /// handover is the sender's, the one after it the receiver's). Without handovers every
+    /// assistant message counts.
     pub fn turn(&self) -> usize {
-        self.messages
-            .iter()
-            .filter(|m| m.role == crate::machine::Role::Assistant)
-            .count()
+        use crate::machine::{Role, TRANSFER_PREFIX};
+        let messages = self.messages.as_slice();
+        // (index of the note, sender, receiver) of each handover, in order.
+        let handovers: Vec<(usize, &str, &str)> = messages
+            .windows(2)
+            .enumerate()
+            .filter_map(|(i, pair)| {
+                let [result, note] = pair else { return None };
+                let to = result.name.as_deref()?.strip_prefix(TRANSFER_PREFIX)?;
+                let from = note
+                    .content
+                    .as_deref()?
+                    .strip_prefix("[transfer from ")?
+                    .split(']')
+                    .next()?;
+                (result.role == Role::Tool && note.role == Role::User).then_some((i + 1, from, to))
+            })
+            .collect();
+        let me = self.agent.as_str();
+        let mut author = handovers.first().map_or(me, |h| h.1);
+        let mut next = handovers.iter().peekable();
+        let mut turns = 0;
+        for (i, m) in messages.iter().enumerate() {
+            if let Some((_, _, to)) = next.next_if(|h| h.0 == i) {
+                author = to;
+            }
+            if m.role == Role::Assistant && author == me {
+                turns += 1;
+            }
+        }
+        turns
     }
 }
 
@@ -181,5 +229,68 @@ impl fmt::Display for ProviderError {
 async fn after(latency: Duration) {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Message, Role, ToolCall};
+
+    fn said(text: &str) -> Message {
+        Message::text(Role::Assistant, text)
+    }
+
+    /// `from` hands over to `to`: its transfer call, the answer, the note the machine writes.
+    fn handover(from: &str, to: &str) -> Vec<Message> {
+        vec![
+            Message {
+                content: None,
+                tool_calls: vec![ToolCall {
+                    id: format!("t-{to}"),
+                    name: format!("transfer_to_{to}"),
+                    arguments: serde_json::json!({}),
+                }],
+                ..said("")
+            },
+            Message {
+                tool_call_id: Some(format!("t-{to}")),
+                name: Some(format!("transfer_to_{to}")),
+                ..Message::text(Role::Tool, format!("transferred to {to}"))
+            },
+            Message::text(Role::User, format!("[transfer from {from}]")),
+        ]
+    }
+
+    fn request(agent: &str, messages: Vec<Message>) -> ProviderRequest {
+        ProviderRequest {
+            agent: AgentId::from(agent),
+            messages: Arc::new(messages),
+            ..ProviderRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_turn_counts_only_the_assistant_messages_the_asking_agent_wrote() {
+        let mut m = vec![
+            Message::text(Role::System, "lead"),
+            Message::text(Role::User, "go"),
+        ];
+        m.push(said("one"));
+        assert_eq!(
+            request("lead", m.clone()).turn(),
+            1,
+            "no handover: all count"
+        );
+        m.extend(handover("lead", "reviewer"));
+        m[0] = Message::text(Role::System, "reviewer");
+        assert_eq!(request("reviewer", m.clone()).turn(), 0, "lead's two turns");
+        m.push(said("looks fine"));
+        m.extend(handover("reviewer", "lead"));
+        m[0] = Message::text(Role::System, "lead");
+        // lead: "one" and its transfer call; reviewer's two are not its own.
+        assert_eq!(request("lead", m.clone()).turn(), 2);
+        m.push(said("done"));
+        assert_eq!(request("lead", m).turn(), 3);
     }
 }

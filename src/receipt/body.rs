@@ -27,6 +27,9 @@ pub enum ReceiptKind {
     Model,
     /// A tool call that returned a result (`ToolReturned`).
     Tool,
+    /// A child run's result reaching its parent (`ChildFinished`, revision 5): the receipt
+    /// names where the child's record ends ([`ChildTip`]).
+    Child,
 }
 
 impl fmt::Display for ReceiptKind {
@@ -34,6 +37,7 @@ impl fmt::Display for ReceiptKind {
         f.write_str(match self {
             ReceiptKind::Model => "model turn",
             ReceiptKind::Tool => "tool call",
+            ReceiptKind::Child => "child result",
         })
     }
 }
@@ -61,6 +65,71 @@ pub struct ReceiptDraft {
     pub cost: Option<u64>,
     /// When the result was committed.
     pub hlc: Hlc,
+    /// For a child run's result (kind `child`): where the child's record starts and ends.
+    pub child: Option<ChildTip>,
+}
+
+/// What a parent's receipt for a child run's result names of the child (revision 5), so the
+/// parent's chain commits to the child's whole chain: the link its first receipt hangs from,
+/// its last receipt, and its last step. Fields are declared in RFC 8785 key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildTip {
+    /// The link the child's first receipt hangs from (its `parent_sig`): a receipt of the
+    /// parent's chain; `null` when the parent had none then.
+    pub anchor: Option<String>,
+    /// The chain link of the child's last step (64 hex).
+    pub chain: String,
+    /// The child's last receipt's link; `null` when it has none.
+    pub receipt: Option<String>,
+    /// That receipt's seq (`null` with it).
+    pub receipt_seq: Option<u64>,
+    /// The child run.
+    pub run_id: RunId,
+    /// The child's last step.
+    pub seq: u64,
+}
+
+impl ChildTip {
+    /// Checks the fields are well formed (what [`ReceiptBody::validate`] asks of a child's).
+    fn validate(&self) -> Result<(), FieldError> {
+        let id = self.run_id.as_str();
+        if id.is_empty() || id.chars().any(char::is_control) {
+            return Err(FieldError::new(
+                "child.run_id",
+                "is empty or holds control characters",
+            ));
+        }
+        if !hex::is_lower_hex(&self.chain, 64) {
+            return Err(FieldError::new(
+                "child.chain",
+                "is not 64 lowercase hex characters",
+            ));
+        }
+        for (field, link) in [
+            ("child.anchor", &self.anchor),
+            ("child.receipt", &self.receipt),
+        ] {
+            if let Some(l) = link
+                && !(hex::is_lower_hex(l, 128) || hex::is_lower_hex(l, 64))
+            {
+                return Err(FieldError::new(
+                    field,
+                    "is neither a signature (128 hex) nor a digest (64 hex)",
+                ));
+            }
+        }
+        if self.receipt.is_some() != self.receipt_seq.is_some() {
+            return Err(FieldError::new(
+                "child.receipt_seq",
+                "must be given exactly when child.receipt is",
+            ));
+        }
+        if self.seq > MAX_SAFE_INTEGER || self.receipt_seq.is_some_and(|s| s > MAX_SAFE_INTEGER) {
+            return Err(FieldError::new("child.seq", "is above 2^53 - 1"));
+        }
+        Ok(())
+    }
 }
 
 /// The signed fields of a receipt. Its canonical JSON ([`ReceiptBody::canonical_bytes`]) is
@@ -89,12 +158,19 @@ pub struct ReceiptBody {
     pub hlc: Hlc,
     /// The previous receipt's [`Receipt::link`]; `null` for the first receipt of a chain.
     pub parent_sig: Option<String>,
+    /// For a child run's result (kind `child`, revision 5): what it names of the child. Left
+    /// out of the JSON (and of what is signed) for every other receipt, so receipts written
+    /// before it existed read and verify unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<ChildTip>,
 }
 
 /// The body's fields in RFC 8785 key order (sorted by UTF-16 code units; all ASCII here).
 #[derive(Serialize)]
 struct CanonicalBody<'a> {
     agent: &'a AgentId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    child: Option<&'a ChildTip>,
     cost: Option<u64>,
     hlc: HlcText,
     kind: ReceiptKind,
@@ -163,6 +239,7 @@ impl ReceiptBody {
             cost: draft.cost,
             hlc: draft.hlc,
             parent_sig,
+            child: draft.child,
         }
     }
 
@@ -178,10 +255,14 @@ impl ReceiptBody {
             && self
                 .usage
                 .as_ref()
-                .is_none_or(|u| !has_float(u) && numbers_are_exact(u));
+                .is_none_or(|u| !has_float(u) && numbers_are_exact(u))
+            && self.child.as_ref().is_none_or(|c| {
+                c.seq <= MAX_SAFE_INTEGER && c.receipt_seq.is_none_or(|s| s <= MAX_SAFE_INTEGER)
+            });
         if exact {
             let canonical = CanonicalBody {
                 agent: &self.agent,
+                child: self.child.as_ref(),
                 cost: self.cost,
                 hlc: HlcText(self.hlc),
                 kind: self.kind,
@@ -254,6 +335,22 @@ impl ReceiptBody {
                 "is neither a signature (128 hex) nor a digest (64 hex)",
             ));
         }
+        match (&self.child, self.kind) {
+            (Some(c), ReceiptKind::Child) => c.validate()?,
+            (None, ReceiptKind::Child) => {
+                return Err(FieldError::new(
+                    "child",
+                    "is missing: a child result's receipt names the child",
+                ));
+            }
+            (Some(_), _) => {
+                return Err(FieldError::new(
+                    "child",
+                    "is given on a receipt that is not a child result's",
+                ));
+            }
+            (None, _) => {}
+        }
         Ok(())
     }
 }
@@ -322,6 +419,14 @@ impl Seal {
         }
     }
 
+    /// [`Seal::link`] without copying it.
+    pub(crate) fn link_str(&self) -> &str {
+        match self {
+            Seal::Ed25519 { signature, .. } => signature,
+            Seal::Unsigned { digest } => digest,
+        }
+    }
+
     /// The signer's public key (hex), for a signed seal.
     pub fn key_id(&self) -> Option<&str> {
         match self {
@@ -381,6 +486,11 @@ impl Receipt {
     /// read from the seal) of an unsigned one. Store it as the chain tip.
     pub fn link(&self) -> String {
         self.seal.link()
+    }
+
+    /// [`Receipt::link`] without copying it.
+    pub(crate) fn link_ref(&self) -> &str {
+        self.seal.link_str()
     }
 
     /// What sealing the next receipt needs of this one.

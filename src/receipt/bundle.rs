@@ -88,6 +88,36 @@ pub fn write_bundle<W: Write>(
 /// Reads a bundle: receipts, and a head line if the file ends with one. A head line anywhere
 /// but last, or any line that is neither, is an error naming its 1-based line number.
 pub fn read_bundle<R: Read>(reader: R) -> Result<Bundle, ReceiptError> {
+    let lines = read_lines(reader)?;
+    let last = lines.len();
+    let mut receipts = Vec::with_capacity(last);
+    let mut head = None;
+    for (i, line) in lines.into_iter().enumerate() {
+        match line {
+            Line::Receipt(r) => receipts.push(*r),
+            Line::Head(h) if i + 1 == last => head = Some(*h),
+            Line::Head(_) => {
+                return Err(ReceiptError::MalformedLine {
+                    line: i + 1,
+                    reason: "a head line must be the file's last line".to_owned(),
+                });
+            }
+        }
+    }
+    Ok(Bundle { receipts, head })
+}
+
+/// One line of an export.
+pub(crate) enum Line {
+    /// A receipt.
+    Receipt(Box<Receipt>),
+    /// A head line.
+    Head(Box<BundleHead>),
+}
+
+/// Every line of an export, each a receipt or a head line; any other line is an error naming
+/// its 1-based line number.
+pub(crate) fn read_lines<R: Read>(reader: R) -> Result<Vec<Line>, ReceiptError> {
     let mut lines = Vec::new();
     let mut reader = BufReader::new(reader);
     loop {
@@ -102,9 +132,7 @@ pub fn read_bundle<R: Read>(reader: R) -> Result<Bundle, ReceiptError> {
         }
         lines.push(buf);
     }
-    let last = lines.len();
-    let mut receipts = Vec::with_capacity(last);
-    let mut head = None;
+    let mut out = Vec::with_capacity(lines.len());
     for (i, buf) in lines.iter().enumerate() {
         let line = i + 1;
         let text = buf.strip_suffix(b"\n").unwrap_or(buf);
@@ -115,20 +143,20 @@ pub fn read_bundle<R: Read>(reader: R) -> Result<Bundle, ReceiptError> {
         }
         let text = std::str::from_utf8(text).map_err(|_| malformed("not UTF-8".to_owned()))?;
         match serde_json::from_str::<Receipt>(text) {
-            Ok(r) => receipts.push(r),
+            Ok(r) => out.push(Line::Receipt(Box::new(r))),
             Err(e) => match serde_json::from_str::<BundleHead>(text) {
-                Ok(h) if h.kind == BUNDLE_HEAD_TYPE && line == last => head = Some(h),
+                Ok(h) if h.kind == BUNDLE_HEAD_TYPE => out.push(Line::Head(Box::new(h))),
                 Ok(_) => {
-                    return Err(malformed(
-                        "a head line must be the file's last line".to_owned(),
-                    ));
+                    return Err(malformed(format!(
+                        "a head-shaped line whose `type` is not `{BUNDLE_HEAD_TYPE}`"
+                    )));
                 }
                 // serde quotes the offending key or value, which may hold newlines.
                 Err(_) => return Err(malformed(crate::text::one_line(&e.to_string(), 300))),
             },
         }
     }
-    Ok(Bundle { receipts, head })
+    Ok(out)
 }
 
 /// What a bundle's head line established.
@@ -158,7 +186,18 @@ pub fn verify_bundle(
     public_key: Option<&VerifyingKey>,
     accept_headless: bool,
 ) -> Result<(VerifyReport, Completeness), VerifyError> {
-    let report = super::verify_chain(&bundle.receipts, public_key)?;
+    verify_bundle_under(bundle, public_key, accept_headless, None)
+}
+
+/// [`verify_bundle`] for the receipts of a run whose chain hangs from `anchor` (a delegated
+/// child's section of a tree export): its first receipt's `parent_sig` must be `anchor`.
+pub fn verify_bundle_under(
+    bundle: &Bundle,
+    public_key: Option<&VerifyingKey>,
+    accept_headless: bool,
+    anchor: Option<&str>,
+) -> Result<(VerifyReport, Completeness), VerifyError> {
+    let report = super::verify_chain_under(&bundle.receipts, public_key, anchor)?;
     let Some(line) = &bundle.head else {
         return if accept_headless {
             Ok((report, Completeness::Unproven))

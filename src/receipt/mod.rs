@@ -80,6 +80,7 @@
 //!         usage: None,
 //!         cost: None,
 //!         hlc: Hlc::new(1_700_000_000_000 + seq, 0),
+//!         child: None,
 //!     };
 //!     let receipt = signer.seal(bundle.last(), draft)?;
 //!     bundle.push(receipt);
@@ -103,14 +104,16 @@ mod jsonl;
 mod key;
 mod report;
 mod signer;
+mod tree;
 mod verify;
 
 pub use body::{
-    ChainTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft, ReceiptKind, Seal,
-    hash_json, hash_serialize, sha256_hex,
+    ChainTip, ChildTip, FieldError, MAX_SAFE_INTEGER, Receipt, ReceiptBody, ReceiptDraft,
+    ReceiptKind, Seal, hash_json, hash_serialize, sha256_hex,
 };
 pub use bundle::{
-    BUNDLE_HEAD_TYPE, Bundle, BundleHead, Completeness, read_bundle, verify_bundle, write_bundle,
+    BUNDLE_HEAD_TYPE, Bundle, BundleHead, Completeness, read_bundle, verify_bundle,
+    verify_bundle_under, write_bundle,
 };
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use error::{KeyOrigin, KeyProblem, ReceiptError};
@@ -124,6 +127,10 @@ pub use key::{
 };
 pub use report::{Integrity, ReceiptAt, VerifyError, VerifyReport};
 pub use signer::ReceiptSigner;
+pub use tree::{
+    SectionReport, TreeBundle, TreeError, TreeReport, read_tree_bundle, verify_tree,
+    write_tree_bundle,
+};
 pub use verify::{check_run, verify_chain, verify_chain_under};
 
 /// The environment variable the engine reads the signing key from by default (the key file's

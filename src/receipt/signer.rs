@@ -216,6 +216,7 @@ mod tests {
             usage: None,
             cost: None,
             hlc: Hlc::new(1_700_000_000_000, 0),
+            child: None,
         }
     }
 

@@ -86,7 +86,7 @@ pub(crate) async fn start(
     file.install(&engine)
         .map_err(crate::cli::common::CliError::from)?;
     let id = new_run_id();
-    let handle = start_prepared(&engine, id.clone(), &file, &goal).await?;
+    let handle = start_prepared(&engine, id.clone(), &file, &goal, None).await?;
     app.drive(engine, handle);
     Ok(safe_json(
         StatusCode::CREATED,

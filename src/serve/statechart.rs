@@ -22,6 +22,9 @@ fn position(s: StateKind) -> (f64, f64) {
         StateKind::CallingTools => (530.0, 200.0),
         StateKind::Done => (300.0, 350.0),
         StateKind::AwaitingInput => (530.0, 350.0),
+        StateKind::Summarizing => (195.0, 125.0),
+        StateKind::Retrieving => (415.0, 125.0),
+        StateKind::Publishing => (90.0, 350.0),
     }
 }
 

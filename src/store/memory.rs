@@ -27,6 +27,9 @@ struct Inner {
     runs: HashMap<RunId, MemRun>,
     blobs: HashMap<Digest, Vec<u8>>,
     bytes: u64,
+    /// Each session's runs, in order.
+    sessions: BTreeMap<String, Vec<RunId>>,
+    global: super::global_memory::InMemory,
 }
 
 /// Runs kept in memory; lost when dropped. Every write is "durable" as soon as it is applied.
@@ -191,6 +194,15 @@ impl Inner {
                 }
                 Ok(Written::Done)
             }
+            Write::PublishMemory(p) => {
+                fence(self.run_mut(&p.run)?, &p.run, p.epoch)?;
+                self.global.publish(&p);
+                Ok(Written::Done)
+            }
+            Write::RemoveMemory(r) => {
+                self.global.remove(&r)?;
+                Ok(Written::Done)
+            }
             Write::SetControl { run, control } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;
@@ -209,6 +221,20 @@ impl Inner {
     fn create(&mut self, new: NewRun) -> Result<Written, StoreError> {
         if self.runs.contains_key(&new.id) {
             return Err(StoreError::DuplicateRun(new.id.to_string()));
+        }
+        if let Some(link) = &new.session {
+            let latest = self.sessions.get(&link.name).map_or(0, |r| r.len() as u64);
+            if link.index != latest + 1 {
+                return Err(StoreError::SessionTaken {
+                    session: link.name.clone(),
+                    index: link.index,
+                    latest,
+                });
+            }
+            self.sessions
+                .entry(link.name.clone())
+                .or_default()
+                .push(new.id.clone());
         }
         let seq = new.parent.as_ref().map_or(0, |(_, s)| *s);
         let record = RunRecord {
@@ -341,6 +367,30 @@ fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
 }
 
 impl Store for MemoryStore {
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.with(|inner| inner.global.rows(name, latest_only))
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.with(|inner| inner.global.published(run, effect))
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.with(|inner| inner.global.names())
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.with(|inner| inner.global.removals())
+    }
+
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
         let result = self.with(|inner| inner.apply(write)).and_then(|r| r);
@@ -466,6 +516,42 @@ impl Store for MemoryStore {
                 r.head.clone().map(|h| HeadRecord {
                     replaces: None,
                     ..h
+                })
+            })
+        })
+    }
+
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.with(|inner| {
+            inner.sessions.get(name).map_or_else(Vec::new, |runs| {
+                (1u64..).zip(runs.iter().cloned()).collect()
+            })
+        })
+    }
+
+    fn sessions(&self) -> Result<Vec<super::SessionRecord>, StoreError> {
+        self.with(|inner| {
+            inner
+                .sessions
+                .iter()
+                .filter_map(|(name, runs)| {
+                    Some(super::SessionRecord {
+                        name: name.clone(),
+                        runs: runs.len() as u64,
+                        latest: runs.last()?.clone(),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn session_of(&self, run: &RunId) -> Result<Option<super::SessionLink>, StoreError> {
+        self.with(|inner| {
+            inner.sessions.iter().find_map(|(name, runs)| {
+                let i = runs.iter().position(|r| r == run)?;
+                Some(super::SessionLink {
+                    name: name.clone(),
+                    index: i as u64 + 1,
                 })
             })
         })

@@ -23,20 +23,24 @@ use tokio::sync::oneshot;
 
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
+pub mod global_memory;
 mod lease;
 mod legacy_heads;
 mod memory;
 mod postgres;
 mod schema;
+mod session;
 mod sqlite;
 mod timed;
 
+pub use global_memory::{GlobalRow, Publication, Removal, RemovalBody, RemovalRecord};
 pub use lease::{LeaseRecord, owner_host, owner_id, owner_is_dead};
 pub use memory::MemoryStore;
 pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
 };
 pub use schema::SCHEMA_VERSION;
+pub use session::{SessionLink, SessionRecord};
 pub use sqlite::{CommitStats, Durability, SqliteStore};
 pub use timed::{Latency, TimedStore};
 
@@ -307,6 +311,9 @@ pub struct NewRun {
     pub lease_expires_ms: u64,
     /// The run's first head.
     pub head: HeadRecord,
+    /// Its place in a session (revision 5): refused with [`StoreError::SessionTaken`] unless
+    /// it is the session's next place (its latest run's + 1, or 1 for a new session).
+    pub session: Option<SessionLink>,
 }
 
 /// One transition to make durable.
@@ -422,6 +429,7 @@ impl NewRun {
             owner,
             lease_expires_ms,
             head,
+            session: None,
         }
     }
 }
@@ -524,6 +532,15 @@ pub enum Write {
         /// The run's head with that status; written only if the lease was still held.
         head: Option<HeadRecord>,
     },
+    /// Publish a run's staged global memory writes (revision 5): all or none, at most once
+    /// per effect, only over the versions they are based on; see [`global_memory`]. Fenced by
+    /// the run's lease epoch. A refusal (a key moved) is not an error: nothing is written, and
+    /// [`global_memory::publish_outcome`] reads what happened.
+    PublishMemory(Publication),
+    /// Forget a global memory key by hand (`runtape memory rm`): adds a version without a
+    /// value and a chained removal record. Fails with [`StoreError::NoMemoryKey`] when the
+    /// key holds no value; nothing is written then.
+    RemoveMemory(Removal),
     /// Set or clear a run's control request (no lease needed). Setting one on a run that has
     /// ended fails with [`StoreError::Finished`] and writes nothing.
     SetControl {
@@ -586,6 +603,19 @@ pub enum StoreError {
     /// A run with this id exists already.
     #[error("a run with id `{0}` exists already")]
     DuplicateRun(String),
+    /// Another run took this place in the session first (two processes started the session's
+    /// next run at once), or the place is not the next one.
+    #[error(
+        "run {index} of session {session} was started by another process at the same time (the session is at run {latest}); nothing was written – run again once that run has ended"
+    )]
+    SessionTaken {
+        /// The session.
+        session: String,
+        /// The place asked for.
+        index: u64,
+        /// The session's latest place when refused.
+        latest: u64,
+    },
     /// Another live process holds the run's lease.
     #[error(
         "run {run} is being driven by another process ({owner}); wait for it to stop, or `runtape cancel {run}`"
@@ -658,6 +688,16 @@ pub enum StoreError {
         /// The run.
         run: String,
     },
+    /// `runtape memory rm` named a key that holds no value.
+    #[error(
+        "global memory `{name}` has no key `{key}` holding a value; `runtape memory ls --name {name}` lists its keys"
+    )]
+    NoMemoryKey {
+        /// The global memory.
+        name: String,
+        /// The key.
+        key: String,
+    },
     /// Stored data does not decode.
     #[error("stored data of run {run} is damaged: {detail}")]
     Damaged {
@@ -727,6 +767,15 @@ pub trait Store: Send + Sync + 'static {
     /// The run's sealed head; `None` when it has none (a damaged database).
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError>;
 
+    /// The runs of session `name`, in order: `(index, run)`; empty for no such session.
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError>;
+
+    /// Every session, by name.
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// The session place the store gives `run`, if any (for `verify`).
+    fn session_of(&self, run: &RunId) -> Result<Option<SessionLink>, StoreError>;
+
     /// A read-only view whose reads all see the store as it is now, while writes go on: for a
     /// check that reads many rows of a run another process may be driving (`verify`, the check
     /// before a run is continued). `None` when this store has no such view; then reads are
@@ -734,6 +783,24 @@ pub trait Store: Send + Sync + 'static {
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         Ok(None)
     }
+
+    /// The rows of global memory `name` in `(key, version)` order: every version, or with
+    /// `latest_only` each key's latest (what runs load). Empty for a memory never written.
+    fn memory_rows(&self, name: &str, latest_only: bool) -> Result<Vec<GlobalRow>, StoreError>;
+
+    /// The global memory rows the `PublishMemory` effect at `effect` of `run` wrote, in
+    /// `(key, version)` order (empty when it wrote none).
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<GlobalRow>, StoreError>;
+
+    /// The name of every global memory with a row, in order.
+    fn memory_names(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Every removal record (`runtape memory rm`), in id order.
+    fn memory_removals(&self) -> Result<Vec<RemovalRecord>, StoreError>;
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;

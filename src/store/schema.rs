@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -27,7 +27,9 @@ struct Migration {
 ///   already stored gets an unsigned head recording what is found now (trust on first use,
 ///   [`super::legacy_heads`]).
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
-/// - 4 → 5: transitions stored in commit order ([`APPEND_ORDERED_TRANSITIONS`]).
+/// - 4 → 5: global memory: its versioned rows and the removal records ([`V5_MEMORY`]).
+/// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
+/// - 6 → 7: transitions stored in commit order ([`APPEND_ORDERED_TRANSITIONS`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -46,10 +48,57 @@ const MIGRATIONS: &[Migration] = &[
         then: None,
     },
     Migration {
+        sql: V5_MEMORY,
+        then: None,
+    },
+    Migration {
+        sql: V6,
+        then: None,
+    },
+    Migration {
         sql: APPEND_ORDERED_TRANSITIONS,
         then: None,
     },
 ];
+
+/// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
+/// key, naming the publish (run and effect) or the removal that wrote it; removal records
+/// chained by hash.
+const V5_MEMORY: &str = r#"
+CREATE TABLE memory_global (
+    name TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    -- NULL: the key was forgotten (or removed) at this version
+    value TEXT,
+    -- a publish: the run and its PublishMemory effect
+    run_id TEXT,
+    effect_seq INTEGER,
+    effect_index INTEGER,
+    -- a removal: memory_removals.id
+    removal INTEGER,
+    PRIMARY KEY (name, key, version)
+) WITHOUT ROWID;
+CREATE INDEX memory_global_origin ON memory_global (run_id, effect_seq, effect_index);
+-- body = the removal's canonical JSON; chain = blake3(previous chain || body)
+CREATE TABLE memory_removals (
+    id INTEGER PRIMARY KEY,
+    body BLOB NOT NULL,
+    chain BLOB NOT NULL
+);
+"#;
+
+/// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
+/// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next
+/// place, and a run has at most one place. A fork is never in it.
+const V6: &str = r#"
+CREATE TABLE session_runs (
+    session TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    run INTEGER NOT NULL UNIQUE,
+    PRIMARY KEY (session, idx)
+) WITHOUT ROWID;
+"#;
 
 /// Transitions are stored in commit order: the table's rowid is SQLite's own (each new row
 /// goes at the end), and `id` (`run << 32 | seq`, as before) is a unique column whose index

@@ -107,6 +107,27 @@ impl Store for TimedStore {
         self.inner.run(id)
     }
 
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.inner.memory_rows(name, latest_only)
+    }
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: crate::machine::EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.inner.memory_published(run, effect)
+    }
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.memory_names()
+    }
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.inner.memory_removals()
+    }
+
     fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
         self.inner.leases(runs)
     }
@@ -150,6 +171,15 @@ impl Store for TimedStore {
     }
     fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
         self.inner.head(run)
+    }
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.inner.session_runs(name)
+    }
+    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
+        self.inner.sessions()
+    }
+    fn session_of(&self, run: &RunId) -> Result<Option<crate::store::SessionLink>, StoreError> {
+        self.inner.session_of(run)
     }
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         self.inner.snapshot()

@@ -14,6 +14,7 @@ pub mod command;
 pub mod env;
 pub mod mcp;
 pub mod orphans;
+pub mod retriever;
 mod signal;
 
 /// What a tool call knows about itself.

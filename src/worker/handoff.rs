@@ -22,6 +22,28 @@ pub async fn enqueue(
     goal: &str,
     setup: String,
 ) -> Result<RunId, EngineError> {
+    enqueue_in_session(store, signer, id, spec, goal, setup, None).await
+}
+
+/// [`enqueue`], as the next run of `session` when one is given (revision 5): its place in the
+/// session is taken now, refused as [`crate::exec::StartRun::in_session`] refuses it.
+pub async fn enqueue_in_session(
+    store: &dyn Store,
+    signer: Arc<ReceiptSigner>,
+    id: RunId,
+    spec: &RunSpec,
+    goal: &str,
+    setup: String,
+    session: Option<(String, crate::exec::SessionSettings)>,
+) -> Result<RunId, EngineError> {
+    let (spec, link) = match &session {
+        Some((name, settings)) => {
+            let (spec, link) = crate::exec::session::next_run(store, spec, name, settings)?;
+            (spec, Some(link))
+        }
+        None => (spec.clone(), None),
+    };
+    let spec = &spec;
     let spec_json = serde_json::to_string(spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
     let now = wall_ms();
@@ -39,6 +61,7 @@ pub async fn enqueue(
         owner: store::owner_id(u64::from_le_bytes(nonce)),
         lease_expires_ms: now + 60_000,
         head: Default::default(),
+        session: link,
     };
     let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
     new.head = keeper.sealed();

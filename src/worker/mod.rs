@@ -47,7 +47,7 @@ use crate::store::{PostgresStore, RunStatus, Store, StoreError, TimedStore, Work
 
 mod handoff;
 
-pub use handoff::{Requeued, enqueue, requeue};
+pub use handoff::{Requeued, enqueue, enqueue_in_session, requeue};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]

@@ -258,10 +258,34 @@ impl Harness {
         self.send(EventBody::Proceed)
     }
 
-    /// The outstanding model call's effect id.
+    /// Begins a session run with the history `seed` carries.
+    pub fn session_start(&mut self, goal: &str, seed: SessionSeed) -> &Transition {
+        self.send(EventBody::SessionStart {
+            goal: goal.into(),
+            seed,
+        })
+    }
+
+    /// The outstanding `Retrieve` effect's id.
+    pub fn retrieve_effect(&self) -> EffectId {
+        match &self.state {
+            RunState::Retrieving { effect, .. } => effect.in_run(&self.run),
+            s => panic!("no retrieval outstanding in {}", s.kind()),
+        }
+    }
+
+    /// Answers the outstanding `Retrieve`.
+    pub fn retrieved(&mut self, retrieval: Retrieval) -> &Transition {
+        let effect = self.retrieve_effect();
+        self.send(EventBody::Retrieved { effect, retrieval })
+    }
+
+    /// The outstanding model call's effect id (an agent's turn or a session summary).
     pub fn model_effect(&self) -> EffectId {
         match &self.state {
-            RunState::Generating { call, .. } => call.effect.in_run(&self.run),
+            RunState::Generating { call, .. } | RunState::Summarizing { call, .. } => {
+                call.effect.in_run(&self.run)
+            }
             s => panic!("no model call outstanding in {}", s.kind()),
         }
     }
@@ -456,6 +480,81 @@ pub fn effect_summary(e: &Effect) -> String {
             "{id} RunChild {delegate} {call_id} depth {depth} turns {:?} task {task:?}",
             limits.max_turns
         ),
+        Effect::PublishMemory { id, name, writes } => {
+            let keys: Vec<String> = writes
+                .iter()
+                .map(|(k, w)| format!("{k}@{}", w.base))
+                .collect();
+            format!("{id} PublishMemory {name} [{}]", keys.join(", "))
+        }
+        Effect::Retrieve {
+            id,
+            agent,
+            conversation,
+            turn,
+        } => format!(
+            "{id} Retrieve {agent} turn {turn} ({} messages)",
+            conversation.len
+        ),
+    }
+}
+
+/// The previous run a session fixture goes on from.
+pub const PREVIOUS: &str = "prev-run";
+
+/// `spec` as the third run of session `chat`, going on from [`PREVIOUS`] with `window`, its
+/// summaries written by `summarizer` (each agent its own when `None`).
+pub fn in_session(mut spec: Spec, window: SessionWindow, summarizer: Option<&str>) -> RunSpec {
+    spec.session = Some(SessionSpec {
+        name: "chat".into(),
+        index: 3,
+        previous: Some(RunId::new(PREVIOUS)),
+        window,
+        summarizer: summarizer.map(AgentId::from),
+    });
+    RunSpec::build(spec).expect("fixture spec is valid")
+}
+
+/// The single-agent spec with a retriever for `solo`.
+pub fn with_retriever() -> RunSpec {
+    solo_with(|s| {
+        s.retriever = Some(RetrieverSpec {
+            agents: Some(vec!["solo".into()]),
+        })
+    })
+}
+
+/// A conversation as a run ends it: the system prompt, then `turns` questions and answers.
+pub fn chat(system: &str, turns: usize) -> Vec<Message> {
+    let mut out = vec![Message::text(Role::System, system)];
+    for i in 0..turns {
+        out.push(Message::text(Role::User, format!("question {i}")));
+        out.push(Message::text(Role::Assistant, format!("answer {i}")));
+    }
+    out
+}
+
+/// The history a session run carries from [`PREVIOUS`]: each agent's conversation, with the
+/// reference its final state would hold.
+pub fn seed(agents: Vec<(&str, Vec<Message>)>) -> SessionSeed {
+    SessionSeed {
+        previous: RunId::new(PREVIOUS),
+        agents: agents
+            .into_iter()
+            .map(|(agent, messages)| {
+                let ended_with = ConversationRef {
+                    len: messages.len() as u32,
+                    head: head_of(&messages),
+                };
+                (
+                    AgentId::from(agent),
+                    CarriedConversation {
+                        ended_with,
+                        messages,
+                    },
+                )
+            })
+            .collect(),
     }
 }
 
@@ -472,6 +571,11 @@ pub fn insta_settings() -> insta::Settings {
 /// `coder` (each child gets half of what is left, at most 4 turns) and hand over to
 /// `reviewer`, who may hand back to `lead`; `lead` is the plan's entry and exit.
 pub fn team(max_agent_visits: u32) -> RunSpec {
+    team_with(max_agent_visits, |_| {})
+}
+
+/// [`team`], changed by `f` before it is built (e.g. to pin an older revision).
+pub fn team_with(max_agent_visits: u32, f: impl FnOnce(&mut Spec)) -> RunSpec {
     let mut lead = AgentSpec {
         system_prompt: "You lead.".into(),
         tools: Some(vec!["lookup".into(), "deploy".into()]),
@@ -492,7 +596,7 @@ pub fn team(max_agent_visits: u32) -> RunSpec {
     };
     let mut reviewer = plain_agent("reviewer");
     reviewer.handoffs = vec!["lead".into()];
-    let spec = Spec {
+    let mut spec = Spec {
         agents: vec![
             lead,
             plain_agent("researcher"),
@@ -508,10 +612,88 @@ pub fn team(max_agent_visits: u32) -> RunSpec {
         }),
         ..Spec::default()
     };
+    f(&mut spec);
     RunSpec::build(spec).expect("fixture spec is valid")
 }
 
 /// `lead` asks `agent` (`delegate_<agent>`) to do `task`.
 pub fn delegate(id: &str, agent: &str, task: &str) -> ToolCallRequest {
     call(id, &format!("delegate_{agent}"), json!({"task": task}))
+}
+
+/// `solo` with `[memory]` (revision 5): global memory `team`, the shared and global scopes
+/// injected, and the memory tools granted to the agent.
+pub fn memory_solo() -> RunSpec {
+    memory_solo_with(|_| {})
+}
+
+/// [`memory_solo`], adjusted by `f`.
+pub fn memory_solo_with(f: impl FnOnce(&mut Spec)) -> RunSpec {
+    solo_with(|s| {
+        s.memory = Some(MemorySpec {
+            global: Some("team".into()),
+            inject: vec![MemoryScope::Shared, MemoryScope::Global],
+            ..MemorySpec::default()
+        });
+        if let Some(tools) = s.agents[0].tools.as_mut() {
+            tools.extend(["remember", "recall", "forget"].map(String::from));
+        }
+        f(s);
+    })
+}
+
+/// A `remember` call.
+pub fn remember(id: &str, key: &str, value: &str, scope: &str) -> ToolCallRequest {
+    call(
+        id,
+        "remember",
+        json!({"key": key, "value": value, "scope": scope}),
+    )
+}
+
+impl Harness {
+    /// Records the run's view of global memory `team`: `(key, version, value)` each.
+    pub fn load_memory(&mut self, entries: &[(&str, u64, Option<&str>)]) -> &Transition {
+        let body = memory_loaded(entries);
+        self.send(body)
+    }
+
+    /// The outstanding `PublishMemory` effect.
+    pub fn publish_effect(&self) -> EffectId {
+        match &self.state {
+            RunState::Publishing { effect, .. } => effect.in_run(&self.run),
+            s => panic!("not publishing in {}", s.kind()),
+        }
+    }
+
+    /// Drives a started, loaded run through one turn that writes `key = value` to global
+    /// memory and an answer, to `Handoff`.
+    pub fn stage_global(&mut self, key: &str, value: &str) {
+        self.proceed();
+        self.reply(ModelReply::tools(vec![remember(
+            "m1", key, value, "global",
+        )]));
+        self.proceed();
+        self.reply(ModelReply::text("noted"));
+    }
+}
+
+/// A `MemoryLoaded` event for global memory `team`.
+pub fn memory_loaded(entries: &[(&str, u64, Option<&str>)]) -> EventBody {
+    EventBody::MemoryLoaded {
+        name: "team".into(),
+        entries: entries
+            .iter()
+            .map(|(k, version, value)| {
+                (
+                    (*k).to_owned(),
+                    Versioned {
+                        version: *version,
+                        value: value.map(str::to_owned),
+                    },
+                )
+            })
+            .collect(),
+        replayed: false,
+    }
 }

@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub mod signed;
+
 /// The binary under test.
 pub fn runtape(db: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));

@@ -93,6 +93,7 @@ pub fn provider_request(kind: ProviderKind, recorded: &Value) -> Result<Rebuilt,
             attempt: 1,
             settings,
             output_schema,
+            origin: Default::default(),
         },
         max_tokens,
     })

@@ -1,7 +1,9 @@
 //! A database to tamper with, written by the real binary: a long run with a non-idempotent
 //! command tool and signed receipts (76 transitions, a snapshot at seq 64, outbox rows done),
-//! a fork of it, and a run killed while a non-idempotent call was running (an outbox row left
-//! `started`). Built once per test binary; each test works on its own copy.
+//! a fork of it, a run killed while a non-idempotent call was running (an outbox row left
+//! `started`), and a run that published two keys to global memory `team`, one of which was
+//! then removed by hand (`runtape memory rm`). Built once per test binary; each test works on
+//! its own copy.
 
 #![allow(dead_code)]
 
@@ -27,6 +29,12 @@ pub(crate) struct Fixture {
     pub(crate) fork: String,
     /// The run killed while its non-idempotent call ran.
     pub(crate) killed: String,
+    /// The first run of session `tamper`.
+    pub(crate) session_first: String,
+    /// The second, which goes on from the first.
+    pub(crate) session_second: String,
+    /// The run that published `a` and `b` to global memory `team` (`b` removed since).
+    pub(crate) memory: String,
 }
 
 /// Transitions of the long run.
@@ -100,6 +108,18 @@ tools = ["note"]
     )
 }
 
+const CHAT_SPEC: &str = r#"
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [{ text = "Hello." }, { text = "Hello again." }]
+
+[[agents]]
+id = "assistant"
+system_prompt = "Be brief."
+provider = "script"
+"#;
+
 const STUCK_SPEC: &str = r#"goal = "Charge the card."
 
 [[providers]]
@@ -122,6 +142,28 @@ id = "cashier"
 system_prompt = "Charge once."
 provider = "script"
 tools = ["charge"]
+"#;
+
+const MEMORY_SPEC: &str = r#"goal = "Remember two things."
+
+[memory]
+global = "team"
+
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [
+  { tool_calls = [
+      { name = "remember", arguments = { key = "a", value = "alpha", scope = "global" } },
+      { name = "remember", arguments = { key = "b", value = "beta", scope = "global" } },
+  ] },
+  { text = "Remembered." },
+]
+
+[[agents]]
+id = "keeper"
+system_prompt = "Keep notes."
+provider = "script"
 "#;
 
 fn build() -> Fixture {
@@ -176,6 +218,52 @@ fn build() -> Fixture {
     std::fs::write(d.join("release"), "").expect("releases the orphaned tool");
     let killed = first_id(&String::from_utf8_lossy(&killed_out.stdout));
 
+    // Two runs of a session, the second going on from the first.
+    std::fs::write(d.join("chat.toml"), CHAT_SPEC).expect("writes");
+    let chat = d.join("chat.toml");
+    let chat = chat.to_str().expect("utf-8");
+    let session_first = first_id(&ok(runtape(
+        &db,
+        &[
+            "run",
+            chat,
+            "Hi.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
+    )));
+    let session_second = first_id(&ok(runtape(
+        &db,
+        &[
+            "run",
+            chat,
+            "Hi again.",
+            "--session",
+            "tamper",
+            "--receipt-key",
+            &k,
+        ],
+    )));
+    // A run that publishes to global memory, then a removal by hand.
+    std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
+    let memory_spec = d.join("memory.toml");
+    let out = ok(runtape(
+        &db,
+        &[
+            "run",
+            memory_spec.to_str().expect("utf-8"),
+            "--receipt-key",
+            &k,
+        ],
+    ));
+    let memory = first_id(&out);
+    ok(runtape(
+        &db,
+        &["memory", "rm", "b", "--name", "team", "--yes"],
+    ));
+
     let conn = rusqlite::Connection::open(&db).expect("opens");
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .expect("checkpoints");
@@ -197,6 +285,9 @@ fn build() -> Fixture {
         long,
         fork,
         killed,
+        session_first,
+        session_second,
+        memory,
     }
 }
 

@@ -8,7 +8,7 @@ use crate::exec::perform::{self, Completion, LeaseTerms, ToolJob};
 use crate::exec::read_lock;
 use crate::exec::reads::off_thread;
 use crate::exec::trace::Trace;
-use crate::ledger::conversation;
+use crate::ledger::conversation as conversation_of;
 use crate::machine::{AgentId, Effect, InputKind};
 use crate::provider::{ProviderRequest, ToolDef};
 
@@ -27,38 +27,55 @@ impl Driver {
                 let provider = read_lock(&self.shared.providers)
                     .get(&request.provider)
                     .cloned();
-                if self.lazy_convs && !self.convs.contains_key(&agent) {
-                    let (who, conv) = (agent.clone(), request.conversation);
-                    let loaded =
-                        off_thread(&self.shared.store, move |s| conversation(s, &who, &conv)).await;
-                    match loaded {
-                        Ok(list) => {
-                            self.convs.insert(agent.clone(), Arc::new(list));
-                        }
-                        Err(e) => {
-                            self.inflight
-                                .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
-                            return;
-                        }
+                // A session summary (revision 5) sends the summarisation exchange, kept apart
+                // from every agent's conversation.
+                let key = if request.summary {
+                    AgentId::from(crate::machine::session::SUMMARY_CONVERSATION)
+                } else {
+                    agent.clone()
+                };
+                let mut messages = match self.messages_of(&key, &request.conversation).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
                     }
+                };
+                if let Some(text) = &request.memory {
+                    // Injected memory (revision 5): data in the user position, after the
+                    // conversation, exactly as the request recorded it.
+                    Arc::make_mut(&mut messages)
+                        .push(crate::machine::memory::injected_message(text));
                 }
-                let mut messages = self.convs.get(&agent).cloned().unwrap_or_default();
-                if messages.len() > request.conversation.len as usize {
-                    messages = Arc::new(messages[..request.conversation.len as usize].to_vec());
-                }
+                let path = match self.tree_path().await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
+                    }
+                };
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
                     settings: spec_agent
                         .map(|a| a.model_settings.clone())
                         .unwrap_or_default(),
-                    output_schema: spec_agent.and_then(|a| a.output_schema.clone()),
+                    // A session summary is plain text whatever the agent answers with.
+                    output_schema: spec_agent
+                        .filter(|_| !request.summary)
+                        .and_then(|a| a.output_schema.clone()),
                     agent,
                     model: request.model,
                     messages,
                     tools,
                     remaining: request.remaining,
                     attempt,
+                    origin: crate::provider::RequestOrigin {
+                        run: Some(self.run.clone()),
+                        path,
+                    },
                 };
                 let call = perform::model_call(
                     id,
@@ -120,6 +137,58 @@ impl Driver {
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight.push(perform::reconcile_call(job));
             }
+            Effect::Retrieve {
+                id,
+                agent,
+                conversation,
+                turn,
+            } => {
+                self.emit(
+                    Some(id.seq),
+                    Trace::RetrievalCall {
+                        agent: agent.clone(),
+                        turn,
+                    },
+                );
+                let messages = match self.messages_of(&agent, &conversation).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
+                    }
+                };
+                let goal = self
+                    .state
+                    .data()
+                    .map(|d| d.goal.clone())
+                    .unwrap_or_default();
+                let session = self.spec.spec().session.as_ref().map(|s| s.name.clone());
+                let query = crate::tool::retriever::query(
+                    id.run.as_str(),
+                    agent.as_str(),
+                    &goal,
+                    turn,
+                    session.as_deref(),
+                    &messages,
+                );
+                let retriever = read_lock(&self.shared.retriever).clone();
+                let ctx = crate::tool::ToolContext {
+                    run_id: id.run.clone(),
+                    agent,
+                    call_id: format!("retrieve-{}-{}", id.seq, id.index),
+                    idempotency_key: id.idempotency_key(),
+                    lease_epoch: self.epoch(),
+                    cancel: self.cancel.child_token(),
+                };
+                let clock = self.shared.config.clock.clone();
+                let default = self.shared.config.tool_timeout;
+                self.inflight
+                    .push(perform::retrieve(id, retriever, query, ctx, clock, default));
+            }
+            Effect::PublishMemory { id, name, writes } => {
+                self.publish_memory(id, name, writes).await;
+            }
             effect @ Effect::RunChild { .. } => {
                 let child = crate::exec::child_run::run_child(
                     self.shared.clone(),
@@ -150,6 +219,39 @@ impl Driver {
                 );
             }
         }
+    }
+
+    /// `agent`'s conversation up to `conversation`: from this driver's copy, else read from
+    /// the store (a resumed run loads conversations on first use; a fork's copy may lack a
+    /// session's summarisation exchange).
+    pub(super) async fn messages_of(
+        &mut self,
+        agent: &AgentId,
+        conversation: &crate::machine::ConversationRef,
+    ) -> Result<Arc<Vec<crate::machine::Message>>, crate::exec::EngineError> {
+        let known = self.convs.get(agent).map_or(0, |m| m.len());
+        if known < conversation.len as usize {
+            let (who, conv) = (agent.clone(), *conversation);
+            let list =
+                off_thread(&self.shared.store, move |s| conversation_of(s, &who, &conv)).await?;
+            self.convs.insert(agent.clone(), Arc::new(list));
+        }
+        let mut messages = self.convs.get(agent).cloned().unwrap_or_default();
+        if messages.len() > conversation.len as usize {
+            messages = Arc::new(messages[..conversation.len as usize].to_vec());
+        }
+        Ok(messages)
+    }
+
+    /// This run's place in its delegation tree (`""` for a run nobody delegated), read once.
+    pub(super) async fn tree_path(&mut self) -> Result<String, crate::exec::EngineError> {
+        if let Some(p) = &self.tree_path {
+            return Ok(p.clone());
+        }
+        let run = self.run.clone();
+        let p = off_thread(&self.shared.store, move |s| crate::ledger::path_of(s, &run)).await?;
+        self.tree_path = Some(p.clone());
+        Ok(p)
     }
 
     /// Everything a tool call (or reconcile question) needs to run on its own.

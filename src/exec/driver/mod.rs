@@ -29,6 +29,7 @@ use crate::store::{Commit, RunStatus, Written};
 mod commit;
 mod dispatch;
 mod listing;
+mod memory;
 mod results;
 mod run_loop;
 
@@ -79,9 +80,12 @@ pub(super) struct Driver {
     /// the run over.
     fenced: Option<u64>,
     /// Published when the task starts, after the handle has subscribed.
-    pub(super) opening: Option<Trace>,
+    /// (Boxed: a driver's task holds it only until it starts, and a run in flight holds its
+    /// driver the whole time.)
+    pub(super) opening: Option<Box<Trace>>,
     /// A fork replaying its parent's recording.
-    pub(super) tape: Option<Tape>,
+    /// (Boxed: few runs have one.)
+    pub(super) tape: Option<Box<Tape>>,
     /// True when conversations are loaded on first use (a resumed run), false when `convs`
     /// holds every conversation (a new run, a fork).
     pub(super) lazy_convs: bool,
@@ -91,6 +95,12 @@ pub(super) struct Driver {
     catalog_blobs: BTreeMap<crate::machine::Digest, Vec<u8>>,
     /// Per MCP server, its `list_changed` count when this driver last listed it.
     list_changes_seen: BTreeMap<String, u64>,
+    /// The run's place in its delegation tree (read from the store at its first model call):
+    /// what its model requests carry as their origin.
+    tree_path: Option<String>,
+    /// Child runs found resting for a person: once nothing else is in flight, the run rests
+    /// too (paused) instead of waiting on them.
+    children_waiting: Vec<RunId>,
 }
 
 impl Driver {
@@ -146,6 +156,8 @@ impl Driver {
             head: Arc::new(head),
             catalog_blobs: BTreeMap::new(),
             list_changes_seen: BTreeMap::new(),
+            tree_path: None,
+            children_waiting: Vec::new(),
         }
     }
 
@@ -198,7 +210,7 @@ impl Driver {
             let permit = self.shared.slots.clone().acquire_owned().await;
             Some(permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?)
         };
-        if let Some(kind) = self.opening.take() {
+        if let Some(kind) = self.opening.take().map(|k| *k) {
             self.emit(None, kind);
         }
         self.take_controls();

@@ -87,6 +87,10 @@ impl Driver {
                 Ok(())
             }
             Completion::Abandoned => Ok(()),
+            Completion::ChildWaiting(child) => {
+                self.children_waiting.push(child);
+                Ok(())
+            }
             Completion::Fatal(e) => Err(e),
         }
     }

@@ -44,6 +44,14 @@ impl Driver {
             let t = match step(&self.state, &event, &self.spec) {
                 Ok(t) => t,
                 Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+                // The messages came from this run's own store and were refused: asking again
+                // would get the same answer, so stop rather than loop.
+                Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
+                    return Err(EngineError::Driver(format!(
+                        "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
+                        self.run, self.run
+                    )));
+                }
                 Err(e) => {
                     // A stale result (its call was replaced by a retry or a cancel) or input
                     // that no longer fits: nothing changes.
@@ -133,7 +141,8 @@ impl Driver {
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
-                match tape.next(&self.run, self.state.wants_proceed()) {
+                let wants = self.state.wants_conversation().map(|(_, c)| c);
+                match tape.next(&self.run, self.state.wants_proceed(), wants) {
                     Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
                     Cue::End => {
                         if let Some(stop) = Box::pin(self.end_tape()).await {
@@ -143,11 +152,26 @@ impl Driver {
                     }
                 }
             }
+            if let Some((agent, conversation)) = self.state.wants_conversation() {
+                let agent = agent.clone();
+                let messages = Box::pin(self.supply_conversation(&agent, conversation)).await?;
+                let body = EventBody::ConversationSupplied { agent, messages };
+                return Ok(Next::Event(body, None));
+            }
             if self.state.wants_proceed() {
+                if Box::pin(self.load_global_memory()).await? {
+                    continue;
+                }
                 if Box::pin(self.refresh_tool_lists()).await {
                     continue;
                 }
                 return Ok(Next::Event(EventBody::Proceed, None));
+            }
+            if self.inflight.is_empty() && !self.children_waiting.is_empty() {
+                // Only children waiting for a person are left: rest until someone answers
+                // (`runtape resume` reaches the child) rather than wait on them for ever.
+                self.children_waiting.clear();
+                return Ok(Next::Stop(RunStatus::Paused));
             }
             if self.inflight.is_empty() {
                 return match status_of(&self.state) {
@@ -185,6 +209,17 @@ impl Driver {
                 () = grace_over => {}
             }
         }
+    }
+
+    /// The messages of `agent`'s conversation `wanted` (revision 5: a transfer's sender's), from
+    /// the driver's copy when it holds them, else from the store (each node checked against
+    /// its digest). The machine checks them against `wanted` again when they are stepped.
+    async fn supply_conversation(
+        &mut self,
+        agent: &crate::machine::AgentId,
+        wanted: crate::machine::ConversationRef,
+    ) -> Result<Vec<crate::machine::Message>, EngineError> {
+        Ok(self.messages_of(agent, &wanted).await?.as_ref().clone())
     }
 
     /// Takes every control request waiting, and a graceful stop if one was asked for.
@@ -268,8 +303,14 @@ impl Driver {
         }
     }
 
+    /// A cancel: the calls in flight are abandoned and `CancelRequested` is stepped next. A
+    /// run publishing its global memory keeps its publish in flight (revision 5): the publish
+    /// may already be applied, so only its answer can say whether the cancel still takes
+    /// effect.
     fn cancel_inflight(&mut self, reason: Option<String>) {
-        self.abandon_inflight();
+        if !matches!(self.state, crate::machine::RunState::Publishing { .. }) {
+            self.abandon_inflight();
+        }
         self.queue
             .retain(|b| matches!(b, EventBody::CancelRequested { .. }));
         self.queue.push_front(EventBody::CancelRequested { reason });

@@ -13,7 +13,11 @@
 //! thinking is enabled with that effort's `budget_tokens`, which is added to `max_tokens`
 //! (Anthropic counts thinking inside it). Stop sequences are `stop_sequences`;
 //! `parallel_tool_calls = false` is `tool_choice.disable_parallel_tool_use`; an output schema
-//! is `output_config.format`.
+//! is `output_config.format`. A request that offers no tools cannot carry `tool_use` or
+//! `tool_result` blocks (the API refuses them), so then a history's tool calls and results are
+//! sent as text: `[called NAME with ARGS]` in the assistant turn, `[result of NAME] …` (or
+//! `[error from NAME] …`) in the user turn. That happens to an agent that got a conversation
+//! handed over by a transfer (revision 5) and is offered no tools.
 
 use serde_json::{Map, Value, json};
 
@@ -55,7 +59,10 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     if !system.is_empty() {
         body.insert("system".into(), system.join("\n\n").into());
     }
-    body.insert("messages".into(), messages(&request.messages));
+    body.insert(
+        "messages".into(),
+        messages(&request.messages, !request.tools.is_empty()),
+    );
     if !request.tools.is_empty() {
         let strict = settings.strict_tools == Some(true);
         let tools = request
@@ -102,7 +109,9 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     Value::Object(body)
 }
 
-fn messages(list: &[Message]) -> Value {
+/// The `messages` array; `tool_blocks` false (no tools offered) sends tool calls and results
+/// as text.
+fn messages(list: &[Message], tool_blocks: bool) -> Value {
     let mut grouped: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in list {
         let (role, blocks) = match m.role {
@@ -112,11 +121,26 @@ fn messages(list: &[Message]) -> Value {
                 let mut blocks = thinking_blocks(&m.reasoning);
                 blocks.extend(text_block(m.content.as_deref()));
                 blocks.extend(m.tool_calls.iter().map(|c| {
-                    json!({ "type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments) })
+                    if tool_blocks {
+                        json!({ "type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments) })
+                    } else {
+                        let args = serde_json::to_string(&c.arguments).unwrap_or_default();
+                        json!({ "type": "text", "text": format!("[called {} with {args}]", c.name) })
+                    }
                 }));
                 ("assistant", blocks)
             }
-            Role::Tool => ("user", vec![tool_result(m)]),
+            Role::Tool if tool_blocks => ("user", vec![tool_result(m)]),
+            Role::Tool => {
+                let name = m.name.as_deref().unwrap_or("a tool");
+                let tag = if m.is_error {
+                    "error from"
+                } else {
+                    "result of"
+                };
+                let text = format!("[{tag} {name}] {}", m.content.as_deref().unwrap_or(""));
+                ("user", vec![json!({ "type": "text", "text": text })])
+            }
         };
         if blocks.is_empty() {
             continue;
@@ -341,4 +365,56 @@ pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
             .and_then(|u| usage_parts(u).finish()),
     };
     Ok(assemble(blocks, envelope))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::ToolCall;
+
+    /// A handed-over history: a call of `lookup` answered, then the receiver's turn.
+    fn history() -> Vec<Message> {
+        vec![
+            Message::text(Role::System, "You review."),
+            Message::text(Role::User, "Ship it."),
+            Message {
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "lookup".into(),
+                    arguments: json!({"q": "x"}),
+                }],
+                content: None,
+                ..Message::text(Role::Assistant, "")
+            },
+            Message {
+                tool_call_id: Some("c1".into()),
+                name: Some("lookup".into()),
+                ..Message::text(Role::Tool, "found")
+            },
+            Message::text(Role::User, "[transfer from lead]"),
+        ]
+    }
+
+    #[test]
+    fn tool_blocks_are_sent_as_text_when_the_request_offers_no_tools() {
+        let blocks = messages(&history(), false);
+        let text = blocks.to_string();
+        assert!(
+            !text.contains("tool_use") && !text.contains("tool_result"),
+            "{text}"
+        );
+        assert_eq!(
+            blocks[1]["content"],
+            json!(r#"[called lookup with {"q":"x"}]"#)
+        );
+        assert_eq!(
+            blocks[2]["content"],
+            json!([
+                {"type": "text", "text": "[result of lookup] found"},
+                {"type": "text", "text": "[transfer from lead]"}
+            ])
+        );
+        let with_tools = messages(&history(), true).to_string();
+        assert!(with_tools.contains("tool_use") && with_tools.contains("tool_result"));
+    }
 }

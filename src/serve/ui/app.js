@@ -523,7 +523,7 @@ function runPage(id, initialSeq) {
 }
 
 function stateName(kind) {
-  const names = { created: 'Created', preparing: 'Preparing', generating: 'Generating', calling_tools: 'CallingTools', awaiting_input: 'AwaitingInput', handoff: 'Handoff', budget_exhausted: 'BudgetExhausted', done: 'Done' };
+  const names = { created: 'Created', preparing: 'Preparing', generating: 'Generating', calling_tools: 'CallingTools', awaiting_input: 'AwaitingInput', handoff: 'Handoff', budget_exhausted: 'BudgetExhausted', publishing: 'Publishing', done: 'Done' };
   return names[kind] || kind;
 }
 
@@ -552,6 +552,7 @@ function showStep(box, step, receipts) {
   }
   if (step.event) parts.push(el('details', {}, el('summary', { text: 'event' }), json(step.event)));
   if (step.effects.length) parts.push(el('details', { open: !step.request }, el('summary', { text: 'effects (' + step.effects.length + ')' }), json(step.effects)));
+  if (data && data.memory) parts.push(el('details', { id: 'step-memory' }, el('summary', { text: 'memory at this step' }), json(data.memory)));
   parts.push(el('details', {}, el('summary', { text: 'state' }), json(step.state)));
   parts.push(el('details', {}, el('summary', { text: 'receipts (' + receipts.length + ')' }),
     receipts.length ? json(receipts) : el('p', { class: 'muted', text: 'No receipt at this step (receipts seal model turns and tool results). Verify checks them all.' })));

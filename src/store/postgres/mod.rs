@@ -32,9 +32,11 @@ use super::{
 use crate::machine::{Digest, RunId};
 
 mod conn;
+mod global_memory;
 mod queue;
 mod read;
 mod schema;
+mod sessions;
 mod writer;
 
 use conn::{Backend, Conn, Pooled, Target};
@@ -258,8 +260,48 @@ impl Store for PostgresStore {
         self.read(move |c| async move { read::head(&c, &run).await })
     }
 
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |c| async move { Ok(sessions::runs_of(&c, &name).await?) })
+    }
+
+    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
+        self.read(move |c| async move { Ok(sessions::all(&c).await?) })
+    }
+
+    fn session_of(&self, run: &RunId) -> Result<Option<crate::store::SessionLink>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { Ok(sessions::of(&c, &run).await?) })
+    }
+
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         Ok(Some(Box::new(self.read_snapshot()?)))
+    }
+
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |c| async move { global_memory::memory_rows(&c, &name, latest_only).await })
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: crate::machine::EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| async move { global_memory::memory_published(&c, &run, effect).await })
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.read(move |c| async move { global_memory::memory_names(&c).await })
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.read(move |c| async move { global_memory::memory_removals(&c).await })
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

@@ -15,13 +15,50 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
 /// - 0 → 1: the tables of SQLite's schema 3 (runs with `unpriced_turns`, transitions,
 ///   snapshots, blobs, outbox, heads), the database clock, and `workers`.
-const MIGRATIONS: &[&str] = &[V1];
+/// - 1 → 2: global memory, as SQLite's schema 5 ([`V2_MEMORY`]).
+/// - 2 → 3: `session_runs`, the runs of each session in order ([`V3`]).
+const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3];
+
+/// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
+/// key, naming the publish (run and effect) or the removal that wrote it; removal records
+/// chained by hash.
+const V2_MEMORY: &str = r#"
+CREATE TABLE runtape.memory_global (
+    name text NOT NULL,
+    key text NOT NULL,
+    version bigint NOT NULL,
+    value text,
+    run_id text,
+    effect_seq bigint,
+    effect_index bigint,
+    removal bigint,
+    PRIMARY KEY (name, key, version)
+);
+CREATE INDEX memory_global_origin ON runtape.memory_global (run_id, effect_seq, effect_index);
+CREATE TABLE runtape.memory_removals (
+    id bigint PRIMARY KEY,
+    body bytea NOT NULL,
+    chain bytea NOT NULL
+);
+"#;
+
+/// The runs of each session, in order (see [`crate::store::SessionLink`]): `run` is
+/// `runs.key`; `(session, idx)` is unique, so two processes cannot both take a session's next
+/// place, and a run has at most one place. A fork is never in it.
+const V3: &str = r#"
+CREATE TABLE runtape.session_runs (
+    session text NOT NULL,
+    idx bigint NOT NULL,
+    run bigint NOT NULL UNIQUE,
+    PRIMARY KEY (session, idx)
+);
+"#;
 
 const V1: &str = r#"
 CREATE SCHEMA IF NOT EXISTS runtape;

@@ -66,7 +66,7 @@ pub(super) async fn writer_loop(
 }
 
 /// Why one write was not applied.
-enum Fail {
+pub(super) enum Fail {
     /// A check refused it; nothing of it was written.
     Refused(StoreError),
     /// The database failed; the transaction is aborted.
@@ -226,6 +226,8 @@ fn run_of(write: &Write) -> Option<&str> {
         | Write::AcquireLease { run, .. }
         | Write::ReleaseLease { run, .. }
         | Write::SetControl { run, .. } => run.as_str(),
+        Write::PublishMemory(p) => p.run.as_str(),
+        Write::RemoveMemory(_) => return None,
     })
 }
 
@@ -371,6 +373,12 @@ async fn apply(
             put_head(conn, key, head.as_ref()).await?;
             Ok(Written::Done)
         }
+        Write::PublishMemory(p) => {
+            let key = key_of(conn, keys, &p.run).await?;
+            fenced(&p.run, &row(conn, key, &p.run).await?, p.epoch)?;
+            super::global_memory::publish(conn, p).await
+        }
+        Write::RemoveMemory(r) => super::global_memory::remove(conn, r).await,
         Write::RenewLease {
             run,
             epoch,
@@ -477,6 +485,9 @@ async fn create_run(
     } else {
         "created"
     };
+    if let Some(link) = &new.session {
+        super::sessions::check_next(conn, link).await??;
+    }
     let row = conn
         .query_opt(
             "INSERT INTO runtape.runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, \
@@ -503,6 +514,9 @@ async fn create_run(
         return Err(Fail::Refused(StoreError::DuplicateRun(new.id.to_string())));
     };
     let key: i64 = row.try_get(0)?;
+    if let Some(link) = &new.session {
+        super::sessions::place(conn, key, link).await?;
+    }
     put_head(conn, key, Some(&new.head)).await?;
     keys.insert(new.id.to_string(), key);
     Ok(Written::Lease(1))

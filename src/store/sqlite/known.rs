@@ -9,8 +9,8 @@
 //! read afresh, and fencing by epoch holds exactly as when every write read its row.
 //!
 //! A write's changes are kept apart until it succeeds ([`Scope`]), a transaction's until it
-//! commits ([`Known::committed`]); a write undone by its savepoint, or a transaction rolled
-//! back, leaves what was known before (a rolled-back transaction forgets everything).
+//! commits ([`Known::committed`]); a write that fails leaves what was known before, and a
+//! transaction rolled back forgets everything.
 
 use std::collections::HashMap;
 

@@ -22,8 +22,10 @@ use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod checkpoint;
+mod global_memory;
 mod known;
 mod readers;
+mod sessions;
 mod writer;
 
 use readers::{Readers, open_reader};
@@ -66,8 +68,7 @@ impl Durability {
 /// The writer connection's settings for many runs at once (none changes what is durable when):
 /// a page cache large enough that a batch of a thousand commits neither spills dirty pages
 /// into the WAL mid-transaction nor re-reads the pages it just wrote (SQLite's default is
-/// 2 MiB); savepoint journals in memory rather than in a temporary file (every write of a
-/// batch has its own savepoint); and a WAL checkpoint every 16 MiB of WAL rather than every
+/// 2 MiB); temporary journals in memory rather than in a temporary file; and a WAL checkpoint every 16 MiB of WAL rather than every
 /// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB. (The
 /// checkpoints are made by a thread of their own, `checkpoint.rs`, when it starts; this
 /// setting is what the writer falls back to when it does not.)
@@ -254,6 +255,30 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.read(|c| global_memory::rows(c, name, latest_only))
+    }
+
+    fn memory_published(
+        &self,
+        run: &RunId,
+        effect: EffectRef,
+    ) -> Result<Vec<super::GlobalRow>, StoreError> {
+        self.read(|c| global_memory::published(c, run, effect))
+    }
+
+    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
+        self.read(global_memory::names)
+    }
+
+    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
+        self.read(global_memory::removals)
+    }
+
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
         // Packed here, on the caller's thread, rather than on the writer's.
@@ -496,6 +521,18 @@ impl Store for SqliteStore {
                 })
                 .optional()
         })
+    }
+
+    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
+        self.read(|c| sessions::runs_of(c, name))
+    }
+
+    fn sessions(&self) -> Result<Vec<super::SessionRecord>, StoreError> {
+        self.read(sessions::all)
+    }
+
+    fn session_of(&self, run: &RunId) -> Result<Option<super::SessionLink>, StoreError> {
+        self.read(|c| sessions::of(c, run))
     }
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {

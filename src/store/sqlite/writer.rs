@@ -343,6 +343,11 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             known.forget(run);
             Ok(Written::Done)
         }
+        Write::PublishMemory(p) => {
+            check_epoch(tx, known, &p.run, p.epoch)?;
+            super::global_memory::publish(tx, p)
+        }
+        Write::RemoveMemory(r) => super::global_memory::remove(tx, r),
         Write::SetControl { run, control } => {
             let key = known.key(tx, run)?;
             if control.is_some() {
@@ -404,6 +409,9 @@ fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Wr
         new.setup
     ])?;
     let key = tx.last_insert_rowid();
+    if let Some(link) = &new.session {
+        super::sessions::place(tx, key, link)?;
+    }
     write_head(tx, known, key, &new.id, Some(&new.head))?;
     known.created(&new.id, key, seq as u64, new.head.body_digest());
     Ok(Written::Lease(1))

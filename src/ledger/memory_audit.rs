@@ -1,0 +1,394 @@
+//! What `verify` checks of global memory (revision 5), beside a run's history:
+//!
+//! 1. Every value the run loaded is the stored value of that key at that version.
+//! 2. The removal records (`runtape memory rm`) form an unbroken hash chain, ids 1, 2, ...,
+//!    each naming the row it wrote.
+//! 3. Every row of the run's global memory is accounted for: versions run 1, 2, ... per key;
+//!    a published row matches the `PublishMemory` effect it names (in that run's history:
+//!    same memory, same value, based on the version before); a removed row matches its
+//!    removal record.
+//! 4. Every publish the history says was applied wrote exactly its rows: for each written key
+//!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
+//!    no other row names that effect.
+//!
+//! A run replayed from a cassette (`runtape replay`) took its loads and publish outcomes from
+//! the recording and wrote nothing to this database: its events say so (`replayed`), and
+//! they are not looked for here.
+//!
+//! Rows and records are reported by column (`memory_global.value`, `memory_removals.chain`,
+//! ...), at the seq of the event that vouches for them when there is one.
+
+use std::collections::BTreeMap;
+
+use super::HistoryError;
+use super::codec::decode_effects;
+use super::read::transitions;
+use super::replay::Divergence;
+use crate::machine::{Effect, EffectRef, EventBody, PublishOutcome, RunId, Staged, Versioned};
+use crate::store::global_memory::{RemovalBody, chain_link};
+use crate::store::{GlobalRow, Store, StoreError};
+
+/// A publish the history says was applied.
+#[derive(Clone, Debug)]
+struct Applied {
+    seq: u64,
+    run: RunId,
+    effect: EffectRef,
+    name: String,
+    writes: BTreeMap<String, Staged>,
+    versions: BTreeMap<String, u64>,
+}
+
+/// What a history says about global memory, gathered while it is replayed.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryFacts {
+    /// `PublishMemory` effects emitted, by position: the memory and the writes.
+    emitted: BTreeMap<EffectRef, (String, BTreeMap<String, Staged>)>,
+    loaded: Vec<(u64, String, BTreeMap<String, Versioned>)>,
+    applied: Vec<Applied>,
+}
+
+impl MemoryFacts {
+    /// Notes transition `seq`: its event (of run `run`) and the effects it emitted.
+    pub(crate) fn note(&mut self, seq: u64, run: &RunId, body: &EventBody, effects: &[Effect]) {
+        match body {
+            EventBody::MemoryLoaded {
+                name,
+                entries,
+                replayed: false,
+            } => {
+                self.loaded.push((seq, name.clone(), entries.clone()));
+            }
+            EventBody::MemoryPublished {
+                effect,
+                outcome: PublishOutcome::Published { versions },
+                replayed: false,
+            } => {
+                let at = EffectRef {
+                    seq: effect.seq,
+                    index: effect.index,
+                };
+                if let Some((name, writes)) = self.emitted.get(&at) {
+                    self.applied.push(Applied {
+                        seq,
+                        run: run.clone(),
+                        effect: at,
+                        name: name.clone(),
+                        writes: writes.clone(),
+                        versions: versions.clone(),
+                    });
+                }
+            }
+            _ => {}
+        }
+        for e in effects {
+            if let Effect::PublishMemory { id, name, writes } = e {
+                let at = EffectRef {
+                    seq: id.seq,
+                    index: id.index,
+                };
+                self.emitted.insert(at, (name.clone(), writes.clone()));
+            }
+        }
+    }
+}
+
+macro_rules! bad {
+    ($seq:expr, $column:expr, $what:expr, $expected:expr, $found:expr) => {
+        return Ok(Err(Divergence::column(
+            $seq, $column, $what, $expected, $found,
+        )))
+    };
+}
+
+fn show(value: &Option<String>) -> String {
+    value
+        .as_deref()
+        .map_or("no value".into(), |v| format!("{v:?}"))
+}
+
+/// Checks what `facts` (of the verified run, whose spec names global memory `name`, if any)
+/// say against the store. Returns how many rows and records were checked.
+pub(crate) fn check(
+    store: &dyn Store,
+    name: Option<&str>,
+    facts: &MemoryFacts,
+) -> Result<Result<u64, Divergence>, HistoryError> {
+    let mut checked = 0u64;
+    if let Some(name) = name {
+        let all = store.memory_rows(name, false)?;
+        let by_version: BTreeMap<(&str, u64), &GlobalRow> = all
+            .iter()
+            .map(|r| ((r.key.as_str(), r.version), r))
+            .collect();
+        for (seq, loaded_name, entries) in &facts.loaded {
+            for (key, v) in entries {
+                let stored = by_version.get(&(key.as_str(), v.version));
+                if loaded_name != name || stored.map(|r| &r.value) != Some(&v.value) {
+                    bad!(
+                        *seq,
+                        "memory_global.value",
+                        &format!("loaded value of `{key}` v{}", v.version),
+                        show(&v.value),
+                        stored.map_or("no such row".into(), |r| show(&r.value))
+                    );
+                }
+            }
+        }
+        match removal_chain(store)? {
+            Ok(n) => checked += n,
+            Err(d) => return Ok(Err(d)),
+        }
+        if let Err(d) = rows_accounted(store, &all)? {
+            return Ok(Err(d));
+        }
+        if let Err(d) = removals_wrote(store)? {
+            return Ok(Err(d));
+        }
+        checked += all.len() as u64;
+    }
+    for a in &facts.applied {
+        let rows = store.memory_published(&a.run, a.effect)?;
+        for r in &rows {
+            if r.name != a.name {
+                bad!(
+                    a.seq,
+                    "memory_global.name",
+                    "published row",
+                    &a.name,
+                    &r.name
+                );
+            }
+            let Some(w) = a.writes.get(&r.key) else {
+                bad!(
+                    a.seq,
+                    "memory_global.key",
+                    "published row",
+                    "a key the publish wrote",
+                    &r.key
+                );
+            };
+            if a.versions.get(&r.key) != Some(&r.version) {
+                bad!(
+                    a.seq,
+                    "memory_global.version",
+                    &format!("version of `{}`", r.key),
+                    a.versions.get(&r.key).map_or("none".into(), u64::to_string),
+                    r.version.to_string()
+                );
+            }
+            if r.value != w.value {
+                bad!(
+                    a.seq,
+                    "memory_global.value",
+                    &format!("value of `{}`", r.key),
+                    show(&w.value),
+                    show(&r.value)
+                );
+            }
+            checked += 1;
+        }
+        if let Some(key) = a.writes.keys().find(|k| !rows.iter().any(|r| &r.key == *k)) {
+            bad!(
+                a.seq,
+                "memory_global.run_id",
+                &format!("published row of `{key}`"),
+                format!("a row naming run {} step {}", a.run, a.effect.seq),
+                "none"
+            );
+        }
+    }
+    Ok(Ok(checked))
+}
+
+/// Every row of one memory is explained by a publish or a removal, versions without gaps.
+fn rows_accounted(
+    store: &dyn Store,
+    rows: &[GlobalRow],
+) -> Result<Result<(), Divergence>, HistoryError> {
+    let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut effects: BTreeMap<(RunId, u64), Vec<Effect>> = BTreeMap::new();
+    let removals: BTreeMap<u64, RemovalBody> = store
+        .memory_removals()?
+        .iter()
+        .filter_map(|r| r.decode().map(|b| (r.id, b)))
+        .collect();
+    for r in rows {
+        let next = expected.entry(&r.key).or_insert(1);
+        if r.version != *next {
+            bad!(
+                0,
+                "memory_global.version",
+                &format!("version of `{}`", r.key),
+                next.to_string(),
+                r.version.to_string()
+            );
+        }
+        *next += 1;
+        match (&r.run, r.effect, r.removal) {
+            (Some(run), Some(at), None) => {
+                let key = (run.clone(), at.seq);
+                if !effects.contains_key(&key) {
+                    let found = match transitions(store, run, at.seq, at.seq) {
+                        Ok(t) => t,
+                        Err(HistoryError::UnknownRun(_))
+                        | Err(HistoryError::Store(StoreError::UnknownRun(_))) => {
+                            bad!(
+                                0,
+                                "memory_global.run_id",
+                                "run of a published row",
+                                "a run",
+                                run.as_str()
+                            );
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let decoded = match found.first() {
+                        Some(t) => decode_effects(run, t.seq, &t.effects)?,
+                        None => Vec::new(),
+                    };
+                    effects.insert(key.clone(), decoded);
+                }
+                let at_seq = &effects[&key];
+                if !at_seq
+                    .iter()
+                    .any(|e| matches!(e, Effect::PublishMemory { .. }))
+                {
+                    bad!(
+                        0,
+                        "memory_global.effect_seq",
+                        &format!("origin of `{}` v{}", r.key, r.version),
+                        format!("a PublishMemory at run {run} step {}", at.seq),
+                        "none"
+                    );
+                }
+                let Some(Effect::PublishMemory { name, writes, .. }) =
+                    at_seq.get(at.index as usize)
+                else {
+                    bad!(
+                        0,
+                        "memory_global.effect_index",
+                        &format!("origin of `{}` v{}", r.key, r.version),
+                        format!("a PublishMemory at index {}", at.index),
+                        "another effect"
+                    );
+                };
+                let Some(w) = writes.get(&r.key).filter(|_| name == &r.name) else {
+                    bad!(
+                        0,
+                        "memory_global.key",
+                        "published row",
+                        format!("a key run {run} step {} wrote", at.seq),
+                        format!("{}/{}", r.name, r.key)
+                    );
+                };
+                if w.value != r.value {
+                    bad!(
+                        0,
+                        "memory_global.value",
+                        &format!("value of `{}` v{}", r.key, r.version),
+                        show(&w.value),
+                        show(&r.value)
+                    );
+                }
+                if w.base + 1 != r.version {
+                    bad!(
+                        0,
+                        "memory_global.version",
+                        &format!("version of `{}`", r.key),
+                        (w.base + 1).to_string(),
+                        r.version.to_string()
+                    );
+                }
+            }
+            (None, None, Some(id)) => {
+                let fits = removals
+                    .get(&id)
+                    .is_some_and(|b| b.name == r.name && b.key == r.key && b.version == r.version)
+                    && r.value.is_none();
+                if !fits {
+                    bad!(
+                        0,
+                        "memory_global.removal",
+                        &format!("removal of `{}` v{}", r.key, r.version),
+                        format!("removal record {id} naming it, and no value"),
+                        "none"
+                    );
+                }
+            }
+            _ => bad!(
+                0,
+                "memory_global.run_id",
+                &format!("origin of `{}` v{}", r.key, r.version),
+                "a publish (run and effect) or a removal",
+                "neither"
+            ),
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The removal records chain, ids without gaps, each a removal record.
+fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> {
+    let records = store.memory_removals()?;
+    let mut prev = crate::machine::Digest::ZERO;
+    for (i, r) in records.iter().enumerate() {
+        let want = i as u64 + 1;
+        if r.id != want {
+            bad!(
+                0,
+                "memory_removals.id",
+                "removal record id",
+                want.to_string(),
+                r.id.to_string()
+            );
+        }
+        let link = chain_link(&prev, &r.body);
+        if link != r.chain {
+            bad!(
+                0,
+                "memory_removals.chain",
+                &format!("chain link of removal {}", r.id),
+                link.to_hex(),
+                r.chain.to_hex()
+            );
+        }
+        prev = r.chain;
+        if r.decode().filter(|b| b.id == r.id).is_none() {
+            bad!(
+                0,
+                "memory_removals.body",
+                &format!("removal {}", r.id),
+                "a removal record",
+                String::from_utf8_lossy(&r.body)
+            );
+        }
+    }
+    Ok(Ok(records.len() as u64))
+}
+
+/// Each removal record names a row it wrote: a version without a value naming it.
+fn removals_wrote(store: &dyn Store) -> Result<Result<(), Divergence>, HistoryError> {
+    for r in store.memory_removals()? {
+        let Some(body) = r.decode() else { continue };
+        let wrote = store
+            .memory_rows(&body.name, false)?
+            .into_iter()
+            .any(|row| {
+                row.key == body.key && row.version == body.version && row.removal == Some(r.id)
+            });
+        if !wrote {
+            bad!(
+                0,
+                "memory_removals.body",
+                &format!("removal {}", r.id),
+                format!(
+                    "a row {}/{} v{} it wrote",
+                    body.name, body.key, body.version
+                ),
+                "none"
+            );
+        }
+    }
+    Ok(Ok(()))
+}
