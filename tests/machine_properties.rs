@@ -153,6 +153,7 @@ prop_compose! {
                 previous: Some(RunId::new(common::PREVIOUS)),
                 window: SessionWindow::Messages(messages),
                 summarizer: by_entry.then(|| AgentId::from("a0")),
+                replayed: false,
             }),
             retriever: match retrieve {
                 0 => None,

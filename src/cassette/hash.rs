@@ -233,7 +233,7 @@ pub(crate) fn envelope_hash(
 }
 
 /// Lowercase hex SHA-256 of the RFC 8785 form of `value`.
-fn digest_of(value: &Value) -> Result<String, String> {
+pub(crate) fn digest_of(value: &Value) -> Result<String, String> {
     check_numbers(value)?;
     let bytes = serde_json_canonicalizer::to_vec(value).map_err(|e| e.to_string())?;
     Ok(hex(&Sha256::digest(&bytes)))

@@ -125,6 +125,8 @@ mod load;
 mod memory;
 mod record;
 mod replay;
+mod retrievals;
+mod session;
 mod tools;
 
 pub use diff::{
@@ -141,4 +143,6 @@ pub use load::{DEFAULT_MAX_BYTES, LoadOptions};
 pub use memory::RecordedMemoryPlayer;
 pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
+pub use retrievals::RecordedRetrievals;
+pub use session::{RecordedSession, RetrievalEntry, comparable_query};
 pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults, ReplayPosition};

@@ -135,7 +135,13 @@ pub(crate) fn describe_place(s: &SessionSpec, forked: bool) {
         "nothing (the session's first completed run)".to_owned(),
         |p| format!("run {p}"),
     );
-    if forked {
+    if s.replayed {
+        outln!(
+            "session replayed from a cassette of run {} of session {}, which went on from {from}; a replay is not a run of the session",
+            s.index,
+            s.name
+        );
+    } else if forked {
         outln!(
             "session forked from run {} of session {}, which goes on from {from}; a fork is not a run of the session",
             s.index,

@@ -183,9 +183,15 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 name,
                 entries,
                 replayed,
+                from_ancestor,
             } => format!(
-                "global memory {name} loaded: {} keys{}",
+                "global memory {name} loaded: {} keys{}{}",
                 entries.values().filter(|v| v.value.is_some()).count(),
+                match from_ancestor {
+                    Some(at) =>
+                        format!(" (as of the fork point: run {}@{}'s view)", at.run, at.seq),
+                    None => String::new(),
+                },
                 if *replayed {
                     " (from the cassette)"
                 } else {

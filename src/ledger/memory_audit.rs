@@ -11,6 +11,10 @@
 //!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
 //!    no other row names that effect.
 //!
+//! 5. A fork's load copied from an ancestor (`from_ancestor`, see [`super::fork_view`]) names
+//!    a load of the same memory after the fork point, in the line the fork branched from, and
+//!    holds exactly its entries.
+//!
 //! A run replayed from a cassette (`runtape replay`) took its loads and publish outcomes from
 //! the recording and wrote nothing to this database: its events say so (`replayed`), and
 //! they are not looked for here.
@@ -21,10 +25,12 @@
 use std::collections::BTreeMap;
 
 use super::HistoryError;
-use super::codec::decode_effects;
+use super::codec::{decode_effects, decode_event};
 use super::read::transitions;
 use super::replay::Divergence;
-use crate::machine::{Effect, EffectRef, EventBody, PublishOutcome, RunId, Staged, Versioned};
+use crate::machine::{
+    Effect, EffectRef, EventBody, LoadedAt, PublishOutcome, RunId, Staged, Versioned,
+};
 use crate::store::global_memory::{RemovalBody, chain_link};
 use crate::store::{GlobalRow, Store, StoreError};
 
@@ -45,17 +51,45 @@ pub(crate) struct MemoryFacts {
     /// `PublishMemory` effects emitted, by position: the memory and the writes.
     emitted: BTreeMap<EffectRef, (String, BTreeMap<String, Staged>)>,
     loaded: Vec<(u64, String, BTreeMap<String, Versioned>)>,
+    /// Loads a fork took from an ancestor: seq, the run that recorded it, the load it names.
+    inherited: Vec<Inherited>,
     applied: Vec<Applied>,
+}
+
+/// A fork's load copied from an ancestor's (see [`super::fork_view`]).
+#[derive(Clone, Debug)]
+struct Inherited {
+    seq: u64,
+    run: RunId,
+    from: LoadedAt,
+    name: String,
+    entries: BTreeMap<String, Versioned>,
 }
 
 impl MemoryFacts {
     /// Notes transition `seq`: its event (of run `run`) and the effects it emitted.
     pub(crate) fn note(&mut self, seq: u64, run: &RunId, body: &EventBody, effects: &[Effect]) {
+        if let EventBody::MemoryLoaded {
+            name,
+            entries,
+            from_ancestor: Some(from),
+            ..
+        } = body
+        {
+            self.inherited.push(Inherited {
+                seq,
+                run: run.clone(),
+                from: from.clone(),
+                name: name.clone(),
+                entries: entries.clone(),
+            });
+        }
         match body {
             EventBody::MemoryLoaded {
                 name,
                 entries,
                 replayed: false,
+                ..
             } => {
                 self.loaded.push((seq, name.clone(), entries.clone()));
             }
@@ -147,6 +181,12 @@ pub(crate) fn check(
         }
         checked += all.len() as u64;
     }
+    for i in &facts.inherited {
+        if let Err(d) = inherited_matches(store, i)? {
+            return Ok(Err(d));
+        }
+        checked += 1;
+    }
     for a in &facts.applied {
         let rows = store.memory_published(&a.run, a.effect)?;
         for r in &rows {
@@ -199,6 +239,41 @@ pub(crate) fn check(
         }
     }
     Ok(Ok(checked))
+}
+
+/// A fork's copied load names a load of the same memory after its fork point, in the line it
+/// branched from, and holds exactly that load's entries.
+fn inherited_matches(
+    store: &dyn Store,
+    i: &Inherited,
+) -> Result<Result<(), Divergence>, HistoryError> {
+    let shown = format!("run {}@{}", i.from.run, i.from.seq);
+    if !super::fork_view::is_after_fork_point(store, &i.run, &i.from)? {
+        bad!(
+            i.seq,
+            "transitions.event",
+            "the load a fork's view of global memory comes from",
+            "a load after the fork point in the line the fork branched from",
+            shown
+        );
+    }
+    let found = transitions(store, &i.from.run, i.from.seq, i.from.seq)?;
+    let event = match found.first() {
+        Some(t) => Some(decode_event(&i.from.run, t.seq, &t.event)?.body),
+        None => None,
+    };
+    match event {
+        Some(EventBody::MemoryLoaded { name, entries, .. })
+            if name == i.name && entries == i.entries => {}
+        _ => bad!(
+            i.seq,
+            "transitions.event",
+            "the view of global memory a fork took",
+            format!("the entries {shown} loaded"),
+            "other entries"
+        ),
+    }
+    Ok(Ok(()))
 }
 
 /// Every row of one memory is explained by a publish or a removal, versions without gaps.

@@ -5,6 +5,9 @@
 //!   from the store at its first step boundary (before its first model request) and records
 //!   it as a `MemoryLoaded` event: the history says what the run saw, so a resume, a fork, a
 //!   replay and `verify` see the same.
+//! - **A fork** taken before its line loaded takes the view its nearest ancestor loaded after
+//!   the fork point, if one did ([`crate::ledger::fork_view`]): the memory as of the fork
+//!   point, never what its ancestors published later.
 //! - **From a recording.** With a [`MemorySource`](crate::exec::MemorySource) (a replay's
 //!   cassette), loads and publish outcomes come from it and nothing touches the store.
 //! - **Publishing.** `PublishMemory` is one store write (all or none, at most once per effect,
@@ -16,6 +19,7 @@
 use super::Driver;
 use crate::exec::perform::Completion;
 use crate::exec::reads::off_thread;
+use crate::ledger::ancestor_load;
 use crate::machine::{EffectId, EffectRef, EventBody, RunState, Staged};
 use crate::store::global_memory::{load_entries, publish_outcome};
 use crate::store::{Publication, Write};
@@ -51,6 +55,21 @@ impl Driver {
                 name,
                 entries,
                 replayed: true,
+                from_ancestor: None,
+            });
+            return Ok(true);
+        }
+        // A fork takes the view its line loaded after the fork point, if one did: the memory
+        // as of the fork point, without its ancestors' later publishes.
+        let (read, run) = (name.clone(), self.run.clone());
+        let inherited =
+            off_thread(&self.shared.store, move |s| ancestor_load(s, &run, &read)).await?;
+        if let Some(load) = inherited {
+            self.queue.push_back(EventBody::MemoryLoaded {
+                name,
+                entries: load.entries,
+                replayed: load.replayed,
+                from_ancestor: Some(load.at),
             });
             return Ok(true);
         }
@@ -63,6 +82,7 @@ impl Driver {
             name,
             entries,
             replayed: false,
+            from_ancestor: None,
         });
         Ok(true)
     }

@@ -136,6 +136,18 @@ pub struct Versioned {
     pub value: Option<String>,
 }
 
+/// Where a load of global memory was recorded: the run whose history holds the
+/// `MemoryLoaded` event, and its seq. A fork that loads after its fork point names the
+/// ancestor load whose view it takes (see [`MemoryLoaded`](super::EventBody::MemoryLoaded)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadedAt {
+    /// The run.
+    pub run: super::ids::RunId,
+    /// The seq of its `MemoryLoaded`.
+    pub seq: u64,
+}
+
 /// A write staged for publication.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
