@@ -207,6 +207,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 match outcome {
                     crate::machine::PublishOutcome::Published { .. } => "published",
                     crate::machine::PublishOutcome::Conflict { .. } => "refused",
+                    crate::machine::PublishOutcome::OverCap { .. } => "refused over its cap",
                 }
             ),
             EventBody::MemoryPublished { outcome, .. } => match outcome {
@@ -221,6 +222,13 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                         clip(&keys.join(", "), 50)
                     )
                 }
+                crate::machine::PublishOutcome::OverCap {
+                    cap,
+                    holds,
+                    would_hold,
+                } => format!(
+                    "global memory refused (over its cap: it holds {holds} bytes, would hold {would_hold}, cap {cap})"
+                ),
             },
         };
         let started: Vec<String> = effects

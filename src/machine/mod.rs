@@ -70,7 +70,7 @@ pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
 pub use memory::{
     GlobalView, LoadedAt, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec,
-    PendingCancel, PublishOutcome, Staged, Versioned,
+    PUBLISH_CAP_SEMANTICS, PendingCancel, PublishOutcome, Staged, Versioned,
 };
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,

@@ -696,5 +696,6 @@ pub fn memory_loaded(entries: &[(&str, u64, Option<&str>)]) -> EventBody {
             })
             .collect(),
         replayed: false,
+        from_ancestor: None,
     }
 }

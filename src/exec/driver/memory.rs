@@ -11,8 +11,8 @@
 //! - **From a recording.** With a [`MemorySource`](crate::exec::MemorySource) (a replay's
 //!   cassette), loads and publish outcomes come from it and nothing touches the store.
 //! - **Publishing.** `PublishMemory` is one store write (all or none, at most once per effect,
-//!   fenced by the lease), then a read of what it did; the answer is the `MemoryPublished`
-//!   event. Performed again after a crash, it finds its rows and answers the same. A cancel
+//!   fenced by the lease, refused when it would take the memory past the run's cap), then a
+//!   read of what it did; the answer is the `MemoryPublished` event. Performed again after a crash, it finds its rows and answers the same. A cancel
 //!   does not abandon it (see [`Driver::cancel_inflight`]): once a run publishes, the publish
 //!   decides how it ends.
 
@@ -20,9 +20,11 @@ use super::Driver;
 use crate::exec::perform::Completion;
 use crate::exec::reads::off_thread;
 use crate::ledger::ancestor_load;
-use crate::machine::{EffectId, EffectRef, EventBody, RunState, Staged};
+use crate::machine::{
+    EffectId, EffectRef, EventBody, PUBLISH_CAP_SEMANTICS, PublishOutcome, RunState, Staged,
+};
 use crate::store::global_memory::{load_entries, publish_outcome};
-use crate::store::{Publication, Write};
+use crate::store::{Publication, Write, Written};
 
 impl Driver {
     /// At a step boundary: queues the `MemoryLoaded` event of a run whose global memory is not
@@ -95,7 +97,7 @@ impl Driver {
         name: String,
         writes: std::collections::BTreeMap<String, Staged>,
     ) {
-        let publication = Publication::new(
+        let mut publication = Publication::new(
             id.run.clone(),
             self.epoch(),
             EffectRef {
@@ -105,6 +107,13 @@ impl Driver {
             name,
             writes,
         );
+        // The cap is held at the publish too, across every run writing the memory.
+        let spec = self.spec.spec();
+        if spec.semantics >= PUBLISH_CAP_SEMANTICS
+            && let Some(m) = &spec.memory
+        {
+            publication = publication.capped(u64::from(m.limits.max_bytes_global));
+        }
         let source = crate::exec::read_lock(&self.shared.memory_source).clone();
         if let Some(source) = source {
             let done = match self.tree_path().await.map(|path| source.publish(&path)) {
@@ -125,8 +134,20 @@ impl Driver {
         }
         let (store, queue) = (self.shared.store.clone(), self.shared.writes.clone());
         self.inflight.push(Box::pin(async move {
-            if let Err(e) = queue.write(Write::PublishMemory(publication.clone())).await {
-                return Completion::Fatal(e.into());
+            match queue.write(Write::PublishMemory(publication.clone())).await {
+                Err(e) => return Completion::Fatal(e.into()),
+                Ok(Written::MemoryOverCap(refused)) => {
+                    return Completion::Event(EventBody::MemoryPublished {
+                        effect: id,
+                        outcome: PublishOutcome::OverCap {
+                            cap: refused.cap,
+                            holds: refused.holds,
+                            would_hold: refused.would_hold,
+                        },
+                        replayed: false,
+                    });
+                }
+                Ok(_) => {}
             }
             match off_thread(&store, move |s| publish_outcome(s, &publication)).await {
                 Ok(mut outcome) => {

@@ -11,7 +11,7 @@ use super::conn::Conn;
 use super::read::ReadError;
 use super::writer::Fail;
 use crate::machine::{Digest, EffectRef, RunId};
-use crate::store::global_memory::{RemovalRecord, removal_body};
+use crate::store::global_memory::{RemovalRecord, removal_body, row_bytes};
 use crate::store::{GlobalRow, Publication, Removal, Written};
 
 type Read<T> = Result<T, ReadError>;
@@ -157,21 +157,39 @@ pub(super) async fn publish(c: &Conn, p: &Publication) -> Result<Written, Fail> 
         return Ok(Written::Done);
     }
     let mut latest = BTreeMap::new();
+    let mut current = BTreeMap::new();
     for key in p.writes.keys() {
         let r = c
             .query_opt(
-                "SELECT max(version) FROM runtape.memory_global WHERE name = $1 AND key = $2",
+                "SELECT version, value FROM runtape.memory_global WHERE name = $1 AND key = $2 ORDER BY version DESC LIMIT 1",
                 &[&p.name, key],
             )
             .await?;
-        if let Some(v) = r.and_then(|r| r.get::<_, Option<i64>>(0)) {
-            latest.insert(key.clone(), v as u64);
+        if let Some(r) = r {
+            let value: Option<String> = r.get(1);
+            latest.insert(key.clone(), r.get::<_, i64>(0) as u64);
+            current.insert(key.clone(), row_bytes(key, value.as_deref()));
         }
     }
-    if let Some(rows) = p.rows(&latest) {
-        for r in &rows {
-            insert(c, r).await?;
+    let Some(rows) = p.rows(&latest) else {
+        return Ok(Written::Done);
+    };
+    if p.cap.is_some() {
+        let holds: i64 = c
+            .query_opt(
+                "SELECT coalesce(sum(octet_length(key) + octet_length(value)), 0)::BIGINT \
+                 FROM runtape.memory_global m WHERE name = $1 AND value IS NOT NULL AND version = \
+                 (SELECT max(version) FROM runtape.memory_global WHERE name = m.name AND key = m.key)",
+                &[&p.name],
+            )
+            .await?
+            .map_or(0, |r| r.get(0));
+        if let Some(refused) = p.over_cap(holds.max(0) as u64, &current) {
+            return Ok(Written::MemoryOverCap(refused));
         }
+    }
+    for r in &rows {
+        insert(c, r).await?;
     }
     Ok(Written::Done)
 }

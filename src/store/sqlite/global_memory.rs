@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::super::global_memory::{RemovalRecord, removal_body};
+use super::super::global_memory::{RemovalRecord, removal_body, row_bytes};
 use super::super::{GlobalRow, Publication, Removal, StoreError, Written};
 use super::bytes_at;
 use crate::machine::{Digest, EffectRef, RunId};
@@ -105,7 +105,8 @@ fn insert(tx: &Connection, r: &GlobalRow) -> Result<(), StoreError> {
 }
 
 /// Applies `p` inside the writer's transaction (the caller checked the lease epoch): nothing
-/// when its rows exist already or a written key moved, else every row.
+/// when its rows exist already or a written key moved, a refusal when it would take the
+/// memory past its cap, else every row.
 pub(super) fn publish(tx: &Connection, p: &Publication) -> Result<Written, StoreError> {
     let done = tx
         .prepare_cached(
@@ -120,18 +121,37 @@ pub(super) fn publish(tx: &Connection, p: &Publication) -> Result<Written, Store
         return Ok(Written::Done);
     }
     let mut latest = BTreeMap::new();
-    let mut stmt =
-        tx.prepare_cached("SELECT max(version) FROM memory_global WHERE name = ?1 AND key = ?2")?;
+    let mut current = BTreeMap::new();
+    let mut stmt = tx.prepare_cached(
+        "SELECT version, value FROM memory_global WHERE name = ?1 AND key = ?2 ORDER BY version DESC LIMIT 1",
+    )?;
     for key in p.writes.keys() {
-        let v: Option<i64> = stmt.query_row(params![p.name, key], |r| r.get(0))?;
-        if let Some(v) = v {
-            latest.insert(key.clone(), v as u64);
+        let found: Option<(i64, Option<String>)> = stmt
+            .query_row(params![p.name, key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((version, value)) = found {
+            latest.insert(key.clone(), version as u64);
+            current.insert(key.clone(), row_bytes(key, value.as_deref()));
         }
     }
-    if let Some(rows) = p.rows(&latest) {
-        for r in &rows {
-            insert(tx, r)?;
+    let Some(rows) = p.rows(&latest) else {
+        return Ok(Written::Done);
+    };
+    if p.cap.is_some() {
+        // Bytes, not characters: SQLite's length() of TEXT counts characters.
+        let holds: i64 = tx
+            .prepare_cached(
+                "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) \
+                 FROM memory_global m WHERE name = ?1 AND value IS NOT NULL AND version = \
+                 (SELECT max(version) FROM memory_global WHERE name = m.name AND key = m.key)",
+            )?
+            .query_row([&p.name], |r| r.get(0))?;
+        if let Some(refused) = p.over_cap(holds.max(0) as u64, &current) {
+            return Ok(Written::MemoryOverCap(refused));
         }
+    }
+    for r in &rows {
+        insert(tx, r)?;
     }
     Ok(Written::Done)
 }
