@@ -68,6 +68,13 @@
 //!                  "chunks": ["Paris"], "prompt": { "messages": [...], "tools": [...] } } ] }
 //! ```
 //!
+//! A cassette exported from a stored run may also carry what the run got from outside
+//! besides its model calls, each covered by `envelopeHash`: MCP tool lists and results
+//! (`catalogs`, `catalogChanges`, `toolResults`), the global memory it loaded and its publish
+//! outcomes (`memory`), the history a session run began with (`session`, with its own
+//! `sessionHash`) and the retriever's answers (`retrievals`, each with its `retrievalHash`;
+//! a child's in its section) — see [`RecordedSession`] and [`RetrievalEntry`].
+//!
 //! Envelope and entry fields are camelCase; the reply or error inside `response` keeps its own
 //! serde form ([`ModelReply`](crate::machine::ModelReply) and
 //! [`ProviderError`](crate::provider::ProviderError), snake_case). Optional fields

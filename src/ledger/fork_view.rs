@@ -11,8 +11,7 @@
 //! read before any of those runs published anything (a run publishes only after it loaded),
 //! so none of their later writes is in it. When no ancestor loaded after the fork point, none
 //! published after it either, and the fork loads the memory as it is now. The fork's
-//! `MemoryLoaded` names the load it copied ([`LoadedAt`]), and `verify` checks it against it
-//! ([`super::memory_audit`]).
+//! `MemoryLoaded` names the load it copied ([`LoadedAt`]), and `verify` checks it against it.
 
 use super::codec::decode_event;
 use super::read::{ancestry, record};
