@@ -165,13 +165,16 @@ fn the_third_run_of_a_session_replays_from_its_cassette_in_a_fresh_database() {
     assert!(log.contains("session_start"), "{log}");
 }
 
+/// A tamper: its name, the edit, and what the refusal says.
+type Tamper = (&'static str, fn(&mut Value), &'static str);
+
 #[test]
 fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, _, cassette) = recorded(dir.path());
     let spec = dir.path().join("session.toml");
     let original = read(&cassette);
-    let tampered: [(&str, fn(&mut Value), &str); 4] = [
+    let tampered: [Tamper; 4] = [
         (
             "passage",
             |f| {
