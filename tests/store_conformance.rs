@@ -823,8 +823,33 @@ fn removals_are_recorded_chained_and_refused_without_a_value(make: Maker) {
         "already removed"
     );
     assert!(matches!(rm("zzz"), Err(StoreError::NoMemoryKey { .. })));
-    rm("b").expect("removes");
+    // The second removal is signed: its seal is stored and holds over its chain link.
+    let signer = Arc::new(runtape::receipt::ReceiptSigner::from_signing_key(
+        runtape::receipt::SigningKey::from_bytes(&[9; 32]),
+    ));
+    w(
+        store,
+        Write::RemoveMemory(
+            Removal::new("team".into(), "b".into(), "me@here".into(), 43).signed_by(signer.clone()),
+        ),
+    )
+    .expect("removes");
     let records = store.memory_removals().expect("reads");
+    assert_eq!(
+        records[0].seal, None,
+        "made without a key: hash-chained only"
+    );
+    let seal = records[1].seal.as_deref().expect("signed");
+    assert_eq!(
+        runtape::receipt::check_removal_seal(
+            &records[1].chain,
+            seal,
+            signer.verifying_key().as_ref()
+        )
+        .ok()
+        .as_deref(),
+        signer.key_id()
+    );
     assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(
         records[0].chain,

@@ -2,7 +2,8 @@
 //!
 //! 1. Every value the run loaded is the stored value of that key at that version.
 //! 2. The removal records (`runtape memory rm`) form an unbroken hash chain, ids 1, 2, ...,
-//!    each naming the row it wrote.
+//!    each naming the row it wrote; a signed record's signature holds over its chain link, and
+//!    where a key is trusted every removal of the run's memory is signed by it.
 //! 3. Every row of the run's global memory is accounted for: versions run 1, 2, ... per key;
 //!    a published row matches the `PublishMemory` effect it names (in that run's history:
 //!    same memory, same value, based on the version before); a removed row matches its
@@ -31,6 +32,7 @@ use super::replay::Divergence;
 use crate::machine::{
     Effect, EffectRef, EventBody, LoadedAt, PublishOutcome, RunId, Staged, Versioned,
 };
+use crate::receipt::{VerifyingKey, check_removal_seal};
 use crate::store::global_memory::{RemovalBody, chain_link};
 use crate::store::{GlobalRow, Store, StoreError};
 
@@ -142,11 +144,13 @@ fn show(value: &Option<String>) -> String {
 }
 
 /// Checks what `facts` (of the verified run, whose spec names global memory `name`, if any)
-/// say against the store. Returns how many rows and records were checked.
+/// say against the store, removal records' signatures against `key` when one is trusted.
+/// Returns how many rows and records were checked.
 pub(crate) fn check(
     store: &dyn Store,
     name: Option<&str>,
     facts: &MemoryFacts,
+    key: Option<&VerifyingKey>,
 ) -> Result<Result<u64, Divergence>, HistoryError> {
     let mut checked = 0u64;
     if let Some(name) = name {
@@ -169,7 +173,7 @@ pub(crate) fn check(
                 }
             }
         }
-        match removal_chain(store)? {
+        match removal_chain(store, name, key)? {
             Ok(n) => checked += n,
             Err(d) => return Ok(Err(d)),
         }
@@ -404,7 +408,11 @@ fn rows_accounted(
 }
 
 /// The removal records chain, ids without gaps, each a removal record.
-fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> {
+fn removal_chain(
+    store: &dyn Store,
+    name: &str,
+    key: Option<&VerifyingKey>,
+) -> Result<Result<u64, Divergence>, HistoryError> {
     let records = store.memory_removals()?;
     let mut prev = crate::machine::Digest::ZERO;
     for (i, r) in records.iter().enumerate() {
@@ -429,7 +437,7 @@ fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryEr
             );
         }
         prev = r.chain;
-        if r.decode().filter(|b| b.id == r.id).is_none() {
+        let Some(body) = r.decode().filter(|b| b.id == r.id) else {
             bad!(
                 0,
                 "memory_removals.body",
@@ -437,6 +445,32 @@ fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryEr
                 "a removal record",
                 String::from_utf8_lossy(&r.body)
             );
+        };
+        // A signature must hold wherever it is; a trusted key must have signed every removal
+        // of this run's memory (an unsigned one was made without it, or had its seal stripped).
+        let what = format!("seal of removal {}", r.id);
+        match &r.seal {
+            Some(seal) => {
+                if let Err(e) = check_removal_seal(&r.chain, seal, key) {
+                    bad!(
+                        0,
+                        "memory_removals.seal",
+                        &what,
+                        "a signature over the record's chain link",
+                        e.to_string()
+                    );
+                }
+            }
+            None if key.is_some() && body.name == name => {
+                bad!(
+                    0,
+                    "memory_removals.seal",
+                    &what,
+                    "signed by the trusted key",
+                    "unsigned: removed without a key, or its signature was stripped"
+                );
+            }
+            None => {}
         }
     }
     Ok(Ok(records.len() as u64))

@@ -149,7 +149,7 @@ impl Publication {
 
 /// A `runtape memory rm` to make durable: forget `key` of global memory `name`.
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Removal {
     /// The global memory.
     pub name: String,
@@ -159,6 +159,9 @@ pub struct Removal {
     pub by: String,
     /// Wall-clock ms now.
     pub at_ms: u64,
+    /// Signs the record's chain link when it holds a key (see
+    /// [`crate::receipt::check_removal_seal`]); `None` or unsigned: hash-chained only.
+    pub signer: Option<std::sync::Arc<crate::receipt::ReceiptSigner>>,
 }
 
 impl Removal {
@@ -169,7 +172,25 @@ impl Removal {
             key,
             by,
             at_ms,
+            signer: None,
         }
+    }
+
+    /// The same, its record signed by `signer` when it holds a key.
+    pub fn signed_by(mut self, signer: std::sync::Arc<crate::receipt::ReceiptSigner>) -> Removal {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// The record this removal writes after `prev` (`None` for the first), saying `body`:
+    /// chained, and sealed when the signer holds a key.
+    pub fn record_after(&self, prev: Option<&RemovalRecord>, body: &RemovalBody) -> RemovalRecord {
+        let mut record = RemovalRecord::after(prev, body);
+        record.seal = self
+            .signer
+            .as_ref()
+            .and_then(|s| s.seal_removal(&record.chain));
+        record
     }
 }
 
@@ -200,6 +221,9 @@ pub struct RemovalRecord {
     pub body: Vec<u8>,
     /// `blake3(previous record's chain || body)` (the first record's previous is zero).
     pub chain: Digest,
+    /// A signature over the chain link ([`crate::receipt::check_removal_seal`]), when the
+    /// removal was made with a key; `None`: hash-chained only.
+    pub seal: Option<Vec<u8>>,
 }
 
 impl RemovalRecord {
@@ -212,6 +236,7 @@ impl RemovalRecord {
             id: body.id,
             body: bytes,
             chain,
+            seal: None,
         }
     }
 
@@ -375,7 +400,7 @@ impl InMemory {
     pub(crate) fn remove(&mut self, r: &Removal) -> Result<(), StoreError> {
         let id = self.removals.last().map_or(1, |p| p.id + 1);
         let body = removal_body(r, self.latest(&r.name, &r.key), id)?;
-        let record = RemovalRecord::after(self.removals.last(), &body);
+        let record = r.record_after(self.removals.last(), &body);
         self.removals.push(record);
         let row = GlobalRow {
             name: r.name.clone(),

@@ -104,6 +104,7 @@ fn removal(r: &Row) -> Result<RemovalRecord, tokio_postgres::Error> {
         id: r.try_get::<_, i64>(0)? as u64,
         body: r.try_get(1)?,
         chain: Digest(chain.try_into().unwrap_or([0u8; 32])),
+        seal: r.try_get(3)?,
     })
 }
 
@@ -111,7 +112,7 @@ fn removal(r: &Row) -> Result<RemovalRecord, tokio_postgres::Error> {
 pub(super) async fn memory_removals(c: &Conn) -> Read<Vec<RemovalRecord>> {
     let found = c
         .query(
-            "SELECT id, body, chain FROM runtape.memory_removals ORDER BY id",
+            "SELECT id, body, chain, seal FROM runtape.memory_removals ORDER BY id",
             &[],
         )
         .await?;
@@ -215,7 +216,7 @@ pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
         .transpose()?;
     let prev = c
         .query_opt(
-            "SELECT id, body, chain FROM runtape.memory_removals ORDER BY id DESC LIMIT 1",
+            "SELECT id, body, chain, seal FROM runtape.memory_removals ORDER BY id DESC LIMIT 1",
             &[],
         )
         .await?
@@ -223,10 +224,15 @@ pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
         .transpose()?;
     let id = prev.as_ref().map_or(1, |p| p.id + 1);
     let body = removal_body(r, latest.as_ref(), id)?;
-    let record = RemovalRecord::after(prev.as_ref(), &body);
+    let record = r.record_after(prev.as_ref(), &body);
     c.execute(
-        "INSERT INTO runtape.memory_removals (id, body, chain) VALUES ($1, $2, $3)",
-        &[&(id as i64), &record.body, &&record.chain.0[..]],
+        "INSERT INTO runtape.memory_removals (id, body, chain, seal) VALUES ($1, $2, $3, $4)",
+        &[
+            &(id as i64),
+            &record.body,
+            &&record.chain.0[..],
+            &record.seal,
+        ],
     )
     .await?;
     insert(

@@ -75,13 +75,14 @@ pub(super) fn names(c: &Connection) -> rusqlite::Result<Vec<String>> {
 
 /// Every removal record, in id order.
 pub(super) fn removals(c: &Connection) -> rusqlite::Result<Vec<RemovalRecord>> {
-    c.prepare_cached("SELECT id, body, chain FROM memory_removals ORDER BY id")?
+    c.prepare_cached("SELECT id, body, chain, seal FROM memory_removals ORDER BY id")?
         .query_map([], |r| {
             let chain = bytes_at(r, 2)?;
             Ok(RemovalRecord {
                 id: r.get::<_, i64>(0)? as u64,
                 body: bytes_at(r, 1)?,
                 chain: Digest(chain.try_into().unwrap_or([0u8; 32])),
+                seal: r.get_ref(3)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
             })
         })?
         .collect()
@@ -166,20 +167,30 @@ pub(super) fn remove(tx: &Connection, r: &Removal) -> Result<Written, StoreError
         .query_row(params![r.name, r.key], row)
         .optional()?;
     let prev = tx
-        .prepare_cached("SELECT id, body, chain FROM memory_removals ORDER BY id DESC LIMIT 1")?
+        .prepare_cached(
+            "SELECT id, body, chain, seal FROM memory_removals ORDER BY id DESC LIMIT 1",
+        )?
         .query_row([], |row| {
             Ok(RemovalRecord {
                 id: row.get::<_, i64>(0)? as u64,
                 body: bytes_at(row, 1)?,
                 chain: Digest(bytes_at(row, 2)?.try_into().unwrap_or([0u8; 32])),
+                seal: row.get_ref(3)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
             })
         })
         .optional()?;
     let id = prev.as_ref().map_or(1, |p| p.id + 1);
     let body = removal_body(r, latest.as_ref(), id)?;
-    let record = RemovalRecord::after(prev.as_ref(), &body);
-    tx.prepare_cached("INSERT INTO memory_removals (id, body, chain) VALUES (?1, ?2, ?3)")?
-        .execute(params![id as i64, record.body, &record.chain.0[..]])?;
+    let record = r.record_after(prev.as_ref(), &body);
+    tx.prepare_cached(
+        "INSERT INTO memory_removals (id, body, chain, seal) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        id as i64,
+        record.body,
+        &record.chain.0[..],
+        record.seal
+    ])?;
     insert(
         tx,
         &GlobalRow {
