@@ -786,6 +786,19 @@ fn cases() -> Vec<(&'static str, Case)> {
             let body = moved(&h);
             (h, body)
         }),
+        ("publishing.published.over_cap", || {
+            let h = publishing();
+            let body = EventBody::MemoryPublished {
+                effect: h.publish_effect(),
+                outcome: PublishOutcome::OverCap {
+                    cap: 64 * 1024,
+                    holds: 65_530,
+                    would_hold: 65_540,
+                },
+                replayed: false,
+            };
+            (h, body)
+        }),
         ("publishing.published.cancelled", || {
             let mut h = publishing();
             h.cancel();

@@ -153,6 +153,7 @@ prop_compose! {
                 previous: Some(RunId::new(common::PREVIOUS)),
                 window: SessionWindow::Messages(messages),
                 summarizer: by_entry.then(|| AgentId::from("a0")),
+                replayed: false,
             }),
             retriever: match retrieve {
                 0 => None,
@@ -182,8 +183,9 @@ enum Action {
     Retrieved(u8),
     /// The run's global memory view arrives (revision 5).
     Load(u8),
-    /// The store answers a publish: applied, or refused.
-    Publish(bool),
+    /// The store answers a publish: applied (0), refused for a moved key (1), or refused over
+    /// the memory's cap (2).
+    Publish(u8),
     /// The model writes a global memory key (revision 5).
     Remember(u8),
 }
@@ -194,7 +196,7 @@ fn arb_action() -> impl Strategy<Value = Action> {
         3 => prop::sample::select(vec!["go ahead", "zzz", r#"{"next": true}"#, "", "abc"]).prop_map(|s| Action::Text(s.to_owned())),
         4 => prop::collection::vec((0usize..9, 0u8..5), 1..4).prop_map(Action::Tools),
         1 => (0u8..4).prop_map(Action::Load),
-        2 => any::<bool>().prop_map(Action::Publish),
+        2 => (0u8..3).prop_map(Action::Publish),
         3 => (0u8..4).prop_map(Action::Remember),
         2 => (0u8..6, any::<bool>(), prop::option::of(0u64..100)).prop_map(|(c, r, a)| Action::Fail(c, r, a)),
         5 => (0usize..4, any::<bool>()).prop_map(|(i, ok)| Action::Return(i, ok)),
@@ -214,7 +216,7 @@ fn arb_memory_action() -> impl Strategy<Value = Action> {
         3 => Just(Action::Text("done".into())),
         5 => (0u8..4).prop_map(Action::Remember),
         3 => prop::collection::vec((6usize..9, 0u8..3), 1..3).prop_map(Action::Tools),
-        4 => any::<bool>().prop_map(Action::Publish),
+        4 => (0u8..3).prop_map(Action::Publish),
         1 => Just(Action::Cancel),
         1 => (0u8..6, any::<bool>(), prop::option::of(0u64..100)).prop_map(|(c, r, a)| Action::Fail(c, r, a)),
         1 => (any::<bool>(), 0u8..5, 1u64..50).prop_map(|(r, k, v)| Action::Raise(r, k, v)),
@@ -263,7 +265,7 @@ fn outstanding(state: &RunState, run: &RunId) -> Vec<EffectId> {
         .collect()
 }
 
-fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
+fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> EventBody {
     let pick = |i: usize| {
         let all = outstanding(state, run);
         if all.is_empty() {
@@ -391,19 +393,31 @@ fn body_for(action: &Action, state: &RunState, run: &RunId) -> EventBody {
                 })
                 .collect(),
             replayed: false,
+            from_ancestor: None,
         },
-        Action::Publish(applied) => {
+        Action::Publish(answer) => {
             let staged = state
                 .data()
                 .and_then(|d| d.memory.global.as_ref())
                 .map(|g| g.staged.clone())
                 .unwrap_or_default();
-            let outcome = if *applied {
+            let cap = spec
+                .spec()
+                .memory
+                .as_ref()
+                .map_or(0, |m| u64::from(m.limits.max_bytes_global));
+            let outcome = if *answer == 0 {
                 PublishOutcome::Published {
                     versions: staged
                         .iter()
                         .map(|(k, w)| (k.clone(), w.base + 1))
                         .collect(),
+                }
+            } else if *answer == 2 {
+                PublishOutcome::OverCap {
+                    cap,
+                    holds: cap,
+                    would_hold: cap + 1,
                 }
             } else {
                 PublishOutcome::Conflict {
@@ -489,7 +503,7 @@ fn run(spec: &RunSpec, actions: &[(Action, u64)]) -> Vec<(RunState, Event, Trans
         let load = Event::new(
             &id,
             Hlc::from_ms(at),
-            body_for(&Action::Load(3), &state, &id),
+            body_for(&Action::Load(3), &state, &id, spec),
         );
         let t = step(&state, &load, spec).expect("the load is accepted");
         let prev = std::mem::replace(&mut state, t.next.clone());
@@ -497,7 +511,7 @@ fn run(spec: &RunSpec, actions: &[(Action, u64)]) -> Vec<(RunState, Event, Trans
     }
     for (action, dt) in actions {
         at += dt;
-        let event = Event::new(&id, Hlc::from_ms(at), body_for(action, &state, &id));
+        let event = Event::new(&id, Hlc::from_ms(at), body_for(action, &state, &id, spec));
         let was_done = state.is_done();
         match step(&state, &event, spec) {
             Ok(t) => {
@@ -641,6 +655,16 @@ proptest! {
             if let EventBody::MemoryPublished { outcome: PublishOutcome::Published { .. }, .. } = &event.body {
                 let completed = matches!(t.next.outcome(), Some(Outcome::Completed { .. }));
                 prop_assert!(completed, "an applied publish completes the run");
+            }
+            // A publish refused over the cap never completes the run, and the writer it tells
+            // has fewer writes staged than before (so answering again cannot loop unchanged).
+            if let EventBody::MemoryPublished { outcome: PublishOutcome::OverCap { .. }, .. } = &event.body {
+                let completed = matches!(t.next.outcome(), Some(Outcome::Completed { .. }));
+                prop_assert!(!completed, "a refusal over the cap does not complete the run");
+                let staged = |s: &RunState| s.data().and_then(|d| d.memory.global.as_ref()).map_or(0, |g| g.staged.len());
+                if matches!(t.next, RunState::Preparing { .. }) {
+                    prop_assert!(staged(&t.next) < staged(prev), "a refusal over the cap drops writes");
+                }
             }
             if let Some(run) = t.next.data() {
                 for entries in run.memory.agents.values().chain([&run.memory.shared]) {

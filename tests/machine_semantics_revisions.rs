@@ -236,6 +236,7 @@ fn sessions_and_the_retriever_are_revision_5s_only() {
                 previous: Some(RunId::new(PREVIOUS)),
                 window: SessionWindow::Messages(4),
                 summarizer: None,
+                replayed: false,
             }),
             ..base.clone()
         };

@@ -177,3 +177,77 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
     let listed = ok(runtape(&db, &["ls", "--json"]));
     assert_eq!(listed.lines().count(), 2, "{listed}");
 }
+
+/// The recall results (tool messages) the request at `at` carried.
+fn recalled(db: &Path, at: &str) -> Vec<String> {
+    let shown: Value =
+        serde_json::from_str(&ok(runtape(db, &["show", at, "--json"]))).expect("show --json");
+    shown["request"]["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "tool")
+                .filter_map(|m| m["content"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = dir.path().join("offsite.toml");
+    std::fs::write(&spec, SPEC).expect("writes");
+    let parent = first_id(&ok(runtape(&db, &["run", spec.to_str().expect("utf-8")])));
+    assert_eq!(
+        state_at(&db, &parent)["global"]["read"]["offsite"]["version"],
+        1,
+        "the parent published `offsite`"
+    );
+
+    // Forked at step 1, before the parent loaded global memory, after the parent published:
+    // the fork takes the view the parent loaded at step 2, not the memory as it is now.
+    let fork = first_id(&ok(runtape(&db, &["fork", &format!("{parent}@1")])));
+    let log = ok(runtape(&db, &["log", &fork]));
+    assert!(
+        log.contains(&format!(
+            "loaded: 0 keys (as of the fork point: run {parent}@2's view)"
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        state_at(&db, &format!("{fork}@2"))["global"]["read"],
+        Value::Null
+    );
+    let steps = ok(runtape(&db, &["log", &fork, "--json"])).lines().count();
+    let results: Vec<String> = (1..=steps)
+        .flat_map(|seq| recalled(&db, &format!("{fork}@{seq}")))
+        .filter(|r| r.contains("\"scope\":\"global\""))
+        .collect();
+    assert_eq!(
+        results.first().map(String::as_str),
+        Some(r#"{"entries":{},"scope":"global"}"#),
+        "the writer's recall of global memory does not see the parent's publish"
+    );
+    // Its own write was based on that view, so its publish was refused over the parent's and
+    // its writer wrote again: nothing of the parent's was overwritten unseen.
+    let end = state_at(&db, &fork);
+    assert_eq!(end["global"]["read"]["offsite"]["version"], 2);
+    assert_eq!(end["global"]["read"]["offsite"]["value"], "planned again");
+
+    // A fork of the fork at step 1 takes the same view, through the fork's copy.
+    let again = first_id(&ok(runtape(&db, &["fork", &format!("{fork}@1")])));
+    let log = ok(runtape(&db, &["log", &again]));
+    assert!(
+        log.contains(&format!(
+            "loaded: 0 keys (as of the fork point: run {fork}@2's view)"
+        )),
+        "{log}"
+    );
+    // verify checks each copied view against the load it names.
+    for run in [&parent, &fork, &again] {
+        let out = ok(runtape(&db, &["verify", run]));
+        assert!(out.starts_with("OK"), "{out}");
+    }
+}

@@ -725,6 +725,73 @@ fn global_memory_publishes_all_or_none_and_once(make: Maker) {
     assert!(!latest(store).iter().any(|(k, _, _)| k == "z"));
 }
 
+/// The cap is held against the memory as it stands: keys plus values (bytes, not
+/// characters) of every key's latest version, with the writes applied.
+fn a_publish_past_the_cap_is_refused_whole(make: Maker) {
+    let store = make();
+    let store = store.as_ref();
+    let e1 = create(store, "r1");
+    let e2 = create(store, "r2");
+    // 1 + 6 bytes ("é" is two bytes), and 1 + 3.
+    let first =
+        publication("r1", e1, 7, &[("a", 0, Some("ééé")), ("b", 0, Some("xyz"))]).capped(12);
+    assert_eq!(
+        w(store, Write::PublishMemory(first)).expect("publishes"),
+        Written::Done
+    );
+    // 11 bytes held; adding `c` (2 bytes) and growing `b` would make 14 > 12: refused whole,
+    // `b`'s change not written either.
+    let over = publication("r2", e2, 5, &[("b", 1, Some("xyzw")), ("c", 0, Some("1"))]).capped(12);
+    assert_eq!(
+        w(store, Write::PublishMemory(over)).expect("a refusal is not an error"),
+        Written::MemoryOverCap(runtape::store::global_memory::OverCap {
+            cap: 12,
+            holds: 11,
+            would_hold: 14,
+        })
+    );
+    assert_eq!(
+        latest(store),
+        [
+            ("a".into(), 1, Some("ééé".into())),
+            ("b".into(), 1, Some("xyz".into()))
+        ]
+    );
+    // Shrinking `a` to make room fits: 1 + 1 + 4 + 2 = 8.
+    let fits = publication(
+        "r2",
+        e2,
+        9,
+        &[
+            ("a", 1, Some("e")),
+            ("b", 1, Some("xyzw")),
+            ("c", 0, Some("1")),
+        ],
+    )
+    .capped(12);
+    assert_eq!(
+        w(store, Write::PublishMemory(fits)).expect("publishes"),
+        Written::Done
+    );
+    assert_eq!(latest(store).len(), 3);
+    // A memory already past a (smaller) cap still takes writes that do not grow it.
+    let shrink = publication("r1", e1, 11, &[("b", 2, None)]).capped(4);
+    assert_eq!(
+        w(store, Write::PublishMemory(shrink)).expect("publishes"),
+        Written::Done
+    );
+    // A moved key is a conflict first, whatever the sizes.
+    let stale = publication("r1", e1, 13, &[("a", 1, Some(&"z".repeat(50)))]).capped(12);
+    assert_eq!(
+        w(store, Write::PublishMemory(stale.clone())).expect("a refusal is not an error"),
+        Written::Done
+    );
+    assert!(matches!(
+        publish_outcome(store, &stale).expect("reads"),
+        PublishOutcome::Conflict { .. }
+    ));
+}
+
 fn removals_are_recorded_chained_and_refused_without_a_value(make: Maker) {
     let store = make();
     let store = store.as_ref();
@@ -756,8 +823,33 @@ fn removals_are_recorded_chained_and_refused_without_a_value(make: Maker) {
         "already removed"
     );
     assert!(matches!(rm("zzz"), Err(StoreError::NoMemoryKey { .. })));
-    rm("b").expect("removes");
+    // The second removal is signed: its seal is stored and holds over its chain link.
+    let signer = Arc::new(runtape::receipt::ReceiptSigner::from_signing_key(
+        runtape::receipt::SigningKey::from_bytes(&[9; 32]),
+    ));
+    w(
+        store,
+        Write::RemoveMemory(
+            Removal::new("team".into(), "b".into(), "me@here".into(), 43).signed_by(signer.clone()),
+        ),
+    )
+    .expect("removes");
     let records = store.memory_removals().expect("reads");
+    assert_eq!(
+        records[0].seal, None,
+        "made without a key: hash-chained only"
+    );
+    let seal = records[1].seal.as_deref().expect("signed");
+    assert_eq!(
+        runtape::receipt::check_removal_seal(
+            &records[1].chain,
+            seal,
+            signer.verifying_key().as_ref()
+        )
+        .ok()
+        .as_deref(),
+        signer.key_id()
+    );
     assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(
         records[0].chain,
@@ -887,6 +979,7 @@ fn every_case(make: Maker) {
             "global memory",
             global_memory_publishes_all_or_none_and_once,
         ),
+        ("global memory cap", a_publish_past_the_cap_is_refused_whole),
         (
             "memory removals",
             removals_are_recorded_chained_and_refused_without_a_value,

@@ -542,6 +542,12 @@ fn cases() -> Vec<Case> {
             &["memory_removals.chain"],
         ),
         case(
+            "memory_removals.seal",
+            mem,
+            "UPDATE memory_removals SET seal = CAST(substr(seal, 1, 33) || zeroblob(64) AS BLOB)".into(),
+            &["memory_removals.seal"],
+        ),
+        case(
             "heads.seal",
             long,
             format!("UPDATE heads SET seal = substr(seal, 1, 33) || zeroblob(64) WHERE run = {kl}"),
@@ -641,6 +647,69 @@ fn every_edit_of_every_verified_column_is_named() {
             &format!("{} ({})", c.column, c.sql),
         );
     }
+}
+
+/// A removal record whose signature was stripped passes without a trusted key (a record made
+/// without a key is hash-chained only) and is refused with it; a removal signed with another
+/// key holds under that key and is refused where the fixture's key is trusted.
+#[test]
+fn a_removal_signature_stripped_or_by_another_key_is_refused_where_the_key_is_trusted() {
+    let f = fixture();
+    let trusted = ["--pubkey", f.pubkey.as_str()];
+    let (_dir, db) = copy();
+    let conn = Connection::open(&db).expect("opens");
+    conn.execute("UPDATE memory_removals SET seal = NULL", [])
+        .expect("strips");
+    drop(conn);
+    let plain = runtape(&db, &["verify", &f.memory]);
+    assert!(plain.status.success(), "{}", text(&plain));
+    let checked = runtape(
+        &db,
+        &[&["verify", f.memory.as_str()][..], &trusted].concat(),
+    );
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
+    assert!(
+        text(&checked).contains("memory_removals.seal") && text(&checked).contains("unsigned"),
+        "{}",
+        text(&checked)
+    );
+
+    let (dir, db) = copy();
+    let other = dir.path().join("other.key");
+    let other = other.to_str().expect("utf-8");
+    let made = runtape(&db, &["keygen", "-o", other]);
+    assert!(made.status.success(), "{}", text(&made));
+    let removed = runtape(
+        &db,
+        &[
+            "memory",
+            "rm",
+            "a",
+            "--name",
+            "team",
+            "--yes",
+            "--receipt-key",
+            other,
+        ],
+    );
+    assert!(
+        removed.status.success() && text(&removed).contains("signed by"),
+        "{}",
+        text(&removed)
+    );
+    let plain = runtape(&db, &["verify", &f.memory]);
+    assert!(plain.status.success(), "{}", text(&plain));
+    let checked = runtape(
+        &db,
+        &[&["verify", f.memory.as_str()][..], &trusted].concat(),
+    );
+    assert_eq!(checked.status.code(), Some(1), "{}", text(&checked));
+    assert!(
+        text(&checked).contains("memory_removals.seal")
+            && text(&checked).contains("not by the trusted key"),
+        "{}",
+        text(&checked)
+    );
 }
 
 #[test]

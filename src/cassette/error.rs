@@ -178,6 +178,50 @@ pub enum CassetteError {
         /// The child run.
         run: Option<String>,
     },
+    /// Retrievals are not numbered 0, 1, 2, ... in file order.
+    #[error(
+        "cassette retrieval at position {position} has index {found}; retrievals must be numbered 0, 1, 2, ... in order (re-record rather than edit)"
+    )]
+    RetrievalOrder {
+        /// Position in its `retrievals` list.
+        position: u64,
+        /// The `index` found there.
+        found: u64,
+    },
+    /// A recorded retrieval no longer matches its `retrievalHash`: its query or passages were
+    /// edited after recording, or it was copied from another recording.
+    #[error(
+        "cassette retrieval {index} was edited after recording (its query or passages no longer match its retrievalHash); re-record instead of editing"
+    )]
+    RetrievalEdited {
+        /// Its index.
+        index: u64,
+    },
+    /// The recorded session start no longer matches its `sessionHash`.
+    #[error(
+        "cassette session history was edited after recording (it no longer matches its sessionHash); re-record instead of editing"
+    )]
+    SessionEdited,
+    /// Strict replay: the run asked the retriever something else than the recording did.
+    #[error(
+        "cassette replay: retrieval {index} asked the retriever something else than was recorded (recorded {recorded}, asked {asked}); re-record, or replay non-strict to explore (`runtape replay --non-strict`)"
+    )]
+    RetrievalMismatch {
+        /// The retrieval's index in its section.
+        index: u64,
+        /// The recorded query (one line, shortened).
+        recorded: String,
+        /// The query the replay would have sent (one line, shortened).
+        asked: String,
+    },
+    /// The replay asked the retriever more often than the recording did.
+    #[error(
+        "cassette replay exhausted: all {count} recorded retrievals were served and the run asked again; re-record a longer run"
+    )]
+    RetrievalsExhausted {
+        /// How many retrievals the section holds.
+        count: u64,
+    },
     /// The operating system's random source failed while choosing a cassette id.
     #[error("cannot choose a random cassetteId: {detail}; pass RecordOptions::cassette_id")]
     Random {

@@ -7,6 +7,11 @@
 //! delegating agent's prompts carry its `delegate_…`/`transfer_to_…` tools as it was shown
 //! them.
 //!
+//! A session run (revision 5) also gives the cassette the history it began with (its
+//! `SessionStart`), and a run with a retriever every answer its retriever gave with the query
+//! it was asked, so `runtape replay` begins and retrieves as the run did without its session's
+//! earlier runs or its retriever.
+//!
 //! A delegation tree exports whole (cassette version 4): every run below the exported one
 //! gets a section of its own, keyed by its path in the tree (`3.0`, `3.0.5.1`; see
 //! [`crate::ledger::tree`]), holding its model calls in order; its MCP tool results join the
@@ -81,6 +86,9 @@ fn add_run(
     // of the latest list: what the model was shown for them.
     let mut added_tools: std::collections::BTreeMap<String, Vec<crate::machine::ToolSpec>> =
         Default::default();
+    // The goal the run began with: part of each query its retriever was given.
+    let mut goal = rec.goal.clone();
+    let session = spec.spec().session.as_ref();
     for step in ledger::pairs(run, &rows) {
         let step = step?;
         if let EventBody::ToolsListed {
@@ -124,6 +132,51 @@ fn add_run(
             }
             EventBody::MemoryPublished { outcome, .. } => {
                 builder.add_memory_publish(path, outcome.clone());
+                continue;
+            }
+            EventBody::Start { goal: g } => {
+                goal.clone_from(g);
+                continue;
+            }
+            // The history a session run began with (revision 5): a replay begins with it.
+            EventBody::SessionStart { goal: g, seed } => {
+                goal.clone_from(g);
+                if let Some(s) = session.filter(|_| path.is_empty()) {
+                    builder
+                        .set_session(&s.name, s.index, g, seed.clone())
+                        .map_err(|error| ExportError::Turn {
+                            seq: step.row.seq,
+                            error,
+                        })?;
+                }
+                continue;
+            }
+            // What the retriever answered (revision 5), with the query it was given: a replay
+            // serves it and checks it would ask the same.
+            EventBody::Retrieved { retrieval, .. } => {
+                if let Some(Effect::Retrieve {
+                    agent,
+                    conversation,
+                    turn,
+                    ..
+                }) = step.answers.map(|a| a.effect)
+                {
+                    let messages = ledger::conversation(store, &agent, &conversation)?;
+                    let query = crate::tool::retriever::query(
+                        "",
+                        agent.as_str(),
+                        &goal,
+                        turn,
+                        session.map(|s| s.name.as_str()),
+                        &messages,
+                    );
+                    builder
+                        .push_retrieval_in(path, &agent, turn, query, retrieval.clone())
+                        .map_err(|error| ExportError::Turn {
+                            seq: step.row.seq,
+                            error,
+                        })?;
+                }
                 continue;
             }
             _ => {}

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::error::CassetteError;
 use super::hash::{self, EnvelopeFields, Prompt};
+use super::session::{self, RecordedSession, RetrievalEntry};
 use crate::machine::{AgentId, ModelReply, ToolOutcome};
 use crate::provider::ProviderError;
 
@@ -191,6 +192,13 @@ pub(crate) struct CassetteData {
     /// Global memory as the recorded run saw it (revision 5; see [`Cassette::memory`]).
     #[serde(default, skip_serializing_if = "RecordedMemory::is_empty")]
     pub(crate) memory: RecordedMemory,
+    /// The history a recorded session run began with (revision 5; see [`Cassette::session`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) session: Option<RecordedSession>,
+    /// What the retriever answered the run, in order (revision 5; see
+    /// [`Cassette::retrievals`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) retrievals: Vec<RetrievalEntry>,
 }
 
 /// The model calls of one delegated child run (version 4), keyed by the child's place in the
@@ -203,6 +211,9 @@ pub struct ChildSection {
     pub path: String,
     /// Its calls, numbered from 0 like the run's own.
     pub entries: Vec<Entry>,
+    /// What the retriever answered it, numbered from 0 (revision 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retrievals: Vec<RetrievalEntry>,
 }
 
 /// What a recorded run read from and published to global memory (revision 5), in order: a
@@ -334,10 +345,23 @@ impl CassetteData {
                         .iter()
                         .map(|e| e.response_hash.as_deref().unwrap_or(""))
                         .collect();
-                    serde_json::json!({"path": c.path, "entries": digests})
+                    let mut child = serde_json::json!({"path": c.path, "entries": digests});
+                    if !c.retrievals.is_empty() {
+                        child["retrievals"] = serde_json::json!(session::digests(&c.retrievals));
+                    }
+                    child
                 })
                 .collect();
             extras.push(("children", serde_json::Value::Array(children)));
+        }
+        if let Some(s) = &self.session {
+            extras.push(("session", serde_json::json!(s.session_hash().unwrap_or(""))));
+        }
+        if !self.retrievals.is_empty() {
+            extras.push((
+                "retrievals",
+                serde_json::json!(session::digests(&self.retrievals)),
+            ));
         }
         hash::envelope_hash(&fields, &digests, extras).map(Some)
     }
@@ -435,6 +459,36 @@ impl Cassette {
     /// order; a replay serves it ([`super::RecordedMemoryPlayer`]).
     pub fn memory(&self) -> &RecordedMemory {
         &self.data.memory
+    }
+
+    /// The history the recorded run began with when it was a run of a session (revision 5):
+    /// a replay begins with it instead of reading the session's previous run.
+    pub fn session(&self) -> Option<&RecordedSession> {
+        self.data.session.as_ref()
+    }
+
+    /// What the retriever answered the recorded run itself, in order (revision 5): a replay
+    /// serves these instead of running the retriever.
+    pub fn retrievals(&self) -> &[RetrievalEntry] {
+        &self.data.retrievals
+    }
+
+    /// The retrievals recorded for the run at `path` in the tree (`""`: the run itself).
+    pub fn retrievals_in(&self, path: &str) -> &[RetrievalEntry] {
+        if path.is_empty() {
+            return &self.data.retrievals;
+        }
+        self.data
+            .children
+            .iter()
+            .find(|c| c.path == path)
+            .map_or(&[], |c| c.retrievals.as_slice())
+    }
+
+    /// True when the recording holds retrievals, in any section.
+    pub fn has_retrievals(&self) -> bool {
+        !self.data.retrievals.is_empty()
+            || self.data.children.iter().any(|c| !c.retrievals.is_empty())
     }
 
     /// How many calls were recorded, the children's included.

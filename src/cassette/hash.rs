@@ -202,12 +202,14 @@ pub(crate) struct EnvelopeFields<'a> {
 }
 
 /// `envelopeHash`: SHA-256 over canonical `{version, agentId?, recordedAt, recordedProvider,
-/// cassetteId, hashFilter?, entries, catalogs?, toolResults?, catalogChanges?, children?}`,
-/// where `entries` is the list of the entries' `responseHash` values in file order,
-/// `catalogs` / `toolResults` / `catalogChanges` are the MCP fields as stored, and `children`
-/// (version 4) lists each child section as `{path, entries}` with its entries' digests, in
-/// file order (absent or empty optional fields are left out, not `null`, so a cassette without
-/// them hashes as before they existed).
+/// cassetteId, hashFilter?, entries, catalogs?, toolResults?, memory?, catalogChanges?,
+/// children?, session?, retrievals?}`, where `entries` is the list of the entries'
+/// `responseHash` values in file order, `catalogs` / `toolResults` / `catalogChanges` are the
+/// MCP fields and `memory` the global memory as stored, `children` (version 4) lists each
+/// child section as `{path, entries, retrievals?}` with its entries' (and retrievals')
+/// digests, in file order, `session` is the session start's `sessionHash` and `retrievals` the
+/// run's retrievals' `retrievalHash` values in order (absent or empty optional fields are left
+/// out, not `null`, so a cassette without them hashes as before they existed).
 pub(crate) fn envelope_hash(
     fields: &EnvelopeFields<'_>,
     digests: &[&str],
@@ -233,7 +235,7 @@ pub(crate) fn envelope_hash(
 }
 
 /// Lowercase hex SHA-256 of the RFC 8785 form of `value`.
-fn digest_of(value: &Value) -> Result<String, String> {
+pub(crate) fn digest_of(value: &Value) -> Result<String, String> {
     check_numbers(value)?;
     let bytes = serde_json_canonicalizer::to_vec(value).map_err(|e| e.to_string())?;
     Ok(hex(&Sha256::digest(&bytes)))

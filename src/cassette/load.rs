@@ -7,11 +7,14 @@
 //!    `children` only from version 4, each section's `path` a child's path, no path twice;
 //! 2. version 1: no version-2 field (`cassetteId`, `envelopeHash`, any `responseHash`), then
 //!    `require_integrity` refuses it; versions 2 and 3: those fields present and well-formed;
-//! 3. `recordedAt` is RFC 3339; entries (and each child section's) are numbered 0, 1, 2, ...
-//!    in file order; hashes are 64 lowercase hex digits; no integer beyond ±(2^53 − 1); a
-//!    stored prompt hashes to its `promptHash` (as its version computes it);
-//! 4. versions 2 to 4: each entry's `responseHash` is recomputed with the file's `cassetteId`
-//!    (and a child entry's section path), and
+//! 3. `recordedAt` is RFC 3339; entries and retrievals (and each child section's) are
+//!    numbered 0, 1, 2, ... in file order; hashes are 64 lowercase hex digits; no integer
+//!    beyond ±(2^53 − 1); a stored prompt hashes to its `promptHash` (as its version computes
+//!    it);
+//! 4. versions 2 to 4: the session start's `sessionHash` and each retrieval's
+//!    `retrievalHash` are recomputed ([`SessionEdited`], [`RetrievalEdited`]), then each
+//!    entry's `responseHash` with the file's `cassetteId` (and a child entry's section path),
+//!    and
 //!    `envelopeHash` over the envelope and the stored digests. An entry whose digest is wrong
 //!    while the envelope checks out was edited ([`EntryEdited`]); one whose digest is wrong
 //!    while the envelope does not check out either carries a digest from elsewhere
@@ -24,6 +27,8 @@
 //! [`EntryEdited`]: CassetteError::EntryEdited
 //! [`EntrySpliced`]: CassetteError::EntrySpliced
 //! [`EnvelopeEdited`]: CassetteError::EnvelopeEdited
+//! [`SessionEdited`]: CassetteError::SessionEdited
+//! [`RetrievalEdited`]: CassetteError::RetrievalEdited
 
 use std::fs;
 use std::io::Read;
@@ -145,7 +150,7 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
         } else if !data.memory.is_empty() {
             Some("memory")
         } else {
-            None
+            super::session::downgraded_field(data)
         };
         if let Some(field) = downgrade {
             return Err(CassetteError::Downgrade { field });
@@ -187,6 +192,7 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
         }
         check_entries(data.version, &child.entries).map_err(in_child)?;
     }
+    super::session::check_shapes(data)?;
     if data.version != 1 {
         check_digests(data)?;
     }
@@ -316,6 +322,7 @@ fn check_digests(data: &CassetteData) -> Result<(), CassetteError> {
             .iter()
             .map(|c| (Some(c.path.as_str()), &c.entries)),
     );
+    super::session::check_digests(data, id)?;
     for (section, entries) in sections {
         for entry in entries {
             let turn = entry.turn_index();

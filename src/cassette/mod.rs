@@ -68,6 +68,13 @@
 //!                  "chunks": ["Paris"], "prompt": { "messages": [...], "tools": [...] } } ] }
 //! ```
 //!
+//! A cassette exported from a stored run may also carry what the run got from outside
+//! besides its model calls, each covered by `envelopeHash`: MCP tool lists and results
+//! (`catalogs`, `catalogChanges`, `toolResults`), the global memory it loaded and its publish
+//! outcomes (`memory`), the history a session run began with (`session`, with its own
+//! `sessionHash`) and the retriever's answers (`retrievals`, each with its `retrievalHash`;
+//! a child's in its section) — see [`RecordedSession`] and [`RetrievalEntry`].
+//!
 //! Envelope and entry fields are camelCase; the reply or error inside `response` keeps its own
 //! serde form ([`ModelReply`](crate::machine::ModelReply) and
 //! [`ProviderError`](crate::provider::ProviderError), snake_case). Optional fields
@@ -125,6 +132,8 @@ mod load;
 mod memory;
 mod record;
 mod replay;
+mod retrievals;
+mod session;
 mod tools;
 
 pub use diff::{
@@ -141,4 +150,6 @@ pub use load::{DEFAULT_MAX_BYTES, LoadOptions};
 pub use memory::RecordedMemoryPlayer;
 pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
+pub use retrievals::RecordedRetrievals;
+pub use session::{RecordedSession, RetrievalEntry, comparable_query};
 pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults, ReplayPosition};

@@ -91,6 +91,8 @@ pub struct CassetteBuilder {
     /// The delegated children's sections, in the order their first call was recorded.
     children: Vec<ChildSection>,
     memory: super::format::RecordedMemory,
+    session: Option<super::session::RecordedSession>,
+    retrievals: Vec<super::session::RetrievalEntry>,
 }
 
 impl CassetteBuilder {
@@ -110,6 +112,8 @@ impl CassetteBuilder {
             catalog_changes: Vec::new(),
             children: Vec::new(),
             memory: Default::default(),
+            session: None,
+            retrievals: Vec::new(),
         })
     }
 
@@ -181,6 +185,96 @@ impl CassetteBuilder {
             path: path.to_owned(),
             outcome,
         });
+    }
+
+    /// Records that the run began as run `index` of session `name`, toward `goal`, with the
+    /// history `seed` carries (its `SessionStart`, revision 5): a replay begins with it. Call
+    /// it once, for the recorded run itself (a delegated child is never a session run).
+    pub fn set_session(
+        &mut self,
+        name: &str,
+        index: u64,
+        goal: &str,
+        seed: crate::machine::SessionSeed,
+    ) -> Result<(), CassetteError> {
+        let recorded = super::session::RecordedSession::sealed(
+            self.cassette_id.as_str(),
+            name,
+            index,
+            goal,
+            seed,
+        )
+        .map_err(|d| CassetteError::unencodable("session", d))?;
+        let value = serde_json::to_value(recorded.seed())
+            .map_err(|e| CassetteError::unencodable("session", e.to_string()))?;
+        super::hash::check_numbers(&value).map_err(|d| CassetteError::unencodable("session", d))?;
+        self.session = Some(recorded);
+        Ok(())
+    }
+
+    /// Records what the retriever answered the run at `path` (`""`: the run itself; else a
+    /// child's path, as for [`push_in`](Self::push_in)) for `agent`'s turn `turn`, asked
+    /// `query` (its `run` is dropped), after that run's earlier retrievals (revision 5).
+    /// Returns its index in its section.
+    pub fn push_retrieval_in(
+        &mut self,
+        path: &str,
+        agent: &AgentId,
+        turn: u64,
+        query: Value,
+        retrieval: crate::machine::Retrieval,
+    ) -> Result<u64, CassetteError> {
+        if !path.is_empty() && !super::load::is_tree_path(path) {
+            return Err(CassetteError::bad_field(
+                "recording",
+                "path",
+                format!(
+                    "`{}` is not a child's path such as 3.0",
+                    super::load::snippet(path)
+                ),
+            ));
+        }
+        let section = (!path.is_empty()).then_some(path);
+        let count = match section {
+            None => self.retrievals.len(),
+            Some(p) => self
+                .children
+                .iter()
+                .find(|c| c.path == p)
+                .map_or(0, |c| c.retrievals.len()),
+        };
+        let index = u64::try_from(count).unwrap_or(u64::MAX);
+        let location = || format!("retrieval {index}");
+        let entry = super::session::RetrievalEntry::sealed(
+            self.cassette_id.as_str(),
+            section,
+            index,
+            agent,
+            turn,
+            query,
+            retrieval,
+        )
+        .map_err(|d| CassetteError::unencodable(location(), d))?;
+        for value in [
+            entry.query().clone(),
+            serde_json::to_value(entry.retrieval())
+                .map_err(|e| CassetteError::unencodable(location(), e.to_string()))?,
+        ] {
+            super::hash::check_numbers(&value)
+                .map_err(|d| CassetteError::unencodable(location(), d))?;
+        }
+        match section {
+            None => self.retrievals.push(entry),
+            Some(p) => match self.children.iter_mut().find(|c| c.path == p) {
+                Some(c) => c.retrievals.push(entry),
+                None => self.children.push(ChildSection {
+                    path: p.to_owned(),
+                    entries: Vec::new(),
+                    retrievals: vec![entry],
+                }),
+            },
+        }
+        Ok(index)
     }
 
     /// The recording's id.
@@ -292,6 +386,7 @@ impl CassetteBuilder {
                 None => self.children.push(ChildSection {
                     path: p.to_owned(),
                     entries: vec![entry],
+                    retrievals: Vec::new(),
                 }),
             },
         }
@@ -366,6 +461,8 @@ impl CassetteBuilder {
             catalog_changes: self.catalog_changes,
             children,
             memory: self.memory,
+            session: self.session,
+            retrievals: self.retrievals,
         };
         data.envelope_hash = data
             .compute_envelope_hash()

@@ -54,6 +54,9 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             .as_ref()
             .map(|(p, s)| format!(" (fork of {p}@{s})"))
             .unwrap_or_default();
+        let session = super::sessions::mark_of(r)
+            .map(|m| m.suffix())
+            .unwrap_or_default();
         // A run resting on a child that waits for a person says so.
         let status = if waiting.contains(&r.id) {
             "awaiting child"
@@ -61,7 +64,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             r.status.as_str()
         };
         outln!(
-            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{fork}",
+            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}",
             id,
             status,
             r.seq,
@@ -88,9 +91,12 @@ pub(crate) fn driver(r: &RunRecord, now_ms: u64) -> Option<String> {
     )
 }
 
-/// A run as `ls --json` prints it (and `runtape serve` lists it).
+/// A run as `ls --json` prints it (and `runtape serve` lists it). `session`, `session_index`
+/// and `session_kind` say which session it belongs to (`null` for none): `run` for a run
+/// holding place `session_index`, `fork` or `replay` for a fork or a replay of that run (they
+/// hold no place).
 pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "type": "run",
         "id": r.id,
         "status": r.status,
@@ -107,7 +113,13 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
             .map(|e| json!({"run": e.run, "seq": e.seq, "index": e.index})),
         "driver": driver(r, wall_ms()),
         "goal": r.goal,
-    })
+    });
+    // Its session (revision 5): the name, the place, and whether it holds it.
+    let mark = super::sessions::mark_of(r);
+    v["session"] = json!(mark.as_ref().map(|m| &m.name));
+    v["session_index"] = json!(mark.as_ref().map(|m| m.index));
+    v["session_kind"] = json!(mark.as_ref().map(|m| m.kind));
+    v
 }
 
 /// A timeline entry as `log --json` prints it.

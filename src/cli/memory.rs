@@ -1,6 +1,6 @@
 //! `runtape memory ls|show|rm`: look at global memories and at a run's memory at any step,
 //! and forget a global key by hand (recorded: a version without a value and a chained removal
-//! record naming who and when).
+//! record naming who and when, signed with the receipt key when one is configured).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,6 +71,10 @@ pub(crate) enum MemoryAction {
         /// Really remove it.
         #[arg(long)]
         yes: bool,
+        /// Sign the removal record with this key file (default: $RUNTAPE_RECEIPT_KEY; neither
+        /// means a record that is only hash-chained).
+        #[arg(long, value_name = "FILE")]
+        receipt_key: Option<std::path::PathBuf>,
     },
 }
 
@@ -115,6 +119,7 @@ pub(crate) fn memory(db: &Path, action: MemoryAction) -> Result<(), CliError> {
             name,
             scope,
             yes,
+            receipt_key,
         } => {
             if let Some(scope) = parse_scope(scope.as_deref())?
                 && scope != MemoryScope::Global
@@ -128,7 +133,7 @@ pub(crate) fn memory(db: &Path, action: MemoryAction) -> Result<(), CliError> {
                     "removing `{key}` from global memory `{name}` is recorded and cannot be undone; add --yes to do it"
                 )));
             }
-            rm(db, &name, &key)
+            rm(db, &name, &key, receipt_key.as_deref())
         }
     }
 }
@@ -171,14 +176,17 @@ fn ls_names(store: &dyn Store, json: bool) -> Result<(), CliError> {
         }
     }
     let tip = removals.last().map(|r| r.chain.to_hex());
+    let signed = removals.iter().filter(|r| r.seal.is_some()).count();
     if json {
-        print_json(&json!({"type": "removals", "count": removals.len(), "chain_tip": tip}))?;
+        print_json(
+            &json!({"type": "removals", "count": removals.len(), "signed": signed, "chain_tip": tip}),
+        )?;
     } else if names.is_empty() {
         outln!("no global memory in this database");
     }
     if !json && let Some(tip) = tip {
         outln!(
-            "{} removals (runtape memory rm), chain tip {tip}",
+            "{} removals (runtape memory rm; {signed} signed), chain tip {tip} — keep it elsewhere: nothing in the database can show that the newest removal was dropped",
             removals.len()
         );
     }
@@ -374,14 +382,26 @@ fn show_run(
     }
 }
 
-fn rm(db: &Path, name: &str, key: &str) -> Result<(), CliError> {
+fn rm(db: &Path, name: &str, key: &str, receipt_key: Option<&Path>) -> Result<(), CliError> {
+    if let Some(path) = receipt_key
+        && let Ok(text) = std::fs::read_to_string(path)
+    {
+        crate::secrets::register_key_text("receipt-key", &text);
+    }
+    let signer = crate::receipt::ReceiptSigner::from_env_or_file(
+        crate::receipt::DEFAULT_KEY_ENV,
+        receipt_key,
+    )
+    .map_err(|e| CliError::usage(e.to_string()))?;
+    let signed_by = signer.key_id().map(str::to_owned);
     let store = open_existing(db)?;
     let by = format!(
         "{}@{}",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
         crate::store::owner_host()
     );
-    let removal = Removal::new(name.to_owned(), key.to_owned(), by, crate::exec::wall_ms());
+    let removal = Removal::new(name.to_owned(), key.to_owned(), by, crate::exec::wall_ms())
+        .signed_by(std::sync::Arc::new(signer));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -397,8 +417,12 @@ fn rm(db: &Path, name: &str, key: &str) -> Result<(), CliError> {
         .find(|r| r.key == key)
         .map_or(0, |r| r.version);
     outln!(
-        "removed `{key}` from global memory `{name}` (version {version}, removal {})",
-        record.map_or(0, |r| r.id)
+        "removed `{key}` from global memory `{name}` (version {version}, removal {}, {})",
+        record.map_or(0, |r| r.id),
+        signed_by.map_or("hash-chained only: no receipt key".to_owned(), |k| format!(
+            "signed by {}…",
+            &k[..k.len().min(16)]
+        ))
     );
     Ok(())
 }

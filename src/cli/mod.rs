@@ -19,6 +19,7 @@ pub(crate) mod inspect;
 mod memory;
 mod migrate;
 mod receipts;
+mod replay;
 pub(crate) mod runs;
 mod serve;
 mod sessions;
@@ -592,11 +593,11 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             non_strict,
             allow_unverified,
             opts,
-        } => drive(runs::replay(
+        } => drive(replay::replay(
             &spec,
             &cassette,
             goal,
-            runs::ReplayFlags {
+            replay::ReplayFlags {
                 strict: !non_strict,
                 allow_unverified,
             },

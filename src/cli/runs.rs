@@ -1,4 +1,4 @@
-//! Commands that drive runs: `run`, `resume`, `fork`, `replay`.
+//! Commands that drive runs: `run`, `resume`, `fork` (`replay` is in [`super::replay`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use super::DEFAULT_GRACE_MS;
 use super::common::{CliError, db_path, open_existing, outln, parse_run_at, postgres_url};
-use super::drive::{StopSignals, announce, announce_fork, follow, say};
-use crate::cassette::{CassetteError, CassetteProvider, ReplayOptions};
+use super::drive::{StopSignals, announce, announce_fork, follow};
 use crate::config::{self, ConfigError, Setup};
 use crate::exec::{
     Engine, EngineConfig, ForkEdit, ForkMode, RunHandle, SteppedClock, TapeEnd, new_run_id,
@@ -31,7 +30,7 @@ pub(crate) struct Common {
 impl Common {
     /// The grace period of a graceful stop: `--grace-ms`, else `$RUNTAPE_STOP_GRACE_MS`, else
     /// [`DEFAULT_GRACE_MS`].
-    fn grace(&self) -> Result<Duration, CliError> {
+    pub(crate) fn grace(&self) -> Result<Duration, CliError> {
         match self.grace_ms {
             Some(ms) => Ok(Duration::from_millis(ms)),
             None => env_ms("RUNTAPE_STOP_GRACE_MS", DEFAULT_GRACE_MS, 0),
@@ -143,7 +142,7 @@ pub(crate) fn open_store_with(
 }
 
 /// An engine over `db` with the receipt signer, clock and durability the options ask for.
-fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
+pub(crate) fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine, CliError> {
     let mut config = engine_config(common)?;
     config.durability = common.durability.unwrap_or_default();
     let engine = Engine::with_store(open_store_with(db, create, config.durability)?, config);
@@ -295,7 +294,7 @@ pub(crate) async fn start_prepared(
 
 /// Starts the file's MCP servers and adds their tools to its spec (nothing without `[[mcp]]`);
 /// warnings go to stderr.
-async fn connect_mcp(file: &mut config::RunFile) -> Result<(), CliError> {
+pub(crate) async fn connect_mcp(file: &mut config::RunFile) -> Result<(), CliError> {
     let listing = file.connect_mcp(crate::tool::mcp::McpHub::global()).await?;
     for warning in &listing.warnings {
         eprintln!("warning: {warning}");
@@ -444,196 +443,6 @@ pub(crate) async fn fork_at(
         (true, true) => ForkMode::Tape(TapeEnd::Stop),
     };
     Ok(engine.fork(run, seq, edits, mode).await?)
-}
-
-/// How `replay` reads and serves its cassette.
-pub(crate) struct ReplayFlags {
-    /// A request that differs from the recording stops the replay.
-    pub(crate) strict: bool,
-    /// Accept a cassette without integrity hashes, with a warning.
-    pub(crate) allow_unverified: bool,
-}
-
-/// `runtape replay SPEC --cassette FILE [GOAL]`: a real run whose model replies come from the
-/// cassette (strictly by default, integrity required); command tools run as usual, and MCP
-/// tools are answered from the cassette when it carries their servers' catalogs (a cassette
-/// exported from a run that recorded them), so no server is started.
-pub(crate) async fn replay(
-    spec: &Path,
-    cassette: &Path,
-    goal: Option<String>,
-    flags: ReplayFlags,
-    common: Common,
-) -> Result<u8, CliError> {
-    let mut file = config::load(spec)?;
-    let loaded = super::cassettes::load(cassette, flags.allow_unverified)?;
-    // A cassette exported from a run that recorded its MCP tool lists carries them and the
-    // tools' results: the replay then starts no server.
-    let recorded_mcp = file.mcp_pending() && !loaded.catalogs().is_empty();
-    let recorded_results = crate::cassette::RecordedToolResults::of(&loaded);
-    let recorded_changes = if recorded_mcp {
-        recorded_catalog_changes(&loaded)?
-    } else {
-        Vec::new()
-    };
-    if recorded_mcp {
-        let catalogs = recorded_catalogs(&loaded)?;
-        let listing = file.use_recorded_mcp(crate::tool::mcp::McpHub::global(), &catalogs)?;
-        for warning in &listing.warnings {
-            eprintln!("warning: {warning}");
-        }
-    } else {
-        connect_mcp(&mut file).await?;
-    }
-    // Global memory as the recorded run saw it (revision 5): the replay reads and writes none.
-    let recorded_memory = crate::cassette::RecordedMemoryPlayer::of(&loaded);
-    let provider = Arc::new(
-        CassetteProvider::new(
-            loaded,
-            ReplayOptions {
-                strict: flags.strict,
-                hash_filter: None,
-            },
-        )
-        .map_err(|e| CliError::usage(e.to_string()))?,
-    );
-    let goal = goal
-        .or_else(|| file.goal.clone())
-        .ok_or_else(|| CliError::usage("no goal: give one, or set `goal` in the spec file"))?;
-    let db = db_path(common.db.as_deref(), file.database.as_deref());
-    let common = Common {
-        durability: common.durability.or(file.durability),
-        ..common
-    };
-    let engine = engine(&db, &common, true)?;
-    if let Some(memory) = recorded_memory {
-        engine.use_memory_source(Arc::new(memory));
-    }
-    file.setup.register_secrets();
-    for tool in file.setup.command_tools() {
-        engine.register_tool(Arc::new(tool));
-    }
-    if recorded_mcp {
-        for m in &file.setup.mcp {
-            for info in &m.tools {
-                engine.register_tool(Arc::new(crate::cassette::RecordedTool::new(
-                    info.clone(),
-                    recorded_results.clone(),
-                )));
-            }
-            let changes = recorded_changes
-                .iter()
-                .filter(|(server, _, _)| *server == m.server.name)
-                .map(|(_, at, tools)| (*at, tools.clone()))
-                .collect();
-            let served = provider.clone();
-            let position: crate::cassette::ReplayPosition =
-                Arc::new(move || served.position() as u64);
-            engine.register_tool_lister(Arc::new(
-                crate::cassette::RecordedCatalog::new(
-                    &m.server.name,
-                    m.tools.clone(),
-                    recorded_results.clone(),
-                )
-                .with_changes(changes, position),
-            ));
-        }
-    } else {
-        for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
-            engine.register_tool(Arc::new(tool));
-        }
-    }
-    // Every route of the spec and of its delegates' spec files: children ask the cassette too.
-    let mut specs = vec![file.spec.spec()];
-    while let Some(s) = specs.pop() {
-        for agent in &s.agents {
-            for route in &agent.routes {
-                engine.register_provider(&route.provider, provider.clone());
-            }
-        }
-        specs.extend(s.spec_delegates.iter().map(|d| d.spec.as_ref()));
-    }
-    let grace = common.grace()?;
-    let signals = StopSignals::install()?;
-    let id = new_run_id();
-    let handle = engine
-        .start(file.spec.clone(), &goal)
-        .with_id(id.clone())
-        .await?;
-    // As for `run`: announced once the row exists; a closed stdout pauses the replay.
-    announce(id.as_str(), "replaying", common.json)?;
-    let code = follow(&engine, handle, common.json, grace, signals).await?;
-    if let Some(e) = provider.first_error() {
-        // The request diff of a mismatch is a report, not part of the one-line error.
-        let mismatch = match &e {
-            CassetteError::InChild { error, .. } => error.as_ref(),
-            e => e,
-        };
-        if let CassetteError::Mismatch { diff, .. } = mismatch
-            && !common.json
-        {
-            outln!("{}", diff.trim_end());
-        }
-        let text = e.to_string();
-        let first = text.lines().next().unwrap_or_default();
-        return Err(CliError::failed(format!("replay stopped: {first}")));
-    }
-    if !common.json {
-        let children = provider.cassette().children().len();
-        say!(
-            "replayed {} of {} recorded model turns from {}{}",
-            provider.served(),
-            provider.cassette().len(),
-            cassette.display(),
-            if children == 0 {
-                String::new()
-            } else {
-                format!(" ({children} child runs from their own sections)")
-            }
-        );
-    }
-    Ok(code)
-}
-
-/// The cassette's MCP catalogs as tool lists; one that is not a tool list is an error naming
-/// its server.
-fn recorded_catalogs(
-    cassette: &crate::cassette::Cassette,
-) -> Result<std::collections::BTreeMap<String, Vec<crate::tool::mcp::McpToolInfo>>, CliError> {
-    cassette
-        .catalogs()
-        .iter()
-        .map(|(server, value)| {
-            serde_json::from_value(value.clone())
-                .map(|tools| (server.clone(), tools))
-                .map_err(|e| {
-                    CliError::usage(format!(
-                        "the cassette's tool list of MCP server `{server}` is not one ({e}) – export the cassette again with `runtape cassette export`"
-                    ))
-                })
-        })
-        .collect()
-}
-
-/// The cassette's later MCP tool lists as `(server, model calls before it, tools)`, in order;
-/// one that is not a tool list is an error naming its server.
-fn recorded_catalog_changes(
-    cassette: &crate::cassette::Cassette,
-) -> Result<Vec<(String, u64, Vec<crate::tool::mcp::McpToolInfo>)>, CliError> {
-    cassette
-        .catalog_changes()
-        .iter()
-        .map(|change| {
-            serde_json::from_value(change.catalog.clone())
-                .map(|tools| (change.server.clone(), change.at_entry, tools))
-                .map_err(|e| {
-                    CliError::usage(format!(
-                        "the cassette's later tool list of MCP server `{}` is not one ({e}) – export the cassette again with `runtape cassette export`",
-                        change.server
-                    ))
-                })
-        })
-        .collect()
 }
 
 /// `KEY=VALUE` for a budget: `budget.max_turns=80` (the exhausted scope, else the active

@@ -100,7 +100,7 @@ pub struct StartRun<'a> {
     goal: String,
     id: Option<RunId>,
     setup: Option<String>,
-    session: Option<(String, super::SessionSettings)>,
+    session: Option<super::session::SessionStartKind>,
 }
 
 impl StartRun<'_> {
@@ -110,7 +110,31 @@ impl StartRun<'_> {
     /// another process starts the session's next run at the same moment, exactly one of them
     /// gets the place ([`StoreError::SessionTaken`] for the other).
     pub fn in_session(mut self, name: &str, settings: super::SessionSettings) -> Self {
-        self.session = Some((name.to_owned(), settings));
+        self.session = Some(super::session::SessionStartKind::Next {
+            name: name.to_owned(),
+            settings,
+        });
+        self
+    }
+
+    /// Starts the run as a replay of run `index` of session `name` (revision 5), beginning
+    /// with the history `seed` carries (as a cassette recorded it) kept as `settings` say,
+    /// instead of reading the session's previous run: it needs no earlier run of the session
+    /// in this database, and it holds no place in the session (its spec says it was
+    /// replayed).
+    pub fn replaying_session(
+        mut self,
+        name: &str,
+        index: u64,
+        settings: super::SessionSettings,
+        seed: crate::machine::SessionSeed,
+    ) -> Self {
+        self.session = Some(super::session::SessionStartKind::Replay {
+            name: name.to_owned(),
+            index,
+            settings,
+            seed,
+        });
         self
     }
 
@@ -197,6 +221,7 @@ impl Engine {
                 stop: watch::Sender::new(None),
                 kept: Default::default(),
                 memory_source: RwLock::new(None),
+                retrieval_source: RwLock::new(None),
             }),
         }
     }
@@ -261,6 +286,14 @@ impl Engine {
     /// so a replay reads and writes no global memory. The events say they were replayed.
     pub fn use_memory_source(&self, source: Arc<dyn super::MemorySource>) {
         *write_lock(&self.shared.memory_source) = Some(source);
+    }
+
+    /// Answers the retrievals of this engine's runs from `source` instead of running the
+    /// retriever (revision 5): `runtape replay` serves the passages a cassette recorded. A
+    /// retrieval the source cannot answer cancels the run, with the source's line as the
+    /// reason.
+    pub fn use_retrieval_source(&self, source: Arc<dyn super::RetrievalSource>) {
+        *write_lock(&self.shared.retrieval_source) = Some(source);
     }
 
     /// Every trace event of every run from now on. The channel is bounded: a receiver that
@@ -471,7 +504,10 @@ impl Engine {
                 }
             }
         }
-        if spec.spec().retriever.is_some() && read_lock(&self.shared.retriever).is_none() {
+        if spec.spec().retriever.is_some()
+            && read_lock(&self.shared.retriever).is_none()
+            && read_lock(&self.shared.retrieval_source).is_none()
+        {
             return Err(EngineError::Spec(
                 "the spec has a [retriever] but no retriever is registered; give [retriever] a command, or register one".into(),
             ));

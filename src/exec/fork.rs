@@ -278,8 +278,13 @@ fn plan(
     // The fork continues its parent's receipt chain from the fork point; refuse a signer that
     // could not, before writing anything.
     let tip = receipt_tip(shared, store, parent, seq)?;
+    // A fork from step 0 begins as its parent began (a session run's carried history
+    // included, read from the parent's first event, so a replayed session run forks too).
     let opening = match rebuilt.state {
-        RunState::Created => Some(super::session::opening(store, &spec, &rec.goal)?),
+        RunState::Created => match ledger::first_event(store, parent)? {
+            Some(first @ (EventBody::Start { .. } | EventBody::SessionStart { .. })) => Some(first),
+            _ => Some(super::session::opening(store, &spec, &rec.goal)?),
+        },
         _ => None,
     };
     Ok(Planned {

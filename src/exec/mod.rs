@@ -65,6 +65,7 @@ mod perform;
 #[cfg(test)]
 mod protocol_model;
 mod reads;
+mod retrieval_source;
 pub(crate) mod session;
 mod start;
 mod takeup;
@@ -80,6 +81,7 @@ pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
 pub use memory_source::MemorySource;
+pub use retrieval_source::RetrievalSource;
 pub use session::SessionSettings;
 pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
@@ -129,6 +131,9 @@ pub(crate) struct Shared {
     /// Where global memory loads and publishes are answered instead of the store (a replay's
     /// cassette, revision 5).
     pub(crate) memory_source: RwLock<Option<Arc<dyn memory_source::MemorySource>>>,
+    /// Where retrievals are answered instead of the retriever (a replay's cassette, revision
+    /// 5).
+    pub(crate) retrieval_source: RwLock<Option<Arc<dyn retrieval_source::RetrievalSource>>>,
 }
 
 /// The status a run in `state` rests in.

@@ -35,6 +35,69 @@ impl Default for SessionSettings {
     }
 }
 
+/// How a run starts as part of a session.
+#[derive(Clone, Debug)]
+pub(crate) enum SessionStartKind {
+    /// As the session's next run, going on from its latest completed run.
+    Next {
+        name: String,
+        settings: SessionSettings,
+    },
+    /// As a replay of run `index` of session `name`, beginning with a recorded history.
+    Replay {
+        name: String,
+        index: u64,
+        settings: SessionSettings,
+        seed: SessionSeed,
+    },
+}
+
+/// `spec` as a replay of run `index` of session `name` beginning with `seed` (revision 5):
+/// the session spec names the run it replays, marked `replayed`, and the first event carries
+/// the recorded history. Refused when the spec does not follow revision 5 or is a delegated
+/// child's, or when the name is not a session name.
+pub(crate) fn replayed_run(
+    spec: &RunSpec,
+    name: &str,
+    index: u64,
+    settings: &SessionSettings,
+    seed: SessionSeed,
+    goal: &str,
+) -> Result<(RunSpec, EventBody), EngineError> {
+    if !is_valid_name(name) || index == 0 {
+        return Err(EngineError::Session(format!(
+            "`{}` #{index} is not a run of a session",
+            crate::text::one_line(name, 80)
+        )));
+    }
+    if spec.spec().semantics < SESSION_SEMANTICS {
+        return Err(EngineError::Session(format!(
+            "this spec follows revision {} of the machine's rules; replaying a session run needs revision {SESSION_SEMANTICS}",
+            spec.spec().semantics
+        )));
+    }
+    if spec.spec().delegated_by.is_some() {
+        return Err(EngineError::Session(
+            "a delegated child run cannot be a run of a session".into(),
+        ));
+    }
+    let mut s = spec.spec().clone();
+    s.session = Some(SessionSpec {
+        name: name.to_owned(),
+        index,
+        previous: Some(seed.previous.clone()),
+        window: settings.window,
+        summarizer: settings.summarizer.clone(),
+        replayed: true,
+    });
+    let spec = RunSpec::build(s).map_err(|e| EngineError::Spec(e.to_string()))?;
+    let opening = EventBody::SessionStart {
+        goal: goal.to_owned(),
+        seed,
+    };
+    Ok((spec, opening))
+}
+
 /// `spec` as the next run of session `name`: its place (the latest run's + 1), the completed
 /// run it goes on from, and `settings`. Refused when the name is not a session name, when the
 /// session's latest run has not ended, or when the spec does not follow revision 5.
@@ -87,6 +150,7 @@ pub(crate) fn next_run(
         previous,
         window: settings.window,
         summarizer: settings.summarizer.clone(),
+        replayed: false,
     });
     let spec = RunSpec::build(s).map_err(|e| EngineError::Spec(e.to_string()))?;
     let link = SessionLink {
@@ -104,7 +168,7 @@ pub(super) fn opening(
     store: &dyn Store,
     spec: &RunSpec,
     goal: &str,
-) -> Result<EventBody, HistoryError> {
+) -> Result<EventBody, EngineError> {
     let previous = spec
         .spec()
         .session
@@ -116,6 +180,12 @@ pub(super) fn opening(
             goal: goal.to_owned(),
         });
     };
+    if spec.spec().session.as_ref().is_some_and(|s| s.replayed) {
+        // Its history was in the cassette, and nothing here holds it.
+        return Err(EngineError::Session(
+            "this run replays a session run from a cassette and never began: the history it begins with is in the cassette only; replay the cassette again".into(),
+        ));
+    }
     Ok(EventBody::SessionStart {
         goal: goal.to_owned(),
         seed: seed(store, &previous)?,

@@ -20,21 +20,36 @@ pub(super) async fn start(
     spec: RunSpec,
     goal: &str,
     setup: Option<String>,
-    session: Option<(String, super::SessionSettings)>,
+    session: Option<super::session::SessionStartKind>,
 ) -> Result<RunHandle, EngineError> {
     // A run of a session: its place, the run it goes on from, and the history it begins with,
     // read before anything is written (the place is taken by the write creating the run).
     let (spec, link, opening) = {
         let (goal, id) = (goal.to_owned(), run.clone());
         off_thread(&shared.store, move |s| {
-            let (spec, link) = match &session {
-                Some((name, settings)) => {
-                    let (spec, link) = super::session::next_run(s, &spec, name, settings)?;
-                    (spec, Some(link))
+            use super::session::SessionStartKind;
+            let (spec, link, opening) = match session {
+                Some(SessionStartKind::Next { name, settings }) => {
+                    let (spec, link) = super::session::next_run(s, &spec, &name, &settings)?;
+                    let opening = super::session::opening(s, &spec, &goal)?;
+                    (spec, Some(link), opening)
                 }
-                None => (spec, None),
+                // A replay holds no place in the session and begins with the recorded history.
+                Some(SessionStartKind::Replay {
+                    name,
+                    index,
+                    settings,
+                    seed,
+                }) => {
+                    let (spec, opening) =
+                        super::session::replayed_run(&spec, &name, index, &settings, seed, &goal)?;
+                    (spec, None, opening)
+                }
+                None => {
+                    let opening = super::session::opening(s, &spec, &goal)?;
+                    (spec, None, opening)
+                }
             };
-            let opening = super::session::opening(s, &spec, &goal)?;
             // A first event the machine would refuse is refused here, before anything is
             // written (a run left `Created` would never move).
             let probe = crate::machine::Event::new(&id, Hlc::default(), opening.clone());

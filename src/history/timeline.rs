@@ -183,9 +183,15 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 name,
                 entries,
                 replayed,
+                from_ancestor,
             } => format!(
-                "global memory {name} loaded: {} keys{}",
+                "global memory {name} loaded: {} keys{}{}",
                 entries.values().filter(|v| v.value.is_some()).count(),
+                match from_ancestor {
+                    Some(at) =>
+                        format!(" (as of the fork point: run {}@{}'s view)", at.run, at.seq),
+                    None => String::new(),
+                },
                 if *replayed {
                     " (from the cassette)"
                 } else {
@@ -201,6 +207,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                 match outcome {
                     crate::machine::PublishOutcome::Published { .. } => "published",
                     crate::machine::PublishOutcome::Conflict { .. } => "refused",
+                    crate::machine::PublishOutcome::OverCap { .. } => "refused over its cap",
                 }
             ),
             EventBody::MemoryPublished { outcome, .. } => match outcome {
@@ -215,6 +222,13 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                         clip(&keys.join(", "), 50)
                     )
                 }
+                crate::machine::PublishOutcome::OverCap {
+                    cap,
+                    holds,
+                    would_hold,
+                } => format!(
+                    "global memory refused (over its cap: it holds {holds} bytes, would hold {would_hold}, cap {cap})"
+                ),
             },
         };
         let started: Vec<String> = effects

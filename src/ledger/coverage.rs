@@ -272,6 +272,11 @@ pub const COLUMNS: &[Column] = &[
         "chain",
         "equals blake3(previous link || body)",
     ),
+    verified(
+        "memory_removals",
+        "seal",
+        "a signature over the chain link that holds (against the trusted key, which must have signed every removal of the run's memory)",
+    ),
 ];
 
 /// The coverage of `table.name`, if the column is listed.

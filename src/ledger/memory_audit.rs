@@ -2,7 +2,8 @@
 //!
 //! 1. Every value the run loaded is the stored value of that key at that version.
 //! 2. The removal records (`runtape memory rm`) form an unbroken hash chain, ids 1, 2, ...,
-//!    each naming the row it wrote.
+//!    each naming the row it wrote; a signed record's signature holds over its chain link, and
+//!    where a key is trusted every removal of the run's memory is signed by it.
 //! 3. Every row of the run's global memory is accounted for: versions run 1, 2, ... per key;
 //!    a published row matches the `PublishMemory` effect it names (in that run's history:
 //!    same memory, same value, based on the version before); a removed row matches its
@@ -10,6 +11,10 @@
 //! 4. Every publish the history says was applied wrote exactly its rows: for each written key
 //!    the row `(name, key, version)` naming the run and the effect, holding the staged value;
 //!    no other row names that effect.
+//!
+//! 5. A fork's load copied from an ancestor (`from_ancestor`, see [`super::fork_view`]) names
+//!    a load of the same memory after the fork point, in the line the fork branched from, and
+//!    holds exactly its entries.
 //!
 //! A run replayed from a cassette (`runtape replay`) took its loads and publish outcomes from
 //! the recording and wrote nothing to this database: its events say so (`replayed`), and
@@ -21,10 +26,13 @@
 use std::collections::BTreeMap;
 
 use super::HistoryError;
-use super::codec::decode_effects;
+use super::codec::{decode_effects, decode_event};
 use super::read::transitions;
 use super::replay::Divergence;
-use crate::machine::{Effect, EffectRef, EventBody, PublishOutcome, RunId, Staged, Versioned};
+use crate::machine::{
+    Effect, EffectRef, EventBody, LoadedAt, PublishOutcome, RunId, Staged, Versioned,
+};
+use crate::receipt::{VerifyingKey, check_removal_seal};
 use crate::store::global_memory::{RemovalBody, chain_link};
 use crate::store::{GlobalRow, Store, StoreError};
 
@@ -45,17 +53,45 @@ pub(crate) struct MemoryFacts {
     /// `PublishMemory` effects emitted, by position: the memory and the writes.
     emitted: BTreeMap<EffectRef, (String, BTreeMap<String, Staged>)>,
     loaded: Vec<(u64, String, BTreeMap<String, Versioned>)>,
+    /// Loads a fork took from an ancestor: seq, the run that recorded it, the load it names.
+    inherited: Vec<Inherited>,
     applied: Vec<Applied>,
+}
+
+/// A fork's load copied from an ancestor's (see [`super::fork_view`]).
+#[derive(Clone, Debug)]
+struct Inherited {
+    seq: u64,
+    run: RunId,
+    from: LoadedAt,
+    name: String,
+    entries: BTreeMap<String, Versioned>,
 }
 
 impl MemoryFacts {
     /// Notes transition `seq`: its event (of run `run`) and the effects it emitted.
     pub(crate) fn note(&mut self, seq: u64, run: &RunId, body: &EventBody, effects: &[Effect]) {
+        if let EventBody::MemoryLoaded {
+            name,
+            entries,
+            from_ancestor: Some(from),
+            ..
+        } = body
+        {
+            self.inherited.push(Inherited {
+                seq,
+                run: run.clone(),
+                from: from.clone(),
+                name: name.clone(),
+                entries: entries.clone(),
+            });
+        }
         match body {
             EventBody::MemoryLoaded {
                 name,
                 entries,
                 replayed: false,
+                ..
             } => {
                 self.loaded.push((seq, name.clone(), entries.clone()));
             }
@@ -108,11 +144,13 @@ fn show(value: &Option<String>) -> String {
 }
 
 /// Checks what `facts` (of the verified run, whose spec names global memory `name`, if any)
-/// say against the store. Returns how many rows and records were checked.
+/// say against the store, removal records' signatures against `key` when one is trusted.
+/// Returns how many rows and records were checked.
 pub(crate) fn check(
     store: &dyn Store,
     name: Option<&str>,
     facts: &MemoryFacts,
+    key: Option<&VerifyingKey>,
 ) -> Result<Result<u64, Divergence>, HistoryError> {
     let mut checked = 0u64;
     if let Some(name) = name {
@@ -135,7 +173,7 @@ pub(crate) fn check(
                 }
             }
         }
-        match removal_chain(store)? {
+        match removal_chain(store, name, key)? {
             Ok(n) => checked += n,
             Err(d) => return Ok(Err(d)),
         }
@@ -146,6 +184,12 @@ pub(crate) fn check(
             return Ok(Err(d));
         }
         checked += all.len() as u64;
+    }
+    for i in &facts.inherited {
+        if let Err(d) = inherited_matches(store, i)? {
+            return Ok(Err(d));
+        }
+        checked += 1;
     }
     for a in &facts.applied {
         let rows = store.memory_published(&a.run, a.effect)?;
@@ -199,6 +243,41 @@ pub(crate) fn check(
         }
     }
     Ok(Ok(checked))
+}
+
+/// A fork's copied load names a load of the same memory after its fork point, in the line it
+/// branched from, and holds exactly that load's entries.
+fn inherited_matches(
+    store: &dyn Store,
+    i: &Inherited,
+) -> Result<Result<(), Divergence>, HistoryError> {
+    let shown = format!("run {}@{}", i.from.run, i.from.seq);
+    if !super::fork_view::is_after_fork_point(store, &i.run, &i.from)? {
+        bad!(
+            i.seq,
+            "transitions.event",
+            "the load a fork's view of global memory comes from",
+            "a load after the fork point in the line the fork branched from",
+            shown
+        );
+    }
+    let found = transitions(store, &i.from.run, i.from.seq, i.from.seq)?;
+    let event = match found.first() {
+        Some(t) => Some(decode_event(&i.from.run, t.seq, &t.event)?.body),
+        None => None,
+    };
+    match event {
+        Some(EventBody::MemoryLoaded { name, entries, .. })
+            if name == i.name && entries == i.entries => {}
+        _ => bad!(
+            i.seq,
+            "transitions.event",
+            "the view of global memory a fork took",
+            format!("the entries {shown} loaded"),
+            "other entries"
+        ),
+    }
+    Ok(Ok(()))
 }
 
 /// Every row of one memory is explained by a publish or a removal, versions without gaps.
@@ -329,7 +408,11 @@ fn rows_accounted(
 }
 
 /// The removal records chain, ids without gaps, each a removal record.
-fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryError> {
+fn removal_chain(
+    store: &dyn Store,
+    name: &str,
+    key: Option<&VerifyingKey>,
+) -> Result<Result<u64, Divergence>, HistoryError> {
     let records = store.memory_removals()?;
     let mut prev = crate::machine::Digest::ZERO;
     for (i, r) in records.iter().enumerate() {
@@ -354,7 +437,7 @@ fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryEr
             );
         }
         prev = r.chain;
-        if r.decode().filter(|b| b.id == r.id).is_none() {
+        let Some(body) = r.decode().filter(|b| b.id == r.id) else {
             bad!(
                 0,
                 "memory_removals.body",
@@ -362,6 +445,32 @@ fn removal_chain(store: &dyn Store) -> Result<Result<u64, Divergence>, HistoryEr
                 "a removal record",
                 String::from_utf8_lossy(&r.body)
             );
+        };
+        // A signature must hold wherever it is; a trusted key must have signed every removal
+        // of this run's memory (an unsigned one was made without it, or had its seal stripped).
+        let what = format!("seal of removal {}", r.id);
+        match &r.seal {
+            Some(seal) => {
+                if let Err(e) = check_removal_seal(&r.chain, seal, key) {
+                    bad!(
+                        0,
+                        "memory_removals.seal",
+                        &what,
+                        "a signature over the record's chain link",
+                        e.to_string()
+                    );
+                }
+            }
+            None if key.is_some() && body.name == name => {
+                bad!(
+                    0,
+                    "memory_removals.seal",
+                    &what,
+                    "signed by the trusted key",
+                    "unsigned: removed without a key, or its signature was stripped"
+                );
+            }
+            None => {}
         }
     }
     Ok(Ok(records.len() as u64))

@@ -25,6 +25,7 @@
 
 pub mod codec;
 pub mod coverage;
+pub mod fork_view;
 pub mod head;
 pub mod packed;
 pub mod packed_blob;
@@ -41,6 +42,7 @@ mod session;
 mod verify;
 
 pub use codec::EncodeError;
+pub use fork_view::{AncestorLoad, ancestor_load, first_event};
 pub use head::{HeadKeeper, check_continuable, first_head};
 pub use pairing::{Issued, Outstanding, Paired, answered, pairs};
 pub use read::{

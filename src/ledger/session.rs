@@ -8,6 +8,10 @@
 //!   count and Merkle head in its final state). `step` has already checked, while replaying,
 //!   that the carried messages are those conversations.
 //!
+//! A run `runtape replay` started from a session run's cassette (its spec's session says
+//! `replayed`) holds no place, and the run its history comes from is not looked for: it is in
+//! the database the cassette was exported from.
+//!
 //! The run it goes on from is not verified here (`runtape verify PREVIOUS` does that); only
 //! the link between the two is.
 
@@ -28,9 +32,10 @@ pub(crate) fn check(
     seed: Option<&SessionSeed>,
 ) -> Result<Result<(), Divergence>, HistoryError> {
     let session = spec.spec().session.as_ref();
-    // A fork continues a session run's history but is not a run of the session.
+    // A fork continues a session run's history but is not a run of the session; nor is a
+    // replay of one.
     let expected = session
-        .filter(|_| head.parent.is_none())
+        .filter(|s| head.parent.is_none() && !s.replayed)
         .map(|s| SessionLink {
             name: s.name.clone(),
             index: s.index,
@@ -53,6 +58,12 @@ pub(crate) fn check(
     let Some(seed) = seed else {
         return Ok(Ok(()));
     };
+    // A replay began with the history its cassette recorded: the run it comes from is in the
+    // recording's database, not here. `step` checked the messages are the conversations the
+    // seed names; that they are what that run ended with, `verify` there says.
+    if session.is_some_and(|s| s.replayed) {
+        return Ok(Ok(()));
+    }
     let (Some(session), Some(previous)) = (session, session.and_then(|s| s.previous.as_ref()))
     else {
         return Ok(Err(Divergence::column(

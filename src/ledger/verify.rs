@@ -296,7 +296,7 @@ fn check(
         .memory
         .as_ref()
         .and_then(|m| m.global.as_deref());
-    let memory_checked = fail!(memory_audit::check(store, global, &memory)?);
+    let memory_checked = fail!(memory_audit::check(store, global, &memory, key)?);
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
     let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));

@@ -169,6 +169,12 @@ pub enum EventBody {
         /// database: `verify` then does not look for them here.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
+        /// For a fork taken before its line loaded global memory: the load after the fork
+        /// point whose view it takes (an ancestor's), so it sees the memory as of its fork
+        /// point and none of its ancestors' later publishes; `verify` checks the entries are
+        /// that load's. `None` for a load read from the store.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_ancestor: Option<super::memory::LoadedAt>,
     },
     /// The store answered a `PublishMemory` (revision 5).
     MemoryPublished {

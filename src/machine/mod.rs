@@ -69,8 +69,8 @@ pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
 pub use memory::{
-    GlobalView, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec, PendingCancel,
-    PublishOutcome, Staged, Versioned,
+    GlobalView, LoadedAt, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec,
+    PUBLISH_CAP_SEMANTICS, PendingCancel, PublishOutcome, Staged, Versioned,
 };
 pub use message::{
     Appended, ConversationGap, ConversationRef, Conversations, Message, Reasoning, Role, ToolCall,

@@ -81,6 +81,13 @@ pub struct SessionSpec {
     /// The agent that writes summaries; `None`: each agent summarises its own history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<AgentId>,
+    /// True for a run `runtape replay` started from a cassette of a session run: it begins
+    /// with the history the cassette recorded (its `SessionStart`), holds no place in the
+    /// session (`name` and `index` say which run it replays), and the run it goes on from
+    /// need not be in its database. The machine does not read it; `verify` and the listings
+    /// do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 fn default_window() -> SessionWindow {

@@ -333,6 +333,8 @@ edges! {
         "every staged write was published in one transaction: completed with the answer";
     PublishingPublishedConflict = "publishing.published.conflict": Publishing --MemoryPublished--> Preparing,
         "the publish was refused (another run changed a written key): nothing was written; the writer is told, with the current values";
+    PublishingPublishedOverCap = "publishing.published.over_cap": Publishing --MemoryPublished--> Preparing,
+        "the publish was refused (with the memory as it now stands it would pass the run's max_bytes_global): nothing was written; the writer is told the sizes and its sets are dropped";
     PublishingPublishedCancelled = "publishing.published.cancelled": Publishing --MemoryPublished--> Done,
         "the publish was refused and a cancel waited for it: cancelled, nothing was written";
     PublishingCancel = "publishing.cancel": Publishing --CancelRequested--> Publishing,

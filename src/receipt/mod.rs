@@ -102,6 +102,7 @@ mod head;
 mod hex;
 mod jsonl;
 mod key;
+mod removal;
 mod report;
 mod signer;
 mod tree;
@@ -125,6 +126,7 @@ pub use jsonl::{read_jsonl, write_jsonl};
 pub use key::{
     KEY_FILE_HEADER, keygen, parse_public_key, public_key_hex, read_public_key, write_public_key,
 };
+pub use removal::{REMOVAL_DOMAIN, check_removal_seal};
 pub use report::{Integrity, ReceiptAt, VerifyError, VerifyReport};
 pub use signer::ReceiptSigner;
 pub use tree::{

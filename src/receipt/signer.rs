@@ -157,6 +157,17 @@ impl ReceiptSigner {
         (body, seal)
     }
 
+    /// Seals a global memory removal record over its chain link (see
+    /// [`super::removal`]): the stored seal ([`Seal::to_bytes`]) with a key, `None` without
+    /// one (the record is then only hash-chained).
+    pub fn seal_removal(&self, chain: &crate::machine::Digest) -> Option<Vec<u8>> {
+        let key = self.key.as_ref()?;
+        let signature = key
+            .sign(&super::removal::removal_sealed_bytes(chain))
+            .to_bytes();
+        Some([&[1u8][..], key.verifying_key().as_bytes(), &signature].concat())
+    }
+
     fn check_tip(&self, prev: &ChainTip, seq: u64) -> Result<(), ReceiptError> {
         match (prev.seal.key_id(), self.key_id()) {
             (Some(tip_key), Some(signer_key)) if tip_key != signer_key => {

@@ -189,7 +189,7 @@ async fn list_runs(
                 })
                 .filter(|v| match &text {
                     None => true,
-                    Some(t) => ["id", "goal", "agent"].iter().any(|k| {
+                    Some(t) => ["id", "goal", "agent", "session"].iter().any(|k| {
                         v[k].as_str()
                             .is_some_and(|s| s.to_lowercase().contains(t.as_str()))
                     }),

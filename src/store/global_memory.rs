@@ -59,6 +59,27 @@ pub struct Publication {
     pub name: String,
     /// The writes, each with the version it is based on.
     pub writes: BTreeMap<String, Staged>,
+    /// The run's `max_bytes_global` (revision 5): a publish that would take the memory past
+    /// it — keys plus values of every key's latest version, with these writes applied — and
+    /// grow it is refused whole. `None`: not checked.
+    pub cap: Option<u64>,
+}
+
+/// A publish refused because it would take the memory past its cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverCap {
+    /// The cap (the publishing run's `max_bytes_global`).
+    pub cap: u64,
+    /// The bytes the memory holds now.
+    pub holds: u64,
+    /// The bytes it would hold with the writes applied.
+    pub would_hold: u64,
+}
+
+/// The bytes one version of a key adds to its memory: the key's and the value's, or nothing
+/// for a version without a value.
+pub fn row_bytes(key: &str, value: Option<&str>) -> u64 {
+    value.map_or(0, |v| (key.len() + v.len()) as u64)
 }
 
 impl Publication {
@@ -76,7 +97,31 @@ impl Publication {
             effect,
             name,
             writes,
+            cap: None,
         }
+    }
+
+    /// The same, refused when it would take the memory past `bytes` (see [`Publication::cap`]).
+    pub fn capped(mut self, bytes: u64) -> Publication {
+        self.cap = Some(bytes);
+        self
+    }
+
+    /// Whether applying the writes to the memory as it is — `holds` bytes in all, `current`
+    /// giving each written key's bytes now (absent: none) — takes it past the cap while
+    /// growing it. Checked after the versions (a moved key is a conflict first).
+    pub fn over_cap(&self, holds: u64, current: &BTreeMap<String, u64>) -> Option<OverCap> {
+        let cap = self.cap?;
+        let mut would_hold = holds;
+        for (key, w) in &self.writes {
+            would_hold = would_hold.saturating_sub(current.get(key).copied().unwrap_or(0));
+            would_hold = would_hold.saturating_add(row_bytes(key, w.value.as_deref()));
+        }
+        (would_hold > cap && would_hold > holds).then_some(OverCap {
+            cap,
+            holds,
+            would_hold,
+        })
     }
 
     /// The rows this publication adds when every key is at its base version: version
@@ -104,7 +149,7 @@ impl Publication {
 
 /// A `runtape memory rm` to make durable: forget `key` of global memory `name`.
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Removal {
     /// The global memory.
     pub name: String,
@@ -114,6 +159,9 @@ pub struct Removal {
     pub by: String,
     /// Wall-clock ms now.
     pub at_ms: u64,
+    /// Signs the record's chain link when it holds a key (see
+    /// [`crate::receipt::check_removal_seal`]); `None` or unsigned: hash-chained only.
+    pub signer: Option<std::sync::Arc<crate::receipt::ReceiptSigner>>,
 }
 
 impl Removal {
@@ -124,7 +172,25 @@ impl Removal {
             key,
             by,
             at_ms,
+            signer: None,
         }
+    }
+
+    /// The same, its record signed by `signer` when it holds a key.
+    pub fn signed_by(mut self, signer: std::sync::Arc<crate::receipt::ReceiptSigner>) -> Removal {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// The record this removal writes after `prev` (`None` for the first), saying `body`:
+    /// chained, and sealed when the signer holds a key.
+    pub fn record_after(&self, prev: Option<&RemovalRecord>, body: &RemovalBody) -> RemovalRecord {
+        let mut record = RemovalRecord::after(prev, body);
+        record.seal = self
+            .signer
+            .as_ref()
+            .and_then(|s| s.seal_removal(&record.chain));
+        record
     }
 }
 
@@ -155,6 +221,9 @@ pub struct RemovalRecord {
     pub body: Vec<u8>,
     /// `blake3(previous record's chain || body)` (the first record's previous is zero).
     pub chain: Digest,
+    /// A signature over the chain link ([`crate::receipt::check_removal_seal`]), when the
+    /// removal was made with a key; `None`: hash-chained only.
+    pub seal: Option<Vec<u8>>,
 }
 
 impl RemovalRecord {
@@ -167,6 +236,7 @@ impl RemovalRecord {
             id: body.id,
             body: bytes,
             chain,
+            seal: None,
         }
     }
 
@@ -291,31 +361,46 @@ pub(crate) struct InMemory {
 }
 
 impl InMemory {
-    /// Applies `p` (the caller checked the lease epoch).
-    pub(crate) fn publish(&mut self, p: &Publication) {
+    /// Applies `p` (the caller checked the lease epoch); a refusal over the cap says so.
+    pub(crate) fn publish(&mut self, p: &Publication) -> Option<OverCap> {
         let done = self
             .rows
             .values()
             .any(|r| r.run.as_ref() == Some(&p.run) && r.effect == Some(p.effect));
         if done {
-            return;
+            return None;
         }
         let latest: BTreeMap<String, u64> = p
             .writes
             .keys()
             .filter_map(|k| self.latest(&p.name, k).map(|r| (k.clone(), r.version)))
             .collect();
-        for r in p.rows(&latest).unwrap_or_default() {
+        let rows = p.rows(&latest)?;
+        let now = self.rows(&p.name, true);
+        let holds = now
+            .iter()
+            .map(|r| row_bytes(&r.key, r.value.as_deref()))
+            .sum();
+        let current = now
+            .iter()
+            .filter(|r| p.writes.contains_key(&r.key))
+            .map(|r| (r.key.clone(), row_bytes(&r.key, r.value.as_deref())))
+            .collect();
+        if let Some(refused) = p.over_cap(holds, &current) {
+            return Some(refused);
+        }
+        for r in rows {
             self.rows
                 .insert((r.name.clone(), r.key.clone(), r.version), r);
         }
+        None
     }
 
     /// Applies `r`.
     pub(crate) fn remove(&mut self, r: &Removal) -> Result<(), StoreError> {
         let id = self.removals.last().map_or(1, |p| p.id + 1);
         let body = removal_body(r, self.latest(&r.name, &r.key), id)?;
-        let record = RemovalRecord::after(self.removals.last(), &body);
+        let record = r.record_after(self.removals.last(), &body);
         self.removals.push(record);
         let row = GlobalRow {
             name: r.name.clone(),

@@ -196,8 +196,10 @@ impl Inner {
             }
             Write::PublishMemory(p) => {
                 fence(self.run_mut(&p.run)?, &p.run, p.epoch)?;
-                self.global.publish(&p);
-                Ok(Written::Done)
+                Ok(match self.global.publish(&p) {
+                    Some(refused) => Written::MemoryOverCap(refused),
+                    None => Written::Done,
+                })
             }
             Write::RemoveMemory(r) => {
                 self.global.remove(&r)?;

@@ -558,6 +558,9 @@ pub enum Written {
     Done,
     /// The lease epoch now held.
     Lease(u64),
+    /// A publish of global memory was refused: it would take the memory past its cap
+    /// (nothing was written).
+    MemoryOverCap(global_memory::OverCap),
 }
 
 /// Resolves when a write is durable.

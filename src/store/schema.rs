@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -29,7 +29,8 @@ struct Migration {
 /// - 3 → 4: packed JSON in the event, effects, snapshot and blob columns; edge codes ([`V4`]).
 /// - 4 → 5: global memory: its versioned rows and the removal records ([`V5_MEMORY`]).
 /// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
-/// - 6 → 7: transitions stored in commit order ([`APPEND_ORDERED_TRANSITIONS`]).
+/// - 6 → 7: `memory_removals.seal`, a removal record's signature ([`REMOVAL_SEALS`]).
+/// - 7 → 8: transitions stored in commit order ([`APPEND_ORDERED_TRANSITIONS`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -56,10 +57,20 @@ const MIGRATIONS: &[Migration] = &[
         then: None,
     },
     Migration {
+        sql: REMOVAL_SEALS,
+        then: None,
+    },
+    Migration {
         sql: APPEND_ORDERED_TRANSITIONS,
         then: None,
     },
 ];
+
+/// A removal record's signature over its chain link, when it was made with a key
+/// ([`crate::receipt::check_removal_seal`]); NULL: hash-chained only.
+const REMOVAL_SEALS: &str = r#"
+ALTER TABLE memory_removals ADD COLUMN seal BLOB;
+"#;
 
 /// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
 /// key, naming the publish (run and effect) or the removal that wrote it; removal records

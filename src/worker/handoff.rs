@@ -67,7 +67,7 @@ pub async fn enqueue_in_session(
     new.head = keeper.sealed();
     let epoch = match store::write(store, Write::CreateRun(new)).await? {
         Written::Lease(e) => e,
-        Written::Done => 1,
+        Written::Done | Written::MemoryOverCap(_) => 1,
     };
     let release = keeper.submit_release(store, id.clone(), epoch, RunStatus::Running);
     release.await.unwrap_or(Err(StoreError::Closed))?;
@@ -105,7 +105,9 @@ pub async fn requeue(engine: &Engine, run: &RunId) -> Result<Requeued, EngineErr
     };
     let epoch = match store::write(store, acquire).await {
         Ok(Written::Lease(e)) => e,
-        Ok(Written::Done) => return Ok(Requeued::Left("no lease was granted".into())),
+        Ok(Written::Done | Written::MemoryOverCap(_)) => {
+            return Ok(Requeued::Left("no lease was granted".into()));
+        }
         Err(e @ (StoreError::LeaseHeld { .. } | StoreError::Finished { .. })) => {
             return Ok(Requeued::Left(e.to_string()));
         }

@@ -511,6 +511,7 @@ pub fn in_session(mut spec: Spec, window: SessionWindow, summarizer: Option<&str
         previous: Some(RunId::new(PREVIOUS)),
         window,
         summarizer: summarizer.map(AgentId::from),
+        replayed: false,
     });
     RunSpec::build(spec).expect("fixture spec is valid")
 }
@@ -695,5 +696,6 @@ pub fn memory_loaded(entries: &[(&str, u64, Option<&str>)]) -> EventBody {
             })
             .collect(),
         replayed: false,
+        from_ancestor: None,
     }
 }

@@ -2,7 +2,7 @@
 //! command tool and signed receipts (76 transitions, a snapshot at seq 64, outbox rows done),
 //! a fork of it, a run killed while a non-idempotent call was running (an outbox row left
 //! `started`), and a run that published two keys to global memory `team`, one of which was
-//! then removed by hand (`runtape memory rm`). Built once per test binary; each test works on
+//! then removed by hand (`runtape memory rm`, signed with the key). Built once per test binary; each test works on
 //! its own copy.
 
 #![allow(dead_code)]
@@ -261,7 +261,16 @@ fn build() -> Fixture {
     let memory = first_id(&out);
     ok(runtape(
         &db,
-        &["memory", "rm", "b", "--name", "team", "--yes"],
+        &[
+            "memory",
+            "rm",
+            "b",
+            "--name",
+            "team",
+            "--yes",
+            "--receipt-key",
+            &k,
+        ],
     ));
 
     let conn = rusqlite::Connection::open(&db).expect("opens");

@@ -9,7 +9,7 @@ use crate::exec::read_lock;
 use crate::exec::reads::off_thread;
 use crate::exec::trace::Trace;
 use crate::ledger::conversation as conversation_of;
-use crate::machine::{AgentId, Effect, InputKind};
+use crate::machine::{AgentId, Effect, EventBody, InputKind};
 use crate::provider::{ProviderRequest, ToolDef};
 
 impl Driver {
@@ -172,6 +172,25 @@ impl Driver {
                     session.as_deref(),
                     &messages,
                 );
+                // A replay answers from its recording; one it cannot answer stops the run.
+                let recorded = read_lock(&self.shared.retrieval_source).clone();
+                if let Some(source) = recorded {
+                    let done = match self.tree_path().await {
+                        Err(e) => Completion::Fatal(e),
+                        Ok(path) => match source.retrieve(&path, &query) {
+                            Ok(retrieval) => Completion::Event(EventBody::Retrieved {
+                                effect: id,
+                                retrieval,
+                            }),
+                            Err(reason) => Completion::Event(EventBody::CancelRequested {
+                                reason: Some(reason),
+                            }),
+                        },
+                    };
+                    self.inflight
+                        .push(Box::pin(futures_util::future::ready(done)));
+                    return;
+                }
                 let retriever = read_lock(&self.shared.retriever).clone();
                 let ctx = crate::tool::ToolContext {
                     run_id: id.run.clone(),

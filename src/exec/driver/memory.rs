@@ -5,20 +5,26 @@
 //!   from the store at its first step boundary (before its first model request) and records
 //!   it as a `MemoryLoaded` event: the history says what the run saw, so a resume, a fork, a
 //!   replay and `verify` see the same.
+//! - **A fork** taken before its line loaded takes the view its nearest ancestor loaded after
+//!   the fork point, if one did ([`crate::ledger::fork_view`]): the memory as of the fork
+//!   point, never what its ancestors published later.
 //! - **From a recording.** With a [`MemorySource`](crate::exec::MemorySource) (a replay's
 //!   cassette), loads and publish outcomes come from it and nothing touches the store.
 //! - **Publishing.** `PublishMemory` is one store write (all or none, at most once per effect,
-//!   fenced by the lease), then a read of what it did; the answer is the `MemoryPublished`
-//!   event. Performed again after a crash, it finds its rows and answers the same. A cancel
+//!   fenced by the lease, refused when it would take the memory past the run's cap), then a
+//!   read of what it did; the answer is the `MemoryPublished` event. Performed again after a crash, it finds its rows and answers the same. A cancel
 //!   does not abandon it (see [`Driver::cancel_inflight`]): once a run publishes, the publish
 //!   decides how it ends.
 
 use super::Driver;
 use crate::exec::perform::Completion;
 use crate::exec::reads::off_thread;
-use crate::machine::{EffectId, EffectRef, EventBody, RunState, Staged};
+use crate::ledger::ancestor_load;
+use crate::machine::{
+    EffectId, EffectRef, EventBody, PUBLISH_CAP_SEMANTICS, PublishOutcome, RunState, Staged,
+};
 use crate::store::global_memory::{load_entries, publish_outcome};
-use crate::store::{Publication, Write};
+use crate::store::{Publication, Write, Written};
 
 impl Driver {
     /// At a step boundary: queues the `MemoryLoaded` event of a run whose global memory is not
@@ -51,6 +57,21 @@ impl Driver {
                 name,
                 entries,
                 replayed: true,
+                from_ancestor: None,
+            });
+            return Ok(true);
+        }
+        // A fork takes the view its line loaded after the fork point, if one did: the memory
+        // as of the fork point, without its ancestors' later publishes.
+        let (read, run) = (name.clone(), self.run.clone());
+        let inherited =
+            off_thread(&self.shared.store, move |s| ancestor_load(s, &run, &read)).await?;
+        if let Some(load) = inherited {
+            self.queue.push_back(EventBody::MemoryLoaded {
+                name,
+                entries: load.entries,
+                replayed: load.replayed,
+                from_ancestor: Some(load.at),
             });
             return Ok(true);
         }
@@ -63,6 +84,7 @@ impl Driver {
             name,
             entries,
             replayed: false,
+            from_ancestor: None,
         });
         Ok(true)
     }
@@ -75,7 +97,7 @@ impl Driver {
         name: String,
         writes: std::collections::BTreeMap<String, Staged>,
     ) {
-        let publication = Publication::new(
+        let mut publication = Publication::new(
             id.run.clone(),
             self.epoch(),
             EffectRef {
@@ -85,6 +107,13 @@ impl Driver {
             name,
             writes,
         );
+        // The cap is held at the publish too, across every run writing the memory.
+        let spec = self.spec.spec();
+        if spec.semantics >= PUBLISH_CAP_SEMANTICS
+            && let Some(m) = &spec.memory
+        {
+            publication = publication.capped(u64::from(m.limits.max_bytes_global));
+        }
         let source = crate::exec::read_lock(&self.shared.memory_source).clone();
         if let Some(source) = source {
             let done = match self.tree_path().await.map(|path| source.publish(&path)) {
@@ -105,8 +134,20 @@ impl Driver {
         }
         let (store, queue) = (self.shared.store.clone(), self.shared.writes.clone());
         self.inflight.push(Box::pin(async move {
-            if let Err(e) = queue.write(Write::PublishMemory(publication.clone())).await {
-                return Completion::Fatal(e.into());
+            match queue.write(Write::PublishMemory(publication.clone())).await {
+                Err(e) => return Completion::Fatal(e.into()),
+                Ok(Written::MemoryOverCap(refused)) => {
+                    return Completion::Event(EventBody::MemoryPublished {
+                        effect: id,
+                        outcome: PublishOutcome::OverCap {
+                            cap: refused.cap,
+                            holds: refused.holds,
+                            would_hold: refused.would_hold,
+                        },
+                        replayed: false,
+                    });
+                }
+                Ok(_) => {}
             }
             match off_thread(&store, move |s| publish_outcome(s, &publication)).await {
                 Ok(mut outcome) => {

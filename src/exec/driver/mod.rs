@@ -39,7 +39,7 @@ pub(super) use commit::receipt_tip;
 pub(super) fn lease_of(w: Written) -> u64 {
     match w {
         Written::Lease(e) => e,
-        Written::Done => 0,
+        Written::Done | Written::MemoryOverCap(_) => 0,
     }
 }
 

@@ -49,11 +49,17 @@ use serde::{Deserialize, Serialize};
 use super::ids::AgentId;
 use super::message::{Message, Role};
 
+pub use publish::over_cap_text;
 pub(crate) use publish::{Publishing, complete, on_cancel, on_loaded, on_published};
 pub use spec::{MemoryLimits, MemorySpec};
 
 /// The first revision whose specs may have `[memory]`.
 pub const MEMORY_SEMANTICS: u32 = 5;
+
+/// The first revision whose publishes are refused, whole, when they would take the global
+/// memory past the run's `max_bytes_global` as it stands when the publish is applied (a
+/// refusal the machine answers like a conflict: the writer is told and gets a new turn).
+pub const PUBLISH_CAP_SEMANTICS: u32 = 5;
 
 /// The built-in memory tools, as the model sees them.
 pub const TOOL_NAMES: [&str; 3] = [tools::REMEMBER, tools::RECALL, tools::FORGET];
@@ -136,6 +142,18 @@ pub struct Versioned {
     pub value: Option<String>,
 }
 
+/// Where a load of global memory was recorded: the run whose history holds the
+/// `MemoryLoaded` event, and its seq. A fork that loads after its fork point names the
+/// ancestor load whose view it takes (see [`MemoryLoaded`](super::EventBody::MemoryLoaded)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadedAt {
+    /// The run.
+    pub run: super::ids::RunId,
+    /// The seq of its `MemoryLoaded`.
+    pub seq: u64,
+}
+
 /// A write staged for publication.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
@@ -170,6 +188,17 @@ pub enum PublishOutcome {
     Conflict {
         /// Each such key as it is now.
         keys: BTreeMap<String, Versioned>,
+    },
+    /// Nothing was written: applied to the memory as it is now (other runs may have written
+    /// to it since this run read it), the writes would take it past the run's
+    /// `max_bytes_global` and grow it (from [`PUBLISH_CAP_SEMANTICS`]).
+    OverCap {
+        /// The cap: the run's `max_bytes_global`.
+        cap: u64,
+        /// The bytes (keys plus values) the memory holds now.
+        holds: u64,
+        /// The bytes it would hold with the run's writes.
+        would_hold: u64,
     },
 }
 

@@ -54,6 +54,14 @@ function statusOf(run) {
   return run.interrupted ? 'interrupted' : run.status;
 }
 
+// A run's session, as `ls` marks it: `session trip-1 #3`, or a fork / replay of that run
+// (which hold no place in the session).
+function sessionMark(r) {
+  if (!r.session) return null;
+  const kind = r.session_kind === 'run' ? '' : ' (' + r.session_kind + ')';
+  return el('span', { class: 'session', title: 'session ' + r.session, text: 'session ' + r.session + ' #' + r.session_index + kind + ' ' });
+}
+
 function badge(run) {
   const s = statusOf(run);
   return el('span', { class: 'badge ' + s, 'data-status': s, text: s.replace('_', ' ') });
@@ -233,6 +241,7 @@ function runsPage() {
       el('td', { text: age(r.updated_ms) }),
       el('td', { class: 'goal', text: r.goal }),
       el('td', {},
+        sessionMark(r),
         r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' ',
           el('a', { href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare' })) : null,
         (byParent[r.id] || []).length ? el('span', { class: 'muted', text: ' ' + byParent[r.id].length + ' fork(s)' }) : null))));
@@ -391,6 +400,7 @@ function runPage(id, initialSeq) {
     head.replaceChildren(...[
       el('h2', { class: 'mono', text: r.id }), badge(r),
       el('span', { text: r.steps + ' steps · ' + r.tokens + ' tokens · ' + cost(r) }),
+      sessionMark(r),
       r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' · ',
         el('a', { id: 'compare-parent', href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare with parent' })) : null,
       (r.forks || []).length ? el('span', {}, 'forks: ', ...r.forks.map((f) => el('span', {},

@@ -11,7 +11,7 @@ use super::conn::Conn;
 use super::read::ReadError;
 use super::writer::Fail;
 use crate::machine::{Digest, EffectRef, RunId};
-use crate::store::global_memory::{RemovalRecord, removal_body};
+use crate::store::global_memory::{RemovalRecord, removal_body, row_bytes};
 use crate::store::{GlobalRow, Publication, Removal, Written};
 
 type Read<T> = Result<T, ReadError>;
@@ -104,6 +104,7 @@ fn removal(r: &Row) -> Result<RemovalRecord, tokio_postgres::Error> {
         id: r.try_get::<_, i64>(0)? as u64,
         body: r.try_get(1)?,
         chain: Digest(chain.try_into().unwrap_or([0u8; 32])),
+        seal: r.try_get(3)?,
     })
 }
 
@@ -111,7 +112,7 @@ fn removal(r: &Row) -> Result<RemovalRecord, tokio_postgres::Error> {
 pub(super) async fn memory_removals(c: &Conn) -> Read<Vec<RemovalRecord>> {
     let found = c
         .query(
-            "SELECT id, body, chain FROM runtape.memory_removals ORDER BY id",
+            "SELECT id, body, chain, seal FROM runtape.memory_removals ORDER BY id",
             &[],
         )
         .await?;
@@ -157,21 +158,39 @@ pub(super) async fn publish(c: &Conn, p: &Publication) -> Result<Written, Fail> 
         return Ok(Written::Done);
     }
     let mut latest = BTreeMap::new();
+    let mut current = BTreeMap::new();
     for key in p.writes.keys() {
         let r = c
             .query_opt(
-                "SELECT max(version) FROM runtape.memory_global WHERE name = $1 AND key = $2",
+                "SELECT version, value FROM runtape.memory_global WHERE name = $1 AND key = $2 ORDER BY version DESC LIMIT 1",
                 &[&p.name, key],
             )
             .await?;
-        if let Some(v) = r.and_then(|r| r.get::<_, Option<i64>>(0)) {
-            latest.insert(key.clone(), v as u64);
+        if let Some(r) = r {
+            let value: Option<String> = r.get(1);
+            latest.insert(key.clone(), r.get::<_, i64>(0) as u64);
+            current.insert(key.clone(), row_bytes(key, value.as_deref()));
         }
     }
-    if let Some(rows) = p.rows(&latest) {
-        for r in &rows {
-            insert(c, r).await?;
+    let Some(rows) = p.rows(&latest) else {
+        return Ok(Written::Done);
+    };
+    if p.cap.is_some() {
+        let holds: i64 = c
+            .query_opt(
+                "SELECT coalesce(sum(octet_length(key) + octet_length(value)), 0)::BIGINT \
+                 FROM runtape.memory_global m WHERE name = $1 AND value IS NOT NULL AND version = \
+                 (SELECT max(version) FROM runtape.memory_global WHERE name = m.name AND key = m.key)",
+                &[&p.name],
+            )
+            .await?
+            .map_or(0, |r| r.get(0));
+        if let Some(refused) = p.over_cap(holds.max(0) as u64, &current) {
+            return Ok(Written::MemoryOverCap(refused));
         }
+    }
+    for r in &rows {
+        insert(c, r).await?;
     }
     Ok(Written::Done)
 }
@@ -197,7 +216,7 @@ pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
         .transpose()?;
     let prev = c
         .query_opt(
-            "SELECT id, body, chain FROM runtape.memory_removals ORDER BY id DESC LIMIT 1",
+            "SELECT id, body, chain, seal FROM runtape.memory_removals ORDER BY id DESC LIMIT 1",
             &[],
         )
         .await?
@@ -205,10 +224,15 @@ pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
         .transpose()?;
     let id = prev.as_ref().map_or(1, |p| p.id + 1);
     let body = removal_body(r, latest.as_ref(), id)?;
-    let record = RemovalRecord::after(prev.as_ref(), &body);
+    let record = r.record_after(prev.as_ref(), &body);
     c.execute(
-        "INSERT INTO runtape.memory_removals (id, body, chain) VALUES ($1, $2, $3)",
-        &[&(id as i64), &record.body, &&record.chain.0[..]],
+        "INSERT INTO runtape.memory_removals (id, body, chain, seal) VALUES ($1, $2, $3, $4)",
+        &[
+            &(id as i64),
+            &record.body,
+            &&record.chain.0[..],
+            &record.seal,
+        ],
     )
     .await?;
     insert(

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 3;
+pub const PG_SCHEMA_VERSION: i64 = 4;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -23,7 +23,14 @@ pub const PG_SCHEMA_VERSION: i64 = 3;
 ///   snapshots, blobs, outbox, heads), the database clock, and `workers`.
 /// - 1 → 2: global memory, as SQLite's schema 5 ([`V2_MEMORY`]).
 /// - 2 → 3: `session_runs`, the runs of each session in order ([`V3`]).
-const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3];
+/// - 3 → 4: `memory_removals.seal`, a removal record's signature ([`REMOVAL_SEALS`]).
+const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS];
+
+/// A removal record's signature over its chain link, when it was made with a key
+/// ([`crate::receipt::check_removal_seal`]); NULL: hash-chained only.
+const REMOVAL_SEALS: &str = r#"
+ALTER TABLE runtape.memory_removals ADD COLUMN seal bytea;
+"#;
 
 /// Global memory (revision 5, [`crate::store::global_memory`]): one row per version of each
 /// key, naming the publish (run and effect) or the removal that wrote it; removal records

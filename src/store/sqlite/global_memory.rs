@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::super::global_memory::{RemovalRecord, removal_body};
+use super::super::global_memory::{RemovalRecord, removal_body, row_bytes};
 use super::super::{GlobalRow, Publication, Removal, StoreError, Written};
 use super::bytes_at;
 use crate::machine::{Digest, EffectRef, RunId};
@@ -75,13 +75,14 @@ pub(super) fn names(c: &Connection) -> rusqlite::Result<Vec<String>> {
 
 /// Every removal record, in id order.
 pub(super) fn removals(c: &Connection) -> rusqlite::Result<Vec<RemovalRecord>> {
-    c.prepare_cached("SELECT id, body, chain FROM memory_removals ORDER BY id")?
+    c.prepare_cached("SELECT id, body, chain, seal FROM memory_removals ORDER BY id")?
         .query_map([], |r| {
             let chain = bytes_at(r, 2)?;
             Ok(RemovalRecord {
                 id: r.get::<_, i64>(0)? as u64,
                 body: bytes_at(r, 1)?,
                 chain: Digest(chain.try_into().unwrap_or([0u8; 32])),
+                seal: r.get_ref(3)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
             })
         })?
         .collect()
@@ -105,7 +106,8 @@ fn insert(tx: &Connection, r: &GlobalRow) -> Result<(), StoreError> {
 }
 
 /// Applies `p` inside the writer's transaction (the caller checked the lease epoch): nothing
-/// when its rows exist already or a written key moved, else every row.
+/// when its rows exist already or a written key moved, a refusal when it would take the
+/// memory past its cap, else every row.
 pub(super) fn publish(tx: &Connection, p: &Publication) -> Result<Written, StoreError> {
     let done = tx
         .prepare_cached(
@@ -120,18 +122,37 @@ pub(super) fn publish(tx: &Connection, p: &Publication) -> Result<Written, Store
         return Ok(Written::Done);
     }
     let mut latest = BTreeMap::new();
-    let mut stmt =
-        tx.prepare_cached("SELECT max(version) FROM memory_global WHERE name = ?1 AND key = ?2")?;
+    let mut current = BTreeMap::new();
+    let mut stmt = tx.prepare_cached(
+        "SELECT version, value FROM memory_global WHERE name = ?1 AND key = ?2 ORDER BY version DESC LIMIT 1",
+    )?;
     for key in p.writes.keys() {
-        let v: Option<i64> = stmt.query_row(params![p.name, key], |r| r.get(0))?;
-        if let Some(v) = v {
-            latest.insert(key.clone(), v as u64);
+        let found: Option<(i64, Option<String>)> = stmt
+            .query_row(params![p.name, key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((version, value)) = found {
+            latest.insert(key.clone(), version as u64);
+            current.insert(key.clone(), row_bytes(key, value.as_deref()));
         }
     }
-    if let Some(rows) = p.rows(&latest) {
-        for r in &rows {
-            insert(tx, r)?;
+    let Some(rows) = p.rows(&latest) else {
+        return Ok(Written::Done);
+    };
+    if p.cap.is_some() {
+        // Bytes, not characters: SQLite's length() of TEXT counts characters.
+        let holds: i64 = tx
+            .prepare_cached(
+                "SELECT coalesce(sum(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) \
+                 FROM memory_global m WHERE name = ?1 AND value IS NOT NULL AND version = \
+                 (SELECT max(version) FROM memory_global WHERE name = m.name AND key = m.key)",
+            )?
+            .query_row([&p.name], |r| r.get(0))?;
+        if let Some(refused) = p.over_cap(holds.max(0) as u64, &current) {
+            return Ok(Written::MemoryOverCap(refused));
         }
+    }
+    for r in &rows {
+        insert(tx, r)?;
     }
     Ok(Written::Done)
 }
@@ -146,20 +167,30 @@ pub(super) fn remove(tx: &Connection, r: &Removal) -> Result<Written, StoreError
         .query_row(params![r.name, r.key], row)
         .optional()?;
     let prev = tx
-        .prepare_cached("SELECT id, body, chain FROM memory_removals ORDER BY id DESC LIMIT 1")?
+        .prepare_cached(
+            "SELECT id, body, chain, seal FROM memory_removals ORDER BY id DESC LIMIT 1",
+        )?
         .query_row([], |row| {
             Ok(RemovalRecord {
                 id: row.get::<_, i64>(0)? as u64,
                 body: bytes_at(row, 1)?,
                 chain: Digest(bytes_at(row, 2)?.try_into().unwrap_or([0u8; 32])),
+                seal: row.get_ref(3)?.as_bytes_or_null()?.map(<[u8]>::to_vec),
             })
         })
         .optional()?;
     let id = prev.as_ref().map_or(1, |p| p.id + 1);
     let body = removal_body(r, latest.as_ref(), id)?;
-    let record = RemovalRecord::after(prev.as_ref(), &body);
-    tx.prepare_cached("INSERT INTO memory_removals (id, body, chain) VALUES (?1, ?2, ?3)")?
-        .execute(params![id as i64, record.body, &record.chain.0[..]])?;
+    let record = r.record_after(prev.as_ref(), &body);
+    tx.prepare_cached(
+        "INSERT INTO memory_removals (id, body, chain, seal) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        id as i64,
+        record.body,
+        &record.chain.0[..],
+        record.seal
+    ])?;
     insert(
         tx,
         &GlobalRow {
