@@ -1,8 +1,14 @@
-//! SIGTERM (a deploy) while a parent's two children each run a non-idempotent tool, with the
-//! real binary, real child processes and real signals: no new call starts, both calls in
-//! flight finish within the grace period and are committed, every run of the tree pauses and
-//! `runtape` exits 4. `runtape resume PARENT` in a new process finishes the tree without
-//! performing either call again, and the tree verifies.
+//! Deploys and racing resumers over a delegation tree, with the real binary, real child
+//! processes and real signals.
+//!
+//! - SIGTERM while a parent's two children each run a non-idempotent tool: no new call
+//!   starts, both calls in flight finish within the grace period and are committed, every run
+//!   of the tree pauses and `runtape` exits 4; `runtape resume PARENT` in a new process
+//!   finishes the tree without performing either call again, and the tree verifies.
+//! - SIGTERM while the children wait on their models, then four `runtape resume PARENT`
+//!   processes at once: one takes the lead (and with it the tree) and finishes it, each
+//!   non-idempotent call is performed exactly once, and the three others change nothing and
+//!   say so in one line.
 
 mod delegation_support;
 
@@ -14,8 +20,8 @@ use delegation_support::*;
 
 /// A lead delegating to `alpha` and `beta` in one reply; each calls `charge` once (it marks
 /// its start in `started/`, takes `secs`, then appends its idempotency key to `charges.log`)
-/// and answers.
-fn charging_team(dir: &Path, secs: f64) -> std::path::PathBuf {
+/// and answers. The children's model answers after `child_model_ms`.
+fn charging_team(dir: &Path, secs: f64, child_model_ms: u64) -> std::path::PathBuf {
     let started = dir.join("started");
     std::fs::create_dir_all(&started).expect("mkdir");
     let log = dir.join("charges.log");
@@ -26,14 +32,19 @@ goal = "Charge both accounts."
 [[providers]]
 name = "script"
 kind = "scripted"
-[providers.by_agent]
-lead = [
+replies = [
   {{ tool_calls = [
       {{ id = "d0", name = "delegate_alpha", arguments = {{ task = "Charge alpha." }} }},
       {{ id = "d1", name = "delegate_beta", arguments = {{ task = "Charge beta." }} }},
   ] }},
   {{ text = "Both charged." }},
 ]
+
+[[providers]]
+name = "slow"
+kind = "scripted"
+latency_ms = {child_model_ms}
+[providers.by_agent]
 alpha = [
   {{ tool_calls = [{{ id = "c", name = "charge", arguments = {{ account = "alpha" }} }}] }},
   {{ text = "Charged alpha." }},
@@ -56,12 +67,12 @@ delegates = ["alpha", "beta"]
 
 [[agents]]
 id = "alpha"
-provider = "script"
+provider = "slow"
 tools = ["charge"]
 
 [[agents]]
 id = "beta"
-provider = "script"
+provider = "slow"
 tools = ["charge"]
 "#,
         started = started.display(),
@@ -84,7 +95,7 @@ fn charges(dir: &Path) -> Vec<String> {
 fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_finishes_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let spec = charging_team(dir.path(), 0.6);
+    let spec = charging_team(dir.path(), 0.6, 0);
     let driver = runtape(&db)
         .args(["run", spec.to_str().expect("utf-8")])
         .stdout(Stdio::piped())
@@ -135,6 +146,85 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
     let resumed = ok(&db, &["resume", &id]);
     assert!(resumed.contains("answer: Both charged."), "{resumed}");
     assert_eq!(charges(dir.path()), done, "no charge was performed again");
+    for child in children_of(&db, &id) {
+        assert_eq!(child["status"], "completed", "{child}");
+    }
+    ok(&db, &["verify", &id, "--recursive"]);
+}
+
+#[test]
+fn four_resumers_racing_over_a_paused_tree_perform_each_call_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = charging_team(dir.path(), 0.2, 700);
+    let driver = runtape(&db)
+        .args(["run", spec.to_str().expect("utf-8")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts runtape run");
+    // Both children exist (their model calls are in flight) before the signal.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        if let Some(r) = root(&db) {
+            let id = r["id"].as_str().expect("id").to_owned();
+            if children_of(&db, &id).len() == 2 {
+                break id;
+            }
+        }
+        assert!(Instant::now() < deadline, "the children never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let sent = Command::new("kill")
+        .args(["-TERM", &driver.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let out = driver.wait_with_output().expect("runtape ends");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        charges(dir.path()).is_empty(),
+        "no charge started after the signal"
+    );
+
+    let resumers: Vec<_> = (0..4)
+        .map(|_| {
+            runtape(&db)
+                .args(["resume", &id])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starts a resumer")
+        })
+        .collect();
+    let mut won = 0;
+    for r in resumers {
+        let o = r.wait_with_output().expect("a resumer ends");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        match o.status.code() {
+            Some(0) => won += 1,
+            code => {
+                // The lead's lease is taken before any child is touched: a loser changes
+                // nothing and says so in one line.
+                assert_eq!(code, Some(2), "{stderr}");
+                assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+                assert!(
+                    stderr.contains("being driven by another process"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+    assert_eq!(won, 1, "one resumer drove the tree");
+    let done = charges(dir.path());
+    assert_eq!(done.len(), 2, "each charge once: {done:?}");
+    assert_ne!(done[0], done[1]);
+    assert_eq!(root(&db).expect("the lead")["status"], "completed");
     for child in children_of(&db, &id) {
         assert_eq!(child["status"], "completed", "{child}");
     }
