@@ -4,18 +4,9 @@
 //! bytes as they were. Usage errors from argument parsing are one line too.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
+mod cli_support;
+use cli_support::runtape;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -3,7 +3,10 @@
 //! promise to users, and this is the test that holds us to it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod cli_support;
+use cli_support::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
 const HANDOFF: &str = "01m8317cjg1r44vz";
@@ -24,17 +27,6 @@ fn copy_of_fixture(dir: &Path) -> PathBuf {
     let db = dir.join("old.db");
     std::fs::copy(fixture("runtape.db"), &db).expect("copies the fixture");
     db
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
 }
 
 fn ok(o: &Output) -> String {

@@ -5,6 +5,7 @@
 //! the tree to its end; with two children waiting, it names both.
 
 mod delegation_support;
+mod serve_support;
 
 use std::path::Path;
 
@@ -166,5 +167,34 @@ fn two_waiting_children_are_named_and_each_is_answered_in_turn() {
     );
     let log = ok(&db, &["log", &b]);
     assert!(log.contains("Reject"), "{log}");
+    ok(&db, &["verify", &id, "--recursive"]);
+}
+
+/// The serve API answers through the parent as `resume PARENT --approve` does: `POST
+/// /api/runs/PARENT/approve` reaches the one child that waits, and the tree runs to its end
+/// in the server's process; the approved call runs once.
+#[test]
+fn the_serve_api_approves_a_waiting_child_through_its_parent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = approval_team(dir.path(), &["deployer"]);
+    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let id = root(&db).expect("the lead's run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let child = format!("{id}.3.0");
+    assert_eq!(status_of(&db, &child)["status"], "awaiting_input");
+
+    let server = serve_support::Server::start(dir.path(), &db, &[], &[]);
+    let (status, answer) = server.post(&format!("/api/runs/{id}/approve"), &serde_json::json!({}));
+    assert_eq!(status, 202, "{answer}");
+    server.wait_run(&id, std::time::Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    let (code, stderr) = server.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(deploys(dir.path()), 1, "the approved call ran once");
+    assert_eq!(status_of(&db, &child)["status"], "completed");
     ok(&db, &["verify", &id, "--recursive"]);
 }

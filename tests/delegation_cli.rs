@@ -256,3 +256,51 @@ fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
     }
     ok(&db, &["verify", &id, "--recursive"]);
 }
+
+/// `runtape tools` shows the tools a model is offered beyond the declared ones: the lead's
+/// delegates and handoff in the order a request lists them, and (examples/memory.toml) the
+/// memory tools, each with its source.
+#[test]
+fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let listed = |spec: &Path| -> Vec<(String, String, String)> {
+        ok(&db, &["tools", spec.to_str().expect("utf-8"), "--json"])
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+            .filter(|l| l["type"] == "tool")
+            .map(|l| {
+                let s = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+                (s("agent"), s("name"), s("source"))
+            })
+            .collect()
+    };
+    let team = listed(&example());
+    let lead: Vec<(&str, &str)> = team
+        .iter()
+        .filter(|(a, _, _)| a == "lead")
+        .map(|(_, n, s)| (n.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        lead,
+        [
+            ("delegate_researcher", "delegate"),
+            ("delegate_coder", "delegate"),
+            ("transfer_to_reviewer", "handoff")
+        ]
+    );
+    let memory = listed(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/memory.toml"));
+    let planner: Vec<(&str, &str)> = memory
+        .iter()
+        .filter(|(a, _, _)| a == "planner")
+        .map(|(_, n, s)| (n.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        planner,
+        [
+            ("remember", "memory"),
+            ("recall", "memory"),
+            ("forget", "memory")
+        ]
+    );
+}

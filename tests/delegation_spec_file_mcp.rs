@@ -163,3 +163,40 @@ fn a_server_both_files_name_differently_is_refused_at_load() {
     );
     assert!(!db.exists(), "nothing was written");
 }
+
+/// `runtape tools` lists what a run would offer: the lead its `delegate_reader`, and the
+/// agent of the delegate file the tools of that file's MCP server, marked with the delegate.
+#[test]
+fn tools_lists_the_delegate_files_agents_and_their_mcp_tools() {
+    let (dir, spec, _sandbox) = files("");
+    let db = dir.path().join("runs.db");
+    let text = ok(&db, &["tools", spec.to_str().expect("utf8")]);
+    assert!(
+        text.contains("agent lead (1 tools):") && text.contains("delegate_reader"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agent reader of delegate reader (")
+            && text.contains("fs__read_text_file")
+            && text.contains("mcp:fs"),
+        "{text}"
+    );
+    let json = ok(&db, &["tools", spec.to_str().expect("utf8"), "--json"]);
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let lead: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "tool" && l["agent"] == "lead")
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert_eq!(lead, ["delegate_reader"]);
+    assert!(
+        lines.iter().any(|l| l["agent"] == "reader"
+            && l["delegate"] == "reader"
+            && l["name"] == "fs__read_text_file"
+            && l["source"] == "mcp:fs"),
+        "{json}"
+    );
+}

@@ -4,10 +4,13 @@
 //! key, and `normal` with a PostgreSQL database is refused before anything is opened.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use runtape::config;
 use runtape::store::{Durability, SqliteStore};
+
+mod cli_support;
+use cli_support::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
 fn spec_with(dir: &Path, extra: &str) -> PathBuf {
@@ -16,17 +19,6 @@ fn spec_with(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("spec.toml");
     std::fs::write(&path, format!("{text}\n{extra}\n")).expect("write the spec");
     path
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
 }
 
 fn stderr(o: &Output) -> String {

@@ -4,20 +4,12 @@
 //! writes (a fork edit, its own publish) do not touch the parent.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
+mod cli_support;
+use cli_support::runtape;
 
 fn ok(o: Output) -> String {
     assert!(

@@ -9,37 +9,11 @@
 //! which fits, and publishes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn first_id(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
+mod cli_support;
+use cli_support::{first_id, runtape, text};
 
 /// `(key, version, value, run)` of every row of global memory `team`, oldest first per key.
 fn rows(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {

@@ -11,33 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn first_id(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
+mod cli_support;
+use cli_support::{first_id, runtape, text};
 
 fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)

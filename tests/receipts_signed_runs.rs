@@ -15,6 +15,9 @@ use runtape::exec::{Engine, EngineConfig};
 use runtape::receipt::ReceiptSigner;
 use runtape::store::RunStatus;
 
+mod cli_support;
+use cli_support::text;
+
 fn runtape(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runtape"))
         .args(args)
@@ -22,14 +25,6 @@ fn runtape(args: &[&str]) -> Output {
         .env_remove("RUNTAPE_RECEIPT_KEY")
         .output()
         .expect("runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn secret_hex(key_file: &Path) -> String {

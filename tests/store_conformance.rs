@@ -4,7 +4,14 @@
 //! lease epoch, compare-and-swap leases, heads replaced only over the head read, all-or-none
 //! multi-commits, outbox states, read-only views — so a store that breaks any of it fails here.
 
+#[path = "store_conformance/global_memory.rs"]
+mod global_memory;
 mod pg_support;
+#[path = "store_conformance/sessions.rs"]
+mod sessions;
+
+use global_memory::*;
+use sessions::*;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -599,366 +606,6 @@ fn writes_of_many_runs_at_once_are_all_durable(make: Maker) {
     assert!(store.size_bytes().expect("measures") > 0);
 }
 
-fn staged(base: u64, value: Option<&str>) -> Staged {
-    Staged {
-        base,
-        value: value.map(str::to_owned),
-        by: AgentId::from("a"),
-    }
-}
-
-fn publication(
-    run: &str,
-    epoch: u64,
-    seq: u64,
-    writes: &[(&str, u64, Option<&str>)],
-) -> Publication {
-    Publication::new(
-        RunId::new(run),
-        epoch,
-        EffectRef { seq, index: 0 },
-        "team".into(),
-        writes
-            .iter()
-            .map(|(k, base, v)| ((*k).to_owned(), staged(*base, *v)))
-            .collect(),
-    )
-}
-
-fn latest(store: &dyn Store) -> Vec<(String, u64, Option<String>)> {
-    store
-        .memory_rows("team", true)
-        .expect("reads")
-        .into_iter()
-        .map(|r| (r.key, r.version, r.value))
-        .collect()
-}
-
-fn global_memory_publishes_all_or_none_and_once(make: Maker) {
-    let store = make();
-    let store = store.as_ref();
-    let e1 = create(store, "r1");
-    let e2 = create(store, "r2");
-    let first = publication("r1", e1, 7, &[("a", 0, Some("1")), ("b", 0, Some("2"))]);
-    w(store, Write::PublishMemory(first.clone())).expect("publishes");
-    assert_eq!(
-        latest(store),
-        [
-            ("a".into(), 1, Some("1".into())),
-            ("b".into(), 1, Some("2".into()))
-        ]
-    );
-    let outcome = publish_outcome(store, &first).expect("reads");
-    assert_eq!(
-        outcome,
-        PublishOutcome::Published {
-            versions: [("a".to_owned(), 1), ("b".to_owned(), 1)]
-                .into_iter()
-                .collect()
-        }
-    );
-    // Performed again (a crash before its answer was committed): nothing more is written.
-    w(store, Write::PublishMemory(first.clone())).expect("publishes again");
-    assert_eq!(store.memory_rows("team", false).expect("reads").len(), 2);
-    assert_eq!(publish_outcome(store, &first).expect("reads"), outcome);
-    let mine = store
-        .memory_published(&RunId::new("r1"), EffectRef { seq: 7, index: 0 })
-        .expect("reads");
-    assert_eq!(mine.len(), 2);
-    assert!(
-        mine.iter()
-            .all(|r| r.run == Some(RunId::new("r1")) && r.removal.is_none())
-    );
-
-    // Another run based on the old version of `a`: nothing of it is written, `c` neither.
-    let stale = publication("r2", e2, 5, &[("a", 0, Some("x")), ("c", 0, Some("y"))]);
-    w(store, Write::PublishMemory(stale.clone())).expect("a refusal is not an error");
-    assert_eq!(latest(store).len(), 2, "c was not written: all or none");
-    assert_eq!(
-        publish_outcome(store, &stale).expect("reads"),
-        PublishOutcome::Conflict {
-            keys: [(
-                "a".to_owned(),
-                Versioned {
-                    version: 1,
-                    value: Some("1".into())
-                }
-            )]
-            .into_iter()
-            .collect()
-        }
-    );
-    // Based on what is there now, it applies; forgetting writes a version without a value.
-    let fresh = publication("r2", e2, 9, &[("a", 1, None), ("c", 0, Some("y"))]);
-    w(store, Write::PublishMemory(fresh)).expect("publishes");
-    assert_eq!(
-        latest(store),
-        [
-            ("a".into(), 2, None),
-            ("b".into(), 1, Some("2".into())),
-            ("c".into(), 1, Some("y".into()))
-        ]
-    );
-    let all: Vec<(String, u64)> = store
-        .memory_rows("team", false)
-        .expect("reads")
-        .into_iter()
-        .map(|r| (r.key, r.version))
-        .collect();
-    assert_eq!(
-        all,
-        [
-            ("a".into(), 1),
-            ("a".into(), 2),
-            ("b".into(), 1),
-            ("c".into(), 1)
-        ]
-    );
-    // A stale lease writes nothing.
-    let fenced = publication("r1", e1 + 5, 11, &[("z", 0, Some("z"))]);
-    assert!(matches!(
-        w(store, Write::PublishMemory(fenced)),
-        Err(StoreError::Fenced { .. })
-    ));
-    assert!(store.memory_rows("other", false).expect("reads").is_empty());
-    assert_eq!(store.memory_names().expect("reads"), ["team"]);
-    assert!(!latest(store).iter().any(|(k, _, _)| k == "z"));
-}
-
-/// The cap is held against the memory as it stands: keys plus values (bytes, not
-/// characters) of every key's latest version, with the writes applied.
-fn a_publish_past_the_cap_is_refused_whole(make: Maker) {
-    let store = make();
-    let store = store.as_ref();
-    let e1 = create(store, "r1");
-    let e2 = create(store, "r2");
-    // 1 + 6 bytes ("é" is two bytes), and 1 + 3.
-    let first =
-        publication("r1", e1, 7, &[("a", 0, Some("ééé")), ("b", 0, Some("xyz"))]).capped(12);
-    assert_eq!(
-        w(store, Write::PublishMemory(first)).expect("publishes"),
-        Written::Done
-    );
-    // 11 bytes held; adding `c` (2 bytes) and growing `b` would make 14 > 12: refused whole,
-    // `b`'s change not written either.
-    let over = publication("r2", e2, 5, &[("b", 1, Some("xyzw")), ("c", 0, Some("1"))]).capped(12);
-    assert_eq!(
-        w(store, Write::PublishMemory(over)).expect("a refusal is not an error"),
-        Written::MemoryOverCap(runtape::store::global_memory::OverCap {
-            cap: 12,
-            holds: 11,
-            would_hold: 14,
-        })
-    );
-    assert_eq!(
-        latest(store),
-        [
-            ("a".into(), 1, Some("ééé".into())),
-            ("b".into(), 1, Some("xyz".into()))
-        ]
-    );
-    // Shrinking `a` to make room fits: 1 + 1 + 4 + 2 = 8.
-    let fits = publication(
-        "r2",
-        e2,
-        9,
-        &[
-            ("a", 1, Some("e")),
-            ("b", 1, Some("xyzw")),
-            ("c", 0, Some("1")),
-        ],
-    )
-    .capped(12);
-    assert_eq!(
-        w(store, Write::PublishMemory(fits)).expect("publishes"),
-        Written::Done
-    );
-    assert_eq!(latest(store).len(), 3);
-    // A memory already past a (smaller) cap still takes writes that do not grow it.
-    let shrink = publication("r1", e1, 11, &[("b", 2, None)]).capped(4);
-    assert_eq!(
-        w(store, Write::PublishMemory(shrink)).expect("publishes"),
-        Written::Done
-    );
-    // A moved key is a conflict first, whatever the sizes.
-    let stale = publication("r1", e1, 13, &[("a", 1, Some(&"z".repeat(50)))]).capped(12);
-    assert_eq!(
-        w(store, Write::PublishMemory(stale.clone())).expect("a refusal is not an error"),
-        Written::Done
-    );
-    assert!(matches!(
-        publish_outcome(store, &stale).expect("reads"),
-        PublishOutcome::Conflict { .. }
-    ));
-}
-
-fn removals_are_recorded_chained_and_refused_without_a_value(make: Maker) {
-    let store = make();
-    let store = store.as_ref();
-    let e = create(store, "r1");
-    w(
-        store,
-        Write::PublishMemory(publication(
-            "r1",
-            e,
-            3,
-            &[("a", 0, Some("1")), ("b", 0, Some("2"))],
-        )),
-    )
-    .expect("publishes");
-    let rm = |key: &str| {
-        w(
-            store,
-            Write::RemoveMemory(Removal::new(
-                "team".into(),
-                key.into(),
-                "me@here".into(),
-                42,
-            )),
-        )
-    };
-    rm("a").expect("removes");
-    assert!(
-        matches!(rm("a"), Err(StoreError::NoMemoryKey { .. })),
-        "already removed"
-    );
-    assert!(matches!(rm("zzz"), Err(StoreError::NoMemoryKey { .. })));
-    // The second removal is signed: its seal is stored and holds over its chain link.
-    let signer = Arc::new(runtape::receipt::ReceiptSigner::from_signing_key(
-        runtape::receipt::SigningKey::from_bytes(&[9; 32]),
-    ));
-    w(
-        store,
-        Write::RemoveMemory(
-            Removal::new("team".into(), "b".into(), "me@here".into(), 43).signed_by(signer.clone()),
-        ),
-    )
-    .expect("removes");
-    let records = store.memory_removals().expect("reads");
-    assert_eq!(
-        records[0].seal, None,
-        "made without a key: hash-chained only"
-    );
-    let seal = records[1].seal.as_deref().expect("signed");
-    assert_eq!(
-        runtape::receipt::check_removal_seal(
-            &records[1].chain,
-            seal,
-            signer.verifying_key().as_ref()
-        )
-        .ok()
-        .as_deref(),
-        signer.key_id()
-    );
-    assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
-    assert_eq!(
-        records[0].chain,
-        chain_link(&Digest::ZERO, &records[0].body)
-    );
-    assert_eq!(
-        records[1].chain,
-        chain_link(&records[0].chain, &records[1].body)
-    );
-    let body = records[0].decode().expect("decodes");
-    assert_eq!(
-        (body.key.as_str(), body.version, body.by.as_str()),
-        ("a", 2, "me@here")
-    );
-    let a2 = store
-        .memory_rows("team", false)
-        .expect("reads")
-        .into_iter()
-        .find(|r| r.key == "a" && r.version == 2)
-        .expect("the removal's row");
-    assert_eq!((a2.value, a2.removal, a2.run), (None, Some(1), None));
-}
-
-/// A session's runs are numbered 1, 2, 3, … by the store: the next place is taken once, a
-/// place taken (or past the next) is refused with nothing written, and the places read back.
-fn sessions_number_their_runs_and_refuse_a_taken_place(make: Maker) {
-    let store = make();
-    let placed = |id: &str, name: &str, index: u64| {
-        let mut run = new_run(id, "owner-a", 60_000);
-        run.session = Some(SessionLink {
-            name: name.into(),
-            index,
-        });
-        w(store.as_ref(), Write::CreateRun(run))
-    };
-    assert_eq!(placed("s1", "chat", 1), Ok(Written::Lease(1)));
-    assert_eq!(placed("s2", "chat", 2), Ok(Written::Lease(1)));
-    for (id, index) in [("s3", 2), ("s4", 4), ("s5", 1)] {
-        assert!(
-            matches!(
-                placed(id, "chat", index),
-                Err(StoreError::SessionTaken { latest: 2, .. })
-            ),
-            "place {index} of a session at 2"
-        );
-        assert_eq!(
-            store.run(&RunId::new(id)).expect("reads"),
-            None,
-            "{id} not written"
-        );
-    }
-    assert_eq!(placed("o1", "other", 1), Ok(Written::Lease(1)));
-    create(store.as_ref(), "plain");
-    // Two writers asking for the same next place at once: exactly one gets it.
-    let racing: Vec<_> = ["r1", "r2"]
-        .into_iter()
-        .map(|id| {
-            let mut run = new_run(id, "owner-b", 60_000);
-            run.session = Some(SessionLink {
-                name: "chat".into(),
-                index: 3,
-            });
-            store.submit(Write::CreateRun(run))
-        })
-        .collect();
-    let results: Vec<_> = rt().block_on(async {
-        let mut out = Vec::new();
-        for ack in racing {
-            out.push(ack.await.expect("answered"));
-        }
-        out
-    });
-    assert_eq!(
-        results.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "{results:?}"
-    );
-    let winner = if results[0].is_ok() { "r1" } else { "r2" };
-    let ids = |runs: Vec<(u64, RunId)>| -> Vec<(u64, String)> {
-        runs.into_iter().map(|(i, r)| (i, r.to_string())).collect()
-    };
-    assert_eq!(
-        ids(store.session_runs("chat").expect("reads")),
-        vec![(1, "s1".into()), (2, "s2".into()), (3, winner.into())]
-    );
-    assert!(store.session_runs("nope").expect("reads").is_empty());
-    let listed: Vec<(String, u64, String)> = store
-        .sessions()
-        .expect("reads")
-        .into_iter()
-        .map(|s| (s.name, s.runs, s.latest.to_string()))
-        .collect();
-    assert_eq!(
-        listed,
-        vec![
-            ("chat".into(), 3, winner.into()),
-            ("other".into(), 1, "o1".into())
-        ]
-    );
-    assert_eq!(
-        store.session_of(&RunId::new("s2")).expect("reads"),
-        Some(SessionLink {
-            name: "chat".into(),
-            index: 2
-        })
-    );
-    assert_eq!(store.session_of(&RunId::new("plain")).expect("reads"), None);
-}
-
 fn every_case(make: Maker) {
     let cases: &[Case] = &[
         ("new run", a_new_run_reads_back_and_its_id_is_taken),
@@ -1054,6 +701,38 @@ fn postgres_leases_follow_the_database_clock() {
     );
 }
 
+/// Many processes opening one fresh database at once (workers starting together) create its
+/// schema once: each waits for the migration lock and then sees the tables the first one
+/// made. (Before, a waiter looked the tables up in its stale catalog cache, found none, and
+/// failed with "relation meta already exists".) Rounds of eight connections, each its own
+/// server backend, as processes have.
+#[test]
+fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
+    let server = pg_support::PgServer::start();
+    for round in 0..5 {
+        let url = server.fresh_db();
+        let gate = Arc::new(std::sync::Barrier::new(8));
+        let opened: Vec<Result<(), String>> = (0..8)
+            .map(|_| {
+                let (url, gate) = (url.clone(), gate.clone());
+                std::thread::spawn(move || {
+                    gate.wait();
+                    PostgresStore::open(&url)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("the thread ends"))
+            .collect();
+        assert!(
+            opened.iter().all(Result::is_ok),
+            "round {round}: {opened:?}"
+        );
+    }
+}
+
 /// Opening refuses a database written by a newer runtape and writes nothing; a URL that does
 /// not parse, or a server that is not there, is one clear line.
 #[test]
@@ -1093,38 +772,4 @@ fn postgres_open_errors_are_one_clear_line() {
     assert!(e.to_string().contains("sslmode=require"), "{e}");
     let e = PostgresStore::open(&server.url("no_such_db")).expect_err("missing database");
     assert!(e.to_string().contains("create the database"), "{e}");
-}
-
-/// Two connections (as two processes have) publishing to one global memory key at once:
-/// exactly one publish applies, the other is refused whole — no error, no half write —
-/// whichever commits first.
-#[test]
-fn postgres_publishes_from_two_connections_take_turns() {
-    let server = pg_support::PgServer::start();
-    let url = server.fresh_db();
-    let a: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).expect("opens"));
-    let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).expect("opens"));
-    let ea = create(a.as_ref(), "ra");
-    let eb = create(b.as_ref(), "rb");
-    for round in 0..20u64 {
-        // a also writes a key of its own, which must be written exactly when its `k` is.
-        let own = format!("a{round}");
-        let pa = publication(
-            "ra",
-            ea,
-            round + 1,
-            &[("k", round, Some("from a")), (own.as_str(), 0, Some("a"))],
-        );
-        let pb = publication("rb", eb, round + 1, &[("k", round, Some("from b"))]);
-        let (sa, sb) = (a.clone(), b.clone());
-        let ta = std::thread::spawn(move || w(sa.as_ref(), Write::PublishMemory(pa)));
-        let tb = std::thread::spawn(move || w(sb.as_ref(), Write::PublishMemory(pb)));
-        ta.join().expect("joins").expect("a's publish is no error");
-        tb.join().expect("joins").expect("b's publish is no error");
-        let rows = a.memory_rows("team", false).expect("reads");
-        let k: Vec<&runtape::store::GlobalRow> = rows.iter().filter(|r| r.key == "k").collect();
-        assert_eq!(k.len() as u64, round + 1, "exactly one of the two applied");
-        let a_won = k.last().and_then(|r| r.value.as_deref()) == Some("from a");
-        assert_eq!(rows.iter().any(|r| r.key == own), a_won, "all or none");
-    }
 }

@@ -3,19 +3,10 @@
 //! a second `resume` is refused because the run is being driven, not because it "does not
 //! match its sealed head". The real binary on a real SQLite file.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
+mod cli_support;
+use cli_support::runtape;
 
 fn spec() -> String {
     let mut replies = String::new();

@@ -1,5 +1,6 @@
-//! `runtape tools SPEC`: every tool each agent of a spec file would be offered, after
-//! starting the file's MCP servers — name, where it comes from, its flags and a summary of its
+//! `runtape tools SPEC`: every tool each agent of a spec file would be offered at a run's
+//! first turn, after starting the file's MCP servers — name, where it comes from (`command`,
+//! `human`, `mcp:SERVER`, `delegate`, `handoff`, `memory`), its flags and a summary of its
 //! arguments. Exits 2 naming the server that failed to start or initialise.
 
 use std::path::Path;
@@ -9,7 +10,7 @@ use serde_json::json;
 use super::EXIT_OK;
 use super::common::{CliError, outln, print_json};
 use crate::config::{self, RunFile};
-use crate::machine::ToolSpec;
+use crate::machine::{OfferedKind, RunSpec, ToolSpec};
 use crate::tool::mcp::McpHub;
 use crate::tool::mcp::catalog::schema_summary;
 
@@ -42,17 +43,43 @@ pub(crate) async fn tools(spec: &Path, json: bool) -> Result<u8, CliError> {
             );
         }
     }
-    for agent in &file.spec.spec().agents {
-        let granted: Vec<&ToolSpec> = file.spec.granted(&agent.id).collect();
+    list_agents(&file, &file.spec, &[], json)?;
+    Ok(EXIT_OK)
+}
+
+/// Lists what each agent of `spec` is offered; then, for each delegate given as a spec of its
+/// own (`delegates = [{ spec = "…", as = NAME }]`), its agents under `within` + NAME.
+fn list_agents(
+    file: &RunFile,
+    spec: &RunSpec,
+    within: &[&str],
+    json: bool,
+) -> Result<(), CliError> {
+    let path = within.join("/");
+    for agent in &spec.spec().agents {
+        let offered = spec.offered_at_start(&agent.id);
         if !json {
             outln!("");
-            outln!("agent {} ({} tools):", agent.id, granted.len());
+            if within.is_empty() {
+                outln!("agent {} ({} tools):", agent.id, offered.len());
+            } else {
+                outln!(
+                    "agent {} of delegate {path} ({} tools):",
+                    agent.id,
+                    offered.len()
+                );
+            }
         }
-        let width = granted.iter().map(|t| t.name.len()).max().unwrap_or(0);
-        for tool in granted {
-            let source = source_of(&file, tool);
+        let width = offered.iter().map(|(_, t)| t.name.len()).max().unwrap_or(0);
+        for (kind, tool) in &offered {
+            let source = match kind {
+                OfferedKind::Declared => source_of(file, tool),
+                OfferedKind::Delegate => "delegate".into(),
+                OfferedKind::Handoff => "handoff".into(),
+                OfferedKind::Memory => "memory".into(),
+            };
             if json {
-                print_json(&json!({
+                let mut line = json!({
                     "type": "tool",
                     "agent": agent.id,
                     "name": tool.name,
@@ -62,7 +89,11 @@ pub(crate) async fn tools(spec: &Path, json: bool) -> Result<u8, CliError> {
                     "requires_approval": tool.requires_approval,
                     "description": tool.description,
                     "schema": tool.schema,
-                }))?;
+                });
+                if !within.is_empty() {
+                    line["delegate"] = json!(path);
+                }
+                print_json(&line)?;
             } else {
                 outln!(
                     "  {:width$}  {:<12}  {:<32}  {}",
@@ -74,7 +105,16 @@ pub(crate) async fn tools(spec: &Path, json: bool) -> Result<u8, CliError> {
             }
         }
     }
-    Ok(EXIT_OK)
+    for d in &spec.spec().spec_delegates {
+        // Validated with the parent when the file was loaded; a failure here is a bug, said
+        // as one line rather than a panic.
+        let child = RunSpec::build((*d.spec).clone())
+            .map_err(|e| CliError::usage(format!("delegate {}: {e}", d.name)))?;
+        let mut inner = within.to_vec();
+        inner.push(d.name.as_str());
+        list_agents(file, &child, &inner, json)?;
+    }
+    Ok(())
 }
 
 /// `mcp:SERVER`, `command` or `human`.

@@ -148,7 +148,7 @@ const MAX_MESSAGE_CHARS: usize = 2000;
 impl fmt::Display for ConfigError {
     /// One line: input quoted in the message (keys, names, values from the file) cannot break
     /// it, since control characters are escaped and the whole is cut at
-    /// [`MAX_MESSAGE_CHARS`].
+    /// `MAX_MESSAGE_CHARS`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = match self {
             ConfigError::Read { file, reason } => format!(

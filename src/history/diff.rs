@@ -325,7 +325,7 @@ pub struct ChildDiff {
 
 /// Compares the trees below `a` and `b`: their top runs, then each place either tree has a
 /// child run at. A fork shares the children its parent had before the fork point (see
-/// [`crate::ledger::tree`]), which then compare as identical.
+/// [`crate::ledger::tree`](mod@crate::ledger::tree)), which then compare as identical.
 pub fn diff_trees(store: &dyn Store, a: &RunId, b: &RunId) -> Result<TreeDiff, HistoryError> {
     let top = diff_runs(store, a, b)?;
     let below = |root: &RunId| -> Result<BTreeMap<Vec<u64>, (String, RunId)>, HistoryError> {

@@ -23,7 +23,7 @@ use super::spec::{AgentSpec, Spec, SpecError, ToolSpec, did_you_mean, is_valid_t
 /// The first revision whose specs may delegate and hand over by tool call.
 pub(crate) const DELEGATION_SEMANTICS: u32 = 4;
 /// The first revision whose `transfer_to_<agent>` calls hand the sender's conversation over
-/// (see [`child`](super::child)); revision 4 activates the receiver with the goal and the
+/// (see `machine::child`); revision 4 activates the receiver with the goal and the
 /// note only.
 pub const TRANSFER_CONVERSATION_SEMANTICS: u32 = 5;
 /// The first revision whose child results (`ChildFinished`) name the child's last receipt and

@@ -79,7 +79,7 @@ pub use message::{
 /// The definition of tool `name` in a run: the spec's, else the one recorded for a tool an
 /// MCP server added after the run started (revision 4). Call it to show the model a request's
 /// offered tools.
-pub use offer::tool as offered_tool;
+pub use offer::{OfferedKind, tool as offered_tool};
 pub use output::OUTPUT_FEEDBACK;
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};

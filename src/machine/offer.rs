@@ -219,3 +219,57 @@ fn added_problem(spec: &RunSpec, tools: &[String], added: &[ToolSpec]) -> Option
     }
     None
 }
+
+/// Where a tool an agent is offered comes from, for people reading the list
+/// ([`RunSpec::offered_at_start`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OfferedKind {
+    /// A tool of the spec (a command, an MCP server's, or a person).
+    Declared,
+    /// `delegate_<agent>(task)`: a child run (revision 4).
+    Delegate,
+    /// `transfer_to_<agent>(note)`: a handoff (revision 4).
+    Handoff,
+    /// `remember`, `recall` or `forget`, answered by the machine (revision 5).
+    Memory,
+}
+
+impl RunSpec {
+    /// The tools `agent` is offered at a run's first model turn, in the order a request lists
+    /// them: its granted tools, its delegates' and handoffs' tools, then the memory tools —
+    /// each with the definition the model is shown. Call it to show a spec's tools before any
+    /// run (`runtape tools`); tools an MCP server adds or drops later, which a run learns from
+    /// its recorded lists, are not known here.
+    pub fn offered_at_start(
+        &self,
+        agent: &AgentId,
+    ) -> Vec<(OfferedKind, std::borrow::Cow<'_, ToolSpec>)> {
+        let mut out: Vec<(OfferedKind, std::borrow::Cow<'_, ToolSpec>)> = self
+            .granted(agent)
+            .map(|t| (OfferedKind::Declared, std::borrow::Cow::Borrowed(t)))
+            .collect();
+        let Some(spec_agent) = self.agent(agent) else {
+            return out;
+        };
+        let mut named: Vec<(OfferedKind, String)> = super::delegation::offered_names(spec_agent)
+            .map(|n| {
+                let kind = match super::delegation::classify(spec_agent, &n) {
+                    Some(super::delegation::Offered::Transfer(_)) => OfferedKind::Handoff,
+                    _ => OfferedKind::Delegate,
+                };
+                (kind, n)
+            })
+            .collect();
+        named.extend(
+            super::memory::tools::offered_names(self, agent)
+                .into_iter()
+                .map(|n| (OfferedKind::Memory, n)),
+        );
+        out.extend(
+            named
+                .into_iter()
+                .filter_map(|(kind, n)| self.offered_tool(&n).map(|t| (kind, t))),
+        );
+        out
+    }
+}

@@ -216,11 +216,11 @@ edges! {
     GeneratingRepliedFail = "generating.replied.fail": Generating --ModelReplied--> Done,
         "the correction budget is spent: fails with tool_denied or tool_failed";
     GeneratingRepliedTransfer = "generating.replied.transfer": Generating --ModelReplied--> Preparing,
-        "the only call is transfer_to_<agent> (revision 4): that agent is activated with the goal and the note";
+        "the only call is transfer_to_AGENT (revision 4): that agent is activated with the goal and the note";
     GeneratingRepliedTransferCycle = "generating.replied.transfer_cycle": Generating --ModelReplied--> Done,
         "a transfer to an agent that has used max_agent_visits: fails with handoff_cycle";
     GeneratingRepliedTransferCarry = "generating.replied.transfer_carry": Generating --ModelReplied--> Handoff,
-        "the only call is transfer_to_<agent> (revision 5): it is answered in the sender's conversation, and the run waits for that conversation's messages";
+        "the only call is transfer_to_AGENT (revision 5): it is answered in the sender's conversation, and the run waits for that conversation's messages";
     GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
         "retryable failure: the same call again with attempt + 1 after backoff";
     GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,

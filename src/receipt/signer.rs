@@ -158,7 +158,7 @@ impl ReceiptSigner {
     }
 
     /// Seals a global memory removal record over its chain link (see
-    /// [`super::removal`]): the stored seal ([`Seal::to_bytes`]) with a key, `None` without
+    /// `receipt::removal`): the stored seal ([`Seal::to_bytes`]) with a key, `None` without
     /// one (the record is then only hash-chained).
     pub fn seal_removal(&self, chain: &crate::machine::Digest) -> Option<Vec<u8>> {
         let key = self.key.as_ref()?;

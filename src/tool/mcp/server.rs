@@ -65,7 +65,7 @@ impl McpHub {
             .clone()
     }
 
-    /// Stops every started server (see [`Connection`]'s shutdown order) and forgets them all;
+    /// Stops every started server (see `Connection`'s shutdown order) and forgets them all;
     /// the next use starts them anew.
     pub async fn shutdown(&self) {
         let servers: Vec<Arc<McpServer>> = std::mem::take(&mut *lock(&self.servers))
