@@ -39,22 +39,22 @@ fn tree() -> Cassette {
     let mut b = CassetteBuilder::new(options).expect("id given");
     let lead = AgentId::from("lead");
     let worker = AgentId::from("worker");
-    let reply = || Ok(ModelReply::text("ok"));
+    let reply = || ModelReply::text("ok");
     b.add_catalog_in("", "ops", list(&["ops__status"]))
         .expect("top list");
-    b.push_in("", &lead, prompt("delegate"), reply(), vec![])
+    b.push_in("", &lead, prompt("delegate"), Ok(reply()), vec![])
         .expect("top call");
     b.add_catalog_in("3.0", "ops", list(&["ops__status"]))
         .expect("first");
-    b.push_in("3.0", &worker, prompt("status"), reply(), vec![])
+    b.push_in("3.0", &worker, prompt("status"), Ok(reply()), vec![])
         .expect("child call");
     b.add_catalog_in("3.0", "ops", list(&["ops__status", "ops__stamp"]))
         .expect("grown");
-    b.push_in("3.0", &worker, prompt("stamp"), reply(), vec![])
+    b.push_in("3.0", &worker, prompt("stamp"), Ok(reply()), vec![])
         .expect("child call");
     b.add_catalog_in("3.1", "ops", list(&["ops__status"]))
         .expect("steady");
-    b.push_in("3.1", &worker, prompt("status"), reply(), vec![])
+    b.push_in("3.1", &worker, prompt("status"), Ok(reply()), vec![])
         .expect("child call");
     b.finish(RECORDED_AT, "export:run-1").expect("valid time")
 }
@@ -95,7 +95,8 @@ fn a_childs_changed_lists_go_to_its_section_and_a_steady_childs_add_nothing() {
 fn an_edited_or_dropped_child_list_fails_the_envelope_hash() {
     let text = tree().to_json().expect("json");
     let file: Value = serde_json::from_str(&text).expect("json");
-    let edits: [(&str, fn(&mut Value)); 3] = [
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 3] = [
         ("a tool renamed", |f| {
             f["children"][0]["catalogChanges"][1]["catalog"][1]["name"] = json!("ops__deploy");
         }),
@@ -112,8 +113,8 @@ fn an_edited_or_dropped_child_list_fails_the_envelope_hash() {
     for (what, edit) in edits {
         let mut edited = file.clone();
         edit(&mut edited);
-        let error = Cassette::from_json(&edited.to_string(), &LoadOptions::default())
-            .expect_err(what);
+        let error =
+            Cassette::from_json(&edited.to_string(), &LoadOptions::default()).expect_err(what);
         assert_eq!(error, CassetteError::EnvelopeEdited, "{what}");
         assert_eq!(error.to_string().lines().count(), 1, "{what}");
     }

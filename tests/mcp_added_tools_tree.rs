@@ -21,7 +21,8 @@ const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputS
 const GROWING_WORKER: &str = r#"[{ tool_calls = [{ id = "w1", name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ id = "w2", name = "ops__stamp", arguments = { text = "v1" } }] }, { text = "stamped v1" }]"#;
 
 /// What the worker asks when nothing changes: `status`, then its answer.
-const STEADY_WORKER: &str = r#"[{ tool_calls = [{ id = "w1", name = "ops__status" }] }, { text = "status ok" }]"#;
+const STEADY_WORKER: &str =
+    r#"[{ tool_calls = [{ id = "w1", name = "ops__status" }] }, { text = "status ok" }]"#;
 
 /// A tree in `root`: `lead` delegates to `worker`, which is granted `ops__*` of a fake `ops`
 /// server whose tools are read from `tools.json` at each `tools/list` (`status` with
@@ -162,7 +163,10 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     let root = dir.path().canonicalize().expect("canonical");
     let (spec, calls) = tree(&root, GROWING_WORKER);
     let db = root.join("runs.db");
-    let printed = ok(&db, &["run", "--stepped-clock", spec.to_str().expect("utf8")]);
+    let printed = ok(
+        &db,
+        &["run", "--stepped-clock", spec.to_str().expect("utf8")],
+    );
     assert!(printed.contains("answer: Shipped."), "{printed}");
     let parent = printed
         .lines()
@@ -174,7 +178,10 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     let child_path = "4.0";
     let child = format!("{parent}.{child_path}");
     assert_eq!(
-        std::fs::read_to_string(&calls).expect("calls").lines().count(),
+        std::fs::read_to_string(&calls)
+            .expect("calls")
+            .lines()
+            .count(),
         2,
         "the child called status and the tool the server added"
     );
@@ -233,7 +240,10 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     assert!(out(&r).contains("answer: Shipped."), "{}", out(&r));
     assert!(!marker.exists(), "no MCP server was started by the replay");
     assert_eq!(
-        std::fs::read_to_string(&calls).expect("calls").lines().count(),
+        std::fs::read_to_string(&calls)
+            .expect("calls")
+            .lines()
+            .count(),
         2,
         "only the recording called the server"
     );

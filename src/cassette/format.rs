@@ -356,8 +356,8 @@ impl CassetteData {
                         child["retrievals"] = serde_json::json!(session::digests(&c.retrievals));
                     }
                     if !c.catalog_changes.is_empty() {
-                        child["catalogChanges"] = serde_json::to_value(&c.catalog_changes)
-                            .map_err(|e| e.to_string())?;
+                        child["catalogChanges"] =
+                            serde_json::to_value(&c.catalog_changes).map_err(|e| e.to_string())?;
                     }
                     Ok(child)
                 })

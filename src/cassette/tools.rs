@@ -175,7 +175,10 @@ impl RecordedCatalog {
             return (changes, 0);
         };
         let at = position(whose);
-        (changes, changes.iter().take_while(|(n, _)| *n <= at).count())
+        (
+            changes,
+            changes.iter().take_while(|(n, _)| *n <= at).count(),
+        )
     }
 }
 

@@ -114,7 +114,7 @@ pub(crate) async fn replay(
                     recorded_results.clone(),
                 )));
             }
-            let of_server = |changes: &[(String, String, u64, Vec<_>)], path: &str| {
+            let of_server = |changes: &[RecordedList], path: &str| {
                 changes
                     .iter()
                     .filter(|(p, server, _, _)| p == path && *server == m.server.name)
@@ -247,12 +247,16 @@ fn recorded_catalogs(
         .collect()
 }
 
-/// The cassette's later MCP tool lists as `(path, server, model calls before it, tools)`, in
-/// order: the run's own (path `""`), then each child's own lists (tree order); one that is not
-/// a tool list is an error naming its server (and child).
+/// A recorded later tool list: `(run's path in the tree, server, model calls that run made
+/// before it, tools)`.
+type RecordedList = (String, String, u64, Vec<crate::tool::mcp::McpToolInfo>);
+
+/// The cassette's later MCP tool lists, in order: the run's own (path `""`), then each child's
+/// own lists (tree order); one that is not a tool list is an error naming its server (and
+/// child).
 fn recorded_catalog_changes(
     cassette: &crate::cassette::Cassette,
-) -> Result<Vec<(String, String, u64, Vec<crate::tool::mcp::McpToolInfo>)>, CliError> {
+) -> Result<Vec<RecordedList>, CliError> {
     let paths = std::iter::once("").chain(cassette.children().iter().map(|c| c.path.as_str()));
     paths
         .flat_map(|path| cassette.catalog_changes_in(path).iter().map(move |c| (path, c)))
