@@ -30,6 +30,9 @@ mod memory;
 mod postgres;
 mod schema;
 mod session;
+/// A `stateright` model of processes starting a session's next run at once (tests only).
+#[cfg(test)]
+mod session_model;
 mod sqlite;
 mod timed;
 
