@@ -701,6 +701,38 @@ fn postgres_leases_follow_the_database_clock() {
     );
 }
 
+/// Many processes opening one fresh database at once (workers starting together) create its
+/// schema once: each waits for the migration lock and then sees the tables the first one
+/// made. (Before, a waiter looked the tables up in its stale catalog cache, found none, and
+/// failed with "relation meta already exists".) Rounds of eight connections, each its own
+/// server backend, as processes have.
+#[test]
+fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
+    let server = pg_support::PgServer::start();
+    for round in 0..5 {
+        let url = server.fresh_db();
+        let gate = Arc::new(std::sync::Barrier::new(8));
+        let opened: Vec<Result<(), String>> = (0..8)
+            .map(|_| {
+                let (url, gate) = (url.clone(), gate.clone());
+                std::thread::spawn(move || {
+                    gate.wait();
+                    PostgresStore::open(&url)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("the thread ends"))
+            .collect();
+        assert!(
+            opened.iter().all(Result::is_ok),
+            "round {round}: {opened:?}"
+        );
+    }
+}
+
 /// Opening refuses a database written by a newer runtape and writes nothing; a URL that does
 /// not parse, or a server that is not there, is one clear line.
 #[test]

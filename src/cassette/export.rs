@@ -15,8 +15,11 @@
 //! A delegation tree exports whole (cassette version 4): every run below the exported one
 //! gets a section of its own, keyed by its path in the tree (`3.0`, `3.0.5.1`; see
 //! [`crate::ledger::tree`]), holding its model calls in order; its MCP tool results join the
-//! run's, and a server it alone used gives its first catalog (later lists a child recorded
-//! are not kept: a replay serves its first list).
+//! run's, and a server it alone used gives its first catalog. When a server's list changed
+//! during a child's run, the child's section also keeps every list the child got of it, each
+//! at the count of the child's own model calls before it, so a replay serves the child its
+//! own lists at its own step boundaries (cassettes written before kept none: a replay serves
+//! such a child the tree's lists).
 
 use super::error::CassetteError;
 use super::format::Cassette;
@@ -113,12 +116,10 @@ fn add_run(
                     format!("catalog blob {catalog} does not decode: {e}"),
                 )
             })?;
-            // A child's lists: its servers' first ones only (see the module doc).
-            if path.is_empty() || !builder.has_catalog(server) {
-                builder
-                    .add_catalog(server, value)
-                    .map_err(|error| ExportError::Turn { seq, error })?;
-            }
+            // A child's lists go to its own section when they changed (see the module doc).
+            builder
+                .add_catalog_in(path, server, value)
+                .map_err(|error| ExportError::Turn { seq, error })?;
             if !mcp_servers.contains(server) {
                 mcp_servers.push(server.clone());
             }

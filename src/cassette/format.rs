@@ -214,6 +214,12 @@ pub struct ChildSection {
     /// What the retriever answered it, numbered from 0 (revision 5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retrievals: Vec<RetrievalEntry>,
+    /// The child's own MCP tool lists when a server's list changed during its run: every list
+    /// it recorded of such a server, its first included, each at the count of the child's own
+    /// entries made before it (see [`Cassette::catalog_changes_in`]). Empty when no list
+    /// changed during the child's run, and in cassettes written before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub catalog_changes: Vec<CatalogChange>,
 }
 
 /// What a recorded run read from and published to global memory (revision 5), in order: a
@@ -339,7 +345,7 @@ impl CassetteData {
             let children: Vec<serde_json::Value> = self
                 .children
                 .iter()
-                .map(|c| {
+                .map(|c| -> Result<serde_json::Value, String> {
                     let digests: Vec<&str> = c
                         .entries
                         .iter()
@@ -349,9 +355,13 @@ impl CassetteData {
                     if !c.retrievals.is_empty() {
                         child["retrievals"] = serde_json::json!(session::digests(&c.retrievals));
                     }
-                    child
+                    if !c.catalog_changes.is_empty() {
+                        child["catalogChanges"] =
+                            serde_json::to_value(&c.catalog_changes).map_err(|e| e.to_string())?;
+                    }
+                    Ok(child)
                 })
-                .collect();
+                .collect::<Result<_, String>>()?;
             extras.push(("children", serde_json::Value::Array(children)));
         }
         if let Some(s) = &self.session {
@@ -446,6 +456,23 @@ impl Cassette {
     /// at: a replay serves them there. Empty for a cassette written before they were kept.
     pub fn catalog_changes(&self) -> &[CatalogChange] {
         &self.data.catalog_changes
+    }
+
+    /// The MCP tool lists the child at `path` recorded itself (`""`: the run itself, whose
+    /// later lists are [`catalog_changes`](Self::catalog_changes)): when a server's list
+    /// changed during a delegated child's run, every list the child got of that server, each
+    /// with the count of the child's own model calls made before it. A replay serves the child
+    /// these at its own step boundaries. Empty for a child whose lists never changed and for a
+    /// cassette written before they were kept.
+    pub fn catalog_changes_in(&self, path: &str) -> &[CatalogChange] {
+        if path.is_empty() {
+            return &self.data.catalog_changes;
+        }
+        self.data
+            .children
+            .iter()
+            .find(|c| c.path == path)
+            .map_or(&[], |c| c.catalog_changes.as_slice())
     }
 
     /// The MCP tool results of the recorded run, in order; a replay answers each MCP call

@@ -206,8 +206,8 @@ pub(crate) struct EnvelopeFields<'a> {
 /// children?, session?, retrievals?}`, where `entries` is the list of the entries'
 /// `responseHash` values in file order, `catalogs` / `toolResults` / `catalogChanges` are the
 /// MCP fields and `memory` the global memory as stored, `children` (version 4) lists each
-/// child section as `{path, entries, retrievals?}` with its entries' (and retrievals')
-/// digests, in file order, `session` is the session start's `sessionHash` and `retrievals` the
+/// child section as `{path, entries, retrievals?, catalogChanges?}` with its entries' (and
+/// retrievals') digests and its own tool lists as stored, in file order, `session` is the session start's `sessionHash` and `retrievals` the
 /// run's retrievals' `retrievalHash` values in order (absent or empty optional fields are left
 /// out, not `null`, so a cassette without them hashes as before they existed).
 pub(crate) fn envelope_hash(

@@ -73,7 +73,8 @@
 //! (`catalogs`, `catalogChanges`, `toolResults`), the global memory it loaded and its publish
 //! outcomes (`memory`), the history a session run began with (`session`, with its own
 //! `sessionHash`) and the retriever's answers (`retrievals`, each with its `retrievalHash`;
-//! a child's in its section) — see [`RecordedSession`] and [`RetrievalEntry`].
+//! a child's in its section; so are a child's own tool lists when one changed during its run,
+//! as its section's `catalogChanges`) — see [`RecordedSession`] and [`RetrievalEntry`].
 //!
 //! Envelope and entry fields are camelCase; the reply or error inside `response` keeps its own
 //! serde form ([`ModelReply`](crate::machine::ModelReply) and

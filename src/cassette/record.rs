@@ -90,6 +90,10 @@ pub struct CassetteBuilder {
     catalog_changes: Vec<super::format::CatalogChange>,
     /// The delegated children's sections, in the order their first call was recorded.
     children: Vec<ChildSection>,
+    /// Each child's first tool list of each server, by `(path, server)`, with the count of
+    /// the child's entries before it; moved into the child's section (as its first list) when
+    /// a later list of that server follows, `None` once moved.
+    child_first_lists: std::collections::BTreeMap<(String, String), Option<(u64, Value)>>,
     memory: super::format::RecordedMemory,
     session: Option<super::session::RecordedSession>,
     retrievals: Vec<super::session::RetrievalEntry>,
@@ -111,6 +115,7 @@ impl CassetteBuilder {
             tool_results: Vec::new(),
             catalog_changes: Vec::new(),
             children: Vec::new(),
+            child_first_lists: Default::default(),
             memory: Default::default(),
             session: None,
             retrievals: Vec::new(),
@@ -134,6 +139,83 @@ impl CassetteBuilder {
             self.catalogs.insert(server.to_owned(), catalog);
         }
         Ok(())
+    }
+
+    /// [`add_catalog`](Self::add_catalog) for the run at `path` in the delegation tree (`""`:
+    /// the run itself; else a child's path, as for [`push_in`](Self::push_in)). Call it for
+    /// each list the child recorded, in order, between the child's model calls it came
+    /// between. A child's first list of a server becomes the server's catalog when no run
+    /// listed it before; once a later list of that server follows, the child's section keeps
+    /// all of them, its first included, each at the count of the child's own entries before
+    /// it, so a replay serves the child its own lists whatever other runs of the tree saw. A
+    /// child whose lists never changed adds nothing to its section.
+    pub fn add_catalog_in(
+        &mut self,
+        path: &str,
+        server: &str,
+        catalog: Value,
+    ) -> Result<(), CassetteError> {
+        if path.is_empty() {
+            return self.add_catalog(server, catalog);
+        }
+        if !super::load::is_tree_path(path) {
+            return Err(CassetteError::bad_field(
+                "recording",
+                "path",
+                format!(
+                    "`{}` is not a child's path such as 3.0",
+                    super::load::snippet(path)
+                ),
+            ));
+        }
+        super::hash::check_numbers(&catalog)
+            .map_err(|d| CassetteError::unencodable(format!("catalog of {server}"), d))?;
+        if !self.catalogs.contains_key(server) {
+            self.catalogs.insert(server.to_owned(), catalog.clone());
+        }
+        let at_entry = self
+            .children
+            .iter()
+            .find(|c| c.path == path)
+            .map_or(0, |c| c.entries.len() as u64);
+        let key = (path.to_owned(), server.to_owned());
+        let Some(first) = self.child_first_lists.get_mut(&key) else {
+            self.child_first_lists
+                .insert(key, Some((at_entry, catalog)));
+            return Ok(());
+        };
+        let mut lists = Vec::new();
+        if let Some((first_at, first_catalog)) = first.take() {
+            lists.push(super::format::CatalogChange {
+                server: server.to_owned(),
+                at_entry: first_at,
+                catalog: first_catalog,
+            });
+        }
+        lists.push(super::format::CatalogChange {
+            server: server.to_owned(),
+            at_entry,
+            catalog,
+        });
+        self.section_mut(path).catalog_changes.extend(lists);
+        Ok(())
+    }
+
+    /// The section of the child at `path`, created empty when it has none yet.
+    fn section_mut(&mut self, path: &str) -> &mut ChildSection {
+        let index = match self.children.iter().position(|c| c.path == path) {
+            Some(i) => i,
+            None => {
+                self.children.push(ChildSection {
+                    path: path.to_owned(),
+                    entries: Vec::new(),
+                    retrievals: Vec::new(),
+                    catalog_changes: Vec::new(),
+                });
+                self.children.len() - 1
+            }
+        };
+        &mut self.children[index]
     }
 
     /// Whether a catalog of `server` was recorded.
@@ -265,14 +347,7 @@ impl CassetteBuilder {
         }
         match section {
             None => self.retrievals.push(entry),
-            Some(p) => match self.children.iter_mut().find(|c| c.path == p) {
-                Some(c) => c.retrievals.push(entry),
-                None => self.children.push(ChildSection {
-                    path: p.to_owned(),
-                    entries: Vec::new(),
-                    retrievals: vec![entry],
-                }),
-            },
+            Some(p) => self.section_mut(p).retrievals.push(entry),
         }
         Ok(index)
     }
@@ -381,14 +456,7 @@ impl CassetteBuilder {
         round_trip(&entry).map_err(|d| CassetteError::unencodable(location(), d))?;
         match section {
             None => self.entries.push(entry),
-            Some(p) => match self.children.iter_mut().find(|c| c.path == p) {
-                Some(c) => c.entries.push(entry),
-                None => self.children.push(ChildSection {
-                    path: p.to_owned(),
-                    entries: vec![entry],
-                    retrievals: Vec::new(),
-                }),
-            },
+            Some(p) => self.section_mut(p).entries.push(entry),
         }
         self.agents = match std::mem::replace(&mut self.agents, Agents::None) {
             Agents::None => Agents::One(agent.clone()),

@@ -122,6 +122,16 @@ impl CassetteProvider {
         self.state().next
     }
 
+    /// How many entries of the section of the run at `path` were served (`""`: the run's
+    /// own, as [`position`](Self::position); else the child's at that place in the tree).
+    pub fn position_in(&self, path: &str) -> usize {
+        let state = self.state();
+        if path.is_empty() {
+            return state.next;
+        }
+        state.child_next.get(path).copied().unwrap_or(0)
+    }
+
     /// How many entries were served in all, the children's included.
     pub fn served(&self) -> usize {
         let state = self.state();

@@ -4,9 +4,13 @@
 //! A replay lists each server's first recorded catalog, then each later one the cassette
 //! carries ([`Cassette::catalog_changes`]) at the step boundary it was recorded at: once the
 //! replay has served as many model calls as the run had made when it recorded the list. A
-//! cassette written before later lists were kept replays a run whose list changed mid-run up
-//! to that point, then stops at the first request that differs.
+//! delegated child whose lists changed during its run has them in its own section
+//! ([`Cassette::catalog_changes_in`]): the replayed child at that place is served those, at
+//! the boundaries its own model calls reach. A cassette written before later lists were kept
+//! replays a run whose list changed mid-run up to that point, then stops at the first request
+//! that differs.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
@@ -102,17 +106,28 @@ impl Tool for RecordedTool {
     }
 }
 
-/// How many model calls a replay has served so far (the replaying provider's position).
-pub type ReplayPosition = Arc<dyn Fn() -> u64 + Send + Sync>;
+/// How many model calls a replay has served so far to the run at a path of the replayed tree
+/// (`""`: the top run; else a child's place, as in [`ChildSection::path`]): the replaying
+/// provider's position in that run's section.
+///
+/// [`ChildSection::path`]: super::ChildSection::path
+pub type ReplayPosition = Arc<dyn Fn(&str) -> u64 + Send + Sync>;
+
+/// Later lists, in order: `(model calls made before it, the list)`.
+type Changes = Vec<(u64, Vec<McpToolInfo>)>;
 
 /// A server's tool lists as a cassette recorded them: what a replay's step boundaries list
-/// instead of asking the server (its tools answer from the cassette too).
+/// instead of asking the server (its tools answer from the cassette too). The top run and a
+/// child without lists of its own see the server's first list, then the top run's later
+/// lists as the top run reaches them; a child whose section holds lists of its own
+/// ([`Cassette::catalog_changes_in`]) sees those, as it reaches them in its own section.
 pub struct RecordedCatalog {
     server: String,
     tools: Vec<McpToolInfo>,
     results: Arc<RecordedToolResults>,
-    /// Later lists, in order: `(model calls made before it, the list)`.
-    changes: Vec<(u64, Vec<McpToolInfo>)>,
+    changes: Changes,
+    /// Children's own lists, by path.
+    child_changes: BTreeMap<String, Changes>,
     position: Option<ReplayPosition>,
 }
 
@@ -124,29 +139,46 @@ impl RecordedCatalog {
             tools,
             results,
             changes: Vec::new(),
+            child_changes: BTreeMap::new(),
             position: None,
         }
     }
 
     /// The same, changing to each of `changes` (`(model calls made before it, the list)`, in
-    /// order) once `position` reaches its count.
-    pub fn with_changes(
-        mut self,
-        changes: Vec<(u64, Vec<McpToolInfo>)>,
-        position: ReplayPosition,
-    ) -> Self {
+    /// order) once the top run's `position` reaches its count.
+    pub fn with_changes(mut self, changes: Changes, position: ReplayPosition) -> Self {
         self.changes = changes;
         self.position = Some(position);
         self
     }
 
-    /// How many of the later lists are due at the replay's position.
-    fn due(&self) -> usize {
-        let Some(position) = &self.position else {
-            return 0;
+    /// The same, serving the child at `path` its own recorded lists (`(model calls the child
+    /// made before it, the list)`, in order) once its position in its section reaches each
+    /// count, instead of the top run's. Needs a position ([`with_changes`](Self::with_changes)).
+    pub fn with_child_changes(mut self, path: &str, changes: Changes) -> Self {
+        if !path.is_empty() && !changes.is_empty() {
+            self.child_changes.insert(path.to_owned(), changes);
+        }
+        self
+    }
+
+    /// The lists that apply to the run at `path`, and how many of them are due at its
+    /// position.
+    fn due(&self, path: &str) -> (&Changes, usize) {
+        // Whose position counts: the child's own when it has lists of its own, else the top
+        // run's (the lists it recorded are the ones the tree's other runs see).
+        let (changes, whose) = match self.child_changes.get(path) {
+            Some(own) => (own, path),
+            None => (&self.changes, ""),
         };
-        let at = position();
-        self.changes.iter().take_while(|(n, _)| *n <= at).count()
+        let Some(position) = &self.position else {
+            return (changes, 0);
+        };
+        let at = position(whose);
+        (
+            changes,
+            changes.iter().take_while(|(n, _)| *n <= at).count(),
+        )
     }
 }
 
@@ -155,14 +187,14 @@ impl ToolLister for RecordedCatalog {
         &self.server
     }
 
-    fn list_changes(&self) -> u64 {
-        self.due() as u64
+    fn list_changes(&self, path: &str) -> u64 {
+        self.due(path).1 as u64
     }
 
-    fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>> {
-        let tools = match self.due() {
-            0 => &self.tools,
-            n => &self.changes[n - 1].1,
+    fn listing(&self, path: &str) -> BoxFuture<'_, Result<ToolListing, McpError>> {
+        let tools = match self.due(path) {
+            (_, 0) => &self.tools,
+            (changes, n) => &changes[n - 1].1,
         };
         let listing = listing_of(&self.server, tools, |info| {
             Arc::new(RecordedTool::new(info, self.results.clone())) as Arc<dyn Tool>
@@ -172,5 +204,77 @@ impl ToolLister for RecordedCatalog {
 
     fn tool(&self, info: McpToolInfo) -> Arc<dyn Tool> {
         Arc::new(RecordedTool::new(info, self.results.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn info(name: &str) -> McpToolInfo {
+        McpToolInfo {
+            name: format!("ops__{name}"),
+            server: "ops".into(),
+            remote: name.into(),
+            description: String::new(),
+            schema: serde_json::json!({"type": "object"}),
+            read_only: true,
+            idempotent: true,
+            requires_approval: false,
+            timeout_ms: None,
+        }
+    }
+
+    fn listed(catalog: &RecordedCatalog, path: &str) -> Vec<String> {
+        futures_util::FutureExt::now_or_never(catalog.listing(path))
+            .expect("ready")
+            .expect("listed")
+            .names
+    }
+
+    #[test]
+    fn each_run_is_served_its_own_lists_at_its_own_position() {
+        let positions: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let read = positions.clone();
+        let position: ReplayPosition = Arc::new(move |path| {
+            read.lock()
+                .expect("not poisoned")
+                .get(path)
+                .copied()
+                .unwrap_or(0)
+        });
+        let results = Arc::new(RecordedToolResults {
+            results: Mutex::new(Vec::new()),
+        });
+        let grown = vec![info("status"), info("stamp")];
+        // The top run's list grows before its entry 1; child 4.0's before its own entry 1.
+        let catalog = RecordedCatalog::new("ops", vec![info("status")], results)
+            .with_changes(vec![(1, grown.clone())], position)
+            .with_child_changes("4.0", vec![(0, vec![info("status")]), (1, grown)])
+            .with_child_changes("4.1", Vec::new());
+        let set = |path: &str, n: u64| {
+            positions
+                .lock()
+                .expect("not poisoned")
+                .insert(path.to_owned(), n);
+        };
+
+        set("", 1);
+        assert_eq!(listed(&catalog, ""), ["ops__status", "ops__stamp"]);
+        assert_eq!(catalog.list_changes(""), 1);
+        // Child 4.0 has lists of its own: the top run's position does not move it.
+        assert_eq!(listed(&catalog, "4.0"), ["ops__status"]);
+        assert_eq!(catalog.list_changes("4.0"), 1);
+        set("4.0", 1);
+        assert_eq!(listed(&catalog, "4.0"), ["ops__status", "ops__stamp"]);
+        assert_eq!(catalog.list_changes("4.0"), 2);
+        // A child without lists of its own sees the tree's, as the top run reached them.
+        assert_eq!(listed(&catalog, "4.1"), ["ops__status", "ops__stamp"]);
+        set("", 0);
+        assert_eq!(listed(&catalog, "4.1"), ["ops__status"]);
+        assert_eq!(listed(&catalog, "4.0"), ["ops__status", "ops__stamp"]);
     }
 }

@@ -114,22 +114,28 @@ pub(crate) async fn replay(
                     recorded_results.clone(),
                 )));
             }
-            let changes = recorded_changes
-                .iter()
-                .filter(|(server, _, _)| *server == m.server.name)
-                .map(|(_, at, tools)| (*at, tools.clone()))
-                .collect();
+            let of_server = |changes: &[RecordedList], path: &str| {
+                changes
+                    .iter()
+                    .filter(|(p, server, _, _)| p == path && *server == m.server.name)
+                    .map(|(_, _, at, tools)| (*at, tools.clone()))
+                    .collect::<Vec<_>>()
+            };
             let served = provider.clone();
             let position: crate::cassette::ReplayPosition =
-                Arc::new(move || served.position() as u64);
-            engine.register_tool_lister(Arc::new(
-                crate::cassette::RecordedCatalog::new(
-                    &m.server.name,
-                    m.tools.clone(),
-                    recorded_results.clone(),
-                )
-                .with_changes(changes, position),
-            ));
+                Arc::new(move |path| served.position_in(path) as u64);
+            // Each child's own lists (a tree's cassette): served to the child at its place.
+            let mut catalog = crate::cassette::RecordedCatalog::new(
+                &m.server.name,
+                m.tools.clone(),
+                recorded_results.clone(),
+            )
+            .with_changes(of_server(&recorded_changes, ""), position);
+            for child in provider.cassette().children() {
+                catalog = catalog
+                    .with_child_changes(&child.path, of_server(&recorded_changes, &child.path));
+            }
+            engine.register_tool_lister(Arc::new(catalog));
         }
     } else {
         for tool in file.setup.mcp_tools(crate::tool::mcp::McpHub::global()) {
@@ -241,20 +247,30 @@ fn recorded_catalogs(
         .collect()
 }
 
-/// The cassette's later MCP tool lists as `(server, model calls before it, tools)`, in order;
-/// one that is not a tool list is an error naming its server.
+/// A recorded later tool list: `(run's path in the tree, server, model calls that run made
+/// before it, tools)`.
+type RecordedList = (String, String, u64, Vec<crate::tool::mcp::McpToolInfo>);
+
+/// The cassette's later MCP tool lists, in order: the run's own (path `""`), then each child's
+/// own lists (tree order); one that is not a tool list is an error naming its server (and
+/// child).
 fn recorded_catalog_changes(
     cassette: &crate::cassette::Cassette,
-) -> Result<Vec<(String, u64, Vec<crate::tool::mcp::McpToolInfo>)>, CliError> {
-    cassette
-        .catalog_changes()
-        .iter()
-        .map(|change| {
+) -> Result<Vec<RecordedList>, CliError> {
+    let paths = std::iter::once("").chain(cassette.children().iter().map(|c| c.path.as_str()));
+    paths
+        .flat_map(|path| cassette.catalog_changes_in(path).iter().map(move |c| (path, c)))
+        .map(|(path, change)| {
             serde_json::from_value(change.catalog.clone())
-                .map(|tools| (change.server.clone(), change.at_entry, tools))
+                .map(|tools| (path.to_owned(), change.server.clone(), change.at_entry, tools))
                 .map_err(|e| {
+                    let whose = if path.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (child {path})")
+                    };
                     CliError::usage(format!(
-                        "the cassette's later tool list of MCP server `{}` is not one ({e}) – export the cassette again with `runtape cassette export`",
+                        "the cassette's later tool list of MCP server `{}`{whose} is not one ({e}) – export the cassette again with `runtape cassette export`",
                         change.server
                     ))
                 })

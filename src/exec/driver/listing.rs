@@ -56,15 +56,28 @@ impl Driver {
             return false;
         };
         let recorded = run.catalogs.clone();
+        let servers = self.listed_servers();
+        if servers.is_empty() {
+            return false;
+        }
+        // A replayed tree serves each run its own recorded lists, found by its place.
+        let path = match self.tree_path().await {
+            Ok(path) => path,
+            Err(e) => {
+                // The model request that follows reads the same place and fails the run.
+                tracing::warn!(run = %self.run, error = %e, "MCP tool lists not refreshed");
+                return false;
+            }
+        };
         let mut queued = false;
-        for server in self.listed_servers() {
+        for server in servers {
             let name = server.server().to_owned();
-            let changes = server.list_changes();
+            let changes = server.list_changes(&path);
             if self.list_changes_seen.get(&name) == Some(&changes) {
                 continue;
             }
             self.list_changes_seen.insert(name.clone(), changes);
-            let listing = match server.listing().await {
+            let listing = match server.listing(&path).await {
                 Ok(listing) => listing,
                 Err(e) => {
                     tracing::warn!(run = %self.run, error = %e, "MCP tool list not refreshed");

@@ -157,9 +157,18 @@ const MIGRATION_LOCK: i64 = 0x0072_756e_7461_7065; // "runtape"
 
 /// The schema version stored, or 0 when runtape's tables are absent. Reads only.
 pub(super) async fn version(conn: &Conn, shown: &str) -> Result<i64, StoreError> {
+    // Read from pg_class under this statement's snapshot, not through `to_regclass`: that
+    // looks the name up in the backend's catalog cache, which taking an advisory lock does not
+    // refresh, so a process that waited on `MIGRATION_LOCK` while another created the tables
+    // would still see none and run the first migration again ("relation meta already exists").
     let present: bool = conn
         .client()
-        .query_one("SELECT to_regclass('runtape.meta') IS NOT NULL", &[])
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'runtape' AND c.relname = 'meta')",
+            &[],
+        )
         .await
         .map_err(|e| classify(shown, &e))?
         .get(0);

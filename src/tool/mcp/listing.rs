@@ -26,12 +26,15 @@ pub trait ToolLister: Send + Sync {
     /// The server's name (`[[mcp]]` name).
     fn server(&self) -> &str;
 
-    /// How many times the list is known to have changed: a run lists again at its next step
-    /// boundary when this moved.
-    fn list_changes(&self) -> u64;
+    /// How many times the list is known to have changed for the run at `path` (its place in
+    /// its delegation tree, `""` for a run nobody delegated): that run lists again at its next
+    /// step boundary when this moved. A live server answers every run alike; a recording
+    /// answers each run of a replayed tree by its own recorded lists.
+    fn list_changes(&self, path: &str) -> u64;
 
-    /// The list now, with the tools to register.
-    fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>>;
+    /// The list now for the run at `path` (as for [`list_changes`](Self::list_changes)), with
+    /// the tools to register.
+    fn listing(&self, path: &str) -> BoxFuture<'_, Result<ToolListing, McpError>>;
 
     /// The tool that calls `info` (one of this server's, as a recorded catalog describes
     /// it): what a resumed run registers for a tool the server added after the run started,
@@ -44,11 +47,11 @@ impl ToolLister for Arc<McpServer> {
         &self.config().name
     }
 
-    fn list_changes(&self) -> u64 {
+    fn list_changes(&self, _path: &str) -> u64 {
         McpServer::list_changes(self)
     }
 
-    fn listing(&self) -> BoxFuture<'_, Result<ToolListing, McpError>> {
+    fn listing(&self, _path: &str) -> BoxFuture<'_, Result<ToolListing, McpError>> {
         Box::pin(McpServer::listing(self))
     }
 
