@@ -28,8 +28,14 @@ mod lease;
 mod legacy_heads;
 mod memory;
 mod postgres;
+/// A `stateright` model of the global memory publish racing removals (tests only).
+#[cfg(test)]
+mod publish_model;
 mod schema;
 mod session;
+/// A `stateright` model of processes starting a session's next run at once (tests only).
+#[cfg(test)]
+mod session_model;
 mod sqlite;
 mod timed;
 

@@ -7,9 +7,11 @@ use super::super::{SessionLink, SessionRecord, StoreError};
 use crate::machine::RunId;
 
 /// Gives run `key` place `link` in its session, inside the write creating the run: refused
-/// with [`StoreError::SessionTaken`] unless the place is the session's next. The writer is
-/// the only one, so reading the latest place and inserting cannot interleave with another
-/// process's; the table's key would refuse a second holder anyway.
+/// with [`StoreError::SessionTaken`] unless the place is the session's next. The write runs
+/// in a `BEGIN IMMEDIATE` transaction, which holds the file's write lock from its start, so
+/// reading the latest place and inserting cannot interleave with another connection's or
+/// process's; the table's `(session, idx)` key would refuse a second holder anyway. (Checked
+/// in `store::session_model`.)
 pub(super) fn place(tx: &Connection, key: i64, link: &SessionLink) -> Result<(), StoreError> {
     let latest: i64 = tx
         .prepare_cached("SELECT coalesce(max(idx), 0) FROM session_runs WHERE session = ?1")?
