@@ -20,6 +20,9 @@ use runtape::{
     worker,
 };
 
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     cli::main()
 }

@@ -62,17 +62,13 @@ async fn a_run_completes_and_its_history_replays() {
     }
 }
 
-/// The write-ahead rule: when a tool runs, the transition that asked for it is already in the
-/// database (read through a separate connection).
-#[tokio::test]
-async fn a_tool_runs_only_after_its_transition_is_committed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
-    let engine = engine_in(dir.path());
-    let seen = Log::default();
-    let log = seen.clone();
-    let db_path = db.clone();
-    let tool = FnTool::new(lookup_spec(), move |_args, ctx: ToolContext| {
+/// A tool that, when it runs, reads (through a connection of its own) whether the transition
+/// that asked for it is committed, and logs `seq:true` when it is.
+fn checks_its_transition_is_committed(
+    db_path: std::path::PathBuf,
+    log: Log,
+) -> impl runtape::tool::Tool {
+    FnTool::new(lookup_spec(), move |_args, ctx: ToolContext| {
         let (run, seq) = {
             let mut parts = ctx.idempotency_key.split(':');
             (
@@ -101,9 +97,22 @@ async fn a_tool_runs_only_after_its_transition_is_committed() {
         let text = String::from_utf8_lossy(&effects).into_owned();
         log.push(format!("{seq}:{}", text.contains(&ctx.idempotency_key)));
         Ok(json!("ok"))
-    });
+    })
+}
+
+/// The write-ahead rule: when a tool runs, the transition that asked for it is already in the
+/// database (read through a separate connection).
+#[tokio::test]
+async fn a_tool_runs_only_after_its_transition_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let engine = engine_in(dir.path());
+    let seen = Log::default();
     engine.register_provider("p", Arc::new(rounds_provider(4, &["lookup"])));
-    engine.register_tool(Arc::new(tool));
+    engine.register_tool(Arc::new(checks_its_transition_is_committed(
+        db.clone(),
+        seen.clone(),
+    )));
     let end = engine
         .start(spec(vec![lookup_spec()], |_| {}), "go")
         .await
@@ -117,6 +126,52 @@ async fn a_tool_runs_only_after_its_transition_is_committed() {
     assert!(
         seen.iter().all(|s| s.ends_with(":true")),
         "every tool saw its emitting transition committed: {seen:?}"
+    );
+}
+
+/// The same when many runs share transactions (group commit, WAL checkpoints on their own
+/// thread, no savepoint per write): no run's transition is acknowledged — and no tool it asked
+/// for started — before the transaction holding it committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_many_runs_sharing_commits_a_tool_still_runs_only_after_its_transition_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let store = Arc::new(SqliteStore::open(&db, Durability::Full).expect("opens"));
+    let engine = Engine::with_store(
+        store.clone(),
+        EngineConfig {
+            max_concurrent_runs: 64,
+            ..EngineConfig::default()
+        },
+    );
+    let seen = Log::default();
+    engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
+    engine.register_tool(Arc::new(checks_its_transition_is_committed(
+        db.clone(),
+        seen.clone(),
+    )));
+    let mut handles = Vec::new();
+    for _ in 0..64 {
+        handles.push(
+            engine
+                .start(spec(vec![lookup_spec()], |_| {}), "together")
+                .await
+                .expect("starts"),
+        );
+    }
+    for h in handles {
+        assert_eq!(h.wait().await.expect("runs").status, RunStatus::Completed);
+    }
+    let seen = seen.all();
+    assert_eq!(seen.len(), 64 * 3, "every call ran once");
+    assert!(
+        seen.iter().all(|s| s.ends_with(":true")),
+        "every tool saw its emitting transition committed: {seen:?}"
+    );
+    let stats = store.stats();
+    assert!(
+        stats.writes.load(Ordering::Relaxed) > stats.transactions.load(Ordering::Relaxed),
+        "writes shared transactions"
     );
 }
 

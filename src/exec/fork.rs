@@ -181,14 +181,14 @@ pub(super) async fn fork(
     match tape {
         Some(mut tape) => {
             tape.suppress(inherited.into_iter().map(|(_, mine, _)| mine).collect());
-            driver.tape = Some(tape);
+            driver.tape = Some(Box::new(tape));
         }
         None => driver.to_perform = inherited.into_iter().map(|(_, mine, _)| mine).collect(),
     }
-    driver.opening = Some(Trace::RunForked {
+    driver.opening = Some(Box::new(Trace::RunForked {
         parent: parent.clone(),
         seq,
-    });
+    }));
     Ok(driver.spawn())
 }
 

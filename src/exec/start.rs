@@ -106,8 +106,8 @@ pub(super) async fn start(
         anchor,
     );
     driver.queue.push_back(opening);
-    driver.opening = Some(Trace::RunStarted {
+    driver.opening = Some(Box::new(Trace::RunStarted {
         goal: goal.to_owned(),
-    });
+    }));
     Ok(driver.spawn())
 }

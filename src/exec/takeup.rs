@@ -138,9 +138,9 @@ fn prepare(
         }
     }
     driver.queue.extend(events);
-    driver.opening = Some(Trace::RunResumed {
+    driver.opening = Some(Box::new(Trace::RunResumed {
         state: driver.state.kind(),
-    });
+    }));
     Ok(())
 }
 

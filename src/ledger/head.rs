@@ -71,6 +71,7 @@ pub fn first_head(
 pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) -> HeadRecord {
     let (body, seal) = signer.seal_head_stored(head);
     HeadRecord {
+        digest: Some(Digest::of(&body)),
         body,
         seal,
         replaces,
@@ -145,7 +146,7 @@ impl HeadKeeper {
     pub fn sealed(&self) -> HeadRecord {
         let mut guard = self.lock();
         let record = seal(&self.signer, &guard.0, None);
-        guard.1 = Digest::of(&record.body);
+        guard.1 = record.body_digest();
         record
     }
 
@@ -158,7 +159,7 @@ impl HeadKeeper {
     /// stored.
     fn reseal(&self, guard: &mut (RunHead, Digest)) -> HeadRecord {
         let record = seal(&self.signer, &guard.0, Some(guard.1));
-        guard.1 = Digest::of(&record.body);
+        guard.1 = record.body_digest();
         record
     }
 
@@ -448,6 +449,25 @@ mod tests {
         assert!(check_head_seal(&h.body, &seal, Some(&key.verifying_key())).is_ok());
         let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
         assert!(check_head_seal(&h.body, &seal, Some(&other)).is_err());
+    }
+
+    #[test]
+    fn a_sealed_head_carries_its_bodys_digest_which_stores_name_it_by() {
+        let signer = ReceiptSigner::unsigned();
+        let head = first_head(&new_run(), Digest::ZERO, Digest::ZERO, None);
+        let sealed = seal(&signer, &head, None);
+        assert_eq!(sealed.body_digest(), Digest::of(&sealed.body));
+        // A record read back (no digest carried) is the same record, and names the same head.
+        let read = HeadRecord::new(sealed.body.clone(), sealed.seal.clone(), None);
+        assert_eq!(read, sealed);
+        assert_eq!(read.body_digest(), sealed.body_digest());
+        let mut moved = head.clone();
+        moved.seq += 1;
+        assert_ne!(
+            seal(&signer, &moved, None).body_digest(),
+            sealed.body_digest(),
+            "another head, another digest"
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@
 //! it is, so any input is stored faithfully.
 
 use std::borrow::Cow;
+use std::io::Write as _;
+use std::sync::LazyLock;
 
 /// The first byte of a packed value (JSON starts with `{`, `[`, `"`, a digit, `-`, `t`, `f`
 /// or `n`, so the two never collide).
@@ -164,6 +166,45 @@ pub const WORDS: &[&str] = &[
     "code",
 ];
 
+/// [`WORDS`] sorted by their bytes, each with its index (the first, were one listed twice):
+/// looked up by binary search, where going down the list compared every string packed with
+/// up to all of them.
+static WORD_INDEX: LazyLock<Vec<(&'static [u8], u8)>> = LazyLock::new(|| {
+    let mut index: Vec<(&'static [u8], u8)> = WORDS
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.as_bytes(), i as u8))
+        .collect();
+    // Stable: of equal words, the first listed stays first, and dedup keeps it.
+    index.sort_by(|a, b| a.0.cmp(b.0));
+    index.dedup_by(|later, first| later.0 == first.0);
+    index
+});
+
+/// The index of `s` in [`WORDS`], if it is one.
+fn word_index(s: &[u8]) -> Option<u8> {
+    let index = &*WORD_INDEX;
+    index
+        .binary_search_by(|(w, _)| (*w).cmp(s))
+        .ok()
+        .map(|at| index[at].1)
+}
+
+/// `text` as an `i64` when it is exactly how that integer is written (no sign but a leading
+/// `-`, no leading zero, not `-0`): what parsing it and writing it back gives unchanged.
+fn shortest_integer(text: &[u8]) -> Option<i64> {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    let shortest = match digits {
+        [] => false,
+        [b'0'] => digits.len() == text.len(),
+        [first, ..] => *first != b'0' && digits.iter().all(u8::is_ascii_digit),
+    };
+    if !shortest {
+        return None;
+    }
+    std::str::from_utf8(text).ok()?.parse::<i64>().ok()
+}
+
 /// Why a packed value does not unpack (a damaged or edited row).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("packed JSON is damaged: {0}")]
@@ -216,8 +257,8 @@ fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
             b'"' => {
                 let end = string_end(json, i + 1)?;
                 let s = &json[i + 1..end];
-                if let Some(w) = WORDS.iter().position(|w| w.as_bytes() == s) {
-                    out.push(WORD + w as u8);
+                if let Some(w) = word_index(s) {
+                    out.push(WORD + w);
                 } else if let Some(k) = literals
                     .iter()
                     .position(|l| *l == s)
@@ -271,11 +312,8 @@ fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
                     .take_while(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
                     .count();
                 let text = &json[i..i + len];
-                match std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|t| t.parse::<i64>().ok())
-                {
-                    Some(n) if n.to_string().as_bytes() == text => {
+                match shortest_integer(text) {
+                    Some(n) => {
                         out.push(INTEGER);
                         varint(&mut out, zigzag(n));
                     }
@@ -299,7 +337,10 @@ fn find_external(external: &[u8], s: &[u8]) -> Option<usize> {
     if s.len() < EXTERNAL_MIN || external.len() < s.len() {
         return None;
     }
-    external.windows(s.len()).position(|w| w == s)
+    // The first byte is compared before the rest: most offsets differ there.
+    external
+        .windows(s.len())
+        .position(|w| w[0] == s[0] && w == s)
 }
 
 /// The 32 bytes a string of exactly 64 lowercase hex digits spells.
@@ -395,7 +436,8 @@ fn unpack_tokens(mut rest: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError>
             }
             INTEGER => {
                 let n = read_varint(&mut rest)?;
-                out.extend_from_slice(unzigzag(n).to_string().as_bytes());
+                // Writing to a Vec cannot fail.
+                let _ = write!(out, "{}", unzigzag(n));
                 None
             }
             NUMBER => {
@@ -596,6 +638,19 @@ mod tests {
         assert!(unpack(&[PACKED, LONG_STRING, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
     }
 
+    #[test]
+    fn every_word_is_found_at_its_first_place_in_the_list() {
+        for (i, w) in WORDS.iter().enumerate() {
+            let first = WORDS.iter().position(|x| x == w).map(|i| i as u8);
+            assert_eq!(word_index(w.as_bytes()), first, "{w} at {i}");
+        }
+        assert_eq!(word_index(b"not a word"), None);
+        assert_eq!(
+            word_index(b""),
+            WORDS.iter().position(|w| w.is_empty()).map(|i| i as u8)
+        );
+    }
+
     fn json_value() -> impl Strategy<Value = serde_json::Value> {
         let leaf = prop_oneof![
             Just(serde_json::Value::Null),
@@ -629,6 +684,30 @@ mod tests {
             let stored = pack(&json);
             prop_assert_eq!(stored.first() == Some(&PACKED), true, "serde's JSON always packs");
             prop_assert_eq!(round_trip(&json), json);
+        }
+
+        /// The shortcuts give what the plain ways gave: the same commit packs to the same
+        /// bytes as before.
+        #[test]
+        fn words_integers_and_external_strings_are_found_as_before(
+            text in "-?[0-9+]{0,21}",
+            word in "(run|seq|type|body|tool_calls|codes|x|)",
+            hay in "(ab|abc|x){0,60}",
+            needle in "(ab|abc|x){11,20}",
+        ) {
+            prop_assert_eq!(
+                shortest_integer(text.as_bytes()),
+                text.parse::<i64>().ok().filter(|n| n.to_string() == text)
+            );
+            prop_assert_eq!(
+                word_index(word.as_bytes()),
+                WORDS.iter().position(|w| *w == word).map(|i| i as u8)
+            );
+            let (hay, needle) = (hay.as_bytes(), needle.as_bytes());
+            let plain = (needle.len() >= EXTERNAL_MIN && hay.len() >= needle.len())
+                .then(|| hay.windows(needle.len()).position(|w| w == needle))
+                .flatten();
+            prop_assert_eq!(find_external(hay, needle), plain);
         }
 
         #[test]

@@ -5,8 +5,10 @@
 //! costs its bytes once, not twice.
 //!
 //! When to use: [`pack_blob`] when writing a blob, naming the transition row whose event
-//! appended it; when reading, [`blob_source`] says which row's event (as JSON) to fetch, and
-//! [`unpack_blob`] rebuilds the blob's bytes from it.
+//! appended it — or [`PackedBlob::new`] where the blob is known before its row is (the
+//! packing is the costly part) and [`PackedBlob::stored`] once it is; when reading,
+//! [`blob_source`] says which row's event (as JSON) to fetch, and [`unpack_blob`] rebuilds the
+//! blob's bytes from it.
 //!
 //! After the head, byte 32 is:
 //! - [`PACKED`]: the message JSON packed, standing alone;
@@ -30,23 +32,64 @@ const NODE_HEAD: usize = 32;
 /// packed alone, or the bytes as they are (an MCP catalog, whose bytes from 32 on are not a
 /// value).
 pub fn pack_blob(bytes: &[u8], source: u64, source_event: &[u8]) -> Vec<u8> {
-    let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
-        return bytes.to_vec();
-    };
-    let Some(alone) = pack_with(json, &[]) else {
-        return bytes.to_vec();
-    };
-    let mut out = Vec::with_capacity(NODE_HEAD + alone.len() + 10);
-    out.extend_from_slice(head);
-    match pack_with(json, source_event) {
-        Some(referring) if referring.len() + 10 < alone.len() => {
-            out.push(REFERS);
-            super::packed::varint(&mut out, source);
-            out.extend_from_slice(&referring[1..]);
+    PackedBlob::new(bytes, source_event)
+        .stored(source)
+        .into_owned()
+}
+
+/// A blob packed for storage, before the row id of the transition that writes it is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PackedBlob {
+    /// Stored exactly as these bytes (packed alone, or as written).
+    Whole(Vec<u8>),
+    /// A node referring to its transition's event: the head, then (after [`REFERS`] and the
+    /// row id) these packed tokens.
+    Refers {
+        /// The node's previous head.
+        head: Vec<u8>,
+        /// The message's packed tokens, whose references read the event's JSON.
+        tokens: Vec<u8>,
+    },
+}
+
+impl PackedBlob {
+    /// Packs blob `bytes`, appended by a transition whose event is the JSON `source_event`:
+    /// the smallest lossless form, as [`pack_blob`] stores it.
+    pub fn new(bytes: &[u8], source_event: &[u8]) -> PackedBlob {
+        let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
+            return PackedBlob::Whole(bytes.to_vec());
+        };
+        let Some(alone) = pack_with(json, &[]) else {
+            return PackedBlob::Whole(bytes.to_vec());
+        };
+        match pack_with(json, source_event) {
+            Some(referring) if referring.len() + 10 < alone.len() => PackedBlob::Refers {
+                head: head.to_vec(),
+                tokens: referring[1..].to_vec(),
+            },
+            _ => {
+                let mut out = Vec::with_capacity(NODE_HEAD + alone.len());
+                out.extend_from_slice(head);
+                out.extend_from_slice(&alone);
+                PackedBlob::Whole(out)
+            }
         }
-        _ => out.extend_from_slice(&alone),
     }
-    out
+
+    /// The stored bytes, the transition that writes the blob being at row `source`.
+    pub fn stored(&self, source: u64) -> Cow<'_, [u8]> {
+        match self {
+            PackedBlob::Whole(bytes) => Cow::Borrowed(bytes),
+            PackedBlob::Refers { head, tokens } => {
+                let mut out = Vec::with_capacity(head.len() + 11 + tokens.len());
+                out.extend_from_slice(head);
+                out.push(REFERS);
+                super::packed::varint(&mut out, source);
+                out.extend_from_slice(tokens);
+                Cow::Owned(out)
+            }
+        }
+    }
 }
 
 /// The row whose event a stored blob refers to, if it does.

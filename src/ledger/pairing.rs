@@ -63,7 +63,9 @@ pub struct Issued {
 /// The effects of a run that have been issued and not yet answered, by position.
 #[derive(Clone, Debug, Default)]
 pub struct Outstanding {
-    issued: HashMap<EffectRef, Issued>,
+    /// Boxed: a map allocates room for several entries at its first insert, and a driver keeps
+    /// one of these for every run in flight, mostly holding one effect.
+    issued: HashMap<EffectRef, Box<Issued>>,
 }
 
 impl Outstanding {
@@ -98,16 +100,16 @@ impl Outstanding {
         };
         self.issued.insert(
             at,
-            Issued {
+            Box::new(Issued {
                 effect,
                 request_hash,
-            },
+            }),
         );
     }
 
     /// The effect at `at`, if it is outstanding.
     pub fn get(&self, at: &EffectRef) -> Option<&Issued> {
-        self.issued.get(at)
+        self.issued.get(at).map(|b| &**b)
     }
 
     /// Takes the effect `event` answers out of the outstanding set, as `event`'s run
@@ -115,7 +117,7 @@ impl Outstanding {
     /// an answer to an effect not outstanding (a stale one).
     pub fn answer(&mut self, event: &Event) -> Option<Issued> {
         let at = answered(&event.body)?;
-        let issued = self.issued.remove(&at)?;
+        let issued = *self.issued.remove(&at)?;
         if issued.effect.id().run == event.run {
             return Some(issued);
         }
@@ -128,7 +130,7 @@ impl Outstanding {
 
     /// Takes the effect at `at` out of the outstanding set.
     pub fn remove(&mut self, at: &EffectRef) -> Option<Issued> {
-        self.issued.remove(at)
+        self.issued.remove(at).map(|b| *b)
     }
 
     /// How many effects are outstanding.

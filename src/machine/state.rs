@@ -183,8 +183,11 @@ pub struct RunData {
     pub goal: String,
     /// The agent whose turn it is.
     pub active: AgentId,
-    /// Every agent activated so far.
-    pub agents: BTreeMap<AgentId, AgentRun>,
+    /// Every agent activated so far. Boxed: a map's node holds room for eleven entries
+    /// whatever it holds, and every run in flight keeps its state (and, during a step, the
+    /// next one); eleven boxes are a tenth of eleven agents' data. Serialised as the agents
+    /// themselves.
+    pub agents: BTreeMap<AgentId, Box<AgentRun>>,
     /// Run-wide usage.
     pub usage: Usage,
     /// Run-wide caps (raisable).

@@ -577,10 +577,10 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
     for a in &spec.spec().agents {
         run.agents.insert(
             a.id.clone(),
-            AgentRun {
+            Box::new(AgentRun {
                 limits: a.limits,
                 ..AgentRun::default()
-            },
+            }),
         );
     }
     run

@@ -346,7 +346,7 @@ fn record_mut<'a>(r: &'a mut MemRun, id: &RunId) -> Result<&'a mut RunRecord, St
 /// Refuses a head that replaces another than the one stored (see [`HeadRecord::replaces`]).
 fn head_fits(r: &MemRun, id: &RunId, head: Option<&HeadRecord>) -> Result<(), StoreError> {
     match head.and_then(|h| h.replaces) {
-        Some(expected) if r.head.as_ref().map(|h| Digest::of(&h.body)) != Some(expected) => {
+        Some(expected) if r.head.as_ref().map(HeadRecord::body_digest) != Some(expected) => {
             Err(StoreError::StaleHead {
                 run: id.to_string(),
             })

@@ -228,7 +228,7 @@ pub struct TransitionRecord {
 /// A run's sealed head as stored: the head's canonical bytes and their seal (see
 /// [`crate::receipt::RunHead`]). Written with every write that changes what it records.
 #[non_exhaustive]
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct HeadRecord {
     /// The head's canonical JSON.
     pub body: Vec<u8>,
@@ -238,7 +238,19 @@ pub struct HeadRecord {
     /// the write ([`StoreError::StaleHead`]) when another head is stored, so a writer whose view
     /// went stale changes nothing. `None` for a new run's first head, and on heads read back.
     pub replaces: Option<Digest>,
+    /// The digest of `body` when whoever sealed it worked it out already (the engine does, to
+    /// name it in the next write): stores take it from here instead of hashing the body again.
+    /// Not part of what the record is (equality ignores it).
+    pub(crate) digest: Option<Digest>,
 }
+
+impl PartialEq for HeadRecord {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.body, &self.seal, self.replaces) == (&other.body, &other.seal, other.replaces)
+    }
+}
+
+impl Eq for HeadRecord {}
 
 /// Where an effect stands in the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,7 +387,14 @@ impl HeadRecord {
             body,
             seal,
             replaces,
+            digest: None,
         }
+    }
+
+    /// The BLAKE3 digest of the body: what the next write of the run names in
+    /// [`replaces`](Self::replaces).
+    pub fn body_digest(&self) -> Digest {
+        self.digest.unwrap_or_else(|| Digest::of(&self.body))
     }
 }
 

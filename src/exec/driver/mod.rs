@@ -80,9 +80,12 @@ pub(super) struct Driver {
     /// the run over.
     fenced: Option<u64>,
     /// Published when the task starts, after the handle has subscribed.
-    pub(super) opening: Option<Trace>,
+    /// (Boxed: a driver's task holds it only until it starts, and a run in flight holds its
+    /// driver the whole time.)
+    pub(super) opening: Option<Box<Trace>>,
     /// A fork replaying its parent's recording.
-    pub(super) tape: Option<Tape>,
+    /// (Boxed: few runs have one.)
+    pub(super) tape: Option<Box<Tape>>,
     /// True when conversations are loaded on first use (a resumed run), false when `convs`
     /// holds every conversation (a new run, a fork).
     pub(super) lazy_convs: bool,
@@ -131,7 +134,8 @@ impl Driver {
             recorder,
             convs,
             tool_defs: BTreeMap::new(),
-            queue: VecDeque::new(),
+            // Room for one event: it rarely holds more, and every run in flight keeps it.
+            queue: VecDeque::with_capacity(1),
             to_perform: Vec::new(),
             inflight: FuturesUnordered::new(),
             order: results::CallOrder::new(clock.deterministic()),
@@ -206,13 +210,13 @@ impl Driver {
             let permit = self.shared.slots.clone().acquire_owned().await;
             Some(permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?)
         };
-        if let Some(kind) = self.opening.take() {
+        if let Some(kind) = self.opening.take().map(|k| *k) {
             self.emit(None, kind);
         }
         self.take_controls();
         if self.draining.is_none() {
             for effect in std::mem::take(&mut self.to_perform) {
-                self.perform(effect).await;
+                Box::pin(self.perform(effect)).await;
             }
         }
         let result = self.step_until_rest().await;
@@ -272,5 +276,29 @@ impl Driver {
                 kind,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::Driver;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_size<'a, R>(_: impl FnOnce(&'a mut Driver) -> R) -> usize {
+        std::mem::size_of::<R>()
+    }
+
+    /// Every run in flight holds its driver and the driver's future in its task (W5: 10,000
+    /// runs at once): a branch whose future is laid out inline — rather than boxed where it is
+    /// awaited — costs its size in every run, whether or not it ever runs.
+    #[test]
+    fn a_drivers_task_stays_small() {
+        assert!(
+            std::mem::size_of::<Driver>() <= 1_536,
+            "{}",
+            std::mem::size_of::<Driver>()
+        );
+        let drive = future_size(Driver::drive);
+        assert!(drive <= 3_072, "drive(): {drive} bytes");
     }
 }

@@ -79,14 +79,21 @@ impl Driver {
                 None if self.draining.is_some() => {}
                 None => {
                     for effect in t.effects {
-                        self.perform(effect).await;
+                        // Boxed here and below: a branch's future is laid out inside every
+                        // run's task otherwise, whether or not it ever runs (see `size_tests`).
+                        Box::pin(self.perform(effect)).await;
                     }
                 }
             }
             if done {
                 if !orphans.is_empty() {
                     let why = format!("its parent run {} ended", self.run);
-                    crate::exec::child_run::end_children(&self.shared, orphans, why).await;
+                    Box::pin(crate::exec::child_run::end_children(
+                        &self.shared,
+                        orphans,
+                        why,
+                    ))
+                    .await;
                 }
                 let status = status_of(&self.state);
                 self.release(status).await?;
@@ -126,7 +133,11 @@ impl Driver {
                 // effects again on resume picks them up where they stopped.
                 let children = self.children_running();
                 self.abandon_inflight();
-                crate::exec::child_run::pause_children(&self.shared, children).await;
+                Box::pin(crate::exec::child_run::pause_children(
+                    &self.shared,
+                    children,
+                ))
+                .await;
                 return Ok(Next::Stop(RunStatus::Paused));
             }
             if let Some(tape) = &mut self.tape {
@@ -134,7 +145,7 @@ impl Driver {
                 match tape.next(&self.run, self.state.wants_proceed(), wants) {
                     Cue::Feed(body, at) => return Ok(Next::Event(body, Some(at))),
                     Cue::End => {
-                        if let Some(stop) = self.end_tape().await {
+                        if let Some(stop) = Box::pin(self.end_tape()).await {
                             return Ok(Next::Stop(stop));
                         }
                         continue;
@@ -143,15 +154,15 @@ impl Driver {
             }
             if let Some((agent, conversation)) = self.state.wants_conversation() {
                 let agent = agent.clone();
-                let messages = self.supply_conversation(&agent, conversation).await?;
+                let messages = Box::pin(self.supply_conversation(&agent, conversation)).await?;
                 let body = EventBody::ConversationSupplied { agent, messages };
                 return Ok(Next::Event(body, None));
             }
             if self.state.wants_proceed() {
-                if self.load_global_memory().await? {
+                if Box::pin(self.load_global_memory()).await? {
                     continue;
                 }
-                if self.refresh_tool_lists().await {
+                if Box::pin(self.refresh_tool_lists()).await {
                     continue;
                 }
                 return Ok(Next::Event(EventBody::Proceed, None));

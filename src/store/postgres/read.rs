@@ -260,6 +260,7 @@ pub(super) async fn head(c: &Conn, run: &RunId) -> Read<Option<HeadRecord>> {
                 body: r.try_get(0)?,
                 seal: r.try_get(1)?,
                 replaces: None,
+                digest: None,
             })
         })
         .transpose()?)

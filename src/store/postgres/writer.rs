@@ -556,7 +556,7 @@ async fn check_commits(conn: &Conn, key: i64, cs: &[Commit]) -> Result<(), Fail>
                 }));
             }
         }
-        stored = Some(Some(Digest::of(&h.body)));
+        stored = Some(Some(h.body_digest()));
     }
     Ok(())
 }

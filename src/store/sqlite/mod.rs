@@ -21,7 +21,9 @@ use crate::ledger::packed::unpack;
 use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
+mod checkpoint;
 mod global_memory;
+mod known;
 mod readers;
 mod sessions;
 mod writer;
@@ -66,9 +68,10 @@ impl Durability {
 /// The writer connection's settings for many runs at once (none changes what is durable when):
 /// a page cache large enough that a batch of a thousand commits neither spills dirty pages
 /// into the WAL mid-transaction nor re-reads the pages it just wrote (SQLite's default is
-/// 2 MiB); savepoint journals in memory rather than in a temporary file (every write of a
-/// batch has its own savepoint); and a WAL checkpoint every 16 MiB of WAL rather than every
-/// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB.
+/// 2 MiB); temporary journals in memory rather than in a temporary file; and a WAL checkpoint every 16 MiB of WAL rather than every
+/// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB. (The
+/// checkpoints are made by a thread of their own, `checkpoint.rs`, when it starts; this
+/// setting is what the writer falls back to when it does not.)
 const WRITER_PRAGMAS: &str =
     "PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 4000;";
 
@@ -138,12 +141,18 @@ impl SqliteStore {
                 .map_err(|e| classify(&shown, e))?;
         }
         let reader = open_reader(path)?;
+        // WAL checkpoints run on a thread of their own; without it the writer makes them.
+        let checkpointer = checkpoint::Checkpointer::start(path, durability == Durability::Full);
+        if checkpointer.is_some() {
+            conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                .map_err(|e| classify(&shown, e))?;
+        }
         let (jobs, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(CommitStats::default());
         let counters = stats.clone();
         std::thread::Builder::new()
             .name("runtape-writer".into())
-            .spawn(move || writer::writer_loop(conn, rx, shown, &counters))
+            .spawn(move || writer::writer_loop(conn, rx, shown, &counters, checkpointer))
             .map_err(|e| StoreError::Io(format!("cannot start the writer thread: {e}")))?;
         Ok(SqliteStore {
             path: path.to_owned(),
@@ -272,8 +281,9 @@ impl Store for SqliteStore {
 
     fn submit(&self, write: Write) -> Ack {
         let (tx, rx) = oneshot::channel();
-        if let Err(mpsc::error::SendError((_, tx))) = self.jobs.send((write, tx)) {
-            let _ = tx.send(Err(StoreError::Closed));
+        // Packed here, on the caller's thread, rather than on the writer's.
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job::new(write, tx)) {
+            let _ = job.ack.send(Err(StoreError::Closed));
         }
         rx
     }
@@ -506,6 +516,7 @@ impl Store for SqliteStore {
                         body: bytes_at(r, 0)?,
                         seal: bytes_at(r, 1)?,
                         replaces: None,
+                        digest: None,
                     })
                 })
                 .optional()

@@ -2,7 +2,6 @@
 //! commits, then acknowledges each write. Nothing is acknowledged before its transaction
 //! commits; every write of a run is fenced by its lease epoch and carries its sealed head.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -10,10 +9,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
-use super::{CommitStats, bytes_at};
+use super::CommitStats;
+use super::checkpoint::{Checkpointer, copy_back, wal_frames, writer_should_copy};
+use super::known::{Known, Scope};
 use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
-use crate::ledger::packed_blob::pack_blob;
+use crate::ledger::packed_blob::PackedBlob;
 use crate::machine::{Digest, RunId};
 
 /// Most writes folded into one transaction.
@@ -23,7 +24,44 @@ const MAX_BATCH: usize = 1024;
 const WRITER_STATEMENTS: usize = 64;
 
 /// A queued write and where its acknowledgement goes.
-pub(super) type Job = (Write, oneshot::Sender<Result<Written, StoreError>>);
+///
+/// A commit's bytes are put in their stored form by [`Job::new`], on the thread that submits
+/// it, not on the writer's (which every commit waits for): its event, effects and snapshot are
+/// packed in place, and its blobs are taken out and packed but for the row id of their
+/// transition (known once the writer has the run's key).
+pub(super) struct Job {
+    write: Write,
+    /// Per commit of the write, in order: its blobs, packed.
+    blobs: Vec<Vec<(Digest, PackedBlob)>>,
+    pub(super) ack: oneshot::Sender<Result<Written, StoreError>>,
+}
+
+impl Job {
+    /// `write` in its stored form, acknowledged through `ack`.
+    pub(super) fn new(mut write: Write, ack: oneshot::Sender<Result<Written, StoreError>>) -> Job {
+        let mut blobs = Vec::new();
+        match &mut write {
+            Write::Commit(c) => blobs.push(pack_commit(c)),
+            Write::Commits(cs) => blobs.extend(cs.iter_mut().map(pack_commit)),
+            _ => {}
+        }
+        Job { write, blobs, ack }
+    }
+}
+
+/// Packs `c`'s event, effects and snapshot in place; returns its blobs, packed.
+fn pack_commit(c: &mut Commit) -> Vec<(Digest, PackedBlob)> {
+    let blobs = std::mem::take(&mut c.blobs)
+        .into_iter()
+        .map(|(d, bytes)| (d, PackedBlob::new(&bytes, &c.event)))
+        .collect();
+    c.event = pack(&c.event);
+    c.effects = pack(&c.effects);
+    if let Some(state) = &mut c.snapshot {
+        *state = pack(state);
+    }
+    blobs
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -60,11 +98,12 @@ pub(super) fn writer_loop(
     mut rx: mpsc::UnboundedReceiver<Job>,
     shown: String,
     stats: &CommitStats,
+    checkpointer: Option<Checkpointer>,
 ) {
     // Every statement the writer runs stays prepared: rusqlite keeps 16 by default, fewer
     // than the writer's, and one evicted is parsed again at its next use.
     conn.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
-    let mut keys: HashMap<RunId, i64> = HashMap::new();
+    let mut known = Known::default();
     while let Some(first) = rx.blocking_recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -73,119 +112,125 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             }
         }
-        let results = apply_batch(&mut conn, &mut keys, &batch, &shown);
+        let results = apply_batch(&mut conn, &mut known, &batch, &shown);
         stats.transactions.fetch_add(1, Ordering::Relaxed);
         stats
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        for ((_, ack), result) in batch.into_iter().zip(results) {
-            let _ = ack.send(result);
+        for (job, result) in batch.into_iter().zip(results) {
+            let _ = job.ack.send(result);
+        }
+        if let Some(c) = &checkpointer {
+            // After the acknowledgements: nothing waits on this.
+            match wal_frames(&conn) {
+                Ok((frames, copied)) => {
+                    c.saw(frames);
+                    if writer_should_copy(frames, copied)
+                        && let Err(e) = copy_back(&conn)
+                    {
+                        tracing::debug!(error = %e, "WAL checkpoint");
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "reading the WAL's size"),
+            }
         }
     }
 }
 
+/// What one attempt at a batch came to.
+enum Attempt {
+    /// The batch is over (committed, or failed as a whole): one result per write.
+    Done(Vec<Result<Written, StoreError>>),
+    /// Write `i` failed after it had changed rows: the transaction was rolled back, and the
+    /// batch is to be made again without it.
+    Redo(usize, StoreError),
+}
+
+/// Applies `batch` in one transaction and returns each write's result.
+///
+/// Writes carry no savepoint each (it journals every page a write touches, a twentieth of
+/// the writer's time at 10,000 runs): a write's checks come before its changes, so a write
+/// refused by them (fenced, out of sequence, a stale head, ...) has changed nothing and the
+/// batch goes on. A write that fails after it changed rows (`total_changes` moved: SQLite
+/// counts only statements that completed) rolls the transaction back, and the batch is made
+/// again without it — so no write is ever half applied.
 fn apply_batch(
     conn: &mut Connection,
-    keys: &mut HashMap<RunId, i64>,
+    known: &mut Known,
     batch: &[Job],
     shown: &str,
 ) -> Vec<Result<Written, StoreError>> {
-    let fail_all = |e: StoreError| batch.iter().map(|_| Err(e.clone())).collect();
+    // The writes left out of the batch, with the error each failed with.
+    let mut left_out: Vec<Option<StoreError>> = vec![None; batch.len()];
+    loop {
+        match try_batch(conn, known, batch, shown, &left_out) {
+            Attempt::Done(results) => return results,
+            Attempt::Redo(i, e) => {
+                known.rolled_back();
+                left_out[i] = Some(e);
+            }
+        }
+    }
+}
+
+fn try_batch(
+    conn: &mut Connection,
+    known: &mut Known,
+    batch: &[Job],
+    shown: &str,
+    left_out: &[Option<StoreError>],
+) -> Attempt {
+    let fail_all = |known: &mut Known, e: StoreError| {
+        known.rolled_back();
+        Attempt::Done(batch.iter().map(|_| Err(e.clone())).collect())
+    };
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => return fail_all(classify(shown, e)),
+        Err(e) => return fail_all(known, classify(shown, e)),
     };
-    let mut created = Vec::new();
+    if let Err(e) = known.begin(&tx) {
+        return fail_all(known, classify(shown, e));
+    }
     let mut results = Vec::with_capacity(batch.len());
-    for (write, _) in batch {
-        let result = in_savepoint(&tx, |sp| apply(sp, keys, write, &mut created), shown)
-            .map_err(|e| with_path(e, shown));
-        if let Err(e) = &result
-            && tx.is_autocommit()
-        {
-            // SQLite rolled the whole transaction back (a full disk, an I/O error): nothing
-            // of this batch is written, and nothing after it may run outside a transaction.
-            return fail_all(e.clone());
+    for (i, job) in batch.iter().enumerate() {
+        if let Some(e) = &left_out[i] {
+            results.push(Err(e.clone()));
+            continue;
         }
-        results.push(result);
+        let before = tx.total_changes();
+        let mut scope = known.scope();
+        let result = apply(&tx, &mut scope, job).map_err(|e| with_path(e, shown));
+        match result {
+            Ok(written) => {
+                scope.keep();
+                results.push(Ok(written));
+            }
+            Err(e) if tx.is_autocommit() => {
+                // SQLite rolled the whole transaction back (a full disk, an I/O error):
+                // nothing of this batch is written, and nothing after it may run outside a
+                // transaction.
+                drop(scope);
+                return fail_all(known, e);
+            }
+            Err(e) if tx.total_changes() != before => {
+                // Dropping the transaction rolls it back.
+                return Attempt::Redo(i, e);
+            }
+            Err(e) => results.push(Err(e)),
+        }
     }
     if let Err(e) = tx.commit() {
-        return fail_all(with_path(classify(shown, e), shown));
+        return fail_all(known, with_path(classify(shown, e), shown));
     }
-    keys.extend(created);
-    results
+    known.committed();
+    Attempt::Done(results)
 }
 
-/// Runs `f` inside a savepoint of `tx`: what it wrote stays if it succeeds and is undone if
-/// it fails, the rest of the batch going on. The savepoint statements are prepared once per
-/// connection (rusqlite's `Savepoint` parses them again for every write, a measurable share of
-/// the writer's time when thousands of runs commit together).
-fn in_savepoint(
-    tx: &Connection,
-    f: impl FnOnce(&Connection) -> Result<Written, StoreError>,
-    shown: &str,
-) -> Result<Written, StoreError> {
-    let statement = |sql: &str| -> Result<(), StoreError> {
-        tx.prepare_cached(sql)
-            .and_then(|mut s| s.execute([]))
-            .map(|_| ())
-            .map_err(|e| classify(shown, e))
-    };
-    statement("SAVEPOINT write")?;
-    match f(tx) {
-        Ok(written) => {
-            statement("RELEASE write")?;
-            Ok(written)
-        }
-        Err(e) => {
-            if !tx.is_autocommit() {
-                // Undo this write alone; when this fails too, SQLite has rolled the whole
-                // transaction back, which the caller sees from `is_autocommit`.
-                let _ = statement("ROLLBACK TO write");
-                let _ = statement("RELEASE write");
-            }
-            Err(e)
-        }
-    }
-}
-
-fn run_key(
-    tx: &Connection,
-    keys: &HashMap<RunId, i64>,
-    created: &[(RunId, i64)],
-    run: &RunId,
-) -> Result<i64, StoreError> {
-    if let Some(k) = keys
-        .get(run)
-        .or_else(|| created.iter().find(|(r, _)| r == run).map(|(_, k)| k))
-    {
-        return Ok(*k);
-    }
-    tx.prepare_cached("SELECT key FROM runs WHERE id = ?1")?
-        .query_row([run.as_str()], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::UnknownRun(run.to_string()))
-}
-
-fn apply(
-    tx: &Connection,
-    keys: &mut HashMap<RunId, i64>,
-    write: &Write,
-    created: &mut Vec<(RunId, i64)>,
-) -> Result<Written, StoreError> {
-    match write {
-        Write::CreateRun(new) => create_run(tx, new, created),
-        Write::Commit(c) => {
-            let key = run_key(tx, keys, created, &c.run)?;
-            commit(tx, key, c)
-        }
-        Write::Commits(cs) => {
-            for c in cs {
-                let key = run_key(tx, keys, created, &c.run)?;
-                commit(tx, key, c)?;
-            }
-            Ok(Written::Done)
-        }
+fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, StoreError> {
+    match &job.write {
+        Write::CreateRun(new) => create_run(tx, known, new),
+        Write::Commit(c) => commit(tx, known, std::slice::from_ref(c.as_ref()), &job.blobs),
+        Write::Commits(cs) => commit(tx, known, cs, &job.blobs),
         Write::MarkStarted {
             run,
             epoch,
@@ -193,8 +238,7 @@ fn apply(
             expires_ms,
             head,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             let mut answered = tx.prepare_cached(
                 "SELECT 1 FROM outbox WHERE run = ?1 AND seq = ?2 AND idx = ?3 AND status = 'done'",
             )?;
@@ -208,6 +252,7 @@ fn apply(
                     });
                 }
             }
+            check_head(tx, known, key, run, head.as_ref())?;
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, 'started', ?4) \
                  ON CONFLICT (run, seq, idx) DO UPDATE SET status = 'started' WHERE status = 'pending'",
@@ -224,7 +269,7 @@ fn apply(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
             .execute(params![key, *expires_ms as i64])?;
-            write_head(tx, key, run, head.as_ref())?;
+            put_head(tx, known, key, run, head.as_ref())?;
             Ok(Written::Done)
         }
         Write::RenewLease {
@@ -232,8 +277,7 @@ fn apply(
             epoch,
             expires_ms,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             tx.prepare_cached(
                 "UPDATE runs SET lease_expires_ms = ?2 WHERE key = ?1 AND lease_owner IS NOT NULL",
             )?
@@ -246,12 +290,14 @@ fn apply(
             now_ms,
             expires_ms,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            let (epoch, holder, expires, status): (i64, Option<String>, i64, String) = tx
+            let key = known.key(tx, run)?;
+            let (epoch, holder, expires, status, seq): (i64, Option<String>, i64, String, i64) = tx
                 .prepare_cached(
-                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status FROM runs WHERE key = ?1",
+                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status, seq FROM runs WHERE key = ?1",
                 )?
-                .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+                .query_row([key], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?;
             if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
                 return Err(StoreError::Finished {
                     run: run.to_string(),
@@ -273,6 +319,7 @@ fn apply(
                  status = 'running' WHERE key = ?1",
             )?
             .execute(params![key, next, owner, *expires_ms as i64])?;
+            known.set_standing(run, key, next as u64, seq as u64);
             Ok(Written::Lease(next as u64))
         }
         Write::ReleaseLease {
@@ -281,8 +328,7 @@ fn apply(
             status,
             head,
         } => {
-            let key = run_key(tx, keys, created, run)?;
-            check_epoch(tx, key, run, *epoch)?;
+            let key = check_epoch(tx, known, run, *epoch)?;
             let released = tx
                 .prepare_cached(
                     "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
@@ -291,18 +337,19 @@ fn apply(
                 )?
                 .execute(params![key, status.as_str()])?;
             if released == 1 {
-                write_head(tx, key, run, head.as_ref())?;
+                write_head(tx, known, key, run, head.as_ref())?;
             }
+            // Nothing more is written for it until a lease is taken again.
+            known.forget(run);
             Ok(Written::Done)
         }
         Write::PublishMemory(p) => {
-            let key = run_key(tx, keys, created, &p.run)?;
-            check_epoch(tx, key, &p.run, p.epoch)?;
+            check_epoch(tx, known, &p.run, p.epoch)?;
             super::global_memory::publish(tx, p)
         }
         Write::RemoveMemory(r) => super::global_memory::remove(tx, r),
         Write::SetControl { run, control } => {
-            let key = run_key(tx, keys, created, run)?;
+            let key = known.key(tx, run)?;
             if control.is_some() {
                 let status: String = tx
                     .prepare_cached("SELECT status FROM runs WHERE key = ?1")?
@@ -325,11 +372,7 @@ fn apply(
     }
 }
 
-fn create_run(
-    tx: &Connection,
-    new: &NewRun,
-    created: &mut Vec<(RunId, i64)>,
-) -> Result<Written, StoreError> {
+fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Written, StoreError> {
     let exists: Option<i64> = tx
         .prepare_cached("SELECT key FROM runs WHERE id = ?1")?
         .query_row([new.id.as_str()], |r| r.get(0))
@@ -369,34 +412,107 @@ fn create_run(
     if let Some(link) = &new.session {
         super::sessions::place(tx, key, link)?;
     }
-    write_head(tx, key, &new.id, Some(&new.head))?;
-    created.push((new.id.clone(), key));
+    write_head(tx, known, key, &new.id, Some(&new.head))?;
+    known.created(&new.id, key, seq as u64, new.head.body_digest());
     Ok(Written::Lease(1))
 }
 
-fn check_epoch(tx: &Connection, key: i64, run: &RunId, epoch: u64) -> Result<u64, StoreError> {
-    let (current, seq): (i64, i64) = tx
-        .prepare_cached("SELECT lease_epoch, seq FROM runs WHERE key = ?1")?
-        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    if current as u64 != epoch {
+/// Fences a write of `run` by its lease `epoch`; returns the run's key.
+fn check_epoch(
+    tx: &Connection,
+    known: &mut Scope<'_>,
+    run: &RunId,
+    epoch: u64,
+) -> Result<i64, StoreError> {
+    let (key, current, _) = known.standing(tx, run)?;
+    if current != epoch {
         return Err(StoreError::Fenced {
             run: run.to_string(),
             ours: epoch,
-            current: current as u64,
+            current,
         });
     }
-    Ok(seq as u64)
+    Ok(key)
 }
 
-fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> {
-    let latest = check_epoch(tx, key, &c.run, c.epoch)?;
-    if c.seq != latest + 1 {
-        return Err(StoreError::OutOfSequence {
-            run: c.run.to_string(),
-            latest,
-            got: c.seq,
-        });
+/// Writes consecutive transitions of one run (one driver write, packed by [`Job::new`], with
+/// each commit's `blobs`): each fenced and sequenced, the run's row updated once to where the
+/// last leaves it, with the head it carries.
+fn commit(
+    tx: &Connection,
+    known: &mut Scope<'_>,
+    cs: &[Commit],
+    blobs: &[Vec<(Digest, PackedBlob)>],
+) -> Result<Written, StoreError> {
+    let Some(last) = cs.last() else {
+        return Ok(Written::Done);
+    };
+    let (key, epoch, first) = known.standing(tx, &last.run)?;
+    // Checked before anything is written: a refused write changes nothing.
+    let mut latest = first;
+    for c in cs {
+        if c.run != last.run {
+            // One write is one run's: a mixed one is a bug in the caller, refused whole.
+            return Err(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            });
+        }
+        if c.epoch != epoch {
+            return Err(StoreError::Fenced {
+                run: c.run.to_string(),
+                ours: c.epoch,
+                current: epoch,
+            });
+        }
+        if c.seq != latest + 1 {
+            return Err(StoreError::OutOfSequence {
+                run: c.run.to_string(),
+                latest,
+                got: c.seq,
+            });
+        }
+        latest = c.seq;
     }
+    for c in cs {
+        check_head(tx, known, key, &c.run, c.head.as_ref())?;
+    }
+    for (i, c) in cs.iter().enumerate() {
+        transition_rows(tx, key, c, blobs.get(i).map_or(&[][..], Vec::as_slice))?;
+    }
+    let c = last;
+    tx.prepare_cached(
+        "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
+         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
+    )?
+    .execute(params![
+        key,
+        c.seq as i64,
+        c.status.as_str(),
+        c.state_kind.as_str(),
+        c.now_ms as i64,
+        c.cost_nanos as i64,
+        c.tokens as i64,
+        c.outcome,
+        c.lease_expires_ms as i64,
+        c.unpriced_turns as i64
+    ])?;
+    known.set_standing(&c.run, key, epoch, c.seq);
+    for c in cs {
+        put_head(tx, known, key, &c.run, c.head.as_ref())?;
+    }
+    Ok(Written::Done)
+}
+
+/// The rows of one transition (packed by [`Job::new`]): itself, its new `blobs`, its
+/// snapshot, its outbox rows and the outbox row it answers.
+fn transition_rows(
+    tx: &Connection,
+    key: i64,
+    c: &Commit,
+    blobs: &[(Digest, PackedBlob)],
+) -> Result<(), StoreError> {
     let id = row_id(key, c.seq);
     tx.prepare_cached(
         "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain, seal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -404,23 +520,23 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
     .execute(params![
         id,
         c.at.0 as i64,
-        pack(&c.event),
+        c.event,
         &edge_code(c.edge)[..],
-        pack(&c.effects),
+        c.effects,
         &c.state_hash.0[..],
         &c.chain.0[..],
         c.seal
     ])?;
-    if !c.blobs.is_empty() {
+    if !blobs.is_empty() {
         let mut stmt =
             tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;
-        for (d, bytes) in &c.blobs {
-            stmt.execute(params![&d.0[..], pack_blob(bytes, id as u64, &c.event)])?;
+        for (d, blob) in blobs {
+            stmt.execute(params![&d.0[..], blob.stored(id as u64).as_ref()])?;
         }
     }
     if let Some(state) = &c.snapshot {
         tx.prepare_cached("INSERT OR REPLACE INTO snapshots (id, state) VALUES (?1, ?2)")?
-            .execute(params![id, pack(state)])?;
+            .execute(params![id, state])?;
     }
     if !c.outbox.is_empty() {
         let mut stmt = tx.prepare_cached(
@@ -442,47 +558,167 @@ fn commit(tx: &Connection, key: i64, c: &Commit) -> Result<Written, StoreError> 
         )?
         .execute(params![key, e.seq as i64, i64::from(e.index)])?;
     }
-    tx.prepare_cached(
-        "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
-         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
-    )?
-    .execute(params![
-        key,
-        c.seq as i64,
-        c.status.as_str(),
-        c.state_kind.as_str(),
-        c.now_ms as i64,
-        c.cost_nanos as i64,
-        c.tokens as i64,
-        c.outcome,
-        c.lease_expires_ms as i64,
-        c.unpriced_turns as i64
-    ])?;
-    write_head(tx, key, &c.run, c.head.as_ref())?;
-    Ok(Written::Done)
+    Ok(())
 }
 
 /// Replaces the run's sealed head (no-op for `None`), if the stored one is the head it says
 /// it replaces.
 fn write_head(
     tx: &Connection,
+    known: &mut Scope<'_>,
+    key: i64,
+    run: &RunId,
+    head: Option<&HeadRecord>,
+) -> Result<(), StoreError> {
+    check_head(tx, known, key, run, head)?;
+    put_head(tx, known, key, run, head)
+}
+
+/// Refuses a head (`None`: no head, nothing to check) that replaces another than the one
+/// stored. Reads only.
+fn check_head(
+    tx: &Connection,
+    known: &mut Scope<'_>,
+    key: i64,
+    run: &RunId,
+    head: Option<&HeadRecord>,
+) -> Result<(), StoreError> {
+    if let Some(expected) = head.and_then(|h| h.replaces)
+        && known.head(tx, run, key)? != Some(expected)
+    {
+        return Err(StoreError::StaleHead {
+            run: run.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Stores `head` as the run's (no-op for `None`), unchecked.
+fn put_head(
+    tx: &Connection,
+    known: &mut Scope<'_>,
     key: i64,
     run: &RunId,
     head: Option<&HeadRecord>,
 ) -> Result<(), StoreError> {
     let Some(h) = head else { return Ok(()) };
-    if let Some(expected) = h.replaces {
-        let stored: Option<Vec<u8>> = tx
-            .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
-            .query_row([key], |r| bytes_at(r, 0))
-            .optional()?;
-        if stored.map(|b| Digest::of(&b)) != Some(expected) {
-            return Err(StoreError::StaleHead {
-                run: run.to_string(),
-            });
-        }
-    }
     tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
         .execute(params![key, h.body, h.seal])?;
+    known.set_head(run, key, h.body_digest());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{EdgeId, Hlc};
+
+    fn db(dir: &std::path::Path) -> Connection {
+        let path = dir.join("w.db");
+        let mut conn = super::super::super::schema::open(&path).expect("opens");
+        super::super::super::schema::prepare(&mut conn, "w.db", true).expect("prepares");
+        conn
+    }
+
+    fn job(write: Write) -> Job {
+        // Nobody waits on these acknowledgements: `apply_batch`'s results are checked.
+        let (ack, _) = oneshot::channel();
+        Job::new(write, ack)
+    }
+
+    fn commit(run: &str, epoch: u64, seq: u64) -> Commit {
+        let mut c = Commit::new(
+            RunId::new(run),
+            epoch,
+            seq,
+            EdgeId::CreatedStart,
+            Hlc::from_ms(1),
+            1,
+        );
+        c.event = format!("{{\"seq\":{seq}}}").into_bytes();
+        c
+    }
+
+    fn create(run: &str) -> Write {
+        Write::CreateRun(NewRun::new(
+            RunId::new(run),
+            "{}".into(),
+            "goal".into(),
+            "me".into(),
+            1,
+            u64::MAX >> 2,
+            HeadRecord::new(b"{}".to_vec(), vec![0], None),
+        ))
+    }
+
+    fn seqs(conn: &Connection, run: &str) -> (i64, Vec<i64>) {
+        let key: i64 = conn
+            .query_row("SELECT key FROM runs WHERE id = ?1", [run], |r| r.get(0))
+            .expect("the run");
+        let seq = conn
+            .query_row("SELECT seq FROM runs WHERE key = ?1", [key], |r| r.get(0))
+            .expect("its row");
+        let mut stmt = conn
+            .prepare("SELECT id & 4294967295 FROM transitions WHERE id >> 32 = ?1 ORDER BY id")
+            .expect("prepares");
+        let rows = stmt
+            .query_map([key], |r| r.get(0))
+            .expect("reads")
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .expect("reads");
+        (seq, rows)
+    }
+
+    #[test]
+    fn a_write_failing_half_way_is_left_out_whole_and_the_rest_of_its_batch_commits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = db(dir.path());
+        let mut known = Known::default();
+        let created = apply_batch(
+            &mut conn,
+            &mut known,
+            &[job(create("a")), job(create("b"))],
+            "w.db",
+        );
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        // A stray row where run a's second transition goes: its first insert succeeds, the
+        // second fails on the unique id, after the write changed rows.
+        conn.execute(
+            "INSERT INTO transitions (id, at, event, edge, effects, state_hash, chain) \
+             SELECT (key << 32) | 2, 0, x'', x'', x'', x'', x'' FROM runs WHERE id = 'a'",
+            [],
+        )
+        .expect("a stray row");
+        let batch = [
+            job(Write::Commit(Box::new(commit("b", 1, 1)))),
+            job(Write::Commits(vec![commit("a", 1, 1), commit("a", 1, 2)])),
+            job(Write::Commit(Box::new(commit("b", 9, 2)))),
+            job(Write::Commit(Box::new(commit("b", 1, 2)))),
+        ];
+        let results = apply_batch(&mut conn, &mut known, &batch, "w.db");
+        assert!(results[0].is_ok() && results[3].is_ok(), "{results:?}");
+        assert!(results[1].is_err(), "the half-way failure is reported");
+        assert!(
+            matches!(results[2], Err(StoreError::Fenced { .. })),
+            "a refused write: {results:?}"
+        );
+        assert_eq!(
+            seqs(&conn, "a"),
+            (0, vec![2]),
+            "nothing of run a's write is left"
+        );
+        assert_eq!(
+            seqs(&conn, "b"),
+            (2, vec![1, 2]),
+            "the rest of the batch committed"
+        );
+        // What the writer knows is what is stored.
+        let next = apply_batch(
+            &mut conn,
+            &mut known,
+            &[job(Write::Commit(Box::new(commit("b", 1, 3))))],
+            "w.db",
+        );
+        assert!(next[0].is_ok(), "{next:?}");
+    }
 }
