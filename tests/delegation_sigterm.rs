@@ -13,7 +13,7 @@
 mod delegation_support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use delegation_support::*;
@@ -81,6 +81,27 @@ tools = ["charge"]
     spec(dir, "charge.toml", &body)
 }
 
+/// `runtape ARGS` on `db`, started with its output piped.
+fn spawn(db: &Path, args: &[&str]) -> Child {
+    runtape(db)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts runtape")
+}
+
+/// Sends SIGTERM to `driver` (a deploy stopping it) and waits for it to end.
+fn sigterm(driver: Child) -> Output {
+    let sent = Command::new("kill")
+        .args(["-TERM", &driver.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    driver.wait_with_output().expect("runtape ends")
+}
+
+/// The idempotency keys the charges wrote, sorted.
 fn charges(dir: &Path) -> Vec<String> {
     let mut lines: Vec<String> = std::fs::read_to_string(dir.join("charges.log"))
         .unwrap_or_default()
@@ -96,12 +117,7 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
     let spec = charging_team(dir.path(), 0.6, 0);
-    let driver = runtape(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts runtape run");
+    let driver = spawn(&db, &["run", spec.to_str().expect("utf-8")]);
 
     // Both charges have started (their child runs are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -113,12 +129,7 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
         assert!(Instant::now() < deadline, "both charges never started");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let sent = Command::new("kill")
-        .args(["-TERM", &driver.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
-    let out = driver.wait_with_output().expect("runtape ends");
+    let out = sigterm(driver);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "paused: {stderr}");
 
@@ -157,12 +168,7 @@ fn resumers_of_the_lead_and_of_each_child_racing_perform_each_call_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
     let spec = charging_team(dir.path(), 0.2, 700);
-    let driver = runtape(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts runtape run");
+    let driver = spawn(&db, &["run", spec.to_str().expect("utf-8")]);
     // Both children exist (their model calls are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
     let id = loop {
@@ -175,12 +181,7 @@ fn resumers_of_the_lead_and_of_each_child_racing_perform_each_call_once() {
         assert!(Instant::now() < deadline, "the children never started");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let sent = Command::new("kill")
-        .args(["-TERM", &driver.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
-    let out = driver.wait_with_output().expect("runtape ends");
+    let out = sigterm(driver);
     assert_eq!(
         out.status.code(),
         Some(4),
@@ -201,14 +202,7 @@ fn resumers_of_the_lead_and_of_each_child_racing_perform_each_call_once() {
     ];
     let resumers: Vec<_> = targets
         .iter()
-        .map(|run| {
-            runtape(&db)
-                .args(["resume", run])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("starts a resumer")
-        })
+        .map(|run| spawn(&db, &["resume", run]))
         .collect();
     let mut lead_won = 0;
     for (run, r) in targets.iter().zip(resumers) {
