@@ -546,10 +546,12 @@ async fn many_runs_share_commits() {
         40 * (1 + 5 * 3 + 3),
         "every run committed every step"
     );
-    assert!(writes > tx, "{writes} writes in {tx} transactions");
+    // How many writes share a transaction depends on timing (how many arrive while one is
+    // being made durable): a figure for `runtape bench` (W5's transitions per fsync), not a
+    // property. What must hold is that they are shared at all.
     assert!(
-        tx * 3 < transitions,
-        "group commit: {transitions} transitions in {tx} transactions"
+        writes > tx,
+        "group commit: {writes} writes ({transitions} transitions) in {tx} transactions"
     );
     assert_eq!(store.runs().expect("lists").len(), 40);
 }
