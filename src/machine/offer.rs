@@ -102,20 +102,7 @@ pub(crate) fn schema_errors(
         // Checked when the list was recorded, so this is not reached; refuse rather than pass.
         Err(e) => return vec![format!("the tool's schema is not valid ({e})")],
     };
-    let mut errors: Vec<String> = validator
-        .iter_errors(args)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
-    errors.sort();
-    errors.dedup();
-    errors
+    super::spec::schema_errors(&validator, args)
 }
 
 /// The names `agent` is offered in `run`, in grant order (then, revision 4, the tools servers

@@ -495,20 +495,7 @@ impl RunSpec {
         let Some(&i) = self.compiled.tool_index.get(tool) else {
             return Vec::new();
         };
-        let mut errors: Vec<String> = self.compiled.validators[i]
-            .iter_errors(args)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        errors.sort();
-        errors.dedup();
-        errors
+        schema_errors(&self.compiled.validators[i], args)
     }
 
     /// Whether `agent` has an output schema (its final answer is structured output).
@@ -525,24 +512,30 @@ impl RunSpec {
     pub(crate) fn output_errors(&self, agent: &AgentId, answer: &Value) -> Option<Vec<String>> {
         let &i = self.compiled.agent_index.get(agent)?;
         let validator = self.compiled.outputs.get(i)?.as_ref()?;
-        let mut errors: Vec<String> = validator
-            .iter_errors(answer)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        errors.sort();
-        errors.dedup();
-        Some(errors)
+        Some(schema_errors(validator, answer))
     }
 
     /// The compiled regex of plan edge `index`, if its condition is a regex.
     pub(crate) fn edge_regex(&self, index: usize) -> Option<&Regex> {
         self.compiled.edge_regex.get(index).and_then(Option::as_ref)
     }
+}
+
+/// Where `value` breaks `validator`'s schema, one line each (`/path: error`), sorted and
+/// without repeats, so the same value always reads the same way back to the model.
+pub(crate) fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    let mut errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    errors.sort();
+    errors.dedup();
+    errors
 }
