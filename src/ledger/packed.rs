@@ -166,28 +166,67 @@ pub const WORDS: &[&str] = &[
     "code",
 ];
 
-/// [`WORDS`] sorted by their bytes, each with its index (the first, were one listed twice):
-/// looked up by binary search, where going down the list compared every string packed with
-/// up to all of them.
-static WORD_INDEX: LazyLock<Vec<(&'static [u8], u8)>> = LazyLock::new(|| {
-    let mut index: Vec<(&'static [u8], u8)> = WORDS
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.as_bytes(), i as u8))
-        .collect();
-    // Stable: of equal words, the first listed stays first, and dedup keeps it.
-    index.sort_by(|a, b| a.0.cmp(b.0));
-    index.dedup_by(|later, first| later.0 == first.0);
-    index
+/// Slots in [`WORD_TABLE`]: a power of two, well over twice [`WORDS`]' length, so a probe
+/// rarely goes past its first slot.
+const WORD_SLOTS: usize = 512;
+
+/// Where a string would sit in [`WORD_TABLE`]: its length and its first and last eight bytes,
+/// mixed. Cheap for the short keys that are most of what is packed, and it reads at most 16
+/// bytes of a long string.
+fn word_slot(s: &[u8]) -> usize {
+    let load = |b: &[u8]| {
+        let mut word = [0u8; 8];
+        word[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(word)
+    };
+    let n = s.len();
+    let first = load(&s[..n.min(8)]);
+    let last = load(&s[n.saturating_sub(8)..]);
+    let mixed = (first ^ last.rotate_left(29) ^ n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 55) as usize % WORD_SLOTS
+}
+
+/// [`WORDS`] in an open-addressed table keyed by [`word_slot`]: slot `i` holds `index + 1`
+/// of the word placed there, 0 when empty. Of words listed twice, the first is placed and
+/// the later ones skipped, so a lookup finds the first index. A lookup compares the string
+/// with one or two words, where a search of the sorted list compared it with seven.
+static WORD_TABLE: LazyLock<[u8; WORD_SLOTS]> = LazyLock::new(|| {
+    let mut table = [0u8; WORD_SLOTS];
+    for (i, w) in WORDS.iter().enumerate() {
+        let w = w.as_bytes();
+        let mut slot = word_slot(w);
+        loop {
+            match table[slot] {
+                0 => {
+                    table[slot] = i as u8 + 1;
+                    break;
+                }
+                k if WORDS[usize::from(k - 1)].as_bytes() == w => break,
+                _ => slot = (slot + 1) % WORD_SLOTS,
+            }
+        }
+    }
+    table
 });
 
-/// The index of `s` in [`WORDS`], if it is one.
+/// The longest of [`WORDS`]: a longer string is not looked up.
+static LONGEST_WORD: LazyLock<usize> =
+    LazyLock::new(|| WORDS.iter().map(|w| w.len()).max().unwrap_or(0));
+
+/// The index of `s` in [`WORDS`] (its first place), if it is one.
 fn word_index(s: &[u8]) -> Option<u8> {
-    let index = &*WORD_INDEX;
-    index
-        .binary_search_by(|(w, _)| (*w).cmp(s))
-        .ok()
-        .map(|at| index[at].1)
+    if s.len() > *LONGEST_WORD {
+        return None;
+    }
+    let table = &*WORD_TABLE;
+    let mut slot = word_slot(s);
+    loop {
+        match table[slot] {
+            0 => return None,
+            k if WORDS[usize::from(k - 1)].as_bytes() == s => return Some(k - 1),
+            _ => slot = (slot + 1) % WORD_SLOTS,
+        }
+    }
 }
 
 /// `text` as an `i64` when it is exactly how that integer is written (no sign but a leading
@@ -337,10 +376,7 @@ fn find_external(external: &[u8], s: &[u8]) -> Option<usize> {
     if s.len() < EXTERNAL_MIN || external.len() < s.len() {
         return None;
     }
-    // The first byte is compared before the rest: most offsets differ there.
-    external
-        .windows(s.len())
-        .position(|w| w[0] == s[0] && w == s)
+    memchr::memmem::find(external, s)
 }
 
 /// The 32 bytes a string of exactly 64 lowercase hex digits spells.
@@ -364,10 +400,10 @@ fn hex32(s: &[u8]) -> Option<[u8; 32]> {
 fn string_end(json: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < json.len() {
+        i += memchr::memchr2(b'\\', b'"', json.get(i..)?)?;
         match json[i] {
             b'\\' => i += 2,
-            b'"' => return Some(i),
-            _ => i += 1,
+            _ => return Some(i),
         }
     }
     None
@@ -691,7 +727,7 @@ mod tests {
         #[test]
         fn words_integers_and_external_strings_are_found_as_before(
             text in "-?[0-9+]{0,21}",
-            word in "(run|seq|type|body|tool_calls|codes|x|)",
+            word in "(run|seq|type|body|tool_calls|codes|x|)|[a-z_]{0,24}",
             hay in "(ab|abc|x){0,60}",
             needle in "(ab|abc|x){11,20}",
         ) {
