@@ -88,6 +88,7 @@ pub mod ledger;
 pub mod machine;
 pub mod provider;
 pub mod receipt;
+mod scratch;
 pub mod secrets;
 pub mod store;
 mod text;

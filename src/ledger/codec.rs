@@ -29,7 +29,7 @@ pub struct EncodeError(pub String);
 
 /// The stored bytes of `event`.
 pub fn encode_event(event: &Event) -> Result<Vec<u8>, EncodeError> {
-    serde_json::to_vec(event).map_err(|e| EncodeError(e.to_string()))
+    crate::scratch::json_exact(event).map_err(|e| EncodeError(e.to_string()))
 }
 
 /// The stored effects column of a transition and each effect's own bytes hashed (SHA-256,

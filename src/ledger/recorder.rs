@@ -108,8 +108,11 @@ impl Recorder {
         let seq = t.next.seq();
         let event_bytes = encode_event(event)?;
         let effects = encode_effects(&t.effects)?;
-        let state_bytes = t.next.canonical_bytes();
-        let state_hash = Digest::of(&state_bytes);
+        // The state's bytes are hashed, and kept only when a snapshot is due.
+        let (state_hash, snapshot) = crate::scratch::with_json(&t.next, |bytes| {
+            (Digest::of(bytes), snapshot_due(seq).then(|| bytes.to_vec()))
+        })
+        .map_err(|e| EncodeError(e.to_string()))?;
         let chain = chain_link(&self.chain, &event_bytes, &state_hash);
         let answers = self.outstanding.answer(event);
         let seal = match self.seal(seq, event, &event_bytes, answers.as_ref()) {
@@ -148,7 +151,7 @@ impl Recorder {
                 .iter()
                 .map(|a| (a.head, node_bytes(&a.prev, &a.bytes)))
                 .collect(),
-            snapshot: snapshot_due(seq).then_some(state_bytes),
+            snapshot,
             status: RunStatus::of_state(&t.next),
             cost_nanos: usage.cost_nanos,
             unpriced_turns: usage.unpriced_turns,

@@ -137,8 +137,11 @@ impl Message {
     /// The canonical bytes that the conversation digest covers: compact JSON with fields in
     /// declaration order and object keys sorted (serde_json's map is ordered).
     pub fn canonical_bytes(&self) -> Vec<u8> {
+        // Room for the text and the fields around it, so the buffer is rarely grown.
+        let mut out = Vec::with_capacity(self.content.as_ref().map_or(0, String::len) + 128);
         // Serialising a Message cannot fail: every field is a string, bool, vec or JSON value.
-        serde_json::to_vec(self).expect("a Message always serialises")
+        serde_json::to_writer(&mut out, self).expect("a Message always serialises");
+        out
     }
 }
 

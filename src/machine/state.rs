@@ -489,9 +489,12 @@ impl RunState {
     /// (and serde_json's `Value` maps are ordered), no field is a float outside tool arguments,
     /// and field order is fixed by declaration, so the bytes are a pure function of the state.
     pub fn canonical_bytes(&self) -> Vec<u8> {
+        // A state is rarely under a kilobyte: start there rather than grow from 128 bytes.
+        let mut out = Vec::with_capacity(1024);
         // Serialising cannot fail: the state is strings, integers, bools, ordered maps and JSON
         // values, none of which has a fallible Serialize impl.
-        serde_json::to_vec(self).expect("RunState always serialises")
+        serde_json::to_writer(&mut out, self).expect("RunState always serialises");
+        out
     }
 
     /// blake3 over [`canonical_bytes`](Self::canonical_bytes).

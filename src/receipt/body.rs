@@ -273,7 +273,7 @@ impl ReceiptBody {
                 seq: self.seq,
                 usage: self.usage.as_ref(),
             };
-            if let Ok(bytes) = serde_json::to_vec(&canonical) {
+            if let Ok(bytes) = crate::scratch::json_exact(&canonical) {
                 return bytes;
             }
         }

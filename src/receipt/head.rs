@@ -138,7 +138,7 @@ impl RunHead {
         // Cannot fail: every field is a string, an integer, a sequence of integer pairs or an
         // option of those, and the writer is a `Vec`. `canonical_bytes_match_rfc8785` pins
         // that the result is RFC 8785.
-        serde_json::to_vec(self).expect("a run head always serialises")
+        crate::scratch::json_exact(self).expect("a run head always serialises")
     }
 
     /// Reads a head's stored bytes; `None` when they are not a head of a known format.
