@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::super::schema::{classify, row_id};
 use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
 use super::CommitStats;
-use super::checkpoint::{Checkpointer, copy_back, wal_frames, writer_should_copy};
+use super::checkpoint::{Checkpointer, copy_back, wal_frames};
 use super::known::{Known, Scope};
 use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
@@ -125,7 +125,7 @@ pub(super) fn writer_loop(
             match wal_frames(&conn) {
                 Ok((frames, copied)) => {
                     c.saw(frames);
-                    if writer_should_copy(frames, copied)
+                    if c.thresholds().writer_should_copy(frames, copied)
                         && let Err(e) = copy_back(&conn)
                     {
                         tracing::debug!(error = %e, "WAL checkpoint");
