@@ -66,14 +66,17 @@ impl Durability {
 }
 
 /// The writer connection's settings for many runs at once (none changes what is durable when):
-/// a page cache large enough that a batch of a thousand commits neither spills dirty pages
-/// into the WAL mid-transaction nor re-reads the pages it just wrote (SQLite's default is
-/// 2 MiB); temporary journals in memory rather than in a temporary file; and a WAL checkpoint every 16 MiB of WAL rather than every
-/// 4 MiB, so a page written by many batches is copied back once, not once per 4 MiB. (The
-/// checkpoints are made by a thread of their own, `checkpoint.rs`, when it starts; this
-/// setting is what the writer falls back to when it does not.)
+/// a 16 MiB page cache, large enough that a batch of a thousand commits neither spills dirty
+/// pages into the WAL mid-transaction nor re-reads the pages it just wrote (SQLite's default
+/// is 2 MiB; 32 MiB held 1.6 KiB more per run at 10,000 runs in flight, `runtape bench --only
+/// w5 --runs 10000`, with wall and p99 the same within the noise over six interleaved
+/// repetitions); temporary journals in memory rather than in a temporary file; and a WAL
+/// checkpoint every 16 MiB of WAL rather than every 4 MiB, so a page written by many batches
+/// is copied back once, not once per 4 MiB. (The checkpoints are made by a thread of their
+/// own, `checkpoint.rs`, when it starts; this setting is what the writer falls back to when it
+/// does not.)
 const WRITER_PRAGMAS: &str =
-    "PRAGMA cache_size = -32768; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 4000;";
+    "PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 4000;";
 
 /// Counts of the writer's work: how many writes shared how many transactions.
 #[derive(Debug, Default)]
