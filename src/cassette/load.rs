@@ -173,16 +173,7 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             run: None,
             error: Box::new(error),
         };
-        if !is_tree_path(&child.path) {
-            return Err(CassetteError::bad_field(
-                format!("children[{i}]"),
-                "path",
-                format!(
-                    "`{}` is not a child's path such as 3.0",
-                    snippet(&child.path)
-                ),
-            ));
-        }
+        check_tree_path(format!("children[{i}]"), &child.path)?;
         if data.children[..i].iter().any(|c| c.path == child.path) {
             return Err(CassetteError::bad_field(
                 format!("children[{i}]"),
@@ -248,6 +239,22 @@ pub(crate) fn is_tree_path(path: &str) -> bool {
                 && p.bytes().all(|b| b.is_ascii_digit())
                 && p.parse::<u64>().is_ok()
         })
+}
+
+/// Refuses `path` (the `path` field at `location`) unless it is a child's path
+/// ([`is_tree_path`]).
+pub(crate) fn check_tree_path(
+    location: impl Into<String>,
+    path: &str,
+) -> Result<(), CassetteError> {
+    if is_tree_path(path) {
+        return Ok(());
+    }
+    Err(CassetteError::bad_field(
+        location,
+        "path",
+        format!("`{}` is not a child's path such as 3.0", snippet(path)),
+    ))
 }
 
 /// A path's numbers, for sorting sections into tree order (a child's path extends its
@@ -428,6 +435,29 @@ fn serde_detail(e: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_path_is_seq_index_pairs_and_anything_else_is_refused_naming_the_field() {
+        for good in ["3.0", "3.0.5.1", "0.0"] {
+            assert_eq!(check_tree_path("recording", good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "3",
+            "3.0.5",
+            "3.x",
+            "3..0",
+            "-1.0",
+            "99999999999999999999999.0",
+        ] {
+            let err = check_tree_path("children[2]", bad).expect_err(bad);
+            let text = err.to_string();
+            assert!(
+                text.contains("children[2]") && text.contains("not a child's path"),
+                "{bad}: {text}"
+            );
+        }
+    }
 
     #[test]
     fn rfc3339_accepts_the_usual_forms_and_refuses_the_rest() {

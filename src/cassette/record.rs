@@ -158,16 +158,7 @@ impl CassetteBuilder {
         if path.is_empty() {
             return self.add_catalog(server, catalog);
         }
-        if !super::load::is_tree_path(path) {
-            return Err(CassetteError::bad_field(
-                "recording",
-                "path",
-                format!(
-                    "`{}` is not a child's path such as 3.0",
-                    super::load::snippet(path)
-                ),
-            ));
-        }
+        super::load::check_tree_path("recording", path)?;
         super::hash::check_numbers(&catalog)
             .map_err(|d| CassetteError::unencodable(format!("catalog of {server}"), d))?;
         if !self.catalogs.contains_key(server) {
@@ -306,15 +297,8 @@ impl CassetteBuilder {
         query: Value,
         retrieval: crate::machine::Retrieval,
     ) -> Result<u64, CassetteError> {
-        if !path.is_empty() && !super::load::is_tree_path(path) {
-            return Err(CassetteError::bad_field(
-                "recording",
-                "path",
-                format!(
-                    "`{}` is not a child's path such as 3.0",
-                    super::load::snippet(path)
-                ),
-            ));
+        if !path.is_empty() {
+            super::load::check_tree_path("recording", path)?;
         }
         let section = (!path.is_empty()).then_some(path);
         let count = match section {
@@ -393,15 +377,8 @@ impl CassetteBuilder {
         result: Result<ModelReply, ProviderError>,
         chunks: Vec<String>,
     ) -> Result<u64, CassetteError> {
-        if !path.is_empty() && !super::load::is_tree_path(path) {
-            return Err(CassetteError::bad_field(
-                "recording",
-                "path",
-                format!(
-                    "`{}` is not a child's path such as 3.0",
-                    super::load::snippet(path)
-                ),
-            ));
+        if !path.is_empty() {
+            super::load::check_tree_path("recording", path)?;
         }
         let section_len = if path.is_empty() {
             self.entries.len()

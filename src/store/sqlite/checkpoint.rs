@@ -10,8 +10,9 @@
 //! back when a transaction begins, and the writer appends while the copy runs; so the writer
 //! finishes the job itself between transactions once only a little is left, and copies back
 //! whatever is there if the WAL grows far past the threshold
-//! ([`Thresholds::writer_should_copy`]). Durability is the commit's business and does not change: at `FULL` every
-//! commit fsyncs the WAL before it is acknowledged, whoever copies it back later.
+//! ([`Thresholds::writer_should_copy`]). Durability is the commit's business and does not
+//! change: at `FULL` every commit fsyncs the WAL before it is acknowledged, whoever copies it
+//! back later.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
