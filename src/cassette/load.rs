@@ -30,6 +30,7 @@
 //! [`SessionEdited`]: CassetteError::SessionEdited
 //! [`RetrievalEdited`]: CassetteError::RetrievalEdited
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::Path;
@@ -38,7 +39,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::CassetteError;
-use super::format::{Cassette, CassetteData, Entry, TREE_VERSION};
+use super::format::{Cassette, CassetteData, CatalogChange, Entry, TREE_VERSION};
 use super::hash::{self, is_hex};
 
 /// The default [`LoadOptions::max_bytes`]: 64 MiB.
@@ -167,6 +168,7 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
     check_rfc3339(&data.recorded_at)
         .map_err(|d| CassetteError::bad_field("envelope", "recordedAt", d))?;
     check_entries(data.version, &data.entries)?;
+    check_catalog_changes(&data.catalog_changes, data.entries.len(), &data.catalogs)?;
     for (i, child) in data.children.iter().enumerate() {
         let in_child = |error| CassetteError::InChild {
             child: child.path.clone(),
@@ -182,6 +184,8 @@ pub(crate) fn verify(data: &CassetteData, options: &LoadOptions) -> Result<(), C
             ));
         }
         check_entries(data.version, &child.entries).map_err(in_child)?;
+        check_catalog_changes(&child.catalog_changes, child.entries.len(), &data.catalogs)
+            .map_err(in_child)?;
     }
     super::session::check_shapes(data)?;
     if data.version != 1 {
@@ -223,6 +227,59 @@ fn check_entries(version: u32, entries: &[Entry]) -> Result<(), CassetteError> {
                 });
             }
         }
+    }
+    Ok(())
+}
+
+/// The later tool lists of one section (the run's, or a child's) against what a recording
+/// can produce: each names a server the cassette has a catalog for, and is listed at a step
+/// boundary the section's `entries` reach, no earlier than the same server's list before it (a
+/// child's section holds each server's lists together, so servers interleave out of step
+/// order). A replay serves a list when the section's model calls reach its `atEntry`: a list
+/// past the last entry would silently never be served, one out of order at the wrong step.
+fn check_catalog_changes(
+    changes: &[CatalogChange],
+    entries: usize,
+    catalogs: &BTreeMap<String, Value>,
+) -> Result<(), CassetteError> {
+    let entries = u64::try_from(entries).unwrap_or(u64::MAX);
+    let mut previous: BTreeMap<&str, u64> = BTreeMap::new();
+    for (i, change) in changes.iter().enumerate() {
+        let location = format!("catalogChanges[{i}]");
+        if !catalogs.contains_key(&change.server) {
+            return Err(CassetteError::bad_field(
+                location,
+                "server",
+                format!(
+                    "`{}` has no catalog in this cassette",
+                    snippet(&change.server)
+                ),
+            ));
+        }
+        if change.at_entry > entries {
+            return Err(CassetteError::bad_field(
+                location,
+                "atEntry",
+                format!(
+                    "{} is past the section's {entries} model calls",
+                    change.at_entry
+                ),
+            ));
+        }
+        if let Some(&before) = previous.get(change.server.as_str())
+            && change.at_entry < before
+        {
+            return Err(CassetteError::bad_field(
+                location,
+                "atEntry",
+                format!(
+                    "{} is earlier than {}'s list before it ({before})",
+                    change.at_entry,
+                    snippet(&change.server)
+                ),
+            ));
+        }
+        previous.insert(&change.server, change.at_entry);
     }
     Ok(())
 }
@@ -482,6 +539,75 @@ mod tests {
         ] {
             assert!(check_rfc3339(bad).is_err(), "{bad}");
         }
+    }
+
+    fn change(server: &str, at_entry: u64) -> CatalogChange {
+        CatalogChange {
+            server: server.into(),
+            at_entry,
+            catalog: serde_json::json!([]),
+        }
+    }
+
+    #[test]
+    fn later_tool_lists_must_be_reachable_in_order_and_of_a_known_server() {
+        let catalogs: BTreeMap<String, Value> = [("fs", Value::Null), ("git", Value::Null)]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        // As a child's section is written: each server's lists together, servers interleaved,
+        // the last list at the section's end.
+        let good = [
+            change("git", 1),
+            change("git", 2),
+            change("fs", 0),
+            change("fs", 3),
+        ];
+        assert_eq!(check_catalog_changes(&good, 3, &catalogs), Ok(()));
+        assert_eq!(check_catalog_changes(&[], 0, &catalogs), Ok(()));
+
+        let refused = |changes: &[CatalogChange], entries, field: &str, index: usize| {
+            let text = check_catalog_changes(changes, entries, &catalogs)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                text.contains(&format!("catalogChanges[{index}]")) && text.contains(field),
+                "{text}"
+            );
+        };
+        refused(&good, 2, "atEntry", 3);
+        refused(&[change("fs", 2), change("fs", 1)], 5, "atEntry", 1);
+        refused(&[change("fs", 0), change("mail", 0)], 5, "server", 1);
+    }
+
+    #[test]
+    fn a_cassette_whose_later_list_is_past_its_last_call_is_refused_at_load() {
+        let mut builder = super::super::record::CassetteBuilder::new(
+            super::super::record::RecordOptions::default(),
+        )
+        .expect("a recording");
+        builder
+            .add_catalog("fs", serde_json::json!([{"name": "read"}]))
+            .expect("first list");
+        builder
+            .add_catalog("fs", serde_json::json!([{"name": "write"}]))
+            .expect("second list");
+        let json = builder
+            .finish("2026-11-26T12:00:00Z", "scripted")
+            .expect("finished")
+            .to_json()
+            .expect("encodes");
+        let options = LoadOptions::default();
+        Cassette::from_json(&json, &options).expect("the recording loads");
+        assert!(json.contains("\"atEntry\": 0"), "{json}");
+        let edited = json.replace("\"atEntry\": 0", "\"atEntry\": 7");
+        let text = Cassette::from_json(&edited, &options)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            text.contains("catalogChanges[0]") && text.contains("atEntry") && text.contains("past"),
+            "{text}"
+        );
     }
 
     #[test]
