@@ -109,6 +109,7 @@ fn a_quick_bench_reports_every_workload() {
         "/w5/transitions_per_fsync",
         "/w5/peak_rss",
         "/w5/bytes_per_transition",
+        "/w5/written_per_transition",
     ] {
         positive(p);
     }

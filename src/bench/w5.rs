@@ -75,6 +75,11 @@ pub(crate) struct W5 {
     pub(crate) rss_per_run: f64,
     /// Database bytes per transition (after a WAL checkpoint).
     pub(crate) bytes_per_transition: f64,
+    /// Bytes the process handed to `write` calls while the runs ran (WAL frames and the
+    /// checkpoints copying them back), per transition: what the pages each write touches
+    /// cost. 0 where there is no procfs.
+    #[serde(default)]
+    pub(crate) written_per_transition: f64,
 }
 
 /// A uniform draw in `[0, 1)` for `(run, turn)`: splitmix64 over the seed and both indices.
@@ -177,6 +182,16 @@ fn status_bytes(key: &str) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Bytes this process has passed to `write` calls so far (`wchar` of `/proc/self/io`,
+/// whatever the page cache then did with them); 0 where there is no procfs.
+fn bytes_written() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The `q` quantile of sorted microsecond samples, in ms.
 fn quantile_ms(sorted: &[u32], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -245,6 +260,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
     // Forget the peak so far (Linux: writing 5 to clear_refs resets VmHWM).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let base_rss = status_bytes("VmRSS");
+    let written_before = bytes_written();
     let started = Instant::now();
     // Each run is started and waited for in one future: nobody holds a run's handle (and its
     // trace subscription) while the others start.
@@ -261,6 +277,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
     }
     let wall = started.elapsed();
     let peak_rss = status_bytes("VmHWM").max(base_rss);
+    let written = bytes_written().saturating_sub(written_before);
     let commits = sqlite.stats().transactions.load(Ordering::Relaxed) - commits_before;
     drop(engine);
     super::workload::checkpoint(Some(db))?;
@@ -285,6 +302,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         peak_rss,
         rss_per_run: peak_rss.saturating_sub(base_rss) as f64 / o.runs.max(1) as f64,
         bytes_per_transition: bytes as f64 / transitions.max(1) as f64,
+        written_per_transition: written as f64 / transitions.max(1) as f64,
     })
 }
 
@@ -303,6 +321,19 @@ mod tests {
             }
         }
         assert_ne!(latency(base, 1, 0), latency(base, 2, 0), "runs differ");
+    }
+
+    #[test]
+    fn bytes_written_count_what_this_process_writes() {
+        if !Path::new("/proc/self/io").exists() {
+            assert_eq!(bytes_written(), 0);
+            return;
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let before = bytes_written();
+        std::fs::write(dir.path().join("f"), vec![7u8; 64 * 1024]).expect("writes");
+        let after = bytes_written();
+        assert!(after >= before + 64 * 1024, "{before} then {after}");
     }
 
     #[test]

@@ -226,5 +226,11 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             w.rss_per_run / 1024.0,
             w.bytes_per_transition
         );
+        if w.written_per_transition > 0.0 {
+            outln!(
+                "    written while running: {:.1} KiB per transition (WAL frames and checkpoints)",
+                w.written_per_transition / 1024.0
+            );
+        }
     }
 }
