@@ -23,83 +23,97 @@ enum Next {
 impl Driver {
     pub(super) async fn step_until_rest(&mut self) -> Result<RunEnd, EngineError> {
         loop {
-            let (body, replayed_at) = match self.next().await? {
-                Next::Event(body, at) => (body, at),
-                Next::Stop(status) => {
-                    self.flush().await?;
-                    self.release(status).await?;
-                    self.emit(Some(self.state.seq()), Trace::RunPaused { status });
-                    return Ok(self.end(status));
-                }
-            };
-            let at = match replayed_at {
-                Some(at) => at.max(self.last_at),
-                None => self
-                    .shared
-                    .config
-                    .clock
-                    .stamp(self.state.seq() + 1, self.last_at),
-            };
-            let event = Event::new(&self.run, at, body);
-            let t = match step(&self.state, &event, &self.spec) {
-                Ok(t) => t,
-                Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
-                // The messages came from this run's own store and were refused: asking again
-                // would get the same answer, so stop rather than loop.
-                Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
-                    return Err(EngineError::Driver(format!(
-                        "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
-                        self.run, self.run
-                    )));
-                }
-                Err(e) => {
-                    // A stale result (its call was replaced by a retry or a cancel) or input
-                    // that no longer fits: nothing changes.
-                    tracing::debug!(run = %self.run, error = %e, "event refused");
-                    continue;
-                }
-            };
-            self.commit(&event, &t)?;
-            if !t.effects.is_empty() || t.next.is_done() {
-                self.flush().await?;
-            }
-            let done = t.next.is_done();
-            // Child runs the run still waited on when it ended (cancelled, or stopped by the
-            // transition cap) end with it.
-            let orphans = if done {
-                self.children_running()
-            } else {
-                Vec::new()
-            };
-            self.state = t.next;
-            match &mut self.tape {
-                Some(tape) => tape.suppress(t.effects),
-                // Stopping: the effects are committed and stay outstanding; `resume` performs
-                // them.
-                None if self.draining.is_some() => {}
-                None => {
-                    for effect in t.effects {
-                        // Boxed here and below: a branch's future is laid out inside every
-                        // run's task otherwise, whether or not it ever runs (see `size_tests`).
-                        Box::pin(self.perform(effect)).await;
-                    }
-                }
-            }
-            if done {
-                if !orphans.is_empty() {
-                    let why = format!("its parent run {} ended", self.run);
-                    Box::pin(crate::exec::child_run::end_children(
-                        &self.shared,
-                        orphans,
-                        why,
-                    ))
-                    .await;
-                }
-                let status = status_of(&self.state);
-                self.release(status).await?;
-                return Ok(self.end(status));
+            let next = self.next().await?;
+            // Boxed: what settling holds across its awaits (the transition, the event) lives in
+            // an allocation of its own while it runs, instead of in every run's task for as
+            // long as the run waits for its next event (see `size_tests`).
+            if let Some(end) = Box::pin(self.settle(next)).await? {
+                return Ok(end);
             }
         }
+    }
+
+    /// Steps, records and acts on what [`next`](Self::next) gave: an event is stepped and
+    /// committed, and its effects are started once durable; a stop is flushed and released.
+    /// Returns how the run ended, or `None` to take the next event.
+    async fn settle(&mut self, next: Next) -> Result<Option<RunEnd>, EngineError> {
+        let (body, replayed_at) = match next {
+            Next::Event(body, at) => (body, at),
+            Next::Stop(status) => {
+                self.flush().await?;
+                self.release(status).await?;
+                self.emit(Some(self.state.seq()), Trace::RunPaused { status });
+                return Ok(Some(self.end(status)));
+            }
+        };
+        let at = match replayed_at {
+            Some(at) => at.max(self.last_at),
+            None => self
+                .shared
+                .config
+                .clock
+                .stamp(self.state.seq() + 1, self.last_at),
+        };
+        let event = Event::new(&self.run, at, body);
+        let t = match step(&self.state, &event, &self.spec) {
+            Ok(t) => t,
+            Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
+            // The messages came from this run's own store and were refused: asking again
+            // would get the same answer, so stop rather than loop.
+            Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
+                return Err(EngineError::Driver(format!(
+                    "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
+                    self.run, self.run
+                )));
+            }
+            Err(e) => {
+                // A stale result (its call was replaced by a retry or a cancel) or input
+                // that no longer fits: nothing changes.
+                tracing::debug!(run = %self.run, error = %e, "event refused");
+                return Ok(None);
+            }
+        };
+        self.commit(&event, &t)?;
+        if !t.effects.is_empty() || t.next.is_done() {
+            self.flush().await?;
+        }
+        let done = t.next.is_done();
+        // Child runs the run still waited on when it ended (cancelled, or stopped by the
+        // transition cap) end with it.
+        let orphans = if done {
+            self.children_running()
+        } else {
+            Vec::new()
+        };
+        self.state = t.next;
+        match &mut self.tape {
+            Some(tape) => tape.suppress(t.effects),
+            // Stopping: the effects are committed and stay outstanding; `resume` performs
+            // them.
+            None if self.draining.is_some() => {}
+            None => {
+                for effect in t.effects {
+                    // Boxed here and below: a branch's future is laid out inside every
+                    // run's task otherwise, whether or not it ever runs (see `size_tests`).
+                    Box::pin(self.perform(effect)).await;
+                }
+            }
+        }
+        if done {
+            if !orphans.is_empty() {
+                let why = format!("its parent run {} ended", self.run);
+                Box::pin(crate::exec::child_run::end_children(
+                    &self.shared,
+                    orphans,
+                    why,
+                ))
+                .await;
+            }
+            let status = status_of(&self.state);
+            self.release(status).await?;
+            return Ok(Some(self.end(status)));
+        }
+        Ok(None)
     }
 
     async fn next(&mut self) -> Result<Next, EngineError> {
