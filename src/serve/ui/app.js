@@ -488,7 +488,11 @@ function runPage(id, initialSeq) {
 
   async function refresh() {
     try {
-      st.run = await api('/api/runs/' + id);
+      const fresh = await api('/api/runs/' + id);
+      // A live 'run' event may have moved past what this request read while its answer was on
+      // the way (an approval's run finishing at once): an older view never replaces a newer one.
+      if (st.run && fresh.steps < st.run.steps) return;
+      st.run = fresh;
       if (!st.destroyed) drawHead();
     } catch (e) { flash(e.message); }
   }
