@@ -47,7 +47,7 @@ fn head(tag: &str, replaces: Option<&HeadRecord>) -> HeadRecord {
     HeadRecord::new(
         format!("{{\"head\":\"{tag}\"}}").into_bytes(),
         tag.as_bytes().to_vec(),
-        replaces.map(|h| Digest::of(&h.body)),
+        replaces.map(HeadRecord::body_digest),
     )
 }
 

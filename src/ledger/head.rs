@@ -17,7 +17,7 @@ use super::read::{ancestry_through, record};
 use crate::machine::{Digest, RunId};
 use crate::receipt::{
     ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
-    check_head_seal, text_digest,
+    check_head_seal, head_body_digest, text_digest,
 };
 use crate::store::{
     Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, Write,
@@ -69,9 +69,9 @@ pub fn first_head(
 /// Seals `head` with `signer` for storage, as the replacement of the stored head whose body
 /// has digest `replaces` (`None` for a new run's first head).
 pub fn seal(signer: &ReceiptSigner, head: &RunHead, replaces: Option<Digest>) -> HeadRecord {
-    let (body, seal) = signer.seal_head_stored(head);
+    let (body, seal, digest) = signer.seal_head_stored(head);
     HeadRecord {
-        digest: Some(Digest::of(&body)),
+        digest: Some(digest),
         body,
         seal,
         replaces,
@@ -127,7 +127,7 @@ impl HeadKeeper {
     /// A keeper starting from `head` — the first head of a new run, or the stored head
     /// [`check_continuable`] returned — sealing with `signer`.
     pub fn new(mut head: RunHead, signer: Arc<ReceiptSigner>) -> HeadKeeper {
-        let stored = Digest::of(&head.canonical_bytes());
+        let stored = head_body_digest(&head.canonical_bytes());
         // From its next write on, the head is the engine's (a head trusted on first use is
         // sealed again like any other).
         head.origin = HeadOrigin::Engine;
@@ -456,7 +456,14 @@ mod tests {
         let signer = ReceiptSigner::unsigned();
         let head = first_head(&new_run(), Digest::ZERO, Digest::ZERO, None);
         let sealed = seal(&signer, &head, None);
-        assert_eq!(sealed.body_digest(), Digest::of(&sealed.body));
+        assert_eq!(sealed.body_digest(), head_body_digest(&sealed.body));
+        // Unsigned, the digest is the one the seal carries (the body is hashed once); signed,
+        // it is the same function of the body, so a store names a head the same either way.
+        assert_eq!(&sealed.seal[1..], &sealed.body_digest().0[..]);
+        let signed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[7; 32]));
+        let by_key = seal(&signed, &head, None);
+        assert_eq!(by_key.body, sealed.body);
+        assert_eq!(by_key.body_digest(), sealed.body_digest());
         // A record read back (no digest carried) is the same record, and names the same head.
         let read = HeadRecord::new(sealed.body.clone(), sealed.seal.clone(), None);
         assert_eq!(read, sealed);

@@ -162,6 +162,15 @@ pub(crate) fn head_digest(body: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// The digest a head is known by while it is stored: SHA-256 over [`HEAD_DOMAIN`] and its
+/// canonical bytes `body` (for an unsigned head, the digest its seal carries). A write that
+/// replaces a head names the one it replaces by this digest
+/// ([`HeadRecord::replaces`](crate::store::HeadRecord)); it is kept in memory, never stored, so
+/// what it is computed with can change between releases.
+pub fn head_body_digest(body: &[u8]) -> crate::machine::Digest {
+    crate::machine::Digest(head_digest(body))
+}
+
 /// The unsigned seal of a head's canonical bytes: SHA-256 over [`HEAD_DOMAIN`] and the bytes.
 /// What the schema migration seals old runs' heads with.
 pub fn unsigned_head_seal(body: &[u8]) -> Seal {

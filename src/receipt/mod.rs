@@ -120,7 +120,7 @@ pub use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use error::{KeyOrigin, KeyProblem, ReceiptError};
 pub use head::{
     HEAD_DOMAIN, HEAD_FORMAT, HeadOrigin, HeadParent, HeadSealError, HeadTip, RunHead,
-    check_head_seal, text_digest, unsigned_head_seal,
+    check_head_seal, head_body_digest, text_digest, unsigned_head_seal,
 };
 pub use jsonl::{read_jsonl, write_jsonl};
 pub use key::{

@@ -144,17 +144,23 @@ impl ReceiptSigner {
 
     /// [`seal_head`](Self::seal_head) with the seal already in its stored form
     /// ([`Seal::to_bytes`]): what the engine writes with every commit, without a round trip
-    /// through hex.
-    pub fn seal_head_stored(&self, head: &super::RunHead) -> (Vec<u8>, Vec<u8>) {
+    /// through hex. Returns the body, the stored seal and the body's
+    /// [`head_body_digest`](super::head_body_digest) (taken from the seal when it is unsigned,
+    /// so the body is hashed once).
+    pub fn seal_head_stored(
+        &self,
+        head: &super::RunHead,
+    ) -> (Vec<u8>, Vec<u8>, crate::machine::Digest) {
         let body = head.canonical_bytes();
+        let digest = super::head::head_digest(&body);
         let seal = match &self.key {
             Some(key) => {
                 let signature = key.sign(&super::head::sealed_bytes(&body)).to_bytes();
                 [&[1u8][..], key.verifying_key().as_bytes(), &signature].concat()
             }
-            None => [&[0u8][..], &super::head::head_digest(&body)].concat(),
+            None => [&[0u8][..], &digest].concat(),
         };
-        (body, seal)
+        (body, seal, crate::machine::Digest(digest))
     }
 
     /// Seals a global memory removal record over its chain link (see

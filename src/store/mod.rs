@@ -234,7 +234,7 @@ pub struct HeadRecord {
     pub body: Vec<u8>,
     /// Its seal ([`crate::receipt::Seal::to_bytes`]).
     pub seal: Vec<u8>,
-    /// For a write: the BLAKE3 digest of the body of the head it replaces. The store refuses
+    /// For a write: the [`body_digest`](Self::body_digest) of the head it replaces. The store refuses
     /// the write ([`StoreError::StaleHead`]) when another head is stored, so a writer whose view
     /// went stale changes nothing. `None` for a new run's first head, and on heads read back.
     pub replaces: Option<Digest>,
@@ -391,10 +391,11 @@ impl HeadRecord {
         }
     }
 
-    /// The BLAKE3 digest of the body: what the next write of the run names in
-    /// [`replaces`](Self::replaces).
+    /// The body's [`head_body_digest`](crate::receipt::head_body_digest): what the next write
+    /// of the run names in [`replaces`](Self::replaces).
     pub fn body_digest(&self) -> Digest {
-        self.digest.unwrap_or_else(|| Digest::of(&self.body))
+        self.digest
+            .unwrap_or_else(|| crate::receipt::head_body_digest(&self.body))
     }
 }
 

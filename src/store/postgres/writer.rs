@@ -568,7 +568,7 @@ async fn stored_head(conn: &Conn, key: i64) -> Result<Option<Digest>, Fail> {
     Ok(row
         .map(|r| r.try_get::<_, Vec<u8>>(0))
         .transpose()?
-        .map(|b| Digest::of(&b)))
+        .map(|b| crate::receipt::head_body_digest(&b)))
 }
 
 /// Refuses a head that replaces another than the one stored.

@@ -197,7 +197,7 @@ impl Scope<'_> {
             .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
             .query_row([key], |r| bytes_at(r, 0))
             .optional()?
-            .map(|b| Digest::of(&b));
+            .map(|b| crate::receipt::head_body_digest(&b));
         if let Some(d) = stored {
             self.set_head(run, key, d);
         }
@@ -303,14 +303,14 @@ mod tests {
         let mut scope = known.scope();
         assert_eq!(
             scope.head(&tx, &run, 7).expect("reads"),
-            Some(Digest::of(&[1]))
+            Some(crate::receipt::head_body_digest(&[1]))
         );
         scope.set_head(&run, 7, Digest::of(b"mine"));
         drop(scope); // the write failed: not kept
         let mut scope = known.scope();
         assert_eq!(
             scope.head(&tx, &run, 7).expect("reads"),
-            Some(Digest::of(&[1])),
+            Some(crate::receipt::head_body_digest(&[1])),
             "the failed write's head is not known"
         );
         scope.set_standing(&run, 7, 3, 13);
