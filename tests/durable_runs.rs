@@ -13,8 +13,8 @@ use runtape::history;
 use runtape::machine::*;
 use runtape::provider::ScriptedProvider;
 use runtape::store::{Durability, RunStatus, SqliteStore, Store};
-use runtape::tool::{FnTool, Tool, ToolContext, ToolError};
-use serde_json::{Value, json};
+use runtape::tool::{AsyncFnTool, FnTool, ToolContext, ToolError};
+use serde_json::json;
 
 #[tokio::test]
 async fn a_run_completes_and_its_history_replays() {
@@ -194,36 +194,23 @@ async fn an_in_memory_engine_runs_the_same_way() {
 /// Two tools of one reply run at the same time: each waits for the other to have started.
 #[tokio::test]
 async fn parallel_tool_calls_run_concurrently() {
-    struct Meet(Arc<tokio::sync::Barrier>, &'static str);
-    impl Tool for Meet {
-        fn name(&self) -> &str {
-            self.1
-        }
-        fn description(&self) -> &str {
-            "meets the other"
-        }
-        fn schema(&self) -> Value {
-            json!({"type": "object"})
-        }
-        fn idempotent(&self) -> bool {
-            true
-        }
-        fn invoke<'a>(
-            &'a self,
-            _args: Value,
-            _ctx: ToolContext,
-        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
-            Box::pin(async move {
-                self.0.wait().await;
-                Ok(json!("met"))
-            })
-        }
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = engine_in(dir.path());
     let barrier = Arc::new(tokio::sync::Barrier::new(2));
-    engine.register_tool(Arc::new(Meet(barrier.clone(), "left")));
-    engine.register_tool(Arc::new(Meet(barrier, "right")));
+    for name in ["left", "right"] {
+        let barrier = barrier.clone();
+        let spec = ToolSpec {
+            idempotent: true,
+            ..ToolSpec::new(name, "meets the other")
+        };
+        engine.register_tool(Arc::new(AsyncFnTool::new(spec, move |_, _| {
+            let barrier = barrier.clone();
+            async move {
+                barrier.wait().await;
+                Ok(json!("met"))
+            }
+        })));
+    }
     engine.register_provider("p", Arc::new(rounds_provider(1, &["left", "right"])));
     let tools = ["left", "right"]
         .map(|n| ToolSpec {
@@ -250,32 +237,10 @@ async fn a_slow_tool_times_out_into_an_error_result() {
         ..EngineConfig::default()
     };
     let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
-    struct Sleepy;
-    impl Tool for Sleepy {
-        fn name(&self) -> &str {
-            "lookup"
-        }
-        fn description(&self) -> &str {
-            "never answers"
-        }
-        fn schema(&self) -> Value {
-            json!({"type": "object"})
-        }
-        fn idempotent(&self) -> bool {
-            true
-        }
-        fn invoke<'a>(
-            &'a self,
-            _args: Value,
-            _ctx: ToolContext,
-        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok(json!("too late"))
-            })
-        }
-    }
-    engine.register_tool(Arc::new(Sleepy));
+    engine.register_tool(Arc::new(AsyncFnTool::new(lookup_spec(), |_, _| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(json!("too late"))
+    })));
     engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
     let end = engine
         .start(spec(vec![lookup_spec()], |_| {}), "go")
@@ -307,40 +272,26 @@ async fn cancel_aborts_in_flight_work_and_commits() {
     let engine = engine_in(dir.path());
     let started = Arc::new(tokio::sync::Notify::new());
     let aborted = Arc::new(AtomicUsize::new(0));
-    struct Waits(Arc<tokio::sync::Notify>, Arc<AtomicUsize>);
-    impl Tool for Waits {
-        fn name(&self) -> &str {
-            "lookup"
-        }
-        fn description(&self) -> &str {
-            "waits to be cancelled"
-        }
-        fn schema(&self) -> Value {
-            json!({"type": "object"})
-        }
-        fn idempotent(&self) -> bool {
-            true
-        }
-        fn invoke<'a>(
-            &'a self,
-            _args: Value,
-            ctx: ToolContext,
-        ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
-            Box::pin(async move {
-                struct OnDrop(Arc<AtomicUsize>);
-                impl Drop for OnDrop {
-                    fn drop(&mut self) {
-                        self.0.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-                let _guard = OnDrop(self.1.clone());
-                self.0.notify_one();
-                ctx.cancel.cancelled().await;
-                Err(ToolError::new("cancelled"))
-            })
+    /// Counts the tool's future being dropped.
+    struct OnDrop(Arc<AtomicUsize>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
-    engine.register_tool(Arc::new(Waits(started.clone(), aborted.clone())));
+    let (notify, count) = (started.clone(), aborted.clone());
+    engine.register_tool(Arc::new(AsyncFnTool::new(
+        lookup_spec(),
+        move |_, ctx: ToolContext| {
+            let (started, count) = (notify.clone(), count.clone());
+            async move {
+                let _guard = OnDrop(count);
+                started.notify_one();
+                ctx.cancel.cancelled().await;
+                Err(ToolError::new("cancelled"))
+            }
+        },
+    )));
     engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
     let handle = engine
         .start(spec(vec![lookup_spec()], |_| {}), "go")

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::{
@@ -14,43 +13,25 @@ use runtape::machine::{
 };
 use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::RunStatus;
-use runtape::tool::{Tool, ToolContext, ToolError};
-use serde_json::{Value, json};
+use runtape::tool::{AsyncFnTool, Tool};
+use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 
 /// A tool that says it started, then finishes when the test lets it.
-struct Gate {
-    started: Arc<Notify>,
-    release: Arc<Semaphore>,
-}
-
-impl Tool for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn description(&self) -> &str {
-        "waits for the test"
-    }
-    fn schema(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn read_only(&self) -> bool {
-        true
-    }
-    fn idempotent(&self) -> bool {
-        true
-    }
-    fn invoke<'a>(
-        &'a self,
-        _args: Value,
-        _ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async move {
-            self.started.notify_one();
-            let _permit = self.release.acquire().await;
+fn gate(started: Arc<Notify>, release: Arc<Semaphore>) -> impl Tool {
+    let spec = ToolSpec {
+        read_only: true,
+        idempotent: true,
+        ..ToolSpec::new("gate", "waits for the test")
+    };
+    AsyncFnTool::new(spec, move |_, _| {
+        let (started, release) = (started.clone(), release.clone());
+        async move {
+            started.notify_one();
+            let _permit = release.acquire().await;
             Ok(json!("opened"))
-        })
-    }
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,10 +39,7 @@ async fn shutdown_returns_once_the_call_in_flight_is_committed_and_the_run_rests
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(&dir.path().join("runs.db")).expect("opens");
     let (started, release) = (Arc::new(Notify::new()), Arc::new(Semaphore::new(0)));
-    engine.register_tool(Arc::new(Gate {
-        started: started.clone(),
-        release: release.clone(),
-    }));
+    engine.register_tool(Arc::new(gate(started.clone(), release.clone())));
     engine.register_provider(
         "p",
         Arc::new(ScriptedProvider::new("p", |req| {

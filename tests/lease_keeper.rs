@@ -12,45 +12,29 @@ use durable_support::*;
 use runtape::exec::{Engine, EngineConfig, RunHandle};
 use runtape::machine::RunId;
 use runtape::store::{Control, Durability, RunStatus, SqliteStore, Store, Write};
-use runtape::tool::{Tool, ToolContext, ToolError};
-use serde_json::{Value, json};
+use runtape::tool::{AsyncFnTool, Tool, ToolContext, ToolError};
+use serde_json::json;
 use tokio::sync::{Notify, watch};
 
-/// A lookup that waits until the gate opens (or its call is cancelled).
-struct Gated {
+/// A lookup that counts and announces its start, then waits until the gate opens (or its call
+/// is cancelled).
+fn gated(
     started: Arc<AtomicUsize>,
     started_note: Arc<Notify>,
     gate: watch::Receiver<bool>,
-}
-
-impl Tool for Gated {
-    fn name(&self) -> &str {
-        "lookup"
-    }
-    fn description(&self) -> &str {
-        "waits for the gate"
-    }
-    fn schema(&self) -> Value {
-        json!({"type": "object"})
-    }
-    fn idempotent(&self) -> bool {
-        true
-    }
-    fn invoke<'a>(
-        &'a self,
-        _args: Value,
-        ctx: ToolContext,
-    ) -> futures_util::future::BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async move {
-            self.started.fetch_add(1, Ordering::SeqCst);
-            self.started_note.notify_one();
-            let mut gate = self.gate.clone();
+) -> impl Tool {
+    AsyncFnTool::new(lookup_spec(), move |_, ctx: ToolContext| {
+        let (started, started_note, mut gate) =
+            (started.clone(), started_note.clone(), gate.clone());
+        async move {
+            started.fetch_add(1, Ordering::SeqCst);
+            started_note.notify_one();
             tokio::select! {
                 _ = gate.wait_for(|open| *open) => Ok(json!("found")),
                 () = ctx.cancel.cancelled() => Err(ToolError::new("cancelled")),
             }
-        })
-    }
+        }
+    })
 }
 
 struct Setup {
@@ -75,11 +59,11 @@ fn setup(lease_ttl: Duration) -> Setup {
     let started = Arc::new(AtomicUsize::new(0));
     let started_note = Arc::new(Notify::new());
     engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
-    engine.register_tool(Arc::new(Gated {
-        started: started.clone(),
-        started_note: started_note.clone(),
-        gate: gate_rx,
-    }));
+    engine.register_tool(Arc::new(gated(
+        started.clone(),
+        started_note.clone(),
+        gate_rx,
+    )));
     let other = SqliteStore::open(&path, Durability::Full).expect("a second handle opens");
     Setup {
         engine,

@@ -10,45 +10,27 @@ mod provider_support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures_util::future::BoxFuture;
 use provider_support::{Behaviour, MockServer, base_for, config, provider};
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
-use runtape::tool::{Tool, ToolContext, ToolError};
-use serde_json::{Value, json};
+use runtape::tool::FnTool;
+use serde_json::json;
 
-struct Lookup;
-
-impl Tool for Lookup {
-    fn name(&self) -> &str {
-        "lookup"
-    }
-    fn description(&self) -> &str {
-        "Look a word up"
-    }
-    fn schema(&self) -> Value {
-        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
-    }
-    fn read_only(&self) -> bool {
-        true
-    }
-    fn idempotent(&self) -> bool {
-        true
-    }
-    fn invoke(&self, _args: Value, _ctx: ToolContext) -> BoxFuture<'_, Result<Value, ToolError>> {
-        Box::pin(async { Ok(json!("found it")) })
-    }
-}
-
-fn spec() -> RunSpec {
+/// The one tool: read-only, idempotent, answers every lookup at once.
+fn lookup() -> ToolSpec {
     let mut tool = ToolSpec::new("lookup", "Look a word up");
     tool.read_only = true;
     tool.idempotent = true;
     tool.schema =
         json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+    tool
+}
+
+fn spec() -> RunSpec {
+    let tool = lookup();
     RunSpec::build(Spec {
         agents: vec![AgentSpec {
             model_settings: ModelSettings {
@@ -89,7 +71,9 @@ async fn run(
     let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
     cfg.stream = false;
     engine.register_provider("p", Arc::new(provider(cfg, "k")));
-    engine.register_tool(Arc::new(Lookup));
+    engine.register_tool(Arc::new(FnTool::new(lookup(), |_, _| {
+        Ok(json!("found it"))
+    })));
     let end = engine
         .start(spec(), "Look up x.")
         .await

@@ -10,12 +10,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::{AgentId, RunId, ToolSpec};
 
+mod closure;
 pub mod command;
 pub mod env;
 pub mod mcp;
 pub mod orphans;
 pub mod retriever;
 mod signal;
+
+pub use closure::{AsyncFnTool, FnTool};
 
 /// What a tool call knows about itself.
 #[derive(Clone, Debug)]
@@ -149,55 +152,5 @@ impl ToolRegistry {
             idempotent: t.idempotent(),
             ..ToolSpec::new(t.name(), t.description())
         })
-    }
-}
-
-/// Builds a tool from a closure, for tests and small embeddings.
-pub struct FnTool<F> {
-    spec: ToolSpec,
-    f: F,
-}
-
-impl<F> FnTool<F>
-where
-    F: Fn(Value, ToolContext) -> Result<Value, ToolError> + Send + Sync,
-{
-    /// A tool described by `spec` (its name, description, schema, `read_only`, `idempotent`)
-    /// that runs `f`.
-    pub fn new(spec: ToolSpec, f: F) -> Self {
-        FnTool { spec, f }
-    }
-}
-
-impl<F> Tool for FnTool<F>
-where
-    F: Fn(Value, ToolContext) -> Result<Value, ToolError> + Send + Sync,
-{
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-
-    fn schema(&self) -> Value {
-        self.spec.schema.clone()
-    }
-
-    fn read_only(&self) -> bool {
-        self.spec.read_only
-    }
-
-    fn idempotent(&self) -> bool {
-        self.spec.idempotent
-    }
-
-    fn invoke<'a>(
-        &'a self,
-        args: Value,
-        ctx: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async move { (self.f)(args, ctx) })
     }
 }
