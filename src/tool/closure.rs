@@ -62,10 +62,10 @@ where
     }
 }
 
-/// A tool described by a [`ToolSpec`] whose call is the future a closure returns. The engine
-/// drops the future when the call times out or the run is cancelled (and fires
-/// [`ToolContext::cancel`] first), so a call that waits on something else than its own future
-/// should watch that token.
+/// A tool described by a [`ToolSpec`] whose call is the future a closure returns. When the
+/// call times out or the run is cancelled the engine drops the future and fires
+/// [`ToolContext::cancel`], so work the call started elsewhere (a spawned task, a child
+/// process) should watch that token.
 pub struct AsyncFnTool<F> {
     spec: ToolSpec,
     f: F,
