@@ -69,25 +69,7 @@ impl RecordedTool {
 }
 
 impl Tool for RecordedTool {
-    fn name(&self) -> &str {
-        &self.info.name
-    }
-
-    fn description(&self) -> &str {
-        &self.info.description
-    }
-
-    fn schema(&self) -> Value {
-        self.info.schema.clone()
-    }
-
-    fn read_only(&self) -> bool {
-        self.info.read_only
-    }
-
-    fn idempotent(&self) -> bool {
-        self.info.idempotent
-    }
+    crate::tool::described_by!(info);
 
     fn invoke<'a>(
         &'a self,

@@ -10,27 +10,6 @@ use serde_json::Value;
 use super::{Tool, ToolContext, ToolError};
 use crate::machine::ToolSpec;
 
-/// The [`Tool`] methods that describe a tool, read from its `spec` field.
-macro_rules! described_by_spec {
-    () => {
-        fn name(&self) -> &str {
-            &self.spec.name
-        }
-        fn description(&self) -> &str {
-            &self.spec.description
-        }
-        fn schema(&self) -> Value {
-            self.spec.schema.clone()
-        }
-        fn read_only(&self) -> bool {
-            self.spec.read_only
-        }
-        fn idempotent(&self) -> bool {
-            self.spec.idempotent
-        }
-    };
-}
-
 /// A tool described by a [`ToolSpec`] whose call runs a closure that answers at once.
 pub struct FnTool<F> {
     spec: ToolSpec,
@@ -52,7 +31,7 @@ impl<F> Tool for FnTool<F>
 where
     F: Fn(Value, ToolContext) -> Result<Value, ToolError> + Send + Sync,
 {
-    described_by_spec!();
+    super::described_by!(spec);
     fn invoke<'a>(
         &'a self,
         args: Value,
@@ -88,7 +67,7 @@ where
     F: Fn(Value, ToolContext) -> Fut + Send + Sync,
     Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
 {
-    described_by_spec!();
+    super::described_by!(spec);
     fn invoke<'a>(
         &'a self,
         args: Value,

@@ -242,25 +242,7 @@ impl CommandTool {
 }
 
 impl Tool for CommandTool {
-    fn name(&self) -> &str {
-        &self.config.name
-    }
-
-    fn description(&self) -> &str {
-        &self.config.description
-    }
-
-    fn schema(&self) -> Value {
-        self.config.schema.clone()
-    }
-
-    fn read_only(&self) -> bool {
-        self.config.read_only
-    }
-
-    fn idempotent(&self) -> bool {
-        self.config.idempotent
-    }
+    super::described_by!(config);
 
     fn timeout(&self) -> Option<Duration> {
         self.config.timeout_ms.map(Duration::from_millis)

@@ -20,6 +20,30 @@ mod signal;
 
 pub use closure::{AsyncFnTool, FnTool};
 
+/// The [`Tool`] methods that describe a tool (`name`, `description`, `schema`, `read_only`,
+/// `idempotent`), read from the fields of the same names of `self.$field`. For a tool whose
+/// description is a value it holds (a [`ToolSpec`], a tool list entry, a command's config).
+macro_rules! described_by {
+    ($field:ident) => {
+        fn name(&self) -> &str {
+            &self.$field.name
+        }
+        fn description(&self) -> &str {
+            &self.$field.description
+        }
+        fn schema(&self) -> serde_json::Value {
+            self.$field.schema.clone()
+        }
+        fn read_only(&self) -> bool {
+            self.$field.read_only
+        }
+        fn idempotent(&self) -> bool {
+            self.$field.idempotent
+        }
+    };
+}
+pub(crate) use described_by;
+
 /// What a tool call knows about itself.
 #[derive(Clone, Debug)]
 pub struct ToolContext {

@@ -120,25 +120,7 @@ pub fn progress_events() -> broadcast::Receiver<McpProgress> {
 }
 
 impl Tool for McpTool {
-    fn name(&self) -> &str {
-        &self.info.name
-    }
-
-    fn description(&self) -> &str {
-        &self.info.description
-    }
-
-    fn schema(&self) -> Value {
-        self.info.schema.clone()
-    }
-
-    fn read_only(&self) -> bool {
-        self.info.read_only
-    }
-
-    fn idempotent(&self) -> bool {
-        self.info.idempotent
-    }
+    crate::tool::described_by!(info);
 
     fn timeout(&self) -> Option<Duration> {
         self.info
