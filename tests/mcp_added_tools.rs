@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_support::{bin, err, fake_server, out, run_id, runtape};
+use mcp_support::{bin, err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
@@ -194,24 +194,9 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
     );
 
     let marker = dir.path().join("started");
-    std::fs::write(
-        dir.path().join("ops.py"),
-        format!(
-            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
-            marker.to_str().expect("utf8")
-        ),
-    )
-    .expect("script");
+    server_gone(&dir.path().join("ops.py"), &marker);
     let fresh = dir.path().join("fresh.db");
-    let r = runtape(
-        &fresh,
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let r = replay(&fresh, &spec, &tape);
     assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
     assert!(out(&r).contains("answer: stamped"), "{}", out(&r));
     assert!(!marker.exists(), "no MCP server was started by the replay");

@@ -10,7 +10,7 @@ mod mcp_support;
 
 use std::path::{Path, PathBuf};
 
-use mcp_support::{err, fake_server, out, run_id, runtape};
+use mcp_support::{err, fake_server, out, run_id, runtape, server_gone};
 use serde_json::Value;
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
@@ -94,14 +94,7 @@ tools = ["ops__*"]
 /// it would be seen. Returns the marker.
 fn no_server(root: &Path) -> PathBuf {
     let marker = root.join("started");
-    std::fs::write(
-        root.join("ops.py"),
-        format!(
-            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
-            marker.to_str().expect("utf8")
-        ),
-    )
-    .expect("script");
+    server_gone(&root.join("ops.py"), &marker);
     marker
 }
 

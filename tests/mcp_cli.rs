@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mcp_support::{
-    bin, err, everything_http, fake_server, out, processes_mentioning, run_id, runtape, server_main,
+    bin, err, everything_http, fake_server, out, processes_mentioning, replay, run_id, runtape,
+    server_gone, server_main,
 };
 
 /// A temp dir holding `sandbox/` (with `notes.txt`) and `spec.toml` = `body` with `@FS@`
@@ -446,21 +447,9 @@ tools = ["s__*"]
     );
     assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
     let marker = root.join("started");
-    std::fs::write(
-        &server,
-        format!("#!/bin/sh\necho started >> {:?}\nexit 1\n", marker),
-    )
-    .expect("script");
+    server_gone(&server, &marker);
     let fresh = root.join("fresh.db");
-    let r = runtape(
-        &fresh,
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let r = replay(&fresh, &spec, &tape);
     assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
     assert!(out(&r).contains("answer: finished"), "{}", out(&r));
     assert!(!marker.exists(), "the replay started no server");

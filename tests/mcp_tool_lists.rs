@@ -7,7 +7,7 @@ mod mcp_support;
 
 use std::path::{Path, PathBuf};
 
-use mcp_support::{err, fake_server, out, run_id, runtape};
+use mcp_support::{err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
 const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -251,24 +251,9 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
 
     // The server is gone: its command now only leaves a mark and fails.
     let marker = dir.path().join("started");
-    std::fs::write(
-        dir.path().join("ops.py"),
-        format!(
-            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
-            marker.to_str().expect("utf8")
-        ),
-    )
-    .expect("script");
+    server_gone(&dir.path().join("ops.py"), &marker);
     let fresh = dir.path().join("fresh.db");
-    let r = runtape(
-        &fresh,
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let r = replay(&fresh, &spec, &tape);
     assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
     assert!(out(&r).contains("answer: shipped"), "{}", out(&r));
     assert!(!marker.exists(), "no MCP server was started by the replay");

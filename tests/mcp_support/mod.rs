@@ -284,3 +284,29 @@ pub fn run_id(o: &Output) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Replaces the MCP server program at `server` with one that only appends a line to `marker`
+/// and fails: after a replay that must start no server, `marker` must not exist.
+pub fn server_gone(server: &Path, marker: &Path) {
+    std::fs::write(
+        server,
+        format!(
+            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
+            marker.to_str().expect("utf8")
+        ),
+    )
+    .expect("script");
+}
+
+/// Runs `runtape replay SPEC --cassette TAPE` on the database `db` to completion.
+pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
+    runtape(
+        db,
+        &[
+            "replay",
+            spec.to_str().expect("utf8"),
+            "--cassette",
+            tape.to_str().expect("utf8"),
+        ],
+    )
+}
