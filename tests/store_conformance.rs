@@ -658,6 +658,18 @@ fn memory_passes_the_conformance_suite() {
     every_case(&|| Arc::new(MemoryStore::new()));
 }
 
+/// A store that wraps another and forwards its reads (`forward_store_reads!`, as `TimedStore`
+/// and the crash tests' wrapper do) behaves as the store it wraps: every read of every case
+/// goes through the forwarding, every write through the timing.
+#[test]
+fn a_timed_store_over_memory_passes_the_conformance_suite() {
+    every_case(&|| {
+        Arc::new(runtape::store::TimedStore::new(
+            Arc::new(MemoryStore::new()),
+        ))
+    });
+}
+
 #[test]
 fn postgres_passes_the_conformance_suite() {
     let server = pg_support::PgServer::start();

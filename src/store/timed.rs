@@ -6,11 +6,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::{
-    Ack, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError, TransitionRecord,
-    Write,
-};
-use crate::machine::{Digest, RunId};
+use super::{Ack, Store, StoreError, Write};
 
 /// When a write's latency starts: `None` leaves the write untimed.
 type Origin = dyn Fn(&Write) -> Option<Instant> + Send + Sync;
@@ -103,88 +99,9 @@ impl Store for TimedStore {
         rx
     }
 
-    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(id)
-    }
+    crate::forward_store_reads!(inner);
 
-    fn memory_rows(
-        &self,
-        name: &str,
-        latest_only: bool,
-    ) -> Result<Vec<super::GlobalRow>, StoreError> {
-        self.inner.memory_rows(name, latest_only)
-    }
-    fn memory_published(
-        &self,
-        run: &RunId,
-        effect: crate::machine::EffectRef,
-    ) -> Result<Vec<super::GlobalRow>, StoreError> {
-        self.inner.memory_published(run, effect)
-    }
-    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.memory_names()
-    }
-    fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
-        self.inner.memory_removals()
-    }
-
-    fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
-        self.inner.leases(runs)
-    }
-    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.inner.runs()
-    }
-    fn transitions(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.inner.transitions(run, from, to)
-    }
-    fn snapshot_at_or_before(
-        &self,
-        run: &RunId,
-        at: u64,
-    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshot_at_or_before(run, at)
-    }
-    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.last_seal(run, at)
-    }
-    fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.blob(digest)
-    }
-    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.open_effects(run)
-    }
-    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.outbox(run)
-    }
-    fn snapshots(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshots(run, from, to)
-    }
-    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
-        self.inner.head(run)
-    }
-    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
-        self.inner.session_runs(name)
-    }
-    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
-        self.inner.sessions()
-    }
-    fn session_of(&self, run: &RunId) -> Result<Option<crate::store::SessionLink>, StoreError> {
-        self.inner.session_of(run)
-    }
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         self.inner.snapshot()
-    }
-    fn size_bytes(&self) -> Result<u64, StoreError> {
-        self.inner.size_bytes()
     }
 }
