@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::workload::{equip, spec, text, turn_cap};
+use super::workload::{equip, runs_together, spec, text, turn_cap};
 use super::{BenchError, BenchOptions};
 use crate::exec::{Engine, EngineConfig};
 use crate::machine::RunId;
@@ -149,24 +149,7 @@ async fn w2(
     rounds: usize,
 ) -> Result<SharedRow, BenchError> {
     let timed = Arc::new(TimedStore::new(store));
-    let engine = Engine::with_store(
-        timed.clone(),
-        EngineConfig {
-            max_concurrent_runs: runs,
-            ..EngineConfig::default()
-        },
-    );
-    equip(&engine, rounds, turn_cap(rounds));
-    let started = Instant::now();
-    let mut handles = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        handles.push(engine.start(spec(rounds, None), &text("goal")).await?);
-    }
-    let mut transitions = 0;
-    for h in handles {
-        transitions += h.wait().await?.state.seq();
-    }
-    let wall = started.elapsed();
+    let (wall, transitions) = runs_together(timed.clone(), runs, rounds).await?;
     Ok(row(
         format!("W2 {runs} runs × {rounds} rounds, one process"),
         name,

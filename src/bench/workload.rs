@@ -155,8 +155,24 @@ pub(crate) async fn many_runs(
     rounds: usize,
 ) -> Result<RunFigures, EngineError> {
     let store = Arc::new(SqliteStore::open(db, Durability::Full)?);
+    let (wall, transitions) = runs_together(store.clone(), runs, rounds).await?;
+    Ok(RunFigures {
+        wall,
+        transitions,
+        bytes: store.size_bytes()?,
+    })
+}
+
+/// Starts `runs` runs of `rounds` rounds together on one engine over `store` (each may be in
+/// flight at once) and waits for all: the wall time from the first start to the last end, and
+/// the transitions they made. What W2 measures, on whichever store (timed or not) it is given.
+pub(crate) async fn runs_together(
+    store: Arc<dyn Store>,
+    runs: usize,
+    rounds: usize,
+) -> Result<(Duration, u64), EngineError> {
     let engine = Engine::with_store(
-        store.clone(),
+        store,
         EngineConfig {
             max_concurrent_runs: runs,
             ..EngineConfig::default()
@@ -172,11 +188,7 @@ pub(crate) async fn many_runs(
     for h in handles {
         transitions += h.wait().await?.state.seq();
     }
-    Ok(RunFigures {
-        wall: started.elapsed(),
-        transitions,
-        bytes: store.size_bytes()?,
-    })
+    Ok((started.elapsed(), transitions))
 }
 
 /// A run of `rounds` rounds left resting in `BudgetExhausted` (for the resume probe).
