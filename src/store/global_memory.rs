@@ -44,6 +44,34 @@ pub struct GlobalRow {
     pub removal: Option<u64>,
 }
 
+impl GlobalRow {
+    /// The version `version` of `r`'s key that removal `id` writes: no value, no run, only the
+    /// removal it belongs to. What every store inserts when it applies a [`Removal`].
+    pub(crate) fn removed(r: &Removal, version: u64, id: u64) -> GlobalRow {
+        GlobalRow {
+            name: r.name.clone(),
+            key: r.key.clone(),
+            version,
+            value: None,
+            run: None,
+            effect: None,
+            removal: Some(id),
+        }
+    }
+
+    /// The position of the effect that published a row, from its two stored columns
+    /// (`effect_seq`, `effect_index`): `None` unless both are set.
+    pub(crate) fn effect_at(seq: Option<i64>, index: Option<i64>) -> Option<EffectRef> {
+        match (seq, index) {
+            (Some(seq), Some(index)) => Some(EffectRef {
+                seq: seq as u64,
+                index: index as u32,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A publish to make durable: run `run`'s `PublishMemory` effect at `effect`, under lease
 /// `epoch` (a stale driver is fenced and writes nothing).
 #[non_exhaustive]
@@ -402,15 +430,7 @@ impl InMemory {
         let body = removal_body(r, self.latest(&r.name, &r.key), id)?;
         let record = r.record_after(self.removals.last(), &body);
         self.removals.push(record);
-        let row = GlobalRow {
-            name: r.name.clone(),
-            key: r.key.clone(),
-            version: body.version,
-            value: None,
-            run: None,
-            effect: None,
-            removal: Some(id),
-        };
+        let row = GlobalRow::removed(r, body.version, id);
         self.rows
             .insert((row.name.clone(), row.key.clone(), row.version), row);
         Ok(())

@@ -28,13 +28,7 @@ fn row(r: &Row) -> Result<GlobalRow, tokio_postgres::Error> {
         version: r.try_get::<_, i64>(2)? as u64,
         value: r.try_get(3)?,
         run: r.try_get::<_, Option<String>>(4)?.map(RunId),
-        effect: match (seq, index) {
-            (Some(seq), Some(index)) => Some(EffectRef {
-                seq: seq as u64,
-                index: index as u32,
-            }),
-            _ => None,
-        },
+        effect: GlobalRow::effect_at(seq, index),
         removal: r.try_get::<_, Option<i64>>(7)?.map(|id| id as u64),
     })
 }
@@ -235,18 +229,6 @@ pub(super) async fn remove(c: &Conn, r: &Removal) -> Result<Written, Fail> {
         ],
     )
     .await?;
-    insert(
-        c,
-        &GlobalRow {
-            name: r.name.clone(),
-            key: r.key.clone(),
-            version: body.version,
-            value: None,
-            run: None,
-            effect: None,
-            removal: Some(id),
-        },
-    )
-    .await?;
+    insert(c, &GlobalRow::removed(r, body.version, id)).await?;
     Ok(Written::Done)
 }

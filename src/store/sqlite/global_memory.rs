@@ -21,13 +21,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GlobalRow> {
         version: r.get::<_, i64>(2)? as u64,
         value: r.get(3)?,
         run: r.get::<_, Option<String>>(4)?.map(RunId),
-        effect: match (seq, index) {
-            (Some(seq), Some(index)) => Some(EffectRef {
-                seq: seq as u64,
-                index: index as u32,
-            }),
-            _ => None,
-        },
+        effect: GlobalRow::effect_at(seq, index),
         removal: r.get::<_, Option<i64>>(7)?.map(|id| id as u64),
     })
 }
@@ -191,17 +185,6 @@ pub(super) fn remove(tx: &Connection, r: &Removal) -> Result<Written, StoreError
         &record.chain.0[..],
         record.seal
     ])?;
-    insert(
-        tx,
-        &GlobalRow {
-            name: r.name.clone(),
-            key: r.key.clone(),
-            version: body.version,
-            value: None,
-            run: None,
-            effect: None,
-            removal: Some(id),
-        },
-    )?;
+    insert(tx, &GlobalRow::removed(r, body.version, id))?;
     Ok(Written::Done)
 }
