@@ -195,6 +195,22 @@ pub(crate) struct ToolJob {
     pub(crate) lease: LeaseTerms,
 }
 
+impl ToolJob {
+    /// The context its tool is handed: call it just before the call (or the reconcile
+    /// question) goes to the tool. The context's token is a clone of the job's, so a
+    /// timeout cancelling the job's token reaches the tool.
+    fn context(&self) -> ToolContext {
+        ToolContext {
+            run_id: RunId::clone(&self.id.run),
+            agent: self.agent.clone(),
+            call_id: self.call_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            lease_epoch: self.epoch,
+            cancel: self.cancel.clone(),
+        }
+    }
+}
+
 /// The lease as the driver judges it by its own clock.
 #[derive(Clone)]
 pub(crate) struct LeaseTerms {
@@ -225,43 +241,32 @@ impl LeaseTerms {
 /// only the tool's idempotency key can tell the two apart.
 pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
-        let ToolJob {
-            id,
-            agent,
-            call_id,
-            tool_name,
-            tool,
-            args,
-            idempotency_key,
-            epoch,
-            head,
-            timeout,
-            cancel,
-            lease,
-        } = job;
+        let tool_name = &job.tool_name;
         let error = |message: String| {
             Completion::Event(EventBody::ToolReturned {
-                effect: id.clone(),
+                effect: job.id.clone(),
                 outcome: ToolOutcome::Error { message },
             })
         };
-        let Some(tool) = tool else {
+        let Some(tool) = &job.tool else {
             return error(format!("tool {tool_name} is not available in this process"));
         };
         if !tool.idempotent() {
+            let lease = &job.lease;
             let expires_ms = lease.clock.wall_ms() + lease.ttl.as_millis() as u64;
             let started = vec![OutboxRecord {
                 effect: crate::machine::EffectRef {
-                    seq: id.seq,
-                    index: id.index,
+                    seq: job.id.seq,
+                    index: job.id.index,
                 },
                 status: OutboxStatus::Started,
-                idempotency_key: Some(idempotency_key.clone()),
+                idempotency_key: Some(job.idempotency_key.clone()),
             }];
-            let run = id.run.clone();
+            let run = job.id.run.clone();
             let pending = writes
                 .submit_with(|store| {
-                    head.submit_mark_started(store, run, epoch, started, expires_ms)
+                    job.head
+                        .submit_mark_started(store, run, job.epoch, started, expires_ms)
                 })
                 .await;
             if let Err(e) = pending.done().await {
@@ -269,37 +274,28 @@ pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static,
             }
             if !lease.still_good(lease.clock.wall_ms(), expires_ms) {
                 return Completion::Fatal(EngineError::LeaseExpired {
-                    run: id.run.to_string(),
-                    call_id,
+                    run: job.id.run.to_string(),
+                    call_id: job.call_id.clone(),
                 });
             }
         }
-        let ctx = ToolContext {
-            run_id: RunId::clone(&id.run),
-            agent,
-            call_id,
-            idempotency_key,
-            lease_epoch: epoch,
-            cancel: cancel.clone(),
-        };
-        let limit = tool.timeout().unwrap_or(timeout);
+        let limit = tool.timeout().unwrap_or(job.timeout);
         let secrets = crate::secrets::global();
-        match within(&lease.clock, limit, tool.invoke(args, ctx)).await {
+        let ctx = job.context();
+        let called = tool.invoke(job.args, ctx);
+        match within_or_cancel(&job.lease.clock, limit, &job.cancel, called).await {
             Ok(Ok(mut value)) => {
                 secrets.scrub_value(&mut value);
                 Completion::Event(EventBody::ToolReturned {
-                    effect: id,
+                    effect: job.id,
                     outcome: ToolOutcome::Ok { value },
                 })
             }
             Ok(Err(e)) => error(secrets.scrub_str(&e.message).into_owned()),
-            Err(_) => {
-                cancel.cancel();
-                error(format!(
-                    "tool {tool_name} timed out after {} ms",
-                    limit.as_millis()
-                ))
-            }
+            Err(()) => error(format!(
+                "tool {tool_name} timed out after {} ms",
+                limit.as_millis()
+            )),
         }
     })
 }
@@ -309,62 +305,44 @@ pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static,
 /// is not `{"performed": true|false|null, …}` — is recorded as unknown, with the reason.
 pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
     Box::pin(async move {
-        let ToolJob {
-            id,
-            agent,
-            call_id,
-            tool_name,
-            tool,
-            args,
-            idempotency_key,
-            epoch,
-            timeout,
-            cancel,
-            lease,
-            ..
-        } = job;
-        let answer = match tool {
+        let tool_name = &job.tool_name;
+        let answer = match &job.tool {
             None => Reconciliation::Unknown {
                 reason: format!("tool {tool_name} is not available in this process"),
             },
             Some(tool) => {
-                let ctx = ToolContext {
-                    run_id: RunId::clone(&id.run),
-                    agent,
-                    call_id,
-                    idempotency_key,
-                    lease_epoch: epoch,
-                    cancel: cancel.clone(),
-                };
-                let limit = tool.timeout().unwrap_or(timeout);
-                match tool.reconcile(args, ctx) {
+                let limit = tool.timeout().unwrap_or(job.timeout);
+                let ctx = job.context();
+                match tool.reconcile(job.args, ctx) {
                     None => Reconciliation::Unknown {
                         reason: format!("tool {tool_name} declares no reconcile command"),
                     },
-                    Some(asked) => match within(&lease.clock, limit, asked).await {
-                        Ok(Ok(mut value)) => {
-                            // Its answer becomes an event like any tool result: no known secret
-                            // value may land through it.
-                            crate::secrets::global().scrub_value(&mut value);
-                            reconciliation(&tool_name, &value)
-                        }
-                        Ok(Err(e)) => Reconciliation::Unknown {
-                            reason: crate::secrets::global().scrub_str(&e.message).into_owned(),
-                        },
-                        Err(_) => {
-                            cancel.cancel();
-                            Reconciliation::Unknown {
+                    Some(asked) => {
+                        match within_or_cancel(&job.lease.clock, limit, &job.cancel, asked).await {
+                            Ok(Ok(mut value)) => {
+                                // Its answer becomes an event like any tool result: no known
+                                // secret value may land through it.
+                                crate::secrets::global().scrub_value(&mut value);
+                                reconciliation(tool_name, &value)
+                            }
+                            Ok(Err(e)) => Reconciliation::Unknown {
+                                reason: crate::secrets::global().scrub_str(&e.message).into_owned(),
+                            },
+                            Err(()) => Reconciliation::Unknown {
                                 reason: format!(
                                     "the reconcile command of {tool_name} timed out after {} ms",
                                     limit.as_millis()
                                 ),
-                            }
+                            },
                         }
-                    },
+                    }
                 }
             }
         };
-        Completion::Event(EventBody::Reconciled { effect: id, answer })
+        Completion::Event(EventBody::Reconciled {
+            effect: job.id,
+            answer,
+        })
     })
 }
 
@@ -387,17 +365,11 @@ pub(crate) fn retrieve(
             },
             Some(r) => {
                 let limit = r.timeout(default);
-                match within(&clock, limit, r.retrieve(query, ctx)).await {
+                match within_or_cancel(&clock, limit, &cancel, r.retrieve(query, ctx)).await {
                     Ok(retrieval) => retrieval,
-                    Err(()) => {
-                        cancel.cancel();
-                        crate::machine::Retrieval::Failed {
-                            error: format!(
-                                "the retriever timed out after {} ms",
-                                limit.as_millis()
-                            ),
-                        }
-                    }
+                    Err(()) => crate::machine::Retrieval::Failed {
+                        error: format!("the retriever timed out after {} ms", limit.as_millis()),
+                    },
                 }
             }
         };
@@ -408,18 +380,26 @@ pub(crate) fn retrieve(
     })
 }
 
-/// `fut`'s output, or `Err(())` when `limit` passes first on `clock`.
-async fn within<T>(
+/// `fut`'s output, or `Err(())` when `limit` passes first on `clock`; then `cancel` (the
+/// token the call was handed) is cancelled, so that the work it started stops. Await every
+/// timed call to a tool or the retriever through this.
+async fn within_or_cancel<T>(
     clock: &Arc<dyn Clock>,
     limit: Duration,
+    cancel: &CancellationToken,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, ()> {
     // The call first: one that is ready at once never arms the timer.
-    tokio::select! {
+    let finished = tokio::select! {
         biased;
         out = fut => Ok(out),
         () = clock.sleep(limit) => Err(()),
+    };
+    // Cancelled only once `select!` is over, so the abandoned call is already dropped.
+    if finished.is_err() {
+        cancel.cancel();
     }
+    finished
 }
 
 /// Reads a reconcile command's answer: `{"performed": true, "result": …}`,

@@ -52,6 +52,15 @@ fn accepted(run: &RunId, action: &str) -> Response {
     )
 }
 
+/// The `200` answer of a control command (`pause`, `cancel`) that did its work on the stored
+/// run: `message` is what the command says, in the CLI's words.
+fn done(run: &RunId, action: &str, message: &str) -> Response {
+    safe_json(
+        StatusCode::OK,
+        &json!({"type": "run", "id": run, "action": action, "message": message}),
+    )
+}
+
 /// `POST /api/runs`: start a run from a spec file on the server, or from spec text.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -229,10 +238,7 @@ pub(crate) async fn pause(
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
     let said = pause_run(app.store.clone(), &run).await?;
-    Ok(safe_json(
-        StatusCode::OK,
-        &json!({"type": "run", "id": run, "action": "pause", "message": said}),
-    ))
+    Ok(done(&run, "pause", &said))
 }
 
 /// The body of `cancel`.
@@ -252,10 +258,7 @@ pub(crate) async fn cancel(
     let run = run_ref(&id)?;
     let c = optional(&headers, b)?;
     let said = cancel_run(app.store.clone(), &run, c.reason).await?;
-    Ok(safe_json(
-        StatusCode::OK,
-        &json!({"type": "run", "id": run, "action": "cancel", "message": said}),
-    ))
+    Ok(done(&run, "cancel", &said))
 }
 
 /// The body of `fork`: the step, edits as `--edit` takes them, and the mode.
