@@ -23,11 +23,12 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
-    UsageParts, call_from_text, call_from_value, finish_reason, model_for, non_empty, output_cap,
-    parse_json_bytes, str_of, strict_compatible, string_of, u64_of,
+    UsageParts, body_usage, call_from_text, call_from_value, finish_reason, mark_strict, model_for,
+    non_empty, output_cap, parse_json_bytes, required_array, sampling, str_of, string_of,
+    system_prompt, u64_of,
 };
 use super::config::DEFAULT_ANTHROPIC_MAX_TOKENS;
-use super::errors::parse_error_value;
+use super::errors::{fail_if_reported, reported_error};
 use crate::machine::{Message, ModelReply, Reasoning, Role, TokenUsage, ToolCallRequest};
 use crate::provider::ProviderRequest;
 
@@ -49,15 +50,8 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         "max_tokens".into(),
         (visible + thinking.unwrap_or(0)).into(),
     );
-    let system: Vec<&str> = request
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::System)
-        .filter_map(|m| m.content.as_deref())
-        .filter(|c| !c.is_empty())
-        .collect();
-    if !system.is_empty() {
-        body.insert("system".into(), system.join("\n\n").into());
+    if let Some(system) = system_prompt(&request.messages) {
+        body.insert("system".into(), system.into());
     }
     body.insert(
         "messages".into(),
@@ -70,9 +64,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
             .iter()
             .map(|t| {
                 let mut tool = json!({ "name": t.name, "description": t.description, "input_schema": t.schema });
-                if strict && strict_compatible(&t.schema) {
-                    tool["strict"] = true.into();
-                }
+                mark_strict(&mut tool, &t.schema, strict);
                 tool
             })
             .collect();
@@ -85,12 +77,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         }
     }
     body.insert("stream".into(), options.stream.into());
-    if let Some(t) = settings.temperature {
-        body.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = settings.top_p {
-        body.insert("top_p".into(), p.into());
-    }
+    sampling(&mut body, settings);
     if !settings.stop.is_empty() {
         body.insert("stop_sequences".into(), settings.stop.clone().into());
     }
@@ -342,14 +329,11 @@ pub(crate) fn block_from(index: u64, b: &Value) -> Block {
 /// Decodes a whole Messages body.
 pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
     let v = parse_json_bytes(body)?;
-    if str_of(&v, "type") == Some("error") || v.get("error").is_some_and(|e| !e.is_null()) {
-        let reported = parse_error_value(&v).unwrap_or_default();
-        return Err(DecodeError::Reported(Box::new(reported)));
+    fail_if_reported(&v)?;
+    if str_of(&v, "type") == Some("error") {
+        return Err(reported_error(&v));
     }
-    let content = v
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| DecodeError::Shape("no `content` array".into()))?;
+    let content = required_array(&v, "content")?;
     let blocks = (0u64..)
         .zip(content)
         .map(|(i, b)| block_from(i, b))
@@ -359,10 +343,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
         model: string_of(&v, "model"),
         stop_reason: string_of(&v, "stop_reason"),
         stop_sequence: string_of(&v, "stop_sequence"),
-        usage: v
-            .get("usage")
-            .filter(|u| u.is_object())
-            .and_then(|u| usage_parts(u).finish()),
+        usage: body_usage(&v, usage_parts),
     };
     Ok(assemble(blocks, envelope))
 }

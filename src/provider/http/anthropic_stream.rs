@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::anthropic::{Block, Envelope, assemble, block_from, usage_parts};
 use super::codec::{DecodeError, Decoded, StreamFacts};
 use super::common::{UsageParts, parse_json, str_of, string_of, u64_of};
-use super::errors::parse_error_value;
+use super::errors::reported_error;
 use super::sse::SseEvent;
 
 /// Accumulated state of one Anthropic stream.
@@ -85,10 +85,7 @@ impl AnthropicStream {
                 }
             }
             "message_stop" => self.done = true,
-            "error" => {
-                let reported = parse_error_value(&v).unwrap_or_default();
-                return Err(DecodeError::Reported(Box::new(reported)));
-            }
+            "error" => return Err(reported_error(&v)),
             // `ping`, `content_block_stop` and event types added later carry nothing needed.
             _ => {}
         }

@@ -4,7 +4,9 @@
 use serde_json::{Map, Value};
 
 use super::codec::DecodeError;
-use crate::machine::{Finish, FinishReason, TokenUsage, ToolCallRequest};
+use crate::machine::{
+    Finish, FinishReason, Message, ModelSettings, Role, TokenUsage, ToolCallRequest,
+};
 
 /// A string field of a JSON object.
 pub(crate) fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -33,6 +35,60 @@ pub(crate) fn parse_json(text: &str) -> Result<Value, DecodeError> {
 pub(crate) fn parse_json_bytes(body: &[u8]) -> Result<Value, DecodeError> {
     let text = std::str::from_utf8(body).map_err(|_| DecodeError::InvalidUtf8)?;
     parse_json(text)
+}
+
+/// The array under `key` in a whole reply body `v`, the part of the reply a protocol cannot
+/// do without (`choices`, `output`, `content`); fails with [`DecodeError::Shape`] ("no `KEY`
+/// array") when it is missing or not an array.
+pub(crate) fn required_array<'a>(v: &'a Value, key: &str) -> Result<&'a [Value], DecodeError> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .ok_or_else(|| DecodeError::Shape(format!("no `{key}` array")))
+}
+
+/// The usage record of a whole reply body `v`: its `usage` object read with the protocol's
+/// `parts` reader; `None` when there is no such object or it reports no tokens.
+pub(crate) fn body_usage(v: &Value, parts: fn(&Value) -> UsageParts) -> Option<TokenUsage> {
+    v.get("usage")
+        .filter(|u| u.is_object())
+        .and_then(|u| parts(u).finish())
+}
+
+/// The system prompt for protocols that take it as one top-level field (Anthropic `system`,
+/// Responses `instructions`): the non-empty system messages joined by blank lines; `None`
+/// when there are none.
+pub(crate) fn system_prompt(messages: &[Message]) -> Option<String> {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .filter_map(|m| m.content.as_deref())
+        .filter(|c| !c.is_empty())
+        .collect();
+    (!system.is_empty()).then(|| system.join("\n\n"))
+}
+
+/// `temperature` and `top_p`, where set: the same fields in chat completions, the Responses
+/// API and Anthropic Messages. Call it while building a request body.
+pub(crate) fn sampling(body: &mut Map<String, Value>, settings: &ModelSettings) {
+    if let Some(t) = settings.temperature {
+        body.insert("temperature".into(), t.into());
+    }
+    if let Some(p) = settings.top_p {
+        body.insert("top_p".into(), p.into());
+    }
+}
+
+/// Marks a tool definition `strict: true` when strict tools were asked for and its `schema`
+/// allows it (see [`strict_compatible`]). Call it on the object that carries the tool's
+/// schema (chat completions: the `function` object).
+pub(crate) fn mark_strict(tool: &mut Value, schema: &Value, strict: bool) {
+    if let Some(tool) = tool
+        .as_object_mut()
+        .filter(|_| strict && strict_compatible(schema))
+    {
+        tool.insert("strict".into(), true.into());
+    }
 }
 
 /// The model to send: the request's, or the configured one when the request names none.
@@ -181,10 +237,10 @@ pub(crate) fn schema_name(request: &crate::provider::ProviderRequest) -> String 
 
 /// The index of the last user message: assistant turns after it are the current tool-use
 /// loop, whose reasoning some providers need back.
-pub(crate) fn last_user_index(messages: &[crate::machine::Message]) -> usize {
+pub(crate) fn last_user_index(messages: &[Message]) -> usize {
     messages
         .iter()
-        .rposition(|m| m.role == crate::machine::Role::User)
+        .rposition(|m| m.role == Role::User)
         .unwrap_or(0)
 }
 

@@ -37,6 +37,22 @@ pub fn parse_error_body(body: &[u8]) -> Option<ReportedError> {
     parse_error_value(&v)
 }
 
+/// The error a reply body, stream event or line (`v`) reports of itself, as a decode
+/// failure. Call it once `v` is known to be an error report (see [`fail_if_reported`]).
+pub(crate) fn reported_error(v: &Value) -> DecodeError {
+    DecodeError::Reported(Box::new(parse_error_value(v).unwrap_or_default()))
+}
+
+/// Fails with [`reported_error`] when `v` carries a non-null `error` field (which a provider
+/// may send with status 200). Call it on each parsed body, event or line before reading the
+/// reply out of it.
+pub(crate) fn fail_if_reported(v: &Value) -> Result<(), DecodeError> {
+    match v.get("error") {
+        Some(error) if !error.is_null() => Err(reported_error(v)),
+        _ => Ok(()),
+    }
+}
+
 /// [`parse_error_body`] on a parsed document.
 pub(crate) fn parse_error_value(v: &Value) -> Option<ReportedError> {
     let request_id = string_of(v, "request_id");

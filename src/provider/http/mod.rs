@@ -61,6 +61,7 @@ mod codec;
 mod common;
 mod config;
 mod errors;
+mod line_buffer;
 mod ndjson;
 mod ollama;
 mod openai;

@@ -7,13 +7,13 @@
 //! is decoded only once it is complete.
 
 use super::codec::DecodeError;
-use super::sse::MAX_EVENT_BYTES;
+use super::line_buffer::LineBuffer;
 
 /// Incremental NDJSON line splitter.
 #[derive(Clone, Debug, Default)]
 pub struct NdjsonDecoder {
-    buf: Vec<u8>,
-    start: usize,
+    /// Bytes received and not yet consumed.
+    pending: LineBuffer,
     lines: usize,
 }
 
@@ -25,30 +25,20 @@ impl NdjsonDecoder {
 
     /// Appends received bytes; drain with [`next_line`](Self::next_line).
     pub fn push(&mut self, chunk: &[u8]) {
-        if self.start > 0 && self.start * 2 >= self.buf.len() {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.extend_from_slice(chunk);
+        self.pending.push(chunk);
     }
 
     /// The next complete, non-blank line, `Ok(None)` when more bytes are needed. Fails on a
-    /// line that is not UTF-8 or longer than [`MAX_EVENT_BYTES`].
+    /// line that is not UTF-8 or longer than
+    /// [`MAX_EVENT_BYTES`](super::MAX_EVENT_BYTES).
     pub fn next_line(&mut self) -> Result<Option<String>, DecodeError> {
         loop {
-            let rest = &self.buf[self.start..];
-            let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-                if rest.len() > MAX_EVENT_BYTES {
-                    return Err(DecodeError::TooLarge {
-                        limit: MAX_EVENT_BYTES,
-                        what: "NDJSON line",
-                    });
-                }
+            let Some(end) = self.pending.line_end(|b| b == b'\n', "NDJSON line")? else {
                 return Ok(None);
             };
-            // In bounds: `end` is a position inside `rest`.
-            let line = complete_line(&rest[..end])?;
-            self.start += end + 1;
+            // In bounds: `line_end` gave a position inside `pending.rest()`.
+            let line = complete_line(&self.pending.rest()[..end])?;
+            self.pending.consume(end + 1);
             if let Some(line) = line {
                 self.lines += 1;
                 return Ok(Some(line));
@@ -58,8 +48,9 @@ impl NdjsonDecoder {
 
     /// Ends the stream: the last line if it had no newline (and is not blank).
     pub fn finish(&mut self) -> Result<Option<String>, DecodeError> {
-        let line = complete_line(&self.buf[self.start..])?;
-        self.start = self.buf.len();
+        let rest = self.pending.rest();
+        let line = complete_line(rest)?;
+        self.pending.consume(rest.len());
         if line.is_some() {
             self.lines += 1;
         }

@@ -17,7 +17,7 @@ use super::common::{
     UsageParts, call_from_value, finish_reason, model_for, non_empty, parse_json, parse_json_bytes,
     request_cap, str_of, string_of, u64_of,
 };
-use super::errors::parse_error_value;
+use super::errors::fail_if_reported;
 use super::openai::tools;
 use crate::machine::{Message, ModelReply, Reasoning, ReasoningEffort, Role, ToolCallRequest};
 use crate::provider::ProviderRequest;
@@ -155,10 +155,7 @@ impl OllamaStream {
     }
 
     fn apply(&mut self, v: &Value, on_text: &mut dyn FnMut(&str)) -> Result<(), DecodeError> {
-        if v.get("error").is_some_and(|e| !e.is_null()) {
-            let reported = parse_error_value(v).unwrap_or_default();
-            return Err(DecodeError::Reported(Box::new(reported)));
-        }
+        fail_if_reported(v)?;
         if !v.is_object() {
             return Err(DecodeError::Shape("a line is not a JSON object".into()));
         }

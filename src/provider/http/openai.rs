@@ -11,11 +11,11 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
-    UsageParts, call_from_text, call_from_value, finish_reason, last_user_index, model_for,
-    non_empty, parse_json_bytes, request_cap, schema_name, str_of, strict_compatible, string_of,
-    u64_of,
+    UsageParts, body_usage, call_from_text, call_from_value, finish_reason, last_user_index,
+    mark_strict, model_for, non_empty, parse_json_bytes, request_cap, required_array, sampling,
+    schema_name, str_of, strict_compatible, string_of, u64_of,
 };
-use super::errors::parse_error_value;
+use super::errors::fail_if_reported;
 use crate::machine::{Message, ModelReply, Reasoning, Role, ToolCall};
 use crate::provider::{ProviderRequest, ToolDef};
 
@@ -82,16 +82,6 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     Value::Object(body)
 }
 
-/// `temperature` and `top_p`, where set (shared with the Responses API).
-pub(crate) fn sampling(body: &mut Map<String, Value>, settings: &crate::machine::ModelSettings) {
-    if let Some(t) = settings.temperature {
-        body.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = settings.top_p {
-        body.insert("top_p".into(), p.into());
-    }
-}
-
 /// Tool definitions in the function-calling shape (shared with Ollama). With `strict`, a
 /// tool whose schema allows it is marked `strict: true`.
 pub(crate) fn tools(tools: &[ToolDef], strict: bool) -> Value {
@@ -103,9 +93,7 @@ pub(crate) fn tools(tools: &[ToolDef], strict: bool) -> Value {
                 "description": t.description,
                 "parameters": t.schema,
             });
-            if strict && strict_compatible(&t.schema) {
-                function["strict"] = true.into();
-            }
+            mark_strict(&mut function, &t.schema, strict);
             json!({ "type": "function", "function": function })
         })
         .collect()
@@ -211,14 +199,8 @@ pub(crate) fn reasoning_part(field: &str, text: String) -> Vec<Reasoning> {
 /// Decodes a whole chat-completion body.
 pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
     let v = parse_json_bytes(body)?;
-    if v.get("error").is_some_and(|e| !e.is_null()) {
-        let reported = parse_error_value(&v).unwrap_or_default();
-        return Err(DecodeError::Reported(Box::new(reported)));
-    }
-    let choices = v
-        .get("choices")
-        .and_then(Value::as_array)
-        .ok_or_else(|| DecodeError::Shape("no `choices` array".into()))?;
+    fail_if_reported(&v)?;
+    let choices = required_array(&v, "choices")?;
     let choice = choices
         .iter()
         .find(|c| u64_of(c, "index").unwrap_or(0) == 0)
@@ -238,10 +220,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
         text: non_empty(text),
         finish_reason: finish_reason(raw_finish, !tool_calls.is_empty()),
         tool_calls,
-        usage: v
-            .get("usage")
-            .filter(|u| u.is_object())
-            .and_then(|u| usage_parts(u).finish()),
+        usage: body_usage(&v, usage_parts),
         cost_nanos: None,
         model: string_of(&v, "model"),
         response_id: string_of(&v, "id"),

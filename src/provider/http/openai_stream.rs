@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::codec::{DecodeError, Decoded, ReplyDetails, StreamFacts};
 use super::common::{UsageParts, call_from_text, finish_reason, non_empty, parse_json, str_of};
-use super::errors::parse_error_value;
+use super::errors::fail_if_reported;
 use super::openai::{reasoning_of, reasoning_part, usage_parts};
 use super::sse::SseEvent;
 use crate::machine::ModelReply;
@@ -59,10 +59,7 @@ impl OpenAiStream {
             return Ok(());
         }
         let v = parse_json(data)?;
-        if v.get("error").is_some_and(|e| !e.is_null()) {
-            let reported = parse_error_value(&v).unwrap_or_default();
-            return Err(DecodeError::Reported(Box::new(reported)));
-        }
+        fail_if_reported(&v)?;
         if self.id.is_none() {
             self.id = str_of(&v, "id").map(str::to_owned);
         }

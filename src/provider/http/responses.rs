@@ -17,11 +17,12 @@ use serde_json::{Map, Value, json};
 
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
-    UsageParts, call_from_text, finish_reason, model_for, non_empty, parse_json_bytes, request_cap,
-    schema_name, str_of, strict_compatible, string_of, u64_of,
+    UsageParts, body_usage, call_from_text, finish_reason, mark_strict, model_for, non_empty,
+    parse_json_bytes, request_cap, required_array, sampling, schema_name, str_of,
+    strict_compatible, string_of, system_prompt, u64_of,
 };
-use super::errors::parse_error_value;
-use super::openai::{arguments_text, sampling};
+use super::errors::fail_if_reported;
+use super::openai::arguments_text;
 use crate::machine::{Message, ModelReply, Reasoning, Role, ToolCallRequest};
 use crate::provider::ProviderRequest;
 
@@ -33,15 +34,8 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         "model".into(),
         model_for(request, &options.default_model).into(),
     );
-    let system: Vec<&str> = request
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::System)
-        .filter_map(|m| m.content.as_deref())
-        .filter(|c| !c.is_empty())
-        .collect();
-    if !system.is_empty() {
-        body.insert("instructions".into(), system.join("\n\n").into());
+    if let Some(system) = system_prompt(&request.messages) {
+        body.insert("instructions".into(), system.into());
     }
     let mut input = Vec::new();
     for m in request.messages.iter() {
@@ -60,9 +54,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
                     "description": t.description,
                     "parameters": t.schema,
                 });
-                if strict && strict_compatible(&t.schema) {
-                    tool["strict"] = true.into();
-                }
+                mark_strict(&mut tool, &t.schema, strict);
                 tool
             })
             .collect();
@@ -176,14 +168,8 @@ pub(crate) fn usage_parts(u: &Value) -> UsageParts {
 /// Decodes a whole Responses body.
 pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
     let v = parse_json_bytes(body)?;
-    if v.get("error").is_some_and(|e| !e.is_null()) {
-        let reported = parse_error_value(&v).unwrap_or_default();
-        return Err(DecodeError::Reported(Box::new(reported)));
-    }
-    let output = v
-        .get("output")
-        .and_then(Value::as_array)
-        .ok_or_else(|| DecodeError::Shape("no `output` array".into()))?;
+    fail_if_reported(&v)?;
+    let output = required_array(&v, "output")?;
     Ok(assemble(&v, output))
 }
 
@@ -262,10 +248,7 @@ pub(crate) fn assemble(v: &Value, output: &[Value]) -> Decoded {
         text: non_empty(text),
         finish_reason: finish_reason(raw_finish, !calls.is_empty()),
         tool_calls: calls,
-        usage: v
-            .get("usage")
-            .filter(|u| u.is_object())
-            .and_then(|u| usage_parts(u).finish()),
+        usage: body_usage(v, usage_parts),
         cost_nanos: None,
         model: string_of(v, "model"),
         response_id: string_of(v, "id"),

@@ -14,6 +14,7 @@
 //! Unlike a browser, a line that is not valid UTF-8 is an error rather than replaced.
 
 use super::codec::DecodeError;
+use super::line_buffer::LineBuffer;
 
 /// The longest line, or the most `data` in one event, the decoder accepts (8 MiB).
 pub const MAX_EVENT_BYTES: usize = 8 << 20;
@@ -32,9 +33,8 @@ pub struct SseEvent {
 /// Incremental SSE decoder. See the module docs for the rules it follows.
 #[derive(Clone, Debug, Default)]
 pub struct SseDecoder {
-    /// Bytes received and not yet consumed start at `start`.
-    buf: Vec<u8>,
-    start: usize,
+    /// Bytes received and not yet consumed.
+    pending: LineBuffer,
     /// The last line ended with `\r` at the very end of the buffer: a `\n` arriving next
     /// belongs to that line ending.
     pending_cr: bool,
@@ -54,11 +54,7 @@ impl SseDecoder {
     /// Appends received bytes. Call [`next_event`](Self::next_event) afterwards until it
     /// returns `Ok(None)`.
     pub fn push(&mut self, chunk: &[u8]) {
-        if self.start > 0 && self.start * 2 >= self.buf.len() {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.extend_from_slice(chunk);
+        self.pending.push(chunk);
     }
 
     /// The next complete event, `Ok(None)` when more bytes are needed. Fails on a line that
@@ -80,48 +76,45 @@ impl SseDecoder {
     /// Whether bytes of an unfinished line or event are buffered (the stream was cut there
     /// if it ends now).
     pub fn has_partial(&self) -> bool {
-        self.start < self.buf.len() || !self.data.is_empty()
+        !self.pending.rest().is_empty() || !self.data.is_empty()
     }
 
     fn next_line(&mut self) -> Result<Option<String>, DecodeError> {
         if self.pending_cr {
-            let Some(&first) = self.buf.get(self.start) else {
+            let Some(&first) = self.pending.rest().first() else {
                 return Ok(None);
             };
             if first == b'\n' {
-                self.start += 1;
+                self.pending.consume(1);
             }
             self.pending_cr = false;
         }
         if !self.bom_checked {
-            let rest = &self.buf[self.start..];
+            let rest = self.pending.rest();
             if rest.len() < BOM.len() && BOM.starts_with(rest) {
                 return Ok(None);
             }
             if rest.starts_with(BOM) {
-                self.start += BOM.len();
+                self.pending.consume(BOM.len());
             }
             self.bom_checked = true;
         }
-        let rest = &self.buf[self.start..];
-        let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
-            if rest.len() > MAX_EVENT_BYTES {
-                return Err(DecodeError::TooLarge {
-                    limit: MAX_EVENT_BYTES,
-                    what: "SSE line",
-                });
-            }
+        let Some(end) = self
+            .pending
+            .line_end(|b| b == b'\n' || b == b'\r', "SSE line")?
+        else {
             return Ok(None);
         };
+        let rest = self.pending.rest();
         // `end` is a position inside `rest`, so both indexings are in bounds.
         let line = std::str::from_utf8(&rest[..end])
             .map_err(|_| DecodeError::InvalidUtf8)?
             .to_owned();
         let terminator = rest[end];
-        self.start += end + 1;
+        self.pending.consume(end + 1);
         if terminator == b'\r' {
-            match self.buf.get(self.start) {
-                Some(b'\n') => self.start += 1,
+            match self.pending.rest().first() {
+                Some(b'\n') => self.pending.consume(1),
                 Some(_) => {}
                 None => self.pending_cr = true,
             }
