@@ -276,7 +276,7 @@ fn record(name: &str, description: &str, h: &Harness) -> Canned {
                 event: event.clone(),
                 edge: t.edge.to_owned(),
                 effects: t.effects.clone(),
-                state_hash: t.next.state_hash().to_hex(),
+                state_hash: t.next.state_hash(h.spec.history_hash()).to_hex(),
             })
             .collect(),
     }

@@ -79,7 +79,7 @@ fn parallel_tool_calls_out_of_order() {
             .map(|m| m.tool_call_id.clone().unwrap_or_default())
             .collect();
         assert_eq!(ids, ["a", "b", "c"]);
-        hashes.push(h.state.state_hash());
+        hashes.push(h.state.state_hash(h.spec.history_hash()));
         if order == ["c", "a", "b"] {
             h.proceed();
             h.reply(ModelReply::text("done"));

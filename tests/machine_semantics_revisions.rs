@@ -253,6 +253,7 @@ fn sessions_and_the_retriever_are_revision_5s_only() {
             Err(MachineError::BadSessionSeed(_))
         ));
     }
-    assert_eq!(SEMANTICS, 5);
+    assert_eq!(SEMANTICS, 6);
     assert_eq!((SESSION_SEMANTICS, RETRIEVAL_SEMANTICS), (5, 5));
+    assert_eq!(SHA256_HISTORY_SEMANTICS, 6);
 }

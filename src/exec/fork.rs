@@ -148,7 +148,7 @@ pub(super) async fn fork(
     let head = HeadKeeper::new(
         first_head(
             &new,
-            rebuilt.state.state_hash(),
+            rebuilt.state.state_hash(spec.history_hash()),
             rebuilt.chain,
             // A tip at seq 0 is a delegated child's anchor in its parent, not a receipt of
             // this run's chain: the head's receipt tip stays empty until it seals one.

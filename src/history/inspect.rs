@@ -160,7 +160,7 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
         latest: rec.seq,
         edge,
         event,
-        state_hash: rebuilt.state.state_hash().to_hex(),
+        state_hash: rebuilt.state.state_hash(spec.history_hash()).to_hex(),
         state: rebuilt.state,
         effects,
         request,

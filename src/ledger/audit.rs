@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::replay::Divergence;
-use crate::machine::{Digest, RunState};
+use crate::machine::{Digest, HistoryHash, RunState};
 use crate::receipt::{HeadOrigin, RunHead, Seal, text_digest};
 use crate::store::{HeadRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus};
 
@@ -190,13 +190,15 @@ pub(crate) fn row_against_head(rec: &RunRecord, head: &RunHead) -> Result<(), Di
     standing(rec, head)
 }
 
-/// The head against the history replayed up to its seq: the state hash and chain link there,
+/// The head against the history replayed up to its seq: the state hash (under the run's
+/// `hash`) and chain link there,
 /// and what the engine records from that state (kind, status, outcome, usage). `own` is false
 /// when the run has no transition of its own yet (a new run, or a fork before its first step),
 /// whose row still shows what it was created with.
 pub(crate) fn head_against_history(
     head: &RunHead,
     state: &RunState,
+    hash: HistoryHash,
     chain: &Digest,
     own: bool,
 ) -> Result<(), Divergence> {
@@ -204,7 +206,7 @@ pub(crate) fn head_against_history(
     let col = |what: &str, expected: String, found: &str| {
         Err(Divergence::column(at, "heads.body", what, expected, found))
     };
-    let hash = state.state_hash().to_hex();
+    let hash = state.state_hash(hash).to_hex();
     if head.state_hash != hash {
         return col("state hash where the history ends", hash, &head.state_hash);
     }

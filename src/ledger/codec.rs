@@ -8,11 +8,12 @@
 //!   written one effect at a time so each effect's own bytes can be hashed for the receipt of
 //!   its answer; the result is byte-identical to encoding the whole list.
 //! - **State**: [`RunState::canonical_bytes`](crate::machine::RunState::canonical_bytes); the
-//!   state hash is their BLAKE3 digest, and a snapshot stores them as they are.
+//!   state hash is their digest under the run's [`HistoryHash`] (SHA-256 from revision 6,
+//!   BLAKE3 before), and a snapshot stores them as they are.
 //! - **Conversation node** (a blob): the previous conversation head (32 bytes), then the
 //!   message JSON; stored under the new head, `ConversationRef::chain(prev, message)`.
-//! - **Chain link**: `blake3(previous link || event bytes || state hash)`, the first
-//!   transition's previous link being [`Digest::ZERO`].
+//! - **Chain link**: `H(previous link || event bytes || state hash)`, `H` the run's
+//!   [`HistoryHash`], the first transition's previous link being [`Digest::ZERO`].
 //!
 //! Every hash above is over the JSON. A SQLite database (schema 4 on) keeps the event, effects
 //! and snapshot columns as [packed JSON](super::packed), a lossless compact transcoding that
@@ -20,7 +21,7 @@
 //! above the store sees the difference.
 
 use super::HistoryError;
-use crate::machine::{Digest, EdgeId, Effect, Event, RunId};
+use crate::machine::{Digest, EdgeId, Effect, Event, HistoryHash, RunId};
 
 /// Why a transition could not be encoded (a value JSON cannot carry).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,14 +89,11 @@ pub fn decode_effects(run: &RunId, seq: u64, bytes: &[u8]) -> Result<Vec<Effect>
         .map_err(|e| super::damaged(run, seq, format!("stored effects do not decode: {e}")))
 }
 
-/// The hash-chain link of a transition: `blake3(previous link || event bytes || state hash)`.
-/// The first transition's previous link is [`Digest::ZERO`].
-pub fn chain_link(prev: &Digest, event: &[u8], state_hash: &Digest) -> Digest {
-    let mut h = blake3::Hasher::new();
-    h.update(&prev.0);
-    h.update(event);
-    h.update(&state_hash.0);
-    Digest(*h.finalize().as_bytes())
+/// The hash-chain link of a transition: `H(previous link || event bytes || state hash)`, `H`
+/// the run's [`HistoryHash`] (BLAKE3 up to revision 5, SHA-256 from 6). The first transition's
+/// previous link is [`Digest::ZERO`].
+pub fn chain_link(hash: HistoryHash, prev: &Digest, event: &[u8], state_hash: &Digest) -> Digest {
+    hash.of_parts(&[&prev.0, event, &state_hash.0])
 }
 
 /// The bytes stored for a conversation node: the previous head, then the message JSON.
@@ -177,19 +175,22 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_link_covers_its_previous_link_event_and_state() {
-        let a = chain_link(&Digest::ZERO, b"event", &Digest::of(b"state"));
+    fn a_chain_link_covers_its_previous_link_event_and_state_under_the_runs_hash() {
+        for h in [HistoryHash::Blake3, HistoryHash::Sha256] {
+            let link = |prev: &[u8], event: &[u8], state: &[u8]| {
+                chain_link(h, &Digest::of(prev), event, &Digest::of(state))
+            };
+            let a = link(b"", b"event", b"state");
+            assert_ne!(a, link(b"x", b"event", b"state"));
+            assert_ne!(a, link(b"", b"other", b"state"));
+            assert_ne!(a, link(b"", b"event", b"other"));
+            // The link is the run's hash of the three, one after another.
+            let (prev, state) = (Digest::of(b""), Digest::of(b"state"));
+            assert_eq!(a, h.of(&[&prev.0[..], b"event", &state.0[..]].concat()));
+        }
         assert_ne!(
-            a,
-            chain_link(&Digest::of(b"x"), b"event", &Digest::of(b"state"))
-        );
-        assert_ne!(
-            a,
-            chain_link(&Digest::ZERO, b"other", &Digest::of(b"state"))
-        );
-        assert_ne!(
-            a,
-            chain_link(&Digest::ZERO, b"event", &Digest::of(b"other"))
+            chain_link(HistoryHash::Blake3, &Digest::ZERO, b"e", &Digest::ZERO),
+            chain_link(HistoryHash::Sha256, &Digest::ZERO, b"e", &Digest::ZERO)
         );
     }
 

@@ -179,7 +179,7 @@ pub fn state_at(
         expected += 1;
         if from > 0 && t.seq == from {
             // The snapshot's own transition: only its hash and chain link are needed.
-            if t.state_hash != state.state_hash() {
+            if t.state_hash != state.state_hash(spec.history_hash()) {
                 return Err(damaged(
                     run,
                     t.seq,
@@ -192,14 +192,14 @@ pub fn state_at(
         let event = decode_event(run, t.seq, &t.event)?;
         let next = step(&state, &event, spec)
             .map_err(|e| damaged(run, t.seq, format!("replaying the event failed: {e}")))?;
-        if next.next.state_hash() != t.state_hash {
+        let replayed = next.next.state_hash(spec.history_hash());
+        if replayed != t.state_hash {
             return Err(damaged(
                 run,
                 t.seq,
                 format!(
-                    "state hash mismatch: stored {}, replay gives {}",
-                    t.state_hash,
-                    next.next.state_hash()
+                    "state hash mismatch: stored {}, replay gives {replayed}",
+                    t.state_hash
                 ),
             ));
         }

@@ -11,7 +11,7 @@ use super::codec::{
 };
 use super::pairing::{Outstanding, answered};
 use super::receipts::receipt_draft;
-use crate::machine::{Digest, Effect, EffectRef, Event, Outcome, RunId, Transition};
+use crate::machine::{Digest, Effect, EffectRef, Event, HistoryHash, Outcome, RunId, Transition};
 use crate::receipt::{ChainTip, ReceiptSigner};
 use crate::store::{Commit, OutboxRecord, OutboxStatus, RunStatus};
 
@@ -52,6 +52,7 @@ pub struct CommitTimes {
 pub struct Recorder {
     run: RunId,
     epoch: u64,
+    hash: HistoryHash,
     chain: Digest,
     outstanding: Outstanding,
     receipt_tip: Option<ChainTip>,
@@ -59,11 +60,14 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder for `run`'s commits under lease `epoch`, continuing from the chain link
-    /// `chain` (ZERO before the first transition) and the receipt `tip`.
+    /// A recorder for `run`'s commits under lease `epoch`, hashing states and chain links with
+    /// `hash` (the run's, [`RunSpec::history_hash`](crate::machine::RunSpec::history_hash)),
+    /// continuing from the chain link `chain` (ZERO before the first transition) and the
+    /// receipt `tip`.
     pub fn new(
         run: RunId,
         epoch: u64,
+        hash: HistoryHash,
         chain: Digest,
         receipt_tip: Option<ChainTip>,
         signer: Arc<ReceiptSigner>,
@@ -71,6 +75,7 @@ impl Recorder {
         Recorder {
             run,
             epoch,
+            hash,
             chain,
             outstanding: Outstanding::new(),
             receipt_tip,
@@ -110,10 +115,13 @@ impl Recorder {
         let effects = encode_effects(&t.effects)?;
         // The state's bytes are hashed, and kept only when a snapshot is due.
         let (state_hash, snapshot) = crate::scratch::with_json(&t.next, |bytes| {
-            (Digest::of(bytes), snapshot_due(seq).then(|| bytes.to_vec()))
+            (
+                self.hash.of(bytes),
+                snapshot_due(seq).then(|| bytes.to_vec()),
+            )
         })
         .map_err(|e| EncodeError(e.to_string()))?;
-        let chain = chain_link(&self.chain, &event_bytes, &state_hash);
+        let chain = chain_link(self.hash, &self.chain, &event_bytes, &state_hash);
         let answers = self.outstanding.answer(event);
         let seal = match self.seal(seq, event, &event_bytes, answers.as_ref()) {
             Ok(seal) => seal,
@@ -276,7 +284,9 @@ mod tests {
     #[test]
     fn a_transition_becomes_the_commit_its_bytes_and_chain_imply() {
         let signer = Arc::new(ReceiptSigner::unsigned());
-        let mut r = Recorder::new(RunId::new("run1"), 3, Digest::ZERO, None, signer);
+        let hash = spec().history_hash();
+        assert_eq!(hash, HistoryHash::Sha256, "new runs record SHA-256");
+        let mut r = Recorder::new(RunId::new("run1"), 3, hash, Digest::ZERO, None, signer);
         let (c1, s1) = record(
             &mut r,
             &RunState::Created,
@@ -289,9 +299,9 @@ mod tests {
         );
         assert_eq!(
             c1.chain,
-            chain_link(&Digest::ZERO, &c1.event, &c1.state_hash)
+            chain_link(hash, &Digest::ZERO, &c1.event, &c1.state_hash)
         );
-        assert_eq!(c1.state_hash, s1.state_hash());
+        assert_eq!(c1.state_hash, s1.state_hash(hash));
         assert_eq!(c1.blobs.len(), 1, "the goal is the first message");
         assert!(c1.effects.is_empty() && c1.seal.is_none() && c1.snapshot.is_none());
         assert_eq!(
@@ -300,7 +310,10 @@ mod tests {
         );
 
         let (c2, s2) = record(&mut r, &s1, 2, EventBody::Proceed);
-        assert_eq!(c2.chain, chain_link(&c1.chain, &c2.event, &c2.state_hash));
+        assert_eq!(
+            c2.chain,
+            chain_link(hash, &c1.chain, &c2.event, &c2.state_hash)
+        );
         assert!(c2.outbox.is_empty(), "a model call needs no outbox row");
         let call = s2.outstanding()[0].in_run(&RunId::new("run1"));
 

@@ -165,7 +165,7 @@ pub fn replay_with<'a>(
             let (expected, found) = where_they_differ(&effects, r.effects);
             return Err(Divergence::new(r.seq, "effects", expected, found));
         }
-        let hash = t.next.state_hash();
+        let hash = t.next.state_hash(spec.history_hash());
         if hash != r.state_hash {
             return Err(Divergence::new(
                 r.seq,
@@ -175,7 +175,7 @@ pub fn replay_with<'a>(
             ));
         }
         if let Some(stored) = r.chain {
-            let link = chain_link(&chain, r.event_bytes, &hash);
+            let link = chain_link(spec.history_hash(), &chain, r.event_bytes, &hash);
             if link != stored {
                 return Err(Divergence::new(
                     r.seq,

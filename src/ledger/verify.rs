@@ -269,6 +269,7 @@ fn check(
     fail!(audit::head_against_history(
         &head,
         &state,
+        spec.history_hash(),
         &chain,
         head.seq > own_from
     ));
@@ -310,7 +311,7 @@ fn check(
     Ok(Ok(Verified {
         run: run.clone(),
         transitions: head.seq,
-        final_state_hash: state.state_hash().to_hex(),
+        final_state_hash: state.state_hash(spec.history_hash()).to_hex(),
         head: summary,
         messages,
         catalogs,

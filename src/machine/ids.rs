@@ -182,7 +182,8 @@ impl fmt::Display for Hlc {
     }
 }
 
-/// A 32-byte digest (blake3 for states, conversations and blobs), shown and serialised as
+/// A 32-byte digest (BLAKE3 for conversations and blobs; a state's or chain link's is the run's
+/// [`HistoryHash`](super::HistoryHash)), shown and serialised as
 /// lowercase hex.
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Digest(pub [u8; 32]);

@@ -37,6 +37,7 @@ mod edit;
 mod effect;
 mod error;
 mod event;
+mod history_hash;
 mod ids;
 pub mod memory;
 mod message;
@@ -67,6 +68,7 @@ pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
+pub use history_hash::{HistoryHash, SHA256_HISTORY_SEMANTICS};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
 pub use memory::{
     GlobalView, LoadedAt, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec,

@@ -497,8 +497,10 @@ impl RunState {
         out
     }
 
-    /// blake3 over [`canonical_bytes`](Self::canonical_bytes).
-    pub fn state_hash(&self) -> Digest {
-        Digest::of(&self.canonical_bytes())
+    /// The state's hash under `hash` (the run's [`HistoryHash`](super::HistoryHash), from its
+    /// revision) over [`canonical_bytes`](Self::canonical_bytes): what a transition records
+    /// and a replay compares.
+    pub fn state_hash(&self, hash: super::HistoryHash) -> Digest {
+        hash.of(&self.canonical_bytes())
     }
 }

@@ -382,7 +382,7 @@ impl Harness {
                 to: t.next.kind(),
                 effects: t.effects.iter().map(effect_summary).collect(),
                 notes: t.notes.clone(),
-                hash: t.next.state_hash().to_hex()[..12].to_owned(),
+                hash: t.next.state_hash(self.spec.history_hash()).to_hex()[..12].to_owned(),
             })
             .collect()
     }

@@ -72,6 +72,17 @@ pub fn counting_lookup(
     })
 }
 
+/// Starts a run of `spec` toward `goal` on `engine` and waits for it to end (or rest).
+pub async fn run_to_rest(engine: &Engine, spec: RunSpec, goal: &str) -> runtape::exec::RunEnd {
+    engine
+        .start(spec, goal)
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs")
+}
+
 /// An engine over a fresh SQLite file in `dir`, with a deterministic clock.
 pub fn engine_in(dir: &std::path::Path) -> Engine {
     let config = EngineConfig {

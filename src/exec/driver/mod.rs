@@ -121,6 +121,7 @@ impl Driver {
         let recorder = Recorder::new(
             run.clone(),
             epoch,
+            spec.history_hash(),
             rebuilt.chain,
             receipt_tip,
             shared.config.receipts.clone(),

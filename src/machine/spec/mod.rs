@@ -39,7 +39,8 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 3 | MCP tool lists are inputs: a `ToolsListed` event records a server's list at a step boundary, and each model request offers the granted MCP tools that their server's latest recorded list has (and names the catalogs it used) |
 /// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see `machine::delegation` |
 /// | 5 | a run of a session begins with `SessionStart`, carrying the conversations the session's previous run ended with; what falls out of the window is summarised by a recorded model call (`Summarizing`) — see [`session`](super::session); agents with a retriever call it before every model turn (`Retrieving`) and see its passages as user-position data — see [`retrieval`](super::retrieval). A `transfer_to_<agent>` call hands the sender's conversation over: the run rests in `Handoff` until the executor supplies the sender's messages (`ConversationSupplied`, checked against the conversation's head), and the receiver continues them after its own system prompt (see `machine::child`). A child's result (`ChildFinished`) names the child's last receipt and history tip and gets a receipt of its own; a spec may have `[memory]`: agent, shared and global memory, the `remember`/`recall`/`forget` tools answered by the machine, injected memory recorded in each model request, and global writes published when the run completes (`Publishing`) — see [`memory`](super::memory) |
-pub const SEMANTICS: u32 = 5;
+/// | 6 | each state after a transition and each chain link of the history is hashed with SHA-256 (BLAKE3 before); the rules are revision 5's — see [`HistoryHash`](super::HistoryHash) |
+pub const SEMANTICS: u32 = 6;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
 /// grant may then be `SERVER__*` (all of that server's tools, now and later).
@@ -361,6 +362,12 @@ impl RunSpec {
     /// The plain data this spec was built from (with budget defaults filled in).
     pub fn spec(&self) -> &Spec {
         &self.spec
+    }
+
+    /// How runs of this spec hash their states and chain links: fixed by its revision, so
+    /// what records, replays, verifies, forks or shows a run's history calls this.
+    pub fn history_hash(&self) -> super::HistoryHash {
+        super::HistoryHash::of_revision(self.spec.semantics)
     }
 
     /// The spec of the child run `effect` starts (`RunChild` of this run): the same agents
