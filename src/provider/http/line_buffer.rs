@@ -7,7 +7,8 @@ use super::sse::MAX_EVENT_BYTES;
 
 /// Bytes received from a stream and not yet consumed. Use one per decoder: [`push`] each
 /// chunk, find the end of the next line with [`line_end`], read it from [`rest`], then
-/// [`consume`] it.
+/// [`consume`] it. Each byte is looked at once however the stream is cut: a line that arrives
+/// a byte at a time costs what it would in one chunk, not its length squared.
 ///
 /// [`push`]: Self::push
 /// [`line_end`]: Self::line_end
@@ -18,6 +19,10 @@ pub(crate) struct LineBuffer {
     /// Bytes received; those not yet consumed start at `start`.
     buf: Vec<u8>,
     start: usize,
+    /// How many bytes of [`rest`](Self::rest) are known to hold no line terminator (looked at
+    /// by an earlier [`line_end`](Self::line_end) that found none): the next search starts
+    /// after them.
+    scanned: usize,
 }
 
 impl LineBuffer {
@@ -39,26 +44,35 @@ impl LineBuffer {
     /// Marks the first `n` bytes of [`rest`](Self::rest) consumed. Call it with at most
     /// `rest().len()`; more is clamped to the end.
     pub(crate) fn consume(&mut self, n: usize) {
+        let before = self.start;
         self.start = (self.start + n).min(self.buf.len());
+        // The bytes consumed leave the front; those after them keep what is known of them.
+        self.scanned = self.scanned.saturating_sub(self.start - before);
     }
 
     /// Where the next line ends in [`rest`](Self::rest): the position of the first byte for
     /// which `is_terminator` holds, `Ok(None)` when none has arrived yet (more bytes are
     /// needed). Fails with [`DecodeError::TooLarge`] naming `what` once the unfinished line
     /// is longer than [`MAX_EVENT_BYTES`], so an endless line is refused rather than kept.
+    /// Bytes an earlier call found no terminator in are not looked at again, so a decoder
+    /// passes the same `is_terminator` every time.
     pub(crate) fn line_end(
-        &self,
+        &mut self,
         is_terminator: impl Fn(u8) -> bool,
         what: &'static str,
     ) -> Result<Option<usize>, DecodeError> {
-        let rest = self.rest();
-        match rest.iter().position(|&b| is_terminator(b)) {
-            Some(end) => Ok(Some(end)),
+        let rest = &self.buf[self.start..];
+        let unseen = &rest[self.scanned.min(rest.len())..];
+        match unseen.iter().position(|&b| is_terminator(b)) {
+            Some(at) => Ok(Some(rest.len() - unseen.len() + at)),
             None if rest.len() > MAX_EVENT_BYTES => Err(DecodeError::TooLarge {
                 limit: MAX_EVENT_BYTES,
                 what,
             }),
-            None => Ok(None),
+            None => {
+                self.scanned = rest.len();
+                Ok(None)
+            }
         }
     }
 }
@@ -79,6 +93,37 @@ mod tests {
         b.consume(100);
         assert!(b.rest().is_empty());
         assert_eq!(b.line_end(|c| c == b'\n', "line"), Ok(None));
+    }
+
+    #[test]
+    fn a_line_cut_into_pieces_is_looked_at_once() {
+        let looked = std::cell::Cell::new(0usize);
+        let newline = |c: u8| {
+            looked.set(looked.get() + 1);
+            c == b'\n'
+        };
+        let mut b = LineBuffer::default();
+        for _ in 0..1000 {
+            b.push(b"a");
+            assert_eq!(b.line_end(newline, "line"), Ok(None));
+        }
+        assert_eq!(looked.get(), 1000, "each byte once, not 1 + 2 + … + 1000");
+        b.push(b"b\nc");
+        assert_eq!(b.line_end(newline, "line"), Ok(Some(1001)));
+        assert_eq!(looked.get(), 1002);
+        // The next line starts unseen: `c` is looked at, then what arrives after it.
+        b.consume(1002);
+        assert_eq!(b.line_end(newline, "line"), Ok(None));
+        b.push(b"\n");
+        assert_eq!(b.line_end(newline, "line"), Ok(Some(1)));
+        assert_eq!(looked.get(), 1004);
+        // Consuming part of a line that was looked at keeps what is known of the rest.
+        let mut b = LineBuffer::default();
+        b.push(b"xyz");
+        assert_eq!(b.line_end(newline, "line"), Ok(None));
+        b.consume(1);
+        b.push(b"\n");
+        assert_eq!(b.line_end(newline, "line"), Ok(Some(2)));
     }
 
     #[test]
