@@ -195,19 +195,12 @@ impl Recorder {
         ) else {
             return Ok(None);
         };
-        let receipt = self
+        let (receipt, bytes) = self
             .signer
-            .seal_after(self.receipt_tip.as_ref(), draft)
+            .seal_after_stored(self.receipt_tip.as_ref(), draft)
             .map_err(|e| RecordError::Receipt {
                 seq,
                 detail: e.to_string(),
-            })?;
-        let bytes = receipt
-            .seal
-            .to_bytes()
-            .ok_or_else(|| RecordError::Receipt {
-                seq,
-                detail: "the seal is malformed".into(),
             })?;
         Ok(Some((bytes, receipt.tip())))
     }

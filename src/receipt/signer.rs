@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::Path;
 
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use sha2::{Digest as _, Sha256};
 
 use super::body::{ChainTip, Receipt, ReceiptBody, ReceiptDraft, Seal};
 use super::error::ReceiptError;
@@ -103,6 +104,18 @@ impl ReceiptSigner {
         tip: Option<&ChainTip>,
         draft: ReceiptDraft,
     ) -> Result<Receipt, ReceiptError> {
+        self.seal_after_stored(tip, draft)
+            .map(|(receipt, _)| receipt)
+    }
+
+    /// [`seal_after`](Self::seal_after), with the seal also in its stored form
+    /// ([`Seal::to_bytes`]) made from the digest or signature before it is spelled in hex:
+    /// what the engine writes with every commit that answers a call.
+    pub fn seal_after_stored(
+        &self,
+        tip: Option<&ChainTip>,
+        draft: ReceiptDraft,
+    ) -> Result<(Receipt, Vec<u8>), ReceiptError> {
         let parent_sig = match tip {
             None => None,
             Some(prev) => {
@@ -115,16 +128,25 @@ impl ReceiptSigner {
         body.validate()
             .map_err(|error| ReceiptError::InvalidField { seq, error })?;
         let bytes = body.canonical_bytes();
-        let seal = match (&self.key, &self.key_id) {
-            (Some(key), Some(key_id)) => Seal::Ed25519 {
-                key_id: key_id.clone(),
-                signature: hex::encode(&key.sign(&bytes).to_bytes()),
-            },
-            _ => Seal::Unsigned {
-                digest: hex::sha256_hex(&bytes),
-            },
+        let (seal, stored) = match (&self.key, &self.key_id) {
+            (Some(key), Some(key_id)) => {
+                let signature = key.sign(&bytes).to_bytes();
+                let stored = [&[1u8][..], key.verifying_key().as_bytes(), &signature].concat();
+                let seal = Seal::Ed25519 {
+                    key_id: key_id.clone(),
+                    signature: hex::encode(&signature),
+                };
+                (seal, stored)
+            }
+            _ => {
+                let digest: [u8; 32] = Sha256::digest(&bytes).into();
+                let seal = Seal::Unsigned {
+                    digest: hex::encode(&digest),
+                };
+                (seal, [&[0u8][..], &digest].concat())
+            }
         };
-        Ok(Receipt { body, seal })
+        Ok((Receipt { body, seal }, stored))
     }
 
     /// Seals a run's head: its canonical bytes, and over them (after
@@ -234,6 +256,25 @@ mod tests {
             cost: None,
             hlc: Hlc::new(1_700_000_000_000, 0),
             child: None,
+        }
+    }
+
+    #[test]
+    fn the_stored_seal_is_the_seal_in_its_stored_form_signed_or_not() {
+        let signed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        for signer in [signed, ReceiptSigner::unsigned()] {
+            let (receipt, stored) = signer.seal_after_stored(None, draft(1)).expect("valid");
+            assert_eq!(receipt.seal.to_bytes(), Some(stored.clone()));
+            assert_eq!(Seal::from_bytes(&stored), Some(receipt.seal.clone()));
+            let tip = receipt.tip();
+            let (next, stored) = signer
+                .seal_after_stored(Some(&tip), draft(2))
+                .expect("valid");
+            assert_eq!(next.seal.to_bytes(), Some(stored));
+            assert_eq!(
+                signer.seal_after(Some(&tip), draft(2)).expect("valid"),
+                next
+            );
         }
     }
 
