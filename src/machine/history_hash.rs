@@ -63,14 +63,6 @@ impl HistoryHash {
     pub fn of(self, bytes: &[u8]) -> Digest {
         self.of_parts(&[bytes])
     }
-
-    /// The name a report shows: `blake3` or `sha256`.
-    pub fn name(self) -> &'static str {
-        match self {
-            HistoryHash::Blake3 => "blake3",
-            HistoryHash::Sha256 => "sha256",
-        }
-    }
 }
 
 #[cfg(test)]
