@@ -81,6 +81,7 @@
 //! benchmarks and its HTTP server (`runtape serve`) are the binary's, not this library's API.
 
 pub mod cassette;
+mod compact_json;
 pub mod config;
 pub mod exec;
 pub mod history;

@@ -4,7 +4,8 @@
 //! step.
 //!
 //! When to use: [`with_json`] where the bytes are only read (hashed, compared, copied in
-//! part), [`json_exact`] where they are kept. The bytes are exactly `serde_json::to_vec`'s.
+//! part), [`json_exact`] where they are kept. The bytes are exactly `serde_json::to_vec`'s
+//! (written by [`crate::compact_json`]).
 
 use std::cell::RefCell;
 
@@ -26,13 +27,13 @@ pub(crate) fn with_json<T: Serialize + ?Sized, R>(
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
             buf.clear();
-            let written = serde_json::to_writer(&mut *buf, value).map(|()| read(&buf));
+            let written = crate::compact_json::write(&mut buf, value).map(|()| read(&buf));
             if buf.capacity() > KEEP_AT_MOST {
                 *buf = Vec::with_capacity(4096);
             }
             written
         }
-        Err(_) => serde_json::to_vec(value).map(|bytes| read(&bytes)),
+        Err(_) => crate::compact_json::to_vec(value).map(|bytes| read(&bytes)),
     })
 }
 

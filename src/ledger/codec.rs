@@ -58,7 +58,7 @@ pub fn encode_effects(effects: &[Effect]) -> Result<EncodedEffects, EncodeError>
             out.bytes.push(b',');
         }
         let start = out.bytes.len();
-        serde_json::to_writer(&mut out.bytes, e).map_err(|e| EncodeError(e.to_string()))?;
+        crate::compact_json::write(&mut out.bytes, e).map_err(|e| EncodeError(e.to_string()))?;
         out.hashes
             .push(crate::receipt::sha256_hex(&out.bytes[start..]));
     }
@@ -71,7 +71,7 @@ pub fn effects_bytes(effects: &[Effect]) -> Result<Vec<u8>, EncodeError> {
     if effects.is_empty() {
         return Ok(Vec::new());
     }
-    serde_json::to_vec(effects).map_err(|e| EncodeError(e.to_string()))
+    crate::compact_json::to_vec(effects).map_err(|e| EncodeError(e.to_string()))
 }
 
 /// Decodes a stored event of `run` at `seq`.

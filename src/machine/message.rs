@@ -140,7 +140,7 @@ impl Message {
         // Room for the text and the fields around it, so the buffer is rarely grown.
         let mut out = Vec::with_capacity(self.content.as_ref().map_or(0, String::len) + 128);
         // Serialising a Message cannot fail: every field is a string, bool, vec or JSON value.
-        serde_json::to_writer(&mut out, self).expect("a Message always serialises");
+        crate::compact_json::write(&mut out, self).expect("a Message always serialises");
         out
     }
 }

@@ -493,7 +493,7 @@ impl RunState {
         let mut out = Vec::with_capacity(1024);
         // Serialising cannot fail: the state is strings, integers, bools, ordered maps and JSON
         // values, none of which has a fallible Serialize impl.
-        serde_json::to_writer(&mut out, self).expect("RunState always serialises");
+        crate::compact_json::write(&mut out, self).expect("RunState always serialises");
         out
     }
 
