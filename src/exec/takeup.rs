@@ -407,7 +407,7 @@ pub(super) async fn apply_one(
     let at = shared.config.clock.stamp(driver.state.seq() + 1, last_at);
     let event = Event::new(run, at, body);
     let result = match step(&driver.state, &event, &driver.spec) {
-        Ok(t) => driver.commit(&event, &t).map(|()| t.next),
+        Ok(mut t) => driver.commit(&event, &mut t).map(|()| t.next),
         Err(e) => Err(e.into()),
     };
     if let Ok(next) = &result {

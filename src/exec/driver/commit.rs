@@ -13,11 +13,12 @@ use crate::store::{RunStatus, Write};
 
 impl Driver {
     /// Records the transition for the store; it is durable once [`flush`](Self::flush)
-    /// returns.
+    /// returns. The messages it appended move into the driver's conversations (`t.appended`
+    /// is empty afterwards).
     pub(in crate::exec) fn commit(
         &mut self,
         event: &Event,
-        t: &Transition,
+        t: &mut Transition,
     ) -> Result<(), EngineError> {
         let now = self.shared.config.clock.wall_ms();
         let times = CommitTimes {
@@ -40,20 +41,20 @@ impl Driver {
             commit.blobs.push((*catalog, blob));
         }
         self.unsent.push(commit);
-        for a in &t.appended {
+        self.last_at = event.at;
+        if self.shared.trace.receiver_count() > 0 {
+            let traces = transition_traces(&self.run, &self.spec, &self.state, event, t);
+            self.traces.extend(traces);
+        }
+        for a in std::mem::take(&mut t.appended) {
             // A conversation not loaded yet is read from the store when first needed (its new
             // messages are durable by then).
             if self.lazy_convs && !self.convs.contains_key(&a.agent) {
                 continue;
             }
-            let list = Arc::make_mut(self.convs.entry(a.agent.clone()).or_default());
+            let list = Arc::make_mut(self.convs.entry(a.agent).or_default());
             list.truncate(a.index as usize);
-            list.push(a.message.clone());
-        }
-        self.last_at = event.at;
-        if self.shared.trace.receiver_count() > 0 {
-            let traces = transition_traces(&self.run, &self.spec, &self.state, event, t);
-            self.traces.extend(traces);
+            list.push(a.message);
         }
         Ok(())
     }

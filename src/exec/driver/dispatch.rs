@@ -105,15 +105,12 @@ impl Driver {
                 args,
                 idempotency_key,
             } => {
-                self.emit(
-                    Some(id.seq),
-                    Trace::ToolCall {
-                        agent: agent.clone(),
-                        call_id: call_id.clone(),
-                        tool: tool.clone(),
-                        args: args.clone(),
-                    },
-                );
+                self.emit(Some(id.seq), || Trace::ToolCall {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                    args: args.clone(),
+                });
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight
                     .push(perform::tool_call(self.shared.writes.clone(), job));
@@ -126,14 +123,11 @@ impl Driver {
                 args,
                 idempotency_key,
             } => {
-                self.emit(
-                    Some(id.seq),
-                    Trace::ToolReconcile {
-                        agent: agent.clone(),
-                        call_id: call_id.clone(),
-                        tool: tool.clone(),
-                    },
-                );
+                self.emit(Some(id.seq), || Trace::ToolReconcile {
+                    agent: agent.clone(),
+                    call_id: call_id.clone(),
+                    tool: tool.clone(),
+                });
                 let job = self.tool_job(id, agent, call_id, tool, args, idempotency_key);
                 self.inflight.push(perform::reconcile_call(job));
             }
@@ -143,13 +137,10 @@ impl Driver {
                 conversation,
                 turn,
             } => {
-                self.emit(
-                    Some(id.seq),
-                    Trace::RetrievalCall {
-                        agent: agent.clone(),
-                        turn,
-                    },
-                );
+                self.emit(Some(id.seq), || Trace::RetrievalCall {
+                    agent: agent.clone(),
+                    turn,
+                });
                 let messages = match self.messages_of(&agent, &conversation).await {
                     Ok(m) => m,
                     Err(e) => {
@@ -227,15 +218,12 @@ impl Driver {
                     InputKind::Question => "question",
                     InputKind::InDoubt => "in_doubt",
                 };
-                self.emit(
-                    Some(id.seq),
-                    Trace::InputRequested {
-                        agent,
-                        call_id,
-                        tool: request.tool,
-                        kind: kind.into(),
-                    },
-                );
+                self.emit(Some(id.seq), move || Trace::InputRequested {
+                    agent,
+                    call_id,
+                    tool: request.tool,
+                    kind: kind.into(),
+                });
             }
         }
     }

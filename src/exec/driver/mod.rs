@@ -212,7 +212,7 @@ impl Driver {
             Some(permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?)
         };
         if let Some(kind) = self.opening.take().map(|k| *k) {
-            self.emit(None, kind);
+            self.emit(None, || kind);
         }
         self.take_controls();
         if self.draining.is_none() && !self.to_perform.is_empty() {
@@ -279,9 +279,11 @@ impl Driver {
         }
     }
 
-    /// Publishes a trace event now (not tied to a commit).
-    fn emit(&self, seq: Option<u64>, kind: Trace) {
+    /// Publishes a trace event now (not tied to a commit). `kind` is called only when someone
+    /// listens, so an unwatched run builds (and clones into) no trace.
+    fn emit(&self, seq: Option<u64>, kind: impl FnOnce() -> Trace) {
         if self.shared.trace.receiver_count() > 0 {
+            let kind = kind();
             let at = self.shared.config.clock.trace();
             let _ = self.shared.trace.send(TraceEvent {
                 run: self.run.clone(),

@@ -42,7 +42,7 @@ impl Driver {
             Next::Stop(status) => {
                 self.flush().await?;
                 self.release(status).await?;
-                self.emit(Some(self.state.seq()), Trace::RunPaused { status });
+                self.emit(Some(self.state.seq()), || Trace::RunPaused { status });
                 return Ok(Some(self.end(status)));
             }
         };
@@ -55,7 +55,7 @@ impl Driver {
                 .stamp(self.state.seq() + 1, self.last_at),
         };
         let event = Event::new(&self.run, at, body);
-        let t = match step(&self.state, &event, &self.spec) {
+        let mut t = match step(&self.state, &event, &self.spec) {
             Ok(t) => t,
             Err(e @ MachineError::EdgeMismatch { .. }) => return Err(e.into()),
             // The messages came from this run's own store and were refused: asking again
@@ -73,7 +73,7 @@ impl Driver {
                 return Ok(None);
             }
         };
-        self.commit(&event, &t)?;
+        self.commit(&event, &mut t)?;
         if !t.effects.is_empty() || t.next.is_done() {
             self.flush().await?;
         }
@@ -257,12 +257,9 @@ impl Driver {
     /// stop when the fork asked to.
     async fn end_tape(&mut self) -> Option<RunStatus> {
         let tape = self.tape.take()?;
-        self.emit(
-            Some(self.state.seq()),
-            Trace::TapeEnded {
-                live: tape.on_end == TapeEnd::GoLive,
-            },
-        );
+        self.emit(Some(self.state.seq()), || Trace::TapeEnded {
+            live: tape.on_end == TapeEnd::GoLive,
+        });
         if tape.on_end == TapeEnd::Stop {
             return Some(RunStatus::Paused);
         }
