@@ -102,21 +102,36 @@ fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// Whether any byte of `bytes` is one JSON escapes: eight at a time, then the rest.
+/// Whether any byte of `bytes` is one JSON escapes: eight at a time, the last eight
+/// overlapping the word before when the length is not a multiple of eight; a string shorter
+/// than a word (most keys) byte by byte, without a branch per byte.
 #[inline]
 fn needs_escape(bytes: &[u8]) -> bool {
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let word: [u8; 8] = word.try_into().unwrap_or([0; 8]);
-        if word_needs_escape(u64::from_ne_bytes(word)) {
-            return true;
-        }
+    if bytes.len() < 8 {
+        return bytes
+            .iter()
+            .fold(false, |found, &b| found | ESCAPED[usize::from(b)]);
     }
-    words
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        word_needs_escape(u64::from_ne_bytes(w))
+    };
+    (0..bytes.len() / 8).any(|i| word(i * 8)) || word(bytes.len() - 8)
 }
+
+/// The bytes JSON escapes: quote, backslash, control characters.
+static ESCAPED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
 
 /// [`string`] for a string with something to escape.
 #[cold]
@@ -630,6 +645,28 @@ mod tests {
                 same_as_serde_json(&s);
                 same_as_serde_json(&json!({ s.clone(): s }));
             }
+        }
+    }
+
+    #[test]
+    fn a_byte_to_escape_is_found_at_every_place_in_strings_up_to_three_words_long() {
+        for len in 0..=24 {
+            assert!(!needs_escape(&vec![b'x'; len]), "len {len}");
+            for at in 0..len {
+                for byte in [0x01, 0x1f, b'"', b'\\'] {
+                    let mut s = vec![b'x'; len];
+                    s[at] = byte;
+                    assert!(needs_escape(&s), "len {len}, {byte:#04x} at {at}");
+                    same_as_serde_json(&String::from_utf8(s).expect("ascii"));
+                }
+            }
+        }
+        for byte in 0..=255u8 {
+            assert_eq!(
+                ESCAPED[usize::from(byte)],
+                escape(byte).is_some(),
+                "{byte:#04x}"
+            );
         }
     }
 

@@ -1,4 +1,5 @@
-//! Text from outside on one line: what error messages do with input they quote.
+//! Text the engine writes: outside input on one line (what error messages do with input they
+//! quote), times, and bytes as lowercase hex.
 
 /// `text` on one line, for an error message that quotes outside input: `\n`, `\r` and `\t`
 /// escaped as such, other control characters as `\u{..}`, and at most `max_chars`
@@ -21,6 +22,19 @@ pub(crate) fn one_line(text: &str, max_chars: usize) -> String {
         }
     }
     out
+}
+
+/// `bytes` as lowercase hex, two characters a byte: how digests, signatures and keys are
+/// spelled wherever they are shown or sealed.
+pub(crate) fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0x0f)];
+    }
+    // Only ASCII digits and letters were pushed.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Unix milliseconds as `2026-11-21 14:03:22.123Z` (UTC).

@@ -199,12 +199,7 @@ impl Digest {
 
     /// Lowercase hex, 64 characters.
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(char::from(HEX[usize::from(b >> 4)]));
-            s.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-        s
+        crate::text::lower_hex(&self.0)
     }
 
     /// Parses 64 hex characters (either case).
@@ -220,8 +215,6 @@ impl Digest {
         Some(Digest(out))
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 fn hex_val(c: u8) -> Option<u8> {
     match c {

@@ -5,16 +5,9 @@
 
 use sha2::{Digest as _, Sha256};
 
-const ALPHABET: &[u8; 16] = b"0123456789abcdef";
-
 /// `bytes` as lowercase hex.
 pub(crate) fn encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(ALPHABET[usize::from(b >> 4)]));
-        out.push(char::from(ALPHABET[usize::from(b & 0x0f)]));
-    }
-    out
+    crate::text::lower_hex(bytes)
 }
 
 /// Decodes exactly `N` bytes from `2 * N` hex characters of either case; `None` for any other
