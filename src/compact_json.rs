@@ -163,6 +163,15 @@ fn integer<I: itoa::Integer>(out: &mut Vec<u8>, value: I) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
+/// An unsigned integer; a single digit (an index, a count of visits) without formatting.
+#[inline]
+fn unsigned(out: &mut Vec<u8>, value: u64) {
+    match u8::try_from(value) {
+        Ok(digit @ 0..=9) => out.push(b'0' + digit),
+        _ => integer(out, value),
+    }
+}
+
 /// The serializer: appends to the `Vec` it borrows.
 struct Json<'a>(&'a mut Vec<u8>);
 
@@ -200,9 +209,18 @@ impl<'a> Compound<'a> {
 
     #[inline]
     fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), GiveUp> {
-        self.comma();
-        string(self.out, key);
-        self.out.push(b':');
+        if needs_escape(key.as_bytes()) {
+            self.comma();
+            escaped(self.out, key.as_bytes());
+            self.out.push(b':');
+        } else {
+            // The usual case (a field name): `,"key":` with one check for room.
+            self.out.reserve(key.len() + 4);
+            self.comma();
+            self.out.push(b'"');
+            self.out.extend_from_slice(key.as_bytes());
+            self.out.extend_from_slice(b"\":");
+        }
         value.serialize(Json(&mut *self.out))
     }
 
@@ -251,19 +269,19 @@ impl<'a> ser::Serializer for Json<'a> {
         Ok(())
     }
     fn serialize_u8(self, v: u8) -> Result<(), GiveUp> {
-        integer(self.0, v);
+        unsigned(self.0, u64::from(v));
         Ok(())
     }
     fn serialize_u16(self, v: u16) -> Result<(), GiveUp> {
-        integer(self.0, v);
+        unsigned(self.0, u64::from(v));
         Ok(())
     }
     fn serialize_u32(self, v: u32) -> Result<(), GiveUp> {
-        integer(self.0, v);
+        unsigned(self.0, u64::from(v));
         Ok(())
     }
     fn serialize_u64(self, v: u64) -> Result<(), GiveUp> {
-        integer(self.0, v);
+        unsigned(self.0, u64::from(v));
         Ok(())
     }
     fn serialize_f32(self, _v: f32) -> Result<(), GiveUp> {
@@ -714,6 +732,9 @@ mod tests {
         #[serde(flatten)]
         flat: BTreeMap<String, Value>,
         extremes: (u64, i64, i64),
+        #[serde(rename = "a field \"named\"\nto be escaped")]
+        renamed: u8,
+        digits: Vec<u64>,
     }
 
     #[test]
@@ -735,6 +756,8 @@ mod tests {
             skipped: None,
             flat,
             extremes: (u64::MAX, i64::MIN, 0),
+            renamed: 10,
+            digits: vec![0, 9, 10, 255, 256, u64::from(u32::MAX)],
         });
     }
 
