@@ -281,7 +281,7 @@ impl<'a> ser::Serializer for Json<'a> {
         Ok(())
     }
     fn serialize_u64(self, v: u64) -> Result<(), GiveUp> {
-        unsigned(self.0, u64::from(v));
+        unsigned(self.0, v);
         Ok(())
     }
     fn serialize_f32(self, _v: f32) -> Result<(), GiveUp> {
