@@ -388,49 +388,28 @@ impl<'a> ser::Serializer for Json<'a> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
+/// The compounds written element by element: sequences, tuples, tuple structs and variants.
+macro_rules! element_compound {
+    ($($kind:ident::$write:ident),*) => {$(
+        impl ser::$kind for Compound<'_> {
+            type Ok = ();
+            type Error = GiveUp;
+            fn $write<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), GiveUp> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), GiveUp> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
-}
+element_compound!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -448,35 +427,27 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
+/// The compounds written field by field: structs and struct variants.
+macro_rules! field_compound {
+    ($($kind:ident),*) => {$(
+        impl ser::$kind for Compound<'_> {
+            type Ok = ();
+            type Error = GiveUp;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), GiveUp> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), GiveUp> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = GiveUp;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), GiveUp> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), GiveUp> {
-        Compound::end(self)
-    }
-}
+field_compound!(SerializeStruct, SerializeStructVariant);
 
 /// A map key: a string, or an integer written as a string (as serde_json writes them); any
 /// other key is left to serde_json.
