@@ -237,6 +237,31 @@ fn open_variant(out: &mut Vec<u8>, variant: &str) {
     out.push(b':');
 }
 
+impl Json<'_> {
+    fn signed<I: itoa::Integer>(self, value: I) -> Result<(), GiveUp> {
+        integer(self.0, value);
+        Ok(())
+    }
+
+    fn unsigned(self, value: impl Into<u64>) -> Result<(), GiveUp> {
+        unsigned(self.0, value.into());
+        Ok(())
+    }
+}
+
+/// A serializer's eight integer methods, the signed and the unsigned ones each passing the
+/// value to a method of the serializer.
+macro_rules! integer_methods {
+    ($signed:ident: $($s:ident($st:ty)),*; $unsigned:ident: $($u:ident($ut:ty)),*) => {
+        $(fn $s(self, v: $st) -> Result<(), GiveUp> {
+            self.$signed(v)
+        })*
+        $(fn $u(self, v: $ut) -> Result<(), GiveUp> {
+            self.$unsigned(v)
+        })*
+    };
+}
+
 impl<'a> ser::Serializer for Json<'a> {
     type Ok = ();
     type Error = GiveUp;
@@ -252,38 +277,10 @@ impl<'a> ser::Serializer for Json<'a> {
         self.0.extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), GiveUp> {
-        integer(self.0, v);
-        Ok(())
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), GiveUp> {
-        integer(self.0, v);
-        Ok(())
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), GiveUp> {
-        integer(self.0, v);
-        Ok(())
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), GiveUp> {
-        integer(self.0, v);
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), GiveUp> {
-        unsigned(self.0, u64::from(v));
-        Ok(())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), GiveUp> {
-        unsigned(self.0, u64::from(v));
-        Ok(())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), GiveUp> {
-        unsigned(self.0, u64::from(v));
-        Ok(())
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), GiveUp> {
-        unsigned(self.0, v);
-        Ok(())
-    }
+    integer_methods!(
+        signed: serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64);
+        unsigned: serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64)
+    );
     fn serialize_f32(self, _v: f32) -> Result<(), GiveUp> {
         Err(GiveUp)
     }
@@ -497,30 +494,10 @@ impl ser::Serializer for Key<'_> {
     ) -> Result<(), GiveUp> {
         value.serialize(self)
     }
-    fn serialize_i8(self, v: i8) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), GiveUp> {
-        self.quoted(v)
-    }
+    integer_methods!(
+        quoted: serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64);
+        quoted: serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64)
+    );
     fn serialize_bool(self, _v: bool) -> Result<(), GiveUp> {
         Err(GiveUp)
     }
