@@ -73,7 +73,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{lower_hex, one_line};
+
+    #[test]
+    fn every_byte_is_two_lowercase_hex_digits_high_nibble_first() {
+        let all: Vec<u8> = (0..=255).collect();
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(lower_hex(&all), expected);
+        assert_eq!(lower_hex(&[]), "");
+    }
 
     #[test]
     fn control_characters_are_escaped_and_long_text_cut() {
