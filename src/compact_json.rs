@@ -74,7 +74,7 @@ fn word_needs_escape(word: u64) -> bool {
 }
 
 /// How serde_json escapes `byte`, or `None` when it is written as it is.
-fn escape(byte: u8) -> Option<&'static [u8]> {
+const fn escape(byte: u8) -> Option<&'static [u8]> {
     Some(match byte {
         b'"' => b"\\\"",
         b'\\' => b"\\\\",
@@ -121,15 +121,14 @@ fn needs_escape(bytes: &[u8]) -> bool {
 }
 
 /// The bytes JSON escapes: quote, backslash, control characters.
+/// Built from [`escape`], so the two cannot disagree.
 static ESCAPED: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
-    while b < 0x20 {
-        table[b] = true;
+    while b < 256 {
+        table[b] = escape(b as u8).is_some();
         b += 1;
     }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
     table
 };
 
