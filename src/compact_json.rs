@@ -174,6 +174,16 @@ fn unsigned(out: &mut Vec<u8>, value: u64) {
 /// The serializer: appends to the `Vec` it borrows.
 struct Json<'a>(&'a mut Vec<u8>);
 
+/// Text written onto the buffer as it is (escaping, if any is needed, comes after).
+struct Raw<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Raw<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
 /// A sequence, map or struct being written; `close` ends it (`]`, `}`, or `]}`/`}}` for a
 /// variant's).
 struct Compound<'a> {
@@ -296,6 +306,25 @@ impl<'a> ser::Serializer for Json<'a> {
     }
     fn serialize_bytes(self, _v: &[u8]) -> Result<(), GiveUp> {
         Err(GiveUp)
+    }
+    /// Written in place rather than through a `String` of its own (serde's default): numbers
+    /// spelled as text (a head's counters, a receipt's time) are written on every step.
+    fn collect_str<T: fmt::Display + ?Sized>(self, value: &T) -> Result<(), GiveUp> {
+        let start = self.0.len();
+        self.0.push(b'"');
+        if fmt::write(&mut Raw(&mut *self.0), format_args!("{value}")).is_err() {
+            // serde_json reports the error when it writes the value again.
+            return Err(GiveUp);
+        }
+        if needs_escape(&self.0[start + 1..]) {
+            // The text came from `Display`, so it is UTF-8.
+            let text = String::from_utf8(self.0.split_off(start + 1)).map_err(|_| GiveUp)?;
+            self.0.truncate(start);
+            string(self.0, &text);
+        } else {
+            self.0.push(b'"');
+        }
+        Ok(())
     }
     fn serialize_none(self) -> Result<(), GiveUp> {
         self.0.extend_from_slice(b"null");
@@ -722,6 +751,40 @@ mod tests {
         let mut out = b"kept".to_vec();
         assert!(write(&mut out, &vec![Failing]).is_err());
         assert_eq!(out, b"kept", "a failed write leaves the buffer as it was");
+    }
+
+    /// Serialises its text through `collect_str` (a character at a time), as numbers spelled
+    /// as text are. (A `Display` that fails is not tried: serde_json panics on one.)
+    struct Collected(String);
+    impl Serialize for Collected {
+        fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            struct Shown<'a>(&'a str);
+            impl fmt::Display for Shown<'_> {
+                fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    self.0.chars().try_for_each(|c| write!(f, "{c}"))
+                }
+            }
+            s.collect_str(&Shown(&self.0))
+        }
+    }
+
+    #[test]
+    fn text_collected_from_display_is_written_as_serde_json_writes_it() {
+        for text in [
+            "",
+            "18446744073709551615",
+            "a\"b\\c\nd\u{1}é😀",
+            "plain text",
+        ] {
+            same_as_serde_json(&Collected(text.into()));
+            same_as_serde_json(&vec![Collected(text.into()), Collected("x".into())]);
+            same_as_serde_json(&BTreeMap::from([(text, Collected(text.into()))]));
+        }
+        for any in (0u32..0x80).filter_map(char::from_u32) {
+            same_as_serde_json(&Collected(format!("{any}{any}ab{any}cdefgh{any}")));
+        }
+        // What the engine collects: times and counters spelled as decimal text.
+        same_as_serde_json(&Collected(u64::MAX.to_string()));
     }
 
     fn serde_bytes_like() -> impl Serialize {

@@ -24,16 +24,22 @@ pub(crate) fn with_json<T: Serialize + ?Sized, R>(
     value: &T,
     read: impl FnOnce(&[u8]) -> R,
 ) -> serde_json::Result<R> {
+    with_buffer(|buf| crate::compact_json::write(buf, value).map(|()| read(buf)))
+}
+
+/// Gives `fill` this thread's buffer, empty (a nested call gets a fresh one): for bytes
+/// written in several pieces and then read or copied out whole.
+pub(crate) fn with_buffer<R>(fill: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => {
             buf.clear();
-            let written = crate::compact_json::write(&mut buf, value).map(|()| read(&buf));
+            let result = fill(&mut buf);
             if buf.capacity() > KEEP_AT_MOST {
                 *buf = Vec::with_capacity(4096);
             }
-            written
+            result
         }
-        Err(_) => crate::compact_json::to_vec(value).map(|bytes| read(&bytes)),
+        Err(_) => fill(&mut Vec::new()),
     })
 }
 

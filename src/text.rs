@@ -27,15 +27,32 @@ pub(crate) fn one_line(text: &str, max_chars: usize) -> String {
 /// `bytes` as lowercase hex, two characters a byte: how digests, signatures and keys are
 /// spelled wherever they are shown or sealed.
 pub(crate) fn lower_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = vec![0u8; bytes.len() * 2];
-    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0x0f)];
-    }
-    // Only ASCII digits and letters were pushed.
+    lower_hex_into(bytes, &mut out);
+    // Only ASCII digits and letters were written.
     String::from_utf8(out).unwrap_or_default()
 }
+
+/// [`lower_hex`] into `out`, which holds two bytes for each of `bytes` (a buffer on the stack
+/// where the text is only written on, not kept). Bytes of `out` past that are left as they are.
+pub(crate) fn lower_hex_into(bytes: &[u8], out: &mut [u8]) {
+    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+    }
+}
+
+/// Each byte's two hex digits, high nibble first: one lookup a byte instead of two (a digest
+/// is spelled in hex several times a step).
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        pairs[b] = [DIGITS[b >> 4], DIGITS[b & 0x0f]];
+        b += 1;
+    }
+    pairs
+};
 
 /// Unix milliseconds as `2026-11-21 14:03:22.123Z` (UTC).
 pub(crate) fn utc(ms: u64) -> String {
@@ -73,7 +90,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{lower_hex, one_line};
+    use super::{lower_hex, lower_hex_into, one_line};
 
     #[test]
     fn every_byte_is_two_lowercase_hex_digits_high_nibble_first() {
@@ -81,6 +98,9 @@ mod tests {
         let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(lower_hex(&all), expected);
         assert_eq!(lower_hex(&[]), "");
+        let mut buf = [b'-'; 6];
+        lower_hex_into(&[0x0f, 0xa0], &mut buf);
+        assert_eq!(&buf, b"0fa0--");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn new_run_id() -> RunId {
     for (i, b) in random.iter().enumerate() {
         out[10 + i] = ALPHABET[(b & 31) as usize];
     }
-    RunId(out.iter().map(|&b| char::from(b)).collect())
+    RunId::new(out.iter().map(|&b| char::from(b)).collect::<String>())
 }
 
 #[cfg(test)]

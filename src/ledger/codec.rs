@@ -46,24 +46,28 @@ pub struct EncodedEffects {
 /// Encodes the effects column. Its bytes equal `serde_json::to_vec(effects)` (none for an empty
 /// list), which [`replay`](super::replay) compares against.
 pub fn encode_effects(effects: &[Effect]) -> Result<EncodedEffects, EncodeError> {
-    let mut out = EncodedEffects::default();
     if effects.is_empty() {
-        return Ok(out);
+        return Ok(EncodedEffects::default());
     }
-    out.bytes.reserve(256 * effects.len());
-    out.hashes.reserve(effects.len());
-    out.bytes.push(b'[');
-    for (i, e) in effects.iter().enumerate() {
-        if i > 0 {
-            out.bytes.push(b',');
+    // Written in the thread's buffer and copied out at its length: the column is kept (by the
+    // in-memory store as it is), so it should not carry spare capacity.
+    crate::scratch::with_buffer(|buf| {
+        let mut hashes = Vec::with_capacity(effects.len());
+        buf.push(b'[');
+        for (i, e) in effects.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let start = buf.len();
+            crate::compact_json::write(buf, e).map_err(|e| EncodeError(e.to_string()))?;
+            hashes.push(crate::receipt::sha256_hex(&buf[start..]));
         }
-        let start = out.bytes.len();
-        crate::compact_json::write(&mut out.bytes, e).map_err(|e| EncodeError(e.to_string()))?;
-        out.hashes
-            .push(crate::receipt::sha256_hex(&out.bytes[start..]));
-    }
-    out.bytes.push(b']');
-    Ok(out)
+        buf.push(b']');
+        Ok(EncodedEffects {
+            bytes: buf.to_vec(),
+            hashes,
+        })
+    })
 }
 
 /// The effects column a replay expects for `effects` (no per-effect hashes).

@@ -5,6 +5,7 @@
 //! from `(run, seq, index)`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,12 +13,12 @@ use serde::{Deserialize, Serialize};
 /// the machine only copies it into the effect ids it emits.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RunId(pub String);
+pub struct RunId(pub Arc<str>);
 
 impl RunId {
     /// Wraps a string as a run id.
     pub fn new(id: impl Into<String>) -> Self {
-        RunId(id.into())
+        RunId(id.into().into())
     }
 
     /// The id as a string slice.
@@ -35,12 +36,12 @@ impl fmt::Display for RunId {
 /// An agent's identifier, as written in the run spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct AgentId(pub String);
+pub struct AgentId(pub Arc<str>);
 
 impl AgentId {
     /// Wraps a string as an agent id.
     pub fn new(id: impl Into<String>) -> Self {
-        AgentId(id.into())
+        AgentId(id.into().into())
     }
 
     /// The id as a string slice.
@@ -57,7 +58,7 @@ impl fmt::Display for AgentId {
 
 impl From<&str> for AgentId {
     fn from(s: &str) -> Self {
-        AgentId(s.to_owned())
+        AgentId(s.into())
     }
 }
 
@@ -89,10 +90,10 @@ impl EffectId {
     pub fn child_run_id(&self) -> RunId {
         let plain = format!("{}.{}.{}", self.run, self.seq, self.index);
         if plain.len() <= 128 {
-            return RunId(plain);
+            return RunId(plain.into());
         }
         let hex = Digest::of(plain.as_bytes()).to_hex();
-        RunId(format!("d{}", &hex[..32]))
+        RunId(format!("d{}", &hex[..32]).into())
     }
 
     /// The same position (`seq`, `index`) in another run; used when comparing a fork's effects
@@ -239,7 +240,11 @@ impl fmt::Display for Digest {
 
 impl Serialize for Digest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
+        // Spelled on the stack: states and effects serialise digests on every step.
+        let mut hex = [0u8; 64];
+        crate::text::lower_hex_into(&self.0, &mut hex);
+        // Only ASCII hex digits were written.
+        s.serialize_str(std::str::from_utf8(&hex).unwrap_or_default())
     }
 }
 
@@ -253,6 +258,15 @@ impl<'de> Deserialize<'de> for Digest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_serialises_as_its_hex_and_reads_back() {
+        let d = Digest(std::array::from_fn(|i| (i * 37 + 5) as u8));
+        let json = serde_json::to_string(&d).expect("encodes");
+        assert_eq!(json, format!("\"{}\"", d.to_hex()));
+        assert_eq!(json.len(), 66);
+        assert_eq!(serde_json::from_str::<Digest>(&json).expect("decodes"), d);
+    }
 
     #[test]
     fn hlc_orders_like_its_parts() {

@@ -180,7 +180,7 @@ pub struct RunData {
     /// `Start.at`: wall-time budgets count from here.
     pub started_at: Hlc,
     /// The goal.
-    pub goal: String,
+    pub goal: std::sync::Arc<str>,
     /// The agent whose turn it is.
     pub active: AgentId,
     /// Every agent activated so far. Boxed: a map's node holds room for eleven entries

@@ -565,7 +565,7 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
     let mut run = RunData {
         seq: cx.seq,
         started_at: cx.at,
-        goal: goal.to_owned(),
+        goal: goal.into(),
         active: spec.plan().entry.clone(),
         agents: Default::default(),
         usage: Default::default(),

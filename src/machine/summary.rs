@@ -124,7 +124,7 @@ fn skip_summaries(cx: &mut Cx<'_>, mut run: RunData, jobs: Vec<SummaryJob>) -> R
         open_seeded(cx, &mut run, &job.agent, job.carried.as_deref(), job.window);
     }
     let entry = cx.spec.plan().entry.clone();
-    let goal = run.goal.clone();
+    let goal = run.goal.to_string();
     activate(cx, &mut run, &entry, goal);
     RunState::Preparing { run }
 }

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+use super::chunked::Chunked;
 use super::{
     Ack, Commit, HeadRecord, LeaseRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
     Store, StoreError, TransitionRecord, Write, Written,
@@ -15,7 +16,7 @@ use crate::machine::{Digest, EffectRef, RunId, StateKind};
 #[derive(Clone, Default)]
 struct MemRun {
     record: Option<RunRecord>,
-    transitions: Vec<TransitionRecord>,
+    transitions: Chunked<TransitionRecord>,
     snapshots: BTreeMap<u64, Vec<u8>>,
     outbox: BTreeMap<EffectRef, OutboxRecord>,
     head: Option<HeadRecord>,
@@ -434,9 +435,11 @@ impl Store for MemoryStore {
     ) -> Result<Vec<TransitionRecord>, StoreError> {
         self.with(|inner| {
             inner.runs.get(run).map_or_else(Vec::new, |r| {
+                // Seqs only grow along a run's history.
                 r.transitions
-                    .iter()
-                    .filter(|t| (from..=to).contains(&t.seq))
+                    .iter_from(|t| t.seq < from)
+                    .skip_while(|t| t.seq < from)
+                    .take_while(|t| t.seq <= to)
                     .cloned()
                     .collect()
             })

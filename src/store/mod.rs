@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 
+mod chunked;
 mod forward;
 pub mod global_memory;
 mod lease;

@@ -27,7 +27,7 @@ fn row(r: &Row) -> Result<GlobalRow, tokio_postgres::Error> {
         key: r.try_get(1)?,
         version: r.try_get::<_, i64>(2)? as u64,
         value: r.try_get(3)?,
-        run: r.try_get::<_, Option<String>>(4)?.map(RunId),
+        run: r.try_get::<_, Option<String>>(4)?.map(RunId::new),
         effect: GlobalRow::effect_at(seq, index),
         removal: r.try_get::<_, Option<i64>>(7)?.map(|id| id as u64),
     })

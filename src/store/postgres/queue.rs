@@ -128,7 +128,7 @@ impl PostgresStore {
                     Ok(row) => row
                         .map(|r| {
                             Ok(Claim {
-                                run: RunId(r.try_get(0)?),
+                                run: RunId::new(r.try_get::<_, String>(0)?),
                                 epoch: r.try_get::<_, i64>(1)? as u64,
                             })
                         })

@@ -78,7 +78,7 @@ pub(super) async fn leases(c: &Conn, ids: &[String]) -> Read<Vec<LeaseRecord>> {
             let lease_left: Option<i64> = r.try_get(2)?;
             let control: Option<String> = r.try_get(3)?;
             Ok(LeaseRecord::new(
-                RunId(id.clone()),
+                RunId::new(id.clone()),
                 r.try_get::<_, i64>(1)? as u64,
                 expiry_on_our_clock(lease_left),
                 parse_control(&id, control.as_deref())?,
@@ -321,7 +321,7 @@ pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
     };
     Ok(RunRecord {
         parent: match (parent, fork_seq) {
-            (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+            (Some(p), Some(s)) => Some((RunId::new(p), s as u64)),
             (None, None) => None,
             _ => {
                 return Err(damaged(
@@ -350,6 +350,6 @@ pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
         outcome: r.try_get(16)?,
         setup: r.try_get(17)?,
         unpriced_turns: r.try_get::<_, i64>(18)? as u64,
-        id: RunId(id.clone()),
+        id: RunId::new(id.clone()),
     })
 }

@@ -62,7 +62,12 @@ pub(super) async fn runs_of(
         )
         .await?;
     rows.iter()
-        .map(|r| Ok((r.try_get::<_, i64>(0)? as u64, RunId(r.try_get(1)?))))
+        .map(|r| {
+            Ok((
+                r.try_get::<_, i64>(0)? as u64,
+                RunId::new(r.try_get::<_, String>(1)?),
+            ))
+        })
         .collect()
 }
 
@@ -82,7 +87,7 @@ pub(super) async fn all(c: &Conn) -> Result<Vec<SessionRecord>, tokio_postgres::
             Ok(SessionRecord {
                 name: r.try_get(0)?,
                 runs: r.try_get::<_, i64>(1)? as u64,
-                latest: RunId(r.try_get(2)?),
+                latest: RunId::new(r.try_get::<_, String>(2)?),
             })
         })
         .collect()

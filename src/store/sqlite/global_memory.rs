@@ -20,7 +20,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<GlobalRow> {
         key: r.get(1)?,
         version: r.get::<_, i64>(2)? as u64,
         value: r.get(3)?,
-        run: r.get::<_, Option<String>>(4)?.map(RunId),
+        run: r.get::<_, Option<String>>(4)?.map(RunId::new),
         effect: GlobalRow::effect_at(seq, index),
         removal: r.get::<_, Option<i64>>(7)?.map(|id| id as u64),
     })

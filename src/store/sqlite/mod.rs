@@ -315,8 +315,9 @@ impl Store for SqliteStore {
                     let epoch = r.get::<_, i64>(1)? as u64;
                     let expires_ms = r.get::<_, i64>(2)? as u64;
                     let control: Option<String> = r.get(3)?;
-                    Ok(parse_control(&id, control.as_deref())
-                        .map(|control| LeaseRecord::new(RunId(id), epoch, expires_ms, control)))
+                    Ok(parse_control(&id, control.as_deref()).map(|control| {
+                        LeaseRecord::new(RunId::new(id), epoch, expires_ms, control)
+                    }))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
@@ -606,7 +607,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
     let record = (|| {
         Ok(RunRecord {
             parent: match (parent, fork_seq) {
-                (Some(p), Some(s)) => Some((RunId(p), s as u64)),
+                (Some(p), Some(s)) => Some((RunId::new(p), s as u64)),
                 (None, None) => None,
                 _ => {
                     return Err(damaged(
@@ -632,7 +633,7 @@ fn run_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, Store
             outcome: r.get(16)?,
             setup: r.get(17)?,
             unpriced_turns: r.get::<_, i64>(18)? as u64,
-            id: RunId(id.clone()),
+            id: RunId::new(id.clone()),
         })
     })();
     Ok(record)

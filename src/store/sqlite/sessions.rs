@@ -36,7 +36,10 @@ pub(super) fn runs_of(c: &Connection, name: &str) -> rusqlite::Result<Vec<(u64, 
          WHERE s.session = ?1 ORDER BY s.idx",
     )?;
     stmt.query_map([name], |r| {
-        Ok((r.get::<_, i64>(0)? as u64, RunId(r.get::<_, String>(1)?)))
+        Ok((
+            r.get::<_, i64>(0)? as u64,
+            RunId::new(r.get::<_, String>(1)?),
+        ))
     })?
     .collect()
 }
@@ -52,7 +55,7 @@ pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
         Ok(SessionRecord {
             name: r.get(0)?,
             runs: r.get::<_, i64>(1)? as u64,
-            latest: RunId(r.get::<_, String>(2)?),
+            latest: RunId::new(r.get::<_, String>(2)?),
         })
     })?
     .collect()
