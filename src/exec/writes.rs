@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, oneshot};
 
 use crate::store::{Ack, Store, StoreError, Write, Written};
 
@@ -26,9 +26,16 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Waits until the write is durable.
-    pub(crate) async fn done(self) -> Result<Written, StoreError> {
-        self.ack.await.unwrap_or(Err(StoreError::Closed))
+    /// Waits until the write is durable. An acknowledgement already given (the in-memory
+    /// store applies a write as it is submitted) is taken without going through the scheduler.
+    pub(crate) async fn done(mut self) -> Result<Written, StoreError> {
+        match self.ack.try_recv() {
+            Ok(written) => written,
+            Err(oneshot::error::TryRecvError::Closed) => Err(StoreError::Closed),
+            Err(oneshot::error::TryRecvError::Empty) => {
+                self.ack.await.unwrap_or(Err(StoreError::Closed))
+            }
+        }
     }
 }
 
@@ -44,8 +51,14 @@ impl Writes {
     /// ack).
     pub(crate) async fn submit_with(&self, submit: impl FnOnce(&dyn Store) -> Ack) -> Pending {
         // The semaphore is never closed, so acquiring fails only if it were; then the write
-        // goes ahead unbounded rather than not at all.
-        let permit = self.permits.clone().acquire_owned().await.ok();
+        // goes ahead unbounded rather than not at all. A free permit is taken at once (tokio's
+        // semaphore hands released permits to waiters first, so this never jumps the queue);
+        // only a full queue waits.
+        let permit = match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(TryAcquireError::NoPermits) => self.permits.clone().acquire_owned().await.ok(),
+            Err(TryAcquireError::Closed) => None,
+        };
         Pending {
             ack: submit(self.store.as_ref()),
             _permit: permit,
@@ -89,6 +102,38 @@ mod tests {
         assert!(
             second.done().await.is_err(),
             "the store answered it (no such run)"
+        );
+    }
+
+    #[tokio::test]
+    async fn done_gives_the_acknowledgement_sent_before_or_after_and_closed_when_none_comes() {
+        let writes = Writes::new(Arc::new(MemoryStore::new()), 4);
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Err(StoreError::Io("full".into())));
+        let before = writes.submit_with(|_| rx).await;
+        assert_eq!(before.done().await, Err(StoreError::Io("full".into())));
+
+        let (tx, rx) = oneshot::channel();
+        let later = writes.submit_with(|_| rx).await.done();
+        tokio::pin!(later);
+        assert!(futures_util::poll!(later.as_mut()).is_pending(), "waits");
+        let _ = tx.send(Ok(Written::Done));
+        assert_eq!(later.await, Ok(Written::Done));
+
+        let (tx, rx) = oneshot::channel::<Result<Written, StoreError>>();
+        drop(tx);
+        let dropped = writes.submit_with(|_| rx).await;
+        assert_eq!(dropped.done().await, Err(StoreError::Closed));
+        let (tx, rx) = oneshot::channel::<Result<Written, StoreError>>();
+        let dropped_later = writes.submit_with(|_| rx).await.done();
+        tokio::pin!(dropped_later);
+        assert!(futures_util::poll!(dropped_later.as_mut()).is_pending());
+        drop(tx);
+        assert_eq!(dropped_later.await, Err(StoreError::Closed));
+        assert_eq!(
+            writes.permits.available_permits(),
+            4,
+            "every permit given back"
         );
     }
 }

@@ -27,7 +27,12 @@ pub(crate) fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// True when `text` is exactly `len` lowercase hex characters: the canonical spelling that
 /// receipts store, so two spellings of one value cannot both appear in a chain.
 pub(crate) fn is_lower_hex(text: &str, len: usize) -> bool {
-    text.len() == len && text.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    // Every byte looked at, without a branch each (a receipt's hashes are checked as it is
+    // sealed and again when verified).
+    text.len() == len
+        && text
+            .bytes()
+            .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// SHA-256 of `bytes`, as lowercase hex.
@@ -68,6 +73,13 @@ mod tests {
         assert!(is_lower_hex("00ff", 4));
         assert!(!is_lower_hex("00FF", 4));
         assert!(!is_lower_hex("00ff", 6));
+        // Exactly the sixteen lowercase digits are accepted, at the start, middle and end.
+        for c in (0u32..0x100).filter_map(char::from_u32) {
+            let want = c.is_ascii_digit() || ('a'..='f').contains(&c);
+            for text in [format!("{c}00"), format!("0{c}0"), format!("00{c}")] {
+                assert_eq!(is_lower_hex(&text, text.len()), want, "{c:?} in {text:?}");
+            }
+        }
     }
 
     #[test]
