@@ -202,7 +202,7 @@ impl Recorder {
                 seq,
                 detail: e.to_string(),
             })?;
-        Ok(Some((bytes, receipt.tip())))
+        Ok(Some((bytes, receipt.into_tip())))
     }
 }
 

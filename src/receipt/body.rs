@@ -501,6 +501,14 @@ impl Receipt {
         }
     }
 
+    /// [`tip`](Self::tip), for a receipt no longer needed (the seal is moved, not copied).
+    pub fn into_tip(self) -> ChainTip {
+        ChainTip {
+            seq: self.body.seq,
+            seal: self.seal,
+        }
+    }
+
     /// True when the receipt carries an Ed25519 signature.
     pub fn is_signed(&self) -> bool {
         matches!(self.seal, Seal::Ed25519 { .. })

@@ -267,6 +267,8 @@ mod tests {
             assert_eq!(receipt.seal.to_bytes(), Some(stored.clone()));
             assert_eq!(Seal::from_bytes(&stored), Some(receipt.seal.clone()));
             let tip = receipt.tip();
+            assert_eq!(receipt.clone().into_tip(), tip);
+            assert_eq!(tip.seq, 1);
             let (next, stored) = signer
                 .seal_after_stored(Some(&tip), draft(2))
                 .expect("valid");
