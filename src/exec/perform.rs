@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -389,11 +390,17 @@ async fn within_or_cancel<T>(
     cancel: &CancellationToken,
     fut: impl std::future::Future<Output = T>,
 ) -> Result<T, ()> {
-    // The call first: one that is ready at once never arms the timer.
+    // The limit counts from now; the timer is built only for a call that is not ready at
+    // once (an in-process tool answers on its first poll), and then polled after the call.
+    let deadline = clock.now() + limit;
+    let mut fut = std::pin::pin!(fut);
+    if let Some(out) = fut.as_mut().now_or_never() {
+        return Ok(out);
+    }
     let finished = tokio::select! {
         biased;
         out = fut => Ok(out),
-        () = clock.sleep(limit) => Err(()),
+        () = clock.sleep_until(deadline) => Err(()),
     };
     // Cancelled only once `select!` is over, so the abandoned call is already dropped.
     if finished.is_err() {
@@ -441,6 +448,52 @@ mod tests {
         assert!(!lease.still_good(750, 1000), "inside the margin");
         assert!(!lease.still_good(5000, 1000), "expired");
         assert!(!lease.still_good(u64::MAX, 1000), "no overflow");
+    }
+
+    #[tokio::test]
+    async fn a_call_gets_its_limit_counted_from_before_its_first_poll_and_is_cancelled_past_it() {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::default());
+        let limit = Duration::from_millis(50);
+        // Ready at once.
+        let cancel = CancellationToken::new();
+        assert_eq!(
+            within_or_cancel(&clock, limit, &cancel, async { 7 }).await,
+            Ok(7)
+        );
+        assert!(!cancel.is_cancelled());
+        // Ready after a wait within the limit.
+        let slow = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            8
+        };
+        assert_eq!(within_or_cancel(&clock, limit, &cancel, slow).await, Ok(8));
+        assert!(!cancel.is_cancelled());
+        // Never ready: times out and cancels the token it was handed.
+        let never = std::future::pending::<u8>();
+        assert_eq!(
+            within_or_cancel(&clock, limit, &cancel, never).await,
+            Err(())
+        );
+        assert!(cancel.is_cancelled());
+        // A first poll that blocks past the limit, then waits: the limit has already passed,
+        // so it times out at once (~250 ms in all), not a whole limit later (~450 ms).
+        let cancel = CancellationToken::new();
+        let blocking = async {
+            std::thread::sleep(Duration::from_millis(250));
+            std::future::pending::<u8>().await
+        };
+        let started = std::time::Instant::now();
+        let limit = Duration::from_millis(200);
+        assert_eq!(
+            within_or_cancel(&clock, limit, &cancel, blocking).await,
+            Err(())
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "{:?}: the limit counted from after the first poll",
+            started.elapsed()
+        );
+        assert!(cancel.is_cancelled());
     }
 
     #[test]
