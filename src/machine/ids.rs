@@ -10,7 +10,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// A run's identifier. Chosen by whoever creates the run (the engine uses a time-ordered id);
-/// the machine only copies it into the effect ids it emits.
+/// the machine only copies it into the effect ids it emits. A shared string: a clone (every
+/// effect id, receipt and trace holds one) is a reference count, not a copy.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RunId(pub Arc<str>);
@@ -33,7 +34,8 @@ impl fmt::Display for RunId {
     }
 }
 
-/// An agent's identifier, as written in the run spec.
+/// An agent's identifier, as written in the run spec. A shared string, cloned by reference
+/// count like [`RunId`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct AgentId(pub Arc<str>);

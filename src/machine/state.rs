@@ -179,7 +179,7 @@ pub struct RunData {
     pub seq: u64,
     /// `Start.at`: wall-time budgets count from here.
     pub started_at: Hlc,
-    /// The goal.
+    /// The goal. Shared: every step clones the state, and a goal can be long.
     pub goal: std::sync::Arc<str>,
     /// The agent whose turn it is.
     pub active: AgentId,
