@@ -417,6 +417,40 @@ async fn observers_that_lag_or_fail_never_block_the_run() {
     );
 }
 
+/// A run that never has to wait — writes acknowledged as they are made (the in-memory store),
+/// tools and a model that answer at once — still yields to other tasks now and then: on a
+/// single-threaded runtime another task gets to run long before the run ends, not after it.
+#[tokio::test]
+async fn a_run_that_never_waits_still_lets_other_tasks_run() {
+    let engine = Engine::in_memory();
+    engine.register_provider("p", Arc::new(rounds_provider(1_500, &["lookup"])));
+    let calls = Arc::new(AtomicUsize::new(0));
+    engine.register_tool(Arc::new(counting_lookup(calls.clone())));
+    let seen = calls.clone();
+    // Waits until the run has made a call, then reports how many it had made by then.
+    let other = tokio::spawn(async move {
+        loop {
+            let made = seen.load(Ordering::SeqCst);
+            if made > 0 {
+                return made;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let spec = spec(vec![lookup_spec()], |s| {
+        s.agents[0].limits.max_turns = Some(10_000);
+        s.agents[0].limits.max_tool_calls = Some(10_000);
+    });
+    let end = run_to_rest(&engine, spec, "busy").await;
+    assert_eq!(end.status, RunStatus::Completed);
+    assert_eq!(calls.load(Ordering::SeqCst), 1_500);
+    let made_when_it_ran = other.await.expect("the other task ends");
+    assert!(
+        made_when_it_ran < 1_000,
+        "the other task ran only after {made_when_it_ran} of the run's 1,500 calls"
+    );
+}
+
 /// Trace timestamps never go backwards within a run.
 #[tokio::test]
 async fn trace_events_carry_increasing_hlc_timestamps() {

@@ -27,10 +27,16 @@ pub(crate) struct Pending {
 
 impl Pending {
     /// Waits until the write is durable. An acknowledgement already given (the in-memory
-    /// store applies a write as it is submitted) is taken without going through the scheduler.
+    /// store applies a write as it is submitted) is taken without awaiting the channel, but
+    /// still counts against the task's cooperative budget: a run whose every write is
+    /// acknowledged at once must still yield now and then, or it would keep its thread (and,
+    /// on a single-threaded runtime, everything else) until it ends.
     pub(crate) async fn done(mut self) -> Result<Written, StoreError> {
         match self.ack.try_recv() {
-            Ok(written) => written,
+            Ok(written) => {
+                tokio::task::consume_budget().await;
+                written
+            }
             Err(oneshot::error::TryRecvError::Closed) => Err(StoreError::Closed),
             Err(oneshot::error::TryRecvError::Empty) => {
                 self.ack.await.unwrap_or(Err(StoreError::Closed))
