@@ -145,10 +145,8 @@ fn escaped(out: &mut Vec<u8>, bytes: &[u8]) {
         out.extend_from_slice(&bytes[written..i]);
         if escaped.is_empty() {
             // Other control characters: \u00XX, lowercase hex.
-            const HEX: &[u8; 16] = b"0123456789abcdef";
             out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0x0F)]);
+            out.extend_from_slice(&crate::text::hex_pair(byte));
         } else {
             out.extend_from_slice(escaped);
         }

@@ -37,8 +37,23 @@ pub(crate) fn lower_hex(bytes: &[u8]) -> String {
 /// where the text is only written on, not kept). Bytes of `out` past that are left as they are.
 pub(crate) fn lower_hex_into(bytes: &[u8], out: &mut [u8]) {
     for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair.copy_from_slice(&HEX_PAIRS[usize::from(b)]);
+        pair.copy_from_slice(&hex_pair(b));
     }
+}
+
+/// `byte`'s two lowercase hex digits, high nibble first.
+pub(crate) fn hex_pair(byte: u8) -> [u8; 2] {
+    HEX_PAIRS[usize::from(byte)]
+}
+
+/// True when `text` is exactly `len` lowercase hex digits: how digests are spelled wherever
+/// they are stored or shown, so two spellings of one value cannot both appear. Every byte is
+/// looked at without a branch each (receipts' hashes are checked as they are sealed).
+pub(crate) fn is_lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len
+        && text
+            .bytes()
+            .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Each byte's two hex digits, high nibble first: one lookup a byte instead of two (a digest

@@ -277,17 +277,11 @@ fn find_unsafe_integer(value: &Value) -> Option<(String, String)> {
 
 /// True when `text` is exactly `len` lowercase hex digits.
 pub(crate) fn is_hex(text: &str, len: usize) -> bool {
-    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    crate::text::is_lower_hex(text, len)
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
+    crate::text::lower_hex(bytes)
 }
 
 #[cfg(test)]

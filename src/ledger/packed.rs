@@ -51,7 +51,6 @@ const HEX32: u8 = 0x0C;
 const PREFIXED: u8 = 0x0D;
 /// The shortest earlier string a [`PREFIXED`] string may start with.
 const PREFIX_MIN: usize = 8;
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 const EXTERNAL: u8 = 0x0E;
 /// The shortest string stored as a reference into a source value.
 pub const EXTERNAL_MIN: usize = 32;
@@ -513,9 +512,8 @@ fn unpack_tokens(mut rest: &[u8], external: &[u8]) -> Result<Vec<u8>, PackError>
                 let (digest, tail) = rest.split_at_checked(32).ok_or(PackError("a cut digest"))?;
                 rest = tail;
                 out.push(b'"');
-                for b in digest {
-                    out.push(HEX_DIGITS[usize::from(b >> 4)]);
-                    out.push(HEX_DIGITS[usize::from(b & 0xf)]);
+                for &b in digest {
+                    out.extend_from_slice(&crate::text::hex_pair(b));
                 }
                 out.push(b'"');
                 None

@@ -27,12 +27,7 @@ pub(crate) fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// True when `text` is exactly `len` lowercase hex characters: the canonical spelling that
 /// receipts store, so two spellings of one value cannot both appear in a chain.
 pub(crate) fn is_lower_hex(text: &str, len: usize) -> bool {
-    // Every byte looked at, without a branch each (a receipt's hashes are checked as it is
-    // sealed and again when verified).
-    text.len() == len
-        && text
-            .bytes()
-            .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    crate::text::is_lower_hex(text, len)
 }
 
 /// SHA-256 of `bytes`, as lowercase hex.
