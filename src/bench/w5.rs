@@ -51,6 +51,11 @@ pub(crate) struct W5 {
     pub(crate) ideal_ms: f64,
     /// `wall_ms / ideal_ms`.
     pub(crate) wall_over_ideal: f64,
+    /// From the first start until every run had made its first model call, ms: the ideal
+    /// counts model latency only, as if every run called its model at once, so this is part
+    /// of what the wall has over the ideal.
+    #[serde(default)]
+    pub(crate) all_calling_ms: f64,
     /// Transitions committed, all runs.
     pub(crate) transitions: u64,
     /// Transitions per second of wall time.
@@ -101,6 +106,8 @@ fn latency(base: Duration, run: usize, turn: usize) -> Duration {
 struct Replies {
     origin: Instant,
     at: Vec<AtomicU64>,
+    /// When the last run to make its first model call made it (ns since `origin`).
+    last_first_call: AtomicU64,
 }
 
 impl Replies {
@@ -154,6 +161,12 @@ impl ModelProvider for SlowModel {
                 .cap
                 .saturating_sub(request.remaining.turns.unwrap_or(self.cap))
                 as usize;
+            if turn == 0 {
+                let now = self.replies.now_ns();
+                self.replies
+                    .last_first_call
+                    .fetch_max(now, Ordering::AcqRel);
+            }
             tokio::time::sleep(latency(self.base, run, turn)).await;
             if let Some(slot) = self.replies.at.get(run) {
                 slot.store(self.replies.now_ns(), Ordering::Release);
@@ -208,7 +221,10 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
     let replies = Arc::new(Replies {
         origin: Instant::now(),
         at: (0..o.runs).map(|_| AtomicU64::new(0)).collect(),
+        last_first_call: AtomicU64::new(0),
     });
+    let origin = replies.origin;
+    let first_calls = replies.clone();
     // The first commit of a run after a reply is timed from the reply's arrival.
     let stamps = replies.clone();
     let store = Arc::new(TimedStore::timed_from(sqlite.clone(), move |write| {
@@ -276,6 +292,9 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         transitions += end?.state.seq();
     }
     let wall = started.elapsed();
+    let all_calling = (origin
+        + Duration::from_nanos(first_calls.last_first_call.load(Ordering::Acquire)))
+    .saturating_duration_since(started);
     let peak_rss = status_bytes("VmHWM").max(base_rss);
     let written = bytes_written().saturating_sub(written_before);
     let commits = sqlite.stats().transactions.load(Ordering::Relaxed) - commits_before;
@@ -290,6 +309,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         wall_ms: secs * 1000.0,
         ideal_ms: ideal.as_secs_f64() * 1000.0,
         wall_over_ideal: secs / ideal.as_secs_f64().max(f64::MIN_POSITIVE),
+        all_calling_ms: all_calling.as_secs_f64() * 1000.0,
         transitions,
         per_s: transitions as f64 / secs,
         commits,

@@ -203,10 +203,11 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             o.w5.model_latency.as_millis()
         );
         outln!(
-            "    wall {:.0} ms = {:.3}× ideal ({:.0} ms of model latency); {} transitions = {:.0}/s",
+            "    wall {:.0} ms = {:.3}× ideal ({:.0} ms of model latency; every run calling its model by {:.0} ms); {} transitions = {:.0}/s",
             w.wall_ms,
             w.wall_over_ideal,
             w.ideal_ms,
+            w.all_calling_ms,
             w.transitions,
             w.per_s
         );
