@@ -117,7 +117,7 @@ fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
     let conn = rusqlite::Connection::open(&db).expect("opens");
     let n = conn
         .execute(
-            "UPDATE runs SET setup = replace(setup, '\"sh\"', '\"/bin/sh\"') WHERE id = ?1",
+            "UPDATE run_specs SET setup = replace(setup, '\"sh\"', '\"/bin/sh\"') WHERE run = (SELECT key FROM runs WHERE id = ?1)",
             [PAUSED],
         )
         .expect("edits");
@@ -126,7 +126,7 @@ fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
     let refused = runtape(&db, &["resume", PAUSED]);
     assert_eq!(refused.status.code(), Some(1));
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("runs.setup"), "{err}");
+    assert!(err.contains("run_specs.setup"), "{err}");
     let verified = runtape(&db, &["verify", PAUSED]);
     assert_eq!(verified.status.code(), Some(1));
     // A run continued by this runtape is sealed by the engine from then on.

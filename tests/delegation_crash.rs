@@ -28,7 +28,7 @@ fn tree(db: &Path) -> Tree {
     else {
         return out;
     };
-    let Ok(mut runs) = conn.prepare("SELECT key, goal FROM runs") else {
+    let Ok(mut runs) = conn.prepare("SELECT run, goal FROM run_specs") else {
         return out;
     };
     let keys: Vec<(i64, String)> = runs

@@ -107,7 +107,8 @@ async fn a_child_created_but_never_started_resumes_with_its_receipts_under_its_p
         Default::default(),
     );
     new.setup = child.setup.clone();
-    new.head = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer).sealed();
+    new.head = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer)
+        .sealed(store.as_ref());
     runtape::store::write(store.as_ref(), Write::CreateRun(new))
         .await
         .expect("creates the run");

@@ -264,17 +264,23 @@ fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
 
     // A copy of the parent's child whose result was inherited, relinked to the fork's effect.
     let conn = rusqlite::Connection::open(&db).expect("opens");
-    let columns = "parent_id, fork_seq, setup, goal, status, state_kind, seq, lease_epoch, \
-                   lease_owner, lease_expires_ms, control, created_ms, updated_ms, cost_nanos, \
-                   tokens, outcome, unpriced_turns";
+    let columns = "status, state_kind, seq, lease_epoch, lease_owner, lease_expires_ms, control, \
+                   updated_ms, cost_nanos, tokens, unpriced_turns";
     let copied = conn
         .execute(
             &format!(
-                "INSERT INTO runs (id, spec, {columns}) \
-                 SELECT ?1, replace(spec, ?2, ?3), {columns} FROM runs WHERE id = ?4"
+                "INSERT INTO runs (id, {columns}) SELECT ?1, {columns} FROM runs WHERE id = ?2"
             ),
+            rusqlite::params![format!("{fid}.3.{ended}"), format!("{id}.3.{ended}")],
+        )
+        .expect("inserts");
+    assert_eq!(copied, 1);
+    let copied = conn
+        .execute(
+            "INSERT INTO run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
+             SELECT last_insert_rowid(), parent_id, fork_seq, replace(spec, ?1, ?2), setup, goal, created_ms, outcome \
+             FROM run_specs WHERE run = (SELECT key FROM runs WHERE id = ?3)",
             rusqlite::params![
-                format!("{fid}.3.{ended}"),
                 format!("\"{id}\""),
                 format!("\"{fid}\""),
                 format!("{id}.3.{ended}"),

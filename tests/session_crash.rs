@@ -70,9 +70,11 @@ fn state_of(db: &Path, goal: &str) -> Option<String> {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .ok()?;
-    conn.query_row("SELECT state_kind FROM runs WHERE goal = ?1", [goal], |r| {
-        r.get(0)
-    })
+    conn.query_row(
+        "SELECT r.state_kind FROM runs r JOIN run_specs s ON s.run = r.key WHERE s.goal = ?1",
+        [goal],
+        |r| r.get(0),
+    )
     .ok()
 }
 

@@ -19,7 +19,7 @@ fn dump(db: &Path) -> String {
         "snapshots",
         "blobs",
         "outbox",
-        "heads",
+        "run_specs",
     ] {
         let mut stmt = conn
             .prepare(&format!("SELECT * FROM {table} ORDER BY 1"))
@@ -65,23 +65,23 @@ fn a_fork_of_a_run_whose_setup_was_edited_is_refused_and_runs_nothing() {
     edit(
         &db,
         &format!(
-            "UPDATE runs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') WHERE id = '{}'",
+            "UPDATE run_specs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') WHERE run = (SELECT key FROM runs WHERE id = '{}')",
             f.long
         ),
     );
     let at = format!("{}@{FORK_SEQ}", f.long);
-    assert_refused(&db, &["fork", &at, "--receipt-key", k], "runs.setup");
+    assert_refused(&db, &["fork", &at, "--receipt-key", k], "run_specs.setup");
     // The same edit made to the fork's own row is refused when the fork is forked again.
     let (_dir, db) = copy();
     edit(
         &db,
         &format!(
-            "UPDATE runs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') WHERE id = '{}'",
+            "UPDATE run_specs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') WHERE run = (SELECT key FROM runs WHERE id = '{}')",
             f.fork
         ),
     );
     let at = format!("{}@{}", f.fork, FORK_SEQ + 2);
-    assert_refused(&db, &["fork", &at, "--receipt-key", k], "runs.setup");
+    assert_refused(&db, &["fork", &at, "--receipt-key", k], "run_specs.setup");
 }
 
 #[test]
@@ -92,15 +92,15 @@ fn a_resume_of_a_tampered_run_is_refused_and_performs_nothing() {
     let cases = [
         (
             format!(
-                "UPDATE runs SET setup = replace(setup, 'touch started', 'touch PWNED; touch started') WHERE id = '{killed}'"
+                "UPDATE run_specs SET setup = replace(setup, 'touch started', 'touch PWNED; touch started') WHERE run = (SELECT key FROM runs WHERE id = '{killed}')"
             ),
-            "runs.setup",
+            "run_specs.setup",
         ),
         (
             format!(
-                "UPDATE runs SET spec = replace(spec, '\"idempotent\":false', '\"idempotent\":true') WHERE id = '{killed}'"
+                "UPDATE run_specs SET spec = replace(spec, '\"idempotent\":false', '\"idempotent\":true') WHERE run = (SELECT key FROM runs WHERE id = '{killed}')"
             ),
-            "runs.spec",
+            "run_specs.spec",
         ),
         (
             // The call that may have charged the card, made to look as if it never started:
@@ -115,8 +115,10 @@ fn a_resume_of_a_tampered_run_is_refused_and_performs_nothing() {
             "outbox.status",
         ),
         (
-            format!("UPDATE runs SET goal = 'Charge it twice.' WHERE id = '{killed}'"),
-            "runs.goal",
+            format!(
+                "UPDATE run_specs SET goal = 'Charge it twice.' WHERE run = (SELECT key FROM runs WHERE id = '{killed}')"
+            ),
+            "run_specs.goal",
         ),
         (
             format!("UPDATE runs SET seq = seq - 1 WHERE id = '{killed}'"),
@@ -199,8 +201,10 @@ fn an_unsigned_run_at_rest_is_not_cancelled_or_answered_once_tampered() {
         .to_owned();
     edit(
         &db,
-        &format!("UPDATE runs SET goal = 'Deploy everything.' WHERE id = '{run}'"),
+        &format!(
+            "UPDATE run_specs SET goal = 'Deploy everything.' WHERE run = (SELECT key FROM runs WHERE id = '{run}')"
+        ),
     );
-    assert_refused(&db, &["cancel", &run], "runs.goal");
-    assert_refused(&db, &["resume", &run, "--approve"], "runs.goal");
+    assert_refused(&db, &["cancel", &run], "run_specs.goal");
+    assert_refused(&db, &["resume", &run, "--approve"], "run_specs.goal");
 }

@@ -102,6 +102,7 @@ fn cases() -> Vec<Case> {
     let done_s = s(done_seq);
     let started_s = s(started_seq);
     let of_long = format!("WHERE id = '{long}'");
+    let specs_of_long = format!("WHERE run = {kl}");
     vec![
         // runs
         case(
@@ -119,38 +120,52 @@ fn cases() -> Vec<Case> {
             &["runs.id"],
         ),
         case(
-            "runs.parent_id",
+            "run_specs.parent_id",
             fork,
-            format!("UPDATE runs SET parent_id = '{killed}' WHERE id = '{fork}'"),
-            &["runs.parent_id"],
+            format!("UPDATE run_specs SET parent_id = '{killed}' WHERE run = {kf}"),
+            &["run_specs.parent_id"],
         ),
         case(
-            "runs.fork_seq",
+            "run_specs.fork_seq",
             fork,
-            format!("UPDATE runs SET fork_seq = fork_seq + 1 WHERE id = '{fork}'"),
-            &["runs.fork_seq"],
+            format!("UPDATE run_specs SET fork_seq = fork_seq + 1 WHERE run = {kf}"),
+            &["run_specs.fork_seq"],
         ),
         case(
-            "runs.spec",
+            "run_specs.spec",
             long,
             format!(
-                "UPDATE runs SET spec = replace(spec, '\"idempotent\":false', '\"idempotent\":true') {of_long}"
+                "UPDATE run_specs SET spec = replace(spec, '\"idempotent\":false', '\"idempotent\":true') {specs_of_long}"
             ),
-            &["runs.spec"],
+            &["run_specs.spec"],
         ),
         case(
-            "runs.setup",
+            "run_specs.setup",
             long,
             format!(
-                "UPDATE runs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') {of_long}"
+                "UPDATE run_specs SET setup = replace(setup, 'cat >> notes.log', 'touch PWNED; cat >> notes.log') {specs_of_long}"
             ),
-            &["runs.setup"],
+            &["run_specs.setup"],
         ),
         case(
-            "runs.goal",
+            "run_specs.goal",
             long,
-            format!("UPDATE runs SET goal = 'Note nothing.' {of_long}"),
-            &["runs.goal"],
+            format!("UPDATE run_specs SET goal = 'Note nothing.' {specs_of_long}"),
+            &["run_specs.goal"],
+        ),
+        case(
+            "run_specs.run",
+            long,
+            format!(
+                "UPDATE run_specs SET run = -1 WHERE run = {kl}; UPDATE run_specs SET run = {kl} WHERE run = {kk}; UPDATE run_specs SET run = {kk} WHERE run = -1"
+            ),
+            &["run_specs."],
+        ),
+        case(
+            "run_specs.run",
+            long,
+            format!("DELETE FROM run_specs {specs_of_long}"),
+            &["run_specs"],
         ),
         case(
             "runs.status",
@@ -171,10 +186,10 @@ fn cases() -> Vec<Case> {
             &["runs.seq"],
         ),
         case(
-            "runs.created_ms",
+            "run_specs.created_ms",
             long,
-            format!("UPDATE runs SET created_ms = created_ms - 1000 {of_long}"),
-            &["runs.created_ms"],
+            format!("UPDATE run_specs SET created_ms = created_ms - 1000 {specs_of_long}"),
+            &["run_specs.created_ms"],
         ),
         case(
             "runs.updated_ms",
@@ -201,12 +216,12 @@ fn cases() -> Vec<Case> {
             &["runs.unpriced_turns"],
         ),
         case(
-            "runs.outcome",
+            "run_specs.outcome",
             long,
             format!(
-                "UPDATE runs SET outcome = replace(outcome, 'all noted', 'nothing noted') {of_long}"
+                "UPDATE run_specs SET outcome = replace(outcome, 'all noted', 'nothing noted') {specs_of_long}"
             ),
-            &["runs.outcome"],
+            &["run_specs.outcome"],
         ),
         // transitions
         case(
@@ -433,28 +448,36 @@ fn cases() -> Vec<Case> {
             format!("UPDATE runs SET status = 'failed' WHERE key = {k1}"),
             &["session history comes from"],
         ),
-        // heads
+        // the sealed head, packed in the run's row
         case(
-            "heads.run",
+            "runs.head",
             long,
             format!(
-                "UPDATE heads SET run = -1 WHERE run = {kl}; UPDATE heads SET run = {kl} WHERE run = {kk}; UPDATE heads SET run = {kk} WHERE run = -1"
+                "UPDATE runs SET head = (SELECT head FROM runs WHERE key = {kk}), seal = (SELECT seal FROM runs WHERE key = {kk}) WHERE key = {kl}"
             ),
             &["runs.key"],
         ),
         case(
-            "heads.run",
+            "runs.head",
             long,
-            format!("DELETE FROM heads WHERE run = {kl}"),
-            &["heads"],
+            format!("UPDATE runs SET head = NULL WHERE key = {kl}"),
+            &["runs.head"],
         ),
         case(
-            "heads.body",
+            "runs.head",
             long,
+            // The packed head spells its status as text: `completed` becomes `cancelled`, as
+            // long, so the head still unpacks, to a head its seal does not cover.
             format!(
-                "UPDATE heads SET body = CAST(replace(CAST(body AS TEXT), '\"status\":\"completed\"', '\"status\":\"failed\"') AS BLOB) WHERE run = {kl}"
+                "UPDATE runs SET head = CAST(replace(CAST(head AS TEXT), 'completed', 'cancelled') AS BLOB) WHERE key = {kl}"
             ),
-            &["heads.seal"],
+            &["runs.seal"],
+        ),
+        case(
+            "runs.head",
+            long,
+            format!("UPDATE runs SET head = substr(head, 1, length(head) - 1) WHERE key = {kl}"),
+            &["runs.head"],
         ),
         // global memory (revision 5): the memory run published `a` and `b`; `b` was removed.
         case(
@@ -548,10 +571,10 @@ fn cases() -> Vec<Case> {
             &["memory_removals.seal"],
         ),
         case(
-            "heads.seal",
+            "runs.seal",
             long,
-            format!("UPDATE heads SET seal = substr(seal, 1, 33) || zeroblob(64) WHERE run = {kl}"),
-            &["heads.seal"],
+            format!("UPDATE runs SET seal = substr(seal, 1, 33) || zeroblob(64) WHERE key = {kl}"),
+            &["runs.seal"],
         ),
     ]
 }

@@ -156,7 +156,7 @@ pub(super) async fn fork(
         ),
         shared.config.receipts.clone(),
     );
-    new.head = head.sealed();
+    new.head = head.sealed(&*shared.writes.store);
     let epoch = lease_of(shared.writes.write(Write::CreateRun(new)).await?);
     let mut driver = Driver::new(
         shared,

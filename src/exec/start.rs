@@ -88,7 +88,7 @@ pub(super) async fn start(
         first_head(&new, Digest::ZERO, Digest::ZERO, None),
         shared.config.receipts.clone(),
     );
-    new.head = head.sealed();
+    new.head = head.sealed(&*shared.writes.store);
     let epoch = lease_of(shared.writes.write(Write::CreateRun(new)).await?);
     let rebuilt = Rebuilt {
         state: RunState::Created,

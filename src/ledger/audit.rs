@@ -17,14 +17,14 @@ pub(crate) fn open_head(stored: &HeadRecord) -> Result<(RunHead, Seal), Divergen
     let head = RunHead::from_bytes(&stored.body).ok_or_else(|| {
         Divergence::column(
             0,
-            "heads.body",
+            "runs.head",
             "sealed head",
             "a run head",
             "unreadable bytes",
         )
     })?;
     let seal = Seal::from_bytes(&stored.seal).ok_or_else(|| {
-        Divergence::column(0, "heads.seal", "head seal", "a seal", "unreadable bytes")
+        Divergence::column(0, "runs.seal", "head seal", "a seal", "unreadable bytes")
     })?;
     Ok((head, seal))
 }
@@ -61,8 +61,8 @@ pub(crate) fn identity(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     if parent.map(|p| p.0) != stored.map(|p| p.0) {
         let show = |p: Option<&crate::machine::RunId>| p.map_or("none".into(), |r| r.to_string());
         return col(
-            "runs.parent_id",
-            "parent run",
+            "run_specs.parent_id",
+            "parent run (of the row runs.key finds)",
             show(parent.map(|p| p.0)),
             show(stored.map(|p| p.0)),
         );
@@ -70,28 +70,28 @@ pub(crate) fn identity(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     if parent.map(|p| p.1) != stored.map(|p| p.1) {
         let show = |s: Option<u64>| s.map_or("none".into(), |s| s.to_string());
         return col(
-            "runs.fork_seq",
-            "fork seq",
+            "run_specs.fork_seq",
+            "fork seq (of the row runs.key finds)",
             show(parent.map(|p| p.1)),
             show(stored.map(|p| p.1)),
         );
     }
     let texts = [
         (
-            "runs.spec",
-            "spec digest",
+            "run_specs.spec",
+            "spec digest (of the row runs.key finds)",
             Some(&head.spec),
             Some(rec.spec.as_str()),
         ),
         (
-            "runs.setup",
-            "setup digest",
+            "run_specs.setup",
+            "setup digest (of the row runs.key finds)",
             head.setup.as_ref(),
             rec.setup.as_deref(),
         ),
         (
-            "runs.goal",
-            "goal digest",
+            "run_specs.goal",
+            "goal digest (of the row runs.key finds)",
             Some(&head.goal),
             Some(rec.goal.as_str()),
         ),
@@ -104,8 +104,8 @@ pub(crate) fn identity(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     }
     if rec.created_ms != head.created_ms {
         return col(
-            "runs.created_ms",
-            "creation time",
+            "run_specs.created_ms",
+            "creation time (of the row runs.key finds)",
             head.created_ms.to_string(),
             rec.created_ms.to_string(),
         );
@@ -155,7 +155,7 @@ pub(crate) fn standing(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     if rec.outcome.as_deref().map(text_digest) != head.outcome {
         let sealed = head.outcome.as_deref().map_or("none".into(), short);
         return col(
-            "runs.outcome",
+            "run_specs.outcome",
             "outcome digest",
             sealed,
             digest_of(rec.outcome.as_deref()),
@@ -204,7 +204,7 @@ pub(crate) fn head_against_history(
 ) -> Result<(), Divergence> {
     let at = head.seq;
     let col = |what: &str, expected: String, found: &str| {
-        Err(Divergence::column(at, "heads.body", what, expected, found))
+        Err(Divergence::column(at, "runs.head", what, expected, found))
     };
     let hash = state.state_hash(hash).to_hex();
     if head.state_hash != hash {

@@ -43,22 +43,14 @@ const fn operational(table: &'static str, name: &'static str, why: &'static str)
 
 /// Every column of every table, with its coverage.
 pub const COLUMNS: &[Column] = &[
-    // runs: the row `ls`, `log` and `show` read, and what `resume` and `fork` execute.
+    // runs: where each run stands — the row `ls` reads and every commit rewrites — and its
+    // sealed head.
     verified(
         "runs",
         "key",
         "internal row key: every row found through it names its run (events, the head, idempotency keys)",
     ),
     verified("runs", "id", "equals the run the head sealed"),
-    verified("runs", "parent_id", "equals the parent the head sealed"),
-    verified("runs", "fork_seq", "equals the fork seq the head sealed"),
-    verified(
-        "runs",
-        "spec",
-        "its digest equals the head's; the history replays under it",
-    ),
-    verified("runs", "setup", "its digest equals the head's"),
-    verified("runs", "goal", "its digest equals the head's"),
     verified(
         "runs",
         "status",
@@ -94,7 +86,6 @@ pub const COLUMNS: &[Column] = &[
         "control",
         "a pending pause or cancel request; acting on it commits a transition, which is then verified",
     ),
-    verified("runs", "created_ms", "equals the head's"),
     verified("runs", "updated_ms", "equals the head's"),
     verified(
         "runs",
@@ -113,6 +104,40 @@ pub const COLUMNS: &[Column] = &[
     ),
     verified(
         "runs",
+        "head",
+        "the sealed head (packed, or its JSON): its seal holds; its fields equal the run's rows and the replayed history",
+    ),
+    verified(
+        "runs",
+        "seal",
+        "holds over the head: signed with the trusted key when one is given",
+    ),
+    // run_specs: what each run is — what `resume` and `fork` execute — and how it ended.
+    verified(
+        "run_specs",
+        "run",
+        "internal row key: the spec, setup, goal and parent found for a run must be the ones its head sealed",
+    ),
+    verified(
+        "run_specs",
+        "parent_id",
+        "equals the parent the head sealed",
+    ),
+    verified(
+        "run_specs",
+        "fork_seq",
+        "equals the fork seq the head sealed",
+    ),
+    verified(
+        "run_specs",
+        "spec",
+        "its digest equals the head's; the history replays under it",
+    ),
+    verified("run_specs", "setup", "its digest equals the head's"),
+    verified("run_specs", "goal", "its digest equals the head's"),
+    verified("run_specs", "created_ms", "equals the head's"),
+    verified(
+        "run_specs",
         "outcome",
         "its digest equals the head's, which is the final state's outcome",
     ),
@@ -206,18 +231,6 @@ pub const COLUMNS: &[Column] = &[
         "session_runs",
         "run",
         "internal row key: the place found for a run is the one its sealed spec names, and a run the spec gives no place has none",
-    ),
-    // heads: the sealed head.
-    verified("heads", "run", "the head found for a run names that run"),
-    verified(
-        "heads",
-        "body",
-        "its seal holds; its fields equal the run's row and the replayed history",
-    ),
-    verified(
-        "heads",
-        "seal",
-        "holds over the body: signed with the trusted key when one is given",
     ),
     // memory_global: global memory, one row per version of a key (revision 5).
     verified(

@@ -29,6 +29,7 @@ pub mod fork_view;
 pub mod head;
 pub mod packed;
 pub mod packed_blob;
+pub mod packed_head;
 pub mod pairing;
 pub mod read;
 pub mod tree;

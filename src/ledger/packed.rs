@@ -246,7 +246,7 @@ fn shortest_integer(text: &[u8]) -> Option<i64> {
 /// Why a packed value does not unpack (a damaged or edited row).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("packed JSON is damaged: {0}")]
-pub struct PackError(&'static str);
+pub struct PackError(pub(super) &'static str);
 
 /// The stored form of `json`: packed when that round-trips exactly, otherwise `json` itself.
 /// Empty input stays empty. Call it on bytes serde_json wrote (compact JSON); anything else is

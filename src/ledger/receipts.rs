@@ -150,7 +150,7 @@ fn export_section(
     };
     let stored = store
         .head(run)?
-        .ok_or_else(|| refuse("it has no sealed head (heads row missing)".into()))?;
+        .ok_or_else(|| refuse("it has no sealed head (runs.head is empty)".into()))?;
     let (head, seal) = super::audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
     let (own, problem) = walk_to(store, run, head.seq)?;
     if let Some(d) = problem {
@@ -166,7 +166,7 @@ fn export_section(
     let sealed = head.receipt_tip.as_ref().map(|t| (t.seq, t.link.clone()));
     if last != sealed {
         return Err(refuse(
-            "heads.body: the stored receipts do not end where the head says".into(),
+            "runs.head: the stored receipts do not end where the head says".into(),
         ));
     }
     let line = crate::receipt::BundleHead::new(head, seal, &chain);
@@ -194,7 +194,7 @@ fn delegation_prefix(store: &dyn Store, run: &RunId) -> Result<Vec<Receipt>, His
                 run: run.to_string(),
                 seq: 0,
                 detail: format!(
-                    "its delegation links loop back to run {} (runs.spec delegated_by)",
+                    "its delegation links loop back to run {} (run_specs.spec delegated_by)",
                     effect.run
                 ),
             });
@@ -431,7 +431,7 @@ pub fn delegation_anchor(
                 run: run.to_string(),
                 seq: 0,
                 detail: format!(
-                    "its delegation links loop back to run {} (runs.spec delegated_by)",
+                    "its delegation links loop back to run {} (run_specs.spec delegated_by)",
                     effect.run
                 ),
             });

@@ -145,7 +145,7 @@ pub fn tree(store: &dyn Store, root: &RunId) -> Result<Vec<TreeRun>, HistoryErro
 pub fn child_proof(store: &dyn Store, child: &RunId) -> Result<ChildProof, HistoryError> {
     let stored = store.head(child)?.ok_or_else(|| HistoryError::Tampered {
         run: child.to_string(),
-        detail: "it has no sealed head (heads row missing)".into(),
+        detail: "it has no sealed head (runs.head is empty)".into(),
     })?;
     let (head, _) = super::audit::open_head(&stored).map_err(|d| HistoryError::Tampered {
         run: child.to_string(),

@@ -1,6 +1,6 @@
 //! `verify`: everything stored about a run, checked against what it should be.
 //!
-//! 1. The run's **head** (`heads`): its seal holds (signed with the trusted key when one is
+//! 1. The run's **head** (`runs.head`): its seal holds (signed with the trusted key when one is
 //!    given), and the run's row carries the identity it sealed (id, parent, spec, setup, goal,
 //!    creation time).
 //! 2. The **history** (`transitions`), across fork ancestry, up to the seq the head says it
@@ -99,7 +99,22 @@ pub fn verify(
 ) -> Result<Result<Verified, Divergence>, HistoryError> {
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
-    verify_once(store, run, key, store.head(run)?)
+    match store.head(run) {
+        Ok(head) => verify_once(store, run, key, head),
+        Err(StoreError::Damaged { detail, .. }) => Ok(Err(unreadable(&detail))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a stored row that does not decode (a damaged or edited column) is reported as.
+fn unreadable(detail: &str) -> Divergence {
+    Divergence {
+        seq: 0,
+        column: Some("stored row".into()),
+        what: super::replay::clip(detail),
+        expected: "a readable value".into(),
+        found: "one that does not decode".into(),
+    }
 }
 
 fn verify_once(
@@ -110,13 +125,9 @@ fn verify_once(
 ) -> Result<Result<Verified, Divergence>, HistoryError> {
     match check(store, run, key, head) {
         Ok(result) => Ok(result),
-        Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => Ok(Err(Divergence {
-            seq: 0,
-            column: Some("stored row".into()),
-            what: super::replay::clip(&detail),
-            expected: "a readable value".into(),
-            found: "one that does not decode".into(),
-        })),
+        Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => {
+            Ok(Err(unreadable(&detail)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -140,7 +151,7 @@ fn check(
     let Some(stored) = head else {
         return Ok(Err(Divergence::column(
             0,
-            "heads",
+            "runs.head",
             "sealed head",
             "the run's head",
             "none",
@@ -334,7 +345,7 @@ fn head_seal(
     let bad = |found: String| {
         Divergence::column(
             0,
-            "heads.seal",
+            "runs.seal",
             "head seal",
             "a seal over the stored head",
             found,
@@ -372,7 +383,7 @@ fn receipts_match_head(
         };
         return Err(Divergence::column(
             head.seq,
-            "heads.body",
+            "runs.head",
             "last receipt",
             show(&sealed),
             show(&tip),
@@ -385,7 +396,7 @@ fn receipts_match_head(
         let show = |k: Option<&str>| k.map_or("no key".to_owned(), |k| format!("key {k}"));
         return Err(Divergence::column(
             0,
-            "heads.seal",
+            "runs.seal",
             "head seal",
             format!(
                 "sealed like the receipts ({})",

@@ -36,6 +36,9 @@
 #[macro_export]
 macro_rules! forward_store_reads {
     ($inner:ident) => {
+        fn packs_heads(&self) -> bool {
+            self.$inner.packs_heads()
+        }
         fn run(
             &self,
             id: &$crate::machine::RunId,

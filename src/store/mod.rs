@@ -244,6 +244,10 @@ pub struct HeadRecord {
     /// name it in the next write): stores take it from here instead of hashing the body again.
     /// Not part of what the record is (equality ignores it).
     pub(crate) digest: Option<Digest>,
+    /// The head packed ([`crate::ledger::packed_head`]) when whoever sealed it packed it (the
+    /// engine does for a store that keeps heads packed, [`Store::packs_heads`]): the store
+    /// stores it instead of parsing the body to pack it. Equality ignores it.
+    pub(crate) packed: Option<crate::ledger::packed_head::PackedHead>,
 }
 
 impl PartialEq for HeadRecord {
@@ -390,6 +394,7 @@ impl HeadRecord {
             seal,
             replaces,
             digest: None,
+            packed: None,
         }
     }
 
@@ -731,6 +736,14 @@ pub enum StoreError {
 pub trait Store: Send + Sync + 'static {
     /// Queues a write; the returned [`Ack`] resolves when it is durable.
     fn submit(&self, write: Write) -> Ack;
+
+    /// Whether this store keeps heads packed ([`crate::ledger::packed_head`]): then whoever
+    /// seals a head from its fields packs it too ([`HeadRecord`]'s `packed`), so the store
+    /// need not parse the JSON to pack it. Only saves work: a head without it is packed (or
+    /// kept as JSON) by the store itself.
+    fn packs_heads(&self) -> bool {
+        false
+    }
 
     /// The run's row.
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;

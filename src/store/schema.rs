@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -31,6 +31,11 @@ struct Migration {
 /// - 5 → 6: `session_runs`, the runs of each session in order ([`V6`]).
 /// - 6 → 7: `memory_removals.seal`, a removal record's signature ([`REMOVAL_SEALS`]).
 /// - 7 → 8: transitions stored in commit order ([`APPEND_ORDERED_TRANSITIONS`]).
+/// - 8 → 9: what every commit rewrites apart from what it never does: `runs` keeps a run's
+///   standing and its head, packed; `run_specs` its spec, setup, goal, parent and outcome
+///   ([`HOT_RUNS`]).
+/// - 9 → 10: blobs stored in write order, found through the first 8 bytes of their digest
+///   ([`BLOBS_IN_WRITE_ORDER`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -64,7 +69,100 @@ const MIGRATIONS: &[Migration] = &[
         sql: APPEND_ORDERED_TRANSITIONS,
         then: None,
     },
+    Migration {
+        sql: HOT_RUNS,
+        then: Some(pack_stored_heads),
+    },
+    Migration {
+        sql: BLOBS_IN_WRITE_ORDER,
+        then: None,
+    },
 ];
+
+/// Blobs are stored in the order they are written (SQLite's own rowid: each new one goes at
+/// the end) and found through an index of the first 8 bytes of their digest, compared whole
+/// in the row ([`crate::store::sqlite`]'s `BLOB_BY_HASH`). Keyed by the whole digest, a blob
+/// went to a random place in a table of ~100-byte rows: at 10,000 runs in flight a group
+/// commit wrote a page of it for nearly every blob. Now the rows of a commit share the last
+/// pages, and the random place is in an index of ~16-byte entries, six times denser. Same
+/// columns, same bytes; a digest is still stored once (the writer looks before it inserts).
+const BLOBS_IN_WRITE_ORDER: &str = r#"
+CREATE TABLE blobs_in_write_order (
+    hash BLOB NOT NULL,
+    bytes BLOB NOT NULL
+);
+INSERT INTO blobs_in_write_order (hash, bytes) SELECT hash, bytes FROM blobs;
+DROP TABLE blobs;
+ALTER TABLE blobs_in_write_order RENAME TO blobs;
+CREATE INDEX blobs_by_prefix ON blobs (substr(hash, 1, 8));
+"#;
+
+/// A run's row holds only what its commits change, and its head: every commit of a run
+/// rewrites its row, and at 10,000 runs in flight a group commit of a thousand runs rewrote a
+/// thousand rows of about 1.2 KiB (the spec and goal with the standing) and a thousand heads of
+/// about 0.8 KiB, in two tables — most of the pages each transaction wrote. Now the row is the
+/// standing and the head packed ([`crate::ledger::packed_head`]), about 350 bytes, so many
+/// runs' rows share a page; the spec, setup, goal, parent and outcome (written when the run is
+/// created, and the outcome once when it ends) are in `run_specs`, keyed by the run's key.
+/// The heads are packed after the copy ([`pack_stored_heads`]). Same values, same keys.
+const HOT_RUNS: &str = r#"
+CREATE TABLE run_specs (
+    -- runs.key
+    run INTEGER PRIMARY KEY,
+    parent_id TEXT,
+    fork_seq INTEGER,
+    spec TEXT NOT NULL,
+    setup TEXT,
+    goal TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    outcome TEXT
+);
+INSERT INTO run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome)
+    SELECT key, parent_id, fork_seq, spec, setup, goal, created_ms, outcome FROM runs;
+CREATE TABLE runs_standing (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    state_kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    lease_epoch INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_expires_ms INTEGER NOT NULL,
+    control TEXT,
+    updated_ms INTEGER NOT NULL,
+    cost_nanos INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    unpriced_turns INTEGER NOT NULL DEFAULT 0,
+    -- the sealed head: packed (crate::ledger::packed_head), or its JSON as written
+    head BLOB,
+    -- its seal
+    seal BLOB
+);
+INSERT INTO runs_standing (key, id, status, state_kind, seq, lease_epoch, lease_owner,
+        lease_expires_ms, control, updated_ms, cost_nanos, tokens, unpriced_turns, head, seal)
+    SELECT r.key, r.id, r.status, r.state_kind, r.seq, r.lease_epoch, r.lease_owner,
+        r.lease_expires_ms, r.control, r.updated_ms, r.cost_nanos, r.tokens, r.unpriced_turns,
+        h.body, h.seal
+    FROM runs r LEFT JOIN heads h ON h.run = r.key;
+DROP TABLE heads;
+DROP TABLE runs;
+ALTER TABLE runs_standing RENAME TO runs;
+"#;
+
+/// Packs every stored head that is a head's canonical JSON (the rest stay as written).
+fn pack_stored_heads(conn: &Connection) -> rusqlite::Result<()> {
+    let heads: Vec<(i64, Vec<u8>)> = conn
+        .prepare("SELECT key, head FROM runs WHERE head IS NOT NULL")?
+        .query_map([], |r| Ok((r.get(0)?, super::sqlite::bytes_at(r, 1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut update = conn.prepare("UPDATE runs SET head = ?2 WHERE key = ?1")?;
+    for (key, body) in heads {
+        if let Some(packed) = crate::ledger::packed_head::pack_head(&body) {
+            update.execute(rusqlite::params![key, packed.as_bytes()])?;
+        }
+    }
+    Ok(())
+}
 
 /// A removal record's signature over its chain link, when it was made with a key
 /// ([`crate::receipt::check_removal_seal`]); NULL: hash-chained only.

@@ -64,7 +64,7 @@ pub async fn enqueue_in_session(
         session: link,
     };
     let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
-    new.head = keeper.sealed();
+    new.head = keeper.sealed(store);
     let epoch = match store::write(store, Write::CreateRun(new)).await? {
         Written::Lease(e) => e,
         Written::Done | Written::MemoryOverCap(_) => 1,

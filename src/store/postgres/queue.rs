@@ -109,13 +109,14 @@ impl PostgresStore {
                         .query_opt(
                             "UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
                              lease_expires_ms = runtape.now_ms() + $2, control = NULL \
-                             WHERE key = (SELECT key FROM runtape.runs \
-                                WHERE status = 'running' AND setup IS NOT NULL \
-                                AND (lease_owner IS NULL OR lease_expires_ms <= runtape.now_ms() \
-                                     OR lease_owner = ANY($3)) \
-                                AND (setup::jsonb ->> 'spec_dir') = $4 \
-                                AND id <> ALL($5) \
-                                ORDER BY key LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                             WHERE key = (SELECT r.key FROM runtape.runs r \
+                                JOIN runtape.run_specs s ON s.run = r.key \
+                                WHERE r.status = 'running' AND s.setup IS NOT NULL \
+                                AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
+                                     OR r.lease_owner = ANY($3)) \
+                                AND (s.setup::jsonb ->> 'spec_dir') = $4 \
+                                AND r.id <> ALL($5) \
+                                ORDER BY r.key LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
                              RETURNING id, lease_epoch",
                             &[&owner, &ttl_ms, &dead, &spec_dir, &skip],
                         )

@@ -5,6 +5,7 @@
 use tokio_postgres::Row;
 
 use super::conn::Conn;
+use crate::ledger::packed_head::unpack_head;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 use crate::store::{
     Control, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, StoreError,
@@ -35,9 +36,19 @@ type Read<T> = Result<T, ReadError>;
 /// read as the time left on the database's clock (see [`run_record`]).
 macro_rules! run_columns {
     () => {
-        "id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
-         CASE WHEN lease_expires_ms = 0 THEN NULL ELSE lease_expires_ms - runtape.now_ms() END, \
-         control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup, unpriced_turns"
+        "r.id, s.parent_id, s.fork_seq, s.spec, s.goal, r.status, r.state_kind, r.seq, r.lease_epoch, \
+         r.lease_owner, \
+         CASE WHEN r.lease_expires_ms = 0 THEN NULL ELSE r.lease_expires_ms - runtape.now_ms() END, \
+         r.control, s.created_ms, r.updated_ms, r.cost_nanos, r.tokens, s.outcome, s.setup, \
+         r.unpriced_turns, s.run"
+    };
+}
+
+/// A run's row and what it is, left-joined as SQLite's store reads them: a row whose
+/// `run_specs` row is missing is read and reported as damaged rather than skipped.
+macro_rules! run_rows {
+    () => {
+        "runtape.runs r LEFT JOIN runtape.run_specs s ON s.run = r.key"
     };
 }
 
@@ -52,7 +63,9 @@ pub(super) async fn run(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
             concat!(
                 "SELECT ",
                 run_columns!(),
-                " FROM runtape.runs WHERE id = $1"
+                " FROM ",
+                run_rows!(),
+                " WHERE r.id = $1"
             ),
             &[&id.as_str()],
         )
@@ -93,7 +106,9 @@ pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
             concat!(
                 "SELECT ",
                 run_columns!(),
-                " FROM runtape.runs ORDER BY key DESC"
+                " FROM ",
+                run_rows!(),
+                " ORDER BY r.key DESC"
             ),
             &[],
         )
@@ -249,21 +264,22 @@ pub(super) async fn snapshots(
 pub(super) async fn head(c: &Conn, run: &RunId) -> Read<Option<HeadRecord>> {
     let row = c
         .query_opt(
-            "SELECT h.body, h.seal FROM runtape.runs r JOIN runtape.heads h ON h.run = r.key \
-             WHERE r.id = $1",
+            "SELECT head, seal FROM runtape.runs WHERE id = $1 AND head IS NOT NULL",
             &[&run.as_str()],
         )
         .await?;
-    Ok(row
-        .map(|r| -> Result<HeadRecord, tokio_postgres::Error> {
-            Ok(HeadRecord {
-                body: r.try_get(0)?,
-                seal: r.try_get(1)?,
-                replaces: None,
-                digest: None,
-            })
-        })
-        .transpose()?)
+    let Some(r) = row else { return Ok(None) };
+    let stored: Vec<u8> = r.try_get(0)?;
+    let seal: Option<Vec<u8>> = r.try_get(1)?;
+    let body = unpack_head(&stored).map_err(|e| StoreError::Damaged {
+        run: run.to_string(),
+        detail: format!("runs.head: {e}"),
+    })?;
+    Ok(Some(HeadRecord::new(
+        body.into_owned(),
+        seal.unwrap_or_default(),
+        None,
+    )))
 }
 
 pub(super) async fn size_bytes(c: &Conn) -> Read<u64> {
@@ -319,19 +335,29 @@ pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
         run: id.clone(),
         detail: what,
     };
+    let has_spec: Option<i64> = r.try_get(19)?;
+    let spec: Option<String> = r.try_get(3)?;
+    let goal: Option<String> = r.try_get(4)?;
+    let created_ms: Option<i64> = r.try_get(12)?;
+    let (Some(_), Some(spec), Some(goal), Some(created_ms)) = (has_spec, spec, goal, created_ms)
+    else {
+        return Err(
+            damaged("its run_specs row (spec, goal, parent, outcome) is missing".into()).into(),
+        );
+    };
     Ok(RunRecord {
         parent: match (parent, fork_seq) {
             (Some(p), Some(s)) => Some((RunId::new(p), s as u64)),
             (None, None) => None,
             _ => {
                 return Err(damaged(
-                    "runs.parent_id and runs.fork_seq are not set together".into(),
+                    "run_specs.parent_id and run_specs.fork_seq are not set together".into(),
                 )
                 .into());
             }
         },
-        spec: r.try_get(3)?,
-        goal: r.try_get(4)?,
+        spec,
+        goal,
         status: RunStatus::parse(&status)
             .ok_or_else(|| damaged(format!("runs.status `{status}` is not a status")))?,
         state_kind: StateKind::ALL
@@ -343,7 +369,7 @@ pub(super) fn run_record(r: &Row) -> Result<RunRecord, ReadError> {
         lease_owner: r.try_get(9)?,
         lease_expires_ms: expiry_on_our_clock(lease_left),
         control: parse_control(&id, control.as_deref())?,
-        created_ms: r.try_get::<_, i64>(12)? as u64,
+        created_ms: created_ms as u64,
         updated_ms: r.try_get::<_, i64>(13)? as u64,
         cost_nanos: r.try_get::<_, i64>(14)? as u64,
         tokens: r.try_get::<_, i64>(15)? as u64,

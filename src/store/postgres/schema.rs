@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 4;
+pub const PG_SCHEMA_VERSION: i64 = 5;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -24,7 +24,32 @@ pub const PG_SCHEMA_VERSION: i64 = 4;
 /// - 1 → 2: global memory, as SQLite's schema 5 ([`V2_MEMORY`]).
 /// - 2 → 3: `session_runs`, the runs of each session in order ([`V3`]).
 /// - 3 → 4: `memory_removals.seal`, a removal record's signature ([`REMOVAL_SEALS`]).
-const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS];
+/// - 4 → 5: SQLite's schema 9 layout: `runs` keeps a run's standing and its head, `run_specs`
+///   its spec, setup, goal, parent and outcome ([`HOT_RUNS`]).
+const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS, HOT_RUNS];
+
+/// As SQLite's schema 9 (`store::schema`): what every commit rewrites (the standing and the
+/// head) apart from what it never does, so both stores have one layout and `verify` names the
+/// same columns on either. The heads move as they are (JSON: this store does not pack them).
+const HOT_RUNS: &str = r#"
+CREATE TABLE runtape.run_specs (
+    run bigint PRIMARY KEY,
+    parent_id text,
+    fork_seq bigint,
+    spec text NOT NULL,
+    setup text,
+    goal text NOT NULL,
+    created_ms bigint NOT NULL,
+    outcome text
+);
+INSERT INTO runtape.run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome)
+    SELECT key, parent_id, fork_seq, spec, setup, goal, created_ms, outcome FROM runtape.runs;
+ALTER TABLE runtape.runs ADD COLUMN head bytea, ADD COLUMN seal bytea;
+UPDATE runtape.runs r SET head = h.body, seal = h.seal FROM runtape.heads h WHERE h.run = r.key;
+DROP TABLE runtape.heads;
+ALTER TABLE runtape.runs DROP COLUMN parent_id, DROP COLUMN fork_seq, DROP COLUMN spec,
+    DROP COLUMN setup, DROP COLUMN goal, DROP COLUMN created_ms, DROP COLUMN outcome;
+"#;
 
 /// A removal record's signature over its chain link, when it was made with a key
 /// ([`crate::receipt::check_removal_seal`]); NULL: hash-chained only.

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Backend, Conn};
 use super::schema::{classify, connection_lost, retryable};
+use crate::ledger::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
 use crate::store::{
     Commit, CommitStats, Control, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError, Write,
@@ -490,23 +491,19 @@ async fn create_run(
     }
     let row = conn
         .query_opt(
-            "INSERT INTO runtape.runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, \
-             lease_epoch, lease_owner, lease_expires_ms, control, created_ms, updated_ms, cost_nanos, \
-             tokens, outcome, setup) \
-             VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, 1, $8, runtape.now_ms() + $9, NULL, $10, $10, \
-             0, 0, NULL, $11) ON CONFLICT (id) DO NOTHING RETURNING key",
+            "INSERT INTO runtape.runs (id, status, state_kind, seq, lease_epoch, lease_owner, \
+             lease_expires_ms, control, updated_ms, cost_nanos, tokens, head, seal) \
+             VALUES ($1, 'running', $2, $3, 1, $4, runtape.now_ms() + $5, NULL, $6, 0, 0, $7, $8) \
+             ON CONFLICT (id) DO NOTHING RETURNING key",
             &[
                 &new.id.as_str(),
-                &parent,
-                &fork_seq,
-                &new.spec,
-                &new.goal,
                 &kind,
                 &fork_seq.unwrap_or(0),
                 &new.owner,
                 &ttl(new.lease_expires_ms, new.now_ms),
                 &(new.now_ms as i64),
-                &new.setup,
+                &new.head.body,
+                &new.head.seal,
             ],
         )
         .await?;
@@ -514,10 +511,23 @@ async fn create_run(
         return Err(Fail::Refused(StoreError::DuplicateRun(new.id.to_string())));
     };
     let key: i64 = row.try_get(0)?;
+    conn.execute(
+        "INSERT INTO runtape.run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
+        &[
+            &key,
+            &parent,
+            &fork_seq,
+            &new.spec,
+            &new.setup,
+            &new.goal,
+            &(new.now_ms as i64),
+        ],
+    )
+    .await?;
     if let Some(link) = &new.session {
         super::sessions::place(conn, key, link).await?;
     }
-    put_head(conn, key, Some(&new.head)).await?;
     keys.insert(new.id.to_string(), key);
     Ok(Written::Lease(1))
 }
@@ -563,12 +573,20 @@ async fn check_commits(conn: &Conn, key: i64, cs: &[Commit]) -> Result<(), Fail>
 
 async fn stored_head(conn: &Conn, key: i64) -> Result<Option<Digest>, Fail> {
     let row = conn
-        .query_opt("SELECT body FROM runtape.heads WHERE run = $1", &[&key])
+        .query_opt(
+            "SELECT head FROM runtape.runs WHERE key = $1 AND head IS NOT NULL",
+            &[&key],
+        )
         .await?;
+    // A head that does not unpack is digested as stored: it matches no head a writer names,
+    // so the write is refused as stale rather than written over it.
     Ok(row
         .map(|r| r.try_get::<_, Vec<u8>>(0))
         .transpose()?
-        .map(|b| crate::receipt::head_body_digest(&b)))
+        .map(|b| {
+            let body = unpack_head(&b).unwrap_or(std::borrow::Cow::Borrowed(&b[..]));
+            crate::receipt::head_body_digest(&body)
+        }))
 }
 
 /// Refuses a head that replaces another than the one stored.
@@ -591,8 +609,7 @@ async fn check_head(
 async fn put_head(conn: &Conn, key: i64, head: Option<&HeadRecord>) -> Result<(), Fail> {
     let Some(h) = head else { return Ok(()) };
     conn.execute(
-        "INSERT INTO runtape.heads (run, body, seal) VALUES ($1, $2, $3) \
-         ON CONFLICT (run) DO UPDATE SET body = excluded.body, seal = excluded.seal",
+        "UPDATE runtape.runs SET head = $2, seal = $3 WHERE key = $1",
         &[&key, &h.body, &h.seal],
     )
     .await?;
@@ -664,9 +681,13 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
         &chain,
         &c.seal,
     ];
-    let run_row: [&P<'_>; 10] = [
-        &key, &seq, &status, &kind, &now, &cost, &tokens, &c.outcome, &ttl_ms, &unpriced,
+    let head_body = c.head.as_ref().map(|h| &h.body);
+    let head_seal = c.head.as_ref().map(|h| &h.seal);
+    let run_row: [&P<'_>; 11] = [
+        &key, &seq, &status, &kind, &now, &cost, &tokens, &ttl_ms, &unpriced, &head_body,
+        &head_seal,
     ];
+    let outcome_row: Option<[&P<'_>; 2]> = c.outcome.as_ref().map(|o| -> [&P<'_>; 2] { [&key, o] });
     let blob_rows: [&P<'_>; 2] = [&blob_hashes, &blob_bytes];
     let snapshot_row: Option<[&P<'_>; 2]> =
         c.snapshot.as_ref().map(|s| -> [&P<'_>; 2] { [&id, s] });
@@ -677,10 +698,6 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
     let resolved_row: Option<[&P<'_>; 3]> = resolves
         .as_ref()
         .map(|(seq, idx)| -> [&P<'_>; 3] { [&key, seq, idx] });
-    let head_row: Option<[&P<'_>; 3]> = c
-        .head
-        .as_ref()
-        .map(|h| -> [&P<'_>; 3] { [&key, &h.body, &h.seal] });
     let mut work: Vec<BoxFuture<'_, Result<u64, tokio_postgres::Error>>> = vec![
         Box::pin(conn.execute(
             "INSERT INTO runtape.transitions (id, at, event, edge, effects, state_hash, chain, seal) \
@@ -689,11 +706,18 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
         )),
         Box::pin(conn.execute(
             "UPDATE runtape.runs SET seq = $2, status = $3, state_kind = $4, updated_ms = $5, \
-             cost_nanos = $6, tokens = $7, outcome = $8, lease_expires_ms = runtape.now_ms() + $9, \
-             unpriced_turns = $10 WHERE key = $1",
+             cost_nanos = $6, tokens = $7, lease_expires_ms = runtape.now_ms() + $8, \
+             unpriced_turns = $9, head = coalesce($10, head), seal = coalesce($11, seal) WHERE key = $1",
             &run_row,
         )),
     ];
+    if let Some(params) = &outcome_row {
+        // Written once, by the commit that ends the run (nothing leaves `Done`).
+        work.push(Box::pin(conn.execute(
+            "UPDATE runtape.run_specs SET outcome = $2 WHERE run = $1",
+            params,
+        )));
+    }
     if !c.blobs.is_empty() {
         work.push(Box::pin(conn.execute(
             "INSERT INTO runtape.blobs (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
@@ -717,13 +741,6 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
     if let Some(params) = &resolved_row {
         work.push(Box::pin(conn.execute(
             "UPDATE runtape.outbox SET status = 'done' WHERE run = $1 AND seq = $2 AND idx = $3",
-            params,
-        )));
-    }
-    if let Some(params) = &head_row {
-        work.push(Box::pin(conn.execute(
-            "INSERT INTO runtape.heads (run, body, seal) VALUES ($1, $2, $3) \
-             ON CONFLICT (run) DO UPDATE SET body = excluded.body, seal = excluded.seal",
             params,
         )));
     }

@@ -12,12 +12,14 @@
 //! commits ([`Known::committed`]); a write that fails leaves what was known before, and a
 //! transaction rolled back forgets everything.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension};
 
 use super::super::StoreError;
 use super::bytes_at;
+use crate::ledger::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
 
 /// Runs known at most; past this, everything is forgotten and read again as needed (a run
@@ -194,10 +196,14 @@ impl Scope<'_> {
             return Ok(Some(d));
         }
         let stored = tx
-            .prepare_cached("SELECT body FROM heads WHERE run = ?1")?
+            .prepare_cached("SELECT head FROM runs WHERE key = ?1 AND head IS NOT NULL")?
             .query_row([key], |r| bytes_at(r, 0))
-            .optional()?
-            .map(|b| crate::receipt::head_body_digest(&b));
+            .optional()?;
+        // A head that does not unpack is digested as stored: it matches no head a writer
+        // names, so the write is refused as stale rather than written over it.
+        let stored = stored.map(|b| {
+            crate::receipt::head_body_digest(&unpack_head(&b).unwrap_or(Cow::Borrowed(&b[..])))
+        });
         if let Some(d) = stored {
             self.set_head(run, key, d);
         }
@@ -235,10 +241,8 @@ mod tests {
     fn db() -> Connection {
         let c = Connection::open_in_memory().expect("opens");
         c.execute_batch(
-            "CREATE TABLE runs (key INTEGER PRIMARY KEY, id TEXT, lease_epoch INTEGER, seq INTEGER);
-             CREATE TABLE heads (run INTEGER PRIMARY KEY, body BLOB, seal BLOB);
-             INSERT INTO runs VALUES (7, 'r', 3, 12);
-             INSERT INTO heads VALUES (7, x'01', x'');",
+            "CREATE TABLE runs (key INTEGER PRIMARY KEY, id TEXT, lease_epoch INTEGER, seq INTEGER, head BLOB, seal BLOB);
+             INSERT INTO runs VALUES (7, 'r', 3, 12, x'01', x'');",
         )
         .expect("schema");
         c
@@ -253,9 +257,8 @@ mod tests {
         drop(c);
         let mut ours = Connection::open(&path).expect("opens");
         ours.execute_batch(
-            "CREATE TABLE runs (key INTEGER PRIMARY KEY, id TEXT, lease_epoch INTEGER, seq INTEGER);
-             CREATE TABLE heads (run INTEGER PRIMARY KEY, body BLOB, seal BLOB);
-             INSERT INTO runs VALUES (7, 'r', 3, 12);",
+            "CREATE TABLE runs (key INTEGER PRIMARY KEY, id TEXT, lease_epoch INTEGER, seq INTEGER, head BLOB, seal BLOB);
+             INSERT INTO runs (key, id, lease_epoch, seq) VALUES (7, 'r', 3, 12);",
         )
         .expect("schema");
         let run = RunId::new("r");

@@ -64,7 +64,8 @@ pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
 /// The place of `run` in a session, if it has one.
 pub(super) fn of(c: &Connection, run: &RunId) -> rusqlite::Result<Option<SessionLink>> {
     c.prepare_cached(
-        "SELECT s.session, s.idx FROM session_runs s JOIN runs r ON r.key = s.run WHERE r.id = ?1",
+        // Not a join on `r.id = ?1`: see `RUN_BY_ID` in the module above.
+        "SELECT session, idx FROM session_runs WHERE run = (SELECT key FROM runs WHERE id = ?1)",
     )?
     .query_row([run.as_str()], |r| {
         Ok(SessionLink {

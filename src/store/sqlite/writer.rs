@@ -15,6 +15,7 @@ use super::known::{Known, Scope};
 use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
 use crate::ledger::packed_blob::PackedBlob;
+use crate::ledger::packed_head::pack_head;
 use crate::machine::{Digest, RunId};
 
 /// Most writes folded into one transaction.
@@ -45,7 +46,33 @@ impl Job {
             Write::Commits(cs) => blobs.extend(cs.iter_mut().map(pack_commit)),
             _ => {}
         }
+        for_each_head(&mut write, |head| {
+            if head.packed.is_none() {
+                head.packed = pack_head(&head.body);
+            }
+        });
         Job { write, blobs, ack }
+    }
+}
+
+/// Calls `f` on every head `write` carries.
+fn for_each_head(write: &mut Write, mut f: impl FnMut(&mut HeadRecord)) {
+    match write {
+        Write::CreateRun(new) => f(&mut new.head),
+        Write::Commit(c) => c.head.iter_mut().for_each(f),
+        Write::Commits(cs) => cs.iter_mut().filter_map(|c| c.head.as_mut()).for_each(f),
+        Write::MarkStarted { head, .. } | Write::ReleaseLease { head, .. } => {
+            head.iter_mut().for_each(f)
+        }
+        _ => {}
+    }
+}
+
+/// A head's stored form: packed, or its JSON as written (see [`crate::ledger::packed_head`]).
+fn stored_head(head: &HeadRecord) -> &[u8] {
+    match &head.packed {
+        Some(p) => p.as_bytes(),
+        None => &head.body,
     }
 }
 
@@ -390,29 +417,39 @@ fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Wr
     } else {
         "created"
     };
+    // A new run's first head replaces none: nothing to check it against.
     tx.prepare_cached(
-        "INSERT INTO runs (id, parent_id, fork_seq, spec, goal, status, state_kind, seq, lease_epoch, lease_owner, \
-         lease_expires_ms, control, created_ms, updated_ms, cost_nanos, tokens, outcome, setup) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, 1, ?8, ?9, NULL, ?10, ?10, 0, 0, NULL, ?11)",
+        "INSERT INTO runs (id, status, state_kind, seq, lease_epoch, lease_owner, lease_expires_ms, control, \
+         updated_ms, cost_nanos, tokens, unpriced_turns, head, seal) \
+         VALUES (?1, 'running', ?2, ?3, 1, ?4, ?5, NULL, ?6, 0, 0, 0, ?7, ?8)",
     )?
     .execute(params![
         new.id.as_str(),
-        parent,
-        fork_seq,
-        new.spec,
-        new.goal,
         kind,
         seq,
         new.owner,
         new.lease_expires_ms as i64,
         new.now_ms as i64,
-        new.setup
+        stored_head(&new.head),
+        new.head.seal
     ])?;
     let key = tx.last_insert_rowid();
+    tx.prepare_cached(
+        "INSERT INTO run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+    )?
+    .execute(params![
+        key,
+        parent,
+        fork_seq,
+        new.spec,
+        new.setup,
+        new.goal,
+        new.now_ms as i64
+    ])?;
     if let Some(link) = &new.session {
         super::sessions::place(tx, key, link)?;
     }
-    write_head(tx, known, key, &new.id, Some(&new.head))?;
     known.created(&new.id, key, seq as u64, new.head.body_digest());
     Ok(Written::Lease(1))
 }
@@ -482,9 +519,12 @@ fn commit(
         transition_rows(tx, key, c, blobs.get(i).map_or(&[][..], Vec::as_slice))?;
     }
     let c = last;
+    // The head the write leads to: the last it carries (the engine puts one on its last commit).
+    let head = cs.iter().rev().find_map(|c| c.head.as_ref());
     tx.prepare_cached(
         "UPDATE runs SET seq = ?2, status = ?3, state_kind = ?4, updated_ms = ?5, cost_nanos = ?6, tokens = ?7, \
-         outcome = ?8, lease_expires_ms = ?9, unpriced_turns = ?10 WHERE key = ?1",
+         lease_expires_ms = ?8, unpriced_turns = ?9, head = coalesce(?10, head), seal = coalesce(?11, seal) \
+         WHERE key = ?1",
     )?
     .execute(params![
         key,
@@ -494,13 +534,19 @@ fn commit(
         c.now_ms as i64,
         c.cost_nanos as i64,
         c.tokens as i64,
-        c.outcome,
         c.lease_expires_ms as i64,
-        c.unpriced_turns as i64
+        c.unpriced_turns as i64,
+        head.map(stored_head),
+        head.map(|h| &h.seal)
     ])?;
+    // Written once, by the commit that ends the run (nothing leaves `Done`).
+    if let Some(outcome) = &c.outcome {
+        tx.prepare_cached("UPDATE run_specs SET outcome = ?2 WHERE run = ?1")?
+            .execute(params![key, outcome])?;
+    }
     known.set_standing(&c.run, key, epoch, c.seq);
-    for c in cs {
-        put_head(tx, known, key, &c.run, c.head.as_ref())?;
+    if let Some(h) = head {
+        known.set_head(&c.run, key, h.body_digest());
     }
     Ok(Written::Done)
 }
@@ -528,8 +574,7 @@ fn transition_rows(
         c.seal
     ])?;
     if !blobs.is_empty() {
-        let mut stmt =
-            tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")?;
+        let mut stmt = tx.prepare_cached(super::INSERT_BLOB)?;
         for (d, blob) in blobs {
             stmt.execute(params![&d.0[..], blob.stored(id as u64).as_ref()])?;
         }
@@ -602,8 +647,8 @@ fn put_head(
     head: Option<&HeadRecord>,
 ) -> Result<(), StoreError> {
     let Some(h) = head else { return Ok(()) };
-    tx.prepare_cached("INSERT OR REPLACE INTO heads (run, body, seal) VALUES (?1, ?2, ?3)")?
-        .execute(params![key, h.body, h.seal])?;
+    tx.prepare_cached("UPDATE runs SET head = ?2, seal = ?3 WHERE key = ?1")?
+        .execute(params![key, stored_head(h), h.seal])?;
     known.set_head(run, key, h.body_digest());
     Ok(())
 }
