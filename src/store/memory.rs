@@ -401,6 +401,16 @@ impl Store for MemoryStore {
         rx
     }
 
+    fn submit_timed(&self, write: Write, durable: super::Durable) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        let result = self.with(|inner| inner.apply(write)).and_then(|r| r);
+        if result.is_ok() {
+            durable(std::time::Instant::now());
+        }
+        let _ = tx.send(result);
+        rx
+    }
+
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.with(|inner| inner.runs.get(id).and_then(|r| r.record.clone()))
     }

@@ -580,6 +580,9 @@ pub enum Written {
 /// Resolves when a write is durable.
 pub type Ack = oneshot::Receiver<Result<Written, StoreError>>;
 
+/// Told the instant a write became durable ([`Store::submit_timed`]).
+pub type Durable = Box<dyn FnOnce(std::time::Instant) + Send + Sync>;
+
 /// A store failure. The Display is one line saying what is wrong and what to do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -736,6 +739,20 @@ pub enum StoreError {
 pub trait Store: Send + Sync + 'static {
     /// Queues a write; the returned [`Ack`] resolves when it is durable.
     fn submit(&self, write: Write) -> Ack;
+
+    /// Queues a write as [`submit`](Self::submit) does, and tells `durable` the instant it
+    /// became durable: for measuring how long that took ([`TimedStore`], `runtape bench`),
+    /// never for acting on it. A store that knows calls it on the thread that made the write
+    /// durable, right after the commit and before the acknowledgement is sent (so it must be
+    /// quick); it is not called for a write that failed.
+    ///
+    /// The default submits through [`submit`](Self::submit) and waits for the acknowledgement
+    /// in a task of the current tokio runtime (with none, `durable` is never called): that
+    /// measures the task's scheduling too, and makes the caller's acknowledgement pass through
+    /// it. Stores override it to time the commit itself.
+    fn submit_timed(&self, write: Write, durable: Durable) -> Ack {
+        timed::observe(self.submit(write), durable)
+    }
 
     /// Whether this store keeps heads packed ([`crate::ledger::packed_head`]): then whoever
     /// seals a head from its fields packs it too ([`HeadRecord`]'s `packed`), so the store

@@ -1,5 +1,9 @@
 //! [`TimedStore`]: any store, with the time each commit took to become durable recorded (from
-//! `submit` to its acknowledgement), for `runtape bench` and the worker's exit report.
+//! `submit`, or from the instant its caller names, to the commit that made it durable), for
+//! `runtape bench` and the worker's exit report. The stores time their own commits
+//! ([`Store::submit_timed`]): the instant is taken on the thread that committed, so the figure
+//! is the store's, not the scheduler's, and the caller's acknowledgement comes straight from
+//! the store.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -30,7 +34,8 @@ pub struct Latency {
 }
 
 impl TimedStore {
-    /// Wraps `inner`, timing each commit from its submission to its acknowledgement.
+    /// Wraps `inner`, timing each commit from its submission to the commit that made it
+    /// durable.
     pub fn new(inner: Arc<dyn Store>) -> TimedStore {
         Self::timed_from(inner, |write| {
             matches!(write, Write::Commit(_) | Write::Commits(_)).then(Instant::now)
@@ -38,8 +43,8 @@ impl TimedStore {
     }
 
     /// Wraps `inner`, timing each write `origin` gives a start for, from that instant to the
-    /// write's acknowledgement (e.g. from a model reply's arrival to the commit holding it
-    /// being durable). `origin` is called on `submit`'s path: keep it cheap.
+    /// commit that made it durable (e.g. from a model reply's arrival to the commit holding
+    /// it). `origin` is called on `submit`'s path: keep it cheap.
     pub fn timed_from(
         inner: Arc<dyn Store>,
         origin: impl Fn(&Write) -> Option<Instant> + Send + Sync + 'static,
@@ -77,31 +82,126 @@ impl TimedStore {
     }
 }
 
+/// What [`Store::submit_timed`] does for a store that cannot tell when a write became durable:
+/// waits for `ack` in a task of the current tokio runtime, tells `durable` when it came (if the
+/// write succeeded), and passes it on. Without a runtime, `ack` is returned as it is.
+pub(super) fn observe(ack: Ack, durable: super::Durable) -> Ack {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return ack;
+    };
+    let (tx, rx) = oneshot::channel();
+    handle.spawn(async move {
+        let result = ack.await.unwrap_or(Err(StoreError::Closed));
+        if result.is_ok() {
+            durable(Instant::now());
+        }
+        let _ = tx.send(result);
+    });
+    rx
+}
+
 impl Store for TimedStore {
     fn submit(&self, write: Write) -> Ack {
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            // No runtime to wait on (the engine always has one): not timed.
-            return self.inner.submit(write);
-        };
         let Some(started) = (self.origin)(&write) else {
             return self.inner.submit(write);
         };
-        let inner = self.inner.submit(write);
-        let (tx, rx) = oneshot::channel();
         let samples = self.samples.clone();
-        let wait = async move {
-            let result = inner.await.unwrap_or(Err(StoreError::Closed));
-            let us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-            samples.lock().unwrap_or_else(|p| p.into_inner()).push(us);
-            let _ = tx.send(result);
-        };
-        handle.spawn(wait);
-        rx
+        self.inner.submit_timed(
+            write,
+            Box::new(move |at| {
+                let us = at.saturating_duration_since(started).as_micros();
+                let us = us.min(u128::from(u32::MAX)) as u32;
+                samples.lock().unwrap_or_else(|p| p.into_inner()).push(us);
+            }),
+        )
     }
 
     crate::forward_store_reads!(inner);
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         self.inner.snapshot()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::RunId;
+    use crate::store::{
+        Durability, HeadRecord, MemoryStore, NewRun, SqliteStore, StoreError, Written, write,
+    };
+
+    fn create(id: &str) -> Write {
+        Write::CreateRun(NewRun::new(
+            RunId::new(id),
+            "{}".into(),
+            "goal".into(),
+            "me".into(),
+            1,
+            u64::MAX >> 2,
+            HeadRecord::new(b"{}".to_vec(), vec![0], None),
+        ))
+    }
+
+    /// Times every write (creations included), from when it is submitted.
+    fn timing_all(inner: Arc<dyn Store>) -> TimedStore {
+        TimedStore::timed_from(inner, |_| Some(Instant::now()))
+    }
+
+    /// Passes writes on through `submit` only, as a wrapper that does not time them would.
+    struct Plain {
+        inner: Arc<dyn Store>,
+    }
+
+    impl Store for Plain {
+        fn submit(&self, write: Write) -> Ack {
+            self.inner.submit(write)
+        }
+        crate::forward_store_reads!(inner);
+    }
+
+    #[tokio::test]
+    async fn each_store_times_its_commits_and_never_a_write_it_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sqlite: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("t.db"), Durability::Normal).expect("opens"),
+        );
+        let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        // The last one through the trait's default: timed when its acknowledgement comes.
+        let plain: Arc<dyn Store> = Arc::new(Plain {
+            inner: Arc::new(MemoryStore::new()),
+        });
+        for inner in [sqlite, memory, plain] {
+            let timed = timing_all(inner);
+            let before = Instant::now();
+            assert_eq!(write(&timed, create("a")).await, Ok(Written::Lease(1)));
+            let elapsed = before.elapsed();
+            assert!(matches!(
+                write(&timed, create("a")).await,
+                Err(StoreError::DuplicateRun(_))
+            ));
+            let samples = timed.samples();
+            assert_eq!(samples.len(), 1, "only the write that succeeded");
+            assert!(
+                u128::from(samples[0]) <= elapsed.as_micros(),
+                "{} µs, at most the {} µs it took",
+                samples[0],
+                elapsed.as_micros()
+            );
+            assert_eq!(timed.latency().commits, 1);
+        }
+    }
+
+    #[test]
+    fn without_a_runtime_the_default_passes_the_acknowledgement_on_untimed() {
+        let timed = timing_all(Arc::new(Plain {
+            inner: Arc::new(MemoryStore::new()),
+        }));
+        let ack = timed.submit(create("a"));
+        assert_eq!(
+            ack.blocking_recv().expect("acknowledged"),
+            Ok(Written::Lease(1))
+        );
+        assert!(timed.samples().is_empty());
     }
 }

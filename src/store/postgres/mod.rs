@@ -26,7 +26,7 @@ use std::sync::Arc;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, mpsc, oneshot};
 
 use super::{
-    Ack, CommitStats, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError,
+    Ack, CommitStats, Durable, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError,
     TransitionRecord, Write,
 };
 use crate::machine::{Digest, RunId};
@@ -82,6 +82,18 @@ impl std::ops::Deref for Held {
 }
 
 impl PostgresStore {
+    /// Hands `write` to the writer task; `durable` is told when its transaction committed.
+    fn queue(&self, write: Write, durable: Option<Durable>) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        let queued = crate::exec::wall_ms();
+        if let Err(mpsc::error::SendError((_, _, tx, _))) =
+            self.jobs.send((write, queued, tx, durable))
+        {
+            let _ = tx.send(Err(StoreError::Closed));
+        }
+        rx
+    }
+
     /// Connects to the database at `url`, creating or upgrading runtape's schema when it is
     /// older than this runtape's (first use needs a role that may create tables; see
     /// [`migrate`](Self::migrate)). A database written by a newer runtape, a URL that does not
@@ -184,12 +196,11 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn submit(&self, write: Write) -> Ack {
-        let (tx, rx) = oneshot::channel();
-        let queued = crate::exec::wall_ms();
-        if let Err(mpsc::error::SendError((_, _, tx))) = self.jobs.send((write, queued, tx)) {
-            let _ = tx.send(Err(StoreError::Closed));
-        }
-        rx
+        self.queue(write, None)
+    }
+
+    fn submit_timed(&self, write: Write, durable: Durable) -> Ack {
+        self.queue(write, Some(durable))
     }
 
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {

@@ -27,8 +27,8 @@ use super::schema::{classify, connection_lost, retryable};
 use crate::ledger::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
 use crate::store::{
-    Commit, CommitStats, Control, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError, Write,
-    Written,
+    Commit, CommitStats, Control, Durable, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError,
+    Write, Written,
 };
 
 /// Most writes folded into one transaction.
@@ -37,8 +37,14 @@ const MAX_BATCH: usize = 512;
 /// How often a batch is tried again after a deadlock or a serialisation failure.
 const MAX_RETRIES: usize = 5;
 
-/// A queued write, the writer's wall clock when it was queued, and where its result goes.
-pub(super) type Job = (Write, u64, oneshot::Sender<Result<Written, StoreError>>);
+/// A queued write, the writer's wall clock when it was queued, where its result goes, and who
+/// is told when it is durable ([`crate::store::Store::submit_timed`]).
+pub(super) type Job = (
+    Write,
+    u64,
+    oneshot::Sender<Result<Written, StoreError>>,
+    Option<Durable>,
+);
 
 /// Takes batches of queued writes until every sender is gone, committing each batch.
 pub(super) async fn writer_loop(
@@ -60,7 +66,11 @@ pub(super) async fn writer_loop(
         stats
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        for ((_, _, ack), result) in batch.into_iter().zip(results) {
+        let committed = std::time::Instant::now();
+        for ((_, _, ack, durable), result) in batch.into_iter().zip(results) {
+            if let (Some(durable), Ok(_)) = (durable, &result) {
+                durable(committed);
+            }
             let _ = ack.send(result);
         }
     }
@@ -193,7 +203,7 @@ async fn attempt(conn: &Conn, batch: &[Job], pending: &[usize]) -> Attempt {
     };
     let mut outcomes = Vec::with_capacity(pending.len());
     for i in pending {
-        let (write, queued_ms, _) = &batch[*i];
+        let (write, queued_ms, _, _) = &batch[*i];
         match apply(conn, &mut keys, write, *queued_ms).await {
             Ok(w) => outcomes.push(Ok(w)),
             Err(Fail::Refused(e)) => outcomes.push(Err(e)),

@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::schema::{self, classify, row_id};
 use super::{
-    Ack, Control, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store,
-    StoreError, TransitionRecord, Write,
+    Ack, Control, Durable, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord,
+    RunStatus, Store, StoreError, TransitionRecord, Write,
 };
 use crate::ledger::codec::stored_edge;
 use crate::ledger::packed::unpack;
@@ -212,6 +212,18 @@ impl SqliteStore {
         self.readers.read(&self.path, f)
     }
 
+    /// Hands `write` to the writer thread, packed here, on the caller's thread, rather than on
+    /// the writer's; `durable` is told when its transaction committed.
+    fn queue(&self, write: Write, durable: Option<Durable>) -> Ack {
+        let (tx, rx) = oneshot::channel();
+        let mut job = Job::new(write, tx);
+        job.durable = durable;
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(job) {
+            let _ = job.ack.send(Err(StoreError::Closed));
+        }
+        rx
+    }
+
     /// The run's outbox rows (only those not done, when `open_only`), in `(seq, idx)` order.
     fn outbox_rows(&self, run: &RunId, open_only: bool) -> Result<Vec<OutboxRecord>, StoreError> {
         let rows = self.read(|c| {
@@ -288,12 +300,11 @@ impl Store for SqliteStore {
     }
 
     fn submit(&self, write: Write) -> Ack {
-        let (tx, rx) = oneshot::channel();
-        // Packed here, on the caller's thread, rather than on the writer's.
-        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job::new(write, tx)) {
-            let _ = job.ack.send(Err(StoreError::Closed));
-        }
-        rx
+        self.queue(write, None)
+    }
+
+    fn submit_timed(&self, write: Write, durable: Durable) -> Ack {
+        self.queue(write, Some(durable))
     }
 
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {

@@ -8,7 +8,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::schema::{classify, row_id};
-use super::super::{Commit, Control, HeadRecord, NewRun, RunStatus, StoreError, Write, Written};
+use super::super::{
+    Commit, Control, Durable, HeadRecord, NewRun, RunStatus, StoreError, Write, Written,
+};
 use super::CommitStats;
 use super::checkpoint::{Checkpointer, copy_back, wal_frames};
 use super::known::{Known, Scope};
@@ -35,6 +37,8 @@ pub(super) struct Job {
     /// Per commit of the write, in order: its blobs, packed.
     blobs: Vec<Vec<(Digest, PackedBlob)>>,
     pub(super) ack: oneshot::Sender<Result<Written, StoreError>>,
+    /// Told when the write is durable, if it succeeds ([`crate::store::Store::submit_timed`]).
+    pub(super) durable: Option<Durable>,
 }
 
 impl Job {
@@ -51,7 +55,12 @@ impl Job {
                 head.packed = pack_head(&head.body);
             }
         });
-        Job { write, blobs, ack }
+        Job {
+            write,
+            blobs,
+            ack,
+            durable: None,
+        }
     }
 }
 
@@ -140,11 +149,15 @@ pub(super) fn writer_loop(
             }
         }
         let results = apply_batch(&mut conn, &mut known, &batch, &shown);
+        let committed = std::time::Instant::now();
         stats.transactions.fetch_add(1, Ordering::Relaxed);
         stats
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for (job, result) in batch.into_iter().zip(results) {
+            if let (Some(durable), Ok(_)) = (job.durable, &result) {
+                durable(committed);
+            }
             let _ = job.ack.send(result);
         }
         if let Some(c) = &checkpointer {
