@@ -4,9 +4,10 @@
 //! (the base latency ± 20%), the tool answering at once in-process.
 //!
 //! Reply-to-durable is measured without touching the engine: the bench's provider notes when
-//! each reply arrives (per run), and a [`TimedStore`] times the next commit of that run from
-//! then until it is acknowledged durable. Only those commits are followed, by one small task
-//! each; every other write goes straight to the SQLite store.
+//! each reply arrives (per run) — the instant its latency has passed, whenever the engine
+//! gets to it — and a [`TimedStore`] times the next commit of that run from then until the
+//! SQLite writer has committed it ([`crate::store::Store::submit_timed`]). Every other write
+//! goes straight to the SQLite store.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -167,9 +168,14 @@ impl ModelProvider for SlowModel {
                     .last_first_call
                     .fetch_max(now, Ordering::AcqRel);
             }
-            tokio::time::sleep(latency(self.base, run, turn)).await;
+            // The reply arrives when its latency has passed: timed from then, not from when
+            // this future is next polled, so a run the engine is slow to get back to counts
+            // that wait too.
+            let arrives = self.replies.now_ns() + latency(self.base, run, turn).as_nanos() as u64;
+            tokio::time::sleep_until((self.replies.origin + Duration::from_nanos(arrives)).into())
+                .await;
             if let Some(slot) = self.replies.at.get(run) {
-                slot.store(self.replies.now_ns(), Ordering::Release);
+                slot.store(arrives, Ordering::Release);
             }
             let reply = if turn < self.rounds {
                 let call = ToolCallRequest::new(format!("c{turn}"), "lookup", json!({"q": "x"}));
