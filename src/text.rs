@@ -56,6 +56,29 @@ pub(crate) fn is_lower_hex(text: &str, len: usize) -> bool {
             .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The `N` bytes `text` spells when it is exactly `2 * N` lowercase hex digits (the spelling
+/// [`is_lower_hex`] accepts); `None` for any other text. One pass: each digit is checked as
+/// it is read.
+pub(crate) fn from_lower_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let digits = text.as_bytes();
+    if digits.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = (lower_hex_digit(pair[0])? << 4) | lower_hex_digit(pair[1])?;
+    }
+    Some(out)
+}
+
+fn lower_hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
 /// Each byte's two hex digits, high nibble first: one lookup a byte instead of two (a digest
 /// is spelled in hex several times a step).
 const HEX_PAIRS: [[u8; 2]; 256] = {
@@ -105,7 +128,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{lower_hex, lower_hex_into, one_line};
+    use super::{from_lower_hex, is_lower_hex, lower_hex, lower_hex_into, one_line};
 
     #[test]
     fn every_byte_is_two_lowercase_hex_digits_high_nibble_first() {
@@ -116,6 +139,30 @@ mod tests {
         let mut buf = [b'-'; 6];
         lower_hex_into(&[0x0f, 0xa0], &mut buf);
         assert_eq!(&buf, b"0fa0--");
+    }
+
+    #[test]
+    fn lowercase_hex_reads_back_every_byte_and_nothing_else() {
+        let all: Vec<u8> = (0..=255).collect();
+        let text = lower_hex(&all);
+        for (i, pair) in text.as_bytes().chunks_exact(2).enumerate() {
+            let pair = std::str::from_utf8(pair).expect("ascii");
+            assert_eq!(from_lower_hex::<1>(pair), Some([i as u8]), "{pair}");
+        }
+        assert_eq!(
+            from_lower_hex::<4>("0fa0ff10"),
+            Some([0x0f, 0xa0, 0xff, 0x10])
+        );
+        // Exactly as is_lower_hex accepts: uppercase, other letters, signs and lengths refused.
+        for c in 0..=255u8 {
+            let text = format!("a{}", c as char);
+            let ok = matches!(c, b'0'..=b'9' | b'a'..=b'f');
+            assert_eq!(from_lower_hex::<1>(&text).is_some(), ok, "{text:?}");
+            assert_eq!(is_lower_hex(&text, 2), ok && text.len() == 2, "{text:?}");
+        }
+        assert_eq!(from_lower_hex::<2>("0fa"), None);
+        assert_eq!(from_lower_hex::<1>("0fa"), None);
+        assert_eq!(from_lower_hex::<0>(""), Some([]));
     }
 
     #[test]

@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 
 use super::packed::{PackError, read_varint, varint};
-use crate::machine::{Digest, RunId};
+use crate::machine::RunId;
 use crate::receipt::{HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, RunHead};
 
 /// The first byte of a packed head. A head's JSON starts with `{`, and packed JSON with `0x01`
@@ -219,13 +219,10 @@ fn text(out: &mut Vec<u8>, s: &str) {
 }
 
 fn hex_text(out: &mut Vec<u8>, s: &str) {
-    let digest = crate::text::is_lower_hex(s, 64)
-        .then(|| Digest::from_hex(s))
-        .flatten();
-    match digest {
+    match crate::text::from_lower_hex::<32>(s) {
         Some(d) => {
             out.push(DIGEST);
-            out.extend_from_slice(&d.0);
+            out.extend_from_slice(&d);
         }
         None => {
             out.push(TEXT);
@@ -283,6 +280,7 @@ fn read_optional<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::Digest;
     use crate::receipt::text_digest;
     use proptest::prelude::*;
 

@@ -250,10 +250,17 @@ impl Driver {
         Ok(messages)
     }
 
-    /// This run's place in its delegation tree (`""` for a run nobody delegated), read once.
+    /// This run's place in its delegation tree (`""` for a run nobody delegated, which its
+    /// spec says without a read), read once.
     pub(super) async fn tree_path(&mut self) -> Result<String, crate::exec::EngineError> {
         if let Some(p) = &self.tree_path {
             return Ok(p.clone());
+        }
+        if self.spec.spec().delegated_by.is_none() {
+            // What `path_of` finds for a run whose stored spec names no delegating effect (the
+            // spec it runs under is the stored one, checked against its head when taken up).
+            self.tree_path = Some(String::new());
+            return Ok(String::new());
         }
         let run = self.run.clone();
         let p = off_thread(&self.shared.store, move |s| crate::ledger::path_of(s, &run)).await?;
