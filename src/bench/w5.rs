@@ -86,6 +86,13 @@ pub(crate) struct W5 {
     /// cost. 0 where there is no procfs.
     #[serde(default)]
     pub(crate) written_per_transition: f64,
+    /// The nice value the SQLite writer thread ran at (`store::sqlite_priority`); `None`
+    /// where a thread's priority is not its own.
+    #[serde(default)]
+    pub(crate) writer_nice: Option<i32>,
+    /// The nice value of the thread that opened the store, for comparison.
+    #[serde(default)]
+    pub(crate) process_nice: Option<i32>,
 }
 
 /// A uniform draw in `[0, 1)` for `(run, turn)`: splitmix64 over the seed and both indices.
@@ -223,6 +230,9 @@ fn quantile_ms(sorted: &[u32], q: f64) -> f64 {
 /// process of its own for a clean figure.
 pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
     let sqlite = Arc::new(SqliteStore::open(db, Durability::Full)?);
+    if let Some(nice) = crate::store::sqlite_priority::nice_from_env().map_err(EngineError::Spec)? {
+        sqlite.set_writer_nice(nice)?;
+    }
     let empty = sqlite.size_bytes()?;
     let replies = Arc::new(Replies {
         origin: Instant::now(),
@@ -324,6 +334,8 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         replies: s.len(),
         reply_p50_ms: quantile_ms(&s, 0.5),
         reply_p99_ms: quantile_ms(&s, 0.99),
+        writer_nice: sqlite.writer_nice(),
+        process_nice: crate::store::sqlite_priority::own_nice(),
         base_rss,
         peak_rss,
         rss_per_run: peak_rss.saturating_sub(base_rss) as f64 / o.runs.max(1) as f64,

@@ -233,5 +233,16 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
                 w.written_per_transition / 1024.0
             );
         }
+        match (w.writer_nice, w.process_nice) {
+            (Some(writer), Some(process)) if writer < process => outln!(
+                "    writer thread at nice {writer}, ahead of the process's {process} (${})",
+                crate::store::sqlite_priority::NICE_ENV
+            ),
+            (Some(writer), _) => outln!(
+                "    writer thread at nice {writer}, not ahead of the process (${} set it so, or the OS did not permit a boost)",
+                crate::store::sqlite_priority::NICE_ENV
+            ),
+            _ => {}
+        }
     }
 }

@@ -64,7 +64,9 @@ the run is paused (a call still running after that is killed and is in doubt on 
 signal leaves at once. With --json, a closed stdout stops the run the same way.
 
 Environment: RUNTAPE_LEASE_TTL_MS (default 15000) is how long a driver's lease on a run lasts
-without renewal; RUNTAPE_DB_MAX_BYTES caps the database (a write past it fails like a full disk).
+without renewal; RUNTAPE_DB_MAX_BYTES caps the database (a write past it fails like a full disk);
+RUNTAPE_WRITER_NICE (-20..19) sets the SQLite writer thread's nice value (default: 10 ahead of the
+process where the OS permits, e.g. as root or with systemd's LimitNICE=).
 
 Exit status:
   0    the run completed or waits for a person, or the command succeeded

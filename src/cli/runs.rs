@@ -67,6 +67,12 @@ pub(crate) fn db_cap() -> Result<Option<u64>, CliError> {
         })
 }
 
+/// `$RUNTAPE_WRITER_NICE`: the SQLite writer thread's nice value, if set
+/// ([`crate::store::sqlite_priority`]).
+pub(crate) fn writer_nice() -> Result<Option<i32>, CliError> {
+    crate::store::sqlite_priority::nice_from_env().map_err(CliError::usage)
+}
+
 impl From<ConfigError> for CliError {
     fn from(e: ConfigError) -> Self {
         if e.is_internal() {
@@ -129,7 +135,13 @@ pub(crate) fn open_store_with(
             if !create && !db.exists() {
                 SqliteStore::open_existing(db, durability)?;
             }
+            let nice = writer_nice()?;
             let store = SqliteStore::open_capped(db, durability, db_cap()?)?;
+            if let Some(nice) = nice {
+                store
+                    .set_writer_nice(nice)
+                    .map_err(|e| CliError::usage(e.to_string()))?;
+            }
             if store.durability() == Durability::Normal {
                 super::drive::note(&format!(
                     "{}: durability \"normal\": a process crash loses nothing, a power loss can lose the latest commits",

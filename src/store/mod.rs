@@ -49,6 +49,7 @@ pub use postgres::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use session::{SessionLink, SessionRecord};
+pub use sqlite::priority as sqlite_priority;
 pub use sqlite::{CommitStats, Durability, SqliteStore};
 pub use timed::{Latency, TimedStore};
 

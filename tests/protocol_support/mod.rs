@@ -16,7 +16,8 @@ pub fn bin() -> Command {
         .env_remove("RUNTAPE_RECEIPT_KEY")
         .env_remove("RUNTAPE_LEASE_TTL_MS")
         .env_remove("RUNTAPE_STOP_GRACE_MS")
-        .env_remove("RUNTAPE_DB_MAX_BYTES");
+        .env_remove("RUNTAPE_DB_MAX_BYTES")
+        .env_remove("RUNTAPE_WRITER_NICE");
     c
 }
 

@@ -25,6 +25,7 @@ use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 mod checkpoint;
 mod global_memory;
 mod known;
+pub mod priority;
 mod readers;
 mod sessions;
 mod writer;
@@ -91,6 +92,8 @@ pub struct CommitStats {
 /// A runtape database in a SQLite file.
 pub struct SqliteStore {
     path: PathBuf,
+    /// The writer thread, where its priority can be set ([`priority`]).
+    writer: Option<priority::Thread>,
     jobs: mpsc::UnboundedSender<Job>,
     readers: Readers,
     stats: Arc<CommitStats>,
@@ -154,11 +157,21 @@ impl SqliteStore {
         let (jobs, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(CommitStats::default());
         let counters = stats.clone();
+        let (thread_to, thread) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("runtape-writer".into())
-            .spawn(move || writer::writer_loop(conn, rx, shown, &counters, checkpointer))
+            .spawn(move || {
+                let _ = thread_to.send(priority::this_thread());
+                writer::writer_loop(conn, rx, shown, &counters, checkpointer)
+            })
             .map_err(|e| StoreError::Io(format!("cannot start the writer thread: {e}")))?;
+        // The thread sends its id before anything else; `None` if it could not.
+        let writer = thread.recv().ok().flatten();
+        if let Some(w) = writer {
+            priority::boost(w);
+        }
         Ok(SqliteStore {
+            writer,
             path: path.to_owned(),
             jobs,
             readers: Readers::pool(reader),
@@ -184,6 +197,7 @@ impl SqliteStore {
     pub fn read_snapshot(&self) -> Result<SqliteStore, StoreError> {
         Ok(SqliteStore {
             path: self.path.clone(),
+            writer: self.writer,
             jobs: self.jobs.clone(),
             readers: Readers::snapshot(&self.path)?,
             stats: self.stats.clone(),
@@ -201,6 +215,30 @@ impl SqliteStore {
     /// How many writes shared how many transactions so far.
     pub fn stats(&self) -> &CommitStats {
         &self.stats
+    }
+
+    /// The nice value the writer thread runs at (lower runs sooner; [`priority`]): the
+    /// process's own unless the store could boost it, or [`Self::set_writer_nice`] changed it.
+    /// `None` where a thread's priority is not its own (outside Linux).
+    pub fn writer_nice(&self) -> Option<i32> {
+        priority::nice_of(self.writer?).ok()
+    }
+
+    /// Runs the writer thread at `nice` (-20 to 19; see [`priority`]). Call it right after
+    /// opening, e.g. with [`priority::nice_from_env`]. Below the process's permitted limit
+    /// the OS refuses, and that is the error; outside Linux it is unsupported.
+    pub fn set_writer_nice(&self, nice: i32) -> Result<(), StoreError> {
+        let refused = |e: std::io::Error| {
+            StoreError::Io(format!(
+                "cannot run {}'s writer thread at nice {nice}: {e} (a nice value below the process's needs CAP_SYS_NICE or a matching RLIMIT_NICE; unset ${} for the default)",
+                self.path.display(),
+                priority::NICE_ENV
+            ))
+        };
+        let writer = self
+            .writer
+            .ok_or_else(|| refused(std::io::ErrorKind::Unsupported.into()))?;
+        priority::set_nice(writer, nice).map_err(refused)
     }
 
     /// The database file.

@@ -1,0 +1,184 @@
+//! The SQLite writer thread's priority, with the real binary on Linux: by default it runs ten
+//! nice steps ahead of the process where the OS permits (`CAP_SYS_NICE`), else at the
+//! process's priority; `$RUNTAPE_WRITER_NICE` sets it; a bad value is one line, exit 2, and no
+//! database. A tool the run starts runs at the process's priority, never the writer's.
+#![cfg(target_os = "linux")]
+
+mod protocol_support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use protocol_support::*;
+
+/// The nice value of each thread of `pid` named `comm`.
+fn thread_nices(pid: u32, comm: &str) -> Vec<i32> {
+    let mut nices = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks") {
+        let task = task.expect("task").path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if name.trim_end() != comm {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).expect("stat");
+        // After the `(comm)` field: state is field 3, nice field 19.
+        let rest = &stat[stat.rfind(')').expect("comm ends") + 2..];
+        let nice = rest.split(' ').nth(16).expect("nice field");
+        nices.push(nice.parse().expect("a number"));
+    }
+    nices
+}
+
+/// Whether this process may lower nice values (`CAP_SYS_NICE`, bit 23 of `CapEff`).
+fn may_boost() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 23) != 0)
+}
+
+/// `runtape` as this process may run it (`unprivileged`: without `CAP_SYS_NICE`, dropped
+/// with util-linux's `setpriv` when this process has it, so both paths are tested as root).
+fn runtape_cmd(unprivileged: bool) -> Command {
+    if unprivileged && may_boost() {
+        let mut c = Command::new("setpriv");
+        c.args(["--bounding-set", "-sys_nice", env!("CARGO_BIN_EXE_runtape")]);
+        for var in ["RUNTAPE_DB", "RUNTAPE_RECEIPT_KEY", "RUNTAPE_WRITER_NICE"] {
+            c.env_remove(var);
+        }
+        c
+    } else {
+        bin()
+    }
+}
+
+/// This process's nice value, which a child inherits.
+fn own_nice() -> i32 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let rest = &stat[stat.rfind(')').expect("comm ends") + 2..];
+    rest.split(' ')
+        .nth(16)
+        .expect("nice")
+        .parse()
+        .expect("number")
+}
+
+/// Starts a run whose tool records its own nice value and then sleeps, and returns, while the
+/// tool runs, the writer thread's nice value and the tool's; then stops the run.
+fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> (i32, i32) {
+    let db = dir.join("runs.db");
+    let spec = charge_spec(
+        dir,
+        &ChargeSpec {
+            then: "nice > tool_nice; sleep 30",
+            ..ChargeSpec::default()
+        },
+    );
+    let mut cmd = runtape_cmd(unprivileged);
+    cmd.arg("--db")
+        .arg(&db)
+        .args(["run", "--json"])
+        .arg(&spec)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("starts");
+    let mut first = String::new();
+    // Kept open: with --json a closed stdout stops the run.
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    stdout.read_line(&mut first).expect("the run id");
+    wait_until("the tool has recorded its priority", || {
+        std::fs::read_to_string(dir.join("tool_nice")).is_ok_and(|t| t.ends_with('\n'))
+    });
+    let writer = thread_nices(child.id(), "runtape-writer");
+    let tool: i32 = std::fs::read_to_string(dir.join("tool_nice"))
+        .expect("written")
+        .trim()
+        .parse()
+        .expect("a number");
+    signal(child.id(), "KILL");
+    let _ = child.wait();
+    drop(stdout);
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .map(|mut e| e.read_to_string(&mut stderr));
+    assert!(first.contains("\"id\""), "started: {first} {stderr}");
+    assert_eq!(writer.len(), 1, "one writer thread: {writer:?} {stderr}");
+    (writer[0], tool)
+}
+
+#[test]
+fn the_writer_runs_ahead_of_the_process_where_permitted_and_tools_do_not() {
+    let process = own_nice();
+    if may_boost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (writer, tool) = nices_while_running(dir.path(), false, &[]);
+        assert_eq!(writer, (process - 10).max(-20), "boosted");
+        assert_eq!(tool, process, "the tool runs at the process's priority");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, tool) = nices_while_running(dir.path(), true, &[]);
+    assert_eq!(writer, process, "not permitted: the process's own priority");
+    assert_eq!(tool, process);
+}
+
+#[test]
+fn the_variable_sets_the_writer_nice_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wanted = (own_nice() + 7).min(19);
+    let (writer, tool) = nices_while_running(
+        dir.path(),
+        false,
+        &[("RUNTAPE_WRITER_NICE", &wanted.to_string())],
+    );
+    assert_eq!(writer, wanted);
+    assert_eq!(tool, own_nice());
+}
+
+#[test]
+fn a_bad_value_is_one_line_and_no_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = charge_spec(dir.path(), &ChargeSpec::default());
+    for bad in ["high", "-21", "20", "1.5"] {
+        let o = bin()
+            .arg("--db")
+            .arg(&db)
+            .args(["run", spec.to_str().expect("utf-8")])
+            .env("RUNTAPE_WRITER_NICE", bad)
+            .output()
+            .expect("runs");
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
+        let line = one_line(&err(&o)).to_owned();
+        assert!(line.contains("RUNTAPE_WRITER_NICE"), "{line}");
+        assert!(!db.exists(), "{bad}: nothing written");
+        assert_eq!(charge_lines(dir.path()), 0, "nothing performed");
+    }
+}
+
+#[test]
+fn a_boost_the_os_refuses_is_one_line_and_nothing_performed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = charge_spec(dir.path(), &ChargeSpec::default());
+    let o = runtape_cmd(true)
+        .arg("--db")
+        .arg(&db)
+        .args(["run", spec.to_str().expect("utf-8")])
+        .env("RUNTAPE_WRITER_NICE", "-20")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let line = one_line(&err(&o)).to_owned();
+    assert!(
+        line.contains("nice -20") && line.contains("RUNTAPE_WRITER_NICE"),
+        "{line}"
+    );
+    assert_eq!(charge_lines(dir.path()), 0, "nothing performed");
+}
