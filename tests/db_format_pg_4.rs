@@ -7,11 +7,13 @@
 //! The version-4 database is made by running runtape on a new database and turning its tables
 //! back into version 4's shape with SQL (columns and values as version 4 stored them).
 
+mod cli_support;
 mod pg_support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use cli_support::{first_id, runtape, text};
 use pg_support::PgServer;
 
 const SPEC: &str = r#"goal = "count to three"
@@ -72,35 +74,16 @@ DROP TABLE runtape.run_specs;
 UPDATE runtape.meta SET value = 4 WHERE name = 'schema_version';
 ";
 
-fn runtape(url: &str, dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .arg("--db")
-        .arg(url)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUNTAPE_DB")
-        .output()
-        .expect("runs the binary")
+/// Runs `runtape --db URL ARGS…`, which must succeed; what it printed.
+fn ok(url: &str, args: &[&str]) -> Output {
+    let out = runtape(Path::new(url), args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out));
+    out
 }
 
-fn ok(url: &str, dir: &Path, args: &[&str]) -> String {
-    let out = runtape(url, dir, args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The id a `run` or `fork` prints on its first line.
-fn run_id(out: &str) -> String {
-    out.lines()
-        .next()
-        .and_then(|l| l.split_whitespace().last())
-        .expect("a run id")
-        .to_owned()
+/// Stdout of a command that must succeed.
+fn stdout(url: &str, args: &[&str]) -> String {
+    String::from_utf8_lossy(&ok(url, args).stdout).into_owned()
 }
 
 #[test]
@@ -116,12 +99,12 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     std::fs::write(&gated, GATED).expect("writes the spec");
     let gated = gated.to_str().expect("utf-8");
 
-    let done = run_id(&ok(&url, dir.path(), &["run", spec]));
-    let fork = run_id(&ok(&url, dir.path(), &["fork", &format!("{done}@4")]));
+    let done = first_id(&ok(&url, &["run", spec]));
+    let fork = first_id(&ok(&url, &["fork", &format!("{done}@4")]));
     // A run waiting for a person, to be answered after the migration.
-    let waiting = run_id(&ok(&url, dir.path(), &["run", gated]));
-    let listed = ok(&url, dir.path(), &["ls", "--json"]);
-    let shown = ok(&url, dir.path(), &["show", &format!("{done}@5"), "--json"]);
+    let waiting = first_id(&ok(&url, &["run", gated]));
+    let listed = stdout(&url, &["ls", "--json"]);
+    let shown = stdout(&url, &["show", &format!("{done}@5"), "--json"]);
 
     server.sql(&db, BACK_TO_4);
     assert_eq!(
@@ -135,7 +118,7 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     );
 
     // The first command opens the database and migrates it.
-    assert_eq!(ok(&url, dir.path(), &["ls", "--json"]), listed);
+    assert_eq!(stdout(&url, &["ls", "--json"]), listed);
     assert_eq!(
         server.sql(
             &db,
@@ -160,11 +143,11 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
         "3"
     );
     assert_eq!(
-        ok(&url, dir.path(), &["show", &format!("{done}@5"), "--json"]),
+        stdout(&url, &["show", &format!("{done}@5"), "--json"]),
         shown
     );
     for run in [&done, &fork, &waiting] {
-        let verified = ok(&url, dir.path(), &["verify", run]);
+        let verified = stdout(&url, &["verify", run]);
         assert!(verified.starts_with("OK"), "{run}: {verified}");
     }
     let fork_row = server.sql(
@@ -177,7 +160,7 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     assert_eq!(fork_row, format!("{done}@4"));
 
     // The waiting run is answered and goes on to the end on the migrated tables.
-    ok(&url, dir.path(), &["resume", &waiting, "--approve"]);
+    ok(&url, &["resume", &waiting, "--approve"]);
     let row = server.sql(
         &db,
         &format!(
@@ -186,6 +169,6 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
         ),
     );
     assert_eq!(row, "completed|t");
-    let verified = ok(&url, dir.path(), &["verify", &waiting]);
+    let verified = stdout(&url, &["verify", &waiting]);
     assert!(verified.starts_with("OK"), "{verified}");
 }

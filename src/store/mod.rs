@@ -447,6 +447,21 @@ impl NewRun {
             session: None,
         }
     }
+
+    /// For store tests: run `id` of an empty spec toward "goal", leased to "me" for good, with
+    /// a placeholder head (`{}`, unsigned).
+    #[cfg(test)]
+    pub(crate) fn sample(id: &str) -> NewRun {
+        NewRun::new(
+            RunId::new(id),
+            "{}".into(),
+            "goal".into(),
+            "me".into(),
+            1,
+            u64::MAX >> 2,
+            HeadRecord::new(b"{}".to_vec(), vec![0], None),
+        )
+    }
 }
 
 impl Commit {

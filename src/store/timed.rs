@@ -126,21 +126,10 @@ impl Store for TimedStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::RunId;
-    use crate::store::{
-        Durability, HeadRecord, MemoryStore, NewRun, SqliteStore, StoreError, Written, write,
-    };
+    use crate::store::{Durability, MemoryStore, NewRun, SqliteStore, StoreError, Written, write};
 
     fn create(id: &str) -> Write {
-        Write::CreateRun(NewRun::new(
-            RunId::new(id),
-            "{}".into(),
-            "goal".into(),
-            "me".into(),
-            1,
-            u64::MAX >> 2,
-            HeadRecord::new(b"{}".to_vec(), vec![0], None),
-        ))
+        Write::CreateRun(NewRun::sample(id))
     }
 
     /// Times every write (creations included), from when it is submitted.

@@ -756,16 +756,7 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("r.db"), Durability::Normal).expect("opens");
         let ids: Vec<RunId> = (0..4).map(|i| RunId::new(format!("run{i}"))).collect();
         for id in &ids {
-            let new = NewRun::new(
-                id.clone(),
-                "{}".into(),
-                "goal".into(),
-                "me".into(),
-                1,
-                u64::MAX >> 2,
-                HeadRecord::new(b"{}".to_vec(), vec![0], None),
-            );
-            crate::store::write(&store, Write::CreateRun(new))
+            crate::store::write(&store, Write::CreateRun(NewRun::sample(id.as_str())))
                 .await
                 .expect("creates");
         }
@@ -790,15 +781,7 @@ mod tests {
     async fn a_head_is_stored_packed_and_read_back_as_the_json_that_was_sealed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::open(&dir.path().join("h.db"), Durability::Normal).expect("opens");
-        let mut new = NewRun::new(
-            RunId::new("packed"),
-            "{}".into(),
-            "goal".into(),
-            "me".into(),
-            1,
-            u64::MAX >> 2,
-            HeadRecord::default(),
-        );
+        let mut new = NewRun::sample("packed");
         let head = crate::ledger::first_head(&new, Digest::ZERO, Digest::ZERO, None);
         let signer = crate::receipt::ReceiptSigner::unsigned();
         // Sealed as a wrapper would hand it over, without the packed form: the store packs it.
@@ -808,15 +791,10 @@ mod tests {
             .await
             .expect("creates");
         // A body that is not a head's canonical JSON is kept as it is.
-        let raw = NewRun::new(
-            RunId::new("raw"),
-            "{}".into(),
-            "goal".into(),
-            "me".into(),
-            1,
-            u64::MAX >> 2,
-            HeadRecord::new(b"{ }".to_vec(), vec![0], None),
-        );
+        let raw = NewRun {
+            head: HeadRecord::new(b"{ }".to_vec(), vec![0], None),
+            ..NewRun::sample("raw")
+        };
         crate::store::write(&store, Write::CreateRun(raw))
             .await
             .expect("creates");

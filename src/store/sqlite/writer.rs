@@ -698,15 +698,7 @@ mod tests {
     }
 
     fn create(run: &str) -> Write {
-        Write::CreateRun(NewRun::new(
-            RunId::new(run),
-            "{}".into(),
-            "goal".into(),
-            "me".into(),
-            1,
-            u64::MAX >> 2,
-            HeadRecord::new(b"{}".to_vec(), vec![0], None),
-        ))
+        Write::CreateRun(NewRun::sample(run))
     }
 
     fn seqs(conn: &Connection, run: &str) -> (i64, Vec<i64>) {
