@@ -587,9 +587,12 @@ fn transition_rows(
         c.seal
     ])?;
     if !blobs.is_empty() {
-        let mut stmt = tx.prepare_cached(super::INSERT_BLOB)?;
+        let mut stored = tx.prepare_cached(super::BLOB_STORED)?;
+        let mut insert = tx.prepare_cached(super::INSERT_BLOB)?;
         for (d, blob) in blobs {
-            stmt.execute(params![&d.0[..], blob.stored(id as u64).as_ref()])?;
+            if !stored.exists(params![&d.0[..]])? {
+                insert.execute(params![&d.0[..], blob.stored(id as u64).as_ref()])?;
+            }
         }
     }
     if let Some(state) = &c.snapshot {
@@ -717,6 +720,61 @@ mod tests {
             .collect::<rusqlite::Result<Vec<i64>>>()
             .expect("reads");
         (seq, rows)
+    }
+
+    #[test]
+    fn a_blob_is_stored_once_however_many_writes_carry_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = db(dir.path());
+        let mut known = Known::default();
+        let created = apply_batch(
+            &mut conn,
+            &mut known,
+            &[job(create("a")), job(create("b"))],
+            "w.db",
+        );
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        let shared = (Digest([7; 32]), b"shared blob".to_vec());
+        let own = (Digest([8; 32]), b"b's own blob".to_vec());
+        let mut a1 = commit("a", 1, 1);
+        // Twice in one commit, and again in another run's commit of the same batch.
+        a1.blobs = vec![shared.clone(), shared.clone()];
+        let mut b1 = commit("b", 1, 1);
+        b1.blobs = vec![shared.clone(), own.clone()];
+        let results = apply_batch(
+            &mut conn,
+            &mut known,
+            &[
+                job(Write::Commit(Box::new(a1))),
+                job(Write::Commit(Box::new(b1))),
+            ],
+            "w.db",
+        );
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        // And once more in a later batch.
+        let mut a2 = commit("a", 1, 2);
+        a2.blobs = vec![shared.clone()];
+        let later = apply_batch(
+            &mut conn,
+            &mut known,
+            &[job(Write::Commit(Box::new(a2)))],
+            "w.db",
+        );
+        assert!(later[0].is_ok(), "{later:?}");
+        let count = |d: &Digest| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM blobs WHERE hash = ?1",
+                [&d.0[..]],
+                |r| r.get(0),
+            )
+            .expect("counts")
+        };
+        assert_eq!(count(&shared.0), 1, "the shared blob is stored once");
+        assert_eq!(count(&own.0), 1, "a new blob is stored");
+        let total: i64 = conn
+            .query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
+            .expect("counts");
+        assert_eq!(total, 2);
     }
 
     #[test]
