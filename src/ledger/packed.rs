@@ -261,9 +261,28 @@ pub fn pack(json: &[u8]) -> Vec<u8> {
 /// that occur in `external` stored as references to it; `None` unless that unpacks, given the
 /// same `external`, to exactly `json`.
 pub(super) fn pack_with(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
-    let packed = pack_tokens(json, external)?;
-    let back = unpack_tokens(&packed[1..], external, json.len()).ok()?;
-    (back == json).then_some(packed)
+    pack_referring(json, external).map(|(packed, _)| packed)
+}
+
+/// [`pack_with`], and whether the packed value refers to `external` at all: when it does not,
+/// it is byte for byte what `pack_with(json, &[])` makes.
+pub(super) fn pack_referring(json: &[u8], external: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let (packed, refers) = pack_tokens(json, external)?;
+    unpacks_to(&packed, external, json).then_some((packed, refers))
+}
+
+/// `json` packed with nothing external, not yet checked ([`unpacks_to`]): for comparing sizes
+/// before choosing a form.
+pub(super) fn pack_unchecked(json: &[u8]) -> Option<Vec<u8>> {
+    pack_tokens(json, &[]).map(|(packed, _)| packed)
+}
+
+/// True when `packed` (starting with [`PACKED`]) unpacks, reading `external`, to exactly `json`.
+pub(super) fn unpacks_to(packed: &[u8], external: &[u8], json: &[u8]) -> bool {
+    packed
+        .get(1..)
+        .and_then(|tokens| unpack_tokens(tokens, external, json.len()).ok())
+        .is_some_and(|back| back == json)
 }
 
 /// Unpacks the tokens after a [`PACKED`] byte, reading external references from `external`.
@@ -280,7 +299,8 @@ pub fn unpack(stored: &[u8]) -> Result<Cow<'_, [u8]>, PackError> {
     }
 }
 
-fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
+fn pack_tokens(json: &[u8], external: &[u8]) -> Option<(Vec<u8>, bool)> {
+    let mut refers = false;
     let mut out = Vec::with_capacity(json.len() / 2 + 8);
     out.push(PACKED);
     let mut literals: Vec<&[u8]> = Vec::new();
@@ -304,6 +324,7 @@ fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
                     out.push(REPEAT);
                     varint(&mut out, k as u64);
                 } else if let Some(at) = find_external(external, s) {
+                    refers = true;
                     out.push(EXTERNAL);
                     varint(&mut out, at as u64);
                     varint(&mut out, s.len() as u64);
@@ -366,7 +387,7 @@ fn pack_tokens(json: &[u8], external: &[u8]) -> Option<Vec<u8>> {
         }
         i += 1;
     }
-    Some(out)
+    Some((out, refers))
 }
 
 /// Up to this many bytes of source, a string is looked for by comparing it at each place its

@@ -19,7 +19,9 @@
 
 use std::borrow::Cow;
 
-use super::packed::{PACKED, PackError, pack_with, unpack_with};
+use super::packed::{
+    PACKED, PackError, pack_referring, pack_unchecked, pack_with, unpack_with, unpacks_to,
+};
 
 /// Byte 32 of a node whose message refers to the event of the row that follows.
 pub const REFERS: u8 = 0x02;
@@ -59,20 +61,29 @@ impl PackedBlob {
         let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
             return PackedBlob::Whole(bytes.to_vec());
         };
-        let Some(alone) = pack_with(json, &[]) else {
-            return PackedBlob::Whole(bytes.to_vec());
+        let whole = |packed: &[u8]| {
+            let mut out = Vec::with_capacity(NODE_HEAD + packed.len());
+            out.extend_from_slice(head);
+            out.extend_from_slice(packed);
+            PackedBlob::Whole(out)
         };
-        match pack_with(json, source_event) {
-            Some(referring) if referring.len() + 10 < alone.len() => PackedBlob::Refers {
-                head: head.to_vec(),
-                tokens: referring[1..].to_vec(),
+        // The referring form is packed and checked first. When it takes nothing from the event
+        // it is the standalone form; otherwise the standalone form is packed only to compare
+        // sizes, and checked only if it is the one kept (one check a blob, not two).
+        match pack_referring(json, source_event) {
+            Some((alone, false)) => whole(&alone),
+            Some((referring, true)) => match pack_unchecked(json) {
+                Some(alone) if referring.len() + 10 < alone.len() => PackedBlob::Refers {
+                    head: head.to_vec(),
+                    tokens: referring[1..].to_vec(),
+                },
+                Some(alone) if unpacks_to(&alone, &[], json) => whole(&alone),
+                _ => PackedBlob::Whole(bytes.to_vec()),
             },
-            _ => {
-                let mut out = Vec::with_capacity(NODE_HEAD + alone.len());
-                out.extend_from_slice(head);
-                out.extend_from_slice(&alone);
-                PackedBlob::Whole(out)
-            }
+            None => match pack_with(json, &[]) {
+                Some(alone) => whole(&alone),
+                None => PackedBlob::Whole(bytes.to_vec()),
+            },
         }
     }
 
@@ -171,5 +182,51 @@ mod tests {
             "a schema-3 node"
         );
         assert!(unpack_blob(&stored[..stored.len() - 1], &[]).is_err());
+    }
+
+    /// How [`PackedBlob::new`] chose before it checked one form instead of two: both forms
+    /// packed and checked, the referring one kept when 10 bytes smaller.
+    fn chosen_as_before(bytes: &[u8], source_event: &[u8]) -> PackedBlob {
+        let Some((head, json)) = bytes.split_at_checked(NODE_HEAD) else {
+            return PackedBlob::Whole(bytes.to_vec());
+        };
+        let Some(alone) = pack_with(json, &[]) else {
+            return PackedBlob::Whole(bytes.to_vec());
+        };
+        match pack_with(json, source_event) {
+            Some(referring) if referring.len() + 10 < alone.len() => PackedBlob::Refers {
+                head: head.to_vec(),
+                tokens: referring[1..].to_vec(),
+            },
+            _ => PackedBlob::Whole([head, &alone[..]].concat()),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_form_chosen_is_the_one_chosen_before_and_reads_back(
+            texts in proptest::collection::vec(
+                proptest::prop_oneof!["[a-z ]{32,40}", "(lorem|ipsum|[a-z]{1,9}| ){0,40}"],
+                1..4,
+            ),
+            shared in proptest::collection::vec(proptest::bool::ANY, 4),
+            numbers in proptest::collection::vec(proptest::num::i64::ANY, 0..3),
+            repeats in 1usize..40,
+        ) {
+            // A text repeated often costs less packed alone (a repeat is 2 bytes, a reference
+            // 3), so both forms get chosen.
+            let content: Vec<&String> = texts.iter().cycle().take(texts.len() * repeats).collect();
+            let message = serde_json::json!({"role": "tool", "content": content, "n": numbers});
+            let in_event: Vec<&String> =
+                texts.iter().zip(&shared).filter(|(_, s)| **s).map(|(t, _)| t).collect();
+            let event = serde_json::json!({"type": "tool_returned", "texts": in_event});
+            let node = node(&message.to_string());
+            let event = event.to_string();
+            let packed = PackedBlob::new(&node, event.as_bytes());
+            proptest::prop_assert_eq!(&packed, &chosen_as_before(&node, event.as_bytes()));
+            let stored = packed.stored(3);
+            let back = unpack_blob(&stored, event.as_bytes()).expect("unpacks");
+            proptest::prop_assert_eq!(back.as_ref(), &node[..]);
+        }
     }
 }
