@@ -57,27 +57,40 @@ pub(crate) fn is_lower_hex(text: &str, len: usize) -> bool {
 }
 
 /// The `N` bytes `text` spells when it is exactly `2 * N` lowercase hex digits (the spelling
-/// [`is_lower_hex`] accepts); `None` for any other text. One pass: each digit is checked as
-/// it is read.
+/// [`is_lower_hex`] accepts); `None` for any other text. One pass, one table lookup a digit
+/// and no branch: a digit not in the spelling sets a high bit that is checked once at the end
+/// (a head's digests are read back from hex at every commit).
 pub(crate) fn from_lower_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     let digits = text.as_bytes();
     if digits.len() != 2 * N {
         return None;
     }
     let mut out = [0u8; N];
+    let mut refused = 0u8;
     for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-        *byte = (lower_hex_digit(pair[0])? << 4) | lower_hex_digit(pair[1])?;
+        let (high, low) = (
+            HEX_VALUES[usize::from(pair[0])],
+            HEX_VALUES[usize::from(pair[1])],
+        );
+        refused |= high | low;
+        *byte = (high << 4) | (low & 0x0f);
     }
-    Some(out)
+    (refused & NOT_A_DIGIT == 0).then_some(out)
 }
 
-fn lower_hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+/// What [`HEX_VALUES`] gives a byte that is not a lowercase hex digit (its high bit set).
+const NOT_A_DIGIT: u8 = 0x80;
+
+/// Each byte's value as a lowercase hex digit, or [`NOT_A_DIGIT`].
+const HEX_VALUES: [u8; 256] = {
+    let mut values = [NOT_A_DIGIT; 256];
+    let mut c = 0;
+    while c < 16 {
+        values[b"0123456789abcdef"[c] as usize] = c as u8;
+        c += 1;
     }
-}
+    values
+};
 
 /// Each byte's two hex digits, high nibble first: one lookup a byte instead of two (a digest
 /// is spelled in hex several times a step).
@@ -159,6 +172,8 @@ mod tests {
             let ok = matches!(c, b'0'..=b'9' | b'a'..=b'f');
             assert_eq!(from_lower_hex::<1>(&text).is_some(), ok, "{text:?}");
             assert_eq!(is_lower_hex(&text, 2), ok && text.len() == 2, "{text:?}");
+            let first = format!("{}0", c as char);
+            assert_eq!(from_lower_hex::<1>(&first).is_some(), ok, "{first:?}");
         }
         assert_eq!(from_lower_hex::<2>("0fa"), None);
         assert_eq!(from_lower_hex::<1>("0fa"), None);
