@@ -1,7 +1,9 @@
 //! The SQLite writer thread's priority, with the real binary on Linux: by default it runs ten
 //! nice steps ahead of the process where the OS permits (`CAP_SYS_NICE`), else at the
 //! process's priority; `$RUNTAPE_WRITER_NICE` sets it; a bad value is one line, exit 2, and no
-//! database. A tool the run starts runs at the process's priority, never the writer's.
+//! database. The WAL checkpointer gives way (nice 19) where it could take its priority back,
+//! else keeps the process's. A tool the run starts runs at the process's priority, never the
+//! writer's or the checkpointer's.
 #![cfg(target_os = "linux")]
 
 mod protocol_support;
@@ -66,9 +68,18 @@ fn own_nice() -> i32 {
         .expect("number")
 }
 
+/// The nice values of a run's threads and its tool.
+#[derive(Debug, PartialEq, Eq)]
+struct Nices {
+    writer: i32,
+    checkpointer: i32,
+    tool: i32,
+}
+
 /// Starts a run whose tool records its own nice value and then sleeps, and returns, while the
-/// tool runs, the writer thread's nice value and the tool's; then stops the run.
-fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> (i32, i32) {
+/// tool runs, the nice values of the writer thread, the checkpointer thread and the tool; then
+/// stops the run.
+fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> Nices {
     let db = dir.join("runs.db");
     let spec = charge_spec(
         dir,
@@ -95,6 +106,8 @@ fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> 
         std::fs::read_to_string(dir.join("tool_nice")).is_ok_and(|t| t.ends_with('\n'))
     });
     let writer = thread_nices(child.id(), "runtape-writer");
+    // A thread's name is cut to 15 bytes.
+    let checkpointer = thread_nices(child.id(), "runtape-checkpo");
     let tool: i32 = std::fs::read_to_string(dir.join("tool_nice"))
         .expect("written")
         .trim()
@@ -110,7 +123,16 @@ fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> 
         .map(|mut e| e.read_to_string(&mut stderr));
     assert!(first.contains("\"id\""), "started: {first} {stderr}");
     assert_eq!(writer.len(), 1, "one writer thread: {writer:?} {stderr}");
-    (writer[0], tool)
+    assert_eq!(
+        checkpointer.len(),
+        1,
+        "one checkpointer: {checkpointer:?} {stderr}"
+    );
+    Nices {
+        writer: writer[0],
+        checkpointer: checkpointer[0],
+        tool,
+    }
 }
 
 #[test]
@@ -118,27 +140,42 @@ fn the_writer_runs_ahead_of_the_process_where_permitted_and_tools_do_not() {
     let process = own_nice();
     if may_boost() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (writer, tool) = nices_while_running(dir.path(), false, &[]);
-        assert_eq!(writer, (process - 10).max(-20), "boosted");
-        assert_eq!(tool, process, "the tool runs at the process's priority");
+        let nices = nices_while_running(dir.path(), false, &[]);
+        assert_eq!(
+            nices,
+            Nices {
+                writer: (process - 10).max(-20),
+                checkpointer: 19,
+                // The tool runs at the process's priority.
+                tool: process,
+            },
+            "boosted, and the checkpointer gives way"
+        );
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let (writer, tool) = nices_while_running(dir.path(), true, &[]);
-    assert_eq!(writer, process, "not permitted: the process's own priority");
-    assert_eq!(tool, process);
+    let nices = nices_while_running(dir.path(), true, &[]);
+    assert_eq!(
+        nices,
+        Nices {
+            writer: process,
+            checkpointer: process,
+            tool: process,
+        },
+        "not permitted: the process's own priority, and nothing given up it could not take back"
+    );
 }
 
 #[test]
 fn the_variable_sets_the_writer_nice_value() {
     let dir = tempfile::tempdir().expect("tempdir");
     let wanted = (own_nice() + 7).min(19);
-    let (writer, tool) = nices_while_running(
+    let nices = nices_while_running(
         dir.path(),
         false,
         &[("RUNTAPE_WRITER_NICE", &wanted.to_string())],
     );
-    assert_eq!(writer, wanted);
-    assert_eq!(tool, own_nice());
+    assert_eq!(nices.writer, wanted);
+    assert_eq!(nices.tool, own_nice());
 }
 
 #[test]

@@ -17,12 +17,17 @@
 /// How many nice steps ahead of the opening thread a store's writer asks to run.
 pub const WRITER_BOOST: i32 = 10;
 
+/// The nice value the WAL checkpointer runs at while it keeps up: the lowest priority, so its
+/// copying never takes a core from the writer or the workers while replies arrive (see
+/// `checkpoint`).
+pub const CHECKPOINTER_NICE: i32 = 19;
+
 /// The variable that sets the writer's nice value.
 pub const NICE_ENV: &str = "RUNTAPE_WRITER_NICE";
 
 /// A thread whose priority can be read and changed (Linux: its kernel thread id).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Thread(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] i32);
+pub(super) struct Thread(#[cfg_attr(not(target_os = "linux"), allow(dead_code))] pub(super) i32);
 
 /// The calling thread, if its priority can be set on its own (Linux only).
 pub(super) fn this_thread() -> Option<Thread> {
@@ -83,6 +88,22 @@ pub(super) fn boost(writer: Thread) -> bool {
         return false;
     };
     set_nice(writer, (base - WRITER_BOOST).max(-20)).is_ok()
+}
+
+/// Whether `thread`, at nice value `base`, could take back priority it gave up: probed by
+/// moving it one step ahead of `base` and back. True where the process has `CAP_SYS_NICE` or
+/// an `RLIMIT_NICE` that allows it; false elsewhere (and off Linux), where a thread that lowers
+/// its priority keeps it low.
+pub(super) fn may_take_back(thread: Thread, base: i32) -> bool {
+    if base <= -20 {
+        // Nothing is ahead of -20; only a privileged process gets there.
+        return true;
+    }
+    let ahead = set_nice(thread, base - 1).is_ok();
+    if ahead {
+        let _ = set_nice(thread, base);
+    }
+    ahead
 }
 
 /// The writer's nice value `$RUNTAPE_WRITER_NICE` asks for: `None` when it is unset or empty;
