@@ -219,3 +219,41 @@ fn a_boost_the_os_refuses_is_one_line_and_nothing_performed() {
     );
     assert_eq!(charge_lines(dir.path()), 0, "nothing performed");
 }
+
+/// `runtape bench --only w5 --json`'s report of the writer's and the checkpointer's priority.
+fn w5_priorities(unprivileged: bool) -> (serde_json::Value, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = runtape_cmd(unprivileged)
+        .args([
+            "bench", "--only", "w5", "--runs", "20", "--reps", "1", "--json", "--dir",
+        ])
+        .arg(dir.path())
+        .env_remove("RUNTAPE_WRITER_NICE")
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", err(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    (
+        report["w5"]["writer_nice"].clone(),
+        report["w5"]["checkpointer_gives_way"].clone(),
+    )
+}
+
+#[test]
+fn the_bench_reports_whether_the_checkpointer_gave_way() {
+    let process = own_nice();
+    if may_boost() {
+        assert_eq!(
+            w5_priorities(false),
+            (
+                serde_json::json!((process - 10).max(-20)),
+                serde_json::json!(true)
+            )
+        );
+    }
+    assert_eq!(
+        w5_priorities(true),
+        (serde_json::json!(process), serde_json::json!(false)),
+        "not permitted: nothing given up"
+    );
+}

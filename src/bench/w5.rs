@@ -93,6 +93,10 @@ pub(crate) struct W5 {
     /// The nice value of the thread that opened the store, for comparison.
     #[serde(default)]
     pub(crate) process_nice: Option<i32>,
+    /// Whether the WAL checkpointer gave way (ran at nice 19 until the WAL was twice its
+    /// threshold long; `SqliteStore::checkpointer_gives_way`).
+    #[serde(default)]
+    pub(crate) checkpointer_gives_way: bool,
 }
 
 /// A uniform draw in `[0, 1)` for `(run, turn)`: splitmix64 over the seed and both indices.
@@ -336,6 +340,7 @@ pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
         reply_p99_ms: quantile_ms(&s, 0.99),
         writer_nice: sqlite.writer_nice(),
         process_nice: crate::store::sqlite_priority::own_nice(),
+        checkpointer_gives_way: sqlite.checkpointer_gives_way(),
         base_rss,
         peak_rss,
         rss_per_run: peak_rss.saturating_sub(base_rss) as f64 / o.runs.max(1) as f64,

@@ -244,5 +244,15 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             ),
             _ => {}
         }
+        if w.checkpointer_gives_way {
+            outln!(
+                "    WAL checkpointer at nice {} until the WAL is twice its threshold, then at the process's",
+                crate::store::sqlite_priority::CHECKPOINTER_NICE
+            );
+        } else {
+            outln!(
+                "    WAL checkpointer at the process's priority (the OS would not let it take back a priority it gave up)"
+            );
+        }
     }
 }

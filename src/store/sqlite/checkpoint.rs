@@ -134,6 +134,18 @@ impl Thresholds {
     }
 }
 
+/// What a store may ask of its checkpointer from another thread.
+#[derive(Clone)]
+pub(super) struct Watch(Arc<Shared>);
+
+impl Watch {
+    /// Whether the checkpointer gives way ([`Yielding`]): false where the OS would not let it
+    /// take back priority it gave up, and until its thread has started.
+    pub(super) fn gives_way(&self) -> bool {
+        self.0.yielding.get().is_some()
+    }
+}
+
 /// The checkpointer thread and how to wake it.
 pub(super) struct Checkpointer {
     thresholds: Thresholds,
@@ -200,6 +212,11 @@ impl Checkpointer {
             shared,
             thread: Some(thread),
         })
+    }
+
+    /// A handle that answers [`Watch::gives_way`] while this checkpointer runs.
+    pub(super) fn watch(&self) -> Watch {
+        Watch(self.shared.clone())
     }
 
     /// When it copies back, and when the writer should.

@@ -94,6 +94,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// The writer thread, where its priority can be set ([`priority`]).
     writer: Option<priority::Thread>,
+    /// The WAL checkpointer, where it runs on a thread of its own.
+    checkpointer: Option<checkpoint::Watch>,
     jobs: mpsc::UnboundedSender<Job>,
     readers: Readers,
     stats: Arc<CommitStats>,
@@ -150,6 +152,7 @@ impl SqliteStore {
         let reader = open_reader(path)?;
         // WAL checkpoints run on a thread of their own; without it the writer makes them.
         let checkpointer = checkpoint::Checkpointer::start(path, durability == Durability::Full);
+        let watch = checkpointer.as_ref().map(checkpoint::Checkpointer::watch);
         if checkpointer.is_some() {
             conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
                 .map_err(|e| classify(&shown, e))?;
@@ -172,6 +175,7 @@ impl SqliteStore {
         }
         Ok(SqliteStore {
             writer,
+            checkpointer: watch,
             path: path.to_owned(),
             jobs,
             readers: Readers::pool(reader),
@@ -198,6 +202,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: self.path.clone(),
             writer: self.writer,
+            checkpointer: self.checkpointer.clone(),
             jobs: self.jobs.clone(),
             readers: Readers::snapshot(&self.path)?,
             stats: self.stats.clone(),
@@ -222,6 +227,16 @@ impl SqliteStore {
     /// `None` where a thread's priority is not its own (outside Linux).
     pub fn writer_nice(&self) -> Option<i32> {
         priority::nice_of(self.writer?).ok()
+    }
+
+    /// Whether the WAL checkpointer gives way: runs at nice
+    /// [`CHECKPOINTER_NICE`](priority::CHECKPOINTER_NICE) until the WAL is twice its threshold
+    /// long, which it does only where the OS would let it take its priority back (see
+    /// `checkpoint`). False elsewhere, and for a store whose writer checkpoints itself.
+    pub fn checkpointer_gives_way(&self) -> bool {
+        self.checkpointer
+            .as_ref()
+            .is_some_and(checkpoint::Watch::gives_way)
     }
 
     /// Runs the writer thread at `nice` (-20 to 19; see [`priority`]). Call it right after
