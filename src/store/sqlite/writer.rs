@@ -704,6 +704,20 @@ mod tests {
         Write::CreateRun(NewRun::sample(run))
     }
 
+    /// A database in `dir` holding runs `a` and `b`, created by the writer, and what it knows.
+    fn runs_a_and_b(dir: &std::path::Path) -> (Connection, Known) {
+        let mut conn = db(dir);
+        let mut known = Known::default();
+        let created = apply_batch(
+            &mut conn,
+            &mut known,
+            &[job(create("a")), job(create("b"))],
+            "w.db",
+        );
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        (conn, known)
+    }
+
     fn seqs(conn: &Connection, run: &str) -> (i64, Vec<i64>) {
         let key: i64 = conn
             .query_row("SELECT key FROM runs WHERE id = ?1", [run], |r| r.get(0))
@@ -725,15 +739,7 @@ mod tests {
     #[test]
     fn a_blob_is_stored_once_however_many_writes_carry_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut conn = db(dir.path());
-        let mut known = Known::default();
-        let created = apply_batch(
-            &mut conn,
-            &mut known,
-            &[job(create("a")), job(create("b"))],
-            "w.db",
-        );
-        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        let (mut conn, mut known) = runs_a_and_b(dir.path());
         let shared = (Digest([7; 32]), b"shared blob".to_vec());
         let own = (Digest([8; 32]), b"b's own blob".to_vec());
         let mut a1 = commit("a", 1, 1);
@@ -780,15 +786,7 @@ mod tests {
     #[test]
     fn a_write_failing_half_way_is_left_out_whole_and_the_rest_of_its_batch_commits() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut conn = db(dir.path());
-        let mut known = Known::default();
-        let created = apply_batch(
-            &mut conn,
-            &mut known,
-            &[job(create("a")), job(create("b"))],
-            "w.db",
-        );
-        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        let (mut conn, mut known) = runs_a_and_b(dir.path());
         // A stray row where run a's second transition goes: its first insert succeeds, the
         // second fails on the unique id, after the write changed rows.
         conn.execute(
