@@ -343,18 +343,6 @@ mod tests {
         assert_eq!(checkpointer_nice(0, at, 19), 19);
     }
 
-    /// The nice value of thread `tid` of this process.
-    #[cfg(target_os = "linux")]
-    fn nice_of_task(tid: i32) -> i32 {
-        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).expect("stat");
-        let rest = &stat[stat.rfind(')').expect("comm ends") + 2..];
-        rest.split(' ')
-            .nth(16)
-            .expect("nice")
-            .parse()
-            .expect("a number")
-    }
-
     #[cfg(target_os = "linux")]
     #[test]
     fn a_checkpointer_giving_way_is_given_the_process_priority_back_when_behind() {
@@ -382,7 +370,7 @@ mod tests {
             std::thread::yield_now();
         };
         assert_eq!(
-            nice_of_task(y.thread.0),
+            priority::nice_of(y.thread).expect("linux"),
             CHECKPOINTER_NICE.max(base),
             "giving way"
         );
@@ -393,7 +381,7 @@ mod tests {
         std::thread::scope(|s| {
             let writer = s.spawn(|| checkpointer.saw(BEHIND * at));
             let asked = std::time::Instant::now();
-            while nice_of_task(y.thread.0) != base {
+            while priority::nice_of(y.thread).expect("linux") != base {
                 assert!(asked.elapsed().as_secs() < 10, "the writer raised it");
                 std::thread::yield_now();
             }
@@ -405,7 +393,10 @@ mod tests {
         // Its next pass, told of a WAL at the threshold again, gives way again.
         checkpointer.saw(at);
         checkpointer.wait_for_passes(2);
-        assert_eq!(nice_of_task(y.thread.0), CHECKPOINTER_NICE.max(base));
+        assert_eq!(
+            priority::nice_of(y.thread).expect("linux"),
+            CHECKPOINTER_NICE.max(base)
+        );
         drop(checkpointer);
     }
 
