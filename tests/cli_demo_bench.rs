@@ -147,3 +147,60 @@ fn a_quick_bench_reports_every_workload() {
         "the scratch databases are removed"
     );
 }
+
+#[test]
+fn bad_bench_arguments_are_refused_in_one_line_naming_what_is_allowed() {
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &["bench", "--only", "nosuch"],
+            &[
+                "'nosuch'",
+                "--only",
+                "[possible values: raw, w1, growth, w2, w3, w4, travel, w5]",
+            ],
+        ),
+        (&["bench", "--runs", "0"], &["--runs", "must be at least 1"]),
+        (&["bench", "--reps", "0"], &["--reps", "must be at least 1"]),
+        // A `--db` value that happens to be a subcommand's name is not taken for one.
+        (
+            &["--db", "run", "bench", "--reps", "0"],
+            &["--reps", "must be at least 1"],
+        ),
+    ];
+    for (args, names) in cases {
+        let o = runtape(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing is measured");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        for name in names {
+            assert!(err.contains(name), "{args:?}: {name} in {err}");
+        }
+        assert!(
+            err.trim_end().ends_with("see `runtape bench --help`"),
+            "{args:?}: points at the subcommand's help: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_workload_is_named_in_any_case_and_only_it_is_measured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scratch = dir.path().join("bench");
+    let o = runtape(&[
+        "bench",
+        "--quick",
+        "--json",
+        "--only",
+        "RAW",
+        "--dir",
+        scratch.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
+    assert!(v["raw"]["full_per_s"].as_f64() > Some(0.0), "{v}");
+    assert_eq!(v["w1"]["transitions"], 0, "W1 was not asked for: {v}");
+    assert_eq!(v["w4"]["transitions"], 0, "W4 was not asked for: {v}");
+    assert_eq!(v["w5"]["runs"], 0, "W5 was not asked for: {v}");
+}

@@ -62,8 +62,15 @@ pub(crate) struct BenchOptions {
     pub(crate) w5: w5::W5Options,
 }
 
+/// The workloads `--only` can name (any case). `runtape bench` refuses any other name, so a
+/// typo measures nothing only by saying so.
+pub(crate) const WORKLOADS: [&str; 8] = ["raw", "w1", "growth", "w2", "w3", "w4", "travel", "w5"];
+
 impl BenchOptions {
+    /// Whether workload `w` (one of [`WORKLOADS`]) is to be measured: every one when `--only`
+    /// names none.
     fn wants(&self, w: &str) -> bool {
+        debug_assert!(WORKLOADS.contains(&w), "{w} is not in WORKLOADS");
         self.only.is_empty() || self.only.iter().any(|o| o.eq_ignore_ascii_case(w))
     }
 }

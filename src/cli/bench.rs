@@ -41,11 +41,12 @@ pub(crate) async fn run(args: Args) -> Result<(), CliError> {
         Some(r) => opts.rounds = r,
         None => {}
     }
+    // Both are at least 1: the command line refuses 0.
     if let Some(n) = args.runs {
-        opts.w5.runs = n.max(1);
+        opts.w5.runs = n;
     }
     if let Some(r) = args.reps {
-        opts.reps = r.max(1);
+        opts.reps = r;
     }
     opts.exe = std::env::current_exe().ok();
     opts.only = args.only;

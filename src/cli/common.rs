@@ -13,6 +13,16 @@ use crate::history::HistoryError;
 use crate::machine::{MachineError, RunId};
 use crate::store::{Durability, PostgresStore, SqliteStore, Store, StoreError, is_postgres_url};
 
+/// Parses a count that must be at least 1 (`--runs`, `--reps`): clap reports the message as the
+/// value's fault, in one line, before anything runs.
+pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Writes a line to stdout, scrubbed of known secret values ([`crate::secrets`]); when the
 /// reader has gone away (`runtape log RUN | head`), exits quietly like other command-line
 /// tools instead of failing.

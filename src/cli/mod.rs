@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod cassettes;
@@ -335,11 +335,11 @@ pub(crate) enum Command {
         /// alone with `--only w5` (default 3).
         #[arg(long)]
         rounds: Option<usize>,
-        /// W5: runs started together (default 10,000).
-        #[arg(long)]
+        /// W5: runs started together (default 10,000; at least 1).
+        #[arg(long, value_parser = common::at_least_one)]
         runs: Option<usize>,
-        /// Repetitions; medians are reported (default 3).
-        #[arg(long)]
+        /// Repetitions; medians are reported (default 3; at least 1).
+        #[arg(long, value_parser = common::at_least_one)]
         reps: Option<usize>,
         /// Small sizes, a few seconds: checks the command works, not the machine.
         #[arg(long)]
@@ -350,8 +350,13 @@ pub(crate) enum Command {
         /// The report as one JSON object.
         #[arg(long)]
         json: bool,
-        /// Measure only these workloads (raw, w1, growth, w2, w3, w4, travel, w5); repeatable.
-        #[arg(long, value_name = "WORKLOAD")]
+        /// Measure only this workload; repeatable.
+        #[arg(
+            long,
+            value_name = "WORKLOAD",
+            value_parser = clap::builder::PossibleValuesParser::new(crate::bench::WORKLOADS),
+            ignore_case = true
+        )]
         only: Vec<String>,
         /// Internal: the in-process half of W3 on RUN in --db.
         #[arg(long, hide = true, value_name = "RUN")]
@@ -503,10 +508,14 @@ fn parse_error(e: &clap::Error) -> ExitCode {
     let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
     let mut message = first.to_owned();
-    let mut command = "runtape".to_owned();
+    // clap names the subcommand in its usage line; a refused value has none, so the
+    // subcommand is then read from the arguments themselves.
+    let mut command = subcommand_in_args();
     for line in lines {
         if let Some(tip) = line.strip_prefix("tip: ") {
             message.push_str(&format!(" ({tip})"));
+        } else if line.starts_with("[possible values: ") {
+            message.push_str(&format!(" {line}"));
         } else if let Some(usage) = line.strip_prefix("Usage: ") {
             command = usage
                 .split_whitespace()
@@ -520,6 +529,21 @@ fn parse_error(e: &clap::Error) -> ExitCode {
         common::one_line(&message)
     );
     ExitCode::from(EXIT_USAGE)
+}
+
+/// `runtape` and the subcommand the process's arguments name (the first argument that is one,
+/// the value of `--db` aside), for pointing a usage error at the right `--help`.
+fn subcommand_in_args() -> String {
+    let cli = Cli::command();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--db" {
+            args.next();
+        } else if let Some(sub) = cli.find_subcommand(&arg) {
+            return format!("runtape {}", sub.get_name());
+        }
+    }
+    "runtape".to_owned()
 }
 
 fn run(cli: Cli) -> Result<u8, CliError> {
