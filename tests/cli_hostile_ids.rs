@@ -178,6 +178,23 @@ fn argument_errors_are_one_line_with_the_help_to_read() {
         "names the command and the tip: {}",
         text(&o.stderr)
     );
+    // What clap lists on lines of their own joins the one line: the missing arguments, the
+    // values a flag takes.
+    let o = runtape(&db, &["memory", "show"]);
+    assert!(
+        text(&o.stderr)
+            .contains("not provided: --name <NAME>, <KEY>; see `runtape memory show --help`"),
+        "names every missing argument: {}",
+        text(&o.stderr)
+    );
+    let o = runtape(&db, &["run", "--durability", "fast", "spec.toml"]);
+    assert!(
+        text(&o.stderr).contains("'fast'")
+            && text(&o.stderr)
+                .contains("[possible values: full, normal]; see `runtape run --help`"),
+        "names the values it takes: {}",
+        text(&o.stderr)
+    );
     let help = runtape(&db, &["--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(text(&help.stdout).contains("Exit status"));

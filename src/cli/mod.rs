@@ -504,25 +504,36 @@ fn parse_error(e: &clap::Error) -> ExitCode {
         return ExitCode::from(EXIT_OK);
     }
     let text = e.to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("invalid arguments");
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().map_or("invalid arguments", str::trim);
     let first = first.strip_prefix("error: ").unwrap_or(first);
     let mut message = first.to_owned();
     // clap names the subcommand in its usage line; a refused value has none, so the
     // subcommand is then read from the arguments themselves.
     let mut command = subcommand_in_args();
-    for line in lines {
+    // clap puts what its first line refers to on indented lines of their own: the missing
+    // arguments, the possible values. They join the line, then any tips.
+    let (mut details, mut tips) = (Vec::new(), Vec::new());
+    for raw in lines {
+        let line = raw.trim();
         if let Some(tip) = line.strip_prefix("tip: ") {
-            message.push_str(&format!(" ({tip})"));
-        } else if line.starts_with("[possible values: ") {
-            message.push_str(&format!(" {line}"));
+            tips.push(tip);
         } else if let Some(usage) = line.strip_prefix("Usage: ") {
             command = usage
                 .split_whitespace()
                 .take_while(|w| !w.starts_with(['[', '<', '-']))
                 .collect::<Vec<_>>()
                 .join(" ");
+        } else if raw.starts_with(char::is_whitespace) {
+            details.push(line);
         }
+    }
+    if !details.is_empty() {
+        message.push(' ');
+        message.push_str(&details.join(", "));
+    }
+    for tip in tips {
+        message.push_str(&format!(" ({tip})"));
     }
     eprintln!(
         "error: {}; see `{command} --help`",
