@@ -142,6 +142,47 @@ fn every_run_id_command_refuses_hostile_ids_in_one_line_and_changes_nothing() {
 }
 
 #[test]
+fn a_step_where_a_whole_run_is_meant_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, good) = database(dir.path());
+    let out = dir.path().join("out.file");
+    let out_arg = out.to_str().expect("utf-8");
+    let at = format!("{good}@1");
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["resume", &at],
+            "resume goes on from where the run stopped",
+        ),
+        (&["pause", &at], "pause stops a run at its next step"),
+        (&["cancel", &at], "cancel ends a whole run"),
+        (&["diff", &at, &good], "diff compares whole runs"),
+        (&["diff", &good, &at], "diff compares whole runs"),
+        (&["verify", &at], "verify checks a whole run"),
+        (
+            &["receipts", "export", &at, "-o", out_arg],
+            "an export holds a whole run's receipts",
+        ),
+        (
+            &["cassette", "export", &at, "-o", out_arg],
+            "a cassette holds a whole run's exchanges",
+        ),
+    ];
+    for (args, what) in cases {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        assert_refused(&db, &args, &out, "with RUN@SEQ");
+        let err = text(&runtape(&db, &args.iter().map(String::as_str).collect::<Vec<_>>()).stderr);
+        assert!(
+            err.contains(&format!("`{at}` names step 1, but {what}"))
+                && err.contains(&format!("`runtape fork {at}`")),
+            "{args:?}: says what the command does and where a step is taken: {err}"
+        );
+    }
+    // The run itself is still what they act on.
+    let o = runtape(&db, &["verify", &good]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
 fn a_huge_id_is_quoted_cut_short_and_a_newline_is_escaped() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("none.db");

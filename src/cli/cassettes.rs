@@ -4,12 +4,12 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::common::{CliError, open_existing, outln, parse_run_at, print_json};
+use super::common::{CliError, open_existing, outln, parse_whole_run, print_json};
 use crate::cassette::{self, Cassette, DiffOptions, ExportError, LoadOptions};
 
 /// `runtape cassette export RUN -o FILE`.
 pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "a cassette holds a whole run's exchanges")?;
     let store = open_existing(db)?;
     let cassette = cassette::export_run(store.as_ref(), &run).map_err(|e| match e {
         ExportError::History(e) => CliError::from(e),

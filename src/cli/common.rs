@@ -241,6 +241,20 @@ pub(crate) fn parse_run_at(s: &str) -> Result<(RunId, Option<u64>), CliError> {
     Ok((RunId::new(run), seq))
 }
 
+/// A whole run, `RUN`, for a command that acts on all of it. `RUN@SEQ` is refused rather than
+/// read as `RUN`, so nobody resumes, cancels or diffs a whole run believing they named a step:
+/// `what` says what the command does with a run, and the refusal points at the commands that
+/// take a step.
+pub(crate) fn parse_whole_run(s: &str, what: &str) -> Result<RunId, CliError> {
+    match parse_run_at(s)? {
+        (run, None) => Ok(run),
+        (run, Some(seq)) => Err(CliError::usage(format!(
+            "`{}` names step {seq}, but {what}: write the run id alone, `{run}` (`runtape show {run}@{seq}` shows the step; `runtape fork {run}@{seq}` runs on from it)",
+            quoted(s)
+        ))),
+    }
+}
+
 /// User input as an error message quotes it: on one line (control characters escaped as
 /// `\\n`, `\\t`, `\\u{..}`) and at most [`QUOTE_CHARS`] characters, `…` marking a cut.
 pub(crate) fn quoted(input: &str) -> String {

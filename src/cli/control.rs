@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::common::{CliError, Fault, open_existing, parse_run_at};
+use super::common::{CliError, Fault, open_existing, parse_whole_run};
 use super::drive::say;
 use crate::exec::{Engine, EngineConfig, EngineError, wall_ms};
 use crate::history;
@@ -39,7 +39,7 @@ fn ended_first(run: &RunId, rec: &RunRecord, what: &str) -> CliError {
 /// `runtape pause RUN`: asks whichever process drives the run to pause at its next step
 /// boundary, and waits (up to [`DRIVER_WAIT`]) until it has, so `resume` can follow at once.
 pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "pause stops a run at its next step")?;
     let store = open_existing(db)?;
     let said = pause_run(store, &run).await?;
     say!("{said}");
@@ -84,7 +84,7 @@ pub(crate) async fn pause_run(store: Arc<dyn Store>, run: &RunId) -> Result<Stri
 /// in-flight work and commits the cancellation; this waits up to [`DRIVER_WAIT`] for that); a
 /// run at rest is cancelled here. Succeeds only once the run is cancelled.
 pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Result<(), CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "cancel ends a whole run")?;
     let store = open_existing(db)?;
     let said = cancel_run(store, &run, reason).await?;
     say!("{said}");

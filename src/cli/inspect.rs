@@ -5,7 +5,8 @@ use std::path::Path;
 use serde_json::json;
 
 use super::common::{
-    CliError, age, cost_text, json_u64, open_existing, outln, parse_run_at, print_json, usd, utc,
+    CliError, age, cost_text, json_u64, open_existing, outln, parse_run_at, parse_whole_run,
+    print_json, usd, utc,
 };
 use crate::exec::wall_ms;
 use crate::history;
@@ -482,7 +483,8 @@ pub(crate) fn diff(
     recursive: bool,
     json: bool,
 ) -> Result<(), CliError> {
-    let ((a, _), (b, _)) = (parse_run_at(a)?, parse_run_at(b)?);
+    let what = "diff compares whole runs and names the first step where they differ";
+    let (a, b) = (parse_whole_run(a, what)?, parse_whole_run(b, what)?);
     let store = open_existing(db)?;
     if recursive {
         let t = history::diff_trees(store.as_ref(), &a, &b)?;
@@ -572,7 +574,7 @@ pub(crate) fn verify(
     json: bool,
     recursive: bool,
 ) -> Result<(), CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "verify checks a whole run")?;
     let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
     verify_one(store.as_ref(), &run, key.as_ref(), json)?;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::common::{CliError, open_existing, outln, parse_run_at, print_json};
+use super::common::{CliError, open_existing, outln, parse_whole_run, print_json};
 use crate::history;
 use crate::machine::RunId;
 use crate::receipt::{self, Completeness, Integrity, VerifyingKey};
@@ -44,7 +44,7 @@ pub(crate) fn public_key(arg: &str) -> Result<VerifyingKey, CliError> {
 /// `runtape receipts export RUN -o FILE.jsonl [--recursive]`: the receipts, then the head
 /// line; with `recursive`, then each run below it the same way.
 pub(crate) fn export(db: &Path, run: &str, out: &Path, recursive: bool) -> Result<(), CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "an export holds a whole run's receipts")?;
     let store = open_existing(db)?;
     if recursive {
         return export_tree(store.as_ref(), &run, out);

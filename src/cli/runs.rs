@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::DEFAULT_GRACE_MS;
-use super::common::{CliError, db_path, open_existing, outln, parse_run_at, postgres_url};
+use super::common::{
+    CliError, db_path, open_existing, outln, parse_run_at, parse_whole_run, postgres_url,
+};
 use super::drive::{StopSignals, announce, announce_fork, follow};
 use crate::config::{self, ConfigError, Setup};
 use crate::exec::{
@@ -330,7 +332,7 @@ pub(crate) async fn resume(
     raises: Vec<String>,
     common: Common,
 ) -> Result<u8, CliError> {
-    let (run, _) = parse_run_at(run)?;
+    let run = parse_whole_run(run, "resume goes on from where the run stopped")?;
     let db = db_path(common.db.as_deref(), None);
     open_existing(&db)?;
     let grace = common.grace()?;
