@@ -162,7 +162,23 @@ fn an_exhausted_budget_is_raised_on_resume() {
     let o = runtape(&db, &["resume", &run, "--raise", "budget.max_turns=nope"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert_eq!(err(&o).lines().count(), 1);
+    assert!(
+        err(&o).starts_with("error: --raise `budget.max_turns=nope`"),
+        "{}",
+        err(&o)
+    );
     assert_eq!(status_of(&db, &run), "budget_exhausted");
+    // The same key given to a fork is named as the flag it came with.
+    let o = runtape(
+        &db,
+        &["fork", &format!("{run}@1"), "--edit", "budget.max_turn=3"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).starts_with("error: --edit `budget.max_turn=3`: unknown budget `max_turn`"),
+        "{}",
+        err(&o)
+    );
 
     let o = runtape(&db, &["resume", &run, "--raise", "budget.max_turns=3"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));

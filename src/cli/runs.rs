@@ -362,7 +362,7 @@ pub(crate) async fn take_up(
     let state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
     let mut raised = Vec::new();
     for r in raises {
-        raised.push(parse_raise(r, &state)?);
+        raised.push(parse_raise(r, &state, "--raise")?);
     }
     let input = match answer {
         Answer::None => None,
@@ -460,11 +460,12 @@ pub(crate) async fn fork_at(
 }
 
 /// `KEY=VALUE` for a budget: `budget.max_turns=80` (the exhausted scope, else the active
-/// agent), `run.max_turns=80`, or `AGENT.max_turns=80`; costs in US dollars.
-fn parse_raise(s: &str, state: &RunState) -> Result<(Scope, BudgetKey, u64), CliError> {
+/// agent), `run.max_turns=80`, or `AGENT.max_turns=80`; costs in US dollars. `flag` is the
+/// option it came with (`--raise`, or `--edit` for a fork), named in the error.
+fn parse_raise(s: &str, state: &RunState, flag: &str) -> Result<(Scope, BudgetKey, u64), CliError> {
     let bad = |why: String| {
         CliError::usage(format!(
-            "--raise `{s}`: {why}; write budget.KEY=VALUE, run.KEY=VALUE or AGENT.KEY=VALUE with KEY one of max_turns, max_tool_calls, max_tokens, max_cost_usd, max_wall_ms"
+            "{flag} `{s}`: {why}; write budget.KEY=VALUE, run.KEY=VALUE or AGENT.KEY=VALUE with KEY one of max_turns, max_tool_calls, max_tokens, max_cost_usd, max_wall_ms"
         ))
     };
     let (lhs, value) = s.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
@@ -530,7 +531,7 @@ fn parse_edit(s: &str, state: &RunState) -> Result<ForkEdit, CliError> {
         return parse_memory_edit(s, rest);
     }
     if s.contains('=') && s.contains('.') {
-        let (scope, key, limit) = parse_raise(s, state)?;
+        let (scope, key, limit) = parse_raise(s, state, "--edit")?;
         return Ok(ForkEdit::SetLimit { scope, key, limit });
     }
     Err(CliError::usage(format!(
