@@ -64,20 +64,34 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
     assert!(log.status.success());
 }
 
-#[test]
-fn a_quick_bench_reports_every_workload() {
+/// `runtape bench --quick --json` with `extra` arguments, in a scratch directory of its own:
+/// the report, once the command has succeeded and removed its scratch databases.
+fn quick_bench(extra: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let scratch = dir.path().join("bench");
-    let o = runtape(&[
+    let mut args = vec![
         "bench",
         "--quick",
         "--json",
         "--dir",
         scratch.to_str().expect("utf-8"),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = runtape(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
+    assert!(
+        !Path::new(&scratch).exists()
+            || std::fs::read_dir(&scratch)
+                .map(|d| d.count() == 0)
+                .unwrap_or(true),
+        "the scratch databases are removed"
+    );
+    serde_json::from_slice(&o.stdout).expect("one JSON object on stdout")
+}
+
+#[test]
+fn a_quick_bench_reports_every_workload() {
+    let v = quick_bench(&[]);
     assert_eq!(v["type"], "bench");
     let positive = |pointer: &str| {
         let x = v
@@ -139,13 +153,6 @@ fn a_quick_bench_reports_every_workload() {
         v["w5"]
     );
     assert_eq!(v["growth"].as_array().map(Vec::len), Some(2));
-    assert!(
-        !Path::new(&scratch).exists()
-            || std::fs::read_dir(&scratch)
-                .map(|d| d.count() == 0)
-                .unwrap_or(true),
-        "the scratch databases are removed"
-    );
 }
 
 #[test]
@@ -185,20 +192,7 @@ fn bad_bench_arguments_are_refused_in_one_line_naming_what_is_allowed() {
 
 #[test]
 fn a_workload_is_named_in_any_case_and_only_it_is_measured() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let scratch = dir.path().join("bench");
-    let o = runtape(&[
-        "bench",
-        "--quick",
-        "--json",
-        "--only",
-        "RAW",
-        "--dir",
-        scratch.to_str().expect("utf-8"),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
+    let v = quick_bench(&["--only", "RAW"]);
     assert!(v["raw"]["full_per_s"].as_f64() > Some(0.0), "{v}");
     assert_eq!(v["w1"]["transitions"], 0, "W1 was not asked for: {v}");
     assert_eq!(v["w4"]["transitions"], 0, "W4 was not asked for: {v}");
