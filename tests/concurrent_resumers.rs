@@ -10,13 +10,12 @@
 //! - no run is left `running` without a live driver;
 //! - the history is contiguous and verifies, and the lease was taken exactly once.
 //!
-//! CI runs K = 2, 4, 8 with 20 trials each. The soak is `#[ignore]`d; run it with
+//! Every run checks K = 2, 4, 8 with 20 trials each, and K = 3, 6, 12, 16 with 2 trials each.
+//! The soak raises the trials of every K:
 //!
 //! ```sh
-//! RUNTAPE_SOAK_TRIALS=200 cargo test --release --test concurrent_resumers -- --ignored --nocapture
+//! RUNTAPE_SOAK_TRIALS=200 cargo test --release --test concurrent_resumers -- --nocapture
 //! ```
-//!
-//! (`RUNTAPE_SOAK_TRIALS` trials for each K in 2, 3, 4, 6, 8, 12, 16; default 100.)
 
 mod protocol_support;
 
@@ -125,44 +124,46 @@ fn trials(k: usize, n: usize) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn two_resumers_exactly_one_drives() {
-    let failures = trials(2, 20);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn four_resumers_exactly_one_drives() {
-    let failures = trials(4, 20);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-#[test]
-fn eight_resumers_exactly_one_drives() {
-    let failures = trials(8, 20);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// The long soak: see the module docs for how to run it.
-#[test]
-// Ignored because it takes minutes (1,400 trials in 224 s at RUNTAPE_SOAK_TRIALS=200); CI runs
-// the same checker at K = 2, 4, 8 with 20 trials each in the three tests above.
-#[ignore = "soak: minutes; run with --ignored (see the module docs)"]
-fn soak_concurrent_resumers() {
-    let n: usize = std::env::var("RUNTAPE_SOAK_TRIALS")
+/// `RUNTAPE_SOAK_TRIALS` when set (a soak by hand), else `default`.
+fn trials_or(default: usize) -> usize {
+    std::env::var("RUNTAPE_SOAK_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
+        .unwrap_or(default)
+}
+
+fn exactly_one_drives(ks: &[usize], default_trials: usize) {
+    let n = trials_or(default_trials);
     let started = std::time::Instant::now();
     let mut all = Vec::new();
-    for k in [2, 3, 4, 6, 8, 12, 16] {
+    for &k in ks {
         let failures = trials(k, n);
         println!(
-            "soak: K={k}: {n} trials, {} failures ({:.1} s so far)",
+            "K={k}: {n} trials, {} failures ({:.1} s so far)",
             failures.len(),
             started.elapsed().as_secs_f64()
         );
         all.extend(failures);
     }
     assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+#[test]
+fn two_resumers_exactly_one_drives() {
+    exactly_one_drives(&[2], 20);
+}
+
+#[test]
+fn four_resumers_exactly_one_drives() {
+    exactly_one_drives(&[4], 20);
+}
+
+#[test]
+fn eight_resumers_exactly_one_drives() {
+    exactly_one_drives(&[8], 20);
+}
+
+#[test]
+fn three_to_sixteen_resumers_exactly_one_drives() {
+    exactly_one_drives(&[3, 6, 12, 16], 2);
 }

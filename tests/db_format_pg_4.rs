@@ -87,6 +87,7 @@ fn stdout(url: &str, args: &[&str]) -> String {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     let server = PgServer::start();
     let url = server.fresh_db();

@@ -81,6 +81,7 @@ fn start(db: &Path, spec: &Path) -> (Child, std::io::BufReader<std::process::Chi
 }
 
 #[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
     let (dir, spec, db) = hanging(r#"{"readOnlyHint": True}"#, "");
     let (mut child, _stdout, run) = start(&db, &spec);
@@ -112,6 +113,7 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
 }
 
 #[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() {
     // Not read-only, not idempotent, no approval needed: the call is marked started first.
     let (dir, spec, db) = hanging(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");

@@ -7,7 +7,7 @@
 //! providers document (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529)
 //! in each protocol's error shape and checks the class, retryability and hint.
 //!
-//! Cases come from `../shared/fixtures/providers` (or `RUNTAPE_PROVIDER_CASES` when set) and
+//! Cases come from `tests/fixtures/provider-recordings` (or `RUNTAPE_PROVIDER_CASES` when set) and
 //! `tests/fixtures/providers`. Run with `--nocapture` to see one line per case.
 
 mod provider_support;

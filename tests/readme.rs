@@ -23,6 +23,8 @@ fn manifest_dir() -> &'static Path {
 #[derive(Debug)]
 struct Shown {
     line: usize,
+    /// Which ```` ```sh ```` block (0, 1, …) the line stands in.
+    block: usize,
     command: String,
     comment: String,
 }
@@ -31,12 +33,16 @@ struct Shown {
 fn shown_commands(readme: &str) -> Vec<Shown> {
     let mut shown = Vec::new();
     let mut in_sh = None::<bool>;
+    let mut block = 0;
     for (i, line) in readme.lines().enumerate() {
         let trimmed = line.trim();
         if let Some(lang) = trimmed.strip_prefix("```") {
             in_sh = match in_sh {
                 None => Some(lang.trim() == "sh"),
-                Some(_) => None,
+                Some(sh) => {
+                    block += usize::from(sh);
+                    None
+                }
             };
             continue;
         }
@@ -46,6 +52,7 @@ fn shown_commands(readme: &str) -> Vec<Shown> {
         let (command, comment) = split_comment(trimmed);
         shown.push(Shown {
             line: i + 1,
+            block,
             command: command.trim().to_owned(),
             comment: comment.trim().to_owned(),
         });
@@ -161,10 +168,54 @@ fn link_mcp_servers(scratch: &Path) {
         .expect("links the MCP servers");
 }
 
+/// Whether a README block needs the Node.js MCP reference servers (it runs
+/// `examples/mcp.toml`, which starts one).
+fn needs_mcp_servers(shown: &[Shown], block: usize) -> bool {
+    shown
+        .iter()
+        .any(|s| s.block == block && s.command.contains("examples/mcp.toml"))
+}
+
 #[test]
 fn every_runtape_command_in_the_readme_runs_as_documented() {
     let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
     let shown = shown_commands(&readme);
+    let tour: Vec<&Shown> = shown
+        .iter()
+        .filter(|s| !needs_mcp_servers(&shown, s.block))
+        .collect();
+    let dir = scratch_dir();
+    let ran = run_commands(&tour, dir.path());
+    assert!(ran >= 20, "the README's tour shrank to {ran} commands");
+    assert!(
+        dir.path().join("runtape.db").exists(),
+        "the commands used ./runtape.db by default"
+    );
+}
+
+/// The README's blocks that run `examples/mcp.toml`, against the reference servers
+/// `tests/extras/install.sh mcp` installs.
+#[test]
+#[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
+fn the_readme_mcp_commands_run_as_documented() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let shown = shown_commands(&readme);
+    let mcp: Vec<&Shown> = shown
+        .iter()
+        .filter(|s| needs_mcp_servers(&shown, s.block))
+        .collect();
+    let dir = scratch_dir();
+    link_mcp_servers(dir.path());
+    let ran = run_commands(&mcp, dir.path());
+    assert!(
+        ran >= 4,
+        "the README's MCP example shrank to {ran} commands"
+    );
+}
+
+/// A scratch directory holding copies of `examples/` and `statechart.md`, where the README's
+/// commands run (so `./runtape.db`, the default database, is created there).
+fn scratch_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     copy_dir(
         &manifest_dir().join("examples"),
@@ -175,8 +226,12 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
         dir.path().join("statechart.md"),
     )
     .expect("copies statechart.md");
-    link_mcp_servers(dir.path());
+    dir
+}
 
+/// Runs the `runtape …` lines of `shown` in order in `dir`, as the module doc says; returns
+/// how many ran.
+fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
     let mut run: Option<String> = None;
     let mut fork: Option<String> = None;
     let mut background: Vec<(String, Child, i32)> = Vec::new();
@@ -215,7 +270,7 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
         }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runtape"));
         cmd.args(&args)
-            .current_dir(dir.path())
+            .current_dir(dir)
             .env_remove("RUNTAPE_DB")
             .env_remove("RUNTAPE_RECEIPT_KEY");
         ran += 1;
@@ -299,11 +354,7 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert!(ran >= 20, "the README's tour shrank to {ran} commands");
-    assert!(
-        dir.path().join("runtape.db").exists(),
-        "the commands used ./runtape.db by default"
-    );
+    ran
 }
 
 #[test]
@@ -321,7 +372,7 @@ fn every_cargo_command_in_the_readme_is_run_by_ci() {
         let first = s.command.split_whitespace().next().unwrap_or_default();
         match first {
             "runtape" => {}
-            "cargo" => {
+            "cargo" | "tests/extras/install.sh" => {
                 cargo += 1;
                 let want = words(&s.command).join(" ");
                 assert!(

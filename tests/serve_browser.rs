@@ -100,6 +100,7 @@ fn long_run(db: &Path, rounds: u64) -> String {
 }
 
 #[test]
+#[ignore = "needs Chromium and playwright-core: tests/extras/install.sh browser"]
 fn the_page_works_in_chromium_end_to_end() {
     let chromium = std::env::var_os("RUNTAPE_CHROMIUM")
         .map(PathBuf::from)

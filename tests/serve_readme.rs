@@ -26,6 +26,7 @@ fn curl_examples(readme: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs curl: tests/extras/install.sh curl"]
 fn the_readme_curl_examples_work_against_a_real_server() {
     assert!(
         Command::new("curl").arg("--version").output().is_ok(),

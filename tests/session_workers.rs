@@ -62,6 +62,7 @@ fn wait_completed(db: &Path, run: &str, dir: &Path) {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
     let server = pg_support::PgServer::start();
     let url = server.fresh_db();

@@ -671,6 +671,7 @@ fn a_timed_store_over_memory_passes_the_conformance_suite() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_passes_the_conformance_suite() {
     let server = pg_support::PgServer::start();
     every_case(&|| Arc::new(PostgresStore::open(&server.fresh_db()).expect("opens")));
@@ -680,6 +681,7 @@ fn postgres_passes_the_conformance_suite() {
 /// hour behind still gets a lease that lasts its length, and one whose clock is an hour ahead
 /// cannot make a live lease look expired.
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_leases_follow_the_database_clock() {
     let server = pg_support::PgServer::start();
     let store = PostgresStore::open(&server.fresh_db()).expect("opens");
@@ -719,6 +721,7 @@ fn postgres_leases_follow_the_database_clock() {
 /// failed with "relation meta already exists".) Rounds of eight connections, each its own
 /// server backend, as processes have.
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
     let server = pg_support::PgServer::start();
     for round in 0..5 {
@@ -748,6 +751,7 @@ fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
 /// Opening refuses a database written by a newer runtape and writes nothing; a URL that does
 /// not parse, or a server that is not there, is one clear line.
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_open_errors_are_one_clear_line() {
     let server = pg_support::PgServer::start();
     let url = server.fresh_db();

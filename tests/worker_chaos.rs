@@ -87,6 +87,7 @@ fn statuses(store: &PostgresStore) -> std::collections::BTreeMap<&'static str, u
 }
 
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn four_workers_killed_at_random_complete_every_run_once() {
     let server = pg_support::PgServer::start();
     let url = server.fresh_db();

@@ -90,6 +90,7 @@ fn events(dir: &Path, name: &str, event: &str) -> Vec<serde_json::Value> {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_partitioned_worker_loses_its_leases_and_stops() {
     let server = pg_support::PgServer::start();
     let url = server.fresh_db();

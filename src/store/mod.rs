@@ -32,7 +32,7 @@ mod memory;
 mod postgres;
 /// A `stateright` model of the global memory publish racing removals (tests only).
 #[cfg(test)]
-mod publish_model;
+pub(crate) mod publish_model;
 mod schema;
 mod session;
 /// A `stateright` model of processes starting a session's next run at once (tests only).

@@ -36,13 +36,13 @@ pub fn own_cases_dir() -> PathBuf {
     ))
 }
 
-/// The folder of recorded cases: `RUNTAPE_PROVIDER_CASES` when set, else the shared fixtures.
+/// The folder of recorded cases: `RUNTAPE_PROVIDER_CASES` when set, else the recorded vendor cases in `tests/fixtures/provider-recordings`.
 pub fn cases_dir() -> PathBuf {
     match std::env::var_os("RUNTAPE_PROVIDER_CASES") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../shared/fixtures/providers"
+            "/tests/fixtures/provider-recordings"
         )),
     }
 }
@@ -104,7 +104,7 @@ fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{}/{file}: {e}", dir.display()))
 }
 
-/// Every case folder of the shared fixtures and of this repository, sorted by name.
+/// Every case folder of the recorded vendor cases and of this repository's own, sorted by name.
 pub fn load_cases() -> Vec<Case> {
     let mut all = load_cases_in(&cases_dir());
     all.extend(load_cases_in(&own_cases_dir()));

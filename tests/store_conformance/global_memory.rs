@@ -281,6 +281,7 @@ pub(super) fn removals_are_recorded_chained_and_refused_without_a_value(make: Ma
 /// exactly one publish applies, the other is refused whole — no error, no half write —
 /// whichever commits first.
 #[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_publishes_from_two_connections_take_turns() {
     let server = pg_support::PgServer::start();
     let url = server.fresh_db();

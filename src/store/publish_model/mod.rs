@@ -86,6 +86,12 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
+/// Whether the model checks should also run at their wider bounds (minutes): set
+/// `RUNTAPE_WIDE_MODELS` to any value. Both models here and in `exec::protocol_model` ask.
+pub(crate) fn wide_models_asked_for() -> bool {
+    std::env::var_os("RUNTAPE_WIDE_MODELS").is_some()
+}
+
 use check::{Outcome, check};
 use stateright::{Model, Property};
 
