@@ -1,24 +1,38 @@
 //! Known secret values, and scrubbing them out of everything runtape stores or prints.
 //!
 //! Keys are kept out of the record by construction (providers read them at call time, setups
-//! hold variable names), but a value can still come back from outside: a provider that echoes
-//! the key inside a reply or an error, a tool that prints its environment. So the values
-//! themselves are registered here, process-wide, and replaced by `[redacted:NAME]` wherever
-//! outside text enters runtape:
+//! hold variable names), and programs runtape starts get only what their spec names
+//! ([`crate::tool::env`]). But a value can still come back from outside: a provider that
+//! echoes the key inside a reply or an error, a tool or MCP server that prints what it was
+//! given. So the values themselves are registered here, process-wide, and replaced by
+//! `[redacted:NAME]` wherever outside text enters runtape:
 //!
 //! - model replies (text, tool-call arguments, thinking, refusals, ids), model errors, streamed
-//!   token deltas, tool results and tool errors — before they become events, so the database,
-//!   traces, `--json` lines, `show`, cassette exports and receipts never see them;
-//! - every line the command line prints on stdout or stderr.
+//!   token deltas, tool results and tool errors (command tools, MCP tools, reconcile answers),
+//!   retriever passages, MCP tool lists (descriptions and schemas) — before they become events,
+//!   so the database, traces, `--json` lines, `show`, cassette exports, receipts and OTel spans
+//!   never see them, and `verify` and replay see the same redacted text the run saw;
+//! - every line the command line prints on stdout or stderr, every answer and event stream of
+//!   `runtape serve`, every OTel attribute, and the log lines that carry a server's words.
 //!
-//! What is registered: the value of every variable a spec names as a key (`api_key_env` of
-//! HTTP providers, when the setup is installed) and the receipt signing key's text and seed
-//! (when the command line loads it). Embedders register their own with [`register`].
+//! What is registered:
+//!
+//! | value | when |
+//! |---|---|
+//! | the receipt signing key (`RUNTAPE_RECEIPT_KEY`, or `--receipt-key`'s file): its text and seed | when a command starts or loads it |
+//! | the serve token (`RUNTAPE_SERVE_TOKEN`, or `--token-env`'s variable) | when a command starts; `serve` for its own variable |
+//! | database passwords: `PGPASSWORD`, the password of `DATABASE_URL`, of `RUNTAPE_DB`, of a `postgres://` `--db` | when a command starts; the store when it connects |
+//! | every HTTP provider's `api_key_env` | when a setup is installed ([`crate::config::Setup::install`]) |
+//! | every variable a spec passes to a program by name (`env`, `"${NAME}"`), the password inside it when it is a URL | when the setup is installed, and again when the program starts |
+//! | an HTTP MCP server's `headers_env` values | when it connects |
+//!
+//! [`register_engine_env`] does the first three rows; embedders register their own with
+//! [`register`] or [`register_value`].
 //!
 //! Limits: values shorter than [`MIN_SECRET_CHARS`] characters are not registered (scrubbing
 //! them would mangle ordinary text; such a key is not a real secret anyway). Only the exact
 //! value is found: a key that comes back transformed (base64, split across JSON fields, cut
-//! short) is not recognised.
+//! short) is not recognised. Text a person types (a goal, an answer) is stored as typed.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -26,6 +40,17 @@ use std::sync::{Arc, OnceLock, RwLock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+mod shapes;
+
+pub use shapes::{carries_url_credentials, looks_secret, url_credentials};
+
+/// The variable `runtape serve` reads its bearer token from unless `--token-env` names
+/// another.
+pub const SERVE_TOKEN_ENV: &str = "RUNTAPE_SERVE_TOKEN";
+
+/// Variables holding a database URL, whose password is a secret wherever it comes back.
+pub const DATABASE_URL_ENVS: &[&str] = &["DATABASE_URL", "RUNTAPE_DB"];
 
 /// Values shorter than this (in characters) are not registered.
 pub const MIN_SECRET_CHARS: usize = 8;
@@ -77,6 +102,12 @@ impl Secrets {
     /// How many values are registered.
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Whether `value` (trimmed) is registered.
+    pub fn contains(&self, value: &str) -> bool {
+        let value = value.trim();
+        self.entries.iter().any(|(_, v)| v == value)
     }
 
     /// `text` with every registered value replaced; borrowed when nothing was found.
@@ -228,6 +259,9 @@ pub fn global() -> Arc<Secrets> {
 /// Call it for every key your program hands to a provider or tool outside a spec file.
 /// Registered values stay for the life of the process.
 pub fn register(name: &str, value: &str) {
+    if global().contains(value) {
+        return;
+    }
     let mut guard = match registry().write() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
@@ -270,23 +304,40 @@ pub fn scrub_text(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// True for a variable name that looks like it holds a credential: one of its `_`-separated
-/// parts is `KEY`, `APIKEY`, `TOKEN`, `SECRET`, `PASSWORD`, `PASSWD`, `CREDENTIAL(S)` or
-/// `AUTH` (any case). `env_all` tools do not inherit such variables unless a spec names them.
-pub fn looks_secret(name: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "KEY",
-        "APIKEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-    ];
-    name.split('_')
-        .any(|part| WORDS.iter().any(|w| part.eq_ignore_ascii_case(w)))
+/// Registers `value` as [`register`] does and, when it holds URLs with credentials
+/// (`postgres://user:password@host/db`), each password (and user information) in it too, so a
+/// program that prints only the password is caught as well. Call it for a value runtape hands
+/// to a program or server.
+pub fn register_value(name: &str, value: &str) {
+    for userinfo in url_credentials(value) {
+        for part in shapes::secret_parts(userinfo) {
+            register(name, part);
+        }
+    }
+    register(name, value);
+}
+
+/// Registers the secrets runtape's own variables hold, from this process's environment: the
+/// receipt signing key ([`crate::receipt::DEFAULT_KEY_ENV`]), the serve token
+/// ([`SERVE_TOKEN_ENV`]), `PGPASSWORD` and the credentials in [`DATABASE_URL_ENVS`]. Every
+/// `runtape` command calls it first, and [`crate::config::Setup::register_secrets`] does too,
+/// so a value one of them holds is scrubbed even when a program that should not have it
+/// echoes it.
+pub fn register_engine_env() {
+    if let Ok(text) = std::env::var(crate::receipt::DEFAULT_KEY_ENV) {
+        register_key_text(crate::receipt::DEFAULT_KEY_ENV, &text);
+    }
+    register_env(SERVE_TOKEN_ENV);
+    register_env("PGPASSWORD");
+    for name in DATABASE_URL_ENVS {
+        if let Ok(url) = std::env::var(name) {
+            for userinfo in url_credentials(&url) {
+                for part in shapes::secret_parts(userinfo) {
+                    register(name, part);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -350,21 +401,6 @@ mod tests {
         let mut reply = crate::machine::ModelReply::text("the key is sk-abcdef123456");
         s.scrub(&mut reply);
         assert_eq!(reply.text.as_deref(), Some("the key is [redacted:K]"));
-    }
-
-    #[test]
-    fn credential_looking_names() {
-        for name in [
-            "OPENAI_API_KEY",
-            "GITHUB_TOKEN",
-            "aws_secret_access_key",
-            "DB_PASSWORD",
-        ] {
-            assert!(looks_secret(name), "{name}");
-        }
-        for name in ["PATH", "KEYBOARD_LAYOUT", "HOME", "MONKEY"] {
-            assert!(!looks_secret(name), "{name}");
-        }
     }
 
     impl Secrets {

@@ -22,6 +22,7 @@ fn shell(dir: &Path, script: &str, timeout_ms: Option<u64>) -> CommandTool {
         idempotent: true,
         read_only: true,
         env: vec![],
+        env_set: Default::default(),
         env_all: false,
         reconcile: None,
     })

@@ -680,26 +680,27 @@ def call(req):
     std::fs::write(
         &spec,
         format!(
-            "[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"m\"\napi_key_env = \"RUNTAPE_TEST_SECRET_KEY\"\n[[providers]]\nname = \"p\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
+            "[[mcp]]\nname = \"s\"\ncommand = [{:?}]\nenv_all = true\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"m\"\napi_key_env = \"X_CLOUD_ACCESS\"\n[[providers]]\nname = \"p\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
             server.to_str().expect("utf8")
         ),
     )
     .expect("spec");
     let o = bin()
         .args(["tools", spec.to_str().expect("utf8")])
-        .env("RUNTAPE_TEST_SECRET_KEY", "sk-never-in-a-tool")
-        .env("RUNTAPE_TEST_HARMLESS", "1")
+        // Not shaped like a credential: only the provider's naming it keeps it out.
+        .env("X_CLOUD_ACCESS", "sk-never-in-a-tool")
+        .env("X_TEST_HARMLESS", "1")
         .output()
         .expect("runs");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let names: Vec<String> =
         serde_json::from_str(&std::fs::read_to_string(&env_log).expect("env")).expect("json");
     assert!(
-        names.iter().any(|n| n == "RUNTAPE_TEST_HARMLESS"),
-        "{names:?}"
+        names.iter().any(|n| n == "X_TEST_HARMLESS"),
+        "env_all passes what is no credential: {names:?}"
     );
     assert!(
-        !names.iter().any(|n| n == "RUNTAPE_TEST_SECRET_KEY"),
+        !names.iter().any(|n| n == "X_CLOUD_ACCESS"),
         "the provider key reached the MCP server: {names:?}"
     );
 }

@@ -278,12 +278,16 @@ provider = "s"
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);
     let value = |call: &str| tool_result(&env, &run, call)["value"].clone();
-    assert_eq!(value("named"), "passed-value|unset|unset|unset|unset");
-    assert_eq!(value("all"), "passed-value|other-value|unset|unset|unset");
-    // Named, so passed; a credential, so its value is scrubbed from the result.
+    // Named, so passed, and registered as a secret: scrubbed wherever it comes back. Its
+    // name has `PASS` in it, so env_all withholds it.
+    assert_eq!(
+        value("named"),
+        "[redacted:X_PASSED]|unset|unset|unset|unset"
+    );
+    assert_eq!(value("all"), "unset|other-value|unset|unset|unset");
     assert_eq!(
         value("all_plus"),
-        "passed-value|other-value|unset|[redacted:GITHUB_TOKEN]|unset"
+        "unset|other-value|unset|[redacted:GITHUB_TOKEN]|unset"
     );
     env.assert_nowhere(&run, &[&o]);
 }
@@ -294,7 +298,7 @@ fn env_entries_are_names_and_never_the_signing_key() {
     for (entry, expected) in [
         (
             "\"RUNTAPE_RECEIPT_KEY\"",
-            "tools[0].env[0]: `RUNTAPE_RECEIPT_KEY` holds the receipt signing key, which no tool may get",
+            "tools[0].env[0]: `RUNTAPE_RECEIPT_KEY` holds the receipt signing key, which no program may get",
         ),
         (
             "\"X\", \"sk-live pasted value\"",

@@ -13,7 +13,7 @@ use super::file::{
     RawTool, RawToolKind,
 };
 use super::program;
-use super::providers::{is_variable_name, provider};
+use super::providers::provider;
 use super::setup::{SETUP_VERSION, Setup};
 use crate::machine::{
     AgentId, AgentSpec, Backoff, DEFAULT_CORRECTION_BUDGET, DEFAULT_MAX_AGENT_VISITS,
@@ -22,7 +22,6 @@ use crate::machine::{
 };
 use crate::store::Durability;
 use crate::tool::command::CommandConfig;
-use crate::tool::env::SIGNING_KEY_ENV;
 
 /// What a file compiles to, before the machine validates the spec.
 pub(crate) struct Compiled {
@@ -206,7 +205,7 @@ fn tool(
             tool: t.name.clone(),
             reason,
         })?;
-    let env = env_names(t.env.as_deref().unwrap_or_default(), &path)?;
+    let env = super::program_env::compile(t.env.as_ref(), &path)?;
     let reconcile = reconcile_command(&path, t, spec_dir)?;
     let command = CommandConfig {
         name: t.name.clone(),
@@ -218,43 +217,12 @@ fn tool(
         timeout_ms: t.timeout_ms,
         idempotent: t.idempotent,
         read_only: t.read_only,
-        env,
+        env: env.pass,
+        env_set: env.set,
         env_all: t.env_all.unwrap_or(false),
         reconcile,
     };
     Ok((spec, Some(command)))
-}
-
-/// A tool's `env` list: variable names (never values), each once, never the receipt signing
-/// key's variable.
-pub(crate) fn env_names(names: &[String], path: &str) -> Result<Vec<String>, ConfigError> {
-    let mut out: Vec<String> = Vec::with_capacity(names.len());
-    for (j, name) in names.iter().enumerate() {
-        let field = format!("{path}.env[{j}]");
-        if name.is_empty() || !is_variable_name(name) {
-            // Not echoed: it may be a value pasted where a variable's name belongs.
-            return Err(ConfigError::invalid(
-                field,
-                "each entry must be the NAME of an environment variable (letters, digits and `_`), never a value – write the variable's name",
-            ));
-        }
-        if name == SIGNING_KEY_ENV {
-            return Err(ConfigError::invalid(
-                field,
-                format!(
-                    "`{SIGNING_KEY_ENV}` holds the receipt signing key, which no tool may get – remove it"
-                ),
-            ));
-        }
-        if out.contains(name) {
-            return Err(ConfigError::invalid(
-                field,
-                format!("`{name}` is listed twice – remove one"),
-            ));
-        }
-        out.push(name.clone());
-    }
-    Ok(out)
 }
 
 /// The tool's `reconcile = ["program", "arg", …]`, its program resolved like `command`'s.

@@ -170,7 +170,7 @@ pub(crate) struct RawTool {
     #[serde(default)]
     pub(crate) requires_approval: bool,
     /// Variables passed to the program besides the minimal environment.
-    pub(crate) env: Option<Vec<String>>,
+    pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).
     pub(crate) env_all: Option<bool>,
 }

@@ -8,6 +8,9 @@
 //! command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./sandbox"]
 //! init_timeout_ms = 30000            # optional: start + initialize + tools/list
 //! timeout_ms = 60000                 # optional: default limit of a call to its tools
+//! env = { GITHUB_PERSONAL_ACCESS_TOKEN = "${GITHUB_TOKEN}", LOG_LEVEL = "debug" }
+//!                                    # optional: what it gets besides the minimal environment
+//!                                    # (or env = ["NAME", …]; env_all = true), see tool::env
 //! [mcp.tools.write_file]             # optional per-tool overrides (the server's name)
 //! requires_approval = false          # also read_only, idempotent, timeout_ms
 //!
@@ -39,6 +42,8 @@ pub(crate) struct RawMcp {
     pub(crate) command: Option<Vec<String>>,
     pub(crate) url: Option<String>,
     pub(crate) headers_env: Option<BTreeMap<String, String>>,
+    pub(crate) env: Option<super::program_env::RawEnv>,
+    pub(crate) env_all: Option<bool>,
     pub(crate) init_timeout_ms: Option<u64>,
     pub(crate) timeout_ms: Option<u64>,
     #[serde(default)]
@@ -120,13 +125,27 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                         ),
                     )
                 })?;
+                let env = super::program_env::compile(m.env.as_ref(), &path)?;
                 McpTransport::Stdio {
                     program,
                     args: args.to_vec(),
                     dir: spec_dir.to_path_buf(),
+                    env: env.pass,
+                    env_set: env.set,
+                    env_all: m.env_all.unwrap_or(false),
                 }
             }
             (None, Some(url)) => {
+                for (field, set) in [("env", m.env.is_some()), ("env_all", m.env_all.is_some())] {
+                    if set {
+                        return Err(ConfigError::invalid(
+                            format!("{path}.{field}"),
+                            format!(
+                                "`{field}` is for servers started as a program (`command`); one reached by `url` gets no environment – remove it, or send credentials with `headers_env`"
+                            ),
+                        ));
+                    }
+                }
                 check_url(url).map_err(|why| ConfigError::invalid(format!("{path}.url"), why))?;
                 let headers_env = m.headers_env.clone().unwrap_or_default();
                 for (header, var) in &headers_env {

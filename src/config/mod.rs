@@ -73,7 +73,9 @@
 //! idempotent = true
 //! read_only = true
 //! requires_approval = false
-//! env = ["SEARCH_INDEX"]         # variables passed besides the minimal environment (names)
+//! env = ["SEARCH_INDEX"]         # variables passed besides the minimal environment (names;
+//!                                # or a table { INDEX = "${SEARCH_INDEX}", MODE = "fast" },
+//!                                # see tool::env); their values are scrubbed as secrets
 //! env_all = false                # true: the engine's whole environment minus credentials
 //! # reconcile = ["tools/was_charged.sh"]  # non-idempotent tools only: asked, by the
 //!                                # call's idempotency key, whether an interrupted call
@@ -150,6 +152,7 @@ mod memory;
 mod models;
 mod paths;
 mod program;
+mod program_env;
 mod providers;
 mod script;
 mod session;

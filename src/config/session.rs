@@ -13,6 +13,7 @@
 //! timeout_ms = 10000                 # default 10000
 //! max_bytes = 65536                  # passages larger than this are refused (≤ 1 MiB)
 //! env = ["INDEX_PATH"]               # variables passed besides the minimal environment
+//!                                    # (or a table: { INDEX = "${INDEX_PATH}", MODE = "fast" })
 //! env_all = false
 //! ```
 
@@ -53,7 +54,7 @@ pub(crate) struct RawRetriever {
     pub(crate) agents: Option<Vec<String>>,
     pub(crate) timeout_ms: Option<u64>,
     pub(crate) max_bytes: Option<u64>,
-    pub(crate) env: Option<Vec<String>>,
+    pub(crate) env: Option<super::program_env::RawEnv>,
     pub(crate) env_all: Option<bool>,
 }
 
@@ -134,7 +135,7 @@ pub(crate) fn retriever(
         }
         which = Some(ids);
     }
-    let env = super::compile::env_names(raw.env.as_deref().unwrap_or_default(), "retriever")?;
+    let env = super::program_env::compile(raw.env.as_ref(), "retriever")?;
     let command = CommandConfig {
         name: "retriever".into(),
         description: String::new(),
@@ -145,7 +146,8 @@ pub(crate) fn retriever(
         timeout_ms: Some(raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
         idempotent: true,
         read_only: true,
-        env,
+        env: env.pass,
+        env_set: env.set,
         env_all: raw.env_all.unwrap_or(false),
         reconcile: None,
     };

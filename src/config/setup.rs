@@ -189,13 +189,15 @@ impl Setup {
         Ok(())
     }
 
-    /// Registers with [`crate::secrets`] the values of the variables this setup names as
-    /// keys: every HTTP provider's `api_key_env`, and the credential-looking names
-    /// ([`looks_secret`](crate::secrets::looks_secret)) a command tool's `env` passes. Their
-    /// values are then scrubbed from everything stored or printed. [`install`](Self::install)
-    /// calls it; call it yourself when you register [`command_tools`](Self::command_tools)
-    /// without installing.
+    /// Registers with [`crate::secrets`] the values this setup's programs and providers hold:
+    /// every HTTP provider's `api_key_env`, every variable a command tool, the retriever or a
+    /// stdio MCP server is passed by name (see [`crate::tool::env`]), and runtape's own
+    /// ([`register_engine_env`](crate::secrets::register_engine_env)). Their values are then
+    /// scrubbed from everything stored or printed. [`install`](Self::install) calls it; call
+    /// it yourself when you register [`command_tools`](Self::command_tools) without
+    /// installing.
     pub fn register_secrets(&self) {
+        crate::secrets::register_engine_env();
         for name in self.key_variables() {
             crate::secrets::register_env(name);
         }
@@ -204,14 +206,18 @@ impl Setup {
             .iter()
             .chain(self.retriever.as_ref().map(|r| &r.command))
         {
-            for name in tool.env.iter().filter(|n| crate::secrets::looks_secret(n)) {
-                crate::secrets::register_env(name);
+            tool.env_policy().register_secrets();
+        }
+        for m in &self.mcp {
+            if let Some(policy) = m.server.env_policy(&[]) {
+                policy.register_secrets();
             }
         }
     }
 
     /// Every MCP tool the run was offered, on `hub`'s servers (not started: each starts on
-    /// its first call), started without the providers' key variables in its environment.
+    /// its first call); a stdio server never gets the providers' key variables under
+    /// `env_all`.
     pub fn mcp_tools(&self, hub: &crate::tool::mcp::McpHub) -> Vec<crate::tool::mcp::McpTool> {
         let keys: Vec<String> = self.key_variables().map(str::to_owned).collect();
         self.mcp

@@ -5,10 +5,11 @@
 //!
 //! For each call the program is started in its working directory (the spec file's directory)
 //! with the call's arguments written to stdin as one JSON document, after which stdin is
-//! closed. The environment is minimal — `PATH`, `HOME`, `LANG`, `LC_*`, `TMPDIR` — plus the
-//! variables the tool's [`env`](CommandConfig::env) names (or, with
-//! [`env_all`](CommandConfig::env_all), the engine's whole environment minus credentials; see
-//! [`super::env`]), plus the call's context:
+//! closed. The environment is minimal — `PATH`, `HOME`, `LANG`, `LC_*`, `TMPDIR` and the like —
+//! plus the variables the tool's [`env`](CommandConfig::env) names and the values its
+//! [`env_set`](CommandConfig::env_set) gives (or, with [`env_all`](CommandConfig::env_all),
+//! the engine's whole environment minus credentials; see [`super::env`]), plus the call's
+//! context:
 //!
 //! | variable | value |
 //! |---|---|
@@ -34,6 +35,7 @@
 //! engine that was itself killed are found and killed by the next driver of the run, before it
 //! performs anything ([`super::orphans`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -44,7 +46,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 
-use super::env::EnvPolicy;
+use super::env::{EnvPolicy, EnvValue};
 use super::{Tool, ToolContext, ToolError};
 
 /// The most stdout a call may produce; a program that writes more is killed and the call
@@ -94,6 +96,10 @@ pub struct CommandConfig {
     /// environment (names only: values are read when a call starts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// Variables the spec sets for the program (`env = { NAME = "…" }`): a literal value, or
+    /// the value of another of the engine's variables (see [`EnvValue`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_set: BTreeMap<String, EnvValue>,
     /// Pass the engine's whole environment, except credential-looking variables and the
     /// providers' key variables not named in [`env`](Self::env), and never the receipt
     /// signing key (see [`super::env`]).
@@ -113,6 +119,17 @@ fn object_schema() -> Value {
 }
 
 impl CommandConfig {
+    /// The environment policy its program starts with (see [`super::env`]), withholding
+    /// nothing beyond the policy's own rules.
+    pub fn env_policy(&self) -> EnvPolicy {
+        EnvPolicy {
+            pass: self.env.clone(),
+            set: self.env_set.clone(),
+            all: self.env_all,
+            withheld: Vec::new(),
+        }
+    }
+
     /// The path to start: [`program`](Self::program) itself when it is absolute or a bare
     /// name, else joined to [`dir`](Self::dir).
     pub fn program_path(&self) -> PathBuf {
@@ -137,11 +154,7 @@ pub struct CommandTool {
 impl CommandTool {
     /// A tool running `config`'s program.
     pub fn new(config: CommandConfig) -> Self {
-        let policy = EnvPolicy {
-            pass: config.env.clone(),
-            all: config.env_all,
-            withheld: Vec::new(),
-        };
+        let policy = config.env_policy();
         CommandTool { config, policy }
     }
 

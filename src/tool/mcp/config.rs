@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::tool::env::{EnvPolicy, EnvValue};
+
 /// How long a server may take to start and answer `initialize` (and `tools/list`) unless its
 /// entry says otherwise.
 pub const DEFAULT_INIT_TIMEOUT_MS: u64 = 30_000;
@@ -50,6 +52,26 @@ impl McpServerConfig {
         }
     }
 
+    /// The environment policy its program starts with (a stdio server), keeping `withheld`
+    /// out under `env_all` (the setup's provider key variables); `None` for an HTTP server,
+    /// which starts no program.
+    pub fn env_policy(&self, withheld: &[String]) -> Option<EnvPolicy> {
+        match &self.transport {
+            McpTransport::Stdio {
+                env,
+                env_set,
+                env_all,
+                ..
+            } => Some(EnvPolicy {
+                pass: env.clone(),
+                set: env_set.clone(),
+                all: *env_all,
+                withheld: withheld.to_vec(),
+            }),
+            McpTransport::Http { .. } => None,
+        }
+    }
+
     /// Identifies the server process-wide: two entries with the same key share one
     /// connection.
     pub(crate) fn key(&self) -> String {
@@ -71,6 +93,16 @@ pub enum McpTransport {
         args: Vec<String>,
         /// Its working directory (the spec file's directory).
         dir: PathBuf,
+        /// Names of the engine's variables it gets besides the minimal environment (see
+        /// [`crate::tool::env`]); their values are read when it starts, never stored.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+        /// Variables the spec sets for it (`env = { NAME = "…" }`).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env_set: BTreeMap<String, EnvValue>,
+        /// Pass the engine's whole environment minus credentials (see [`crate::tool::env`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        env_all: bool,
     },
     /// Streamable HTTP.
     Http {

@@ -141,7 +141,8 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Starts the server `config` describes, initialises it and lists its tools, all within
-    /// its `init_timeout`. `hidden_env` names variables a stdio server is started without.
+    /// its `init_timeout`. A stdio server starts with its own environment policy (see
+    /// [`crate::tool::env`]); `hidden_env` names variables it never gets under `env_all`.
     pub(crate) async fn open(
         config: &McpServerConfig,
         hidden_env: &[String],
@@ -159,8 +160,11 @@ impl Connection {
         let fail = |message: String| McpError::new(&config.name, message);
         let diagnostics = Diagnostics::default();
         let (mut child, service) = match &config.transport {
-            McpTransport::Stdio { program, args, dir } => {
-                let mut child = spawn(program, args, dir, hidden_env).map_err(fail)?;
+            McpTransport::Stdio {
+                program, args, dir, ..
+            } => {
+                let policy = config.env_policy(hidden_env).unwrap_or_default();
+                let mut child = spawn(program, args, dir, &policy).map_err(fail)?;
                 diagnostics.watch_stderr(child.stderr.take());
                 let stdout = child.stdout.take();
                 let stdin = child.stdin.take();

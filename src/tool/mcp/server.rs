@@ -48,7 +48,8 @@ impl McpHub {
     }
 
     /// The server for `config` (the same one for the same configuration), not started yet if
-    /// it is new. `hidden_env` names variables a stdio server is started without.
+    /// it is new. `hidden_env` names variables a stdio server never gets under `env_all`
+    /// (see [`crate::tool::env`]).
     pub fn server(&self, config: &McpServerConfig, hidden_env: &[String]) -> Arc<McpServer> {
         let key = config.key();
         let mut servers = lock(&self.servers);
@@ -139,7 +140,12 @@ impl McpServer {
             live.close().await;
             state.live = None;
             state.failures += 1;
-            tracing::warn!(server = %self.config.name, "MCP server stopped{note}");
+            // The note quotes the server's stderr: no known secret goes to the log.
+            tracing::warn!(
+                server = %self.config.name,
+                "MCP server stopped{}",
+                crate::secrets::scrub_text(&note)
+            );
             if state.failures >= 2 {
                 let why = format!(
                     "stopped again after a restart{note} – it is not restarted again in this process; fix the server"

@@ -14,6 +14,7 @@ use tokio::process::{Child, Command};
 use super::config::McpServerConfig;
 use super::connection::{Failure, SHUTDOWN_GRACE};
 use super::tap::{MAX_MESSAGE_BYTES, SeenHandle};
+use crate::tool::env::EnvPolicy;
 
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 8;
@@ -185,12 +186,13 @@ impl ChildProcess {
     }
 }
 
-/// Starts a stdio server in its own process group, without the `hidden_env` variables.
+/// Starts a stdio server in its own process group, with the environment `policy` chooses
+/// from the engine's (see [`crate::tool::env`]).
 pub(crate) fn spawn(
     program: &str,
     args: &[String],
     dir: &Path,
-    hidden_env: &[String],
+    policy: &EnvPolicy,
 ) -> Result<Child, String> {
     let path = program_path(program, dir);
     let mut cmd = Command::new(&path);
@@ -199,10 +201,9 @@ pub(crate) fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for name in hidden_env {
-        cmd.env_remove(name);
-    }
+        .kill_on_drop(true)
+        .env_clear()
+        .envs(policy.environment(std::env::vars_os()));
     #[cfg(unix)]
     cmd.process_group(0);
     cmd.spawn().map_err(|e| {
