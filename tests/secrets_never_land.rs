@@ -1,11 +1,15 @@
-//! Secrets never land: the real binary, with provider keys and the receipt signing key in its
-//! environment, runs tools that print their environment and a local provider (127.0.0.1) that
-//! echoes its key in successful replies and in an error. None of the values appears in the
-//! database file's bytes, the `--json` output, `log`, `show` of any step (which holds the exact
-//! model requests), a cassette export, a receipts export or `verify`. A tool gets only the
-//! minimal environment plus what its `env` names; `env_all` withholds credentials.
+//! Secrets never land: the real binary, with provider keys, the receipt signing key, the serve
+//! token, database passwords and cloud keys in its environment, runs tools that print their
+//! environment, a stdio MCP server and a retriever that echo what they were given (and a file
+//! holding every known secret), and a local provider (127.0.0.1) that echoes its key in
+//! successful replies and in an error. None of the values appears in the database file's bytes
+//! (WAL included), the `--json` output, `log`, `show` of any step (which holds the exact model
+//! requests), a cassette export, a receipts export, `verify`, the OTLP spans the command
+//! exports, or `runtape serve`'s answers; each is there as `[redacted:NAME]`. A tool gets only
+//! the minimal environment plus what its `env` names; `env_all` withholds credentials.
 
 mod provider_support;
+mod serve_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -18,6 +22,12 @@ const ANTHROPIC: &str = "sk-ant-canary-88aa19f3e7d0";
 const GITHUB: &str = "ghp_canary_0c1d2e3f4a5b6c";
 const ECHO_VAR: &str = "RUNTAPE_TEST_ECHO_KEY";
 const ECHOED: &str = "sk-echoed-canary-d41d8cd98f00";
+const SERVE_TOKEN: &str = "serve-token-canary-7e31b5c2";
+const AWS: &str = "aws-canary-wJalrXUtnFEMI9f";
+const PG_PASSWORD: &str = "pg-password-canary-3f9e2a";
+const DB_URL_PASSWORD: &str = "db-url-canary-91c4";
+const DATABASE_URL: &str = "postgres://u:db-url-canary-91c4@host/db";
+const STRIPE: &str = "sk_live_canary_5d7e8f9a0b";
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
@@ -54,6 +64,8 @@ struct Env {
     db: PathBuf,
     key: String,
     seed: String,
+    /// Where the run-driving commands export OTLP spans, when set.
+    otlp: Option<String>,
 }
 
 impl Env {
@@ -61,18 +73,40 @@ impl Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("runs.db");
         let (key, seed) = receipt_key(dir.path());
-        Env { dir, db, key, seed }
+        Env {
+            dir,
+            db,
+            key,
+            seed,
+            otlp: None,
+        }
+    }
+
+    /// Every secret of this test in runtape's environment, by variable name.
+    fn variables(&self) -> Vec<(&str, &str)> {
+        vec![
+            ("OPENAI_API_KEY", OPENAI),
+            ("ANTHROPIC_API_KEY", ANTHROPIC),
+            ("GITHUB_TOKEN", GITHUB),
+            ("RUNTAPE_RECEIPT_KEY", &self.key),
+            ("RUNTAPE_SERVE_TOKEN", SERVE_TOKEN),
+            ("AWS_SECRET_ACCESS_KEY", AWS),
+            ("PGPASSWORD", PG_PASSWORD),
+            ("DATABASE_URL", DATABASE_URL),
+            ("STRIPE_SK", STRIPE),
+            (ECHO_VAR, ECHOED),
+        ]
     }
 
     /// The binary with every secret of this test in its environment.
     fn runtape(&self, args: &[&str]) -> Output {
-        bin()
-            .env("OPENAI_API_KEY", OPENAI)
-            .env("ANTHROPIC_API_KEY", ANTHROPIC)
-            .env("GITHUB_TOKEN", GITHUB)
-            .env("RUNTAPE_RECEIPT_KEY", &self.key)
-            .env(ECHO_VAR, ECHOED)
-            .env("X_PASSED", "passed-value")
+        let mut c = bin();
+        c.envs(self.variables());
+        match &self.otlp {
+            Some(url) => c.env("OTEL_EXPORTER_OTLP_ENDPOINT", url),
+            None => c.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        };
+        c.env("X_PASSED", "passed-value")
             .env("X_OTHER", "other-value")
             .arg("--db")
             .arg(&self.db)
@@ -101,12 +135,7 @@ impl Env {
             }
         }
         let log = self.runtape(&["log", run, "--json"]);
-        let last = text(&log.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|v| v["seq"].as_u64())
-            .max()
-            .expect("steps");
+        let last = last_seq(self, run);
         all.push(("log --json".into(), text(&log.stdout)));
         all.push(("log".into(), text(&self.runtape(&["log", run]).stdout)));
         for seq in 0..=last {
@@ -144,16 +173,24 @@ impl Env {
         all
     }
 
+    /// Every secret value of this test, by what it is: each variable's value, the receipt
+    /// key's seed and the password inside `DATABASE_URL`.
+    fn secrets(&self) -> Vec<(&str, &str)> {
+        let mut all = self.variables();
+        all.push(("the receipt key's seed", self.seed.as_str()));
+        all.push(("the password in DATABASE_URL", DB_URL_PASSWORD));
+        all
+    }
+
     fn assert_nowhere(&self, run: &str, printed: &[&Output]) {
-        let secrets = [
-            ("OPENAI_API_KEY", OPENAI),
-            ("ANTHROPIC_API_KEY", ANTHROPIC),
-            ("GITHUB_TOKEN", GITHUB),
-            (ECHO_VAR, ECHOED),
-            ("the receipt key's seed", self.seed.as_str()),
-        ];
-        let places = self.everything(run, printed);
-        for (what, value) in secrets {
+        self.assert_nowhere_with(run, printed, Vec::new());
+    }
+
+    /// [`assert_nowhere`], also in `more` places (name, content).
+    fn assert_nowhere_with(&self, run: &str, printed: &[&Output], more: Vec<(String, String)>) {
+        let mut places = self.everything(run, printed);
+        places.extend(more);
+        for (what, value) in self.secrets() {
             for (place, content) in &places {
                 assert!(
                     !content.contains(value),
@@ -162,6 +199,17 @@ impl Env {
             }
         }
     }
+}
+
+/// The last step of `run`, from `log --json`.
+fn last_seq(env: &Env, run: &str) -> u64 {
+    let log = env.runtape(&["log", run, "--json"]);
+    text(&log.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["seq"].as_u64())
+        .max()
+        .expect("steps")
 }
 
 fn run_id(o: &Output) -> String {
@@ -466,4 +514,271 @@ async fn a_recording_provider_stores_no_registered_secret() {
         text.contains("the key is [redacted:RUNTAPE_TEST_RECORDED_KEY]"),
         "{text}"
     );
+}
+
+/// A stdio MCP server in `sh` with one read-only tool, `dump`, whose description names the
+/// token it was given (`$GH`) and whose answer is its environment and `leak.txt`.
+const MCP_SERVER: &str = r#"#!/bin/sh
+escape() { tr -d '\000-\010\013-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/	/\\t/g' | awk 'BEGIN{ORS=""} NR>1{print "\\n"} {print}'; }
+while IFS= read -r line; do
+  case "$line" in *'"id":'*) ;; *) continue ;; esac
+  id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*)
+      version=$(printf '%s\n' "$line" | sed -n 's/.*"protocolVersion":"\([^"]*\)".*/\1/p')
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"dump","version":"1"}}}\n' "$id" "$version" ;;
+    *'"method":"tools/list"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"dump","description":"uses token %s","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" "$GH" ;;
+    *'"method":"tools/call"'*)
+      text=$( (env; cat leak.txt) | escape)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$text" ;;
+    *)
+      printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id" ;;
+  esac
+done
+"#;
+
+/// What an OTLP/HTTP receiver on a loopback port got: the bodies of every POST.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// An OTLP/HTTP receiver answering every POST with `{}`.
+fn otlp_receiver() -> (String, Received) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let got: Received = Default::default();
+    let store = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+            let mut len = 0;
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            if reader.read_exact(&mut body).is_ok() {
+                let text = String::from_utf8_lossy(&body).into_owned();
+                store.lock().expect("lock").push(text);
+            }
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    (url, got)
+}
+
+/// Everything `runtape serve` answers about `run` (with the serve token, as required when it
+/// is set): the run list, the run, its timeline, every step, its receipts and `verify`.
+fn serve_answers(env: &Env, run: &str, token: &str) -> Vec<(String, String)> {
+    let server = serve_support::Server::start(
+        env.dir.path(),
+        &env.db,
+        &[],
+        &[("RUNTAPE_SERVE_TOKEN", token)],
+    );
+    let bearer = format!("Bearer {token}");
+    let mut paths = vec![
+        "/api/runs".to_owned(),
+        format!("/api/runs/{run}"),
+        format!("/api/runs/{run}/timeline"),
+        format!("/api/runs/{run}/receipts"),
+        format!("/api/runs/{run}/verify"),
+    ];
+    paths.extend((0..=last_seq(env, run)).map(|seq| format!("/api/runs/{run}/steps/{seq}")));
+    let answers = paths
+        .into_iter()
+        .map(|path| {
+            let (status, body) = server.get_with(&path, &bearer);
+            assert_eq!(status, 200, "{path}: {body}");
+            (format!("serve {path}"), body.to_string())
+        })
+        .collect();
+    server.stop();
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_program_and_provider_echoing_known_secrets_leaves_no_trace() {
+    let (otlp, spans) = otlp_receiver();
+    let mut env = Env::new();
+    env.otlp = Some(otlp);
+    let root = env.dir.path();
+    // A file holding every secret runtape knows: what a program that finds them on its own
+    // (a config file, its own environment) would print.
+    let leak: String = env
+        .secrets()
+        .iter()
+        .map(|(_, value)| format!("{value}\n"))
+        .collect();
+    std::fs::write(root.join("leak.txt"), &leak).expect("leak.txt");
+    std::fs::write(root.join("mcp.sh"), MCP_SERVER).expect("mcp.sh");
+
+    // The provider echoes its key in text, in tool-call arguments and in the answer, and asks
+    // for every tool.
+    let server = MockServer::start(|req| {
+        let key = req
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("no key")
+            .to_owned();
+        let body: Value = req.json();
+        let answered = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if answered {
+            return Behaviour::sse(&sse(&[
+                delta(
+                    serde_json::json!({"role": "assistant", "content": format!("done {key}")}),
+                    None,
+                ),
+                delta(serde_json::json!({}), Some("stop")),
+            ]));
+        }
+        let call = |index: usize, id: &str, name: &str, args: Value| {
+            delta(
+                serde_json::json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": args.to_string()}}]}),
+                None,
+            )
+        };
+        Behaviour::sse(&sse(&[
+            delta(
+                serde_json::json!({"role": "assistant", "content": format!("key {key}")}),
+                None,
+            ),
+            call(0, "c_keep", "keep", serde_json::json!({"echo": key})),
+            call(1, "c_leak", "leak", serde_json::json!({})),
+            call(2, "c_named", "named", serde_json::json!({})),
+            call(3, "c_fail", "fail", serde_json::json!({})),
+            call(4, "c_mcp", "srv__dump", serde_json::json!({})),
+            delta(serde_json::json!({}), Some("tool_calls")),
+        ]))
+    })
+    .await;
+    let spec = env.spec(&format!(
+        r#"goal = "echo"
+[[providers]]
+name = "local"
+kind = "openai"
+model = "m"
+base_url = "{}/v1"
+api_key_env = "{ECHO_VAR}"
+stream = true
+[[providers]]
+name = "openai"
+kind = "openai"
+model = "gpt-4o-mini"
+api_key_env = "OPENAI_API_KEY"
+[[providers]]
+name = "anthropic"
+kind = "anthropic"
+model = "claude-sonnet-4-5"
+api_key_env = "ANTHROPIC_API_KEY"
+[[tools]]
+name = "keep"
+command = ["cat"]
+read_only = true
+[[tools]]
+name = "leak"
+command = ["cat", "leak.txt"]
+read_only = true
+[[tools]]
+name = "named"
+command = ["env"]
+env = ["DATABASE_URL", "AWS_SECRET_ACCESS_KEY"]
+read_only = true
+[[tools]]
+name = "fail"
+command = ["sh", "-c", "cat leak.txt >&2; exit 1"]
+read_only = true
+[[mcp]]
+name = "srv"
+command = ["sh", "mcp.sh"]
+env = {{ GH = "${{GITHUB_TOKEN}}", STRIPE_SK = "${{STRIPE_SK}}" }}
+[retriever]
+command = ["sh", "-c", "printf '[\"%s\"]' \"$(env | tr -d '\\n\"\\\\'; tr -d '\\n\"\\\\' < leak.txt)\""]
+env = ["PGPASSWORD"]
+[[agents]]
+id = "a"
+provider = "local"
+"#,
+        server.url()
+    ));
+    let o = tokio::task::block_in_place(|| env.runtape(&["run", &spec, "--json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_id(&o);
+
+    tokio::task::block_in_place(|| {
+        let mut more = serve_answers(&env, &run, SERVE_TOKEN);
+        for (i, body) in spans.lock().expect("lock").iter().enumerate() {
+            more.push((format!("OTLP export {i}"), body.clone()));
+        }
+        assert!(
+            more.iter().any(|(place, _)| place.starts_with("OTLP")),
+            "the command exported spans"
+        );
+        // Each secret came back, and was recorded redacted: the echoes happened.
+        let steps: String = env
+            .everything(&run, &[])
+            .into_iter()
+            .filter(|(place, _)| place.starts_with("show"))
+            .map(|(_, content)| content)
+            .collect();
+        for (name, _) in env.variables() {
+            let redacted = format!("[redacted:{name}]");
+            assert!(steps.contains(&redacted), "{redacted} is not in any step");
+        }
+        assert!(
+            steps.contains("uses token [redacted:GITHUB_TOKEN]"),
+            "the MCP tool list is scrubbed"
+        );
+        env.assert_nowhere_with(&run, &[&o], more);
+    });
+}
+
+#[test]
+fn serve_scrubs_a_secret_stored_before_it_was_known() {
+    // A run made without the serve token in runtape's environment stores what a tool printed
+    // as it was; `serve`, which knows its token, does not answer it.
+    let env = Env::new();
+    let token = "a-token-runtape-did-not-know-0417";
+    std::fs::write(env.dir.path().join("token.txt"), token).expect("token.txt");
+    let spec = env.spec(
+        r#"goal = "read"
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [{ tool_calls = [{ id = "r1", name = "read", arguments = {} }] }, { text = "done" }]
+[[tools]]
+name = "read"
+command = ["cat", "token.txt"]
+read_only = true
+[[agents]]
+id = "a"
+provider = "s"
+"#,
+    );
+    let o = env.runtape(&["run", &spec, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let run = run_id(&o);
+    let mut stored = std::fs::read(&env.db).expect("db");
+    stored.extend(std::fs::read(format!("{}-wal", env.db.display())).unwrap_or_default());
+    assert!(
+        text(&stored).contains(token),
+        "the premise: stored as printed, since nothing said it was a secret"
+    );
+    let answers = serve_answers(&env, &run, token);
+    let all: String = answers.iter().map(|(_, body)| body.as_str()).collect();
+    assert!(!all.contains(token), "{all}");
+    assert!(all.contains("[redacted:RUNTAPE_SERVE_TOKEN]"), "{all}");
 }

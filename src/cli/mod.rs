@@ -558,11 +558,9 @@ fn subcommand_in_args() -> String {
 }
 
 fn run(cli: Cli) -> Result<u8, CliError> {
-    // The signing key is a secret whether or not this command signs with it: nothing printed
-    // may show it.
-    if let Ok(text) = std::env::var(crate::receipt::DEFAULT_KEY_ENV) {
-        crate::secrets::register_key_text(crate::receipt::DEFAULT_KEY_ENV, &text);
-    }
+    // The signing key, the serve token and database passwords are secrets whether or not this
+    // command uses them: nothing stored or printed may show them.
+    crate::secrets::register_engine_env();
     let db = db_path(cli.db.as_deref(), None);
     let common = |opts: DriveOpts| runs::Common {
         db: cli.db.clone(),

@@ -14,10 +14,14 @@ use serde_json::Value;
 pub(crate) const MAX_EXACT: u64 = 1 << 53;
 
 /// `value` as a JSON value with every integer beyond [`MAX_EXACT`] (either sign) replaced by
-/// its decimal string. Call it on anything about to be written for another program.
+/// its decimal string, and every known secret value replaced by `[redacted:NAME]` (see
+/// [`crate::secrets`]: what runs store is scrubbed already; this also covers a secret
+/// registered after it was stored, such as the serve token). Call it on anything about to be
+/// written for another program.
 pub(crate) fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Error> {
     let mut v = serde_json::to_value(value)?;
     make_safe(&mut v);
+    crate::secrets::global().scrub_value(&mut v);
     Ok(v)
 }
 

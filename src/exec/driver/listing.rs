@@ -80,7 +80,9 @@ impl Driver {
             let listing = match server.listing(&path).await {
                 Ok(listing) => listing,
                 Err(e) => {
-                    tracing::warn!(run = %self.run, error = %e, "MCP tool list not refreshed");
+                    // The error may quote the server's stderr: no known secret goes to the log.
+                    let error = crate::secrets::scrub_text(&e.to_string()).into_owned();
+                    tracing::warn!(run = %self.run, %error, "MCP tool list not refreshed");
                     continue;
                 }
             };

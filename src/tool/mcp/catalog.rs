@@ -61,11 +61,21 @@ pub struct Catalog {
     pub unknown_overrides: Vec<String>,
 }
 
-/// The catalog of `config`'s server given its listed `tools`.
+/// The catalog of `config`'s server given its listed `tools`. Known secret values are
+/// scrubbed from descriptions and schemas (the catalog is stored with the run and sent to the
+/// model); a tool whose name holds one is not offered.
 pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
+    let secrets = crate::secrets::global();
     let mut catalog = Catalog::default();
     for tool in tools {
         let remote = tool.name.to_string();
+        if secrets.scrub_str(&remote) != remote {
+            catalog.skipped.push((
+                secrets.scrub_str(&remote).into_owned(),
+                "its name holds a secret value".into(),
+            ));
+            continue;
+        }
         let name = combined_name(&config.name, &remote);
         if let Some(first) = catalog.tools.iter().find(|t| t.name == name) {
             catalog.skipped.push((
@@ -74,7 +84,8 @@ pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
             ));
             continue;
         }
-        let schema = Value::Object((*tool.input_schema).clone());
+        let mut schema = Value::Object((*tool.input_schema).clone());
+        secrets.scrub_value(&mut schema);
         if let Err(e) = jsonschema::validator_for(&schema) {
             catalog.skipped.push((
                 remote,
@@ -101,6 +112,7 @@ pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
             .map(str::to_owned)
             .or_else(|| tool.title.clone())
             .unwrap_or_default();
+        let description = secrets.scrub_str(&description).into_owned();
         catalog.tools.push(McpToolInfo {
             name,
             server: config.name.clone(),
@@ -166,6 +178,9 @@ mod tests {
                 program: "x".into(),
                 args: vec![],
                 dir: "/".into(),
+                env: Vec::new(),
+                env_set: Default::default(),
+                env_all: false,
             },
             init_timeout_ms: None,
             timeout_ms: Some(5000),

@@ -99,7 +99,11 @@ impl McpTool {
                 tool: tool.clone(),
                 progress: p.progress,
                 total: p.total,
-                message: p.message.clone(),
+                // The server's words go to observers: no known secret among them.
+                message: p
+                    .message
+                    .as_deref()
+                    .map(|m| crate::secrets::scrub_text(m).into_owned()),
             };
             tracing::debug!(tool = %event.tool, progress = event.progress, "MCP progress");
             let _ = progress_channel().send(event);
