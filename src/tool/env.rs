@@ -12,7 +12,7 @@
 //! | the call's `RUNTAPE_RUN_ID`, `RUNTAPE_AGENT`, `RUNTAPE_CALL_ID`, `RUNTAPE_TOOL`, `RUNTAPE_IDEMPOTENCY_KEY`, `RUNTAPE_LEASE_EPOCH` | yes | no (a server outlives calls and runs) |
 //! | variables named in `env = ["NAME", …]` or as `env = { NAME = "${OTHER}" }` | yes, when runtape has them; their values are registered as secrets and scrubbed from everything stored or printed | the same |
 //! | `env = { NAME = "text" }` | that text, stored with the run (so the loader refuses it for credential-shaped names and URLs with credentials) | the same |
-//! | runtape's other variables | only with `env_all = true`, and even then not credential-shaped names ([`looks_secret`]: `*PASS*`, `*SECRET*`, `*TOKEN*`, `*KEY`, `*_SK`, `AWS_*`, `RUNTAPE_*`, …), values with URL credentials (`scheme://user:pw@host`), or the setup's provider key variables, unless named one by one | the same |
+//! | runtape's other variables | only with `env_all = true`, and even then not credential-shaped names ([`looks_secret`]: `*PASS*`, `*SECRET*`, `*TOKEN*`, `*_KEY`, `*_SK`, `AWS_*`, `RUNTAPE_*`, …), values with URL credentials (`scheme://user:pw@host`), or the setup's provider key variables, unless named one by one | the same |
 //! | `RUNTAPE_RECEIPT_KEY` (the receipt signing key) | never | never |
 //!
 //! An HTTP MCP server (`url = …`) starts no program: it gets only its `headers_env` headers.
