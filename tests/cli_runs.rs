@@ -262,6 +262,56 @@ fn kill_9_then_resume_completes() {
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 
+/// The state letter of process `pid` (`S`, `R`, `Z`, ...), `None` when there is none.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// A driver killed with SIGKILL and never reaped (its parent holds it without waiting, as a
+/// container without an init does) is a zombie: its pid still exists, but the process is
+/// gone. `resume` takes the run over at once instead of waiting out the lease.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_driver_left_a_zombie_is_taken_over_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = slow_spec(dir.path(), 8);
+    // A lease of ten minutes: only the owner's death can free it within this test.
+    let mut child = bin()
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "--json"])
+        .arg(&spec)
+        .env("RUNTAPE_LEASE_TTL_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    lines.read_line(&mut first).expect("first line");
+    let run = serde_json::from_str::<serde_json::Value>(&first).expect("JSON")["id"]
+        .as_str()
+        .expect("the run id comes first")
+        .to_owned();
+    wait_for_step(&mut lines, 4);
+    child.kill().expect("SIGKILL");
+    while process_state(child.id()) != Some('Z') {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (status, at_kill) = status_of(&db, &run);
+    assert_eq!(status, "running", "left as a crash leaves it");
+    let o = runtape(&db, &["resume", &run]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(process_state(child.id()), Some('Z'), "still not reaped");
+    let (status, seq) = status_of(&db, &run);
+    assert_eq!(status, "completed");
+    assert!(seq > at_kill);
+    assert!(runtape(&db, &["verify", &run]).status.success());
+    child.wait().expect("reaped at last");
+}
+
 fn db_snapshot(db: &Path) -> Option<Vec<u8>> {
     if !db.exists() {
         return None;

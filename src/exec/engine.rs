@@ -226,7 +226,8 @@ impl Engine {
         }
     }
 
-    /// This engine's lease owner id (`host:pid:nonce`): the owner its leases are taken as.
+    /// This engine's lease owner id (`host:pid:nonce@start`, see [`crate::store::owner_id`]):
+    /// the owner its leases are taken as.
     pub fn owner(&self) -> &str {
         &self.shared.owner
     }

@@ -185,7 +185,7 @@ pub struct RunRecord {
     pub seq: u64,
     /// Lease epoch; bumped by every takeover, checked by every commit.
     pub lease_epoch: u64,
-    /// Who holds the lease (`host:pid:nonce`), if anyone.
+    /// Who holds the lease (`host:pid:nonce@start`, see [`owner_id`]), if anyone.
     pub lease_owner: Option<String>,
     /// Wall-clock ms after which the lease counts as abandoned.
     pub lease_expires_ms: u64,
