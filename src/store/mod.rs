@@ -34,6 +34,7 @@ mod postgres;
 #[cfg(test)]
 pub(crate) mod publish_model;
 mod schema;
+mod schema_shape;
 mod session;
 /// A `stateright` model of processes starting a session's next run at once (tests only).
 #[cfg(test)]
@@ -624,6 +625,19 @@ pub enum StoreError {
         path: String,
         /// SQLite's words.
         detail: String,
+    },
+    /// The file's schema label (`PRAGMA user_version`) names another version than its tables
+    /// are: someone changed the label. Nothing was written.
+    #[error(
+        "database {path} is labelled schema version {labelled} (PRAGMA user_version) but its tables are those of version {actual}: the label is wrong and nothing was written; if nothing else was changed, `PRAGMA user_version = {actual}` puts it right"
+    )]
+    MislabelledSchema {
+        /// The file.
+        path: String,
+        /// The version its label names.
+        labelled: i64,
+        /// The (latest) version its tables are.
+        actual: i64,
     },
     /// The directory to hold the database does not exist.
     #[error("cannot open database {path}: directory {dir} does not exist; create it first")]

@@ -79,6 +79,12 @@ const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// Each migration's SQL in order: the one at index `i` takes the schema from version `i` to
+/// `i + 1` ([`super::schema_shape`] builds every version's tables from them).
+pub(super) fn migration_sql() -> impl Iterator<Item = &'static str> {
+    MIGRATIONS.iter().map(|m| m.sql)
+}
+
 /// Blobs are stored in the order they are written (SQLite's own rowid: each new one goes at
 /// the end) and found through an index of the first 8 bytes of their digest, compared whole
 /// in the row ([`crate::store::sqlite`]'s `BLOB_BY_HASH`). Keyed by the whole digest, a blob
@@ -335,12 +341,17 @@ pub(super) fn open(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Reads the schema version and the table list: fails on a file that is not SQLite, on a
-/// foreign SQLite database and on a newer schema. Reads only.
+/// Reads the schema version and the tables in one read transaction: fails on a file that is
+/// not SQLite, on a foreign SQLite database, on a newer schema, and on tables that are not
+/// those of the version the file is labelled with ([`super::schema_shape::check`]: a wrong
+/// label, a table or column missing). Reads only.
 pub(super) fn check_readable(conn: &Connection, shown: &str) -> Result<(), StoreError> {
-    let version: i64 = conn
+    let io = |e: rusqlite::Error| classify(shown, e);
+    // Dropped unread: a read transaction ends with nothing to roll back.
+    let read = conn.unchecked_transaction().map_err(io)?;
+    let version: i64 = read
         .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| classify(shown, e))?;
+        .map_err(io)?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::NewerSchema {
             path: shown.to_owned(),
@@ -348,20 +359,8 @@ pub(super) fn check_readable(conn: &Connection, shown: &str) -> Result<(), Store
             supported: SCHEMA_VERSION,
         });
     }
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(|e| classify(shown, e))?;
-    if version == 0 && tables > 0 {
-        return Err(StoreError::Corrupt {
-            path: shown.to_owned(),
-            detail: "a SQLite database, but not one of runtape's".into(),
-        });
-    }
-    Ok(())
+    let found = super::schema_shape::shape_of(&read).map_err(io)?;
+    super::schema_shape::check(&found, version, shown)
 }
 
 /// Sets WAL and the durability level, then applies pending migrations in one transaction.
@@ -399,11 +398,15 @@ pub(super) fn prepare(
             supported: SCHEMA_VERSION,
         });
     }
-    for (i, step) in MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(usize::try_from(version).unwrap_or(0))
-    {
+    // A label below 0 was refused by `check_readable`; one set since is refused here rather
+    // than read as 0 (which would replay every migration over the tables).
+    let Ok(from) = usize::try_from(version) else {
+        return Err(StoreError::Corrupt {
+            path: shown.to_owned(),
+            detail: format!("labelled schema version {version}, which no runtape writes"),
+        });
+    };
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(from) {
         tx.execute_batch(step.sql).map_err(io)?;
         if let Some(fill) = step.then {
             fill(&tx).map_err(io)?;
