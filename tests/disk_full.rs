@@ -5,8 +5,10 @@
 //! and `resume` completes it once there is space again.
 //!
 //! Two ways to fill the disk: `RUNTAPE_DB_MAX_BYTES` (SQLite's `max_page_count`; runs
-//! everywhere), and a real 160 KiB tmpfs mounted in a private user and mount namespace
-//! (`unshare -rm`; skipped, saying so, where namespaces are not available).
+//! everywhere), and a real tmpfs of a few hundred KiB mounted in a private user and mount
+//! namespace (`unshare -rm`; skipped, saying so, where namespaces are not available). The line
+//! says which limit was hit: the size cap, or the disk ("disk full"), also when SQLite meets
+//! the full disk as an I/O error.
 
 mod protocol_support;
 
@@ -65,7 +67,7 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
         .and_then(|l| l.rsplit(' ').next())
         .expect("run id")
         .to_owned();
-    assert!(line.contains("is full"), "{line}");
+    assert!(line.contains("reached its size cap"), "{line}");
     assert!(line.contains(&format!("`runtape resume {run}`")), "{line}");
     let row = run_row(&db, &run);
     assert_ne!(row.status, "running", "{row:?}");
@@ -81,14 +83,88 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 
-#[test]
-fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
-    let namespaces = Command::new("unshare")
+/// True where a private user and mount namespace can be made (`unshare -rm`).
+fn namespaces() -> bool {
+    let ok = Command::new("unshare")
         .args(["-rm", "true"])
         .status()
         .is_ok_and(|s| s.success());
-    if !namespaces {
+    if !ok {
         eprintln!("skipped: `unshare -rm` (user and mount namespaces) is not available here");
+    }
+    ok
+}
+
+/// A disk that fills up after the database was made: opening it needs room for SQLite's
+/// shared-memory index, which SQLite reports as a "disk I/O error". The line says the disk is
+/// full, names the file and says what to do, for a read (`ls`) and for a new run alike.
+#[test]
+fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
+    if !namespaces() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = rounds_spec(dir.path(), 2);
+    let db = dir.path().join("runs.db");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // Closed as SQLite closes its last connection: checkpointed, no -wal or -shm left.
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .expect("checkpoints");
+    drop(conn);
+    assert!(!dir.path().join("runs.db-shm").exists());
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let script = r#"
+        set -u
+        mount -t tmpfs -o size=400k tmpfs "$MNT" || exit 90
+        cp "$DB" "$MNT/runs.db"
+        dd if=/dev/zero of="$MNT/filler" bs=4k 2> /dev/null
+        "$RT" --db "$MNT/runs.db" ls > "$OUT/ls.out" 2> "$OUT/ls.err"
+        echo $? > "$OUT/ls.code"
+        "$RT" --db "$MNT/runs.db" run "$SPEC" > "$OUT/run.out" 2> "$OUT/run.err"
+        echo $? > "$OUT/run.code"
+    "#;
+    let status = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .env("MNT", &mnt)
+        .env("DB", &db)
+        .env("RT", env!("CARGO_BIN_EXE_runtape"))
+        .env("SPEC", &spec)
+        .env("OUT", dir.path())
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_DB_MAX_BYTES")
+        .status()
+        .expect("unshare runs");
+    if status.code() == Some(90) {
+        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
+        return;
+    }
+    assert!(status.success(), "the namespace script failed: {status:?}");
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+    let file = mnt.join("runs.db").display().to_string();
+    for command in ["ls", "run"] {
+        let code = read(&format!("{command}.code"));
+        let stderr = read(&format!("{command}.err"));
+        assert_eq!(code.trim(), "3", "{command}: {stderr}");
+        let line = one_line(&stderr);
+        assert!(
+            line.starts_with(&format!(
+                "error: disk full: no space left on the disk holding the database {file}"
+            )),
+            "{command}: {line}"
+        );
+        assert!(
+            line.contains("free space on that disk"),
+            "{command}: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
+    if !namespaces() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -136,7 +212,7 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
         read("run.err")
     );
     let line = one_line(&read("run.err")).to_owned();
-    assert!(line.contains("is full"), "{line}");
+    assert!(line.contains("disk full: no space left"), "{line}");
     let run = read("run.out")
         .lines()
         .next()

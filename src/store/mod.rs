@@ -709,15 +709,16 @@ pub enum StoreError {
         /// Its index in that transition.
         index: u32,
     },
-    /// The database (or the disk under it) is full: the write was not made.
-    #[error(
-        "the database {path} is full ({detail}): the step was not written and nothing was performed for it – free disk space (or raise RUNTAPE_DB_MAX_BYTES), then resume the run"
-    )]
+    /// The disk under the database is full, or the database reached the size cap it was
+    /// opened with ([`SqliteStore::open_capped`]): the write was not made.
+    #[error("{}", full_line(.path, .detail, *.cap_bytes))]
     Full {
-        /// The file.
+        /// The file (or the PostgreSQL database).
         path: String,
-        /// SQLite's words.
+        /// The database's own words.
         detail: String,
+        /// The size cap that was reached; `None`: the disk is full.
+        cap_bytes: Option<u64>,
     },
     /// A commit out of sequence.
     #[error("run {run}: commit of seq {got} does not follow the latest seq {latest}")]
@@ -762,6 +763,19 @@ pub enum StoreError {
     /// The writer has stopped (the engine is shutting down).
     #[error("the store's writer has stopped")]
     Closed,
+}
+
+/// [`StoreError::Full`]'s line: which limit was hit, that nothing was written, and what to do.
+fn full_line(path: &str, detail: &str, cap_bytes: Option<u64>) -> String {
+    const UNWRITTEN: &str = "what was being written was not, and nothing was performed for it";
+    match cap_bytes {
+        None => format!(
+            "disk full: no space left on the disk holding the database {path} ({detail}); {UNWRITTEN} – free space on that disk, then try again"
+        ),
+        Some(cap) => format!(
+            "the database {path} reached its size cap of {cap} bytes (RUNTAPE_DB_MAX_BYTES; {detail}); {UNWRITTEN} – raise the cap, then try again"
+        ),
+    }
 }
 
 /// Durable storage of runs. Implementations: [`SqliteStore`], [`PostgresStore`],

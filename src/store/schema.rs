@@ -417,9 +417,15 @@ pub(super) fn prepare(
     tx.commit().map_err(io)
 }
 
-/// Maps a SQLite error to a store error, recognising "not a database" and damage.
+/// Maps a SQLite error to a store error, recognising "not a database", damage and a full disk
+/// (see [`super::sqlite::space`]; a size cap is told apart by the writer, which knows it).
 pub(super) fn classify(shown: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
+    if let Some(full) =
+        super::sqlite::space::full(shown, None, e.sqlite_error_code(), &e.to_string())
+    {
+        return full;
+    }
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
             path: shown.to_owned(),

@@ -301,6 +301,7 @@ pub(super) fn classify(shown: &str, e: &tokio_postgres::Error) -> StoreError {
         return StoreError::Full {
             path: shown.to_owned(),
             detail: message.to_owned(),
+            cap_bytes: None,
         };
     }
     let hint = if *code == SqlState::INVALID_CATALOG_NAME {

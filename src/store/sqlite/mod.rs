@@ -28,6 +28,7 @@ mod known;
 pub mod priority;
 mod readers;
 mod sessions;
+pub(super) mod space;
 mod writer;
 
 use readers::{Readers, open_reader};
@@ -141,13 +142,19 @@ impl SqliteStore {
         } else {
             Durability::Normal
         };
+        let mut cap_bytes = None;
         if let Some(max) = max_bytes {
             let page: i64 = conn
                 .query_row("PRAGMA page_size", [], |r| r.get(0))
                 .map_err(|e| classify(&shown, e))?;
             let pages = (max / page.max(1) as u64).clamp(1, i64::MAX as u64);
-            conn.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+            // SQLite never sets it below the current size, and says what it set.
+            let set: i64 = conn
+                .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
+                    r.get(0)
+                })
                 .map_err(|e| classify(&shown, e))?;
+            cap_bytes = Some(set.max(0) as u64 * page.max(1) as u64);
         }
         let reader = open_reader(path)?;
         // WAL checkpoints run on a thread of their own; without it the writer makes them.
@@ -157,6 +164,10 @@ impl SqliteStore {
             conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
                 .map_err(|e| classify(&shown, e))?;
         }
+        let file = space::DbFile {
+            shown: shown.clone(),
+            cap_bytes,
+        };
         let (jobs, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(CommitStats::default());
         let counters = stats.clone();
@@ -165,7 +176,7 @@ impl SqliteStore {
             .name("runtape-writer".into())
             .spawn(move || {
                 let _ = thread_to.send(priority::this_thread());
-                writer::writer_loop(conn, rx, shown, &counters, checkpointer)
+                writer::writer_loop(conn, rx, file, &counters, checkpointer)
             })
             .map_err(|e| StoreError::Io(format!("cannot start the writer thread: {e}")))?;
         // The thread sends its id before anything else; `None` if it could not.

@@ -14,6 +14,7 @@ use super::super::{
 use super::CommitStats;
 use super::checkpoint::{Checkpointer, copy_back, wal_frames};
 use super::known::{Known, Scope};
+use super::space::{self, DbFile};
 use crate::ledger::codec::edge_code;
 use crate::ledger::packed::pack;
 use crate::ledger::packed_blob::PackedBlob;
@@ -102,29 +103,33 @@ fn pack_commit(c: &mut Commit) -> Vec<(Digest, PackedBlob)> {
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
-            // The path is filled in by the writer (`with_path`).
+            // The path and the cause are filled in by the writer (`with_path`).
             return StoreError::Full {
                 path: String::new(),
                 detail: e.to_string(),
+                cap_bytes: None,
             };
         }
         StoreError::Io(e.to_string())
     }
 }
 
-/// A full database reported with its file name, whichever way the error was made.
-fn with_path(e: StoreError, shown: &str) -> StoreError {
-    match e {
-        StoreError::Full { detail, .. } => StoreError::Full {
-            path: shown.to_owned(),
-            detail,
-        },
-        StoreError::Io(detail) if detail.contains("database or disk is full") => StoreError::Full {
-            path: shown.to_owned(),
-            detail,
-        },
-        other => other,
-    }
+/// A lack of room reported with the file's name and its cause (the disk, or the database's
+/// size cap), whichever way the error was made: SQLite's `SQLITE_FULL`, or an I/O error met on
+/// a disk with no room left ([`space::full`]).
+fn with_path(e: StoreError, file: &DbFile) -> StoreError {
+    use rusqlite::ErrorCode;
+    let (code, detail) = match &e {
+        StoreError::Full { detail, .. } => (ErrorCode::DiskFull, detail),
+        StoreError::Io(detail) if detail.contains("database or disk is full") => {
+            (ErrorCode::DiskFull, detail)
+        }
+        StoreError::Io(detail) if detail.contains(space::IO_ERROR_TEXT) => {
+            (ErrorCode::SystemIoFailure, detail)
+        }
+        _ => return e,
+    };
+    space::full(&file.shown, file.cap_bytes, Some(code), detail).unwrap_or(e)
 }
 
 /// The writer thread: drains queued writes into one transaction, commits, then acknowledges
@@ -132,7 +137,7 @@ fn with_path(e: StoreError, shown: &str) -> StoreError {
 pub(super) fn writer_loop(
     mut conn: Connection,
     mut rx: mpsc::UnboundedReceiver<Job>,
-    shown: String,
+    file: DbFile,
     stats: &CommitStats,
     checkpointer: Option<Checkpointer>,
 ) {
@@ -148,7 +153,7 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             }
         }
-        let results = apply_batch(&mut conn, &mut known, &batch, &shown);
+        let results = apply_batch(&mut conn, &mut known, &batch, &file);
         let committed = std::time::Instant::now();
         stats.transactions.fetch_add(1, Ordering::Relaxed);
         stats
@@ -198,12 +203,12 @@ fn apply_batch(
     conn: &mut Connection,
     known: &mut Known,
     batch: &[Job],
-    shown: &str,
+    file: &DbFile,
 ) -> Vec<Result<Written, StoreError>> {
     // The writes left out of the batch, with the error each failed with.
     let mut left_out: Vec<Option<StoreError>> = vec![None; batch.len()];
     loop {
-        match try_batch(conn, known, batch, shown, &left_out) {
+        match try_batch(conn, known, batch, file, &left_out) {
             Attempt::Done(results) => return results,
             Attempt::Redo(i, e) => {
                 known.rolled_back();
@@ -217,7 +222,7 @@ fn try_batch(
     conn: &mut Connection,
     known: &mut Known,
     batch: &[Job],
-    shown: &str,
+    file: &DbFile,
     left_out: &[Option<StoreError>],
 ) -> Attempt {
     let fail_all = |known: &mut Known, e: StoreError| {
@@ -226,10 +231,10 @@ fn try_batch(
     };
     let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
-        Err(e) => return fail_all(known, classify(shown, e)),
+        Err(e) => return fail_all(known, with_path(classify(&file.shown, e), file)),
     };
     if let Err(e) = known.begin(&tx) {
-        return fail_all(known, classify(shown, e));
+        return fail_all(known, with_path(classify(&file.shown, e), file));
     }
     let mut results = Vec::with_capacity(batch.len());
     for (i, job) in batch.iter().enumerate() {
@@ -239,7 +244,7 @@ fn try_batch(
         }
         let before = tx.total_changes();
         let mut scope = known.scope();
-        let result = apply(&tx, &mut scope, job).map_err(|e| with_path(e, shown));
+        let result = apply(&tx, &mut scope, job).map_err(|e| with_path(e, file));
         match result {
             Ok(written) => {
                 scope.keep();
@@ -260,7 +265,7 @@ fn try_batch(
         }
     }
     if let Err(e) = tx.commit() {
-        return fail_all(known, with_path(classify(shown, e), shown));
+        return fail_all(known, with_path(classify(&file.shown, e), file));
     }
     known.committed();
     Attempt::Done(results)
@@ -672,6 +677,14 @@ fn put_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file the writer tests write, as errors name it.
+    fn w_db() -> DbFile {
+        DbFile {
+            shown: "w.db".into(),
+            cap_bytes: None,
+        }
+    }
     use crate::machine::{EdgeId, Hlc};
 
     fn db(dir: &std::path::Path) -> Connection {
@@ -712,7 +725,7 @@ mod tests {
             &mut conn,
             &mut known,
             &[job(create("a")), job(create("b"))],
-            "w.db",
+            &w_db(),
         );
         assert!(created.iter().all(Result::is_ok), "{created:?}");
         (conn, known)
@@ -754,7 +767,7 @@ mod tests {
                 job(Write::Commit(Box::new(a1))),
                 job(Write::Commit(Box::new(b1))),
             ],
-            "w.db",
+            &w_db(),
         );
         assert!(results.iter().all(Result::is_ok), "{results:?}");
         // And once more in a later batch.
@@ -764,7 +777,7 @@ mod tests {
             &mut conn,
             &mut known,
             &[job(Write::Commit(Box::new(a2)))],
-            "w.db",
+            &w_db(),
         );
         assert!(later[0].is_ok(), "{later:?}");
         let count = |d: &Digest| -> i64 {
@@ -801,7 +814,7 @@ mod tests {
             job(Write::Commit(Box::new(commit("b", 9, 2)))),
             job(Write::Commit(Box::new(commit("b", 1, 2)))),
         ];
-        let results = apply_batch(&mut conn, &mut known, &batch, "w.db");
+        let results = apply_batch(&mut conn, &mut known, &batch, &w_db());
         assert!(results[0].is_ok() && results[3].is_ok(), "{results:?}");
         assert!(results[1].is_err(), "the half-way failure is reported");
         assert!(
@@ -823,7 +836,7 @@ mod tests {
             &mut conn,
             &mut known,
             &[job(Write::Commit(Box::new(commit("b", 1, 3))))],
-            "w.db",
+            &w_db(),
         );
         assert!(next[0].is_ok(), "{next:?}");
     }
