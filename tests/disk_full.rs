@@ -8,7 +8,8 @@
 //! everywhere), and a real tmpfs of a few hundred KiB mounted in a private user and mount
 //! namespace (`unshare -rm`; skipped, saying so, where namespaces are not available). The line
 //! says which limit was hit: the size cap, or the disk ("disk full"), also when SQLite meets
-//! the full disk as an I/O error.
+//! the full disk as an I/O error. A run whose first commit found no room verifies as a run
+//! not yet started, not as a tamper.
 
 mod protocol_support;
 
@@ -80,6 +81,45 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(run_row(&db, &run).status, "completed");
     assert_eq!(charges(dir.path()).len(), 30, "every call performed");
+    assert!(runtape(&db, &["verify", &run]).status.success());
+}
+
+/// A database that fills at a run's first commit: the run's row and sealed head were written,
+/// its first transition was not. `verify` accepts the run as it is (a run not started yet,
+/// not a tamper), and `resume` starts and completes it once there is room.
+#[test]
+fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = rounds_spec(dir.path(), 2);
+    // A 100 KB goal is stored twice: in the run's row (written) and as its first message (not):
+    // 50 pages of 4 KiB hold the first and not both, with some 10 pages to spare either way.
+    let goal = "g".repeat(100_000);
+    let o = bin()
+        .arg("--db")
+        .arg(&db)
+        .args(["run", spec.to_str().expect("utf-8"), &goal])
+        .env("RUNTAPE_DB_MAX_BYTES", "204800")
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
+    let run = out(&o)
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .expect("run id")
+        .to_owned();
+    assert_eq!(run_row(&db, &run).seq, 0, "the first commit did not land");
+    let verify = runtape(&db, &["verify", &run]);
+    assert!(
+        verify.status.success(),
+        "no false tamper alarm: {}{}",
+        out(&verify),
+        err(&verify)
+    );
+    let o = runtape(&db, &["resume", &run]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(run_row(&db, &run).status, "completed");
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 

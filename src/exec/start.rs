@@ -84,8 +84,11 @@ pub(super) async fn start(
         head: HeadRecord::default(),
         session: link,
     };
+    // Sealed as `verify` reads a run with no transition yet (`Created`'s hash): if the first
+    // commit never lands (a full disk), the run still verifies and `resume` starts it.
+    let created = RunState::Created.state_hash(spec.history_hash());
     let head = HeadKeeper::new(
-        first_head(&new, Digest::ZERO, Digest::ZERO, None),
+        first_head(&new, created, Digest::ZERO, None),
         shared.config.receipts.clone(),
     );
     new.head = head.sealed(&*shared.writes.store);

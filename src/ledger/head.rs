@@ -24,8 +24,9 @@ use crate::store::{
     Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, Write,
 };
 
-/// The head of a run about to be created by `new`: seq 0 for a new run; for a fork, the
-/// parent's state hash, chain link and receipt tip at the fork seq.
+/// The head of a run about to be created by `new`: seq 0 for a new run, with `Created`'s state
+/// hash and a zero chain link (what `verify` expects of a run whose first commit never
+/// landed); for a fork, the parent's state hash, chain link and receipt tip at the fork seq.
 pub fn first_head(
     new: &NewRun,
     state_hash: Digest,

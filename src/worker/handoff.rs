@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::exec::{Engine, EngineError, wall_ms};
 use crate::ledger::{HeadKeeper, first_head};
-use crate::machine::{Digest, RunId, RunSpec};
+use crate::machine::{Digest, RunId, RunSpec, RunState};
 use crate::receipt::ReceiptSigner;
 use crate::store::{self, NewRun, RunStatus, Store, StoreError, Write, Written};
 
@@ -63,7 +63,9 @@ pub async fn enqueue_in_session(
         head: Default::default(),
         session: link,
     };
-    let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
+    // Sealed as `verify` reads a run with no transition yet: `Created`'s hash.
+    let created = RunState::Created.state_hash(spec.history_hash());
+    let keeper = HeadKeeper::new(first_head(&new, created, Digest::ZERO, None), signer);
     new.head = keeper.sealed(store);
     let epoch = match store::write(store, Write::CreateRun(new)).await? {
         Written::Lease(e) => e,
