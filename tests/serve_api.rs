@@ -423,3 +423,105 @@ fn every_refusal_is_one_line_with_a_fitting_status() {
     );
     assert_eq!(a.status, 415, "{}", a.text());
 }
+
+/// A run queued with `run --detach` (no process has taken it up) is `queued` in `ls`,
+/// `ls --json`, `log`, `show` and the API, and verifies; a run whose driver was killed stays
+/// `running` and is the one the API calls interrupted.
+#[test]
+fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
+    use std::io::{BufRead, BufReader};
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let out = runtape(
+        dir.path(),
+        &db,
+        &["run", "--detach", "examples/quickstart.toml"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let queued = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+
+    // A driver killed in the middle of a tool call leaves its run `running` under its lease.
+    let spec = slow_tool_spec(dir.path(), 5.0);
+    let mut driver = std::process::Command::new(serve_support::bin())
+        .arg("run")
+        .arg(&spec)
+        .args(["--json", "--db"])
+        .arg(&db)
+        .current_dir(dir.path())
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let mut lines = BufReader::new(driver.stdout.take().expect("stdout")).lines();
+    let first: Value =
+        serde_json::from_str(&lines.next().expect("a line").expect("reads")).expect("JSON");
+    let killed = first["id"].as_str().expect("run id").to_owned();
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.expect("reads")).expect("JSON");
+        if v["type"] == "tool.call" {
+            break;
+        }
+    }
+    driver.kill().expect("SIGKILL");
+    driver.wait().expect("reaped");
+
+    let ls = String::from_utf8_lossy(&runtape(dir.path(), &db, &["ls"]).stdout).into_owned();
+    let row = |run: &str| {
+        ls.lines()
+            .find(|l| l.starts_with(run))
+            .unwrap_or_else(|| panic!("{run} listed: {ls}"))
+            .split_whitespace()
+            .nth(1)
+            .map(str::to_owned)
+    };
+    assert_eq!(row(&queued).as_deref(), Some("queued"), "{ls}");
+    assert_eq!(row(&killed).as_deref(), Some("running"), "{ls}");
+    let listed = json_lines(&runtape(dir.path(), &db, &["ls", "--json"]));
+    let status_of = |run: &str| {
+        listed
+            .iter()
+            .find(|v| v["id"] == json!(run))
+            .map(|v| v["status"].clone())
+    };
+    assert_eq!(status_of(&queued), Some(json!("queued")));
+    assert_eq!(status_of(&killed), Some(json!("running")));
+    let log = runtape(dir.path(), &db, &["log", &queued]);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).starts_with(&format!("run {queued} — queued — ")),
+        "{}",
+        String::from_utf8_lossy(&log.stdout)
+    );
+    let show =
+        String::from_utf8_lossy(&runtape(dir.path(), &db, &["show", &queued]).stdout).into_owned();
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("queued  no process has taken it up")),
+        "{show}"
+    );
+    let verify = runtape(dir.path(), &db, &["verify", &queued]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    let server = Server::start(dir.path(), &db, &[], &[]);
+    let (_, one) = server.get(&format!("/api/runs/{queued}"));
+    assert_eq!(one["status"], json!("queued"), "{one}");
+    assert_eq!(one["interrupted"], json!(false), "{one}");
+    let (_, one) = server.get(&format!("/api/runs/{killed}"));
+    assert_eq!(one["status"], json!("running"), "{one}");
+    assert_eq!(one["interrupted"], json!(true), "{one}");
+    for (filter, run) in [("queued", &queued), ("interrupted", &killed)] {
+        let (status, page) = server.get(&format!("/api/runs?status={filter}"));
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(page["total"], json!(1), "{filter}: {page}");
+        assert_eq!(page["runs"][0]["id"], json!(run), "{filter}: {page}");
+    }
+}

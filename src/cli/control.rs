@@ -56,6 +56,11 @@ pub(crate) async fn pause_run(store: Arc<dyn Store>, run: &RunId) -> Result<Stri
         ))
         .with_fault(Fault::Conflict));
     }
+    if rec.is_queued() {
+        return Ok(format!(
+            "run {run} is queued: no process has taken it up yet, so there is nothing to pause; `runtape cancel {run}` withdraws it"
+        ));
+    }
     if !is_driven(&rec) {
         return Ok(format!(
             "run {run} is not being driven (its process stopped at step {}); `runtape resume {run}` continues it",

@@ -62,7 +62,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
         let status = if waiting.contains(&r.id) {
             "awaiting child"
         } else {
-            r.status.as_str()
+            r.shown_status()
         };
         outln!(
             "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}",
@@ -100,7 +100,7 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
     let mut v = json!({
         "type": "run",
         "id": r.id,
-        "status": r.status,
+        "status": r.shown_status(),
         "state": r.state_kind,
         "steps": r.seq,
         "cost_nanos": json_u64(r.cost_nanos),
@@ -183,7 +183,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     let rec = history::record(store.as_ref(), &run)?;
     outln!(
         "run {run} — {} — {} steps — {} — {}",
-        rec.status,
+        rec.shown_status(),
         rec.seq,
         cost_text(rec.cost_nanos, rec.unpriced_turns),
         rec.goal.replace('\n', " ")
@@ -233,8 +233,15 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         return print_json(&step_json(&view)?);
     }
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
+    let rec = history::record(store.as_ref(), &view.run)?;
+    if rec.is_queued() {
+        outln!(
+            "queued  no process has taken it up yet: a `runtape worker` serving its spec directory, or `runtape resume {}`, starts it",
+            view.run
+        );
+    }
     if let Some(s) = &view.session {
-        let forked = history::record(store.as_ref(), &view.run)?.parent.is_some();
+        let forked = rec.parent.is_some();
         super::sessions::describe_place(s, forked);
     }
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {

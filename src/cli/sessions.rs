@@ -110,7 +110,7 @@ pub(crate) fn list(db: &Path, json: bool) -> Result<(), CliError> {
             s.name,
             s.runs,
             s.latest.as_str(),
-            latest.status.as_str(),
+            latest.shown_status(),
             age(now, latest.updated_ms),
             goal_line(&latest)
         );
@@ -146,7 +146,7 @@ pub(crate) fn log(db: &Path, name: &str, json: bool) -> Result<(), CliError> {
                 "session": name,
                 "index": index,
                 "run": run,
-                "status": rec.status,
+                "status": rec.shown_status(),
                 "steps": rec.seq,
                 "cost_nanos": json_u64(rec.cost_nanos),
                 "cost_known": rec.unpriced_turns == 0,
@@ -164,7 +164,7 @@ pub(crate) fn log(db: &Path, name: &str, json: bool) -> Result<(), CliError> {
             "{:>4}  {:<16}  {:<16}  {:>6} steps  {:>16}  {:>5}  {}{from}",
             format!("#{index}"),
             run.as_str(),
-            rec.status.as_str(),
+            rec.shown_status(),
             rec.seq,
             cost_text(rec.cost_nanos, rec.unpriced_turns),
             age(now, rec.updated_ms),

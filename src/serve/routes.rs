@@ -147,7 +147,7 @@ async fn statechart() -> Response {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunFilter {
-    /// A status (`running`, `paused`, …) or `interrupted`.
+    /// A status (`queued`, `running`, `paused`, …) or `interrupted`.
     status: Option<String>,
     /// Text the id, goal or agent contains.
     q: Option<String>,
@@ -168,10 +168,11 @@ async fn list_runs(
     let offset = f.offset.unwrap_or(0);
     if let Some(s) = &f.status
         && s != "interrupted"
+        && s != "queued"
         && RunStatus::parse(s).is_none()
     {
         return Err(ApiError::bad(format!(
-            "status `{}` is not one of running, paused, awaiting_input, budget_exhausted, completed, failed, cancelled, interrupted",
+            "status `{}` is not one of queued, running, paused, awaiting_input, budget_exhausted, completed, failed, cancelled, interrupted",
             crate::cli::common::quoted(s)
         )));
     }

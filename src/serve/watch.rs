@@ -93,14 +93,15 @@ pub(crate) fn step_frame(e: &Entry) -> Frame {
     }
 }
 
-/// A run as the API shows it: `ls --json`'s object, plus whether a live process drives it
-/// (`driven`), whether it was left running by a process that is gone (`interrupted`: resume
-/// it), whether this server drives it (`here`), and the agent it starts with.
+/// A run as the API shows it: `ls --json`'s object (its `status` is `queued` for a run no
+/// process has taken up yet), plus whether a live process drives it (`driven`), whether it was
+/// left running by a process that is gone (`interrupted`: resume it), whether this server
+/// drives it (`here`), and the agent it starts with.
 pub(crate) fn run_view(app: &App, rec: &RunRecord) -> serde_json::Value {
     let mut v = run_json(rec);
     let driven = is_driven(rec);
     v["driven"] = driven.into();
-    v["interrupted"] = (rec.status == RunStatus::Running && !driven).into();
+    v["interrupted"] = (rec.status == RunStatus::Running && !driven && !rec.is_queued()).into();
     v["here"] = app.drives(&rec.id).into();
     v["agent"] = app.entry_agent(rec).into();
     v

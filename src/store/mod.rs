@@ -206,6 +206,27 @@ pub struct RunRecord {
     pub outcome: Option<String>,
 }
 
+impl RunRecord {
+    /// True while the run waits for a process to take it up: `running` with no lease held.
+    /// `runtape run --detach` leaves a new run so, and a worker gives a run back to the queue
+    /// so; a driver that died leaves its owner on the lease instead (that run is interrupted,
+    /// not queued). Changes when a process takes the lease (`resume`, a worker's claim).
+    pub fn is_queued(&self) -> bool {
+        self.status == RunStatus::Running && self.lease_owner.is_none()
+    }
+
+    /// The status as `ls`, `log`, `show` and `runtape serve` show it: `queued` for a queued run
+    /// ([`is_queued`](Self::is_queued)), else the stored status's name. `queued` is derived
+    /// from the lease, never stored: the stored status of a queued run stays `running`.
+    pub fn shown_status(&self) -> &'static str {
+        if self.is_queued() {
+            "queued"
+        } else {
+            self.status.as_str()
+        }
+    }
+}
+
 /// One committed transition.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TransitionRecord {

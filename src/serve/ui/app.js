@@ -198,7 +198,7 @@ window.addEventListener('DOMContentLoaded', async () => {
 
 function runsPage() {
   const status = el('select', { id: 'filter-status', 'aria-label': 'status' },
-    ['', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
+    ['', 'queued', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
       .map((s) => el('option', { value: s, text: s || 'any status' })));
   const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal or agent', 'aria-label': 'search' });
   const body = el('tbody');
