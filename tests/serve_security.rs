@@ -1,11 +1,15 @@
 //! Every refusal of `runtape serve`'s security: a non-loopback address without a token, a
 //! missing or wrong token, a state-changing request from another origin, a foreign `Host`
-//! (DNS rebinding), CORS unless configured, and oversized bodies. Each refused request
-//! changes nothing.
+//! (DNS rebinding), CORS unless configured, oversized bodies, and connections that hold the
+//! server (slow headers, slow bodies, more connections than it serves at once). Each refused
+//! request changes nothing.
 
 mod serve_support;
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::json;
 use serve_support::{Server, bin, request, run_spec, scratch};
@@ -289,6 +293,110 @@ fn request_bodies_are_capped() {
     assert_eq!(a.status, 413, "{}", a.text());
     let e = a.json()["error"].as_str().expect("error").to_owned();
     assert!(e.contains("larger than 1024 KiB"), "{e}");
+    let (_, runs) = server.get("/api/runs");
+    assert_eq!(runs["total"], json!(0), "nothing was started");
+}
+
+/// A connection that sends a request line and part of its headers, then nothing more.
+fn slow_header(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connects");
+    s.write_all(format!("GET /api/runs HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").as_bytes())
+        .expect("writes");
+    s
+}
+
+/// Reads until the server closes `s`: what it sent first. Fails if the connection is still
+/// open after `within` (a generous bound: the timeouts under test are far shorter).
+fn until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
+    s.set_read_timeout(Some(within)).expect("sets a timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("the server still holds the connection after {within:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn slow_header_connections_are_closed_and_the_server_still_answers() {
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let server = Server::start(
+        dir.path(),
+        &db,
+        &["--header-timeout-ms", "300", "--max-connections", "4"],
+        &[],
+    );
+    // More slow connections than the server serves at once: those past the cap are taken
+    // as the first ones are closed, and are closed in turn.
+    let mut slow: Vec<TcpStream> = (0..12).map(|_| slow_header(server.addr)).collect();
+    for (i, s) in slow.iter_mut().enumerate() {
+        let sent = until_closed(s, Duration::from_secs(60));
+        assert!(sent.is_empty(), "connection {i} got {sent:?}");
+    }
+    let (status, runs) = server.get("/api/runs");
+    assert_eq!(status, 200, "{runs}");
+    // An idle kept-alive connection is closed the same way.
+    let mut idle = TcpStream::connect(server.addr).expect("connects");
+    assert!(until_closed(&mut idle, Duration::from_secs(60)).is_empty());
+}
+
+#[test]
+fn no_more_connections_are_served_at_once_than_the_cap() {
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let server = Server::start(
+        dir.path(),
+        &db,
+        &["--header-timeout-ms", "600000", "--max-connections", "3"],
+        &[],
+    );
+    let mut held: Vec<TcpStream> = (0..3).map(|_| slow_header(server.addr)).collect();
+    let mut next = TcpStream::connect(server.addr).expect("connects (the listen queue)");
+    let addr = server.addr;
+    next.write_all(
+        format!("GET /api/runs HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .expect("writes");
+    next.set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("sets a timeout");
+    let mut buf = [0u8; 64];
+    match next.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("a fourth connection was served while three were held: {other:?}"),
+    }
+    // One held connection goes away: the waiting one is taken and answered.
+    drop(held.pop());
+    let answer =
+        String::from_utf8_lossy(&until_closed(&mut next, Duration::from_secs(60))).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn a_slow_body_is_answered_408_and_changes_nothing() {
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let server = Server::start(dir.path(), &db, &["--body-timeout-ms", "300"], &[]);
+    let addr = server.addr;
+    let mut s = TcpStream::connect(addr).expect("connects");
+    s.write_all(
+        format!(
+            "POST /api/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{{\"spec\": "
+        )
+        .as_bytes(),
+    )
+    .expect("writes");
+    let answer =
+        String::from_utf8_lossy(&until_closed(&mut s, Duration::from_secs(60))).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("did not arrive in full within 300 ms"),
+        "{answer}"
+    );
     let (_, runs) = server.get("/api/runs");
     assert_eq!(runs["total"], json!(0), "nothing was started");
 }

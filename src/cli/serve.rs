@@ -43,6 +43,19 @@ pub(crate) struct ServeArgs {
     /// Also export prompts, completions, tool arguments and results (off by default).
     #[arg(long)]
     pub(crate) otlp_content: bool,
+    /// Close a connection whose request line and headers have not all arrived within this
+    /// many milliseconds; a kept-alive connection that sends no next request within it is
+    /// closed too. Event streams being sent are not cut.
+    #[arg(long, value_name = "MS", default_value_t = crate::serve::limits::Limits::HEADER_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) header_timeout_ms: u64,
+    /// Answer 408 and close the connection when a request's body has not arrived in full
+    /// within this many milliseconds of its headers.
+    #[arg(long, value_name = "MS", default_value_t = crate::serve::limits::Limits::BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) body_timeout_ms: u64,
+    /// Serve at most this many connections at once (each page following a run holds one);
+    /// more wait to be accepted until one closes.
+    #[arg(long, value_name = "N", default_value_t = crate::serve::limits::Limits::MAX_CONNECTIONS, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) max_connections: u64,
 }
 
 /// `runtape serve`.
@@ -63,5 +76,11 @@ pub(crate) fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<u8, CliError
         grace_ms,
         otlp_endpoint: args.otlp_endpoint,
         otlp_content: args.otlp_content,
+        limits: crate::serve::limits::Limits {
+            header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+            body_timeout: std::time::Duration::from_millis(args.body_timeout_ms),
+            // At most 1,000,000 (the flag's range): fits any usize.
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+        },
     })
 }

@@ -11,6 +11,8 @@
 //! - [`sse`] and [`watch`]: a run's events as Server-Sent Events, resumable, whoever drives it.
 //! - [`security`]: loopback by default, a token for anything else, same-origin writes, no CORS
 //!   unless asked, capped bodies.
+//! - [`limits`]: every connection bounded: at most so many at once, headers and bodies within
+//!   their timeouts.
 //! - [`ui`]: the page, embedded in the binary; [`statechart`]: its diagram.
 //! - [`otel`]: spans and counters of the runs the server drives, over OTLP/HTTP.
 //! - [`json`]: integers past 2^53 as strings in everything written for other programs.
@@ -28,6 +30,7 @@ use crate::cli::common::{CliError, db_path};
 mod actions;
 mod error;
 pub(crate) mod json;
+pub(crate) mod limits;
 pub(crate) mod otel;
 mod routes;
 mod security;
@@ -69,6 +72,8 @@ pub(crate) struct Options {
     pub(crate) otlp_endpoint: Option<String>,
     /// Export prompts, completions, tool arguments and results too.
     pub(crate) otlp_content: bool,
+    /// What bounds every connection.
+    pub(crate) limits: limits::Limits,
 }
 
 /// Runs the server until a stop signal; returns the exit status.
@@ -161,10 +166,8 @@ async fn serve(opts: Options, exporter: Option<otel::Exporter>) -> Result<u8, Cl
         stopping.shutdown.cancel();
         stopping.stop_runs().await;
     };
-    axum::serve(listener, routes::router(app))
-        .with_graceful_shutdown(stop)
-        .await
-        .map_err(|e| CliError::internal(format!("the server stopped: {e}")))?;
+    let router = routes::router(app, limits::BodyTimeout(opts.limits.body_timeout));
+    limits::serve(listener, router, opts.limits, stop).await;
     if let Some(x) = &exporter {
         x.finish().await;
     }

@@ -55,8 +55,9 @@ pub(crate) const ROUTES: &[Route] = &[
 /// The OpenAPI document of [`ROUTES`].
 pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 
-/// The whole application: every route behind the security guard, bodies capped.
-pub(crate) fn router(app: App) -> Router {
+/// The whole application: every route behind the security guard, bodies capped and read
+/// within `body_timeout` ([`super::limits::body_deadline`]).
+pub(crate) fn router(app: App, body_timeout: super::limits::BodyTimeout) -> Router {
     let mut r: Router<App> = Router::new();
     for (_, path, make) in ROUTES {
         r = r.route(path, make());
@@ -64,6 +65,10 @@ pub(crate) fn router(app: App) -> Router {
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(security::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            body_timeout,
+            super::limits::body_deadline,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             security::guard,
@@ -411,6 +416,9 @@ mod tests {
             },
             poll: std::time::Duration::from_millis(250),
         });
-        let _ = router(app);
+        let _ = router(
+            app,
+            super::super::limits::BodyTimeout(std::time::Duration::from_secs(1)),
+        );
     }
 }
