@@ -4,17 +4,20 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::config::{Host, SslNegotiation};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{Client, Config, Row, Statement};
 
 use super::schema::classify;
+use super::tls::{self, SslMode};
+use super::tls_connect::{self, Failed, Tls};
 use crate::store::StoreError;
 
 /// True when `db` names a PostgreSQL database (`postgres://…` or `postgresql://…`) rather
@@ -25,7 +28,10 @@ pub fn is_postgres_url(db: &str) -> bool {
 
 /// `url` as messages show it: `postgres://user@host:port/db`, never its password or options.
 pub fn display_url(url: &str) -> String {
-    Config::from_str(url).map_or_else(|_| "the PostgreSQL URL given".to_owned(), |c| show(&c))
+    tls::split_url(url)
+        .ok()
+        .and_then(|(rest, _)| Config::from_str(&rest).ok())
+        .map_or_else(|| "the PostgreSQL URL given".to_owned(), |c| show(&c))
 }
 
 /// A parsed database URL: the driver's config and the URL as messages show it (without its
@@ -34,19 +40,24 @@ pub fn display_url(url: &str) -> String {
 pub(super) struct Target {
     pub(super) config: Config,
     pub(super) shown: String,
+    /// TLS as the URL and libpq's variables ask (see [`tls`]).
+    tls: Tls,
 }
 
 impl Target {
     /// Parses `url`. The password may be in the URL or in `$PGPASSWORD`; either way it is
-    /// registered as a secret, so no message or output ever shows it. TLS is not built in:
-    /// `sslmode=require` is refused (connect over a private network or a TLS-terminating
-    /// proxy); `prefer`, the default, and `disable` connect in the clear.
+    /// registered as a secret, so no message or output ever shows it. TLS follows libpq's
+    /// `sslmode`, `sslrootcert`, `sslcert` and `sslkey`, from the URL or else from `PGSSLMODE`,
+    /// `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (see [`tls`]); the files they name are read
+    /// here, so a missing one is an error before anything connects.
     pub(super) fn parse(url: &str) -> Result<Target, StoreError> {
-        let mut config = Config::from_str(url).map_err(|e| {
+        let malformed = |e: &dyn std::fmt::Display| {
             StoreError::Io(format!(
                 "the database URL is malformed ({e}); write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
             ))
-        })?;
+        };
+        let (rest, params) = tls::split_url(url).map_err(|e| malformed(&e))?;
+        let mut config = Config::from_str(&rest).map_err(|e| malformed(&e))?;
         if config.get_password().is_none()
             && let Ok(password) = std::env::var("PGPASSWORD")
             && !password.is_empty()
@@ -59,13 +70,32 @@ impl Target {
             crate::secrets::register("database password", text);
         }
         let shown = show(&config);
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(StoreError::Io(format!(
-                "{shown}: sslmode=require is not supported (runtape connects without TLS); use a private network or a TLS-terminating proxy, and sslmode=disable"
-            )));
-        }
         if config.get_hosts().is_empty() {
             config.host("localhost");
+        }
+        let over_tcp = !config.get_hostaddrs().is_empty()
+            || config.get_hosts().iter().any(|h| matches!(h, Host::Tcp(_)));
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        let tls = tls::plan(
+            &params.or_env(|var| std::env::var(var).ok()),
+            home.as_deref(),
+            |p| p.exists(),
+            over_tcp,
+        )
+        .and_then(|plan| Tls::load(&plan))
+        .map_err(|e| StoreError::Io(format!("{shown}: {e}")))?;
+        if config.get_ssl_negotiation() == SslNegotiation::Direct
+            && !matches!(
+                tls.mode(),
+                SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+            )
+        {
+            return Err(StoreError::Io(format!(
+                "{shown}: sslnegotiation=direct needs sslmode=require, verify-ca or verify-full (sslmode={})",
+                tls.mode().name()
+            )));
         }
         if config.get_user().is_none() {
             return Err(StoreError::Io(format!(
@@ -82,7 +112,7 @@ impl Target {
             .keepalives_idle(Duration::from_secs(10))
             .keepalives_interval(Duration::from_secs(5))
             .keepalives_retries(3);
-        Ok(Target { config, shown })
+        Ok(Target { config, shown, tls })
     }
 }
 
@@ -264,16 +294,11 @@ impl Backend {
 
     /// A new connection (not pooled). Its driver task runs on the store's runtime.
     pub(super) async fn connect(&self) -> Result<Conn, StoreError> {
-        let (client, connection) = self
-            .target
-            .config
-            .connect(NoTls)
+        // The connection's driver task ends when the connection does; its errors reach the
+        // queries that were waiting.
+        let client = tls_connect::connect(&self.target.config, &self.target.tls, &self.handle)
             .await
-            .map_err(|e| connect_error(&self.target.shown, &e))?;
-        self.handle.spawn(async move {
-            // Ends when the connection does; its errors reach the queries that were waiting.
-            let _ = connection.await;
-        });
+            .map_err(|f| connect_error(&self.target, &f))?;
         Ok(Conn {
             client,
             stmts: Mutex::new(HashMap::new()),
@@ -360,7 +385,12 @@ impl Backend {
 }
 
 /// A failed connection attempt, as one line.
-fn connect_error(shown: &str, e: &tokio_postgres::Error) -> StoreError {
+fn connect_error(target: &Target, failed: &Failed) -> StoreError {
+    let shown = &target.shown;
+    if let Some(what) = tls_connect::describe(failed, &target.tls) {
+        return StoreError::Io(format!("cannot connect to {shown}: {what}"));
+    }
+    let e = &failed.error;
     if e.as_db_error().is_some() {
         return classify(shown, e);
     }
@@ -397,4 +427,23 @@ where
         })
         .map_err(|e| StoreError::Io(format!("cannot start the database thread: {e}")))?;
     Ok(handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_with_tls_parameters_is_shown_without_them_or_its_password() {
+        assert_eq!(
+            display_url(
+                "postgres://me:hunter2@db.example.com:5433/app?sslmode=verify-full&sslrootcert=%2Fca.pem&application_name=x"
+            ),
+            "postgres://me@db.example.com:5433/app"
+        );
+        assert_eq!(
+            display_url("postgres://me:hunter2@h/app?sslmode=on&bogus=1"),
+            "the PostgreSQL URL given"
+        );
+    }
 }

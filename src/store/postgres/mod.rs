@@ -18,7 +18,12 @@
 //! - **Workers** claim runs with `FOR UPDATE SKIP LOCKED` (`queue.rs`).
 //!
 //! The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the password may come from
-//! `$PGPASSWORD` instead). TLS is not built in (see [`conn`]).
+//! `$PGPASSWORD` instead). **TLS** follows libpq: `sslmode` (`disable`, `allow`, `prefer` — the
+//! default —, `require`, `verify-ca`, `verify-full`), `sslrootcert` (a CA file, or `system`),
+//! `sslcert` and `sslkey`, in the URL (`…/db?sslmode=verify-full&sslrootcert=/etc/ca.pem`) or
+//! in `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY`; rustls with the `ring`
+//! provider. What each mode does and where runtape differs from libpq: `tls.rs`; how a
+//! connection is made and a refused one is said: `tls_connect.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,6 +42,10 @@ mod queue;
 mod read;
 mod schema;
 mod sessions;
+mod tls;
+mod tls_connect;
+mod tls_files;
+mod tls_verify;
 mod writer;
 
 use conn::{Backend, Conn, Pooled, Target};
