@@ -3,6 +3,10 @@
 //! port and stopped when the [`PgServer`] is dropped. The server refuses to run as root, so
 //! under root it runs as `nobody`. Anything that goes wrong fails the test with one line saying
 //! what and what to do (`apt-get install -y postgresql`, which `.ci/run` does).
+//!
+//! [`PgServer::start_tls`] starts one with TLS on, with the certificate, key, client CA and
+//! `pg_hba.conf` lines a test gives; [`PgServer::sql`] then reaches it over its Unix socket, so
+//! the TCP rules can be whatever the test needs.
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
@@ -15,6 +19,20 @@ pub struct PgServer {
     dir: tempfile::TempDir,
     port: u16,
     run_as: Option<&'static str>,
+    /// Where psql connects: 127.0.0.1, or the socket directory for a TLS server.
+    psql_host: String,
+}
+
+/// TLS for a test server ([`PgServer::start_tls`]).
+pub struct ServerTls {
+    /// The server's certificate (PEM; the chain, leaf first).
+    pub cert_pem: String,
+    /// Its private key (PEM).
+    pub key_pem: String,
+    /// The CA client certificates are checked against (`ssl_ca_file`), if any.
+    pub client_ca_pem: Option<String>,
+    /// The `pg_hba.conf` lines after `local all all trust` (the TCP rules).
+    pub hba: Vec<String>,
 }
 
 static DATABASES: AtomicU32 = AtomicU32::new(0);
@@ -64,6 +82,15 @@ impl PgServer {
     /// Starts a fresh server (`initdb`, then `pg_ctl start`), waiting until it accepts
     /// connections. `fsync` is off: the tests check protocol behaviour, not power loss.
     pub fn start() -> PgServer {
+        PgServer::start_with(None)
+    }
+
+    /// Starts a fresh server with TLS on (`ssl=on`), as `tls` says.
+    pub fn start_tls(tls: &ServerTls) -> PgServer {
+        PgServer::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&ServerTls>) -> PgServer {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("rt-pg")
@@ -78,11 +105,16 @@ impl PgServer {
                 fail("cannot hand the data directory to user nobody (chown)");
             }
         }
+        let psql_host = match tls {
+            Some(_) => dir.path().display().to_string(),
+            None => "127.0.0.1".to_owned(),
+        };
         let server = PgServer {
             bin,
             dir,
             port: free_port(),
             run_as,
+            psql_host,
         };
         let data = server.data();
         let out = server.tool(
@@ -105,11 +137,14 @@ impl PgServer {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
             server.port,
             server.dir.path().display()
         );
+        if let Some(tls) = tls {
+            options.push_str(&server.set_up_tls(tls));
+        }
         let log = format!("{}/server.log", server.dir.path().display());
         let out = server.tool(
             "pg_ctl",
@@ -124,6 +159,42 @@ impl PgServer {
             ));
         }
         server
+    }
+
+    /// Writes the TLS files and `pg_hba.conf` into the data directory (owned by the server's
+    /// user, the key 0600 as the server requires); returns the server options that use them.
+    fn set_up_tls(&self, tls: &ServerTls) -> String {
+        let data = self.data();
+        let write = |name: &str, text: &str| {
+            let path = format!("{data}/{name}");
+            std::fs::write(&path, text)
+                .unwrap_or_else(|e| fail(&format!("cannot write {path} ({e})")));
+            path
+        };
+        let cert = write("server.crt", &tls.cert_pem);
+        let key = write("server.key", &tls.key_pem);
+        let mut hba = String::from("local all all trust\n");
+        for line in &tls.hba {
+            hba.push_str(line);
+            hba.push('\n');
+        }
+        write("pg_hba.conf", &hba);
+        let mut options = format!(" -c ssl=on -c ssl_cert_file={cert} -c ssl_key_file={key}");
+        if let Some(ca) = &tls.client_ca_pem {
+            let ca = write("client-ca.crt", ca);
+            options.push_str(&format!(" -c ssl_ca_file={ca}"));
+        }
+        let status = Command::new("chmod").args(["600", &key]).status();
+        if !status.is_ok_and(|s| s.success()) {
+            fail("cannot make the server's key 0600 (chmod)");
+        }
+        if let Some(user) = self.run_as {
+            let status = Command::new("chown").args(["-R", user, &data]).status();
+            if !status.is_ok_and(|s| s.success()) {
+                fail("cannot hand the TLS files to the server's user (chown)");
+            }
+        }
+        options
     }
 
     fn data(&self) -> String {
@@ -173,7 +244,7 @@ impl PgServer {
         let out = Command::new(self.bin.join("psql"))
             .args([
                 "-h",
-                "127.0.0.1",
+                &self.psql_host,
                 "-p",
                 &self.port.to_string(),
                 "-U",
