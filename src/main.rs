@@ -10,6 +10,8 @@ mod bench;
 mod cli;
 #[path = "serve/mod.rs"]
 mod serve;
+#[path = "term/mod.rs"]
+mod term;
 // Text helpers the library uses too (one file, compiled into both; the binary uses some).
 #[allow(dead_code)]
 #[path = "text.rs"]

@@ -1,17 +1,14 @@
 //! What every subcommand shares: finding the database, turning errors into one line and an
 //! exit status, parsing `RUN@SEQ`, and formatting times, money and tables.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) use crate::text::utc;
 
-use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE};
-use crate::exec::EngineError;
-use crate::history::HistoryError;
-use crate::machine::{MachineError, RunId};
-use crate::store::{Durability, PostgresStore, SqliteStore, Store, StoreError, is_postgres_url};
+use crate::machine::RunId;
+use crate::store::{Durability, PostgresStore, SqliteStore, Store, is_postgres_url};
+pub(crate) use crate::term::{CliError, Fault, one_line, outln, print_json};
 
 /// Parses a count that must be at least 1 (`--runs`, `--reps`): clap reports the message as the
 /// value's fault, in one line, before anything runs.
@@ -20,143 +17,6 @@ pub(crate) fn at_least_one(s: &str) -> Result<usize, String> {
         Ok(n) if n >= 1 => Ok(n),
         Ok(_) => Err("must be at least 1".into()),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Writes a line to stdout, scrubbed of known secret values ([`crate::secrets`]); when the
-/// reader has gone away (`runtape log RUN | head`), exits quietly like other command-line
-/// tools instead of failing.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let line = format!($($arg)*);
-        let line = $crate::secrets::scrub_text(&line);
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, "{line}") {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
-        }
-    }};
-}
-pub(crate) use outln;
-
-/// A command's failure: one line for stderr and the exit status.
-#[derive(Debug)]
-pub(crate) struct CliError {
-    pub(crate) code: u8,
-    pub(crate) message: String,
-    /// What kind of bad input it was, for `runtape serve` to pick an HTTP status; the exit
-    /// status does not depend on it.
-    pub(crate) fault: Fault,
-}
-
-/// What a refused input did wrong (only [`Fault::Input`] for errors that are not bad input).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// Malformed, invalid or not applicable input.
-    Input,
-    /// It names a run or step that does not exist.
-    Missing,
-    /// The run is in a state that refuses it (driven elsewhere, already ended).
-    Conflict,
-}
-
-impl CliError {
-    /// Bad usage or input (exit 2).
-    pub(crate) fn usage(message: impl Into<String>) -> Self {
-        CliError {
-            code: EXIT_USAGE,
-            message: message.into(),
-            fault: Fault::Input,
-        }
-    }
-
-    /// Internal or storage trouble (exit 3).
-    pub(crate) fn internal(message: impl Into<String>) -> Self {
-        CliError {
-            code: EXIT_INTERNAL,
-            message: message.into(),
-            fault: Fault::Input,
-        }
-    }
-
-    /// A check that failed (exit 1).
-    pub(crate) fn failed(message: impl Into<String>) -> Self {
-        CliError {
-            code: EXIT_FAILED,
-            message: message.into(),
-            fault: Fault::Input,
-        }
-    }
-
-    /// The same error, marked as being about `fault`.
-    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
-        self.fault = fault;
-        self
-    }
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl From<StoreError> for CliError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::UnknownRun(_) | StoreError::NoMemoryKey { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Missing)
-            }
-            StoreError::LeaseHeld { .. } | StoreError::Finished { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
-            StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
-            StoreError::SessionTaken { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
-            _ => CliError::internal(e.to_string()),
-        }
-    }
-}
-
-impl From<HistoryError> for CliError {
-    fn from(e: HistoryError) -> Self {
-        match e {
-            HistoryError::Store(s) => s.into(),
-            HistoryError::UnknownRun(_) | HistoryError::SeqOutOfRange { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Missing)
-            }
-            HistoryError::WrongKey(_) => CliError::usage(e.to_string()),
-            HistoryError::Tampered { .. } => CliError::failed(e.to_string()),
-            _ => CliError::internal(e.to_string()),
-        }
-    }
-}
-
-impl From<EngineError> for CliError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Store(s) => s.into(),
-            EngineError::History(h) => h.into(),
-            EngineError::Machine(
-                MachineError::EditDoesNotApply(_)
-                | MachineError::NotARaise { .. }
-                | MachineError::UnknownAgent(_)
-                | MachineError::InputMismatch { .. }
-                | MachineError::InvalidTransition { .. }
-                | MachineError::UnknownEffect { .. },
-            )
-            | EngineError::MissingProvider { .. }
-            | EngineError::MissingTool(_)
-            | EngineError::AmbiguousInput { .. }
-            | EngineError::Spec(_) => CliError::usage(e.to_string()),
-            EngineError::Finished { .. }
-            | EngineError::NoInputExpected(_)
-            | EngineError::Session(_) => CliError::usage(e.to_string()).with_fault(Fault::Conflict),
-            _ => CliError::internal(e.to_string()),
-        }
     }
 }
 
@@ -201,9 +61,6 @@ pub(crate) const MAX_RUN_ID_CHARS: usize = 128;
 
 /// How much of a user's input an error message quotes.
 pub(crate) const QUOTE_CHARS: usize = 80;
-
-/// The longest error line printed (longer ones are cut with `…`).
-pub(crate) const MAX_ERROR_CHARS: usize = 2000;
 
 /// `RUN` or `RUN@SEQ`, checked by shape before anything is looked up: a run id is 1 to
 /// [`MAX_RUN_ID_CHARS`] letters, digits, `-`, `_` or `.` (runtape's own ids are 16 lowercase
@@ -261,13 +118,6 @@ pub(crate) fn quoted(input: &str) -> String {
     crate::text::one_line(input, QUOTE_CHARS)
 }
 
-/// A message as the command line prints it: scrubbed of known secret values, control
-/// characters escaped so it is one line, at most [`MAX_ERROR_CHARS`] characters.
-pub(crate) fn one_line(message: &str) -> String {
-    let message = crate::secrets::scrub_text(message);
-    crate::text::one_line(message.trim_end(), MAX_ERROR_CHARS)
-}
-
 /// Nanodollars as `$0.0123`.
 pub(crate) fn usd(nanos: u64) -> String {
     format!("${:.4}", nanos as f64 / 1e9)
@@ -304,24 +154,10 @@ pub(crate) fn age(now_ms: u64, ms: u64) -> String {
     }
 }
 
-/// One JSON object on its own line, with integers JavaScript cannot hold exactly written as
-/// strings ([`crate::serve::json::encode`]).
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let line = json_line(value)?;
-    outln!("{line}");
-    Ok(())
-}
-
-/// `value` as one line of JSON safe for every reader: integers beyond 2^53 (timestamps,
-/// costs) become strings. The stored encodings are not touched: this is output only.
-pub(crate) fn json_line(value: &impl serde::Serialize) -> Result<String, CliError> {
-    crate::serve::json::encode(value)
-        .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::term::{EXIT_USAGE, MAX_ERROR_CHARS};
 
     #[test]
     fn run_references_parse_or_explain() {

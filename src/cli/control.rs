@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use super::common::{CliError, Fault, open_existing, parse_whole_run};
-use super::drive::say;
 use crate::exec::{Engine, EngineConfig, EngineError, wall_ms};
 use crate::history;
 use crate::machine::RunId;
 use crate::store::{RunRecord, RunStatus, Store, owner_is_dead};
+use crate::term::say;
 
 /// How long `pause` and `cancel` wait for the process driving a run to act on the request
 /// before returning (it acts at its next step boundary, after any call in flight).

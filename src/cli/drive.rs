@@ -19,111 +19,16 @@
 //! and the command exits [`EXIT_PAUSED`](super::EXIT_PAUSED), never 0 (unless the run had
 //! already completed). Nothing more is written to stdout.
 
-use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use super::EXIT_INTERRUPTED;
 use super::common::CliError;
 use super::summary::{Status, summarise};
 use crate::exec::{Engine, RunHandle};
 use crate::store::RunStatus;
-
-/// Set once a write to stdout failed: its reader has gone away.
-static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
-
-/// Writes one line to stdout. Returns false, and writes nothing from then on, once stdout is
-/// closed (any write error means its reader has gone away). Never exits, never panics.
-pub(crate) fn say_line(line: &str) -> bool {
-    if STDOUT_CLOSED.load(Ordering::Relaxed) {
-        return false;
-    }
-    let line = crate::secrets::scrub_text(line);
-    let mut out = std::io::stdout().lock();
-    let ok = writeln!(out, "{line}").and_then(|()| out.flush()).is_ok();
-    if !ok {
-        STDOUT_CLOSED.store(true, Ordering::Relaxed);
-    }
-    ok
-}
-
-/// True once a write to stdout has failed.
-pub(crate) fn stdout_closed() -> bool {
-    STDOUT_CLOSED.load(Ordering::Relaxed)
-}
-
-/// `say!("…", args)`: [`say_line`] with formatting, for statements.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let _ = $crate::cli::drive::say_line(&format!($($arg)*));
-    }};
-}
-pub(crate) use say;
-
-/// One JSON object on its own line of stdout (dropped once stdout is closed), integers beyond
-/// 2^53 written as strings ([`super::common::json_line`]).
-pub(crate) fn say_json(value: &impl serde::Serialize) -> Result<bool, CliError> {
-    let line = super::common::json_line(value)?;
-    Ok(say_line(&line))
-}
-
-/// One line on stderr; a closed stderr (a hung-up terminal) is ignored, never a panic.
-pub(crate) fn note(line: &str) {
-    let line = crate::secrets::scrub_text(line);
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
-/// The signals that stop a run: SIGINT, SIGTERM, SIGHUP. Installed before the run starts, so
-/// one arriving early is handled like any other instead of killing the process.
-pub(crate) struct StopSignals {
-    #[cfg(unix)]
-    streams: [(tokio::signal::unix::Signal, &'static str); 3],
-}
-
-impl StopSignals {
-    /// Installs the handlers. Call inside the runtime, before starting or resuming the run.
-    pub(crate) fn install() -> Result<StopSignals, CliError> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let install = |kind: SignalKind, name: &'static str| {
-                signal(kind)
-                    .map(|s| (s, name))
-                    .map_err(|e| CliError::internal(format!("cannot handle {name}: {e}")))
-            };
-            Ok(StopSignals {
-                streams: [
-                    install(SignalKind::interrupt(), "SIGINT")?,
-                    install(SignalKind::terminate(), "SIGTERM")?,
-                    install(SignalKind::hangup(), "SIGHUP")?,
-                ],
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(StopSignals {})
-    }
-
-    /// Waits for the next stop signal; returns its name.
-    pub(crate) async fn next(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            let [(int, a), (term, b), (hup, c)] = &mut self.streams;
-            tokio::select! {
-                _ = int.recv() => a,
-                _ = term.recv() => b,
-                _ = hup.recv() => c,
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
-        }
-    }
-}
+use crate::term::{EXIT_INTERRUPTED, StopSignals, note, say_json, say_line, stdout_closed};
 
 /// The error that stopped the driver of `run`, saying how to continue where that helps.
 fn stopped_by(run: &crate::machine::RunId, e: crate::exec::EngineError) -> CliError {

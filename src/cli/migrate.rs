@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::common::{CliError, postgres_url, shown};
-use super::drive::say_line;
 use crate::store::{Durability, PG_SCHEMA_VERSION, PostgresStore, SCHEMA_VERSION, SqliteStore};
+use crate::term::say_line;
 
 /// Migrates `db` (a PostgreSQL URL or a SQLite file, created when absent).
 pub(crate) fn migrate(db: &Path) -> Result<(), CliError> {

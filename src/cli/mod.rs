@@ -32,20 +32,7 @@ mod worker;
 use crate::store::Durability;
 use common::{CliError, db_path};
 
-/// Exit status: the run completed (or the command did what was asked).
-pub(crate) const EXIT_OK: u8 = 0;
-/// Exit status: the run failed, was cancelled or ran out of budget; a check found a problem.
-pub(crate) const EXIT_FAILED: u8 = 1;
-/// Exit status: bad usage, a bad spec or bad input (nothing was changed).
-pub(crate) const EXIT_USAGE: u8 = 2;
-/// Exit status: an internal or storage error.
-pub(crate) const EXIT_INTERNAL: u8 = 3;
-/// Exit status: the run is paused and resumable — stopped by Ctrl-C, SIGTERM, SIGHUP,
-/// `runtape pause`, or (with `--json`) a closed stdout.
-pub(crate) const EXIT_PAUSED: u8 = 4;
-/// Exit status: a second stop signal made the process leave at once (the run is left as a
-/// crash leaves it; `runtape resume` continues it). 128 + SIGINT, as shells report it.
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) use crate::term::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PAUSED, EXIT_USAGE};
 
 /// The grace period of a graceful stop when neither `--grace-ms` nor
 /// `$RUNTAPE_STOP_GRACE_MS` says otherwise: 5 s, well inside Docker's 10 s between SIGTERM and
@@ -489,7 +476,7 @@ pub(crate) fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            drive::note(&format!("error: {}", common::one_line(&e.message)));
+            crate::term::note(&format!("error: {}", common::one_line(&e.message)));
             ExitCode::from(e.code)
         }
     }

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::common::{CliError, db_path, outln};
-use super::drive::{StopSignals, announce, follow, say};
+use super::drive::{announce, follow};
 use super::runs::{Common, connect_mcp, engine};
 use crate::cassette::{CassetteError, CassetteProvider, RecordedRetrievals, ReplayOptions};
 use crate::config;
 use crate::exec::new_run_id;
 use crate::machine::SESSION_SEMANTICS;
+use crate::term::{StopSignals, say};
 
 /// How `replay` reads and serves its cassette.
 pub(crate) struct ReplayFlags {

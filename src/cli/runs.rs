@@ -8,8 +8,8 @@ use super::DEFAULT_GRACE_MS;
 use super::common::{
     CliError, db_path, open_existing, outln, parse_run_at, parse_whole_run, postgres_url,
 };
-use super::drive::{StopSignals, announce, announce_fork, follow};
-use crate::config::{self, ConfigError, Setup};
+use super::drive::{announce, announce_fork, follow};
+use crate::config::{self, Setup};
 use crate::exec::{
     Engine, EngineConfig, ForkEdit, ForkMode, RunHandle, SteppedClock, TapeEnd, new_run_id,
 };
@@ -17,6 +17,7 @@ use crate::history;
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunState, Scope, ToolOutcome};
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
 use crate::store::{Durability, PostgresStore, SqliteStore};
+use crate::term::StopSignals;
 
 /// Options every run-driving command shares.
 pub(crate) struct Common {
@@ -73,16 +74,6 @@ pub(crate) fn db_cap() -> Result<Option<u64>, CliError> {
 /// ([`crate::store::sqlite_priority`]).
 pub(crate) fn writer_nice() -> Result<Option<i32>, CliError> {
     crate::store::sqlite_priority::nice_from_env().map_err(CliError::usage)
-}
-
-impl From<ConfigError> for CliError {
-    fn from(e: ConfigError) -> Self {
-        if e.is_internal() {
-            CliError::internal(e.to_string())
-        } else {
-            CliError::usage(e.to_string())
-        }
-    }
 }
 
 /// The engine settings the options ask for: the receipt signer (`--receipt-key`, else
@@ -145,7 +136,7 @@ pub(crate) fn open_store_with(
                     .map_err(|e| CliError::usage(e.to_string()))?;
             }
             if store.durability() == Durability::Normal {
-                super::drive::note(&format!(
+                crate::term::note(&format!(
                     "{}: durability \"normal\": a process crash loses nothing, a power loss can lose the latest commits",
                     db.display()
                 ));
@@ -256,10 +247,10 @@ async fn enqueue(
     )
     .await?;
     if common.json {
-        super::drive::say_json(&serde_json::json!({"type": "run.queued", "run": id}))?;
+        crate::term::say_json(&serde_json::json!({"type": "run.queued", "run": id}))?;
     } else {
         outln!("{id}");
-        super::drive::note(&format!(
+        crate::term::note(&format!(
             "queued run {id}: a `runtape worker --spec-dir {}` takes it up; `runtape ls` shows who drives it",
             file.setup.spec_dir.display()
         ));

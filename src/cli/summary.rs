@@ -4,11 +4,11 @@
 use serde_json::json;
 
 use super::common::{CliError, cost_text, json_u64};
-use super::drive::{say, say_json};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_PAUSED};
 use crate::exec::{RunEnd, Trace, TraceEvent};
 use crate::machine::{Outcome, RunState, Slot, SlotStatus};
 use crate::store::RunStatus;
+use crate::term::{say, say_json};
 
 /// The `resume` options that answer a call in this state, or `None` if it waits for no one.
 pub(crate) fn answers(status: &SlotStatus) -> Option<&'static str> {

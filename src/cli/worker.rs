@@ -9,13 +9,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::common::{CliError, age, outln, postgres_url, print_json, shown};
-use super::drive::say_line;
 use super::inspect::driver;
 use super::runs::env_ms;
 use super::{DEFAULT_GRACE_MS, EXIT_INTERRUPTED, EXIT_OK};
 use crate::exec::{EngineConfig, wall_ms};
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
 use crate::store::{PostgresStore, Store, WorkerInfo, owner_host, owner_id};
+use crate::term::say_line;
 use crate::text::rfc3339;
 use crate::worker::{WorkerExit, WorkerOptions};
 

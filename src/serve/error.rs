@@ -19,8 +19,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::cli::common::{CliError, Fault, one_line};
-use crate::cli::{EXIT_FAILED, EXIT_USAGE};
+use crate::term::{CliError, Fault, one_line};
+use crate::term::{EXIT_FAILED, EXIT_USAGE};
 
 /// A refused or failed request.
 #[derive(Debug)]

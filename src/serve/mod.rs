@@ -143,25 +143,25 @@ async fn serve(opts: Options, exporter: Option<otel::Exporter>) -> Result<u8, Cl
     if let Some(x) = &exporter {
         x.observe(app.hub.subscribe(), app.store.clone());
     }
-    let mut signals = crate::cli::drive::StopSignals::install()?;
+    let mut signals = crate::term::StopSignals::install()?;
     let shown = if bound.ip().is_unspecified() {
         format!("http://127.0.0.1:{}/", bound.port())
     } else {
         format!("http://{bound}/")
     };
-    crate::cli::drive::say!("listening on {shown} (database {})", db.display());
+    crate::term::say!("listening on {shown} (database {})", db.display());
     let stopping = app.clone();
     let grace = app.grace;
     let stop = async move {
         let first = signals.next().await;
-        crate::cli::drive::note(&format!(
+        crate::term::note(&format!(
             "{first}: stopping: runs driven here get up to {} ms to finish their calls, then pause (a second signal leaves at once)",
             grace.as_millis()
         ));
         tokio::spawn(async move {
             let second = signals.next().await;
-            crate::cli::drive::note(&format!("{second}: leaving now"));
-            std::process::exit(i32::from(crate::cli::EXIT_INTERRUPTED));
+            crate::term::note(&format!("{second}: leaving now"));
+            std::process::exit(i32::from(crate::term::EXIT_INTERRUPTED));
         });
         stopping.shutdown.cancel();
         stopping.stop_runs().await;
@@ -172,7 +172,7 @@ async fn serve(opts: Options, exporter: Option<otel::Exporter>) -> Result<u8, Cl
         x.finish().await;
     }
     crate::tool::mcp::McpHub::global().shutdown().await;
-    Ok(crate::cli::EXIT_OK)
+    Ok(crate::term::EXIT_OK)
 }
 
 /// `HOST:PORT`, with `localhost` as loopback.

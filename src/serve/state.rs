@@ -149,7 +149,7 @@ impl App {
         let task = tokio::spawn(async move {
             if let Err(e) = handle.wait().await {
                 let e = CliError::from(e);
-                crate::cli::drive::note(&format!(
+                crate::term::note(&format!(
                     "run {run}: {}",
                     crate::cli::common::one_line(&e.message)
                 ));

@@ -287,7 +287,7 @@ impl Exporter {
             let _ = done.recv_timeout(Duration::from_secs(15));
         }
         if let Err(e) = self.0.meters.shutdown() {
-            crate::cli::drive::note(&format!("warning: OTLP metrics export: {e}"));
+            crate::term::note(&format!("warning: OTLP metrics export: {e}"));
         }
         if let Some(t) = super::state::lock(&self.0.thread).take() {
             drop(t);
@@ -368,7 +368,7 @@ fn export_loop(exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Msg>) {
         let spans = std::mem::take(batch);
         if let Err(e) = futures_executor::block_on(exporter.export(spans)) {
             if *failures == 0 {
-                crate::cli::drive::note(&format!(
+                crate::term::note(&format!(
                     "warning: OTLP span export failed ({e}); runs go on, later failures are not reported"
                 ));
             }
