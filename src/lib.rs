@@ -87,6 +87,8 @@ pub mod exec;
 pub mod history;
 pub mod ledger;
 pub mod machine;
+pub mod ops;
+pub mod otel;
 pub mod provider;
 pub mod receipt;
 mod scratch;

@@ -18,6 +18,7 @@ pub(crate) mod drive;
 pub(crate) mod inspect;
 mod memory;
 mod migrate;
+mod otel;
 mod receipts;
 mod replay;
 pub(crate) mod runs;
@@ -739,15 +740,15 @@ fn run(cli: Cli) -> Result<u8, CliError> {
 }
 
 /// A run-driving command: [`with_mcp`], with its runs exported over OTLP when
-/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set (see `serve::otel`).
+/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`otel`]).
 fn drive(work: impl Future<Output = Result<u8, CliError>>) -> Result<u8, CliError> {
-    crate::serve::otel::start_for_command().map_err(CliError::usage)?;
+    otel::start_for_command().map_err(CliError::usage)?;
     let out = with_mcp(async {
         let out = work.await;
-        crate::serve::otel::finish_for_command().await;
+        otel::finish_for_command().await;
         out
     });
-    crate::serve::otel::shutdown_for_command();
+    otel::shutdown_for_command();
     out
 }
 

@@ -152,7 +152,7 @@ pub(crate) fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine,
     config.durability = common.durability.unwrap_or_default();
     let engine = Engine::with_store(open_store_with(db, create, config.durability)?, config);
     crate::tool::mcp::forward_progress(&engine);
-    crate::serve::otel::observe_engine(&engine);
+    super::otel::observe_engine(&engine);
     Ok(engine)
 }
 

@@ -14,8 +14,9 @@
 //! - [`limits`]: every connection bounded: at most so many at once, headers and bodies within
 //!   their timeouts.
 //! - [`ui`]: the page, embedded in the binary; [`statechart`]: its diagram.
-//! - [`otel`]: spans and counters of the runs the server drives, over OTLP/HTTP.
-//! - [`json`]: integers past 2^53 as strings in everything written for other programs.
+//! - [`otel`](crate::otel): spans and counters of the runs the server drives, over OTLP/HTTP.
+//! - [`ops::json`](crate::ops::json): integers past 2^53 as strings in everything written for
+//!   other programs.
 //!
 //! The server stops on the first Ctrl-C, SIGTERM or SIGHUP like `runtape run` does: streams
 //! end, the runs it drives get the grace period to finish their calls and rest paused, and it
@@ -29,9 +30,7 @@ use crate::cli::common::{CliError, db_path};
 
 mod actions;
 mod error;
-pub(crate) mod json;
 pub(crate) mod limits;
-pub(crate) mod otel;
 mod routes;
 mod security;
 mod sse;
@@ -82,8 +81,12 @@ pub(crate) fn run(opts: Options) -> Result<u8, CliError> {
         .enable_all()
         .build()
         .map_err(|e| CliError::internal(format!("cannot start the async runtime: {e}")))?;
-    let exporter = otel::Exporter::from_options(opts.otlp_endpoint.as_deref(), opts.otlp_content)
-        .map_err(CliError::usage)?;
+    let exporter = crate::otel::Exporter::from_options(
+        opts.otlp_endpoint.as_deref(),
+        opts.otlp_content,
+        crate::term::note,
+    )
+    .map_err(CliError::usage)?;
     let code = runtime.block_on(serve(opts, exporter.clone()));
     if let Some(x) = exporter {
         // Off the runtime: the exporter's HTTP client blocks.
@@ -92,7 +95,7 @@ pub(crate) fn run(opts: Options) -> Result<u8, CliError> {
     code
 }
 
-async fn serve(opts: Options, exporter: Option<otel::Exporter>) -> Result<u8, CliError> {
+async fn serve(opts: Options, exporter: Option<crate::otel::Exporter>) -> Result<u8, CliError> {
     let token = std::env::var(&opts.token_env)
         .ok()
         .map(|t| t.trim().to_owned())

@@ -112,7 +112,7 @@ pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiErro
 
 /// A value safe for every JSON reader (integers past 2^53 as strings), as a response.
 pub(crate) fn safe_json(status: StatusCode, v: &Value) -> Response {
-    match super::json::encode(v) {
+    match crate::ops::json::encode(v) {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => ApiError::internal(format!("cannot encode the answer: {e}")).into_response(),
     }

@@ -84,7 +84,7 @@ pub(crate) struct Frame {
 pub(crate) fn step_frame(e: &Entry) -> Frame {
     let data = entry_json(e)
         .ok()
-        .and_then(|v| super::json::encode(&v).ok())
+        .and_then(|v| crate::ops::json::encode(&v).ok())
         .unwrap_or_else(|| "{}".into());
     Frame {
         id: Some(EventId { seq: e.seq, n: 0 }),
@@ -233,7 +233,7 @@ pub(crate) fn watch(app: &App, rec: &RunRecord) -> Arc<Watch> {
     let w = Arc::new(Watch::new(rec.id.clone(), rec.seq));
     {
         let mut log = lock(&w.log);
-        log.run_data = super::json::encode(&run_view(app, rec)).unwrap_or_default();
+        log.run_data = crate::ops::json::encode(&run_view(app, rec)).unwrap_or_default();
     }
     watches.insert(rec.id.clone(), w.clone());
     let hub = app.hub.subscribe();
@@ -258,7 +258,7 @@ async fn follow(app: App, w: Arc<Watch>, mut hub: broadcast::Receiver<Arc<TraceE
                         // The step it belongs to is committed: send it first.
                         sync(&app, &w).await;
                     }
-                    if let Ok(data) = super::json::encode(&*e) {
+                    if let Ok(data) = crate::ops::json::encode(&*e) {
                         w.push_other("trace", data);
                         w.notify();
                     }
@@ -299,7 +299,7 @@ async fn sync(app: &App, w: &Arc<Watch>) {
                     w2.push_step(e);
                 }
             }
-            if let Ok(data) = super::json::encode(&run_view(&app, &rec)) {
+            if let Ok(data) = crate::ops::json::encode(&run_view(&app, &rec)) {
                 w2.push_other("run", data);
             }
             w2.notify();

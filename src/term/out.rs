@@ -35,7 +35,7 @@ pub(crate) fn one_line(message: &str) -> String {
 }
 
 /// One JSON object on its own line, with integers JavaScript cannot hold exactly written as
-/// strings ([`crate::serve::json::encode`]).
+/// strings ([`crate::ops::json::encode`]).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let line = json_line(value)?;
     outln!("{line}");
@@ -45,7 +45,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> 
 /// `value` as one line of JSON safe for every reader: integers beyond 2^53 (timestamps,
 /// costs) become strings. The stored encodings are not touched: this is output only.
 pub(crate) fn json_line(value: &impl serde::Serialize) -> Result<String, CliError> {
-    crate::serve::json::encode(value)
+    crate::ops::json::encode(value)
         .map_err(|e| CliError::internal(format!("cannot encode output: {e}")))
 }
 

@@ -1,9 +1,23 @@
-//! OpenTelemetry export: one more observer of trace events. The runs `runtape serve` drives
-//! become spans and counters sent over OTLP/HTTP (JSON) to `--otlp-endpoint URL`, else
-//! `$OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` and `/v1/metrics` are appended, as the
-//! OpenTelemetry spec says for that variable). The run-driving commands (`run`, `resume`,
-//! `fork`, `replay`) export theirs the same way when that variable is set
-//! ([`start_for_command`]), without content.
+//! OpenTelemetry export: one more observer of trace events. The runs an [`Engine`] drives
+//! become spans and counters sent over OTLP/HTTP (JSON) to an endpoint given
+//! ([`Exporter::from_options`]), else `$OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` and
+//! `/v1/metrics` are appended, as the OpenTelemetry spec says for that variable).
+//! `runtape serve --otlp-endpoint URL` exports the runs it drives; the run-driving commands
+//! (`run`, `resume`, `fork`, `replay`) export theirs the same way when that variable is set,
+//! without content. A program embedding runtape does what they do:
+//!
+//! ```no_run
+//! # async fn demo(engine: runtape::Engine) -> Result<(), String> {
+//! // Outside the async runtime in a real program: the exporter starts its own threads.
+//! if let Some(exporter) = runtape::otel::Exporter::from_options(None, false, |w| eprintln!("{w}"))? {
+//!     exporter.observe_engine(&engine);
+//!     // … drive runs …
+//!     exporter.finish().await; // then, off the runtime: exporter.shutdown()
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [`Engine`]: crate::Engine
 //!
 //! # Spans (GenAI semantic conventions)
 //!
@@ -43,7 +57,7 @@
 //! 4,096 queued), and an endpoint that is down gets one warning line.
 
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -72,83 +86,7 @@ const BATCH_DELAY: Duration = Duration::from_millis(500);
 const METRICS_EVERY: Duration = Duration::from_secs(10);
 
 /// The variable the standard OpenTelemetry SDKs read the endpoint from.
-pub(crate) const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-
-/// The exporter of a run-driving command (`run`, `resume`, `fork`, `replay`), when
-/// `$OTEL_EXPORTER_OTLP_ENDPOINT` is set.
-static COMMAND_EXPORTER: OnceLock<Exporter> = OnceLock::new();
-
-/// For the run-driving commands: starts exporting (spans and counters, no content) to
-/// `$OTEL_EXPORTER_OTLP_ENDPOINT` when it is set. Call before the async runtime starts;
-/// every engine [`observe_engine`] is given is then exported.
-pub(crate) fn start_for_command() -> Result<(), String> {
-    if let Some(x) = Exporter::from_options(None, false)? {
-        let _ = COMMAND_EXPORTER.set(x);
-    }
-    Ok(())
-}
-
-/// Exports `engine`'s runs when [`start_for_command`] started an exporter. Call inside the
-/// runtime, before the engine starts or takes up a run.
-pub(crate) fn observe_engine(engine: &crate::exec::Engine) {
-    let Some(x) = COMMAND_EXPORTER.get() else {
-        return;
-    };
-    let (tx, rx) = broadcast::channel(4096);
-    let mut events = engine.subscribe();
-    let (stop_tx, mut stop) = oneshot::channel::<()>();
-    let relay = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                biased;
-                e = events.recv() => match e {
-                    Ok(e) => {
-                        let _ = tx.send(Arc::new(e));
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
-                _ = &mut stop => {
-                    // Forward what the engine has already said (a run's last events come
-                    // just before the command finishes), then stop.
-                    while let Ok(e) = events.try_recv() {
-                        let _ = tx.send(Arc::new(e));
-                    }
-                    return;
-                }
-            }
-        }
-    });
-    super::state::lock(&RELAYS).push((stop_tx, relay));
-    x.observe(rx, engine.store().clone());
-}
-
-/// The tasks relaying each observed engine's events to its tracker, with what stops them.
-type Relay = (oneshot::Sender<()>, tokio::task::JoinHandle<()>);
-
-/// The command's relays: drained and stopped by [`finish_for_command`] before the trackers,
-/// so a tracker sees every event its engine sent before the command finished.
-static RELAYS: Mutex<Vec<Relay>> = Mutex::new(Vec::new());
-
-/// Ends the command's observers (inside the runtime, once the command's work is done): first
-/// every relay forwards what its engine has sent, then every tracker reads it and closes.
-pub(crate) async fn finish_for_command() {
-    let relays = std::mem::take(&mut *super::state::lock(&RELAYS));
-    for (stop, task) in relays {
-        let _ = stop.send(());
-        let _ = task.await;
-    }
-    if let Some(x) = COMMAND_EXPORTER.get() {
-        x.finish().await;
-    }
-}
-
-/// Sends what the command's exporter holds (outside the runtime, before exiting).
-pub(crate) fn shutdown_for_command() {
-    if let Some(x) = COMMAND_EXPORTER.get() {
-        x.shutdown();
-    }
-}
+pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
 enum Msg {
     Span(Box<SpanData>),
@@ -165,7 +103,7 @@ pub(crate) struct Counters {
 
 /// Exports spans and counters; cheap to clone.
 #[derive(Clone)]
-pub(crate) struct Exporter(Arc<Inner>);
+pub struct Exporter(Arc<Inner>);
 
 struct Inner {
     content: bool,
@@ -173,16 +111,34 @@ struct Inner {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     meters: SdkMeterProvider,
     counters: Counters,
-    observers: Mutex<Vec<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>>,
+    observers: Mutex<Vec<Relay>>,
+    /// The tasks relaying each observed engine's events to its tracker: drained and stopped
+    /// by [`Exporter::finish`] before the trackers, so a tracker sees every event its engine
+    /// sent before the program finished.
+    relays: Mutex<Vec<Relay>>,
+    /// Where warnings go (an endpoint that fails, counters that could not be sent).
+    warn: fn(&str),
+}
+
+/// A task with what stops it.
+type Relay = (oneshot::Sender<()>, tokio::task::JoinHandle<()>);
+
+/// Poisoned locks only mean another thread panicked while holding them; every update here is
+/// a single push or take, so the data stays consistent: keep going.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Exporter {
     /// An exporter to `endpoint` (else `$OTEL_EXPORTER_OTLP_ENDPOINT`); `None` when neither
-    /// is set. `content` exports prompts, completions and tool data too. Call outside the
-    /// async runtime: it starts threads with blocking HTTP clients.
-    pub(crate) fn from_options(
+    /// is set. `content` exports prompts, completions and tool data too. `warn` is given one
+    /// line when the endpoint fails (once) or the counters cannot be sent. Call outside the
+    /// async runtime: it starts threads with blocking HTTP clients. An endpoint that is not
+    /// `https://`, or `http://` to a loopback host, is refused with one line.
+    pub fn from_options(
         endpoint: Option<&str>,
         content: bool,
+        warn: fn(&str),
     ) -> Result<Option<Exporter>, String> {
         let endpoint = match endpoint {
             Some(e) => e.to_owned(),
@@ -243,7 +199,7 @@ impl Exporter {
         let (tx, rx) = sync_channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("runtape-otlp".into())
-            .spawn(move || export_loop(span_exporter, rx))
+            .spawn(move || export_loop(span_exporter, rx, warn))
             .map_err(|e| format!("cannot start the OTLP export thread: {e}"))?;
         Ok(Some(Exporter(Arc::new(Inner {
             content,
@@ -252,27 +208,64 @@ impl Exporter {
             meters,
             counters,
             observers: Mutex::new(Vec::new()),
+            relays: Mutex::new(Vec::new()),
+            warn,
         }))))
     }
 
     /// Turns every event `events` carries into spans and counters, in a task on the current
     /// runtime, until [`finish`](Self::finish). `store` is read for content (prompts, tool
     /// results) and provider kinds.
-    pub(crate) fn observe(
-        &self,
-        events: broadcast::Receiver<Arc<TraceEvent>>,
-        store: Arc<dyn Store>,
-    ) {
+    pub fn observe(&self, events: broadcast::Receiver<Arc<TraceEvent>>, store: Arc<dyn Store>) {
         let (stop_tx, stop_rx) = oneshot::channel();
         let tracker = spans::Tracker::new(self.clone(), store, self.0.content);
         let task = tokio::spawn(tracker.run(events, stop_rx));
-        super::state::lock(&self.0.observers).push((stop_tx, task));
+        lock(&self.0.observers).push((stop_tx, task));
     }
 
-    /// Ends the observers: the events already sent are turned into spans, spans still open
-    /// (a run cut off by the stop) are closed as unfinished.
-    pub(crate) async fn finish(&self) {
-        let observers = std::mem::take(&mut *super::state::lock(&self.0.observers));
+    /// Exports `engine`'s runs: its trace events are relayed to a tracker like the one
+    /// [`observe`](Self::observe) starts. Call inside the runtime, before the engine starts or
+    /// takes up a run.
+    pub fn observe_engine(&self, engine: &crate::exec::Engine) {
+        let (tx, rx) = broadcast::channel(4096);
+        let mut events = engine.subscribe();
+        let (stop_tx, mut stop) = oneshot::channel::<()>();
+        let relay = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    e = events.recv() => match e {
+                        Ok(e) => {
+                            let _ = tx.send(Arc::new(e));
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = &mut stop => {
+                        // Forward what the engine has already said (a run's last events come
+                        // just before the command finishes), then stop.
+                        while let Ok(e) = events.try_recv() {
+                            let _ = tx.send(Arc::new(e));
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        lock(&self.0.relays).push((stop_tx, relay));
+        self.observe(rx, engine.store().clone());
+    }
+
+    /// Ends the observers (inside the runtime, once the work is done): first every relay of
+    /// an observed engine forwards what its engine has sent, then every tracker reads what it
+    /// was sent, and spans still open (a run cut off by the stop) are closed as unfinished.
+    pub async fn finish(&self) {
+        let relays = std::mem::take(&mut *lock(&self.0.relays));
+        for (stop, task) in relays {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+        let observers = std::mem::take(&mut *lock(&self.0.observers));
         for (stop, task) in observers {
             let _ = stop.send(());
             let _ = task.await;
@@ -281,15 +274,15 @@ impl Exporter {
 
     /// Sends what is queued and the counters, then stops the threads. Call outside the async
     /// runtime, after [`finish`](Self::finish).
-    pub(crate) fn shutdown(&self) {
+    pub fn shutdown(&self) {
         let (ack, done) = std::sync::mpsc::channel();
         if self.0.spans.send(Msg::Finish(ack)).is_ok() {
             let _ = done.recv_timeout(Duration::from_secs(15));
         }
         if let Err(e) = self.0.meters.shutdown() {
-            crate::term::note(&format!("warning: OTLP metrics export: {e}"));
+            (self.0.warn)(&format!("warning: OTLP metrics export: {e}"));
         }
-        if let Some(t) = super::state::lock(&self.0.thread).take() {
+        if let Some(t) = lock(&self.0.thread).take() {
             drop(t);
         }
     }
@@ -358,7 +351,7 @@ fn check_endpoint(endpoint: &str) -> Result<(), String> {
 }
 
 /// The export thread: batches spans, sends them, warns once when the endpoint fails.
-fn export_loop(exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Msg>) {
+fn export_loop(exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Msg>, warn: fn(&str)) {
     let mut batch: Vec<SpanData> = Vec::new();
     let mut failures = 0u64;
     let send = |batch: &mut Vec<SpanData>, failures: &mut u64| {
@@ -368,7 +361,7 @@ fn export_loop(exporter: opentelemetry_otlp::SpanExporter, rx: Receiver<Msg>) {
         let spans = std::mem::take(batch);
         if let Err(e) = futures_executor::block_on(exporter.export(spans)) {
             if *failures == 0 {
-                crate::term::note(&format!(
+                warn(&format!(
                     "warning: OTLP span export failed ({e}); runs go on, later failures are not reported"
                 ));
             }

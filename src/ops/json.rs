@@ -11,14 +11,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The largest integer every JSON reader holds exactly: 2^53. Larger ones are strings.
-pub(crate) const MAX_EXACT: u64 = 1 << 53;
+pub const MAX_EXACT: u64 = 1 << 53;
 
 /// `value` as a JSON value with every integer beyond [`MAX_EXACT`] (either sign) replaced by
 /// its decimal string, and every known secret value replaced by `[redacted:NAME]` (see
 /// [`crate::secrets`]: what runs store is scrubbed already; this also covers a secret
 /// registered after it was stored, such as the serve token). Call it on anything about to be
 /// written for another program.
-pub(crate) fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Error> {
+pub fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Error> {
     let mut v = serde_json::to_value(value)?;
     make_safe(&mut v);
     crate::secrets::global().scrub_value(&mut v);
@@ -26,13 +26,13 @@ pub(crate) fn safe_value(value: &impl Serialize) -> Result<Value, serde_json::Er
 }
 
 /// [`safe_value`] written as one line of JSON text.
-pub(crate) fn encode(value: &impl Serialize) -> Result<String, serde_json::Error> {
+pub fn encode(value: &impl Serialize) -> Result<String, serde_json::Error> {
     serde_json::to_string(&safe_value(value)?)
 }
 
 /// Rewrites `v` in place: integers beyond [`MAX_EXACT`] become strings. Floats are left
 /// alone (they are approximate anyway).
-pub(crate) fn make_safe(v: &mut Value) {
+pub fn make_safe(v: &mut Value) {
     match v {
         Value::Number(n) => {
             let big = match (n.as_u64(), n.as_i64()) {
@@ -53,7 +53,7 @@ pub(crate) fn make_safe(v: &mut Value) {
 /// The integers beyond [`MAX_EXACT`] that `v` still holds as numbers, as JSON pointers: for
 /// tests that check an output is safe.
 #[cfg(test)]
-pub(crate) fn unsafe_integers(v: &Value) -> Vec<String> {
+pub fn unsafe_integers(v: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(v, &mut String::new(), &mut out);
     out
