@@ -18,8 +18,8 @@ mod term;
 mod text;
 
 use runtape::{
-    cassette, config, exec, history, ledger, machine, ops, otel, provider, receipt, secrets, store,
-    tool, worker,
+    cassette, config, exec, history, machine, ops, otel, provider, receipt, secrets, store, tool,
+    worker,
 };
 
 #[global_allocator]

@@ -134,7 +134,7 @@ pub(crate) async fn follow(
     }
     let end = end.map_err(|e| stopped_by(&run, e))?;
     let waiting = if end.status == RunStatus::Paused {
-        super::tree::waiting_below(engine.store().as_ref(), &run).unwrap_or_default()
+        crate::ops::waiting_below(engine.store().as_ref(), &run).unwrap_or_default()
     } else {
         Vec::new()
     };

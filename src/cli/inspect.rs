@@ -1,30 +1,29 @@
-//! Read-only commands: `ls`, `log`, `show`, `diff`, `verify`.
+//! Read-only commands: `ls`, `log`, `show`, `diff`, `verify`: each calls [`crate::ops`] and
+//! prints what it returns, as text or (with `--json`) as the view itself.
 
 use std::path::Path;
 
-use serde_json::json;
-
 use super::common::{
-    CliError, age, cost_text, json_u64, open_existing, outln, parse_run_at, parse_whole_run,
-    print_json, usd, utc,
+    CliError, age, cost_text, open_existing, outln, parse_run_at, parse_whole_run, print_json, usd,
+    utc,
 };
 use crate::exec::wall_ms;
 use crate::history;
-use crate::machine::{Effect, Outcome, Reasoning, RunId, RunState, SlotStatus};
-use crate::store::RunRecord;
+use crate::machine::{Effect, Outcome, Reasoning, RunState, SlotStatus};
+use crate::ops;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first; child runs
 /// indented under the run that started them unless `flat`.
 pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
-    let runs = store.runs()?;
+    let runs = ops::runs(store.as_ref())?;
     if json {
         for r in &runs {
-            print_json(&run_json(r))?;
+            print_json(r)?;
         }
         return Ok(());
     }
-    let waiting = super::tree::waiting_in(&runs);
+    let waiting = ops::waiting_in(&runs);
     if runs.is_empty() {
         outln!("no runs in {}", super::common::shown(db));
         return Ok(());
@@ -42,7 +41,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     let rows = if flat {
         runs.iter().map(|r| (r, 0)).collect()
     } else {
-        super::tree::in_tree_order(&runs)
+        ops::in_tree_order(&runs)
     };
     for (r, depth) in rows {
         let goal: String = r.goal.replace('\n', " ").chars().take(48).collect();
@@ -53,115 +52,26 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
         let fork = r
             .parent
             .as_ref()
-            .map(|(p, s)| format!(" (fork of {p}@{s})"))
+            .map(|p| format!(" (fork of {}@{})", p.run, p.seq))
             .unwrap_or_default();
-        let session = super::sessions::mark_of(r)
-            .map(|m| m.suffix())
-            .unwrap_or_default();
+        let session = super::sessions::suffix(r);
         // A run resting on a child that waits for a person says so.
         let status = if waiting.contains(&r.id) {
             "awaiting child"
         } else {
-            r.shown_status()
+            r.status
         };
         outln!(
             "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}",
             id,
             status,
-            r.seq,
+            r.steps,
             cost_text(r.cost_nanos, r.unpriced_turns),
             age(now, r.updated_ms),
-            driver(r, now).unwrap_or_else(|| "-".into())
+            r.driver.as_deref().unwrap_or("-")
         );
     }
     Ok(())
-}
-
-/// The process driving the run (`host:pid`: a `runtape worker`, or the command that started
-/// or resumed it), while its lease is live at `now_ms`.
-pub(crate) fn driver(r: &RunRecord, now_ms: u64) -> Option<String> {
-    let owner = r.lease_owner.as_deref()?;
-    if r.lease_expires_ms <= now_ms || crate::store::owner_is_dead(owner) {
-        return None;
-    }
-    Some(
-        owner
-            .rsplit_once(':')
-            .map_or(owner, |(process, _)| process)
-            .to_owned(),
-    )
-}
-
-/// A run as `ls --json` prints it (and `runtape serve` lists it). `session`, `session_index`
-/// and `session_kind` say which session it belongs to (`null` for none): `run` for a run
-/// holding place `session_index`, `fork` or `replay` for a fork or a replay of that run (they
-/// hold no place).
-pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
-    let mut v = json!({
-        "type": "run",
-        "id": r.id,
-        "status": r.shown_status(),
-        "state": r.state_kind,
-        "steps": r.seq,
-        "cost_nanos": json_u64(r.cost_nanos),
-        "cost_known": r.unpriced_turns == 0,
-        "unpriced_turns": r.unpriced_turns,
-        "tokens": r.tokens,
-        "created_ms": r.created_ms,
-        "updated_ms": r.updated_ms,
-        "parent": r.parent.as_ref().map(|(p, s)| json!({"run": p, "seq": s})),
-        "delegated_by": super::tree::delegated_by(r)
-            .map(|e| json!({"run": e.run, "seq": e.seq, "index": e.index})),
-        "driver": driver(r, wall_ms()),
-        "goal": r.goal,
-    });
-    // Its session (revision 5): the name, the place, and whether it holds it.
-    let mark = super::sessions::mark_of(r);
-    v["session"] = json!(mark.as_ref().map(|m| &m.name));
-    v["session_index"] = json!(mark.as_ref().map(|m| m.index));
-    v["session_kind"] = json!(mark.as_ref().map(|m| m.kind));
-    v
-}
-
-/// A timeline entry as `log --json` prints it.
-pub(crate) fn entry_json(e: &history::TimelineEntry) -> Result<serde_json::Value, CliError> {
-    let mut v = serde_json::to_value(e).map_err(|e| CliError::internal(e.to_string()))?;
-    v["type"] = json!("step");
-    Ok(v)
-}
-
-/// A step as `show --json` prints it.
-pub(crate) fn step_json(view: &history::StepView) -> Result<serde_json::Value, CliError> {
-    let mut v = serde_json::to_value(view).map_err(|e| CliError::internal(e.to_string()))?;
-    v["type"] = json!("step");
-    Ok(v)
-}
-
-/// A comparison as `diff --json` prints it.
-pub(crate) fn diff_json(d: &history::RunDiff) -> Result<serde_json::Value, CliError> {
-    let mut v = serde_json::to_value(d).map_err(|e| CliError::internal(e.to_string()))?;
-    v["type"] = json!("diff");
-    Ok(v)
-}
-
-/// A verification as `verify --json` prints it: the report with `ok: true`, or the first
-/// problem with `ok: false`.
-pub(crate) fn verify_json(
-    run: &RunId,
-    result: &Result<history::Verified, history::Divergence>,
-) -> Result<serde_json::Value, CliError> {
-    Ok(match result {
-        Ok(report) => {
-            let mut v =
-                serde_json::to_value(report).map_err(|e| CliError::internal(e.to_string()))?;
-            v["type"] = json!("verify");
-            v["ok"] = json!(true);
-            v
-        }
-        Err(d) => {
-            json!({"type": "verify", "ok": false, "run": run, "seq": d.seq, "column": d.column, "what": d.what, "expected": d.expected, "found": d.found})
-        }
-    })
 }
 
 /// `runtape log RUN`: the timeline.
@@ -173,10 +83,10 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         ));
     }
     let store = open_existing(db)?;
-    let entries = history::timeline(store.as_ref(), &run)?;
+    let entries = ops::timeline(store.as_ref(), &run)?;
     if json {
         for e in &entries {
-            print_json(&entry_json(e)?)?;
+            print_json(e)?;
         }
         return Ok(());
     }
@@ -191,7 +101,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     if let Some((parent, at)) = &rec.parent {
         outln!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
     }
-    for e in &entries {
+    for e in entries.iter().map(|e| &e.entry) {
         let cost = e.cost_nanos.map(usd).unwrap_or_default();
         let tokens = if e.tokens > 0 {
             format!("{} tok", e.tokens)
@@ -212,7 +122,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         );
     }
     if !rec.status.is_terminal() && rec.status != crate::store::RunStatus::AwaitingInput {
-        for w in super::tree::waiting_below(store.as_ref(), &run)? {
+        for w in ops::waiting_below(store.as_ref(), &run)? {
             for (_, tool, how) in &w.asks {
                 outln!(
                     "waits on child {}, which waits for a person ({tool}): runtape resume {run} {how}",
@@ -228,10 +138,11 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
 pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     let (run, seq) = parse_run_at(run)?;
     let store = open_existing(db)?;
-    let view = history::show(store.as_ref(), &run, seq)?;
+    let detail = ops::show(store.as_ref(), &run, seq)?;
     if json {
-        return print_json(&step_json(&view)?);
+        return print_json(&detail);
     }
+    let view = &detail.step;
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
     let rec = history::record(store.as_ref(), &view.run)?;
     if rec.is_queued() {
@@ -494,12 +405,11 @@ pub(crate) fn diff(
     let (a, b) = (parse_whole_run(a, what)?, parse_whole_run(b, what)?);
     let store = open_existing(db)?;
     if recursive {
-        let t = history::diff_trees(store.as_ref(), &a, &b)?;
+        let view = ops::diff_tree(store.as_ref(), &a, &b)?;
         if json {
-            let mut v = serde_json::to_value(&t).map_err(|e| CliError::internal(e.to_string()))?;
-            v["type"] = json!("diff");
-            return print_json(&v);
+            return print_json(&view);
         }
+        let t = &view.diff;
         print_diff(&t.top, "");
         for c in &t.children {
             match (&c.a, &c.b, &c.diff) {
@@ -514,11 +424,11 @@ pub(crate) fn diff(
         }
         return Ok(());
     }
-    let d = history::diff_runs(store.as_ref(), &a, &b)?;
+    let view = ops::diff(store.as_ref(), &a, &b)?;
     if json {
-        return print_json(&diff_json(&d)?);
+        return print_json(&view);
     }
-    print_diff(&d, "");
+    print_diff(&view.diff, "");
     Ok(())
 }
 
@@ -572,7 +482,8 @@ fn print_diff(d: &history::RunDiff, indent: &str) {
     }
 }
 
-/// `runtape verify RUN`: replays the run through the current machine and checks its receipts.
+/// `runtape verify RUN`: replays the run through the current machine and checks its receipts
+/// (with `recursive`, every run below it too, stopping at the first that does not verify).
 /// Exit 0 when it holds, 1 with the first problem when it does not.
 pub(crate) fn verify(
     db: &Path,
@@ -584,72 +495,63 @@ pub(crate) fn verify(
     let run = parse_whole_run(run, "verify checks a whole run")?;
     let key = pubkey.map(super::receipts::public_key).transpose()?;
     let store = open_existing(db)?;
-    verify_one(store.as_ref(), &run, key.as_ref(), json)?;
-    if recursive {
-        for child in super::tree::descendants(store.as_ref(), &run)? {
-            verify_one(store.as_ref(), &child, key.as_ref(), json)?;
-        }
+    if !recursive {
+        return report(ops::verify(store.as_ref(), &run, key.as_ref())?, json);
+    }
+    for view in ops::verify_tree(store.as_ref(), &run, key.as_ref()) {
+        report(view?, json)?;
     }
     Ok(())
 }
 
-fn verify_one(
-    store: &dyn crate::store::Store,
-    run: &RunId,
-    key: Option<&crate::receipt::VerifyingKey>,
-    json: bool,
-) -> Result<(), CliError> {
-    let run = run.clone();
-    let result = history::verify(store, &run, key)?;
+/// Prints one verification (one line, or its JSON); a run that does not verify is an error
+/// (exit 1) after its JSON is printed.
+fn report(view: ops::VerifyView, json: bool) -> Result<(), CliError> {
     if json {
-        print_json(&verify_json(&run, &result)?)?;
+        print_json(&view)?;
     }
-    match result {
-        Ok(report) => {
-            if json {
-                return Ok(());
-            }
-            let r = &report.receipts;
-            let receipts = match (&r.signed_by, r.trusted_key) {
-                (_, _) if r.receipts == 0 => "no receipts".to_owned(),
-                (Some(k), true) => format!(
-                    "{} receipts signed by the trusted key {}",
-                    r.receipts,
-                    &k[..16]
-                ),
-                (Some(k), false) => format!(
-                    "{} receipts signed by {} (pass --pubkey to check it is a key you trust)",
-                    r.receipts,
-                    &k[..16]
-                ),
-                (None, _) => format!("{} receipts, unsigned (hash-chained only)", r.receipts),
-            };
-            let h = &report.head;
-            let head = match (h.sealed, h.trusted_key) {
-                ("signed", true) => "signed by the trusted key".to_owned(),
-                ("signed", false) => "signed".to_owned(),
-                ("unsigned", _) => "unsigned (digest only)".to_owned(),
-                (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
-            };
-            outln!(
-                "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}, {} snapshots, {} outbox rows match; {receipts}",
-                report.transitions,
-                report.run,
-                &report.final_state_hash[..16],
-                h.seq,
-                h.status,
-                report.messages,
-                match (report.catalogs, report.memory) {
-                    (0, 0) => String::new(),
-                    (n, 0) => format!(", {n} MCP catalogs"),
-                    (0, m) => format!(", {m} global memory rows"),
-                    (n, m) => format!(", {n} MCP catalogs, {m} global memory rows"),
-                },
-                report.snapshots,
-                report.outbox,
-            );
-            Ok(())
-        }
-        Err(d) => Err(CliError::failed(format!("run {run} does not verify: {d}"))),
+    let report = view.check()?;
+    if json {
+        return Ok(());
     }
+    let r = &report.receipts;
+    let receipts = match (&r.signed_by, r.trusted_key) {
+        (_, _) if r.receipts == 0 => "no receipts".to_owned(),
+        (Some(k), true) => format!(
+            "{} receipts signed by the trusted key {}",
+            r.receipts,
+            &k[..16]
+        ),
+        (Some(k), false) => format!(
+            "{} receipts signed by {} (pass --pubkey to check it is a key you trust)",
+            r.receipts,
+            &k[..16]
+        ),
+        (None, _) => format!("{} receipts, unsigned (hash-chained only)", r.receipts),
+    };
+    let h = &report.head;
+    let head = match (h.sealed, h.trusted_key) {
+        ("signed", true) => "signed by the trusted key".to_owned(),
+        ("signed", false) => "signed".to_owned(),
+        ("unsigned", _) => "unsigned (digest only)".to_owned(),
+        (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
+    };
+    outln!(
+        "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}, {} snapshots, {} outbox rows match; {receipts}",
+        report.transitions,
+        report.run,
+        &report.final_state_hash[..16],
+        h.seq,
+        h.status,
+        report.messages,
+        match (report.catalogs, report.memory) {
+            (0, 0) => String::new(),
+            (n, 0) => format!(", {n} MCP catalogs"),
+            (0, m) => format!(", {m} global memory rows"),
+            (n, m) => format!(", {n} MCP catalogs, {m} global memory rows"),
+        },
+        report.snapshots,
+        report.outbox,
+    );
+    Ok(())
 }

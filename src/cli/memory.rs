@@ -8,7 +8,7 @@ use std::path::Path;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::common::{CliError, Fault, json_u64, open_existing, outln, parse_run_at, print_json};
+use super::common::{CliError, json_u64, open_existing, outln, parse_run_at, print_json};
 use crate::history;
 use crate::machine::{AgentId, Memory, MemoryScope};
 use crate::store::global_memory::latest_of;
@@ -320,8 +320,7 @@ fn show_global(
     let Some(latest) = rows.last() else {
         return Err(CliError::usage(format!(
             "global memory `{name}` has no key `{key}`; `runtape memory ls --name {name}` lists its keys"
-        ))
-        .with_fault(Fault::Missing));
+        )));
     };
     let shown: Vec<&GlobalRow> = if history {
         rows.iter().collect()
@@ -354,7 +353,6 @@ fn show_run(
             "run {id} has no memory key `{key}` at step {} (in the scope asked); `runtape memory ls --run {id}@{}` lists it",
             view.seq, view.seq
         ))
-        .with_fault(Fault::Missing)
     };
     let Some(data) = view.state.data() else {
         return Err(missing());

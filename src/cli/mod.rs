@@ -27,7 +27,6 @@ mod sessions;
 mod statechart;
 mod summary;
 mod tools;
-pub(crate) mod tree;
 mod worker;
 
 use crate::store::Durability;
@@ -586,12 +585,12 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             opts,
         } => {
             let answer = match (input, approve, reject) {
-                (Some(text), _, _) => runs::Answer::Input(text),
-                (_, true, _) => runs::Answer::Approve,
+                (Some(text), _, _) => crate::ops::Answer::Input(text),
+                (_, true, _) => crate::ops::Answer::Approve,
                 (_, _, Some(reason)) => {
-                    runs::Answer::Reject((!reason.is_empty()).then_some(reason))
+                    crate::ops::Answer::Reject((!reason.is_empty()).then_some(reason))
                 }
-                _ => runs::Answer::None,
+                _ => crate::ops::Answer::None,
             };
             drive(runs::resume(&run, answer, call, raise, common(opts)))
         }

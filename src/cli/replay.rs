@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::common::{CliError, db_path, outln};
 use super::drive::{announce, follow};
-use super::runs::{Common, connect_mcp, engine};
+use super::runs::{Common, engine};
 use crate::cassette::{CassetteError, CassetteProvider, RecordedRetrievals, ReplayOptions};
 use crate::config;
 use crate::exec::new_run_id;
@@ -53,7 +53,7 @@ pub(crate) async fn replay(
             eprintln!("warning: {warning}");
         }
     } else {
-        connect_mcp(&mut file).await?;
+        crate::ops::connect_mcp(&mut file, crate::term::note).await?;
     }
     // Global memory as the recorded run saw it (revision 5): the replay reads and writes none.
     let recorded_memory = crate::cassette::RecordedMemoryPlayer::of(&loaded);

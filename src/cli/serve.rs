@@ -60,11 +60,12 @@ pub(crate) struct ServeArgs {
 
 /// `runtape serve`.
 pub(crate) fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<u8, CliError> {
-    let grace_ms = match args.grace_ms {
-        Some(ms) => ms,
-        None => super::runs::env_ms("RUNTAPE_STOP_GRACE_MS", super::DEFAULT_GRACE_MS, 0)?
-            .as_millis() as u64,
-    };
+    let grace_ms =
+        match args.grace_ms {
+            Some(ms) => ms,
+            None => crate::ops::env_ms("RUNTAPE_STOP_GRACE_MS", super::DEFAULT_GRACE_MS, 0)?
+                .as_millis() as u64,
+        };
     crate::serve::run(crate::serve::Options {
         db,
         addr: args.addr,

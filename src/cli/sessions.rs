@@ -9,62 +9,16 @@ use super::common::{CliError, age, cost_text, json_u64, open_existing, outln, pr
 use crate::exec::wall_ms;
 use crate::history;
 use crate::machine::{EventBody, Retrieval, SessionSpec, Summaries, session::is_valid_name};
+use crate::ops::RunView;
 use crate::store::{RunRecord, Store};
 
-/// What a run's stored spec says of its session, as `ls` and `serve` show it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct SessionMark {
-    /// The session's name.
-    pub(crate) name: String,
-    /// Its place in the session; for a fork or a replay, the place of the run whose history
-    /// it continues or replays.
-    pub(crate) index: u64,
-    /// `run` (it holds that place), `fork` (a fork of a session run) or `replay` (a replay of
-    /// one from a cassette): forks and replays hold no place.
-    pub(crate) kind: &'static str,
-}
-
-/// Only the session of a stored spec.
-#[derive(serde::Deserialize)]
-struct SpecSession {
-    #[serde(default)]
-    session: Option<SessionPart>,
-}
-
-#[derive(serde::Deserialize)]
-struct SessionPart {
-    name: String,
-    index: u64,
-    #[serde(default)]
-    replayed: bool,
-}
-
-/// The session `r` belongs to, read from its stored spec (covered by its sealed head); `None`
-/// for a run of no session (or a spec that does not parse, which `verify` reports on its own).
-pub(crate) fn mark_of(r: &RunRecord) -> Option<SessionMark> {
-    let s = serde_json::from_str::<SpecSession>(&r.spec).ok()?.session?;
-    let kind = if s.replayed {
-        "replay"
-    } else if r.parent.is_some() {
-        "fork"
-    } else {
-        "run"
-    };
-    Some(SessionMark {
-        name: s.name,
-        index: s.index,
-        kind,
-    })
-}
-
-impl SessionMark {
-    /// How `ls` shows it after the goal: ` [trip-1 #3]`, ` [trip-1 #3, fork]`,
-    /// ` [trip-1 #3, replay]`.
-    pub(crate) fn suffix(&self) -> String {
-        match self.kind {
-            "run" => format!(" [{} #{}]", self.name, self.index),
-            kind => format!(" [{} #{}, {kind}]", self.name, self.index),
-        }
+/// How `ls` shows a run's session after its goal: ` [trip-1 #3]`, ` [trip-1 #3, fork]`,
+/// ` [trip-1 #3, replay]`; nothing for a run of no session.
+pub(crate) fn suffix(r: &RunView) -> String {
+    match (&r.session, r.session_index, r.session_kind) {
+        (Some(name), Some(index), Some("run")) => format!(" [{name} #{index}]"),
+        (Some(name), Some(index), Some(kind)) => format!(" [{name} #{index}, {kind}]"),
+        _ => String::new(),
     }
 }
 

@@ -6,21 +6,10 @@ use serde_json::json;
 use super::common::{CliError, cost_text, json_u64};
 use super::{EXIT_FAILED, EXIT_OK, EXIT_PAUSED};
 use crate::exec::{RunEnd, Trace, TraceEvent};
-use crate::machine::{Outcome, RunState, Slot, SlotStatus};
+use crate::machine::{Outcome, RunState, Slot};
+use crate::ops::answers;
 use crate::store::RunStatus;
 use crate::term::{say, say_json};
-
-/// The `resume` options that answer a call in this state, or `None` if it waits for no one.
-pub(crate) fn answers(status: &SlotStatus) -> Option<&'static str> {
-    match status {
-        SlotStatus::Approval { .. } => Some("--approve | --reject [REASON] | --input TEXT"),
-        SlotStatus::Question { .. } => Some("--input TEXT | --reject [REASON]"),
-        SlotStatus::InDoubt { .. } => {
-            Some("--approve (perform it again) | --reject [REASON] | --input RESULT")
-        }
-        _ => None,
-    }
-}
 
 /// The exit status a run that stopped with `status` gives: 0 completed or waiting for a
 /// person, 1 failed, cancelled or out of budget, 4 paused.
@@ -138,7 +127,7 @@ impl Status {
 pub(crate) fn summarise(
     end: &RunEnd,
     json: bool,
-    waiting: &[super::tree::Waiting],
+    waiting: &[crate::ops::Waiting],
 ) -> Result<u8, CliError> {
     let run = &end.run_id;
     let usage = end.state.data().map(|d| d.usage).unwrap_or_default();

@@ -9,10 +9,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::common::{CliError, age, outln, postgres_url, print_json, shown};
-use super::inspect::driver;
-use super::runs::env_ms;
 use super::{DEFAULT_GRACE_MS, EXIT_INTERRUPTED, EXIT_OK};
 use crate::exec::{EngineConfig, wall_ms};
+use crate::ops::driver;
+use crate::ops::env_ms;
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
 use crate::store::{PostgresStore, Store, WorkerInfo, owner_host, owner_id};
 use crate::term::say_line;

@@ -1,4 +1,82 @@
-//! The application layer: every operation a front end offers on runs, for the `runtape`
-//! command, its HTTP server and programs embedding runtape alike.
+//! The application layer: every operation a front end offers on runs. The `runtape` command
+//! and its HTTP server (`runtape serve`) are adapters over it — they parse their input, call
+//! one of these, and render what it returns — and a program embedding runtape calls the same
+//! functions to do what they do.
+//!
+//! | operation | command | here |
+//! |---|---|---|
+//! | start a run from a spec file | `run SPEC [GOAL] [--session S] [--memory M]` | [`load`], [`prepare`], [`engine`], [`start`] |
+//! | queue a run for workers | `run SPEC --detach` | [`enqueue`] |
+//! | resume, answer, raise budgets | `resume RUN [--approve\|--reject\|--input] [--raise]` | [`resume`] with an [`Answer`] and [`Raise`]s |
+//! | fork at a step, with edits | `fork RUN@SEQ [--edit E] [--tape]` | [`fork`] with [`Edit`]s |
+//! | pause, cancel (across processes) | `pause RUN`, `cancel RUN` | [`pause`], [`cancel`] |
+//! | list the runs | `ls --json` | [`runs`] ([`RunView`]) |
+//! | a run's timeline | `log RUN --json` | [`timeline`] ([`EntryView`]) |
+//! | a step in full | `show RUN@SEQ --json` | [`show`] ([`StepDetailView`]) |
+//! | where two runs differ | `diff A B [--recursive] --json` | [`diff`], [`diff_tree`] |
+//! | verify a run (and the runs below it) | `verify RUN [--recursive] --json` | [`verify`], [`verify_tree`] ([`VerifyView`]) |
+//! | a delegation tree, forks, waiting children | — | [`tree`], [`forks_of`], [`waiting_below`] |
+//!
+//! Every operation returns typed views that serialise to exactly what the command's `--json`
+//! prints (write them with [`json::encode`]), or an [`OpsError`] whose `Display` is the one
+//! line the command prints and whose [`code`](OpsError::code) is stable. Nothing an operation
+//! refuses has been changed.
+//!
+//! ```no_run
+//! use runtape::ops::{self, Answer, Edit, EngineSettings};
+//! use runtape::exec::ForkMode;
+//!
+//! # async fn demo() -> Result<(), runtape::ops::OpsError> {
+//! let db = std::path::Path::new("runs.db");
+//! let settings = EngineSettings::default();
+//! let (file, goal) = ops::prepare(ops::load("runtape.toml".as_ref(), None)?, None, ops::trace_warning).await?;
+//! let engine = ops::engine(db, &settings, true)?;
+//! file.install(&engine)?;
+//! let run = runtape::exec::new_run_id();
+//! let handle = ops::start(&engine, run.clone(), &file, &goal, None).await?;
+//! // From another task (or process): pause it; it rests paused at its next step boundary.
+//! println!("{}", ops::pause(engine.store().clone(), &run).await?);
+//! let _ = handle.wait().await;
+//! // Take it up again, then branch off step 1 with a different question.
+//! ops::resume(&engine, &run, Answer::None, None, &[]).await?.wait().await?;
+//! let edits = [Edit::parse("user=And in French?")?];
+//! let fork = ops::fork(&engine, &run, 1, &edits, ForkMode::Live).await?;
+//! let step = ops::show(engine.store().as_ref(), fork.run_id(), Some(1))?;
+//! println!("{}", ops::json::encode(&step).unwrap_or_default());
+//! # Ok(()) }
+//! ```
 
+mod control;
+mod edits;
+mod error;
+mod fork;
+mod inspect;
 pub mod json;
+mod open;
+mod refs;
+mod resume;
+mod start;
+mod tree;
+mod views;
+
+pub use control::{Cancelled, Paused, cancel, is_driven, pause};
+pub use edits::{BudgetTarget, Edit, Raise};
+pub use error::{ErrorKind, OpsError};
+pub use fork::fork;
+pub use inspect::{
+    VerifyTree, diff, diff_tree, forks_of, runs, show, timeline, tree, verify, verify_tree,
+};
+pub use open::{
+    EngineSettings, Warn, db_path, engine, engine_config, env_ms, open_existing, open_store,
+    open_store_with, postgres_url, shown, trace_warning,
+};
+pub use refs::{MAX_RUN_ID_CHARS, QUOTE_CHARS, parse_run_at, parse_whole_run, quoted};
+pub use resume::{Answer, resume};
+pub use start::{connect_mcp, enqueue, load, prepare, start};
+pub use tree::{
+    Waiting, answers, delegated_by, descendants, in_tree_order, waiting_below, waiting_in,
+};
+pub use views::{
+    DiffView, EntryView, RunAt, RunView, StepDetailView, TreeDiffView, TreeNodeView, VerifyView,
+    WaitingCall, driver, waiting_calls,
+};

@@ -1,6 +1,6 @@
 //! The state-changing routes. Each does what the matching command does, through the same
-//! functions (`runtape run`, `resume --approve|--reject|--input|--raise`, `pause`, `cancel`,
-//! `fork`), and ends up in the run's history like them. A run this server starts or takes up
+//! operations ([`crate::ops`]: `runtape run`, `resume --approve|--reject|--input|--raise`,
+//! `pause`, `cancel`, `fork`), and ends up in the run's history like them. A run this server starts or takes up
 //! is driven by the server in the background until it ends or rests; the answer comes once
 //! the server holds the run (or the command's refusal, with the CLI's words).
 //!
@@ -18,11 +18,10 @@ use serde_json::json;
 use super::error::ApiError;
 use super::routes::{run_ref, safe_json};
 use super::state::App;
-use crate::cli::control::{cancel_run, pause_run};
-use crate::cli::runs::{Answer, fork_at, prepare, start_prepared, take_up};
 use crate::config;
-use crate::exec::new_run_id;
+use crate::exec::{ForkMode, TapeEnd, new_run_id};
 use crate::machine::RunId;
+use crate::ops::{self, Answer, Edit, OpsError, Raise};
 
 /// A JSON body this endpoint does not take, as one line.
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
@@ -88,14 +87,12 @@ pub(crate) async fn start(
                 "give exactly one of `spec` (a spec file's path on the server) and `spec_toml` (the spec's text)",
             ));
         }
-    }
-    .map_err(crate::cli::common::CliError::from)?;
-    let (file, goal) = prepare(file, s.goal).await?;
+    }?;
+    let (file, goal) = ops::prepare(file, s.goal, crate::term::note).await?;
     let engine = app.engine()?;
-    file.install(&engine)
-        .map_err(crate::cli::common::CliError::from)?;
+    file.install(&engine)?;
     let id = new_run_id();
-    let handle = start_prepared(&engine, id.clone(), &file, &goal, None).await?;
+    let handle = ops::start(&engine, id.clone(), &file, &goal, None).await?;
     app.drive(engine, handle);
     Ok(safe_json(
         StatusCode::CREATED,
@@ -123,8 +120,12 @@ async fn take(
     action: &str,
 ) -> Result<Response, ApiError> {
     let run = run_ref(id)?;
+    let raises = raises
+        .iter()
+        .map(|r| Raise::parse(r))
+        .collect::<Result<Vec<_>, OpsError>>()?;
     let engine = app.engine()?;
-    let handle = take_up(&engine, &run, answer, call.as_deref(), &raises).await?;
+    let handle = ops::resume(&engine, &run, answer, call.as_deref(), &raises).await?;
     app.drive(engine, handle);
     Ok(accepted(&run, action))
 }
@@ -212,7 +213,7 @@ pub(crate) async fn answer(
 /// The body of `raise`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Raise {
+pub(crate) struct RaiseBody {
     raise: Vec<String>,
 }
 
@@ -220,7 +221,7 @@ pub(crate) struct Raise {
 pub(crate) async fn raise(
     State(app): State<App>,
     Path(id): Path<String>,
-    b: Result<Json<Raise>, JsonRejection>,
+    b: Result<Json<RaiseBody>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let r = body(b)?;
     if r.raise.is_empty() {
@@ -237,8 +238,8 @@ pub(crate) async fn pause(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
-    let said = pause_run(app.store.clone(), &run).await?;
-    Ok(done(&run, "pause", &said))
+    let said = ops::pause(app.store.clone(), &run).await?;
+    Ok(done(&run, "pause", &said.to_string()))
 }
 
 /// The body of `cancel`.
@@ -257,8 +258,8 @@ pub(crate) async fn cancel(
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
     let c = optional(&headers, b)?;
-    let said = cancel_run(app.store.clone(), &run, c.reason).await?;
-    Ok(done(&run, "cancel", &said))
+    let said = ops::cancel(app.store.clone(), &run, c.reason).await?;
+    Ok(done(&run, "cancel", &said.to_string()))
 }
 
 /// The body of `fork`: the step, edits as `--edit` takes them, and the mode.
@@ -288,8 +289,18 @@ pub(crate) async fn fork(
             "`stop_on_divergence` needs `tape`: a live fork has no recording to diverge from",
         ));
     }
+    let edits = f
+        .edits
+        .iter()
+        .map(|e| Edit::parse(e))
+        .collect::<Result<Vec<_>, OpsError>>()?;
+    let mode = match (f.tape, f.stop_on_divergence) {
+        (false, _) => ForkMode::Live,
+        (true, false) => ForkMode::Tape(TapeEnd::GoLive),
+        (true, true) => ForkMode::Tape(TapeEnd::Stop),
+    };
     let engine = app.engine()?;
-    let handle = fork_at(&engine, &run, f.seq, &f.edits, f.tape, f.stop_on_divergence).await?;
+    let handle = ops::fork(&engine, &run, f.seq, &edits, mode).await?;
     let fork = handle.run_id().clone();
     app.drive(engine, handle);
     Ok(safe_json(

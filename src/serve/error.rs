@@ -19,8 +19,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::term::{CliError, Fault, one_line};
-use crate::term::{EXIT_FAILED, EXIT_USAGE};
+use crate::ops::{ErrorKind, OpsError};
+use crate::term::one_line;
 
 /// A refused or failed request.
 #[derive(Debug)]
@@ -49,30 +49,34 @@ impl ApiError {
     }
 }
 
-impl From<CliError> for ApiError {
-    fn from(e: CliError) -> Self {
-        let status = match (e.code, e.fault) {
-            (EXIT_USAGE, Fault::Missing) => StatusCode::NOT_FOUND,
-            (EXIT_USAGE, Fault::Conflict) => StatusCode::CONFLICT,
-            (EXIT_USAGE, Fault::Input) => StatusCode::BAD_REQUEST,
-            (EXIT_FAILED, _) => StatusCode::CONFLICT,
+impl From<OpsError> for ApiError {
+    fn from(e: OpsError) -> Self {
+        let status = match e.kind() {
+            ErrorKind::Input => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::Conflict | ErrorKind::CheckFailed => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.message)
+        ApiError::new(status, e.to_string())
     }
 }
 
-impl From<crate::history::HistoryError> for ApiError {
-    fn from(e: crate::history::HistoryError) -> Self {
-        CliError::from(e).into()
-    }
+/// The lower layers' errors as the operations report them ([`OpsError::kind`] decides).
+macro_rules! via_ops {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ApiError {
+            fn from(e: $t) -> Self {
+                OpsError::from(e).into()
+            }
+        }
+    )*};
 }
-
-impl From<crate::store::StoreError> for ApiError {
-    fn from(e: crate::store::StoreError) -> Self {
-        CliError::from(e).into()
-    }
-}
+via_ops!(
+    crate::store::StoreError,
+    crate::history::HistoryError,
+    crate::exec::EngineError,
+    crate::config::ConfigError
+);
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {

@@ -2,9 +2,9 @@
 //! export of the runs it drives.
 //!
 //! The server is a thin layer: each route does what a `runtape` command does, through the same
-//! functions ([`crate::cli`]'s run-driving and inspecting code, the [`Engine`](crate::exec::Engine)
-//! and [`crate::history`]), and answers with what that command's `--json` prints. It has no
-//! rules of its own about runs.
+//! operations ([`crate::ops`]), and answers with what that command's `--json` prints (the
+//! operations' views). It has no rules of its own about runs, and imports nothing from the
+//! command line.
 //!
 //! - [`routes`]: every route in one table, `/openapi.json` documents it; the reads.
 //! - [`actions`]: start, resume, approve, reject, answer, raise, pause, cancel, fork.
@@ -26,7 +26,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::common::{CliError, db_path};
+use crate::ops::{db_path, quoted};
+use crate::term::CliError;
 
 mod actions;
 mod error;
@@ -109,13 +110,13 @@ async fn serve(opts: Options, exporter: Option<crate::otel::Exporter>) -> Result
         if !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/') {
             return Err(CliError::usage(format!(
                 "--cors-origin `{}` is not an origin; write scheme://host[:port], e.g. http://localhost:3000",
-                crate::cli::common::quoted(o)
+                quoted(o)
             )));
         }
     }
     let db = db_path(opts.db.as_deref(), None);
     // A SQLite file or a PostgreSQL database, as for every command.
-    let store = crate::cli::runs::open_store(&db, true)?;
+    let store = crate::ops::open_store(&db, true)?;
     raise_open_files_limit();
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         CliError::usage(format!(
@@ -184,7 +185,7 @@ fn parse_addr(s: &str) -> Result<SocketAddr, CliError> {
     s2.parse().map_err(|_| {
         CliError::usage(format!(
             "--addr `{}` is not HOST:PORT; write e.g. 127.0.0.1:7777, [::1]:7777 or 0.0.0.0:7777",
-            crate::cli::common::quoted(s)
+            quoted(s)
         ))
     })
 }

@@ -9,17 +9,15 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::error::ApiError;
 use super::state::App;
-use super::watch::run_view;
+use super::watch::{ServedRun, run_view};
 use super::{actions, security, sse, ui};
-use crate::cli::common::{CliError, parse_run_at};
-use crate::cli::inspect::{diff_json, entry_json, step_json, verify_json};
-use crate::history;
-use crate::machine::{RunId, RunState, SlotStatus};
+use crate::machine::RunId;
+use crate::ops::{self, EntryView, RunAt, WaitingCall, parse_run_at, quoted};
 use crate::store::RunStatus;
 
 /// A route: method, path (axum syntax, `{id}` for a parameter) and its handler.
@@ -111,19 +109,15 @@ pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiErro
 }
 
 /// A value safe for every JSON reader (integers past 2^53 as strings), as a response.
-pub(crate) fn safe_json(status: StatusCode, v: &Value) -> Response {
+pub(crate) fn safe_json(status: StatusCode, v: &impl Serialize) -> Response {
     match crate::ops::json::encode(v) {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => ApiError::internal(format!("cannot encode the answer: {e}")).into_response(),
     }
 }
 
-fn ok(v: &Value) -> Response {
+fn ok(v: &impl Serialize) -> Response {
     safe_json(StatusCode::OK, v)
-}
-
-fn json_of(r: Result<Value, CliError>) -> Result<Value, ApiError> {
-    r.map_err(ApiError::from)
 }
 
 async fn openapi() -> Response {
@@ -178,35 +172,65 @@ async fn list_runs(
     {
         return Err(ApiError::bad(format!(
             "status `{}` is not one of queued, running, paused, awaiting_input, budget_exhausted, completed, failed, cancelled, interrupted",
-            crate::cli::common::quoted(s)
+            quoted(s)
         )));
     }
     let v = app
         .blocking(move |app| {
             let runs = app.store.runs()?;
             let text = f.q.as_deref().map(str::to_lowercase);
-            let views: Vec<Value> = runs
+            let views: Vec<ServedRun> = runs
                 .iter()
                 .map(|r| run_view(&app, r))
                 .filter(|v| match f.status.as_deref() {
                     None => true,
-                    Some("interrupted") => v["interrupted"] == json!(true),
-                    Some(s) => v["status"] == json!(s),
+                    Some("interrupted") => v.interrupted,
+                    Some(s) => v.run.status == s,
                 })
                 .filter(|v| match &text {
                     None => true,
-                    Some(t) => ["id", "goal", "agent", "session"].iter().any(|k| {
-                        v[k].as_str()
-                            .is_some_and(|s| s.to_lowercase().contains(t.as_str()))
-                    }),
+                    Some(t) => [
+                        Some(v.run.id.as_str()),
+                        Some(v.run.goal.as_str()),
+                        Some(v.agent.as_str()),
+                        v.run.session.as_deref(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s.to_lowercase().contains(t.as_str())),
                 })
                 .collect();
             let total = views.len();
-            let page: Vec<Value> = views.into_iter().skip(offset).take(limit).collect();
-            Ok(json!({"type": "runs", "total": total, "offset": offset, "runs": page}))
+            let runs: Vec<ServedRun> = views.into_iter().skip(offset).take(limit).collect();
+            Ok(RunsPage {
+                kind: "runs",
+                total,
+                offset,
+                runs,
+            })
         })
         .await?;
     Ok(ok(&v))
+}
+
+/// A page of the run list.
+#[derive(Serialize)]
+struct RunsPage {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    total: usize,
+    offset: usize,
+    runs: Vec<ServedRun>,
+}
+
+/// A run as `GET /api/runs/{id}` shows it: as listed, with the calls waiting for a person in
+/// its latest state and its forks.
+#[derive(Serialize)]
+struct RunDetail {
+    #[serde(flatten)]
+    run: ServedRun,
+    waiting: Vec<WaitingCall>,
+    forks: Vec<RunAt>,
 }
 
 /// `GET /api/runs/{id}`: the run as listed, the calls waiting for a person, and its forks.
@@ -214,43 +238,17 @@ async fn get_run(State(app): State<App>, Path(id): Path<String>) -> Result<Respo
     let run = run_ref(&id)?;
     let v = app
         .blocking(move |app| {
-            let rec = history::record(app.store.as_ref(), &run)?;
-            let mut v = run_view(&app, &rec);
-            let latest = history::show(app.store.as_ref(), &run, None)?;
-            v["waiting"] = waiting(&latest.state);
-            v["forks"] = app
-                .store
-                .runs()?
-                .iter()
-                .filter(|r| r.parent.as_ref().is_some_and(|(p, _)| *p == run))
-                .map(|r| json!({"run": r.id, "seq": r.parent.as_ref().map(|(_, s)| *s)}))
-                .collect();
-            Ok(v)
+            let rec = crate::history::record(app.store.as_ref(), &run)?;
+            let run_view = run_view(&app, &rec);
+            let latest = ops::show(app.store.as_ref(), &run, None)?;
+            Ok(RunDetail {
+                run: run_view,
+                waiting: ops::waiting_calls(&latest.step.state),
+                forks: ops::forks_of(app.store.as_ref(), &run)?,
+            })
         })
         .await?;
     Ok(ok(&v))
-}
-
-/// The calls in `state` that wait for a person: what `runtape resume` can answer.
-fn waiting(state: &RunState) -> Value {
-    let slots = match state {
-        RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
-            batch.slots.as_slice()
-        }
-        _ => &[],
-    };
-    slots
-        .iter()
-        .filter_map(|s| {
-            let kind = match s.status {
-                SlotStatus::Approval { .. } => "approval",
-                SlotStatus::Question { .. } => "question",
-                SlotStatus::InDoubt { .. } => "in_doubt",
-                _ => return None,
-            };
-            Some(json!({"call_id": s.call_id, "tool": s.tool, "args": s.args, "kind": kind}))
-        })
-        .collect()
 }
 
 /// `?offset=&limit=` of a timeline page.
@@ -277,16 +275,34 @@ async fn timeline(
     let v = app
         .blocking(move |app| {
             let all = app.timeline(&run)?;
-            let entries = all
+            let entries: Vec<EntryView> = all
                 .iter()
                 .skip(offset)
                 .take(limit)
-                .map(|e| json_of(entry_json(e)))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(json!({"type": "timeline", "run": run, "total": all.len(), "offset": offset, "entries": entries}))
+                .cloned()
+                .map(EntryView::from)
+                .collect();
+            Ok(TimelinePage {
+                kind: "timeline",
+                run,
+                total: all.len(),
+                offset,
+                entries,
+            })
         })
         .await?;
     Ok(ok(&v))
+}
+
+/// A page of a run's timeline.
+#[derive(Serialize)]
+struct TimelinePage {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    run: RunId,
+    total: usize,
+    offset: usize,
+    entries: Vec<EntryView>,
 }
 
 /// `GET /api/runs/{id}/steps/{seq}`: what `show RUN@SEQ --json` prints (`latest` for the
@@ -301,12 +317,12 @@ async fn step(
         s => Some(s.parse::<u64>().map_err(|_| {
             ApiError::bad(format!(
                 "step `{}` is not a whole number or `latest`",
-                crate::cli::common::quoted(s)
+                quoted(s)
             ))
         })?),
     };
     let v = app
-        .blocking(move |app| json_of(step_json(&history::show(app.store.as_ref(), &run, seq)?)))
+        .blocking(move |app| Ok(ops::show(app.store.as_ref(), &run, seq)?))
         .await?;
     Ok(ok(&v))
 }
@@ -317,7 +333,7 @@ async fn receipts(State(app): State<App>, Path(id): Path<String>) -> Result<Resp
     let run = run_ref(&id)?;
     let v = app
         .blocking(move |app| {
-            let chain = history::receipts(app.store.as_ref(), &run)?;
+            let chain = crate::history::receipts(app.store.as_ref(), &run)?;
             Ok(json!({"type": "receipts", "run": run, "receipts": chain}))
         })
         .await?;
@@ -346,10 +362,7 @@ async fn verify(
         })
         .transpose()?;
     let v = app
-        .blocking(move |app| {
-            let result = history::verify(app.store.as_ref(), &run, key.as_ref())?;
-            json_of(verify_json(&run, &result))
-        })
+        .blocking(move |app| Ok(ops::verify(app.store.as_ref(), &run, key.as_ref())?))
         .await?;
     Ok(ok(&v))
 }
@@ -370,7 +383,7 @@ async fn diff(
     let q = query(q)?;
     let (a, b) = (run_ref(&q.a)?, run_ref(&q.b)?);
     let v = app
-        .blocking(move |app| json_of(diff_json(&history::diff_runs(app.store.as_ref(), &a, &b)?)))
+        .blocking(move |app| Ok(ops::diff(app.store.as_ref(), &a, &b)?))
         .await?;
     Ok(ok(&v))
 }
@@ -378,6 +391,7 @@ async fn diff(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     /// Every route is in `/openapi.json`, and it documents no other.
     #[test]

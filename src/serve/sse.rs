@@ -52,7 +52,7 @@ pub(crate) async fn events(
         Some((name, v)) => EventId::parse(&v).ok_or_else(|| {
             ApiError::bad(format!(
                 "{name} `{}` is not an event id; write SEQ or SEQ.N (e.g. 12 or 12.3)",
-                crate::cli::common::quoted(&v)
+                crate::ops::quoted(&v)
             ))
         })?,
     };

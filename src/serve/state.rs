@@ -15,11 +15,10 @@ use tokio_util::sync::CancellationToken;
 use super::error::ApiError;
 use super::security::Policy;
 use super::watch::Watch;
-use crate::cli::common::CliError;
-use crate::cli::runs::{Common, engine_config};
 use crate::exec::{Engine, RunHandle, TraceEvent};
 use crate::history::{self, HistoryError, TimelineEntry as Entry};
 use crate::machine::RunId;
+use crate::ops::{EngineSettings, OpsError, engine_config};
 use crate::store::{RunRecord, Store};
 
 /// How many runs' timelines stay cached.
@@ -107,23 +106,20 @@ impl App {
         }))
     }
 
-    /// The options a run-driving command would have: this server's database and receipt key.
-    fn common(&self) -> Common {
-        Common {
-            db: Some(self.db.clone()),
-            json: true,
+    /// The settings a run-driving command would have: this server's receipt key.
+    fn settings(&self) -> EngineSettings {
+        EngineSettings {
             receipt_key: self.receipt_key.clone(),
-            stepped_clock: false,
-            grace_ms: Some(self.grace.as_millis() as u64),
-            durability: None,
+            warn: crate::term::note,
+            ..EngineSettings::default()
         }
     }
 
     /// A new engine over the server's database, configured as `runtape resume` would be,
     /// whose trace events go to the hub. One per driven run: each run's spec registers its
     /// own providers and tools under its own names, which must not meet another run's.
-    pub(crate) fn engine(&self) -> Result<Engine, CliError> {
-        let engine = Engine::with_store(self.store.clone(), engine_config(&self.common())?);
+    pub(crate) fn engine(&self) -> Result<Engine, OpsError> {
+        let engine = Engine::with_store(self.store.clone(), engine_config(&self.settings())?);
         let mut events = engine.subscribe();
         let hub = self.hub.clone();
         tokio::spawn(async move {
@@ -148,10 +144,10 @@ impl App {
         let app = self.clone();
         let task = tokio::spawn(async move {
             if let Err(e) = handle.wait().await {
-                let e = CliError::from(e);
+                let e = OpsError::from(e);
                 crate::term::note(&format!(
                     "run {run}: {}",
-                    crate::cli::common::one_line(&e.message)
+                    crate::term::one_line(&e.to_string())
                 ));
             }
             lock(&app.drivers).retain(|(r, _)| *r != run);

@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, watch};
 
+use serde::Serialize;
+
 use super::state::{App, lock};
-use crate::cli::control::is_driven;
-use crate::cli::inspect::{entry_json, run_json};
 use crate::exec::TraceEvent;
 use crate::history::{self, TimelineEntry as Entry};
 use crate::machine::RunId;
+use crate::ops::{EntryView, RunView, is_driven};
 use crate::store::{RunRecord, RunStatus};
 
 /// Events other than steps a watcher keeps for reconnecting clients.
@@ -82,10 +83,8 @@ pub(crate) struct Frame {
 
 /// A step event for a timeline entry, as `log --json` prints it.
 pub(crate) fn step_frame(e: &Entry) -> Frame {
-    let data = entry_json(e)
-        .ok()
-        .and_then(|v| crate::ops::json::encode(&v).ok())
-        .unwrap_or_else(|| "{}".into());
+    let data =
+        crate::ops::json::encode(&EntryView::from(e.clone())).unwrap_or_else(|_| "{}".into());
     Frame {
         id: Some(EventId { seq: e.seq, n: 0 }),
         event: "step",
@@ -97,14 +96,31 @@ pub(crate) fn step_frame(e: &Entry) -> Frame {
 /// process has taken up yet), plus whether a live process drives it (`driven`), whether it was
 /// left running by a process that is gone (`interrupted`: resume it), whether this server
 /// drives it (`here`), and the agent it starts with.
-pub(crate) fn run_view(app: &App, rec: &RunRecord) -> serde_json::Value {
-    let mut v = run_json(rec);
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ServedRun {
+    /// The run as `ls --json` shows it.
+    #[serde(flatten)]
+    pub(crate) run: RunView,
+    /// A live process holds its lease.
+    pub(crate) driven: bool,
+    /// It is `running`, but no live process drives it.
+    pub(crate) interrupted: bool,
+    /// This server drives it.
+    pub(crate) here: bool,
+    /// The agent it starts with.
+    pub(crate) agent: String,
+}
+
+/// The run `rec` is the row of, as the API shows it.
+pub(crate) fn run_view(app: &App, rec: &RunRecord) -> ServedRun {
     let driven = is_driven(rec);
-    v["driven"] = driven.into();
-    v["interrupted"] = (rec.status == RunStatus::Running && !driven && !rec.is_queued()).into();
-    v["here"] = app.drives(&rec.id).into();
-    v["agent"] = app.entry_agent(rec).into();
-    v
+    ServedRun {
+        run: RunView::of(rec),
+        driven,
+        interrupted: rec.status == RunStatus::Running && !driven && !rec.is_queued(),
+        here: app.drives(&rec.id),
+        agent: app.entry_agent(rec),
+    }
 }
 
 /// The events of one run, shared by its subscribers.

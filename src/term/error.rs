@@ -6,7 +6,7 @@ use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE};
 use crate::config::ConfigError;
 use crate::exec::EngineError;
 use crate::history::HistoryError;
-use crate::machine::MachineError;
+use crate::ops::{ErrorKind, OpsError};
 use crate::store::StoreError;
 
 /// A command's failure: one line for stderr and the exit status.
@@ -14,20 +14,6 @@ use crate::store::StoreError;
 pub(crate) struct CliError {
     pub(crate) code: u8,
     pub(crate) message: String,
-    /// What kind of bad input it was, for `runtape serve` to pick an HTTP status; the exit
-    /// status does not depend on it.
-    pub(crate) fault: Fault,
-}
-
-/// What a refused input did wrong (only [`Fault::Input`] for errors that are not bad input).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// Malformed, invalid or not applicable input.
-    Input,
-    /// It names a run or step that does not exist.
-    Missing,
-    /// The run is in a state that refuses it (driven elsewhere, already ended).
-    Conflict,
 }
 
 impl CliError {
@@ -36,7 +22,6 @@ impl CliError {
         CliError {
             code: EXIT_USAGE,
             message: message.into(),
-            fault: Fault::Input,
         }
     }
 
@@ -45,7 +30,6 @@ impl CliError {
         CliError {
             code: EXIT_INTERNAL,
             message: message.into(),
-            fault: Fault::Input,
         }
     }
 
@@ -54,14 +38,7 @@ impl CliError {
         CliError {
             code: EXIT_FAILED,
             message: message.into(),
-            fault: Fault::Input,
         }
-    }
-
-    /// The same error, marked as being about `fault`.
-    pub(crate) fn with_fault(mut self, fault: Fault) -> Self {
-        self.fault = fault;
-        self
     }
 }
 
@@ -71,69 +48,27 @@ impl fmt::Display for CliError {
     }
 }
 
-impl From<StoreError> for CliError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::UnknownRun(_) | StoreError::NoMemoryKey { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Missing)
+impl From<OpsError> for CliError {
+    fn from(e: OpsError) -> Self {
+        let message = e.to_string();
+        match e.kind() {
+            ErrorKind::Input | ErrorKind::NotFound | ErrorKind::Conflict => {
+                CliError::usage(message)
             }
-            StoreError::LeaseHeld { .. } | StoreError::Finished { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
-            StoreError::DuplicateRun(_) => CliError::usage(e.to_string()),
-            StoreError::SessionTaken { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Conflict)
-            }
-            _ => CliError::internal(e.to_string()),
+            ErrorKind::CheckFailed => CliError::failed(message),
+            _ => CliError::internal(message),
         }
     }
 }
 
-impl From<HistoryError> for CliError {
-    fn from(e: HistoryError) -> Self {
-        match e {
-            HistoryError::Store(s) => s.into(),
-            HistoryError::UnknownRun(_) | HistoryError::SeqOutOfRange { .. } => {
-                CliError::usage(e.to_string()).with_fault(Fault::Missing)
+/// The lower layers' errors as the operations report them ([`OpsError::code`] decides).
+macro_rules! via_ops {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CliError {
+            fn from(e: $t) -> Self {
+                OpsError::from(e).into()
             }
-            HistoryError::WrongKey(_) => CliError::usage(e.to_string()),
-            HistoryError::Tampered { .. } => CliError::failed(e.to_string()),
-            _ => CliError::internal(e.to_string()),
         }
-    }
+    )*};
 }
-
-impl From<EngineError> for CliError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Store(s) => s.into(),
-            EngineError::History(h) => h.into(),
-            EngineError::Machine(
-                MachineError::EditDoesNotApply(_)
-                | MachineError::NotARaise { .. }
-                | MachineError::UnknownAgent(_)
-                | MachineError::InputMismatch { .. }
-                | MachineError::InvalidTransition { .. }
-                | MachineError::UnknownEffect { .. },
-            )
-            | EngineError::MissingProvider { .. }
-            | EngineError::MissingTool(_)
-            | EngineError::AmbiguousInput { .. }
-            | EngineError::Spec(_) => CliError::usage(e.to_string()),
-            EngineError::Finished { .. }
-            | EngineError::NoInputExpected(_)
-            | EngineError::Session(_) => CliError::usage(e.to_string()).with_fault(Fault::Conflict),
-            _ => CliError::internal(e.to_string()),
-        }
-    }
-}
-
-impl From<ConfigError> for CliError {
-    fn from(e: ConfigError) -> Self {
-        if e.is_internal() {
-            CliError::internal(e.to_string())
-        } else {
-            CliError::usage(e.to_string())
-        }
-    }
-}
+via_ops!(StoreError, HistoryError, EngineError, ConfigError);

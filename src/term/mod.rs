@@ -9,9 +9,7 @@ mod error;
 mod out;
 mod signals;
 
-pub(crate) use error::{CliError, Fault};
-#[cfg(test)]
-pub(crate) use out::MAX_ERROR_CHARS;
+pub(crate) use error::CliError;
 pub(crate) use out::{note, one_line, outln, print_json, say, say_json, say_line, stdout_closed};
 pub(crate) use signals::StopSignals;
 

@@ -92,3 +92,17 @@ pub(crate) fn note(line: &str) {
     let line = crate::secrets::scrub_text(line);
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_printed_on_one_line_and_cut_short() {
+        assert_eq!(one_line("two\nlines\n"), "two\\nlines");
+        assert_eq!(
+            one_line(&"y".repeat(5000)).chars().count(),
+            MAX_ERROR_CHARS + 1
+        );
+    }
+}

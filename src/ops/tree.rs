@@ -1,13 +1,14 @@
-//! Delegation trees as the command line shows them (revision 4): which run a child run
-//! belongs to, read from the link in its stored spec (`delegated_by`, covered by its sealed
-//! head), the runs in tree order for `ls`, and a run's descendants for `verify --recursive`.
+//! Delegation trees (revision 4): which run a child run belongs to, read from the link in its
+//! stored spec (`delegated_by`, covered by its sealed head), the runs in tree order for `ls`,
+//! a run's descendants for `verify --recursive`, and the child runs a run rests on that wait
+//! for a person.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::common::CliError;
-use crate::machine::{Effect, EffectId, RunId};
+use super::{OpsError, RunView};
+use crate::machine::{Effect, EffectId, RunId, SlotStatus};
 use crate::store::{RunRecord, Store};
 
 /// Only the link of a stored spec.
@@ -19,22 +20,22 @@ struct Link {
 
 /// The parent effect that started `r`, for a child run; `None` for any other run (or a spec
 /// that does not parse, which `verify` reports on its own).
-pub(crate) fn delegated_by(r: &RunRecord) -> Option<EffectId> {
+pub fn delegated_by(r: &RunRecord) -> Option<EffectId> {
     serde_json::from_str::<Link>(&r.spec).ok()?.delegated_by
 }
 
 /// A child run with the position of the effect that started it.
-type Started<'a> = ((u64, u32), &'a RunRecord);
+type Started<'a> = ((u64, u32), &'a RunView);
 
 /// `runs` (newest first) in tree order: each run not started by another listed run, followed
 /// by its children in the order their parent started them, each child one level deeper.
 /// Returns each run with its depth.
-pub(crate) fn in_tree_order(runs: &[RunRecord]) -> Vec<(&RunRecord, usize)> {
-    let listed: BTreeMap<&RunId, &RunRecord> = runs.iter().map(|r| (&r.id, r)).collect();
+pub fn in_tree_order(runs: &[RunView]) -> Vec<(&RunView, usize)> {
+    let listed: BTreeMap<&RunId, &RunView> = runs.iter().map(|r| (&r.id, r)).collect();
     let mut children: BTreeMap<&RunId, Vec<Started<'_>>> = BTreeMap::new();
     let mut roots = Vec::new();
     for r in runs {
-        match delegated_by(r) {
+        match &r.delegated_by {
             Some(link) if link.run != r.id && listed.contains_key(&link.run) => {
                 let parent = listed[&link.run];
                 children
@@ -49,7 +50,7 @@ pub(crate) fn in_tree_order(runs: &[RunRecord]) -> Vec<(&RunRecord, usize)> {
         list.sort_by_key(|(at, _)| *at);
     }
     let mut out = Vec::with_capacity(runs.len());
-    let mut stack: Vec<(&RunRecord, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
+    let mut stack: Vec<(&RunView, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
     while let Some((r, depth)) = stack.pop() {
         if out.len() >= runs.len() {
             break;
@@ -65,7 +66,7 @@ pub(crate) fn in_tree_order(runs: &[RunRecord]) -> Vec<(&RunRecord, usize)> {
 /// Every descendant of `root` (children, their children, ...), parents before children,
 /// each checked against its parent: the effect its link names must be a `RunChild` of the
 /// parent that derives the child's id and gave it its goal.
-pub(crate) fn descendants(store: &dyn Store, root: &RunId) -> Result<Vec<RunId>, CliError> {
+pub fn descendants(store: &dyn Store, root: &RunId) -> Result<Vec<RunId>, OpsError> {
     let runs = store.runs()?;
     let mut out = Vec::new();
     let mut frontier = vec![root.clone()];
@@ -85,16 +86,15 @@ pub(crate) fn descendants(store: &dyn Store, root: &RunId) -> Result<Vec<RunId>,
     Ok(out)
 }
 
-fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(), CliError> {
+fn check_link(store: &dyn Store, child: &RunRecord, link: &EffectId) -> Result<(), OpsError> {
     let at = crate::machine::EffectRef {
         seq: link.seq,
         index: link.index,
     };
-    let broken = |why: String| {
-        CliError::failed(format!(
-            "run {} does not verify as a child of {}: {why}",
-            child.id, link.run
-        ))
+    let broken = |why: String| OpsError::BrokenLink {
+        child: child.id.clone(),
+        parent: link.run.clone(),
+        why,
     };
     // A fork shares its parent's history up to the fork point: an effect there that the fork
     // performs (re-running the child under the fork's id) is read as the fork performs it.
@@ -140,7 +140,7 @@ fn fork_performs(
     store: &dyn Store,
     run: &RunId,
     at: crate::machine::EffectRef,
-) -> Result<bool, CliError> {
+) -> Result<bool, OpsError> {
     let Some((_, fork_seq)) = store.run(run)?.and_then(|r| r.parent) else {
         return Ok(false);
     };
@@ -153,18 +153,31 @@ fn fork_performs(
     Ok(true)
 }
 
+/// The `resume` options that answer a call in this state, or `None` if it waits for no one.
+pub fn answers(status: &SlotStatus) -> Option<&'static str> {
+    match status {
+        SlotStatus::Approval { .. } => Some("--approve | --reject [REASON] | --input TEXT"),
+        SlotStatus::Question { .. } => Some("--input TEXT | --reject [REASON]"),
+        SlotStatus::InDoubt { .. } => {
+            Some("--approve (perform it again) | --reject [REASON] | --input RESULT")
+        }
+        _ => None,
+    }
+}
+
 /// A run below another that rests waiting for a person (revision 4): the run, and each call
 /// it waits on as `(call id, tool, the resume options that answer it)`.
-pub(crate) struct Waiting {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
     /// The child run.
-    pub(crate) run: RunId,
+    pub run: RunId,
     /// Its calls waiting for a person.
-    pub(crate) asks: Vec<(String, String, &'static str)>,
+    pub asks: Vec<(String, String, &'static str)>,
 }
 
 /// The runs below `run` in its delegation tree that rest waiting for a person, in tree order:
 /// what a parent resting on its children waits for (`run`, `log` and `resume` name them).
-pub(crate) fn waiting_below(store: &dyn Store, run: &RunId) -> Result<Vec<Waiting>, CliError> {
+pub fn waiting_below(store: &dyn Store, run: &RunId) -> Result<Vec<Waiting>, OpsError> {
     let mut out = Vec::new();
     for below in crate::ledger::tree(store, run)?.into_iter().skip(1) {
         let rec = crate::ledger::record(store, &below.run)?;
@@ -179,8 +192,7 @@ pub(crate) fn waiting_below(store: &dyn Store, run: &RunId) -> Result<Vec<Waitin
                 .slots
                 .iter()
                 .filter_map(|s| {
-                    super::summary::answers(&s.status)
-                        .map(|how| (s.call_id.clone(), s.tool.clone(), how))
+                    answers(&s.status).map(|how| (s.call_id.clone(), s.tool.clone(), how))
                 })
                 .collect(),
             _ => Vec::new(),
@@ -196,21 +208,26 @@ pub(crate) fn waiting_below(store: &dyn Store, run: &RunId) -> Result<Vec<Waitin
 /// Among `runs`, those resting on a descendant that waits for a person: a run not ended and
 /// not waiting itself, with a child (or a child's child) of the listed runs whose status is
 /// `awaiting_input`. `ls` shows them as `awaiting child`.
-pub(crate) fn waiting_in(runs: &[RunRecord]) -> std::collections::BTreeSet<RunId> {
+pub fn waiting_in(runs: &[RunView]) -> std::collections::BTreeSet<RunId> {
     use crate::store::RunStatus;
-    let by_id: BTreeMap<&RunId, &RunRecord> = runs.iter().map(|r| (&r.id, r)).collect();
+    let by_id: BTreeMap<&RunId, &RunView> = runs.iter().map(|r| (&r.id, r)).collect();
     let mut out = std::collections::BTreeSet::new();
-    for r in runs.iter().filter(|r| r.status == RunStatus::AwaitingInput) {
-        let mut current = delegated_by(r).map(|l| l.run);
+    for r in runs
+        .iter()
+        .filter(|r| r.stored_status == RunStatus::AwaitingInput)
+    {
+        let mut current = r.delegated_by.as_ref().map(|l| l.run.clone());
         let mut hops = 0;
         while let Some(parent) = current.and_then(|p| by_id.get(&p).copied()) {
             hops += 1;
-            if hops > 64 || parent.status.is_terminal() || parent.status == RunStatus::AwaitingInput
+            if hops > 64
+                || parent.stored_status.is_terminal()
+                || parent.stored_status == RunStatus::AwaitingInput
             {
                 break;
             }
             out.insert(parent.id.clone());
-            current = delegated_by(parent).map(|l| l.run);
+            current = parent.delegated_by.as_ref().map(|l| l.run.clone());
         }
     }
     out
