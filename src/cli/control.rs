@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::common::{CliError, open_existing, parse_whole_run};
+use crate::exec::{Engine, EngineConfig};
 use crate::ops;
 use crate::term::say;
 
@@ -11,8 +12,8 @@ use crate::term::say;
 /// boundary, and waits until it has, so `resume` can follow at once.
 pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
     let run = parse_whole_run(run, "pause stops a run at its next step")?;
-    let store = open_existing(db)?;
-    let said = ops::pause(store, &run).await?;
+    let engine = Engine::with_store(open_existing(db)?, EngineConfig::default());
+    let said = ops::pause(&engine, &run).await?;
     say!("{said}");
     Ok(())
 }
@@ -21,8 +22,8 @@ pub(crate) async fn pause(db: &Path, run: &str) -> Result<(), CliError> {
 /// cancelled here. Succeeds only once the run is cancelled.
 pub(crate) async fn cancel(db: &Path, run: &str, reason: Option<String>) -> Result<(), CliError> {
     let run = parse_whole_run(run, "cancel ends a whole run")?;
-    let store = open_existing(db)?;
-    let said = ops::cancel(store, &run, reason).await?;
+    let engine = Engine::with_store(open_existing(db)?, EngineConfig::default());
+    let said = ops::cancel(&engine, &run, reason).await?;
     say!("{said}");
     Ok(())
 }

@@ -469,7 +469,40 @@ impl Engine {
         edits: Vec<ForkEdit>,
         mode: ForkMode,
     ) -> Result<RunHandle, EngineError> {
-        super::fork::fork(&self.shared, parent, seq, edits, mode, super::new_run_id()).await
+        self.fork_resolving(parent, seq, Box::new(move |_| edits), mode)
+            .await
+    }
+
+    /// [`fork`](Self::fork) with edits that depend on the state at the fork point
+    /// (`budget.KEY=VALUE` sets the budget that is spent there, else the active agent's):
+    /// `resolve` turns that state, read once to plan the fork, into the edits.
+    pub(crate) async fn fork_resolving(
+        &self,
+        parent: &RunId,
+        seq: u64,
+        resolve: super::fork::Resolve,
+        mode: ForkMode,
+    ) -> Result<RunHandle, EngineError> {
+        super::fork::fork(
+            &self.shared,
+            parent,
+            seq,
+            resolve,
+            mode,
+            super::new_run_id(),
+        )
+        .await
+    }
+
+    /// Takes up `run` and drives it with `events` first, each checked against the state read
+    /// under the lease (a caller checks them against the state it read before, with
+    /// [`fits`](super::fits), so bad input is refused before anything is written).
+    pub(crate) async fn resume_with(
+        &self,
+        run: &RunId,
+        events: Vec<EventBody>,
+    ) -> Result<RunHandle, EngineError> {
+        super::takeup::resume(&self.shared, run, events).await
     }
 
     /// Commits one event to a run that no process is driving, without performing the effects
@@ -493,7 +526,9 @@ impl Engine {
         }
     }
 
-    fn check_runnable(&self, spec: &RunSpec) -> Result<(), EngineError> {
+    /// Refuses `spec` unless every provider and tool it names (and its retriever) is
+    /// registered in this engine.
+    pub(crate) fn check_runnable(&self, spec: &RunSpec) -> Result<(), EngineError> {
         let providers = read_lock(&self.shared.providers);
         for agent in &spec.spec().agents {
             for route in &agent.routes {

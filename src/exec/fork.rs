@@ -75,6 +75,10 @@ pub enum ForkMode {
     Tape(TapeEnd),
 }
 
+/// Turns the state at the fork point into the edits to make there (what `budget.KEY=VALUE`
+/// means depends on it).
+pub(crate) type Resolve = Box<dyn FnOnce(&RunState) -> Vec<ForkEdit> + Send>;
+
 /// Why a fork could not be made (nothing was written).
 fn refuse(msg: String) -> EngineError {
     EngineError::Machine(crate::machine::MachineError::EditDoesNotApply(msg))
@@ -108,14 +112,14 @@ pub(super) async fn fork(
     shared: &Arc<Shared>,
     parent: &RunId,
     seq: u64,
-    edits: Vec<ForkEdit>,
+    resolve: Resolve,
     mode: ForkMode,
     new_id: RunId,
 ) -> Result<RunHandle, EngineError> {
     let planned = {
         let (shared, parent, new_id) = (shared.clone(), parent.clone(), new_id.clone());
         off_thread(&shared.store.clone(), move |store| {
-            plan(&shared, store, &parent, seq, &edits, mode, &new_id)
+            plan(&shared, store, &parent, seq, resolve, mode, &new_id)
         })
         .await?
     };
@@ -198,7 +202,7 @@ fn plan(
     store: &dyn crate::store::Store,
     parent: &RunId,
     seq: u64,
-    edits: &[ForkEdit],
+    resolve: Resolve,
     mode: ForkMode,
     new_id: &RunId,
 ) -> Result<Planned, EngineError> {
@@ -224,7 +228,8 @@ fn plan(
         .into());
     }
     let convs = ledger::conversations(store, &rebuilt.state)?;
-    let machine_edits = translate(edits, &rebuilt.state, &convs)?;
+    let edits = resolve(&rebuilt.state);
+    let machine_edits = translate(&edits, &rebuilt.state, &convs)?;
     let last_at = ledger::time_at(store, parent, seq)?;
 
     // Dry run: an edit that does not apply is refused before anything is written.

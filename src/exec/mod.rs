@@ -83,6 +83,7 @@ pub use ids::new_run_id;
 pub use memory_source::MemorySource;
 pub use retrieval_source::RetrievalSource;
 pub use session::SessionSettings;
+pub(crate) use takeup::{answer_event, fits};
 pub use tape::TapeEnd;
 pub use trace::{Trace, TraceEvent};
 

@@ -155,9 +155,23 @@ pub(super) async fn input_event(
     input: crate::machine::HumanInput,
 ) -> Result<EventBody, EngineError> {
     let (state, spec) = latest(shared, run).await?;
-    let effect = input_effect(run, &state, call_id)?;
+    answer_event(run, &state, &spec, call_id, input)
+}
+
+/// The `InputProvided` event answering the call that waits for a person in `state`, `run`'s
+/// latest state (`call_id` picks one when several wait), refused when the machine would refuse
+/// it. Pure: for a caller that has read the state already (it is checked again under the
+/// lease when the run is taken up).
+pub(crate) fn answer_event(
+    run: &RunId,
+    state: &RunState,
+    spec: &RunSpec,
+    call_id: Option<&str>,
+    input: crate::machine::HumanInput,
+) -> Result<EventBody, EngineError> {
+    let effect = input_effect(run, state, call_id)?;
     let body = EventBody::InputProvided { effect, input };
-    fits(run, &state, &spec, &body)?;
+    fits(run, state, spec, &body)?;
     Ok(body)
 }
 
@@ -173,7 +187,7 @@ pub(super) async fn check_fits(
 }
 
 /// Steps `body` against `state` and throws the transition away: only the verdict matters.
-fn fits(
+pub(crate) fn fits(
     run: &RunId,
     state: &RunState,
     spec: &RunSpec,

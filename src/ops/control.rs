@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::OpsError;
-use crate::exec::{Engine, EngineConfig, EngineError, wall_ms};
+use crate::exec::{Engine, EngineError, wall_ms};
 use crate::history;
 use crate::machine::RunId;
 use crate::store::{RunRecord, RunStatus, Store, owner_is_dead};
@@ -128,10 +128,30 @@ impl fmt::Display for Cancelled {
 }
 
 /// Asks whichever process drives `run` to pause at its next step boundary, and waits (up to
-/// 30 s) until it has, so `resume` can follow at once. Only a running run can be paused
-/// ([`OpsError::NotRunning`]); one that ends before the pause takes effect is refused
-/// ([`OpsError::EndedFirst`]).
-pub async fn pause(store: Arc<dyn Store>, run: &RunId) -> Result<Paused, OpsError> {
+/// 30 s) until it has, so `resume` can follow at once: [`request_pause`], then
+/// [`PauseRequest::wait`]. Only a running run can be paused ([`OpsError::NotRunning`]); one
+/// that ends before the pause takes effect is refused ([`OpsError::EndedFirst`]).
+pub async fn pause(engine: &Engine, run: &RunId) -> Result<Paused, OpsError> {
+    request_pause(engine, run).await?.wait().await
+}
+
+/// A pause asked for: [`wait`](Self::wait) for the run to rest.
+#[must_use = "the run pauses whether or not this is waited for; wait() says when and where"]
+pub struct PauseRequest {
+    store: Arc<dyn Store>,
+    run: RunId,
+    /// What happened already, when there was nothing to wait for.
+    settled: Option<Paused>,
+}
+
+/// Asks whichever process drives `run` to pause at its next step boundary and returns once
+/// the request is made, without waiting for the run: a run `engine` drives has its driver
+/// told at once; a run another engine or process drives finds the request in the database
+/// (within its engine's control poll, 200 ms by default). A run that is queued or that no
+/// live process drives needs no pause (the request is settled at once); a run that is not
+/// running is refused ([`OpsError::NotRunning`]).
+pub async fn request_pause(engine: &Engine, run: &RunId) -> Result<PauseRequest, OpsError> {
+    let store = engine.store().clone();
     let rec = history::record(store.as_ref(), run)?;
     if rec.status != RunStatus::Running {
         return Err(OpsError::NotRunning {
@@ -139,42 +159,63 @@ pub async fn pause(store: Arc<dyn Store>, run: &RunId) -> Result<Paused, OpsErro
             status: rec.status,
         });
     }
-    if rec.is_queued() {
-        return Ok(Paused::Queued { run: run.clone() });
-    }
-    if !is_driven(&rec) {
-        return Ok(Paused::NotDriven {
+    let settled = if rec.is_queued() {
+        Some(Paused::Queued { run: run.clone() })
+    } else if !is_driven(&rec) {
+        Some(Paused::NotDriven {
             run: run.clone(),
             seq: rec.seq,
-        });
-    }
-    let engine = Engine::with_store(store.clone(), EngineConfig::default());
-    engine.pause(run).await?;
-    Ok(match wait_until_undriven(store.as_ref(), run).await? {
-        Some(rec) if rec.status == RunStatus::Paused => Paused::Paused {
-            run: run.clone(),
-            seq: rec.seq,
-        },
-        Some(rec) if rec.status.is_terminal() => return Err(ended_first(run, &rec, "pause")),
-        Some(rec) => Paused::Stopped {
-            run: run.clone(),
-            status: rec.status,
-            seq: rec.seq,
-        },
-        None => Paused::Requested { run: run.clone() },
+        })
+    } else {
+        engine.pause(run).await?;
+        None
+    };
+    Ok(PauseRequest {
+        store,
+        run: run.clone(),
+        settled,
     })
 }
 
-/// Cancels `run`: a run driven by another process is asked to stop (it aborts its in-flight
-/// work and commits the cancellation; this waits up to 30 s for that); a run at rest is
-/// cancelled here. Succeeds only once the run is cancelled (or its driver is stopping it); a
-/// run that has ended, or ends otherwise first, is refused.
+impl PauseRequest {
+    /// Waits (up to 30 s) until no process drives the run any more and says how it rests:
+    /// [`Paused::Paused`] at its step boundary, [`Paused::Stopped`] when it came to rest
+    /// otherwise, [`Paused::Requested`] when it is still finishing a call. A run that ended
+    /// first is refused ([`OpsError::EndedFirst`]).
+    pub async fn wait(self) -> Result<Paused, OpsError> {
+        if let Some(settled) = self.settled {
+            return Ok(settled);
+        }
+        let run = &self.run;
+        Ok(match wait_until_undriven(self.store.as_ref(), run).await? {
+            Some(rec) if rec.status == RunStatus::Paused => Paused::Paused {
+                run: run.clone(),
+                seq: rec.seq,
+            },
+            Some(rec) if rec.status.is_terminal() => {
+                return Err(ended_first(run, &rec, "pause"));
+            }
+            Some(rec) => Paused::Stopped {
+                run: run.clone(),
+                status: rec.status,
+                seq: rec.seq,
+            },
+            None => Paused::Requested { run: run.clone() },
+        })
+    }
+}
+
+/// Cancels `run`: a run `engine` drives, or another engine or process drives, is asked to
+/// stop (it aborts its in-flight work and commits the cancellation; this waits up to 30 s for
+/// that); a run at rest is cancelled here, by `engine`. Succeeds only once the run is
+/// cancelled (or its driver is stopping it); a run that has ended, or ends otherwise first, is
+/// refused.
 pub async fn cancel(
-    store: Arc<dyn Store>,
+    engine: &Engine,
     run: &RunId,
     reason: Option<String>,
 ) -> Result<Cancelled, OpsError> {
-    let engine = Engine::with_store(store.clone(), EngineConfig::default());
+    let store = engine.store().clone();
     for _ in 0..CANCEL_ATTEMPTS {
         match engine.cancel(run, reason.clone()).await {
             Ok(Some(handle)) => {

@@ -53,11 +53,6 @@ impl Raise {
         };
         (scope, self.key, self.limit)
     }
-
-    /// Whether applying it needs the run's state ([`BudgetTarget::Current`]).
-    pub fn needs_state(&self) -> bool {
-        self.target == BudgetTarget::Current
-    }
 }
 
 impl FromStr for Raise {
@@ -253,7 +248,6 @@ mod tests {
             (r.target.clone(), r.key, r.limit),
             (BudgetTarget::Current, BudgetKey::Turns, 80)
         );
-        assert!(r.needs_state());
         let r: Raise = "run.max_cost_usd=0.25".parse().expect("parses");
         assert_eq!(
             (r.target, r.key, r.limit),
@@ -261,7 +255,6 @@ mod tests {
         );
         let r = Raise::parse("writer.max_tool_calls=3").expect("parses");
         assert_eq!(r.target, BudgetTarget::Agent("writer".into()));
-        assert!(!r.needs_state());
         // A resolved raise of an agent's budget does not depend on the state.
         assert_eq!(
             r.resolve(&RunState::Created).0,

@@ -6,6 +6,7 @@
 //! | operation | command | here |
 //! |---|---|---|
 //! | start a run from a spec file | `run SPEC [GOAL] [--session S] [--memory M]` | [`load`], [`prepare`], [`engine`], [`start`] |
+//! | start a run of a spec built in Rust | — | [`start_spec`] |
 //! | queue a run for workers | `run SPEC --detach` | [`enqueue`] |
 //! | resume, answer, raise budgets | `resume RUN [--approve\|--reject\|--input] [--raise]` | [`resume`] with an [`Answer`] and [`Raise`]s |
 //! | fork at a step, with edits | `fork RUN@SEQ [--edit E] [--tape]` | [`fork`] with [`Edit`]s |
@@ -59,7 +60,10 @@ mod start;
 mod tree;
 mod views;
 
-pub use control::{Cancelled, Paused, cancel, is_driven, pause};
+#[cfg(test)]
+mod tests;
+
+pub use control::{Cancelled, PauseRequest, Paused, cancel, is_driven, pause, request_pause};
 pub use edits::{BudgetTarget, Edit, Raise};
 pub use error::{ErrorKind, OpsError};
 pub use fork::fork;
@@ -72,7 +76,7 @@ pub use open::{
 };
 pub use refs::{MAX_RUN_ID_CHARS, QUOTE_CHARS, parse_run_at, parse_whole_run, quoted};
 pub use resume::{Answer, resume};
-pub use start::{connect_mcp, enqueue, load, prepare, start};
+pub use start::{connect_mcp, enqueue, load, prepare, start, start_spec};
 pub use tree::{
     Waiting, answers, delegated_by, descendants, in_tree_order, waiting_below, waiting_in,
 };

@@ -5,10 +5,10 @@ use super::OpsError;
 use super::edits::Raise;
 use super::start::install_stored;
 use super::tree::waiting_below;
-use crate::exec::{Engine, RunHandle};
+use crate::exec::{Engine, EngineError, RunHandle, answer_event, fits};
 use crate::history;
 use crate::machine::{EventBody, HumanInput, RunId};
-use crate::store::RunStatus;
+use crate::store::{RunRecord, RunStatus};
 
 /// What a person tells the run as it is resumed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,6 +43,9 @@ impl Answer {
 /// A run that does not wait for a person itself but rests on one child run that does: the
 /// answer goes to that child, then the run is driven on and takes the child up. Several such
 /// children are refused ([`OpsError::ChildrenWaiting`]): each must be answered on its own.
+///
+/// The run's history is read once under its lease, as every take-up reads it, and — only
+/// when there is an answer or a raise to check before anything is written — once before.
 pub async fn resume(
     engine: &Engine,
     run: &RunId,
@@ -50,13 +53,16 @@ pub async fn resume(
     call: Option<&str>,
     raises: &[Raise],
 ) -> Result<RunHandle, OpsError> {
-    install_stored(engine, run)?;
-    let store = engine.store().clone();
-    let rec = history::record(store.as_ref(), run)?;
-    let spec = history::spec_of(&rec)?;
-    let state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
-    let mut raised: Vec<_> = raises.iter().map(|r| r.resolve(&state)).collect();
+    let rec = install_stored(engine, run)?;
     let input = answer.into_input();
+    if input.is_none() && raises.is_empty() {
+        // Nothing to check before the take-up, which reads the state under the lease.
+        return Ok(engine.resume(run).await?);
+    }
+    let store = engine.store().clone();
+    let spec = history::spec_of(&rec)?;
+    let mut state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
+    let mut raised: Vec<_> = raises.iter().map(|r| r.resolve(&state)).collect();
     // A run resting on a child that waits for a person (it does not wait itself): the answer
     // goes to that child, then the run is driven on and takes the child up.
     let rests_on_child = input.is_some() && RunStatus::of_state(&state) != RunStatus::AwaitingInput;
@@ -78,16 +84,40 @@ pub async fn resume(
         }
         (input, _) => input,
     };
-    // Every raise but the last is committed on its own; the last (or the input) drives the run.
+    // Every raise but the last is committed on its own (each a take-up of its own, which
+    // returns the state it left); the last (or the input) drives the run.
     let last = if input.is_none() { raised.pop() } else { None };
     for (scope, key, limit) in raised {
-        engine
+        state = engine
             .apply(run, EventBody::BudgetRaised { scope, key, limit })
             .await?;
     }
-    Ok(match (input, last) {
-        (Some(input), _) => engine.provide_input(run, call, input).await?,
-        (None, Some((scope, key, limit))) => engine.raise_budget(run, scope, key, limit).await?,
-        (None, None) => engine.resume(run).await?,
-    })
+    let first = match (input, last) {
+        (Some(input), _) => {
+            refuse_if_ended(&rec)?;
+            answer_event(run, &state, &spec, call, input)?
+        }
+        (None, Some((scope, key, limit))) => {
+            refuse_if_ended(&rec)?;
+            let body = EventBody::BudgetRaised { scope, key, limit };
+            fits(run, &state, &spec, &body)?;
+            body
+        }
+        // The answer went to the child: the run is driven on and takes the child up.
+        (None, None) => return Ok(engine.resume(run).await?),
+    };
+    Ok(engine.resume_with(run, vec![first]).await?)
+}
+
+/// Refuses a run that has ended, as the engine does before it reads a run's state to check
+/// an event ([`EngineError::Finished`]).
+fn refuse_if_ended(rec: &RunRecord) -> Result<(), OpsError> {
+    if rec.status.is_terminal() {
+        return Err(EngineError::Finished {
+            run: rec.id.to_string(),
+            status: rec.status,
+        }
+        .into());
+    }
+    Ok(())
 }

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use super::{EngineSettings, OpsError, Warn, engine_config, open_store_with};
 use crate::config::{self, RunFile, Setup};
-use crate::exec::{Engine, RunHandle, new_run_id};
+use crate::exec::{Engine, RunHandle, SessionSettings, new_run_id};
 use crate::history;
-use crate::machine::RunId;
+use crate::machine::{RunId, RunSpec};
 use crate::store::RunRecord;
 
 /// Loads the spec file at `spec`; with `memory`, the run reads and writes that global memory
@@ -60,18 +60,45 @@ pub async fn start(
     goal: &str,
     session: Option<&str>,
 ) -> Result<RunHandle, OpsError> {
-    if let Some(name) = session {
+    let setup = file.setup.to_json()?;
+    let session = session.map(|name| (name, file.session.clone()));
+    launch(engine, id, file.spec.clone(), goal, Some(setup), session).await
+}
+
+/// Starts a run of a spec built in the program (its providers and tools registered in
+/// `engine`) under `id`; as the next run of a session when one is named, with its settings.
+/// No setup is stored, so only a program whose engine has the same providers and tools can
+/// [`resume`](super::resume) or [`fork`](super::fork) it. A spec naming a provider or tool
+/// that is not registered, or a session that cannot take a next run, is refused before
+/// anything is written.
+pub async fn start_spec(
+    engine: &Engine,
+    id: RunId,
+    spec: RunSpec,
+    goal: &str,
+    session: Option<(&str, SessionSettings)>,
+) -> Result<RunHandle, OpsError> {
+    launch(engine, id, spec, goal, None, session).await
+}
+
+async fn launch(
+    engine: &Engine,
+    id: RunId,
+    spec: RunSpec,
+    goal: &str,
+    setup: Option<String>,
+    session: Option<(&str, SessionSettings)>,
+) -> Result<RunHandle, OpsError> {
+    if let Some((name, settings)) = &session {
         // A process racing this one can still take the place first: then the start is refused.
-        engine
-            .next_in_session(&file.spec, name, &file.session)
-            .await?;
+        engine.next_in_session(&spec, name, settings).await?;
     }
-    let start = engine
-        .start(file.spec.clone(), goal)
-        .with_id(id)
-        .with_setup(file.setup.to_json()?);
+    let mut start = engine.start(spec, goal).with_id(id);
+    if let Some(setup) = setup {
+        start = start.with_setup(setup);
+    }
     let start = match session {
-        Some(name) => start.in_session(name, file.session.clone()),
+        Some((name, settings)) => start.in_session(name, settings),
         None => start,
     };
     Ok(start.await?)
@@ -110,15 +137,22 @@ pub async fn enqueue(
     .await?)
 }
 
-/// Rebuilds a stored run's providers and tools in `engine`, once its setup is shown to be what
-/// its head sealed (a tampered setup is refused before anything is built from it). Returns
-/// the run's row as read.
+/// Makes `engine` ready to continue a stored run: a run started from a spec file has its
+/// providers and tools rebuilt from its stored setup, once that is shown to be what its head
+/// sealed (a tampered setup is refused before anything is built from it); a run started from
+/// a program is continued only by an engine where every provider and tool its spec names is
+/// registered ([`OpsError::NoStoredSetup`] otherwise). Returns the run's row as read.
 pub(super) fn install_stored(engine: &Engine, run: &RunId) -> Result<RunRecord, OpsError> {
     let rec = history::record(engine.store().as_ref(), run)?;
     crate::ledger::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer())?;
-    let Some(setup) = &rec.setup else {
-        return Err(OpsError::NoStoredSetup { run: run.clone() });
-    };
-    Setup::from_json(setup)?.install(engine)?;
+    match &rec.setup {
+        Some(setup) => Setup::from_json(setup)?.install(engine)?,
+        None => {
+            let spec = history::spec_of(&rec)?;
+            if engine.check_runnable(&spec).is_err() {
+                return Err(OpsError::NoStoredSetup { run: run.clone() });
+            }
+        }
+    }
     Ok(rec)
 }

@@ -19,7 +19,7 @@ use super::error::ApiError;
 use super::routes::{run_ref, safe_json};
 use super::state::App;
 use crate::config;
-use crate::exec::{ForkMode, TapeEnd, new_run_id};
+use crate::exec::{Engine, EngineConfig, ForkMode, TapeEnd, new_run_id};
 use crate::machine::RunId;
 use crate::ops::{self, Answer, Edit, OpsError, Raise};
 
@@ -238,7 +238,8 @@ pub(crate) async fn pause(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
-    let said = ops::pause(app.store.clone(), &run).await?;
+    let engine = Engine::with_store(app.store.clone(), EngineConfig::default());
+    let said = ops::pause(&engine, &run).await?;
     Ok(done(&run, "pause", &said.to_string()))
 }
 
@@ -258,7 +259,8 @@ pub(crate) async fn cancel(
 ) -> Result<Response, ApiError> {
     let run = run_ref(&id)?;
     let c = optional(&headers, b)?;
-    let said = ops::cancel(app.store.clone(), &run, c.reason).await?;
+    let engine = Engine::with_store(app.store.clone(), EngineConfig::default());
+    let said = ops::cancel(&engine, &run, c.reason).await?;
     Ok(done(&run, "cancel", &said.to_string()))
 }
 

@@ -1,0 +1,157 @@
+//! A store that counts how often a run's state is rebuilt from its history: every rebuild
+//! ([`crate::ledger::state_at`]) starts by asking for the nearest snapshot, and nothing else
+//! asks for one. Reads and writes go to the real store it wraps.
+
+use std::sync::{Arc, Mutex};
+
+use crate::machine::RunId;
+use crate::store::{Ack, Store, Write};
+
+/// A store over another that records, in order, the run of every snapshot lookup.
+pub(super) struct Counting {
+    inner: Arc<dyn Store>,
+    rebuilt: Mutex<Vec<RunId>>,
+}
+
+impl Counting {
+    /// Counts the rebuilds made over `inner`.
+    pub(super) fn over(inner: Arc<dyn Store>) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            rebuilt: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// How often `run`'s state (or a fork's, through `run`'s history) has been rebuilt so far.
+    pub(super) fn rebuilds(&self, run: &RunId) -> usize {
+        crate::exec::lock(&self.rebuilt)
+            .iter()
+            .filter(|r| *r == run)
+            .count()
+    }
+}
+
+impl Store for Counting {
+    fn submit(&self, write: Write) -> Ack {
+        self.inner.submit(write)
+    }
+
+    fn snapshot(&self) -> Result<Option<Box<dyn Store>>, crate::store::StoreError> {
+        // No separate view: every read comes through here and is counted.
+        Ok(None)
+    }
+
+    fn packs_heads(&self) -> bool {
+        self.inner.packs_heads()
+    }
+    fn run(
+        &self,
+        id: &crate::machine::RunId,
+    ) -> Result<Option<crate::store::RunRecord>, crate::store::StoreError> {
+        self.inner.run(id)
+    }
+    fn leases(
+        &self,
+        runs: &[crate::machine::RunId],
+    ) -> Result<Vec<crate::store::LeaseRecord>, crate::store::StoreError> {
+        self.inner.leases(runs)
+    }
+    fn runs(&self) -> Result<Vec<crate::store::RunRecord>, crate::store::StoreError> {
+        self.inner.runs()
+    }
+    fn transitions(
+        &self,
+        run: &crate::machine::RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<crate::store::TransitionRecord>, crate::store::StoreError> {
+        self.inner.transitions(run, from, to)
+    }
+    fn snapshot_at_or_before(
+        &self,
+        run: &crate::machine::RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, crate::store::StoreError> {
+        crate::exec::lock(&self.rebuilt).push(run.clone());
+        self.inner.snapshot_at_or_before(run, at)
+    }
+    fn last_seal(
+        &self,
+        run: &crate::machine::RunId,
+        at: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, crate::store::StoreError> {
+        self.inner.last_seal(run, at)
+    }
+    fn blob(
+        &self,
+        digest: &crate::machine::Digest,
+    ) -> Result<Option<Vec<u8>>, crate::store::StoreError> {
+        self.inner.blob(digest)
+    }
+    fn open_effects(
+        &self,
+        run: &crate::machine::RunId,
+    ) -> Result<Vec<crate::store::OutboxRecord>, crate::store::StoreError> {
+        self.inner.open_effects(run)
+    }
+    fn outbox(
+        &self,
+        run: &crate::machine::RunId,
+    ) -> Result<Vec<crate::store::OutboxRecord>, crate::store::StoreError> {
+        self.inner.outbox(run)
+    }
+    fn snapshots(
+        &self,
+        run: &crate::machine::RunId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, crate::store::StoreError> {
+        self.inner.snapshots(run, from, to)
+    }
+    fn head(
+        &self,
+        run: &crate::machine::RunId,
+    ) -> Result<Option<crate::store::HeadRecord>, crate::store::StoreError> {
+        self.inner.head(run)
+    }
+    fn session_runs(
+        &self,
+        name: &str,
+    ) -> Result<Vec<(u64, crate::machine::RunId)>, crate::store::StoreError> {
+        self.inner.session_runs(name)
+    }
+    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, crate::store::StoreError> {
+        self.inner.sessions()
+    }
+    fn session_of(
+        &self,
+        run: &crate::machine::RunId,
+    ) -> Result<Option<crate::store::SessionLink>, crate::store::StoreError> {
+        self.inner.session_of(run)
+    }
+    fn memory_rows(
+        &self,
+        name: &str,
+        latest_only: bool,
+    ) -> Result<Vec<crate::store::GlobalRow>, crate::store::StoreError> {
+        self.inner.memory_rows(name, latest_only)
+    }
+    fn memory_published(
+        &self,
+        run: &crate::machine::RunId,
+        effect: crate::machine::EffectRef,
+    ) -> Result<Vec<crate::store::GlobalRow>, crate::store::StoreError> {
+        self.inner.memory_published(run, effect)
+    }
+    fn memory_names(&self) -> Result<Vec<String>, crate::store::StoreError> {
+        self.inner.memory_names()
+    }
+    fn memory_removals(
+        &self,
+    ) -> Result<Vec<crate::store::RemovalRecord>, crate::store::StoreError> {
+        self.inner.memory_removals()
+    }
+    fn size_bytes(&self) -> Result<u64, crate::store::StoreError> {
+        self.inner.size_bytes()
+    }
+}

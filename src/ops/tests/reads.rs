@@ -1,0 +1,103 @@
+//! How often the operations that continue a run read its history: every take-up reads it
+//! once under the lease (what it drives from); before the lease, `resume` reads it only when
+//! it has an answer or a raise to check, and `fork` not at all (the engine's plan reads the
+//! parent once). Counted on the real in-memory store ([`super::counting::Counting`]).
+
+use std::sync::Arc;
+
+use super::super::{self as ops, Answer, Edit, Raise};
+use super::counting::Counting;
+use super::{APPROVAL, BUDGET, gated, start_file, started_then_paused};
+use crate::exec::{Engine, EngineConfig, ForkMode};
+use crate::store::{MemoryStore, RunStatus};
+
+/// An engine over a counted in-memory store.
+fn counted() -> (Engine, Arc<Counting>) {
+    let store = Counting::over(Arc::new(MemoryStore::new()));
+    (
+        Engine::with_store(store.clone(), EngineConfig::default()),
+        store,
+    )
+}
+
+#[tokio::test]
+async fn an_answer_reads_the_history_once_before_the_lease_and_once_under_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, store) = counted();
+    let end = start_file(&engine, dir.path(), APPROVAL)
+        .await
+        .wait()
+        .await
+        .expect("rests");
+    assert_eq!(end.status, RunStatus::AwaitingInput);
+    let run = end.run_id;
+
+    let before = store.rebuilds(&run);
+    let handle = ops::resume(&engine, &run, Answer::Approve, None, &[])
+        .await
+        .expect("approves");
+    assert_eq!(store.rebuilds(&run) - before, 2);
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn a_budget_raise_reads_the_history_once_before_the_lease_and_once_under_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, store) = counted();
+    let end = start_file(&engine, dir.path(), BUDGET)
+        .await
+        .wait()
+        .await
+        .expect("rests");
+    assert_eq!(end.status, RunStatus::BudgetExhausted);
+    let run = end.run_id;
+
+    let raise = [Raise::parse("budget.max_turns=3").expect("a raise")];
+    let before = store.rebuilds(&run);
+    let handle = ops::resume(&engine, &run, Answer::None, None, &raise)
+        .await
+        .expect("raises");
+    assert_eq!(store.rebuilds(&run) - before, 2);
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn a_plain_resume_reads_the_history_only_under_the_lease() {
+    let (engine, store) = counted();
+    let (gate, spec) = gated(&engine);
+    let run = started_then_paused(&engine, &gate, spec).await;
+
+    let before = store.rebuilds(&run);
+    let handle = ops::resume(&engine, &run, Answer::None, None, &[])
+        .await
+        .expect("resumes");
+    assert_eq!(store.rebuilds(&run) - before, 1);
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn a_fork_reads_its_parents_history_once() {
+    let (engine, store) = counted();
+    let (gate, spec) = gated(&engine);
+    let run = started_then_paused(&engine, &gate, spec).await;
+
+    let edits = [Edit::parse("user=Which shape?").expect("an edit")];
+    let before = store.rebuilds(&run);
+    let fork = ops::fork(&engine, &run, 1, &edits, ForkMode::Live)
+        .await
+        .expect("forks");
+    assert_eq!(store.rebuilds(&run) - before, 1);
+    assert_eq!(
+        fork.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+}
