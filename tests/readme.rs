@@ -490,3 +490,64 @@ fn the_embedding_example_runs_a_custom_tool_durably() {
         .expect("one run");
     assert_eq!(status, "completed");
 }
+
+/// The example of the operations the command line is built on runs offline: it starts a run on
+/// the file it is given, pauses it from another task, resumes it, forks it with an edit, shows
+/// a step and verifies both runs, all through `runtape::ops`.
+#[test]
+fn the_ops_example_pauses_resumes_forks_and_verifies_through_ops() {
+    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    assert!(readme.contains("examples/ops.rs"));
+    let deps = std::env::current_exe().expect("test binary path");
+    let exe: PathBuf = deps
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .join("examples")
+        .join(format!("ops{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.exists(),
+        "{} was not built by cargo test",
+        exe.display()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("ops.db");
+    let out = Command::new(&exe)
+        .arg(&db)
+        .output()
+        .expect("runs the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("started run "))
+        .and_then(|l| l.split(' ').next())
+        .expect("the run id first")
+        .to_owned();
+    for want in [
+        format!("paused {run} at step "),
+        "the run rests paused".to_owned(),
+        "resumed: answer to: Which colour?".to_owned(),
+        format!("forked {run}@1 as run "),
+        ": answer to: Which shape?".to_owned(),
+        "preparing.edit, then preparing".to_owned(),
+        format!("verified {run}: "),
+    ] {
+        assert!(stdout.contains(&want), "no `{want}` in: {stdout}");
+    }
+    assert_eq!(stdout.matches("transitions replay").count(), 2, "{stdout}");
+    let conn = rusqlite::Connection::open(&db).expect("the example kept its database");
+    let statuses: Vec<String> = conn
+        .prepare("SELECT status FROM runs")
+        .expect("prepares")
+        .query_map([], |r| r.get(0))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("reads");
+    assert_eq!(statuses, ["completed", "completed"]);
+}
