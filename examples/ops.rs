@@ -54,7 +54,7 @@ impl ModelProvider for NoteTaker {
                 let _ = gate.wait_for(|open| *open).await;
             }
             if turn < 2 {
-                let call = ToolCallRequest::new(&format!("c{turn}"), "note", json!({}));
+                let call = ToolCallRequest::new(format!("c{turn}"), "note", json!({}));
                 return Ok(ModelReply::tools(vec![call]));
             }
             let question = request

@@ -73,12 +73,23 @@
 //!
 //! # The crate
 //!
-//! The types most programs need are re-exported here. The modules: [`machine`] (the pure
-//! core), [`exec`] (the engine), [`ledger`] (the stored record), [`history`] (reading it back),
-//! [`store`] (SQLite, PostgreSQL and in-memory stores behind one trait), [`provider`] (model
-//! providers), [`tool`] (tools, command tools, MCP), [`cassette`] (recorded model exchanges), [`receipt`]
-//! (signed receipts), [`config`] (`runtape.toml` spec files), [`secrets`], [`worker`] (the worker loop of `runtape worker`). The `runtape` command, its
-//! benchmarks and its HTTP server (`runtape serve`) are the binary's, not this library's API.
+//! The types most programs need are re-exported here. What to call first:
+//!
+//! - **[`ops`]**, to do what the `runtape` command does — start a run from a spec file (or a
+//!   spec built in Rust), pause, resume with an answer or a budget raise, fork with edits,
+//!   cancel, list, show a step, the timeline, diff, verify — with typed views whose JSON is
+//!   what `--json` prints and an [`ops::OpsError`] with a stable code. The command line and
+//!   `runtape serve` are built on it; `examples/ops.rs` walks through it.
+//! - **[`Engine`]**, to drive runs of specs and providers built in Rust, as above.
+//!
+//! The modules: [`ops`] (the operations), [`machine`] (the pure core), [`exec`] (the engine),
+//! [`ledger`] (the stored record), [`history`] (reading it back), [`store`] (SQLite,
+//! PostgreSQL and in-memory stores behind one trait), [`provider`] (model providers),
+//! [`tool`] (tools, command tools, MCP), [`cassette`] (recorded model exchanges), [`receipt`]
+//! (signed receipts), [`config`] (`runtape.toml` spec files), [`secrets`], [`worker`] (the
+//! worker loop of `runtape worker`), [`otel`] (OpenTelemetry export). The `runtape` command,
+//! its benchmarks and its HTTP server (`runtape serve`) are the binary's, not this library's
+//! API: they parse their input, call [`ops`], and render what it returns.
 
 pub mod cassette;
 mod compact_json;

@@ -1,8 +1,13 @@
-//! The `runtape` binary: the command line (`src/cli`), its benchmarks (`src/bench`) and its
-//! HTTP server (`src/serve`, `runtape serve`), built
-//! on the library's public API. They are compiled into the binary only, so they are not part
-//! of the library's API; `crate::exec`, `crate::history`, ... in their code resolve to the
-//! library's modules through the imports below.
+//! The `runtape` binary: the command line (`src/cli`), its benchmarks (`src/bench`), its HTTP
+//! server (`src/serve`, `runtape serve`), and what the command line and the server share about
+//! the terminal and the process (`src/term`: exit statuses, one-line errors, stdout and stderr,
+//! stop signals). They are adapters over the library's operations (`runtape::ops`): they parse
+//! their input, call an operation, and render what it returns. `serve` imports nothing from
+//! `cli`, and `cli` nothing from `serve` but its entry point (`serve::run` and its `Options`).
+//!
+//! They are compiled into the binary only, so they are not part of the library's API;
+//! `crate::exec`, `crate::ops`, ... in their code resolve to the library's modules through the
+//! imports below.
 
 #[path = "bench/mod.rs"]
 mod bench;

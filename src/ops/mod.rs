@@ -24,25 +24,26 @@
 //! refuses has been changed.
 //!
 //! ```no_run
-//! use runtape::ops::{self, Answer, Edit, EngineSettings};
 //! use runtape::exec::ForkMode;
+//! use runtape::ops::{self, Answer, Edit, EngineSettings};
 //!
 //! # async fn demo() -> Result<(), runtape::ops::OpsError> {
-//! let db = std::path::Path::new("runs.db");
-//! let settings = EngineSettings::default();
-//! let (file, goal) = ops::prepare(ops::load("runtape.toml".as_ref(), None)?, None, ops::trace_warning).await?;
-//! let engine = ops::engine(db, &settings, true)?;
+//! // `runtape run runtape.toml --db runs.db`
+//! let file = ops::load("runtape.toml".as_ref(), None)?;
+//! let (file, goal) = ops::prepare(file, None, ops::trace_warning).await?;
+//! let engine = ops::engine("runs.db".as_ref(), &EngineSettings::default(), true)?;
 //! file.install(&engine)?;
 //! let run = runtape::exec::new_run_id();
 //! let handle = ops::start(&engine, run.clone(), &file, &goal, None).await?;
-//! // From another task (or process): pause it; it rests paused at its next step boundary.
-//! println!("{}", ops::pause(engine.store().clone(), &run).await?);
-//! let _ = handle.wait().await;
-//! // Take it up again, then branch off step 1 with a different question.
+//! // `runtape pause RUN` (from another task or process): it rests at its next step boundary.
+//! println!("{}", ops::pause(&engine, &run).await?);
+//! handle.wait().await?;
+//! // `runtape resume RUN`, then `runtape fork RUN@1 --edit "user=…"`.
 //! ops::resume(&engine, &run, Answer::None, None, &[]).await?.wait().await?;
 //! let edits = [Edit::parse("user=And in French?")?];
 //! let fork = ops::fork(&engine, &run, 1, &edits, ForkMode::Live).await?;
-//! let step = ops::show(engine.store().as_ref(), fork.run_id(), Some(1))?;
+//! // `runtape show FORK@2 --json`
+//! let step = ops::show(engine.store().as_ref(), fork.run_id(), Some(2))?;
 //! println!("{}", ops::json::encode(&step).unwrap_or_default());
 //! # Ok(()) }
 //! ```

@@ -108,7 +108,7 @@ impl ModelProvider for Gated {
             }
             Ok(match turn {
                 0 | 1 => ModelReply::tools(vec![ToolCallRequest::new(
-                    &format!("c{turn}"),
+                    format!("c{turn}"),
                     "note",
                     json!({}),
                 )]),
