@@ -4,6 +4,7 @@
 mod counting;
 mod flow;
 mod reads;
+mod views;
 
 use std::path::Path;
 use std::sync::Arc;
