@@ -15,7 +15,7 @@ use crate::ops::driver;
 use crate::ops::env_ms;
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
 use crate::store::{PostgresStore, Store, WorkerInfo, owner_host, owner_id};
-use crate::term::say_line;
+use crate::term::{note, say_line};
 use crate::text::rfc3339;
 use crate::worker::{WorkerExit, WorkerOptions};
 
@@ -68,8 +68,26 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         poll: env_ms("RUNTAPE_WORKER_POLL_MS", 500, 10)?,
         skip_for: Duration::from_secs(60),
     };
-    let stops = stop_signals()?;
-    let store = Arc::new(PostgresStore::open(url)?);
+    let mut stops = stop_signals()?;
+    // A database that is not up yet (the worker started first, or it is restarting) is
+    // waited for, one line on stderr per attempt; anything else that keeps the worker from
+    // connecting is an error.
+    let waiting = |e: &crate::store::StoreError, wait: Duration| {
+        note(&format!(
+            "runtape worker: waiting for the database: {e}; trying again in {:.1} s",
+            wait.as_secs_f64()
+        ));
+    };
+    let store = tokio::select! {
+        opened = PostgresStore::open_when_reachable(url, waiting) => Arc::new(opened?),
+        signal = stops.recv() => {
+            note(&format!(
+                "runtape worker: {}: stopped before the database could be reached; nothing was claimed",
+                signal.unwrap_or("closed")
+            ));
+            return Ok(EXIT_OK);
+        }
+    };
     let mut nonce = [0u8; 8];
     // Without OS randomness the nonce only tells workers of one process apart; the pid
     // already tells processes apart.

@@ -66,6 +66,12 @@ pub struct WorkerOptions {
     pub skip_for: Duration,
 }
 
+/// How long a read or write of a run this worker drives waits for an unreachable database
+/// (down, restarting, the network cut) before it fails (see
+/// [`PostgresStore::wait_for_database`]): long enough to ride out a restart or a short
+/// partition, short enough that a worker asked to stop during an outage does stop.
+pub const DATABASE_PATIENCE: Duration = Duration::from_secs(60);
+
 /// One line of the worker's log: an event name and its fields.
 pub type LogLine = Value;
 
@@ -100,6 +106,7 @@ pub async fn run(
 ) -> Result<WorkerExit, EngineError> {
     let ttl = opts.engine.lease_ttl.as_millis() as u64;
     let spec_dir = opts.spec_dir.display().to_string();
+    store.wait_for_database(DATABASE_PATIENCE);
     store.heartbeat(&info, ttl, false).await?;
     log(
         json!({"event": "worker.started", "worker": info.id, "spec_dir": spec_dir,

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -15,6 +16,7 @@ use tokio_postgres::config::{Host, SslNegotiation};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
 
+use super::reconnect::{self, Backoff, ConnectFailure};
 use super::schema::classify;
 use super::tls::{self, SslMode};
 use super::tls_connect::{self, Failed, Tls};
@@ -149,6 +151,12 @@ fn show(config: &Config) -> String {
 /// Idle connections kept for reuse.
 const MAX_IDLE: usize = 16;
 
+/// How long one connection attempt may take in all — the TCP connection, TLS, the startup and
+/// authentication — before it counts as the server not answering. (The driver's own
+/// `connect_timeout` covers the TCP connection only: a server that accepts and then says
+/// nothing, as behind a broken network, would hold the attempt for ever.)
+const ATTEMPT_WITHIN: Duration = Duration::from_secs(15);
+
 /// One connection and its prepared statements (each SQL text is prepared once per
 /// connection, so a query is one round trip).
 pub(super) struct Conn {
@@ -227,6 +235,9 @@ pub(super) struct Backend {
     idle: Mutex<Vec<Conn>>,
     /// Bounds the connections used for reads at once (the writer has its own).
     permits: Arc<Semaphore>,
+    /// How long, in ms, a connection attempt that finds the server unreachable is tried again
+    /// before it fails (0: never; see [`reconnect`]).
+    patience_ms: AtomicU64,
 }
 
 /// A pooled connection; goes back to the pool when dropped, unless it was closed. A view that
@@ -284,7 +295,15 @@ impl Backend {
             handle,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(max_reads.max(1))),
+            patience_ms: AtomicU64::new(0),
         }
+    }
+
+    /// From now on, a connection attempt that finds the server unreachable is tried again,
+    /// with backoff, for up to `patience` before it fails (zero: it fails at once).
+    pub(super) fn set_patience(&self, patience: Duration) {
+        let ms = patience.as_millis().min(u128::from(u64::MAX)) as u64;
+        self.patience_ms.store(ms, Ordering::Relaxed);
     }
 
     /// The URL as messages show it.
@@ -292,13 +311,55 @@ impl Backend {
         &self.target.shown
     }
 
-    /// A new connection (not pooled). Its driver task runs on the store's runtime.
+    /// A new connection (not pooled). Its driver task runs on the store's runtime. While the
+    /// server cannot be reached, attempts are made again with backoff for as long as the
+    /// store's patience allows ([`set_patience`](Self::set_patience); none by default).
     pub(super) async fn connect(&self) -> Result<Conn, StoreError> {
+        let patience = Duration::from_millis(self.patience_ms.load(Ordering::Relaxed));
+        let began = Instant::now();
+        let mut backoff = Backoff::default();
+        loop {
+            match self.connect_once().await {
+                Ok(conn) => return Ok(conn),
+                Err(f) if f.unreachable => {
+                    let wait = backoff.next_wait();
+                    if began.elapsed() + wait > patience {
+                        return Err(f.error);
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    /// One connection attempt: a new connection, or why there is none and whether the server
+    /// could not be reached.
+    pub(super) async fn connect_once(&self) -> Result<Conn, ConnectFailure> {
         // The connection's driver task ends when the connection does; its errors reach the
         // queries that were waiting.
-        let client = tls_connect::connect(&self.target.config, &self.target.tls, &self.handle)
-            .await
-            .map_err(|f| connect_error(&self.target, &f))?;
+        let attempt = tls_connect::connect(&self.target.config, &self.target.tls, &self.handle);
+        let client = match tokio::time::timeout(ATTEMPT_WITHIN, attempt).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(f)) => {
+                return Err(ConnectFailure {
+                    error: connect_error(&self.target, &f),
+                    // A TLS failure is the server's certificate or this client's settings.
+                    unreachable: tls_connect::describe(&f, &self.target.tls).is_none()
+                        && reconnect::unreachable(&f.error),
+                });
+            }
+            Err(_) => {
+                return Err(ConnectFailure {
+                    error: StoreError::Io(format!(
+                        "cannot connect to {}: the server did not answer within {} s; check that the server is up and the network to it works",
+                        self.target.shown,
+                        ATTEMPT_WITHIN.as_secs()
+                    )),
+                    unreachable: true,
+                });
+            }
+        };
         Ok(Conn {
             client,
             stmts: Mutex::new(HashMap::new()),
@@ -322,29 +383,46 @@ impl Backend {
         self.take(None).await
     }
 
-    async fn take(
-        self: &Arc<Self>,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> Result<Pooled, StoreError> {
-        let idle = {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                match idle.pop() {
-                    Some(c) if c.is_closed() => continue,
-                    other => break other,
-                }
-            }
-        };
-        let conn = match idle {
-            Some(c) => c,
-            None => self.connect().await?,
-        };
-        Ok(Pooled {
+    /// A connection from the pool, or a new one from a single attempt (never waiting for an
+    /// unreachable server): for calls that must not stall their caller (the worker's
+    /// heartbeat and claims, which run in its main loop).
+    pub(super) async fn get_now(self: &Arc<Self>) -> Result<Pooled, StoreError> {
+        if let Some(conn) = self.idle_conn() {
+            return Ok(self.pooled(conn, None));
+        }
+        let conn = self.connect_once().await.map_err(|f| f.error)?;
+        Ok(self.pooled(conn, None))
+    }
+
+    fn pooled(self: &Arc<Self>, conn: Conn, permit: Option<OwnedSemaphorePermit>) -> Pooled {
+        Pooled {
             conn: Some(conn),
             backend: self.clone(),
             in_transaction: false,
             _permit: permit,
-        })
+        }
+    }
+
+    /// An idle connection that is not known to be closed, if any.
+    fn idle_conn(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match idle.pop() {
+                Some(c) if c.is_closed() => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn take(
+        self: &Arc<Self>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Pooled, StoreError> {
+        let conn = match self.idle_conn() {
+            Some(c) => c,
+            None => self.connect().await?,
+        };
+        Ok(self.pooled(conn, permit))
     }
 
     /// Keeps `conn` for reuse (at most [`MAX_IDLE`] are kept; the rest are closed).
@@ -431,7 +509,55 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
+
+    /// A port whose every connection is accepted and closed at once (a server going away);
+    /// the counter tells how many attempts were made.
+    fn closing_port() -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let port = listener.local_addr().expect("address").port();
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let counted = attempts.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        (port, attempts)
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_tried_again_only_as_long_as_the_store_waits() {
+        let (port, attempts) = closing_port();
+        let target = Target::parse(&format!("postgres://u@127.0.0.1:{port}/db?sslmode=disable"))
+            .expect("parses");
+        let backend = Backend::new(target, Handle::current(), 1);
+        let e = backend.connect().await.err().expect("fails");
+        assert!(
+            e.to_string()
+                .contains("cannot connect to postgres://u@127.0.0.1:"),
+            "{e}"
+        );
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "no patience: one attempt"
+        );
+
+        backend.set_patience(Duration::from_millis(700));
+        let e = backend.connect().await.err().expect("fails in the end");
+        assert!(e.to_string().contains("cannot connect"), "{e}");
+        // 100 + 200 + 400 ms of waits fit in 700: four attempts in all, the last one failing.
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1 + 3,
+            "tried again with backoff"
+        );
+    }
 
     #[test]
     fn a_url_with_tls_parameters_is_shown_without_them_or_its_password() {

@@ -16,6 +16,11 @@
 //! - **Schema** `runtape`, versioned and migrated like SQLite's (`schema.rs`); the layout is
 //!   SQLite's, so storage per transition stays flat.
 //! - **Workers** claim runs with `FOR UPDATE SKIP LOCKED` (`queue.rs`).
+//! - **An unreachable database** (down, restarting, the network cut) fails a call at once,
+//!   unless the store was told to wait for it ([`PostgresStore::wait_for_database`], as
+//!   `runtape worker` does): then reads and writes try again with backoff. A write that
+//!   reaches the database after another process took its run over is refused by the lease
+//!   epoch like any other (`reconnect.rs`).
 //!
 //! The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the password may come from
 //! `$PGPASSWORD` instead). **TLS** follows libpq: `sslmode` (`disable`, `allow`, `prefer` — the
@@ -40,6 +45,7 @@ mod conn;
 mod global_memory;
 mod queue;
 mod read;
+mod reconnect;
 mod schema;
 mod sessions;
 mod tls;
@@ -115,6 +121,53 @@ impl PostgresStore {
             schema::migrate(&conn, backend.shown()).await
         })?;
         Ok(store)
+    }
+
+    /// Opens the database at `url` as [`open`](Self::open) does, waiting for it while it
+    /// cannot be reached (the server is down or starting up, the network to it is cut):
+    /// `waiting` is told each failed attempt and how long until the next, the waits doubling
+    /// from 100 ms to 5 s. Returns once the database answers, or at the first error that
+    /// waiting would not cure (a malformed URL, a refused password, an unknown database, TLS).
+    /// Waits for ever: a caller that must stop drops the future.
+    pub async fn open_when_reachable(
+        url: &str,
+        mut waiting: impl FnMut(&StoreError, std::time::Duration),
+    ) -> Result<PostgresStore, StoreError> {
+        let store = Self::connect(url)?;
+        let mut backoff = reconnect::Backoff::default();
+        loop {
+            let backend = store.backend.clone();
+            let opened = store
+                .backend
+                .run(async move {
+                    let conn = match backend.connect_once().await {
+                        Ok(conn) => conn,
+                        Err(f) => return Ok(Err(f)),
+                    };
+                    schema::migrate(&conn, backend.shown()).await?;
+                    Ok(Ok(()))
+                })
+                .await?;
+            match opened {
+                Ok(()) => return Ok(store),
+                Err(f) if f.unreachable => {
+                    let wait = backoff.next_wait();
+                    waiting(&f.error, wait);
+                    tokio::time::sleep(wait).await;
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+
+    /// From now on, a read or a write that finds the database unreachable (down, restarting,
+    /// the network cut) tries again with backoff for up to `up_to` before it fails, instead
+    /// of failing at once. For a long-running process whose runs should ride out a restart or
+    /// a short partition (`runtape worker`); a write that arrives after another process took
+    /// its run over is still refused by the lease epoch. The worker's claims and heartbeats
+    /// never wait.
+    pub fn wait_for_database(&self, up_to: std::time::Duration) {
+        self.backend.set_patience(up_to);
     }
 
     /// Creates or upgrades runtape's schema in the database at `url`; returns the versions

@@ -70,7 +70,9 @@ impl PostgresStore {
     /// Claims one runnable run for `owner` (see the module docs) with a lease of `ttl_ms` on
     /// the database's clock, skipping runs in `skip`. Rows other processes have locked are
     /// skipped, never waited for, so any number of workers claim at once without blocking
-    /// each other or taking the same run. The claimed run's status stays `running`.
+    /// each other or taking the same run. The claimed run's status stays `running`. Never
+    /// waits for an unreachable database (one connection attempt), so the worker's loop goes
+    /// on answering signals.
     pub async fn claim(
         &self,
         owner: &str,
@@ -85,7 +87,7 @@ impl PostgresStore {
         let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
         self.backend
             .run(async move {
-                let conn = backend.get().await?;
+                let conn = backend.get_now().await?;
                 let shown = backend.shown().to_owned();
                 let db = |e: tokio_postgres::Error| classify(&shown, &e);
                 // Owners on this host whose process has exited: their leases are free now.
@@ -145,7 +147,8 @@ impl PostgresStore {
     }
 
     /// Registers `worker` (or refreshes it) with a heartbeat good for `ttl_ms` on the
-    /// database's clock; `draining` says it is finishing up after SIGTERM.
+    /// database's clock; `draining` says it is finishing up after SIGTERM. Like
+    /// [`claim`](Self::claim), never waits for an unreachable database.
     pub async fn heartbeat(
         &self,
         worker: &WorkerInfo,
@@ -157,7 +160,7 @@ impl PostgresStore {
         let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
         self.backend
             .run(async move {
-                let conn = backend.get().await?;
+                let conn = backend.get_now().await?;
                 conn.execute(
                     "INSERT INTO runtape.workers (id, host, pid, spec_dir, concurrency, started_ms, \
                      heartbeat_ms, expires_ms, draining) \
@@ -195,7 +198,7 @@ impl PostgresStore {
         let id = worker.to_owned();
         self.backend
             .run(async move {
-                let conn = backend.get().await?;
+                let conn = backend.get_now().await?;
                 conn.execute("DELETE FROM runtape.workers WHERE id = $1", &[&id])
                     .await
                     .map_err(|e| classify(backend.shown(), &e))?;
