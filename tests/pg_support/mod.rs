@@ -7,7 +7,13 @@
 //! [`PgServer::start_tls`] starts one with TLS on, with the certificate, key, client CA and
 //! `pg_hba.conf` lines a test gives; [`PgServer::sql`] then reaches it over its Unix socket, so
 //! the TCP rules can be whatever the test needs.
+//!
+//! [`PgServer::restart`], [`PgServer::stop`] and [`PgServer::start_again`] take the server
+//! down and up under running clients; [`proxy::Proxy`] cuts the network between one client
+//! and the server.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -21,6 +27,8 @@ pub struct PgServer {
     run_as: Option<&'static str>,
     /// Where psql connects: 127.0.0.1, or the socket directory for a TLS server.
     psql_host: String,
+    /// The server's options (`pg_ctl -o`), to start it again with.
+    options: String,
 }
 
 /// TLS for a test server ([`PgServer::start_tls`]).
@@ -109,12 +117,13 @@ impl PgServer {
             Some(_) => dir.path().display().to_string(),
             None => "127.0.0.1".to_owned(),
         };
-        let server = PgServer {
+        let mut server = PgServer {
             bin,
             dir,
             port: free_port(),
             run_as,
             psql_host,
+            options: String::new(),
         };
         let data = server.data();
         let out = server.tool(
@@ -145,10 +154,19 @@ impl PgServer {
         if let Some(tls) = tls {
             options.push_str(&server.set_up_tls(tls));
         }
-        let log = format!("{}/server.log", server.dir.path().display());
-        let out = server.tool(
+        server.options = options;
+        server.start_again();
+        server
+    }
+
+    /// Starts the server (again, after [`stop`](Self::stop)) with the options it was made
+    /// with, waiting until it accepts connections.
+    pub fn start_again(&self) {
+        let data = self.data();
+        let log = format!("{}/server.log", self.dir.path().display());
+        let out = self.tool(
             "pg_ctl",
-            &["-D", &data, "-o", &options, "-l", &log, "-w", "start"],
+            &["-D", &data, "-o", &self.options, "-l", &log, "-w", "start"],
         );
         if !out.status.success() {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
@@ -158,7 +176,47 @@ impl PgServer {
                 log.lines().last().unwrap_or_default()
             ));
         }
-        server
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: every connection is ended, nothing is lost),
+    /// waiting until it is down.
+    pub fn stop(&self) {
+        let data = self.data();
+        let out = self.tool("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
+        if !out.status.success() {
+            fail(&format!(
+                "the server did not stop: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+
+    /// Restarts the server under its clients (`pg_ctl restart -m fast`: every connection is
+    /// ended, then the server comes back on the same port), waiting until it is up again.
+    pub fn restart(&self) {
+        let data = self.data();
+        let log = format!("{}/server.log", self.dir.path().display());
+        let out = self.tool(
+            "pg_ctl",
+            &[
+                "-D",
+                &data,
+                "-o",
+                &self.options,
+                "-l",
+                &log,
+                "-m",
+                "fast",
+                "-w",
+                "restart",
+            ],
+        );
+        if !out.status.success() {
+            fail(&format!(
+                "the server did not restart: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
     }
 
     /// Writes the TLS files and `pg_hba.conf` into the data directory (owned by the server's
