@@ -87,7 +87,9 @@
 //! PostgreSQL and in-memory stores behind one trait), [`provider`] (model providers),
 //! [`tool`] (tools, command tools, MCP), [`cassette`] (recorded model exchanges), [`receipt`]
 //! (signed receipts), [`config`] (`runtape.toml` spec files), [`secrets`], [`worker`] (the
-//! worker loop of `runtape worker`), [`otel`] (OpenTelemetry export). The `runtape` command,
+//! worker loop of `runtape worker`, its health and metrics), [`otel`] (OpenTelemetry export),
+//! [`http_server`] (the bounded HTTP/1 accept loop `runtape serve` and the worker's endpoint
+//! share). The `runtape` command,
 //! its benchmarks and its HTTP server (`runtape serve`) are the binary's, not this library's
 //! API: they parse their input, call [`ops`], and render what it returns.
 
@@ -96,6 +98,7 @@ mod compact_json;
 pub mod config;
 pub mod exec;
 pub mod history;
+pub mod http_server;
 pub mod ledger;
 pub mod machine;
 pub mod ops;

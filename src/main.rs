@@ -23,8 +23,8 @@ mod term;
 mod text;
 
 use runtape::{
-    cassette, config, exec, history, machine, ops, otel, provider, receipt, secrets, store, tool,
-    worker,
+    cassette, config, exec, history, http_server, machine, ops, otel, provider, receipt, secrets,
+    store, tool, worker,
 };
 
 #[global_allocator]

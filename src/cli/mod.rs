@@ -383,6 +383,11 @@ pub(crate) enum Command {
         /// the runs were started with.
         #[arg(long, value_name = "FILE")]
         receipt_key: Option<PathBuf>,
+        /// Answer GET /healthz (200 when the database answers and the loop turns, else 503,
+        /// one line of JSON) and GET /metrics (Prometheus text) on HOST:PORT, e.g.
+        /// 127.0.0.1:9464 (port 0: any free port, logged as worker.listening). Off by default.
+        #[arg(long, value_name = "HOST:PORT")]
+        metrics_addr: Option<String>,
     },
     /// Serve an HTTP API and a web page to watch and steer the database's runs (loopback by
     /// default), optionally exporting OpenTelemetry spans. Exits 0 when stopped by Ctrl-C,
@@ -678,6 +683,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             concurrency,
             grace_ms,
             receipt_key,
+            metrics_addr,
         } => {
             let args = worker::Args {
                 db: db.clone(),
@@ -685,6 +691,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 concurrency,
                 grace_ms,
                 receipt_key,
+                metrics_addr,
             };
             with_mcp(worker::worker(args))
         }

@@ -17,7 +17,9 @@ use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};
 use crate::store::{PostgresStore, Store, WorkerInfo, owner_host, owner_id};
 use crate::term::{note, say_line};
 use crate::text::rfc3339;
-use crate::worker::{WorkerExit, WorkerOptions};
+use crate::worker::health::Health;
+use crate::worker::metrics::Metrics;
+use crate::worker::{WorkerExit, WorkerOptions, endpoint};
 
 /// What `runtape worker` was asked for.
 pub(crate) struct Args {
@@ -26,6 +28,8 @@ pub(crate) struct Args {
     pub(crate) concurrency: usize,
     pub(crate) grace_ms: Option<u64>,
     pub(crate) receipt_key: Option<PathBuf>,
+    /// `--metrics-addr`: where to answer `/healthz` and `/metrics`, if anywhere.
+    pub(crate) metrics_addr: Option<String>,
 }
 
 /// Runs the worker until a stop signal has drained it (exit 0) or a second one interrupted it
@@ -60,6 +64,24 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         max_concurrent_runs: args.concurrency,
         ..EngineConfig::default()
     };
+    let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::new());
+    if let Some(addr) = &args.metrics_addr {
+        let addr = endpoint::parse_addr(addr).map_err(CliError::usage)?;
+        let listener = endpoint::bind(addr).await.map_err(|e| {
+            CliError::usage(format!(
+                "cannot listen on {addr} for health and metrics: {e}; pick another address with --metrics-addr"
+            ))
+        })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| CliError::internal(format!("cannot read the bound address: {e}")))?;
+        log(
+            serde_json::json!({"event": "worker.listening", "addr": bound.to_string(),
+            "healthz": format!("http://{bound}/healthz"), "metrics": format!("http://{bound}/metrics")}),
+        );
+        tokio::spawn(endpoint::run(listener, metrics.clone(), health.clone()));
+    }
     let opts = WorkerOptions {
         spec_dir: spec_dir.clone(),
         concurrency: args.concurrency,
@@ -67,12 +89,15 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         grace,
         poll: env_ms("RUNTAPE_WORKER_POLL_MS", 500, 10)?,
         skip_for: Duration::from_secs(60),
+        metrics,
+        health: health.clone(),
     };
     let mut stops = stop_signals()?;
     // A database that is not up yet (the worker started first, or it is restarting) is
     // waited for, one line on stderr per attempt; anything else that keeps the worker from
     // connecting is an error.
     let waiting = |e: &crate::store::StoreError, wait: Duration| {
+        health.unreachable_at_start(&e.to_string());
         note(&format!(
             "runtape worker: waiting for the database: {e}; trying again in {:.1} s",
             wait.as_secs_f64()

@@ -12,11 +12,10 @@
 //!   answered `408` and its connection closed ([`body_deadline`]). A response being streamed
 //!   (Server-Sent Events) is not bounded: only what the client sends is.
 //!
-//! The accept loop is [`serve`]: `axum::serve` sets no read timeout and takes connections
-//! without limit, so the server runs hyper's HTTP/1 connections itself, as `axum::serve` does
-//! (graceful shutdown included).
+//! The accept loop is [`crate::http_server::serve`] (shared with `runtape worker`'s health
+//! and metrics endpoint): `axum::serve` sets no read timeout and takes connections without
+//! limit, so it runs hyper's HTTP/1 connections itself.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -26,11 +25,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use super::error::ApiError;
 use super::security::MAX_BODY_BYTES;
@@ -59,62 +54,19 @@ impl Limits {
 }
 
 /// Serves `router` on `listener` under `limits` until `stop` resolves; then accepts no more
-/// connections, lets each finish the request it is serving, and returns once all are closed.
+/// connections, lets each finish the request it is serving, and returns once all are closed
+/// ([`crate::http_server::serve`], which `runtape worker`'s endpoint shares).
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
     stop: impl Future<Output = ()>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    let mut stop = std::pin::pin!(stop);
-    loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                // Never closed: this function holds the semaphore.
-                Err(_) => break,
-            },
-            () = &mut stop => break,
-        };
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of file descriptors, or a connection reset before it was taken:
-                    // wait a little rather than spin; the permit goes back.
-                    if !is_connection_error(&e) {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    continue;
-                }
-            },
-            () = &mut stop => break,
-        };
-        let service = TowerToHyperService::new(router.clone());
-        let conn = http.serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            // A connection that ends in an error (a timeout, a reset) is simply closed.
-            let _ = conn.await;
-            drop(permit);
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
-}
-
-/// An accept error that concerns one connection only (it was reset before it was taken).
-fn is_connection_error(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind;
-    matches!(
-        e.kind(),
-        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
-    )
+    let connections = crate::http_server::ConnectionLimits {
+        header_timeout: limits.header_timeout,
+        max_connections: limits.max_connections,
+    };
+    crate::http_server::serve(listener, router, connections, stop).await;
 }
 
 /// The body timeout, as [`body_deadline`]'s state.

@@ -29,6 +29,23 @@
 //! worker exits. A second signal leaves at once. A worker that dies (SIGKILL, power loss)
 //! leaves its runs' leases to expire on the database's clock — or, on the same host, to be
 //! taken at once, its process being gone — and other workers continue them.
+//!
+//! # When the database goes away
+//!
+//! A worker started before its database is up waits for it, saying so on stderr once per
+//! attempt (the waits double from 0.1 s to 5 s); a stop signal ends the wait. Once running,
+//! the reads and writes of the runs it drives wait up to [`DATABASE_PATIENCE`] for a database
+//! that is down, restarting or cut off, then carry on: a restart costs the runs nothing. A
+//! write that reaches the database after another worker took its run over (this worker was
+//! cut off for longer than the lease) is refused by the lease epoch, and this worker stops
+//! driving that run, saying it was taken over (`run.error`, code `fenced`). Its heartbeats and
+//! claims never wait, so its loop keeps answering signals; a failed heartbeat is logged
+//! (`worker.error`, code `database`) and its return too (`worker.reconnected`).
+//!
+//! # Health and metrics
+//!
+//! With `--metrics-addr HOST:PORT`, the worker answers `GET /healthz` and `GET /metrics`
+//! (Prometheus text): see [`endpoint`], [`health`] and [`metrics`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,8 +61,13 @@ use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::history::{self, HistoryError};
 use crate::machine::RunId;
 use crate::store::{PostgresStore, RunStatus, Store, StoreError, TimedStore, WorkerInfo, Write};
+use health::Health;
+use metrics::{Metered, Metrics, error_code, store_error_code};
 
+pub mod endpoint;
 mod handoff;
+pub mod health;
+pub mod metrics;
 
 pub use handoff::{Requeued, enqueue, enqueue_in_session, requeue};
 
@@ -64,6 +86,10 @@ pub struct WorkerOptions {
     pub poll: Duration,
     /// How long a run this worker could not take up is left to other workers.
     pub skip_for: Duration,
+    /// Its counters (`/metrics`): claims, runs in flight, commits, takeovers, errors.
+    pub metrics: Arc<Metrics>,
+    /// What `/healthz` judges: the loop's turns and heartbeats.
+    pub health: Arc<Health>,
 }
 
 /// How long a read or write of a run this worker drives waits for an unreachable database
@@ -84,11 +110,26 @@ pub enum WorkerExit {
     Interrupted,
 }
 
+/// Why a run's driver stopped with an error: the line, and its code ([`error_code`]).
+struct RunError {
+    line: String,
+    code: &'static str,
+}
+
+impl RunError {
+    fn of(e: &EngineError) -> RunError {
+        RunError {
+            line: e.to_string(),
+            code: error_code(e),
+        }
+    }
+}
+
 /// What a driving task reports when its run's driver stops.
 struct Stopped {
     run: RunId,
     engine: Engine,
-    result: Result<RunEnd, String>,
+    result: Result<RunEnd, RunError>,
     /// The error came from the run itself (tampered, unreadable): it must not be retried.
     bad_run: bool,
     /// The take-up never happened: the claim's lease is still this worker's at this epoch.
@@ -107,12 +148,15 @@ pub async fn run(
     let ttl = opts.engine.lease_ttl.as_millis() as u64;
     let spec_dir = opts.spec_dir.display().to_string();
     store.wait_for_database(DATABASE_PATIENCE);
+    let (metrics, health) = (opts.metrics.clone(), opts.health.clone());
     store.heartbeat(&info, ttl, false).await?;
+    health.running(opts.engine.lease_ttl);
     log(
         json!({"event": "worker.started", "worker": info.id, "spec_dir": spec_dir,
         "concurrency": opts.concurrency, "lease_ttl_ms": ttl}),
     );
-    let timed = Arc::new(TimedStore::new(store.clone()));
+    let metered: Arc<dyn Store> = Arc::new(Metered::new(store.clone(), metrics.clone()));
+    let timed = Arc::new(TimedStore::new(metered));
     let dyn_store: Arc<dyn Store> = timed.clone();
     let mut tasks: JoinSet<Stopped> = JoinSet::new();
     let mut live: HashMap<RunId, Engine> = HashMap::new();
@@ -121,9 +165,12 @@ pub async fn run(
     let mut next_beat = Instant::now() + beat;
     let mut store_trouble = false;
     loop {
+        health.loop_turned();
         if Instant::now() >= next_beat {
             next_beat = Instant::now() + beat;
-            match store.heartbeat(&info, ttl, false).await {
+            let beat = store.heartbeat(&info, ttl, false).await;
+            health.heartbeat(beat.clone().map_err(|e| e.to_string()));
+            match beat {
                 Ok(()) if store_trouble => {
                     store_trouble = false;
                     log(json!({"event": "worker.reconnected", "worker": info.id}));
@@ -131,9 +178,7 @@ pub async fn run(
                 Ok(()) => {}
                 Err(e) => {
                     store_trouble = true;
-                    log(
-                        json!({"event": "worker.error", "worker": info.id, "error": e.to_string()}),
-                    );
+                    worker_error(&metrics, &info, None, &e, &log);
                 }
             }
         }
@@ -145,22 +190,23 @@ pub async fn run(
                 Ok(Some(claim)) => {
                     log(
                         json!({"event": "run.claimed", "worker": info.id, "run": claim.run,
-                        "epoch": claim.epoch}),
+                        "epoch": claim.epoch, "taken_over": claim.taken_over}),
                     );
+                    metrics.claimed(claim.taken_over);
                     live.insert(claim.run.clone(), engine.clone());
+                    metrics.set_in_flight(live.len());
                     tasks.spawn(drive(engine, claim.run, claim.epoch));
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    log(
-                        json!({"event": "worker.error", "worker": info.id, "error": e.to_string()}),
-                    );
+                    worker_error(&metrics, &info, None, &e, &log);
                     break;
                 }
             }
         }
         tokio::select! {
             signal = stops.recv() => {
+                health.draining();
                 log(json!({"event": "worker.draining", "worker": info.id,
                     "signal": signal.unwrap_or("closed"), "runs": live.len(),
                     "grace_ms": opts.grace.as_millis() as u64}));
@@ -169,6 +215,7 @@ pub async fn run(
             Some(done) = tasks.join_next() => {
                 if let Ok(done) = done {
                     live.remove(&done.run);
+                    metrics.set_in_flight(live.len());
                     settle(&store, &info, &opts, done, false, &mut skip, &log).await;
                 }
             }
@@ -188,6 +235,7 @@ pub async fn run(
             done = tasks.join_next() => match done {
                 Some(Ok(done)) => {
                     live.remove(&done.run);
+                    metrics.set_in_flight(live.len());
                     settle(&store, &info, &opts, done, true, &mut skip, &log).await;
                 }
                 Some(Err(_)) => {}
@@ -206,15 +254,16 @@ pub async fn run(
 
 /// Takes the claimed run up and drives it until its driver stops.
 async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
-    let stopped = |result: Result<RunEnd, String>, bad_run: bool, claimed: bool| Stopped {
+    let stopped = |result: Result<RunEnd, RunError>, bad_run: bool, claimed: bool| Stopped {
         run: run.clone(),
         engine: engine.clone(),
         result,
         bad_run,
         claim_epoch: claimed.then_some(claim_epoch),
     };
-    if let Err((e, bad_run)) = install(&engine, &run) {
-        return stopped(Err(e), bad_run, true);
+    if let Err((line, bad_run)) = install(&engine, &run) {
+        let code = if bad_run { "bad_run" } else { "setup" };
+        return stopped(Err(RunError { line, code }), bad_run, true);
     }
     let handle = match engine.resume(&run).await {
         Ok(h) => h,
@@ -225,10 +274,10 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
                     | EngineError::Spec(_)
                     | EngineError::Receipts(_)
             );
-            return stopped(Err(e.to_string()), bad_run, true);
+            return stopped(Err(RunError::of(&e)), bad_run, true);
         }
     };
-    let result = handle.wait().await.map_err(|e| e.to_string());
+    let result = handle.wait().await.map_err(|e| RunError::of(&e));
     stopped(result, false, false)
 }
 
@@ -282,7 +331,9 @@ async fn settle(
             end.status == RunStatus::Paused && draining
         }
         Err(error) => {
-            log(json!({"event": "run.error", "worker": info.id, "run": run, "error": error}));
+            opts.metrics.error(error.code);
+            log(json!({"event": "run.error", "worker": info.id, "run": run,
+                "code": error.code, "error": error.line}));
             true
         }
     };
@@ -303,10 +354,7 @@ async fn settle(
         };
         match crate::store::write(store, release).await {
             Ok(_) | Err(StoreError::Fenced { .. }) => {}
-            Err(e) => log(
-                json!({"event": "worker.error", "worker": info.id, "run": run,
-                "error": e.to_string()}),
-            ),
+            Err(e) => worker_error(&opts.metrics, info, Some(&run), &e, log),
         }
         return;
     }
@@ -320,9 +368,31 @@ async fn settle(
         Ok(Requeued::Left(why)) => {
             log(json!({"event": "run.left", "worker": info.id, "run": run, "reason": why}))
         }
-        Err(e) => log(
-            json!({"event": "worker.error", "worker": info.id, "run": run,
-            "error": e.to_string()}),
-        ),
+        Err(e) => {
+            opts.metrics.error(error_code(&e));
+            log(
+                json!({"event": "worker.error", "worker": info.id, "run": run,
+                "code": error_code(&e), "error": e.to_string()}),
+            );
+        }
     }
+}
+
+/// Counts and logs a store error the worker met outside a run's driver (a heartbeat, a claim,
+/// a release).
+fn worker_error(
+    metrics: &Metrics,
+    info: &WorkerInfo,
+    run: Option<&RunId>,
+    e: &StoreError,
+    log: &impl Fn(LogLine),
+) {
+    let code = store_error_code(e);
+    metrics.error(code);
+    let mut line = json!({"event": "worker.error", "worker": info.id, "code": code,
+        "error": e.to_string()});
+    if let Some(run) = run {
+        line["run"] = json!(run);
+    }
+    log(line);
 }

@@ -551,11 +551,12 @@ mod tests {
         backend.set_patience(Duration::from_millis(700));
         let e = backend.connect().await.err().expect("fails in the end");
         assert!(e.to_string().contains("cannot connect"), "{e}");
-        // 100 + 200 + 400 ms of waits fit in 700: four attempts in all, the last one failing.
-        assert_eq!(
-            attempts.load(Ordering::SeqCst),
-            1 + 3,
-            "tried again with backoff"
+        // Waits of 100, 200, 400 ms: the third would end past 700 ms, so two or three
+        // attempts (two only if an attempt took most of a second).
+        let again = attempts.load(Ordering::SeqCst) - 1;
+        assert!(
+            (2..=3).contains(&again),
+            "tried again with backoff: {again}"
         );
     }
 

@@ -24,6 +24,9 @@ pub struct Claim {
     pub run: RunId,
     /// The lease epoch the claim took.
     pub epoch: u64,
+    /// The lease was another driver's, not given back: it expired (its worker died or was
+    /// cut off) or its process on this host was gone. False for a run queued or handed back.
+    pub taken_over: bool,
 }
 
 /// A worker as it registers itself.
@@ -109,9 +112,7 @@ impl PostgresStore {
                 let claimed = async {
                     let row = conn
                         .query_opt(
-                            "UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-                             lease_expires_ms = runtape.now_ms() + $2, control = NULL \
-                             WHERE key = (SELECT r.key FROM runtape.runs r \
+                            "WITH pick AS (SELECT r.key, r.lease_owner AS held_by FROM runtape.runs r \
                                 JOIN runtape.run_specs s ON s.run = r.key \
                                 WHERE r.status = 'running' AND s.setup IS NOT NULL \
                                 AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
@@ -119,7 +120,10 @@ impl PostgresStore {
                                 AND (s.setup::jsonb ->> 'spec_dir') = $4 \
                                 AND r.id <> ALL($5) \
                                 ORDER BY r.key LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
-                             RETURNING id, lease_epoch",
+                             UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
+                             lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+                             FROM pick WHERE runtape.runs.key = pick.key \
+                             RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL",
                             &[&owner, &ttl_ms, &dead, &spec_dir, &skip],
                         )
                         .await?;
@@ -133,6 +137,7 @@ impl PostgresStore {
                             Ok(Claim {
                                 run: RunId::new(r.try_get::<_, String>(0)?),
                                 epoch: r.try_get::<_, i64>(1)? as u64,
+                                taken_over: r.try_get(2)?,
                             })
                         })
                         .transpose()
