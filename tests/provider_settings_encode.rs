@@ -30,6 +30,7 @@ fn settings() -> ModelSettings {
         }),
         parallel_tool_calls: Some(false),
         strict_tools: Some(true),
+        prompt_cache: None,
     }
 }
 

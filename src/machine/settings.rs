@@ -39,6 +39,13 @@ pub struct ModelSettings {
     /// tools whose schema allows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict_tools: Option<bool>,
+    /// Prompt caching. Anthropic caches only what a request marks (`cache_control`): left out
+    /// or `true`, the stable prefix of every request is marked (tools, system prompt, the
+    /// conversation up to the previous turn); `false` sends no marks. OpenAI and compatible
+    /// servers cache long prefixes by themselves and have no switch: the setting changes
+    /// nothing there (their cached-token counts are read and priced either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<bool>,
 }
 
 /// `reasoning = { effort = "medium" }`, optionally with an explicit Anthropic thinking
@@ -69,10 +76,16 @@ pub enum ReasoningEffort {
     Medium,
     /// Much.
     High,
+    /// More than `high` (OpenAI `xhigh`, Anthropic `xhigh`; newer models only).
+    #[serde(rename = "xhigh")]
+    XHigh,
+    /// The most the model offers (OpenAI and Anthropic `max`; newer models only).
+    Max,
 }
 
 impl ReasoningEffort {
-    /// The wire word (`none`, `minimal`, `low`, `medium`, `high`).
+    /// The wire word (`none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `max`): OpenAI's
+    /// words, which Anthropic shares from `low` up.
     pub fn as_str(self) -> &'static str {
         match self {
             ReasoningEffort::None => "none",
@@ -80,6 +93,8 @@ impl ReasoningEffort {
             ReasoningEffort::Low => "low",
             ReasoningEffort::Medium => "medium",
             ReasoningEffort::High => "high",
+            ReasoningEffort::XHigh => "xhigh",
+            ReasoningEffort::Max => "max",
         }
     }
 
@@ -92,6 +107,8 @@ impl ReasoningEffort {
             ReasoningEffort::Low => Some(4096),
             ReasoningEffort::Medium => Some(10_000),
             ReasoningEffort::High => Some(32_000),
+            ReasoningEffort::XHigh => Some(48_000),
+            ReasoningEffort::Max => Some(64_000),
         }
     }
 }

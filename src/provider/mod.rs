@@ -172,6 +172,13 @@ pub struct ProviderError {
     /// The start of the body (at most 500 characters; the read is capped at 8 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_snippet: Option<String>,
+    /// The request field the provider named as wrong (OpenAI's `error.param`), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
+    /// The agent's model setting a 400/422 refused (`reasoning.effort`), when the error
+    /// points at the field that carried it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<String>,
     /// What to do about it, for a person.
     pub hint: String,
 }
@@ -192,6 +199,8 @@ impl ProviderError {
             retry_after_ms: None,
             should_retry: None,
             body_snippet: None,
+            param: None,
+            setting: None,
             hint: String::new(),
         }
     }

@@ -39,6 +39,14 @@ pub const IGNORABLE: &[(&str, &str)] = &[
     ("metadata", "request tags, no effect on the reply"),
     ("truncation", "the server default (disabled) applies"),
     ("service_tier", "the account's default tier applies"),
+    (
+        "reasoning_format",
+        "Groq's choice of where reasoning text comes back; runtape reads `reasoning` and `reasoning_content` alike",
+    ),
+    (
+        "cache_control",
+        "top-level automatic caching; runtape marks its own breakpoints on the stable prefix (compared apart)",
+    ),
 ];
 
 /// `tool_choice` values that mean what sending none means.
@@ -164,16 +172,34 @@ fn settings(kind: ProviderKind, r: &Value) -> Result<(ModelSettings, Option<u64>
     match kind {
         ProviderKind::Anthropic => {
             let cap = r["max_tokens"].as_u64();
-            match r["thinking"]["budget_tokens"].as_u64() {
-                Some(budget) => {
+            let effort_word = r.pointer("/output_config/effort").and_then(Value::as_str);
+            let stated = effort_word.map(effort).transpose()?;
+            match (
+                r["thinking"]["type"].as_str(),
+                r["thinking"]["budget_tokens"].as_u64(),
+            ) {
+                (Some("enabled"), Some(budget)) => {
                     s.reasoning = Some(ReasoningSettings {
-                        effort: ReasoningEffort::Medium,
+                        effort: stated.unwrap_or(ReasoningEffort::Medium),
                         budget_tokens: Some(budget),
                     });
                     s.max_output_tokens = cap.map(|c| c.saturating_sub(budget));
                 }
-                None => max_tokens = cap,
+                (Some("adaptive"), _) => {
+                    s.reasoning = Some(ReasoningSettings {
+                        effort: stated.ok_or(
+                            "adaptive thinking without output_config.effort: runtape always sends the effort it was given",
+                        )?,
+                        budget_tokens: None,
+                    });
+                    max_tokens = cap;
+                }
+                _ if stated.is_some() => {
+                    return Err("output_config.effort without thinking: runtape's reasoning setting always asks for thinking".into());
+                }
+                _ => max_tokens = cap,
             }
+            s.prompt_cache = Some(anthropic_caches(r));
         }
         ProviderKind::OpenAiResponses => {
             s.max_output_tokens = r["max_output_tokens"].as_u64();
@@ -210,6 +236,55 @@ fn settings(kind: ProviderKind, r: &Value) -> Result<(ModelSettings, Option<u64>
         }
     }
     Ok((s, max_tokens))
+}
+
+/// Whether an Anthropic recording asked for prompt caching: top-level `cache_control`, or a
+/// `cache_control` mark on a block of its system prompt, tools or messages.
+fn anthropic_caches(r: &Value) -> bool {
+    r.get("cache_control").is_some()
+        || ["system", "tools", "messages"].iter().any(|k| {
+            r.get(*k)
+                .is_some_and(|v| v.to_string().contains("\"cache_control\""))
+        })
+}
+
+/// Removes every `cache_control` mark, and turns a system prompt sent as text blocks into
+/// its text: the body compared without caching marks (compared apart).
+pub fn without_cache_marks(v: &Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("cache_control");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = v.clone();
+    strip(&mut v);
+    if let Some(Value::Array(blocks)) = v.get("system").cloned() {
+        let text: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+        v["system"] = json!(text.join("\n\n"));
+    }
+    v
+}
+
+/// Where a request body carries `cache_control` marks: `system`, `tools[i]`,
+/// `messages[i]` (the message holding a marked block), in order.
+pub fn cache_marks(v: &Value) -> Vec<String> {
+    let mut at = Vec::new();
+    if v["system"].to_string().contains("\"cache_control\"") {
+        at.push("system".to_owned());
+    }
+    for key in ["tools", "messages"] {
+        for (i, item) in v[key].as_array().into_iter().flatten().enumerate() {
+            if item.to_string().contains("\"cache_control\"") {
+                at.push(format!("{key}[{i}]"));
+            }
+        }
+    }
+    at
 }
 
 /// The agent id (the schema's name, which OpenAI requires) and the output schema.
@@ -426,6 +501,33 @@ pub fn check_request_shape(
         .as_object()
         .ok_or("request.json is not an object")?;
     let mut skipped = Vec::new();
+    // Anthropic: caching marks are compared apart (the recording's client may have placed
+    // them elsewhere, or used top-level `cache_control`), the rest without them.
+    let cleaned;
+    let sent = if kind == ProviderKind::Anthropic {
+        let recorded_marks = cache_marks(recorded);
+        let marks = cache_marks(sent);
+        if marks != recorded_marks {
+            skipped.push(format!(
+                "cache_control marks (sent at [{}]; the recording's at [{}])",
+                marks.join(", "),
+                recorded_marks.join(", ")
+            ));
+        }
+        cleaned = without_cache_marks(sent);
+        &cleaned
+    } else {
+        sent
+    };
+    let recorded_clean;
+    let rec = if kind == ProviderKind::Anthropic {
+        recorded_clean = without_cache_marks(recorded);
+        recorded_clean
+            .as_object()
+            .ok_or("request.json is not an object")?
+    } else {
+        rec
+    };
     for (key, want) in rec {
         if let Some((_, why)) = IGNORABLE.iter().find(|(k, _)| k == key) {
             skipped.push(format!("{key} ({why})"));
@@ -468,6 +570,15 @@ pub fn check_request_shape(
                 (sent["max_completion_tokens"].clone(), want.clone())
             }
             "response_format" | "text" => (normalize_format(&got), normalize_format(want)),
+            // `display: summarized` is the documented default.
+            "thinking" if want.get("display") == Some(&json!("summarized")) => {
+                let mut want = want.clone();
+                if let Some(obj) = want.as_object_mut() {
+                    obj.remove("display");
+                }
+                skipped.push("thinking.display (summarized is the default)".into());
+                (got, want)
+            }
             "reasoning" if kind == ProviderKind::OpenAiResponses => {
                 skipped.push("reasoning.summary (runtape asks for `auto` summaries)".into());
                 (got["effort"].clone(), want["effort"].clone())

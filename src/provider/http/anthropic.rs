@@ -9,9 +9,13 @@
 //! single text block is sent as a plain string; an assistant turn's `thinking` and
 //! `redacted_thinking` blocks go back first in its content, signatures intact.
 //! `max_tokens` is required: the agent's `max_output_tokens`, else the configured value
-//! (default 4096), lowered to `request.remaining.tokens`; with a reasoning effort, extended
-//! thinking is enabled with that effort's `budget_tokens`, which is added to `max_tokens`
-//! (Anthropic counts thinking inside it). Stop sequences are `stop_sequences`;
+//! (default 4096), lowered to `request.remaining.tokens`; reasoning is sent as the model
+//! takes it (adaptive thinking with `output_config.effort` on Claude 4.6 and later, a thinking
+//! budget before; see the table in `fields`), and a thinking budget is added to `max_tokens`
+//! (Anthropic counts thinking inside it). Prompt caching (unless `prompt_cache = false`):
+//! the last tool, the system prompt (sent as one text block) and the last block of the turn
+//! before the newest carry `cache_control: {type: ephemeral}`, so each request reads the
+//! prefix the previous one wrote. Stop sequences are `stop_sequences`;
 //! `parallel_tool_calls = false` is `tool_choice.disable_parallel_tool_use`; an output schema
 //! is `output_config.format`. A request that offers no tools cannot carry `tool_use` or
 //! `tool_result` blocks (the API refuses them), so then a history's tool calls and results are
@@ -29,7 +33,9 @@ use super::common::{
 };
 use super::config::DEFAULT_ANTHROPIC_MAX_TOKENS;
 use super::errors::{fail_if_reported, reported_error};
-use crate::machine::{Message, ModelReply, Reasoning, Role, TokenUsage, ToolCallRequest};
+use crate::machine::{
+    Message, ModelReply, ModelSettings, Reasoning, Role, TokenUsage, ToolCallRequest,
+};
 use crate::provider::ProviderRequest;
 
 /// The Messages request body.
@@ -40,26 +46,32 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         .or(options.max_tokens)
         .unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS);
     let visible = output_cap(Some(configured), request.remaining.tokens).unwrap_or(configured);
-    let thinking = settings.thinking_budget();
+    let model = model_for(request, &options.default_model);
+    let (thinking, effort) = reasoning(settings, &model);
+    let budget = match &thinking {
+        Some(Thinking::Budget(b)) => *b,
+        _ => 0,
+    };
+    let cache = settings.prompt_cache != Some(false);
     let mut body = Map::new();
-    body.insert(
-        "model".into(),
-        model_for(request, &options.default_model).into(),
-    );
-    body.insert(
-        "max_tokens".into(),
-        (visible + thinking.unwrap_or(0)).into(),
-    );
+    body.insert("model".into(), model.into());
+    body.insert("max_tokens".into(), (visible + budget).into());
     if let Some(system) = system_prompt(&request.messages) {
-        body.insert("system".into(), system.into());
+        let system = if cache {
+            json!([{ "type": "text", "text": system, "cache_control": ephemeral() }])
+        } else {
+            system.into()
+        };
+        body.insert("system".into(), system);
     }
-    body.insert(
-        "messages".into(),
-        messages(&request.messages, !request.tools.is_empty()),
-    );
+    let mut list = messages(&request.messages, !request.tools.is_empty());
+    if cache {
+        mark_previous_turn(&mut list);
+    }
+    body.insert("messages".into(), list);
     if !request.tools.is_empty() {
         let strict = settings.strict_tools == Some(true);
-        let tools = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| {
@@ -68,6 +80,9 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
                 tool
             })
             .collect();
+        if cache && let Some(last) = tools.last_mut().and_then(Value::as_object_mut) {
+            last.insert("cache_control".into(), ephemeral());
+        }
         body.insert("tools".into(), Value::Array(tools));
         if settings.parallel_tool_calls == Some(false) {
             body.insert(
@@ -81,19 +96,98 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     if !settings.stop.is_empty() {
         body.insert("stop_sequences".into(), settings.stop.clone().into());
     }
-    if let Some(budget) = thinking {
-        body.insert(
-            "thinking".into(),
-            json!({ "type": "enabled", "budget_tokens": budget }),
-        );
+    match thinking {
+        Some(Thinking::Budget(budget)) => {
+            body.insert(
+                "thinking".into(),
+                json!({ "type": "enabled", "budget_tokens": budget }),
+            );
+        }
+        Some(Thinking::Adaptive) => {
+            body.insert("thinking".into(), json!({ "type": "adaptive" }));
+        }
+        None => {}
+    }
+    let mut output_config = Map::new();
+    if let Some(effort) = effort {
+        output_config.insert("effort".into(), effort.into());
     }
     if let Some(schema) = &request.output_schema {
-        body.insert(
-            "output_config".into(),
-            json!({ "format": { "type": "json_schema", "schema": schema } }),
+        output_config.insert(
+            "format".into(),
+            json!({ "type": "json_schema", "schema": schema }),
         );
     }
+    if !output_config.is_empty() {
+        body.insert("output_config".into(), Value::Object(output_config));
+    }
     Value::Object(body)
+}
+
+/// How thinking is asked for.
+enum Thinking {
+    /// `{type: enabled, budget_tokens}`.
+    Budget(u64),
+    /// `{type: adaptive}`.
+    Adaptive,
+}
+
+/// The `thinking` and `output_config.effort` a request sends for `settings.reasoning` to
+/// `model` (see the Anthropic table in `fields`): an explicit budget is always sent as one;
+/// an effort alone becomes adaptive thinking on models that have it, else the effort's budget;
+/// the effort word goes in `output_config.effort` on models that take it.
+fn reasoning(settings: &ModelSettings, model: &str) -> (Option<Thinking>, Option<&'static str>) {
+    use super::fields::{ClaudeReasoning, claude_effort, claude_reasoning};
+    let Some(r) = settings.reasoning else {
+        return (None, None);
+    };
+    let Some(effort) = claude_effort(r.effort) else {
+        return (None, None);
+    };
+    let form = claude_reasoning(model);
+    let thinking = match (r.budget_tokens, form) {
+        (Some(budget), _) => Some(Thinking::Budget(budget)),
+        (None, ClaudeReasoning::Adaptive) => Some(Thinking::Adaptive),
+        (None, _) => settings.thinking_budget().map(Thinking::Budget),
+    };
+    let effort = (form != ClaudeReasoning::Budget).then_some(effort);
+    (thinking, effort)
+}
+
+/// `{type: ephemeral}`: a prompt-cache breakpoint with the default (5-minute) lifetime.
+fn ephemeral() -> Value {
+    json!({ "type": "ephemeral" })
+}
+
+/// Marks the conversation up to the previous turn as a cache breakpoint: the last content
+/// block of the message before the newest one (a later request extends this prefix, so it
+/// reads it back from the cache). A message sent as a plain string becomes one text block to
+/// carry the mark. A conversation of one message has no previous turn and is left alone.
+fn mark_previous_turn(list: &mut Value) {
+    let Some(messages) = list.as_array_mut() else {
+        return;
+    };
+    let Some(n) = messages.len().checked_sub(2) else {
+        return;
+    };
+    let content = &mut messages[n]["content"];
+    if let Value::String(text) = content {
+        *content = json!([{ "type": "text", "text": text }]);
+    }
+    // Thinking blocks cannot carry a mark.
+    if let Some(block) = content
+        .as_array_mut()
+        .and_then(|blocks| blocks.last_mut())
+        .and_then(Value::as_object_mut)
+        .filter(|b| {
+            !matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        })
+    {
+        block.insert("cache_control".into(), ephemeral());
+    }
 }
 
 /// The `messages` array; `tool_blocks` false (no tools offered) sends tool calls and results
@@ -211,6 +305,9 @@ pub(crate) fn usage_parts(u: &Value) -> UsageParts {
         output: u64_of(u, "output_tokens"),
         cache_creation: u64_of(u, "cache_creation_input_tokens"),
         cache_read: u64_of(u, "cache_read_input_tokens"),
+        reasoning: u
+            .get("output_tokens_details")
+            .and_then(|d| u64_of(d, "thinking_tokens")),
         ..UsageParts::default()
     }
 }
@@ -240,7 +337,18 @@ pub(crate) struct Envelope {
     pub(crate) model: Option<String>,
     pub(crate) stop_reason: Option<String>,
     pub(crate) stop_sequence: Option<String>,
+    /// A refusal's `stop_details.explanation`, when the API gave one.
+    pub(crate) refusal: Option<String>,
     pub(crate) usage: Option<TokenUsage>,
+}
+
+/// The words of a refusal: `stop_details.explanation` of a message (or a stream's
+/// `message_delta.delta`) that stopped with `refusal`; `None` when there is none.
+pub(crate) fn refusal_explanation(v: &Value) -> Option<String> {
+    let details = v
+        .get("stop_details")
+        .filter(|d| str_of(d, "type") == Some("refusal"))?;
+    string_of(details, "explanation").and_then(non_empty)
 }
 
 /// Builds the reply from blocks (in index order) and the envelope.
@@ -283,6 +391,10 @@ pub(crate) fn assemble(mut blocks: Vec<Block>, envelope: Envelope) -> Decoded {
             None => call_from_value(block.id, block.name, block.input.as_ref()),
         });
     }
+    let refusal = match envelope.stop_reason.as_deref() {
+        Some("refusal") => envelope.refusal.or_else(|| non_empty(text.clone())),
+        _ => None,
+    };
     let reply = ModelReply {
         text: non_empty(text),
         finish_reason: finish_reason(envelope.stop_reason, !calls.is_empty()),
@@ -291,7 +403,8 @@ pub(crate) fn assemble(mut blocks: Vec<Block>, envelope: Envelope) -> Decoded {
         cost_nanos: None,
         model: envelope.model,
         response_id: envelope.id,
-        refusal: None,
+        // A refusal carries its words in `stop_details.explanation`, else in the text.
+        refusal,
         thinking: non_empty(thinking),
         reasoning,
     };
@@ -343,6 +456,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Decoded, DecodeError> {
         model: string_of(&v, "model"),
         stop_reason: string_of(&v, "stop_reason"),
         stop_sequence: string_of(&v, "stop_sequence"),
+        refusal: refusal_explanation(&v),
         usage: body_usage(&v, usage_parts),
     };
     Ok(assemble(blocks, envelope))

@@ -26,6 +26,8 @@ pub(crate) struct AnthropicStream {
     blocks: Vec<Block>,
     stop_reason: Option<String>,
     stop_sequence: Option<String>,
+    /// `stop_details.explanation` of a refusal.
+    refusal: Option<String>,
     usage: UsageParts,
     facts: StreamFacts,
 }
@@ -78,6 +80,9 @@ impl AnthropicStream {
                     }
                     if let Some(sequence) = string_of(delta, "stop_sequence") {
                         self.stop_sequence = Some(sequence);
+                    }
+                    if let Some(words) = super::anthropic::refusal_explanation(delta) {
+                        self.refusal = Some(words);
                     }
                 }
                 if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
@@ -147,6 +152,7 @@ impl AnthropicStream {
             model: self.model,
             stop_reason: self.stop_reason,
             stop_sequence: self.stop_sequence,
+            refusal: self.refusal,
             usage: self.usage.finish(),
         };
         let mut decoded = assemble(self.blocks, envelope);

@@ -104,6 +104,8 @@ pub struct ReportedError {
     pub message: String,
     /// The request id, when the body carries one.
     pub request_id: Option<String>,
+    /// The request field the error is about (OpenAI's `error.param`), when given.
+    pub param: Option<String>,
     /// Extra structured detail (OpenRouter's `error.metadata`).
     pub metadata: Option<Value>,
 }
@@ -265,7 +267,18 @@ impl StreamDecoder {
         }
         let done = acc_done(&self.acc);
         let comments = match &mut self.framing {
-            Framing::Sse(sse) => sse.comments(),
+            Framing::Sse(sse) => {
+                // A last event closed by the end of the stream rather than a blank line counts.
+                if !done && let Some(event) = sse.finish_event() {
+                    match &mut self.acc {
+                        Accumulator::OpenAi(a) => a.on_event(&event, on_text)?,
+                        Accumulator::Responses(a) => a.on_event(&event, on_text)?,
+                        Accumulator::Anthropic(a) => a.on_event(&event, on_text)?,
+                        Accumulator::Ollama(_) => {}
+                    }
+                }
+                sse.comments()
+            }
             Framing::Ndjson(nd) => {
                 // A last line without a newline counts, unless the stream already ended.
                 if !done

@@ -62,6 +62,7 @@ pub(crate) fn parse_error_value(v: &Value) -> Option<ReportedError> {
             code: e.get("code").and_then(code_text),
             message: string_of(e, "message").unwrap_or_default(),
             request_id,
+            param: string_of(e, "param"),
             metadata: e.get("metadata").cloned(),
         }),
         Some(Value::String(message)) => Some(ReportedError {
@@ -244,7 +245,32 @@ pub fn http_error(
     err.hint = hint(err.class, Some(status), reported.error_type.as_deref());
     err.error_type = reported.error_type;
     err.error_code = reported.code;
+    err.param = reported.param;
     err
+}
+
+/// Names the setting a 400 or 422 refused, when the error points at a request field that
+/// carries one of `settings` (see [`fields::refused_setting`](super::fields::refused_setting)):
+/// sets `err.setting` and puts it first in the hint. Call it on the error of a request sent
+/// with `settings`; any other error is left as it is.
+pub fn name_refused_setting(
+    err: &mut ProviderError,
+    kind: super::config::ProviderKind,
+    settings: &crate::machine::ModelSettings,
+) {
+    if err.class != ProviderErrorClass::BadRequest || !matches!(err.status, Some(400 | 422)) {
+        return;
+    }
+    let Some(row) =
+        super::fields::refused_setting(kind, settings, err.param.as_deref(), &err.message)
+    else {
+        return;
+    };
+    err.setting = Some(row.setting.to_owned());
+    err.hint = format!(
+        "request rejected: the provider refused setting `{}` (sent as `{}`) – change or remove it in [agents.model_settings], or route the agent to a model that takes it",
+        row.setting, row.field
+    );
 }
 
 /// The error for a response or stream that arrived with a 2xx status but could not be

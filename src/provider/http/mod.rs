@@ -61,6 +61,7 @@ mod codec;
 mod common;
 mod config;
 mod errors;
+pub mod fields;
 mod line_buffer;
 mod ndjson;
 mod ollama;
@@ -81,8 +82,8 @@ pub use config::{
     EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind, process_env,
 };
 pub use errors::{
-    ERROR_BODY_LIMIT, SNIPPET_CHARS, classify, decode_failure, http_error, parse_error_body,
-    retry_after_ms, retryable_status,
+    ERROR_BODY_LIMIT, SNIPPET_CHARS, classify, decode_failure, http_error, name_refused_setting,
+    parse_error_body, retry_after_ms, retryable_status,
 };
 pub use ndjson::NdjsonDecoder;
 pub use pricing::{Price, PriceEntry, PricingError, PricingTable, cost_nanos};

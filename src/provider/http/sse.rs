@@ -79,6 +79,17 @@ impl SseDecoder {
         !self.pending.rest().is_empty() || !self.data.is_empty()
     }
 
+    /// At the end of the stream: the event whose lines all arrived whole but that no blank
+    /// line closed (a server that ends its last event with a single newline). Call it once,
+    /// after the last [`next_event`](Self::next_event); `None` when nothing is pending or the
+    /// last line was cut off.
+    pub fn finish_event(&mut self) -> Option<SseEvent> {
+        if !self.pending.rest().is_empty() || self.data.is_empty() {
+            return None;
+        }
+        self.process_line("").ok().flatten()
+    }
+
     fn next_line(&mut self) -> Result<Option<String>, DecodeError> {
         if self.pending_cr {
             let Some(&first) = self.pending.rest().first() else {

@@ -24,7 +24,7 @@ use super::config::{
     DEFAULT_AZURE_API_VERSION, EnvLookup, HttpProviderConfig, ProviderBuildError, ProviderKind,
     check_base_url, process_env, read_key,
 };
-use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, redact};
+use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, name_refused_setting, redact};
 use super::pricing::{PricingTable, UnpricedWarnings, cost_nanos};
 use crate::machine::{ModelReply, ProviderErrorClass};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
@@ -265,14 +265,9 @@ impl HttpProvider {
         if !status.is_success() {
             let body = self.read_capped(&mut response, deadline).await;
             let now = SystemTime::now();
-            return Err(http_error(
-                &self.name,
-                status.as_u16(),
-                &headers,
-                &body,
-                now,
-                key,
-            ));
+            let mut err = http_error(&self.name, status.as_u16(), &headers, &body, now, key);
+            name_refused_setting(&mut err, self.kind, &request.settings);
+            return Err(err);
         }
         let json_body = headers
             .get(CONTENT_TYPE)
@@ -441,13 +436,18 @@ impl HttpProvider {
 
 /// A reply with nothing in it — no text, no tool call, no refusal — is not an answer: the
 /// provider failed to produce one (`choices: []`, `content: null`, an empty content list).
-/// A content filter that left nothing is its own, non-retryable error.
+/// A content filter that left nothing is its own, non-retryable error. A reply cut by the
+/// output-token limit before any visible text (all of it spent on reasoning) is not empty but
+/// truncated: it goes to the machine, whose `on_truncated` policy decides.
 fn check_not_empty(decoded: &Decoded) -> Result<(), DecodeError> {
     let r = &decoded.reply;
     let empty = r.text.as_deref().is_none_or(|t| t.trim().is_empty())
         && r.tool_calls.is_empty()
         && r.refusal.is_none();
-    if !empty || r.finish_reason.raw.as_deref() == Some("refusal") {
+    if !empty
+        || r.finish_reason.raw.as_deref() == Some("refusal")
+        || r.finish_reason.normalized == Some(crate::machine::Finish::Length)
+    {
         return Ok(());
     }
     if r.finish_reason.normalized == Some(crate::machine::Finish::ContentFilter) {
