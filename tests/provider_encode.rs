@@ -129,19 +129,22 @@ fn a_tool_only_assistant_turn_has_no_content_and_an_empty_turn_has_empty_content
 
 #[test]
 fn anthropic_hoists_system_and_merges_tool_results_into_one_user_message() {
+    // Prompt caching is on by default: the system prompt, the last tool and the turn before
+    // the newest carry a cache mark.
     let body = encode(ProviderKind::Anthropic, false, None, None);
+    let mark = json!({"type": "ephemeral"});
     assert_eq!(
         body,
         json!({
             "model": "m-1",
             "max_tokens": 4096,
-            "system": "Be brief.",
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": mark}],
             "messages": [
                 {"role": "user", "content": "Find a."},
                 {"role": "assistant", "content": [
                     {"type": "text", "text": "Let me look."},
                     {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"q": "a"}},
-                    {"type": "tool_use", "id": "call_2", "name": "lookup", "input": {}}
+                    {"type": "tool_use", "id": "call_2", "name": "lookup", "input": {}, "cache_control": mark}
                 ]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "call_1", "content": "found a"},
@@ -149,7 +152,7 @@ fn anthropic_hoists_system_and_merges_tool_results_into_one_user_message() {
                     {"type": "text", "text": "And?"}
                 ]}
             ],
-            "tools": [{"name": "lookup", "description": "Look something up", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}],
+            "tools": [{"name": "lookup", "description": "Look something up", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}, "cache_control": mark}],
             "stream": false
         })
     );

@@ -9,10 +9,14 @@
 //! | `seed` | yes | no | no | yes |
 //! | `stop` | yes | no | yes (`stop_sequences`) | yes |
 //! | `max_output_tokens` | yes | yes | yes | yes (`num_predict`) |
-//! | `reasoning.effort` | `reasoning_effort` | `reasoning.effort` | thinking budget | `think` |
+//! | `reasoning.effort` | `reasoning_effort` | `reasoning.effort` | adaptive thinking + `output_config.effort` (Claude 4.6+), else a thinking budget | `think` |
+//! | `prompt_cache` | automatic (no switch) | automatic (no switch) | `cache_control` marks, on unless `false` | — |
 //! | `parallel_tool_calls` | yes | yes | yes (`false` is `disable_parallel_tool_use`) | `true` only |
 //! | `strict_tools` | yes | yes | yes | no |
 //! | `output_schema` | `response_format` | `text.format` | `output_config.format` | `format` |
+//!
+//! Which request field carries each setting, with the vendor's reference for it:
+//! [`provider::http::fields`](crate::provider::http::fields).
 //!
 //! `echo` and `scripted` providers take every setting and ignore it (they are offline
 //! stand-ins); the settings still appear in the request `show` prints.

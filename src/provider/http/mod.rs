@@ -27,8 +27,8 @@
 //! # What a request carries
 //!
 //! Besides messages and tools, a [`ProviderRequest`](crate::provider::ProviderRequest) carries
-//! the agent's model settings and output schema, encoded per protocol (see the README's
-//! Models section for the table), and each assistant message's reasoning, sent back the way
+//! the agent's model settings and output schema, encoded per protocol (one table per vendor
+//! in [`fields`], with the vendor reference of each row), and each assistant message's reasoning, sent back the way
 //! the protocol requires. A call is bounded by `timeout` (the whole request, lowered to the
 //! agent's remaining wall-time budget) and `idle_timeout` (silence), and a reply by
 //! [`MAX_BODY_BYTES`]; a reply with nothing in it is a retryable error.
