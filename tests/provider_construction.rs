@@ -182,6 +182,7 @@ fn bad_prices_are_refused() {
             input,
             output,
             cached_input: None,
+            cache_write: None,
         }];
         let err = try_build(cfg, &[(KEY_VAR, "k")]).unwrap_err();
         assert!(

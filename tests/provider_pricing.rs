@@ -68,12 +68,14 @@ fn your_prices_take_precedence() {
             input: 1.0,
             output: 2.0,
             cached_input: Some(0.5),
+            cache_write: None,
         },
         PriceEntry {
             model: "llama3".into(),
             input: 0.0,
             output: 0.0,
             cached_input: None,
+            cache_write: None,
         },
     ])
     .unwrap();
@@ -133,6 +135,7 @@ fn costs_are_integer_nanodollars() {
         input: 0.0001,
         output: 0.0,
         cached_input: None,
+        cache_write: None,
     }])
     .unwrap();
     assert_eq!(
@@ -208,6 +211,7 @@ async fn replies_are_priced_and_unknown_models_warn_once_per_provider_and_model(
         input: 1.0,
         output: 1.0,
         cached_input: None,
+        cache_write: None,
     }];
     let priced = provider(cfg, "k-1234")
         .complete_decoded(&hello("mystery-1"), &|_| {})
@@ -216,4 +220,35 @@ async fn replies_are_priced_and_unknown_models_warn_once_per_provider_and_model(
         .reply;
     assert_eq!(priced.cost_nanos, Some(1100 * 1_000));
     assert_eq!(capture.warnings().len(), 2, "a priced model does not warn");
+}
+
+#[test]
+fn cache_writes_use_the_listed_price_and_reads_the_discount() {
+    let t = PricingTable::builtin();
+    let opus = t.lookup("claude-opus-4-5").unwrap();
+    let mut u = TokenUsage::new(0, 0);
+    u.cache_creation_input_tokens = Some(1_000_000);
+    assert_eq!(cost_nanos(&opus, &u), 6_250_000_000, "$6.25/M writes");
+    u.cache_creation_input_tokens = None;
+    u.cache_read_input_tokens = Some(1_000_000);
+    assert_eq!(cost_nanos(&opus, &u), 500_000_000, "$0.50/M reads");
+    // A user price with a cache-write price of its own.
+    let mine = PricingTable::with_overrides(&[PriceEntry {
+        model: "my-claude".into(),
+        input: 2.0,
+        output: 8.0,
+        cached_input: Some(0.2),
+        cache_write: Some(4.0),
+    }])
+    .unwrap()
+    .lookup("my-claude")
+    .unwrap();
+    let mut w = TokenUsage::new(0, 0);
+    w.cache_creation_input_tokens = Some(1_000_000);
+    assert_eq!(cost_nanos(&mine, &w), 4_000_000_000);
+    // OpenAI: cached tokens are part of input_tokens and cost the cached price.
+    let gpt = t.lookup("gpt-4o").unwrap();
+    let mut o = TokenUsage::new(1_000_000, 0);
+    o.cached_input_tokens = Some(1_000_000);
+    assert_eq!(cost_nanos(&gpt, &o), 1_250_000_000);
 }

@@ -16,9 +16,10 @@
 //! models) to have it counted.
 //!
 //! Cost = uncached input × input price + cached input × cached price (the input price when
-//! none is listed) + cache writes × 1.25 × input price + output × output price, rounded up to
-//! a whole nanodollar so a budget never under-counts. OpenAI's `cached_input_tokens` are part
-//! of `input_tokens`; Anthropic's cache reads and writes are not; both are handled.
+//! none is listed) + cache writes × the cache-write price (1.25 × the input price when none is
+//! listed) + output × output price, rounded up to a whole nanodollar so a budget never
+//! under-counts. OpenAI's `cached_input_tokens` are part of `input_tokens`; Anthropic's cache
+//! reads and writes are not; both are handled.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -36,6 +37,9 @@ pub struct Price {
     pub output: u64,
     /// Input tokens read from the prompt cache, where the provider discounts them.
     pub cached_input: Option<u64>,
+    /// Input tokens written to the prompt cache (Anthropic's 5-minute writes), where the
+    /// provider charges them apart; 1.25 × `input` when not listed.
+    pub cache_write: Option<u64>,
 }
 
 /// A user-supplied price in USD per million tokens, as written in a config file.
@@ -48,9 +52,13 @@ pub struct PriceEntry {
     pub input: f64,
     /// USD per million output tokens.
     pub output: f64,
-    /// USD per million cached input tokens, if discounted.
+    /// USD per million cached input tokens (cache reads), if discounted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input: Option<f64>,
+    /// USD per million tokens written to the prompt cache (Anthropic), if listed; 1.25 ×
+    /// `input` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 /// `usd_thousandths` USD/1000 per million tokens, as nanodollars per million tokens.
@@ -58,40 +66,128 @@ const fn m(usd_thousandths: u64) -> u64 {
     usd_thousandths * 1_000_000
 }
 
-/// Built-in list prices (USD/1000 per million tokens: 2500 is $2.50), late 2025.
-const BUILTIN: &[(&str, u64, u64, Option<u64>)] = &[
-    ("gpt-5", m(1250), m(10_000), Some(m(125))),
-    ("gpt-5-mini", m(250), m(2000), Some(m(25))),
-    ("gpt-5-nano", m(50), m(400), Some(m(5))),
-    ("gpt-4.1", m(2000), m(8000), Some(m(500))),
-    ("gpt-4.1-mini", m(400), m(1600), Some(m(100))),
-    ("gpt-4.1-nano", m(100), m(400), Some(m(25))),
-    ("gpt-4o", m(2500), m(10_000), Some(m(1250))),
-    ("gpt-4o-2024-05-13", m(5000), m(15_000), None),
-    ("chatgpt-4o-latest", m(5000), m(15_000), None),
-    ("gpt-4o-mini", m(150), m(600), Some(m(75))),
-    ("gpt-4-turbo", m(10_000), m(30_000), None),
-    ("gpt-4", m(30_000), m(60_000), None),
-    ("gpt-3.5-turbo", m(500), m(1500), None),
-    ("o1", m(15_000), m(60_000), Some(m(7500))),
-    ("o1-mini", m(1100), m(4400), Some(m(550))),
-    ("o1-pro", m(150_000), m(600_000), None),
-    ("o3", m(2000), m(8000), Some(m(500))),
-    ("o3-mini", m(1100), m(4400), Some(m(550))),
-    ("o3-pro", m(20_000), m(80_000), None),
-    ("o4-mini", m(1100), m(4400), Some(m(275))),
-    ("claude-3-haiku", m(250), m(1250), Some(m(30))),
-    ("claude-3-5-haiku", m(800), m(4000), Some(m(80))),
-    ("claude-haiku-4-5", m(1000), m(5000), Some(m(100))),
-    ("claude-3-sonnet", m(3000), m(15_000), Some(m(300))),
-    ("claude-3-5-sonnet", m(3000), m(15_000), Some(m(300))),
-    ("claude-3-7-sonnet", m(3000), m(15_000), Some(m(300))),
-    ("claude-sonnet-4", m(3000), m(15_000), Some(m(300))),
-    ("claude-sonnet-4-5", m(3000), m(15_000), Some(m(300))),
-    ("claude-3-opus", m(15_000), m(75_000), Some(m(1500))),
-    ("claude-opus-4", m(15_000), m(75_000), Some(m(1500))),
-    ("claude-opus-4-1", m(15_000), m(75_000), Some(m(1500))),
-    ("claude-opus-4-5", m(5000), m(25_000), Some(m(500))),
+/// A built-in price: model (prefix), input, output, cache reads, cache writes.
+type BuiltinPrice = (&'static str, u64, u64, Option<u64>, Option<u64>);
+
+/// Built-in list prices (USD/1000 per million tokens: 2500 is $2.50): input, output, cache
+/// reads (OpenAI "cached input", Anthropic "cache hits"), cache writes (Anthropic "5m cache
+/// writes"). Sources: OpenAI's and Anthropic's pricing pages as of late 2025
+/// (`platform.openai.com/docs/pricing`, `docs.anthropic.com/en/docs/about-claude/pricing`:
+/// 5-minute writes 1.25 × input, hits 0.1 × input); Claude Sonnet 4.6 and Opus 4.6 as listed at
+/// their release (2026) at the prices of Sonnet 4.5 and Opus 4.5.
+const BUILTIN: &[BuiltinPrice] = &[
+    ("gpt-5", m(1250), m(10_000), Some(m(125)), None),
+    ("gpt-5-mini", m(250), m(2000), Some(m(25)), None),
+    ("gpt-5-nano", m(50), m(400), Some(m(5)), None),
+    ("gpt-4.1", m(2000), m(8000), Some(m(500)), None),
+    ("gpt-4.1-mini", m(400), m(1600), Some(m(100)), None),
+    ("gpt-4.1-nano", m(100), m(400), Some(m(25)), None),
+    ("gpt-4o", m(2500), m(10_000), Some(m(1250)), None),
+    ("gpt-4o-2024-05-13", m(5000), m(15_000), None, None),
+    ("chatgpt-4o-latest", m(5000), m(15_000), None, None),
+    ("gpt-4o-mini", m(150), m(600), Some(m(75)), None),
+    ("gpt-4-turbo", m(10_000), m(30_000), None, None),
+    ("gpt-4", m(30_000), m(60_000), None, None),
+    ("gpt-3.5-turbo", m(500), m(1500), None, None),
+    ("o1", m(15_000), m(60_000), Some(m(7500)), None),
+    ("o1-mini", m(1100), m(4400), Some(m(550)), None),
+    ("o1-pro", m(150_000), m(600_000), None, None),
+    ("o3", m(2000), m(8000), Some(m(500)), None),
+    ("o3-mini", m(1100), m(4400), Some(m(550)), None),
+    ("o3-pro", m(20_000), m(80_000), None, None),
+    ("o4-mini", m(1100), m(4400), Some(m(275)), None),
+    ("claude-3-haiku", m(250), m(1250), Some(m(30)), Some(m(300))),
+    (
+        "claude-3-5-haiku",
+        m(800),
+        m(4000),
+        Some(m(80)),
+        Some(m(1000)),
+    ),
+    (
+        "claude-haiku-4-5",
+        m(1000),
+        m(5000),
+        Some(m(100)),
+        Some(m(1250)),
+    ),
+    (
+        "claude-3-sonnet",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-3-5-sonnet",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-3-7-sonnet",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-sonnet-4",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-sonnet-4-5",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-3-opus",
+        m(15_000),
+        m(75_000),
+        Some(m(1500)),
+        Some(m(18_750)),
+    ),
+    (
+        "claude-opus-4",
+        m(15_000),
+        m(75_000),
+        Some(m(1500)),
+        Some(m(18_750)),
+    ),
+    (
+        "claude-opus-4-1",
+        m(15_000),
+        m(75_000),
+        Some(m(1500)),
+        Some(m(18_750)),
+    ),
+    (
+        "claude-opus-4-5",
+        m(5000),
+        m(25_000),
+        Some(m(500)),
+        Some(m(6250)),
+    ),
+    (
+        "claude-sonnet-4-6",
+        m(3000),
+        m(15_000),
+        Some(m(300)),
+        Some(m(3750)),
+    ),
+    (
+        "claude-opus-4-6",
+        m(5000),
+        m(25_000),
+        Some(m(500)),
+        Some(m(6250)),
+    ),
 ];
 
 /// Why a user price entry was refused.
@@ -140,6 +236,7 @@ impl PricingTable {
                     input: nanos(e.input)?,
                     output: nanos(e.output)?,
                     cached_input: e.cached_input.map(nanos).transpose()?,
+                    cache_write: e.cache_write.map(nanos).transpose()?,
                 };
                 Ok((e.model.clone(), price))
             })
@@ -169,11 +266,12 @@ impl PricingTable {
             .iter()
             .map(|(name, price)| (name.as_str(), *price, true));
         let table = BUILTIN.iter().take(if builtin { BUILTIN.len() } else { 0 });
-        let builtin = table.map(|&(name, input, output, cached_input)| {
+        let builtin = table.map(|&(name, input, output, cached_input, cache_write)| {
             let price = Price {
                 input,
                 output,
                 cached_input,
+                cache_write,
             };
             (name, price, false)
         });
@@ -208,9 +306,13 @@ pub fn cost_nanos(price: &Price, usage: &TokenUsage) -> u64 {
     let writes = usage.cache_creation_input_tokens.unwrap_or(0);
     let cached_price = price.cached_input.unwrap_or(price.input);
     // Everything times 4 so that cache writes at 1.25 × input stay in integers.
+    let writes_quadruple = match price.cache_write {
+        Some(w) => 4 * t(writes) * t(w),
+        None => 5 * t(writes) * t(price.input),
+    };
     let quadruple = 4 * t(uncached) * t(price.input)
         + 4 * t(cached) * t(cached_price)
-        + 5 * t(writes) * t(price.input)
+        + writes_quadruple
         + 4 * t(usage.output_tokens) * t(price.output);
     let nanos = quadruple.div_ceil(4 * 1_000_000);
     u64::try_from(nanos).unwrap_or(u64::MAX)
@@ -254,7 +356,8 @@ mod tests {
             Some(Price {
                 input: 2_500_000_000,
                 output: 10_000_000_000,
-                cached_input: Some(1_250_000_000)
+                cached_input: Some(1_250_000_000),
+                cache_write: None,
             })
         );
         assert_eq!(t.lookup("llama3"), None);
@@ -266,6 +369,7 @@ mod tests {
             input: m(500),
             output: m(1500),
             cached_input: None,
+            cache_write: None,
         };
         // 15 × $0.50/M + 19 × $1.50/M = $0.000036 = 36 000 nanodollars.
         assert_eq!(cost_nanos(&price, &TokenUsage::new(15, 19)), 36_000);
@@ -273,6 +377,7 @@ mod tests {
             input: 1,
             output: 0,
             cached_input: None,
+            cache_write: None,
         };
         assert_eq!(cost_nanos(&tiny, &TokenUsage::new(1, 0)), 1);
     }
