@@ -37,6 +37,17 @@ fn replied(h: &Harness, reply: ModelReply) -> EventBody {
     }
 }
 
+/// A text reply the output-token limit cut (OpenAI's `finish_reason: "length"`).
+fn cut(text: &str) -> ModelReply {
+    ModelReply {
+        finish_reason: FinishReason {
+            raw: Some("length".into()),
+            normalized: Some(Finish::Length),
+        },
+        ..ModelReply::text(text)
+    }
+}
+
 fn failed(h: &Harness, class: ProviderErrorClass, retryable: bool) -> EventBody {
     let failure = ModelFailure {
         retryable,
@@ -371,6 +382,23 @@ fn cases() -> Vec<(&'static str, Case)> {
                 ..ModelReply::text("")
             };
             let body = replied(&h, reply.with_usage(20, 6));
+            (h, body)
+        }),
+        ("generating.replied.truncated_retry", || {
+            let h = generating(solo());
+            let body = replied(&h, cut("The answer is").with_usage(20, 256));
+            (h, body)
+        }),
+        ("generating.replied.truncated_continue", || {
+            let h = generating(solo_with(|s| {
+                s.agents[0].on_truncated = OnTruncated::Continue
+            }));
+            let body = replied(&h, cut("The answer is").with_usage(20, 256));
+            (h, body)
+        }),
+        ("generating.replied.truncated", || {
+            let h = generating(solo_with(|s| s.agents[0].on_truncated = OnTruncated::Fail));
+            let body = replied(&h, cut("The answer is").with_usage(20, 256));
             (h, body)
         }),
         ("generating.replied.output_invalid", || {

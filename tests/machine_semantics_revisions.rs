@@ -253,7 +253,46 @@ fn sessions_and_the_retriever_are_revision_5s_only() {
             Err(MachineError::BadSessionSeed(_))
         ));
     }
-    assert_eq!(SEMANTICS, 6);
+    assert_eq!(SEMANTICS, 7);
     assert_eq!((SESSION_SEMANTICS, RETRIEVAL_SEMANTICS), (5, 5));
     assert_eq!(SHA256_HISTORY_SEMANTICS, 6);
+    assert_eq!(TRUNCATION_SEMANTICS, 7);
+}
+
+/// Revision 6 took a reply cut by the output-token limit as a whole answer; revision 7 asks
+/// again with twice the limit (the default `on_truncated`), so a run recorded under 6 still
+/// replays to its answer.
+#[test]
+fn a_cut_reply_is_an_answer_before_revision_7_and_retried_from_it() {
+    let cut = ModelReply {
+        finish_reason: FinishReason {
+            raw: Some("length".into()),
+            normalized: Some(Finish::Length),
+        },
+        ..ModelReply::text("The answer is")
+    }
+    .with_usage(10, 64);
+    let mut old = Harness::new(solo_with(|s| s.semantics = 6));
+    old.start("g");
+    old.proceed();
+    assert_eq!(old.reply(cut.clone()).edge, EdgeId::GeneratingRepliedAnswer);
+    old.proceed();
+    assert_eq!(
+        old.state.outcome(),
+        Some(&Outcome::Completed {
+            answer: Some("The answer is".into()),
+            output: None
+        })
+    );
+    let mut new = Harness::new(solo());
+    new.start("g");
+    new.proceed();
+    assert_eq!(new.reply(cut).edge, EdgeId::GeneratingRepliedTruncatedRetry);
+    new.proceed();
+    match new.history.last().and_then(|(_, t)| t.effects.first()) {
+        Some(Effect::CallModel { request, .. }) => {
+            assert_eq!(request.max_output_tokens, Some(128))
+        }
+        other => panic!("no CallModel emitted: {other:?}"),
+    }
 }

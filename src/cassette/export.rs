@@ -246,9 +246,7 @@ fn add_run(
         let prompt = Prompt {
             messages,
             tools,
-            settings: spec_agent
-                .map(|a| a.model_settings.clone())
-                .unwrap_or_default(),
+            settings: request.settings(spec_agent),
             // A session summary (revision 5) is asked for as plain text.
             output_schema: spec_agent
                 .filter(|_| !request.summary)

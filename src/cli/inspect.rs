@@ -101,6 +101,12 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     if let Some((parent, at)) = &rec.parent {
         outln!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
     }
+    let (read, written) = entries.iter().map(|e| &e.entry).fold((0, 0), |s, e| {
+        (s.0 + e.cache_read_tokens, s.1 + e.cache_write_tokens)
+    });
+    if read + written > 0 {
+        outln!("prompt cache: {read} input tokens read from it, {written} written to it");
+    }
     for e in entries.iter().map(|e| &e.entry) {
         let cost = e.cost_nanos.map(usd).unwrap_or_default();
         let tokens = if e.tokens > 0 {
@@ -230,6 +236,9 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     }
     if let Some(event) = &view.event {
         super::sessions::describe_event(&event.body);
+        if let crate::machine::EventBody::ModelReplied { reply, .. } = &event.body {
+            describe_reply(reply);
+        }
     }
     if let Some(req) = &view.request {
         let r = &req.remaining;
@@ -312,6 +321,46 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The reply of a `ModelReplied` step: how it ended, its tokens (cache reads and writes
+/// apart) and cost, and a refusal's words or a truncation.
+fn describe_reply(reply: &crate::machine::ModelReply) {
+    let finish = match (&reply.finish_reason.raw, reply.finish_reason.normalized) {
+        (Some(raw), _) => raw.clone(),
+        (None, Some(f)) => serde_json::to_value(f)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        (None, None) => "-".to_owned(),
+    };
+    let mut line = format!("reply   finish {finish}");
+    if let Some(u) = reply.usage {
+        line.push_str(&format!(
+            ", {} input / {} output tokens",
+            u.input_tokens, u.output_tokens
+        ));
+        let (read, written) = history::cache_tokens(Some(&u));
+        if read + written > 0 {
+            line.push_str(&format!(" (prompt cache: {read} read, {written} written)"));
+        }
+    }
+    if let Some(c) = reply.cost_nanos {
+        line.push_str(&format!(", {}", usd(c)));
+    }
+    outln!("{line}");
+    match history::reply_end(reply) {
+        Some("refused") => outln!(
+            "refused the model declined: {}",
+            crate::machine::refusal_of(reply)
+                .unwrap_or_default()
+                .replace('\n', " ")
+        ),
+        Some(_) => outln!(
+            "truncated the output-token limit cut this reply; the agent's on_truncated decides what follows"
+        ),
+        None => {}
+    }
 }
 
 fn describe_state(state: &RunState) {

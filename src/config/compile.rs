@@ -330,6 +330,7 @@ fn agent(
         limits: limits(a.budget.as_ref(), &format!("{path}.budget"))?,
         on_exhausted: a.on_exhausted.unwrap_or_default(),
         on_in_doubt: a.on_in_doubt.unwrap_or_default(),
+        on_truncated: a.on_truncated.unwrap_or_default(),
         correction_budget: a.correction_budget.unwrap_or(DEFAULT_CORRECTION_BUDGET),
         delegates: a
             .delegates

@@ -195,6 +195,7 @@ pub(crate) struct RawAgent {
     pub(crate) tools: Option<Vec<String>>,
     pub(crate) on_exhausted: Option<OnExhausted>,
     pub(crate) on_in_doubt: Option<OnInDoubt>,
+    pub(crate) on_truncated: Option<crate::machine::OnTruncated>,
     pub(crate) correction_budget: Option<u32>,
     pub(crate) max_attempts: Option<u32>,
     pub(crate) backoff: Option<RawBackoff>,

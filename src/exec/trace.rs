@@ -85,6 +85,14 @@ pub enum Trace {
         text: Option<String>,
         /// Tool calls asked for.
         tool_calls: usize,
+        /// Why the model stopped, normalised (`stop`, `tool_calls`, `length`,
+        /// `stop_sequence`, `content_filter`), where known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        finish: Option<crate::machine::Finish>,
+        /// The model's refusal: its words, or `(no explanation given)`; `None` when the
+        /// reply is not one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
         /// Usage, if reported.
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<TokenUsage>,
@@ -260,6 +268,22 @@ pub enum Trace {
         scope: Scope,
         /// Which.
         key: BudgetKey,
+    },
+    /// A reply was cut by the output-token limit and is asked again with a larger limit or
+    /// continued (the agent's `on_truncated`, revision 7). A cut reply that fails the run is
+    /// its `run.finished` with class `truncated`.
+    #[serde(rename = "model.truncated")]
+    ModelTruncated {
+        /// The agent.
+        agent: AgentId,
+        /// `retry` or `continue`.
+        policy: crate::machine::OnTruncated,
+        /// Output tokens the cut reply used, where reported.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output_tokens: Option<u64>,
+        /// The output-token limit the retry asks for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_limit: Option<u64>,
     },
     /// A model call is retried or moves to a fallback route.
     #[serde(rename = "model.retry")]

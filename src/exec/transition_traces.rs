@@ -56,6 +56,8 @@ pub(crate) fn transition_traces(
                 model: route.map(|r| r.model.clone()).unwrap_or_default(),
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.len(),
+                finish: reply.finish_reason.normalized,
+                refusal: crate::machine::refusal_of(reply),
                 usage: reply.usage,
                 cost_nanos: reply.cost_nanos,
                 run_cost_nanos: usage.cost_nanos,
@@ -183,6 +185,17 @@ fn note_trace(note: &Note) -> Trace {
         Note::RetrievalFailed { agent, error } => Trace::RetrievalFailed {
             agent: agent.clone(),
             error: error.clone(),
+        },
+        Note::Truncated {
+            agent,
+            policy,
+            output_tokens,
+            next_limit,
+        } => Trace::ModelTruncated {
+            agent: agent.clone(),
+            policy: *policy,
+            output_tokens: *output_tokens,
+            next_limit: *next_limit,
         },
     }
 }

@@ -39,6 +39,10 @@ pub struct StepView {
     /// The run's place in its session, and the run it goes on from (revision 5).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<crate::machine::SessionSpec>,
+    /// For a model reply that was not a plain answer: `truncated` (cut by the output-token
+    /// limit) or `refused` (the model declined). The reply itself is in `event`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_end: Option<&'static str>,
 }
 
 /// A model request exactly as the provider received it.
@@ -141,10 +145,7 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                         .collect(),
                     catalogs: request.catalogs.clone(),
                     remaining: request.remaining,
-                    settings: spec
-                        .agent(agent)
-                        .map(|a| a.model_settings.clone())
-                        .unwrap_or_default(),
+                    settings: request.settings(spec.agent(agent)),
                     // A session summary is plain text whatever the agent answers with.
                     output_schema: spec
                         .agent(agent)
@@ -154,12 +155,19 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
             },
         )
         .transpose()?;
+    let reply_end = match event.as_ref().map(|e| &e.body) {
+        Some(crate::machine::EventBody::ModelReplied { reply, .. }) => {
+            super::timeline::reply_end(reply)
+        }
+        _ => None,
+    };
     Ok(StepView {
         run: run.clone(),
         seq,
         latest: rec.seq,
         edge,
         event,
+        reply_end,
         state_hash: rebuilt.state.state_hash(spec.history_hash()).to_hex(),
         state: rebuilt.state,
         effects,

@@ -17,4 +17,4 @@ pub use crate::ledger::{
 };
 pub use diff::{Change, ChildDiff, DiffPoint, RunDiff, Side, TreeDiff, diff_runs, diff_trees};
 pub use inspect::{SentRequest, StepView, show};
-pub use timeline::{TimelineEntry, timeline};
+pub use timeline::{TimelineEntry, cache_tokens, reply_end, timeline};

@@ -33,8 +33,48 @@ pub struct TimelineEntry {
     /// Cost a model reply added, nanodollars (`None` when unpriced or not a reply).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_nanos: Option<u64>,
+    /// Prompt tokens a model reply read from the provider's cache (OpenAI `cached_tokens`,
+    /// Anthropic `cache_read_input_tokens`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Prompt tokens a model reply wrote to the cache (Anthropic
+    /// `cache_creation_input_tokens`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// How a model reply ended when it was not a plain answer: `truncated` (the output-token
+    /// limit cut it) or `refused` (the model declined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_end: Option<&'static str>,
     /// A few words on what happened.
     pub summary: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Cache tokens a reply's usage reports: (read, written).
+pub fn cache_tokens(usage: Option<&crate::machine::TokenUsage>) -> (u64, u64) {
+    usage.map_or((0, 0), |u| {
+        let read = u
+            .cached_input_tokens
+            .unwrap_or(0)
+            .saturating_add(u.cache_read_input_tokens.unwrap_or(0));
+        (read, u.cache_creation_input_tokens.unwrap_or(0))
+    })
+}
+
+/// `refused` for a reply the model declined (as the machine takes it:
+/// [`refusal_of`](crate::machine::refusal_of)), `truncated` for one the output-token limit
+/// cut; `None` for any other. Call it to label a `ModelReplied` step.
+pub fn reply_end(reply: &crate::machine::ModelReply) -> Option<&'static str> {
+    if crate::machine::refusal_of(reply).is_some() {
+        Some("refused")
+    } else if reply.finish_reason.normalized == Some(crate::machine::Finish::Length) {
+        Some("truncated")
+    } else {
+        None
+    }
 }
 
 /// The whole timeline of `run` (across fork ancestry).
@@ -55,6 +95,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
             .or(step.answers.as_ref().map(|a| &a.effect))
             .and_then(|e| agent_of(e).cloned());
         let (mut tokens, mut cost_nanos) = (0, None);
+        let (mut cache_read_tokens, mut cache_write_tokens, mut end) = (0, 0, None);
         let summary = match &event.body {
             EventBody::Start { goal } => format!("goal: {}", clip(goal, 60)),
             EventBody::SessionStart { goal, seed } => {
@@ -98,8 +139,16 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     tokens = u.input_tokens + u.output_tokens;
                 }
                 cost_nanos = reply.cost_nanos;
-                if reply.tool_calls.is_empty() {
-                    format!("answer: {}", clip(reply.text.as_deref().unwrap_or(""), 60))
+                (cache_read_tokens, cache_write_tokens) = cache_tokens(reply.usage.as_ref());
+                end = reply_end(reply);
+                if let Some(words) = crate::machine::refusal_of(reply) {
+                    format!("refused: {}", clip(&words, 60))
+                } else if reply.tool_calls.is_empty() {
+                    let cut = if end.is_some() { " [truncated]" } else { "" };
+                    format!(
+                        "answer{cut}: {}",
+                        clip(reply.text.as_deref().unwrap_or(""), 60)
+                    )
                 } else {
                     let names: Vec<&str> =
                         reply.tool_calls.iter().map(|c| c.name.as_str()).collect();
@@ -259,6 +308,9 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
             agent: agent.or_else(|| active.clone()),
             tokens,
             cost_nanos,
+            cache_read_tokens,
+            cache_write_tokens,
+            reply_end: end,
             summary,
         });
         prev = to;

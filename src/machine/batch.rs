@@ -34,6 +34,15 @@ pub(crate) fn on_reply(
         a.usage.add_turn(tokens, reply.cost_nanos);
         a.usage.reasoning_tokens = a.usage.reasoning_tokens.saturating_add(reasoning_tokens);
     }
+    if cx.spec.spec().semantics >= super::TRUNCATION_SEMANTICS && super::is_truncated(reply) {
+        return super::truncation::on_truncated(cx, run, reply);
+    }
+    // The pieces of an answer cut and continued before this reply (revision 7).
+    let continued = run
+        .agents
+        .get_mut(&agent)
+        .map(|a| std::mem::take(&mut a.continued))
+        .unwrap_or_default();
 
     let call_ids: Vec<String> = reply
         .tool_calls
@@ -71,7 +80,7 @@ pub(crate) fn on_reply(
     cx.append(&mut run, &agent, assistant);
 
     if reply.tool_calls.is_empty() {
-        return super::output::on_answer(cx, run, reply);
+        return super::output::on_answer(cx, run, reply, &continued);
     }
     if let Some((to, note)) = super::child::sole_transfer(cx, &agent, reply) {
         let call_id = call_ids.into_iter().next().unwrap_or_default();

@@ -184,6 +184,25 @@ pub struct ModelRequest {
     /// [`memory::injected_message`](super::memory::injected_message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// The output-token limit to ask for instead of the agent's `max_output_tokens`: twice
+    /// what a cut reply had, after `on_truncated = "retry"` (revision 7). Still lowered to
+    /// `remaining.tokens` by the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+}
+
+impl ModelRequest {
+    /// The model settings this request is sent with: `agent`'s (the spec's agent whose turn
+    /// it is), with the output-token limit a truncation retry set in place of its
+    /// `max_output_tokens`. Call it wherever a recorded request is turned into what a
+    /// provider receives, so the driver, `show` and cassette export agree.
+    pub fn settings(&self, agent: Option<&super::AgentSpec>) -> super::ModelSettings {
+        let mut settings = agent.map(|a| a.model_settings.clone()).unwrap_or_default();
+        if let Some(limit) = self.max_output_tokens {
+            settings.max_output_tokens = Some(limit);
+        }
+        settings
+    }
 }
 
 /// What a person is asked.

@@ -51,6 +51,9 @@ pub enum ErrorClass {
     WallTimeLimit,
     /// The run reached its transition cap.
     TransitionCap,
+    /// A reply was cut by the output-token limit and the agent's `on_truncated` policy is
+    /// `fail`, or its retries and continuations spent the correction budget (revision 7).
+    Truncated,
 }
 
 impl ErrorClass {
@@ -102,6 +105,7 @@ impl ErrorClass {
             ErrorClass::CostLimit => "cost_limit",
             ErrorClass::WallTimeLimit => "wall_time_limit",
             ErrorClass::TransitionCap => "transition_cap",
+            ErrorClass::Truncated => "truncated",
         }
     }
 }

@@ -56,6 +56,7 @@ mod state;
 mod step;
 mod summary;
 pub mod table;
+mod truncation;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
@@ -82,7 +83,7 @@ pub use message::{
 /// MCP server added after the run started (revision 4). Call it to show the model a request's
 /// offered tools.
 pub use offer::{OfferedKind, tool as offered_tool};
-pub use output::OUTPUT_FEEDBACK;
+pub use output::{OUTPUT_FEEDBACK, refusal_of};
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
 pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
@@ -104,3 +105,4 @@ pub use state::{
 pub use step::{Note, Transition, step};
 pub use summary::{Summaries, SummaryJob};
 pub use table::{Edge, EdgeId, EventKind, StateKind};
+pub use truncation::{CONTINUE_PROMPT, OnTruncated, TRUNCATION_SEMANTICS, is_truncated};

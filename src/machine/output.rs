@@ -22,11 +22,14 @@ use super::table::EdgeId;
 pub const OUTPUT_FEEDBACK: &str = "Your answer does not match the required output schema";
 
 /// `Generating` + `ModelReplied` without tool calls. The assistant message is already
-/// appended and the turn counted.
+/// appended and the turn counted. `continued` is the text of the agent's replies before this
+/// one that the output-token limit cut and it continued (revision 7; empty otherwise): the
+/// answer is that text followed by this reply's.
 pub(crate) fn on_answer(
     cx: &mut Cx<'_>,
     mut run: RunData,
     reply: &ModelReply,
+    continued: &str,
 ) -> (EdgeId, RunState) {
     let agent = run.active.clone();
     if let Some(words) = refusal_of(reply) {
@@ -42,7 +45,10 @@ pub(crate) fn on_answer(
             },
         );
     }
-    let text = reply.text.clone();
+    let text = match (continued, reply.text.as_deref()) {
+        ("", _) => reply.text.clone(),
+        (before, rest) => Some(format!("{before}{}", rest.unwrap_or_default())),
+    };
     let checked = match text.as_deref() {
         None => None,
         Some(t) => parse(t).map(|v| (cx.spec.output_errors(&agent, &v), v)),
@@ -124,8 +130,10 @@ fn answer(
 }
 
 /// The model's refusal, if the reply is one: a `refusal` text, or a stop reason of
-/// `refusal` (Anthropic) with whatever text came with it.
-fn refusal_of(reply: &ModelReply) -> Option<String> {
+/// `refusal` (Anthropic) with whatever text came with it (`(no explanation given)` when none).
+/// The machine ends the run `refused` on a reply for which this is `Some`; call it to show
+/// a reply the way the machine took it.
+pub fn refusal_of(reply: &ModelReply) -> Option<String> {
     if let Some(r) = reply.refusal.as_deref().filter(|r| !r.trim().is_empty()) {
         return Some(r.to_owned());
     }

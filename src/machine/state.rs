@@ -244,6 +244,14 @@ pub struct AgentRun {
     /// prompt already, so its first activation adds only the user message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seeded: bool,
+    /// The output-token limit its model calls ask for instead of its `max_output_tokens`,
+    /// set when a cut reply is retried (revision 7; see [`truncation`](super::truncation)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit: Option<u64>,
+    /// The text of its replies cut so far and continued (`on_truncated = "continue"`,
+    /// revision 7): its answer begins with it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub continued: String,
 }
 
 /// The outstanding model call.

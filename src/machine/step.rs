@@ -137,6 +137,17 @@ pub enum Note {
         /// What went wrong.
         error: String,
     },
+    /// A reply was cut by the output-token limit and is retried or continued (revision 7).
+    Truncated {
+        /// The agent.
+        agent: AgentId,
+        /// What it does about it (`retry` or `continue`).
+        policy: super::OnTruncated,
+        /// The output tokens the cut reply used, where reported.
+        output_tokens: Option<u64>,
+        /// The output-token limit the retry asks for.
+        next_limit: Option<u64>,
+    },
 }
 
 /// Applies `event` to `state` under `spec`.
@@ -548,6 +559,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         catalogs,
         summary: false,
         memory,
+        max_output_tokens: a.output_limit,
     }
 }
 

@@ -212,6 +212,7 @@ fn call_summary(
         summary: true,
         // A summary is of the conversation alone: no memory is injected into it.
         memory: None,
+        max_output_tokens: None,
     };
     let effect = cx.emit(|id| Effect::CallModel {
         id,

@@ -221,6 +221,12 @@ edges! {
         "a transfer to an agent that has used max_agent_visits: fails with handoff_cycle";
     GeneratingRepliedTransferCarry = "generating.replied.transfer_carry": Generating --ModelReplied--> Handoff,
         "the only call is transfer_to_AGENT (revision 5): it is answered in the sender's conversation, and the run waits for that conversation's messages";
+    GeneratingRepliedTruncatedRetry = "generating.replied.truncated_retry": Generating --ModelReplied--> Preparing,
+        "the output-token limit cut the reply and on_truncated is retry (revision 7): it is dropped and the turn asked again with twice the limit (correction budget)";
+    GeneratingRepliedTruncatedContinue = "generating.replied.truncated_continue": Generating --ModelReplied--> Preparing,
+        "the output-token limit cut the reply and on_truncated is continue (revision 7): the cut text stays and the model is asked to go on (correction budget)";
+    GeneratingRepliedTruncated = "generating.replied.truncated": Generating --ModelReplied--> Done,
+        "the output-token limit cut the reply and on_truncated is fail, or the correction budget is spent (revision 7): fails with truncated";
     GeneratingFailedRetry = "generating.failed.retry": Generating --ModelFailed--> Generating,
         "retryable failure: the same call again with attempt + 1 after backoff";
     GeneratingFailedFallback = "generating.failed.fallback": Generating --ModelFailed--> Generating,
@@ -641,6 +647,9 @@ mod tests {
             "retrieving.retrieved.exhausted",
             "retrieving.raise",
             "retrieving.cancel",
+            "generating.replied.truncated_retry",
+            "generating.replied.truncated_continue",
+            "generating.replied.truncated",
         ];
         for name in released {
             assert!(EdgeId::parse(name).is_some(), "{name} is gone");

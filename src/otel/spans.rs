@@ -238,6 +238,8 @@ impl Tracker {
                 tool_calls,
                 usage,
                 cost_nanos,
+                finish: reported,
+                refusal,
                 ..
             } => {
                 let Some((mut open, model, seq)) = self
@@ -247,10 +249,14 @@ impl Tracker {
                 else {
                     return;
                 };
-                let finish = if *tool_calls > 0 {
-                    "tool_calls"
-                } else {
-                    "stop"
+                use crate::machine::Finish;
+                let finish = match (reported, refusal) {
+                    (_, Some(_)) => "refusal",
+                    (Some(Finish::Length), _) => "length",
+                    (Some(Finish::ContentFilter), _) => "content_filter",
+                    (Some(Finish::StopSequence), _) => "stop_sequence",
+                    _ if *tool_calls > 0 => "tool_calls",
+                    _ => "stop",
                 };
                 open.attributes.push(KeyValue::new(
                     "gen_ai.response.finish_reasons",
@@ -407,6 +413,21 @@ impl Tracker {
                 "runtape.budget_exhausted",
                 at,
                 vec![KeyValue::new("runtape.budget", key.to_string())],
+            ),
+            Trace::ModelTruncated {
+                agent,
+                policy,
+                next_limit,
+                ..
+            } => self.event(
+                &run,
+                "runtape.model_truncated",
+                at,
+                vec![
+                    KeyValue::new("gen_ai.agent.name", agent.to_string()),
+                    KeyValue::new("runtape.on_truncated", policy.as_str()),
+                    KeyValue::new("runtape.next_limit", next_limit.map_or(0, |n| n as i64)),
+                ],
             ),
             Trace::ModelRetry { agent, detail } => self.event(
                 &run,

@@ -59,9 +59,7 @@ impl Driver {
                 let tools = self.tool_defs_for(&agent, &request.tools);
                 let spec_agent = self.spec.agent(&agent);
                 let req = ProviderRequest {
-                    settings: spec_agent
-                        .map(|a| a.model_settings.clone())
-                        .unwrap_or_default(),
+                    settings: request.settings(spec_agent),
                     // A session summary is plain text whatever the agent answers with.
                     output_schema: spec_agent
                         .filter(|_| !request.summary)

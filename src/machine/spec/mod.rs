@@ -40,7 +40,8 @@ pub const HARD_MAX_TRANSITIONS: u64 = 100_000_000;
 /// | 4 | a tool an MCP server adds after the run started is offered to the agents granted all of that server's tools (a `SERVER__*` grant, kept in the stored spec) or, when read-only, to agents without a grant list; its definition comes from the `ToolsListed` event that recorded it. Agents may delegate (`delegates`: a child run per call, its answer the call's result, its spend charged back) and hand over by tool call (`handoffs`); see `machine::delegation` |
 /// | 5 | a run of a session begins with `SessionStart`, carrying the conversations the session's previous run ended with; what falls out of the window is summarised by a recorded model call (`Summarizing`) — see [`session`](super::session); agents with a retriever call it before every model turn (`Retrieving`) and see its passages as user-position data — see [`retrieval`](super::retrieval). A `transfer_to_<agent>` call hands the sender's conversation over: the run rests in `Handoff` until the executor supplies the sender's messages (`ConversationSupplied`, checked against the conversation's head), and the receiver continues them after its own system prompt (see `machine::child`). A child's result (`ChildFinished`) names the child's last receipt and history tip and gets a receipt of its own; a spec may have `[memory]`: agent, shared and global memory, the `remember`/`recall`/`forget` tools answered by the machine, injected memory recorded in each model request, and global writes published when the run completes (`Publishing`) — see [`memory`](super::memory) |
 /// | 6 | each state after a transition and each chain link of the history is hashed with SHA-256 (BLAKE3 before); the rules are revision 5's — see [`HistoryHash`](super::HistoryHash) |
-pub const SEMANTICS: u32 = 6;
+/// | 7 | a reply cut by the output-token limit is not an answer: the agent's `on_truncated` retries it with twice the limit (the default), continues it, or fails the run `truncated`; retries and continuations count against the correction budget — see [`OnTruncated`](super::OnTruncated) |
+pub const SEMANTICS: u32 = 7;
 
 /// The first revision whose runs offer tools an MCP server adds after the run started: a
 /// grant may then be `SERVER__*` (all of that server's tools, now and later).
@@ -158,6 +159,7 @@ impl AgentSpec {
             delegates: Vec::new(),
             handoffs: Vec::new(),
             delegation: Delegation::default(),
+            on_truncated: super::OnTruncated::default(),
         }
     }
 }
@@ -225,6 +227,11 @@ pub struct AgentSpec {
     /// Depth cap and child budgets for its delegates.
     #[serde(default, skip_serializing_if = "Delegation::is_default")]
     pub delegation: Delegation,
+    /// What a reply cut by the output-token limit does (revision 7): `retry` with twice the
+    /// limit (the default), `continue` it, or `fail` the run. See
+    /// [`OnTruncated`](super::OnTruncated).
+    #[serde(default, skip_serializing_if = "super::OnTruncated::is_default")]
+    pub on_truncated: super::OnTruncated,
 }
 
 fn default_correction_budget() -> u32 {
