@@ -5,7 +5,10 @@
 //! `request.json`: every key of a recording is compared, or listed as ignorable with a reason
 //! (`provider_support::recorded::IGNORABLE`). A second test serves every error status the
 //! providers document (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529)
-//! in each protocol's error shape and checks the class, retryability and hint.
+//! in each protocol's error shape and checks the class, retryability and hint. Two more
+//! handle what vendors add later on purpose: every success case again with an unknown key in
+//! every object and an unknown event first (the same reply), and statuses nobody documents
+//! (402, 418, 451, 499, 507, 520, 599) classified by rule.
 //!
 //! Cases come from `tests/fixtures/provider-recordings` (or `RUNTAPE_PROVIDER_CASES` when set) and
 //! `tests/fixtures/providers`. Run with `--nocapture` to see one line per case.
@@ -630,6 +633,165 @@ async fn every_documented_error_status_is_classified_in_every_protocol() {
                 failures.push(format!(
                     "{kind} {status}: got class {:?} retryable {} hint {:?} message {:?}",
                     err.class, err.retryable, err.hint, err.message
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// What vendors add later
+
+/// The key every object of a reply gets in [`with_unknown_keys`].
+const UNKNOWN_KEY: &str = "x_added_by_a_later_api_version";
+
+/// Objects whose keys are data, not the vendor's schema (tool arguments, schemas, metadata):
+/// a key added there would change what the model said, so none is added.
+const DATA_KEYS: &[&str] = &[
+    "input",
+    "arguments",
+    "parameters",
+    "metadata",
+    "parsed",
+    "schema",
+    "json_schema",
+    "properties",
+];
+
+fn add_unknown_keys(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                if !DATA_KEYS.contains(&k.as_str()) {
+                    add_unknown_keys(child);
+                }
+            }
+            map.insert(
+                UNKNOWN_KEY.into(),
+                serde_json::json!({"nested": [1, "two", null], "flag": true}),
+            );
+        }
+        Value::Array(list) => list.iter_mut().for_each(add_unknown_keys),
+        _ => {}
+    }
+}
+
+/// `case` as a later API version might send it: an unknown key in every object of the body
+/// (each SSE `data:` payload and each NDJSON line too), and for an SSE stream an event of an
+/// unknown type before the first. What the case expects of the reply is unchanged; its stream
+/// accounting (event counts and types) is not compared.
+fn with_unknown_keys(case: &Case) -> Case {
+    let mut c = case.clone();
+    let text = String::from_utf8_lossy(&case.body).into_owned();
+    let inject = |payload: &str| -> Option<String> {
+        let mut v: Value = serde_json::from_str(payload).ok()?;
+        v.is_object().then(|| {
+            add_unknown_keys(&mut v);
+            v.to_string()
+        })
+    };
+    let body = if let Some(whole) = inject(&text) {
+        whole
+    } else if text.lines().any(|l| l.starts_with("data:")) {
+        let lines: Vec<String> = text
+            .split('\n')
+            .map(|line| match line.strip_prefix("data:") {
+                Some(p) => {
+                    inject(p.trim()).map_or_else(|| line.to_owned(), |j| format!("data: {j}"))
+                }
+                None => line.to_owned(),
+            })
+            .collect();
+        let unknown = match case.kind() {
+            ProviderKind::Anthropic | ProviderKind::OpenAiResponses => {
+                "event: x_later.new_event\ndata: {\"type\":\"x_later.new_event\",\"n\":1}\n\n"
+            }
+            _ => "data: {\"object\":\"x_later.new_chunk\",\"n\":1}\n\n",
+        };
+        format!("{unknown}{}", lines.join("\n"))
+    } else {
+        text.split('\n')
+            .map(|line| inject(line).unwrap_or_else(|| line.to_owned()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    c.body = body.into_bytes();
+    if c.expect.get("stream_facts").is_some() {
+        c.expect["stream_facts"] = serde_json::json!({});
+    }
+    c
+}
+
+/// Vendors add fields and event types without notice: every recorded success case decodes
+/// to the same reply with an unknown key in every object and an unknown event first.
+#[tokio::test]
+async fn keys_and_events_a_later_api_adds_change_nothing() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in load_cases()
+        .iter()
+        .filter(|c| c.expect["kind"] == "success")
+    {
+        let later = with_unknown_keys(case);
+        assert_ne!(later.body, case.body, "{}: nothing was added", case.name);
+        checked += 1;
+        if let Err(e) = run(&later, false).await {
+            failures.push(format!("case {}: {e}", case.name));
+        }
+    }
+    assert!(checked > 40, "only {checked} success cases");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Statuses no vendor documents (a proxy's, a CDN's, a new one) are classified by rule, in
+/// every protocol: any 5xx is `provider_unavailable` and retried, any other is not retried
+/// and is `unknown` unless the body's error type says more; never a success, and the
+/// message is the body's.
+#[tokio::test]
+async fn undocumented_statuses_are_classified_by_rule() {
+    let kinds = [
+        ProviderKind::OpenAi,
+        ProviderKind::AzureOpenAi,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Ollama,
+    ];
+    let mut failures = Vec::new();
+    for status in [402u16, 418, 451, 499, 507, 520, 599] {
+        assert!(documented(status).is_none());
+        for kind in kinds {
+            // The protocol's error shape with a type nobody documents.
+            let body = documented_body(kind, status)
+                .replace("invalid_request_error", "x_new_error")
+                .replace("server_error", "x_new_error")
+                .replace("api_error", "x_new_error");
+            let server = MockServer::always(Behaviour::json(status, &body)).await;
+            let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
+            cfg.stream = false;
+            let err = match provider(cfg, KEY)
+                .complete_decoded(&hello("m"), &|_| {})
+                .await
+            {
+                Ok(d) => {
+                    failures.push(format!("{kind} {status}: succeeded with {:?}", d.reply));
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let (class, retryable) = if status >= 500 {
+                (ProviderErrorClass::ProviderUnavailable, true)
+            } else {
+                (ProviderErrorClass::Unknown, false)
+            };
+            let ok = err.status == Some(status)
+                && err.class == class
+                && err.retryable == retryable
+                && err.message == format!("documented {status}");
+            if !ok {
+                failures.push(format!(
+                    "{kind} {status}: got class {:?} retryable {} message {:?}",
+                    err.class, err.retryable, err.message
                 ));
             }
         }
