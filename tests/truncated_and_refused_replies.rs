@@ -338,3 +338,106 @@ async fn a_refusal_fails_the_run_refused_with_the_models_words_on_every_wire_for
         );
     }
 }
+
+/// A cut reply and its retry are recorded in a cassette (the reply's finish, the retry's
+/// larger limit in its settings), and the cassette replays the run offline to the same
+/// states: the retry asks exactly what was recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncation_is_recorded_in_the_cassette_and_replays() {
+    use runtape::cassette::{
+        CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
+    };
+    use runtape::exec::{EngineConfig, SteppedClock};
+    use runtape::provider::ModelProvider;
+
+    let server = serve(vec![
+        case("openai-chat-length-nonstream"),
+        case("openai-chat-text-nonstream"),
+    ])
+    .await;
+    let mut cfg = config(
+        ProviderKind::OpenAi,
+        &base_for(ProviderKind::OpenAi, &server.url()),
+        "gpt-4o",
+    );
+    cfg.stream = false;
+    cfg.max_tokens = Some(100);
+    let http: Arc<dyn ModelProvider> = Arc::new(provider(cfg, "k-1"));
+    let recorder =
+        Arc::new(RecordingProvider::new(http, RecordOptions::default()).expect("recorder"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = |name: &str, p: Arc<dyn ModelProvider>| {
+        let config = EngineConfig {
+            clock: Arc::new(SteppedClock {
+                start_ms: 1_800_000_000_000,
+                step_ms: 5,
+            }),
+            ..EngineConfig::default()
+        };
+        let e = Engine::open_with(&dir.path().join(name), config).expect("opens");
+        e.register_provider("p", p);
+        e
+    };
+    let spec = || {
+        RunSpec::build(Spec {
+            agents: vec![AgentSpec::new("solo", "p", "gpt-4o")],
+            ..Spec::default()
+        })
+        .expect("valid")
+    };
+    let recorded = engine("recorded.db", recorder.clone());
+    let end = recorded
+        .start(spec(), "Explain.")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(end.status, RunStatus::Completed);
+    let file = dir.path().join("run.cassette.json");
+    recorder
+        .finish("2026-11-29T00:00:00Z")
+        .expect("cassette")
+        .save(&file)
+        .expect("saves");
+    let text = std::fs::read_to_string(&file).expect("reads");
+    assert!(
+        text.contains("\"length\""),
+        "the cut reply's finish is recorded"
+    );
+    assert!(
+        text.contains("\"max_output_tokens\":200") || text.contains("\"max_output_tokens\": 200"),
+        "the retry's limit is recorded"
+    );
+
+    let replay = Arc::new(
+        CassetteProvider::load(&file, &LoadOptions::default(), ReplayOptions::default())
+            .expect("loads"),
+    );
+    let replayed = engine("replayed.db", replay.clone());
+    let again = replayed
+        .start(spec(), "Explain.")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert_eq!(again.status, RunStatus::Completed);
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "nothing reached the server on replay"
+    );
+    assert!(replay.is_finished() && replay.last_error().is_none());
+    let hashes = |e: &Engine, run: &RunId| -> Vec<String> {
+        history::transitions(e.store().as_ref(), run, 1, 10_000)
+            .expect("reads")
+            .iter()
+            .map(|t| t.state_hash.to_hex())
+            .collect()
+    };
+    assert_eq!(
+        hashes(&recorded, &end.run_id),
+        hashes(&replayed, &again.run_id)
+    );
+}
