@@ -556,8 +556,18 @@ function showStep(box, step, receipts) {
   const body = step.event && step.event.body;
   if (body && body.type === 'model_replied') {
     const r = body.reply;
+    const u = r.usage;
+    const read = u ? (u.cached_input_tokens || 0) + (u.cache_read_input_tokens || 0) : 0;
+    const written = u ? u.cache_creation_input_tokens || 0 : 0;
+    const cache = read + written ? ' (cache: ' + read + ' read, ' + written + ' written)' : '';
+    const ended = step.reply_end === 'refused'
+      ? 'Refused: ' + (r.refusal || r.text || '(no explanation given)')
+      : step.reply_end === 'truncated'
+        ? "Truncated: the output-token limit cut this reply; the agent's on_truncated decides what follows"
+        : null;
     parts.push(el('div', { class: 'panel', id: 'reply' },
-      el('h3', { text: 'Model reply' + (r.usage ? ' · ' + r.usage.input_tokens + ' in, ' + r.usage.output_tokens + ' out' : '') }),
+      el('h3', { text: 'Model reply' + (u ? ' · ' + u.input_tokens + ' in, ' + u.output_tokens + ' out' + cache : '') }),
+      ended ? el('p', { id: 'reply-end', class: 'warn', text: ended }) : null,
       r.text ? el('div', { class: 'msg assistant' }, el('pre', { text: r.text })) : null,
       ...(r.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments)))));
   }
