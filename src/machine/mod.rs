@@ -56,7 +56,7 @@ mod state;
 mod step;
 mod summary;
 pub mod table;
-mod truncation;
+pub mod truncation;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};

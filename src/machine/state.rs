@@ -245,7 +245,7 @@ pub struct AgentRun {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub seeded: bool,
     /// The output-token limit its model calls ask for instead of its `max_output_tokens`,
-    /// set when a cut reply is retried (revision 7; see [`truncation`](super::truncation)).
+    /// set when a cut reply is retried (revision 7; see [`OnTruncated`](super::OnTruncated)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_limit: Option<u64>,
     /// The text of its replies cut so far and continued (`on_truncated = "continue"`,
