@@ -105,7 +105,10 @@ async fn anthropic_thinking_goes_back_with_the_tool_use_signature_intact() {
         json!([
             {"type": "thinking", "thinking": "I need the lookup tool.", "signature": "SIG-abc=="},
             {"type": "redacted_thinking", "data": "ENCRYPTED=="},
-            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}
+            // The turn before the newest ends the cached prefix (prompt caching is on by
+            // default); the mark goes on its last block, never on a thinking block.
+            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"},
+             "cache_control": {"type": "ephemeral"}}
         ])
     );
     assert_eq!(
