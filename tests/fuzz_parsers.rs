@@ -6,6 +6,10 @@
 //!
 //! `cargo test --test fuzz_parsers` is the short run (500 cases per property). The long run:
 //! `RUNTAPE_FUZZ_CASES=100000 cargo test --release --test fuzz_parsers`.
+//!
+//! A test binary of its own, not a module of `tests/it`: its `#[global_allocator]` counts the
+//! heap of the whole process, so the peak a parse reaches is that parse's only while no other
+//! test runs in the process.
 
 mod fuzz_support;
 

@@ -3,6 +3,10 @@
 //! `runtape resume` (or `runtape cancel`) kills them — the tool and its grandchild — before the
 //! call is performed again, and they are gone: this test process is their subreaper, so it
 //! collects them and sees that they were killed by SIGKILL, leaving no zombie behind.
+//!
+//! A test binary of its own, not a module of `tests/it`: it makes the test process the
+//! subreaper of everything it starts, for the rest of its life, so in a shared process the
+//! orphans of every other test would become this process's children (zombies nobody reaps).
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,10 @@
+//! The `runtape` command line on real database files: runs, inspection, costs, ids, output.
+
+mod cassette_integrity;
+mod closed_stdout;
+mod costs;
+mod demo_bench;
+mod hostile_ids;
+mod inspect;
+mod resume_fork;
+mod runs;

@@ -1,0 +1,7 @@
+//! Spec files: loading, refusing bad ones, model settings, keys and tool names.
+
+mod errors;
+mod load;
+mod model_settings;
+mod secrets;
+mod tool_names;

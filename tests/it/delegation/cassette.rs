@@ -1,0 +1,419 @@
+//! Cassettes of a delegating run, with the real binary on real SQLite files: the prompts an
+//! agent with delegates and handoffs was sent carry its `delegate_…` and `transfer_to_…`
+//! tools, so `cassette export` writes them and `replay` of the cassette, in a database that
+//! never saw the run, sends the same requests. A whole tree records and replays (cassette
+//! version 4): each child's model calls in a section keyed by its place in the tree, served
+//! to the child that asks from its own section — two children side by side replay to the
+//! same states every time — and a child whose request drifted fails the replay naming it.
+
+use crate::delegation_support;
+
+use std::path::{Path, PathBuf};
+
+use delegation_support::*;
+use serde_json::Value;
+
+/// A lead offered a delegate and a handoff that hands over at once; the reviewer answers.
+const HANDOFF_TEAM: &str = r#"
+goal = "Review the migration."
+
+[[providers]]
+name = "script"
+kind = "scripted"
+[providers.by_agent]
+lead = [
+  { tool_calls = [{ id = "t1", name = "transfer_to_reviewer", arguments = { note = "Over to you." } }], usage = { input = 50, output = 5 } },
+]
+reviewer = [
+  { text = "APPROVED: the migration is sound.", usage = { input = 60, output = 6 } },
+]
+
+[[agents]]
+id = "lead"
+provider = "script"
+tools = []
+delegates = ["researcher"]
+handoffs = ["reviewer"]
+
+[[agents]]
+id = "researcher"
+provider = "script"
+tools = []
+
+[[agents]]
+id = "reviewer"
+provider = "script"
+tools = []
+"#;
+
+#[test]
+fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = spec(dir.path(), "team.toml", HANDOFF_TEAM);
+    let spec = spec.to_str().expect("utf-8");
+    let printed = ok(&db, &["run", "--stepped-clock", spec]);
+    assert!(printed.contains("answer: APPROVED"), "{printed}");
+    let id = root(&db).expect("the run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    let cassette = dir.path().join("team.cassette.json");
+    let cassette = cassette.to_str().expect("utf-8");
+    let wrote = ok(&db, &["cassette", "export", &id, "-o", cassette]);
+    assert!(wrote.contains("wrote 2 model turns"), "{wrote}");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(cassette).expect("reads")).expect("json");
+    let lead_tools: Vec<&str> = file["entries"][0]["prompt"]["tools"]
+        .as_array()
+        .expect("the lead's prompt is stored with its tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(lead_tools, ["delegate_researcher", "transfer_to_reviewer"]);
+
+    let fresh = dir.path().join("fresh.db");
+    let replayed = ok(
+        &fresh,
+        &["replay", "--stepped-clock", spec, "--cassette", cassette],
+    );
+    assert!(
+        replayed.contains("replayed 2 of 2 recorded model turns"),
+        "{replayed}"
+    );
+    assert!(replayed.contains("answer: APPROVED"), "{replayed}");
+    let again = root(&fresh).expect("the replayed run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(final_hash(&fresh, &again), final_hash(&db, &id));
+}
+
+fn team_example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")
+}
+
+/// Every run of `db`'s tree as `(path below the root, final state hash)`, sorted.
+fn tree_hashes(db: &Path) -> Vec<(String, String)> {
+    let root = root(db).expect("a root")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut out: Vec<(String, String)> = runs(db)
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().expect("id");
+            let path = id.strip_prefix(&root).unwrap_or(id).trim_start_matches('.');
+            (path.to_owned(), final_hash(db, id))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The team example run with a stepped clock and exported: `(db, cassette path)`.
+fn recorded_team(dir: &Path) -> (PathBuf, PathBuf) {
+    let db = dir.join("runs.db");
+    let example = team_example();
+    ok(
+        &db,
+        &["run", "--stepped-clock", example.to_str().expect("utf-8")],
+    );
+    let id = root(&db).expect("the run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let cassette = dir.join("team.cassette.json");
+    let wrote = ok(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &id,
+            "-o",
+            cassette.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        wrote.contains("wrote 5 model turns") && wrote.contains("2 of them by 2 child runs"),
+        "{wrote}"
+    );
+    (db, cassette)
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("reads")).expect("json")
+}
+
+#[test]
+fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, cassette) = recorded_team(dir.path());
+    let file = read(&cassette);
+    assert_eq!(file["version"], 4);
+    assert_eq!(
+        file["entries"].as_array().map(Vec::len),
+        Some(3),
+        "the lead's own"
+    );
+    let sections: Vec<(&str, usize)> = file["children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or(""),
+                c["entries"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    assert_eq!(sections, [("3.0", 1), ("3.1", 1)]);
+    assert_eq!(
+        file["children"][0]["entries"][0]["prompt"]["messages"][1]["content"],
+        "Find what in the nightly export takes the time.",
+        "the researcher's own request"
+    );
+
+    let example = team_example();
+    let expected = tree_hashes(&db);
+    assert_eq!(expected.len(), 3);
+    // Twice, each in a database that never saw the run: the children run side by side and
+    // each is served from its own section, so every run reaches the recorded states.
+    for n in 0..2 {
+        let fresh = dir.path().join(format!("fresh{n}.db"));
+        let replayed = ok(
+            &fresh,
+            &[
+                "replay",
+                "--stepped-clock",
+                example.to_str().expect("utf-8"),
+                "--cassette",
+                cassette.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(
+            replayed.contains("replayed 5 of 5 recorded model turns")
+                && replayed.contains("2 child runs from their own sections"),
+            "{replayed}"
+        );
+        assert_eq!(tree_hashes(&fresh), expected, "replay {n}");
+    }
+}
+
+#[test]
+fn a_drifted_child_request_fails_the_replay_naming_the_child() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, cassette) = recorded_team(dir.path());
+    let text = std::fs::read_to_string(team_example()).expect("reads");
+    let drifted = text.replace(
+        "system_prompt = \"You write code.\"",
+        "system_prompt = \"You write careful code.\"",
+    );
+    assert_ne!(drifted, text);
+    let spec = spec(dir.path(), "team.toml", &drifted);
+    let fresh = dir.path().join("fresh.db");
+    let o = out(
+        &fresh,
+        &[
+            "replay",
+            spec.to_str().expect("utf-8"),
+            "--cassette",
+            cassette.to_str().expect("utf-8"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}{stderr}");
+    let root = root(&fresh).expect("the replayed run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("replay stopped"))
+        .unwrap_or_else(|| panic!("one line says why: {stderr}"));
+    assert!(
+        line.contains(&format!("child 3.1 (run {root}.3.1)"))
+            && line.contains("turn 0 sent a different request"),
+        "{line}"
+    );
+    // The diff printed below it shows what changed in the coder's request.
+    assert!(stdout.contains("You write careful code."), "{stdout}");
+}
+
+#[test]
+fn an_edited_moved_or_downgraded_child_section_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, cassette) = recorded_team(dir.path());
+    let example = team_example();
+    let replay = |file: &Value, name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_string_pretty(file).expect("encodes"))
+            .expect("writes");
+        let o = out(
+            &db,
+            &[
+                "replay",
+                example.to_str().expect("utf-8"),
+                "--cassette",
+                path.to_str().expect("utf-8"),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "refused before running");
+        String::from_utf8_lossy(&o.stderr).trim().to_owned()
+    };
+    let original = read(&cassette);
+
+    let mut edited = original.clone();
+    edited["children"][0]["entries"][0]["response"]["reply"]["text"] = "FINDINGS: none.".into();
+    let e = replay(&edited, "edited.json");
+    assert!(e.contains("child 3.0: cassette entry 0 was edited"), "{e}");
+
+    let mut moved = original.clone();
+    let a = moved["children"][0]["entries"].take();
+    moved["children"][0]["entries"] = moved["children"][1]["entries"].take();
+    moved["children"][1]["entries"] = a;
+    let e = replay(&moved, "moved.json");
+    assert!(
+        e.contains("child 3.0: cassette entry 0 does not belong to this cassette"),
+        "{e}"
+    );
+
+    let mut lowered = original.clone();
+    lowered["version"] = 3.into();
+    let e = replay(&lowered, "lowered.json");
+    assert!(e.contains("`children`"), "{e}");
+}
+
+/// The recorder wrapping a live provider records a whole tree as it runs: each child's calls
+/// go to the child's section, and the cassette replays the tree in an engine that never saw it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorder_records_children_in_their_sections_as_they_run() {
+    use std::sync::Arc;
+
+    use runtape::cassette::{CassetteProvider, RecordOptions, RecordingProvider, ReplayOptions};
+    use runtape::exec::Engine;
+    use runtape::machine::*;
+    use runtape::provider::{ScriptOutcome, ScriptedProvider};
+    use serde_json::json;
+
+    let mut lead = AgentSpec::new("lead", "script", "m");
+    lead.tools = Some(Vec::new());
+    lead.delegates = vec!["a".into(), "b".into()];
+    let mut a = AgentSpec::new("a", "script", "m");
+    a.tools = Some(Vec::new());
+    let mut b = AgentSpec::new("b", "script", "m");
+    b.tools = Some(Vec::new());
+    let spec = RunSpec::build(Spec {
+        agents: vec![lead, a, b],
+        ..Spec::default()
+    })
+    .expect("valid");
+    let live = ScriptedProvider::new("script", |req| {
+        let reply = match (req.agent.as_str(), req.turn()) {
+            ("lead", 0) => ModelReply::tools(vec![
+                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
+                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
+            ]),
+            ("lead", _) => ModelReply::text("both done"),
+            (agent, _) => ModelReply::text(format!("{agent} did it")),
+        };
+        ScriptOutcome::reply(reply)
+    });
+    let recorder = Arc::new(
+        RecordingProvider::new(Arc::new(live), RecordOptions::default()).expect("records"),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(&dir.path().join("live.db")).expect("opens");
+    engine.register_provider("script", recorder.clone());
+    let end = engine
+        .start(spec.clone(), "do both")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("ends");
+    let cassette = recorder.finish("2025-01-31T12:00:00Z").expect("a cassette");
+    assert_eq!(cassette.entries().len(), 2, "the lead's two turns");
+    let paths: Vec<&str> = cassette
+        .children()
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(paths, ["3.0", "3.1"], "the reply at step 3 started both");
+    assert_eq!(cassette.version(), 4);
+
+    let replay =
+        Arc::new(CassetteProvider::new(cassette, ReplayOptions::default()).expect("replays"));
+    let fresh = Engine::open(&dir.path().join("fresh.db")).expect("opens");
+    fresh.register_provider("script", replay.clone());
+    let again = fresh
+        .start(spec, "do both")
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("ends");
+    assert_eq!(replay.first_error(), None);
+    assert!(replay.is_finished());
+    assert_eq!(again.state.outcome(), end.state.outcome());
+}
+
+#[test]
+fn cassette_diff_compares_each_childs_section() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, before) = recorded_team(dir.path());
+    let text = std::fs::read_to_string(team_example()).expect("reads");
+    let changed = text.replace(
+        "FIX: wrap the rows in one transaction",
+        "FIX: wrap the rows in two transactions",
+    );
+    assert_ne!(changed, text);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).expect("mkdir");
+    let db = other.join("runs.db");
+    let spec = spec(&other, "team.toml", &changed);
+    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let id = root(&db).expect("the run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let after = other.join("after.cassette.json");
+    ok(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &id,
+            "-o",
+            after.to_str().expect("utf-8"),
+        ],
+    );
+    let o = out(
+        &db,
+        &[
+            "cassette",
+            "diff",
+            before.to_str().expect("utf-8"),
+            after.to_str().expect("utf-8"),
+        ],
+    );
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{printed}");
+    // The coder's answer changed: its section, and the lead's turns that read it.
+    assert!(
+        printed.contains("child 3.1: 1 differing turns") && !printed.contains("child 3.0"),
+        "{printed}"
+    );
+    let same = out(
+        &db,
+        &[
+            "cassette",
+            "diff",
+            before.to_str().expect("utf-8"),
+            before.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(same.status.code(), Some(0));
+}

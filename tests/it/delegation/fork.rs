@@ -1,0 +1,308 @@
+//! Forking a run at a step where its children were running, with the real binary on a real
+//! SQLite file: live, the fork re-runs each child it inherited unanswered as a new child run
+//! under its own id (the parent's children are never reused or touched); with `--tape`, the
+//! children's recorded results are served and no child run is started (until the tape runs
+//! out or stops matching; then the fork runs its own). Either way the
+//! original tree is unchanged and the fork's tree verifies recursively.
+
+use crate::delegation_support;
+
+use std::path::Path;
+
+use delegation_support::*;
+use serde_json::Value;
+
+/// What must not change in a tree: each run's id, status, steps, last update and final state
+/// hash, in a fixed order.
+fn fingerprint(db: &Path, root_id: &str) -> Vec<(String, String, u64, u64, String)> {
+    let mut ids = vec![root_id.to_owned()];
+    let mut children: Vec<String> = children_of(db, root_id)
+        .iter()
+        .map(|c| c["id"].as_str().expect("id").to_owned())
+        .collect();
+    children.sort();
+    ids.extend(children);
+    let all = runs(db);
+    ids.iter()
+        .map(|id| {
+            let r = all.iter().find(|r| r["id"] == id.as_str()).expect("listed");
+            (
+                id.clone(),
+                r["status"].as_str().expect("status").to_owned(),
+                r["steps"].as_u64().expect("steps"),
+                r["updated_ms"].as_u64().expect("updated_ms"),
+                final_hash(db, id),
+            )
+        })
+        .collect()
+}
+
+/// The fork of `parent` made last.
+fn fork_of(db: &Path, parent: &str) -> Value {
+    runs(db)
+        .into_iter()
+        .filter(|r| r["parent"]["run"] == parent)
+        .max_by_key(|r| r["created_ms"].as_u64())
+        .expect("the fork is listed")
+}
+
+fn ok_lines(verified: &str) -> usize {
+    verified.lines().filter(|l| l.starts_with("OK: ")).count()
+}
+
+/// The child-finished report of `run`'s transition `seq`.
+fn report_at(db: &Path, run: &str, seq: u64) -> Value {
+    let show: Value =
+        serde_json::from_str(&ok(db, &["show", &format!("{run}@{seq}"), "--json"])).expect("json");
+    assert_eq!(show["event"]["body"]["type"], "child_finished", "{show}");
+    show["event"]["body"]["report"].clone()
+}
+
+/// The children run side by side, so either may end first: the index of the effect whose
+/// result is step 4 of `run`, and the other one's.
+fn first_ended(db: &Path, run: &str) -> (u64, u64) {
+    let show: Value =
+        serde_json::from_str(&ok(db, &["show", &format!("{run}@4"), "--json"])).expect("json");
+    let ended = show["event"]["body"]["effect"]["index"]
+        .as_u64()
+        .expect("a child_finished event");
+    (ended, 1 - ended)
+}
+
+/// Runs the parallel team to its end and returns the parent's id.
+fn finished_team(dir: &Path, db: &Path) -> String {
+    let spec = spec(dir, "team.toml", &parallel_team(0));
+    let printed = ok(db, &["run", spec.to_str().expect("utf-8")]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    let id = root(db).expect("the lead's run")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(children_of(db, &id).len(), 2);
+    id
+}
+
+#[test]
+fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let id = finished_team(dir.path(), &db);
+    let before = fingerprint(&db, &id);
+
+    // Step 3 is the model turn that started both children.
+    let printed = ok(&db, &["fork", &format!("{id}@3"), "--live"]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    let fork = fork_of(&db, &id);
+    let fid = fork["id"].as_str().expect("id").to_owned();
+    assert_eq!(fork["status"], "completed");
+    let mut children: Vec<Value> = children_of(&db, &fid);
+    children.sort_by_key(|c| c["id"].as_str().map(str::to_owned));
+    let ids: Vec<&str> = children
+        .iter()
+        .map(|c| c["id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(ids, [format!("{fid}.3.0"), format!("{fid}.3.1")]);
+    for (c, goal) in children
+        .iter()
+        .zip(["List the tables.", "Write the script."])
+    {
+        assert_eq!(c["status"], "completed", "{c}");
+        assert_eq!(c["goal"], goal);
+        assert_eq!(c["steps"], 7, "a whole new run, not the parent's child");
+    }
+    // The fork's tree: its two children and their results, verified against its effects.
+    let verified = ok(&db, &["verify", &fid, "--recursive"]);
+    assert_eq!(ok_lines(&verified), 3, "{verified}");
+    let log = ok(&db, &["log", &fid]);
+    assert!(
+        log.contains(&format!("child {fid}.3.0 ended: answer: TABLES")),
+        "{log}"
+    );
+    // The original tree is untouched.
+    assert_eq!(fingerprint(&db, &id), before);
+    assert_eq!(children_of(&db, &id).len(), 2);
+    assert_eq!(ok_lines(&ok(&db, &["verify", &id, "--recursive"])), 3);
+}
+
+#[test]
+fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let id = finished_team(dir.path(), &db);
+    let before = fingerprint(&db, &id);
+
+    // At step 4 one child's result is in the shared history; the other is still out.
+    let (ended, out_still) = first_ended(&db, &id);
+    ok(&db, &["fork", &format!("{id}@4")]);
+    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let children = children_of(&db, &fid);
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_eq!(children[0]["id"], format!("{fid}.3.{out_still}"));
+    assert_ne!(ended, out_still);
+    assert_eq!(children[0]["status"], "completed");
+    // The inherited result is the parent's child's; the re-run one is the fork's own.
+    assert_eq!(report_at(&db, &fid, 4), report_at(&db, &id, 4));
+    let verified = ok(&db, &["verify", &fid, "--recursive"]);
+    assert_eq!(ok_lines(&verified), 2, "{verified}");
+    assert_eq!(fingerprint(&db, &id), before);
+}
+
+#[test]
+fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let id = finished_team(dir.path(), &db);
+    let before = fingerprint(&db, &id);
+
+    let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    assert!(
+        children_of(&db, &fid).is_empty(),
+        "served from the tape: no child was run"
+    );
+    for seq in [4, 5] {
+        assert_eq!(report_at(&db, &fid, seq), report_at(&db, &id, seq));
+    }
+    // Matching its parent all the way, the fork reaches the parent's final state.
+    assert_eq!(final_hash(&db, &fid), final_hash(&db, &id));
+    let verified = ok(&db, &["verify", &fid, "--recursive"]);
+    assert_eq!(ok_lines(&verified), 1, "{verified}");
+    assert_eq!(fingerprint(&db, &id), before);
+}
+
+#[test]
+fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = spec(dir.path(), "team.toml", &parallel_team(400));
+    let mut driver = runtape(&db)
+        .args(["run", spec.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let id = loop {
+        if let Some(p) = root(&db) {
+            let id = p["id"].as_str().expect("id").to_owned();
+            if children_of(&db, &id).len() == 2 {
+                break id;
+            }
+        }
+        if let Some(status) = driver.try_wait().expect("polls") {
+            panic!("the run ended before its children started: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    ok(&db, &["pause", &id]);
+    let status = driver.wait().expect("the driving process exits");
+    assert_eq!(status.code(), Some(4), "exit 4: paused");
+    let before = fingerprint(&db, &id);
+    assert!(
+        before.iter().all(|(_, status, ..)| status == "paused"),
+        "{before:?}"
+    );
+
+    // The parent's children are paused mid-way; the fork must run its own, not take these up.
+    let printed = ok(&db, &["fork", &format!("{id}@3")]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let children = children_of(&db, &fid);
+    assert_eq!(children.len(), 2);
+    for c in &children {
+        assert_eq!(c["status"], "completed", "{c}");
+        assert!(
+            c["id"]
+                .as_str()
+                .expect("id")
+                .starts_with(&format!("{fid}.3.")),
+            "{c}"
+        );
+    }
+    assert_eq!(ok_lines(&ok(&db, &["verify", &fid, "--recursive"])), 3);
+    assert_eq!(
+        fingerprint(&db, &id),
+        before,
+        "the paused tree is untouched"
+    );
+
+    // With `--tape`: the parent recorded no child result, so the tape runs out at once and
+    // the fork goes live, running children of its own.
+    let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    let tid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    assert_ne!(tid, fid);
+    let taped = children_of(&db, &tid);
+    assert_eq!(taped.len(), 2, "{taped:?}");
+    assert!(
+        taped.iter().all(|c| c["status"] == "completed"),
+        "{taped:?}"
+    );
+    assert_eq!(ok_lines(&ok(&db, &["verify", &tid, "--recursive"])), 3);
+    assert_eq!(
+        fingerprint(&db, &id),
+        before,
+        "the paused tree is untouched"
+    );
+
+    // And it still resumes to its own end.
+    let printed = ok(&db, &["resume", &id]);
+    assert!(printed.contains("answer: PLAN:"), "{printed}");
+    assert_eq!(ok_lines(&ok(&db, &["verify", &id, "--recursive"])), 3);
+}
+
+#[test]
+fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let id = finished_team(dir.path(), &db);
+    // At step 4 one child's result is inherited: the fork never starts a child for it.
+    let (ended, _) = first_ended(&db, &id);
+    ok(&db, &["fork", &format!("{id}@4")]);
+    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    assert_eq!(ok_lines(&ok(&db, &["verify", &fid, "--recursive"])), 2);
+
+    // A copy of the parent's child whose result was inherited, relinked to the fork's effect.
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    let columns = "status, state_kind, seq, lease_epoch, lease_owner, lease_expires_ms, control, \
+                   updated_ms, cost_nanos, tokens, unpriced_turns";
+    let copied = conn
+        .execute(
+            &format!(
+                "INSERT INTO runs (id, {columns}) SELECT ?1, {columns} FROM runs WHERE id = ?2"
+            ),
+            rusqlite::params![format!("{fid}.3.{ended}"), format!("{id}.3.{ended}")],
+        )
+        .expect("inserts");
+    assert_eq!(copied, 1);
+    let copied = conn
+        .execute(
+            "INSERT INTO run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
+             SELECT last_insert_rowid(), parent_id, fork_seq, replace(spec, ?1, ?2), setup, goal, created_ms, outcome \
+             FROM run_specs WHERE run = (SELECT key FROM runs WHERE id = ?3)",
+            rusqlite::params![
+                format!("\"{id}\""),
+                format!("\"{fid}\""),
+                format!("{id}.3.{ended}"),
+            ],
+        )
+        .expect("inserts");
+    assert_eq!(copied, 1);
+    drop(conn);
+    assert!(
+        children_of(&db, &fid)
+            .iter()
+            .any(|c| c["id"] == format!("{fid}.3.{ended}")),
+        "the forged run claims the fork as its parent"
+    );
+
+    let o = out(&db, &["verify", &fid, "--recursive"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "run {fid}.3.{ended} does not verify as a child of {fid}"
+        )) && err.contains("answered before the fork point"),
+        "{err}"
+    );
+}

@@ -1,0 +1,47 @@
+//! The integration tests, in one test binary: one module per area (`tests/it/<area>/`), one
+//! file per behaviour. A test that needs a process of its own is a binary of its own beside
+//! this one (see the header of `tests/fuzz_parsers.rs` and `tests/orphaned_tools.rs`).
+//!
+//! Run one area or one behaviour with a filter: `cargo test --test it machine::` or
+//! `cargo test --test it store::conformance::`.
+
+mod cassette_support;
+mod cli_support;
+mod common;
+mod config_support;
+mod crash_support;
+mod delegation_support;
+mod durable_support;
+mod mcp_support;
+mod pg_support;
+mod protocol_support;
+mod provider_support;
+mod serve_support;
+mod session_support;
+mod tamper_support;
+
+mod cassette;
+mod cli;
+mod config;
+mod delegation;
+mod lease;
+mod machine;
+mod mcp;
+mod memory;
+mod provider;
+mod readme;
+mod receipt;
+mod repository_paths;
+mod run;
+mod serve;
+mod session;
+mod store;
+mod verify;
+mod worker;
+
+/// The name libtest knows a test by, from its full path (`concat!(module_path!(), "::NAME")`):
+/// the path without this crate's name. A test that runs this binary again with `--exact`
+/// passes it, so the name follows the test when its file moves.
+fn libtest_name(path: &str) -> &str {
+    path.split_once("::").map_or(path, |(_, rest)| rest)
+}

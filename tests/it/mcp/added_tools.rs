@@ -1,0 +1,372 @@
+//! A tool an MCP server adds after a run started is offered to a `SERVER__*` grant (machine
+//! revision 4): mid-run after `notifications/tools/list_changed`, and after a resume that
+//! finds the server grew; `show` prints it, `verify` re-folds it without the server, a SIGKILL
+//! in the middle of a call of it leaves it in doubt (never sent twice unasked), and a cassette
+//! of the whole run replays the list change at the same boundary with no server.
+
+use crate::mcp_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_support::{bin, err, fake_server, out, replay, run_id, runtape, server_gone};
+
+const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
+const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
+const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
+
+/// A fake `ops` server whose tools are read from `tools.json` (a list of `tools`) at each
+/// `tools/list`; every call is appended to `calls.log` as `NAME ARGS`. `status` with
+/// `{"grow": true}` adds `stamp` to `tools.json` and sends `list_changed` before answering;
+/// `stamp` never answers while the file `hang` exists. The spec grants `ops__*` and scripts
+/// `replies`; `agent_extra` goes in the agent's table. Returns dir, spec, db, calls log.
+fn ops(
+    tools: &[&str],
+    replies: &str,
+    agent_extra: &str,
+) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let list = root.join("tools.json");
+    std::fs::write(&list, format!("[{}]", tools.join(", "))).expect("tools");
+    let calls = root.join("calls.log");
+    let body = format!(
+        r#"
+import os
+class Tools(list):
+    def __iter__(self):
+        return iter(json.load(open({list:?})))
+tools = Tools()
+def call(req):
+    name = req["params"]["name"]
+    args = req["params"].get("arguments") or {{}}
+    with open({calls:?}, "a") as f:
+        f.write(name + " " + json.dumps(args, sort_keys=True) + "\n")
+    if args.get("grow"):
+        now = json.load(open({list:?}))
+        now.append(json.loads({stamp:?}))
+        open({list:?}, "w").write(json.dumps(now))
+        send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
+    if name == "stamp" and os.path.exists({hang:?}):
+        return
+    send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
+"#,
+        list = list.to_str().expect("utf8"),
+        calls = calls.to_str().expect("utf8"),
+        hang = root.join("hang").to_str().expect("utf8"),
+        stamp = STAMP,
+    );
+    let server = fake_server(&root, "ops.py", None, &body);
+    let spec = root.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n{agent_extra}",
+            server.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let db = root.join("runs.db");
+    (dir, spec, db, calls)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `runtape log RUN --json` rows.
+fn log(db: &Path, run: &str) -> Vec<serde_json::Value> {
+    let o = runtape(db, &["log", run, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    out(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+fn seqs_of(rows: &[serde_json::Value], edge: &str) -> Vec<u64> {
+    rows.iter()
+        .filter(|r| r["edge"] == edge)
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect()
+}
+
+/// `show RUN@SEQ --json`: the request's offered tools (name and schema).
+fn offered(db: &Path, run: &str, seq: u64) -> Vec<(String, serde_json::Value)> {
+    let o = runtape(db, &["show", &format!("{run}@{seq}"), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let view: serde_json::Value = serde_json::from_str(&out(&o)).expect("json");
+    view["request"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().expect("name").to_owned(),
+                t["schema"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn names(tools: &[(String, serde_json::Value)]) -> Vec<&str> {
+    tools.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+fn verify_ok(db: &Path, run: &str) {
+    let v = runtape(db, &["verify", run]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_the_server() {
+    let (dir, spec, db, calls) = ops(
+        &[STATUS],
+        r#"[{ tool_calls = [{ name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "v1" } }] }, { text = "stamped" }]"#,
+        "",
+    );
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("answer: stamped"), "{}", out(&o));
+    let run = run_id(&o);
+    assert_eq!(
+        lines(&calls),
+        [r#"status {"grow": true}"#, r#"stamp {"text": "v1"}"#],
+        "the added tool was called through the server"
+    );
+
+    let rows = log(&db, &run);
+    let listed = seqs_of(&rows, "preparing.tools_listed");
+    let requests = seqs_of(&rows, "preparing.proceed.call");
+    assert_eq!(listed.len(), 2, "{rows:?}");
+    assert!(
+        requests[0] < listed[1] && listed[1] < requests[1],
+        "{rows:?}"
+    );
+    assert_eq!(names(&offered(&db, &run, requests[0])), ["ops__status"]);
+    let second = offered(&db, &run, requests[1]);
+    assert_eq!(names(&second), ["ops__status", "ops__stamp"]);
+    assert_eq!(
+        second[1].1["required"],
+        serde_json::json!(["text"]),
+        "shown with the schema the server gave"
+    );
+    let text = out(&runtape(&db, &["log", &run]));
+    assert!(
+        text.contains("added since the run started: ops__stamp"),
+        "{text}"
+    );
+    let show = out(&runtape(&db, &["show", &format!("{run}@{}", requests[1])]));
+    assert!(show.contains("ops__stamp"), "{show}");
+    verify_ok(&db, &run);
+
+    // The cassette carries both lists; the replay serves the change at the same boundary.
+    let tape = dir.path().join("tape.json");
+    let e = runtape(
+        &db,
+        &[
+            "cassette",
+            "export",
+            &run,
+            "-o",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
+    let cassette: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
+    assert_eq!(
+        cassette["catalogs"]["ops"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(cassette["catalogChanges"][0]["server"], "ops");
+    assert_eq!(cassette["catalogChanges"][0]["atEntry"], 1);
+    assert_eq!(
+        cassette["catalogChanges"][0]["catalog"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+
+    let marker = dir.path().join("started");
+    server_gone(&dir.path().join("ops.py"), &marker);
+    let fresh = dir.path().join("fresh.db");
+    let r = replay(&fresh, &spec, &tape);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("answer: stamped"), "{}", out(&r));
+    assert!(!marker.exists(), "no MCP server was started by the replay");
+    assert_eq!(
+        lines(&calls).len(),
+        2,
+        "only the recording called the server"
+    );
+    let replayed = run_id(&r);
+    let replay_rows = log(&fresh, &replayed);
+    assert_eq!(
+        seqs_of(&replay_rows, "preparing.tools_listed"),
+        listed,
+        "the list change is replayed at the same step"
+    );
+    assert_eq!(offered(&fresh, &replayed, requests[1]), second);
+    verify_ok(&fresh, &replayed);
+
+    // The later lists are covered by the envelope hash: an edited one is refused.
+    let edited = std::fs::read_to_string(&tape)
+        .expect("tape")
+        .replace("stamps a text", "stamps anything");
+    std::fs::write(&tape, edited).expect("edit");
+    let t = runtape(
+        &dir.path().join("third.db"),
+        &[
+            "replay",
+            spec.to_str().expect("utf8"),
+            "--cassette",
+            tape.to_str().expect("utf8"),
+        ],
+    );
+    assert_ne!(t.status.code(), Some(0), "{}", out(&t));
+    assert!(!marker.exists());
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn a_resume_after_the_server_gained_a_tool_offers_it() {
+    let (dir, spec, db, calls) = ops(
+        &[STATUS, DEPLOY],
+        r#"[{ tool_calls = [{ name = "ops__deploy" }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "after" } }] }, { text = "done" }]"#,
+        "",
+    );
+    // `deploy` (no annotations) needs approval: the run rests there.
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
+    let run = run_id(&o);
+
+    // Between the two processes the server gains `stamp`.
+    std::fs::write(
+        dir.path().join("tools.json"),
+        format!("[{STATUS}, {DEPLOY}, {STAMP}]"),
+    )
+    .expect("tools");
+    let r = runtape(&db, &["resume", &run, "--approve"]);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("answer: done"), "{}", out(&r));
+    assert_eq!(
+        lines(&calls),
+        ["deploy {}", r#"stamp {"text": "after"}"#],
+        "the tool the server gained was offered and called"
+    );
+    let rows = log(&db, &run);
+    assert_eq!(
+        seqs_of(&rows, "preparing.tools_listed").len(),
+        2,
+        "{rows:?}"
+    );
+    let last = *seqs_of(&rows, "preparing.proceed.call")
+        .last()
+        .expect("a request");
+    assert_eq!(
+        names(&offered(&db, &run, last)),
+        ["ops__status", "ops__deploy", "ops__stamp"]
+    );
+    verify_ok(&db, &run);
+}
+
+/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `runtape run SPEC --json` in the background, stdout kept open; returns it and the run id.
+fn start(db: &Path, spec: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
+    let mut child = bin()
+        .arg("--db")
+        .arg(db)
+        .args(["run", spec.to_str().expect("utf8"), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
+    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
+    let run = line["id"].as_str().expect("id").to_owned();
+    (child, stdout, run)
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_approved() {
+    let (dir, spec, db, calls) = ops(
+        &[STATUS],
+        r#"[{ tool_calls = [{ name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "once" } }] }, { text = "over" }]"#,
+        "on_in_doubt = \"ask\"\n",
+    );
+    std::fs::write(dir.path().join("hang"), "").expect("hang");
+    let (mut child, _stdout, run) = start(&db, &spec);
+    wait_until("the added tool's call never reached the server", || {
+        lines(&calls).iter().any(|l| l.starts_with("stamp"))
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    // Resumed by a process whose setup never saw `stamp`: the recorded catalog says it is not
+    // idempotent, so the call is in doubt and a person decides.
+    let r = runtape(&db, &["resume", &run]);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(out(&r).contains("waiting for a person"), "{}", out(&r));
+    assert_eq!(lines(&calls).len(), 2, "not sent again unasked");
+
+    // Approved: performed again (with the same key) through the recorded definition.
+    std::fs::remove_file(dir.path().join("hang")).expect("unhang");
+    let a = runtape(&db, &["resume", &run, "--approve"]);
+    assert_eq!(a.status.code(), Some(0), "{}{}", out(&a), err(&a));
+    assert!(out(&a).contains("answer: over"), "{}", out(&a));
+    assert_eq!(
+        lines(&calls),
+        [
+            r#"status {"grow": true}"#,
+            r#"stamp {"text": "once"}"#,
+            r#"stamp {"text": "once"}"#
+        ]
+    );
+    let text = out(&runtape(&db, &["log", &run]));
+    assert!(text.contains("in doubt"), "{text}");
+    verify_ok(&db, &run);
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn a_spec_tool_named_with_a_servers_prefix_is_refused_so_an_added_tool_cannot_shadow_it() {
+    let (_dir, spec, db, calls) = ops(&[STATUS], r#"[{ text = "x" }]"#, "");
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    std::fs::write(
+        &spec,
+        text.replace(
+            "[[agents]]",
+            "[[tools]]\nname = \"ops__stamp\"\nkind = \"human\"\n[[agents]]",
+        ),
+    )
+    .expect("spec");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    assert_ne!(o.status.code(), Some(0), "{}", out(&o));
+    let said = err(&o);
+    assert!(
+        said.contains("`ops__stamp` is named like a tool of MCP server `ops`"),
+        "{said}"
+    );
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(lines(&calls).is_empty());
+    assert!(!db.exists(), "nothing was written");
+}

@@ -1,0 +1,145 @@
+//! MCP calls in flight when the run is stopped from outside: `runtape cancel` from another
+//! process tells the server `notifications/cancelled`, and a SIGKILL in the middle of a
+//! non-idempotent call leaves it in doubt on resume (never silently performed twice), as for
+//! command tools.
+
+use crate::mcp_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_support::{bin, err, fake_server, out, runtape};
+
+/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
+/// `calls.log` and never answered; notifications go to `notes.log`. Returns the dir, the spec
+/// (the agent calls `s__op` once, then answers; `agent_extra` is added to its table) and db.
+fn hanging(annotations: &str, agent_extra: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let body = format!(
+        r#"
+tools = [{{"name": "op", "inputSchema": {{"type": "object"}}, "annotations": {annotations}}}]
+def call(req):
+    with open({calls:?}, "a") as f:
+        f.write(json.dumps(req) + "\n")
+def note(req):
+    with open({notes:?}, "a") as f:
+        f.write(json.dumps(req) + "\n")
+"#,
+        calls = root.join("calls.log").to_str().expect("utf8"),
+        notes = root.join("notes.log").to_str().expect("utf8"),
+    );
+    let server = fake_server(&root, "op.py", None, &body);
+    let spec = root.join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "goal = \"go\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__op\" }}] }}, {{ text = \"over\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__op\"]\n{agent_extra}",
+            server.to_str().expect("utf8")
+        ),
+    )
+    .expect("spec");
+    let db = root.join("runs.db");
+    (dir, spec, db)
+}
+
+/// Starts `runtape run SPEC --json` and returns the child, its stdout (kept open: a run whose
+/// stdout closes stops) and the run id (its first line).
+fn start(db: &Path, spec: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
+    let mut child = bin()
+        .arg("--db")
+        .arg(db)
+        .args(["run", spec.to_str().expect("utf8"), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
+    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
+    let run = line["id"].as_str().expect("id").to_owned();
+    (child, stdout, run)
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
+    let (dir, spec, db) = hanging(r#"{"readOnlyHint": True}"#, "");
+    let (mut child, _stdout, run) = start(&db, &spec);
+    let calls = dir.path().join("calls.log");
+    wait_until("the call never reached the server", || {
+        !lines(&calls).is_empty()
+    });
+    let call: serde_json::Value = serde_json::from_str(&lines(&calls)[0]).expect("json");
+
+    let c = runtape(&db, &["cancel", &run, "--reason", "enough"]);
+    assert_eq!(c.status.code(), Some(0), "{}{}", out(&c), err(&c));
+    let status = child.wait().expect("the run process ends");
+    assert!(!status.success(), "a cancelled run does not exit 0");
+
+    let notes: Vec<serde_json::Value> = lines(&dir.path().join("notes.log"))
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|n: &serde_json::Value| n["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(
+        notes[0]["params"]["requestId"], call["id"],
+        "the request in flight is the one cancelled"
+    );
+    let show = out(&runtape(&db, &["show", &run]));
+    assert!(show.contains("cancel"), "{show}");
+    let v = runtape(&db, &["verify", &run]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+}
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() {
+    // Not read-only, not idempotent, no approval needed: the call is marked started first.
+    let (dir, spec, db) = hanging(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");
+    let (mut child, _stdout, run) = start(&db, &spec);
+    let calls = dir.path().join("calls.log");
+    wait_until("the call never reached the server", || {
+        !lines(&calls).is_empty()
+    });
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    let r = runtape(&db, &["resume", &run]);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(
+        out(&r).contains("waiting for a person"),
+        "in doubt, a person decides: {}",
+        out(&r)
+    );
+    assert_eq!(lines(&calls).len(), 1, "the call was not sent again");
+
+    let j = runtape(&db, &["resume", &run, "--reject", "not sure it ran"]);
+    assert_eq!(j.status.code(), Some(0), "{}{}", out(&j), err(&j));
+    assert!(out(&j).contains("answer: over"), "{}", out(&j));
+    assert_eq!(lines(&calls).len(), 1, "rejected: never sent again");
+    let log = out(&runtape(&db, &["log", &run]));
+    assert!(log.contains("in doubt"), "{log}");
+    let v = runtape(&db, &["verify", &run]);
+    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+}

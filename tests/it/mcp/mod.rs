@@ -1,0 +1,10 @@
+//! MCP servers: tool lists, added tools, misbehaving and reference servers, calls in flight.
+
+mod added_tools;
+mod added_tools_machine;
+mod added_tools_tree;
+mod bad_servers;
+mod cli;
+mod in_flight;
+mod reference_servers;
+mod tool_lists;

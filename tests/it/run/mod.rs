@@ -1,0 +1,18 @@
+//! Driving runs: the engine and the binary under crashes, signals, races, tools and time.
+
+mod cancel_race;
+mod command_tool;
+mod concurrent_resumers;
+mod crash_safety;
+mod durable_runs;
+mod engine_shutdown;
+mod graceful_stop;
+mod history_hash_revisions;
+mod reconcile;
+mod retriever;
+mod retriever_cassette;
+mod secrets_never_land;
+mod time_travel;
+mod trace_lag;
+mod transition_caps;
+mod virtual_time_backoff;

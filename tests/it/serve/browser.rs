@@ -1,0 +1,175 @@
+//! The page in a real browser: Debian's Chromium, headless, driven by playwright-core
+//! (`tests/browser/e2e.mjs`) against a real `runtape serve` on a free loopback port. It opens
+//! the runs list and a run, steps through the timeline, inspects a model request, approves a
+//! waiting call and watches the run complete live, forks from a step with an edit and
+//! compares the branches, and measures a 10,000-transition run. Screenshots of every screen go
+//! to `target/browser-screenshots/` (not committed).
+//!
+//! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core
+//! (`bash tests/browser/install.sh`); `.ci/run` installs both.
+
+use crate::serve_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use runtape::exec::{Engine, EngineConfig};
+use runtape::machine::{AgentSpec, Limits, ModelReply, RunSpec, Spec, ToolCallRequest, ToolSpec};
+use runtape::provider::{ScriptOutcome, ScriptedProvider};
+use runtape::store::Durability;
+use runtape::tool::FnTool;
+use serde_json::json;
+use serve_support::{Server, run_spec, scratch};
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A run of `rounds` tool rounds (three transitions each) then an answer, made through the
+/// library on `db`.
+fn long_run(db: &Path, rounds: u64) -> String {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let engine = Engine::open_with(
+            db,
+            EngineConfig {
+                durability: Durability::Normal,
+                ..EngineConfig::default()
+            },
+        )
+        .expect("opens");
+        let cap = rounds + 10;
+        engine.register_provider(
+            "scripted",
+            Arc::new(ScriptedProvider::new("scripted", move |req| {
+                let turn = cap.saturating_sub(req.remaining.turns.unwrap_or(cap));
+                let reply = if turn < rounds {
+                    ModelReply {
+                        text: Some(format!("round {turn}: looking it up")),
+                        ..ModelReply::tools(vec![ToolCallRequest::new(
+                            format!("c{turn}"),
+                            "lookup",
+                            json!({"q": turn}),
+                        )])
+                    }
+                } else {
+                    ModelReply::text("found it")
+                };
+                ScriptOutcome {
+                    result: Ok(reply.with_usage(100, 20)),
+                    latency: Duration::ZERO,
+                    chunks: Vec::new(),
+                }
+            })),
+        );
+        let tool = ToolSpec {
+            read_only: true,
+            idempotent: true,
+            ..ToolSpec::new("lookup", "looks something up")
+        };
+        engine.register_tool(Arc::new(FnTool::new(tool.clone(), |args, _| {
+            Ok(json!({"found": args}))
+        })));
+        let spec = RunSpec::build(Spec {
+            agents: vec![AgentSpec {
+                system_prompt: "You look things up.".into(),
+                tools: Some(vec!["lookup".into()]),
+                limits: Limits {
+                    max_turns: Some(cap),
+                    max_tool_calls: Some(cap),
+                    ..Limits::default()
+                },
+                ..AgentSpec::new("searcher", "scripted", "model")
+            }],
+            tools: vec![tool],
+            max_transitions: rounds * 3 + 20,
+            ..Spec::default()
+        })
+        .expect("a valid spec");
+        let end = engine
+            .start(spec, "Look up 3,333 things")
+            .await
+            .expect("starts")
+            .wait()
+            .await
+            .expect("ends");
+        end.run_id.to_string()
+    })
+}
+
+#[test]
+#[ignore = "needs Chromium and playwright-core: tests/extras/install.sh browser"]
+fn the_page_works_in_chromium_end_to_end() {
+    let chromium = std::env::var_os("RUNTAPE_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        chromium.exists(),
+        "{} is missing: install Debian's Chromium (`apt-get install -y chromium`; .ci/run does) or set RUNTAPE_CHROMIUM",
+        chromium.display()
+    );
+    let modules = std::env::var_os("RUNTAPE_BROWSER_TESTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest().join("target/browser-tests"));
+    assert!(
+        modules
+            .join("node_modules/playwright-core/package.json")
+            .exists(),
+        "playwright-core is missing from {}: run `bash tests/browser/install.sh` (.ci/run does)",
+        modules.display()
+    );
+    let shots = manifest().join("target/browser-screenshots");
+    std::fs::create_dir_all(&shots).expect("creates the screenshot folder");
+
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let big = long_run(&db, 3_333);
+    let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
+    let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
+    let server = Server::start(dir.path(), &db, &[], &[]);
+    let (_, b) = server.get(&format!("/api/runs/{big}"));
+    assert!(b["steps"].as_u64() >= Some(10_000), "{b}");
+
+    let out = Command::new("node")
+        .arg(manifest().join("tests/browser/e2e.mjs"))
+        .env("BASE_URL", &server.url)
+        .env(
+            "RUNS",
+            json!({"done": done, "waiting": waiting, "big": big}).to_string(),
+        )
+        .env("SHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .env("RUNTAPE_BROWSER_MODULES", &modules)
+        .output()
+        .expect("runs node (install Node.js)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}\nscreenshots in {}\n{stdout}",
+        stderr.trim(),
+        shots.display()
+    );
+    let figures: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("measurements");
+    eprintln!("10,000-transition run in Chromium: {figures}");
+    for shot in [
+        "1-runs.png",
+        "2-run-request.png",
+        "3-waiting.png",
+        "4-approved.png",
+        "5-compare.png",
+        "6-long-run.png",
+    ] {
+        assert!(shots.join(shot).exists(), "{shot} was written");
+    }
+    // The fork the page made completed here and is stored like any other.
+    let fork = figures["fork"].as_str().expect("fork id");
+    server.wait_run(fork, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    let (_, approved) = server.get(&format!("/api/runs/{waiting}"));
+    assert_eq!(approved["status"], "completed");
+}

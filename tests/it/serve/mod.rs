@@ -1,0 +1,9 @@
+//! `runtape serve`: its API, events, security, OpenTelemetry export, the browser page.
+
+mod api;
+mod browser;
+mod events;
+mod json_big_integers;
+mod otel;
+mod readme;
+mod security;

@@ -1,0 +1,430 @@
+//! OpenTelemetry export of the runs `runtape serve` drives, received by a local OTLP/HTTP
+//! (JSON) receiver on loopback: the span tree of known runs (a run span, `chat {model}` per
+//! agent turn, `execute_tool {name}` per tool call), GenAI attributes, links across resume
+//! and fork, counters, and no content unless asked for.
+
+use crate::serve_support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use serve_support::{Server, run_spec, scratch};
+
+/// What the receiver got: (path, body) of every POST.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// An OTLP/HTTP receiver on a free loopback port: answers every POST with `{}`.
+fn receiver() -> (String, Received) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let got: Received = Arc::default();
+    let store = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    return;
+                }
+                let path = first.split_whitespace().nth(1).unwrap_or("").to_owned();
+                let mut len = 0;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':')
+                        && k.eq_ignore_ascii_case("content-length")
+                    {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                if reader.read_exact(&mut body).is_ok() {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    store.lock().expect("lock").push((path, v));
+                }
+                let mut conn = conn;
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                );
+            });
+        }
+    });
+    (url, got)
+}
+
+/// A span as the test reads it.
+#[derive(Clone, Debug)]
+struct Span {
+    trace: String,
+    id: String,
+    parent: String,
+    name: String,
+    attrs: BTreeMap<String, Value>,
+    links: Vec<Value>,
+    status: Value,
+}
+
+fn attr_value(v: &Value) -> Value {
+    for k in ["stringValue", "boolValue", "doubleValue"] {
+        if let Some(x) = v.get(k) {
+            return x.clone();
+        }
+    }
+    if let Some(i) = v.get("intValue") {
+        return match i {
+            Value::String(s) => json!(s.parse::<i64>().unwrap_or_default()),
+            other => other.clone(),
+        };
+    }
+    if let Some(a) = v.get("arrayValue") {
+        return Value::Array(
+            a["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(attr_value)
+                .collect(),
+        );
+    }
+    Value::Null
+}
+
+fn spans(got: &Received) -> Vec<Span> {
+    let mut out = Vec::new();
+    for (path, body) in got.lock().expect("lock").iter() {
+        if path != "/v1/traces" {
+            continue;
+        }
+        for rs in body["resourceSpans"].as_array().into_iter().flatten() {
+            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                for s in ss["spans"].as_array().into_iter().flatten() {
+                    out.push(Span {
+                        trace: s["traceId"].as_str().unwrap_or("").to_owned(),
+                        id: s["spanId"].as_str().unwrap_or("").to_owned(),
+                        parent: s["parentSpanId"].as_str().unwrap_or("").to_owned(),
+                        name: s["name"].as_str().unwrap_or("").to_owned(),
+                        attrs: s["attributes"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|a| {
+                                (
+                                    a["key"].as_str().unwrap_or("").to_owned(),
+                                    attr_value(&a["value"]),
+                                )
+                            })
+                            .collect(),
+                        links: s["links"].as_array().cloned().unwrap_or_default(),
+                        status: s["status"].clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn of_run<'a>(spans: &'a [Span], run: &str) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| {
+            s.attrs.get("gen_ai.conversation.id") == Some(&json!(run))
+                || s.attrs.get("runtape.run.id") == Some(&json!(run))
+        })
+        .collect()
+}
+
+fn counter_total(got: &Received, name: &str) -> (f64, Vec<Value>) {
+    let mut total = 0.0;
+    let mut points = Vec::new();
+    for (path, body) in got.lock().expect("lock").iter() {
+        if path != "/v1/metrics" {
+            continue;
+        }
+        for rm in body["resourceMetrics"].as_array().into_iter().flatten() {
+            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
+                for m in sm["metrics"].as_array().into_iter().flatten() {
+                    if m["name"] != name {
+                        continue;
+                    }
+                    for p in m["sum"]["dataPoints"].as_array().into_iter().flatten() {
+                        let v = p.get("asInt").map(|i| match i {
+                            Value::String(s) => s.parse::<f64>().unwrap_or(0.0),
+                            other => other.as_f64().unwrap_or(0.0),
+                        });
+                        total += v.or_else(|| p["asDouble"].as_f64()).unwrap_or(0.0);
+                        points.push(p.clone());
+                    }
+                }
+            }
+        }
+    }
+    (total, points)
+}
+
+#[test]
+fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
+    let (url, got) = receiver();
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
+    let server = Server::start(dir.path(), &db, &["--otlp-endpoint", &url], &[]);
+    let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
+    let run = started["id"].as_str().expect("id").to_owned();
+    server.wait_run(&run, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    server.post(&format!("/api/runs/{waiting}/approve"), &json!({}));
+    server.wait_run(&waiting, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    let (_, f) = server.post(
+        &format!("/api/runs/{run}/fork"),
+        &json!({"seq": 1, "edits": ["user=Count the words of 'a b c'."]}),
+    );
+    let fork = f["id"].as_str().expect("fork").to_owned();
+    server.wait_run(&fork, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    let (code, _) = server.stop();
+    assert_eq!(code, Some(0));
+
+    let all = spans(&got);
+    let tree = of_run(&all, &run);
+    let root: Vec<_> = tree
+        .iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
+    assert_eq!(root.len(), 1, "{tree:#?}");
+    let root = root[0];
+    assert!(
+        root.parent.is_empty(),
+        "the first take-up is the trace's root"
+    );
+    assert_eq!(
+        root.attrs["gen_ai.operation.name"],
+        json!("invoke_workflow")
+    );
+    assert_eq!(root.attrs["runtape.status"], json!("completed"));
+    assert_eq!(root.status["code"], json!(1), "Ok: {:?}", root.status);
+    let chats: Vec<_> = tree
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), 2, "{tree:#?}");
+    for c in &chats {
+        assert_eq!(c.name, "chat scripted");
+        assert_eq!(c.parent, root.id);
+        assert_eq!(c.trace, root.trace);
+        assert_eq!(c.attrs["gen_ai.operation.name"], json!("chat"));
+        assert_eq!(c.attrs["gen_ai.provider.name"], json!("runtape.scripted"));
+        assert_eq!(c.attrs["gen_ai.system"], json!("runtape.scripted"));
+        assert_eq!(c.attrs["gen_ai.request.model"], json!("scripted"));
+        assert_eq!(c.attrs["gen_ai.agent.name"], json!("assistant"));
+        assert!(
+            !c.attrs.contains_key("gen_ai.input.messages"),
+            "no content unless asked"
+        );
+        assert!(!c.attrs.contains_key("gen_ai.output.messages"));
+    }
+    let mut usage: Vec<_> = chats
+        .iter()
+        .map(|c| {
+            (
+                c.attrs["gen_ai.usage.input_tokens"].clone(),
+                c.attrs["gen_ai.usage.output_tokens"].clone(),
+                c.attrs["gen_ai.response.finish_reasons"].clone(),
+            )
+        })
+        .collect();
+    usage.sort_by_key(|u| u.0.as_i64());
+    assert_eq!(
+        usage,
+        vec![
+            (json!(120), json!(30), json!(["tool_calls"])),
+            (json!(180), json!(20), json!(["stop"]))
+        ]
+    );
+    let mut tools: Vec<_> = all
+        .iter()
+        .filter(|s| s.trace == root.trace && s.name.starts_with("execute_tool "))
+        .collect();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["execute_tool count_words", "execute_tool utc_now"]
+    );
+    for t in &tools {
+        assert_eq!(t.parent, root.id);
+        assert_eq!(t.attrs["gen_ai.operation.name"], json!("execute_tool"));
+        assert!(t.attrs["gen_ai.tool.call.id"].is_string());
+        assert!(!t.attrs.contains_key("gen_ai.tool.call.arguments"));
+    }
+
+    // The approval run was started by the command line and resumed here: its span is a child
+    // of the run's root (in the run's own trace) and links to it.
+    let resumed: Vec<_> = of_run(&all, &waiting)
+        .into_iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
+    assert_eq!(resumed.len(), 1);
+    let resumed = resumed[0];
+    assert!(!resumed.parent.is_empty());
+    assert_eq!(resumed.links.len(), 1);
+    assert_eq!(resumed.links[0]["spanId"], json!(resumed.parent));
+    assert_eq!(resumed.links[0]["traceId"], json!(resumed.trace));
+    assert!(all.iter().any(|s| s.trace == resumed.trace
+        && s.name == "execute_tool deploy"
+        && s.parent == resumed.id));
+    assert!(resumed.attrs.contains_key("runtape.resumed_in"));
+
+    // The fork's root links to its parent's root, in the parent's trace.
+    let fork_root: Vec<_> = of_run(&all, &fork)
+        .into_iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
+    assert_eq!(fork_root.len(), 1);
+    let link = &fork_root[0].links[0];
+    assert_eq!(link["traceId"], json!(root.trace));
+    assert_eq!(link["spanId"], json!(root.id));
+    assert_ne!(fork_root[0].trace, root.trace);
+    assert_eq!(fork_root[0].attrs["runtape.fork.parent"], json!(run));
+
+    let (transitions, points) = counter_total(&got, "runtape.transitions");
+    assert!(
+        transitions >= 8.0 + 5.0,
+        "transitions counted: {transitions} {points:?}"
+    );
+    let (tokens, points) = counter_total(&got, "runtape.tokens");
+    assert!(tokens >= 350.0, "tokens counted: {tokens} {points:?}");
+    assert!(points.iter().any(|p| p.to_string().contains("output")));
+    let (_, cost) = counter_total(&got, "runtape.cost");
+    assert!(
+        !cost.is_empty(),
+        "cost is counted (zero for scripted models)"
+    );
+}
+
+#[test]
+fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
+    let (url, got) = receiver();
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let server = Server::start(
+        dir.path(),
+        &db,
+        &["--otlp-content"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &url)],
+    );
+    let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
+    let run = started["id"].as_str().expect("id").to_owned();
+    server.wait_run(&run, Duration::from_secs(60), |r| {
+        r["status"] == "completed"
+    });
+    server.stop();
+    let all = spans(&got);
+    let tree = of_run(&all, &run);
+    let chat = tree
+        .iter()
+        .find(|s| s.name == "chat scripted")
+        .expect("a chat span");
+    let input = chat.attrs["gen_ai.input.messages"]
+        .as_str()
+        .expect("input messages");
+    assert!(input.contains("runtape keeps every step"), "{input}");
+    assert!(chat.attrs["gen_ai.output.messages"].is_string());
+    let root = tree
+        .iter()
+        .find(|s| s.name == "invoke_workflow runtape")
+        .expect("root");
+    assert!(
+        root.attrs["runtape.goal"]
+            .as_str()
+            .expect("goal")
+            .contains("UTC")
+    );
+    let tool = all
+        .iter()
+        .find(|s| s.name == "execute_tool count_words")
+        .expect("tool span");
+    assert!(
+        tool.attrs["gen_ai.tool.call.arguments"]
+            .as_str()
+            .expect("args")
+            .contains("runtape keeps every step")
+    );
+    assert!(
+        tool.attrs["gen_ai.tool.call.result"]
+            .as_str()
+            .expect("result")
+            .contains('4')
+    );
+}
+
+#[test]
+fn the_command_line_exports_with_the_standard_variable_and_a_resume_joins_the_trace() {
+    let (url, got) = receiver();
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    let env_run = |args: &[&str]| {
+        let out = std::process::Command::new(serve_support::bin())
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .current_dir(dir.path())
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
+            .env_remove("RUNTAPE_DB")
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = env_run(&["run", "examples/approval.toml", "--json"]);
+    let run =
+        serde_json::from_str::<Value>(first.lines().next().expect("line")).expect("json")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+    env_run(&["resume", &run, "--approve"]);
+    let all = spans(&got);
+    let takes: Vec<_> = of_run(&all, &run)
+        .into_iter()
+        .filter(|s| s.name == "invoke_workflow runtape")
+        .collect();
+    assert_eq!(takes.len(), 2, "{takes:#?}");
+    let root = takes
+        .iter()
+        .find(|s| s.parent.is_empty())
+        .expect("the run's first span");
+    assert_eq!(root.attrs["runtape.status"], json!("awaiting_input"));
+    let resumed = takes
+        .iter()
+        .find(|s| !s.parent.is_empty())
+        .expect("the resume");
+    assert_eq!(resumed.parent, root.id, "two processes, one trace");
+    assert_eq!(resumed.trace, root.trace);
+    assert_eq!(resumed.attrs["runtape.status"], json!("completed"));
+    assert!(
+        all.iter()
+            .any(|s| s.name == "execute_tool deploy" && s.parent == resumed.id)
+    );
+    assert_eq!(
+        all.iter()
+            .filter(|s| s.trace == root.trace && s.name == "chat scripted")
+            .count(),
+        2
+    );
+}

@@ -1,0 +1,120 @@
+//! Durability modes: `[run] durability = "full" | "normal"` in a spec file and `--durability`
+//! on the command line reach the SQLite writer's `synchronous` pragma (read back from the
+//! writer connection itself), the flag overrides the file, a bad value is one line naming the
+//! key, and `normal` with a PostgreSQL database is refused before anything is opened.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use runtape::config;
+use runtape::store::{Durability, SqliteStore};
+
+use crate::cli_support;
+use cli_support::runtape;
+
+/// The quickstart example with `extra` added to its text, written into `dir`.
+fn spec_with(dir: &Path, extra: &str) -> PathBuf {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.toml");
+    let text = std::fs::read_to_string(example).expect("the quickstart example");
+    let path = dir.join("spec.toml");
+    std::fs::write(&path, format!("{text}\n{extra}\n")).expect("write the spec");
+    path
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const NOTE: &str = "durability \"normal\"";
+
+#[test]
+fn a_spec_names_its_durability_or_leaves_it_to_the_caller() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let normal = spec_with(dir.path(), "[run]\ndurability = \"normal\"");
+    assert_eq!(
+        config::load(&normal).expect("loads").durability,
+        Some(Durability::Normal)
+    );
+    let full = spec_with(dir.path(), "[run]\ndurability = \"full\"");
+    assert_eq!(
+        config::load(&full).expect("loads").durability,
+        Some(Durability::Full)
+    );
+    let silent = spec_with(dir.path(), "");
+    assert_eq!(config::load(&silent).expect("loads").durability, None);
+}
+
+#[test]
+fn the_writer_commits_with_the_mode_it_was_opened_with() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("d.db");
+    let normal = SqliteStore::open(&db, Durability::Normal).expect("opens");
+    assert_eq!(normal.durability(), Durability::Normal);
+    // Another store on the same file chooses its own: the mode belongs to the connection.
+    let full = SqliteStore::open(&db, Durability::Full).expect("opens");
+    assert_eq!(full.durability(), Durability::Full);
+    assert_eq!(normal.durability(), Durability::Normal, "unchanged");
+}
+
+#[test]
+fn a_bad_durability_in_a_spec_is_one_line_naming_the_key_and_nothing_is_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec_with(dir.path(), "[run]\ndurability = \"sometimes\"");
+    let db = dir.path().join("runs.db");
+    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(
+        e.contains("durability") && e.contains("sometimes") && e.contains("\"full\""),
+        "{e}"
+    );
+    assert!(!db.exists(), "no database is created");
+}
+
+#[test]
+fn the_spec_sets_normal_and_the_flag_overrides_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec_with(dir.path(), "[run]\ndurability = \"normal\"");
+    let spec = spec.to_str().expect("utf-8");
+    let db = dir.path().join("runs.db");
+
+    let by_spec = runtape(&db, &["run", spec]);
+    assert!(by_spec.status.success(), "{}", stderr(&by_spec));
+    assert!(stderr(&by_spec).contains(NOTE), "{}", stderr(&by_spec));
+
+    let by_flag = runtape(&db, &["run", spec, "--durability", "full"]);
+    assert!(by_flag.status.success(), "{}", stderr(&by_flag));
+    assert!(!stderr(&by_flag).contains(NOTE), "{}", stderr(&by_flag));
+
+    let plain = spec_with(dir.path(), "");
+    let plain = plain.to_str().expect("utf-8");
+    let flag_only = runtape(&db, &["run", plain, "--durability", "normal"]);
+    assert!(flag_only.status.success(), "{}", stderr(&flag_only));
+    assert!(stderr(&flag_only).contains(NOTE), "{}", stderr(&flag_only));
+
+    let default = runtape(&db, &["run", plain]);
+    assert!(default.status.success(), "{}", stderr(&default));
+    assert!(!stderr(&default).contains(NOTE), "{}", stderr(&default));
+}
+
+#[test]
+fn normal_with_postgresql_is_refused_in_one_line_before_connecting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = spec_with(dir.path(), "");
+    // Nothing listens on port 1: a refusal that tried to connect first would say so instead.
+    let url = Path::new("postgres://runtape@127.0.0.1:1/nowhere");
+    let o = runtape(
+        url,
+        &[
+            "run",
+            spec.to_str().expect("utf-8"),
+            "--durability",
+            "normal",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    assert!(e.contains("synchronous_commit"), "{e}");
+}

@@ -1,0 +1,98 @@
+//! `verify` and `resume` of a run another process is driving right now: the run moves on
+//! between the reads, which must never be mistaken for tampering — every `verify` passes, and
+//! a second `resume` is refused because the run is being driven, not because it "does not
+//! match its sealed head". The real binary on a real SQLite file.
+
+use std::process::{Command, Stdio};
+
+use crate::cli_support;
+use cli_support::runtape;
+
+fn spec() -> String {
+    let mut replies = String::new();
+    for i in 0..40 {
+        replies.push_str(&format!(
+            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ] }},\n"
+        ));
+    }
+    replies.push_str("  { text = \"done\" },\n");
+    format!(
+        r#"goal = "Note things down, slowly."
+[[providers]]
+name = "script"
+kind = "scripted"
+latency_ms = 15
+replies = [
+{replies}]
+[[tools]]
+name = "note"
+description = "Append a note"
+command = ["sh", "-c", "cat >> notes.log; echo ok"]
+schema = {{ type = "object" }}
+idempotent = false
+[[agents]]
+id = "scribe"
+provider = "script"
+tools = ["note"]
+"#
+    )
+}
+
+#[test]
+fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec_path = dir.path().join("slow.toml");
+    std::fs::write(&spec_path, spec()).expect("writes");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runtape"))
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_RECEIPT_KEY")
+        .arg("--db")
+        .arg(&db)
+        .args(["run", spec_path.to_str().expect("utf-8"), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    // The run id is the first JSON line.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
+    let announced: serde_json::Value = serde_json::from_str(&first).expect("a JSON line");
+    let run = announced["id"].as_str().expect("run id").to_owned();
+    // The id is announced before the run is stored; wait for its first committed step.
+    let mut line = String::new();
+    while !line.contains("\"transition\"") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut stdout, &mut line).expect("reads");
+        assert!(n > 0, "the run ended before its first step");
+    }
+    let drain = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+
+    let (mut verified, mut refused) = (0, 0);
+    while child.try_wait().expect("polls").is_none() {
+        let v = runtape(&db, &["verify", &run]);
+        assert!(
+            v.status.success(),
+            "verify of a live run: {}",
+            String::from_utf8_lossy(&v.stderr)
+        );
+        verified += 1;
+        let r = runtape(&db, &["resume", &run]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        if !r.status.success() {
+            assert!(
+                !err.contains("sealed head"),
+                "a live run was taken as tampered: {err}"
+            );
+            refused += 1;
+        }
+    }
+    drain.join().expect("joins").expect("drains");
+    assert!(
+        verified > 0 && refused > 0,
+        "{verified} verifies, {refused} refusals"
+    );
+    let v = runtape(&db, &["verify", &run]);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+}

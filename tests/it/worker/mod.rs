@@ -1,0 +1,4 @@
+//! Workers on PostgreSQL under chaos and partitions.
+
+mod chaos;
+mod partition;
