@@ -5,20 +5,7 @@
 //! Run one area or one behaviour with a filter: `cargo test --test it machine::` or
 //! `cargo test --test it store::conformance::`.
 
-mod cassette_support;
-mod cli_support;
-mod common;
-mod config_support;
-mod crash_support;
-mod delegation_support;
-mod durable_support;
-mod mcp_support;
-mod pg_support;
-mod protocol_support;
-mod provider_support;
-mod serve_support;
-mod session_support;
-mod tamper_support;
+mod support;
 
 mod cassette;
 mod cli;

@@ -1,15 +1,15 @@
 //! Diffing two recordings compares what the model did: tool names and canonical arguments
 //! (never provider call ids), outcomes, and (unless ignored) assistant text.
 
-use crate::cassette_support;
+use crate::support;
 
 use std::sync::Arc;
 
-use cassette_support::*;
 use runtape::cassette::{Cassette, CassetteDiff, DiffOptions, Difference, RecordOptions, diff};
 use runtape::machine::{ModelReply, ToolCallRequest};
 use runtape::provider::ScriptedProvider;
 use serde_json::json;
+use support::cassette::*;
 
 fn recording(replies: Vec<ModelReply>) -> Cassette {
     let model = Arc::new(ScriptedProvider::replies("geo-model", replies));

@@ -1,12 +1,12 @@
 //! Hostile input: files that are huge, not JSON, the wrong shape, or carry values no recorder
 //! writes are refused with a typed error, never a panic.
 
-use crate::cassette_support;
+use crate::support;
 
-use cassette_support::*;
 use proptest::prelude::*;
 use runtape::cassette::{Cassette, CassetteError, LoadOptions};
 use serde_json::json;
+use support::cassette::*;
 
 fn parse(text: &str) -> Result<Cassette, CassetteError> {
     Cassette::from_json(text, &LoadOptions::default())

@@ -2,11 +2,10 @@
 //! content replay; a filter on one side only is refused; the redact hook scrubs what is
 //! stored; an exchange that cannot be encoded fails when it is recorded, not when loaded.
 
-use crate::cassette_support;
+use crate::support;
 
 use std::sync::Arc;
 
-use cassette_support::*;
 use runtape::cassette::{
     CassetteError, CassetteProvider, HashFilter, Prompt, RecordOptions, RecordingProvider,
     ReplayOptions,
@@ -14,6 +13,7 @@ use runtape::cassette::{
 use runtape::machine::{ModelReply, ProviderErrorClass, Role, ToolCallRequest};
 use runtape::provider::{ProviderError, ScriptedProvider};
 use serde_json::json;
+use support::cassette::*;
 
 /// Replaces the date at the end of the system prompt by a placeholder.
 fn date_filter(name: &str) -> HashFilter {

@@ -1,11 +1,11 @@
 //! Replay is strict by default: a drifted request fails mid-replay naming the turn, with a
 //! diff; non-strict replay serves in order regardless; a replay is single-use until reset.
 
-use crate::cassette_support;
+use crate::support;
 
-use cassette_support::*;
 use runtape::cassette::{CassetteError, CassetteProvider, RecordOptions, ReplayOptions};
 use runtape::machine::{Message, ProviderErrorClass, Role};
+use support::cassette::*;
 
 fn replay_of(options: RecordOptions, replay: ReplayOptions) -> CassetteProvider {
     let (cassette, _) = record_with(model(), options, &requests()[..3]);

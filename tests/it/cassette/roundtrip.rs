@@ -2,11 +2,10 @@
 //! replies, the same recorded failures and the same token chunks; and the file holds only
 //! what the recorder saw.
 
-use crate::cassette_support;
+use crate::support;
 
 use std::sync::Arc;
 
-use cassette_support::*;
 use futures_util::future::BoxFuture;
 use runtape::cassette::{
     Cassette, CassetteBuilder, CassetteError, CassetteId, CassetteProvider, LoadOptions, Prompt,
@@ -15,6 +14,7 @@ use runtape::cassette::{
 use runtape::machine::{AgentId, ModelReply, ProviderErrorClass};
 use runtape::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
 use serde_json::Value;
+use support::cassette::*;
 
 #[test]
 fn replay_gives_identical_replies_errors_and_chunks() {

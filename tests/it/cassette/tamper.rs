@@ -1,13 +1,13 @@
 //! Integrity: a good cassette is written to disk, edited there the way a person or a script
 //! would, and loading it fails with the error that names the tamper.
 
-use crate::cassette_support;
+use crate::support;
 
 use std::path::PathBuf;
 
-use cassette_support::*;
 use runtape::cassette::{Cassette, CassetteError, LoadOptions, RecordOptions};
 use serde_json::{Value, json};
+use support::cassette::*;
 use tempfile::TempDir;
 
 /// A freshly recorded cassette saved in a new temp dir.

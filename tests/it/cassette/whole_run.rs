@@ -5,12 +5,11 @@
 //! with `--stepped-clock`) every replay reproduces every state hash, including the steps
 //! between the results of two parallel shell tools.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use provider_support::{Behaviour, MockServer, base_for, config, provider};
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
 };
@@ -22,11 +21,12 @@ use runtape::provider::http::ProviderKind;
 use runtape::store::{RunStatus, Store};
 use runtape::tool::FnTool;
 use serde_json::{Value, json};
+use support::provider::{Behaviour, MockServer, base_for, config, provider};
 
 const KEY: &str = "sk-test-cassette-SECRET-41c2";
 
 /// The local "model": replies by agent (system prompt) and turn (assistant messages so far).
-fn scripted_model(req: &provider_support::Recorded) -> Behaviour {
+fn scripted_model(req: &support::provider::Recorded) -> Behaviour {
     let body = req.json();
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let system = messages

@@ -3,11 +3,11 @@
 //! written stops the run gracefully: it pauses, one line on stderr says so, and `runtape`
 //! exits 4. `resume` then completes it.
 
-use crate::protocol_support;
+use crate::support;
 
 use std::io::BufRead;
 
-use protocol_support::*;
+use support::protocol::*;
 
 #[test]
 fn a_closed_stdout_pauses_the_run_and_exits_4() {

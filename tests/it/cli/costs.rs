@@ -4,13 +4,13 @@
 //! local Ollama model costs zero without a warning; the request settings appear in
 //! `show RUN@SEQ`.
 
-use crate::provider_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use provider_support::{Behaviour, MockServer};
 use serde_json::Value;
+use support::provider::{Behaviour, MockServer};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -2,17 +2,17 @@
 //! and their bad-input behaviour (one clear line on stderr, the documented exit status, the
 //! database unchanged).
 
-use crate::durable_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use durable_support::*;
 use runtape::exec::{ForkEdit, ForkMode};
 use runtape::machine::RunId;
 use runtape::store::RunStatus;
+use support::durable::*;
 
 fn runtape(db: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runtape"))

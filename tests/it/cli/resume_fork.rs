@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

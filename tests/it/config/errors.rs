@@ -1,10 +1,10 @@
 //! Every bad spec file is refused before anything runs, with one line naming the file, the
 //! line and column, the field, what is wrong and what to do.
 
-use crate::config_support;
+use crate::support;
 
-use config_support::*;
 use proptest::prelude::*;
+use support::config::*;
 
 const SEARCH_TOOL: &str = r#"
 [[tools]]

@@ -1,12 +1,11 @@
 //! A complete spec file loads into the expected machine spec and setup, the setup survives
 //! JSON, and a run of it completes on a fresh engine with a real command tool.
 
-use crate::config_support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use config_support::*;
 use runtape::config::{ProviderSetup, ScriptStep, Setup, load};
 use runtape::exec::Engine;
 use runtape::history;
@@ -14,6 +13,7 @@ use runtape::machine::*;
 use runtape::store::RunStatus;
 use runtape::tool::{Tool, ToolContext};
 use serde_json::json;
+use support::config::*;
 use tokio_util::sync::CancellationToken;
 
 fn fixture_dir() -> PathBuf {

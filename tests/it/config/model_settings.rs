@@ -2,13 +2,13 @@
 //! spec files: what loads into the spec, and every setting a route's provider cannot honour
 //! refused at load with one line naming the field and the provider.
 
-use crate::config_support;
+use crate::support;
 
-use config_support::*;
 use runtape::config::ProviderSetup;
 use runtape::machine::{ReasoningEffort, ReasoningSettings};
 use runtape::provider::http::ProviderKind;
 use serde_json::json;
+use support::config::*;
 
 fn with_provider(kind: &str, agent_extra: &str) -> String {
     format!(

@@ -5,15 +5,15 @@
 //! The environment is process-wide (and setting it needs `unsafe`), so each scenario runs in
 //! a child process of this test binary, started with the variables it needs.
 
-use crate::config_support;
+use crate::support;
 
 use std::process::Command;
 
-use config_support::*;
 use runtape::config::load;
 use runtape::exec::Engine;
 use runtape::machine::{AgentId, RunId};
 use runtape::tool::{Tool, ToolContext};
+use support::config::*;
 use tokio_util::sync::CancellationToken;
 
 /// A recognisable fake key.

@@ -3,10 +3,10 @@
 //! one line naming the field. A spec stored with a run is not checked again, so runs started
 //! before the rule still read.
 
-use crate::config_support;
+use crate::support;
 
-use config_support::*;
 use runtape::machine::{AgentSpec, RunSpec, Spec, SpecError, ToolSpec, is_valid_tool_name};
+use support::config::*;
 
 fn spec_with_tool(name: &str) -> String {
     format!(

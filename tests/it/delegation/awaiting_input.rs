@@ -4,12 +4,11 @@
 //! says which child waits for what, and `resume PARENT --approve` reaches the child and drives
 //! the tree to its end; with two children waiting, it names both.
 
-use crate::delegation_support;
-use crate::serve_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
+use support::delegation::*;
 
 /// A lead delegating to `deployers` (one call each, in one reply); each deployer calls the
 /// `deploy` tool, which needs approval and appends a line to `deploys.log` when it runs.
@@ -186,7 +185,7 @@ fn the_serve_api_approves_a_waiting_child_through_its_parent() {
     let child = format!("{id}.3.0");
     assert_eq!(status_of(&db, &child)["status"], "awaiting_input");
 
-    let server = serve_support::Server::start(dir.path(), &db, &[], &[]);
+    let server = support::serve::Server::start(dir.path(), &db, &[], &[]);
     let (status, answer) = server.post(&format!("/api/runs/{id}/approve"), &serde_json::json!({}));
     assert_eq!(status, 202, "{answer}");
     server.wait_run(&id, std::time::Duration::from_secs(60), |r| {

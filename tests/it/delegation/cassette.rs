@@ -6,12 +6,12 @@
 //! to the child that asks from its own section — two children side by side replay to the
 //! same states every time — and a child whose request drifted fails the replay naming it.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 /// A lead offered a delegate and a handoff that hands over at once; the reviewer answers.
 const HANDOFF_TEAM: &str = r#"

@@ -3,12 +3,12 @@
 //! (carve-out, charge-back, a typed `budget_exhausted`), `max_depth`, and the cascade of a
 //! cancel from another process.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 fn example() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")

@@ -6,14 +6,14 @@
 //! (a re-performed `RunChild` finds its child instead of starting another), and no
 //! transition committed before the kill is lost or changed.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use delegation_support::*;
+use support::delegation::*;
 
 /// Per run (by goal): its committed transitions as (seq, edge, state hash).
 type Tree = BTreeMap<String, Vec<(i64, String, Vec<u8>)>>;

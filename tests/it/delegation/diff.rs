@@ -3,12 +3,12 @@
 //! times and ids), and `diff PARENT FORK --recursive`, which pairs the two trees' children by
 //! their place and says where each pair parts or which side alone has one.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 /// A finished parallel team in `db`: its root id.
 fn finished(dir: &Path, db: &Path) -> String {

@@ -5,12 +5,12 @@
 //! out or stops matching; then the fork runs its own). Either way the
 //! original tree is unchanged and the fork's tree verifies recursively.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 /// What must not change in a tree: each run's id, status, steps, last update and final state
 /// hash, in a fixed order.

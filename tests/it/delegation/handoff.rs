@@ -4,12 +4,12 @@
 //! handover is one recorded step (`conversation_supplied`) that `verify` re-folds; and a fork
 //! at the step waiting for the conversation reproduces it, live and from the tape.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 fn example() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")

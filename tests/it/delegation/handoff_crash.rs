@@ -9,15 +9,15 @@
 //! no committed step changes, and the tree verifies. (A run resting in `Handoff` itself, as a
 //! fork at that step does, is resumed in `delegation_handoff.rs`.)
 
-use crate::crash_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crash_support::CrashOnce;
 use runtape::exec::{Engine, EngineConfig, SteppedClock};
 use runtape::machine::{RunId, StateKind};
 use runtape::store::{Commit, Durability, SqliteStore, Store, Write};
+use support::crash::CrashOnce;
 
 fn team() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")

@@ -5,14 +5,14 @@
 //! the parent has left; their spend is charged; a handover never drops, duplicates or alters a
 //! message of the sender's conversation).
 
-use crate::common;
+use crate::support;
 
 use std::collections::BTreeSet;
 
-use common::*;
 use proptest::prelude::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 fn run_child_effects(t: &Transition) -> Vec<&Effect> {
     t.effects

@@ -6,11 +6,11 @@
 //! cut off fails with one line naming what. `verify --recursive` checks the same claim against
 //! the database.
 
-use crate::delegation_support;
+use crate::support;
 
-use delegation_support::signed::*;
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::signed::*;
+use support::delegation::*;
 
 /// `receipts export RUN --recursive`, as its lines.
 fn export_tree(t: &Team, run: &str) -> Vec<String> {

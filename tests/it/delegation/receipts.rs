@@ -4,11 +4,11 @@
 //! the file verifies offline as one chain, and tampering with, dropping or reordering a
 //! receipt, or splicing in another run's child, fails with one line naming what.
 
-use crate::delegation_support;
+use crate::support;
 
-use delegation_support::signed::*;
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::signed::*;
+use support::delegation::*;
 
 #[test]
 fn each_of_two_parallel_children_chains_under_the_parents_receipt_and_verifies() {

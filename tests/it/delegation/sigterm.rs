@@ -10,13 +10,13 @@
 //!   tree (waiting for a child another process drives), each non-idempotent call is
 //!   performed exactly once, and every loser changes nothing and says so in one line.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use delegation_support::*;
+use support::delegation::*;
 
 /// A lead delegating to `alpha` and `beta` in one reply; each calls `charge` once (it marks
 /// its start in `started/`, takes `secs`, then appends its idempotency key to `charges.log`)

@@ -3,10 +3,10 @@
 //! embedded one (its own agents, tools and plan) under the carved caps, it survives the stored
 //! form, and bad spec delegates are refused at load with the field named.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
+use support::machine::*;
 
 /// A two-agent review spec: `critic` hands its verdict to `editor`, which ends the run.
 fn review_spec() -> Spec {

@@ -3,11 +3,11 @@
 //! file's agents and plan, its answer is the call's result, `verify --recursive`), a paused tree
 //! resumed after the file is deleted, and each load error as one line naming the field.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::Path;
 
-use delegation_support::*;
+use support::delegation::*;
 
 /// The review team of `examples/review.toml`, each scripted reply taking `latency_ms`.
 fn review(latency_ms: u64) -> String {

@@ -4,11 +4,11 @@
 //! the tree verifies, a cassette of the parent replays the tree with no server, and a server
 //! both files name differently is refused at load.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use mcp_support::{err, out, processes_mentioning, run_id, runtape, server_main};
+use support::mcp::{err, out, processes_mentioning, run_id, runtape, server_main};
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
 /// its own filesystem server) and `lead.toml` (delegating to `reader.toml`, with `lead_mcp`

@@ -2,18 +2,18 @@
 //! requests made from another process, and keeps the leases of runs in long calls alive. A
 //! second store on the same SQLite file stands for the other process.
 
-use crate::durable_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use durable_support::*;
 use runtape::exec::{Engine, EngineConfig, RunHandle};
 use runtape::machine::RunId;
 use runtape::store::{Control, Durability, RunStatus, SqliteStore, Store, Write};
 use runtape::tool::{AsyncFnTool, Tool, ToolContext, ToolError};
 use serde_json::json;
+use support::durable::*;
 use tokio::sync::{Notify, watch};
 
 /// A lookup that counts and announces its start, then waits until the gate opens (or its call

@@ -4,12 +4,12 @@
 //! commits are fenced: it exits with one line and performs nothing more. The non-idempotent
 //! charge is performed once.
 
-use crate::protocol_support;
+use crate::support;
 
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// The lease's stored expiry, wall-clock ms.
 fn lease_expires_ms(db: &Path, run: &str) -> u64 {

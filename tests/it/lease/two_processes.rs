@@ -1,16 +1,16 @@
 //! One writer per run: two processes resume the same run at the same moment; exactly one
 //! drives it, the other gets a clear error and writes nothing.
 
-use crate::durable_support;
+use crate::support;
 
-use durable_support::child::*;
-use durable_support::spawn_child;
+use support::durable::child::*;
+use support::durable::spawn_child;
 
 const CHILD_TEST: &str = concat!(module_path!(), "::child_process_entry");
 
 #[test]
 fn child_process_entry() {
-    durable_support::child::child_main();
+    support::durable::child::child_main();
 }
 
 /// Committed transitions so far (0 while the child is still creating the database).

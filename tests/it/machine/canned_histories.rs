@@ -17,13 +17,13 @@
 //! recorded then still replay. Re-recording writes the current revision's history of that
 //! scenario beside it as `NAME.rN.json`; every file in `tests/canned/` is replayed.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::history::{Recorded, replay};
 use runtape::machine::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use support::machine::*;
 
 #[derive(Serialize, Deserialize)]
 struct Canned {

@@ -1,12 +1,12 @@
 //! Every edge of the transition table, pinned by a snapshot of `(state, event) → transition`.
 //! `every_edge_has_a_case` fails when an edge is added to the table without a case here.
 
-use crate::common;
+use crate::support;
 mod memory_sessions;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 type Case = fn() -> (Harness, EventBody);
 

@@ -1,6 +1,6 @@
 //! Invariants of `step` over random specs and random event sequences.
 
-use crate::common;
+use crate::support;
 
 use std::collections::BTreeSet;
 
@@ -131,7 +131,7 @@ prop_compose! {
         }
         let spec = Spec {
             agents,
-            tools: common::tools(),
+            tools: support::machine::tools(),
             plan: Some(Plan {
                 entry: ids[0].as_str().into(),
                 edges,
@@ -150,7 +150,7 @@ prop_compose! {
             session: session.map(|(messages, by_entry)| SessionSpec {
                 name: "s".into(),
                 index: 2,
-                previous: Some(RunId::new(common::PREVIOUS)),
+                previous: Some(RunId::new(support::machine::PREVIOUS)),
                 window: SessionWindow::Messages(messages),
                 summarizer: by_entry.then(|| AgentId::from("a0")),
                 replayed: false,
@@ -474,12 +474,17 @@ fn run(spec: &RunSpec, actions: &[(Action, u64)]) -> Vec<(RunState, Event, Trans
     let body = match &spec.spec().session {
         Some(_) => EventBody::SessionStart {
             goal: "goal".into(),
-            seed: common::seed(
+            seed: support::machine::seed(
                 spec.spec()
                     .agents
                     .iter()
                     .enumerate()
-                    .map(|(i, a)| (a.id.as_str(), common::chat(&a.system_prompt, i + 1)))
+                    .map(|(i, a)| {
+                        (
+                            a.id.as_str(),
+                            support::machine::chat(&a.system_prompt, i + 1),
+                        )
+                    })
                     .collect(),
             ),
         },
@@ -634,7 +639,7 @@ proptest! {
     /// answers to publishes.
     #[test]
     fn memory_invariants_hold(caps in (1u32..4, 4u32..40), actions in prop::collection::vec((arb_memory_action(), 0u64..40), 0..60)) {
-        let spec = common::memory_solo_with(|s| {
+        let spec = support::machine::memory_solo_with(|s| {
             let m = s.memory.as_mut().expect("memory");
             m.limits.max_keys = caps.0;
             m.limits.max_bytes_shared = caps.1;

@@ -4,11 +4,11 @@
 //! effects. Retry waits never exceed the remaining wall-time budget, and a `Retry-After`
 //! past the documented maximum is not waited for.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 fn unavailable(retry_after_ms: Option<u64>) -> ModelFailure {
     ModelFailure {

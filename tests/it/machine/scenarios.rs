@@ -1,11 +1,11 @@
 //! Whole runs driven through the pure machine, each pinned by a snapshot of every transition
 //! plus assertions on the behaviour the scenario exists for.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 fn snap(name: &str, h: &Harness) {
     insta_settings()

@@ -3,11 +3,11 @@
 //! an old history under revision 1 must give the old states (no cooldowns, sticky fallback,
 //! every `retry_after` waited for), or `verify` of an old run would fail after an upgrade.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 fn unavailable(retry_after_ms: Option<u64>) -> ModelFailure {
     ModelFailure {

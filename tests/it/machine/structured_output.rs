@@ -3,11 +3,11 @@
 //! invalid one is fed back under the correction budget, a refusal is a typed outcome; the
 //! reasoning a reply carries is kept with the assistant message.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 fn city_schema() -> serde_json::Value {
     json!({

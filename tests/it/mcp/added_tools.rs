@@ -4,13 +4,13 @@
 //! in the middle of a call of it leaves it in doubt (never sent twice unasked), and a cassette
 //! of the whole run replays the list change at the same boundary with no server.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_support::{bin, err, fake_server, out, replay, run_id, runtape, server_gone};
+use support::mcp::{bin, err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;

@@ -4,11 +4,11 @@
 //! its flags; revision 3 keeps its rules byte for byte (the whole rev-3 history is a
 //! snapshot).
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::json;
+use support::machine::*;
 
 /// A spec whose agent holds `grants` (with `fs__read`, found at start, a spec tool).
 fn spec(revision: u32, grants: Option<Vec<&str>>) -> RunSpec {

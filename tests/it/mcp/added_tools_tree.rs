@@ -6,12 +6,12 @@
 //! envelope hash with one line, and a tree cassette written before child lists were kept
 //! (tests/fixtures/cassette-tree-v4, by the build before this change) still loads and replays.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use mcp_support::{err, fake_server, out, run_id, runtape, server_gone};
 use serde_json::Value;
+use support::mcp::{err, fake_server, out, run_id, runtape, server_gone};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;

@@ -2,15 +2,15 @@
 //! when it is started, or an error result when it is called; nothing hangs and the process is
 //! left with no server process behind.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::Path;
 
-use mcp_support::{descendants_in, fake_server, script, stdio};
 use runtape::machine::{AgentId, RunId};
 use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTool};
 use runtape::tool::{Tool, ToolContext};
 use serde_json::json;
+use support::mcp::{descendants_in, fake_server, script, stdio};
 use tokio_util::sync::CancellationToken;
 
 const ONE_TOOL: &str = r#"

@@ -2,12 +2,12 @@
 //! filesystem server and server-everything over Streamable HTTP, spec errors, a SIGKILL in
 //! the middle of an MCP call then resume, and no server process left behind.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use mcp_support::{
+use support::mcp::{
     bin, err, everything_http, fake_server, out, processes_mentioning, replay, run_id, runtape,
     server_gone, server_main,
 };
@@ -162,7 +162,7 @@ provider = "s"
 fn tools_names_the_server_that_failed_to_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
-    let dies = mcp_support::script(&root, "dies.sh", "#!/bin/sh\necho 'no token' >&2\nexit 1\n");
+    let dies = support::mcp::script(&root, "dies.sh", "#!/bin/sh\necho 'no token' >&2\nexit 1\n");
     let spec = root.join("spec.toml");
     std::fs::write(
         &spec,

@@ -3,13 +3,13 @@
 //! non-idempotent call leaves it in doubt on resume (never silently performed twice), as for
 //! command tools.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mcp_support::{bin, err, fake_server, out, runtape};
+use support::mcp::{bin, err, fake_server, out, runtape};
 
 /// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
 fn wait_until(what: &str, ready: impl Fn() -> bool) {

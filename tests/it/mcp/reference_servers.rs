@@ -2,15 +2,15 @@
 //! tests/mcp_servers/install.sh): stdio for server-filesystem and server-everything, and
 //! Streamable HTTP for server-everything. server-everything's `get-env` is never called.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::time::Duration;
 
-use mcp_support::{descendants_in, everything, filesystem, server_main, zombies};
 use runtape::machine::{AgentId, RunId};
 use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTool, McpTransport};
 use runtape::tool::{Tool, ToolContext};
 use serde_json::{Value, json};
+use support::mcp::{descendants_in, everything, filesystem, server_main, zombies};
 use tokio_util::sync::CancellationToken;
 
 fn ctx(call: &str) -> ToolContext {

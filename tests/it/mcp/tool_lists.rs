@@ -3,11 +3,11 @@
 //! changed, `show` naming what each request offered and from which catalog, `verify` checking
 //! the catalog blobs, and a list that changed between processes visible in `runtape log`.
 
-use crate::mcp_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use mcp_support::{err, fake_server, out, replay, run_id, runtape, server_gone};
+use support::mcp::{err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
 const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;

@@ -9,8 +9,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::cli_support;
-use cli_support::{runtape, text};
+use crate::support;
+use support::cli::{runtape, text};
 
 fn ok(o: Output) -> String {
     assert!(o.status.success(), "{}", text(&o));

@@ -21,8 +21,8 @@ use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::{SqliteStore, Store, Write};
 use serde_json::{Value, json};
 
-use crate::crash_support;
-use crash_support::CrashOnce;
+use crate::support;
+use support::crash::CrashOnce;
 
 const TURNS: usize = 6;
 

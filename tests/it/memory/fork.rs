@@ -8,8 +8,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 fn ok(o: Output) -> String {
     assert!(

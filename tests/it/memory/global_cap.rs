@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli_support;
-use cli_support::{first_id, runtape, text};
+use crate::support;
+use support::cli::{first_id, runtape, text};
 
 /// `(key, version, value, run)` of every row of global memory `team`, oldest first per key.
 fn rows(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {

@@ -11,8 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use crate::cli_support;
-use cli_support::{first_id, runtape, text};
+use crate::support;
+use support::cli::{first_id, runtape, text};
 
 fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)

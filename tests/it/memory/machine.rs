@@ -3,11 +3,11 @@
 //! publishing on completion — published, refused (the writer gets a turn), or held against a
 //! cancel.
 
-use crate::common;
+use crate::support;
 
-use common::*;
 use runtape::machine::*;
 use serde_json::{Value, json};
+use support::machine::*;
 
 /// The content of each tool result the last settled batch appended, in call order.
 fn results(h: &Harness) -> Vec<(String, bool)> {

@@ -2,10 +2,10 @@
 //! `runtape show RUN@SEQ --json` does: the notes the agents could see, and the global writes
 //! staged and not yet published.
 
-use crate::serve_support;
+use crate::support;
 
 use serde_json::Value;
-use serve_support::{Server, run_spec, runtape, scratch};
+use support::serve::{Server, run_spec, runtape, scratch};
 
 #[test]
 fn the_step_inspector_shows_the_memory_at_each_step() {

@@ -3,7 +3,7 @@
 //! `expect.json` says (text, tool calls, finish, usage, cost, refusal, reasoning blocks with
 //! signatures, structured output) and that the request sent has the shape of
 //! `request.json`: every key of a recording is compared, or listed as ignorable with a reason
-//! (`provider_support::recorded::IGNORABLE`). A second test serves every error status the
+//! (`support::provider::recorded::IGNORABLE`). A second test serves every error status the
 //! providers document (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529)
 //! in each protocol's error shape and checks the class, retryability and hint. Two more
 //! handle what vendors add later on purpose: every success case again with an unknown key in
@@ -13,14 +13,14 @@
 //! Cases come from `tests/fixtures/provider-recordings` (or `RUNTAPE_PROVIDER_CASES` when set) and
 //! `tests/fixtures/providers`. Run with `--nocapture` to see one line per case.
 
-use crate::provider_support;
+use crate::support;
 
-use provider_support::recorded::{check_request_shape, provider_request};
-use provider_support::*;
 use runtape::machine::{Finish, ProviderErrorClass, TokenUsage};
 use runtape::provider::ProviderError;
 use runtape::provider::http::{Decoded, PricingTable, ProviderKind, cost_nanos, parse_error_body};
 use serde_json::Value;
+use support::provider::recorded::{check_request_shape, provider_request};
+use support::provider::*;
 
 macro_rules! ensure_eq {
     ($got:expr, $want:expr, $what:expr) => {{

@@ -2,15 +2,15 @@
 //! (named, never printed), plain http to a non-loopback host, credentials in the URL, zero
 //! timeout, bad prices. Ollama and keyless local OpenAI-compatible servers need no key.
 
-use crate::provider_support;
+use crate::support;
 
 use std::time::Duration;
 
-use provider_support::{KEY_VAR, env_with};
 use runtape::provider::ModelProvider;
 use runtape::provider::http::{
     HttpProvider, HttpProviderConfig, PriceEntry, ProviderBuildError, ProviderKind, build,
 };
+use support::provider::{KEY_VAR, env_with};
 
 fn try_build(
     config: HttpProviderConfig,

@@ -1,13 +1,13 @@
 //! Request encoding is a pure function of the request: how each protocol carries the system
 //! prompt, tool calls, tool results, tools, the stream flag and the output-token cap.
 
-use crate::provider_support;
+use crate::support;
 
-use provider_support::request;
 use runtape::machine::{Message, Role, ToolCall};
 use runtape::provider::ToolDef;
 use runtape::provider::http::{EncodeOptions, ProviderKind, encode_request};
 use serde_json::{Value, json};
+use support::provider::request;
 
 fn conversation() -> Vec<Message> {
     let mut assistant = Message::text(Role::Assistant, "Let me look.");

@@ -3,17 +3,17 @@
 //! history; cancel tears down an in-flight HTTP request; the API key never reaches the
 //! database, a trace or an error message.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::{Behaviour, MockServer, base_for, config, provider};
 use runtape::exec::{Engine, EngineConfig};
 use runtape::history;
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
+use support::provider::{Behaviour, MockServer, base_for, config, provider};
 
 const KEY: &str = "sk-test-runtape-SECRET-7f3e9a";
 

@@ -3,14 +3,14 @@
 //! date, request ids, hints, a body snippet of at most 500 characters from a read capped at
 //! 8 KiB, and errors inside HTTP-200 streams.
 
-use crate::provider_support;
+use crate::support;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use provider_support::*;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use runtape::machine::ProviderErrorClass::{self, *};
 use runtape::provider::http::{ProviderKind, classify, http_error, retry_after_ms};
+use support::provider::*;
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();

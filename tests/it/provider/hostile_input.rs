@@ -1,15 +1,15 @@
 //! Decoders never panic and never report success on broken input: random bytes, truncated
 //! streams, invalid UTF-8, oversized lines and errors inside 200 responses are all errors.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::LazyLock;
 
 use proptest::prelude::*;
-use provider_support::{Case, load_cases};
 use runtape::provider::http::{
     DecodeError, MAX_EVENT_BYTES, ProviderKind, StreamDecoder, decode_response, decode_stream,
 };
+use support::provider::{Case, load_cases};
 
 static CASES: LazyLock<Vec<Case>> = LazyLock::new(load_cases);
 

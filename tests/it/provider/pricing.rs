@@ -2,11 +2,11 @@
 //! nanodollar costs, and an unknown model costing "unknown" with one warning per provider
 //! and model.
 
-use crate::provider_support;
+use crate::support;
 
-use provider_support::*;
 use runtape::machine::TokenUsage;
 use runtape::provider::http::{PriceEntry, PricingTable, ProviderKind, cost_nanos};
+use support::provider::*;
 
 const USD: u64 = 1_000_000_000;
 

@@ -5,12 +5,11 @@
 //! OpenAI-compatible server's `reasoning_content`, Responses reasoning items by encrypted
 //! content — reasoning tokens are counted, and a cassette replays the reasoning unchanged.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use provider_support::{Behaviour, MockServer, base_for, config, provider};
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::*;
@@ -18,6 +17,7 @@ use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
 use runtape::tool::FnTool;
 use serde_json::json;
+use support::provider::{Behaviour, MockServer, base_for, config, provider};
 
 /// The one tool: read-only, idempotent, answers every lookup at once.
 fn lookup() -> ToolSpec {

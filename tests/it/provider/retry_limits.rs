@@ -4,7 +4,7 @@
 //! empty replies (`choices: []`, `content: null`) are retried as provider errors, never taken
 //! as an answer; a scripted `latency_ms` that would hang is refused at load in one line.
 
-use crate::provider_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use provider_support::{Behaviour, MockServer};
 use serde_json::Value;
+use support::provider::{Behaviour, MockServer};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));

@@ -2,14 +2,14 @@
 //! Debug, the machine's failure), not in a log line, not in `Debug` of the provider or its
 //! config, even when a hostile server echoes the key back in every error shape.
 
-use crate::provider_support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;
 
-use provider_support::*;
 use runtape::provider::ProviderError;
 use runtape::provider::http::{HttpProviderConfig, ProviderKind, build};
+use support::provider::*;
 
 const KEY: &str = "sk-RUNTAPE-leak-canary-4f9c2e7a";
 

@@ -2,9 +2,8 @@
 //! bytes in, bytes out), and the Responses API's stream events that end a reply differently
 //! (incomplete, failed, refused).
 
-use crate::provider_support;
+use crate::support;
 
-use provider_support::request;
 use runtape::machine::*;
 use runtape::provider::ToolDef;
 use runtape::provider::http::{
@@ -12,6 +11,7 @@ use runtape::provider::http::{
     encode_request,
 };
 use serde_json::{Value, json};
+use support::provider::request;
 
 fn closed_schema() -> Value {
     json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": false})

@@ -3,15 +3,15 @@
 //! silence fails at the idle timeout; a 50 MB stream is refused at the size cap and nothing of
 //! it reaches the database; an agent's remaining wall-time budget bounds a request.
 
-use crate::provider_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use provider_support::*;
 use runtape::machine::ProviderErrorClass;
 use runtape::provider::http::{MAX_BODY_BYTES, ProviderKind};
+use support::provider::*;
 
 const FIRST: &str =
     "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial\"}}]}\n\n";

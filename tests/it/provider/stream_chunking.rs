@@ -3,16 +3,16 @@
 //! `\n`, between the two newlines ending an event), decodes to the same reply and the same
 //! text deltas as the whole body.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::LazyLock;
 
 use proptest::prelude::*;
-use provider_support::load_cases;
 use runtape::machine::{Finish, TokenUsage};
 use runtape::provider::http::{
     DecodeError, Decoded, ProviderKind, SseDecoder, SseEvent, decode_stream,
 };
+use support::provider::load_cases;
 
 struct Stream {
     name: String,

@@ -2,15 +2,15 @@
 //! the call's future closes the connection; a redirect is never followed, so the key never
 //! reaches another host; the key is read at call time.
 
-use crate::provider_support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use provider_support::*;
 use runtape::machine::ProviderErrorClass;
 use runtape::provider::ModelProvider;
 use runtape::provider::http::{HttpProvider, ProviderKind};
+use support::provider::*;
 use tokio::sync::Notify;
 
 const KEY: &str = "sk-transport-test-key";

@@ -3,11 +3,11 @@
 //! `receipts verify --pubkey` with one line; a file without a head line (an export by runtape
 //! 0.1.0) is checked only with `--allow-headless`, and then said to be unproven.
 
-use crate::tamper_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use tamper_support::*;
+use support::tamper::*;
 
 fn export(db: &Path, run: &str, dir: &Path) -> (PathBuf, Vec<String>) {
     let file = dir.join(format!("{run}.jsonl"));

@@ -2,7 +2,7 @@
 //! verification, tampering named by receipt, unsigned runs, and the secret key never written
 //! anywhere but its own file.
 
-use crate::durable_support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -10,13 +10,12 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use durable_support::*;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::receipt::ReceiptSigner;
 use runtape::store::RunStatus;
+use support::durable::*;
 
-use crate::cli_support;
-use cli_support::text;
+use support::cli::text;
 
 fn runtape(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_runtape"))

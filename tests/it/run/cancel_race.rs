@@ -3,11 +3,11 @@
 //! completed first it says so in one line on stderr and exits 2, and nothing is changed.
 //! The issue saw 13 of 40 such trials print `cancelled RUN: completed at step 34` and exit 0.
 
-use crate::protocol_support;
+use crate::support;
 
 use std::io::BufRead;
 
-use protocol_support::*;
+use support::protocol::*;
 
 #[test]
 fn cancel_reports_what_happened_when_racing_the_end_of_a_run() {

@@ -17,12 +17,12 @@
 //! RUNTAPE_SOAK_TRIALS=200 cargo test --release --test concurrent_resumers -- --nocapture
 //! ```
 
-use crate::protocol_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// What went wrong in one trial, if anything.
 fn trial(k: usize) -> Result<(), String> {

@@ -8,20 +8,20 @@
 //! - the idempotent tool only ever repeated with the same idempotency key;
 //! - the non-idempotent tool ran at most once per call.
 
-use crate::durable_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use durable_support::child::*;
-use durable_support::spawn_child;
+use support::durable::child::*;
+use support::durable::spawn_child;
 
 const CHILD_TEST: &str = concat!(module_path!(), "::child_process_entry");
 
 #[test]
 fn child_process_entry() {
-    durable_support::child::child_main();
+    support::durable::child::child_main();
 }
 
 struct Row {

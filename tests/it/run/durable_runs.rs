@@ -1,13 +1,12 @@
 //! The durable engine on a real SQLite file: runs complete, effects wait for their
 //! transitions, tools run in parallel with timeouts, pause/cancel/observers behave.
 
-use crate::durable_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use durable_support::*;
 use runtape::exec::{Engine, EngineConfig, Trace};
 use runtape::history;
 use runtape::machine::*;
@@ -15,6 +14,7 @@ use runtape::provider::ScriptedProvider;
 use runtape::store::{Durability, RunStatus, SqliteStore, Store};
 use runtape::tool::{AsyncFnTool, FnTool, ToolContext, ToolError};
 use serde_json::json;
+use support::durable::*;
 
 #[tokio::test]
 async fn a_run_completes_and_its_history_replays() {

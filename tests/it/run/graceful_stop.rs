@@ -4,12 +4,12 @@
 //! that outlives the grace period is killed and is in doubt on resume. A second signal leaves
 //! at once (exit 130).
 
-use crate::protocol_support;
+use crate::support;
 
 use std::io::Read;
 use std::path::Path;
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// Starts a charge run (the charge takes `then`), waits until the charge is in flight, and
 /// sends `sig`; returns the run id and the process's exit code and stderr.

@@ -4,17 +4,17 @@
 //! through resume and fork, and verify. (Runs written by runtape 0.1.0 are resumed and verified
 //! by `db_format_0_1_0`; recorded histories of every revision replay in `canned_histories`.)
 
-use crate::durable_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use durable_support::*;
 use runtape::exec::{Engine, ForkMode};
 use runtape::history;
 use runtape::machine::*;
 use runtape::store::RunStatus;
 use sha2::Digest as _;
+use support::durable::*;
 
 /// Which hash function, computed from scratch, names each stored state and link.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,11 +7,11 @@
 //! - not performed → the call is performed, with the same idempotency key;
 //! - unknown → a person decides (`resume --approve | --reject | --input`).
 
-use crate::protocol_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// The spec: the charge records its pid, waits while `slow` exists, then appends its key to
 /// `charges.log`. The reconcile command records what it was asked, then answers from

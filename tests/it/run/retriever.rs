@@ -6,10 +6,10 @@
 //! gets the recorded passages without running the retriever again; bad `[retriever]` and
 //! `[session]` tables are one line at load.
 
-use crate::session_support;
+use crate::support;
 
 use serde_json::Value;
-use session_support::*;
+use support::session::*;
 
 /// One agent answering from a script, with a `[retriever]` running `script` (a shell script
 /// in the spec's directory) and `extra` keys.

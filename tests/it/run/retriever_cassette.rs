@@ -5,12 +5,12 @@
 //! retriever, so every run of the tree reaches its recorded final state. A passage edited in
 //! a child's section is refused, naming the child.
 
-use crate::delegation_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use delegation_support::*;
 use serde_json::Value;
+use support::delegation::*;
 
 /// `examples/team.toml` with a retriever for the lead and the researcher (a child run).
 fn team_with_retriever(dir: &Path) -> PathBuf {

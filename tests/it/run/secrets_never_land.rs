@@ -8,14 +8,13 @@
 //! exports, or `runtape serve`'s answers; each is there as `[redacted:NAME]`. A tool gets only
 //! the minimal environment plus what its `env` names; `env_all` withholds credentials.
 
-use crate::provider_support;
-use crate::serve_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use provider_support::{Behaviour, MockServer};
 use serde_json::Value;
+use support::provider::{Behaviour, MockServer};
 
 const OPENAI: &str = "sk-openai-canary-5b0e61d2c4";
 const ANTHROPIC: &str = "sk-ant-canary-88aa19f3e7d0";
@@ -580,7 +579,7 @@ fn otlp_receiver() -> (String, Received) {
 /// Everything `runtape serve` answers about `run` (with the serve token, as required when it
 /// is set): the run list, the run, its timeline, every step, its receipts and `verify`.
 fn serve_answers(env: &Env, run: &str, token: &str) -> Vec<(String, String)> {
-    let server = serve_support::Server::start(
+    let server = support::serve::Server::start(
         env.dir.path(),
         &env.db,
         &[],

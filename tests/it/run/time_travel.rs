@@ -1,18 +1,18 @@
 //! Time travel on real SQLite files: verify (and its failures on tampered rows), the
 //! timeline, a step in full, forks (live, from the tape, with edits), and diff.
 
-use crate::durable_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use durable_support::*;
 use runtape::exec::{Engine, ForkEdit, ForkMode, TapeEnd};
 use runtape::history;
 use runtape::machine::*;
 use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::{RunStatus, Store};
 use serde_json::json;
+use support::durable::*;
 
 /// A provider that counts calls and answers by turn: `rounds` tool rounds, then an answer that
 /// quotes the last user message (so an edited message changes the answer).

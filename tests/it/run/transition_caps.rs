@@ -3,9 +3,9 @@
 //! released, and the history verifies. A cap of 1 used to wedge the run in `running`
 //! (`created --start--> done` was not an edge of the table).
 
-use crate::protocol_support;
+use crate::support;
 
-use protocol_support::*;
+use support::protocol::*;
 
 #[test]
 fn caps_of_one_two_and_three_fail_the_run_cleanly() {

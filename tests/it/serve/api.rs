@@ -2,12 +2,12 @@
 //! `--json` command prints, each action ends in the history as the command's would, and every
 //! refusal is one line with the command line's words and a fitting status.
 
-use crate::serve_support;
+use crate::support;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use serve_support::{Server, request, run_spec, runtape, scratch, slow_tool_spec};
+use support::serve::{Server, request, run_spec, runtape, scratch, slow_tool_spec};
 
 fn json_lines(out: &std::process::Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)

@@ -8,7 +8,7 @@
 //! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core
 //! (`bash tests/browser/install.sh`); `.ci/run` installs both.
 
-use crate::serve_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +21,7 @@ use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::Durability;
 use runtape::tool::FnTool;
 use serde_json::json;
-use serve_support::{Server, run_spec, scratch};
+use support::serve::{Server, run_spec, scratch};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

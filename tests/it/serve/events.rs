@@ -2,16 +2,16 @@
 //! for runs the server drives and for runs another process drives, a killed run shown as
 //! interrupted, clients that hang up mid-stream, and a thousand subscribers at once.
 
-use crate::serve_support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use serve_support::{Server, Stream, bin, run_spec, scratch, tool_spec, unsafe_free_kill};
+use support::serve::{Server, Stream, bin, run_spec, scratch, tool_spec, unsafe_free_kill};
 
-fn ids(events: &[serve_support::Sse]) -> Vec<String> {
+fn ids(events: &[support::serve::Sse]) -> Vec<String> {
     events.iter().filter_map(|e| e.id.clone()).collect()
 }
 
@@ -75,7 +75,7 @@ fn a_stream_sends_every_step_then_resumes_after_its_last_event_id() {
     let mut live = Vec::new();
     while !(live
         .iter()
-        .any(|e: &serve_support::Sse| e.event == "run" && e.json()["status"] == "completed")
+        .any(|e: &support::serve::Sse| e.event == "run" && e.json()["status"] == "completed")
         && live
             .iter()
             .any(|e| e.event == "trace" && e.json()["type"] == "run.finished"))

@@ -4,12 +4,12 @@
 //! their numbers: the runs still verify, and a database written by runtape 0.1.0 still does
 //! (`db_format_0_1_0.rs`).
 
-use crate::serve_support;
+use crate::support;
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use serve_support::{Server, Stream, request, run_spec, runtape, scratch};
+use support::serve::{Server, Stream, request, run_spec, runtape, scratch};
 
 const MAX_EXACT: u64 = 1 << 53;
 

@@ -3,7 +3,7 @@
 //! agent turn, `execute_tool {name}` per tool call), GenAI attributes, links across resume
 //! and fork, counters, and no content unless asked for.
 
-use crate::serve_support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use serve_support::{Server, run_spec, scratch};
+use support::serve::{Server, run_spec, scratch};
 
 /// What the receiver got: (path, body) of every POST.
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
@@ -376,7 +376,7 @@ fn the_command_line_exports_with_the_standard_variable_and_a_resume_joins_the_tr
     let dir = scratch();
     let db = dir.path().join("runs.db");
     let env_run = |args: &[&str]| {
-        let out = std::process::Command::new(serve_support::bin())
+        let out = std::process::Command::new(support::serve::bin())
             .args(args)
             .arg("--db")
             .arg(&db)

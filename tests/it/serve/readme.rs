@@ -2,11 +2,11 @@
 //! the real curl against a real server (its address put in for `127.0.0.1:7777`, `RUN` for a
 //! run waiting for approval) and gets a 2xx answer; the event stream is followed for a moment.
 
-use crate::serve_support;
+use crate::support;
 
 use std::process::Command;
 
-use serve_support::{Server, run_spec, scratch};
+use support::serve::{Server, run_spec, scratch};
 
 /// The lines of the README's ```` ```console ```` blocks that start with `curl`.
 fn curl_examples(readme: &str) -> Vec<String> {

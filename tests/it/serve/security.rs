@@ -4,7 +4,7 @@
 //! server (slow headers, slow bodies, more connections than it serves at once). Each refused
 //! request changes nothing.
 
-use crate::serve_support;
+use crate::support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use serve_support::{Server, bin, request, run_spec, scratch};
+use support::serve::{Server, bin, request, run_spec, scratch};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 

@@ -7,12 +7,12 @@
 //! history or a passage are refused before anything is written; a replay that asks the
 //! retriever something else stops with a typed error.
 
-use crate::session_support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use session_support::*;
+use support::session::*;
 
 const QUESTIONS: [&str; 3] = [
     "My name is Ada and I am planning a trip to Lisbon.",

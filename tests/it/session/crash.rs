@@ -4,15 +4,15 @@
 //! exactly where an uninterrupted third run ends (same final state hash, stepped clock), with
 //! the history and summary it began with placed once, and every run verifies.
 
-use crate::session_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use session_support::*;
+use support::session::*;
 
-/// The chat of `session_support`, with a summariser, a retriever and a model that each take
+/// The chat of `support::session`, with a summariser, a retriever and a model that each take
 /// a while, so a kill can land inside each.
 fn slow_spec(dir: &Path) -> std::path::PathBuf {
     let retriever = spec(

@@ -4,10 +4,10 @@
 //! `sessions` and `log --session` list them; every run verifies; a session whose latest run
 //! has not ended refuses a next one; a failed or cancelled run is skipped as a source.
 
-use crate::session_support;
+use crate::support;
 
 use serde_json::Value;
-use session_support::*;
+use support::session::*;
 
 const ANSWERS: [&str; 3] = [
     "Nice to meet you, Ada.",

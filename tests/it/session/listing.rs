@@ -4,10 +4,10 @@
 //! and `runtape serve`'s API carry `session`, `session_index` and `session_kind` — the API's
 //! run list through the same code, searchable by the session's name.
 
-use crate::serve_support;
+use crate::support;
 
 use serde_json::Value;
-use serve_support::{Server, runtape, scratch};
+use support::serve::{Server, runtape, scratch};
 
 fn ok(dir: &std::path::Path, db: &std::path::Path, args: &[&str]) -> String {
     let out = runtape(dir, db, args);
@@ -135,7 +135,7 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
         "{one}"
     );
     // The page draws the mark from these fields.
-    let page = serve_support::request(server.addr, "GET", "/app.js", &[], None);
+    let page = support::serve::request(server.addr, "GET", "/app.js", &[], None);
     assert_eq!(page.status, 200);
     assert!(
         page.text().contains("function sessionMark(r)"),

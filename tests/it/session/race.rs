@@ -4,12 +4,12 @@
 //! ("started by another process at the same time") or found the winner's run already there
 //! ("has not ended"). Never a run 3 twice, never a gap, and every run verifies.
 
-use crate::session_support;
+use crate::support;
 
 use std::process::Stdio;
 
 use serde_json::Value;
-use session_support::*;
+use support::session::*;
 
 const TRIALS: usize = 6;
 

@@ -5,15 +5,14 @@
 //! verifies. Three processes open the fresh database at once (the first `run` and two
 //! workers): its schema is created once.
 
-use crate::pg_support;
-use crate::session_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use session_support::*;
+use support::session::*;
 
 fn worker(url: &str, dir: &Path, n: usize) -> Child {
     let log = std::fs::File::create(dir.join(format!("worker{n}.log"))).expect("log file");
@@ -64,7 +63,7 @@ fn wait_completed(db: &Path, run: &str, dir: &Path) {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let url = server.fresh_db();
     let db = Path::new(&url);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -82,7 +81,7 @@ fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
         ),
     );
     let spec = spec.to_str().expect("utf-8");
-    let _workers = pg_support::Reaper(vec![
+    let _workers = support::pg::Reaper(vec![
         worker(&url, dir.path(), 0),
         worker(&url, dir.path(), 1),
     ]);

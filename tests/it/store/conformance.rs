@@ -5,7 +5,7 @@
 //! multi-commits, outbox states, read-only views — so a store that breaks any of it fails here.
 
 mod global_memory;
-use crate::pg_support;
+use crate::support;
 mod sessions;
 
 use global_memory::*;
@@ -671,7 +671,7 @@ fn a_timed_store_over_memory_passes_the_conformance_suite() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_passes_the_conformance_suite() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     every_case(&|| Arc::new(PostgresStore::open(&server.fresh_db()).expect("opens")));
 }
 
@@ -681,7 +681,7 @@ fn postgres_passes_the_conformance_suite() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_leases_follow_the_database_clock() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let store = PostgresStore::open(&server.fresh_db()).expect("opens");
     let hour = 3_600_000;
     let mut new = new_run("r", "slow-clock", 0);
@@ -721,7 +721,7 @@ fn postgres_leases_follow_the_database_clock() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     for round in 0..5 {
         let url = server.fresh_db();
         let gate = Arc::new(std::sync::Barrier::new(8));
@@ -751,10 +751,10 @@ fn postgres_opens_racing_on_a_fresh_database_create_the_schema_once() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_open_errors_are_one_clear_line() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let url = server.fresh_db();
     drop(PostgresStore::open(&url).expect("creates the schema"));
-    let db = pg_support::PgServer::db_of(&url).to_owned();
+    let db = support::pg::PgServer::db_of(&url).to_owned();
     server.sql(
         &db,
         "UPDATE runtape.meta SET value = 99 WHERE name = 'schema_version'",

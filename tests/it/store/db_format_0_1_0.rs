@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
 const HANDOFF: &str = "01m8317cjg1r44vz";

@@ -7,14 +7,13 @@
 //! The version-4 database is made by running runtape on a new database and turning its tables
 //! back into version 4's shape with SQL (columns and values as version 4 stored them).
 
-use crate::cli_support;
-use crate::pg_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;
 
-use cli_support::{first_id, runtape, text};
-use pg_support::PgServer;
+use support::cli::{first_id, runtape, text};
+use support::pg::PgServer;
 
 const SPEC: &str = r#"goal = "count to three"
 [[providers]]

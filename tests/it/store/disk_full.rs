@@ -11,12 +11,12 @@
 //! the full disk as an I/O error. A run whose first commit found no room verifies as a run
 //! not yet started, not as a tamper.
 
-use crate::protocol_support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// A spec whose model asks for `rounds` calls to an idempotent `charge` tool, one per turn.
 fn rounds_spec(dir: &Path, rounds: usize) -> std::path::PathBuf {

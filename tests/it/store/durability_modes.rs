@@ -9,8 +9,8 @@ use std::process::Output;
 use runtape::config;
 use runtape::store::{Durability, SqliteStore};
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
 fn spec_with(dir: &Path, extra: &str) -> PathBuf {

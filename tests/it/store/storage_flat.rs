@@ -2,17 +2,17 @@
 //! snapshots hold conversation heads, never whole conversations. Measured on real SQLite files
 //! with the scripted provider: a 10,000-round run against a 1,000-round run.
 
-use crate::durable_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use durable_support::*;
 use runtape::exec::{Engine, EngineConfig, SteppedClock};
 use runtape::machine::{ModelReply, ToolCallRequest};
 use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::{Durability, RunStatus, SqliteStore, Store};
 use serde_json::json;
+use support::durable::*;
 
 /// Every message 200 bytes, one tool call per round, then an answer.
 fn provider(rounds: usize) -> ScriptedProvider {

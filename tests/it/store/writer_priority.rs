@@ -6,13 +6,13 @@
 //! writer's or the checkpointer's.
 #![cfg(target_os = "linux")]
 
-use crate::protocol_support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use protocol_support::*;
+use support::protocol::*;
 
 /// The nice value of each thread of `pid` named `comm`.
 fn thread_nices(pid: u32, comm: &str) -> Vec<i32> {

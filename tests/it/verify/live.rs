@@ -5,8 +5,8 @@
 
 use std::process::{Command, Stdio};
 
-use crate::cli_support;
-use cli_support::runtape;
+use crate::support;
+use support::cli::runtape;
 
 fn spec() -> String {
     let mut replies = String::new();

@@ -2,19 +2,19 @@
 //! `runtape verify RUN` (the real binary, on a real SQLite file) exits 1 with one line naming
 //! the seq or the column at fault — with `--pubkey` and without. The fixture holds a long run
 //! with a non-idempotent tool, signed receipts and a snapshot at seq 64, a fork of it, and a
-//! run killed while its non-idempotent call ran (see `tamper_support`).
+//! run killed while its non-idempotent call ran (see `support::tamper`).
 //!
 //! The cases must cover every column `ledger::coverage` lists as verified, and that list
 //! must hold every column of every table (`verify_coverage.rs`), so a new stored field cannot
 //! go unchecked.
 
-use crate::tamper_support;
+use crate::support;
 
 use std::collections::BTreeSet;
 
 use runtape::ledger::coverage::{COLUMNS, Coverage};
 use rusqlite::Connection;
-use tamper_support::*;
+use support::tamper::*;
 
 /// One edit: the column it tampers with, the run to verify, the SQL, and what the one-line
 /// error must contain (any of).

@@ -2,12 +2,12 @@
 //! do not match its sealed head — with one line, writing nothing and running nothing (a setup
 //! edited to `touch PWNED; …` never runs). The real binary on real SQLite files.
 
-use crate::tamper_support;
+use crate::support;
 
 use std::path::Path;
 
 use rusqlite::Connection;
-use tamper_support::*;
+use support::tamper::*;
 
 /// Every row of every table, for "nothing was written".
 fn dump(db: &Path) -> String {

@@ -9,7 +9,7 @@
 //! first kills the orphaned program (same host), then asks the tool's `reconcile` command,
 //! which answers from `effects.log` — so a call is performed again only if it never was.
 
-use crate::pg_support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ fn statuses(store: &PostgresStore) -> std::collections::BTreeMap<&'static str, u
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn four_workers_killed_at_random_complete_every_run_once() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let url = server.fresh_db();
     let dir: PathBuf = tempfile::tempdir().expect("tempdir").keep();
     let dir = dir.canonicalize().expect("resolves");
@@ -117,7 +117,7 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     eprintln!("chaos seed {seed}");
     let mut dice = Dice(seed);
     let mut gens = [0usize; WORKERS];
-    let mut workers = pg_support::Reaper((0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect());
+    let mut workers = support::pg::Reaper((0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect());
     let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {

@@ -8,7 +8,7 @@
 //! nothing, stops driving each run, and drives none of them again. Every run verifies, and no
 //! idempotency key is performed twice.
 
-use crate::pg_support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -92,7 +92,7 @@ fn events(dir: &Path, name: &str, event: &str) -> Vec<serde_json::Value> {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_partitioned_worker_loses_its_leases_and_stops() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let url = server.fresh_db();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().canonicalize().expect("resolves");
@@ -112,7 +112,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     }
     let store = PostgresStore::open(&url).expect("opens");
 
-    let mut workers = pg_support::Reaper(vec![worker(&url, &dir, "a")]);
+    let mut workers = support::pg::Reaper(vec![worker(&url, &dir, "a")]);
     let a_pid = workers.0[0].id();
     let a_process = format!("{}:{a_pid}", runtape::store::owner_host());
     wait_until("worker A drives all four runs", || {

@@ -283,7 +283,7 @@ pub(super) fn removals_are_recorded_chained_and_refused_without_a_value(make: Ma
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn postgres_publishes_from_two_connections_take_turns() {
-    let server = pg_support::PgServer::start();
+    let server = support::pg::PgServer::start();
     let url = server.fresh_db();
     let a: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).expect("opens"));
     let b: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).expect("opens"));

@@ -1,0 +1,18 @@
+//! What the tests share: running the binary, specs, databases, mock providers and MCP servers,
+//! and a driver for the pure machine. One module per kind of help.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod cassette;
+pub mod cli;
+pub mod config;
+pub mod crash;
+pub mod delegation;
+pub mod durable;
+pub mod machine;
+pub mod mcp;
+pub mod pg;
+pub mod protocol;
+pub mod provider;
+pub mod serve;
+pub mod session;
+pub mod tamper;
