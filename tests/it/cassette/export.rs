@@ -3,31 +3,16 @@
 //! a version-2 cassette recorded by an earlier runtape still replays, compared the way it was
 //! hashed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
+use crate::support::cli::{example, runtape};
 use runtape::cassette::{CassetteProvider, ReplayOptions, VERSION, export_run};
 use runtape::exec::Engine;
 use runtape::machine::{AgentSpec, ModelReply, RunSpec, Spec};
 use runtape::provider::{ModelProvider, ProviderRequest, ScriptOutcome, ScriptedProvider};
 use runtape::store::RunStatus;
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
-}
 
 fn first_word_after(out: &Output, prefix: &str) -> String {
     String::from_utf8_lossy(&out.stdout)

@@ -10,6 +10,7 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
+use crate::support::cli::runtape;
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
 };
@@ -203,16 +204,6 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
     history::verify(replayed.store().as_ref(), &again.run_id, None)
         .expect("reads")
         .expect("the replayed run verifies");
-}
-
-fn runtape(db: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("RUNTAPE_DB")
-        .output()
-        .expect("runs")
 }
 
 /// Through the CLI: a run with a deterministic clock, its cassette, a replay of it.

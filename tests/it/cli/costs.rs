@@ -7,28 +7,10 @@
 use crate::support;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
+use crate::support::cli::{err as stderr, out as stdout, runtape};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin().arg("--db").arg(db).args(args).output().expect("runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 const TOOL_CALL: &str = r#"{"id":"c1","object":"chat.completion","model":"MODEL","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"echo","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1000,"completion_tokens":100}}"#;
 const ANSWER: &str = r#"{"id":"c2","object":"chat.completion","model":"MODEL","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":20}}"#;

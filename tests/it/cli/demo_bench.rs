@@ -2,23 +2,14 @@
 //! narrates a crash, a resume, a listing, an earlier step, a fork and two verifications, and
 //! leaves a database the printed commands work on; the bench reports every workload.
 
+use crate::support::cli::bare;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn runtape(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
 
 #[test]
 fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("demo.db");
-    let o = runtape(&["demo", "--db", db.to_str().expect("utf-8")]);
+    let o = bare(&["demo", "--db", db.to_str().expect("utf-8")]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -60,7 +51,7 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
         statuses.iter().all(|(_, s)| s == "completed"),
         "{statuses:?}"
     );
-    let log = runtape(&["--db", db.to_str().expect("utf-8"), "log", &statuses[0].0]);
+    let log = bare(&["--db", db.to_str().expect("utf-8"), "log", &statuses[0].0]);
     assert!(log.status.success());
 }
 
@@ -77,7 +68,7 @@ fn quick_bench(extra: &[&str]) -> serde_json::Value {
         scratch.to_str().expect("utf-8"),
     ];
     args.extend_from_slice(extra);
-    let o = runtape(&args);
+    let o = bare(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         !Path::new(&scratch).exists()
@@ -175,7 +166,7 @@ fn bad_bench_arguments_are_refused_in_one_line_naming_what_is_allowed() {
         ),
     ];
     for (args, names) in cases {
-        let o = runtape(args);
+        let o = bare(args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}: nothing is measured");

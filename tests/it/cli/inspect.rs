@@ -5,32 +5,14 @@
 use crate::support;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
+use crate::support::cli::{err, out, runtape};
 use runtape::exec::{ForkEdit, ForkMode};
 use runtape::machine::RunId;
 use runtape::store::RunStatus;
 use support::durable::*;
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("RUNTAPE_DB")
-        .output()
-        .expect("runs the binary")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// A database with one completed run and a fork of it.
 fn world() -> (tempfile::TempDir, std::path::PathBuf, RunId, RunId) {
@@ -71,16 +53,16 @@ fn ls_log_show_diff_verify() {
     let r = run.as_str();
 
     let ls = runtape(&db, &["ls"]);
-    assert!(ls.status.success(), "{}", stderr(&ls));
+    assert!(ls.status.success(), "{}", err(&ls));
     assert!(
-        stdout(&ls).contains(r)
-            && stdout(&ls).contains("completed")
-            && stdout(&ls).contains(&format!("fork of {r}@4"))
+        out(&ls).contains(r)
+            && out(&ls).contains("completed")
+            && out(&ls).contains(&format!("fork of {r}@4"))
     );
 
     let log = runtape(&db, &["log", r]);
     assert!(log.status.success());
-    let text = stdout(&log);
+    let text = out(&log);
     assert!(
         text.contains("created → preparing") || text.contains("created"),
         "{text}"
@@ -88,7 +70,7 @@ fn ls_log_show_diff_verify() {
     assert!(text.contains("tool calls: lookup"), "{text}");
 
     let log_json = runtape(&db, &["log", r, "--json"]);
-    let lines: Vec<serde_json::Value> = stdout(&log_json)
+    let lines: Vec<serde_json::Value> = out(&log_json)
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
@@ -97,8 +79,8 @@ fn ls_log_show_diff_verify() {
     assert_eq!(lines[0]["seq"], 1);
 
     let show = runtape(&db, &["show", &format!("{r}@5")]);
-    assert!(show.status.success(), "{}", stderr(&show));
-    let text = stdout(&show);
+    assert!(show.status.success(), "{}", err(&show));
+    let text = out(&show);
     assert!(
         text.contains("request to p/m — 4 messages, tools [lookup]"),
         "{text}"
@@ -106,22 +88,22 @@ fn ls_log_show_diff_verify() {
     assert!(text.contains("Count the stars."));
 
     let show_json = runtape(&db, &["show", r, "--json"]);
-    let v: serde_json::Value = serde_json::from_str(stdout(&show_json).trim()).expect("JSON");
+    let v: serde_json::Value = serde_json::from_str(out(&show_json).trim()).expect("JSON");
     assert_eq!(v["seq"], v["latest"]);
     assert_eq!(v["state"]["state"], "done");
 
     let diff = runtape(&db, &["diff", r, fork.as_str()]);
     assert!(diff.status.success());
     assert!(
-        stdout(&diff).contains("agree on steps 1..=4 and first differ at step 5"),
+        out(&diff).contains("agree on steps 1..=4 and first differ at step 5"),
         "{}",
-        stdout(&diff)
+        out(&diff)
     );
 
     for id in [r, fork.as_str()] {
         let verify = runtape(&db, &["verify", id]);
-        assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
-        assert!(stdout(&verify).starts_with("OK: "));
+        assert_eq!(verify.status.code(), Some(0), "{}", err(&verify));
+        assert!(out(&verify).starts_with("OK: "));
     }
 }
 
@@ -133,7 +115,7 @@ fn verify_fails_with_exit_1_naming_the_seq() {
     drop(conn);
     let out = runtape(&db, &["verify", run.as_str()]);
     assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
+    let err = err(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(&format!(
@@ -197,7 +179,7 @@ fn bad_input_is_one_line_the_documented_status_and_changes_nothing() {
     for (args, code, needle) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = runtape(&db, &args);
-        let err = stderr(&out);
+        let err = err(&out);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
         assert!(
@@ -211,8 +193,8 @@ fn bad_input_is_one_line_the_documented_status_and_changes_nothing() {
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, b"not a database at all, just text\n".repeat(100)).expect("writes");
     let out = runtape(&junk, &["ls"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(stderr(&out).contains("is not a runtape database"));
+    assert_eq!(out.status.code(), Some(3), "{}", err(&out));
+    assert!(err(&out).contains("is not a runtape database"));
     assert_eq!(
         std::fs::read(&junk).expect("reads"),
         b"not a database at all, just text\n".repeat(100)
@@ -220,6 +202,6 @@ fn bad_input_is_one_line_the_documented_status_and_changes_nothing() {
     let missing = dir.path().join("missing.db");
     let out = runtape(&missing, &["ls"]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("no database at"), "{}", stderr(&out));
+    assert!(err(&out).contains("no database at"), "{}", err(&out));
     assert!(!missing.exists());
 }

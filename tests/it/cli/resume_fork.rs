@@ -7,21 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support;
+use crate::support::cli::{err, out, run_id};
 use support::cli::runtape;
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The run id on the first line (`started run ID`, `forked P@N as run ID`, …).
-fn run_id(o: &Output) -> String {
-    let first = out(o).lines().next().unwrap_or_default().to_owned();
-    first.rsplit(' ').next().unwrap_or_default().to_owned()
-}
 
 fn status_of(db: &Path, run: &str) -> String {
     rusqlite::Connection::open(db)

@@ -3,44 +3,11 @@
 //! input of the spec file and the database (one line on stderr, the documented exit status,
 //! the database unchanged).
 
+use crate::support::cli::{bin, err, example, out, run_id, runtape};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
-}
-
-fn run_id(o: &Output) -> String {
-    let first = out(o).lines().next().unwrap_or_default().to_owned();
-    first.rsplit(' ').next().unwrap_or_default().to_owned()
-}
 
 /// A slow offline spec: `rounds` tool rounds, 150 ms per model call.
 fn slow_spec(dir: &Path, rounds: usize) -> PathBuf {

@@ -69,7 +69,7 @@ delegates = [{}]
             "\n[[agents]]\nid = \"{d}\"\nprovider = \"script\"\ntools = [\"deploy\"]\n"
         ));
     }
-    spec(dir, "ship.toml", &body)
+    write(dir, "ship.toml", &body)
 }
 
 fn deploys(dir: &Path) -> usize {
@@ -145,7 +145,7 @@ fn two_waiting_children_are_named_and_each_is_answered_in_turn() {
     );
 
     // Which child? Resume names both and changes nothing.
-    let o = out(&db, &["resume", &id, "--approve"]);
+    let o = runtape(&db, &["resume", &id, "--approve"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(e.trim().lines().count(), 1, "{e}");

@@ -50,7 +50,7 @@ tools = []
 fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_database() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let spec = spec(dir.path(), "team.toml", HANDOFF_TEAM);
+    let spec = write(dir.path(), "team.toml", HANDOFF_TEAM);
     let spec = spec.to_str().expect("utf-8");
     let printed = ok(&db, &["run", "--stepped-clock", spec]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
@@ -211,9 +211,9 @@ fn a_drifted_child_request_fails_the_replay_naming_the_child() {
         "system_prompt = \"You write careful code.\"",
     );
     assert_ne!(drifted, text);
-    let spec = spec(dir.path(), "team.toml", &drifted);
+    let spec = write(dir.path(), "team.toml", &drifted);
     let fresh = dir.path().join("fresh.db");
-    let o = out(
+    let o = runtape(
         &fresh,
         &[
             "replay",
@@ -251,7 +251,7 @@ fn an_edited_moved_or_downgraded_child_section_is_refused() {
         let path = dir.path().join(name);
         std::fs::write(&path, serde_json::to_string_pretty(file).expect("encodes"))
             .expect("writes");
-        let o = out(
+        let o = runtape(
             &db,
             &[
                 "replay",
@@ -373,7 +373,7 @@ fn cassette_diff_compares_each_childs_section() {
     let other = dir.path().join("other");
     std::fs::create_dir(&other).expect("mkdir");
     let db = other.join("runs.db");
-    let spec = spec(&other, "team.toml", &changed);
+    let spec = write(&other, "team.toml", &changed);
     ok(&db, &["run", spec.to_str().expect("utf-8")]);
     let id = root(&db).expect("the run")["id"]
         .as_str()
@@ -390,7 +390,7 @@ fn cassette_diff_compares_each_childs_section() {
             after.to_str().expect("utf-8"),
         ],
     );
-    let o = out(
+    let o = runtape(
         &db,
         &[
             "cassette",
@@ -406,7 +406,7 @@ fn cassette_diff_compares_each_childs_section() {
         printed.contains("child 3.1: 1 differing turns") && !printed.contains("child 3.0"),
         "{printed}"
     );
-    let same = out(
+    let same = runtape(
         &db,
         &[
             "cassette",

@@ -109,7 +109,7 @@ fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged()
         "budget = { share = 0.5 }",
         "budget = { share = 0.25, max_turns = 1 }",
     );
-    let spec = spec(dir.path(), "team.toml", &body);
+    let spec = write(dir.path(), "team.toml", &body);
     let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
     let parent = root(&db).expect("parent");
@@ -164,7 +164,7 @@ fn a_delegate_call_past_max_depth_is_refused_to_the_model() {
             r#"{ id = "n1", name = "note", arguments = { text = "tables" } }"#,
             r#"{ id = "g1", name = "delegate_coder", arguments = { task = "Deeper." } }"#,
         );
-    let spec = spec(dir.path(), "deep.toml", &body);
+    let spec = write(dir.path(), "deep.toml", &body);
     ok(&db, &["run", spec.to_str().expect("utf-8")]);
     let all = runs(&db);
     assert_eq!(all.len(), 3, "the lead and its two children, no grandchild");
@@ -184,8 +184,8 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
     // Children whose model takes ten minutes: they are in flight until cancelled.
-    let spec = spec(dir.path(), "slow.toml", &parallel_team(600_000));
-    let mut driver = runtape(&db)
+    let spec = write(dir.path(), "slow.toml", &parallel_team(600_000));
+    let mut driver = on(&db)
         .args(["run", spec.to_str().expect("utf-8")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -217,8 +217,8 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let spec = spec(dir.path(), "team.toml", &parallel_team(400));
-    let mut driver = runtape(&db)
+    let spec = write(dir.path(), "team.toml", &parallel_team(400));
+    let mut driver = on(&db)
         .args(["run", spec.to_str().expect("utf-8")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -58,7 +58,7 @@ fn tree(db: &Path) -> Tree {
 }
 
 fn start(db: &Path, spec: &Path) -> Child {
-    runtape(db)
+    on(db)
         .args(["run", spec.to_str().expect("utf-8"), "--stepped-clock"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -73,7 +73,7 @@ fn resume_and_check(db: &Path, at_kill: &Tree, reference: &Tree, label: &str) ->
         return false;
     };
     let id = parent["id"].as_str().expect("id").to_owned();
-    let o = out(db, &["resume", &id, "--stepped-clock"]);
+    let o = runtape(db, &["resume", &id, "--stepped-clock"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success() || stderr.contains("has already ended"),
@@ -109,7 +109,7 @@ fn resume_and_check(db: &Path, at_kill: &Tree, reference: &Tree, label: &str) ->
 #[test]
 fn killed_with_two_children_in_flight_the_tree_resumes_to_the_reference_states() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = spec(dir.path(), "team.toml", &parallel_team(150));
+    let spec = write(dir.path(), "team.toml", &parallel_team(150));
     let ref_db = dir.path().join("reference.db");
     assert!(start(&ref_db, &spec).wait().expect("runs").success());
     let reference = tree(&ref_db);
@@ -147,7 +147,7 @@ fn killed_with_two_children_in_flight_the_tree_resumes_to_the_reference_states()
 #[test]
 fn killed_at_thirty_instants_across_the_tree_every_resume_matches_the_reference() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = spec(dir.path(), "team.toml", &parallel_team(60));
+    let spec = write(dir.path(), "team.toml", &parallel_team(60));
     let ref_db = dir.path().join("reference.db");
     let began = Instant::now();
     assert!(start(&ref_db, &spec).wait().expect("runs").success());

@@ -12,7 +12,7 @@ use support::delegation::*;
 
 /// A finished parallel team in `db`: its root id.
 fn finished(dir: &Path, db: &Path) -> String {
-    let spec = spec(dir, "team.toml", &parallel_team(0));
+    let spec = write(dir, "team.toml", &parallel_team(0));
     ok(db, &["run", spec.to_str().expect("utf-8")]);
     root(db).expect("the lead's run")["id"]
         .as_str()

@@ -71,7 +71,7 @@ fn first_ended(db: &Path, run: &str) -> (u64, u64) {
 
 /// Runs the parallel team to its end and returns the parent's id.
 fn finished_team(dir: &Path, db: &Path) -> String {
-    let spec = spec(dir, "team.toml", &parallel_team(0));
+    let spec = write(dir, "team.toml", &parallel_team(0));
     let printed = ok(db, &["run", spec.to_str().expect("utf-8")]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
     let id = root(db).expect("the lead's run")["id"]
@@ -175,8 +175,8 @@ fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
 fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let spec = spec(dir.path(), "team.toml", &parallel_team(400));
-    let mut driver = runtape(&db)
+    let spec = write(dir.path(), "team.toml", &parallel_team(400));
+    let mut driver = on(&db)
         .args(["run", spec.to_str().expect("utf-8")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -296,7 +296,7 @@ fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
         "the forged run claims the fork as its parent"
     );
 
-    let o = out(&db, &["verify", &fid, "--recursive"]);
+    let o = runtape(&db, &["verify", &fid, "--recursive"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

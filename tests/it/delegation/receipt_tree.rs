@@ -156,7 +156,7 @@ fn a_childs_tail_cut_off_fails_even_without_its_head_line() {
     cut.drain(last.end - 2..last.end);
     let file = t.dir.path().join("cut.jsonl");
     std::fs::write(&file, cut.join("\n") + "\n").expect("writes");
-    let o = out(
+    let o = runtape(
         &t.db,
         &[
             "receipts",

@@ -78,12 +78,12 @@ tools = ["charge"]
         started = started.display(),
         log = log.display(),
     );
-    spec(dir, "charge.toml", &body)
+    write(dir, "charge.toml", &body)
 }
 
 /// `runtape ARGS` on `db`, started with its output piped.
 fn spawn(db: &Path, args: &[&str]) -> Child {
-    runtape(db)
+    on(db)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -72,13 +72,13 @@ fn a_run_delegates_to_another_spec_file_end_to_end() {
 fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let review_file = spec(dir.path(), "review.toml", &review(400));
-    let parent_file = spec(
+    let review_file = write(dir.path(), "review.toml", &review(400));
+    let parent_file = write(
         dir.path(),
         "writer.toml",
         &writer(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
-    let mut driver = runtape(&db)
+    let mut driver = on(&db)
         .args(["run", parent_file.to_str().expect("utf-8")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -118,10 +118,10 @@ fn refused(delegates: &str, files: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
     for (name, body) in files {
-        spec(dir.path(), name, body);
+        write(dir.path(), name, body);
     }
-    let parent = spec(dir.path(), "writer.toml", &writer(delegates));
-    let o = out(&db, &["run", parent.to_str().expect("utf-8")]);
+    let parent = write(dir.path(), "writer.toml", &writer(delegates));
+    let o = runtape(&db, &["run", parent.to_str().expect("utf-8")]);
     assert!(!o.status.success(), "refused");
     assert!(!db.exists() || runs(&db).is_empty(), "nothing started");
     let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
@@ -198,13 +198,13 @@ fn each_load_error_is_one_line_naming_the_field_and_starts_nothing() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    spec(dir.path(), "review.toml", &ok_review);
-    let parent = spec(
+    write(dir.path(), "review.toml", &ok_review);
+    let parent = write(
         dir.path(),
         "writer.toml",
         &with_tool(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
-    let o = out(&db, &["run", parent.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", parent.to_str().expect("utf-8")]);
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("agents[0].delegates[0].as"), "{e}");

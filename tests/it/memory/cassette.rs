@@ -5,25 +5,11 @@
 //! reads and writes no global memory.
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{runtape, text};
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn first_id(out: &str) -> String {
-    out.lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
+use support::cli::{first_id, ok, runtape, text};
 
 fn example() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -40,10 +26,10 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     let spec = example();
     // A first run leaves a note in the global memory, so the second one loads (and injects)
     // something.
-    let first = first_id(&ok(runtape(&db, &["run", &spec])));
-    let recorded = first_id(&ok(runtape(&db, &["run", &spec, "--memory", "demo-team"])));
+    let first = first_id(&ok(&db, &["run", &spec]));
+    let recorded = first_id(&ok(&db, &["run", &spec, "--memory", "demo-team"]));
     let cassette = dir.path().join("memory.cassette.json");
-    ok(runtape(
+    ok(
         &db,
         &[
             "cassette",
@@ -52,7 +38,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
             "-o",
             cassette.to_str().expect("utf-8"),
         ],
-    ));
+    );
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(&cassette).expect("reads")).expect("json");
     let loaded = &file["memory"]["loads"][0];
@@ -75,7 +61,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     // Replayed into an empty database: strict prompts match although that database has no
     // global memory, and nothing is written to it.
     let other = dir.path().join("replay.db");
-    let out = ok(runtape(
+    let out = ok(
         &other,
         &[
             "replay",
@@ -83,22 +69,22 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
             "--cassette",
             cassette.to_str().expect("utf-8"),
         ],
-    ));
+    );
     assert!(
         out.contains("replayed 4 of 4 recorded model turns"),
         "{out}"
     );
     let replay = first_id(&out);
-    let shown = ok(runtape(&other, &["memory", "ls"]));
+    let shown = ok(&other, &["memory", "ls"]);
     assert!(shown.contains("no global memory"), "{shown}");
-    let log = ok(runtape(&other, &["log", &replay]));
+    let log = ok(&other, &["log", &replay]);
     assert!(log.contains("(from the cassette)"), "{log}");
-    ok(runtape(&other, &["verify", &replay]));
+    ok(&other, &["verify", &replay]);
 
     // The first run published: its replay takes the outcome from the cassette and writes
     // nothing either.
     let published = dir.path().join("first.cassette.json");
-    ok(runtape(
+    ok(
         &db,
         &[
             "cassette",
@@ -107,8 +93,8 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
             "-o",
             published.to_str().expect("utf-8"),
         ],
-    ));
-    let out = ok(runtape(
+    );
+    let out = ok(
         &other,
         &[
             "replay",
@@ -116,15 +102,15 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
             "--cassette",
             published.to_str().expect("utf-8"),
         ],
-    ));
+    );
     let again = first_id(&out);
-    let log = ok(runtape(&other, &["log", &again]));
+    let log = ok(&other, &["log", &again]);
     assert!(
         log.contains("global memory published (from the cassette; nothing written here)"),
         "{log}"
     );
-    assert!(ok(runtape(&other, &["memory", "ls"])).contains("no global memory"));
-    ok(runtape(&other, &["verify", &again]));
+    assert!(ok(&other, &["memory", "ls"]).contains("no global memory"));
+    ok(&other, &["verify", &again]);
 
     // The memory section is covered by the integrity hashes: an edit is refused.
     let mut edited = file.clone();
@@ -185,9 +171,9 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     std::fs::write(&spec, TREE).expect("writes");
     let spec = spec.to_str().expect("utf-8").to_owned();
     let db = dir.path().join("recorded.db");
-    let lead = first_id(&ok(runtape(&db, &["run", &spec])));
+    let lead = first_id(&ok(&db, &["run", &spec]));
     let cassette = dir.path().join("tree.cassette.json");
-    ok(runtape(
+    ok(
         &db,
         &[
             "cassette",
@@ -196,7 +182,7 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
             "-o",
             cassette.to_str().expect("utf-8"),
         ],
-    ));
+    );
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(&cassette).expect("reads")).expect("json");
     let paths: Vec<&str> = file["memory"]["publishes"]
@@ -208,7 +194,7 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     assert_eq!(paths, ["", "4.0"], "the lead's publish, then its child's");
 
     let other = dir.path().join("replay.db");
-    let out = ok(runtape(
+    let out = ok(
         &other,
         &[
             "replay",
@@ -216,12 +202,12 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
             "--cassette",
             cassette.to_str().expect("utf-8"),
         ],
-    ));
+    );
     assert!(
         out.contains("replayed 4 of 4 recorded model turns"),
         "{out}"
     );
-    assert!(ok(runtape(&other, &["memory", "ls"])).contains("no global memory"));
+    assert!(ok(&other, &["memory", "ls"]).contains("no global memory"));
     let replay = first_id(&out);
-    ok(runtape(&other, &["verify", &replay, "--recursive"]));
+    ok(&other, &["verify", &replay, "--recursive"]);
 }

@@ -22,6 +22,7 @@ use runtape::store::{SqliteStore, Store, Write};
 use serde_json::{Value, json};
 
 use crate::support;
+use crate::support::cli::{runtape, text};
 use support::crash::CrashOnce;
 
 const TURNS: usize = 6;
@@ -56,25 +57,6 @@ id = "scribe"
 system_prompt = "You take notes."
 provider = "script"
 "#
-    )
-}
-
-fn runtape(db: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
     )
 }
 

@@ -4,34 +4,14 @@
 //! writes (a fork edit, its own publish) do not touch the parent.
 
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
 use crate::support;
-use support::cli::runtape;
-
-fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn first_id(out: &str) -> String {
-    out.lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
+use support::cli::{first_id, ok, runtape};
 
 fn state_at(db: &Path, at: &str) -> Value {
-    let shown: Value =
-        serde_json::from_str(&ok(runtape(db, &["show", at, "--json"]))).expect("show --json");
+    let shown: Value = serde_json::from_str(&ok(db, &["show", at, "--json"])).expect("show --json");
     shown["state"]["run"]["memory"].clone()
 }
 
@@ -86,7 +66,7 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
     let db = dir.path().join("runs.db");
     let spec = dir.path().join("offsite.toml");
     std::fs::write(&spec, SPEC).expect("writes");
-    let parent = first_id(&ok(runtape(&db, &["run", spec.to_str().expect("utf-8")])));
+    let parent = first_id(&ok(&db, &["run", spec.to_str().expect("utf-8")]));
     // Step 2 loaded the (empty) global memory, step 4 took the planner's note; the parent then
     // published `offsite`.
     assert_eq!(state_at(&db, &format!("{parent}@3"))["shared"], Value::Null);
@@ -99,7 +79,7 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
 
     // A fork after the planner, with the city changed: the writer sees the fork's city and
     // none of the parent's later global write.
-    let out = ok(runtape(
+    let out = ok(
         &db,
         &[
             "fork",
@@ -107,13 +87,13 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
             "--edit",
             "memory:shared:city=Porto",
         ],
-    ));
+    );
     let fork = first_id(&out);
     assert_eq!(
         state_at(&db, &format!("{fork}@7"))["shared"]["city"],
         "Porto"
     );
-    let log = ok(runtape(&db, &["show", &format!("{fork}@11"), "--json"]));
+    let log = ok(&db, &["show", &format!("{fork}@11"), "--json"]);
     let shown: Value = serde_json::from_str(&log).expect("json");
     let results: Vec<String> = shown["request"]["messages"]
         .as_array()
@@ -146,14 +126,14 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
         state_at(&db, &format!("{parent}@7"))["shared"]["city"],
         "Lisbon"
     );
-    let history = ok(runtape(
+    let history = ok(
         &db,
         &["memory", "show", "offsite", "--name", "team", "--history"],
-    ));
+    );
     assert!(history.contains(&format!("v1 (run {parent}@")), "{history}");
     assert!(history.contains(&format!("v2 (run {fork}@")), "{history}");
     for run in [&parent, &fork] {
-        ok(runtape(&db, &["verify", run]));
+        ok(&db, &["verify", run]);
     }
     // An edit that does not fit is refused, and no fork is made.
     let out = runtape(
@@ -166,14 +146,13 @@ fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_write
         ],
     );
     assert_eq!(out.status.code(), Some(2));
-    let listed = ok(runtape(&db, &["ls", "--json"]));
+    let listed = ok(&db, &["ls", "--json"]);
     assert_eq!(listed.lines().count(), 2, "{listed}");
 }
 
 /// The recall results (tool messages) the request at `at` carried.
 fn recalled(db: &Path, at: &str) -> Vec<String> {
-    let shown: Value =
-        serde_json::from_str(&ok(runtape(db, &["show", at, "--json"]))).expect("show --json");
+    let shown: Value = serde_json::from_str(&ok(db, &["show", at, "--json"])).expect("show --json");
     shown["request"]["messages"]
         .as_array()
         .map(|m| {
@@ -191,7 +170,7 @@ fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
     let db = dir.path().join("runs.db");
     let spec = dir.path().join("offsite.toml");
     std::fs::write(&spec, SPEC).expect("writes");
-    let parent = first_id(&ok(runtape(&db, &["run", spec.to_str().expect("utf-8")])));
+    let parent = first_id(&ok(&db, &["run", spec.to_str().expect("utf-8")]));
     assert_eq!(
         state_at(&db, &parent)["global"]["read"]["offsite"]["version"],
         1,
@@ -200,8 +179,8 @@ fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
 
     // Forked at step 1, before the parent loaded global memory, after the parent published:
     // the fork takes the view the parent loaded at step 2, not the memory as it is now.
-    let fork = first_id(&ok(runtape(&db, &["fork", &format!("{parent}@1")])));
-    let log = ok(runtape(&db, &["log", &fork]));
+    let fork = first_id(&ok(&db, &["fork", &format!("{parent}@1")]));
+    let log = ok(&db, &["log", &fork]);
     assert!(
         log.contains(&format!(
             "loaded: 0 keys (as of the fork point: run {parent}@2's view)"
@@ -212,7 +191,7 @@ fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
         state_at(&db, &format!("{fork}@2"))["global"]["read"],
         Value::Null
     );
-    let steps = ok(runtape(&db, &["log", &fork, "--json"])).lines().count();
+    let steps = ok(&db, &["log", &fork, "--json"]).lines().count();
     let results: Vec<String> = (1..=steps)
         .flat_map(|seq| recalled(&db, &format!("{fork}@{seq}")))
         .filter(|r| r.contains("\"scope\":\"global\""))
@@ -229,8 +208,8 @@ fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
     assert_eq!(end["global"]["read"]["offsite"]["value"], "planned again");
 
     // A fork of the fork at step 1 takes the same view, through the fork's copy.
-    let again = first_id(&ok(runtape(&db, &["fork", &format!("{fork}@1")])));
-    let log = ok(runtape(&db, &["log", &again]));
+    let again = first_id(&ok(&db, &["fork", &format!("{fork}@1")]));
+    let log = ok(&db, &["log", &again]);
     assert!(
         log.contains(&format!(
             "loaded: 0 keys (as of the fork point: run {fork}@2's view)"
@@ -239,7 +218,7 @@ fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
     );
     // verify checks each copied view against the load it names.
     for run in [&parent, &fork, &again] {
-        let out = ok(runtape(&db, &["verify", run]));
+        let out = ok(&db, &["verify", run]);
         assert!(out.starts_with("OK"), "{out}");
     }
 }

@@ -8,12 +8,13 @@
 //! that wrote is told the sizes as data and gets a new turn — here it stores a shorter note,
 //! which fits, and publishes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{first_id, runtape, text};
+use crate::support::cli::write;
+use support::cli::{run_id, runtape, text};
 
 /// `(key, version, value, run)` of every row of global memory `team`, oldest first per key.
 fn rows(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
@@ -39,12 +40,6 @@ fn bytes_held(db: &Path) -> usize {
         .iter()
         .map(|(k, v)| v.as_ref().map_or(0, |v| k.len() + v.len()))
         .sum()
-}
-
-fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, body).expect("writes");
-    path
 }
 
 /// The cap: 100 bytes of keys and values.
@@ -116,19 +111,19 @@ replies = [
 fn two_runs_adding_keys_at_once_cannot_together_pass_the_cap() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let slow = write_spec(dir.path(), "slow.toml", &slow_spec());
-    let quick = write_spec(dir.path(), "quick.toml", &quick_spec());
+    let slow = write(dir.path(), "slow.toml", &slow_spec());
+    let quick = write(dir.path(), "quick.toml", &quick_spec());
 
     // Process 1: A reads the empty memory, writes `a` (61 bytes: within the cap as it sees
     // it), and waits for a person.
     let out = runtape(&db, &["run", slow.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
-    let a = first_id(&out);
+    let a = run_id(&out);
 
     // Process 2: B reads the same empty memory, writes `b` (61 bytes), and publishes.
     let out = runtape(&db, &["run", quick.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
-    let b = first_id(&out);
+    let b = run_id(&out);
     assert_eq!(bytes_held(&db), 61);
 
     // Process 3: A completes. Its view says 61 bytes; with B's note the memory would hold

@@ -6,13 +6,14 @@
 //! wrote the moved key is told the current value and writes again (or not). Failed and
 //! cancelled runs never publish.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{first_id, runtape, text};
+use crate::support::cli::write;
+use support::cli::{run_id, runtape, text};
 
 fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)
@@ -33,12 +34,6 @@ fn history(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
     .expect("queries")
     .collect::<Result<_, _>>()
     .expect("reads")
-}
-
-fn write_spec(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, body).expect("writes");
-    path
 }
 
 const HEADER: &str = r#"goal = "Record the decision."
@@ -109,13 +104,13 @@ replies = [
 fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let waiting = write_spec(dir.path(), "waiting.toml", &waiting_spec());
-    let quick = write_spec(dir.path(), "quick.toml", &quick_spec("ship on Monday"));
+    let waiting = write(dir.path(), "waiting.toml", &waiting_spec());
+    let quick = write(dir.path(), "quick.toml", &quick_spec("ship on Monday"));
 
     // Process 1: A reads the (empty) memory, writes, and waits for a person.
     let out = runtape(&db, &["run", waiting.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
-    let a = first_id(&out);
+    let a = run_id(&out);
     assert!(
         history(&db).is_empty(),
         "nothing is published before A completes"
@@ -124,7 +119,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     // Process 2: B reads the same memory, writes the same key, completes first.
     let out = runtape(&db, &["run", quick.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
-    let b = first_id(&out);
+    let b = run_id(&out);
     assert_eq!(
         history(&db),
         [(
@@ -205,7 +200,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
                 "  {{ tool_calls = [ {{ name = \"remember\", arguments = {{ key = \"k\", value = \"run {i} attempt {attempt}\", scope = \"global\" }} }} ] }},\n  {{ text = \"done {i} again\" }},\n"
             ));
         }
-        let spec = write_spec(
+        let spec = write(
             dir.path(),
             &format!("racer{i}.toml"),
             &format!(
@@ -229,7 +224,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
     for child in children {
         let out = child.wait_with_output().expect("waits");
         assert!(out.status.success(), "{}", text(&out));
-        runs.push(first_id(&out));
+        runs.push(run_id(&out));
     }
     let rows = history(&db);
     let k: Vec<&(String, u64, Option<String>, Option<String>)> =
@@ -258,7 +253,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
 fn failed_and_cancelled_runs_leave_global_memory_as_it_was() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
-    let failing = write_spec(
+    let failing = write(
         dir.path(),
         "failing.toml",
         &format!(
@@ -278,9 +273,9 @@ replies = [
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(history(&db).is_empty(), "a failed run published nothing");
 
-    let waiting = write_spec(dir.path(), "waiting.toml", &waiting_spec());
+    let waiting = write(dir.path(), "waiting.toml", &waiting_spec());
     let out = runtape(&db, &["run", waiting.to_str().expect("utf-8")]);
-    let run = first_id(&out);
+    let run = run_id(&out);
     let out = runtape(&db, &["cancel", &run, "--reason", "changed my mind"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(history(&db).is_empty(), "a cancelled run published nothing");

@@ -6,20 +6,15 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::cli::{bin, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
 
 /// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
 /// hanging the suite; the bound is far beyond what the behaviour needs).
@@ -49,12 +44,6 @@ fn runtape_guarded(db: &Path, args: &[&str], guard: Duration) -> Output {
     }
 }
 
-fn write_spec(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("spec.toml");
-    std::fs::write(&path, text).expect("writes the spec");
-    path
-}
-
 fn lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -65,8 +54,9 @@ fn lines(out: &Output) -> Vec<Value> {
 #[test]
 fn a_retry_after_beyond_the_maximum_moves_to_the_fallback_instead_of_sleeping() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write_spec(
+    let spec = write(
         dir.path(),
+        "spec.toml",
         r#"goal = "answer"
 [[providers]]
 name = "busy"
@@ -118,8 +108,9 @@ provider = "spare"
 #[test]
 fn a_retry_is_announced_when_it_is_sent_not_when_it_is_scheduled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write_spec(
+    let spec = write(
         dir.path(),
+        "spec.toml",
         r#"goal = "answer"
 [[providers]]
 name = "flaky"
@@ -187,8 +178,9 @@ async fn empty_replies_are_retried_as_provider_errors_not_taken_as_answers() {
     })
     .await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write_spec(
+    let spec = write(
         dir.path(),
+        "spec.toml",
         &format!(
             "goal = \"answer\"\n[[providers]]\nname = \"local\"\nkind = \"openai\"\nmodel = \"m\"\n\
              base_url = \"{}/v1\"\napi_key_env = \"\"\nstream = false\n\
@@ -236,8 +228,9 @@ fn a_scripted_latency_that_would_hang_is_refused_at_load() {
             "providers[0].replies[0].latency_ms",
         ),
     ] {
-        let spec = write_spec(
+        let spec = write(
             dir.path(),
+            "spec.toml",
             &format!(
                 "[[providers]]\nname = \"s\"\nkind = \"scripted\"\n{at}\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n"
             ),

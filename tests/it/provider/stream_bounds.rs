@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crate::support::cli::bin;
 use runtape::machine::ProviderErrorClass;
 use runtape::provider::http::{MAX_BODY_BYTES, ProviderKind};
 use support::provider::*;
@@ -113,12 +114,6 @@ async fn a_stream_past_the_cap_is_refused_not_kept() {
     assert_eq!(err.class, ProviderErrorClass::Unknown);
     assert!(!err.retryable, "the same answer would come again");
     assert!(err.message.contains("too large"), "{}", err.message);
-}
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
 }
 
 fn run(db: &Path, spec: &Path) -> Output {

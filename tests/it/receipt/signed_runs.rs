@@ -6,7 +6,6 @@ use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
@@ -15,16 +14,8 @@ use runtape::receipt::ReceiptSigner;
 use runtape::store::RunStatus;
 use support::durable::*;
 
+use crate::support::cli::bare;
 use support::cli::text;
-
-fn runtape(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(args)
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .output()
-        .expect("runs")
-}
 
 fn secret_hex(key_file: &Path) -> String {
     std::fs::read_to_string(key_file)
@@ -63,13 +54,13 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("receipts.key");
     let k = key.to_str().expect("utf-8");
-    let out = runtape(&["keygen", "-o", k]);
+    let out = bare(&["keygen", "-o", k]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(
         std::fs::metadata(&key).expect("key").permissions().mode() & 0o777,
         0o600
     );
-    let again = runtape(&["keygen", "-o", k]);
+    let again = bare(&["keygen", "-o", k]);
     assert_eq!(
         again.status.code(),
         Some(2),
@@ -85,7 +76,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     let db = dir.path().join("runs.db");
     let d = db.to_str().expect("utf-8");
 
-    let v = runtape(&["--db", d, "verify", &run, "--pubkey", &pubkey]);
+    let v = bare(&["--db", d, "verify", &run, "--pubkey", &pubkey]);
     assert!(v.status.success(), "{}", text(&v));
     assert!(
         text(&v).contains("7 receipts signed by the trusted key"),
@@ -96,11 +87,11 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     let bundle = dir.path().join("receipts.jsonl");
     let b = bundle.to_str().expect("utf-8");
     assert!(
-        runtape(&["--db", d, "receipts", "export", &run, "-o", b])
+        bare(&["--db", d, "receipts", "export", &run, "-o", b])
             .status
             .success()
     );
-    let ok = runtape(&["receipts", "verify", b, "--pubkey", &pubkey]);
+    let ok = bare(&["receipts", "verify", b, "--pubkey", &pubkey]);
     assert!(ok.status.success(), "{}", text(&ok));
     assert!(text(&ok).starts_with("OK: 7 receipts, signed by"));
 
@@ -127,7 +118,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
         ("edited", edited, "receipt 4"),
     ] {
         let p = write(&format!("{name}.jsonl"), &bad);
-        let out = runtape(&[
+        let out = bare(&[
             "receipts",
             "verify",
             p.to_str().expect("utf-8"),
@@ -142,7 +133,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     // Re-signed with another key: the trusted key rejects it.
     let other = dir.path().join("other.key");
     assert!(
-        runtape(&["keygen", "-o", other.to_str().expect("utf-8")])
+        bare(&["keygen", "-o", other.to_str().expect("utf-8")])
             .status
             .success()
     );
@@ -154,7 +145,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     let forged = dir.path().join("forged.jsonl");
     let d2 = dir2.path().join("runs.db");
     assert!(
-        runtape(&[
+        bare(&[
             "--db",
             d2.to_str().expect("utf-8"),
             "receipts",
@@ -166,7 +157,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
         .status
         .success()
     );
-    let out = runtape(&[
+    let out = bare(&[
         "receipts",
         "verify",
         forged.to_str().expect("utf-8"),
@@ -207,7 +198,7 @@ fn without_a_key_receipts_are_unsigned_and_still_chained() {
     let run = signed_run(dir.path(), ReceiptSigner::unsigned());
     let db = dir.path().join("runs.db");
     let d = db.to_str().expect("utf-8");
-    let v = runtape(&["--db", d, "verify", &run]);
+    let v = bare(&["--db", d, "verify", &run]);
     assert!(v.status.success(), "{}", text(&v));
     assert!(
         text(&v).contains("7 receipts, unsigned (hash-chained only)"),
@@ -221,7 +212,7 @@ fn without_a_key_receipts_are_unsigned_and_still_chained() {
         .expect("tampers");
     assert_eq!(n, 1);
     drop(conn);
-    let v = runtape(&["--db", d, "verify", &run]);
+    let v = bare(&["--db", d, "verify", &run]);
     assert_eq!(v.status.code(), Some(1), "{}", text(&v));
     assert!(
         String::from_utf8_lossy(&v.stderr).contains("receipt"),

@@ -21,7 +21,7 @@ fn team_with_retriever(dir: &Path) -> PathBuf {
         "cat >/dev/null\necho '[{\"text\": \"The export writes one row per INSERT.\", \"source\": \"notes.md\"}]'\n",
     )
     .expect("writes the retriever");
-    spec(
+    write(
         dir,
         "team.toml",
         &format!(
@@ -131,7 +131,7 @@ fn each_run_of_a_tree_replays_its_own_recorded_passages() {
         serde_json::to_string_pretty(&edited).expect("encodes"),
     )
     .expect("writes");
-    let o = out(
+    let o = runtape(
         &dir.path().join("edited.db"),
         &["replay", spec, "--cassette", path.to_str().expect("utf-8")],
     );

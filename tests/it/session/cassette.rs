@@ -37,7 +37,7 @@ fn recorded(dir: &Path) -> (PathBuf, String, PathBuf) {
     let spec = spec.to_str().expect("utf-8");
     let mut third = String::new();
     for q in QUESTIONS {
-        third = run_id(&ok(
+        third = first_id(&ok(
             &db,
             &["run", spec, q, "--session", "trip-1", "--stepped-clock"],
         ));
@@ -143,7 +143,7 @@ fn the_third_run_of_a_session_replays_from_its_cassette_in_a_fresh_database() {
         "{out}"
     );
     assert!(!mark.exists(), "the retriever was not run");
-    let replay = run_id(&out);
+    let replay = first_id(&out);
     assert_eq!(final_hash(&fresh, &replay), final_hash(&db, &third));
 
     // It began with the recorded history, and it is not a run of the session.
@@ -211,7 +211,7 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         std::fs::write(&path, serde_json::to_string_pretty(&file).expect("encodes"))
             .expect("writes");
         let fresh = dir.path().join(format!("{what}.db"));
-        let o = out(
+        let o = runtape(
             &fresh,
             &[
                 "replay",
@@ -243,7 +243,7 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         .remove("retrievalHash");
     let path = dir.path().join("v1.json");
     std::fs::write(&path, serde_json::to_string_pretty(&file).expect("encodes")).expect("writes");
-    let o = out(
+    let o = runtape(
         &dir.path().join("v1.db"),
         &[
             "replay",
@@ -266,7 +266,7 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
     let fresh = dir.path().join("fresh.db");
     // Another question: the summary (which does not see it) replays, then the retriever would
     // be asked about the new question.
-    let o = out(
+    let o = runtape(
         &fresh,
         &[
             "replay",
@@ -289,14 +289,14 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
     );
     assert!(!mark.exists(), "the retriever was not run");
     // The replayed run stopped there, cancelled with the reason, before its answer turn.
-    let replay = run_id(&String::from_utf8_lossy(&o.stdout));
+    let replay = first_id(&String::from_utf8_lossy(&o.stdout));
     let v: Value = serde_json::from_str(&ok(&fresh, &["show", &replay, "--json"])).expect("json");
     assert_eq!(v["state"]["state"], "done", "{v}");
     let log = ok(&fresh, &["log", &replay]);
     assert!(log.contains("retrieving → done"), "{log}");
 
     // Non-strict, the recorded passages are served anyway and the drift is listed.
-    let o = out(
+    let o = runtape(
         &dir.path().join("explore.db"),
         &[
             "replay",

@@ -15,7 +15,7 @@ use support::session::*;
 /// The chat of `support::session`, with a summariser, a retriever and a model that each take
 /// a while, so a kill can land inside each.
 fn slow_spec(dir: &Path) -> std::path::PathBuf {
-    let retriever = spec(
+    let retriever = write(
         dir,
         "retrieve.sh",
         "cat > /dev/null\necho call >> retrieved.log\nsleep 1\necho '[\"Ada Lovelace wrote the first program.\"]'\n",
@@ -40,11 +40,11 @@ agents = ["assistant"]
         "[[providers]]\nname = \"echo\"\nkind = \"echo\"",
         "[[providers]]\nname = \"echo\"\nkind = \"scripted\"\nreplies = [{ text = \"The user is Ada.\", latency_ms = 1200 }]",
     );
-    spec(dir, "slow.toml", &body)
+    write(dir, "slow.toml", &body)
 }
 
 fn stepped(db: &Path, spec: &Path, goal: &str) -> Child {
-    runtape(db)
+    on(db)
         .args([
             "run",
             spec.to_str().expect("utf-8"),
@@ -62,7 +62,7 @@ fn stepped(db: &Path, spec: &Path, goal: &str) -> Child {
 fn finish(child: Child) -> String {
     let o = child.wait_with_output().expect("waits");
     assert!(o.status.success(), "{}", text(&o));
-    run_id(&String::from_utf8_lossy(&o.stdout))
+    first_id(&String::from_utf8_lossy(&o.stdout))
 }
 
 /// The state kind of the run toward `goal`, once it has one.
@@ -81,7 +81,7 @@ fn state_of(db: &Path, goal: &str) -> Option<String> {
 /// The first two runs of the session, then the third run started; returns the third's
 /// process (running) and the first two ids.
 fn two_runs_then_a_third(dir: &Path, db: &Path) -> (Child, String, String) {
-    let quick = spec(
+    let quick = write(
         dir,
         "quick.toml",
         &chat_spec(
@@ -130,9 +130,9 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
         }
         third.kill().expect("SIGKILL");
         let o = third.wait_with_output().expect("reaped");
-        let r3 = run_id(&String::from_utf8_lossy(&o.stdout));
+        let r3 = first_id(&String::from_utf8_lossy(&o.stdout));
 
-        let resumed = out(&db, &["resume", &r3, "--stepped-clock"]);
+        let resumed = runtape(&db, &["resume", &r3, "--stepped-clock"]);
         assert!(resumed.status.success(), "{kill_in}: {}", text(&resumed));
         assert_eq!(
             final_hash(&db, &r3),
@@ -171,7 +171,7 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
 fn a_session_run_created_but_never_started_begins_with_its_history_when_taken_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("chat.db");
-    let quick = spec(
+    let quick = write(
         dir.path(),
         "quick.toml",
         &chat_spec(

@@ -30,7 +30,7 @@ fn summary_in(messages: &[Value]) -> Option<String> {
 fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("chat.db");
-    let spec = spec(dir.path(), "chat.toml", &chat_spec(3, &ANSWERS, ""));
+    let spec = write(dir.path(), "chat.toml", &chat_spec(3, &ANSWERS, ""));
 
     let r1 = session_run(&db, &spec, "My name is Ada.", "support-42");
     let r2 = session_run(&db, &spec, "I like tea.", "support-42");
@@ -140,8 +140,8 @@ fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest(
     }
     // A fork of a session run keeps the history it was forked from — from step 0 it begins
     // with the same carried history — but takes no place in the session; both verify.
-    let from_start = run_id(&ok(&db, &["fork", &format!("{r3}@0")]));
-    let after_summary = run_id(&ok(&db, &["fork", &format!("{r3}@2"), "--tape"]));
+    let from_start = first_id(&ok(&db, &["fork", &format!("{r3}@0")]));
+    let after_summary = first_id(&ok(&db, &["fork", &format!("{r3}@2"), "--tape"]));
     for fork in [&from_start, &after_summary] {
         assert_eq!(
             said(&requests(&db, fork).last().expect("a model call").1),
@@ -197,15 +197,15 @@ tools = ["deploy"]
 fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_the_last_completed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("chat.db");
-    let chat = spec(dir.path(), "chat.toml", &chat_spec(10, &ANSWERS, ""));
-    let waits = spec(dir.path(), "waits.toml", &approval_spec());
+    let chat = write(dir.path(), "chat.toml", &chat_spec(10, &ANSWERS, ""));
+    let waits = write(dir.path(), "waits.toml", &approval_spec());
 
     let r1 = session_run(&db, &chat, "My name is Ada.", "s");
     let r2 = session_run(&db, &waits, "Deploy it.", "s");
     let status: Value = serde_json::from_str(&ok(&db, &["show", &r2, "--json"])).expect("json");
     assert_eq!(status["state"]["state"], "awaiting_input");
 
-    let o = out(
+    let o = runtape(
         &db,
         &[
             "run",
@@ -252,16 +252,16 @@ fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_th
 
     // Bad names are one line, exit 2, before anything is read or written.
     for bad in ["", "a b", "x\ny"] {
-        let o = out(
+        let o = runtape(
             &db,
             &["run", chat.to_str().expect("utf-8"), "Q", "--session", bad],
         );
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o));
         assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
-        let o = out(&db, &["log", "--session", bad]);
+        let o = runtape(&db, &["log", "--session", bad]);
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o));
     }
-    let o = out(&db, &["log", "--session", "nobody"]);
+    let o = runtape(&db, &["log", "--session", "nobody"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no session named `nobody`"));
 }

@@ -19,14 +19,14 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
     for trial in 0..TRIALS {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("race.db");
-        let quick = spec(
+        let quick = write(
             dir.path(),
             "quick.toml",
             &chat_spec(10, &["a", "b", "c"], ""),
         );
         // The racers' model answers slowly, so the winner's run is still running while the
         // loser looks.
-        let slow = spec(
+        let slow = write(
             dir.path(),
             "slow.toml",
             &chat_spec(10, &["a", "b", "c"], "").replace(
@@ -40,7 +40,7 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
         let racers: Vec<_> = ["left", "right"]
             .into_iter()
             .map(|goal| {
-                runtape(&db)
+                on(&db)
                     .args([
                         "run",
                         slow.to_str().expect("utf-8"),
@@ -76,7 +76,7 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
             assert!(err.contains("has not ended"), "{err}");
         }
 
-        let r3 = run_id(&String::from_utf8_lossy(&winners[0].stdout));
+        let r3 = first_id(&String::from_utf8_lossy(&winners[0].stdout));
         let places: Vec<(u64, String)> = ok(&db, &["log", "--session", "race", "--json"])
             .lines()
             .map(|l| {

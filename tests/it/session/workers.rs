@@ -67,7 +67,7 @@ fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
     let url = server.fresh_db();
     let db = Path::new(&url);
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = spec(
+    let spec = write(
         dir.path(),
         "chat.toml",
         &chat_spec(

@@ -3,9 +3,9 @@
 //! promise to users, and this is the test that holds us to it.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use crate::support;
+use crate::support::cli::ok;
 use support::cli::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
@@ -29,22 +29,11 @@ fn copy_of_fixture(dir: &Path) -> PathBuf {
     db
 }
 
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn an_old_database_lists_and_shows_every_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = copy_of_fixture(dir.path());
-    let ls = ok(&runtape(&db, &["ls", "--json"]));
+    let ls = ok(&db, &["ls", "--json"]);
     for run in [
         SIGNED,
         HANDOFF,
@@ -55,12 +44,12 @@ fn an_old_database_lists_and_shows_every_run() {
         PAUSED,
     ] {
         assert!(ls.contains(run), "ls lists {run}: {ls}");
-        let log = ok(&runtape(&db, &["log", run]));
+        let log = ok(&db, &["log", run]);
         assert!(log.lines().count() > 2, "log of {run}: {log}");
-        let shown = ok(&runtape(&db, &["show", &format!("{run}@2")]));
+        let shown = ok(&db, &["show", &format!("{run}@2")]);
         assert!(!shown.is_empty(), "show {run}@2");
     }
-    let shown = ok(&runtape(&db, &["show", &format!("{SIGNED}@2")]));
+    let shown = ok(&db, &["show", &format!("{SIGNED}@2")]);
     assert!(
         shown.contains("count_words") || shown.contains("utc_now"),
         "{shown}"
@@ -74,11 +63,11 @@ fn an_old_database_verifies_including_its_signed_receipts() {
     let pubkey = fixture("fixture.key.pub");
     let pubkey = pubkey.to_str().expect("utf-8 path");
     for run in [SIGNED, FORK] {
-        let out = ok(&runtape(&db, &["verify", run, "--pubkey", pubkey]));
+        let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
         assert!(out.starts_with("OK"), "{out}");
     }
     for run in [HANDOFF, AWAITING, COMPLETED_DEMO, CRASHED, PAUSED] {
-        let out = ok(&runtape(&db, &["verify", run]));
+        let out = ok(&db, &["verify", run]);
         assert!(out.starts_with("OK"), "{out}");
     }
 }
@@ -94,12 +83,12 @@ fn an_old_database_resumes_its_paused_crashed_and_waiting_runs() {
     ] {
         let mut args = vec!["resume", run];
         args.extend(extra);
-        let out = ok(&runtape(&db, &args));
+        let out = ok(&db, &args);
         assert!(out.contains("completed"), "resume {run}: {out}");
-        let verified = ok(&runtape(&db, &["verify", run]));
+        let verified = ok(&db, &["verify", run]);
         assert!(verified.starts_with("OK"), "{verified}");
     }
-    let ls = ok(&runtape(&db, &["ls"]));
+    let ls = ok(&db, &["ls"]);
     assert!(
         !ls.contains("running") && !ls.contains("paused") && !ls.contains("awaiting"),
         "{ls}"
@@ -111,7 +100,7 @@ fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = copy_of_fixture(dir.path());
     // Sealed when first opened, without a key: verify says the head was trusted on first use.
-    let out = ok(&runtape(&db, &["verify", HANDOFF]));
+    let out = ok(&db, &["verify", HANDOFF]);
     assert!(out.contains("head trusted on first use"), "{out}");
     // From then on the head guards the run: an edited setup is refused, nothing written.
     let conn = rusqlite::Connection::open(&db).expect("opens");
@@ -130,8 +119,8 @@ fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
     let verified = runtape(&db, &["verify", PAUSED]);
     assert_eq!(verified.status.code(), Some(1));
     // A run continued by this runtape is sealed by the engine from then on.
-    let out = ok(&runtape(&db, &["resume", CRASHED]));
+    let out = ok(&db, &["resume", CRASHED]);
     assert!(out.contains("completed"), "{out}");
-    let out = ok(&runtape(&db, &["verify", CRASHED]));
+    let out = ok(&db, &["verify", CRASHED]);
     assert!(out.contains("head unsigned (digest only)"), "{out}");
 }

@@ -12,7 +12,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Output;
 
-use support::cli::{first_id, runtape, text};
+use support::cli::{run_id, runtape, text};
 use support::pg::PgServer;
 
 const SPEC: &str = r#"goal = "count to three"
@@ -99,10 +99,10 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     std::fs::write(&gated, GATED).expect("writes the spec");
     let gated = gated.to_str().expect("utf-8");
 
-    let done = first_id(&ok(&url, &["run", spec]));
-    let fork = first_id(&ok(&url, &["fork", &format!("{done}@4")]));
+    let done = run_id(&ok(&url, &["run", spec]));
+    let fork = run_id(&ok(&url, &["fork", &format!("{done}@4")]));
     // A run waiting for a person, to be answered after the migration.
-    let waiting = first_id(&ok(&url, &["run", gated]));
+    let waiting = run_id(&ok(&url, &["run", gated]));
     let listed = stdout(&url, &["ls", "--json"]);
     let shown = stdout(&url, &["show", &format!("{done}@5"), "--json"]);
 

@@ -3,8 +3,8 @@
 //! with this runtape, which moves it to schema 4: rows written from then on are packed JSON,
 //! the old rows stay as they were, and a run holding both verifies.
 
+use crate::support::cli::ok;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const SIGNED: &str = "01m83qcxb5b7nfcb";
 const HANDOFF: &str = "01m83qcxcqwnk5sp";
@@ -27,28 +27,6 @@ fn copy_of_fixture(dir: &Path) -> PathBuf {
     db
 }
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// The first byte of each stored event of `run`, in seq order.
 fn event_first_bytes(db: &Path, run: &str) -> Vec<u8> {
     let conn = rusqlite::Connection::open(db).expect("opens");
@@ -68,7 +46,7 @@ fn event_first_bytes(db: &Path, run: &str) -> Vec<u8> {
 fn a_schema_3_database_lists_shows_and_verifies_every_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = copy_of_fixture(dir.path());
-    let ls = ok(&runtape(&db, &["ls", "--json"]));
+    let ls = ok(&db, &["ls", "--json"]);
     let all = [
         SIGNED,
         HANDOFF,
@@ -80,19 +58,19 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
     ];
     for run in all {
         assert!(ls.contains(run), "ls lists {run}: {ls}");
-        let log = ok(&runtape(&db, &["log", run]));
+        let log = ok(&db, &["log", run]);
         assert!(log.lines().count() > 2, "log of {run}: {log}");
-        let shown = ok(&runtape(&db, &["show", &format!("{run}@2")]));
+        let shown = ok(&db, &["show", &format!("{run}@2")]);
         assert!(!shown.is_empty(), "show {run}@2");
     }
     let pubkey = fixture("fixture.key.pub");
     let pubkey = pubkey.to_str().expect("utf-8 path");
     for run in [SIGNED, FORK] {
-        let out = ok(&runtape(&db, &["verify", run, "--pubkey", pubkey]));
+        let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
         assert!(out.starts_with("OK"), "{out}");
     }
     for run in [HANDOFF, AWAITING, COMPLETED_DEMO, PAUSED, CRASHED] {
-        let out = ok(&runtape(&db, &["verify", run]));
+        let out = ok(&db, &["verify", run]);
         assert!(out.starts_with("OK"), "{out}");
     }
     let conn = rusqlite::Connection::open(&db).expect("opens");
@@ -122,7 +100,7 @@ fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
         let before = event_first_bytes(&db, run).len();
         let mut args = vec!["resume", run];
         args.extend(extra);
-        let out = ok(&runtape(&db, &args));
+        let out = ok(&db, &args);
         assert!(out.contains("completed"), "resume {run}: {out}");
         let firsts = event_first_bytes(&db, run);
         assert!(firsts.len() > before, "{run} went on");
@@ -134,7 +112,7 @@ fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
             firsts[before..].iter().all(|&b| b == 0x01),
             "{run}: the new rows are packed"
         );
-        let verified = ok(&runtape(&db, &["verify", run]));
+        let verified = ok(&db, &["verify", run]);
         assert!(verified.starts_with("OK"), "{verified}");
     }
     // A fork of an old run, made now, verifies across the old parent rows and its own.
@@ -142,18 +120,15 @@ fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
     std::fs::copy(fixture("fixture.key"), &key).expect("copies the key");
     set_owner_only(&key);
     let key = key.to_str().expect("utf-8 path");
-    let out = ok(&runtape(
-        &db,
-        &["fork", &format!("{SIGNED}@1"), "--receipt-key", key],
-    ));
+    let out = ok(&db, &["fork", &format!("{SIGNED}@1"), "--receipt-key", key]);
     assert!(out.contains("answer"), "fork: {out}");
-    let ls = ok(&runtape(&db, &["ls", "--json"]));
+    let ls = ok(&db, &["ls", "--json"]);
     let forked: Vec<&str> = ls
         .split('"')
         .filter(|s| s.len() == 16 && s.starts_with("01") && !s.contains(' '))
         .collect();
     for run in forked {
-        let verified = ok(&runtape(&db, &["verify", run]));
+        let verified = ok(&db, &["verify", run]);
         assert!(verified.starts_with("OK"), "{run}: {verified}");
     }
 }

@@ -4,12 +4,12 @@
 //! key, and `normal` with a PostgreSQL database is refused before anything is opened.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use runtape::config;
 use runtape::store::{Durability, SqliteStore};
 
 use crate::support;
+use crate::support::cli::err;
 use support::cli::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
@@ -19,10 +19,6 @@ fn spec_with(dir: &Path, extra: &str) -> PathBuf {
     let path = dir.join("spec.toml");
     std::fs::write(&path, format!("{text}\n{extra}\n")).expect("write the spec");
     path
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 const NOTE: &str = "durability \"normal\"";
@@ -62,8 +58,8 @@ fn a_bad_durability_in_a_spec_is_one_line_naming_the_key_and_nothing_is_written(
     let spec = spec_with(dir.path(), "[run]\ndurability = \"sometimes\"");
     let db = dir.path().join("runs.db");
     let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
     assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
     assert!(
         e.contains("durability") && e.contains("sometimes") && e.contains("\"full\""),
@@ -80,22 +76,22 @@ fn the_spec_sets_normal_and_the_flag_overrides_it() {
     let db = dir.path().join("runs.db");
 
     let by_spec = runtape(&db, &["run", spec]);
-    assert!(by_spec.status.success(), "{}", stderr(&by_spec));
-    assert!(stderr(&by_spec).contains(NOTE), "{}", stderr(&by_spec));
+    assert!(by_spec.status.success(), "{}", err(&by_spec));
+    assert!(err(&by_spec).contains(NOTE), "{}", err(&by_spec));
 
     let by_flag = runtape(&db, &["run", spec, "--durability", "full"]);
-    assert!(by_flag.status.success(), "{}", stderr(&by_flag));
-    assert!(!stderr(&by_flag).contains(NOTE), "{}", stderr(&by_flag));
+    assert!(by_flag.status.success(), "{}", err(&by_flag));
+    assert!(!err(&by_flag).contains(NOTE), "{}", err(&by_flag));
 
     let plain = spec_with(dir.path(), "");
     let plain = plain.to_str().expect("utf-8");
     let flag_only = runtape(&db, &["run", plain, "--durability", "normal"]);
-    assert!(flag_only.status.success(), "{}", stderr(&flag_only));
-    assert!(stderr(&flag_only).contains(NOTE), "{}", stderr(&flag_only));
+    assert!(flag_only.status.success(), "{}", err(&flag_only));
+    assert!(err(&flag_only).contains(NOTE), "{}", err(&flag_only));
 
     let default = runtape(&db, &["run", plain]);
-    assert!(default.status.success(), "{}", stderr(&default));
-    assert!(!stderr(&default).contains(NOTE), "{}", stderr(&default));
+    assert!(default.status.success(), "{}", err(&default));
+    assert!(!err(&default).contains(NOTE), "{}", err(&default));
 }
 
 #[test]
@@ -113,8 +109,8 @@ fn normal_with_postgresql_is_refused_in_one_line_before_connecting() {
             "normal",
         ],
     );
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
     assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
     assert!(e.contains("synchronous_commit"), "{e}");
 }

@@ -1,38 +1,155 @@
-//! Shared by the tests that drive the real `runtape` binary on a SQLite file: running it with
-//! a clean environment, and reading what it printed.
+//! The one way the tests run the real `runtape` binary: with none of the variables from the
+//! environment the tests run in that would change what it does (a developer's `RUNTAPE_DB`,
+//! receipt key, lease or writer settings, serve token or OpenTelemetry endpoint), and readers
+//! of what it printed. Also where the repository's examples and fixtures are, and small waits
+//! and signals for tests that drive processes.
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
-/// Runs the binary under test on `db` with `args` (no `RUNTAPE_DB` or receipt key from the
-/// environment) and returns what it did.
+/// Variables the binary reads that the tests' own environment must not decide.
+const CLEARED: [&str; 8] = [
+    "RUNTAPE_DB",
+    "RUNTAPE_RECEIPT_KEY",
+    "RUNTAPE_LEASE_TTL_MS",
+    "RUNTAPE_STOP_GRACE_MS",
+    "RUNTAPE_DB_MAX_BYTES",
+    "RUNTAPE_WRITER_NICE",
+    "RUNTAPE_SERVE_TOKEN",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+];
+
+/// The binary under test, with [`CLEARED`] removed from its environment. Set a variable a test
+/// needs with `.env(...)` on the result.
+pub fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
+    for var in CLEARED {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// `runtape --db DB`, to add arguments, variables or pipes to.
+pub fn on(db: &Path) -> Command {
+    let mut c = bin();
+    c.arg("--db").arg(db);
+    c
+}
+
+/// Runs `runtape --db DB ARGS…` to completion and returns what it did.
 pub fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
+    on(db).args(args).output().expect("runs the binary")
 }
 
-/// Stdout and stderr, for failure messages.
+/// Runs `runtape ARGS…` (no `--db`: commands that take none, or a database from `ARGS`).
+pub fn bare(args: &[&str]) -> Output {
+    bin().args(args).output().expect("runs the binary")
+}
+
+/// Runs `runtape --db DB ARGS…`, asserts it succeeded, and returns its stdout.
+pub fn ok(db: &Path, args: &[&str]) -> String {
+    let o = runtape(db, args);
+    assert!(
+        o.status.success(),
+        "runtape {args:?} failed ({:?}): {}",
+        o.status.code(),
+        text(&o)
+    );
+    out(&o)
+}
+
+/// stdout as text.
+pub fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// stdout then stderr, for failure messages.
 pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    format!("{}{}", out(o), err(o))
 }
 
-/// The last word of the first line printed (`started run ID`, `forked ... as run ID`).
-pub fn first_id(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout)
+/// The last word of the first line of `stdout` (`started run ID`, `forked ... as run ID`).
+pub fn first_id(stdout: &str) -> String {
+    stdout
         .lines()
         .next()
         .and_then(|l| l.rsplit(' ').next())
         .expect("a run id")
         .to_owned()
+}
+
+/// The run id a command printed first ([`first_id`] of its stdout).
+pub fn run_id(o: &Output) -> String {
+    first_id(&out(o))
+}
+
+/// `runtape cassette export RUN -o TO` on `db`.
+pub fn export(db: &Path, run: &str, to: &Path) -> Output {
+    runtape(db, &["cassette", "export", run, "-o", utf8(to)])
+}
+
+/// Exactly one line of text on stderr (the documented shape of every error).
+pub fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr, got: {stderr:?}");
+    lines[0]
+}
+
+/// `path` as UTF-8 (test paths are).
+pub fn utf8(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// The repository's `examples/NAME`.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+/// The repository's `tests/fixtures/PATH`.
+pub fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+}
+
+/// Writes `body` to `dir/name` (a spec, a script) and returns its path.
+pub fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, body).unwrap_or_else(|e| panic!("writes {}: {e}", path.display()));
+    path
+}
+
+/// Waits (up to a minute) until `cond` holds, checking every few ms.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// Sends `signal` (a name `kill -s` knows: TERM, HUP, STOP, CONT, INT, KILL) to `pid`, with
+/// the shell's `kill` builtin (no procps needed).
+pub fn signal(pid: u32, signal: &str) {
+    let ok = Command::new("/bin/sh")
+        .args([
+            "-c",
+            "kill -s \"$1\" \"$2\"",
+            "sh",
+            signal,
+            &pid.to_string(),
+        ])
+        .status()
+        .expect("sh runs")
+        .success();
+    assert!(ok, "kill -s {signal} {pid}");
 }

@@ -2,45 +2,20 @@
 //! with scripted models.
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 
+pub use super::cli::{ok, on, runtape, write};
+
 pub mod signed;
-
-/// The binary under test.
-pub fn runtape(db: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.arg("--db").arg(db);
-    c.env_remove("RUNTAPE_DB");
-    c
-}
-
-/// Runs `args` and returns the output.
-pub fn out(db: &Path, args: &[&str]) -> Output {
-    runtape(db).args(args).output().expect("runtape runs")
-}
-
-/// Runs `args`, asserts success, and returns stdout.
-pub fn ok(db: &Path, args: &[&str]) -> String {
-    let o = out(db, args);
-    assert!(
-        o.status.success(),
-        "runtape {args:?} failed ({:?}): {}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// Every run in `db`, as `ls --flat --json` prints them.
 pub fn runs(db: &Path) -> Vec<Value> {
     if !db.exists() {
         return Vec::new();
     }
-    let o = out(db, &["ls", "--flat", "--json"]);
+    let o = runtape(db, &["ls", "--flat", "--json"]);
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -64,13 +39,6 @@ pub fn children_of(db: &Path, parent: &str) -> Vec<Value> {
 pub fn final_hash(db: &Path, run: &str) -> String {
     let v: Value = serde_json::from_str(&ok(db, &["verify", run, "--json"])).expect("json");
     v["final_state_hash"].as_str().expect("a hash").to_owned()
-}
-
-/// Writes `body` to `dir/name` and returns its path.
-pub fn spec(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, body).expect("writes the spec");
-    p
 }
 
 /// A lead that delegates to `researcher` and `coder` in one turn (each scripted reply of a

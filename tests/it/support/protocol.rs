@@ -6,40 +6,9 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, ChildStdout, Stdio};
 
-/// The `runtape` binary with a clean environment for these tests.
-pub fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .env_remove("RUNTAPE_LEASE_TTL_MS")
-        .env_remove("RUNTAPE_STOP_GRACE_MS")
-        .env_remove("RUNTAPE_DB_MAX_BYTES")
-        .env_remove("RUNTAPE_WRITER_NICE");
-    c
-}
-
-/// Runs `runtape --db DB ARGS…` to completion.
-pub fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-/// stdout as text.
-pub fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// stderr as text.
-pub fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+pub use super::cli::{bin, err, one_line, out, runtape, signal, wait_until};
 
 /// What the charge tool does besides recording its key: a shell snippet run after the key is
 /// appended (e.g. `sleep 1`).
@@ -147,15 +116,6 @@ pub fn start(db: &Path, spec: &Path, env: &[(&str, &str)]) -> Background {
     }
 }
 
-/// Waits (up to a minute) until `cond` holds, checking every few ms.
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(3));
-    }
-}
-
 /// Starts a charge run and SIGKILLs it once the charge has been performed: the call is left
 /// `started` with no result (in doubt). Returns the run id.
 pub fn run_killed_mid_charge(dir: &Path, db: &Path, spec: &Path) -> String {
@@ -243,28 +203,4 @@ pub fn owner_alive(owner: &str) -> bool {
         .nth(1)
         .and_then(|pid| pid.parse::<u32>().ok())
         .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
-}
-
-/// Sends `signal` (a name `kill -s` knows: TERM, HUP, STOP, CONT, INT, KILL) to `pid`, with
-/// the shell's `kill` builtin (no procps needed).
-pub fn signal(pid: u32, signal: &str) {
-    let ok = Command::new("/bin/sh")
-        .args([
-            "-c",
-            "kill -s \"$1\" \"$2\"",
-            "sh",
-            signal,
-            &pid.to_string(),
-        ])
-        .status()
-        .expect("sh runs")
-        .success();
-    assert!(ok, "kill -s {signal} {pid}");
-}
-
-/// Exactly one line of text on stderr (the documented shape of every error).
-pub fn one_line(stderr: &str) -> &str {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one line on stderr, got: {stderr:?}");
-    lines[0]
 }

@@ -3,59 +3,15 @@
 //! calls were sent.
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use serde_json::Value;
 
-/// The binary under test.
-pub fn runtape(db: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.arg("--db").arg(db);
-    c.env_remove("RUNTAPE_DB");
-    c.env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-/// Runs `args` and returns the output.
-pub fn out(db: &Path, args: &[&str]) -> Output {
-    runtape(db).args(args).output().expect("runtape runs")
-}
-
-/// Stdout and stderr, for failure messages.
-pub fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Runs `args`, asserts success, and returns stdout.
-pub fn ok(db: &Path, args: &[&str]) -> String {
-    let o = out(db, args);
-    assert!(
-        o.status.success(),
-        "runtape {args:?} failed ({:?}): {}",
-        o.status.code(),
-        text(&o)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The run id `run` printed first (`started run ID`).
-pub fn run_id(stdout: &str) -> String {
-    stdout
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
+pub use super::cli::{first_id, ok, on, runtape, text, write};
 
 /// Runs `spec` toward `goal` as the next run of `session`; returns the run id.
 pub fn session_run(db: &Path, spec: &Path, goal: &str, session: &str) -> String {
-    run_id(&ok(
+    first_id(&ok(
         db,
         &[
             "run",
@@ -65,13 +21,6 @@ pub fn session_run(db: &Path, spec: &Path, goal: &str, session: &str) -> String 
             session,
         ],
     ))
-}
-
-/// Writes `body` to `dir/name` and returns its path.
-pub fn spec(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, body).expect("writes the spec");
-    p
 }
 
 /// A chat: `assistant` answers from a script (its answer to its n-th turn in a conversation
@@ -151,6 +100,6 @@ pub fn said(messages: &[Value]) -> Vec<(String, String)> {
 
 /// Asserts `verify RUN` passes.
 pub fn verifies(db: &Path, run: &str) {
-    let o = out(db, &["verify", run]);
+    let o = runtape(db, &["verify", run]);
     assert!(o.status.success(), "verify {run}: {}", text(&o));
 }

@@ -7,9 +7,11 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+
+pub(crate) use super::cli::{first_id, ok, runtape, text};
 
 /// The pristine database and what is in it.
 pub(crate) struct Fixture {
@@ -41,39 +43,6 @@ pub(crate) struct Fixture {
 pub(crate) const LONG_STEPS: u64 = 76;
 /// Where the fork branches off.
 pub(crate) const FORK_SEQ: u64 = 10;
-
-pub(crate) fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .expect("runs the binary")
-}
-
-pub(crate) fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The run id at the end of the first line (`started run ID`, `forked P@N as run ID`).
-fn first_id(out: &str) -> String {
-    out.lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
-}
 
 fn long_spec() -> String {
     let mut replies = String::new();
@@ -172,13 +141,13 @@ fn build() -> Fixture {
     let db = d.join("runs.db");
     let key = d.join("receipts.key");
     let k = key.to_str().expect("utf-8").to_owned();
-    ok(runtape(&db, &["keygen", "-o", &k]));
+    ok(&db, &["keygen", "-o", &k]);
     let pubkey = format!("{k}.pub");
     std::fs::write(d.join("long.toml"), long_spec()).expect("writes");
     std::fs::write(d.join("stuck.toml"), STUCK_SPEC).expect("writes");
 
     let long_spec = d.join("long.toml");
-    let out = ok(runtape(
+    let out = ok(
         &db,
         &[
             "run",
@@ -186,12 +155,12 @@ fn build() -> Fixture {
             "--receipt-key",
             &k,
         ],
-    ));
+    );
     let long = first_id(&out);
-    let out = ok(runtape(
+    let out = ok(
         &db,
         &["fork", &format!("{long}@{FORK_SEQ}"), "--receipt-key", &k],
-    ));
+    );
     let fork = first_id(&out);
 
     // A run killed while its non-idempotent call runs: the call's row stays `started`.
@@ -222,7 +191,7 @@ fn build() -> Fixture {
     std::fs::write(d.join("chat.toml"), CHAT_SPEC).expect("writes");
     let chat = d.join("chat.toml");
     let chat = chat.to_str().expect("utf-8");
-    let session_first = first_id(&ok(runtape(
+    let session_first = first_id(&ok(
         &db,
         &[
             "run",
@@ -233,8 +202,8 @@ fn build() -> Fixture {
             "--receipt-key",
             &k,
         ],
-    )));
-    let session_second = first_id(&ok(runtape(
+    ));
+    let session_second = first_id(&ok(
         &db,
         &[
             "run",
@@ -245,11 +214,11 @@ fn build() -> Fixture {
             "--receipt-key",
             &k,
         ],
-    )));
+    ));
     // A run that publishes to global memory, then a removal by hand.
     std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
     let memory_spec = d.join("memory.toml");
-    let out = ok(runtape(
+    let out = ok(
         &db,
         &[
             "run",
@@ -257,9 +226,9 @@ fn build() -> Fixture {
             "--receipt-key",
             &k,
         ],
-    ));
+    );
     let memory = first_id(&out);
-    ok(runtape(
+    ok(
         &db,
         &[
             "memory",
@@ -271,7 +240,7 @@ fn build() -> Fixture {
             "--receipt-key",
             &k,
         ],
-    ));
+    );
 
     let conn = rusqlite::Connection::open(&db).expect("opens");
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))

@@ -29,7 +29,7 @@ pub fn team_signed_like(like: Option<&Team>) -> Team {
 /// run with a new signing key.
 pub fn parallel_team_signed() -> Team {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = spec(dir.path(), "team.toml", &parallel_team(0));
+    let spec = write(dir.path(), "team.toml", &parallel_team(0));
     let team = run_signed(&spec, None);
     drop(dir);
     team
@@ -52,7 +52,7 @@ pub fn run_signed(example: &Path, like: Option<&Team>) -> Team {
         }
     }
     let seed = std::fs::read_to_string(&key).expect("the key file");
-    let o = runtape(&db)
+    let o = on(&db)
         .env("RUNTAPE_RECEIPT_KEY", seed)
         .args(["run", example.to_str().expect("utf-8")])
         .output()
@@ -106,7 +106,7 @@ impl Team {
     pub fn verify(&self, lines: &[String]) -> Result<String, String> {
         let file = self.dir.path().join("check.jsonl");
         std::fs::write(&file, lines.join("\n") + "\n").expect("writes the bundle");
-        let o = out(
+        let o = runtape(
             &self.db,
             &[
                 "receipts",
