@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use crate::support::cli::{example, runtape};
+use crate::support::cli::{example, runtape, temp_db, utf8};
+use crate::support::durable::run_to_rest;
 use runtape::cassette::{CassetteProvider, ReplayOptions, VERSION, export_run};
 use runtape::exec::Engine;
 use runtape::machine::{AgentSpec, ModelReply, RunSpec, Spec};
@@ -40,13 +41,7 @@ async fn streamed_chunks_are_exported_and_replayed_as_they_came() {
         ..Spec::default()
     })
     .expect("valid");
-    let end = engine
-        .start(spec, "What is it?")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec, "What is it?").await;
     assert_eq!(end.status, RunStatus::Completed);
 
     let cassette = export_run(engine.store().as_ref(), &end.run_id).expect("exports");
@@ -84,15 +79,14 @@ async fn streamed_chunks_are_exported_and_replayed_as_they_came() {
 
 #[test]
 fn a_changed_setting_no_longer_matches_the_recording() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = example("structured.toml");
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let o = runtape(&db, &["run", "--stepped-clock", spec]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let run = first_word_after(&o, "started run ");
     let cassette = dir.path().join("structured.json");
-    let cassette = cassette.to_str().expect("utf-8");
+    let cassette = utf8(&cassette);
     let o = runtape(&db, &["cassette", "export", &run, "-o", cassette]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(cassette).expect("reads");
@@ -117,7 +111,7 @@ fn a_changed_setting_no_longer_matches_the_recording() {
         original.replace("temperature = 0.2", "temperature = 0.9"),
     )
     .expect("writes");
-    let warmer = warmer.to_str().expect("utf-8");
+    let warmer = utf8(&warmer);
     let o = runtape(
         &db,
         &["replay", "--stepped-clock", warmer, "--cassette", cassette],
@@ -142,17 +136,16 @@ fn a_version_2_cassette_recorded_by_an_earlier_runtape_still_replays() {
         .join("tests/fixtures/cassette-v2/structured.v2.cassette.json");
     let text = std::fs::read_to_string(&fixture).expect("reads");
     assert!(text.contains("\"version\": 2"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let spec = example("structured.toml");
     let o = runtape(
         &db,
         &[
             "replay",
             "--stepped-clock",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             "--cassette",
-            fixture.to_str().expect("utf-8"),
+            utf8(&fixture),
         ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

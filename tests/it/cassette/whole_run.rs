@@ -10,7 +10,8 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use crate::support::cli::runtape;
+use crate::support::cli::{runtape, temp_db, utf8};
+use crate::support::durable::run_to_rest;
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
 };
@@ -143,13 +144,7 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
 
     let recorded = engine(&dir.path().join("recorded.db"), recorder.clone());
     let goal = "Which city, and what weather?";
-    let end = recorded
-        .start(spec(), goal)
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&recorded, spec(), goal).await;
     assert_eq!(
         end.status,
         RunStatus::Completed,
@@ -177,13 +172,7 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
         .expect("loads"),
     );
     let replayed = engine(&dir.path().join("replayed.db"), replay.clone());
-    let again = replayed
-        .start(spec(), goal)
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let again = run_to_rest(&replayed, spec(), goal).await;
     assert_eq!(again.status, RunStatus::Completed);
     assert_eq!(
         server.requests().len(),
@@ -209,10 +198,9 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
 /// Through the CLI: a run with a deterministic clock, its cassette, a replay of it.
 #[test]
 fn cli_run_export_replay_reproduces_the_run() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/handoff.toml");
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let o = runtape(&db, &["run", "--stepped-clock", spec]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let run = String::from_utf8_lossy(&o.stdout)
@@ -222,16 +210,7 @@ fn cli_run_export_replay_reproduces_the_run() {
         .unwrap_or_default()
         .to_owned();
     let cassette = dir.path().join("handoff.json");
-    let o = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let o = runtape(&db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("wrote 4 model turns"));
     let o = runtape(
@@ -241,7 +220,7 @@ fn cli_run_export_replay_reproduces_the_run() {
             "--stepped-clock",
             spec,
             "--cassette",
-            cassette.to_str().expect("utf-8"),
+            utf8(&cassette),
         ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -280,7 +259,7 @@ fn cli_run_export_replay_reproduces_the_run() {
                 "--stepped-clock",
                 spec,
                 "--cassette",
-                cassette.to_str().expect("utf-8"),
+                utf8(&cassette),
             ],
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -300,7 +279,7 @@ fn cli_run_export_replay_reproduces_the_run() {
             "--stepped-clock",
             spec,
             "--cassette",
-            cassette.to_str().expect("utf-8"),
+            utf8(&cassette),
             "A different goal.",
         ],
     );

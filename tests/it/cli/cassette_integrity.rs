@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::runtape;
+use support::cli::{runtape, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -31,7 +31,7 @@ fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let db = dir.join("runs.db");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).expect("spec");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = text(&o.stdout)
         .lines()
@@ -40,16 +40,7 @@ fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         .expect("run id")
         .to_owned();
     let cassette = dir.join("run.cassette.json");
-    let o = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let o = runtape(&db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     (db, spec, cassette)
 }
@@ -75,12 +66,7 @@ fn downgrade(cassette: &Path) -> PathBuf {
 }
 
 fn replay(db: &Path, spec: &Path, cassette: &Path, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "replay",
-        spec.to_str().expect("utf-8"),
-        "--cassette",
-        cassette.to_str().expect("utf-8"),
-    ];
+    let mut args = vec!["replay", utf8(&spec), "--cassette", utf8(&cassette)];
     args.extend_from_slice(extra);
     runtape(db, &args)
 }
@@ -129,15 +115,7 @@ fn a_downgraded_edited_cassette_is_refused_unless_explicitly_allowed() {
     );
     assert!(text(&o.stdout).contains("answer: HACKED ANSWER"));
 
-    let o = runtape(
-        &db,
-        &[
-            "cassette",
-            "diff",
-            cassette.to_str().expect("utf-8"),
-            attacked.to_str().expect("utf-8"),
-        ],
-    );
+    let o = runtape(&db, &["cassette", "diff", utf8(&cassette), utf8(&attacked)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert_eq!(text(&o.stderr).lines().count(), 1);
 }

@@ -7,12 +7,12 @@ use crate::support;
 
 use std::io::BufRead;
 
+use crate::support::cli::temp_db;
 use support::protocol::*;
 
 #[test]
 fn a_closed_stdout_pauses_the_run_and_exits_4() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(
         dir.path(),
         &ChargeSpec {
@@ -62,8 +62,7 @@ fn a_closed_stdout_pauses_the_run_and_exits_4() {
 #[test]
 fn the_printed_run_id_names_a_run_that_exists() {
     for _ in 0..5 {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("runs.db");
+        let (dir, db) = temp_db();
         let spec = charge_spec(
             dir.path(),
             &ChargeSpec {
@@ -92,8 +91,7 @@ fn the_printed_run_id_names_a_run_that_exists() {
 /// completes it.
 #[test]
 fn a_stdout_closed_before_the_id_is_printed_pauses_the_new_run() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(
         dir.path(),
         &ChargeSpec {

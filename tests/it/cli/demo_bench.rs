@@ -2,14 +2,14 @@
 //! narrates a crash, a resume, a listing, an earlier step, a fork and two verifications, and
 //! leaves a database the printed commands work on; the bench reports every workload.
 
-use crate::support::cli::bare;
+use crate::support::cli::{bare, utf8};
 use std::path::Path;
 
 #[test]
 fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("demo.db");
-    let o = bare(&["demo", "--db", db.to_str().expect("utf-8")]);
+    let o = bare(&["demo", "--db", utf8(&db)]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -51,7 +51,7 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
         statuses.iter().all(|(_, s)| s == "completed"),
         "{statuses:?}"
     );
-    let log = bare(&["--db", db.to_str().expect("utf-8"), "log", &statuses[0].0]);
+    let log = bare(&["--db", utf8(&db), "log", &statuses[0].0]);
     assert!(log.status.success());
 }
 
@@ -60,13 +60,7 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
 fn quick_bench(extra: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let scratch = dir.path().join("bench");
-    let mut args = vec![
-        "bench",
-        "--quick",
-        "--json",
-        "--dir",
-        scratch.to_str().expect("utf-8"),
-    ];
+    let mut args = vec!["bench", "--quick", "--json", "--dir", utf8(&scratch)];
     args.extend_from_slice(extra);
     let o = bare(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use support::cli::runtape;
+use support::cli::{runtape, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -42,7 +42,7 @@ fn database(dir: &Path) -> (PathBuf, String) {
         "goal = \"g\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nreplies = [{ text = \"ok\" }]\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
     )
     .expect("spec");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = text(&o.stdout)
         .lines()
@@ -121,7 +121,7 @@ fn every_run_id_command_refuses_hostile_ids_in_one_line_and_changes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (db, good) = database(dir.path());
     let out = dir.path().join("out.file");
-    let out_arg = out.to_str().expect("utf-8");
+    let out_arg = utf8(&out);
     let huge = "A".repeat(100 * 1024);
     let hostile = [
         (huge.as_str(), "with a 100 KB id"),
@@ -146,7 +146,7 @@ fn a_step_where_a_whole_run_is_meant_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (db, good) = database(dir.path());
     let out = dir.path().join("out.file");
-    let out_arg = out.to_str().expect("utf-8");
+    let out_arg = utf8(&out);
     let at = format!("{good}@1");
     let cases: [(&[&str], &str); 8] = [
         (

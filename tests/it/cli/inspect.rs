@@ -22,13 +22,12 @@ fn world() -> (tempfile::TempDir, std::path::PathBuf, RunId, RunId) {
         let engine = engine_in(dir.path());
         engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
         engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
-        let end = engine
-            .start(spec(vec![lookup_spec()], |_| {}), "Count the stars.")
-            .await
-            .expect("starts")
-            .wait()
-            .await
-            .expect("runs");
+        let end = run_to_rest(
+            &engine,
+            spec(vec![lookup_spec()], |_| {}),
+            "Count the stars.",
+        )
+        .await;
         assert_eq!(end.status, RunStatus::Completed);
         let edit = ForkEdit::ReplaceLastUserMessage {
             agent: None,

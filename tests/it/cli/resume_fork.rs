@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support;
-use crate::support::cli::{err, out, run_id};
+use crate::support::cli::{err, out, run_id, temp_db, utf8};
 use support::cli::runtape;
 
 fn status_of(db: &Path, run: &str) -> String {
@@ -24,12 +24,12 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn example(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
-        .to_str()
-        .expect("utf-8 path")
-        .to_owned()
+    utf8(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name),
+    )
+    .to_owned()
 }
 
 const QUESTION: &str = r#"
@@ -54,10 +54,9 @@ tools = ["ask_person"]
 
 #[test]
 fn a_question_is_answered_with_input_and_cannot_be_approved() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "question.toml", QUESTION);
-    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -86,16 +85,7 @@ fn a_question_is_answered_with_input_and_cannot_be_approved() {
     assert_eq!(status_of(&db, &run), "completed");
     // The answer went to the model as the tool's result.
     let cassette = dir.path().join("q.cassette.json");
-    let o = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let o = runtape(&db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
     assert!(o.status.success(), "{}", err(&o));
     let text = std::fs::read_to_string(&cassette).expect("reads the cassette");
     assert!(
@@ -130,10 +120,9 @@ max_turns = 1
 
 #[test]
 fn an_exhausted_budget_is_raised_on_resume() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "budget.toml", BUDGET);
-    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(1), "exhausted exits 1: {}", out(&o));
     let run = run_id(&o);
     assert_eq!(status_of(&db, &run), "budget_exhausted");
@@ -184,8 +173,7 @@ fn json_lines(o: &Output) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_tape_fork_serves_the_parents_replies_and_a_live_fork_asks_the_model() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let o = runtape(&db, &["run", &example("handoff.toml")]);
     assert!(o.status.success(), "{}", err(&o));
     let parent = run_id(&o);
@@ -230,24 +218,14 @@ fn a_tape_fork_serves_the_parents_replies_and_a_live_fork_asks_the_model() {
 
 #[test]
 fn cassette_diff_exits_1_when_the_cassettes_differ() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let export = |spec: &str, name: &str| {
         let o = runtape(&db, &["run", &example(spec)]);
         assert!(o.status.success(), "{}", err(&o));
         let path = dir.path().join(name);
-        let o = runtape(
-            &db,
-            &[
-                "cassette",
-                "export",
-                &run_id(&o),
-                "-o",
-                path.to_str().expect("utf-8"),
-            ],
-        );
+        let o = runtape(&db, &["cassette", "export", &run_id(&o), "-o", utf8(&path)]);
         assert!(o.status.success(), "{}", err(&o));
-        path.to_str().expect("utf-8").to_owned()
+        utf8(&path).to_owned()
     };
     let a = export("handoff.toml", "a.json");
     let a2 = export("handoff.toml", "a2.json");
@@ -274,8 +252,7 @@ fn cassette_diff_exits_1_when_the_cassettes_differ() {
 /// its own ids — continues to a history that verifies, receipts included.
 #[test]
 fn a_fork_from_every_step_verifies() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let o = runtape(&db, &["run", &example("handoff.toml")]);
     assert!(o.status.success(), "{}", err(&o));
     let parent = run_id(&o);

@@ -3,7 +3,7 @@
 //! input of the spec file and the database (one line on stderr, the documented exit status,
 //! the database unchanged).
 
-use crate::support::cli::{bin, err, example, out, run_id, runtape};
+use crate::support::cli::{bin, err, example, out, run_id, runtape, temp_db, utf8};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -71,24 +71,13 @@ fn status_of(db: &Path, run: &str) -> (String, i64) {
 
 #[test]
 fn run_completes_and_json_is_one_typed_object_per_line() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
-    let o = runtape(
-        &db,
-        &["run", example("quickstart.toml").to_str().expect("utf-8")],
-    );
+    let (_dir, db) = temp_db();
+    let o = runtape(&db, &["run", utf8(&example("quickstart.toml"))]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(out(&o).starts_with("started run "));
     assert!(out(&o).contains("completed: 8 steps"), "{}", out(&o));
 
-    let o = runtape(
-        &db,
-        &[
-            "run",
-            "--json",
-            example("handoff.toml").to_str().expect("utf-8"),
-        ],
-    );
+    let o = runtape(&db, &["run", "--json", utf8(&example("handoff.toml"))]);
     assert_eq!(o.status.code(), Some(0));
     let events: Vec<serde_json::Value> = out(&o)
         .lines()
@@ -121,12 +110,8 @@ fn run_completes_and_json_is_one_typed_object_per_line() {
 
 #[test]
 fn an_approval_stops_the_run_and_resume_approve_completes_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
-    let o = runtape(
-        &db,
-        &["run", example("approval.toml").to_str().expect("utf-8")],
-    );
+    let (_dir, db) = temp_db();
+    let o = runtape(&db, &["run", utf8(&example("approval.toml"))]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     let run = run_id(&o);
@@ -138,10 +123,7 @@ fn an_approval_stops_the_run_and_resume_approve_completes_it() {
     assert!(log.contains("person: Approve"), "{log}");
 
     // Rejected instead: the model hears the refusal and the run still completes.
-    let o = runtape(
-        &db,
-        &["run", example("approval.toml").to_str().expect("utf-8")],
-    );
+    let o = runtape(&db, &["run", utf8(&example("approval.toml"))]);
     let run = run_id(&o);
     let o = runtape(&db, &["resume", &run, "--reject", "not today"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -155,8 +137,7 @@ fn an_approval_stops_the_run_and_resume_approve_completes_it() {
 
 #[test]
 fn pause_from_another_process_stops_at_a_step_boundary() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = slow_spec(dir.path(), 12);
     let (child, run, mut lines) = start_background(&db, &spec);
     wait_for_step(&mut lines, 4);
@@ -192,8 +173,7 @@ fn pause_from_another_process_stops_at_a_step_boundary() {
 
 #[test]
 fn cancel_from_another_process_stops_the_run() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = slow_spec(dir.path(), 20);
     let (child, run, mut lines) = start_background(&db, &spec);
     wait_for_step(&mut lines, 3);
@@ -213,8 +193,7 @@ fn cancel_from_another_process_stops_the_run() {
 
 #[test]
 fn kill_9_then_resume_completes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = slow_spec(dir.path(), 8);
     let (mut child, run, mut lines) = start_background(&db, &spec);
     wait_for_step(&mut lines, 6);
@@ -292,16 +271,12 @@ fn db_snapshot(db: &Path) -> Option<Vec<u8>> {
 /// Every bad input: one line on stderr, exit 2 (or 3 for storage trouble), database unchanged.
 #[test]
 fn bad_input_is_one_clear_line_and_changes_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // A database with one run in it, to check it is left alone.
     assert!(
-        runtape(
-            &db,
-            &["run", example("quickstart.toml").to_str().expect("utf-8")]
-        )
-        .status
-        .success()
+        runtape(&db, &["run", utf8(&example("quickstart.toml"))])
+            .status
+            .success()
     );
     let before = db_snapshot(&db);
     let write = |name: &str, text: &str| {
@@ -414,10 +389,7 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
 
     // A database file that is not SQLite, and one from a newer runtape: exit 3, unchanged.
     let junk = write("junk.db", &"not sqlite\n".repeat(300));
-    let o = runtape(
-        &junk,
-        &["run", example("quickstart.toml").to_str().expect("utf-8")],
-    );
+    let o = runtape(&junk, &["run", utf8(&example("quickstart.toml"))]);
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert_eq!(err(&o).lines().count(), 1);
     assert!(err(&o).contains("is not a runtape database"));
@@ -432,10 +404,7 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
         .pragma_update(None, "user_version", 99)
         .expect("bumps");
     let newer_before = db_snapshot(&newer);
-    let o = runtape(
-        &newer,
-        &["run", example("quickstart.toml").to_str().expect("utf-8")],
-    );
+    let o = runtape(&newer, &["run", utf8(&example("quickstart.toml"))]);
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert!(
         err(&o).contains("newer than this runtape supports"),

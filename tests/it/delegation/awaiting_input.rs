@@ -8,6 +8,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use support::delegation::*;
 
 /// A lead delegating to `deployers` (one call each, in one reply); each deployer calls the
@@ -94,10 +95,9 @@ fn awaiting_child(db: &Path, id: &str) -> bool {
 
 #[test]
 fn a_child_waiting_for_a_person_rests_its_parent_and_resume_reaches_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["deployer"]);
-    let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(&db, &["run", utf8(&spec)]);
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")
@@ -130,10 +130,9 @@ fn a_child_waiting_for_a_person_rests_its_parent_and_resume_reaches_it() {
 
 #[test]
 fn two_waiting_children_are_named_and_each_is_answered_in_turn() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["alpha", "beta"]);
-    let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(&db, &["run", utf8(&spec)]);
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")
@@ -174,10 +173,9 @@ fn two_waiting_children_are_named_and_each_is_answered_in_turn() {
 /// in the server's process; the approved call runs once.
 #[test]
 fn the_serve_api_approves_a_waiting_child_through_its_parent() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["deployer"]);
-    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    ok(&db, &["run", utf8(&spec)]);
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")

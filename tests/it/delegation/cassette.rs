@@ -10,6 +10,8 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::{temp_db, utf8};
+use crate::support::durable::run_to_rest;
 use serde_json::Value;
 use support::delegation::*;
 
@@ -48,10 +50,9 @@ tools = []
 
 #[test]
 fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_database() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", HANDOFF_TEAM);
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let printed = ok(&db, &["run", "--stepped-clock", spec]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
     let id = root(&db).expect("the run")["id"]
@@ -60,7 +61,7 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
         .to_owned();
 
     let cassette = dir.path().join("team.cassette.json");
-    let cassette = cassette.to_str().expect("utf-8");
+    let cassette = utf8(&cassette);
     let wrote = ok(&db, &["cassette", "export", &id, "-o", cassette]);
     assert!(wrote.contains("wrote 2 model turns"), "{wrote}");
     let file: Value =
@@ -116,25 +117,13 @@ fn tree_hashes(db: &Path) -> Vec<(String, String)> {
 fn recorded_team(dir: &Path) -> (PathBuf, PathBuf) {
     let db = dir.join("runs.db");
     let example = team_example();
-    ok(
-        &db,
-        &["run", "--stepped-clock", example.to_str().expect("utf-8")],
-    );
+    ok(&db, &["run", "--stepped-clock", utf8(&example)]);
     let id = root(&db).expect("the run")["id"]
         .as_str()
         .expect("id")
         .to_owned();
     let cassette = dir.join("team.cassette.json");
-    let wrote = ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &id,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let wrote = ok(&db, &["cassette", "export", &id, "-o", utf8(&cassette)]);
     assert!(
         wrote.contains("wrote 5 model turns") && wrote.contains("2 of them by 2 child runs"),
         "{wrote}"
@@ -187,9 +176,9 @@ fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
             &[
                 "replay",
                 "--stepped-clock",
-                example.to_str().expect("utf-8"),
+                utf8(&example),
                 "--cassette",
-                cassette.to_str().expect("utf-8"),
+                utf8(&cassette),
             ],
         );
         assert!(
@@ -215,12 +204,7 @@ fn a_drifted_child_request_fails_the_replay_naming_the_child() {
     let fresh = dir.path().join("fresh.db");
     let o = runtape(
         &fresh,
-        &[
-            "replay",
-            spec.to_str().expect("utf-8"),
-            "--cassette",
-            cassette.to_str().expect("utf-8"),
-        ],
+        &["replay", utf8(&spec), "--cassette", utf8(&cassette)],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -251,15 +235,7 @@ fn an_edited_moved_or_downgraded_child_section_is_refused() {
         let path = dir.path().join(name);
         std::fs::write(&path, serde_json::to_string_pretty(file).expect("encodes"))
             .expect("writes");
-        let o = runtape(
-            &db,
-            &[
-                "replay",
-                example.to_str().expect("utf-8"),
-                "--cassette",
-                path.to_str().expect("utf-8"),
-            ],
-        );
+        let o = runtape(&db, &["replay", utf8(&example), "--cassette", utf8(&path)]);
         assert_eq!(o.status.code(), Some(2), "refused before running");
         String::from_utf8_lossy(&o.stderr).trim().to_owned()
     };
@@ -327,13 +303,7 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(&dir.path().join("live.db")).expect("opens");
     engine.register_provider("script", recorder.clone());
-    let end = engine
-        .start(spec.clone(), "do both")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("ends");
+    let end = run_to_rest(&engine, spec.clone(), "do both").await;
     let cassette = recorder.finish("2025-01-31T12:00:00Z").expect("a cassette");
     assert_eq!(cassette.entries().len(), 2, "the lead's two turns");
     let paths: Vec<&str> = cassette
@@ -348,13 +318,7 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
         Arc::new(CassetteProvider::new(cassette, ReplayOptions::default()).expect("replays"));
     let fresh = Engine::open(&dir.path().join("fresh.db")).expect("opens");
     fresh.register_provider("script", replay.clone());
-    let again = fresh
-        .start(spec, "do both")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("ends");
+    let again = run_to_rest(&fresh, spec, "do both").await;
     assert_eq!(replay.first_error(), None);
     assert!(replay.is_finished());
     assert_eq!(again.state.outcome(), end.state.outcome());
@@ -374,31 +338,14 @@ fn cassette_diff_compares_each_childs_section() {
     std::fs::create_dir(&other).expect("mkdir");
     let db = other.join("runs.db");
     let spec = write(&other, "team.toml", &changed);
-    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    ok(&db, &["run", utf8(&spec)]);
     let id = root(&db).expect("the run")["id"]
         .as_str()
         .expect("id")
         .to_owned();
     let after = other.join("after.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &id,
-            "-o",
-            after.to_str().expect("utf-8"),
-        ],
-    );
-    let o = runtape(
-        &db,
-        &[
-            "cassette",
-            "diff",
-            before.to_str().expect("utf-8"),
-            after.to_str().expect("utf-8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &id, "-o", utf8(&after)]);
+    let o = runtape(&db, &["cassette", "diff", utf8(&before), utf8(&after)]);
     let printed = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{printed}");
     // The coder's answer changed: its section, and the lead's turns that read it.
@@ -406,14 +353,6 @@ fn cassette_diff_compares_each_childs_section() {
         printed.contains("child 3.1: 1 differing turns") && !printed.contains("child 3.0"),
         "{printed}"
     );
-    let same = runtape(
-        &db,
-        &[
-            "cassette",
-            "diff",
-            before.to_str().expect("utf-8"),
-            before.to_str().expect("utf-8"),
-        ],
-    );
+    let same = runtape(&db, &["cassette", "diff", utf8(&before), utf8(&before)]);
     assert_eq!(same.status.code(), Some(0));
 }

@@ -7,6 +7,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
@@ -20,10 +21,9 @@ fn tokens(r: &Value) -> u64 {
 
 #[test]
 fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let spec = example();
-    let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: APPROVED:"), "{printed}");
 
     let parent = root(&db).expect("the lead's run");
@@ -101,8 +101,7 @@ fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
 
 #[test]
 fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // The two children share a quarter of what the lead has left, each at most 1 turn: a
     // specialist that needs two turns runs out.
     let body = parallel_team(0).replace(
@@ -110,7 +109,7 @@ fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged()
         "budget = { share = 0.25, max_turns = 1 }",
     );
     let spec = write(dir.path(), "team.toml", &body);
-    let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
     let parent = root(&db).expect("parent");
     let id = parent["id"].as_str().expect("id").to_owned();
@@ -148,8 +147,7 @@ fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged()
 
 #[test]
 fn a_delegate_call_past_max_depth_is_refused_to_the_model() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // researcher may delegate to coder, but the lead allows only one level.
     let body = parallel_team(0)
         .replace(
@@ -165,7 +163,7 @@ fn a_delegate_call_past_max_depth_is_refused_to_the_model() {
             r#"{ id = "g1", name = "delegate_coder", arguments = { task = "Deeper." } }"#,
         );
     let spec = write(dir.path(), "deep.toml", &body);
-    ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    ok(&db, &["run", utf8(&spec)]);
     let all = runs(&db);
     assert_eq!(all.len(), 3, "the lead and its two children, no grandchild");
     let researcher = all
@@ -181,12 +179,11 @@ fn a_delegate_call_past_max_depth_is_refused_to_the_model() {
 
 #[test]
 fn cancelling_a_parent_from_another_process_cancels_its_children() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // Children whose model takes ten minutes: they are in flight until cancelled.
     let spec = write(dir.path(), "slow.toml", &parallel_team(600_000));
     let mut driver = on(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
+        .args(["run", utf8(&spec)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -215,11 +212,10 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 
 #[test]
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
     let mut driver = on(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
+        .args(["run", utf8(&spec)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -262,10 +258,9 @@ fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
 /// memory tools, each with its source.
 #[test]
 fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let listed = |spec: &Path| -> Vec<(String, String, String)> {
-        ok(&db, &["tools", spec.to_str().expect("utf-8"), "--json"])
+        ok(&db, &["tools", utf8(&spec), "--json"])
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
             .filter(|l| l["type"] == "tool")

@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use crate::support::cli::utf8;
 use support::delegation::*;
 
 /// Per run (by goal): its committed transitions as (seq, edge, state hash).
@@ -59,7 +60,7 @@ fn tree(db: &Path) -> Tree {
 
 fn start(db: &Path, spec: &Path) -> Child {
     on(db)
-        .args(["run", spec.to_str().expect("utf-8"), "--stepped-clock"])
+        .args(["run", utf8(&spec), "--stepped-clock"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -7,13 +7,14 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
 /// A finished parallel team in `db`: its root id.
 fn finished(dir: &Path, db: &Path) -> String {
     let spec = write(dir, "team.toml", &parallel_team(0));
-    ok(db, &["run", spec.to_str().expect("utf-8")]);
+    ok(db, &["run", utf8(&spec)]);
     root(db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")
@@ -44,8 +45,7 @@ fn diff_json(db: &Path, args: &[&str]) -> Value {
 
 #[test]
 fn siblings_first_differ_at_their_tasks() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished(dir.path(), &db);
     let (a, b) = (format!("{id}.3.0"), format!("{id}.3.1"));
     let printed = ok(&db, &["diff", &a, &b]);
@@ -69,8 +69,7 @@ fn siblings_first_differ_at_their_tasks() {
 
 #[test]
 fn the_same_child_in_a_run_and_its_fork_is_alike_and_the_trees_pair_up() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished(dir.path(), &db);
     // At step 3 both children were asked for and neither had answered: the fork runs both
     // again, live, under its own id.

@@ -9,6 +9,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
@@ -72,7 +73,7 @@ fn first_ended(db: &Path, run: &str) -> (u64, u64) {
 /// Runs the parallel team to its end and returns the parent's id.
 fn finished_team(dir: &Path, db: &Path) -> String {
     let spec = write(dir, "team.toml", &parallel_team(0));
-    let printed = ok(db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
     let id = root(db).expect("the lead's run")["id"]
         .as_str()
@@ -84,8 +85,7 @@ fn finished_team(dir: &Path, db: &Path) -> String {
 
 #[test]
 fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished_team(dir.path(), &db);
     let before = fingerprint(&db, &id);
 
@@ -126,8 +126,7 @@ fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
 
 #[test]
 fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished_team(dir.path(), &db);
     let before = fingerprint(&db, &id);
 
@@ -149,8 +148,7 @@ fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
 
 #[test]
 fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished_team(dir.path(), &db);
     let before = fingerprint(&db, &id);
 
@@ -173,11 +171,10 @@ fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
 
 #[test]
 fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
     let mut driver = on(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
+        .args(["run", utf8(&spec)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -253,8 +250,7 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
 
 #[test]
 fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = finished_team(dir.path(), &db);
     // At step 4 one child's result is inherited: the fork never starts a child for it.
     let (ended, _) = first_ended(&db, &id);

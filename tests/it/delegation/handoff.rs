@@ -8,6 +8,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
@@ -43,9 +44,8 @@ fn reviewers_request(db: &Path, id: &str) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn the_receiver_continues_the_senders_conversation() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
-    let printed = ok(&db, &["run", example().to_str().expect("utf-8")]);
+    let (_dir, db) = temp_db();
+    let printed = ok(&db, &["run", utf8(&example())]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
@@ -104,9 +104,8 @@ fn the_receiver_continues_the_senders_conversation() {
 
 #[test]
 fn a_fork_waiting_for_the_conversation_hands_it_over_live_and_from_the_tape() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
-    ok(&db, &["run", example().to_str().expect("utf-8")]);
+    let (_dir, db) = temp_db();
+    ok(&db, &["run", utf8(&example())]);
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")

@@ -8,6 +8,7 @@
 
 use crate::support;
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::delegation::signed::*;
 use support::delegation::*;
@@ -17,14 +18,7 @@ fn export_tree(t: &Team, run: &str) -> Vec<String> {
     let file = t.dir.path().join(format!("{run}.tree.jsonl"));
     let printed = ok(
         &t.db,
-        &[
-            "receipts",
-            "export",
-            run,
-            "--recursive",
-            "-o",
-            file.to_str().expect("utf-8"),
-        ],
+        &["receipts", "export", run, "--recursive", "-o", utf8(&file)],
     );
     assert!(printed.contains("and 2 runs below it"), "{printed}");
     std::fs::read_to_string(file)
@@ -161,7 +155,7 @@ fn a_childs_tail_cut_off_fails_even_without_its_head_line() {
         &[
             "receipts",
             "verify",
-            file.to_str().expect("utf-8"),
+            utf8(&file),
             "--pubkey",
             &t.pubkey(),
             "--allow-headless",

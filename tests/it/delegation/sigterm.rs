@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::{temp_db, utf8};
 use support::delegation::*;
 
 /// A lead delegating to `alpha` and `beta` in one reply; each calls `charge` once (it marks
@@ -114,10 +115,9 @@ fn charges(dir: &Path) -> Vec<String> {
 
 #[test]
 fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_finishes_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charging_team(dir.path(), 0.6, 0);
-    let driver = spawn(&db, &["run", spec.to_str().expect("utf-8")]);
+    let driver = spawn(&db, &["run", utf8(&spec)]);
 
     // Both charges have started (their child runs are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -165,10 +165,9 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
 
 #[test]
 fn resumers_of_the_lead_and_of_each_child_racing_perform_each_call_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charging_team(dir.path(), 0.2, 700);
-    let driver = spawn(&db, &["run", spec.to_str().expect("utf-8")]);
+    let driver = spawn(&db, &["run", utf8(&spec)]);
     // Both children exist (their model calls are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
     let id = loop {

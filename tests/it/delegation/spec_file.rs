@@ -7,6 +7,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::{temp_db, utf8};
 use support::delegation::*;
 
 /// The review team of `examples/review.toml`, each scripted reply taking `latency_ms`.
@@ -28,10 +29,9 @@ fn writer(delegates: &str) -> String {
 
 #[test]
 fn a_run_delegates_to_another_spec_file_end_to_end() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/writer.toml");
-    let printed = ok(&db, &["run", spec.to_str().expect("utf-8")]);
+    let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: RELEASE NOTE:"), "{printed}");
 
     let parent = root(&db).expect("the writer's run");
@@ -70,8 +70,7 @@ fn a_run_delegates_to_another_spec_file_end_to_end() {
 
 #[test]
 fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let review_file = write(dir.path(), "review.toml", &review(400));
     let parent_file = write(
         dir.path(),
@@ -79,7 +78,7 @@ fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
         &writer(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
     let mut driver = on(&db)
-        .args(["run", parent_file.to_str().expect("utf-8")])
+        .args(["run", utf8(&parent_file)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -115,13 +114,12 @@ fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
 /// Loads `writer.toml` (with `delegates`) next to `files`, expecting it refused; returns the
 /// one-line message.
 fn refused(delegates: &str, files: &[(&str, &str)]) -> String {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     for (name, body) in files {
         write(dir.path(), name, body);
     }
     let parent = write(dir.path(), "writer.toml", &writer(delegates));
-    let o = runtape(&db, &["run", parent.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&parent)]);
     assert!(!o.status.success(), "refused");
     assert!(!db.exists() || runs(&db).is_empty(), "nothing started");
     let err = String::from_utf8_lossy(&o.stderr).trim().to_owned();
@@ -196,15 +194,14 @@ fn each_load_error_is_one_line_naming_the_field_and_starts_nothing() {
             writer(delegates)
         )
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     write(dir.path(), "review.toml", &ok_review);
     let parent = write(
         dir.path(),
         "writer.toml",
         &with_tool(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
-    let o = runtape(&db, &["run", parent.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&parent)]);
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("agents[0].delegates[0].as"), "{e}");

@@ -8,6 +8,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::utf8;
 use support::mcp::{err, out, processes_mentioning, run_id, runtape, server_main};
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
@@ -22,8 +23,8 @@ fn files(lead_mcp: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let main = server_main("server-filesystem");
     let fs = format!(
         "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, {:?}]\ntimeout_ms = 10000\n",
-        main.to_str().expect("utf8"),
-        sandbox.to_str().expect("utf8")
+        utf8(&main),
+        utf8(&sandbox)
     );
     let reader = format!(
         r#"
@@ -77,7 +78,7 @@ fn ok(db: &Path, args: &[&str]) -> String {
 fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
     let (dir, spec, sandbox) = files("");
     let db = dir.path().join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(
         out(&o).contains("answer: Done: remember the milk."),
@@ -110,7 +111,7 @@ fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
     assert_eq!(offered, ["delegate_reader"], "{v}");
     ok(&db, &["verify", &parent, "--recursive"]);
     assert_eq!(
-        processes_mentioning(sandbox.to_str().expect("utf8")),
+        processes_mentioning(utf8(&sandbox)),
         Vec::<u32>::new(),
         "the server was stopped when runtape exited"
     );
@@ -118,26 +119,12 @@ fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
     // The tree's cassette carries the child's server's catalog and results: a replay in a
     // fresh database starts no server.
     let cassette = dir.path().join("tree.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &parent,
-            "-o",
-            cassette.to_str().expect("utf8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &parent, "-o", utf8(&cassette)]);
     std::fs::remove_file(sandbox.join("notes.txt")).expect("the file is gone");
     let fresh = dir.path().join("fresh.db");
     let replayed = ok(
         &fresh,
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            cassette.to_str().expect("utf8"),
-        ],
+        &["replay", utf8(&spec), "--cassette", utf8(&cassette)],
     );
     assert!(
         replayed.contains("answer: Done: remember the milk.")
@@ -151,11 +138,11 @@ fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
 fn a_server_both_files_name_differently_is_refused_at_load() {
     let other = format!(
         "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, \"/tmp\"]\n",
-        server_main("server-filesystem").to_str().expect("utf8")
+        utf8(&server_main("server-filesystem"))
     );
     let (dir, spec, _) = files(&other);
     let db = dir.path().join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
     let e = err(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
@@ -173,7 +160,7 @@ fn a_server_both_files_name_differently_is_refused_at_load() {
 fn tools_lists_the_delegate_files_agents_and_their_mcp_tools() {
     let (dir, spec, _sandbox) = files("");
     let db = dir.path().join("runs.db");
-    let text = ok(&db, &["tools", spec.to_str().expect("utf8")]);
+    let text = ok(&db, &["tools", utf8(&spec)]);
     assert!(
         text.contains("agent lead (1 tools):") && text.contains("delegate_reader"),
         "{text}"
@@ -184,7 +171,7 @@ fn tools_lists_the_delegate_files_agents_and_their_mcp_tools() {
             && text.contains("mcp:fs"),
         "{text}"
     );
-    let json = ok(&db, &["tools", spec.to_str().expect("utf8"), "--json"]);
+    let json = ok(&db, &["tools", utf8(&spec), "--json"]);
     let lines: Vec<serde_json::Value> = json
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))

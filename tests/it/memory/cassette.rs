@@ -9,14 +9,10 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{first_id, ok, runtape, text};
+use support::cli::{first_id, ok, runtape, text, utf8};
 
 fn example() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/memory.toml")
-        .to_str()
-        .expect("utf-8")
-        .to_owned()
+    utf8(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/memory.toml")).to_owned()
 }
 
 #[test]
@@ -31,13 +27,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     let cassette = dir.path().join("memory.cassette.json");
     ok(
         &db,
-        &[
-            "cassette",
-            "export",
-            &recorded,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
+        &["cassette", "export", &recorded, "-o", utf8(&cassette)],
     );
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(&cassette).expect("reads")).expect("json");
@@ -61,15 +51,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     // Replayed into an empty database: strict prompts match although that database has no
     // global memory, and nothing is written to it.
     let other = dir.path().join("replay.db");
-    let out = ok(
-        &other,
-        &[
-            "replay",
-            &spec,
-            "--cassette",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let out = ok(&other, &["replay", &spec, "--cassette", utf8(&cassette)]);
     assert!(
         out.contains("replayed 4 of 4 recorded model turns"),
         "{out}"
@@ -84,25 +66,8 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     // The first run published: its replay takes the outcome from the cassette and writes
     // nothing either.
     let published = dir.path().join("first.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &first,
-            "-o",
-            published.to_str().expect("utf-8"),
-        ],
-    );
-    let out = ok(
-        &other,
-        &[
-            "replay",
-            &spec,
-            "--cassette",
-            published.to_str().expect("utf-8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &first, "-o", utf8(&published)]);
+    let out = ok(&other, &["replay", &spec, "--cassette", utf8(&published)]);
     let again = first_id(&out);
     let log = ok(&other, &["log", &again]);
     assert!(
@@ -119,12 +84,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     std::fs::write(&forged, serde_json::to_string(&edited).expect("encodes")).expect("writes");
     let out = runtape(
         &dir.path().join("forged.db"),
-        &[
-            "replay",
-            &spec,
-            "--cassette",
-            forged.to_str().expect("utf-8"),
-        ],
+        &["replay", &spec, "--cassette", utf8(&forged)],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
@@ -169,20 +129,11 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("tree.toml");
     std::fs::write(&spec, TREE).expect("writes");
-    let spec = spec.to_str().expect("utf-8").to_owned();
+    let spec = utf8(&spec).to_owned();
     let db = dir.path().join("recorded.db");
     let lead = first_id(&ok(&db, &["run", &spec]));
     let cassette = dir.path().join("tree.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &lead,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &lead, "-o", utf8(&cassette)]);
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(&cassette).expect("reads")).expect("json");
     let paths: Vec<&str> = file["memory"]["publishes"]
@@ -194,15 +145,7 @@ fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     assert_eq!(paths, ["", "4.0"], "the lead's publish, then its child's");
 
     let other = dir.path().join("replay.db");
-    let out = ok(
-        &other,
-        &[
-            "replay",
-            &spec,
-            "--cassette",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let out = ok(&other, &["replay", &spec, "--cassette", utf8(&cassette)]);
     assert!(
         out.contains("replayed 4 of 4 recorded model turns"),
         "{out}"

@@ -22,7 +22,7 @@ use runtape::store::{SqliteStore, Store, Write};
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::cli::{runtape, text};
+use crate::support::cli::{runtape, text, utf8};
 use support::crash::CrashOnce;
 
 const TURNS: usize = 6;
@@ -89,7 +89,7 @@ fn sigkill_at_many_instants_then_resume_loses_and_repeats_no_memory_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = dir.path().join("notes.toml");
     std::fs::write(&spec, spec_text()).expect("writes");
-    let spec = spec.to_str().expect("utf-8").to_owned();
+    let spec = utf8(&spec).to_owned();
     let mut resumed_from_publishing = 0;
     for (i, kill_ms) in (0..16u64).map(|i| (i, 20 + i * 22)).collect::<Vec<_>>() {
         let db = dir.path().join(format!("run{i}.db"));

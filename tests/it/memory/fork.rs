@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{first_id, ok, runtape};
+use support::cli::{first_id, ok, runtape, temp_db, utf8};
 
 fn state_at(db: &Path, at: &str) -> Value {
     let shown: Value = serde_json::from_str(&ok(db, &["show", at, "--json"])).expect("show --json");
@@ -62,11 +62,10 @@ when = "always"
 
 #[test]
 fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_writes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = dir.path().join("offsite.toml");
     std::fs::write(&spec, SPEC).expect("writes");
-    let parent = first_id(&ok(&db, &["run", spec.to_str().expect("utf-8")]));
+    let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     // Step 2 loaded the (empty) global memory, step 4 took the planner's note; the parent then
     // published `offsite`.
     assert_eq!(state_at(&db, &format!("{parent}@3"))["shared"], Value::Null);
@@ -166,11 +165,10 @@ fn recalled(db: &Path, at: &str) -> Vec<String> {
 
 #[test]
 fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = dir.path().join("offsite.toml");
     std::fs::write(&spec, SPEC).expect("writes");
-    let parent = first_id(&ok(&db, &["run", spec.to_str().expect("utf-8")]));
+    let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     assert_eq!(
         state_at(&db, &parent)["global"]["read"]["offsite"]["version"],
         1,

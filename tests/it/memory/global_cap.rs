@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{run_id, runtape, text};
+use support::cli::{run_id, runtape, temp_db, text, utf8};
 
 /// `(key, version, value, run)` of every row of global memory `team`, oldest first per key.
 fn rows(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
@@ -109,19 +109,18 @@ replies = [
 
 #[test]
 fn two_runs_adding_keys_at_once_cannot_together_pass_the_cap() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let slow = write(dir.path(), "slow.toml", &slow_spec());
     let quick = write(dir.path(), "quick.toml", &quick_spec());
 
     // Process 1: A reads the empty memory, writes `a` (61 bytes: within the cap as it sees
     // it), and waits for a person.
-    let out = runtape(&db, &["run", slow.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&slow)]);
     assert!(out.status.success(), "{}", text(&out));
     let a = run_id(&out);
 
     // Process 2: B reads the same empty memory, writes `b` (61 bytes), and publishes.
-    let out = runtape(&db, &["run", quick.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&quick)]);
     assert!(out.status.success(), "{}", text(&out));
     let b = run_id(&out);
     assert_eq!(bytes_held(&db), 61);

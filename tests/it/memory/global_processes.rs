@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{run_id, runtape, text};
+use support::cli::{run_id, runtape, temp_db, text, utf8};
 
 fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)
@@ -102,13 +102,12 @@ replies = [
 
 #[test]
 fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let waiting = write(dir.path(), "waiting.toml", &waiting_spec());
     let quick = write(dir.path(), "quick.toml", &quick_spec("ship on Monday"));
 
     // Process 1: A reads the (empty) memory, writes, and waits for a person.
-    let out = runtape(&db, &["run", waiting.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&waiting)]);
     assert!(out.status.success(), "{}", text(&out));
     let a = run_id(&out);
     assert!(
@@ -117,7 +116,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     );
 
     // Process 2: B reads the same memory, writes the same key, completes first.
-    let out = runtape(&db, &["run", quick.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&quick)]);
     assert!(out.status.success(), "{}", text(&out));
     let b = run_id(&out);
     assert_eq!(
@@ -185,8 +184,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
 #[test]
 fn many_processes_racing_on_one_key_lose_no_update() {
     const N: usize = 6;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // Create the database first, so the racers only race on memory.
     assert!(runtape(&db, &["migrate"]).status.success());
     let mut children = Vec::new();
@@ -213,7 +211,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
                 .env_remove("RUNTAPE_DB")
                 .arg("--db")
                 .arg(&db)
-                .args(["run", spec.to_str().expect("utf-8")])
+                .args(["run", utf8(&spec)])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -251,8 +249,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
 
 #[test]
 fn failed_and_cancelled_runs_leave_global_memory_as_it_was() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let failing = write(
         dir.path(),
         "failing.toml",
@@ -269,12 +266,12 @@ replies = [
             agent("")
         ),
     );
-    let out = runtape(&db, &["run", failing.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&failing)]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(history(&db).is_empty(), "a failed run published nothing");
 
     let waiting = write(dir.path(), "waiting.toml", &waiting_spec());
-    let out = runtape(&db, &["run", waiting.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&waiting)]);
     let run = run_id(&out);
     let out = runtape(&db, &["cancel", &run, "--reason", "changed my mind"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -8,6 +8,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::durable::run_to_rest;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::history;
 use runtape::machine::*;
@@ -196,13 +197,7 @@ async fn an_auth_failure_ends_the_run_without_showing_the_key() {
             KEY,
         )),
     );
-    let end = engine
-        .start(spec(vec![route("openai", "gpt-4o-mini", 3)]), "hi")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(vec![route("openai", "gpt-4o-mini", 3)]), "hi").await;
     let Some(Outcome::Failed { error }) = end.state.outcome() else {
         panic!("{:?}", end.state)
     };

@@ -10,6 +10,7 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::support::durable::run_to_rest;
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::*;
@@ -74,13 +75,7 @@ async fn run(
     engine.register_tool(Arc::new(FnTool::new(lookup(), |_, _| {
         Ok(json!("found it"))
     })));
-    let end = engine
-        .start(spec(), "Look up x.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(), "Look up x.").await;
     assert_eq!(
         end.status,
         RunStatus::Completed,

@@ -7,20 +7,12 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::utf8;
 use support::tamper::*;
 
 fn export(db: &Path, run: &str, dir: &Path) -> (PathBuf, Vec<String>) {
     let file = dir.join(format!("{run}.jsonl"));
-    let out = runtape(
-        db,
-        &[
-            "receipts",
-            "export",
-            run,
-            "-o",
-            file.to_str().expect("utf-8"),
-        ],
-    );
+    let out = runtape(db, &["receipts", "export", run, "-o", utf8(&file)]);
     assert!(out.status.success(), "{}", text(&out));
     let lines = std::fs::read_to_string(&file)
         .expect("reads")
@@ -31,13 +23,7 @@ fn export(db: &Path, run: &str, dir: &Path) -> (PathBuf, Vec<String>) {
 }
 
 fn verify_file(file: &Path, pubkey: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "receipts",
-        "verify",
-        file.to_str().expect("utf-8"),
-        "--pubkey",
-        pubkey,
-    ];
+    let mut args = vec!["receipts", "verify", utf8(&file), "--pubkey", pubkey];
     args.extend(extra);
     runtape(Path::new("unused.db"), &args)
 }

@@ -14,7 +14,7 @@ use runtape::receipt::ReceiptSigner;
 use runtape::store::RunStatus;
 use support::durable::*;
 
-use crate::support::cli::bare;
+use crate::support::cli::{bare, utf8};
 use support::cli::text;
 
 fn secret_hex(key_file: &Path) -> String {
@@ -37,13 +37,12 @@ fn signed_run(dir: &Path, signer: ReceiptSigner) -> String {
         let engine = Engine::open_with(&dir.join("runs.db"), config).expect("opens");
         engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
         engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
-        let end = engine
-            .start(spec(vec![lookup_spec()], |_| {}), "Sign everything.")
-            .await
-            .expect("starts")
-            .wait()
-            .await
-            .expect("runs");
+        let end = run_to_rest(
+            &engine,
+            spec(vec![lookup_spec()], |_| {}),
+            "Sign everything.",
+        )
+        .await;
         assert_eq!(end.status, RunStatus::Completed);
         end.run_id.to_string()
     })
@@ -53,7 +52,7 @@ fn signed_run(dir: &Path, signer: ReceiptSigner) -> String {
 fn a_signed_run_verifies_offline_and_tampering_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("receipts.key");
-    let k = key.to_str().expect("utf-8");
+    let k = utf8(&key);
     let out = bare(&["keygen", "-o", k]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(
@@ -74,7 +73,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
         ReceiptSigner::from_key_file(&key).expect("loads"),
     );
     let db = dir.path().join("runs.db");
-    let d = db.to_str().expect("utf-8");
+    let d = utf8(&db);
 
     let v = bare(&["--db", d, "verify", &run, "--pubkey", &pubkey]);
     assert!(v.status.success(), "{}", text(&v));
@@ -85,7 +84,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     );
 
     let bundle = dir.path().join("receipts.jsonl");
-    let b = bundle.to_str().expect("utf-8");
+    let b = utf8(&bundle);
     assert!(
         bare(&["--db", d, "receipts", "export", &run, "-o", b])
             .status
@@ -118,13 +117,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
         ("edited", edited, "receipt 4"),
     ] {
         let p = write(&format!("{name}.jsonl"), &bad);
-        let out = bare(&[
-            "receipts",
-            "verify",
-            p.to_str().expect("utf-8"),
-            "--pubkey",
-            &pubkey,
-        ]);
+        let out = bare(&["receipts", "verify", utf8(&p), "--pubkey", &pubkey]);
         assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{name}: {err}");
@@ -132,11 +125,7 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     }
     // Re-signed with another key: the trusted key rejects it.
     let other = dir.path().join("other.key");
-    assert!(
-        bare(&["keygen", "-o", other.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    assert!(bare(&["keygen", "-o", utf8(&other)]).status.success());
     let dir2 = tempfile::tempdir().expect("tempdir");
     let run2 = signed_run(
         dir2.path(),
@@ -147,23 +136,17 @@ fn a_signed_run_verifies_offline_and_tampering_is_named() {
     assert!(
         bare(&[
             "--db",
-            d2.to_str().expect("utf-8"),
+            utf8(&d2),
             "receipts",
             "export",
             &run2,
             "-o",
-            forged.to_str().expect("utf-8")
+            utf8(&forged)
         ])
         .status
         .success()
     );
-    let out = bare(&[
-        "receipts",
-        "verify",
-        forged.to_str().expect("utf-8"),
-        "--pubkey",
-        &pubkey,
-    ]);
+    let out = bare(&["receipts", "verify", utf8(&forged), "--pubkey", &pubkey]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("receipt 0"),
@@ -197,7 +180,7 @@ fn without_a_key_receipts_are_unsigned_and_still_chained() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = signed_run(dir.path(), ReceiptSigner::unsigned());
     let db = dir.path().join("runs.db");
-    let d = db.to_str().expect("utf-8");
+    let d = utf8(&db);
     let v = bare(&["--db", d, "verify", &run]);
     assert!(v.status.success(), "{}", text(&v));
     assert!(

@@ -22,12 +22,12 @@ use crate::support;
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::cli::temp_db;
 use support::protocol::*;
 
 /// What went wrong in one trial, if anything.
 fn trial(k: usize) -> Result<(), String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     let run = run_killed_mid_charge(dir.path(), &db, &spec);
     let before = run_row(&db, &run);

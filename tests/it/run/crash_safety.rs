@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::support::cli::temp_db;
 use support::durable::child::*;
 use support::durable::spawn_child;
 
@@ -130,8 +131,7 @@ fn killed_at_fifty_instants_every_run_resumes_correctly() {
     let (mut in_doubt, mut clean, mut before_any) = (0, 0, 0);
     let mut outcomes: BTreeMap<&str, u32> = BTreeMap::new();
     for i in 0..kills {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("runs.db");
+        let (dir, db) = temp_db();
         let policy = ["fail", "retry", "ask"][(i % 3) as usize];
         let delay = duration.mul_f64(f64::from(i + 1) / f64::from(kills + 2));
         let mut child = spawn_child(CHILD_TEST, &env(dir.path(), "start", policy));

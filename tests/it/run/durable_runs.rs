@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::cli::temp_db;
 use runtape::exec::{Engine, EngineConfig, Trace};
 use runtape::history;
 use runtape::machine::*;
@@ -23,13 +24,7 @@ async fn a_run_completes_and_its_history_replays() {
     let calls = Arc::new(AtomicUsize::new(0));
     engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
     engine.register_tool(Arc::new(counting_lookup(calls.clone())));
-    let end = engine
-        .start(spec(vec![lookup_spec()], |_| {}), "Find it.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "Find it.").await;
     assert_eq!(end.status, RunStatus::Completed);
     assert_eq!(
         end.state.outcome(),
@@ -104,8 +99,7 @@ fn checks_its_transition_is_committed(
 /// database (read through a separate connection).
 #[tokio::test]
 async fn a_tool_runs_only_after_its_transition_is_committed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let engine = engine_in(dir.path());
     let seen = Log::default();
     engine.register_provider("p", Arc::new(rounds_provider(4, &["lookup"])));
@@ -113,13 +107,7 @@ async fn a_tool_runs_only_after_its_transition_is_committed() {
         db.clone(),
         seen.clone(),
     )));
-    let end = engine
-        .start(spec(vec![lookup_spec()], |_| {}), "go")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "go").await;
     assert_eq!(end.status, RunStatus::Completed);
     let seen = seen.all();
     assert_eq!(seen.len(), 4, "{seen:?}");
@@ -134,8 +122,7 @@ async fn a_tool_runs_only_after_its_transition_is_committed() {
 /// for started — before the transaction holding it committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_many_runs_sharing_commits_a_tool_still_runs_only_after_its_transition_is_committed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let store = Arc::new(SqliteStore::open(&db, Durability::Full).expect("opens"));
     let engine = Engine::with_store(
         store.clone(),
@@ -180,13 +167,7 @@ async fn an_in_memory_engine_runs_the_same_way() {
     let engine = Engine::in_memory();
     engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
     engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
-    let end = engine
-        .start(spec(vec![lookup_spec()], |_| {}), "go")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "go").await;
     assert_eq!(end.status, RunStatus::Completed);
     assert_eq!(end.state.seq(), 1 + 2 * 3 + 3);
 }
@@ -242,13 +223,7 @@ async fn a_slow_tool_times_out_into_an_error_result() {
         Ok(json!("too late"))
     })));
     engine.register_provider("p", Arc::new(rounds_provider(1, &["lookup"])));
-    let end = engine
-        .start(spec(vec![lookup_spec()], |_| {}), "go")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "go").await;
     assert_eq!(end.status, RunStatus::Completed);
     let convs = history::conversations(engine.store().as_ref(), &end.state).expect("loads");
     let result = convs[&AgentId::from("solo")]
@@ -351,13 +326,7 @@ async fn pause_then_resume_keeps_the_budget() {
     let spec = spec(vec![lookup_spec()], |s| {
         s.agents[0].limits.max_turns = Some(50)
     });
-    let end = engine
-        .start(spec, "loop")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec, "loop").await;
     assert_eq!(end.status, RunStatus::Paused);
     assert_eq!(
         end.state.kind(),

@@ -9,6 +9,7 @@ use crate::support;
 use std::io::Read;
 use std::path::Path;
 
+use crate::support::cli::temp_db;
 use support::protocol::*;
 
 /// Starts a charge run (the charge takes `then`), waits until the charge is in flight, and
@@ -47,8 +48,7 @@ fn signal_mid_charge(
 /// The call in flight finishes within the grace period, is committed, the run pauses and the
 /// process exits 4; `resume` completes it without charging again.
 fn stops_gracefully(sig: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let (run, code, stderr) = signal_mid_charge(dir.path(), &db, "sleep 1", sig, None);
     assert_eq!(code, Some(4), "a paused run exits 4: {stderr}");
     assert!(
@@ -87,8 +87,7 @@ fn ctrl_c_mid_call_pauses_with_exit_4() {
 
 #[test]
 fn a_call_longer_than_the_grace_period_is_killed_and_in_doubt_on_resume() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let (run, code, stderr) = signal_mid_charge(
         dir.path(),
         &db,
@@ -119,8 +118,7 @@ fn a_call_longer_than_the_grace_period_is_killed_and_in_doubt_on_resume() {
 
 #[test]
 fn a_second_signal_leaves_at_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(
         dir.path(),
         &ChargeSpec {

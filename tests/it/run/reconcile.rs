@@ -11,6 +11,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::{temp_db, utf8};
 use support::protocol::*;
 
 /// The spec: the charge records its pid, waits while `slow` exists, then appends its key to
@@ -70,8 +71,7 @@ fn questions(dir: &Path) -> Vec<String> {
 
 #[test]
 fn performed_its_reported_result_goes_to_the_model_and_nothing_is_charged_again() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let run = kill_mid_charge(dir.path(), &db, true);
     let o = runtape(&db, &["resume", &run]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
@@ -107,8 +107,7 @@ fn performed_its_reported_result_goes_to_the_model_and_nothing_is_charged_again(
 
 #[test]
 fn not_performed_it_is_performed_once_with_the_same_key() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let run = kill_mid_charge(dir.path(), &db, false);
     assert_eq!(charge_lines(dir.path()), 0);
     let o = runtape(&db, &["resume", &run]);
@@ -134,8 +133,7 @@ fn not_performed_it_is_performed_once_with_the_same_key() {
 
 #[test]
 fn unknown_a_person_decides() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let run = kill_mid_charge(dir.path(), &db, true);
     std::fs::write(dir.path().join("unknown"), "").expect("writes");
     let o = runtape(&db, &["resume", &run]);
@@ -159,8 +157,7 @@ fn unknown_a_person_decides() {
 
 #[test]
 fn a_spec_that_cannot_reconcile_is_refused_before_anything_runs() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let text = std::fs::read_to_string(spec(dir.path()))
         .expect("reads")
         .lines()
@@ -169,7 +166,7 @@ fn a_spec_that_cannot_reconcile_is_refused_before_anything_runs() {
         .join("\n");
     let path = dir.path().join("no_reconcile.toml");
     std::fs::write(&path, text).expect("writes");
-    let o = runtape(&db, &["run", path.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&path)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let line = one_line(&err(&o)).to_owned();
     assert!(
@@ -181,8 +178,7 @@ fn a_spec_that_cannot_reconcile_is_refused_before_anything_runs() {
 
 #[test]
 fn reconcile_is_only_for_non_idempotent_command_tools() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let head = "goal = \"g\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nreplies = [{ text = \"hi\" }]\n";
     let agent = "[[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"t\"]\n";
     for (tool, want) in [
@@ -205,7 +201,7 @@ fn reconcile_is_only_for_non_idempotent_command_tools() {
     ] {
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, format!("{head}{tool}{agent}")).expect("writes");
-        let o = runtape(&db, &["run", path.to_str().expect("utf-8")]);
+        let o = runtape(&db, &["run", utf8(&path)]);
         assert_eq!(o.status.code(), Some(2), "{tool}: {}", err(&o));
         let line = one_line(&err(&o)).to_owned();
         assert!(line.contains(want), "{tool}: {line}");

@@ -9,6 +9,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
@@ -54,17 +55,16 @@ fn read(path: &Path) -> Value {
 
 #[test]
 fn each_run_of_a_tree_replays_its_own_recorded_passages() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = team_with_retriever(dir.path());
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     ok(&db, &["run", "--stepped-clock", spec]);
     let id = root(&db).expect("the run")["id"]
         .as_str()
         .expect("id")
         .to_owned();
     let cassette = dir.path().join("team.cassette.json");
-    let cassette = cassette.to_str().expect("utf-8");
+    let cassette = utf8(&cassette);
     ok(&db, &["cassette", "export", &id, "-o", cassette]);
     let file = read(Path::new(cassette));
 
@@ -133,7 +133,7 @@ fn each_run_of_a_tree_replays_its_own_recorded_passages() {
     .expect("writes");
     let o = runtape(
         &dir.path().join("edited.db"),
-        &["replay", spec, "--cassette", path.to_str().expect("utf-8")],
+        &["replay", spec, "--cassette", utf8(&path)],
     );
     let said = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{said}");

@@ -69,14 +69,12 @@ fn world(rounds: usize) -> World {
 }
 
 async fn completed_run(w: &World) -> RunId {
-    let end = w
-        .engine
-        .start(spec(vec![lookup_spec()], |_| {}), "What is the answer?")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(
+        &w.engine,
+        spec(vec![lookup_spec()], |_| {}),
+        "What is the answer?",
+    )
+    .await;
     assert_eq!(end.status, RunStatus::Completed);
     end.run_id
 }
@@ -314,14 +312,7 @@ async fn a_live_fork_with_a_raised_budget_runs_on() {
     let spec = spec(vec![lookup_spec()], |s| {
         s.agents[0].limits.max_turns = Some(1)
     });
-    let end = w
-        .engine
-        .start(spec, "short")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&w.engine, spec, "short").await;
     assert_eq!(end.status, RunStatus::Failed, "one turn is not enough");
     let at = end.state.seq() - 2; // Preparing, before the budget check failed
     let edit = ForkEdit::SetLimit {

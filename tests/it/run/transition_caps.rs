@@ -5,12 +5,12 @@
 
 use crate::support;
 
+use crate::support::cli::{temp_db, utf8};
 use support::protocol::*;
 
 #[test]
 fn caps_of_one_two_and_three_fail_the_run_cleanly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     for cap in [1u64, 2, 3] {
         let spec = dir.path().join(format!("cap{cap}.toml"));
         std::fs::write(
@@ -22,7 +22,7 @@ fn caps_of_one_two_and_three_fail_the_run_cleanly() {
             ),
         )
         .expect("writes");
-        let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+        let o = runtape(&db, &["run", utf8(&spec)]);
         assert_eq!(
             o.status.code(),
             Some(1),

@@ -6,6 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use crate::support::cli::utf8;
 use serde_json::{Value, json};
 use support::serve::{Server, request, run_spec, runtape, scratch, slow_tool_spec};
 
@@ -245,7 +246,7 @@ fn pause_then_resume_and_cancel_act_on_runs_the_server_drives() {
     let db = dir.path().join("runs.db");
     let spec = slow_tool_spec(dir.path(), 1.5);
     let server = Server::start(dir.path(), &db, &[], &[]);
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let (_, started) = server.post("/api/runs", &json!({"spec": spec}));
     let id = started["id"].as_str().expect("id").to_owned();
     server.wait_run(&id, Duration::from_secs(30), |r| {

@@ -15,6 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::durable::run_to_rest;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::{AgentSpec, Limits, ModelReply, RunSpec, Spec, ToolCallRequest, ToolSpec};
 use runtape::provider::{ScriptOutcome, ScriptedProvider};
@@ -88,13 +89,7 @@ fn long_run(db: &Path, rounds: u64) -> String {
             ..Spec::default()
         })
         .expect("a valid spec");
-        let end = engine
-            .start(spec, "Look up 3,333 things")
-            .await
-            .expect("starts")
-            .wait()
-            .await
-            .expect("ends");
+        let end = run_to_rest(&engine, spec, "Look up 3,333 things").await;
         end.run_id.to_string()
     })
 }

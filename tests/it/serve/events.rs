@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::utf8;
 use serde_json::json;
 use support::serve::{Server, Stream, bin, run_spec, scratch, tool_spec, unsafe_free_kill};
 
@@ -174,7 +175,7 @@ fn a_run_another_process_drives_is_followed_and_shows_interrupted_once_killed() 
     );
     let server = Server::start(dir.path(), &db, &[], &[]);
     let mut driver = Command::new(bin())
-        .args(["run", spec.to_str().expect("utf-8"), "--json", "--db"])
+        .args(["run", utf8(&spec), "--json", "--db"])
         .arg(&db)
         .current_dir(dir.path())
         .env("RUNTAPE_LEASE_TTL_MS", "1000")

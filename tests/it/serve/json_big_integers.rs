@@ -8,6 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use crate::support::cli::utf8;
 use serde_json::{Value, json};
 use support::serve::{Server, Stream, request, run_spec, runtape, scratch};
 
@@ -113,37 +114,17 @@ fn every_json_command_writes_big_integers_as_strings() {
     out(&["diff", &run, &fork, "--json"]);
     out(&["verify", &run, "--json"]);
     let cassette = d.join("q.cassette.json");
-    let c = runtape(
-        d,
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    let c = runtape(d, &db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
     assert!(c.status.success());
     out(&[
         "replay",
         "examples/quickstart.toml",
         "--cassette",
-        cassette.to_str().expect("utf-8"),
+        utf8(&cassette),
         "--json",
     ]);
     let c2 = d.join("f.cassette.json");
-    runtape(
-        d,
-        &db,
-        &[
-            "cassette",
-            "export",
-            &fork,
-            "-o",
-            c2.to_str().expect("utf-8"),
-        ],
-    );
+    runtape(d, &db, &["cassette", "export", &fork, "-o", utf8(&c2)]);
     out(&[
         "cassette",
         "diff",

@@ -11,6 +11,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::session::*;
 
@@ -34,7 +35,7 @@ fn example_in(dir: &Path) -> PathBuf {
 fn recorded(dir: &Path) -> (PathBuf, String, PathBuf) {
     let db = dir.join("recorded.db");
     let spec = example_in(dir);
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let mut third = String::new();
     for q in QUESTIONS {
         third = first_id(&ok(
@@ -43,16 +44,7 @@ fn recorded(dir: &Path) -> (PathBuf, String, PathBuf) {
         ));
     }
     let cassette = dir.join("third.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &third,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &third, "-o", utf8(&cassette)]);
     (db, third, cassette)
 }
 
@@ -127,9 +119,9 @@ fn the_third_run_of_a_session_replays_from_its_cassette_in_a_fresh_database() {
         &fresh,
         &[
             "replay",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             "--cassette",
-            cassette.to_str().expect("utf-8"),
+            utf8(&cassette),
             "--stepped-clock",
         ],
     );
@@ -211,15 +203,7 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         std::fs::write(&path, serde_json::to_string_pretty(&file).expect("encodes"))
             .expect("writes");
         let fresh = dir.path().join(format!("{what}.db"));
-        let o = runtape(
-            &fresh,
-            &[
-                "replay",
-                spec.to_str().expect("utf-8"),
-                "--cassette",
-                path.to_str().expect("utf-8"),
-            ],
-        );
+        let o = runtape(&fresh, &["replay", utf8(&spec), "--cassette", utf8(&path)]);
         assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
         assert!(text(&o).contains(says), "{what}: {}", text(&o));
         assert!(!fresh.exists(), "{what}: nothing was written");
@@ -247,9 +231,9 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         &dir.path().join("v1.db"),
         &[
             "replay",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             "--cassette",
-            path.to_str().expect("utf-8"),
+            utf8(&path),
             "--allow-unverified",
         ],
     );
@@ -270,9 +254,9 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
         &fresh,
         &[
             "replay",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             "--cassette",
-            cassette.to_str().expect("utf-8"),
+            utf8(&cassette),
             "What about hotels?",
         ],
     );
@@ -300,9 +284,9 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
         &dir.path().join("explore.db"),
         &[
             "replay",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             "--cassette",
-            cassette.to_str().expect("utf-8"),
+            utf8(&cassette),
             "What about hotels?",
             "--non-strict",
         ],

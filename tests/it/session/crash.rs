@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::utf8;
 use support::session::*;
 
 /// The chat of `support::session`, with a summariser, a retriever and a model that each take
@@ -47,7 +48,7 @@ fn stepped(db: &Path, spec: &Path, goal: &str) -> Child {
     on(db)
         .args([
             "run",
-            spec.to_str().expect("utf-8"),
+            utf8(&spec),
             goal,
             "--session",
             "chat",
@@ -186,7 +187,7 @@ fn a_session_run_created_but_never_started_begins_with_its_history_when_taken_up
         &db,
         &[
             "run",
-            quick.to_str().expect("utf-8"),
+            utf8(&quick),
             "What do you know about me?",
             "--session",
             "chat",

@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::session::*;
 
@@ -205,16 +206,7 @@ fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_th
     let status: Value = serde_json::from_str(&ok(&db, &["show", &r2, "--json"])).expect("json");
     assert_eq!(status["state"]["state"], "awaiting_input");
 
-    let o = runtape(
-        &db,
-        &[
-            "run",
-            chat.to_str().expect("utf-8"),
-            "Next?",
-            "--session",
-            "s",
-        ],
-    );
+    let o = runtape(&db, &["run", utf8(&chat), "Next?", "--session", "s"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -252,10 +244,7 @@ fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_th
 
     // Bad names are one line, exit 2, before anything is read or written.
     for bad in ["", "a b", "x\ny"] {
-        let o = runtape(
-            &db,
-            &["run", chat.to_str().expect("utf-8"), "Q", "--session", bad],
-        );
+        let o = runtape(&db, &["run", utf8(&chat), "Q", "--session", bad]);
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", text(&o));
         assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
         let o = runtape(&db, &["log", "--session", bad]);

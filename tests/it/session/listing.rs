@@ -6,6 +6,7 @@
 
 use crate::support;
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::serve::{Server, runtape, scratch};
 
@@ -57,23 +58,12 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
     ok(
         dir.path(),
         &db,
-        &[
-            "cassette",
-            "export",
-            &second,
-            "-o",
-            cassette.to_str().expect("utf-8"),
-        ],
+        &["cassette", "export", &second, "-o", utf8(&cassette)],
     );
     let replay = first_id(&ok(
         dir.path(),
         &db,
-        &[
-            "replay",
-            spec,
-            "--cassette",
-            cassette.to_str().expect("utf-8"),
-        ],
+        &["replay", spec, "--cassette", utf8(&cassette)],
     ));
     let plain = first_id(&ok(dir.path(), &db, &["run", "examples/quickstart.toml"]));
 

@@ -8,6 +8,7 @@ use crate::support;
 
 use std::process::Stdio;
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::session::*;
 
@@ -41,13 +42,7 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
             .into_iter()
             .map(|goal| {
                 on(&db)
-                    .args([
-                        "run",
-                        slow.to_str().expect("utf-8"),
-                        goal,
-                        "--session",
-                        "race",
-                    ])
+                    .args(["run", utf8(&slow), goal, "--session", "race"])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()

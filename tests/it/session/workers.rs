@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::utf8;
 use serde_json::Value;
 use support::session::*;
 
@@ -80,7 +81,7 @@ fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
             "",
         ),
     );
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let _workers = support::pg::Reaper(vec![
         worker(&url, dir.path(), 0),
         worker(&url, dir.path(), 1),

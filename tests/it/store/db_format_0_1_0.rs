@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use crate::support::cli::ok;
+use crate::support::cli::{ok, utf8};
 use support::cli::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
@@ -61,7 +61,7 @@ fn an_old_database_verifies_including_its_signed_receipts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = copy_of_fixture(dir.path());
     let pubkey = fixture("fixture.key.pub");
-    let pubkey = pubkey.to_str().expect("utf-8 path");
+    let pubkey = utf8(&pubkey);
     for run in [SIGNED, FORK] {
         let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
         assert!(out.starts_with("OK"), "{out}");

@@ -3,7 +3,7 @@
 //! with this runtape, which moves it to schema 4: rows written from then on are packed JSON,
 //! the old rows stay as they were, and a run holding both verifies.
 
-use crate::support::cli::ok;
+use crate::support::cli::{ok, utf8};
 use std::path::{Path, PathBuf};
 
 const SIGNED: &str = "01m83qcxb5b7nfcb";
@@ -64,7 +64,7 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
         assert!(!shown.is_empty(), "show {run}@2");
     }
     let pubkey = fixture("fixture.key.pub");
-    let pubkey = pubkey.to_str().expect("utf-8 path");
+    let pubkey = utf8(&pubkey);
     for run in [SIGNED, FORK] {
         let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
         assert!(out.starts_with("OK"), "{out}");
@@ -119,7 +119,7 @@ fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
     let key = dir.path().join("fixture.key");
     std::fs::copy(fixture("fixture.key"), &key).expect("copies the key");
     set_owner_only(&key);
-    let key = key.to_str().expect("utf-8 path");
+    let key = utf8(&key);
     let out = ok(&db, &["fork", &format!("{SIGNED}@1"), "--receipt-key", key]);
     assert!(out.contains("answer"), "fork: {out}");
     let ls = ok(&db, &["ls", "--json"]);

@@ -9,7 +9,7 @@ use runtape::config;
 use runtape::store::{Durability, SqliteStore};
 
 use crate::support;
-use crate::support::cli::err;
+use crate::support::cli::{err, utf8};
 use support::cli::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
@@ -57,7 +57,7 @@ fn a_bad_durability_in_a_spec_is_one_line_naming_the_key_and_nothing_is_written(
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = spec_with(dir.path(), "[run]\ndurability = \"sometimes\"");
     let db = dir.path().join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let e = err(&o);
     assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
@@ -72,7 +72,7 @@ fn a_bad_durability_in_a_spec_is_one_line_naming_the_key_and_nothing_is_written(
 fn the_spec_sets_normal_and_the_flag_overrides_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = spec_with(dir.path(), "[run]\ndurability = \"normal\"");
-    let spec = spec.to_str().expect("utf-8");
+    let spec = utf8(&spec);
     let db = dir.path().join("runs.db");
 
     let by_spec = runtape(&db, &["run", spec]);
@@ -84,7 +84,7 @@ fn the_spec_sets_normal_and_the_flag_overrides_it() {
     assert!(!err(&by_flag).contains(NOTE), "{}", err(&by_flag));
 
     let plain = spec_with(dir.path(), "");
-    let plain = plain.to_str().expect("utf-8");
+    let plain = utf8(&plain);
     let flag_only = runtape(&db, &["run", plain, "--durability", "normal"]);
     assert!(flag_only.status.success(), "{}", err(&flag_only));
     assert!(err(&flag_only).contains(NOTE), "{}", err(&flag_only));
@@ -100,15 +100,7 @@ fn normal_with_postgresql_is_refused_in_one_line_before_connecting() {
     let spec = spec_with(dir.path(), "");
     // Nothing listens on port 1: a refusal that tried to connect first would say so instead.
     let url = Path::new("postgres://runtape@127.0.0.1:1/nowhere");
-    let o = runtape(
-        url,
-        &[
-            "run",
-            spec.to_str().expect("utf-8"),
-            "--durability",
-            "normal",
-        ],
-    );
+    let o = runtape(url, &["run", utf8(&spec), "--durability", "normal"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let e = err(&o);
     assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");

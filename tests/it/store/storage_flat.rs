@@ -56,13 +56,7 @@ async fn bytes_per_transition(rounds: usize) -> (f64, u64) {
         s.agents[0].limits.max_turns = Some(20_000);
         s.agents[0].limits.max_tool_calls = Some(20_000);
     });
-    let end = engine
-        .start(spec, &"g".repeat(200))
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&engine, spec, &"g".repeat(200)).await;
     assert_eq!(end.status, RunStatus::Completed);
     let transitions = end.state.seq();
     let bytes = store.size_bytes().expect("size") - empty;

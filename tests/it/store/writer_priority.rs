@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::support::cli::{temp_db, utf8};
 use support::protocol::*;
 
 /// The nice value of each thread of `pid` named `comm`.
@@ -180,14 +181,13 @@ fn the_variable_sets_the_writer_nice_value() {
 
 #[test]
 fn a_bad_value_is_one_line_and_no_database() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     for bad in ["high", "-21", "20", "1.5"] {
         let o = bin()
             .arg("--db")
             .arg(&db)
-            .args(["run", spec.to_str().expect("utf-8")])
+            .args(["run", utf8(&spec)])
             .env("RUNTAPE_WRITER_NICE", bad)
             .output()
             .expect("runs");
@@ -201,13 +201,12 @@ fn a_bad_value_is_one_line_and_no_database() {
 
 #[test]
 fn a_boost_the_os_refuses_is_one_line_and_nothing_performed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     let o = runtape_cmd(true)
         .arg("--db")
         .arg(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
+        .args(["run", utf8(&spec)])
         .env("RUNTAPE_WRITER_NICE", "-20")
         .output()
         .expect("runs");

@@ -107,6 +107,13 @@ pub fn utf8(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
+/// A scratch directory and the path of a database in it (`runs.db`, not created yet).
+pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    (dir, db)
+}
+
 /// The repository's `examples/NAME`.
 pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 
 use crate::support;
-use support::cli::runtape;
+use support::cli::{runtape, temp_db, utf8};
 
 fn spec() -> String {
     let mut replies = String::new();
@@ -40,8 +40,7 @@ tools = ["note"]
 
 #[test]
 fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec_path = dir.path().join("slow.toml");
     std::fs::write(&spec_path, spec()).expect("writes");
     let mut child = Command::new(env!("CARGO_BIN_EXE_runtape"))
@@ -49,7 +48,7 @@ fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
         .env_remove("RUNTAPE_RECEIPT_KEY")
         .arg("--db")
         .arg(&db)
-        .args(["run", spec_path.to_str().expect("utf-8"), "--json"])
+        .args(["run", utf8(&spec_path), "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

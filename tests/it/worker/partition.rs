@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::utf8;
 use runtape::store::{PostgresStore, RunStatus, Store};
 
 /// Replies take 1.5 s, so a worker spends its time waiting on the model, not in a tool.
@@ -106,7 +107,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     );
     let mut runs = Vec::new();
     for _ in 0..4 {
-        let o = runtape(&url, &["run", spec.to_str().expect("utf-8"), "--detach"]);
+        let o = runtape(&url, &["run", utf8(&spec), "--detach"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         runs.push(String::from_utf8_lossy(&o.stdout).trim().to_owned());
     }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::*;
+use crate::support::cli::{temp_db, utf8};
 
 /// The team example (a lead delegating to two specialists in one turn), run with a signing key.
 pub struct Team {
@@ -38,8 +39,7 @@ pub fn parallel_team_signed() -> Team {
 /// Runs the spec at `example` with `like`'s key when given (else a new one): a lead that
 /// delegates to two children at once.
 pub fn run_signed(example: &Path, like: Option<&Team>) -> Team {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let key = dir.path().join("receipt.key");
     match like {
         Some(other) => {
@@ -48,13 +48,13 @@ pub fn run_signed(example: &Path, like: Option<&Team>) -> Team {
                 .expect("copies the public key");
         }
         None => {
-            ok(&db, &["keygen", "-o", key.to_str().expect("utf-8")]);
+            ok(&db, &["keygen", "-o", utf8(&key)]);
         }
     }
     let seed = std::fs::read_to_string(&key).expect("the key file");
     let o = on(&db)
         .env("RUNTAPE_RECEIPT_KEY", seed)
-        .args(["run", example.to_str().expect("utf-8")])
+        .args(["run", utf8(&example)])
         .output()
         .expect("runtape runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -85,16 +85,7 @@ impl Team {
     /// `receipts export RUN`, as its lines (receipts, then the head line).
     pub fn export(&self, run: &str) -> Vec<String> {
         let file = self.dir.path().join(format!("{run}.jsonl"));
-        ok(
-            &self.db,
-            &[
-                "receipts",
-                "export",
-                run,
-                "-o",
-                file.to_str().expect("utf-8"),
-            ],
-        );
+        ok(&self.db, &["receipts", "export", run, "-o", utf8(&file)]);
         std::fs::read_to_string(file)
             .expect("the export")
             .lines()
@@ -111,7 +102,7 @@ impl Team {
             &[
                 "receipts",
                 "verify",
-                file.to_str().expect("utf-8"),
+                utf8(&file),
                 "--pubkey",
                 &self.pubkey(),
             ],
