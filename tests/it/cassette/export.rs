@@ -3,11 +3,10 @@
 //! a version-2 cassette recorded by an earlier runtape still replays, compared the way it was
 //! hashed.
 
-use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use crate::support::cli::{example, runtape, temp_db, utf8};
+use crate::support::cli::{example, fixture, runtape, temp_db, utf8};
 use crate::support::durable::run_to_rest;
 use runtape::cassette::{CassetteProvider, ReplayOptions, VERSION, export_run};
 use runtape::exec::Engine;
@@ -132,8 +131,7 @@ fn a_changed_setting_no_longer_matches_the_recording() {
 fn a_version_2_cassette_recorded_by_an_earlier_runtape_still_replays() {
     // Recorded by runtape 0.1.0 + wave 1 (`cassette export` of `examples/structured.toml`
     // run with `--stepped-clock`): version 2, whose promptHash covers messages and tools only.
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/cassette-v2/structured.v2.cassette.json");
+    let fixture = fixture("cassette-v2/structured.v2.cassette.json");
     let text = std::fs::read_to_string(&fixture).expect("reads");
     assert!(text.contains("\"version\": 2"));
     let (_dir, db) = temp_db();

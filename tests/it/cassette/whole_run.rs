@@ -10,7 +10,7 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use crate::support::cli::{runtape, temp_db, utf8};
+use crate::support::cli::{example, runtape, temp_db, utf8};
 use crate::support::durable::run_to_rest;
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
@@ -199,7 +199,7 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
 #[test]
 fn cli_run_export_replay_reproduces_the_run() {
     let (dir, db) = temp_db();
-    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/handoff.toml");
+    let spec = example("handoff.toml");
     let spec = utf8(&spec);
     let o = runtape(&db, &["run", "--stepped-clock", spec]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -33,13 +33,7 @@ fn world() -> (tempfile::TempDir, std::path::PathBuf, RunId, RunId) {
             agent: None,
             text: "Count the moons.".into(),
         };
-        let fork = engine
-            .fork(&end.run_id, 4, vec![edit], ForkMode::Live)
-            .await
-            .expect("forks")
-            .wait()
-            .await
-            .expect("runs");
+        let fork = ended(engine.fork(&end.run_id, 4, vec![edit], ForkMode::Live)).await;
         (end.run_id, fork.run_id)
     });
     let db = dir.path().join("runs.db");

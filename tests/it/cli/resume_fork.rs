@@ -4,10 +4,9 @@
 //! `--tape`, and `cassette diff`'s exit status.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use crate::support;
-use crate::support::cli::{err, out, run_id, temp_db, utf8};
+use crate::support::cli::{err, json_lines, out, run_id, temp_db, utf8};
 use support::cli::runtape;
 
 fn status_of(db: &Path, run: &str) -> String {
@@ -161,14 +160,6 @@ fn an_exhausted_budget_is_raised_on_resume() {
     assert!(out(&o).contains("answer: done"), "{}", out(&o));
     assert_eq!(status_of(&db, &run), "completed");
     assert!(runtape(&db, &["verify", &run]).status.success());
-}
-
-/// JSON lines of `o`'s stdout.
-fn json_lines(o: &Output) -> Vec<serde_json::Value> {
-    out(o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 #[test]

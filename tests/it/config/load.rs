@@ -6,6 +6,7 @@ use crate::support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::durable::ended;
 use runtape::config::{ProviderSetup, ScriptStep, Setup, load};
 use runtape::exec::Engine;
 use runtape::history;
@@ -144,15 +145,13 @@ async fn the_full_example_runs_to_completion_with_its_command_tool() {
     file.install(&engine).expect("installs");
     let setup_json = file.setup.to_json().expect("serialises");
     let run = RunId::new("config-full-run");
-    let end = engine
-        .start(file.spec.clone(), "Find the notes.")
-        .with_id(run.clone())
-        .with_setup(setup_json.clone())
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(
+        engine
+            .start(file.spec.clone(), "Find the notes.")
+            .with_id(run.clone())
+            .with_setup(setup_json.clone()),
+    )
+    .await;
     assert_eq!(
         end.status,
         RunStatus::Completed,
@@ -275,13 +274,7 @@ async fn a_setup_installs_into_another_engine() {
     let setup = Setup::from_json(&file.setup.to_json().expect("json")).expect("back");
     let engine = Engine::in_memory();
     setup.install(&engine).expect("installs");
-    let end = engine
-        .start(file.spec.clone(), "again")
-        .await
-        .expect("providers and tools are registered")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(engine.start(file.spec.clone(), "again")).await;
     assert_eq!(end.status, RunStatus::Completed);
     let _: Arc<dyn Tool> = Arc::new(setup.command_tools().remove(0));
 }

@@ -183,7 +183,7 @@ fn the_serve_api_approves_a_waiting_child_through_its_parent() {
     let child = format!("{id}.3.0");
     assert_eq!(status_of(&db, &child)["status"], "awaiting_input");
 
-    let server = support::serve::Server::start(dir.path(), &db, &[], &[]);
+    let server = support::serve::serve(dir.path(), &db);
     let (status, answer) = server.post(&format!("/api/runs/{id}/approve"), &serde_json::json!({}));
     assert_eq!(status, 202, "{answer}");
     server.wait_run(&id, std::time::Duration::from_secs(60), |r| {

@@ -10,7 +10,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 use crate::support::durable::run_to_rest;
 use serde_json::Value;
 use support::delegation::*;
@@ -91,32 +91,10 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
     assert_eq!(final_hash(&fresh, &again), final_hash(&db, &id));
 }
 
-fn team_example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")
-}
-
-/// Every run of `db`'s tree as `(path below the root, final state hash)`, sorted.
-fn tree_hashes(db: &Path) -> Vec<(String, String)> {
-    let root = root(db).expect("a root")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let mut out: Vec<(String, String)> = runs(db)
-        .iter()
-        .map(|r| {
-            let id = r["id"].as_str().expect("id");
-            let path = id.strip_prefix(&root).unwrap_or(id).trim_start_matches('.');
-            (path.to_owned(), final_hash(db, id))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 /// The team example run with a stepped clock and exported: `(db, cassette path)`.
 fn recorded_team(dir: &Path) -> (PathBuf, PathBuf) {
     let db = dir.join("runs.db");
-    let example = team_example();
+    let example = example("team.toml");
     ok(&db, &["run", "--stepped-clock", utf8(&example)]);
     let id = root(&db).expect("the run")["id"]
         .as_str()
@@ -164,7 +142,7 @@ fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
         "the researcher's own request"
     );
 
-    let example = team_example();
+    let example = example("team.toml");
     let expected = tree_hashes(&db);
     assert_eq!(expected.len(), 3);
     // Twice, each in a database that never saw the run: the children run side by side and
@@ -194,7 +172,7 @@ fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
 fn a_drifted_child_request_fails_the_replay_naming_the_child() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, cassette) = recorded_team(dir.path());
-    let text = std::fs::read_to_string(team_example()).expect("reads");
+    let text = std::fs::read_to_string(example("team.toml")).expect("reads");
     let drifted = text.replace(
         "system_prompt = \"You write code.\"",
         "system_prompt = \"You write careful code.\"",
@@ -230,7 +208,7 @@ fn a_drifted_child_request_fails_the_replay_naming_the_child() {
 fn an_edited_moved_or_downgraded_child_section_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (db, cassette) = recorded_team(dir.path());
-    let example = team_example();
+    let example = example("team.toml");
     let replay = |file: &Value, name: &str| {
         let path = dir.path().join(name);
         std::fs::write(&path, serde_json::to_string_pretty(file).expect("encodes"))
@@ -328,7 +306,7 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
 fn cassette_diff_compares_each_childs_section() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, before) = recorded_team(dir.path());
-    let text = std::fs::read_to_string(team_example()).expect("reads");
+    let text = std::fs::read_to_string(example("team.toml")).expect("reads");
     let changed = text.replace(
         "FIX: wrap the rows in one transaction",
         "FIX: wrap the rows in two transactions",

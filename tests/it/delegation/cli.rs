@@ -7,13 +7,9 @@ use crate::support;
 
 use std::path::Path;
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
-
-fn example() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")
-}
 
 fn tokens(r: &Value) -> u64 {
     r["tokens"].as_u64().expect("tokens")
@@ -22,7 +18,7 @@ fn tokens(r: &Value) -> u64 {
 #[test]
 fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
     let (_dir, db) = temp_db();
-    let spec = example();
+    let spec = example("team.toml");
     let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: APPROVED:"), "{printed}");
 
@@ -182,24 +178,7 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
     let (dir, db) = temp_db();
     // Children whose model takes ten minutes: they are in flight until cancelled.
     let spec = write(dir.path(), "slow.toml", &parallel_team(600_000));
-    let mut driver = on(&db)
-        .args(["run", utf8(&spec)])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let id = loop {
-        if let Some(p) = root(&db) {
-            let id = p["id"].as_str().expect("id").to_owned();
-            if children_of(&db, &id).len() == 2 {
-                break id;
-            }
-        }
-        if let Some(status) = driver.try_wait().expect("polls") {
-            panic!("the run ended before its children started: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let (mut driver, id) = drive_until_children(&db, &spec, 2);
     ok(&db, &["cancel", &id, "--reason", "enough"]);
     let status = driver.wait().expect("the driving process exits");
     assert!(!status.success(), "the run was cancelled");
@@ -214,24 +193,7 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
     let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
-    let mut driver = on(&db)
-        .args(["run", utf8(&spec)])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let id = loop {
-        if let Some(p) = root(&db) {
-            let id = p["id"].as_str().expect("id").to_owned();
-            if children_of(&db, &id).len() == 2 {
-                break id;
-            }
-        }
-        if let Some(status) = driver.try_wait().expect("polls") {
-            panic!("the run ended before its children started: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let (mut driver, id) = drive_until_children(&db, &spec, 2);
     ok(&db, &["pause", &id]);
     let status = driver.wait().expect("the driving process exits");
     assert_eq!(status.code(), Some(4), "exit 4: paused");
@@ -270,7 +232,7 @@ fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
             })
             .collect()
     };
-    let team = listed(&example());
+    let team = listed(&example("team.toml"));
     let lead: Vec<(&str, &str)> = team
         .iter()
         .filter(|(a, _, _)| a == "lead")
@@ -284,7 +246,7 @@ fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
             ("transfer_to_reviewer", "handoff")
         ]
     );
-    let memory = listed(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/memory.toml"));
+    let memory = listed(&example("memory.toml"));
     let planner: Vec<(&str, &str)> = memory
         .iter()
         .filter(|(a, _, _)| a == "planner")

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::durable::ended;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::*;
 use runtape::provider::ScriptedProvider;
@@ -113,13 +114,7 @@ async fn a_child_created_but_never_started_resumes_with_its_receipts_under_its_p
         .await
         .expect("creates the run");
 
-    let end = engine
-        .resume(&unstarted)
-        .await
-        .expect("resumes")
-        .wait()
-        .await
-        .expect("ends");
+    let end = ended(engine.resume(&unstarted)).await;
     assert_eq!(end.status, RunStatus::Completed);
     let anchor = |run: &RunId| {
         receipts(store.as_ref(), run).expect("receipts")[0]

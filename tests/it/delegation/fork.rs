@@ -173,24 +173,7 @@ fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
 fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
-    let mut driver = on(&db)
-        .args(["run", utf8(&spec)])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let id = loop {
-        if let Some(p) = root(&db) {
-            let id = p["id"].as_str().expect("id").to_owned();
-            if children_of(&db, &id).len() == 2 {
-                break id;
-            }
-        }
-        if let Some(status) = driver.try_wait().expect("polls") {
-            panic!("the run ended before its children started: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let (mut driver, id) = drive_until_children(&db, &spec, 2);
     ok(&db, &["pause", &id]);
     let status = driver.wait().expect("the driving process exits");
     assert_eq!(status.code(), Some(4), "exit 4: paused");

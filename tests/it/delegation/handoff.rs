@@ -8,13 +8,9 @@ use crate::support;
 
 use std::path::Path;
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
-
-fn example() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")
-}
 
 fn step(db: &Path, at: &str) -> Value {
     serde_json::from_str(&ok(db, &["show", at, "--json"])).expect("one JSON object")
@@ -45,7 +41,7 @@ fn reviewers_request(db: &Path, id: &str) -> (Vec<String>, Vec<String>) {
 #[test]
 fn the_receiver_continues_the_senders_conversation() {
     let (_dir, db) = temp_db();
-    let printed = ok(&db, &["run", utf8(&example())]);
+    let printed = ok(&db, &["run", utf8(&example("team.toml"))]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
@@ -105,7 +101,7 @@ fn the_receiver_continues_the_senders_conversation() {
 #[test]
 fn a_fork_waiting_for_the_conversation_hands_it_over_live_and_from_the_tape() {
     let (_dir, db) = temp_db();
-    ok(&db, &["run", utf8(&example())]);
+    ok(&db, &["run", utf8(&example("team.toml"))]);
     let id = root(&db).expect("the lead's run")["id"]
         .as_str()
         .expect("id")

@@ -14,13 +14,14 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::support::cli::example;
 use runtape::exec::{Engine, EngineConfig, SteppedClock};
 use runtape::machine::{RunId, StateKind};
 use runtape::store::{Commit, Durability, SqliteStore, Store, Write};
 use support::crash::CrashOnce;
 
 fn team() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml")
+    example("team.toml")
 }
 
 fn store(dir: &Path) -> Arc<dyn Store> {

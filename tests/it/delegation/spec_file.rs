@@ -5,21 +5,19 @@
 
 use crate::support;
 
-use std::path::Path;
-
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 use support::delegation::*;
 
 /// The review team of `examples/review.toml`, each scripted reply taking `latency_ms`.
 fn review(latency_ms: u64) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/review.toml"))
+    std::fs::read_to_string(example("review.toml"))
         .expect("reads examples/review.toml")
         .replace("latency_ms = 20", &format!("latency_ms = {latency_ms}"))
 }
 
 /// `examples/writer.toml`, its delegates entry replaced by `delegates`.
 fn writer(delegates: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/writer.toml"))
+    std::fs::read_to_string(example("writer.toml"))
         .expect("reads examples/writer.toml")
         .replace(
             r#"delegates = [{ spec = "review.toml", as = "review" }]"#,
@@ -30,7 +28,7 @@ fn writer(delegates: &str) -> String {
 #[test]
 fn a_run_delegates_to_another_spec_file_end_to_end() {
     let (_dir, db) = temp_db();
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/writer.toml");
+    let spec = example("writer.toml");
     let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: RELEASE NOTE:"), "{printed}");
 
@@ -77,24 +75,7 @@ fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
         "writer.toml",
         &writer(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
-    let mut driver = on(&db)
-        .args(["run", utf8(&parent_file)])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let id = loop {
-        if let Some(p) = root(&db) {
-            let id = p["id"].as_str().expect("id").to_owned();
-            if children_of(&db, &id).len() == 1 {
-                break id;
-            }
-        }
-        if let Some(status) = driver.try_wait().expect("polls") {
-            panic!("the run ended before its child started: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let (mut driver, id) = drive_until_children(&db, &parent_file, 1);
     ok(&db, &["pause", &id]);
     let status = driver.wait().expect("the driving process exits");
     assert_eq!(status.code(), Some(4), "exit 4: paused");

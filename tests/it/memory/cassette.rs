@@ -4,22 +4,16 @@
 //! another database serves both from the recording — strict prompts match, and the replay
 //! reads and writes no global memory.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{first_id, ok, runtape, text, utf8};
-
-fn example() -> String {
-    utf8(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/memory.toml")).to_owned()
-}
+use support::cli::{example, first_id, ok, runtape, text, utf8};
 
 #[test]
 fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("recorded.db");
-    let spec = example();
+    let spec = utf8(&example("memory.toml")).to_owned();
     // A first run leaves a note in the global memory, so the second one loads (and injects)
     // something.
     let first = first_id(&ok(&db, &["run", &spec]));

@@ -22,7 +22,8 @@ use runtape::store::{SqliteStore, Store, Write};
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::cli::{runtape, text, utf8};
+use crate::support::cli::{json_lines, runtape, text, utf8};
+use crate::support::durable::ended;
 use support::crash::CrashOnce;
 
 const TURNS: usize = 6;
@@ -75,13 +76,6 @@ fn the_run(db: &Path) -> Option<(String, String)> {
         v["id"].as_str()?.to_owned(),
         v["status"].as_str()?.to_owned(),
     ))
-}
-
-fn json_lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
 }
 
 #[test]
@@ -240,13 +234,7 @@ async fn crash_then_resume(crash: fn(&Write) -> bool) {
     );
 
     let second = engine(sqlite.clone());
-    let end = second
-        .resume(&run)
-        .await
-        .expect("resumes")
-        .wait()
-        .await
-        .expect("completes");
+    let end = ended(second.resume(&run)).await;
     assert!(matches!(
         end.state.outcome(),
         Some(Outcome::Completed { .. })
@@ -325,13 +313,7 @@ async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish()
 
     // Another run writes `x` first.
     let other = engine(sqlite.clone());
-    let end = other
-        .start(memory_spec(), "Note x and y too.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("completes");
+    let end = ended(other.start(memory_spec(), "Note x and y too.")).await;
     assert!(matches!(
         end.state.outcome(),
         Some(Outcome::Completed { .. })

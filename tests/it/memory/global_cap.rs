@@ -14,26 +14,12 @@ use serde_json::Value;
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{run_id, runtape, temp_db, text, utf8};
-
-/// `(key, version, value, run)` of every row of global memory `team`, oldest first per key.
-fn rows(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).expect("opens");
-    let mut stmt = conn
-        .prepare("SELECT key, version, value, run_id FROM memory_global WHERE name = 'team' ORDER BY key, version")
-        .expect("prepares");
-    stmt.query_map([], |r| {
-        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?, r.get(3)?))
-    })
-    .expect("queries")
-    .collect::<Result<_, _>>()
-    .expect("reads")
-}
+use support::cli::{global_memory, run_id, runtape, temp_db, text, utf8};
 
 /// Bytes (keys plus values) of the latest version of every key of `team`.
 fn bytes_held(db: &Path) -> usize {
     let mut latest = std::collections::BTreeMap::new();
-    for (key, _, value, _) in rows(db) {
+    for (key, _, value, _) in global_memory(db, "team") {
         latest.insert(key, value);
     }
     latest
@@ -164,7 +150,7 @@ fn two_runs_adding_keys_at_once_cannot_together_pass_the_cap() {
 
     // What is stored: B's note, then A's shorter one — never more than the cap.
     assert_eq!(
-        rows(&db),
+        global_memory(&db, "team"),
         [
             (
                 "a".into(),

@@ -6,35 +6,11 @@
 //! wrote the moved key is told the current value and writes again (or not). Failed and
 //! cancelled runs never publish.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-use serde_json::Value;
+use std::process::{Command, Stdio};
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{run_id, runtape, temp_db, text, utf8};
-
-fn json_lines(o: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
-
-/// Every version of every key of global memory `team`, oldest first per key.
-fn history(db: &Path) -> Vec<(String, u64, Option<String>, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).expect("opens");
-    let mut stmt = conn
-        .prepare("SELECT key, version, value, run_id FROM memory_global WHERE name = 'team' ORDER BY key, version")
-        .expect("prepares");
-    stmt.query_map([], |r| {
-        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?, r.get(3)?))
-    })
-    .expect("queries")
-    .collect::<Result<_, _>>()
-    .expect("reads")
-}
+use support::cli::{global_memory, json_lines, run_id, runtape, temp_db, text, utf8};
 
 const HEADER: &str = r#"goal = "Record the decision."
 
@@ -111,7 +87,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     assert!(out.status.success(), "{}", text(&out));
     let a = run_id(&out);
     assert!(
-        history(&db).is_empty(),
+        global_memory(&db, "team").is_empty(),
         "nothing is published before A completes"
     );
 
@@ -120,7 +96,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     assert!(out.status.success(), "{}", text(&out));
     let b = run_id(&out);
     assert_eq!(
-        history(&db),
+        global_memory(&db, "team"),
         [(
             "decision".into(),
             1,
@@ -137,7 +113,7 @@ fn a_write_over_a_moved_key_is_refused_whole_and_its_writer_writes_again() {
     assert_eq!(log.matches("publishing → preparing").count(), 1, "{log}");
     assert_eq!(log.matches("publishing → done").count(), 1, "{log}");
     assert_eq!(
-        history(&db),
+        global_memory(&db, "team"),
         [
             (
                 "decision".into(),
@@ -224,7 +200,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
         assert!(out.status.success(), "{}", text(&out));
         runs.push(run_id(&out));
     }
-    let rows = history(&db);
+    let rows = global_memory(&db, "team");
     let k: Vec<&(String, u64, Option<String>, Option<String>)> =
         rows.iter().filter(|r| r.0 == "k").collect();
     // Every run published its own write of `k` exactly once, one version each, no gap.
@@ -268,14 +244,20 @@ replies = [
     );
     let out = runtape(&db, &["run", utf8(&failing)]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(history(&db).is_empty(), "a failed run published nothing");
+    assert!(
+        global_memory(&db, "team").is_empty(),
+        "a failed run published nothing"
+    );
 
     let waiting = write(dir.path(), "waiting.toml", &waiting_spec());
     let out = runtape(&db, &["run", utf8(&waiting)]);
     let run = run_id(&out);
     let out = runtape(&db, &["cancel", &run, "--reason", "changed my mind"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(history(&db).is_empty(), "a cancelled run published nothing");
+    assert!(
+        global_memory(&db, "team").is_empty(),
+        "a cancelled run published nothing"
+    );
     let staged = json_lines(&runtape(&db, &["memory", "ls", "--run", &run, "--json"]));
     assert!(
         staged

@@ -5,14 +5,13 @@
 use crate::support;
 
 use serde_json::Value;
-use support::serve::{Server, run_spec, runtape, scratch};
+use support::serve::{run_spec, runtape, scratch_db, serve};
 
 #[test]
 fn the_step_inspector_shows_the_memory_at_each_step() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/memory.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     // Step 4 took the planner's notes; step 9 the writer's global write, staged.
     for (seq, shared, staged) in [
         (3, None, false),

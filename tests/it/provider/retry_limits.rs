@@ -6,13 +6,13 @@
 
 use crate::support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::support::cli::{bin, write};
+use crate::support::cli::{bin, utf8, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -44,6 +44,43 @@ fn runtape_guarded(db: &Path, args: &[&str], guard: Duration) -> Output {
     }
 }
 
+/// A spec whose provider `primary` fails with `error` (a TOML inline table) and whose fallback
+/// `spare` answers `answer`; the agent tries `primary` `max_attempts` times with `backoff`.
+fn fallback_spec(
+    dir: &Path,
+    primary: &str,
+    error: &str,
+    max_attempts: u32,
+    backoff: &str,
+    answer: &str,
+) -> PathBuf {
+    let spec = format!(
+        r#"goal = "answer"
+[[providers]]
+name = "{primary}"
+kind = "scripted"
+replies = [{{ error = {error} }}]
+[[providers]]
+name = "spare"
+kind = "scripted"
+replies = [{{ text = "{answer}" }}]
+[[agents]]
+id = "a"
+provider = "{primary}"
+max_attempts = {max_attempts}
+backoff = {backoff}
+[[agents.fallbacks]]
+provider = "spare"
+"#
+    );
+    write(dir, "spec.toml", &spec)
+}
+
+/// `runtape --db DB run SPEC --json`, guarded by a minute.
+fn run_json(db: &Path, spec: &Path) -> Output {
+    runtape_guarded(db, &["run", utf8(spec), "--json"], Duration::from_secs(60))
+}
+
 fn lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -54,33 +91,15 @@ fn lines(out: &Output) -> Vec<Value> {
 #[test]
 fn a_retry_after_beyond_the_maximum_moves_to_the_fallback_instead_of_sleeping() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(
+    let spec = fallback_spec(
         dir.path(),
-        "spec.toml",
-        r#"goal = "answer"
-[[providers]]
-name = "busy"
-kind = "scripted"
-replies = [{ error = { class = "provider_rate_limit", message = "slow down", retry_after_ms = 3600000 } }]
-[[providers]]
-name = "spare"
-kind = "scripted"
-replies = [{ text = "from the spare" }]
-[[agents]]
-id = "a"
-provider = "busy"
-max_attempts = 3
-backoff = { initial_ms = 10, max_ms = 1000 }
-[[agents.fallbacks]]
-provider = "spare"
-"#,
+        "busy",
+        r#"{ class = "provider_rate_limit", message = "slow down", retry_after_ms = 3600000 }"#,
+        3,
+        "{ initial_ms = 10, max_ms = 1000 }",
+        "from the spare",
     );
-    let db = dir.path().join("runs.db");
-    let out = runtape_guarded(
-        &db,
-        &["run", spec.to_str().unwrap(), "--json"],
-        Duration::from_secs(60),
-    );
+    let out = run_json(&dir.path().join("runs.db"), &spec);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -108,33 +127,15 @@ provider = "spare"
 #[test]
 fn a_retry_is_announced_when_it_is_sent_not_when_it_is_scheduled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(
+    let spec = fallback_spec(
         dir.path(),
-        "spec.toml",
-        r#"goal = "answer"
-[[providers]]
-name = "flaky"
-kind = "scripted"
-replies = [{ error = { class = "provider_unavailable", message = "try later", retry_after_ms = 1500 } }]
-[[providers]]
-name = "spare"
-kind = "scripted"
-replies = [{ text = "ok" }]
-[[agents]]
-id = "a"
-provider = "flaky"
-max_attempts = 2
-backoff = { initial_ms = 10, max_ms = 20 }
-[[agents.fallbacks]]
-provider = "spare"
-"#,
+        "flaky",
+        r#"{ class = "provider_unavailable", message = "try later", retry_after_ms = 1500 }"#,
+        2,
+        "{ initial_ms = 10, max_ms = 20 }",
+        "ok",
     );
-    let db = dir.path().join("runs.db");
-    let out = runtape_guarded(
-        &db,
-        &["run", spec.to_str().unwrap(), "--json"],
-        Duration::from_secs(60),
-    );
+    let out = run_json(&dir.path().join("runs.db"), &spec);
     assert_eq!(out.status.code(), Some(0));
     let events = lines(&out);
     // `at` is past 2^53, so --json writes it as a string.

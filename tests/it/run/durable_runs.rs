@@ -340,13 +340,7 @@ async fn pause_then_resume_keeps_the_budget() {
     );
     let before = model_calls.load(Ordering::SeqCst);
 
-    let end = engine
-        .resume(&end.run_id)
-        .await
-        .expect("resumes")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(engine.resume(&end.run_id)).await;
     assert_eq!(end.status, RunStatus::Failed);
     let Some(Outcome::Failed { error }) = end.state.outcome() else {
         panic!("{:?}", end.state)

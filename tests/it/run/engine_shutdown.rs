@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::durable::ended;
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::{
@@ -93,12 +94,6 @@ async fn shutdown_returns_once_the_call_in_flight_is_committed_and_the_run_rests
         .expect("verifies");
 
     // It resumes and completes; a later run is not affected by the earlier shutdown.
-    let end = engine
-        .resume(&run)
-        .await
-        .expect("resumes")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(engine.resume(&run)).await;
     assert_eq!(end.status, RunStatus::Completed);
 }

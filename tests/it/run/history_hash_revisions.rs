@@ -95,13 +95,7 @@ async fn a_revision_5_run_and_its_fork_keep_blake3() {
 
     // The fork shares the parent's history up to seq 3 and records its own under the
     // parent's revision: BLAKE3 again, not the SHA-256 of runs started today.
-    let fork = engine
-        .fork(&old, 3, Vec::new(), ForkMode::Live)
-        .await
-        .expect("forks")
-        .wait()
-        .await
-        .expect("runs on");
+    let fork = ended(engine.fork(&old, 3, Vec::new(), ForkMode::Live)).await;
     assert_eq!(fork.status, RunStatus::Completed);
     assert!(fork.state.seq() > 3);
     assert_named_by(&engine, &fork.run_id, 4, Plain::Blake3);

@@ -9,13 +9,13 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
 /// `examples/team.toml` with a retriever for the lead and the researcher (a child run).
 fn team_with_retriever(dir: &Path) -> PathBuf {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml");
+    let example = example("team.toml");
     let text = std::fs::read_to_string(example).expect("reads the example");
     std::fs::write(
         dir.join("retrieve.sh"),
@@ -29,24 +29,6 @@ fn team_with_retriever(dir: &Path) -> PathBuf {
             "{text}\n[retriever]\ncommand = [\"sh\", \"retrieve.sh\"]\nagents = [\"lead\", \"researcher\"]\n"
         ),
     )
-}
-
-/// Every run of `db`'s tree as `(path below the root, final state hash)`, sorted.
-fn tree_hashes(db: &Path) -> Vec<(String, String)> {
-    let root = root(db).expect("a root")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let mut out: Vec<(String, String)> = runs(db)
-        .iter()
-        .map(|r| {
-            let id = r["id"].as_str().expect("id");
-            let path = id.strip_prefix(&root).unwrap_or(id).trim_start_matches('.');
-            (path.to_owned(), final_hash(db, id))
-        })
-        .collect();
-    out.sort();
-    out
 }
 
 fn read(path: &Path) -> Value {

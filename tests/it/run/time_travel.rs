@@ -222,14 +222,11 @@ async fn a_tape_fork_without_edits_reproduces_the_parent() {
         w.tool_calls.load(Ordering::SeqCst),
     );
     let fork_at = 4;
-    let end = w
-        .engine
-        .fork(&parent, fork_at, vec![], ForkMode::Tape(TapeEnd::GoLive))
-        .await
-        .expect("forks")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(
+        w.engine
+            .fork(&parent, fork_at, vec![], ForkMode::Tape(TapeEnd::GoLive)),
+    )
+    .await;
     assert_eq!(end.status, RunStatus::Completed);
     assert_eq!(
         w.model_calls.load(Ordering::SeqCst),
@@ -274,14 +271,11 @@ async fn an_edited_fork_goes_live_at_the_first_changed_request() {
         agent: None,
         text: "What is the question?".into(),
     };
-    let end = w
-        .engine
-        .fork(&parent, 4, vec![edit], ForkMode::Tape(TapeEnd::GoLive))
-        .await
-        .expect("forks")
-        .wait()
-        .await
-        .expect("runs");
+    let end = ended(
+        w.engine
+            .fork(&parent, 4, vec![edit], ForkMode::Tape(TapeEnd::GoLive)),
+    )
+    .await;
     assert_eq!(end.status, RunStatus::Completed);
     assert!(
         w.model_calls.load(Ordering::SeqCst) > before,
@@ -320,14 +314,7 @@ async fn a_live_fork_with_a_raised_budget_runs_on() {
         key: BudgetKey::Turns,
         limit: 10,
     };
-    let forked = w
-        .engine
-        .fork(&end.run_id, at, vec![edit], ForkMode::Live)
-        .await
-        .expect("forks")
-        .wait()
-        .await
-        .expect("runs");
+    let forked = ended(w.engine.fork(&end.run_id, at, vec![edit], ForkMode::Live)).await;
     assert_eq!(forked.status, RunStatus::Completed);
 }
 

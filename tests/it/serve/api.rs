@@ -6,21 +6,13 @@ use crate::support;
 
 use std::time::Duration;
 
-use crate::support::cli::utf8;
+use crate::support::cli::{json_lines, utf8};
 use serde_json::{Value, json};
-use support::serve::{Server, request, run_spec, runtape, scratch, slow_tool_spec};
-
-fn json_lines(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
+use support::serve::{request, run_spec, runtape, scratch_db, serve, slow_tool_spec};
 
 #[test]
 fn reads_answer_what_the_cli_prints_with_json() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
     let fork_out = runtape(
         dir.path(),
@@ -37,7 +29,7 @@ fn reads_answer_what_the_cli_prints_with_json() {
         .as_str()
         .expect("fork id")
         .to_owned();
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
 
     let log = json_lines(&runtape(dir.path(), &db, &["log", &run, "--json"]));
     let (status, page) = server.get(&format!("/api/runs/{run}/timeline?limit=1000"));
@@ -100,9 +92,8 @@ fn reads_answer_what_the_cli_prints_with_json() {
 
 #[test]
 fn runs_start_from_a_spec_path_or_uploaded_text_and_complete() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let (dir, db) = scratch_db();
+    let server = serve(dir.path(), &db);
     let (status, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
     assert_eq!(status, 201, "{started}");
     let id = started["id"].as_str().expect("id");
@@ -152,11 +143,10 @@ fn runs_start_from_a_spec_path_or_uploaded_text_and_complete() {
 
 #[test]
 fn approve_reject_answer_and_raise_do_what_resume_does() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let a = run_spec(dir.path(), &db, "examples/approval.toml");
     let b = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (_, waiting) = server.get(&format!("/api/runs/{a}"));
     assert_eq!(waiting["status"], "awaiting_input");
     assert_eq!(waiting["waiting"][0]["kind"], "approval");
@@ -214,10 +204,9 @@ fn approve_reject_answer_and_raise_do_what_resume_does() {
 
 #[test]
 fn a_fork_with_an_edit_runs_and_differs_from_its_parent() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (status, f) = server.post(
         &format!("/api/runs/{run}/fork"),
         &json!({"seq": 1, "edits": ["user=How many words are in 'a b c'?"]}),
@@ -242,10 +231,9 @@ fn a_fork_with_an_edit_runs_and_differs_from_its_parent() {
 
 #[test]
 fn pause_then_resume_and_cancel_act_on_runs_the_server_drives() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let spec = slow_tool_spec(dir.path(), 1.5);
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let spec = utf8(&spec);
     let (_, started) = server.post("/api/runs", &json!({"spec": spec}));
     let id = started["id"].as_str().expect("id").to_owned();
@@ -291,10 +279,9 @@ fn pause_then_resume_and_cancel_act_on_runs_the_server_drives() {
 
 #[test]
 fn every_refusal_is_one_line_with_a_fitting_status() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let long = "x".repeat(1_000);
     let cases: Vec<(&str, String, Option<&str>, u16, &str)> = vec![
         (

@@ -22,7 +22,7 @@ use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::Durability;
 use runtape::tool::FnTool;
 use serde_json::json;
-use support::serve::{Server, run_spec, scratch};
+use support::serve::{run_spec, scratch_db, serve};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -118,12 +118,11 @@ fn the_page_works_in_chromium_end_to_end() {
     let shots = manifest().join("target/browser-screenshots");
     std::fs::create_dir_all(&shots).expect("creates the screenshot folder");
 
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let big = long_run(&db, 3_333);
     let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (_, b) = server.get(&format!("/api/runs/{big}"));
     assert!(b["steps"].as_u64() >= Some(10_000), "{b}");
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::utf8;
 use serde_json::json;
-use support::serve::{Server, Stream, bin, run_spec, scratch, tool_spec, unsafe_free_kill};
+use support::serve::{Stream, bin, run_spec, scratch_db, serve, tool_spec, unsafe_free_kill};
 
 fn ids(events: &[support::serve::Sse]) -> Vec<String> {
     events.iter().filter_map(|e| e.id.clone()).collect()
@@ -18,10 +18,9 @@ fn ids(events: &[support::serve::Sse]) -> Vec<String> {
 
 #[test]
 fn a_stream_sends_every_step_then_resumes_after_its_last_event_id() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
 
     let mut s = Stream::open(server.addr, &format!("/api/runs/{done}/events"), &[]);
     assert_eq!(s.status, 200);
@@ -161,8 +160,7 @@ fn a_stream_sends_every_step_then_resumes_after_its_last_event_id() {
 
 #[test]
 fn a_run_another_process_drives_is_followed_and_shows_interrupted_once_killed() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     // The first call hangs (until the process is killed); the call performed again on resume
     // (the tool is idempotent) returns at once.
     let flag = dir.path().join("called.flag");
@@ -173,7 +171,7 @@ fn a_run_another_process_drives_is_followed_and_shows_interrupted_once_killed() 
             flag.display()
         ),
     );
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let mut driver = Command::new(bin())
         .args(["run", utf8(&spec), "--json", "--db"])
         .arg(&db)
@@ -233,10 +231,9 @@ fn open_fds(pid: u32) -> usize {
 
 #[test]
 fn clients_hanging_up_mid_stream_leave_nothing_behind() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let pid = server.child.id();
     let hang_ups = |n: usize| {
         for i in 0..n {
@@ -274,10 +271,9 @@ fn clients_hanging_up_mid_stream_leave_nothing_behind() {
 #[test]
 fn a_thousand_subscribers_follow_one_run() {
     const SUBSCRIBERS: usize = 1000;
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (rss_before, _) = server.memory_kib();
     let mut streams: Vec<Stream> = (0..SUBSCRIBERS)
         .map(|_| Stream::open(server.addr, &format!("/api/runs/{run}/events?after=3"), &[]))

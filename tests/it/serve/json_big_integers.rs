@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::cli::utf8;
 use serde_json::{Value, json};
-use support::serve::{Server, Stream, request, run_spec, runtape, scratch};
+use support::serve::{Stream, request, run_spec, runtape, scratch_db, serve};
 
 const MAX_EXACT: u64 = 1 << 53;
 
@@ -66,8 +66,7 @@ fn has_big_string(text: &str) -> bool {
 
 #[test]
 fn every_json_command_writes_big_integers_as_strings() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let d = dir.path();
     let out = |args: &[&str]| {
         let o = runtape(d, &db, args);
@@ -158,11 +157,10 @@ fn every_json_command_writes_big_integers_as_strings() {
 
 #[test]
 fn every_api_answer_and_event_writes_big_integers_as_strings() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let check = |what: &str, body: &str| {
         assert_eq!(check_lines(what, body), 1, "{what}: {body}");
     };

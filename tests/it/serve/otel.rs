@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::serve::{Server, run_spec, scratch};
+use support::serve::{Server, run_spec, scratch_db};
 
 /// What the receiver got: (path, body) of every POST.
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
@@ -174,8 +174,7 @@ fn counter_total(got: &Received, name: &str) -> (f64, Vec<Value>) {
 #[test]
 fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
     let (url, got) = receiver();
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
     let server = Server::start(dir.path(), &db, &["--otlp-endpoint", &url], &[]);
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
@@ -317,8 +316,7 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
 #[test]
 fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
     let (url, got) = receiver();
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let server = Server::start(
         dir.path(),
         &db,
@@ -373,8 +371,7 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
 #[test]
 fn the_command_line_exports_with_the_standard_variable_and_a_resume_joins_the_trace() {
     let (url, got) = receiver();
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let env_run = |args: &[&str]| {
         let out = std::process::Command::new(support::serve::bin())
             .args(args)

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::process::Command;
 
-use support::serve::{Server, run_spec, scratch};
+use support::serve::{run_spec, scratch, serve};
 
 /// The lines of the README's ```` ```console ```` blocks that start with `curl`.
 fn curl_examples(readme: &str) -> Vec<String> {
@@ -42,7 +42,7 @@ fn the_readme_curl_examples_work_against_a_real_server() {
     let dir = scratch();
     let db = dir.path().join("runtape.db");
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let host = server.addr.to_string();
     for example in &examples {
         let line = example

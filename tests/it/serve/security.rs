@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use support::serve::{Server, bin, request, run_spec, scratch};
+use support::serve::{Server, bin, request, run_spec, scratch, scratch_db, serve};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
@@ -65,8 +65,7 @@ fn listening_beyond_loopback_needs_a_token_and_bad_options_are_refused_at_start(
 
 #[test]
 fn with_a_token_every_api_request_needs_it_and_the_page_does_not() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
     let server = Server::start(dir.path(), &db, &[], &[("RUNTAPE_SERVE_TOKEN", TOKEN)]);
     let bearer = format!("Bearer {TOKEN}");
@@ -134,10 +133,9 @@ fn with_a_token_every_api_request_needs_it_and_the_page_does_not() {
 
 #[test]
 fn without_a_token_state_changing_requests_must_be_same_origin() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let approve = format!("/api/runs/{run}/approve");
     for headers in [
         vec![("Origin", "http://evil.example")],
@@ -184,8 +182,7 @@ fn without_a_token_state_changing_requests_must_be_same_origin() {
 
 #[test]
 fn a_host_that_is_not_this_server_is_refused() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     run_spec(dir.path(), &db, "examples/quickstart.toml");
     let server = Server::start(dir.path(), &db, &["--allow-host", "devbox.local"], &[]);
     let port = server.addr.port();
@@ -216,15 +213,14 @@ fn a_host_that_is_not_this_server_is_refused() {
 
 #[test]
 fn no_cors_unless_an_origin_is_configured() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let run = run_spec(dir.path(), &db, "examples/approval.toml");
     let preflight = [
         ("Origin", "http://app.example:3000"),
         ("Access-Control-Request-Method", "POST"),
         ("Access-Control-Request-Headers", "content-type"),
     ];
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let a = request(server.addr, "OPTIONS", "/api/runs", &preflight, None);
     assert_eq!(a.status, 403, "{}", a.text());
     assert_eq!(a.header("access-control-allow-origin"), None);
@@ -279,9 +275,8 @@ fn no_cors_unless_an_origin_is_configured() {
 
 #[test]
 fn request_bodies_are_capped() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let (dir, db) = scratch_db();
+    let server = serve(dir.path(), &db);
     let big = format!("{{\"spec_toml\": \"{}\"}}", "x".repeat(2 << 20));
     let a = request(
         server.addr,

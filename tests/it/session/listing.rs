@@ -8,7 +8,7 @@ use crate::support;
 
 use crate::support::cli::utf8;
 use serde_json::Value;
-use support::serve::{Server, runtape, scratch};
+use support::serve::{runtape, scratch_db, serve};
 
 fn ok(dir: &std::path::Path, db: &std::path::Path, args: &[&str]) -> String {
     let out = runtape(dir, db, args);
@@ -40,8 +40,7 @@ fn mark(v: &Value) -> (Value, Value, Value) {
 
 #[test]
 fn ls_and_the_api_show_each_runs_session_and_place() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let spec = "examples/session.toml";
     let first = first_id(&ok(
         dir.path(),
@@ -103,7 +102,7 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
     }
 
     // The API lists the same, and finds a session's runs by its name.
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (status, all) = server.get("/api/runs");
     assert_eq!(status, 200, "{all}");
     for (run, want) in &expected {

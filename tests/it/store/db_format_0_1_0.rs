@@ -2,10 +2,8 @@
 //! opens, lists, shows, verifies and resumes with this runtape: the storage format is a
 //! promise to users, and this is the test that holds us to it.
 
-use std::path::{Path, PathBuf};
-
 use crate::support;
-use crate::support::cli::{ok, utf8};
+use crate::support::cli::{fixture, fixture_copy, ok, utf8};
 use support::cli::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
@@ -16,23 +14,10 @@ const COMPLETED_DEMO: &str = "01m8317ctj9eedpy";
 const CRASHED: &str = "01m8317g1wqw338t";
 const PAUSED: &str = "01m8317gknyz5g6p";
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/db-0.1.0")
-        .join(name)
-}
-
-/// A private copy of the 0.1.0 database (tests must never change the committed file).
-fn copy_of_fixture(dir: &Path) -> PathBuf {
-    let db = dir.join("old.db");
-    std::fs::copy(fixture("runtape.db"), &db).expect("copies the fixture");
-    db
-}
-
 #[test]
 fn an_old_database_lists_and_shows_every_run() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
+    let db = fixture_copy(dir.path(), "db-0.1.0/runtape.db");
     let ls = ok(&db, &["ls", "--json"]);
     for run in [
         SIGNED,
@@ -59,8 +44,8 @@ fn an_old_database_lists_and_shows_every_run() {
 #[test]
 fn an_old_database_verifies_including_its_signed_receipts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
-    let pubkey = fixture("fixture.key.pub");
+    let db = fixture_copy(dir.path(), "db-0.1.0/runtape.db");
+    let pubkey = fixture("db-0.1.0/fixture.key.pub");
     let pubkey = utf8(&pubkey);
     for run in [SIGNED, FORK] {
         let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
@@ -75,7 +60,7 @@ fn an_old_database_verifies_including_its_signed_receipts() {
 #[test]
 fn an_old_database_resumes_its_paused_crashed_and_waiting_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
+    let db = fixture_copy(dir.path(), "db-0.1.0/runtape.db");
     for (run, extra) in [
         (PAUSED, None),
         (CRASHED, None),
@@ -98,7 +83,7 @@ fn an_old_database_resumes_its_paused_crashed_and_waiting_runs() {
 #[test]
 fn old_runs_get_a_head_on_first_open_that_then_guards_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
+    let db = fixture_copy(dir.path(), "db-0.1.0/runtape.db");
     // Sealed when first opened, without a key: verify says the head was trusted on first use.
     let out = ok(&db, &["verify", HANDOFF]);
     assert!(out.contains("head trusted on first use"), "{out}");

@@ -3,8 +3,8 @@
 //! with this runtape, which moves it to schema 4: rows written from then on are packed JSON,
 //! the old rows stay as they were, and a run holding both verifies.
 
-use crate::support::cli::{ok, utf8};
-use std::path::{Path, PathBuf};
+use crate::support::cli::{fixture, fixture_copy, ok, utf8};
+use std::path::Path;
 
 const SIGNED: &str = "01m83qcxb5b7nfcb";
 const HANDOFF: &str = "01m83qcxcqwnk5sp";
@@ -13,19 +13,6 @@ const COMPLETED_DEMO: &str = "01m83qcxnvbhjksa";
 const PAUSED: &str = "01m83qcy9nqphkfp";
 const FORK: &str = "01m83qd0n07w0320";
 const CRASHED: &str = "01m83qd0nzxf4n0q";
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/db-schema-3")
-        .join(name)
-}
-
-/// A private copy of the schema-3 database (tests must never change the committed file).
-fn copy_of_fixture(dir: &Path) -> PathBuf {
-    let db = dir.join("old.db");
-    std::fs::copy(fixture("runtape.db"), &db).expect("copies the fixture");
-    db
-}
 
 /// The first byte of each stored event of `run`, in seq order.
 fn event_first_bytes(db: &Path, run: &str) -> Vec<u8> {
@@ -45,7 +32,7 @@ fn event_first_bytes(db: &Path, run: &str) -> Vec<u8> {
 #[test]
 fn a_schema_3_database_lists_shows_and_verifies_every_run() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
+    let db = fixture_copy(dir.path(), "db-schema-3/runtape.db");
     let ls = ok(&db, &["ls", "--json"]);
     let all = [
         SIGNED,
@@ -63,7 +50,7 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
         let shown = ok(&db, &["show", &format!("{run}@2")]);
         assert!(!shown.is_empty(), "show {run}@2");
     }
-    let pubkey = fixture("fixture.key.pub");
+    let pubkey = fixture("db-schema-3/fixture.key.pub");
     let pubkey = utf8(&pubkey);
     for run in [SIGNED, FORK] {
         let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
@@ -91,7 +78,7 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
 #[test]
 fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = copy_of_fixture(dir.path());
+    let db = fixture_copy(dir.path(), "db-schema-3/runtape.db");
     for (run, extra) in [
         (PAUSED, None),
         (CRASHED, None),
@@ -117,7 +104,7 @@ fn a_schema_3_database_resumes_and_its_runs_verify_with_old_and_packed_rows() {
     }
     // A fork of an old run, made now, verifies across the old parent rows and its own.
     let key = dir.path().join("fixture.key");
-    std::fs::copy(fixture("fixture.key"), &key).expect("copies the key");
+    std::fs::copy(fixture("db-schema-3/fixture.key"), &key).expect("copies the key");
     set_owner_only(&key);
     let key = utf8(&key);
     let out = ok(&db, &["fork", &format!("{SIGNED}@1"), "--receipt-key", key]);

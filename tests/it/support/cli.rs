@@ -90,6 +90,31 @@ pub fn run_id(o: &Output) -> String {
     first_id(&out(o))
 }
 
+/// Every line of stdout as JSON (`--json` output); a line that is not JSON fails the test.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    out(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `(key, version, value, run)` of every version of every key of global memory `name`,
+/// oldest first per key, read from the SQLite file `db`.
+pub fn global_memory(db: &Path, name: &str) -> Vec<(String, u64, Option<String>, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).expect("opens");
+    let mut stmt = conn
+        .prepare(
+            "SELECT key, version, value, run_id FROM memory_global WHERE name = ?1 ORDER BY key, version",
+        )
+        .expect("prepares");
+    stmt.query_map([name], |r| {
+        Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get(2)?, r.get(3)?))
+    })
+    .expect("queries")
+    .collect::<Result<_, _>>()
+    .expect("reads")
+}
+
 /// `runtape cassette export RUN -o TO` on `db`.
 pub fn export(db: &Path, run: &str, to: &Path) -> Output {
     runtape(db, &["cassette", "export", run, "-o", utf8(to)])
@@ -126,6 +151,14 @@ pub fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(path)
+}
+
+/// A private copy of the fixture database `tests/fixtures/PATH` in `dir` (`dir/old.db`), so a
+/// test never changes the committed file.
+pub fn fixture_copy(dir: &Path, path: &str) -> PathBuf {
+    let db = dir.join("old.db");
+    std::fs::copy(fixture(path), &db).expect("copies the fixture");
+    db
 }
 
 /// Writes `body` to `dir/name` (a spec, a script) and returns its path.

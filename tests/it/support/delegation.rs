@@ -3,10 +3,11 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::Path;
+use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
-pub use super::cli::{ok, on, runtape, write};
+pub use super::cli::{ok, on, runtape, utf8, write};
 
 pub mod signed;
 
@@ -39,6 +40,48 @@ pub fn children_of(db: &Path, parent: &str) -> Vec<Value> {
 pub fn final_hash(db: &Path, run: &str) -> String {
     let v: Value = serde_json::from_str(&ok(db, &["verify", run, "--json"])).expect("json");
     v["final_state_hash"].as_str().expect("a hash").to_owned()
+}
+
+/// Starts `runtape run SPEC` on `db` in the background (its output discarded) and returns the
+/// process and the root run's id once the root has started `children` child runs. Fails the
+/// test if the run ends first.
+pub fn drive_until_children(db: &Path, spec: &Path, children: usize) -> (Child, String) {
+    let mut driver = on(db)
+        .args(["run", utf8(spec)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    loop {
+        if let Some(p) = root(db) {
+            let id = p["id"].as_str().expect("id").to_owned();
+            if children_of(db, &id).len() == children {
+                return (driver, id);
+            }
+        }
+        if let Some(status) = driver.try_wait().expect("polls") {
+            panic!("the run ended before its children started: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Every run of `db`'s tree as `(path below the root, final state hash)`, sorted.
+pub fn tree_hashes(db: &Path) -> Vec<(String, String)> {
+    let root = root(db).expect("a root")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut out: Vec<(String, String)> = runs(db)
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().expect("id");
+            let path = id.strip_prefix(&root).unwrap_or(id).trim_start_matches('.');
+            (path.to_owned(), final_hash(db, id))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// A lead that delegates to `researcher` and `coder` in one turn (each scripted reply of a

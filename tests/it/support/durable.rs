@@ -83,6 +83,22 @@ pub async fn run_to_rest(engine: &Engine, spec: RunSpec, goal: &str) -> runtape:
         .expect("runs")
 }
 
+/// The end of the run `begun` starts, resumes or forks (`engine.start(..)`, `engine.resume(..)`,
+/// `engine.fork(..)`): awaits the handle, then the run.
+pub async fn ended<F>(begun: F) -> runtape::exec::RunEnd
+where
+    F: std::future::IntoFuture<
+            Output = Result<runtape::exec::RunHandle, runtape::exec::EngineError>,
+        >,
+{
+    begun
+        .await
+        .expect("the run begins")
+        .wait()
+        .await
+        .expect("the run ends")
+}
+
 /// An engine over a fresh SQLite file in `dir`, with a deterministic clock.
 pub fn engine_in(dir: &std::path::Path) -> Engine {
     let config = EngineConfig {

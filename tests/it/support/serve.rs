@@ -31,6 +31,18 @@ pub fn scratch() -> tempfile::TempDir {
     dir
 }
 
+/// A [`scratch`] directory and the path of a database in it (`runs.db`, not created yet).
+pub fn scratch_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = scratch();
+    let db = dir.path().join("runs.db");
+    (dir, db)
+}
+
+/// `runtape serve` in `dir` on `db` with no other arguments or variables.
+pub fn serve(dir: &Path, db: &Path) -> Server {
+    Server::start(dir, db, &[], &[])
+}
+
 /// `runtape ARGS` in `dir` on `db`; stdout, stderr and the status.
 pub fn runtape(dir: &Path, db: &Path, args: &[&str]) -> std::process::Output {
     Command::new(bin())

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::support::cli::fixture;
 use runtape::ledger::coverage::{COLUMNS, Coverage, coverage_of};
 use runtape::store::{Durability, SqliteStore};
 
@@ -71,11 +72,7 @@ fn every_column_of_a_new_database_is_covered() {
 fn a_database_migrated_from_0_1_0_has_the_same_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old.db");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db-0.1.0/runtape.db"),
-        &old,
-    )
-    .expect("copies");
+    std::fs::copy(fixture("db-0.1.0/runtape.db"), &old).expect("copies");
     drop(SqliteStore::open(&old, Durability::Full).expect("migrates"));
     let new = dir.path().join("new.db");
     drop(SqliteStore::open(&new, Durability::Full).expect("creates"));

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::*;
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{example, temp_db, utf8};
 
 /// The team example (a lead delegating to two specialists in one turn), run with a signing key.
 pub struct Team {
@@ -22,7 +22,7 @@ pub fn team() -> Team {
 
 /// The team example, signed with `like`'s key when given (else a new one).
 pub fn team_signed_like(like: Option<&Team>) -> Team {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.toml");
+    let example = example("team.toml");
     run_signed(&example, like)
 }
 
