@@ -10,7 +10,7 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use crate::support::cli::{example, runtape, temp_db, utf8};
+use crate::support::cli::{err, example, export, first_id, out, run_id, runtape, temp_db, utf8};
 use crate::support::durable::run_to_rest;
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
@@ -202,39 +202,33 @@ fn cli_run_export_replay_reproduces_the_run() {
     let spec = example("handoff.toml");
     let spec = utf8(&spec);
     let o = runtape(&db, &["run", "--stepped-clock", spec]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_default()
-        .to_owned();
+    assert!(o.status.success(), "{}", err(&o));
+    let run = run_id(&o);
     let cassette = dir.path().join("handoff.json");
-    let o = runtape(&db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("wrote 4 model turns"));
-    let o = runtape(
-        &db,
-        &[
-            "replay",
-            "--stepped-clock",
-            spec,
-            "--cassette",
-            utf8(&cassette),
-        ],
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let o = export(&db, &run, &cassette);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains("wrote 4 model turns"));
+    let replay = |extra: &[&str]| {
+        let args = [
+            &[
+                "replay",
+                "--stepped-clock",
+                spec,
+                "--cassette",
+                utf8(&cassette),
+            ],
+            extra,
+        ];
+        runtape(&db, &args.concat())
+    };
+    let o = replay(&[]);
+    assert!(o.status.success(), "{}", err(&o));
+    let printed = out(&o);
     assert!(
-        out.contains("replayed 4 of 4 recorded model turns"),
-        "{out}"
+        printed.contains("replayed 4 of 4 recorded model turns"),
+        "{printed}"
     );
-    let replayed = out
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_default()
-        .to_owned();
+    let replayed = first_id(&printed);
     // Every step reproduces the recorded state hash, including the steps between the results
     // of the two parallel shell tools: under a stepped clock results are committed in call
     // order, whichever tool answers first. Replayed three times, so an order that depended on
@@ -252,47 +246,21 @@ fn cli_run_export_replay_reproduces_the_run() {
     assert!(recorded.len() > 8, "{recorded:?}");
     assert_eq!(hashes_of(&replayed), recorded, "replay {replayed}");
     for _ in 0..2 {
-        let o = runtape(
-            &db,
-            &[
-                "replay",
-                "--stepped-clock",
-                spec,
-                "--cassette",
-                utf8(&cassette),
-            ],
-        );
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let again = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .next()
-            .and_then(|l| l.rsplit(' ').next())
-            .unwrap_or_default()
-            .to_owned();
+        let o = replay(&[]);
+        assert!(o.status.success(), "{}", err(&o));
+        let again = run_id(&o);
         assert_eq!(hashes_of(&again), recorded, "replay {again}");
     }
     // A drifted request is refused mid-replay, naming the turn, with a diff.
-    let o = runtape(
-        &db,
-        &[
-            "replay",
-            "--stepped-clock",
-            spec,
-            "--cassette",
-            utf8(&cassette),
-            "A different goal.",
-        ],
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = replay(&["A different goal."]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     // The error is one line naming the turn; the request diff is printed as a report on
     // stdout.
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("turn 0") && err.lines().count() == 1, "{err}");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("A different goal."), "{out}");
+    let stderr = err(&o);
+    assert!(
+        stderr.contains("turn 0") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let stdout = out(&o);
+    assert!(stdout.contains("A different goal."), "{stdout}");
 }

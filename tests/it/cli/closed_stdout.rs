@@ -13,15 +13,7 @@ use support::protocol::*;
 #[test]
 fn a_closed_stdout_pauses_the_run_and_exits_4() {
     let (dir, db) = temp_db();
-    let spec = charge_spec(
-        dir.path(),
-        &ChargeSpec {
-            then: "",
-            charges: 6,
-            latency_ms: 100,
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir.path(), &ChargeSpec::paced(6, 100));
     let Background {
         mut child,
         run,
@@ -63,15 +55,7 @@ fn a_closed_stdout_pauses_the_run_and_exits_4() {
 fn the_printed_run_id_names_a_run_that_exists() {
     for _ in 0..5 {
         let (dir, db) = temp_db();
-        let spec = charge_spec(
-            dir.path(),
-            &ChargeSpec {
-                then: "",
-                charges: 2,
-                latency_ms: 200,
-                ..ChargeSpec::default()
-            },
-        );
+        let spec = charge_spec(dir.path(), &ChargeSpec::paced(2, 200));
         // `lines` is kept open until the run has paused: a closed stdout would pause it too.
         let Background {
             mut child,
@@ -92,15 +76,7 @@ fn the_printed_run_id_names_a_run_that_exists() {
 #[test]
 fn a_stdout_closed_before_the_id_is_printed_pauses_the_new_run() {
     let (dir, db) = temp_db();
-    let spec = charge_spec(
-        dir.path(),
-        &ChargeSpec {
-            then: "",
-            charges: 2,
-            latency_ms: 100,
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir.path(), &ChargeSpec::paced(2, 100));
     let mut child = bin()
         .arg("--db")
         .arg(&db)

@@ -1,6 +1,7 @@
 //! Receipt chains that should verify: signed and unsigned, in memory and through JSONL, and the
 //! signer's refusal to build chains that could not.
 
+use crate::support::receipt::sealed;
 use runtape::machine::{AgentId, Hlc, RunId};
 use runtape::receipt::*;
 use serde_json::json;
@@ -29,17 +30,6 @@ fn draft(i: u64) -> ReceiptDraft {
     }
 }
 
-fn chain(signer: &ReceiptSigner, n: u64) -> Vec<Receipt> {
-    let mut out: Vec<Receipt> = Vec::new();
-    for i in 0..n {
-        let receipt = signer
-            .seal(out.last(), draft(i))
-            .expect("test drafts are valid");
-        out.push(receipt);
-    }
-    out
-}
-
 fn signer() -> ReceiptSigner {
     ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[11; 32]))
 }
@@ -58,7 +48,7 @@ fn twenty_signed_receipts_verify() {
     let key = signer
         .verifying_key()
         .expect("a keyed signer has a public key");
-    let receipts = chain(&signer, 20);
+    let receipts = sealed(&signer, 20, draft);
     assert_eq!(receipts[0].body.parent_sig, None);
     for pair in receipts.windows(2) {
         assert_eq!(
@@ -90,7 +80,7 @@ fn twenty_signed_receipts_verify() {
 fn jsonl_export_reads_back_identical_and_verifies() {
     let signer = signer();
     let key = signer.verifying_key().expect("keyed");
-    let receipts = chain(&signer, 20);
+    let receipts = sealed(&signer, 20, draft);
     let (text, back) = jsonl_round_trip(&receipts);
     assert_eq!(text.lines().count(), 20);
     assert!(text.ends_with('\n'));
@@ -109,7 +99,7 @@ fn jsonl_export_reads_back_identical_and_verifies() {
 
 #[test]
 fn malformed_jsonl_lines_are_named_by_number() {
-    let receipts = chain(&signer(), 3);
+    let receipts = sealed(&signer(), 3, draft);
     let (text, _) = jsonl_round_trip(&receipts);
     let lines: Vec<&str> = text.lines().collect();
 
@@ -154,7 +144,7 @@ fn unsigned_chains_verify_as_hash_chained_only() {
     let signer = ReceiptSigner::unsigned();
     assert!(!signer.is_signed());
     assert_eq!(signer.key_id(), None);
-    let receipts = chain(&signer, 20);
+    let receipts = sealed(&signer, 20, draft);
     for pair in receipts.windows(2) {
         assert!(!pair[0].is_signed());
         // The link of an unsigned receipt is the SHA-256 of its canonical body.
@@ -180,7 +170,7 @@ fn an_empty_bundle_verifies_as_empty() {
 #[test]
 fn check_run_names_the_receipt_of_another_run() {
     let signer = signer();
-    let mut receipts = chain(&signer, 5);
+    let mut receipts = sealed(&signer, 5, draft);
     let mut stray = draft(5);
     stray.run_id = RunId::new("run-other");
     let last = signer.seal(receipts.last(), stray).expect("valid");
@@ -206,7 +196,7 @@ fn check_run_names_the_receipt_of_another_run() {
 #[test]
 fn the_signer_refuses_chains_that_would_not_verify() {
     let signed = signer();
-    let receipts = chain(&signed, 3);
+    let receipts = sealed(&signed, 3, draft);
     let tip = receipts.last();
 
     let err = signed.seal(tip, draft(1)).expect_err("seq goes backwards");

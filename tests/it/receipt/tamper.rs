@@ -1,6 +1,7 @@
 //! Tampering with a bundle — deleting, reordering, duplicating, editing, re-signing, changing
 //! the key id, mixing signed and unsigned — fails verification and names the right receipt.
 
+use crate::support::receipt::sealed;
 use ed25519_dalek::Signer as _;
 use runtape::machine::{AgentId, Hlc, RunId};
 use runtape::receipt::*;
@@ -26,17 +27,6 @@ fn draft(i: u64) -> ReceiptDraft {
     }
 }
 
-fn chain(signer: &ReceiptSigner, n: u64) -> Vec<Receipt> {
-    let mut out: Vec<Receipt> = Vec::new();
-    for i in 0..n {
-        let receipt = signer
-            .seal(out.last(), draft(i))
-            .expect("test drafts are valid");
-        out.push(receipt);
-    }
-    out
-}
-
 fn key_a() -> SigningKey {
     SigningKey::from_bytes(&[0xa1; 32])
 }
@@ -47,7 +37,7 @@ fn key_b() -> SigningKey {
 
 fn signed_bundle() -> (Vec<Receipt>, VerifyingKey) {
     let signer = ReceiptSigner::from_signing_key(key_a());
-    (chain(&signer, 20), key_a().verifying_key())
+    (sealed(&signer, 20, draft), key_a().verifying_key())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -262,7 +252,7 @@ fn a_receipt_resigned_with_another_key_is_named() {
 #[test]
 fn a_bundle_resigned_with_another_key_fails_at_the_first_receipt() {
     let key = key_a().verifying_key();
-    let forged = chain(&ReceiptSigner::from_signing_key(key_b()), 20);
+    let forged = sealed(&ReceiptSigner::from_signing_key(key_b()), 20, draft);
     verify_chain(&forged, Some(&key_b().verifying_key())).expect("valid under its own key");
     let err = verify_chain(&forged, Some(&key)).expect_err("not signed by A");
     assert!(
@@ -294,7 +284,7 @@ fn a_bundle_resigned_with_another_key_fails_at_the_first_receipt() {
 #[test]
 fn mixing_signed_and_unsigned_is_refused() {
     let (signed, key) = signed_bundle();
-    let unsigned = chain(&ReceiptSigner::unsigned(), 20);
+    let unsigned = sealed(&ReceiptSigner::unsigned(), 20, draft);
     let mut mixed = signed[..10].to_vec();
     mixed.extend_from_slice(&unsigned[10..]);
     for public in [Some(&key), None] {
@@ -321,7 +311,7 @@ fn mixing_signed_and_unsigned_is_refused() {
 
 #[test]
 fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
-    let original = chain(&ReceiptSigner::unsigned(), 20);
+    let original = sealed(&ReceiptSigner::unsigned(), 20, draft);
 
     // Edited, digest left alone: the receipt's own digest names it.
     let mut bundle = original.clone();

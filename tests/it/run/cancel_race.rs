@@ -12,15 +12,7 @@ use support::protocol::*;
 #[test]
 fn cancel_reports_what_happened_when_racing_the_end_of_a_run() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = charge_spec(
-        dir.path(),
-        &ChargeSpec {
-            then: "",
-            charges: 3,
-            latency_ms: 60,
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir.path(), &ChargeSpec::paced(3, 60));
     let (mut cancelled, mut completed) = (0, 0);
     for trial in 0..40u64 {
         let db = dir.path().join(format!("runs{trial}.db"));

@@ -137,15 +137,7 @@ async fn with_many_runs_sharing_commits_a_tool_still_runs_only_after_its_transit
         db.clone(),
         seen.clone(),
     )));
-    let mut handles = Vec::new();
-    for _ in 0..64 {
-        handles.push(
-            engine
-                .start(spec(vec![lookup_spec()], |_| {}), "together")
-                .await
-                .expect("starts"),
-        );
-    }
+    let handles = start_together(&engine, 64).await;
     for h in handles {
         assert_eq!(h.wait().await.expect("runs").status, RunStatus::Completed);
     }
@@ -471,15 +463,7 @@ async fn many_runs_share_commits() {
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
     engine.register_provider("p", Arc::new(rounds_provider(5, &["lookup"])));
     engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
-    let mut handles = Vec::new();
-    for _ in 0..40 {
-        handles.push(
-            engine
-                .start(spec(vec![lookup_spec()], |_| {}), "together")
-                .await
-                .expect("starts"),
-        );
-    }
+    let handles = start_together(&engine, 40).await;
     for h in handles {
         assert_eq!(h.wait().await.expect("runs").status, RunStatus::Completed);
     }
@@ -502,4 +486,14 @@ async fn many_runs_share_commits() {
         "group commit: {writes} writes ({transitions} transitions) in {tx} transactions"
     );
     assert_eq!(store.runs().expect("lists").len(), 40);
+}
+
+/// Starts `n` runs of the lookup spec on `engine` at once; their handles.
+async fn start_together(engine: &Engine, n: usize) -> Vec<runtape::exec::RunHandle> {
+    let mut handles = Vec::new();
+    for _ in 0..n {
+        let spec = spec(vec![lookup_spec()], |_| {});
+        handles.push(engine.start(spec, "together").await.expect("starts"));
+    }
+    handles
 }

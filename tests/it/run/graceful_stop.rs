@@ -21,13 +21,7 @@ fn signal_mid_charge(
     sig: &str,
     grace_ms: Option<&str>,
 ) -> (String, Option<i32>, String) {
-    let spec = charge_spec(
-        dir,
-        &ChargeSpec {
-            then,
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir, &ChargeSpec::running(then));
     let env: Vec<(&str, &str)> = grace_ms
         .map(|g| vec![("RUNTAPE_STOP_GRACE_MS", g)])
         .unwrap_or_default();
@@ -119,13 +113,7 @@ fn a_call_longer_than_the_grace_period_is_killed_and_in_doubt_on_resume() {
 #[test]
 fn a_second_signal_leaves_at_once() {
     let (dir, db) = temp_db();
-    let spec = charge_spec(
-        dir.path(),
-        &ChargeSpec {
-            then: "sleep 30",
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir.path(), &ChargeSpec::running("sleep 30"));
     let mut bg = start(&db, &spec, &[("RUNTAPE_STOP_GRACE_MS", "60000")]);
     wait_until("the charge is in flight", || charge_lines(dir.path()) >= 1);
     signal(bg.child.id(), "TERM");

@@ -82,13 +82,7 @@ struct Nices {
 /// stops the run.
 fn nices_while_running(dir: &Path, unprivileged: bool, env: &[(&str, &str)]) -> Nices {
     let db = dir.join("runs.db");
-    let spec = charge_spec(
-        dir,
-        &ChargeSpec {
-            then: "nice > tool_nice; sleep 30",
-            ..ChargeSpec::default()
-        },
-    );
+    let spec = charge_spec(dir, &ChargeSpec::running("nice > tool_nice; sleep 30"));
     let mut cmd = runtape_cmd(unprivileged);
     cmd.arg("--db")
         .arg(&db)

@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod pg;
 pub mod protocol;
 pub mod provider;
+pub mod receipt;
 pub mod serve;
 pub mod session;
 pub mod tamper;

@@ -37,6 +37,26 @@ impl Default for ChargeSpec<'_> {
     }
 }
 
+impl<'a> ChargeSpec<'a> {
+    /// The default charge run, with `then` run after each charge is recorded.
+    pub fn running(then: &'a str) -> Self {
+        ChargeSpec {
+            then,
+            ..ChargeSpec::default()
+        }
+    }
+
+    /// `charges` charges, one per model turn of `latency_ms`, with nothing run after each.
+    pub fn paced(charges: usize, latency_ms: u64) -> Self {
+        ChargeSpec {
+            then: "",
+            charges,
+            latency_ms,
+            ..ChargeSpec::default()
+        }
+    }
+}
+
 /// Writes `charge.toml` in `dir`: the scripted model asks for `charges` calls to the
 /// non-idempotent tool `charge` (one per turn), then answers "done". Each call appends its
 /// idempotency key to `dir/charges.log`, then runs `then`.
