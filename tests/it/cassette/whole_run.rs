@@ -23,7 +23,7 @@ use runtape::provider::http::ProviderKind;
 use runtape::store::{RunStatus, Store};
 use runtape::tool::FnTool;
 use serde_json::{Value, json};
-use support::provider::{Behaviour, MockServer, base_for, config, provider};
+use support::provider::{Behaviour, MockServer, config_for, provider};
 
 const KEY: &str = "sk-test-cassette-SECRET-41c2";
 
@@ -132,11 +132,7 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
     let server = MockServer::start(scripted_model).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let http: Arc<dyn ModelProvider> = Arc::new(provider(
-        config(
-            ProviderKind::OpenAi,
-            &base_for(ProviderKind::OpenAi, &server.url()),
-            "gpt-4o-mini",
-        ),
+        config_for(ProviderKind::OpenAi, &server, "gpt-4o-mini"),
         KEY,
     ));
     let recorder =

@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{runtape, utf8};
+use support::cli::{run_id, runtape, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -33,12 +33,7 @@ fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(&spec, SPEC).expect("spec");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let run = text(&o.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = run_id(&o);
     let cassette = dir.join("run.cassette.json");
     let o = runtape(&db, &["cassette", "export", &run, "-o", utf8(&cassette)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use support::cli::{runtape, utf8};
+use support::cli::{run_id, runtape, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -44,12 +44,7 @@ fn database(dir: &Path) -> (PathBuf, String) {
     .expect("spec");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let run = text(&o.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = run_id(&o);
     settle(&db);
     (db, run)
 }

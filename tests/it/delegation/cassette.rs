@@ -124,17 +124,7 @@ fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
         Some(3),
         "the lead's own"
     );
-    let sections: Vec<(&str, usize)> = file["children"]
-        .as_array()
-        .expect("children")
-        .iter()
-        .map(|c| {
-            (
-                c["path"].as_str().unwrap_or(""),
-                c["entries"].as_array().map_or(0, Vec::len),
-            )
-        })
-        .collect();
+    let sections = sections(&file, "entries");
     assert_eq!(sections, [("3.0", 1), ("3.1", 1)]);
     assert_eq!(
         file["children"][0]["entries"][0]["prompt"]["messages"][1]["content"],
@@ -248,33 +238,9 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
 
     use runtape::cassette::{CassetteProvider, RecordOptions, RecordingProvider, ReplayOptions};
     use runtape::exec::Engine;
-    use runtape::machine::*;
-    use runtape::provider::{ScriptOutcome, ScriptedProvider};
-    use serde_json::json;
 
-    let mut lead = AgentSpec::new("lead", "script", "m");
-    lead.tools = Some(Vec::new());
-    lead.delegates = vec!["a".into(), "b".into()];
-    let mut a = AgentSpec::new("a", "script", "m");
-    a.tools = Some(Vec::new());
-    let mut b = AgentSpec::new("b", "script", "m");
-    b.tools = Some(Vec::new());
-    let spec = RunSpec::build(Spec {
-        agents: vec![lead, a, b],
-        ..Spec::default()
-    })
-    .expect("valid");
-    let live = ScriptedProvider::new("script", |req| {
-        let reply = match (req.agent.as_str(), req.turn()) {
-            ("lead", 0) => ModelReply::tools(vec![
-                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
-                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
-            ]),
-            ("lead", _) => ModelReply::text("both done"),
-            (agent, _) => ModelReply::text(format!("{agent} did it")),
-        };
-        ScriptOutcome::reply(reply)
-    });
+    let spec = lead_of_two();
+    let live = lead_of_two_model();
     let recorder = Arc::new(
         RecordingProvider::new(Arc::new(live), RecordOptions::default()).expect("records"),
     );

@@ -193,9 +193,7 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
     let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
-    let (mut driver, id) = drive_until_children(&db, &spec, 2);
-    ok(&db, &["pause", &id]);
-    let status = driver.wait().expect("the driving process exits");
+    let (id, status) = paused_with_children(&db, &spec, 2);
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     assert_eq!(root(&db).expect("parent")["status"], "paused");
     let children = children_of(&db, &id);

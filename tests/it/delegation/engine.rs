@@ -5,41 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::delegation::{lead_of_two, lead_of_two_model};
 use crate::support::durable::ended;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::*;
-use runtape::provider::ScriptedProvider;
 use runtape::store::RunStatus;
-use serde_json::json;
-
-fn spec() -> RunSpec {
-    let mut lead = AgentSpec::new("lead", "script", "m");
-    lead.tools = Some(Vec::new());
-    lead.delegates = vec!["a".into(), "b".into()];
-    let mut a = AgentSpec::new("a", "script", "m");
-    a.tools = Some(Vec::new());
-    let mut b = AgentSpec::new("b", "script", "m");
-    b.tools = Some(Vec::new());
-    RunSpec::build(Spec {
-        agents: vec![lead, a, b],
-        ..Spec::default()
-    })
-    .expect("valid")
-}
-
-fn provider() -> ScriptedProvider {
-    ScriptedProvider::new("script", |req| {
-        let reply = match (req.agent.as_str(), req.turn()) {
-            ("lead", 0) => ModelReply::tools(vec![
-                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
-                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
-            ]),
-            ("lead", _) => ModelReply::text("both done"),
-            (agent, _) => ModelReply::text(format!("{agent} did it")),
-        };
-        runtape::provider::ScriptOutcome::reply(reply)
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
@@ -49,8 +19,11 @@ async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
         ..EngineConfig::default()
     };
     let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
-    engine.register_provider("script", Arc::new(provider()));
-    let handle = engine.start(spec(), "do both").await.expect("starts");
+    engine.register_provider("script", Arc::new(lead_of_two_model()));
+    let handle = engine
+        .start(lead_of_two(), "do both")
+        .await
+        .expect("starts");
     let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
         .await
         .expect("a parent waiting on its children does not starve them of slots")
@@ -85,8 +58,11 @@ async fn a_child_created_but_never_started_resumes_with_its_receipts_under_its_p
     let config = EngineConfig::default();
     let signer = config.receipts.clone();
     let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
-    engine.register_provider("script", Arc::new(provider()));
-    let handle = engine.start(spec(), "do both").await.expect("starts");
+    engine.register_provider("script", Arc::new(lead_of_two_model()));
+    let handle = engine
+        .start(lead_of_two(), "do both")
+        .await
+        .expect("starts");
     let parent = handle.run_id().clone();
     assert_eq!(
         handle.wait().await.expect("ends").status,

@@ -173,9 +173,7 @@ fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
 fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     let (dir, db) = temp_db();
     let spec = write(dir.path(), "team.toml", &parallel_team(400));
-    let (mut driver, id) = drive_until_children(&db, &spec, 2);
-    ok(&db, &["pause", &id]);
-    let status = driver.wait().expect("the driving process exits");
+    let (id, status) = paused_with_children(&db, &spec, 2);
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     let before = fingerprint(&db, &id);
     assert!(

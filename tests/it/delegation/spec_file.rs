@@ -75,9 +75,7 @@ fn a_paused_tree_resumes_after_the_delegate_spec_file_is_deleted() {
         "writer.toml",
         &writer(r#"[{ spec = "review.toml", as = "review" }]"#),
     );
-    let (mut driver, id) = drive_until_children(&db, &parent_file, 1);
-    ok(&db, &["pause", &id]);
-    let status = driver.wait().expect("the driving process exits");
+    let (id, status) = paused_with_children(&db, &parent_file, 1);
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     assert_eq!(root(&db).expect("parent")["status"], "paused");
 

@@ -151,21 +151,7 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
     ]));
     h.stage_global("city", "Lisbon");
     h.proceed();
-    let refused = EventBody::MemoryPublished {
-        effect: h.publish_effect(),
-        outcome: PublishOutcome::Conflict {
-            keys: [(
-                "city".to_owned(),
-                Versioned {
-                    version: 3,
-                    value: Some("Porto".into()),
-                },
-            )]
-            .into_iter()
-            .collect(),
-        },
-        replayed: false,
-    };
+    let refused = h.city_moved();
     h.send(refused);
     h.stage_global("city", "Lisbon, after all");
     h.proceed();

@@ -338,24 +338,6 @@ fn published(h: &Harness, version: u64) -> EventBody {
     }
 }
 
-fn refused(h: &Harness) -> EventBody {
-    EventBody::MemoryPublished {
-        effect: h.publish_effect(),
-        outcome: PublishOutcome::Conflict {
-            keys: [(
-                "city".to_owned(),
-                Versioned {
-                    version: 3,
-                    value: Some("Porto".into()),
-                },
-            )]
-            .into_iter()
-            .collect(),
-        },
-        replayed: false,
-    }
-}
-
 #[test]
 fn a_run_without_staged_writes_completes_at_once() {
     let mut h = loaded(memory_solo());
@@ -443,7 +425,7 @@ fn an_answer_that_does_not_fit_the_staged_writes_is_refused() {
 #[test]
 fn a_refused_publish_gives_the_writer_a_turn_with_the_current_values_as_data() {
     let mut h = publishing();
-    let body = refused(&h);
+    let body = h.city_moved();
     let t = h.send(body).clone();
     assert_eq!(t.edge, EdgeId::PublishingPublishedConflict);
     let told = &t.appended[0].message;
@@ -492,7 +474,7 @@ fn a_cancel_while_publishing_waits_for_the_publish() {
     // Refused: nothing was written, so the cancel wins.
     let mut h = publishing();
     h.cancel();
-    let body = refused(&h);
+    let body = h.city_moved();
     let t = h.send(body).clone();
     assert_eq!(t.edge, EdgeId::PublishingPublishedCancelled);
     assert!(matches!(t.next.outcome(), Some(Outcome::Cancelled { .. })));
@@ -625,7 +607,7 @@ fn memory_needs_revision_5_and_reserves_the_tool_names() {
 #[test]
 fn refolding_a_memory_history_gives_the_same_hashes() {
     let mut h = publishing();
-    let body = refused(&h);
+    let body = h.city_moved();
     h.send(body);
     h.stage_global("city", "again");
     h.proceed();

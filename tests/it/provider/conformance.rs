@@ -104,6 +104,9 @@ async fn run(case: &Case, chunked: bool) -> Result<String, String> {
         Err(reason) => (None, Err(reason)),
     };
     let mut config = config(kind, &base, "config-model");
+    // This checks what is decoded, not how long it takes: a long recording sent in small
+    // pieces, each after a pause, takes seconds, and longer on a busy machine.
+    config.timeout = std::time::Duration::from_secs(300);
     config.stream = case.stream();
     config.max_tokens = rebuilt.as_ref().and_then(|r| r.max_tokens);
     let query = case.query();

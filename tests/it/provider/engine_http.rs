@@ -14,7 +14,7 @@ use runtape::history;
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
-use support::provider::{Behaviour, MockServer, base_for, config, provider};
+use support::provider::{Behaviour, MockServer, config, config_for, provider};
 
 const KEY: &str = "sk-test-runtape-SECRET-7f3e9a";
 
@@ -81,22 +81,14 @@ async fn a_fallback_chain_survives_529_503_and_429() {
     engine.register_provider(
         "down",
         Arc::new(provider(
-            config(
-                ProviderKind::OpenAi,
-                &base_for(ProviderKind::OpenAi, &unavailable.url()),
-                "gpt-x",
-            ),
+            config_for(ProviderKind::OpenAi, &unavailable, "gpt-x"),
             KEY,
         )),
     );
     engine.register_provider(
         "openai",
         Arc::new(provider(
-            config(
-                ProviderKind::OpenAi,
-                &base_for(ProviderKind::OpenAi, &limited.url()),
-                "gpt-4o-mini",
-            ),
+            config_for(ProviderKind::OpenAi, &limited, "gpt-4o-mini"),
             KEY,
         )),
     );
@@ -189,11 +181,7 @@ async fn an_auth_failure_ends_the_run_without_showing_the_key() {
     engine.register_provider(
         "openai",
         Arc::new(provider(
-            config(
-                ProviderKind::OpenAi,
-                &base_for(ProviderKind::OpenAi, &server.url()),
-                "gpt-4o-mini",
-            ),
+            config_for(ProviderKind::OpenAi, &server, "gpt-4o-mini"),
             KEY,
         )),
     );
@@ -223,11 +211,7 @@ async fn cancel_tears_down_the_in_flight_http_request() {
     engine.register_provider(
         "openai",
         Arc::new(provider(
-            config(
-                ProviderKind::OpenAi,
-                &base_for(ProviderKind::OpenAi, &server.url()),
-                "gpt-4o-mini",
-            ),
+            config_for(ProviderKind::OpenAi, &server, "gpt-4o-mini"),
             KEY,
         )),
     );

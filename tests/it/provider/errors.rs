@@ -206,11 +206,7 @@ async fn the_error_body_read_stops_at_8_kib() {
         .then_hang(),
     )
     .await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &server.url()),
-        "gpt-4o",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &server, "gpt-4o");
     cfg.timeout = Duration::from_secs(5);
     let started = Instant::now();
     let err = provider(cfg, "k-123456")
@@ -276,11 +272,7 @@ async fn an_openai_error_chunk_in_a_200_stream_is_an_error() {
         data: {\"error\":{\"message\":\"rate limited mid-stream\",\"type\":\"rate_limit_error\",\"code\":\"rate_limit_exceeded\"}}\n\n";
     let server = MockServer::always(Behaviour::sse(body)).await;
     let err = provider(
-        config(
-            ProviderKind::OpenAi,
-            &base_for(ProviderKind::OpenAi, &server.url()),
-            "gpt-4o",
-        ),
+        config_for(ProviderKind::OpenAi, &server, "gpt-4o"),
         "k-123456",
     )
     .complete_decoded(&hello("gpt-4o"), &|_| {})
@@ -344,11 +336,7 @@ async fn a_body_that_is_not_the_protocol_is_not_retried() {
         b"<html>login</html>",
     ))
     .await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &server.url()),
-        "m",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &server, "m");
     cfg.stream = false;
     let err = provider(cfg, "k-123456")
         .complete_decoded(&hello("m"), &|_| {})

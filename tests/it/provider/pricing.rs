@@ -153,14 +153,10 @@ fn reply_json(model: &str) -> String {
 #[tokio::test]
 async fn replies_are_priced_and_unknown_models_warn_once_per_provider_and_model() {
     let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let _installed = capture.install();
     let known =
         MockServer::always(Behaviour::json(200, &reply_json("gpt-4o-mini-2024-07-18"))).await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &known.url()),
-        "gpt-4o-mini",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &known, "gpt-4o-mini");
     cfg.stream = false;
     let reply = provider(cfg, "k-1234")
         .complete_decoded(&hello("gpt-4o-mini"), &|_| {})
@@ -171,11 +167,7 @@ async fn replies_are_priced_and_unknown_models_warn_once_per_provider_and_model(
     assert!(capture.warnings().is_empty());
 
     let unknown = MockServer::always(Behaviour::json(200, &reply_json("mystery-1"))).await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &unknown.url()),
-        "mystery-1",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &unknown, "mystery-1");
     cfg.stream = false;
     cfg.name = "first".into();
     let first = provider(cfg.clone(), "k-1234");

@@ -83,7 +83,7 @@ fn hostile_answers() -> Vec<(ProviderKind, Behaviour)> {
 #[tokio::test]
 async fn the_key_appears_in_no_error_log_line_or_debug_output() {
     let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let _installed = capture.install();
     for (i, (kind, behaviour)) in hostile_answers().into_iter().enumerate() {
         let server = MockServer::always(behaviour).await;
         let mut cfg = config(kind, &base_for(kind, &server.url()), "unpriced-model");
@@ -113,11 +113,7 @@ async fn the_key_appears_in_no_error_log_line_or_debug_output() {
     }
     // A successful but unpriced call logs a warning; it names the model, not the key.
     let ok = MockServer::always(Behaviour::json(200, r#"{"model":"unpriced-model","choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#)).await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &ok.url()),
-        "unpriced-model",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &ok, "unpriced-model");
     cfg.stream = false;
     provider(cfg, KEY)
         .complete_decoded(&hello("unpriced-model"), &|_| {})

@@ -55,11 +55,7 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
     let server = MockServer::always(Behaviour::sse(body).then_hang()).await;
     let deltas = Deltas::default();
     let sink = deltas.sink();
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &server.url()),
-        "m",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &server, "m");
     cfg.timeout = Duration::from_secs(30);
     cfg.idle_timeout = Duration::from_millis(300);
     let err = provider(cfg, "k")
@@ -167,11 +163,7 @@ async fn the_key_is_read_at_every_call() {
             .then(|| reader.lock().unwrap().clone())
             .flatten()
     });
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &server.url()),
-        "m",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &server, "m");
     cfg.stream = false;
     let provider = HttpProvider::with_env(cfg, lookup).unwrap();
 
@@ -213,11 +205,7 @@ async fn a_keyless_openai_compatible_server_gets_no_authorization_header() {
         r#"{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}"#,
     ))
     .await;
-    let mut cfg = config(
-        ProviderKind::OpenAi,
-        &base_for(ProviderKind::OpenAi, &server.url()),
-        "local-model",
-    );
+    let mut cfg = config_for(ProviderKind::OpenAi, &server, "local-model");
     cfg.api_key_env = None;
     cfg.stream = false;
     let provider = HttpProvider::with_env(cfg, env_with(&[])).unwrap();

@@ -54,17 +54,7 @@ fn each_run_of_a_tree_replays_its_own_recorded_passages() {
     // coder has none.
     assert_eq!(file["retrievals"].as_array().map(Vec::len), Some(2));
     assert_eq!(file["retrievals"][1]["index"], 1);
-    let sections: Vec<(&str, usize)> = file["children"]
-        .as_array()
-        .expect("children")
-        .iter()
-        .map(|c| {
-            (
-                c["path"].as_str().unwrap_or(""),
-                c["retrievals"].as_array().map_or(0, Vec::len),
-            )
-        })
-        .collect();
+    let sections = sections(&file, "retrievals");
     let researcher = sections
         .iter()
         .find(|(_, n)| *n == 1)

@@ -36,12 +36,7 @@ fn caps_of_one_two_and_three_fail_the_run_cleanly() {
             out(&o)
         );
         assert!(err(&o).is_empty(), "cap {cap}: {}", err(&o));
-        let run = out(&o)
-            .lines()
-            .next()
-            .and_then(|l| l.rsplit(' ').next())
-            .expect("run id")
-            .to_owned();
+        let run = run_id(&o);
         let row = run_row(&db, &run);
         assert_eq!(row.status, "failed", "cap {cap}: {row:?}");
         assert_eq!(row.seq, cap as i64, "cap {cap}: exactly {cap} transitions");

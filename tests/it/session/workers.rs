@@ -8,27 +8,11 @@
 use crate::support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::cli::utf8;
 use serde_json::Value;
 use support::session::*;
-
-fn worker(url: &str, dir: &Path, n: usize) -> Child {
-    let log = std::fs::File::create(dir.join(format!("worker{n}.log"))).expect("log file");
-    let log_err = log.try_clone().expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url, "worker", "--spec-dir"])
-        .arg(dir)
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .env("RUNTAPE_WORKER_POLL_MS", "50")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .expect("starts a worker")
-}
 
 /// `ls --json` line of `run`.
 fn listed(db: &Path, run: &str) -> Value {
@@ -83,8 +67,8 @@ fn session_runs_queued_for_workers_begin_with_the_previous_runs_conversation() {
     );
     let spec = utf8(&spec);
     let _workers = support::pg::Reaper(vec![
-        worker(&url, dir.path(), 0),
-        worker(&url, dir.path(), 1),
+        support::pg::worker(&url, dir.path(), "worker0.log", &[], &[]),
+        support::pg::worker(&url, dir.path(), "worker1.log", &[], &[]),
     ]);
 
     let mut runs: Vec<String> = Vec::new();

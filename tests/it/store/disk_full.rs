@@ -62,12 +62,7 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
     let line = one_line(&err(&o)).to_owned();
-    let run = out(&o)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = run_id(&o);
     assert!(line.contains("reached its size cap"), "{line}");
     assert!(line.contains(&format!("`runtape resume {run}`")), "{line}");
     let row = run_row(&db, &run);

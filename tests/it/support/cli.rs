@@ -169,11 +169,17 @@ pub fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 /// Waits (up to a minute) until `cond` holds, checking every few ms.
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_every(what, Duration::from_millis(3), cond);
+}
+
+/// Waits (up to a minute) until `cond` holds, checking it every `every` (for a `cond` that
+/// costs a process or a query).
+pub fn wait_until_every(what: &str, every: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(3));
+        std::thread::sleep(every);
     }
 }
 

@@ -5,7 +5,9 @@
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use serde_json::Value;
+use runtape::machine::{AgentSpec, ModelReply, RunSpec, Spec, ToolCallRequest};
+use runtape::provider::{ScriptOutcome, ScriptedProvider};
+use serde_json::{Value, json};
 
 pub use super::cli::{ok, on, runtape, utf8, write};
 
@@ -84,6 +86,35 @@ pub fn tree_hashes(db: &Path) -> Vec<(String, String)> {
     out
 }
 
+/// [`drive_until_children`], then `runtape pause` of the root: the root's id and how the
+/// driving process exited.
+pub fn paused_with_children(
+    db: &Path,
+    spec: &Path,
+    children: usize,
+) -> (String, std::process::ExitStatus) {
+    let (mut driver, id) = drive_until_children(db, spec, children);
+    ok(db, &["pause", &id]);
+    let status = driver.wait().expect("the driving process exits");
+    (id, status)
+}
+
+/// Each child section of cassette `file` as `(path, how many KEY it holds)` (KEY: `entries`,
+/// `retrievals`, ...).
+pub fn sections<'a>(file: &'a Value, key: &str) -> Vec<(&'a str, usize)> {
+    file["children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or(""),
+                c[key].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect()
+}
+
 /// A lead that delegates to `researcher` and `coder` in one turn (each scripted reply of a
 /// specialist takes `latency_ms`), then answers with what they said.
 pub fn parallel_team(latency_ms: u64) -> String {
@@ -141,4 +172,36 @@ provider = "script"
 tools = ["note"]
 "#
     )
+}
+
+/// A spec (no tools) whose `lead` delegates to agents `a` and `b`.
+pub fn lead_of_two() -> RunSpec {
+    let mut lead = AgentSpec::new("lead", "script", "m");
+    lead.tools = Some(Vec::new());
+    lead.delegates = vec!["a".into(), "b".into()];
+    let mut a = AgentSpec::new("a", "script", "m");
+    a.tools = Some(Vec::new());
+    let mut b = AgentSpec::new("b", "script", "m");
+    b.tools = Some(Vec::new());
+    RunSpec::build(Spec {
+        agents: vec![lead, a, b],
+        ..Spec::default()
+    })
+    .expect("valid")
+}
+
+/// The model of [`lead_of_two`]: the lead delegates to `a` and `b` at once, then says "both
+/// done"; each child answers "{agent} did it".
+pub fn lead_of_two_model() -> ScriptedProvider {
+    ScriptedProvider::new("script", |req| {
+        let reply = match (req.agent.as_str(), req.turn()) {
+            ("lead", 0) => ModelReply::tools(vec![
+                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
+                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
+            ]),
+            ("lead", _) => ModelReply::text("both done"),
+            (agent, _) => ModelReply::text(format!("{agent} did it")),
+        };
+        ScriptOutcome::reply(reply)
+    })
 }

@@ -653,6 +653,25 @@ pub fn remember(id: &str, key: &str, value: &str, scope: &str) -> ToolCallReques
 }
 
 impl Harness {
+    /// The store's refusal of the staged global write: `city` moved to version 3 ("Porto").
+    pub fn city_moved(&self) -> EventBody {
+        EventBody::MemoryPublished {
+            effect: self.publish_effect(),
+            outcome: PublishOutcome::Conflict {
+                keys: [(
+                    "city".to_owned(),
+                    Versioned {
+                        version: 3,
+                        value: Some("Porto".into()),
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            },
+            replayed: false,
+        }
+    }
+
     /// Records the run's view of global memory `team`: `(key, version, value)` each.
     pub fn load_memory(&mut self, entries: &[(&str, u64, Option<&str>)]) -> &Transition {
         let body = memory_loaded(entries);

@@ -586,6 +586,11 @@ pub fn config(kind: ProviderKind, base_url: &str, model: &str) -> HttpProviderCo
     c
 }
 
+/// [`config`] for a `kind` server that is `server`.
+pub fn config_for(kind: ProviderKind, server: &MockServer, model: &str) -> HttpProviderConfig {
+    config(kind, &base_for(kind, &server.url()), model)
+}
+
 /// The provider for `config` with `key` in [`KEY_VAR`].
 pub fn provider(config: HttpProviderConfig, key: &str) -> HttpProvider {
     HttpProvider::with_env(config, env_with(&[(KEY_VAR, key)])).expect("provider builds")
@@ -679,7 +684,30 @@ impl tracing::Subscriber for Capture {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
+/// What keeps a [`Capture`] installed ([`Capture::install`]); drop it to uninstall.
+pub struct Installed {
+    _guard: tracing::subscriber::DefaultGuard,
+    _anchor: tracing::Dispatch,
+}
+
 impl Capture {
+    /// Installs this capture as the calling thread's subscriber, so it sees every event this
+    /// thread emits even while other tests run in the process: `tracing` caches each
+    /// callsite's interest process-wide, and while only one dispatcher is registered it asks
+    /// the *registering* thread's own default (tracing-core 0.1.36, `Rebuilder::JustOne`), so a
+    /// thread of another test, with no subscriber, would cache "never" and this capture would
+    /// see nothing. A second dispatcher, registered for as long as the capture is installed,
+    /// makes `tracing` ask every registered dispatcher instead.
+    pub fn install(&self) -> Installed {
+        let anchor = tracing::Dispatch::new(self.clone());
+        let guard = tracing::subscriber::set_default(self.clone());
+        tracing::callsite::rebuild_interest_cache();
+        Installed {
+            _guard: guard,
+            _anchor: anchor,
+        }
+    }
+
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }

@@ -6,6 +6,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::run_id;
 use rusqlite::Connection;
 use support::tamper::*;
 
@@ -193,12 +194,7 @@ fn an_unsigned_run_at_rest_is_not_cancelled_or_answered_once_tampered() {
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/approval.toml");
     let out = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out));
-    let run = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = run_id(&out);
     edit(
         &db,
         &format!(

@@ -12,8 +12,8 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,46 +24,8 @@ use runtape::store::{PostgresStore, RunStatus, Store};
 const RUNS: usize = 200;
 const WORKERS: usize = 4;
 const KILLS: usize = 10;
-
-const SPEC: &str = r#"goal = "three effects"
-[[providers]]
-name = "s"
-kind = "scripted"
-latency_ms = 15
-replies = [
-  { tool_calls = [{ name = "effect", arguments = { n = 1 } }] },
-  { tool_calls = [{ name = "effect", arguments = { n = 2 } }] },
-  { tool_calls = [{ name = "effect", arguments = { n = 3 } }] },
-  { text = "done" },
-]
-[[tools]]
-name = "effect"
-description = "a non-idempotent effect"
-command = ["sh", "-c", "sleep 0.02; echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]
-reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"ok\"}'; else echo '{\"performed\": false}'; fi"]
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["effect"]
-on_in_doubt = "reconcile"
-"#;
-
-fn worker(url: &str, dir: &Path, n: usize, generation: usize) -> Child {
-    let log =
-        std::fs::File::create(dir.join(format!("worker{n}.{generation}.log"))).expect("log file");
-    let log_err = log.try_clone().expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url, "worker", "--spec-dir"])
-        .arg(dir)
-        .args(["--concurrency", "10"])
-        .env("RUNTAPE_LEASE_TTL_MS", "3000")
-        .env("RUNTAPE_WORKER_POLL_MS", "50")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .expect("starts a worker")
-}
+const WORKER_ARGS: [&str; 2] = ["--concurrency", "10"];
+const WORKER_ENV: [(&str, &str); 1] = [("RUNTAPE_LEASE_TTL_MS", "3000")];
 
 /// A small deterministic generator (xorshift), seeded from the process id: which worker dies
 /// when differs between runs of the test, and the seed is printed.
@@ -94,7 +56,8 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     let dir: PathBuf = tempfile::tempdir().expect("tempdir").keep();
     let dir = dir.canonicalize().expect("resolves");
     let spec = dir.join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("writes the spec");
+    std::fs::write(&spec, support::pg::effects_spec(3, 15, "sleep 0.02; "))
+        .expect("writes the spec");
 
     // Queue the runs (what `runtape run spec.toml --detach` does, in-process for speed).
     let store = Arc::new(PostgresStore::open(&url).expect("opens"));
@@ -117,7 +80,19 @@ fn four_workers_killed_at_random_complete_every_run_once() {
     eprintln!("chaos seed {seed}");
     let mut dice = Dice(seed);
     let mut gens = [0usize; WORKERS];
-    let mut workers = support::pg::Reaper((0..WORKERS).map(|n| worker(&url, &dir, n, 0)).collect());
+    let mut workers = support::pg::Reaper(
+        (0..WORKERS)
+            .map(|n| {
+                support::pg::worker(
+                    &url,
+                    &dir,
+                    &format!("worker{n}.0.log"),
+                    &WORKER_ARGS,
+                    &WORKER_ENV,
+                )
+            })
+            .collect(),
+    );
     let mut kills = 0;
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
@@ -138,7 +113,13 @@ fn four_workers_killed_at_random_complete_every_run_once() {
             kills += 1;
             gens[victim] += 1;
             std::thread::sleep(Duration::from_millis(dice.next(300)));
-            workers.0[victim] = worker(&url, &dir, victim, gens[victim]);
+            workers.0[victim] = support::pg::worker(
+                &url,
+                &dir,
+                &format!("worker{victim}.{}.log", gens[victim]),
+                &WORKER_ARGS,
+                &WORKER_ENV,
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -12,73 +12,11 @@ use crate::support;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
-use crate::support::cli::utf8;
+use crate::support::cli::{runtape, signal, utf8, wait_until_every, write};
 use runtape::store::{PostgresStore, RunStatus, Store};
-
-/// Replies take 1.5 s, so a worker spends its time waiting on the model, not in a tool.
-const SPEC: &str = r#"goal = "two effects"
-[[providers]]
-name = "s"
-kind = "scripted"
-latency_ms = 1500
-replies = [
-  { tool_calls = [{ name = "effect", arguments = { n = 1 } }] },
-  { tool_calls = [{ name = "effect", arguments = { n = 2 } }] },
-  { text = "done" },
-]
-[[tools]]
-name = "effect"
-description = "a non-idempotent effect"
-command = ["sh", "-c", "echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]
-reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"ok\"}'; else echo '{\"performed\": false}'; fi"]
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["effect"]
-on_in_doubt = "reconcile"
-"#;
-
-fn runtape(url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url])
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn worker(url: &str, dir: &Path, name: &str) -> Child {
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
-    let log_err = log.try_clone().expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url, "worker", "--concurrency", "4", "--spec-dir"])
-        .arg(dir)
-        .env("RUNTAPE_LEASE_TTL_MS", "1000")
-        .env("RUNTAPE_WORKER_POLL_MS", "50")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .expect("starts a worker")
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill -{sig} {pid}");
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The log's events for `event`, by run.
 fn events(dir: &Path, name: &str, event: &str) -> Vec<serde_json::Value> {
@@ -97,9 +35,9 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     let url = server.fresh_db();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().canonicalize().expect("resolves");
-    let spec = dir.join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("writes the spec");
-    let m = runtape(&url, &["migrate"]);
+    // Replies take 1.5 s, so a worker spends its time waiting on the model, not in a tool.
+    let spec = write(&dir, "spec.toml", &support::pg::effects_spec(2, 1500, ""));
+    let m = runtape(Path::new(&url), &["migrate"]);
     assert!(
         String::from_utf8_lossy(&m.stdout).contains("created runtape's schema"),
         "{}",
@@ -107,7 +45,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     );
     let mut runs = Vec::new();
     for _ in 0..4 {
-        let o = runtape(&url, &["run", utf8(&spec), "--detach"]);
+        let o = runtape(Path::new(&url), &["run", utf8(&spec), "--detach"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         runs.push(String::from_utf8_lossy(&o.stdout).trim().to_owned());
     }
@@ -117,7 +55,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     let a_pid = workers.0[0].id();
     let a_process = format!("{}:{a_pid}", runtape::store::owner_host());
     wait_until("worker A drives all four runs", || {
-        let ls = runtape(&url, &["ls", "--json"]);
+        let ls = runtape(Path::new(&url), &["ls", "--json"]);
         String::from_utf8_lossy(&ls.stdout)
             .matches(&a_process)
             .count()
@@ -137,7 +75,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
         .map(|r| (r.id.to_string(), r.lease_epoch))
         .collect();
     wait_until("A's heartbeat has expired", || {
-        let ls = runtape(&url, &["ls", "--workers", "--json"]);
+        let ls = runtape(Path::new(&url), &["ls", "--workers", "--json"]);
         String::from_utf8_lossy(&ls.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -191,7 +129,8 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
         seqs_before, seqs_after,
         "A committed nothing after the takeover"
     );
-    let ls = String::from_utf8_lossy(&runtape(&url, &["ls", "--json"]).stdout).into_owned();
+    let ls =
+        String::from_utf8_lossy(&runtape(Path::new(&url), &["ls", "--json"]).stdout).into_owned();
     assert!(!ls.contains(&a_process), "A drives nothing: {ls}");
     assert_eq!(
         events(&dir, "a", "run.claimed").len(),
@@ -200,7 +139,7 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
     );
 
     for run in &runs {
-        let v = runtape(&url, &["verify", run]);
+        let v = runtape(Path::new(&url), &["verify", run]);
         assert!(
             v.status.success(),
             "verify {run}: {}",
@@ -219,4 +158,16 @@ fn a_partitioned_worker_loses_its_leases_and_stops() {
         signal(w.id(), "TERM");
         assert!(w.wait().expect("exits").success(), "drains and exits 0");
     }
+}
+
+/// A worker named `name` (its log: `dir/NAME.log`), four runs at a time, 1 s leases.
+fn worker(url: &str, dir: &Path, name: &str) -> Child {
+    let log = format!("{name}.log");
+    let env = [("RUNTAPE_LEASE_TTL_MS", "1000")];
+    support::pg::worker(url, dir, &log, &["--concurrency", "4"], &env)
+}
+
+/// [`wait_until_every`], checking every 50 ms (each check runs the binary).
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_every(what, Duration::from_millis(50), cond);
 }

@@ -36,25 +36,6 @@ fn retrieving(spec: RunSpec) -> Harness {
     h
 }
 
-/// The store's refusal of `publishing()`'s write: `city` moved to version 3.
-fn moved(h: &Harness) -> EventBody {
-    EventBody::MemoryPublished {
-        effect: h.publish_effect(),
-        outcome: PublishOutcome::Conflict {
-            keys: [(
-                "city".to_owned(),
-                Versioned {
-                    version: 3,
-                    value: Some("Porto".into()),
-                },
-            )]
-            .into_iter()
-            .collect(),
-        },
-        replayed: false,
-    }
-}
-
 fn retrieved(h: &Harness, retrieval: Retrieval) -> EventBody {
     EventBody::Retrieved {
         effect: h.retrieve_effect(),
@@ -106,7 +87,7 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
         }),
         ("publishing.published.conflict", || {
             let h = publishing();
-            let body = moved(&h);
+            let body = h.city_moved();
             (h, body)
         }),
         ("publishing.published.over_cap", || {
@@ -125,7 +106,7 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
         ("publishing.published.cancelled", || {
             let mut h = publishing();
             h.cancel();
-            let body = moved(&h);
+            let body = h.city_moved();
             (h, body)
         }),
         ("publishing.cancel", || (publishing(), cancel())),

@@ -16,7 +16,7 @@
 pub mod proxy;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A running server.
@@ -364,4 +364,57 @@ impl Drop for Reaper {
             let _ = c.wait();
         }
     }
+}
+
+/// `runtape --db URL worker --spec-dir DIR EXTRA…`, polling every 50 ms, with `env` set; its
+/// stdout and stderr go to `dir/LOG`.
+pub fn worker(url: &str, dir: &Path, log: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
+    let out = std::fs::File::create(dir.join(log)).expect("log file");
+    let err = out.try_clone().expect("log file");
+    super::cli::bin()
+        .args(["--db", url, "worker", "--spec-dir"])
+        .arg(dir)
+        .args(extra)
+        .env("RUNTAPE_WORKER_POLL_MS", "50")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("starts a worker")
+}
+
+/// A spec whose scripted model (`latency_ms` a reply) asks for `effects` calls of the
+/// non-idempotent tool `effect`, one a turn, then answers "done"; `effect` runs `before`, then
+/// appends its idempotency key to `effects.log`, and its reconcile command answers from that
+/// log (`on_in_doubt = "reconcile"`).
+pub fn effects_spec(effects: usize, latency_ms: u64, before: &str) -> String {
+    let words = ["no", "one", "two", "three", "four", "five"];
+    let calls: String = (1..=effects)
+        .map(|n| {
+            format!("  {{ tool_calls = [{{ name = \"effect\", arguments = {{ n = {n} }} }}] }},\n")
+        })
+        .collect();
+    format!(
+        r#"goal = "{count} effects"
+[[providers]]
+name = "s"
+kind = "scripted"
+latency_ms = {latency_ms}
+replies = [
+{calls}  {{ text = "done" }},
+]
+[[tools]]
+name = "effect"
+description = "a non-idempotent effect"
+command = ["sh", "-c", "{before}echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]
+reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{{\"performed\": true, \"result\": \"ok\"}}'; else echo '{{\"performed\": false}}'; fi"]
+[[agents]]
+id = "a"
+provider = "s"
+tools = ["effect"]
+on_in_doubt = "reconcile"
+"#,
+        count = words[effects],
+    )
 }
