@@ -10,7 +10,7 @@ use std::process::Output;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{run_id, runtape, utf8};
+use support::cli::{run_id, runtape, utf8, write};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -29,8 +29,7 @@ provider = "s"
 /// A spec, and the cassette exported from a run of it.
 fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let db = dir.join("runs.db");
-    let spec = dir.join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("spec");
+    let spec = write(&dir, "spec.toml", SPEC);
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);

@@ -8,7 +8,7 @@ use crate::support;
 
 use std::path::Path;
 
-use crate::support::cli::{err as stderr, out as stdout, runtape};
+use crate::support::cli::{err as stderr, out as stdout, runtape, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -37,8 +37,7 @@ fn spec(dir: &Path, url: &str, model: &str) -> std::path::PathBuf {
          [[agents]]\nid = \"a\"\nprovider = \"local\"\n\
          [agents.model_settings]\ntemperature = 0.3\nseed = 11\n"
     );
-    let path = dir.join("spec.toml");
-    std::fs::write(&path, text).expect("writes");
+    let path = write(&dir, "spec.toml", &text);
     path
 }
 

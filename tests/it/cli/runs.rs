@@ -3,7 +3,7 @@
 //! input of the spec file and the database (one line on stderr, the documented exit status,
 //! the database unchanged).
 
-use crate::support::cli::{bin, err, example, out, run_id, runtape, temp_db, utf8};
+use crate::support::cli::{bin, err, example, out, run_id, runtape, temp_db, utf8, write};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -21,8 +21,7 @@ fn slow_spec(dir: &Path, rounds: usize) -> PathBuf {
          [[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"tick\"]\n",
         replies.join(", ")
     );
-    let path = dir.join("slow.toml");
-    std::fs::write(&path, spec).expect("writes");
+    let path = write(&dir, "slow.toml", &spec);
     path
 }
 

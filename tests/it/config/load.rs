@@ -6,6 +6,7 @@ use crate::support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::cli::write;
 use crate::support::durable::ended;
 use runtape::config::{ProviderSetup, ScriptStep, Setup, load};
 use runtape::exec::Engine;
@@ -243,8 +244,11 @@ async fn a_relative_program_runs_from_the_spec_directory() {
     ));
     let bin = f.dir.path().join("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    let script = bin.join("where.sh");
-    std::fs::write(&script, "#!/bin/sh\nprintf '%s %s' \"$(pwd)\" \"$1\"\n").expect("script");
+    let script = write(
+        &bin,
+        "where.sh",
+        "#!/bin/sh\nprintf '%s %s' \"$(pwd)\" \"$1\"\n",
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

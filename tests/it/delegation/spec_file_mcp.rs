@@ -8,7 +8,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::utf8;
+use crate::support::cli::{utf8, write};
 use support::mcp::{err, out, processes_mentioning, run_id, runtape, server_main};
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
@@ -62,8 +62,7 @@ provider = "script"
 delegates = [{{ spec = "reader.toml", as = "reader" }}]
 "#
     );
-    let spec = root.join("lead.toml");
-    std::fs::write(&spec, lead).expect("write lead");
+    let spec = write(&root, "lead.toml", &lead);
     (dir, spec, sandbox)
 }
 

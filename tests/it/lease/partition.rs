@@ -9,6 +9,7 @@ use crate::support;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
+use crate::support::cli::temp_db;
 use support::protocol::*;
 
 /// The lease's stored expiry, wall-clock ms.
@@ -68,8 +69,7 @@ fn thaw(mut bg: Background) -> (Option<i32>, String) {
 
 #[test]
 fn frozen_mid_call_then_taken_over_then_fenced() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     let bg = start(&db, &spec, &[("RUNTAPE_LEASE_TTL_MS", "1000")]);
     let run = bg.run.clone();
@@ -116,8 +116,7 @@ fn single_run(db: &Path) -> String {
 
 #[test]
 fn frozen_before_the_call_then_taken_over_the_woken_driver_never_performs_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = charge_spec(
         dir.path(),
         &ChargeSpec {

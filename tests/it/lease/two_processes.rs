@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use crate::support::cli::temp_db;
 use support::durable::child::*;
 use support::durable::spawn_child;
 
@@ -25,8 +26,7 @@ fn two_resumers_one_winner() {
     if std::env::var(MODE).is_ok() {
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let env = |mode: &str| {
         vec![
             (MODE, mode.to_owned()),

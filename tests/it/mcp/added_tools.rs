@@ -7,10 +7,10 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::mcp::{bin, err, fake_server, out, replay, run_id, runtape, server_gone};
+use crate::support::cli::{export, start_json, utf8, write};
+use support::mcp::{err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
@@ -28,8 +28,7 @@ fn ops(
 ) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
-    let list = root.join("tools.json");
-    std::fs::write(&list, format!("[{}]", tools.join(", "))).expect("tools");
+    let list = write(&root, "tools.json", &format!("[{}]", tools.join(", ")));
     let calls = root.join("calls.log");
     let body = format!(
         r#"
@@ -52,21 +51,20 @@ def call(req):
         return
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
-        list = list.to_str().expect("utf8"),
-        calls = calls.to_str().expect("utf8"),
-        hang = root.join("hang").to_str().expect("utf8"),
+        list = utf8(&list),
+        calls = utf8(&calls),
+        hang = utf8(&root.join("hang")),
         stamp = STAMP,
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n{agent_extra}",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
     (dir, spec, db, calls)
 }
@@ -131,7 +129,7 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
         r#"[{ tool_calls = [{ name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "v1" } }] }, { text = "stamped" }]"#,
         "",
     );
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("answer: stamped"), "{}", out(&o));
     let run = run_id(&o);
@@ -168,16 +166,7 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
 
     // The cassette carries both lists; the replay serves the change at the same boundary.
     let tape = dir.path().join("tape.json");
-    let e = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let e = export(&db, &run, &tape);
     assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
     let cassette: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
@@ -223,12 +212,7 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
     std::fs::write(&tape, edited).expect("edit");
     let t = runtape(
         &dir.path().join("third.db"),
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
+        &["replay", utf8(&spec), "--cassette", utf8(&tape)],
     );
     assert_ne!(t.status.code(), Some(0), "{}", out(&t));
     assert!(!marker.exists());
@@ -243,7 +227,7 @@ fn a_resume_after_the_server_gained_a_tool_offers_it() {
         "",
     );
     // `deploy` (no annotations) needs approval: the run rests there.
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     let run = run_id(&o);
@@ -287,24 +271,6 @@ fn wait_until(what: &str, ready: impl Fn() -> bool) {
     }
 }
 
-/// `runtape run SPEC --json` in the background, stdout kept open; returns it and the run id.
-fn start(db: &Path, spec: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args(["run", spec.to_str().expect("utf8"), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
-    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
-    let run = line["id"].as_str().expect("id").to_owned();
-    (child, stdout, run)
-}
-
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_approved() {
@@ -314,7 +280,7 @@ fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_appr
         "on_in_doubt = \"ask\"\n",
     );
     std::fs::write(dir.path().join("hang"), "").expect("hang");
-    let (mut child, _stdout, run) = start(&db, &spec);
+    let (mut child, _stdout, run) = start_json(&db, &spec);
     wait_until("the added tool's call never reached the server", || {
         lines(&calls).iter().any(|l| l.starts_with("stamp"))
     });
@@ -359,7 +325,7 @@ fn a_spec_tool_named_with_a_servers_prefix_is_refused_so_an_added_tool_cannot_sh
         ),
     )
     .expect("spec");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_ne!(o.status.code(), Some(0), "{}", out(&o));
     let said = err(&o);
     assert!(

@@ -10,6 +10,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::{utf8, write};
 use serde_json::Value;
 use support::mcp::{err, fake_server, out, run_id, runtape, server_gone};
 
@@ -30,8 +31,7 @@ const STEADY_WORKER: &str =
 /// `calls.log`). Both agents are in one spec, so the lead's run lists `ops` too. Returns the
 /// spec and the calls log.
 fn tree(root: &Path, worker: &str) -> (PathBuf, PathBuf) {
-    let list = root.join("tools.json");
-    std::fs::write(&list, format!("[{STATUS}]")).expect("tools");
+    let list = write(&root, "tools.json", &format!("[{STATUS}]"));
     let calls = root.join("calls.log");
     let body = format!(
         r#"
@@ -51,15 +51,15 @@ def call(req):
         send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
-        list = list.to_str().expect("utf8"),
-        calls = calls.to_str().expect("utf8"),
+        list = utf8(&list),
+        calls = utf8(&calls),
         stamp = STAMP,
     );
     let server = fake_server(root, "ops.py", None, &body);
-    let spec = root.join("tree.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "tree.toml",
+        &format!(
             r#"goal = "ship it"
 [[mcp]]
 name = "ops"
@@ -83,10 +83,9 @@ id = "worker"
 provider = "p"
 tools = ["ops__*"]
 "#,
-            server = server.to_str().expect("utf8"),
+            server = utf8(&server),
         ),
-    )
-    .expect("spec");
+    );
     (spec, calls)
 }
 
@@ -143,9 +142,9 @@ fn replay(db: &Path, spec: &Path, tape: &Path) -> std::process::Output {
         &[
             "replay",
             "--stepped-clock",
-            spec.to_str().expect("utf8"),
+            utf8(&spec),
             "--cassette",
-            tape.to_str().expect("utf8"),
+            utf8(&tape),
         ],
     )
 }
@@ -157,10 +156,7 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     let root = dir.path().canonicalize().expect("canonical");
     let (spec, calls) = tree(&root, GROWING_WORKER);
     let db = root.join("runs.db");
-    let printed = ok(
-        &db,
-        &["run", "--stepped-clock", spec.to_str().expect("utf8")],
-    );
+    let printed = ok(&db, &["run", "--stepped-clock", utf8(&spec)]);
     assert!(printed.contains("answer: Shipped."), "{printed}");
     let parent = printed
         .lines()
@@ -196,16 +192,7 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
 
     // The child's lists are in its own section, at its own entry counts.
     let tape = root.join("tree.cassette.json");
-    ok(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &parent,
-            "-o",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    ok(&db, &["cassette", "export", &parent, "-o", utf8(&tape)]);
     let cassette: Value =
         serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
     assert_eq!(cassette["version"], 4);

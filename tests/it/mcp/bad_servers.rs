@@ -6,6 +6,7 @@ use crate::support;
 
 use std::path::Path;
 
+use crate::support::cli::utf8;
 use runtape::machine::{AgentId, RunId};
 use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTool};
 use runtape::tool::{Tool, ToolContext};
@@ -31,7 +32,7 @@ fn ctx(cancel: CancellationToken) -> ToolContext {
 }
 
 fn config(dir: &Path, program: &Path, init_ms: u64) -> McpServerConfig {
-    let mut c = stdio("bad", program.to_str().expect("utf8"), &[], dir);
+    let mut c = stdio("bad", utf8(&program), &[], dir);
     c.init_timeout_ms = Some(init_ms);
     c
 }
@@ -208,7 +209,7 @@ def note(req):
     with open({log:?}, "a") as f:
         f.write(json.dumps(req) + "\n")
 "#,
-        log = log.to_str().expect("utf8")
+        log = utf8(&log)
     );
     fake_server(dir, "hang.py", None, &body)
 }
@@ -319,7 +320,7 @@ def call(req):
     sys.stderr.write("crashing on purpose\n"); sys.stderr.flush()
     sys.exit(7)
 "#,
-        starts = starts.to_str().expect("utf8")
+        starts = utf8(&starts)
     );
     let s = fake_server(dir.path(), "crash.py", None, &body);
     let hub = McpHub::new();

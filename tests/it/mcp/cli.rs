@@ -7,6 +7,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::{export, utf8, write};
 use support::mcp::{
     bin, err, everything_http, fake_server, out, processes_mentioning, replay, run_id, runtape,
     server_gone, server_main,
@@ -23,8 +24,8 @@ fn fs_spec(body: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let main = server_main("server-filesystem");
     let entry = format!(
         "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, {:?}]\ntimeout_ms = 10000\n",
-        main.to_str().expect("utf8"),
-        sandbox.to_str().expect("utf8")
+        utf8(&main),
+        utf8(&sandbox)
     );
     let spec = root.join("spec.toml");
     std::fs::write(&spec, body.replace("@FS@", &entry)).expect("write spec");
@@ -55,7 +56,7 @@ tools = ["fs__*"]
 fn a_run_calls_the_filesystem_server_verifies_and_leaves_no_server_behind() {
     let (dir, spec, sandbox) = fs_spec(RUN_BODY);
     let db = dir.path().join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("answer: Copied."), "{}", out(&o));
     assert_eq!(
@@ -73,7 +74,7 @@ fn a_run_calls_the_filesystem_server_verifies_and_leaves_no_server_behind() {
     assert!(out(&log).contains("fs__read_text_file"), "{}", out(&log));
     assert!(out(&log).contains("fs__write_file"), "{}", out(&log));
     assert_eq!(
-        processes_mentioning(sandbox.to_str().expect("utf8")),
+        processes_mentioning(utf8(&sandbox)),
         Vec::<u32>::new(),
         "the server was stopped when runtape exited"
     );
@@ -100,10 +101,7 @@ id = "default"
 provider = "s"
 "#;
     let (dir, spec, sandbox) = fs_spec(body);
-    let o = runtape(
-        &dir.path().join("x.db"),
-        &["tools", spec.to_str().expect("utf8")],
-    );
+    let o = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let text = out(&o);
     assert!(
@@ -133,10 +131,7 @@ provider = "s"
     );
     assert!(!default_block.contains("fs__write_file"), "{text}");
 
-    let j = runtape(
-        &dir.path().join("x.db"),
-        &["tools", spec.to_str().expect("utf8"), "--json"],
-    );
+    let j = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec), "--json"]);
     let lines: Vec<serde_json::Value> = out(&j)
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
@@ -152,10 +147,7 @@ provider = "s"
         !dir.path().join("x.db").exists(),
         "`tools` creates no database"
     );
-    assert_eq!(
-        processes_mentioning(sandbox.to_str().expect("utf8")),
-        Vec::<u32>::new()
-    );
+    assert_eq!(processes_mentioning(utf8(&sandbox)), Vec::<u32>::new());
 }
 
 #[test]
@@ -163,16 +155,15 @@ fn tools_names_the_server_that_failed_to_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
     let dies = support::mcp::script(&root, "dies.sh", "#!/bin/sh\necho 'no token' >&2\nexit 1\n");
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "[[mcp]]\nname = \"broken\"\ncommand = [{:?}]\n[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
-            dies.to_str().expect("utf8")
+            utf8(&dies)
         ),
-    )
-    .expect("spec");
-    let o = runtape(&root.join("x.db"), &["tools", spec.to_str().expect("utf8")]);
+    );
+    let o = runtape(&root.join("x.db"), &["tools", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let e = err(&o);
     assert_eq!(e.lines().count(), 1, "one line: {e}");
@@ -182,10 +173,7 @@ fn tools_names_the_server_that_failed_to_start() {
     );
     assert!(e.contains("no token"), "{e}");
 
-    let r = runtape(
-        &root.join("x.db"),
-        &["run", spec.to_str().expect("utf8"), "goal"],
-    );
+    let r = runtape(&root.join("x.db"), &["run", utf8(&spec), "goal"]);
     assert_eq!(r.status.code(), Some(2));
     assert!(err(&r).contains("MCP server `broken`"), "{}", err(&r));
     assert!(!root.join("x.db").exists(), "nothing was written");
@@ -225,16 +213,14 @@ fn spec_errors_about_mcp_point_at_the_line() {
         ),
     ];
     for (mcp, want) in cases {
-        let spec = dir.path().join("spec.toml");
-        std::fs::write(
-            &spec,
-            format!("{mcp}[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n"),
-        )
-        .expect("spec");
-        let o = runtape(
-            &dir.path().join("x.db"),
-            &["tools", spec.to_str().expect("utf8")],
+        let spec = write(
+            &dir.path(),
+            "spec.toml",
+            &format!(
+                "{mcp}[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n"
+            ),
         );
+        let o = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec)]);
         assert_eq!(o.status.code(), Some(2), "{mcp}");
         let e = err(&o);
         assert_eq!(e.lines().count(), 1, "{e}");
@@ -249,10 +235,7 @@ fn a_grant_of_a_tool_the_server_lacks_is_refused_at_its_line() {
     let body = "@FS@\n[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"nope\", \"fs__read_txt_file\"]\n";
     let (dir, spec, _) = fs_spec(body);
     // A non-MCP unknown grant is found at load, at its own index as written.
-    let o = runtape(
-        &dir.path().join("x.db"),
-        &["tools", spec.to_str().expect("utf8")],
-    );
+    let o = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         err(&o).contains("agents[0].tools[0]: agent `a` is granted unknown tool `nope`"),
@@ -262,10 +245,7 @@ fn a_grant_of_a_tool_the_server_lacks_is_refused_at_its_line() {
 
     let body = "@FS@\n[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"fs__list_directory\", \"fs__read_txt_file\"]\n";
     let (dir, spec, _) = fs_spec(body);
-    let o = runtape(
-        &dir.path().join("x.db"),
-        &["tools", spec.to_str().expect("utf8")],
-    );
+    let o = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2));
     let e = err(&o);
     assert!(e.contains("agents[0].tools[1]: agent `a` is granted `fs__read_txt_file`, which MCP server `fs` does not offer (did you mean `fs__read_text_file`?)"), "{e}");
@@ -276,10 +256,10 @@ fn a_grant_of_a_tool_the_server_lacks_is_refused_at_its_line() {
 fn a_run_over_streamable_http_sends_header_values_it_never_stores() {
     let (mut server, port) = everything_http();
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &dir.path(),
+        "spec.toml",
+        &format!(
             r#"goal = "add"
 [[mcp]]
 name = "web"
@@ -298,14 +278,13 @@ provider = "s"
 tools = ["web__get-sum", "web__echo"]
 "#
         ),
-    )
-    .expect("spec");
+    );
     let db = dir.path().join("runs.db");
     let secret = "tok-7f3a9c1e-never-stored";
     let o = bin()
         .arg("--db")
         .arg(&db)
-        .args(["run", spec.to_str().expect("utf8")])
+        .args(["run", utf8(&spec)])
         .env("RUNTAPE_TEST_WEB_TOKEN", secret)
         .output()
         .expect("runs");
@@ -329,7 +308,7 @@ tools = ["web__get-sum", "web__echo"]
         "the variable's name is stored"
     );
 
-    let missing = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let missing = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(
         err(&missing).contains("$RUNTAPE_TEST_WEB_TOKEN, which is not set"),
@@ -354,15 +333,15 @@ def call(req):
     time.sleep(float(open({pace:?}).read()))
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": "slow result " + str(req["params"]["arguments"]["n"])}}]}}}})
 "#,
-        calls = calls.to_str().expect("utf8"),
-        pace = root.join("pace").to_str().expect("utf8"),
+        calls = utf8(&calls),
+        pace = utf8(&root.join("pace")),
     );
     std::fs::write(root.join("pace"), "5").expect("pace");
     let server = fake_server(&root, "slow.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             r#"goal = "slow"
 [[mcp]]
 name = "s"
@@ -379,15 +358,14 @@ id = "a"
 provider = "p"
 tools = ["s__*"]
 "#,
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
     let mut child = bin()
         .arg("--db")
         .arg(&db)
-        .args(["run", spec.to_str().expect("utf8"), "--json"])
+        .args(["run", utf8(&spec), "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -440,16 +418,7 @@ tools = ["s__*"]
     // A cassette of the run replays in a fresh database with no server: its command now only
     // leaves a mark and fails.
     let tape = root.join("tape.json");
-    let e = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let e = export(&db, &run, &tape);
     assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
     let marker = root.join("started");
     server_gone(&server, &marker);
@@ -506,20 +475,19 @@ tools = [{{"name": "answer", "inputSchema": {{"type": "object"}}, "annotations":
 def call(req):
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": "forty-two"}}]}}}})
 "#,
-        starts = starts.to_str().expect("utf8"),
+        starts = utf8(&starts),
     );
     let server = fake_server(&root, "answer.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "goal = \"ask\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__answer\" }}] }}, {{ text = \"done\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__answer\"]\n",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
     assert_eq!(
@@ -550,10 +518,10 @@ def call(req):
 fn progress_notifications_reach_the_run_trace() {
     let dir = tempfile::tempdir().expect("tempdir");
     let main = server_main("server-everything");
-    let spec = dir.path().join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &dir.path(),
+        "spec.toml",
+        &format!(
             r#"goal = "wait"
 [[mcp]]
 name = "ev"
@@ -570,14 +538,10 @@ id = "a"
 provider = "p"
 tools = ["ev__trigger-long-running-operation", "ev__echo"]
 "#,
-            main.to_str().expect("utf8")
+            utf8(&main)
         ),
-    )
-    .expect("spec");
-    let o = runtape(
-        &dir.path().join("runs.db"),
-        &["run", spec.to_str().expect("utf8"), "--json"],
     );
+    let o = runtape(&dir.path().join("runs.db"), &["run", utf8(&spec), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let events: Vec<serde_json::Value> = out(&o)
         .lines()
@@ -619,20 +583,19 @@ def call(req):
     else:
         send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": "MCP error -32602: Tool " + name + " not found"}}], "isError": True}}}})
 "#,
-        catalog = catalog.to_str().expect("utf8"),
+        catalog = utf8(&catalog),
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "goal = \"deploy\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"ops__deploy\" }}] }}, {{ text = \"gave up\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(
         out(&o).contains("waiting for a person"),
@@ -673,20 +636,19 @@ tools = []
 def call(req):
     pass
 "#,
-        env_log = env_log.to_str().expect("utf8"),
+        env_log = utf8(&env_log),
     );
     let server = fake_server(&root, "env.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "[[mcp]]\nname = \"s\"\ncommand = [{:?}]\nenv_all = true\n[[providers]]\nname = \"cloud\"\nkind = \"openai\"\nmodel = \"m\"\napi_key_env = \"X_CLOUD_ACCESS\"\n[[providers]]\nname = \"p\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let o = bin()
-        .args(["tools", spec.to_str().expect("utf8")])
+        .args(["tools", utf8(&spec)])
         // Not shaped like a credential: only the provider's naming it keeps it out.
         .env("X_CLOUD_ACCESS", "sk-never-in-a-tool")
         .env("X_TEST_HARMLESS", "1")

@@ -6,10 +6,10 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::mcp::{bin, err, fake_server, out, runtape};
+use crate::support::cli::{start_json, utf8, write};
+use support::mcp::{err, fake_server, out, runtape};
 
 /// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
 fn wait_until(what: &str, ready: impl Fn() -> bool) {
@@ -44,47 +44,27 @@ def note(req):
     with open({notes:?}, "a") as f:
         f.write(json.dumps(req) + "\n")
 "#,
-        calls = root.join("calls.log").to_str().expect("utf8"),
-        notes = root.join("notes.log").to_str().expect("utf8"),
+        calls = utf8(&root.join("calls.log")),
+        notes = utf8(&root.join("notes.log")),
     );
     let server = fake_server(&root, "op.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "goal = \"go\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__op\" }}] }}, {{ text = \"over\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__op\"]\n{agent_extra}",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
     (dir, spec, db)
-}
-
-/// Starts `runtape run SPEC --json` and returns the child, its stdout (kept open: a run whose
-/// stdout closes stops) and the run id (its first line).
-fn start(db: &Path, spec: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args(["run", spec.to_str().expect("utf8"), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawns");
-    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
-    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
-    let run = line["id"].as_str().expect("id").to_owned();
-    (child, stdout, run)
 }
 
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
     let (dir, spec, db) = hanging(r#"{"readOnlyHint": True}"#, "");
-    let (mut child, _stdout, run) = start(&db, &spec);
+    let (mut child, _stdout, run) = start_json(&db, &spec);
     let calls = dir.path().join("calls.log");
     wait_until("the call never reached the server", || {
         !lines(&calls).is_empty()
@@ -117,7 +97,7 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
 fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() {
     // Not read-only, not idempotent, no approval needed: the call is marked started first.
     let (dir, spec, db) = hanging(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");
-    let (mut child, _stdout, run) = start(&db, &spec);
+    let (mut child, _stdout, run) = start_json(&db, &spec);
     let calls = dir.path().join("calls.log");
     wait_until("the call never reached the server", || {
         !lines(&calls).is_empty()

@@ -7,6 +7,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::{export, utf8, write};
 use support::mcp::{err, fake_server, out, replay, run_id, runtape, server_gone};
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -19,8 +20,7 @@ const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object
 fn ops(replies: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
-    let tools = root.join("tools.json");
-    std::fs::write(&tools, BOTH).expect("tools");
+    let tools = write(&root, "tools.json", BOTH);
     let calls = root.join("calls.log");
     let body = format!(
         r#"
@@ -37,20 +37,19 @@ def call(req):
         send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
-        tools = tools.to_str().expect("utf8"),
-        calls = calls.to_str().expect("utf8"),
+        tools = utf8(&tools),
+        calls = utf8(&calls),
         status_only = STATUS_ONLY,
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = root.join("spec.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &root,
+        "spec.toml",
+        &format!(
             "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n",
-            server.to_str().expect("utf8")
+            utf8(&server)
         ),
-    )
-    .expect("spec");
+    );
     let db = root.join("runs.db");
     (dir, spec, db, calls)
 }
@@ -92,7 +91,7 @@ fn offered(db: &Path, run: &str, seq: u64) -> (Vec<String>, serde_json::Value) {
 fn the_offered_list_is_recorded_before_the_first_request_shown_and_verified() {
     let (_dir, spec, db, _calls) =
         ops(r#"[{ tool_calls = [{ name = "ops__status" }] }, { text = "fine" }]"#);
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
 
@@ -149,7 +148,7 @@ fn a_list_changed_mid_run_is_recorded_at_the_next_boundary_and_the_dropped_tool_
     let (_dir, spec, db, calls) = ops(
         r#"[{ tool_calls = [{ name = "ops__status", arguments = { drop = true } }] }, { tool_calls = [{ name = "ops__deploy" }] }, { text = "could not" }]"#,
     );
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
 
@@ -188,7 +187,7 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
         BOTH.replace(r#", "annotations": {"destructiveHint": false}"#, ""),
     )
     .expect("tools");
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     let run = run_id(&o);
@@ -227,20 +226,11 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
     let (dir, spec, db, calls) = ops(
         r#"[{ tool_calls = [{ name = "ops__status" }] }, { tool_calls = [{ name = "ops__deploy", arguments = { target = "prod" } }] }, { text = "shipped" }]"#,
     );
-    let o = runtape(&db, &["run", spec.to_str().expect("utf8")]);
+    let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
     let tape = dir.path().join("tape.json");
-    let e = runtape(
-        &db,
-        &[
-            "cassette",
-            "export",
-            &run,
-            "-o",
-            tape.to_str().expect("utf8"),
-        ],
-    );
+    let e = export(&db, &run, &tape);
     assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
     let cassette: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
@@ -289,12 +279,7 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
     std::fs::write(&tape, edited).expect("edit");
     let t = runtape(
         &dir.path().join("third.db"),
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
+        &["replay", utf8(&spec), "--cassette", utf8(&tape)],
     );
     assert_ne!(t.status.code(), Some(0), "{}", out(&t));
     assert!(!marker.exists());

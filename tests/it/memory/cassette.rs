@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{example, first_id, ok, runtape, text, utf8};
+use support::cli::{example, first_id, ok, runtape, text, utf8, write};
 
 #[test]
 fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
@@ -121,8 +121,7 @@ provider = "script"
 #[test]
 fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("tree.toml");
-    std::fs::write(&spec, TREE).expect("writes");
+    let spec = write(&dir.path(), "tree.toml", TREE);
     let spec = utf8(&spec).to_owned();
     let db = dir.path().join("recorded.db");
     let lead = first_id(&ok(&db, &["run", &spec]));

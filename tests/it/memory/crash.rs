@@ -22,7 +22,7 @@ use runtape::store::{SqliteStore, Store, Write};
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::support::cli::{json_lines, runtape, text, utf8};
+use crate::support::cli::{json_lines, runtape, text, utf8, write};
 use crate::support::durable::ended;
 use support::crash::CrashOnce;
 
@@ -81,8 +81,7 @@ fn the_run(db: &Path) -> Option<(String, String)> {
 #[test]
 fn sigkill_at_many_instants_then_resume_loses_and_repeats_no_memory_write() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("notes.toml");
-    std::fs::write(&spec, spec_text()).expect("writes");
+    let spec = write(&dir.path(), "notes.toml", &spec_text());
     let spec = utf8(&spec).to_owned();
     let mut resumed_from_publishing = 0;
     for (i, kill_ms) in (0..16u64).map(|i| (i, 20 + i * 22)).collect::<Vec<_>>() {

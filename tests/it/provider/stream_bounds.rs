@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::cli::bin;
+use crate::support::cli::{bin, write};
 use runtape::machine::ProviderErrorClass;
 use runtape::provider::http::{MAX_BODY_BYTES, ProviderKind};
 use support::provider::*;
@@ -145,8 +145,7 @@ fn spec_for(
          base_url = \"{base_url}\"\napi_key_env = \"\"\n{extra_provider}\n\
          [[agents]]\nid = \"a\"\nprovider = \"local\"\nmax_attempts = 1\n{extra_agent}\n"
     );
-    let path = dir.join("spec.toml");
-    std::fs::write(&path, spec).expect("writes the spec");
+    let path = write(&dir, "spec.toml", &spec);
     path
 }
 

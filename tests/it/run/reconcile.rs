@@ -11,7 +11,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{temp_db, utf8, write};
 use support::protocol::*;
 
 /// The spec: the charge records its pid, waits while `slow` exists, then appends its key to
@@ -34,8 +34,7 @@ provider = "s"
 tools = ["charge"]
 on_in_doubt = "reconcile"
 "#;
-    let path = dir.join("reconcile.toml");
-    std::fs::write(&path, text).expect("writes the spec");
+    let path = write(&dir, "reconcile.toml", &text);
     path
 }
 
@@ -164,8 +163,7 @@ fn a_spec_that_cannot_reconcile_is_refused_before_anything_runs() {
         .filter(|l| !l.starts_with("reconcile"))
         .collect::<Vec<_>>()
         .join("\n");
-    let path = dir.path().join("no_reconcile.toml");
-    std::fs::write(&path, text).expect("writes");
+    let path = write(&dir.path(), "no_reconcile.toml", &text);
     let o = runtape(&db, &["run", utf8(&path)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let line = one_line(&err(&o)).to_owned();
@@ -199,8 +197,7 @@ fn reconcile_is_only_for_non_idempotent_command_tools() {
             "is not on PATH",
         ),
     ] {
-        let path = dir.path().join("bad.toml");
-        std::fs::write(&path, format!("{head}{tool}{agent}")).expect("writes");
+        let path = write(&dir.path(), "bad.toml", &format!("{head}{tool}{agent}"));
         let o = runtape(&db, &["run", utf8(&path)]);
         assert_eq!(o.status.code(), Some(2), "{tool}: {}", err(&o));
         let line = one_line(&err(&o)).to_owned();

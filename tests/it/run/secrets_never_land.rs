@@ -13,6 +13,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::cli::{temp_db, utf8, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -69,8 +70,7 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("runs.db");
+        let (dir, db) = temp_db();
         let (key, seed) = receipt_key(dir.path());
         Env {
             dir,
@@ -115,9 +115,8 @@ impl Env {
     }
 
     fn spec(&self, body: &str) -> String {
-        let path = self.dir.path().join("spec.toml");
-        std::fs::write(&path, body).expect("writes the spec");
-        path.to_str().expect("utf-8").to_owned()
+        let path = write(&self.dir.path(), "spec.toml", &body);
+        utf8(&path).to_owned()
     }
 
     /// Everything the run left or can be made to print, by name.
@@ -153,8 +152,8 @@ impl Env {
         }
         let cassette = self.dir.path().join(format!("{run}.cassette.json"));
         let receipts = self.dir.path().join(format!("{run}.receipts.jsonl"));
-        let c = cassette.to_str().expect("utf-8");
-        let r = receipts.to_str().expect("utf-8");
+        let c = utf8(&cassette);
+        let r = utf8(&receipts);
         for o in [
             self.runtape(&["cassette", "export", run, "-o", c]),
             self.runtape(&["receipts", "export", run, "-o", r]),

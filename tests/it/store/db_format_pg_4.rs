@@ -12,7 +12,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Output;
 
-use support::cli::{run_id, runtape, text, utf8};
+use support::cli::{run_id, runtape, text, utf8, write};
 use support::pg::PgServer;
 
 const SPEC: &str = r#"goal = "count to three"
@@ -92,11 +92,9 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     let url = server.fresh_db();
     let db = PgServer::db_of(&url).to_owned();
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = dir.path().join("count.toml");
-    std::fs::write(&spec, SPEC).expect("writes the spec");
+    let spec = write(&dir.path(), "count.toml", SPEC);
     let spec = utf8(&spec);
-    let gated = dir.path().join("gated.toml");
-    std::fs::write(&gated, GATED).expect("writes the spec");
+    let gated = write(&dir.path(), "gated.toml", GATED);
     let gated = utf8(&gated);
 
     let done = run_id(&ok(&url, &["run", spec]));

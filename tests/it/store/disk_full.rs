@@ -16,6 +16,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::cli::{temp_db, utf8};
 use support::protocol::*;
 
 /// A spec whose model asks for `rounds` calls to an idempotent `charge` tool, one per turn.
@@ -49,13 +50,12 @@ fn performed_only_committed(log: &str, committed_seq: i64) {
 
 #[test]
 fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = rounds_spec(dir.path(), 30);
     let o = bin()
         .arg("--db")
         .arg(&db)
-        .args(["run", spec.to_str().expect("utf-8")])
+        .args(["run", utf8(&spec)])
         // The empty schema takes 13 pages of 4 KiB (53,248 bytes): room for four more.
         .env("RUNTAPE_DB_MAX_BYTES", "72000")
         .output()

@@ -9,15 +9,14 @@ use runtape::config;
 use runtape::store::{Durability, SqliteStore};
 
 use crate::support;
-use crate::support::cli::{err, example, utf8};
+use crate::support::cli::{err, example, utf8, write};
 use support::cli::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
 fn spec_with(dir: &Path, extra: &str) -> PathBuf {
     let example = example("quickstart.toml");
     let text = std::fs::read_to_string(example).expect("the quickstart example");
-    let path = dir.join("spec.toml");
-    std::fs::write(&path, format!("{text}\n{extra}\n")).expect("write the spec");
+    let path = write(&dir, "spec.toml", &format!("{text}\n{extra}\n"));
     path
 }
 

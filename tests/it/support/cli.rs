@@ -5,8 +5,9 @@
 //! and signals for tests that drive processes.
 #![allow(dead_code, unreachable_pub)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Variables the binary reads that the tests' own environment must not decide.
@@ -41,6 +42,23 @@ pub fn on(db: &Path) -> Command {
 /// Runs `runtape --db DB ARGS…` to completion and returns what it did.
 pub fn runtape(db: &Path, args: &[&str]) -> Output {
     on(db).args(args).output().expect("runs the binary")
+}
+
+/// Starts `runtape --db DB run SPEC --json` (stderr discarded) and reads the first line it
+/// prints: the process, the rest of its stdout, and the run id.
+pub fn start_json(db: &Path, spec: &Path) -> (Child, BufReader<ChildStdout>, String) {
+    let mut child = on(db)
+        .args(["run", utf8(spec), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawns");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout.read_line(&mut first).expect("reads");
+    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
+    let run = line["id"].as_str().expect("id").to_owned();
+    (child, stdout, run)
 }
 
 /// Runs `runtape ARGS…` (no `--db`: commands that take none, or a database from `ARGS`).

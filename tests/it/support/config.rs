@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::cli::write;
 use runtape::config::{ConfigError, RunFile, load};
 
 /// A spec file in its own temporary directory (removed on drop).
@@ -17,8 +18,7 @@ impl SpecFile {
     /// Writes `text` to `runtape.toml` in a new temporary directory.
     pub(crate) fn new(text: &str) -> SpecFile {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("runtape.toml");
-        std::fs::write(&path, text).expect("write spec");
+        let path = write(&dir.path(), "runtape.toml", &text);
         SpecFile { dir, path }
     }
 

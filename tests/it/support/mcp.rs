@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::cli::utf8;
 use runtape::tool::mcp::{McpServerConfig, McpTransport};
 
 /// The folder `tests/mcp_servers/install.sh` installs the reference servers into:
@@ -55,21 +56,13 @@ pub fn stdio(name: &str, program: &str, args: &[&str], dir: &Path) -> McpServerC
 /// server-filesystem over stdio, allowed `sandbox`.
 pub fn filesystem(name: &str, sandbox: &Path) -> McpServerConfig {
     let main = server_main("server-filesystem");
-    stdio(
-        name,
-        "node",
-        &[
-            main.to_str().expect("utf8"),
-            sandbox.to_str().expect("utf8"),
-        ],
-        sandbox,
-    )
+    stdio(name, "node", &[utf8(&main), utf8(&sandbox)], sandbox)
 }
 
 /// server-everything over stdio.
 pub fn everything(name: &str, dir: &Path) -> McpServerConfig {
     let main = server_main("server-everything");
-    stdio(name, "node", &[main.to_str().expect("utf8"), "stdio"], dir)
+    stdio(name, "node", &[utf8(&main), "stdio"], dir)
 }
 
 /// Writes an executable script `name` into `dir` and returns its path.
@@ -293,23 +286,12 @@ pub fn run_id(o: &Output) -> String {
 pub fn server_gone(server: &Path, marker: &Path) {
     std::fs::write(
         server,
-        format!(
-            "#!/bin/sh\necho started >> {:?}\nexit 1\n",
-            marker.to_str().expect("utf8")
-        ),
+        format!("#!/bin/sh\necho started >> {:?}\nexit 1\n", utf8(&marker)),
     )
     .expect("script");
 }
 
 /// Runs `runtape replay SPEC --cassette TAPE` on the database `db` to completion.
 pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
-    runtape(
-        db,
-        &[
-            "replay",
-            spec.to_str().expect("utf8"),
-            "--cassette",
-            tape.to_str().expect("utf8"),
-        ],
-    )
+    runtape(db, &["replay", utf8(&spec), "--cassette", utf8(&tape)])
 }

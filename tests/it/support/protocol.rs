@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Stdio};
 
-pub use super::cli::{bin, err, one_line, out, run_id, runtape, signal, wait_until};
+pub use super::cli::{bin, err, one_line, out, run_id, runtape, signal, wait_until, write};
 
 /// What the charge tool does besides recording its key: a shell snippet run after the key is
 /// appended (e.g. `sleep 1`).
@@ -80,8 +80,7 @@ pub fn charge_spec(dir: &Path, c: &ChargeSpec<'_>) -> PathBuf {
         extra = c.tool_extra,
         policy = c.on_in_doubt,
     );
-    let path = dir.join("charge.toml");
-    std::fs::write(&path, spec).expect("writes the spec");
+    let path = write(&dir, "charge.toml", &spec);
     path
 }
 

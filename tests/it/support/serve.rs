@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cli::write;
 use serde_json::Value;
 
 /// The binary under test.
@@ -445,10 +446,10 @@ pub fn slow_tool_spec(dir: &Path, secs: f64) -> PathBuf {
 /// A spec in `dir` whose agent calls one idempotent tool running `sh -c SCRIPT` in `dir`,
 /// then answers.
 pub fn tool_spec(dir: &Path, script: &str) -> PathBuf {
-    let spec = dir.join("slow.toml");
-    std::fs::write(
-        &spec,
-        format!(
+    let spec = write(
+        &dir,
+        "slow.toml",
+        &format!(
             r#"goal = "wait a while"
 
 [[providers]]
@@ -473,7 +474,6 @@ provider = "script"
 tools = ["wait"]
 "#
         ),
-    )
-    .expect("writes the spec");
+    );
     spec
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-pub(crate) use super::cli::{first_id, ok, runtape, text};
+pub(crate) use super::cli::{first_id, ok, runtape, temp_db, text, utf8};
 
 /// The pristine database and what is in it.
 pub(crate) struct Fixture {
@@ -140,22 +140,14 @@ fn build() -> Fixture {
     let d = dir.path().to_path_buf();
     let db = d.join("runs.db");
     let key = d.join("receipts.key");
-    let k = key.to_str().expect("utf-8").to_owned();
+    let k = utf8(&key).to_owned();
     ok(&db, &["keygen", "-o", &k]);
     let pubkey = format!("{k}.pub");
     std::fs::write(d.join("long.toml"), long_spec()).expect("writes");
     std::fs::write(d.join("stuck.toml"), STUCK_SPEC).expect("writes");
 
     let long_spec = d.join("long.toml");
-    let out = ok(
-        &db,
-        &[
-            "run",
-            long_spec.to_str().expect("utf-8"),
-            "--receipt-key",
-            &k,
-        ],
-    );
+    let out = ok(&db, &["run", utf8(&long_spec), "--receipt-key", &k]);
     let long = first_id(&out);
     let out = ok(
         &db,
@@ -170,7 +162,7 @@ fn build() -> Fixture {
         .env_remove("RUNTAPE_RECEIPT_KEY")
         .arg("--db")
         .arg(&db)
-        .args(["run", stuck.to_str().expect("utf-8"), "--receipt-key", &k])
+        .args(["run", utf8(&stuck), "--receipt-key", &k])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -190,7 +182,7 @@ fn build() -> Fixture {
     // Two runs of a session, the second going on from the first.
     std::fs::write(d.join("chat.toml"), CHAT_SPEC).expect("writes");
     let chat = d.join("chat.toml");
-    let chat = chat.to_str().expect("utf-8");
+    let chat = utf8(&chat);
     let session_first = first_id(&ok(
         &db,
         &[
@@ -218,15 +210,7 @@ fn build() -> Fixture {
     // A run that publishes to global memory, then a removal by hand.
     std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
     let memory_spec = d.join("memory.toml");
-    let out = ok(
-        &db,
-        &[
-            "run",
-            memory_spec.to_str().expect("utf-8"),
-            "--receipt-key",
-            &k,
-        ],
-    );
+    let out = ok(&db, &["run", utf8(&memory_spec), "--receipt-key", &k]);
     let memory = first_id(&out);
     ok(
         &db,
@@ -279,8 +263,7 @@ pub(crate) fn fixture() -> &'static Fixture {
 /// guard), opened for editing.
 pub(crate) fn copy() -> (tempfile::TempDir, PathBuf) {
     let f = fixture();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     std::fs::copy(&f.db, &db).expect("copies");
     (dir, db)
 }

@@ -3,10 +3,8 @@
 //! a second `resume` is refused because the run is being driven, not because it "does not
 //! match its sealed head". The real binary on a real SQLite file.
 
-use std::process::{Command, Stdio};
-
 use crate::support;
-use support::cli::{runtape, temp_db, utf8};
+use support::cli::{runtape, start_json, temp_db, write};
 
 fn spec() -> String {
     let mut replies = String::new();
@@ -41,24 +39,9 @@ tools = ["note"]
 #[test]
 fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
     let (dir, db) = temp_db();
-    let spec_path = dir.path().join("slow.toml");
-    std::fs::write(&spec_path, spec()).expect("writes");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .arg("--db")
-        .arg(&db)
-        .args(["run", utf8(&spec_path), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts");
+    let spec_path = write(&dir.path(), "slow.toml", &spec());
     // The run id is the first JSON line.
-    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stdout, &mut first).expect("reads");
-    let announced: serde_json::Value = serde_json::from_str(&first).expect("a JSON line");
-    let run = announced["id"].as_str().expect("run id").to_owned();
+    let (mut child, mut stdout, run) = start_json(&db, &spec_path);
     // The id is announced before the run is stored; wait for its first committed step.
     let mut line = String::new();
     while !line.contains("\"transition\"") {

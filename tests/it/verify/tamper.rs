@@ -12,6 +12,7 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
+use crate::support::cli::utf8;
 use runtape::ledger::coverage::{COLUMNS, Coverage};
 use rusqlite::Connection;
 use support::tamper::*;
@@ -699,7 +700,7 @@ fn a_removal_signature_stripped_or_by_another_key_is_refused_where_the_key_is_tr
 
     let (dir, db) = copy();
     let other = dir.path().join("other.key");
-    let other = other.to_str().expect("utf-8");
+    let other = utf8(&other);
     let made = runtape(&db, &["keygen", "-o", other]);
     assert!(made.status.success(), "{}", text(&made));
     let removed = runtape(

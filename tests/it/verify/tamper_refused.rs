@@ -6,7 +6,7 @@ use crate::support;
 
 use std::path::Path;
 
-use crate::support::cli::run_id;
+use crate::support::cli::{run_id, temp_db, utf8};
 use rusqlite::Connection;
 use support::tamper::*;
 
@@ -61,7 +61,7 @@ fn assert_refused(db: &Path, args: &[&str], needle: &str) {
 #[test]
 fn a_fork_of_a_run_whose_setup_was_edited_is_refused_and_runs_nothing() {
     let f = fixture();
-    let k = f.key.to_str().expect("utf-8");
+    let k = utf8(&f.key);
     let (_dir, db) = copy();
     edit(
         &db,
@@ -88,7 +88,7 @@ fn a_fork_of_a_run_whose_setup_was_edited_is_refused_and_runs_nothing() {
 #[test]
 fn a_resume_of_a_tampered_run_is_refused_and_performs_nothing() {
     let f = fixture();
-    let k = f.key.to_str().expect("utf-8");
+    let k = utf8(&f.key);
     let killed = f.killed.as_str();
     let cases = [
         (
@@ -136,7 +136,7 @@ fn a_resume_of_a_tampered_run_is_refused_and_performs_nothing() {
 #[test]
 fn a_history_cut_short_is_not_resumed() {
     let f = fixture();
-    let k = f.key.to_str().expect("utf-8");
+    let k = utf8(&f.key);
     let (_dir, db) = copy();
     let conn = Connection::open(&db).expect("opens");
     let key = key_of(&conn, &f.killed);
@@ -158,7 +158,7 @@ fn a_history_cut_short_is_not_resumed() {
 #[test]
 fn an_untampered_run_resumes_and_its_started_call_is_in_doubt_not_repeated() {
     let f = fixture();
-    let k = f.key.to_str().expect("utf-8");
+    let k = utf8(&f.key);
     let (_dir, db) = copy();
     let out = runtape(&db, &["resume", &f.killed, "--receipt-key", k]);
     // The charge was in flight when the run was killed: in doubt, the run fails (default
@@ -189,10 +189,9 @@ fn a_signed_run_is_not_continued_with_another_key_or_none() {
 
 #[test]
 fn an_unsigned_run_at_rest_is_not_cancelled_or_answered_once_tampered() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/approval.toml");
-    let out = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
+    let out = runtape(&db, &["run", utf8(&spec)]);
     assert!(out.status.success(), "{}", text(&out));
     let run = run_id(&out);
     edit(
