@@ -141,12 +141,7 @@ async fn a_recorded_run_replays_to_the_same_state_hashes() {
     let recorded = engine(&dir.path().join("recorded.db"), recorder.clone());
     let goal = "Which city, and what weather?";
     let end = run_to_rest(&recorded, spec(), goal).await;
-    assert_eq!(
-        end.status,
-        RunStatus::Completed,
-        "{:?}",
-        end.state.outcome()
-    );
+    assert_eq!(end.status, RunStatus::Completed, "{end:?}");
     let calls_while_recording = server.requests().len();
     assert_eq!(calls_while_recording, 3);
     let cassette = recorder.finish("2026-11-21T00:00:00Z").expect("cassette");

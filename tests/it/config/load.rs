@@ -153,12 +153,7 @@ async fn the_full_example_runs_to_completion_with_its_command_tool() {
             .with_setup(setup_json.clone()),
     )
     .await;
-    assert_eq!(
-        end.status,
-        RunStatus::Completed,
-        "{:?}",
-        end.state.outcome()
-    );
+    assert_eq!(end.status, RunStatus::Completed, "{end:?}");
     assert_eq!(
         end.state.outcome(),
         Some(&Outcome::Completed {

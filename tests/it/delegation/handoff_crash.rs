@@ -108,14 +108,10 @@ async fn a_crash_at_the_handover_resumes_to_the_same_tree() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite = store(dir.path());
-    let crashing = Arc::new(CrashOnce {
-        inner: sqlite.clone(),
-        crash: handover,
-        crashed: false.into(),
-    });
+    let crashing = CrashOnce::wrap(sqlite.clone(), handover);
     let (run, ended) = run_team(&engine(crashing.clone())).await;
     assert!(ended.is_err(), "the injected crash stops the driver");
-    assert!(crashing.crashed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(crashing.crashed());
     let rec = sqlite.run(&run).expect("reads").expect("exists");
     // Written with the handover (today), the transfer reply is lost with it; written on its
     // own, the run rests in `Handoff`. Either way the handover itself was not written.

@@ -154,13 +154,11 @@ fn revision_4_transfers_move_control_with_the_goal_and_the_note_and_mixed_transf
     let mut h = Harness::new(team_with(8, |s| s.semantics = 4));
     h.start("Ship it.");
     h.proceed();
-    let t = h
-        .reply(ModelReply::tools(vec![call(
-            "t1",
-            "transfer_to_reviewer",
-            json!({"note": "figures in section 2"}),
-        )]))
-        .clone();
+    let t = h.called(
+        "t1",
+        "transfer_to_reviewer",
+        json!({"note": "figures in section 2"}),
+    );
     assert_eq!(t.edge, EdgeId::GeneratingRepliedTransfer);
     assert_eq!(
         t.next.data().expect("started").active,
@@ -217,13 +215,11 @@ fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_syste
     h.start("Ship it.");
     h.tool_round(vec![call("l1", "lookup", json!({"q": "x"}))]);
     h.proceed();
-    let t = h
-        .reply(ModelReply::tools(vec![call(
-            "t1",
-            "transfer_to_reviewer",
-            json!({"note": "figures in section 2"}),
-        )]))
-        .clone();
+    let t = h.called(
+        "t1",
+        "transfer_to_reviewer",
+        json!({"note": "figures in section 2"}),
+    );
     assert_eq!(t.edge, EdgeId::GeneratingRepliedTransferCarry);
     assert_eq!(t.next.kind(), StateKind::Handoff);
     assert!(!t.next.wants_proceed(), "it waits for the conversation");

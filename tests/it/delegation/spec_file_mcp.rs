@@ -9,23 +9,13 @@ use crate::support;
 use std::path::{Path, PathBuf};
 
 use crate::support::cli::{utf8, write};
-use support::mcp::{err, out, processes_mentioning, run_id, runtape, server_main};
+use support::mcp::{err, fs_sandbox, out, processes_mentioning, run_id, runtape, server_main};
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
 /// its own filesystem server) and `lead.toml` (delegating to `reader.toml`, with `lead_mcp`
 /// as its own `[[mcp]]` entries).
 fn files(lead_mcp: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
-    let sandbox = root.join("sandbox");
-    std::fs::create_dir(&sandbox).expect("mkdir");
-    std::fs::write(sandbox.join("notes.txt"), "remember the milk\n").expect("write");
-    let main = server_main("server-filesystem");
-    let fs = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, {:?}]\ntimeout_ms = 10000\n",
-        utf8(&main),
-        utf8(&sandbox)
-    );
+    let (dir, root, sandbox, fs) = fs_sandbox();
     let reader = format!(
         r#"
 {fs}

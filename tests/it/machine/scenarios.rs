@@ -576,13 +576,7 @@ fn approval_granted_and_rejected() {
         let mut h = Harness::new(solo());
         h.start("Deploy it.");
         h.proceed();
-        let t = h
-            .reply(ModelReply::tools(vec![call(
-                "d",
-                "deploy",
-                json!({"env": "prod"}),
-            )]))
-            .clone();
+        let t = h.called("d", "deploy", json!({"env": "prod"}));
         assert!(matches!(
             &t.effects[..],
             [Effect::RequestInput {

@@ -177,9 +177,7 @@ fn revision_3_offers_the_granted_mcp_tools_the_latest_list_has() {
     assert_eq!(catalogs, json!({"fs": Digest::of(b"fs__read").to_hex()}));
 
     // A model that calls it anyway is told it is unavailable; nothing is performed.
-    let t = h
-        .reply(ModelReply::tools(vec![call("c2", "fs__remove", json!({}))]))
-        .clone();
+    let t = h.called("c2", "fs__remove", json!({}));
     assert!(
         !t.effects
             .iter()

@@ -7,10 +7,12 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::cli::{export, start_json, utf8, write};
-use support::mcp::{err, fake_server, out, replay, run_id, runtape, server_gone};
+use support::mcp::{
+    err, fake_server, lines, log, out, replay, run_id, runtape, seqs_of, server_gone, shown,
+};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
@@ -69,36 +71,9 @@ def call(req):
     (dir, spec, db, calls)
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// `runtape log RUN --json` rows.
-fn log(db: &Path, run: &str) -> Vec<serde_json::Value> {
-    let o = runtape(db, &["log", run, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    out(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect()
-}
-
-fn seqs_of(rows: &[serde_json::Value], edge: &str) -> Vec<u64> {
-    rows.iter()
-        .filter(|r| r["edge"] == edge)
-        .map(|r| r["seq"].as_u64().expect("seq"))
-        .collect()
-}
-
 /// `show RUN@SEQ --json`: the request's offered tools (name and schema).
 fn offered(db: &Path, run: &str, seq: u64) -> Vec<(String, serde_json::Value)> {
-    let o = runtape(db, &["show", &format!("{run}@{seq}"), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let view: serde_json::Value = serde_json::from_str(&out(&o)).expect("json");
+    let view = shown(db, run, seq);
     view["request"]["tools"]
         .as_array()
         .expect("tools")
@@ -262,15 +237,6 @@ fn a_resume_after_the_server_gained_a_tool_offers_it() {
     verify_ok(&db, &run);
 }
 
-/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_approved() {
@@ -281,7 +247,7 @@ fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_appr
     );
     std::fs::write(dir.path().join("hang"), "").expect("hang");
     let (mut child, _stdout, run) = start_json(&db, &spec);
-    wait_until("the added tool's call never reached the server", || {
+    wait_until_20ms("the added tool's call never reached the server", || {
         lines(&calls).iter().any(|l| l.starts_with("stamp"))
     });
     child.kill().expect("SIGKILL");
@@ -335,4 +301,9 @@ fn a_spec_tool_named_with_a_servers_prefix_is_refused_so_an_added_tool_cannot_sh
     assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
     assert!(lines(&calls).is_empty());
     assert!(!db.exists(), "nothing was written");
+}
+
+/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
+fn wait_until_20ms(what: &str, ready: impl FnMut() -> bool) {
+    crate::support::cli::wait_until_every(what, Duration::from_millis(20), ready);
 }

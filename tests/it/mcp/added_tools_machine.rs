@@ -82,9 +82,7 @@ fn revision_4_offers_an_added_tool_to_a_server_wide_grant_and_checks_it_like_any
     );
 
     // Bad arguments are refused with the recorded schema's reason; nothing is performed.
-    let t = h
-        .reply(ModelReply::tools(vec![call("c2", "fs__stamp", json!({}))]))
-        .clone();
+    let t = h.called("c2", "fs__stamp", json!({}));
     assert!(
         !t.effects
             .iter()
@@ -138,13 +136,7 @@ fn revision_4_takes_an_added_tool_away_when_the_server_drops_it() {
     h.send(listed(&["fs__read", "fs__wipe"], vec![wipe()]));
     h.proceed();
     assert_eq!(offered(&h), ["fs__read", "fs__wipe"]);
-    let t = h
-        .reply(ModelReply::tools(vec![call(
-            "c3",
-            "fs__stamp",
-            json!({"text": "x"}),
-        )]))
-        .clone();
+    let t = h.called("c3", "fs__stamp", json!({"text": "x"}));
     assert!(
         t.appended
             .iter()
@@ -163,13 +155,7 @@ fn exact_grants_do_not_cover_added_tools_but_no_grant_list_covers_read_only_ones
     let mut exact = Harness::new(spec(4, Some(vec!["fs__read"])));
     run_until_added(&mut exact, vec![stamp(), wipe()]);
     assert_eq!(offered(&exact), ["fs__read"]);
-    let t = exact
-        .reply(ModelReply::tools(vec![call(
-            "c2",
-            "fs__stamp",
-            json!({"text": "x"}),
-        )]))
-        .clone();
+    let t = exact.called("c2", "fs__stamp", json!({"text": "x"}));
     assert!(
         t.notes
             .iter()
@@ -252,13 +238,7 @@ fn revision_3_never_offers_a_tool_the_server_added_and_keeps_its_history_byte_fo
     let mut h = Harness::new(spec(3, Some(vec!["lookup", "fs__read"])));
     run_until_added(&mut h, Vec::new());
     assert_eq!(offered(&h), ["lookup", "fs__read"]);
-    let t = h
-        .reply(ModelReply::tools(vec![call(
-            "c2",
-            "fs__stamp",
-            json!({"text": "x"}),
-        )]))
-        .clone();
+    let t = h.called("c2", "fs__stamp", json!({"text": "x"}));
     assert!(
         t.notes
             .iter()

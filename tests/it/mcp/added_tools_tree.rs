@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{utf8, write};
 use serde_json::Value;
-use support::mcp::{err, fake_server, out, run_id, runtape, server_gone};
+use support::mcp::{err, fake_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
@@ -97,27 +97,6 @@ fn no_server(root: &Path) -> PathBuf {
     marker
 }
 
-fn ok(db: &Path, args: &[&str]) -> String {
-    let o = runtape(db, args);
-    assert_eq!(o.status.code(), Some(0), "{args:?}: {}{}", out(&o), err(&o));
-    out(&o)
-}
-
-/// `runtape log RUN --json` rows.
-fn log(db: &Path, run: &str) -> Vec<Value> {
-    ok(db, &["log", run, "--json"])
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect()
-}
-
-fn seqs_of(rows: &[Value], edge: &str) -> Vec<u64> {
-    rows.iter()
-        .filter(|r| r["edge"] == edge)
-        .map(|r| r["seq"].as_u64().expect("seq"))
-        .collect()
-}
-
 /// The final state hash `verify --json` reports for `run` (its tree verified too).
 fn final_hash(db: &Path, run: &str) -> String {
     let v: Value = serde_json::from_str(&ok(db, &["verify", run, "--json"])).expect("json");
@@ -126,8 +105,7 @@ fn final_hash(db: &Path, run: &str) -> String {
 
 /// The offered tools of the request at `seq` of `run`, by name.
 fn offered(db: &Path, run: &str, seq: u64) -> Vec<String> {
-    let v: Value =
-        serde_json::from_str(&ok(db, &["show", &format!("{run}@{seq}"), "--json"])).expect("json");
+    let v = shown(db, run, seq);
     v["request"]["tools"]
         .as_array()
         .expect("tools")

@@ -9,24 +9,14 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::{export, utf8, write};
 use support::mcp::{
-    bin, err, everything_http, fake_server, out, processes_mentioning, replay, run_id, runtape,
-    server_gone, server_main,
+    bin, err, everything_http, fake_server, fs_sandbox, out, processes_mentioning, replay, run_id,
+    runtape, server_gone, server_main,
 };
 
 /// A temp dir holding `sandbox/` (with `notes.txt`) and `spec.toml` = `body` with `@FS@`
 /// replaced by an `[[mcp]]` entry for the filesystem server on the sandbox.
 fn fs_spec(body: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
-    let sandbox = root.join("sandbox");
-    std::fs::create_dir(&sandbox).expect("mkdir");
-    std::fs::write(sandbox.join("notes.txt"), "remember the milk\n").expect("write");
-    let main = server_main("server-filesystem");
-    let entry = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, {:?}]\ntimeout_ms = 10000\n",
-        utf8(&main),
-        utf8(&sandbox)
-    );
+    let (dir, root, sandbox, entry) = fs_sandbox();
     let spec = root.join("spec.toml");
     std::fs::write(&spec, body.replace("@FS@", &entry)).expect("write spec");
     (dir, spec, sandbox)

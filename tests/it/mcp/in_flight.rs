@@ -5,28 +5,11 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::support::cli::{start_json, utf8, write};
-use support::mcp::{err, fake_server, out, runtape};
-
-/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !ready() {
-        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
+use support::mcp::{err, fake_server, lines, out, runtape};
 
 /// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
 /// `calls.log` and never answered; notifications go to `notes.log`. Returns the dir, the spec
@@ -66,7 +49,7 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
     let (dir, spec, db) = hanging(r#"{"readOnlyHint": True}"#, "");
     let (mut child, _stdout, run) = start_json(&db, &spec);
     let calls = dir.path().join("calls.log");
-    wait_until("the call never reached the server", || {
+    wait_until_20ms("the call never reached the server", || {
         !lines(&calls).is_empty()
     });
     let call: serde_json::Value = serde_json::from_str(&lines(&calls)[0]).expect("json");
@@ -99,7 +82,7 @@ fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() 
     let (dir, spec, db) = hanging(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");
     let (mut child, _stdout, run) = start_json(&db, &spec);
     let calls = dir.path().join("calls.log");
-    wait_until("the call never reached the server", || {
+    wait_until_20ms("the call never reached the server", || {
         !lines(&calls).is_empty()
     });
     child.kill().expect("SIGKILL");
@@ -122,4 +105,9 @@ fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() 
     assert!(log.contains("in doubt"), "{log}");
     let v = runtape(&db, &["verify", &run]);
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+}
+
+/// Waits (at most a minute, which only a broken build reaches) until `ready` holds.
+fn wait_until_20ms(what: &str, ready: impl FnMut() -> bool) {
+    crate::support::cli::wait_until_every(what, Duration::from_millis(20), ready);
 }

@@ -8,7 +8,9 @@ use crate::support;
 use std::path::{Path, PathBuf};
 
 use crate::support::cli::{export, utf8, write};
-use support::mcp::{err, fake_server, out, replay, run_id, runtape, server_gone};
+use support::mcp::{
+    err, fake_server, log, out, replay, run_id, runtape, seqs_of, server_gone, shown,
+};
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
 const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -54,28 +56,9 @@ def call(req):
     (dir, spec, db, calls)
 }
 
-/// `runtape log RUN --json` rows.
-fn log(db: &Path, run: &str) -> Vec<serde_json::Value> {
-    let o = runtape(db, &["log", run, "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    out(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect()
-}
-
-fn seqs_of(rows: &[serde_json::Value], edge: &str) -> Vec<u64> {
-    rows.iter()
-        .filter(|r| r["edge"] == edge)
-        .map(|r| r["seq"].as_u64().expect("seq"))
-        .collect()
-}
-
 /// `show RUN@SEQ --json`: the request's offered tool names and catalogs.
 fn offered(db: &Path, run: &str, seq: u64) -> (Vec<String>, serde_json::Value) {
-    let o = runtape(db, &["show", &format!("{run}@{seq}"), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let view: serde_json::Value = serde_json::from_str(&out(&o)).expect("json");
+    let view = shown(db, run, seq);
     let request = &view["request"];
     let names = request["tools"]
         .as_array()

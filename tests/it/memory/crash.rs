@@ -18,7 +18,7 @@ use std::time::Duration;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::*;
 use runtape::provider::{ScriptOutcome, ScriptedProvider};
-use runtape::store::{SqliteStore, Store, Write};
+use runtape::store::{Store, Write};
 use serde_json::{Value, json};
 
 use crate::support;
@@ -202,18 +202,7 @@ fn engine(store: Arc<dyn Store>) -> Engine {
 /// applied exactly once.
 async fn crash_then_resume(crash: fn(&Write) -> bool) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("runs.db"),
-            runtape::store::Durability::Normal,
-        )
-        .expect("opens"),
-    );
-    let crashing = Arc::new(CrashOnce {
-        inner: sqlite.clone(),
-        crash,
-        crashed: false.into(),
-    });
+    let (sqlite, crashing) = CrashOnce::over_sqlite(dir.path(), crash);
     let first = engine(crashing.clone());
     let handle = first
         .start(memory_spec(), "Note x and y.")
@@ -224,7 +213,7 @@ async fn crash_then_resume(crash: fn(&Write) -> bool) {
         handle.wait().await.is_err(),
         "the injected crash stops the driver"
     );
-    assert!(crashing.crashed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(crashing.crashed());
     let rec = sqlite.run(&run).expect("reads").expect("exists");
     assert_eq!(
         rec.state_kind,
@@ -287,18 +276,8 @@ async fn a_crash_after_the_publish_before_its_answer_publishes_once_on_resume() 
 #[tokio::test]
 async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("runs.db"),
-            runtape::store::Durability::Normal,
-        )
-        .expect("opens"),
-    );
-    let crashing = Arc::new(CrashOnce {
-        inner: sqlite.clone(),
-        crash: |w| matches!(w, Write::PublishMemory(_)),
-        crashed: false.into(),
-    });
+    let (sqlite, crashing) =
+        CrashOnce::over_sqlite(dir.path(), |w| matches!(w, Write::PublishMemory(_)));
     let first = engine(crashing);
     let handle = first
         .start(memory_spec(), "Note x and y.")

@@ -105,12 +105,7 @@ async fn a_fallback_chain_survives_529_503_and_429() {
         .wait_with(|e| traces.push(serde_json::to_string(e).unwrap_or_default()))
         .await
         .expect("runs");
-    assert_eq!(
-        end.status,
-        RunStatus::Completed,
-        "{:?}",
-        end.state.outcome()
-    );
+    assert_eq!(end.status, RunStatus::Completed, "{end:?}");
     assert_eq!(
         end.state.outcome(),
         Some(&Outcome::Completed {

@@ -76,12 +76,7 @@ async fn run(
         Ok(json!("found it"))
     })));
     let end = run_to_rest(&engine, spec(), "Look up x.").await;
-    assert_eq!(
-        end.status,
-        RunStatus::Completed,
-        "{:?}",
-        end.state.outcome()
-    );
+    assert_eq!(end.status, RunStatus::Completed, "{end:?}");
     (dir, engine, end)
 }
 

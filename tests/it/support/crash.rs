@@ -13,6 +13,34 @@ pub struct CrashOnce {
     pub crashed: std::sync::atomic::AtomicBool,
 }
 
+impl CrashOnce {
+    /// A fresh SQLite store in `dir` (`runs.db`, durability `normal`) and that store behind a
+    /// [`CrashOnce`] that fails the first write matching `crash`.
+    pub fn over_sqlite(
+        dir: &std::path::Path,
+        crash: fn(&Write) -> bool,
+    ) -> (Arc<dyn Store>, Arc<CrashOnce>) {
+        let path = dir.join("runs.db");
+        let sqlite = runtape::store::SqliteStore::open(&path, runtape::store::Durability::Normal);
+        let sqlite: Arc<dyn Store> = Arc::new(sqlite.expect("opens"));
+        (sqlite.clone(), CrashOnce::wrap(sqlite, crash))
+    }
+
+    /// `inner` behind a [`CrashOnce`] that fails the first write matching `crash`.
+    pub fn wrap(inner: Arc<dyn Store>, crash: fn(&Write) -> bool) -> Arc<CrashOnce> {
+        Arc::new(CrashOnce {
+            inner,
+            crash,
+            crashed: false.into(),
+        })
+    }
+
+    /// Whether the crash has happened.
+    pub fn crashed(&self) -> bool {
+        self.crashed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 impl Store for CrashOnce {
     fn submit(&self, write: Write) -> Ack {
         if (self.crash)(&write) && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst) {

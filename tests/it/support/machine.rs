@@ -653,6 +653,12 @@ pub fn remember(id: &str, key: &str, value: &str, scope: &str) -> ToolCallReques
 }
 
 impl Harness {
+    /// The model's reply: one call of tool `name` with `args` (call id `id`); the transition.
+    pub fn called(&mut self, id: &str, name: &str, args: Value) -> Transition {
+        self.reply(ModelReply::tools(vec![call(id, name, args)]))
+            .clone()
+    }
+
     /// The store's refusal of the staged global write: `city` moved to version 3 ("Porto").
     pub fn city_moved(&self) -> EventBody {
         EventBody::MemoryPublished {

@@ -3,9 +3,11 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::support::cli::utf8;
+
+pub use super::cli::{bin, err, ok, out, run_id, runtape};
 use runtape::tool::mcp::{McpServerConfig, McpTransport};
 
 /// The folder `tests/mcp_servers/install.sh` installs the reference servers into:
@@ -112,30 +114,36 @@ for line in sys.stdin:
     script(dir, name, &body)
 }
 
+/// Every process on the machine as `(pid, parent pid, state letter)`, read from `/proc`.
+fn processes() -> Vec<(u32, u32, String)> {
+    let mut all = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return all;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        all.push((pid, ppid, state.to_owned()));
+    }
+    all
+}
+
 /// Pids of the live (not zombie) descendants of this process.
 pub fn descendants() -> Vec<u32> {
-    let me = std::process::id();
-    let mut parent_of = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next().unwrap_or("");
-            let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-            parent_of.push((pid, ppid, state.to_owned()));
-        }
-    }
+    let parent_of = processes();
     let mut out = Vec::new();
-    let mut frontier = vec![me];
+    let mut frontier = vec![std::process::id()];
     while let Some(p) = frontier.pop() {
         for (pid, ppid, state) in &parent_of {
             if *ppid == p && !out.contains(pid) {
@@ -152,27 +160,11 @@ pub fn descendants() -> Vec<u32> {
 /// Zombie children of this process.
 pub fn zombies() -> Vec<u32> {
     let me = std::process::id();
-    let mut out = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                continue;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next().unwrap_or("");
-            let ppid: u32 = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-            if ppid == me && state == "Z" {
-                out.push(pid);
-            }
-        }
-    }
-    out
+    processes()
+        .into_iter()
+        .filter(|(_, ppid, state)| *ppid == me && state == "Z")
+        .map(|(pid, ..)| pid)
+        .collect()
 }
 
 /// Live descendants of this process that run in `dir` or name it on their command line (tests
@@ -249,38 +241,6 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     out
 }
 
-/// The `runtape` binary with no database or receipt key from the environment.
-pub fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-/// Runs `runtape --db DB ARGS…` to completion.
-pub fn runtape(db: &Path, args: &[&str]) -> Output {
-    bin().arg("--db").arg(db).args(args).output().expect("runs")
-}
-
-/// Its stdout.
-pub fn out(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Its stderr.
-pub fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The run id a `runtape run` prints last on its first line.
-pub fn run_id(o: &Output) -> String {
-    out(o)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Replaces the MCP server program at `server` with one that only appends a line to `marker`
 /// and fails: after a replay that must start no server, `marker` must not exist.
 pub fn server_gone(server: &Path, marker: &Path) {
@@ -294,4 +254,51 @@ pub fn server_gone(server: &Path, marker: &Path) {
 /// Runs `runtape replay SPEC --cassette TAPE` on the database `db` to completion.
 pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
     runtape(db, &["replay", utf8(&spec), "--cassette", utf8(&tape)])
+}
+
+/// The lines of the file at `path` (none when it does not exist yet).
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `runtape log RUN --json` rows.
+pub fn log(db: &Path, run: &str) -> Vec<serde_json::Value> {
+    ok(db, &["log", run, "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+/// The seqs of the `rows` (of [`log`]) that took `edge`.
+pub fn seqs_of(rows: &[serde_json::Value], edge: &str) -> Vec<u64> {
+    rows.iter()
+        .filter(|r| r["edge"] == edge)
+        .map(|r| r["seq"].as_u64().expect("seq"))
+        .collect()
+}
+
+/// `runtape show RUN@SEQ --json`.
+pub fn shown(db: &Path, run: &str, seq: u64) -> serde_json::Value {
+    serde_json::from_str(&ok(db, &["show", &format!("{run}@{seq}"), "--json"])).expect("json")
+}
+
+/// A temp dir (its path resolved) holding `sandbox/notes.txt` ("remember the milk"), and the
+/// `[[mcp]]` entry of a filesystem reference server named `fs` on that sandbox.
+pub fn fs_sandbox() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let sandbox = root.join("sandbox");
+    std::fs::create_dir(&sandbox).expect("mkdir");
+    std::fs::write(sandbox.join("notes.txt"), "remember the milk\n").expect("write");
+    let main = server_main("server-filesystem");
+    let entry = format!(
+        "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, {:?}]\ntimeout_ms = 10000\n",
+        utf8(&main),
+        utf8(&sandbox)
+    );
+    (dir, root, sandbox, entry)
 }
