@@ -7,7 +7,7 @@ use crate::support;
 
 use std::io::BufRead;
 
-use crate::support::cli::temp_db;
+use crate::support::cli::{exit_and_stderr, temp_db};
 use support::protocol::*;
 
 #[test]
@@ -25,11 +25,8 @@ fn a_closed_stdout_pauses_the_run_and_exits_4() {
         lines.read_line(&mut line).expect("reads a line");
     }
     drop(lines);
-    let status = child.wait().expect("exits");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("reads stderr");
-    assert_eq!(status.code(), Some(4), "not success: {stderr}");
+    let (code, stderr) = exit_and_stderr(&mut child);
+    assert_eq!(code, Some(4), "not success: {stderr}");
     let line = one_line(&stderr);
     assert!(
         line.contains("stdout was closed") && line.contains(&format!("runtape resume {run}")),
@@ -88,11 +85,8 @@ fn a_stdout_closed_before_the_id_is_printed_pauses_the_new_run() {
         .spawn()
         .expect("starts");
     drop(child.stdout.take());
-    let status = child.wait().expect("exits");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("reads stderr");
-    assert_eq!(status.code(), Some(4), "{stderr}");
+    let (code, stderr) = exit_and_stderr(&mut child);
+    assert_eq!(code, Some(4), "{stderr}");
     let line = one_line(&stderr);
     assert!(line.contains("stdout was closed"), "{line}");
     let ls = runtape(&db, &["ls", "--flat", "--json"]);

@@ -9,7 +9,7 @@ use crate::support;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
-use crate::support::cli::temp_db;
+use crate::support::cli::{exit_and_stderr, temp_db};
 use support::protocol::*;
 
 /// The lease's stored expiry, wall-clock ms.
@@ -56,15 +56,8 @@ fn thaw(mut bg: Background) -> (Option<i32>, String) {
     signal(bg.child.id(), "CONT");
     let mut rest = String::new();
     let _ = bg.lines.read_to_string(&mut rest);
-    let status = bg.child.wait().expect("exits");
-    let mut stderr = String::new();
-    bg.child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("reads");
-    (status.code(), stderr)
+    let (code, stderr) = exit_and_stderr(&mut bg.child);
+    (code, stderr)
 }
 
 #[test]

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::support::cli::{export, start_json, utf8, write};
 use support::mcp::{
-    err, fake_server, lines, log, out, replay, run_id, runtape, seqs_of, server_gone, shown,
+    err, fake_server, lines, log, ops_spec, out, replay, run_id, runtape, seqs_of, server_gone,
+    shown, tools_from_file,
 };
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
@@ -35,11 +36,7 @@ fn ops(
     let body = format!(
         r#"
 import os
-class Tools(list):
-    def __iter__(self):
-        return iter(json.load(open({list:?})))
-tools = Tools()
-def call(req):
+{tools_class}def call(req):
     name = req["params"]["name"]
     args = req["params"].get("arguments") or {{}}
     with open({calls:?}, "a") as f:
@@ -53,21 +50,14 @@ def call(req):
         return
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
+        tools_class = tools_from_file(&list),
         list = utf8(&list),
         calls = utf8(&calls),
         hang = utf8(&root.join("hang")),
         stamp = STAMP,
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = write(
-        &root,
-        "spec.toml",
-        &format!(
-            "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n{agent_extra}",
-            utf8(&server)
-        ),
-    );
-    let db = root.join("runs.db");
+    let (spec, db) = ops_spec(&root, &server, replies, agent_extra);
     (dir, spec, db, calls)
 }
 

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{utf8, write};
 use serde_json::Value;
-use support::mcp::{err, fake_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown};
+use support::mcp::{
+    err, fake_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown, tools_from_file,
+};
 
 const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
@@ -35,11 +37,7 @@ fn tree(root: &Path, worker: &str) -> (PathBuf, PathBuf) {
     let calls = root.join("calls.log");
     let body = format!(
         r#"
-class Tools(list):
-    def __iter__(self):
-        return iter(json.load(open({list:?})))
-tools = Tools()
-def call(req):
+{tools_class}def call(req):
     name = req["params"]["name"]
     args = req["params"].get("arguments") or {{}}
     with open({calls:?}, "a") as f:
@@ -51,6 +49,7 @@ def call(req):
         send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
+        tools_class = tools_from_file(&list),
         list = utf8(&list),
         calls = utf8(&calls),
         stamp = STAMP,

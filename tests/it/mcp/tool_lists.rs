@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{export, utf8, write};
 use support::mcp::{
-    err, fake_server, log, out, replay, run_id, runtape, seqs_of, server_gone, shown,
+    err, fake_server, log, ops_spec, out, replay, run_id, runtape, seqs_of, server_gone, shown,
+    tools_from_file,
 };
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -26,11 +27,7 @@ fn ops(replies: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let calls = root.join("calls.log");
     let body = format!(
         r#"
-class Tools(list):
-    def __iter__(self):
-        return iter(json.load(open({tools:?})))
-tools = Tools()
-def call(req):
+{tools_class}def call(req):
     name = req["params"]["name"]
     with open({calls:?}, "a") as f:
         f.write(name + "\n")
@@ -39,20 +36,13 @@ def call(req):
         send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
     send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
 "#,
+        tools_class = tools_from_file(&tools),
         tools = utf8(&tools),
         calls = utf8(&calls),
         status_only = STATUS_ONLY,
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = write(
-        &root,
-        "spec.toml",
-        &format!(
-            "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n",
-            utf8(&server)
-        ),
-    );
-    let db = root.join("runs.db");
+    let (spec, db) = ops_spec(&root, &server, replies, "");
     (dir, spec, db, calls)
 }
 

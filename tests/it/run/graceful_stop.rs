@@ -9,7 +9,7 @@ use crate::support;
 use std::io::Read;
 use std::path::Path;
 
-use crate::support::cli::temp_db;
+use crate::support::cli::{exit_and_stderr, temp_db};
 use support::protocol::*;
 
 /// Starts a charge run (the charge takes `then`), waits until the charge is in flight, and
@@ -28,15 +28,8 @@ fn signal_mid_charge(
     let mut bg = start(db, &spec, &env);
     wait_until("the charge is in flight", || charge_lines(dir) >= 1);
     signal(bg.child.id(), sig);
-    let status = bg.child.wait().expect("exits");
-    let mut stderr = String::new();
-    bg.child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("reads stderr");
-    (bg.run, status.code(), stderr)
+    let (code, stderr) = exit_and_stderr(&mut bg.child);
+    (bg.run, code, stderr)
 }
 
 /// The call in flight finishes within the grace period, is committed, the run pauses and the

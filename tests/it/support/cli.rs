@@ -61,6 +61,15 @@ pub fn start_json(db: &Path, spec: &Path) -> (Child, BufReader<ChildStdout>, Str
     (child, stdout, run)
 }
 
+/// Waits for `child` to exit; its exit code and what it wrote on stderr (piped).
+pub fn exit_and_stderr(child: &mut Child) -> (Option<i32>, String) {
+    let status = child.wait().expect("exits");
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().expect("stderr is piped");
+    std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("reads stderr");
+    (status.code(), stderr)
+}
+
 /// Runs `runtape ARGS…` (no `--db`: commands that take none, or a database from `ARGS`).
 pub fn bare(args: &[&str]) -> Output {
     bin().args(args).output().expect("runs the binary")

@@ -302,3 +302,31 @@ pub fn fs_sandbox() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
     );
     (dir, root, sandbox, entry)
 }
+
+/// Python for a fake server (see [`fake_server`]) whose `tools` are read from the JSON file
+/// `list` at each `tools/list`, so a test can change them while the server runs.
+pub fn tools_from_file(list: &Path) -> String {
+    format!(
+        "class Tools(list):\n    def __iter__(self):\n        return iter(json.load(open({:?})))\ntools = Tools()\n",
+        utf8(list)
+    )
+}
+
+/// Writes `spec.toml` in `root`: the MCP server `ops` (the program `server`), a scripted model
+/// with `replies` (a TOML array) and one agent granted `ops__*`, with `agent_extra` in its
+/// table. The spec's path and the path of a database beside it.
+pub fn ops_spec(
+    root: &Path,
+    server: &Path,
+    replies: &str,
+    agent_extra: &str,
+) -> (PathBuf, PathBuf) {
+    let spec = format!(
+        "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n{agent_extra}",
+        utf8(server)
+    );
+    (
+        super::cli::write(root, "spec.toml", &spec),
+        root.join("runs.db"),
+    )
+}
