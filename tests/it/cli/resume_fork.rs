@@ -3,10 +3,10 @@
 //! raising an exhausted budget with `--raise`, forking from the parent's recording with
 //! `--tape`, and `cassette diff`'s exit status.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::support;
-use crate::support::cli::{err, json_lines, out, run_id, temp_db, utf8};
+use crate::support::cli::{echo_spec, err, json_lines, out, run_id, temp_db, utf8, write};
 use support::cli::runtape;
 
 fn status_of(db: &Path, run: &str) -> String {
@@ -14,12 +14,6 @@ fn status_of(db: &Path, run: &str) -> String {
         .expect("opens")
         .query_row("SELECT status FROM runs WHERE id = ?1", [run], |r| r.get(0))
         .expect("run row")
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("writes the spec");
-    p
 }
 
 fn example(name: &str) -> String {
@@ -93,34 +87,21 @@ fn a_question_is_answered_with_input_and_cannot_be_approved() {
     );
 }
 
-const BUDGET: &str = r#"
-goal = "Two turns."
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [
-  { tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
-  { text = "done" },
-]
-[[tools]]
-name = "echo"
-description = "Echo"
-command = ["cat"]
-read_only = true
-idempotent = true
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["echo"]
-on_exhausted = "pause"
-[agents.budget]
-max_turns = 1
-"#;
+/// A budget of one turn, paused when spent.
+fn budget() -> String {
+    let replies = r#"  { tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
+  { text = "done" },"#;
+    echo_spec(
+        "Two turns.",
+        replies,
+        "on_exhausted = \"pause\"\n[agents.budget]\nmax_turns = 1\n",
+    )
+}
 
 #[test]
 fn an_exhausted_budget_is_raised_on_resume() {
     let (dir, db) = temp_db();
-    let spec = write(dir.path(), "budget.toml", BUDGET);
+    let spec = write(dir.path(), "budget.toml", &budget());
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(1), "exhausted exits 1: {}", out(&o));
     let run = run_id(&o);

@@ -8,6 +8,7 @@ mod durable_runs;
 mod engine_shutdown;
 mod graceful_stop;
 mod history_hash_revisions;
+mod program_environment;
 mod reconcile;
 mod retriever;
 mod retriever_cassette;

@@ -536,45 +536,6 @@ while IFS= read -r line; do
 done
 "#;
 
-/// What an OTLP/HTTP receiver on a loopback port got: the bodies of every POST.
-type Received = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
-
-/// An OTLP/HTTP receiver answering every POST with `{}`.
-fn otlp_receiver() -> (String, Received) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let got: Received = Default::default();
-    let store = got.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-            let mut len = 0;
-            loop {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-                if let Some((k, v)) = h.split_once(':')
-                    && k.eq_ignore_ascii_case("content-length")
-                {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_ok() {
-                let text = String::from_utf8_lossy(&body).into_owned();
-                store.lock().expect("lock").push(text);
-            }
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
-            );
-        }
-    });
-    (url, got)
-}
-
 /// Everything `runtape serve` answers about `run` (with the serve token, as required when it
 /// is set): the run list, the run, its timeline, every step, its receipts and `verify`.
 fn serve_answers(env: &Env, run: &str, token: &str) -> Vec<(String, String)> {
@@ -607,7 +568,7 @@ fn serve_answers(env: &Env, run: &str, token: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_of_program_and_provider_echoing_known_secrets_leaves_no_trace() {
-    let (otlp, spans) = otlp_receiver();
+    let (otlp, spans) = support::otlp::receiver();
     let mut env = Env::new();
     env.otlp = Some(otlp);
     let root = env.dir.path();
@@ -718,7 +679,7 @@ provider = "local"
 
     tokio::task::block_in_place(|| {
         let mut more = serve_answers(&env, &run, SERVE_TOKEN);
-        for (i, body) in spans.lock().expect("lock").iter().enumerate() {
+        for (i, (_, body)) in spans.lock().expect("lock").iter().enumerate() {
             more.push((format!("OTLP export {i}"), body.clone()));
         }
         assert!(

@@ -418,8 +418,7 @@ fn every_refusal_is_one_line_with_a_fitting_status() {
 #[test]
 fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
     use std::io::{BufRead, BufReader};
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let out = runtape(
         dir.path(),
         &db,
@@ -434,7 +433,7 @@ fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
 
     // A driver killed in the middle of a tool call leaves its run `running` under its lease.
     let spec = slow_tool_spec(dir.path(), 5.0);
-    let mut driver = std::process::Command::new(serve_support::bin())
+    let mut driver = std::process::Command::new(support::serve::bin())
         .arg("run")
         .arg(&spec)
         .args(["--json", "--db"])
@@ -499,7 +498,7 @@ fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
         String::from_utf8_lossy(&verify.stderr)
     );
 
-    let server = Server::start(dir.path(), &db, &[], &[]);
+    let server = serve(dir.path(), &db);
     let (_, one) = server.get(&format!("/api/runs/{queued}"));
     assert_eq!(one["status"], json!("queued"), "{one}");
     assert_eq!(one["interrupted"], json!(false), "{one}");

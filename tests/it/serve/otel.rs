@@ -6,60 +6,11 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::otlp::{Received, bodies, receiver};
 use support::serve::{Server, run_spec, scratch_db};
-
-/// What the receiver got: (path, body) of every POST.
-type Received = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// An OTLP/HTTP receiver on a free loopback port: answers every POST with `{}`.
-fn receiver() -> (String, Received) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let got: Received = Arc::default();
-    let store = got.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let store = store.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-                let mut first = String::new();
-                if reader.read_line(&mut first).is_err() {
-                    return;
-                }
-                let path = first.split_whitespace().nth(1).unwrap_or("").to_owned();
-                let mut len = 0;
-                loop {
-                    let mut h = String::new();
-                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
-                    }
-                    if let Some((k, v)) = h.split_once(':')
-                        && k.eq_ignore_ascii_case("content-length")
-                    {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; len];
-                if reader.read_exact(&mut body).is_ok() {
-                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    store.lock().expect("lock").push((path, v));
-                }
-                let mut conn = conn;
-                let _ = conn.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
-                );
-            });
-        }
-    });
-    (url, got)
-}
 
 /// A span as the test reads it.
 #[derive(Clone, Debug)]
@@ -100,10 +51,7 @@ fn attr_value(v: &Value) -> Value {
 
 fn spans(got: &Received) -> Vec<Span> {
     let mut out = Vec::new();
-    for (path, body) in got.lock().expect("lock").iter() {
-        if path != "/v1/traces" {
-            continue;
-        }
+    for body in bodies(got, "/v1/traces") {
         for rs in body["resourceSpans"].as_array().into_iter().flatten() {
             for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
                 for s in ss["spans"].as_array().into_iter().flatten() {
@@ -146,10 +94,7 @@ fn of_run<'a>(spans: &'a [Span], run: &str) -> Vec<&'a Span> {
 fn counter_total(got: &Received, name: &str) -> (f64, Vec<Value>) {
     let mut total = 0.0;
     let mut points = Vec::new();
-    for (path, body) in got.lock().expect("lock").iter() {
-        if path != "/v1/metrics" {
-            continue;
-        }
+    for body in bodies(got, "/v1/metrics") {
         for rm in body["resourceMetrics"].as_array().into_iter().flatten() {
             for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
                 for m in sm["metrics"].as_array().into_iter().flatten() {

@@ -12,29 +12,16 @@ use crate::support;
 use std::path::Path;
 use std::process::Output;
 
-use support::cli::{run_id, runtape, text, utf8, write};
+use support::cli::{echo_spec, run_id, runtape, text, utf8, write};
 use support::pg::PgServer;
 
-const SPEC: &str = r#"goal = "count to three"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [
-  { text = "one", tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
+/// Three turns, two calls of `echo`.
+fn spec() -> String {
+    let replies = r#"  { text = "one", tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
   { text = "two", tool_calls = [{ name = "echo", arguments = { n = 2 } }] },
-  { text = "three" },
-]
-[[tools]]
-name = "echo"
-description = "says what it is given"
-command = ["cat"]
-read_only = true
-idempotent = true
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["echo"]
-"#;
+  { text = "three" },"#;
+    echo_spec("count to three", replies, "")
+}
 
 /// A run that waits for a person to approve its one call.
 const GATED: &str = r#"goal = "deploy"
@@ -92,7 +79,7 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     let url = server.fresh_db();
     let db = PgServer::db_of(&url).to_owned();
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(&dir.path(), "count.toml", SPEC);
+    let spec = write(&dir.path(), "count.toml", &spec());
     let spec = utf8(&spec);
     let gated = write(&dir.path(), "gated.toml", GATED);
     let gated = utf8(&gated);

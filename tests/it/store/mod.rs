@@ -7,5 +7,6 @@ mod db_format_schema_3;
 mod disk_full;
 mod durability_modes;
 mod open_errors;
+mod postgres_tls;
 mod storage_flat;
 mod writer_priority;

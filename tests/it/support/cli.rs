@@ -1,6 +1,6 @@
 //! The one way the tests run the real `runtape` binary: with none of the variables from the
 //! environment the tests run in that would change what it does (a developer's `RUNTAPE_DB`,
-//! receipt key, lease or writer settings, serve token or OpenTelemetry endpoint), and readers
+//! PostgreSQL password and TLS settings, receipt key, lease or writer settings, serve token or OpenTelemetry endpoint), and readers
 //! of what it printed. Also where the repository's examples and fixtures are, and small waits
 //! and signals for tests that drive processes.
 #![allow(dead_code, unreachable_pub)]
@@ -11,8 +11,13 @@ use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Variables the binary reads that the tests' own environment must not decide.
-const CLEARED: [&str; 8] = [
+const CLEARED: [&str; 13] = [
     "RUNTAPE_DB",
+    "PGPASSWORD",
+    "PGSSLMODE",
+    "PGSSLROOTCERT",
+    "PGSSLCERT",
+    "PGSSLKEY",
     "RUNTAPE_RECEIPT_KEY",
     "RUNTAPE_LEASE_TTL_MS",
     "RUNTAPE_STOP_GRACE_MS",
@@ -202,8 +207,18 @@ pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
 
 /// Waits (up to a minute) until `cond` holds, checking it every `every` (for a `cond` that
 /// costs a process or a query).
-pub fn wait_until_every(what: &str, every: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+pub fn wait_until_every(what: &str, every: Duration, cond: impl FnMut() -> bool) {
+    wait_until_within(what, Duration::from_secs(60), every, cond);
+}
+
+/// Waits up to `within` until `cond` holds, checking it every `every`.
+pub fn wait_until_within(
+    what: &str,
+    within: Duration,
+    every: Duration,
+    mut cond: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + within;
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
         std::thread::sleep(every);
@@ -225,4 +240,29 @@ pub fn signal(pid: u32, signal: &str) {
         .expect("sh runs")
         .success();
     assert!(ok, "kill -s {signal} {pid}");
+}
+
+/// A spec for agent `a`: a scripted model giving `replies` (TOML inline tables, one a line)
+/// and one read-only, idempotent tool, `echo` (`cat`); `agent` adds lines to the agent's table.
+pub fn echo_spec(goal: &str, replies: &str, agent: &str) -> String {
+    format!(
+        r#"goal = "{goal}"
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [
+{replies}
+]
+[[tools]]
+name = "echo"
+description = "says what it is given"
+command = ["cat"]
+read_only = true
+idempotent = true
+[[agents]]
+id = "a"
+provider = "s"
+tools = ["echo"]
+{agent}"#
+    )
 }

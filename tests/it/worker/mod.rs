@@ -1,4 +1,7 @@
-//! Workers on PostgreSQL under chaos and partitions.
+//! Workers on PostgreSQL under chaos, partitions, a database that goes away, and their metrics.
 
 mod chaos;
+mod database_down;
+mod metrics;
+mod network_partition;
 mod partition;

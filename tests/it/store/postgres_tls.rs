@@ -9,38 +9,22 @@
 //! The in-process tests read `$HOME/.postgresql/` as runtape does; they assume it holds no
 //! `root.crt` or `postgresql.crt` (the binary tests set `HOME` to an empty directory).
 
-mod cli_support;
-mod pg_support;
-
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use cli_support::{first_id, text};
-use pg_support::{PgServer, ServerTls};
+use crate::support::cli::{echo_spec, on, run_id, text};
+use crate::support::pg::{PgServer, ServerTls};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use runtape::store::PostgresStore;
 
 const PASSWORD: &str = "tls-test-pw-81f3";
 
-const SPEC: &str = r#"goal = "count to two"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [
-  { text = "one", tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
-  { text = "two" },
-]
-[[tools]]
-name = "echo"
-description = "says what it is given"
-command = ["cat"]
-read_only = true
-idempotent = true
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["echo"]
-"#;
+/// Two turns, one call of `echo`.
+fn spec() -> String {
+    let replies = r#"  { text = "one", tool_calls = [{ name = "echo", arguments = { n = 1 } }] },
+  { text = "two" },"#;
+    echo_spec("count to two", replies, "")
+}
 
 type Ca = CertifiedIssuer<'static, KeyPair>;
 
@@ -174,21 +158,12 @@ fn refused(url: &str) -> String {
 
 /// Runs the binary with `args` on `url`, with `HOME` at `home` and `env` set.
 fn runtape(url: &str, home: &Path, env: &[(&str, &Path)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    cmd.env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
-        .env_remove("PGPASSWORD")
+    on(Path::new(url))
         .env("HOME", home)
-        .arg("--db")
-        .arg(url)
-        .args(args);
-    for var in ["PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY"] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("runs the binary")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("runs the binary")
 }
 
 #[test]
@@ -206,7 +181,7 @@ fn verify_full_connects_and_a_run_completes_and_verifies_over_tls() {
     ));
 
     let home = tempfile::tempdir().expect("tempdir");
-    let spec = write(pki.dir.path(), "count.toml", SPEC, 0o644);
+    let spec = write(pki.dir.path(), "count.toml", &spec(), 0o644);
     let db = url(&server, "localhost", "either", "vf_run", &q);
     let out = runtape(
         &db,
@@ -215,7 +190,7 @@ fn verify_full_connects_and_a_run_completes_and_verifies_over_tls() {
         &["run", spec.to_str().expect("utf-8")],
     );
     assert!(out.status.success(), "{}", text(&out));
-    let run = first_id(&out);
+    let run = run_id(&out);
     let out = runtape(&db, home.path(), &[], &["verify", &run]);
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("OK"),

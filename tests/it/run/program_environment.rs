@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use crate::support::cli::{bin, text};
 
 /// The credentials in runtape's environment besides the receipt key, by name.
 /// `DATABASE_URL` carries its password in the URL, as the reproduction had it.
@@ -64,8 +66,7 @@ impl Scratch {
     fn new() -> Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("receipt.key");
-        let o = Command::new(env!("CARGO_BIN_EXE_runtape"))
-            .env_remove("RUNTAPE_RECEIPT_KEY")
+        let o = bin()
             .arg("keygen")
             .arg("-o")
             .arg(&path)
@@ -90,18 +91,13 @@ impl Scratch {
 
     /// The binary, with every credential and a harmless variable in its environment.
     fn runtape(&self, args: &[&str]) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-        c.env_remove("RUNTAPE_DB");
+        let mut c = bin();
         for (name, value) in self.credentials().into_iter().chain([HARMLESS]) {
             c.env(name, value);
         }
         let db = self.root().join("runs.db");
         c.arg("--db").arg(db).args(args).output().expect("runs")
     }
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 
 /// The environment a program wrote to `file`, by name.

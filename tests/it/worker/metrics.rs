@@ -7,17 +7,14 @@
 //! committed. With the database stopped, `/healthz` says 503 and why, and the failed
 //! heartbeats are counted under `database`; started again, 200.
 
-mod pg_support;
-mod serve_support;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use runtape::store::{PostgresStore, RunStatus, Store};
-use serve_support::request;
+use crate::support::cli::signal;
+use crate::support::pg::{PgServer, Reaper};
+use crate::support::serve::request;
+use crate::support::workers::{Queue, wait_long};
+use runtape::store::{RunStatus, Store};
 
 const SPEC: &str = r#"goal = "two effects"
 [[providers]]
@@ -40,42 +37,9 @@ provider = "s"
 tools = ["effect"]
 "#;
 
-fn runtape(url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url])
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn worker(url: &str, dir: &Path, name: &str, extra: &[&str]) -> Child {
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
-    let err = std::fs::File::create(dir.join(format!("{name}.err"))).expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .args(["--db", url, "worker", "--spec-dir"])
-        .arg(dir)
-        .args(extra)
-        .env("RUNTAPE_LEASE_TTL_MS", "1500")
-        .env("RUNTAPE_WORKER_POLL_MS", "50")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .spawn()
-        .expect("starts a worker")
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn queue(url: &str, spec: &Path) -> String {
-    let o = runtape(url, &["run", spec.to_str().expect("utf-8"), "--detach"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+/// A worker with 1.5 s leases, `extra` arguments and its events in `DIR/NAME.log`.
+fn worker(queue: &Queue, name: &str, extra: &[&str]) -> std::process::Child {
+    queue.worker(&queue.url, name, 1500, extra)
 }
 
 fn healthz(addr: SocketAddr) -> (u16, serde_json::Value, String) {
@@ -122,43 +86,32 @@ fn get(m: &BTreeMap<String, f64>, name: &str) -> f64 {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
-    let server = pg_support::PgServer::start();
-    let url = server.fresh_db();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path().canonicalize().expect("resolves");
-    let spec = dir.join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("writes the spec");
-    assert!(runtape(&url, &["migrate"]).status.success());
-    let first = [queue(&url, &spec), queue(&url, &spec)];
-    let store = PostgresStore::open(&url).expect("opens");
+    let server = PgServer::start();
+    let queue = Queue::new(&server, SPEC, 2);
+    let first = &queue.runs;
+    let store = queue.store();
 
     // X takes both runs and dies mid-call.
-    let mut workers = pg_support::Reaper(vec![worker(&url, &dir, "x", &[])]);
-    wait_until("X has started a call of each run", || {
-        std::fs::read_to_string(dir.join("started.log"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-            >= 2
+    let mut workers = Reaper(vec![worker(&queue, "x", &[])]);
+    wait_long("X has started a call of each run", || {
+        queue.lines("started.log").len() >= 2
     });
     workers.0[0].kill().expect("SIGKILL");
     let _ = workers.0[0].wait();
 
     workers
         .0
-        .push(worker(&url, &dir, "y", &["--metrics-addr", "127.0.0.1:0"]));
+        .push(worker(&queue, "y", &["--metrics-addr", "127.0.0.1:0"]));
     let mut addr = None;
-    wait_until("Y says where it listens", || {
-        addr = std::fs::read_to_string(dir.join("y.log"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|v| v["event"] == "worker.listening")
+    wait_long("Y says where it listens", || {
+        addr = queue
+            .events("y", "worker.listening")
+            .first()
             .and_then(|v| v["addr"].as_str()?.parse().ok());
         addr.is_some()
     });
     let addr: SocketAddr = addr.expect("an address");
-    wait_until("Y has completed X's runs", || {
+    wait_long("Y has completed X's runs", || {
         first.iter().all(|r| {
             store
                 .run(&runtape::RunId::new(r.as_str()))
@@ -192,10 +145,10 @@ fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
     assert!(get(&m, "runtape_worker_commit_seconds_sum") > 0.0);
 
     // A run queued now: claimed without a takeover, each of its transitions committed by Y.
-    let third = queue(&url, &spec);
+    let third = queue.push();
     let id = runtape::RunId::new(third.as_str());
     let seq_at_queue = store.run(&id).expect("reads").expect("exists").seq;
-    wait_until("Y has completed the third run", || {
+    wait_long("Y has completed the third run", || {
         store
             .run(&id)
             .expect("reads")
@@ -220,7 +173,7 @@ fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
 
     // The database goes away: unhealthy, saying why, and counted; back: healthy.
     server.stop();
-    wait_until("/healthz says the database cannot be reached", || {
+    wait_long("/healthz says the database cannot be reached", || {
         let (status, body, _) = healthz(addr);
         status == 503
             && body["status"] == "unavailable"
@@ -232,15 +185,13 @@ fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
     let down = scrape(addr);
     assert!(get(&down, "runtape_worker_errors_total{code=\"database\"}") >= 1.0);
     server.start_again();
-    wait_until("/healthz is 200 again", || healthz(addr).0 == 200);
+    wait_long("/healthz is 200 again", || healthz(addr).0 == 200);
 
     let y = &mut workers.0[1];
-    let _ = Command::new("kill")
-        .args(["-TERM", &y.id().to_string()])
-        .status();
+    signal(y.id(), "TERM");
     assert!(y.wait().expect("exits").success(), "drains and exits 0");
     for run in first.iter().chain([&third]) {
-        let v = runtape(&url, &["verify", run]);
+        let v = queue.runtape(&["verify", run]);
         assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
     }
 }

@@ -6,13 +6,13 @@
 //! started, `serve` until it says where it listens); every other line must exit 0. Then the
 //! queued run has completed through the worker and verifies, the probe said `ok`, the metrics
 //! counted the claim, `ls --workers` listed the worker, and the page's API answers with the
-//! token. `tests/readme.rs` runs the `sh` blocks, which need no server.
-
-mod pg_support;
+//! token. `readme.rs` runs the `sh` blocks, which need no server.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+
+use crate::support::pg::{PgServer, Reaper};
+use crate::support::workers::wait_long;
 
 /// A spec that runs anywhere: a scripted model, no tools.
 const TRIAGE: &str = r#"goal = "triage"
@@ -48,14 +48,6 @@ fn deployment_lines() -> Vec<String> {
             None => l.trim().to_owned(),
         })
         .collect()
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 struct Shell<'a> {
@@ -106,7 +98,7 @@ impl Shell<'_> {
 fn the_readme_deployment_runs_as_shown() {
     let lines = deployment_lines();
     assert!(lines.len() >= 5, "{lines:?}");
-    let server = pg_support::PgServer::start();
+    let server = PgServer::start();
     let url = server.fresh_db();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().canonicalize().expect("resolves");
@@ -132,7 +124,7 @@ fn the_readme_deployment_runs_as_shown() {
         ],
     };
 
-    let mut background = pg_support::Reaper(Vec::new());
+    let mut background = Reaper(Vec::new());
     let mut run_id = None;
     let mut said = Vec::new();
     for line in &lines {
@@ -148,7 +140,7 @@ fn the_readme_deployment_runs_as_shown() {
             };
             background.0.push(sh.spawn(line, name));
             let child = background.0.last_mut().expect("just pushed");
-            wait_until(&format!("`{line}` is up"), || {
+            wait_long(&format!("`{line}` is up"), || {
                 let exited = child.try_wait().expect("polls");
                 assert!(
                     exited.is_none(),
@@ -165,7 +157,7 @@ fn the_readme_deployment_runs_as_shown() {
         );
         if line.contains("/healthz") {
             // A probe is retried until the worker's heartbeat has landed, as an orchestrator's is.
-            wait_until("the probe answers", || {
+            wait_long("the probe answers", || {
                 sh.command(line)
                     .output()
                     .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
@@ -180,7 +172,7 @@ fn the_readme_deployment_runs_as_shown() {
     }
 
     let run = run_id.expect("a line queued a run");
-    wait_until("the worker has completed the run", || {
+    wait_long("the worker has completed the run", || {
         let o = sh.run("runtape ls --json");
         String::from_utf8_lossy(&o.stdout)
             .lines()
