@@ -443,36 +443,44 @@ fn every_subcommand_is_in_the_readme_and_has_help() {
     }
 }
 
-/// The example the README points embedders at runs offline, completes its run on the file
-/// it is given, and verifies it. `cargo test` builds examples next to the test binaries.
-#[test]
-fn the_embedding_example_runs_a_custom_tool_durably() {
+/// Runs the example `name` (which the README names, as `examples/NAME.rs`) on a new database
+/// file, as the README says to, and checks it exits 0: what it printed, the database and the
+/// folder holding it. `cargo test` builds examples next to the test binaries.
+fn run_example(name: &str) -> (String, PathBuf, tempfile::TempDir) {
     let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
-    assert!(readme.contains("examples/embed.rs"));
+    assert!(readme.contains(&format!("examples/{name}.rs")));
     let deps = std::env::current_exe().expect("test binary path");
     let exe: PathBuf = deps
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/deps")
         .join("examples")
-        .join(format!("embed{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         exe.exists(),
         "{} was not built by cargo test",
         exe.display()
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("embed.db");
+    let db = dir.path().join(format!("{name}.db"));
     let out = Command::new(&exe)
         .arg(&db)
         .output()
         .expect("runs the example");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (stdout, db, dir)
+}
+
+/// The example the README points embedders at runs offline, completes its run on the file
+/// it is given, and verifies it. `cargo test` builds examples next to the test binaries.
+#[test]
+fn the_embedding_example_runs_a_custom_tool_durably() {
+    let (stdout, db, _dir) = run_example("embed");
     assert!(stdout.contains("calls reserve"), "{stdout}");
     assert!(
         stdout.contains(
@@ -496,32 +504,7 @@ fn the_embedding_example_runs_a_custom_tool_durably() {
 /// a step and verifies both runs, all through `runtape::ops`.
 #[test]
 fn the_ops_example_pauses_resumes_forks_and_verifies_through_ops() {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
-    assert!(readme.contains("examples/ops.rs"));
-    let deps = std::env::current_exe().expect("test binary path");
-    let exe: PathBuf = deps
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .join("examples")
-        .join(format!("ops{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        exe.exists(),
-        "{} was not built by cargo test",
-        exe.display()
-    );
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("ops.db");
-    let out = Command::new(&exe)
-        .arg(&db)
-        .output()
-        .expect("runs the example");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, db, _dir) = run_example("ops");
     let run = stdout
         .lines()
         .next()

@@ -9,20 +9,15 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::cli::{export, start_json, utf8, write};
+use crate::support::cli::{export, start_json, utf8};
 use support::mcp::{
-    err, fake_server, lines, log, ops_spec, out, replay, run_id, runtape, seqs_of, server_gone,
-    shown, tools_from_file,
+    STAMP, STATUS, edited_replay_refused, err, growing_server, lines, log, ops_spec, out, replay,
+    run_id, runtape, seqs_of, server_gone, shown,
 };
 
-const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
-const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
 
-/// A fake `ops` server whose tools are read from `tools.json` (a list of `tools`) at each
-/// `tools/list`; every call is appended to `calls.log` as `NAME ARGS`. `status` with
-/// `{"grow": true}` adds `stamp` to `tools.json` and sends `list_changed` before answering;
-/// `stamp` never answers while the file `hang` exists. The spec grants `ops__*` and scripts
+/// A fake `ops` server ([`growing_server`]) listing `tools` first. The spec grants `ops__*` and scripts
 /// `replies`; `agent_extra` goes in the agent's table. Returns dir, spec, db, calls log.
 fn ops(
     tools: &[&str],
@@ -31,32 +26,7 @@ fn ops(
 ) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonical");
-    let list = write(&root, "tools.json", &format!("[{}]", tools.join(", ")));
-    let calls = root.join("calls.log");
-    let body = format!(
-        r#"
-import os
-{tools_class}def call(req):
-    name = req["params"]["name"]
-    args = req["params"].get("arguments") or {{}}
-    with open({calls:?}, "a") as f:
-        f.write(name + " " + json.dumps(args, sort_keys=True) + "\n")
-    if args.get("grow"):
-        now = json.load(open({list:?}))
-        now.append(json.loads({stamp:?}))
-        open({list:?}, "w").write(json.dumps(now))
-        send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
-    if name == "stamp" and os.path.exists({hang:?}):
-        return
-    send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
-"#,
-        tools_class = tools_from_file(&list),
-        list = utf8(&list),
-        calls = utf8(&calls),
-        hang = utf8(&root.join("hang")),
-        stamp = STAMP,
-    );
-    let server = fake_server(&root, "ops.py", None, &body);
+    let (server, calls) = growing_server(&root, tools);
     let (spec, db) = ops_spec(&root, &server, replies, agent_extra);
     (dir, spec, db, calls)
 }
@@ -171,16 +141,7 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
     verify_ok(&fresh, &replayed);
 
     // The later lists are covered by the envelope hash: an edited one is refused.
-    let edited = std::fs::read_to_string(&tape)
-        .expect("tape")
-        .replace("stamps a text", "stamps anything");
-    std::fs::write(&tape, edited).expect("edit");
-    let t = runtape(
-        &dir.path().join("third.db"),
-        &["replay", utf8(&spec), "--cassette", utf8(&tape)],
-    );
-    assert_ne!(t.status.code(), Some(0), "{}", out(&t));
-    assert!(!marker.exists());
+    edited_replay_refused(&spec, &tape, "stamps a text", "stamps anything", &marker);
 }
 
 #[test]

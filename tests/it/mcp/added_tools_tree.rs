@@ -13,11 +13,8 @@ use std::path::{Path, PathBuf};
 use crate::support::cli::{utf8, write};
 use serde_json::Value;
 use support::mcp::{
-    err, fake_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown, tools_from_file,
+    STATUS, err, growing_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown,
 };
-
-const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
-const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
 
 /// What the worker asks when its server adds `stamp` mid-run: `status` with `grow` (the
 /// server adds `stamp` and sends `list_changed`), then `stamp`, then its answer.
@@ -33,28 +30,7 @@ const STEADY_WORKER: &str =
 /// `calls.log`). Both agents are in one spec, so the lead's run lists `ops` too. Returns the
 /// spec and the calls log.
 fn tree(root: &Path, worker: &str) -> (PathBuf, PathBuf) {
-    let list = write(&root, "tools.json", &format!("[{STATUS}]"));
-    let calls = root.join("calls.log");
-    let body = format!(
-        r#"
-{tools_class}def call(req):
-    name = req["params"]["name"]
-    args = req["params"].get("arguments") or {{}}
-    with open({calls:?}, "a") as f:
-        f.write(name + " " + json.dumps(args, sort_keys=True) + "\n")
-    if args.get("grow"):
-        now = json.load(open({list:?}))
-        now.append(json.loads({stamp:?}))
-        open({list:?}, "w").write(json.dumps(now))
-        send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
-    send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
-"#,
-        tools_class = tools_from_file(&list),
-        list = utf8(&list),
-        calls = utf8(&calls),
-        stamp = STAMP,
-    );
-    let server = fake_server(root, "ops.py", None, &body);
+    let (server, calls) = growing_server(root, &[STATUS]);
     let spec = write(
         &root,
         "tree.toml",

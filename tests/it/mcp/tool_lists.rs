@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{export, utf8, write};
 use support::mcp::{
-    err, fake_server, log, ops_spec, out, replay, run_id, runtape, seqs_of, server_gone, shown,
-    tools_from_file,
+    edited_replay_refused, err, fake_server, log, ops_spec, out, replay, run_id, runtape, seqs_of,
+    server_gone, shown, tools_from_file,
 };
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -246,14 +246,5 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
 
     // A cassette whose recorded results were edited is refused before anything runs.
-    let edited = std::fs::read_to_string(&tape)
-        .expect("tape")
-        .replace("deploy ok", "deploy skipped");
-    std::fs::write(&tape, edited).expect("edit");
-    let t = runtape(
-        &dir.path().join("third.db"),
-        &["replay", utf8(&spec), "--cassette", utf8(&tape)],
-    );
-    assert_ne!(t.status.code(), Some(0), "{}", out(&t));
-    assert!(!marker.exists());
+    edited_replay_refused(&spec, &tape, "deploy ok", "deploy skipped", &marker);
 }

@@ -198,11 +198,10 @@ fn engine(store: Arc<dyn Store>) -> Engine {
     engine
 }
 
-/// Crashes at the write `crash` picks, resumes on a new engine, and checks the publish
-/// applied exactly once.
-async fn crash_then_resume(crash: fn(&Write) -> bool) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (sqlite, crashing) = CrashOnce::over_sqlite(dir.path(), crash);
+/// Starts the memory run on a fresh SQLite store in `dir` whose first write matching `crash`
+/// fails, as a process dying there would; the store and the run the crash stopped.
+async fn crashed_run(dir: &Path, crash: fn(&Write) -> bool) -> (Arc<dyn Store>, RunId) {
+    let (sqlite, crashing) = CrashOnce::over_sqlite(dir, crash);
     let first = engine(crashing.clone());
     let handle = first
         .start(memory_spec(), "Note x and y.")
@@ -214,6 +213,14 @@ async fn crash_then_resume(crash: fn(&Write) -> bool) {
         "the injected crash stops the driver"
     );
     assert!(crashing.crashed());
+    (sqlite, run)
+}
+
+/// Crashes at the write `crash` picks, resumes on a new engine, and checks the publish
+/// applied exactly once.
+async fn crash_then_resume(crash: fn(&Write) -> bool) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sqlite, run) = crashed_run(dir.path(), crash).await;
     let rec = sqlite.run(&run).expect("reads").expect("exists");
     assert_eq!(
         rec.state_kind,
@@ -276,18 +283,7 @@ async fn a_crash_after_the_publish_before_its_answer_publishes_once_on_resume() 
 #[tokio::test]
 async fn a_cancel_of_a_run_that_crashed_while_publishing_waits_for_its_publish() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (sqlite, crashing) =
-        CrashOnce::over_sqlite(dir.path(), |w| matches!(w, Write::PublishMemory(_)));
-    let first = engine(crashing);
-    let handle = first
-        .start(memory_spec(), "Note x and y.")
-        .await
-        .expect("starts");
-    let run = handle.run_id().clone();
-    assert!(
-        handle.wait().await.is_err(),
-        "the injected crash stops the driver"
-    );
+    let (sqlite, run) = crashed_run(dir.path(), |w| matches!(w, Write::PublishMemory(_))).await;
 
     // Another run writes `x` first.
     let other = engine(sqlite.clone());

@@ -130,6 +130,25 @@ fn namespaces() -> bool {
     ok
 }
 
+/// Runs `script` with `sh` in a private user and mount namespace, `RT` the binary and `vars`
+/// set (paths); false, saying so, where it cannot mount a tmpfs there (the script exits 90).
+fn in_namespace(script: &str, vars: &[(&str, &Path)]) -> bool {
+    let status = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .env("RT", env!("CARGO_BIN_EXE_runtape"))
+        .envs(vars.iter().copied())
+        .env_remove("RUNTAPE_DB")
+        .env_remove("RUNTAPE_DB_MAX_BYTES")
+        .status()
+        .expect("unshare runs");
+    if status.code() == Some(90) {
+        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
+        return false;
+    }
+    assert!(status.success(), "the namespace script failed: {status:?}");
+    true
+}
+
 /// A disk that fills up after the database was made: opening it needs room for SQLite's
 /// shared-memory index, which SQLite reports as a "disk I/O error". The line says the disk is
 /// full, names the file and says what to do, for a read (`ls`) and for a new run alike.
@@ -161,22 +180,17 @@ fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
         "$RT" --db "$MNT/runs.db" run "$SPEC" > "$OUT/run.out" 2> "$OUT/run.err"
         echo $? > "$OUT/run.code"
     "#;
-    let status = Command::new("unshare")
-        .args(["-rm", "sh", "-c", script])
-        .env("MNT", &mnt)
-        .env("DB", &db)
-        .env("RT", env!("CARGO_BIN_EXE_runtape"))
-        .env("SPEC", &spec)
-        .env("OUT", dir.path())
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_DB_MAX_BYTES")
-        .status()
-        .expect("unshare runs");
-    if status.code() == Some(90) {
-        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
+    if !in_namespace(
+        script,
+        &[
+            ("MNT", &mnt),
+            ("DB", &db),
+            ("SPEC", &spec),
+            ("OUT", dir.path()),
+        ],
+    ) {
         return;
     }
-    assert!(status.success(), "the namespace script failed: {status:?}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     let file = mnt.join("runs.db").display().to_string();
     for command in ["ls", "run"] {
@@ -223,21 +237,12 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
         "$RT" --db "$MNT/runs.db" verify "$run" > "$OUT/verify.out" 2>&1
         echo $? > "$OUT/verify.code"
     "#;
-    let status = Command::new("unshare")
-        .args(["-rm", "sh", "-c", script])
-        .env("MNT", &mnt)
-        .env("RT", env!("CARGO_BIN_EXE_runtape"))
-        .env("SPEC", &spec)
-        .env("OUT", dir.path())
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_DB_MAX_BYTES")
-        .status()
-        .expect("unshare runs");
-    if status.code() == Some(90) {
-        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
+    if !in_namespace(
+        script,
+        &[("MNT", &mnt), ("SPEC", &spec), ("OUT", dir.path())],
+    ) {
         return;
     }
-    assert!(status.success(), "the namespace script failed: {status:?}");
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     assert_eq!(
         read("run.code").trim(),

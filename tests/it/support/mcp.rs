@@ -256,6 +256,19 @@ pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
     runtape(db, &["replay", utf8(&spec), "--cassette", utf8(&tape)])
 }
 
+/// Edits the cassette `tape` (`from` becomes `to`) and checks that `replay` of it into a new
+/// database beside it is refused without starting the MCP server (`marker` stays absent).
+pub fn edited_replay_refused(spec: &Path, tape: &Path, from: &str, to: &str, marker: &Path) {
+    let edited = std::fs::read_to_string(tape)
+        .expect("tape")
+        .replace(from, to);
+    std::fs::write(tape, edited).expect("edit");
+    let third = tape.with_file_name("third.db");
+    let t = replay(&third, spec, tape);
+    assert_ne!(t.status.code(), Some(0), "{}", out(&t));
+    assert!(!marker.exists());
+}
+
 /// The lines of the file at `path` (none when it does not exist yet).
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -310,6 +323,45 @@ pub fn tools_from_file(list: &Path) -> String {
         "class Tools(list):\n    def __iter__(self):\n        return iter(json.load(open({:?})))\ntools = Tools()\n",
         utf8(list)
     )
+}
+
+/// The tool `status` as a server lists it: read-only, no arguments.
+pub const STATUS: &str = r#"{"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}"#;
+
+/// The tool `stamp` as a server lists it: one required `text`, not destructive.
+pub const STAMP: &str = r#"{"name": "stamp", "description": "stamps a text", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}, "annotations": {"destructiveHint": false}}"#;
+
+/// A fake `ops` server in `root` (`ops.py`) whose tools are read from `tools.json` (first
+/// `tools`) at each `tools/list`; every call is appended to `calls.log` as `NAME ARGS`. A call
+/// with `{"grow": true}` adds [`STAMP`] to `tools.json` and sends `list_changed` before
+/// answering; `stamp` never answers while the file `hang` exists. The server and the log.
+pub fn growing_server(root: &Path, tools: &[&str]) -> (PathBuf, PathBuf) {
+    let list = super::cli::write(root, "tools.json", &format!("[{}]", tools.join(", ")));
+    let calls = root.join("calls.log");
+    let body = format!(
+        r#"
+import os
+{tools_class}def call(req):
+    name = req["params"]["name"]
+    args = req["params"].get("arguments") or {{}}
+    with open({calls:?}, "a") as f:
+        f.write(name + " " + json.dumps(args, sort_keys=True) + "\n")
+    if args.get("grow"):
+        now = json.load(open({list:?}))
+        now.append(json.loads({stamp:?}))
+        open({list:?}, "w").write(json.dumps(now))
+        send({{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}})
+    if name == "stamp" and os.path.exists({hang:?}):
+        return
+    send({{"jsonrpc": "2.0", "id": req["id"], "result": {{"content": [{{"type": "text", "text": name + " ok"}}]}}}})
+"#,
+        tools_class = tools_from_file(&list),
+        list = super::cli::utf8(&list),
+        calls = super::cli::utf8(&calls),
+        hang = super::cli::utf8(&root.join("hang")),
+        stamp = STAMP,
+    );
+    (fake_server(root, "ops.py", None, &body), calls)
 }
 
 /// Writes `spec.toml` in `root`: the MCP server `ops` (the program `server`), a scripted model

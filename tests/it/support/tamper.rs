@@ -45,20 +45,42 @@ pub(crate) const LONG_STEPS: u64 = 76;
 pub(crate) const FORK_SEQ: u64 = 10;
 
 fn long_spec() -> String {
+    notes_spec(24, true, 0)
+}
+
+/// A spec whose scripted model (`latency_ms` a reply; with token usage and a cost on each
+/// reply when `usage`) asks for `steps` calls of the non-idempotent tool `note`, one a turn,
+/// then answers "all noted".
+pub(crate) fn notes_spec(steps: usize, usage: bool, latency_ms: u64) -> String {
+    let usage = if usage {
+        ", usage = { input = 10, output = 5 }"
+    } else {
+        ""
+    };
+    let cost = if usage.is_empty() {
+        ""
+    } else {
+        ", cost_usd = 0.0001"
+    };
     let mut replies = String::new();
-    for i in 0..24 {
+    for i in 0..steps {
         replies.push_str(&format!(
-            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ], usage = {{ input = 10, output = 5 }}, cost_usd = 0.0001 }},\n"
+            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ]{usage}{cost} }},\n"
         ));
     }
-    replies.push_str("  { text = \"all noted\", usage = { input = 10, output = 5 } },\n");
+    replies.push_str(&format!("  {{ text = \"all noted\"{usage} }},\n"));
+    let latency = if latency_ms > 0 {
+        format!("latency_ms = {latency_ms}\n")
+    } else {
+        String::new()
+    };
     format!(
         r#"goal = "Note things down."
 
 [[providers]]
 name = "script"
 kind = "scripted"
-replies = [
+{latency}replies = [
 {replies}]
 
 [[tools]]

@@ -6,40 +6,14 @@
 use crate::support;
 use support::cli::{runtape, start_json, temp_db, write};
 
-fn spec() -> String {
-    let mut replies = String::new();
-    for i in 0..40 {
-        replies.push_str(&format!(
-            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ] }},\n"
-        ));
-    }
-    replies.push_str("  { text = \"done\" },\n");
-    format!(
-        r#"goal = "Note things down, slowly."
-[[providers]]
-name = "script"
-kind = "scripted"
-latency_ms = 15
-replies = [
-{replies}]
-[[tools]]
-name = "note"
-description = "Append a note"
-command = ["sh", "-c", "cat >> notes.log; echo ok"]
-schema = {{ type = "object" }}
-idempotent = false
-[[agents]]
-id = "scribe"
-provider = "script"
-tools = ["note"]
-"#
-    )
-}
-
 #[test]
 fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
     let (dir, db) = temp_db();
-    let spec_path = write(&dir.path(), "slow.toml", &spec());
+    let spec_path = write(
+        &dir.path(),
+        "slow.toml",
+        &support::tamper::notes_spec(40, false, 15),
+    );
     // The run id is the first JSON line.
     let (mut child, mut stdout, run) = start_json(&db, &spec_path);
     // The id is announced before the run is stored; wait for its first committed step.
