@@ -9,10 +9,10 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::cli::{export, start_json, utf8};
+use crate::support::cli::{exported, start_json, utf8};
 use support::mcp::{
-    STAMP, STATUS, edited_replay_refused, err, growing_server, lines, log, ops_spec, out, replay,
-    run_id, runtape, seqs_of, server_gone, shown,
+    STAMP, STATUS, edited_replay_refused, err, growing_server, lines, log, ops_spec, out,
+    replay_without_server, run_id, runtape, seqs_of, shown,
 };
 
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
@@ -101,10 +101,7 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
 
     // The cassette carries both lists; the replay serves the change at the same boundary.
     let tape = dir.path().join("tape.json");
-    let e = export(&db, &run, &tape);
-    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
-    let cassette: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
+    let cassette = exported(&db, &run, &tape);
     assert_eq!(
         cassette["catalogs"]["ops"].as_array().map(Vec::len),
         Some(1)
@@ -118,13 +115,8 @@ fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_th
         Some(2)
     );
 
-    let marker = dir.path().join("started");
-    server_gone(&dir.path().join("ops.py"), &marker);
-    let fresh = dir.path().join("fresh.db");
-    let r = replay(&fresh, &spec, &tape);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
-    assert!(out(&r).contains("answer: stamped"), "{}", out(&r));
-    assert!(!marker.exists(), "no MCP server was started by the replay");
+    let (r, fresh, marker) =
+        replay_without_server(&dir.path().join("ops.py"), &spec, &tape, "stamped");
     assert_eq!(
         lines(&calls).len(),
         2,

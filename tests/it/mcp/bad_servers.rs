@@ -8,10 +8,10 @@ use std::path::Path;
 
 use crate::support::cli::utf8;
 use runtape::machine::{AgentId, RunId};
-use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTool};
+use runtape::tool::mcp::{self, McpHub, McpServerConfig};
 use runtape::tool::{Tool, ToolContext};
 use serde_json::json;
-use support::mcp::{descendants_in, fake_server, script, stdio};
+use support::mcp::{descendants_in, fake_server, listed_tool, script, stdio};
 use tokio_util::sync::CancellationToken;
 
 const ONE_TOOL: &str = r#"
@@ -48,17 +48,6 @@ async fn start_error(config: McpServerConfig) -> String {
     assert!(!e.contains('\n'), "one line: {e}");
     assert!(e.starts_with("MCP server `bad`: "), "names the server: {e}");
     e
-}
-
-fn tool_of(listed: &mcp::Listed, name: &str) -> McpTool {
-    let info = listed
-        .catalog
-        .tools
-        .iter()
-        .find(|t| t.name == name)
-        .expect(name)
-        .clone();
-    McpTool::new(info, listed.server.clone())
 }
 
 #[tokio::test]
@@ -183,13 +172,13 @@ def call(req):
     let listed = mcp::list_all(&hub, &[config(dir.path(), &s, 10_000)], &[])
         .await
         .expect("starts");
-    let e = tool_of(&listed[0], "bad__big")
+    let e = listed_tool(&listed[0], "bad__big")
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("too big");
     assert!(e.message.contains("more than the"), "{}", e.message);
     assert!(e.message.contains("50000"), "says how big: {}", e.message);
-    let ok = tool_of(&listed[0], "bad__small")
+    let ok = listed_tool(&listed[0], "bad__small")
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect("the next call works");
@@ -243,7 +232,7 @@ async fn a_hanging_call_times_out_and_the_server_is_told_to_cancel() {
     cfg.timeout_ms = Some(300);
     let hub = McpHub::new();
     let listed = mcp::list_all(&hub, &[cfg], &[]).await.expect("starts");
-    let tool = tool_of(&listed[0], "bad__hang");
+    let tool = listed_tool(&listed[0], "bad__hang");
     assert!(
         tool.info().requires_approval,
         "no annotations: destructive by default"
@@ -272,7 +261,7 @@ async fn cancelling_a_run_sends_notifications_cancelled_for_the_call_in_flight()
     let listed = mcp::list_all(&hub, &[config(dir.path(), &s, 10_000)], &[])
         .await
         .expect("starts");
-    let tool = tool_of(&listed[0], "bad__hang");
+    let tool = listed_tool(&listed[0], "bad__hang");
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
     tokio::spawn(async move {
@@ -327,7 +316,7 @@ def call(req):
     let listed = mcp::list_all(&hub, &[config(dir.path(), &s, 10_000)], &[])
         .await
         .expect("starts");
-    let tool = tool_of(&listed[0], "bad__crash");
+    let tool = listed_tool(&listed[0], "bad__crash");
     let first = tool
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await

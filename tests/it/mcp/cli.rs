@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::{export, utf8, write};
 use support::mcp::{
-    bin, err, everything_http, fake_server, fs_sandbox, out, processes_mentioning, replay, run_id,
-    runtape, server_gone, server_main,
+    bin, err, everything_http, fake_server, fs_sandbox, out, processes_mentioning,
+    replay_without_server, run_id, runtape, server_main,
 };
 
 /// A temp dir holding `sandbox/` (with `notes.txt`) and `spec.toml` = `body` with `@FS@`
@@ -410,13 +410,7 @@ tools = ["s__*"]
     let tape = root.join("tape.json");
     let e = export(&db, &run, &tape);
     assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
-    let marker = root.join("started");
-    server_gone(&server, &marker);
-    let fresh = root.join("fresh.db");
-    let r = replay(&fresh, &spec, &tape);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
-    assert!(out(&r).contains("answer: finished"), "{}", out(&r));
-    assert!(!marker.exists(), "the replay started no server");
+    let (r, fresh, _) = replay_without_server(&server, &spec, &tape, "finished");
     assert_eq!(
         std::fs::read_to_string(&calls)
             .expect("log")

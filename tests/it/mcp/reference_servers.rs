@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use runtape::machine::{AgentId, RunId};
-use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTool, McpTransport};
+use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTransport};
 use runtape::tool::{Tool, ToolContext};
 use serde_json::{Value, json};
 use support::mcp::{descendants_in, everything, filesystem, server_main, zombies};
@@ -24,16 +24,7 @@ fn ctx(call: &str) -> ToolContext {
     }
 }
 
-fn tool(listed: &mcp::Listed, name: &str) -> McpTool {
-    let info = listed
-        .catalog
-        .tools
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tool {name}"))
-        .clone();
-    McpTool::new(info, listed.server.clone())
-}
+use support::mcp::listed_tool as tool;
 
 #[tokio::test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]

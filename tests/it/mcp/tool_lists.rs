@@ -7,10 +7,10 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{export, utf8, write};
+use crate::support::cli::{exported, utf8, write};
 use support::mcp::{
-    edited_replay_refused, err, fake_server, log, ops_spec, out, replay, run_id, runtape, seqs_of,
-    server_gone, shown, tools_from_file,
+    edited_replay_refused, err, fake_server, log, ops_spec, out, replay_without_server, run_id,
+    runtape, seqs_of, shown, tools_from_file,
 };
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -203,10 +203,7 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
     let tape = dir.path().join("tape.json");
-    let e = export(&db, &run, &tape);
-    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
-    let cassette: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&tape).expect("tape")).expect("json");
+    let cassette = exported(&db, &run, &tape);
     assert_eq!(
         cassette["catalogs"]["ops"].as_array().map(Vec::len),
         Some(2)
@@ -217,13 +214,8 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
     );
 
     // The server is gone: its command now only leaves a mark and fails.
-    let marker = dir.path().join("started");
-    server_gone(&dir.path().join("ops.py"), &marker);
-    let fresh = dir.path().join("fresh.db");
-    let r = replay(&fresh, &spec, &tape);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
-    assert!(out(&r).contains("answer: shipped"), "{}", out(&r));
-    assert!(!marker.exists(), "no MCP server was started by the replay");
+    let (r, fresh, marker) =
+        replay_without_server(&dir.path().join("ops.py"), &spec, &tape, "shipped");
     assert_eq!(
         std::fs::read_to_string(&calls).expect("calls"),
         "status\ndeploy\n",

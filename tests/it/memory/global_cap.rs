@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{global_memory, run_id, runtape, temp_db, text, utf8};
+use support::cli::{global_memory, run_id, runtape, scripted, temp_db, text, utf8};
 
 /// Bytes (keys plus values) of the latest version of every key of `team`.
 fn bytes_held(db: &Path) -> usize {
@@ -58,39 +58,29 @@ fn note(letter: char) -> String {
 /// Writes key `a` (61 bytes), waits for a person, answers; told the memory is full, stores a
 /// 20-byte note instead and answers again.
 fn slow_spec() -> String {
-    format!(
-        r#"{HEADER}
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [
-      {{ name = "remember", arguments = {{ key = "a", value = "{}", scope = "global" }} }},
+    let a = note('a');
+    let replies = format!(
+        r#"  {{ tool_calls = [
+      {{ name = "remember", arguments = {{ key = "a", value = "{a}", scope = "global" }} }},
       {{ name = "hold", arguments = {{}} }},
   ] }},
   {{ text = "Noted." }},
   {{ tool_calls = [ {{ name = "remember", arguments = {{ key = "a", value = "short note, 20 bytes", scope = "global" }} }} ] }},
   {{ text = "Noted, shorter." }},
-]
-"#,
-        note('a')
-    )
+"#
+    );
+    format!("{HEADER}\n{}", scripted(&replies))
 }
 
 /// Writes key `b` (61 bytes) and answers at once.
 fn quick_spec() -> String {
-    format!(
-        r#"{HEADER}
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [ {{ name = "remember", arguments = {{ key = "b", value = "{}", scope = "global" }} }} ] }},
+    let b = note('b');
+    let replies = format!(
+        r#"  {{ tool_calls = [ {{ name = "remember", arguments = {{ key = "b", value = "{b}", scope = "global" }} }} ] }},
   {{ text = "Noted." }},
-]
-"#,
-        note('b')
-    )
+"#
+    );
+    format!("{HEADER}\n{}", scripted(&replies))
 }
 
 #[test]

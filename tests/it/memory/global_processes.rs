@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{global_memory, json_lines, run_id, runtape, temp_db, text, utf8};
+use support::cli::{global_memory, json_lines, run_id, runtape, scripted, temp_db, text, utf8};
 
 const HEADER: &str = r#"goal = "Record the decision."
 
@@ -33,47 +33,38 @@ provider = "script"
 /// Writes `decision` (and a key of its own), then waits for a person's approval before it
 /// answers; after a refusal it writes `decision` again.
 fn waiting_spec() -> String {
+    let replies = r#"  { tool_calls = [
+      { name = "remember", arguments = { key = "decision", value = "ship on Friday", scope = "global" } },
+      { name = "remember", arguments = { key = "owner", value = "ana", scope = "global" } },
+      { name = "hold", arguments = {} },
+  ] },
+  { text = "Recorded: ship on Friday." },
+  { tool_calls = [
+      { name = "remember", arguments = { key = "decision", value = "ship on Friday, after the Monday review", scope = "global" } },
+  ] },
+  { text = "Recorded again, over the newer decision." },
+"#;
     format!(
         r#"{HEADER}
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [
-      {{ name = "remember", arguments = {{ key = "decision", value = "ship on Friday", scope = "global" }} }},
-      {{ name = "remember", arguments = {{ key = "owner", value = "ana", scope = "global" }} }},
-      {{ name = "hold", arguments = {{}} }},
-  ] }},
-  {{ text = "Recorded: ship on Friday." }},
-  {{ tool_calls = [
-      {{ name = "remember", arguments = {{ key = "decision", value = "ship on Friday, after the Monday review", scope = "global" }} }},
-  ] }},
-  {{ text = "Recorded again, over the newer decision." }},
-]
-
+{}
 [[tools]]
 name = "hold"
 description = "Wait for a person"
 command = ["sh", "-c", "echo ok"]
 requires_approval = true
 {}"#,
+        scripted(replies),
         agent(r#"tools = ["hold", "remember", "recall"]"#)
     )
 }
 
 fn quick_spec(value: &str) -> String {
-    format!(
-        r#"{HEADER}
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [ {{ name = "remember", arguments = {{ key = "decision", value = "{value}", scope = "global" }} }} ] }},
+    let replies = format!(
+        r#"  {{ tool_calls = [ {{ name = "remember", arguments = {{ key = "decision", value = "{value}", scope = "global" }} }} ] }},
   {{ text = "Recorded: {value}." }},
-]
-{}"#,
-        agent("")
-    )
+"#
+    );
+    format!("{HEADER}\n{}{}", scripted(&replies), agent(""))
 }
 
 #[test]

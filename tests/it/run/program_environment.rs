@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
+use crate::support;
 use crate::support::cli::{bin, text};
 
 /// The credentials in runtape's environment besides the receipt key, by name.
@@ -30,26 +31,12 @@ const HARMLESS: (&str, &str) = ("X_HARMLESS_SETTING", "harmless-value");
 
 /// A stdio MCP server in `sh` with one read-only tool, `dump`, that writes its environment to
 /// the file named by its first argument and answers with it as text.
-const MCP_SERVER: &str = r#"#!/bin/sh
-out="$1"
-while IFS= read -r line; do
-  case "$line" in *'"id":'*) ;; *) continue ;; esac
-  id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
-  case "$line" in
-    *'"method":"initialize"'*)
-      version=$(printf '%s\n' "$line" | sed -n 's/.*"protocolVersion":"\([^"]*\)".*/\1/p')
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"dump","version":"1"}}}\n' "$id" "$version" ;;
-    *'"method":"tools/list"'*)
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"dump","description":"prints its environment","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" ;;
-    *'"method":"tools/call"'*)
-      env > "$out"
-      text=$(env | tr -d '\000-\010\013-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/	/\\t/g' | awk 'BEGIN{ORS=""} NR>1{print "\\n"} {print}')
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$text" ;;
-    *)
-      printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id" ;;
-  esac
-done
-"#;
+fn mcp_server() -> String {
+    support::mcp::sh_server(
+        "prints its environment",
+        "env > \"$out\"\n      text=$(env | escape)",
+    )
+}
 
 /// A command tool or retriever: writes its environment to the file named by its first
 /// argument and prints no passages.
@@ -168,7 +155,7 @@ fn no_program_gets_a_credential_its_spec_does_not_name() {
     let scratch = Scratch::new();
     let root = scratch.root();
     std::fs::write(root.join("dump.sh"), DUMP).expect("dump.sh");
-    std::fs::write(root.join("mcp.sh"), MCP_SERVER).expect("mcp.sh");
+    std::fs::write(root.join("mcp.sh"), &mcp_server()).expect("mcp.sh");
     std::fs::write(root.join("spec.toml"), SPEC).expect("spec");
     let o = scratch.runtape(&["run", root.join("spec.toml").to_str().expect("utf-8")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -234,7 +221,7 @@ fn no_program_gets_a_credential_its_spec_does_not_name() {
 fn the_policy_is_stored_with_the_run_and_bad_mcp_env_entries_are_one_line() {
     let scratch = Scratch::new();
     let root = scratch.root();
-    std::fs::write(root.join("mcp.sh"), MCP_SERVER).expect("mcp.sh");
+    std::fs::write(root.join("mcp.sh"), &mcp_server()).expect("mcp.sh");
     let db = root.join("runs.db");
     for (entry, expected) in [
         (

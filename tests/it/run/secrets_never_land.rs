@@ -516,25 +516,9 @@ async fn a_recording_provider_stores_no_registered_secret() {
 
 /// A stdio MCP server in `sh` with one read-only tool, `dump`, whose description names the
 /// token it was given (`$GH`) and whose answer is its environment and `leak.txt`.
-const MCP_SERVER: &str = r#"#!/bin/sh
-escape() { tr -d '\000-\010\013-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/	/\\t/g' | awk 'BEGIN{ORS=""} NR>1{print "\\n"} {print}'; }
-while IFS= read -r line; do
-  case "$line" in *'"id":'*) ;; *) continue ;; esac
-  id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
-  case "$line" in
-    *'"method":"initialize"'*)
-      version=$(printf '%s\n' "$line" | sed -n 's/.*"protocolVersion":"\([^"]*\)".*/\1/p')
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"dump","version":"1"}}}\n' "$id" "$version" ;;
-    *'"method":"tools/list"'*)
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"dump","description":"uses token %s","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" "$GH" ;;
-    *'"method":"tools/call"'*)
-      text=$( (env; cat leak.txt) | escape)
-      printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$text" ;;
-    *)
-      printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id" ;;
-  esac
-done
-"#;
+fn mcp_server() -> String {
+    support::mcp::sh_server("uses token $GH", "text=$( (env; cat leak.txt) | escape)")
+}
 
 /// Everything `runtape serve` answers about `run` (with the serve token, as required when it
 /// is set): the run list, the run, its timeline, every step, its receipts and `verify`.
@@ -580,7 +564,7 @@ async fn every_kind_of_program_and_provider_echoing_known_secrets_leaves_no_trac
         .map(|(_, value)| format!("{value}\n"))
         .collect();
     std::fs::write(root.join("leak.txt"), &leak).expect("leak.txt");
-    std::fs::write(root.join("mcp.sh"), MCP_SERVER).expect("mcp.sh");
+    std::fs::write(root.join("mcp.sh"), mcp_server()).expect("mcp.sh");
 
     // The provider echoes its key in text, in tool-call arguments and in the answer, and asks
     // for every tool.

@@ -3,7 +3,7 @@
 //! promise to users, and this is the test that holds us to it.
 
 use crate::support;
-use crate::support::cli::{fixture, fixture_copy, ok, utf8};
+use crate::support::cli::{all_verify, fixture_copy, ok};
 use support::cli::runtape;
 
 const SIGNED: &str = "01m8317chsmtcx7p";
@@ -45,16 +45,12 @@ fn an_old_database_lists_and_shows_every_run() {
 fn an_old_database_verifies_including_its_signed_receipts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = fixture_copy(dir.path(), "db-0.1.0/runtape.db");
-    let pubkey = fixture("db-0.1.0/fixture.key.pub");
-    let pubkey = utf8(&pubkey);
-    for run in [SIGNED, FORK] {
-        let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
-        assert!(out.starts_with("OK"), "{out}");
-    }
-    for run in [HANDOFF, AWAITING, COMPLETED_DEMO, CRASHED, PAUSED] {
-        let out = ok(&db, &["verify", run]);
-        assert!(out.starts_with("OK"), "{out}");
-    }
+    all_verify(
+        &db,
+        "db-0.1.0/fixture.key.pub",
+        &[SIGNED, FORK],
+        &[HANDOFF, AWAITING, COMPLETED_DEMO, CRASHED, PAUSED],
+    );
 }
 
 #[test]

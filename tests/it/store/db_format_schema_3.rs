@@ -3,7 +3,7 @@
 //! with this runtape, which moves it to schema 4: rows written from then on are packed JSON,
 //! the old rows stay as they were, and a run holding both verifies.
 
-use crate::support::cli::{fixture, fixture_copy, ok, utf8};
+use crate::support::cli::{all_verify, fixture, fixture_copy, ok, utf8};
 use std::path::Path;
 
 const SIGNED: &str = "01m83qcxb5b7nfcb";
@@ -50,16 +50,12 @@ fn a_schema_3_database_lists_shows_and_verifies_every_run() {
         let shown = ok(&db, &["show", &format!("{run}@2")]);
         assert!(!shown.is_empty(), "show {run}@2");
     }
-    let pubkey = fixture("db-schema-3/fixture.key.pub");
-    let pubkey = utf8(&pubkey);
-    for run in [SIGNED, FORK] {
-        let out = ok(&db, &["verify", run, "--pubkey", pubkey]);
-        assert!(out.starts_with("OK"), "{out}");
-    }
-    for run in [HANDOFF, AWAITING, COMPLETED_DEMO, PAUSED, CRASHED] {
-        let out = ok(&db, &["verify", run]);
-        assert!(out.starts_with("OK"), "{out}");
-    }
+    all_verify(
+        &db,
+        "db-schema-3/fixture.key.pub",
+        &[SIGNED, FORK],
+        &[HANDOFF, AWAITING, COMPLETED_DEMO, PAUSED, CRASHED],
+    );
     let conn = rusqlite::Connection::open(&db).expect("opens");
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -152,6 +152,13 @@ pub fn export(db: &Path, run: &str, to: &Path) -> Output {
     runtape(db, &["cassette", "export", run, "-o", utf8(to)])
 }
 
+/// Exports `run`'s cassette to `to` (which must succeed) and returns it as JSON.
+pub fn exported(db: &Path, run: &str, to: &Path) -> serde_json::Value {
+    let e = export(db, run, to);
+    assert_eq!(e.status.code(), Some(0), "{}", text(&e));
+    serde_json::from_str(&std::fs::read_to_string(to).expect("the cassette")).expect("JSON")
+}
+
 /// Exactly one line of text on stderr (the documented shape of every error).
 pub fn one_line(stderr: &str) -> &str {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -265,4 +272,24 @@ provider = "s"
 tools = ["echo"]
 {agent}"#
     )
+}
+
+/// `verify` passes for each of `signed` with the fixture `pubkey` (a path under
+/// tests/fixtures) and for each of `unsigned` without one.
+pub fn all_verify(db: &Path, pubkey: &str, signed: &[&str], unsigned: &[&str]) {
+    let pubkey = fixture(pubkey);
+    for run in signed {
+        let out = ok(db, &["verify", run, "--pubkey", utf8(&pubkey)]);
+        assert!(out.starts_with("OK"), "{out}");
+    }
+    for run in unsigned {
+        let out = ok(db, &["verify", run]);
+        assert!(out.starts_with("OK"), "{out}");
+    }
+}
+
+/// A scripted model named `script` giving `replies` (TOML inline tables, one a line, each
+/// ending in a comma), as a spec's `[[providers]]` table.
+pub fn scripted(replies: &str) -> String {
+    format!("[[providers]]\nname = \"script\"\nkind = \"scripted\"\nreplies = [\n{replies}]\n")
 }

@@ -256,6 +256,30 @@ pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
     runtape(db, &["replay", utf8(&spec), "--cassette", utf8(&tape)])
 }
 
+/// Replaces the MCP server program `server` with one that only leaves a mark (`started`
+/// beside it) and fails, replays the cassette `tape` into `fresh.db` beside it, and checks the
+/// replay ends with `answer: ANSWER` without starting the server. The replay's output, the
+/// fresh database and the mark's path.
+pub fn replay_without_server(
+    server: &Path,
+    spec: &Path,
+    tape: &Path,
+    answer: &str,
+) -> (Output, PathBuf, PathBuf) {
+    let marker = server.with_file_name("started");
+    server_gone(server, &marker);
+    let fresh = tape.with_file_name("fresh.db");
+    let r = replay(&fresh, spec, tape);
+    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert!(
+        out(&r).contains(&format!("answer: {answer}")),
+        "{}",
+        out(&r)
+    );
+    assert!(!marker.exists(), "no MCP server was started by the replay");
+    (r, fresh, marker)
+}
+
 /// Edits the cassette `tape` (`from` becomes `to`) and checks that `replay` of it into a new
 /// database beside it is refused without starting the MCP server (`marker` stays absent).
 pub fn edited_replay_refused(spec: &Path, tape: &Path, from: &str, to: &str, marker: &Path) {
@@ -381,4 +405,46 @@ pub fn ops_spec(
         super::cli::write(root, "spec.toml", &spec),
         root.join("runs.db"),
     )
+}
+
+/// The tool `name` of a server runtape listed, ready to call.
+pub fn listed_tool(listed: &runtape::tool::mcp::Listed, name: &str) -> runtape::tool::mcp::McpTool {
+    let info = listed
+        .catalog
+        .tools
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+        .clone();
+    runtape::tool::mcp::McpTool::new(info, listed.server.clone())
+}
+
+/// A stdio MCP server in `sh` (no Python needed) with one read-only tool, `dump`, described
+/// as `description` (a double-quoted shell word: `$VAR` expands). A call runs `on_call`, shell
+/// lines that set `text`, and answers with `text` as the tool's text; `escape` (a function in
+/// the script) turns what it reads into a JSON string's contents. `out="$1"` is its first
+/// argument.
+pub fn sh_server(description: &str, on_call: &str) -> String {
+    r#"#!/bin/sh
+out="$1"
+escape() { tr -d '\000-\010\013-\037' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/	/\\t/g' | awk 'BEGIN{ORS=""} NR>1{print "\\n"} {print}'; }
+while IFS= read -r line; do
+  case "$line" in *'"id":'*) ;; *) continue ;; esac
+  id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*)
+      version=$(printf '%s\n' "$line" | sed -n 's/.*"protocolVersion":"\([^"]*\)".*/\1/p')
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"%s","capabilities":{"tools":{}},"serverInfo":{"name":"dump","version":"1"}}}\n' "$id" "$version" ;;
+    *'"method":"tools/list"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"dump","description":"%s","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" "DESCRIPTION" ;;
+    *'"method":"tools/call"'*)
+      ON_CALL
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$text" ;;
+    *)
+      printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id" ;;
+  esac
+done
+"#
+    .replace("DESCRIPTION", description)
+    .replace("ON_CALL", on_call)
 }
