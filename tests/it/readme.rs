@@ -276,15 +276,7 @@ fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
         ran += 1;
 
         if sub == "serve" {
-            let mut child = cmd
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let mut first = String::new();
-            BufReader::new(child.stdout.as_mut().expect("piped stdout"))
-                .read_line(&mut first)
-                .expect("reads the first line");
+            let (child, first) = spawn_first_line(&mut cmd, &what);
             assert!(
                 first.starts_with("listening on http://127.0.0.1:"),
                 "{what}: {first}"
@@ -304,15 +296,7 @@ fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
         }
 
         if in_background {
-            let mut child = cmd
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let mut first = String::new();
-            BufReader::new(child.stdout.as_mut().expect("piped stdout"))
-                .read_line(&mut first)
-                .expect("reads the first line");
+            let (child, first) = spawn_first_line(&mut cmd, &what);
             let id = printed_id(&first).unwrap_or_else(|| panic!("{what}: no run id in {first}"));
             run = Some(id);
             background.push((what, child, expected_status(&s.comment)));
@@ -441,6 +425,20 @@ fn every_subcommand_is_in_the_readme_and_has_help() {
         assert!(sub.status.success(), "{c} --help");
         assert!(text.contains("Usage: runtape "), "{c} --help: {text}");
     }
+}
+
+/// Starts `cmd` with its output piped and reads the first line it prints.
+fn spawn_first_line(cmd: &mut Command, what: &str) -> (std::process::Child, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().expect("piped stdout"))
+        .read_line(&mut first)
+        .expect("reads the first line");
+    (child, first)
 }
 
 /// Runs the example `name` (which the README names, as `examples/NAME.rs`) on a new database

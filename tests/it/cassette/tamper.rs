@@ -25,6 +25,11 @@ fn strict() -> LoadOptions {
     }
 }
 
+/// Loading the cassette at `path` is refused: turn `turn`'s `part` was edited.
+fn refused_as_edited(path: &std::path::Path, turn: u64, part: &'static str) {
+    assert_eq!(load(path), Err(CassetteError::EntryEdited { turn, part }));
+}
+
 #[test]
 fn an_edited_response_is_refused() {
     let (_dir, path) = good_file();
@@ -33,13 +38,7 @@ fn an_edited_response_is_refused() {
         "The capital of France is Paris.",
         "The capital of France is Lyon.",
     );
-    assert_eq!(
-        load(&path),
-        Err(CassetteError::EntryEdited {
-            turn: 2,
-            part: "response"
-        })
-    );
+    refused_as_edited(&path, 2, "response");
 }
 
 #[test]
@@ -48,23 +47,11 @@ fn edited_tool_arguments_and_chunks_are_refused() {
     edit_json(&path, |f| {
         f["entries"][1]["response"]["reply"]["tool_calls"][0]["arguments"]["text"] = json!("Rome")
     });
-    assert_eq!(
-        load(&path),
-        Err(CassetteError::EntryEdited {
-            turn: 1,
-            part: "response"
-        })
-    );
+    refused_as_edited(&path, 1, "response");
 
     let (_dir, path) = good_file();
     edit_json(&path, |f| f["entries"][2]["chunks"][0] = json!("Lyon"));
-    assert_eq!(
-        load(&path),
-        Err(CassetteError::EntryEdited {
-            turn: 2,
-            part: "response"
-        })
-    );
+    refused_as_edited(&path, 2, "response");
 }
 
 #[test]
@@ -239,13 +226,7 @@ fn a_stored_prompt_edited_by_hand_is_refused() {
         "You are a geography assistant.",
         "You are a history assistant.",
     );
-    assert_eq!(
-        load(&path),
-        Err(CassetteError::EntryEdited {
-            turn: 0,
-            part: "prompt"
-        })
-    );
+    refused_as_edited(&path, 0, "prompt");
 }
 
 #[test]

@@ -464,6 +464,39 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
     }
 }
 
+/// Global memory (revision 5): published only on the way to completing, a run completes only
+/// with nothing left unpublished, and an applied publish always completes the run (no failed
+/// or cancelled run leaves writes behind).
+fn publish_rules(event: &Event, t: &Transition) -> Result<(), TestCaseError> {
+    if t.effects
+        .iter()
+        .any(|e| matches!(e, Effect::PublishMemory { .. }))
+    {
+        prop_assert_eq!(t.edge, EdgeId::HandoffProceedPublish);
+    }
+    if let RunState::Done {
+        run,
+        outcome: Outcome::Completed { .. },
+    } = &t.next
+    {
+        prop_assert!(
+            run.memory
+                .global
+                .as_ref()
+                .is_none_or(|g| g.staged.is_empty())
+        );
+    }
+    if let EventBody::MemoryPublished {
+        outcome: PublishOutcome::Published { .. },
+        ..
+    } = &event.body
+    {
+        let completed = matches!(t.next.outcome(), Some(Outcome::Completed { .. }));
+        prop_assert!(completed, "an applied publish completes the run");
+    }
+    Ok(())
+}
+
 /// Runs `actions` and returns the accepted events with their transitions.
 fn run(spec: &RunSpec, actions: &[(Action, u64)]) -> Vec<(RunState, Event, Transition)> {
     let id = RunId::new("prop");
@@ -586,21 +619,7 @@ proptest! {
             if matches!(t.next, RunState::Summarizing { .. } | RunState::Retrieving { .. }) {
                 prop_assert_eq!(t.next.outstanding().len(), 1);
             }
-            // Global memory (revision 5): published only on the way to completing, and a run
-            // completes only with nothing left unpublished; an applied publish always
-            // completes the run (no failed or cancelled run leaves writes behind).
-            for e in &t.effects {
-                if matches!(e, Effect::PublishMemory { .. }) {
-                    prop_assert_eq!(t.edge, EdgeId::HandoffProceedPublish);
-                }
-            }
-            if let RunState::Done { run, outcome: Outcome::Completed { .. } } = &t.next {
-                prop_assert!(run.memory.global.as_ref().is_none_or(|g| g.staged.is_empty()));
-            }
-            if let EventBody::MemoryPublished { outcome: PublishOutcome::Published { .. }, .. } = &event.body {
-                let completed = matches!(t.next.outcome(), Some(Outcome::Completed { .. }));
-                prop_assert!(completed, "an applied publish completes the run");
-            }
+            publish_rules(event, t)?;
             // Memory caps hold: a write never grows a scope past its cap.
             if let (Some(run), Some(m)) = (t.next.data(), spec.spec().memory.as_ref()) {
                 let caps = &m.limits;
@@ -651,16 +670,7 @@ proptest! {
         for (prev, event, t) in &history {
             let again = step(prev, event, &spec).expect("accepted once, accepted again");
             prop_assert_eq!(serde_json::to_vec(&again).unwrap(), serde_json::to_vec(t).unwrap());
-            if t.effects.iter().any(|e| matches!(e, Effect::PublishMemory { .. })) {
-                prop_assert_eq!(t.edge, EdgeId::HandoffProceedPublish);
-            }
-            if let RunState::Done { run, outcome: Outcome::Completed { .. } } = &t.next {
-                prop_assert!(run.memory.global.as_ref().is_none_or(|g| g.staged.is_empty()));
-            }
-            if let EventBody::MemoryPublished { outcome: PublishOutcome::Published { .. }, .. } = &event.body {
-                let completed = matches!(t.next.outcome(), Some(Outcome::Completed { .. }));
-                prop_assert!(completed, "an applied publish completes the run");
-            }
+            publish_rules(event, t)?;
             // A publish refused over the cap never completes the run, and the writer it tells
             // has fewer writes staged than before (so answering again cannot loop unchanged).
             if let EventBody::MemoryPublished { outcome: PublishOutcome::OverCap { .. }, .. } = &event.body {
