@@ -1,6 +1,6 @@
 //! Every column runtape stores, and what covers it: the one place that says which stored
 //! values `verify` checks (and how) and which are operational — neither shown as history nor
-//! executed — and why. A test (`tests/verify_coverage.rs`) reads every table's columns from
+//! executed — and why. A test (`tests/it/verify/coverage.rs`) reads every table's columns from
 //! the database itself and fails on a column listed nowhere here, so a new stored field
 //! cannot be added without deciding how it is verified.
 

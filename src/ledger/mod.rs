@@ -17,7 +17,7 @@
 //!   at any step (snapshot plus fold), its conversations.
 //! - **What is verified** ([`verify()`], [`coverage`]): every stored column of every table is
 //!   either recomputed by `verify` or listed as operational with the reason; the list is
-//!   [`coverage::COLUMNS`], and `tests/verify_coverage.rs` fails on a stored column it does not
+//!   [`coverage::COLUMNS`], and `tests/it/verify/coverage.rs` fails on a stored column it does not
 //!   name, so a new stored field cannot be added without deciding how it is verified.
 //!
 //! The edge names stored in `transitions.edge` are part of this format: they are the persisted

@@ -8,8 +8,8 @@
 //! The snake_case names of state kinds, event kinds and edges are part of the database format
 //! (`runs.state_kind`, `transitions.edge`, the sealed head's `state`) and of `--json` output.
 //! A released name never changes and is never reused: a database written by runtape 0.1.0
-//! names its edges exactly as [`EdgeId::as_str`] does today (`tests/db_format_0_1_0.rs`,
-//! `tests/canned_histories.rs`). An edge the machine stops taking stays in the table, so old
+//! names its edges exactly as [`EdgeId::as_str`] does today (`tests/it/store/db_format_0_1_0.rs`,
+//! `tests/it/machine/canned_histories.rs`). An edge the machine stops taking stays in the table, so old
 //! histories still read; a new edge gets a new name.
 
 use std::fmt;

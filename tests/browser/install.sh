@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what tests/serve_browser.rs drives Chromium with: playwright-core, the version pinned
+# Installs what tests/it/serve/browser.rs drives Chromium with: playwright-core, the version pinned
 # in package-lock.json beside this file, into $RUNTAPE_BROWSER_TESTS (default
 # target/browser-tests), plus the test script. Playwright's own browser download is never used:
 # the tests launch Debian's /usr/bin/chromium (`.ci/run` installs it). Idempotent: does nothing

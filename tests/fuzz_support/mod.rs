@@ -304,7 +304,7 @@ pub fn spec_seeds() -> Vec<(PathBuf, Vec<u8>)> {
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
             // Loading it needs `node` on PATH (tests/extras/install.sh mcp); the other specs
-            // cover its parser paths, and tests/config_model_settings.rs loads it in that tier.
+            // cover its parser paths, and tests/it/config/model_settings.rs loads it in that tier.
             .filter(|p| p.file_name().is_none_or(|n| n != "mcp.toml"))
             .collect();
         files.sort();

@@ -6,7 +6,7 @@
 //! To re-record them deliberately (after a behaviour change you mean to make), run
 //!
 //! ```sh
-//! RUNTAPE_RECORD_CANNED=1 cargo test --test canned_histories
+//! RUNTAPE_RECORD_CANNED=1 cargo test --test it machine::canned_histories
 //! ```
 //!
 //! and commit the changed files in `tests/canned/` with a message saying why the behaviour
@@ -335,7 +335,7 @@ fn canned_histories_replay_identically() {
         let text = std::fs::read_to_string(&file).expect("reads");
         let canned: Canned = serde_json::from_str(&text).expect("a canned history");
         let end = check(&canned).unwrap_or_else(|d| {
-            panic!("canned history {} diverges from the current machine at {d}; if this change is intended, re-record (see the top of tests/canned_histories.rs)", file.display())
+            panic!("canned history {} diverges from the current machine at {d}; if this change is intended, re-record (see the top of tests/it/machine/canned_histories.rs)", file.display())
         });
         assert_eq!(end.seq(), canned.transitions.len() as u64);
     }

@@ -14,7 +14,7 @@
 //! The soak raises the trials of every K:
 //!
 //! ```sh
-//! RUNTAPE_SOAK_TRIALS=200 cargo test --release --test concurrent_resumers -- --nocapture
+//! RUNTAPE_SOAK_TRIALS=200 cargo test --release --test it run::concurrent_resumers -- --nocapture
 //! ```
 
 use crate::support;
