@@ -219,8 +219,7 @@ fn process_state(pid: u32) -> Option<char> {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_killed_driver_left_a_zombie_is_taken_over_at_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = slow_spec(dir.path(), 8);
     // A lease of ten minutes: only the owner's death can free it within this test.
     let mut child = bin()

@@ -318,8 +318,7 @@ fn until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
 
 #[test]
 fn slow_header_connections_are_closed_and_the_server_still_answers() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let server = Server::start(
         dir.path(),
         &db,
@@ -342,8 +341,7 @@ fn slow_header_connections_are_closed_and_the_server_still_answers() {
 
 #[test]
 fn no_more_connections_are_served_at_once_than_the_cap() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let server = Server::start(
         dir.path(),
         &db,
@@ -373,8 +371,7 @@ fn no_more_connections_are_served_at_once_than_the_cap() {
 
 #[test]
 fn a_slow_body_is_answered_408_and_changes_nothing() {
-    let dir = scratch();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = scratch_db();
     let server = Server::start(dir.path(), &db, &["--body-timeout-ms", "300"], &[]);
     let addr = server.addr;
     let mut s = TcpStream::connect(addr).expect("connects");

@@ -84,8 +84,7 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
 /// not a tamper), and `resume` starts and completes it once there is room.
 #[test]
 fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = rounds_spec(dir.path(), 2);
     // A 100 KB goal is stored twice: in the run's row (written) and as its first message (not):
     // 50 pages of 4 KiB hold the first and not both, with some 10 pages to spare either way.
