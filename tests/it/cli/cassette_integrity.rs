@@ -29,7 +29,7 @@ provider = "s"
 /// A spec, and the cassette exported from a run of it.
 fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let db = dir.join("runs.db");
-    let spec = write(&dir, "spec.toml", SPEC);
+    let spec = write(dir, "spec.toml", SPEC);
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);
@@ -60,7 +60,7 @@ fn downgrade(cassette: &Path) -> PathBuf {
 }
 
 fn replay(db: &Path, spec: &Path, cassette: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["replay", utf8(&spec), "--cassette", utf8(&cassette)];
+    let mut args = vec!["replay", utf8(spec), "--cassette", utf8(cassette)];
     args.extend_from_slice(extra);
     runtape(db, &args)
 }

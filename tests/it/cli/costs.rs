@@ -37,8 +37,8 @@ fn spec(dir: &Path, url: &str, model: &str) -> std::path::PathBuf {
          [[agents]]\nid = \"a\"\nprovider = \"local\"\n\
          [agents.model_settings]\ntemperature = 0.3\nseed = 11\n"
     );
-    let path = write(&dir, "spec.toml", &text);
-    path
+
+    write(dir, "spec.toml", &text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

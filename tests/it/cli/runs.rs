@@ -21,8 +21,8 @@ fn slow_spec(dir: &Path, rounds: usize) -> PathBuf {
          [[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"tick\"]\n",
         replies.join(", ")
     );
-    let path = write(&dir, "slow.toml", &spec);
-    path
+
+    write(dir, "slow.toml", &spec)
 }
 
 /// Starts `runtape run --json` in the background; returns the child and its run id.

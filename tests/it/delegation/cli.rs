@@ -220,7 +220,7 @@ fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
 fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
     let (_dir, db) = temp_db();
     let listed = |spec: &Path| -> Vec<(String, String, String)> {
-        ok(&db, &["tools", utf8(&spec), "--json"])
+        ok(&db, &["tools", utf8(spec), "--json"])
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
             .filter(|l| l["type"] == "tool")

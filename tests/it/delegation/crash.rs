@@ -60,7 +60,7 @@ fn tree(db: &Path) -> Tree {
 
 fn start(db: &Path, spec: &Path) -> Child {
     on(db)
-        .args(["run", utf8(&spec), "--stepped-clock"])
+        .args(["run", utf8(spec), "--stepped-clock"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -32,7 +32,7 @@ const STEADY_WORKER: &str =
 fn tree(root: &Path, worker: &str) -> (PathBuf, PathBuf) {
     let (server, calls) = growing_server(root, &[STATUS]);
     let spec = write(
-        &root,
+        root,
         "tree.toml",
         &format!(
             r#"goal = "ship it"
@@ -95,9 +95,9 @@ fn replay(db: &Path, spec: &Path, tape: &Path) -> std::process::Output {
         &[
             "replay",
             "--stepped-clock",
-            utf8(&spec),
+            utf8(spec),
             "--cassette",
-            utf8(&tape),
+            utf8(tape),
         ],
     )
 }

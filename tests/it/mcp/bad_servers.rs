@@ -32,7 +32,7 @@ fn ctx(cancel: CancellationToken) -> ToolContext {
 }
 
 fn config(dir: &Path, program: &Path, init_ms: u64) -> McpServerConfig {
-    let mut c = stdio("bad", utf8(&program), &[], dir);
+    let mut c = stdio("bad", utf8(program), &[], dir);
     c.init_timeout_ms = Some(init_ms);
     c
 }

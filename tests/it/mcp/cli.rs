@@ -204,7 +204,7 @@ fn spec_errors_about_mcp_point_at_the_line() {
     ];
     for (mcp, want) in cases {
         let spec = write(
-            &dir.path(),
+            dir.path(),
             "spec.toml",
             &format!(
                 "{mcp}[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n"
@@ -247,7 +247,7 @@ fn a_run_over_streamable_http_sends_header_values_it_never_stores() {
     let (mut server, port) = everything_http();
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = write(
-        &dir.path(),
+        dir.path(),
         "spec.toml",
         &format!(
             r#"goal = "add"
@@ -503,7 +503,7 @@ fn progress_notifications_reach_the_run_trace() {
     let dir = tempfile::tempdir().expect("tempdir");
     let main = server_main("server-everything");
     let spec = write(
-        &dir.path(),
+        dir.path(),
         "spec.toml",
         &format!(
             r#"goal = "wait"

@@ -121,7 +121,7 @@ provider = "script"
 #[test]
 fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(&dir.path(), "tree.toml", TREE);
+    let spec = write(dir.path(), "tree.toml", TREE);
     let spec = utf8(&spec).to_owned();
     let db = dir.path().join("recorded.db");
     let lead = first_id(&ok(&db, &["run", &spec]));

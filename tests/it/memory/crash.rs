@@ -81,7 +81,7 @@ fn the_run(db: &Path) -> Option<(String, String)> {
 #[test]
 fn sigkill_at_many_instants_then_resume_loses_and_repeats_no_memory_write() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(&dir.path(), "notes.toml", &spec_text());
+    let spec = write(dir.path(), "notes.toml", &spec_text());
     let spec = utf8(&spec).to_owned();
     let mut resumed_from_publishing = 0;
     for (i, kill_ms) in (0..16u64).map(|i| (i, 20 + i * 22)).collect::<Vec<_>>() {

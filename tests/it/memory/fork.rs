@@ -63,7 +63,7 @@ when = "always"
 #[test]
 fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_writes() {
     let (dir, db) = temp_db();
-    let spec = write(&dir.path(), "offsite.toml", SPEC);
+    let spec = write(dir.path(), "offsite.toml", SPEC);
     let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     // Step 2 loaded the (empty) global memory, step 4 took the planner's note; the parent then
     // published `offsite`.
@@ -165,7 +165,7 @@ fn recalled(db: &Path, at: &str) -> Vec<String> {
 #[test]
 fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
     let (dir, db) = temp_db();
-    let spec = write(&dir.path(), "offsite.toml", SPEC);
+    let spec = write(dir.path(), "offsite.toml", SPEC);
     let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     assert_eq!(
         state_at(&db, &parent)["global"]["read"]["offsite"]["version"],

@@ -145,8 +145,8 @@ fn spec_for(
          base_url = \"{base_url}\"\napi_key_env = \"\"\n{extra_provider}\n\
          [[agents]]\nid = \"a\"\nprovider = \"local\"\nmax_attempts = 1\n{extra_agent}\n"
     );
-    let path = write(&dir, "spec.toml", &spec);
-    path
+
+    write(dir, "spec.toml", &spec)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,7 @@ fn export(db: &Path, run: &str, dir: &Path) -> (PathBuf, Vec<String>) {
 }
 
 fn verify_file(file: &Path, pubkey: &str, extra: &[&str]) -> std::process::Output {
-    let mut args = vec!["receipts", "verify", utf8(&file), "--pubkey", pubkey];
+    let mut args = vec!["receipts", "verify", utf8(file), "--pubkey", pubkey];
     args.extend(extra);
     runtape(Path::new("unused.db"), &args)
 }

@@ -155,7 +155,7 @@ fn no_program_gets_a_credential_its_spec_does_not_name() {
     let scratch = Scratch::new();
     let root = scratch.root();
     std::fs::write(root.join("dump.sh"), DUMP).expect("dump.sh");
-    std::fs::write(root.join("mcp.sh"), &mcp_server()).expect("mcp.sh");
+    std::fs::write(root.join("mcp.sh"), mcp_server()).expect("mcp.sh");
     std::fs::write(root.join("spec.toml"), SPEC).expect("spec");
     let o = scratch.runtape(&["run", root.join("spec.toml").to_str().expect("utf-8")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -221,7 +221,7 @@ fn no_program_gets_a_credential_its_spec_does_not_name() {
 fn the_policy_is_stored_with_the_run_and_bad_mcp_env_entries_are_one_line() {
     let scratch = Scratch::new();
     let root = scratch.root();
-    std::fs::write(root.join("mcp.sh"), &mcp_server()).expect("mcp.sh");
+    std::fs::write(root.join("mcp.sh"), mcp_server()).expect("mcp.sh");
     let db = root.join("runs.db");
     for (entry, expected) in [
         (

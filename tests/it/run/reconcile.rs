@@ -34,8 +34,8 @@ provider = "s"
 tools = ["charge"]
 on_in_doubt = "reconcile"
 "#;
-    let path = write(&dir, "reconcile.toml", &text);
-    path
+
+    write(dir, "reconcile.toml", text)
 }
 
 /// Starts the run with `slow` present, waits until the charge is in flight, and SIGKILLs
@@ -163,7 +163,7 @@ fn a_spec_that_cannot_reconcile_is_refused_before_anything_runs() {
         .filter(|l| !l.starts_with("reconcile"))
         .collect::<Vec<_>>()
         .join("\n");
-    let path = write(&dir.path(), "no_reconcile.toml", &text);
+    let path = write(dir.path(), "no_reconcile.toml", &text);
     let o = runtape(&db, &["run", utf8(&path)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let line = one_line(&err(&o)).to_owned();
@@ -197,7 +197,7 @@ fn reconcile_is_only_for_non_idempotent_command_tools() {
             "is not on PATH",
         ),
     ] {
-        let path = write(&dir.path(), "bad.toml", &format!("{head}{tool}{agent}"));
+        let path = write(dir.path(), "bad.toml", &format!("{head}{tool}{agent}"));
         let o = runtape(&db, &["run", utf8(&path)]);
         assert_eq!(o.status.code(), Some(2), "{tool}: {}", err(&o));
         let line = one_line(&err(&o)).to_owned();

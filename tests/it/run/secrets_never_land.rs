@@ -115,7 +115,7 @@ impl Env {
     }
 
     fn spec(&self, body: &str) -> String {
-        let path = write(&self.dir.path(), "spec.toml", &body);
+        let path = write(self.dir.path(), "spec.toml", body);
         utf8(&path).to_owned()
     }
 

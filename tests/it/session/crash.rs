@@ -48,7 +48,7 @@ fn stepped(db: &Path, spec: &Path, goal: &str) -> Child {
     on(db)
         .args([
             "run",
-            utf8(&spec),
+            utf8(spec),
             goal,
             "--session",
             "chat",

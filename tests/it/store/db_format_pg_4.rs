@@ -79,9 +79,9 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     let url = server.fresh_db();
     let db = PgServer::db_of(&url).to_owned();
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(&dir.path(), "count.toml", &spec());
+    let spec = write(dir.path(), "count.toml", &spec());
     let spec = utf8(&spec);
-    let gated = write(&dir.path(), "gated.toml", GATED);
+    let gated = write(dir.path(), "gated.toml", GATED);
     let gated = utf8(&gated);
 
     let done = run_id(&ok(&url, &["run", spec]));

@@ -16,8 +16,8 @@ use support::cli::runtape;
 fn spec_with(dir: &Path, extra: &str) -> PathBuf {
     let example = example("quickstart.toml");
     let text = std::fs::read_to_string(example).expect("the quickstart example");
-    let path = write(&dir, "spec.toml", &format!("{text}\n{extra}\n"));
-    path
+
+    write(dir, "spec.toml", &format!("{text}\n{extra}\n"))
 }
 
 const NOTE: &str = "durability \"normal\"";

@@ -18,7 +18,7 @@ impl SpecFile {
     /// Writes `text` to `runtape.toml` in a new temporary directory.
     pub(crate) fn new(text: &str) -> SpecFile {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = write(&dir.path(), "runtape.toml", &text);
+        let path = write(dir.path(), "runtape.toml", text);
         SpecFile { dir, path }
     }
 

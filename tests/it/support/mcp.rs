@@ -58,7 +58,7 @@ pub fn stdio(name: &str, program: &str, args: &[&str], dir: &Path) -> McpServerC
 /// server-filesystem over stdio, allowed `sandbox`.
 pub fn filesystem(name: &str, sandbox: &Path) -> McpServerConfig {
     let main = server_main("server-filesystem");
-    stdio(name, "node", &[utf8(&main), utf8(&sandbox)], sandbox)
+    stdio(name, "node", &[utf8(&main), utf8(sandbox)], sandbox)
 }
 
 /// server-everything over stdio.
@@ -246,14 +246,14 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
 pub fn server_gone(server: &Path, marker: &Path) {
     std::fs::write(
         server,
-        format!("#!/bin/sh\necho started >> {:?}\nexit 1\n", utf8(&marker)),
+        format!("#!/bin/sh\necho started >> {:?}\nexit 1\n", utf8(marker)),
     )
     .expect("script");
 }
 
 /// Runs `runtape replay SPEC --cassette TAPE` on the database `db` to completion.
 pub fn replay(db: &Path, spec: &Path, tape: &Path) -> Output {
-    runtape(db, &["replay", utf8(&spec), "--cassette", utf8(&tape)])
+    runtape(db, &["replay", utf8(spec), "--cassette", utf8(tape)])
 }
 
 /// Replaces the MCP server program `server` with one that only leaves a mark (`started`

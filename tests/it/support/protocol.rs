@@ -80,8 +80,8 @@ pub fn charge_spec(dir: &Path, c: &ChargeSpec<'_>) -> PathBuf {
         extra = c.tool_extra,
         policy = c.on_in_doubt,
     );
-    let path = write(&dir, "charge.toml", &spec);
-    path
+
+    write(dir, "charge.toml", &spec)
 }
 
 /// The idempotency keys the charge tool recorded, with how often each was performed.

@@ -446,8 +446,8 @@ pub fn slow_tool_spec(dir: &Path, secs: f64) -> PathBuf {
 /// A spec in `dir` whose agent calls one idempotent tool running `sh -c SCRIPT` in `dir`,
 /// then answers.
 pub fn tool_spec(dir: &Path, script: &str) -> PathBuf {
-    let spec = write(
-        &dir,
+    write(
+        dir,
         "slow.toml",
         &format!(
             r#"goal = "wait a while"
@@ -474,6 +474,5 @@ provider = "script"
 tools = ["wait"]
 "#
         ),
-    );
-    spec
+    )
 }

@@ -11,7 +11,7 @@ pub use super::cli::{first_id, ok, on, runtape, text, utf8, write};
 
 /// Runs `spec` toward `goal` as the next run of `session`; returns the run id.
 pub fn session_run(db: &Path, spec: &Path, goal: &str, session: &str) -> String {
-    first_id(&ok(db, &["run", utf8(&spec), goal, "--session", session]))
+    first_id(&ok(db, &["run", utf8(spec), goal, "--session", session]))
 }
 
 /// A chat: `assistant` answers from a script (its answer to its n-th turn in a conversation

@@ -10,7 +10,7 @@ use support::cli::{runtape, start_json, temp_db, write};
 fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
     let (dir, db) = temp_db();
     let spec_path = write(
-        &dir.path(),
+        dir.path(),
         "slow.toml",
         &support::tamper::notes_spec(40, false, 15),
     );

@@ -54,7 +54,7 @@ pub fn run_signed(example: &Path, like: Option<&Team>) -> Team {
     let seed = std::fs::read_to_string(&key).expect("the key file");
     let o = on(&db)
         .env("RUNTAPE_RECEIPT_KEY", seed)
-        .args(["run", utf8(&example)])
+        .args(["run", utf8(example)])
         .output()
         .expect("runtape runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
