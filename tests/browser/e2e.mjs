@@ -1,5 +1,5 @@
 // End-to-end scenarios of the runtape page in Debian's Chromium, driven by playwright-core.
-// Run by tests/serve_browser.rs, which starts `runtape serve` and prepares the runs:
+// Run by tests/it/serve/browser.rs, which starts `runtape serve` and prepares the runs:
 //   BASE_URL    the server's URL
 //   RUNS        JSON: { done, waiting, big } run ids
 //   SHOTS       directory for screenshots (written on every run, never committed)

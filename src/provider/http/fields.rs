@@ -2,7 +2,7 @@
 //! wire format, read by the encoders' tests and by [`refused_setting`], which names the
 //! setting a vendor's 400 refused. The rows were checked against the vendors' current API
 //! references (the `source` column) and each is exercised by a recorded or documented request
-//! in `tests/fixtures/providers` (`tests/provider_fields.rs`).
+//! in `tests/fixtures/providers` (`tests/it/provider/fields.rs`).
 //!
 //! # OpenAI chat completions (and Azure OpenAI)
 //!

@@ -6,5 +6,6 @@ mod costs;
 mod demo_bench;
 mod hostile_ids;
 mod inspect;
+mod reply_outcomes;
 mod resume_fork;
 mod runs;

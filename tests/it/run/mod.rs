@@ -16,4 +16,5 @@ mod secrets_never_land;
 mod time_travel;
 mod trace_lag;
 mod transition_caps;
+mod truncated_and_refused_replies;
 mod virtual_time_backoff;

@@ -1,4 +1,4 @@
-//! Edge cases of revision 5's memory, sessions and retriever (see `machine_edges.rs`).
+//! Edge cases of revision 5's memory, sessions and retriever (see `../edges.rs`).
 
 use super::*;
 

@@ -4,7 +4,7 @@
 //! `truncated`; a refusal fails it `refused` with the model's words. Each is in the history's
 //! timeline, the step view and the trace.
 
-mod provider_support;
+use crate::support::provider as provider_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

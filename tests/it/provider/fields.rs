@@ -2,11 +2,11 @@
 //! row is where the encoder writes the setting, Anthropic's reasoning follows the model's
 //! generation, its prompt-cache marks sit on the stable prefix, and a vendor's 400 refusing a
 //! value (recorded: `anthropic-effort-refused-error-400`) names the setting. The rows are
-//! also checked against recorded requests by `provider_conformance` (OpenAI `reasoning_effort`
+//! also checked against recorded requests by `provider::conformance` (OpenAI `reasoning_effort`
 //! on chat completions and Groq, Responses `reasoning.effort`, Anthropic adaptive thinking
 //! with `output_config.effort` and a thinking budget, stop sequences, sampling).
 
-mod provider_support;
+use crate::support::provider as provider_support;
 
 use provider_support::*;
 use runtape::machine::*;

@@ -12,7 +12,7 @@
 //! counted as 4 bytes of each block's JSON. So the figures depend only on where runtape puts
 //! its marks and on the prices.
 
-mod provider_support;
+use crate::support::provider as provider_support;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

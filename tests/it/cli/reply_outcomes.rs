@@ -4,30 +4,24 @@
 //! refusal is shown with the model's words, and prompt-cache reads and writes are counted per
 //! turn and over the run.
 
-mod provider_support;
+use crate::support::cli::{on, out as stdout};
+use crate::support::provider as provider_support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use provider_support::{Behaviour, Case, MockServer, load_cases};
 use serde_json::Value;
 
+/// `runtape --db DB ARGS…` with the providers' key, `TEST_KEY`, set.
 fn runtape(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runtape"))
-        .env_remove("RUNTAPE_DB")
-        .env_remove("RUNTAPE_RECEIPT_KEY")
+    on(db)
         .env("TEST_KEY", "k-1")
-        .arg("--db")
-        .arg(db)
         .args(args)
         .output()
         .expect("runs")
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn case(name: &str) -> Case {
@@ -71,7 +65,7 @@ async fn run_spec(dir: &Path, kind: &str, url: &str, model: &str, agent_extra: &
     let out = tokio::task::spawn_blocking(move || runtape(&db, &["run", path.to_str().unwrap()]))
         .await
         .unwrap();
-    let ls: Value = text(&runtape(&dir.join("runs.db"), &["ls", "--json"]))
+    let ls: Value = stdout(&runtape(&dir.join("runs.db"), &["ls", "--json"]))
         .lines()
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
@@ -89,14 +83,14 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_spec(dir.path(), "openai", &server.url(), "gpt-4o", "").await;
     let db = dir.path().join("runs.db");
-    let log = text(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape(&db, &["log", &run]));
     let cut = log
         .lines()
         .find(|l| l.contains("answer [truncated]: Designing a robust"))
         .unwrap_or_else(|| panic!("no truncated step in the log:\n{log}"));
     let seq = cut.split_whitespace().next().unwrap();
     assert!(log.contains("answer: Why did Opentelemetry"), "{log}");
-    let show = text(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
     assert!(
         show.contains("reply   finish length, 1221 input / 100 output tokens"),
         "{show}"
@@ -105,7 +99,7 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
         show.contains("truncated the output-token limit cut this reply"),
         "{show}"
     );
-    let json: Value = serde_json::from_str(&text(&runtape(
+    let json: Value = serde_json::from_str(&stdout(&runtape(
         &db,
         &["show", &format!("{run}@{seq}"), "--json"],
     )))
@@ -124,7 +118,7 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
         "on_truncated = \"fail\"\n",
     )
     .await;
-    let show = text(&runtape(&dir.path().join("runs.db"), &["show", &run]));
+    let show = stdout(&runtape(&dir.path().join("runs.db"), &["show", &run]));
     assert!(show.contains("truncated"), "{show}");
     assert_eq!(server.requests().len(), 1);
 }
@@ -137,13 +131,13 @@ async fn a_refusal_is_shown_with_the_models_words() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_spec(dir.path(), "openai", &server.url(), "gpt-4o", "").await;
     let db = dir.path().join("runs.db");
-    let log = text(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape(&db, &["log", &run]));
     let line = log
         .lines()
         .find(|l| l.contains("refused: "))
         .unwrap_or_else(|| panic!("no refused step:\n{log}"));
     let seq = line.split_whitespace().next().unwrap();
-    let show = text(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
     assert!(
         show.contains(&format!("refused the model declined: {words}")),
         "{show}"
@@ -163,7 +157,7 @@ async fn cache_reads_are_counted_per_turn_and_over_the_run() {
     )
     .await;
     let db = dir.path().join("runs.db");
-    let log = text(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape(&db, &["log", &run]));
     assert!(
         log.contains("prompt cache: 1111 input tokens read from it, 0 written to it"),
         "{log}"
@@ -173,7 +167,7 @@ async fn cache_reads_are_counted_per_turn_and_over_the_run() {
         .find(|l| l.contains("answer: # What is Python"))
         .unwrap_or_else(|| panic!("no answer:\n{log}"));
     let seq = line.split_whitespace().next().unwrap();
-    let show = text(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
     // $3/M × 3 + $0.30/M × 1111 + $15/M × 406 = $0.0064323.
     assert!(
         show.contains("3 input / 406 output tokens (prompt cache: 1111 read, 0 written), $0.0064"),
