@@ -9,10 +9,8 @@ use crate::support::provider as provider_support;
 
 use std::path::Path;
 use std::process::Output;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use provider_support::{Behaviour, Case, MockServer, load_cases};
+use provider_support::{case, serve_cases};
 use serde_json::Value;
 
 /// `runtape --db DB ARGS…` with the providers' key, `TEST_KEY`, set.
@@ -22,28 +20,6 @@ fn runtape(db: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("runs")
-}
-
-fn case(name: &str) -> Case {
-    load_cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no recorded case {name}"))
-}
-
-/// A server answering with `cases` in order (the last one again after that).
-async fn serve(cases: Vec<Case>) -> MockServer {
-    let n = Arc::new(AtomicUsize::new(0));
-    MockServer::start(move |_| {
-        let c = &cases[n.fetch_add(1, Ordering::SeqCst).min(cases.len() - 1)];
-        let headers: Vec<(&str, &str)> = c
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        Behaviour::respond(c.status, &headers, &c.body)
-    })
-    .await
 }
 
 /// Runs a one-agent spec against `url` (`kind` `openai` or `anthropic`) with `agent_extra`
@@ -75,7 +51,7 @@ async fn run_spec(dir: &Path, kind: &str, url: &str, model: &str, agent_extra: &
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
-    let server = serve(vec![
+    let server = serve_cases(vec![
         case("openai-chat-length-nonstream"),
         case("openai-chat-text-nonstream"),
     ])
@@ -108,7 +84,7 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
     assert_eq!(json["edge"], "generating.replied.truncated_retry");
 
     // With `on_truncated = "fail"` in the file, the same reply ends the run `truncated`.
-    let server = serve(vec![case("openai-chat-length-nonstream")]).await;
+    let server = serve_cases(vec![case("openai-chat-length-nonstream")]).await;
     let dir = tempfile::tempdir().unwrap();
     let run = run_spec(
         dir.path(),
@@ -127,7 +103,7 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
 async fn a_refusal_is_shown_with_the_models_words() {
     let refusal = case("openai-chat-refusal-nonstream");
     let words = refusal.expect["refusal"].as_str().unwrap().to_owned();
-    let server = serve(vec![refusal]).await;
+    let server = serve_cases(vec![refusal]).await;
     let dir = tempfile::tempdir().unwrap();
     let run = run_spec(dir.path(), "openai", &server.url(), "gpt-4o", "").await;
     let db = dir.path().join("runs.db");
@@ -146,7 +122,7 @@ async fn a_refusal_is_shown_with_the_models_words() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_reads_are_counted_per_turn_and_over_the_run() {
-    let server = serve(vec![case("anthropic-cache-read-nonstream")]).await;
+    let server = serve_cases(vec![case("anthropic-cache-read-nonstream")]).await;
     let dir = tempfile::tempdir().unwrap();
     let run = run_spec(
         dir.path(),

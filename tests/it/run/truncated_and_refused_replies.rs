@@ -7,40 +7,13 @@
 use crate::support::provider as provider_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use provider_support::{Behaviour, Case, MockServer, base_for, config, load_cases, provider};
+use provider_support::{Case, base_for, case, config, provider, serve_cases};
 use runtape::exec::Engine;
 use runtape::history;
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
-
-fn case(name: &str) -> Case {
-    load_cases()
-        .into_iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no recorded case {name}"))
-}
-
-fn recorded(c: &Case) -> Behaviour {
-    let headers: Vec<(&str, &str)> = c
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    Behaviour::respond(c.status, &headers, &c.body)
-}
-
-/// A server answering its requests with `cases` in order (the last one again after that).
-async fn serve(cases: Vec<Case>) -> MockServer {
-    let n = AtomicUsize::new(0);
-    MockServer::start(move |_| {
-        let i = n.fetch_add(1, Ordering::SeqCst).min(cases.len() - 1);
-        recorded(&cases[i])
-    })
-    .await
-}
 
 struct Ran {
     end: runtape::exec::RunEnd,
@@ -57,7 +30,7 @@ async fn run(cases: Vec<Case>, limit: Option<u64>, agent: impl FnOnce(&mut Agent
     let first = cases[0].clone();
     let kind = first.kind();
     let model = first.request["model"].as_str().unwrap_or("m").to_owned();
-    let server = serve(cases).await;
+    let server = serve_cases(cases).await;
     let mut cfg = config(kind, &base_for(kind, &server.url()), &model);
     cfg.stream = first.stream();
     cfg.max_tokens = limit;
@@ -350,7 +323,7 @@ async fn a_truncation_is_recorded_in_the_cassette_and_replays() {
     use runtape::exec::{EngineConfig, SteppedClock};
     use runtape::provider::ModelProvider;
 
-    let server = serve(vec![
+    let server = serve_cases(vec![
         case("openai-chat-length-nonstream"),
         case("openai-chat-text-nonstream"),
     ])

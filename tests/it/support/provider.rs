@@ -112,6 +112,30 @@ pub fn load_cases() -> Vec<Case> {
     all
 }
 
+/// The recorded case `name` (of [`load_cases`]).
+pub fn case(name: &str) -> Case {
+    load_cases()
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no recorded case {name}"))
+}
+
+/// A server answering its requests with the recorded responses of `cases` in order (the last
+/// one again after that).
+pub async fn serve_cases(cases: Vec<Case>) -> MockServer {
+    let n = AtomicUsize::new(0);
+    MockServer::start(move |_| {
+        let c = &cases[n.fetch_add(1, Ordering::SeqCst).min(cases.len() - 1)];
+        let headers: Vec<(&str, &str)> = c
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Behaviour::respond(c.status, &headers, &c.body)
+    })
+    .await
+}
+
 /// Every case folder in `dir`, sorted by name.
 pub fn load_cases_in(dir: &Path) -> Vec<Case> {
     let dir = dir.to_path_buf();
