@@ -10,9 +10,9 @@ use crate::support::provider as provider_support;
 
 use provider_support::*;
 use runtape::machine::*;
-use runtape::provider::ToolDef;
 use runtape::provider::http::fields::{self, FieldRow};
 use runtape::provider::http::{EncodeOptions, ProviderKind, encode_request};
+use runtape::provider::{ProviderError, ProviderRequest, ToolDef};
 use serde_json::{Value, json};
 
 fn all_settings(kind: ProviderKind) -> ModelSettings {
@@ -253,24 +253,30 @@ fn anthropic_marks_the_stable_prefix_for_the_prompt_cache() {
     }
 }
 
-#[tokio::test]
-async fn a_recorded_400_refusing_an_effort_names_the_setting() {
-    let dir = own_cases_dir().join("anthropic-effort-refused-error-400");
-    let body = std::fs::read_to_string(dir.join("response.body")).unwrap();
-    let server = MockServer::always(Behaviour::json(400, &body)).await;
+/// `req` sent (not streamed) to Claude Opus 4.6 on a server answering 400 with `body`: the
+/// error and the request body the server received.
+async fn refused_with(body: &str, req: &ProviderRequest) -> (ProviderError, serde_json::Value) {
+    let server = MockServer::always(Behaviour::json(400, body)).await;
     let mut cfg = config(
         ProviderKind::Anthropic,
         &base_for(ProviderKind::Anthropic, &server.url()),
         "claude-opus-4-6",
     );
     cfg.stream = false;
-    let mut req = hello("claude-opus-4-6");
-    req.settings = effort(ReasoningEffort::XHigh, None);
     let err = provider(cfg, "test-key-fields")
-        .complete_decoded(&req, &|_| {})
+        .complete_decoded(req, &|_| {})
         .await
         .unwrap_err();
-    let sent = server.requests()[0].json();
+    (err, server.requests()[0].json())
+}
+
+#[tokio::test]
+async fn a_recorded_400_refusing_an_effort_names_the_setting() {
+    let dir = own_cases_dir().join("anthropic-effort-refused-error-400");
+    let body = std::fs::read_to_string(dir.join("response.body")).unwrap();
+    let mut req = hello("claude-opus-4-6");
+    req.settings = effort(ReasoningEffort::XHigh, None);
+    let (err, sent) = refused_with(&body, &req).await;
     assert_eq!(sent["output_config"]["effort"], "xhigh");
     assert_eq!(err.class, ProviderErrorClass::BadRequest);
     assert!(!err.retryable);
@@ -283,17 +289,7 @@ async fn a_recorded_400_refusing_an_effort_names_the_setting() {
         "{line}"
     );
     // The same body for a request that set nothing it could point at names nothing.
-    let server = MockServer::always(Behaviour::json(400, &body)).await;
-    let mut cfg = config(
-        ProviderKind::Anthropic,
-        &base_for(ProviderKind::Anthropic, &server.url()),
-        "claude-opus-4-6",
-    );
-    cfg.stream = false;
-    let err = provider(cfg, "test-key-fields")
-        .complete_decoded(&hello("claude-opus-4-6"), &|_| {})
-        .await
-        .unwrap_err();
+    let (err, _) = refused_with(&body, &hello("claude-opus-4-6")).await;
     assert_eq!(err.setting, None);
     assert!(err.hint.starts_with("request rejected"), "{}", err.hint);
 }
