@@ -216,8 +216,9 @@ pub fn state_at(
     Ok(Rebuilt { state, chain })
 }
 
-/// Reads `agent`'s conversation (`len` messages ending at `head`) from the blob store,
-/// checking every node against its digest.
+/// Reads `agent`'s conversation (`len` messages ending at `head`) from the blob store in one
+/// walk of its chain ([`Store::conversation_nodes`]: a fixed number of queries whatever its
+/// length), checking every node against its digest.
 pub fn conversation(
     store: &dyn Store,
     agent: &AgentId,
@@ -225,6 +226,18 @@ pub fn conversation(
 ) -> Result<Vec<Message>, HistoryError> {
     let run = RunId::new(format!("(conversation of {agent})"));
     let mut out = Vec::with_capacity(conv.len as usize);
+    if conv.head == Digest::ZERO {
+        return match conv.len {
+            0 => Ok(out),
+            _ => Err(damaged(
+                &run,
+                0,
+                "conversation is shorter than its state says",
+            )),
+        };
+    }
+    let nodes = store.conversation_nodes(&conv.head, u64::from(conv.len))?;
+    let mut nodes = nodes.iter();
     let mut head = conv.head;
     while head != Digest::ZERO {
         if out.len() >= conv.len as usize {
@@ -234,10 +247,11 @@ pub fn conversation(
                 "conversation is longer than its state says",
             ));
         }
-        let bytes = store
-            .blob(&head)?
-            .ok_or_else(|| damaged(&run, 0, format!("message blob {head} is missing")))?;
-        let (prev, msg) = node_parts(&bytes)
+        let bytes = match nodes.next() {
+            Some((digest, bytes)) if *digest == head => bytes,
+            _ => return Err(damaged(&run, 0, format!("message blob {head} is missing"))),
+        };
+        let (prev, msg) = node_parts(bytes)
             .ok_or_else(|| damaged(&run, 0, format!("message blob {head} is truncated")))?;
         if ConversationRef::chain(&prev, msg) != head {
             return Err(damaged(

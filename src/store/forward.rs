@@ -82,6 +82,13 @@ macro_rules! forward_store_reads {
         ) -> Result<Option<Vec<u8>>, $crate::store::StoreError> {
             self.$inner.blob(digest)
         }
+        fn conversation_nodes(
+            &self,
+            head: &$crate::machine::Digest,
+            len: u64,
+        ) -> Result<Vec<($crate::machine::Digest, Vec<u8>)>, $crate::store::StoreError> {
+            self.$inner.conversation_nodes(head, len)
+        }
         fn open_effects(
             &self,
             run: &$crate::machine::RunId,

@@ -487,6 +487,30 @@ impl Store for MemoryStore {
         self.with(|inner| inner.blobs.get(digest).cloned())
     }
 
+    fn conversation_nodes(
+        &self,
+        head: &Digest,
+        len: u64,
+    ) -> Result<Vec<(Digest, Vec<u8>)>, StoreError> {
+        // The whole walk under one lock: one read, as SQLite's and PostgreSQL's are one query.
+        self.with(|inner| {
+            let mut out = Vec::new();
+            let mut at = *head;
+            while at != Digest::ZERO && (out.len() as u64) < len {
+                let Some(bytes) = inner.blobs.get(&at) else {
+                    break;
+                };
+                let prev = crate::ledger::codec::node_parts(bytes).map(|(prev, _)| prev);
+                out.push((at, bytes.clone()));
+                match prev {
+                    Some(prev) => at = prev,
+                    None => break,
+                }
+            }
+            out
+        })
+    }
+
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
         self.with(|inner| {
             inner.runs.get(run).map_or_else(Vec::new, |r| {

@@ -860,6 +860,36 @@ pub trait Store: Send + Sync + 'static {
     /// A blob by digest.
     fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
 
+    /// The conversation node stored under `head` and the nodes before it, newest first: each
+    /// node's first 32 bytes name the one before it, and the walk stops at a node naming
+    /// [`Digest::ZERO`], at a digest with no blob, or after `len` nodes. Each blob is as
+    /// [`blob`](Self::blob) returns it, under its digest; nothing is checked here
+    /// (`ledger::conversation` checks every node against its digest and the count against the
+    /// state's).
+    ///
+    /// Call it to read a whole conversation: a resumed run's, the messages of a request `show`
+    /// prints. The default reads node by node through [`blob`](Self::blob) (one read per
+    /// message); SQLite and PostgreSQL walk the chain in the database, in a fixed number of
+    /// queries whatever the length.
+    fn conversation_nodes(
+        &self,
+        head: &Digest,
+        len: u64,
+    ) -> Result<Vec<(Digest, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        let mut at = *head;
+        while at != Digest::ZERO && (out.len() as u64) < len {
+            let Some(bytes) = self.blob(&at)? else { break };
+            let prev = crate::ledger::codec::node_parts(&bytes).map(|(prev, _)| prev);
+            out.push((at, bytes));
+            match prev {
+                Some(prev) => at = prev,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// Outbox rows of the run that are not done.
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError>;
 

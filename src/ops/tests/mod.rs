@@ -3,6 +3,7 @@
 
 mod counting;
 mod flow;
+mod history_length;
 mod reads;
 mod views;
 

@@ -308,6 +308,15 @@ impl Store for PostgresStore {
         self.read(move |c| async move { read::blob(&c, &digest).await })
     }
 
+    fn conversation_nodes(
+        &self,
+        head: &Digest,
+        len: u64,
+    ) -> Result<Vec<(Digest, Vec<u8>)>, StoreError> {
+        let head = *head;
+        self.read(move |c| async move { read::conversation_nodes(&c, &head, len).await })
+    }
+
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
         let run = run.clone();
         self.read(move |c| async move { read::outbox(&c, &run, true).await })

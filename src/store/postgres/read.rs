@@ -208,6 +208,40 @@ pub(super) async fn blob(c: &Conn, d: &Digest) -> Read<Option<Vec<u8>>> {
     Ok(row.map(|r| r.try_get(0)).transpose()?)
 }
 
+/// The conversation node under `head` and the nodes before it, newest first, at most `len`,
+/// walked in the database in one recursive query (see [`Store::conversation_nodes`]).
+///
+/// [`Store::conversation_nodes`]: crate::store::Store::conversation_nodes
+pub(super) async fn conversation_nodes(
+    c: &Conn,
+    head: &Digest,
+    len: u64,
+) -> Read<Vec<(Digest, Vec<u8>)>> {
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let rows = c
+        .query(
+            "WITH RECURSIVE chain(n, hash, bytes) AS ( \
+                 SELECT 1::bigint, hash, bytes FROM runtape.blobs WHERE hash = $1 \
+                 UNION ALL \
+                 SELECT c.n + 1, b.hash, b.bytes FROM chain c \
+                 JOIN runtape.blobs b ON b.hash = substring(c.bytes from 1 for 32) \
+                 WHERE c.n < $2 AND length(c.bytes) >= 32 \
+                 AND substring(c.bytes from 1 for 32) <> decode(repeat('00', 32), 'hex') \
+             ) SELECT hash, bytes FROM chain ORDER BY n LIMIT $2",
+            &[&&head.0[..], &len],
+        )
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let hash: Vec<u8> = r.try_get(0)?;
+        let Ok(digest) = <[u8; 32]>::try_from(hash.as_slice()) else {
+            break;
+        };
+        out.push((Digest(digest), r.try_get(1)?));
+    }
+    Ok(out)
+}
+
 pub(super) async fn outbox(c: &Conn, run: &RunId, open_only: bool) -> Read<Vec<OutboxRecord>> {
     let rows = if open_only {
         c.query(

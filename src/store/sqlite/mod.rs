@@ -22,6 +22,7 @@ use crate::ledger::packed_blob::{blob_source, unpack_blob};
 use crate::ledger::packed_head::unpack_head;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
+mod chain;
 mod checkpoint;
 mod global_memory;
 mod known;
@@ -538,22 +539,24 @@ impl Store for SqliteStore {
         let Some((bytes, event)) = stored else {
             return Ok(None);
         };
-        let damaged = |what: String| StoreError::Damaged {
-            run: format!("(the blob {d})"),
-            detail: format!("blobs.bytes: {what}"),
-        };
-        let event = match &event {
-            Some(stored) => unpack(stored).map_err(|e| damaged(format!("its event: {e}")))?,
-            None if blob_source(&bytes).is_some() => {
-                return Err(damaged("the transition it refers to is not stored".into()));
-            }
-            None => Cow::Borrowed(&[][..]),
-        };
-        match unpack_blob(&bytes, &event) {
-            Ok(Cow::Borrowed(_)) => Ok(Some(bytes)),
-            Ok(Cow::Owned(node)) => Ok(Some(node)),
-            Err(e) => Err(damaged(e.to_string())),
-        }
+        unpacked(d, bytes, event.as_deref()).map(Some)
+    }
+
+    fn conversation_nodes(
+        &self,
+        head: &Digest,
+        len: u64,
+    ) -> Result<Vec<(Digest, Vec<u8>)>, StoreError> {
+        let (nodes, events) = self.read(|c| chain::read(c, head, len))?;
+        nodes
+            .into_iter()
+            .map(|(d, bytes)| {
+                let event = blob_source(&bytes)
+                    .and_then(|row| i64::try_from(row).ok())
+                    .and_then(|row| events.get(&row));
+                Ok((d, unpacked(&d, bytes, event.map(Vec::as_slice))?))
+            })
+            .collect()
     }
 
     fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
@@ -643,6 +646,27 @@ fn snapshot_json(run: &RunId, seq: u64, state: Vec<u8>) -> Result<(u64, Vec<u8>)
             run: run.to_string(),
             detail: format!("seq {seq}: snapshots.state: {e}"),
         }),
+    }
+}
+
+/// Blob `d` as written, from its stored `bytes` and, for a node that refers to the event of
+/// the transition that appended it, that event as stored (`None`: not stored).
+fn unpacked(d: &Digest, bytes: Vec<u8>, event: Option<&[u8]>) -> Result<Vec<u8>, StoreError> {
+    let damaged = |what: String| StoreError::Damaged {
+        run: format!("(the blob {d})"),
+        detail: format!("blobs.bytes: {what}"),
+    };
+    let event = match event {
+        Some(stored) => unpack(stored).map_err(|e| damaged(format!("its event: {e}")))?,
+        None if blob_source(&bytes).is_some() => {
+            return Err(damaged("the transition it refers to is not stored".into()));
+        }
+        None => Cow::Borrowed(&[][..]),
+    };
+    match unpack_blob(&bytes, &event) {
+        Ok(Cow::Borrowed(_)) => Ok(bytes),
+        Ok(Cow::Owned(node)) => Ok(node),
+        Err(e) => Err(damaged(e.to_string())),
     }
 }
 

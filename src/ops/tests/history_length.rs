@@ -1,0 +1,143 @@
+//! Resuming a run, showing a step and listing its timeline make as many store reads on a run
+//! of 300 transitions as on one of 15: a run's history is read from its nearest snapshot, and a
+//! conversation in one read whatever its length ([`crate::store::Store::conversation_nodes`]),
+//! not one read per message. Counted on the real in-memory store
+//! ([`super::counting::Counting`]); a database store makes one query per read.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::super::{self as ops, Answer, Raise};
+use super::counting::Counting;
+use super::start_file;
+use crate::exec::{Engine, EngineConfig};
+use crate::machine::RunId;
+use crate::store::{MemoryStore, RunStatus, Store};
+
+/// A spec file whose agent makes `rounds` tool calls, runs out of turns and rests until its
+/// budget is raised by one turn, which it answers with.
+fn rounds_then_rest(rounds: usize) -> String {
+    let mut replies = String::new();
+    for i in 0..rounds {
+        let _ = writeln!(
+            replies,
+            "  {{ text = \"Looking up {i}.\", tool_calls = [{{ name = \"echo\", arguments = {{ n = {i} }} }}] }},"
+        );
+    }
+    format!(
+        r#"
+goal = "Look it up {rounds} times."
+[run]
+max_transitions = {cap}
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [
+{replies}  {{ text = "done" }},
+]
+[[tools]]
+name = "echo"
+description = "Echo"
+command = ["cat"]
+read_only = true
+idempotent = true
+[[agents]]
+id = "a"
+provider = "s"
+tools = ["echo"]
+on_exhausted = "pause"
+[agents.budget]
+max_turns = {rounds}
+max_tool_calls = {calls}
+"#,
+        cap = rounds * 3 + 50,
+        calls = rounds + 10,
+    )
+}
+
+/// Reads made by each operation on a run of `rounds` rounds.
+#[derive(Debug, PartialEq, Eq)]
+struct Reads {
+    /// Transitions in the run as it rests (not compared: it is what differs).
+    transitions: u64,
+    /// `show RUN@1`.
+    show_first: usize,
+    /// `show` of the last four steps (one of them sends the model the whole conversation).
+    show_latest: usize,
+    /// `log`.
+    log: usize,
+    /// `resume RUN --raise budget.max_turns=R+1`, to the end of the run.
+    resume: usize,
+}
+
+async fn reads_at(rounds: usize) -> Reads {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::over(Arc::new(MemoryStore::new()));
+    let engine = Engine::with_store(store.clone(), EngineConfig::default());
+    let end = start_file(&engine, dir.path(), &rounds_then_rest(rounds))
+        .await
+        .wait()
+        .await
+        .expect("rests");
+    assert_eq!(end.status, RunStatus::BudgetExhausted);
+    let run: RunId = end.run_id;
+    let latest = store.run(&run).expect("reads").expect("stored").seq;
+
+    let counted = |f: &mut dyn FnMut()| {
+        let before = store.reads();
+        f();
+        store.reads() - before
+    };
+    let show_first = counted(&mut || {
+        ops::show(store.as_ref(), &run, Some(1)).expect("shows step 1");
+    });
+    let show_latest = counted(&mut || {
+        for seq in latest - 3..=latest {
+            let step = ops::show(store.as_ref(), &run, Some(seq)).expect("shows");
+            let _ = step;
+        }
+    });
+    let log = counted(&mut || {
+        let entries = ops::timeline(store.as_ref(), &run).expect("lists");
+        assert_eq!(entries.len() as u64, latest);
+    });
+
+    let raise = [Raise::parse(&format!("budget.max_turns={}", rounds + 1)).expect("a raise")];
+    let before = store.reads();
+    let handle = ops::resume(&engine, &run, Answer::None, None, &raise)
+        .await
+        .expect("raises");
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+    let resume = store.reads() - before;
+    Reads {
+        transitions: latest,
+        show_first,
+        show_latest,
+        log,
+        resume,
+    }
+}
+
+#[tokio::test]
+async fn resume_show_and_log_read_the_store_as_often_on_a_long_run_as_on_a_short_one() {
+    let short = reads_at(4).await;
+    let long = reads_at(100).await;
+    assert!(long.transitions >= 300, "{long:?}");
+    assert!(short.transitions < 20, "{short:?}");
+    assert_eq!(
+        Reads {
+            transitions: 0,
+            ..long
+        },
+        Reads {
+            transitions: 0,
+            ..short
+        },
+        "reads at {} transitions against {}",
+        long.transitions,
+        short.transitions
+    );
+}
