@@ -4,10 +4,12 @@
 //! lease epoch, compare-and-swap leases, heads replaced only over the head read, all-or-none
 //! multi-commits, outbox states, read-only views — so a store that breaks any of it fails here.
 
+mod conversations;
 mod global_memory;
 use crate::support;
 mod sessions;
 
+use conversations::*;
 use global_memory::*;
 use sessions::*;
 
@@ -608,6 +610,7 @@ fn every_case(make: Maker) {
     let cases: &[Case] = &[
         ("new run", a_new_run_reads_back_and_its_id_is_taken),
         ("commits", commits_are_sequenced_fenced_and_read_back),
+        ("conversations", a_conversation_reads_back_whole_in_one_walk),
         ("all or none", consecutive_commits_are_all_or_none),
         ("heads", a_head_replaces_only_the_head_it_read),
         ("leases", leases_are_taken_by_compare_and_swap),
