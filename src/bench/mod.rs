@@ -13,6 +13,8 @@
 //!   state and conversations and commits one durable step; and `log --json`, `verify` as whole
 //!   processes.
 //! - **W4**: W1 with the in-memory store: the engine's own overhead.
+//! - **resume**: `ops::resume` (what `runtape resume RUN --raise …` runs) on runs parked at
+//!   two history lengths (`resume.rs`): both times and their ratio, which should stay near 1.
 //! - **W5**: 10,000 runs started together on one file at `FULL`, each 3 tool rounds and an
 //!   answer from a model that takes 1 s ± 20% per reply (`w5.rs`); each repetition in a
 //!   process of its own, so its peak memory is its own.
@@ -26,6 +28,7 @@ use serde::Serialize;
 use crate::exec::EngineError;
 use crate::store::Durability;
 
+mod resume;
 pub(crate) mod shared;
 mod w5;
 mod workload;
@@ -51,6 +54,8 @@ pub(crate) struct BenchOptions {
     pub(crate) w3_rounds: usize,
     /// Time travel: rounds of the long run (3,333 rounds ≈ 10,000 transitions).
     pub(crate) travel_rounds: usize,
+    /// The resume case: rounds of the two parked runs (3 transitions a round).
+    pub(crate) resume_rounds: [usize; 2],
     /// Raw limit: inserts per measurement.
     pub(crate) raw_commits: usize,
     /// The `runtape` binary, for whole-process timings (W3); `None` skips them.
@@ -64,7 +69,9 @@ pub(crate) struct BenchOptions {
 
 /// The workloads `--only` can name (any case). `runtape bench` refuses any other name, so a
 /// typo measures nothing only by saying so.
-pub(crate) const WORKLOADS: [&str; 8] = ["raw", "w1", "growth", "w2", "w3", "w4", "travel", "w5"];
+pub(crate) const WORKLOADS: [&str; 9] = [
+    "raw", "w1", "growth", "w2", "w3", "w4", "travel", "resume", "w5",
+];
 
 impl BenchOptions {
     /// Whether workload `w` (one of [`WORKLOADS`]) is to be measured: every one when `--only`
@@ -87,6 +94,7 @@ impl BenchOptions {
             w2_rounds: 5,
             w3_rounds: 1_001,
             travel_rounds: 3_333,
+            resume_rounds: [100, 5_000],
             raw_commits: 1_000,
             exe: None,
             only: Vec::new(),
@@ -109,6 +117,7 @@ impl BenchOptions {
             w2_rounds: 2,
             w3_rounds: 30,
             travel_rounds: 40,
+            resume_rounds: [10, 100],
             raw_commits: 50,
             exe: None,
             only: Vec::new(),
@@ -140,6 +149,8 @@ pub(crate) struct Report {
     pub(crate) w4: W4,
     /// Time travel on a long run.
     pub(crate) travel: Travel,
+    /// Resume at two history lengths.
+    pub(crate) resume: resume::ResumeGrowth,
     /// Many concurrent model-bound runs.
     pub(crate) w5: W5,
 }
@@ -397,6 +408,13 @@ pub(crate) async fn run(
         Travel::default()
     };
 
+    let resume = if opts.wants("resume") {
+        progress("resume at two history lengths");
+        resume::resume_growth(opts, reps).await?
+    } else {
+        resume::ResumeGrowth::default()
+    };
+
     let w5 = if opts.wants("w5") {
         progress(&format!(
             "W5 {} model-bound runs × {} rounds together",
@@ -422,6 +440,7 @@ pub(crate) async fn run(
         w3,
         w4,
         travel,
+        resume,
         w5,
     })
 }

@@ -188,6 +188,17 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             p(r.travel.verify_ms)
         );
     }
+    if wants("resume") {
+        let g = &r.resume;
+        outln!(
+            "R   resume --raise to the end (ops::resume, in-process): {} transitions {:.1} ms; {} transitions {:.1} ms; ratio {:.2}",
+            g.short_transitions,
+            g.short_ms,
+            g.long_transitions,
+            g.long_ms,
+            g.ratio
+        );
+    }
     if wants("w4") {
         outln!(
             "W4  in memory, {} transitions          {:>10.0} transitions/s",

@@ -100,6 +100,9 @@ fn a_quick_bench_reports_every_workload() {
         "/travel/show_ms",
         "/travel/verify_ms",
         "/w4/per_s",
+        "/resume/short_ms",
+        "/resume/long_ms",
+        "/resume/ratio",
         "/w1_normal/per_s",
         "/w5/wall_ms",
         "/w5/ideal_ms",
@@ -148,7 +151,7 @@ fn bad_bench_arguments_are_refused_in_one_line_naming_what_is_allowed() {
             &[
                 "'nosuch'",
                 "--only",
-                "[possible values: raw, w1, growth, w2, w3, w4, travel, w5]",
+                "[possible values: raw, w1, growth, w2, w3, w4, travel, resume, w5]",
             ],
         ),
         (&["bench", "--runs", "0"], &["--runs", "must be at least 1"]),
