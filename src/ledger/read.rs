@@ -42,8 +42,9 @@ pub fn spec_of(record: &RunRecord) -> Result<RunSpec, HistoryError> {
 /// The segments making up `run`'s history through `to` (oldest ancestor first), `to` clamped
 /// to the run's latest seq.
 pub fn ancestry(store: &dyn Store, run: &RunId, to: u64) -> Result<Vec<Segment>, HistoryError> {
-    let latest = record(store, run)?.seq;
-    ancestry_through(store, run, to.min(latest))
+    let rec = record(store, run)?;
+    let to = to.min(rec.seq);
+    ancestry_of(store, rec, to)
 }
 
 /// [`ancestry`] through `to` as given, not clamped to the run's row: for `verify` and the
@@ -53,8 +54,16 @@ pub fn ancestry_through(
     run: &RunId,
     to: u64,
 ) -> Result<Vec<Segment>, HistoryError> {
+    ancestry_of(store, record(store, run)?, to)
+}
+
+/// [`ancestry_through`] from `run`'s row already read (`rec`): only its ancestors' rows are
+/// read, one per fork.
+fn ancestry_of(store: &dyn Store, rec: RunRecord, to: u64) -> Result<Vec<Segment>, HistoryError> {
+    let run = rec.id.clone();
+    let run = &run;
     let mut segments = Vec::new();
-    let mut current = record(store, run)?;
+    let mut current = rec;
     let mut hi = to;
     loop {
         match current.parent.clone() {
@@ -95,13 +104,24 @@ pub fn transitions(
     from: u64,
     to: u64,
 ) -> Result<Vec<TransitionRecord>, HistoryError> {
+    rows_in(store, &ancestry(store, run, to)?, from, to)
+}
+
+/// The transitions with `from <= seq <= to` stored in `segments` (a run's ancestry), in order:
+/// one read per segment.
+fn rows_in(
+    store: &dyn Store,
+    segments: &[Segment],
+    from: u64,
+    to: u64,
+) -> Result<Vec<TransitionRecord>, HistoryError> {
     let mut out = Vec::new();
-    for seg in ancestry(store, run, to)? {
-        let lo = seg.from.max(from);
-        if lo > seg.to {
+    for seg in segments {
+        let (lo, hi) = (seg.from.max(from), seg.to.min(to));
+        if lo > hi {
             continue;
         }
-        out.extend(store.transitions(&seg.run, lo, seg.to)?);
+        out.extend(store.transitions(&seg.run, lo, hi)?);
     }
     Ok(out)
 }
@@ -152,7 +172,8 @@ pub fn state_at(
             chain: Digest::ZERO,
         });
     }
-    let segments = ancestry(store, run, seq)?;
+    // The run's row is read once: its ancestry and the rows after the snapshot come from it.
+    let segments = ancestry_of(store, rec, seq)?;
     let mut base: Option<(u64, RunState)> = None;
     for seg in segments.iter().rev() {
         if let Some((s, bytes)) = store.snapshot_at_or_before(&seg.run, seg.to)?
@@ -165,7 +186,7 @@ pub fn state_at(
         }
     }
     let (from, mut state) = base.unwrap_or((0, RunState::Created));
-    let rows = transitions(store, run, from, seq)?;
+    let rows = rows_in(store, &segments, from, seq)?;
     let mut chain = Digest::ZERO;
     let mut expected = from.max(1);
     for t in &rows {
