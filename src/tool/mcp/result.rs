@@ -1,8 +1,10 @@
 //! What the model is given for an MCP tool's answer (`tools/call` result).
 //!
-//! - Only text blocks, no `structuredContent`: the texts joined by newlines, as a string.
-//! - Anything else: `{"content": [...], "structuredContent": ...}` where a text block is its
-//!   string, a resource link and an embedded text resource are kept as the server sent them
+//! - `structuredContent` is the structured form of the same result (MCP 2025-06-18), so the
+//!   model gets it only when there is no `content`: as the JSON value itself. A result with
+//!   both is given once, as its `content`.
+//! - Only text blocks: the texts joined by newlines, as a string.
+//! - Any other `content`: `{"content": [...]}` where a text block is its string, a resource link and an embedded text resource are kept as the server sent them
 //!   (minus `_meta`), and binary data (images, audio, blob resources) — which no provider here
 //!   accepts in a tool message — is replaced by a summary naming its type, MIME type, size and
 //!   BLAKE3 digest, so the model knows it was there. Nothing is dropped without a trace.
@@ -23,10 +25,15 @@ pub(crate) fn for_model(result: &Value) -> Result<Value, String> {
         .and_then(Value::as_array)
         .map(|items| items.iter().map(block).collect())
         .unwrap_or_default();
-    let structured = result.get("structuredContent").cloned();
+    let structured = result
+        .get("structuredContent")
+        .filter(|_| blocks.is_empty())
+        .cloned();
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
     let all_text = blocks.iter().all(Value::is_string);
-    let value = if all_text && structured.is_none() {
+    let value = if let Some(structured) = structured {
+        structured
+    } else if all_text {
         Value::String(
             blocks
                 .iter()
@@ -37,9 +44,6 @@ pub(crate) fn for_model(result: &Value) -> Result<Value, String> {
     } else {
         let mut out = Map::new();
         out.insert("content".into(), Value::Array(blocks));
-        if let Some(s) = structured {
-            out.insert("structuredContent".into(), s);
-        }
         Value::Object(out)
     };
     let size = match &value {
@@ -138,7 +142,22 @@ mod tests {
     }
 
     #[test]
-    fn structured_content_and_links_are_kept_and_binaries_summarised() {
+    fn structured_content_is_given_only_when_there_is_no_content() {
+        let both = json!({
+            "content": [{"type": "text", "text": "{\"temperature\": 22}"}],
+            "structuredContent": {"temperature": 22}
+        });
+        assert_eq!(for_model(&both), Ok(Value::from("{\"temperature\": 22}")));
+        let only = json!({"content": [], "structuredContent": {"temperature": 22}});
+        assert_eq!(for_model(&only), Ok(json!({"temperature": 22})));
+        let absent = json!({"structuredContent": [1, 2]});
+        assert_eq!(for_model(&absent), Ok(json!([1, 2])));
+        let failed = json!({"structuredContent": {"why": "no such city"}, "isError": true});
+        assert_eq!(for_model(&failed), Err("{\"why\":\"no such city\"}".into()));
+    }
+
+    #[test]
+    fn links_are_kept_and_binaries_summarised() {
         let r = json!({
             "content": [
                 {"type": "text", "text": "see"},
@@ -150,7 +169,10 @@ mod tests {
             "structuredContent": {"temperature": 22}
         });
         let v = for_model(&r).expect("ok");
-        assert_eq!(v["structuredContent"]["temperature"], 22);
+        assert!(
+            v.get("structuredContent").is_none(),
+            "given once, as content"
+        );
         let c = &v["content"];
         assert_eq!(c[0], "see");
         assert_eq!(c[1]["type"], "image");

@@ -61,11 +61,9 @@ async fn filesystem_server_tools_are_listed_flagged_and_called_over_stdio() {
         .invoke(json!({"path": path}), ctx("c1"))
         .await
         .expect("reads inside the sandbox");
-    assert_eq!(value["content"][0], "hello from the sandbox\n");
-    assert_eq!(
-        value["structuredContent"]["content"], "hello from the sandbox\n",
-        "structuredContent is kept"
-    );
+    // The server sends the text as `content` and again as `structuredContent`: the model
+    // gets it once.
+    assert_eq!(value, Value::from("hello from the sandbox\n"));
 
     let denied = read
         .invoke(json!({"path": "/etc/passwd"}), ctx("c2"))
@@ -132,7 +130,10 @@ async fn everything_server_results_keep_structure_summarise_images_and_report_pr
         .invoke(json!({"location": "Chicago"}), ctx("e2"))
         .await
         .expect("structured");
-    assert!(structured["structuredContent"].is_object(), "{structured}");
+    // Its text `content` is the structured result serialised: given once, as that text.
+    let text = structured.as_str().expect("the text content");
+    let parsed: Value = serde_json::from_str(text).expect("the text is the structured JSON");
+    assert!(parsed.is_object(), "{structured}");
 
     let image = tool(ev, "ev__get-tiny-image")
         .invoke(json!({}), ctx("e3"))
