@@ -71,7 +71,30 @@ pub struct McpSetup {
     pub tools: Vec<McpToolInfo>,
 }
 
-/// Checks every `[[mcp]]` entry and turns it into a server config.
+/// The error for server `name` whose program cannot be started, at `field`.
+fn missing_program(field: &str, name: &str, reason: &str) -> ConfigError {
+    ConfigError::invalid(
+        field,
+        format!("MCP server `{name}`: {reason} – install it or fix the command"),
+    )
+}
+
+/// Checks that the program of every stdio server in `servers` exists and may be run, as
+/// [`program::resolve`] does for a command tool at load; call it just before starting the
+/// servers. The error names the first that does not, at `mcp[I].command[0]`.
+pub(crate) fn check_programs(servers: &[McpSetup]) -> Result<(), ConfigError> {
+    for (i, m) in servers.iter().enumerate() {
+        if let McpTransport::Stdio { program, dir, .. } = &m.server.transport {
+            program::resolve(program, dir).map_err(|reason| {
+                missing_program(&format!("mcp[{i}].command[0]"), &m.server.name, &reason)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks every `[[mcp]]` entry and turns it into a server config; a stdio server's program
+/// is named but not looked for (see [`check_programs`]).
 pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, ConfigError> {
     let mut out: Vec<McpSetup> = Vec::with_capacity(raw.len());
     for (i, m) in raw.iter().enumerate() {
@@ -116,14 +139,10 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                         "the command is empty – write command = [\"program\", \"arg\", …]",
                     ));
                 };
-                let program = program::resolve(program, spec_dir).map_err(|reason| {
-                    ConfigError::invalid(
-                        format!("{path}.command[0]"),
-                        format!(
-                            "MCP server `{}`: {reason} – install it or fix the command",
-                            m.name
-                        ),
-                    )
+                // Whether the program exists is checked when the server is about to be
+                // started ([`check_programs`]): a replay from a cassette starts none.
+                let program = program::started_as(program, spec_dir).map_err(|reason| {
+                    missing_program(&format!("{path}.command[0]"), &m.name, &reason)
                 })?;
                 let env = super::program_env::compile(m.env.as_ref(), &path)?;
                 McpTransport::Stdio {

@@ -246,7 +246,9 @@ impl RunFile {
 
     /// Starts the file's MCP servers on `hub` (all at once), lists their tools, adds every
     /// offered tool to [`spec`](Self::spec) and [`setup`](Self::setup), and expands the
-    /// agents' `SERVER__*` grants. Errors name the server that failed to start or initialise,
+    /// agents' `SERVER__*` grants. A stdio server's program is looked for here, not at load
+    /// (a replay from a cassette starts no server and needs none). Errors name the server
+    /// whose program is missing or that failed to start or initialise,
     /// or the grant naming a tool no server offers, and point at the file. Does nothing for a
     /// file without `[[mcp]]`, or when called again.
     pub async fn connect_mcp(
@@ -256,6 +258,7 @@ impl RunFile {
         if !self.mcp_pending() {
             return Ok(McpListing::default());
         }
+        mcp::check_programs(&self.setup.mcp).map_err(|e| self.locate(e))?;
         let configs: Vec<_> = self.setup.mcp.iter().map(|m| m.server.clone()).collect();
         let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
         let servers = crate::tool::mcp::list_all(hub, &configs, &keys)

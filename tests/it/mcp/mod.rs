@@ -7,4 +7,5 @@ mod bad_servers;
 mod cli;
 mod in_flight;
 mod reference_servers;
+mod replay_without_server_program;
 mod tool_lists;
