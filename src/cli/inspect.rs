@@ -236,8 +236,12 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     }
     if let Some(event) = &view.event {
         super::sessions::describe_event(&event.body);
-        if let crate::machine::EventBody::ModelReplied { reply, .. } = &event.body {
-            describe_reply(reply);
+        match &event.body {
+            crate::machine::EventBody::ModelReplied { reply, .. } => describe_reply(reply),
+            crate::machine::EventBody::ToolReturned { effect, outcome } => {
+                describe_tool_outcome(effect, outcome);
+            }
+            _ => {}
         }
     }
     if let Some(req) = &view.request {
@@ -321,6 +325,21 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The result of a `ToolReturned` step as the model is given it: a string as is, anything
+/// else as JSON; an error's message. Lines after the first are indented under it.
+fn describe_tool_outcome(effect: &crate::machine::EffectId, outcome: &crate::machine::ToolOutcome) {
+    let (label, text) = match outcome {
+        crate::machine::ToolOutcome::Ok { value } => (
+            "result ",
+            value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned),
+        ),
+        crate::machine::ToolOutcome::Error { message } => ("error  ", message.clone()),
+    };
+    outln!("{label} {effect}: {}", text.replace('\n', "\n        "));
 }
 
 /// The reply of a `ModelReplied` step: how it ended, its tokens (cache reads and writes

@@ -9,3 +9,4 @@ mod inspect;
 mod reply_outcomes;
 mod resume_fork;
 mod runs;
+mod show_tool_result;
