@@ -403,12 +403,14 @@ impl Engine {
                 status: rec.status,
             });
         }
-        let cancel = vec![EventBody::CancelRequested { reason }];
+        let cancel = vec![EventBody::CancelRequested {
+            reason: reason.clone(),
+        }];
         match super::takeup::resume(&self.shared, run, cancel).await {
             Err(EngineError::Store(StoreError::LeaseHeld { .. })) => {
                 let control = Write::SetControl {
                     run: run.clone(),
-                    control: Some(Control::Cancel),
+                    control: Some(Control::Cancel(reason)),
                 };
                 self.shared.writes.write(control).await.map_err(finished)?;
                 Ok(None)

@@ -128,9 +128,9 @@ async fn tick(shared: &Shared, held: &HashMap<RunId, Held>, leases: Vec<LeaseRec
         }
         let told = match lease.control {
             Some(Control::Pause) => h.tx.try_send(Ctl::Pause).is_ok(),
-            Some(Control::Cancel) => {
-                h.tx.try_send(Ctl::Cancel(Some("cancelled from another process".into())))
-                    .is_ok()
+            Some(Control::Cancel(reason)) => {
+                let reason = reason.unwrap_or_else(|| "cancelled from another process".into());
+                h.tx.try_send(Ctl::Cancel(Some(reason))).is_ok()
             }
             None => false,
         };

@@ -420,7 +420,12 @@ impl Store for MemoryStore {
             runs.iter()
                 .filter_map(|id| inner.runs.get(id)?.record.as_ref())
                 .map(|r| {
-                    LeaseRecord::new(r.id.clone(), r.lease_epoch, r.lease_expires_ms, r.control)
+                    LeaseRecord::new(
+                        r.id.clone(),
+                        r.lease_epoch,
+                        r.lease_expires_ms,
+                        r.control.clone(),
+                    )
                 })
                 .collect()
         })

@@ -153,13 +153,36 @@ impl fmt::Display for RunStatus {
 }
 
 /// A request from another process (or this one) to a run's driver, read at step boundaries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Control {
     /// Pause at the next step boundary.
     Pause,
-    /// Cancel now.
-    Cancel,
+    /// Cancel now, for the reason given (`runtape cancel --reason`), which the driver records.
+    Cancel(Option<String>),
+}
+
+impl Control {
+    /// The `runs.control` column's text: `pause`, `cancel`, or `cancel:REASON` (a database
+    /// written before reasons were kept holds only the first two).
+    pub(crate) fn to_column(&self) -> String {
+        match self {
+            Control::Pause => "pause".into(),
+            Control::Cancel(None) => "cancel".into(),
+            Control::Cancel(Some(reason)) => format!("cancel:{reason}"),
+        }
+    }
+
+    /// Reads what [`to_column`](Self::to_column) wrote; `None` for text that is no request.
+    pub(crate) fn from_column(stored: &str) -> Option<Control> {
+        match stored {
+            "pause" => Some(Control::Pause),
+            "cancel" => Some(Control::Cancel(None)),
+            other => other
+                .strip_prefix("cancel:")
+                .map(|reason| Control::Cancel(Some(reason.to_owned()))),
+        }
+    }
 }
 
 /// A run's row.

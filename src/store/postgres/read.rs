@@ -344,12 +344,12 @@ fn expiry_on_our_clock(lease_left: Option<i64>) -> u64 {
 fn parse_control(run: &str, stored: Option<&str>) -> Result<Option<Control>, StoreError> {
     match stored {
         None => Ok(None),
-        Some("pause") => Ok(Some(Control::Pause)),
-        Some("cancel") => Ok(Some(Control::Cancel)),
-        Some(other) => Err(StoreError::Damaged {
-            run: run.to_owned(),
-            detail: format!("runs.control `{other}` is not a request"),
-        }),
+        Some(text) => Control::from_column(text)
+            .map(Some)
+            .ok_or_else(|| StoreError::Damaged {
+                run: run.to_owned(),
+                detail: format!("runs.control `{text}` is not a request"),
+            }),
     }
 }
 

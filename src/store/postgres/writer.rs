@@ -468,10 +468,7 @@ async fn apply(
                     }));
                 }
             }
-            let value = control.map(|c| match c {
-                Control::Pause => "pause",
-                Control::Cancel => "cancel",
-            });
+            let value = control.as_ref().map(Control::to_column);
             conn.execute(
                 "UPDATE runtape.runs SET control = $2 WHERE key = $1",
                 &[&key, &value],

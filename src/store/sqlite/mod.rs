@@ -732,12 +732,12 @@ const RUN_COLUMNS: &str = "r.id, s.parent_id, s.fork_seq, s.spec, s.goal, r.stat
 fn parse_control(run: &str, stored: Option<&str>) -> Result<Option<Control>, StoreError> {
     match stored {
         None => Ok(None),
-        Some("pause") => Ok(Some(Control::Pause)),
-        Some("cancel") => Ok(Some(Control::Cancel)),
-        Some(other) => Err(StoreError::Damaged {
-            run: run.to_owned(),
-            detail: format!("runs.control `{other}` is not a request"),
-        }),
+        Some(text) => Control::from_column(text)
+            .map(Some)
+            .ok_or_else(|| StoreError::Damaged {
+                run: run.to_owned(),
+                detail: format!("runs.control `{text}` is not a request"),
+            }),
     }
 }
 

@@ -406,10 +406,7 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
                     });
                 }
             }
-            let value = control.map(|c| match c {
-                Control::Pause => "pause",
-                Control::Cancel => "cancel",
-            });
+            let value = control.as_ref().map(Control::to_column);
             tx.prepare_cached("UPDATE runs SET control = ?2 WHERE key = ?1")?
                 .execute(params![key, value])?;
             Ok(Written::Done)

@@ -1,5 +1,6 @@
 //! The `runtape` command line on real database files: runs, inspection, costs, ids, output.
 
+mod cancel_reason_across_processes;
 mod cassette_integrity;
 mod closed_stdout;
 mod costs;

@@ -107,7 +107,7 @@ async fn requests_from_another_process_reach_only_the_runs_they_name() {
     let s = setup(Duration::from_secs(15));
     let mut handles = start(&s, 12).await;
     ask(&s.other, "run-3", Control::Pause).await;
-    ask(&s.other, "run-8", Control::Cancel).await;
+    ask(&s.other, "run-8", Control::Cancel(None)).await;
 
     // The cancel aborts run-8's call while every other call still waits on the gate.
     let cancelled = handles.remove(8);

@@ -450,6 +450,16 @@ fn control_requests_reach_unfinished_runs_only(make: Maker) {
             .control,
         Some(Control::Pause)
     );
+    let why = Some("budget review: stop".to_owned());
+    w(s, set(Some(Control::Cancel(why.clone())))).expect("sets");
+    assert_eq!(
+        s.run(&RunId::new("r"))
+            .expect("reads")
+            .expect("exists")
+            .control,
+        Some(Control::Cancel(why)),
+        "a cancel request keeps its reason"
+    );
     let now = wall_ms();
     w(
         s,
@@ -473,7 +483,7 @@ fn control_requests_reach_unfinished_runs_only(make: Maker) {
     end.status = RunStatus::Cancelled;
     w(s, Write::Commit(Box::new(end))).expect("commits");
     assert!(matches!(
-        w(s, set(Some(Control::Cancel))),
+        w(s, set(Some(Control::Cancel(None)))),
         Err(StoreError::Finished { .. })
     ));
 }
