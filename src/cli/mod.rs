@@ -276,7 +276,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// Verify every child run it started too (and theirs), each checked against the
-        /// parent effect that started it.
+        /// parent effect that started it; a child whose result a run took (revision 5 on) must
+        /// still be stored and end where the run's history says, or the run does not verify.
         #[arg(long)]
         recursive: bool,
     },

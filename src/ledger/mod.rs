@@ -56,7 +56,10 @@ pub use receipts::{
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
 pub use replay::{Divergence, Recorded, replay, replay_with};
-pub use tree::{TreeChild, TreeRun, check_proof, child_proof, children, path_of, tree};
+pub use tree::{
+    NamedChild, TreeChild, TreeRun, check_named, check_proof, child_proof, children,
+    named_children, path_of, tree,
+};
 pub use verify::{HeadSummary, Verified, verify};
 
 use crate::machine::RunId;

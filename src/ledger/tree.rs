@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use super::pairing::pairs;
 use super::read::{record, transitions};
+use super::replay::Divergence;
 use super::{HistoryError, damaged};
 use crate::machine::{ChildProof, ChildReceipt, Digest, Effect, EffectRef, EventBody, RunId};
 use crate::store::Store;
@@ -214,6 +215,94 @@ pub fn check_proof(
         )));
     }
     Ok(None)
+}
+
+/// A child run `run`'s history commits to (revision 5): the `ChildFinished` at `seq` names it
+/// and where its record ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedChild {
+    /// The seq of the parent's `ChildFinished` (in `run`'s history, across its fork ancestry).
+    pub seq: u64,
+    /// What it names: the child's id and where its sealed head ends.
+    pub proof: ChildProof,
+}
+
+/// Every child run `run`'s history names with where its record ends: the proofs its
+/// `ChildFinished` events carry from revision 5 on, in history order (a fork's shared prefix
+/// included, naming its parent's children). A child whose result a revision-4 parent took, or
+/// that has not finished, is not named: nothing in the parent commits to it.
+pub fn named_children(store: &dyn Store, run: &RunId) -> Result<Vec<NamedChild>, HistoryError> {
+    let rec = record(store, run)?;
+    let mut out = Vec::new();
+    for t in transitions(store, run, 1, rec.seq)? {
+        let event = super::codec::decode_event(run, t.seq, &t.event)?;
+        if let EventBody::ChildFinished {
+            proof: Some(proof), ..
+        } = event.body
+        {
+            out.push(NamedChild { seq: t.seq, proof });
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the child `named` names is stored and ends where its parent's history says:
+/// `Some(the divergence)` at the parent's step that names it, naming the child, when it is
+/// missing (removed from the database) or its sealed head ends elsewhere (replaced, cut
+/// short, run on); `None` when it holds. What `verify --recursive` checks for every run of the
+/// tree, so a child cannot be removed or swapped without its parent failing.
+pub fn check_named(
+    store: &dyn Store,
+    named: &NamedChild,
+) -> Result<Option<Divergence>, HistoryError> {
+    let p = &named.proof;
+    let what = format!("child run {}", p.run);
+    let receipt = |r: &Option<ChildReceipt>| {
+        r.as_ref()
+            .map_or("none".to_owned(), |r| format!("at seq {}", r.seq))
+    };
+    let sealed = format!(
+        "a run whose sealed head ends at its step {} (chain {}), last receipt {}",
+        p.seq,
+        &p.chain.to_hex()[..16],
+        receipt(&p.receipt)
+    );
+    if store.run(&p.run)?.is_none() {
+        return Ok(Some(Divergence::column(
+            named.seq,
+            "runs.id",
+            &what,
+            sealed,
+            "none stored (removed from the database)",
+        )));
+    }
+    let found = match child_proof(store, &p.run) {
+        Ok(found) => found,
+        Err(e) => {
+            return Ok(Some(Divergence::column(
+                named.seq,
+                "runs.head",
+                &what,
+                sealed,
+                format!("a head that cannot be read: {e}"),
+            )));
+        }
+    };
+    if &found == p {
+        return Ok(None);
+    }
+    Ok(Some(Divergence::column(
+        named.seq,
+        "runs.head",
+        &what,
+        sealed,
+        format!(
+            "one ending at its step {} (chain {}), last receipt {} (replaced or changed since)",
+            found.seq,
+            &found.chain.to_hex()[..16],
+            receipt(&found.receipt)
+        ),
+    )))
 }
 
 /// The link in a stored spec naming the parent's effect that started the run.

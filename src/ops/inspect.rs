@@ -60,7 +60,8 @@ pub fn verify(
 }
 
 /// `runtape verify RUN --recursive`: `root`, then every child run it started (and theirs),
-/// each checked against the parent effect that started it ([`super::descendants`]), one view
+/// each checked against the parent effect that started it ([`super::descendants`]), and each
+/// run's named children against what its history says of them (see `verify_below`), one view
 /// per run. The iteration stops after the first run that does not verify (its view is the
 /// last item) or the first error; the children are looked up only once `root` verified.
 pub fn verify_tree<'a>(
@@ -73,6 +74,27 @@ pub fn verify_tree<'a>(
         key,
         stage: Stage::Root(root.clone()),
     }
+}
+
+/// [`verify`], and — once `run` verifies — every child run its history names with where its
+/// record ends (revision 5 on: its `ChildFinished` results) is stored and ends there
+/// ([`crate::ledger::check_named`]): a child removed from the database, or replaced by another
+/// run under its id, makes `run` itself fail, naming the child. A revision-4 run names none.
+fn verify_below(
+    store: &dyn Store,
+    run: &RunId,
+    key: Option<&VerifyingKey>,
+) -> Result<VerifyView, OpsError> {
+    let mut view = verify(store, run, key)?;
+    if view.ok() {
+        for named in crate::ledger::named_children(store, run)? {
+            if let Some(d) = crate::ledger::check_named(store, &named)? {
+                view.result = Err(d);
+                break;
+            }
+        }
+    }
+    Ok(view)
 }
 
 /// The iterator [`verify_tree`] returns.
@@ -100,7 +122,7 @@ impl Iterator for VerifyTree<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Root(root) => {
-                let view = verify(self.store, &root, self.key);
+                let view = verify_below(self.store, &root, self.key);
                 if matches!(&view, Ok(v) if v.ok()) {
                     self.stage = Stage::Children(root);
                 }
@@ -115,7 +137,7 @@ impl Iterator for VerifyTree<'_> {
             },
             Stage::Each(mut rest) => {
                 let run = rest.next()?;
-                let view = verify(self.store, &run, self.key);
+                let view = verify_below(self.store, &run, self.key);
                 if matches!(&view, Ok(v) if v.ok()) {
                     self.stage = Stage::Each(rest);
                 }

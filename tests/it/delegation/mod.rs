@@ -16,3 +16,4 @@ mod sigterm;
 mod spec_delegate;
 mod spec_file;
 mod spec_file_mcp;
+mod verify_recursive;
