@@ -58,7 +58,7 @@ process where the OS permits, e.g. as root or with systemd's LimitNICE=).
 Exit status:
   0    the run completed or waits for a person, or the command succeeded
   1    the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
-       receipts verify, or resume/fork refusing a run that does not match its sealed head) or two
+       receipts verify, or resume/fork/cancel refusing a run that does not verify) or two
        cassettes differ (cassette diff)
   2    usage error, invalid spec or bad input, such as an unknown run id, a run another process
        drives, a run that has already ended, or a cassette without integrity hashes

@@ -14,7 +14,7 @@ use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared};
 use crate::ledger::codec::{decode_effects, decode_event};
 use crate::ledger::{
-    self, HeadKeeper, HistoryError, Outstanding, Rebuilt, check_continuable, first_head,
+    self, ActFrom, HeadKeeper, HistoryError, Outstanding, Rebuilt, check_continuable, first_head,
 };
 use crate::machine::{
     AgentId, BudgetKey, Edit, Event, EventBody, Message, Role, RunId, RunState, Scope, ToolOutcome,
@@ -207,9 +207,9 @@ fn plan(
     new_id: &RunId,
 ) -> Result<Planned, EngineError> {
     let rec = ledger::record(store, parent)?;
-    // The fork copies the parent's spec and setup and continues its history: refuse a parent
-    // that does not match its sealed head, before anything is written.
-    check_continuable(store, &rec, &shared.config.receipts)?;
+    // The fork copies the parent's spec and setup and continues its history through `seq`:
+    // refuse a parent whose record there `verify` would reject, before anything is written.
+    check_continuable(store, &rec, &shared.config.receipts, ActFrom::Step(seq))?;
     let spec = ledger::spec_of(&rec)?;
     let rebuilt = ledger::state_at(store, parent, &spec, seq)?;
     if let RunState::Done { outcome, .. } = &rebuilt.state {

@@ -26,7 +26,7 @@ use super::driver::{Driver, lease_of, receipt_tip};
 use super::reads::off_thread;
 use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared, lock, read_lock, status_of};
-use crate::ledger::{self, HeadKeeper, check_continuable, outstanding_effects};
+use crate::ledger::{self, ActFrom, HeadKeeper, check_continuable, outstanding_effects};
 use crate::machine::{Effect, EffectRef, Event, EventBody, Hlc, RunId, RunSpec, RunState, step};
 use crate::store::{OutboxStatus, RunRecord, RunStatus, Store, StoreError, Write};
 
@@ -295,9 +295,9 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 fn precheck(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
     let rec = unfinished(store, run)?;
     ledger::spec_of(&rec)?;
-    // A run whose spec, setup or end is not what its head sealed is refused before anything is
-    // written: nothing it would execute can be trusted.
-    check_continuable(store, &rec, &shared.config.receipts)?;
+    // A run whose record `verify` would reject where this acts on it is refused before
+    // anything is written: nothing it would execute can be trusted.
+    check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
     receipt_tip(shared, store, run, rec.seq)?;
     Ok(rec)
 }
@@ -358,7 +358,7 @@ impl Loaded {
 fn load(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<Loaded, EngineError> {
     let rec = unfinished(store, run)?;
     // Checked again under the lease: what is driven is what was sealed, as read now.
-    let head = check_continuable(store, &rec, &shared.config.receipts)?;
+    let head = check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
     let spec = ledger::spec_of(&rec)?;
     let rebuilt = ledger::state_at(store, run, &spec, rec.seq)?;
     let last_at = ledger::time_at(store, run, rec.seq)?;

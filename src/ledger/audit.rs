@@ -184,12 +184,6 @@ pub(crate) fn standing(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
     Ok(())
 }
 
-/// [`identity`] then [`standing`].
-pub(crate) fn row_against_head(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence> {
-    identity(rec, head)?;
-    standing(rec, head)
-}
-
 /// The head against the history replayed up to its seq: the state hash (under the run's
 /// `hash`) and chain link there,
 /// and what the engine records from that state (kind, status, outcome, usage). `own` is false
@@ -292,14 +286,36 @@ pub(crate) struct OutboxFacts {
 /// Every outbox row of the run: it names a tool call of the history with that call's
 /// idempotency key; it is `done` exactly when the history answers the call; it is `started`
 /// exactly when the head lists it. Every call the head lists as started has a `started` row.
+///
+/// `facts` may cover only the steps after `from` (a check of the history's tail): a row of a
+/// call emitted at or before `from` must then be `done` (the check starts before every call
+/// still outstanding at its end). With `through` (a check that stops there, a fork's), rows of
+/// calls emitted after it are not judged, and a call not answered by then may be `done` too.
 pub(crate) fn outbox(
     rows: &[OutboxRecord],
     facts: &OutboxFacts,
     head: &RunHead,
+    from: u64,
+    through: Option<u64>,
 ) -> Result<(), Divergence> {
     for row in rows {
         let at = (row.effect.seq, row.effect.index);
         let (seq, index) = at;
+        if seq <= from {
+            if row.status != OutboxStatus::Done {
+                return Err(Divergence::column(
+                    seq,
+                    "outbox.status",
+                    &format!("status of the call at index {index}"),
+                    "done (answered: it is not outstanding where the run stands)",
+                    format!("{:?}", row.status).to_lowercase(),
+                ));
+            }
+            continue;
+        }
+        if through.is_some_and(|t| seq > t) {
+            continue;
+        }
         let Some(key) = facts.keys.get(&at) else {
             return Err(Divergence::column(
                 seq,
@@ -325,7 +341,9 @@ pub(crate) fn outbox(
             (false, true) => OutboxStatus::Started,
             (false, false) => OutboxStatus::Pending,
         };
-        if row.status != expected {
+        // Stopping short of the end, an answer may come after `through`.
+        let answered_later = through.is_some() && !answered && row.status == OutboxStatus::Done;
+        if row.status != expected && !answered_later {
             return Err(Divergence::column(
                 seq,
                 "outbox.status",

@@ -1,7 +1,7 @@
-//! A run's sealed head on the engine's side: the first head of a new run, how each write moves
-//! it on ([`HeadKeeper`]), and the check made before a stored run is continued
-//! ([`check_continuable`]). The head itself — its fields and seal — is
-//! [`crate::receipt::RunHead`]; what `verify` recomputes of it is in `audit`.
+//! A run's sealed head on the engine's side: the first head of a new run, and how each write
+//! moves it on ([`HeadKeeper`]). The head itself — its fields and seal — is
+//! [`crate::receipt::RunHead`]; what `verify` recomputes of it is in `audit`; the check made
+//! before a stored run is acted on is [`super::check_continuable`].
 //!
 //! Every write that changes what the head records carries the new sealed head, so it lands in
 //! the same transaction: `CreateRun`, each `Commit`, `MarkStarted` (a non-idempotent call is
@@ -11,18 +11,13 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::HistoryError;
-use super::audit;
 use super::packed_head::PackedHead;
-use super::read::{ancestry_through, record};
 use crate::machine::{Digest, RunId};
 use crate::receipt::{
     ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
-    check_head_seal, head_body_digest, text_digest,
+    head_body_digest, text_digest,
 };
-use crate::store::{
-    Ack, Commit, HeadRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus, Store, Write,
-};
+use crate::store::{Ack, Commit, HeadRecord, NewRun, OutboxRecord, RunStatus, Store, Write};
 
 /// The head of a run about to be created by `new`: seq 0 for a new run, with `Created`'s state
 /// hash and a zero chain link (what `verify` expects of a run whose first commit never
@@ -139,7 +134,7 @@ pub struct HeadKeeper {
 
 impl HeadKeeper {
     /// A keeper starting from `head` — the first head of a new run, or the stored head
-    /// [`check_continuable`] returned — sealing with `signer`.
+    /// [`check_continuable`](super::check_continuable) returned — sealing with `signer`.
     pub fn new(mut head: RunHead, signer: Arc<ReceiptSigner>) -> HeadKeeper {
         let stored = head_body_digest(&head.canonical_bytes());
         // From its next write on, the head is the engine's (a head trusted on first use is
@@ -243,104 +238,12 @@ impl HeadKeeper {
     }
 }
 
-/// Checks, before a stored run is continued (resumed, answered, cancelled at rest or forked),
-/// that what will be executed and shown is what its head sealed: the head's seal (against
-/// `signer`'s key when the head is signed, which must be that key), the run's row (spec,
-/// setup, goal, parent, seq, status, ...), the last transition (its chain link and state hash),
-/// nothing stored past it, and the outbox rows marked started. Reads a handful of rows, not
-/// the history; writes nothing. Returns the head to continue from.
-///
-/// The row and the head are read afresh (`rec` names the run), from one snapshot of the
-/// store, so a run another process is driving is checked as it stood at one moment.
-pub fn check_continuable(
-    store: &dyn Store,
-    rec: &RunRecord,
-    signer: &ReceiptSigner,
-) -> Result<RunHead, HistoryError> {
-    let snapshot = store.snapshot()?;
-    let store = snapshot.as_deref().unwrap_or(store);
-    let fresh = record(store, &rec.id)?;
-    check_once(store, &fresh, store.head(&rec.id)?, signer)
-}
-
-fn check_once(
-    store: &dyn Store,
-    rec: &RunRecord,
-    stored: Option<HeadRecord>,
-    signer: &ReceiptSigner,
-) -> Result<RunHead, HistoryError> {
-    let run = &rec.id;
-    let refuse = |detail: String| HistoryError::Tampered {
-        run: run.to_string(),
-        detail,
-    };
-    let stored =
-        stored.ok_or_else(|| refuse("it has no sealed head (runs.head is empty)".into()))?;
-    let (head, seal) = audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
-    match (&seal, head.origin, signer.key_id()) {
-        (Seal::Ed25519 { key_id, .. }, _, Some(mine)) if key_id == mine => {}
-        (Seal::Ed25519 { key_id, .. }, _, _) => {
-            return Err(HistoryError::WrongKey(format!(
-                "run {run}'s head is signed with the key {key_id}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
-            )));
-        }
-        (Seal::Unsigned { .. }, HeadOrigin::Engine, Some(_)) => {
-            return Err(HistoryError::WrongKey(format!(
-                "run {run} was run without a receipt key (its head is unsigned); continue it without one"
-            )));
-        }
-        (Seal::Unsigned { .. }, _, _) => {}
-    }
-    check_head_seal(&stored.body, &seal, signer.verifying_key().as_ref())
-        .map_err(|e| refuse(format!("runs.seal: {e}")))?;
-    audit::row_against_head(rec, &head).map_err(|d| refuse(d.to_string()))?;
-    if head.seq > 0 {
-        let segments = ancestry_through(store, run, head.seq)?;
-        let last = segments
-            .last()
-            .filter(|s| s.to == head.seq)
-            .map(|s| store.transitions(&s.run, head.seq, head.seq))
-            .transpose()?
-            .and_then(|rows| rows.into_iter().next())
-            .ok_or_else(|| refuse(format!("seq {}: the last transition is missing", head.seq)))?;
-        if last.chain.to_hex() != head.chain || last.state_hash.to_hex() != head.state_hash {
-            return Err(refuse(format!(
-                "seq {}: the last transition is not the one the head sealed",
-                head.seq
-            )));
-        }
-    }
-    if let Some(extra) = store
-        .transitions(run, head.seq + 1, u64::from(u32::MAX))?
-        .first()
-    {
-        return Err(refuse(format!(
-            "seq {}: a transition is stored past the sealed end of the history",
-            extra.seq
-        )));
-    }
-    let started: Vec<(u64, u32)> = store
-        .outbox(run)?
-        .into_iter()
-        .filter(|o| o.status == OutboxStatus::Started)
-        .map(|o| (o.effect.seq, o.effect.index))
-        .collect();
-    if started != head.started {
-        return Err(refuse(format!(
-            "outbox.status: calls marked started are {}, the head sealed {}",
-            audit::list(&started),
-            audit::list(&head.started)
-        )));
-    }
-    Ok(head)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::{EffectRef, Hlc, StateKind};
-    use crate::receipt::SigningKey;
-    use crate::store::{MemoryStore, NewRun, OutboxRecord, Written};
+    use crate::receipt::{SigningKey, check_head_seal};
+    use crate::store::{MemoryStore, NewRun, OutboxRecord, OutboxStatus, Written};
 
     fn new_run() -> NewRun {
         NewRun {
@@ -552,33 +455,5 @@ mod tests {
         let ack = keeper.submit_commits(&store, vec![commit(2, None)]);
         assert!(ack.blocking_recv().expect("acked").is_ok());
         assert_eq!(stored(&store).seq, 2);
-    }
-
-    #[test]
-    fn a_run_is_continued_only_as_sealed_and_with_its_key() {
-        let signer = Arc::new(ReceiptSigner::unsigned());
-        let store = MemoryStore::new();
-        let mut new = new_run();
-        let keeper = HeadKeeper::new(first_head(&new, Digest::ZERO, Digest::ZERO, None), signer);
-        new.head = keeper.sealed(&store);
-        drop(store.submit(Write::CreateRun(new)));
-        let rec = store
-            .run(&RunId::new("01headtest"))
-            .expect("reads")
-            .expect("the run");
-        assert!(check_continuable(&store, &rec, &ReceiptSigner::unsigned()).is_ok());
-        let mut edited = rec.clone();
-        edited.setup = Some("{\"setup\":2}".into());
-        let head = store.head(&rec.id).expect("reads");
-        let refused = check_once(&store, &edited, head, &ReceiptSigner::unsigned());
-        assert!(
-            matches!(&refused, Err(HistoryError::Tampered { detail, .. }) if detail.contains("run_specs.setup")),
-            "{refused:?}"
-        );
-        let keyed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
-        assert!(matches!(
-            check_continuable(&store, &rec, &keyed),
-            Err(HistoryError::WrongKey(_))
-        ));
     }
 }

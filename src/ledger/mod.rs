@@ -12,7 +12,10 @@
 //!   answered it, used by the driver, `verify`, receipts, the timeline, the cassette export and
 //!   a fork's tape.
 //! - **The sealed head** ([`head`]): what a run is and where its history ends, sealed with every
-//!   write that changes either, and checked before a stored run is continued.
+//!   write that changes either.
+//! - **What a command may act on** ([`check_continuable`]): before anything drives, forks,
+//!   answers or cancels a stored run, what it acts on is checked the way `verify` checks it,
+//!   from the newest snapshot before it (incrementally, not the whole history).
 //! - **What is read back** ([`read`]): a run's row, its history across fork ancestry, its state
 //!   at any step (snapshot plus fold), its conversations.
 //! - **What is verified** ([`verify()`], [`coverage`]): every stored column of every table is
@@ -35,16 +38,19 @@ pub mod read;
 pub mod tree;
 
 mod audit;
+mod continuable;
 mod memory_audit;
 mod receipts;
 mod recorder;
 mod replay;
 mod session;
+mod tail;
 mod verify;
 
 pub use codec::EncodeError;
+pub use continuable::{ActFrom, check_continuable};
 pub use fork_view::{AncestorLoad, ancestor_load, first_event};
-pub use head::{HeadKeeper, check_continuable, first_head};
+pub use head::{HeadKeeper, first_head};
 pub use pairing::{Issued, Outstanding, Paired, answered, pairs};
 pub use read::{
     Rebuilt, Segment, ancestry, conversation, conversations, effect_at, outstanding_effects,
@@ -55,7 +61,7 @@ pub use receipts::{
     receipts, receipts_export, receipts_export_tree,
 };
 pub use recorder::{CommitTimes, RecordError, Recorder, outbox_rows, outcome_text};
-pub use replay::{Divergence, Recorded, replay, replay_with};
+pub use replay::{Divergence, Recorded, replay, replay_from, replay_with};
 pub use tree::{
     NamedChild, TreeChild, TreeRun, check_named, check_proof, child_proof, children,
     named_children, path_of, tree,
@@ -85,9 +91,10 @@ pub enum HistoryError {
         /// The latest seq.
         latest: u64,
     },
-    /// A stored run does not match its sealed head: refused before anything is executed.
+    /// A stored run does not verify (its record is not what its head sealed): refused
+    /// before anything is executed. `detail` is `verify`'s own line.
     #[error(
-        "run {run} does not match its sealed head ({detail}); refusing to continue it — `runtape verify {run}` reports what changed"
+        "run {run} does not verify: {detail}; nothing was done with it (`runtape verify {run}` reports the same)"
     )]
     Tampered {
         /// The run.

@@ -334,6 +334,13 @@ impl ChainBuilder {
         self.outstanding.issue(effects);
     }
 
+    /// Records `effect` as issued before the first transition this builder will visit (an
+    /// effect outstanding where a check of a history's tail starts), so the receipt of its
+    /// answer is rebuilt.
+    pub(crate) fn already_issued(&mut self, effect: Effect) {
+        self.outstanding.insert(effect, None);
+    }
+
     /// The chain, and the first missing or unexpected receipt.
     pub(crate) fn finish(self) -> (Vec<Receipt>, Option<Divergence>) {
         (self.chain, self.problem)
@@ -360,6 +367,32 @@ pub fn chain_tip(
     }
     // A run with no transition yet (a child created, then killed before its `Start` was
     // committed) has no segments: it is its own root, as `walk_to` and verify take it.
+    let root = segments.first().map_or(run, |s| &s.run);
+    delegation_anchor(store, root)
+}
+
+/// The receipt link the chain stands at after step `seq` of a run whose ancestry (through at
+/// least `seq`) is `segments`: its last seal at or before `seq`, else — a delegated child with
+/// no receipt yet — its delegation anchor (given at seq 0); `None` for neither. Where a check
+/// of the history's tail after `seq` picks the chain up.
+pub(crate) fn tip_through(
+    store: &dyn Store,
+    run: &RunId,
+    segments: &[super::read::Segment],
+    seq: u64,
+) -> Result<Option<receipt::ChainTip>, HistoryError> {
+    let clipped: Vec<super::read::Segment> = segments
+        .iter()
+        .filter(|s| s.from <= seq)
+        .map(|s| super::read::Segment {
+            run: s.run.clone(),
+            from: s.from,
+            to: s.to.min(seq),
+        })
+        .collect();
+    if let Some(tip) = own_tip(store, run, &clipped)? {
+        return Ok(Some(tip));
+    }
     let root = segments.first().map_or(run, |s| &s.run);
     delegation_anchor(store, root)
 }

@@ -137,9 +137,21 @@ pub fn replay_with<'a>(
     recorded: impl IntoIterator<Item = Recorded<'a>>,
     visit: &mut dyn FnMut(&Recorded<'a>, &crate::machine::Transition) -> Result<(), Divergence>,
 ) -> Result<RunState, Divergence> {
-    let mut state = RunState::Created;
-    let mut chain = Digest::ZERO;
-    for (expected_seq, r) in (1..).zip(recorded) {
+    replay_from(spec, RunState::Created, Digest::ZERO, recorded, visit)
+}
+
+/// [`replay_with`] from `state` (a state the history reached, with `chain` the link of its
+/// transition) instead of from `Created`: `recorded` starts at the seq after `state`'s. What a
+/// check of a history's tail folds, from a snapshot it has bound to the chain.
+pub fn replay_from<'a>(
+    spec: &RunSpec,
+    state: RunState,
+    chain: Digest,
+    recorded: impl IntoIterator<Item = Recorded<'a>>,
+    visit: &mut dyn FnMut(&Recorded<'a>, &crate::machine::Transition) -> Result<(), Divergence>,
+) -> Result<RunState, Divergence> {
+    let (mut state, mut chain) = (state, chain);
+    for (expected_seq, r) in (state.seq() + 1..).zip(recorded) {
         if r.seq != expected_seq {
             return Err(Divergence::new(
                 expected_seq,

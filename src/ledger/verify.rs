@@ -39,12 +39,13 @@ use super::audit::{self, OutboxFacts};
 use super::codec::{decode_event, snapshot_due};
 use super::memory_audit::{self, MemoryFacts};
 use super::pairing::{answered, as_performed_by};
-use super::read::{ancestry_through, record, spec_of};
+use super::read::{Segment, ancestry_through, record, spec_of};
 use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
-use super::replay::{Divergence, Recorded, replay_with};
-use crate::machine::{Digest, Effect, EventBody, RunId};
+use super::replay::{Divergence, Recorded, replay_from};
+use super::tail;
+use crate::machine::{Effect, EventBody, RunId, RunSpec};
 use crate::receipt::{HeadOrigin, RunHead, Seal, VerifyingKey, check_head_seal};
-use crate::store::{HeadRecord, Store, StoreError, TransitionRecord};
+use crate::store::{HeadRecord, RunRecord, Store, StoreError, TransitionRecord};
 
 /// What `verify` checked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -100,10 +101,25 @@ pub fn verify(
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
     match store.head(run) {
-        Ok(head) => verify_once(store, run, key, head),
+        Ok(head) => verify_once(store, run, key, head, Reach::Whole),
         Err(StoreError::Damaged { detail, .. }) => Ok(Err(unreadable(&detail))),
         Err(e) => Err(e.into()),
     }
+}
+
+/// How much of a run's record a check covers: everything (`verify`), or what a command acting
+/// on the run acts on ([`super::continuable`]), checked the way `verify` checks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Every step from the first, and every table beside them: `verify`.
+    Whole,
+    /// The steps from the newest snapshot before every call still outstanding at the end (see
+    /// [`super::tail`]) to the sealed end, what the run's row and head say, its outbox and its
+    /// receipts from there on: what resuming, answering or cancelling the run acts on.
+    Tail,
+    /// Every step through this seq, bound to the sealed end by the chain links after it: what
+    /// a fork at this seq is made of.
+    Through(u64),
 }
 
 /// What a stored row that does not decode (a damaged or edited column) is reported as.
@@ -117,13 +133,16 @@ fn unreadable(detail: &str) -> Divergence {
     }
 }
 
-fn verify_once(
+/// Checks `run` (whose stored head is `head`, read from the same snapshot of `store`) as far
+/// as `reach` says; a stored row that does not decode is a divergence, not an error.
+pub(crate) fn verify_once(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
+    reach: Reach,
 ) -> Result<Result<Verified, Divergence>, HistoryError> {
-    match check(store, run, key, head) {
+    match check(store, run, key, head, reach) {
         Ok(result) => Ok(result),
         Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => {
             Ok(Err(unreadable(&detail)))
@@ -141,11 +160,34 @@ macro_rules! fail {
     };
 }
 
+/// What one run's check reads once and every stretch of it uses.
+struct Run<'a> {
+    store: &'a dyn Store,
+    id: &'a RunId,
+    key: Option<&'a VerifyingKey>,
+    rec: &'a RunRecord,
+    head: &'a RunHead,
+    seal: &'a Seal,
+    summary: &'a HeadSummary,
+    spec: &'a RunSpec,
+    segments: &'a [Segment],
+}
+
+/// How a check of one stretch of history came out.
+enum Stretch {
+    /// It holds.
+    Holds(Box<Verified>),
+    /// A call outstanding at its end was emitted at or before where it started (this seq):
+    /// it must start earlier, so that the call is checked against the step that emitted it.
+    StartBefore(u64),
+}
+
 fn check(
     store: &dyn Store,
     run: &RunId,
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
+    reach: Reach,
 ) -> Result<Result<Verified, Divergence>, HistoryError> {
     let rec = record(store, run)?;
     let Some(stored) = head else {
@@ -159,17 +201,84 @@ fn check(
     };
     let (head, seal) = fail!(audit::open_head(&stored));
     let mut summary = fail!(head_seal(&stored, &head, &seal, key));
+    summary.seq = head.seq;
     fail!(audit::identity(&rec, &head));
     let spec = spec_of(&rec)?;
-
     let segments = ancestry_through(store, run, head.seq)?;
+    let to = match reach {
+        Reach::Through(seq) if seq > head.seq => {
+            return Err(HistoryError::SeqOutOfRange {
+                run: run.to_string(),
+                seq,
+                latest: head.seq,
+            });
+        }
+        Reach::Through(seq) => seq,
+        Reach::Whole | Reach::Tail => head.seq,
+    };
+    let mut from = match reach {
+        Reach::Tail => tail::base_at_or_before(store, &segments, to)?,
+        Reach::Whole | Reach::Through(_) => 0,
+    };
+    let cx = Run {
+        store,
+        id: run,
+        key,
+        rec: &rec,
+        head: &head,
+        seal: &seal,
+        summary: &summary,
+        spec: &spec,
+        segments: &segments,
+    };
+    loop {
+        match fail!(stretch(&cx, from, to)?) {
+            Stretch::Holds(verified) => return Ok(Ok(*verified)),
+            Stretch::StartBefore(seq) => {
+                from = tail::base_at_or_before(store, &segments, seq.saturating_sub(1))?;
+            }
+        }
+    }
+}
+
+/// Checks the steps `from+1..=to` folded from the base at `from` (see [`super::tail`]), and
+/// everything beside them that a check reaching that far can judge.
+fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergence>, HistoryError> {
+    let Run {
+        store,
+        id: run,
+        key,
+        rec,
+        head,
+        seal,
+        summary,
+        spec,
+        segments,
+    } = *cx;
+    let hash = spec.history_hash();
     let mut rows: Vec<TransitionRecord> = Vec::new();
     let mut snapshots: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     let mut events = Vec::new();
-    for seg in &segments {
+    let base_row = match from {
+        0 => None,
+        _ => tail::row_at(store, segments, from)?,
+    };
+    let base = fail!(tail::open_base(
+        store,
+        run,
+        segments,
+        hash,
+        from,
+        base_row.as_ref()
+    )?);
+    for seg in segments {
+        let (lo, hi) = (seg.from.max(from + 1), seg.to.min(to));
+        if lo > hi {
+            continue;
+        }
         let start = rows.len();
-        rows.extend(store.transitions(&seg.run, seg.from, seg.to)?);
-        snapshots.extend(store.snapshots(&seg.run, seg.from, seg.to)?);
+        rows.extend(store.transitions(&seg.run, lo, hi)?);
+        snapshots.extend(store.snapshots(&seg.run, lo, hi)?);
         for t in &rows[start..] {
             let Ok(event) = decode_event(run, t.seq, &t.event) else {
                 return Ok(Err(Divergence::column(
@@ -201,14 +310,45 @@ fn check(
             events.push(event);
         }
     }
+    let whole = from == 0 && to == head.seq;
     let outbox_rows = store.outbox(run)?;
     let wanted: BTreeSet<(u64, u32)> = outbox_rows
         .iter()
         .map(|o| (o.effect.seq, o.effect.index))
+        .filter(|(seq, _)| *seq > from && *seq <= to)
         .collect();
     let mut facts = OutboxFacts::default();
-    let root = segments.first().map_or(run, |s| &s.run);
-    let mut receipts = ChainBuilder::anchored(super::receipts::delegation_anchor(store, root)?);
+    let base_tip = if from == 0 {
+        let root = segments.first().map_or(run, |s| &s.run);
+        super::receipts::delegation_anchor(store, root)?
+    } else {
+        super::receipts::tip_through(store, run, segments, from)?
+    };
+    // Where the chain stands at the base, when that is a receipt of the run's own (a link
+    // given at seq 0 is a delegated child's anchor in its parent).
+    let base_receipt = base_tip
+        .as_ref()
+        .filter(|t| t.seq > 0)
+        .map(|t| (t.seq, t.seal.link()));
+    let mut receipts = ChainBuilder::anchored(base_tip);
+    // The calls outstanding at the base are answered (if at all) in this stretch: their
+    // receipts describe them as emitted before it.
+    for at in base.state.outstanding() {
+        match super::read::effect_at(store, run, at) {
+            Ok(effect) => receipts.already_issued(effect),
+            Err(HistoryError::Diverged { detail, .. }) => {
+                return Ok(Err(Divergence::column(
+                    at.seq,
+                    "transitions.effects",
+                    "an effect outstanding where the check starts",
+                    "the effect the state waits on",
+                    detail,
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let first_seq = from + 1;
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
@@ -224,8 +364,9 @@ fn check(
         chain: Some(t.chain),
     });
     let mut visit = |r: &Recorded<'_>, t: &crate::machine::Transition| -> Result<(), Divergence> {
-        let seal = rows
-            .get(usize::try_from(r.seq).unwrap_or(usize::MAX).wrapping_sub(1))
+        let seal = usize::try_from(r.seq - first_seq)
+            .ok()
+            .and_then(|i| rows.get(i))
             .and_then(|row| row.seal.as_deref());
         receipts.visit(r.seq, &r.event, r.event_bytes, seal, &t.effects);
         // Read from a snapshot (one read transaction), each lookup is a plain B-tree probe.
@@ -255,7 +396,9 @@ fn check(
         if let EventBody::SessionStart { seed: carried, .. } = &r.event.body {
             seed = Some(carried.clone());
         }
-        memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
+        if whole {
+            memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
+        }
         if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
             snapshots_checked += 1;
@@ -265,25 +408,31 @@ fn check(
         }
         Ok(())
     };
-    let state = fail!(replay_with(&spec, recorded, &mut visit));
-    if state.seq() != head.seq {
-        let next = state.seq() + 1;
-        return Ok(Err(Divergence::new(
-            next,
-            "missing transition",
-            format!("seq {next} (the sealed head ends at seq {})", head.seq),
-            "nothing",
-        )));
-    }
-    let chain = rows.last().map_or(Digest::ZERO, |t| t.chain);
-    let own_from = head.parent.as_ref().map_or(0, |p| p.seq);
-    fail!(audit::head_against_history(
-        &head,
-        &state,
-        spec.history_hash(),
-        &chain,
-        head.seq > own_from
+    let state = fail!(replay_from(
+        spec, base.state, base.chain, recorded, &mut visit
     ));
+    if state.seq() != to {
+        return Ok(Err(tail::missing_before_end(state.seq() + 1, head.seq)));
+    }
+    // A call the run waits on must be checked against the step that emitted it.
+    if let Some(first) = state.outstanding().iter().map(|r| r.seq).min()
+        && first <= from
+    {
+        return Ok(Ok(Stretch::StartBefore(first)));
+    }
+    let chain = rows.last().map_or(base.chain, |t| t.chain);
+    if to == head.seq {
+        let own_from = head.parent.as_ref().map_or(0, |p| p.seq);
+        fail!(audit::head_against_history(
+            head,
+            &state,
+            hash,
+            &chain,
+            head.seq > own_from
+        ));
+    } else {
+        fail!(tail::bind_to_head(store, segments, hash, to, chain, head)?);
+    }
     if let Some((&seq, _)) = snapshots.iter().next() {
         return Ok(Err(Divergence::column(
             seq,
@@ -294,43 +443,53 @@ fn check(
         )));
     }
     fail!(nothing_past_the_end(store, run, head.seq)?);
-    fail!(audit::standing(&rec, &head));
-    fail!(audit::outbox(&outbox_rows, &facts, &head));
+    fail!(audit::standing(rec, head));
+    let through = (to < head.seq).then_some(to);
+    fail!(audit::outbox(&outbox_rows, &facts, head, from, through));
     fail!(super::session::check(
         store,
         run,
-        &spec,
-        &head,
+        spec,
+        head,
         seed.as_ref()
     )?);
-    let global = spec
-        .spec()
-        .memory
-        .as_ref()
-        .and_then(|m| m.global.as_deref());
-    let memory_checked = fail!(memory_audit::check(store, global, &memory, key)?);
+    let memory_checked = if whole {
+        let global = spec
+            .spec()
+            .memory
+            .as_ref()
+            .and_then(|m| m.global.as_deref());
+        fail!(memory_audit::check(store, global, &memory, key)?)
+    } else {
+        0
+    };
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
-    let tip = chain_receipts.last().map(|r| (r.body.seq, r.link()));
+    // No receipt in this stretch: the chain still stands where it stood at its base.
+    let tip = chain_receipts
+        .last()
+        .map(|r| (r.body.seq, r.link()))
+        .or(base_receipt);
     let receipt_summary = fail!(check_chain(
         (chain_receipts, problem),
         key,
         anchor.as_deref()
     ));
-    fail!(receipts_match_head(&head, &seal, &receipt_summary, tip));
-    summary.seq = head.seq;
-    Ok(Ok(Verified {
+    if to == head.seq {
+        fail!(receipts_match_head(head, seal, &receipt_summary, tip));
+    }
+    Ok(Ok(Stretch::Holds(Box::new(Verified {
         run: run.clone(),
-        transitions: head.seq,
-        final_state_hash: state.state_hash(spec.history_hash()).to_hex(),
-        head: summary,
+        transitions: to,
+        final_state_hash: state.state_hash(hash).to_hex(),
+        head: summary.clone(),
         messages,
         catalogs,
         snapshots: snapshots_checked,
         memory: memory_checked,
         outbox: outbox_rows.len() as u64,
         receipts: receipt_summary,
-    }))
+    }))))
 }
 
 /// The head's seal: signed heads against `key` (or the key they name); unsigned heads by

@@ -53,7 +53,7 @@ pub async fn resume(
     call: Option<&str>,
     raises: &[Raise],
 ) -> Result<RunHandle, OpsError> {
-    let rec = install_stored(engine, run)?;
+    let rec = install_stored(engine, run, crate::ledger::ActFrom::End)?;
     let input = answer.into_input();
     if input.is_none() && raises.is_empty() {
         // Nothing to check before the take-up, which reads the state under the lease.

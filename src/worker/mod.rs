@@ -287,7 +287,8 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
 fn install(engine: &Engine, run: &RunId) -> Result<(), (String, bool)> {
     let store = engine.store().as_ref();
     let rec = history::record(store, run).map_err(|e| (e.to_string(), false))?;
-    crate::ledger::check_continuable(store, &rec, engine.receipt_signer()).map_err(|e| {
+    let end = crate::ledger::ActFrom::End;
+    crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end).map_err(|e| {
         let bad = matches!(e, HistoryError::Tampered { .. } | HistoryError::WrongKey(_));
         (e.to_string(), bad)
     })?;

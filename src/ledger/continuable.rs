@@ -1,0 +1,225 @@
+//! The check every command makes before it acts on a stored run: nothing drives, forks,
+//! answers or cancels a run whose record `verify` would reject, and a refusal is `verify`'s
+//! own line, written before anything else is.
+//!
+//! # Who calls it
+//!
+//! Every path that acts on a stored run goes through [`check_continuable`]: the engine's
+//! take-up (`resume`, answering a person, `cancel` of a run at rest, `apply`, a child run
+//! taken up by its parent, and so every `serve` action and every worker, which drive runs
+//! through it), checked before the lease is taken and again under it; a fork, before the fork
+//! is created; a worker before it claims a run from the queue.
+//!
+//! # What it checks: what the command acts on, incrementally
+//!
+//! A command acting from the end of the history (`ActFrom::End`) acts on the state there, the
+//! calls that state waits on, the outbox rows saying which of them started, the receipt chain
+//! it goes on signing, and the run's row and head. The check covers exactly that, from the
+//! newest stored snapshot at or before both the end and the step that emitted every call the
+//! run still waits on (a snapshot every 64 steps, so usually under 64 steps back):
+//!
+//! - the head's seal (signed by this engine's receipt key, which must be the run's), the run's
+//!   row against the head, nothing stored past the sealed end;
+//! - the snapshot: its bytes hash to the state hash stored at its step, and that step's chain
+//!   link covers its event and that hash;
+//! - every step after it folded through the machine as `verify` folds it: event, time, edge,
+//!   effects, state hash and chain link; the message and catalog blobs each appends; the
+//!   snapshots due;
+//! - the chain links from the snapshot on end at the head's sealed link, so the snapshot, and
+//!   every step after it, is what the head sealed;
+//! - the receipts of those steps rebuilt and checked, chained from the seal before them and
+//!   ending at the head's receipt tip;
+//! - every outbox row of a call emitted after the snapshot against the history (its key, and
+//!   `done` / `started` / `pending` as the history and head say); rows of earlier calls are
+//!   `done` (no call the run waits on was emitted before the snapshot).
+//!
+//! A fork at step `F` (`ActFrom::Step`) is made of every step through `F`: those are all
+//! checked, from the first, as `verify` checks them, then the chain links after `F` are
+//! recomputed from the stored bytes (hashed, not folded) up to the parent's sealed link. An
+//! edit at or before the fork point is refused. An edit after it is refused when it breaks
+//! those links (an event, a state hash, a chain link: the prefix is bound to the sealed head
+//! only through them); other columns after the fork point (a seal, the effects, the outbox)
+//! are not the fork's and are left to `verify` of the parent.
+//!
+//! "Incremental" means: the sealed head commits to the chain tip, so a snapshot and the steps
+//! after it are proved by re-folding only those steps; nothing before the snapshot is re-read
+//! to act from the end. The cost is the fold of at most 64 steps (more only while a call
+//! emitted earlier is still awaited), a handful of row reads, and one signature check per
+//! receipt in those steps — independent of the run's length. A fork pays for the steps it
+//! shares.
+//!
+//! # What it leaves to `verify`
+//!
+//! Steps before that snapshot when acting from the end: an edit there does not change what is
+//! acted on (the state comes from the snapshot, bound to the head by the chain), and `verify`
+//! reports it. Conversation messages appended before it are content-addressed under the
+//! Merkle heads the snapshot's state holds, and are checked against them whenever they are
+//! read: a model call never sends an edited one. The global memory tables (revision 5) are
+//! checked against the history only when the check reaches from the first step to the end.
+//! A record written before heads were sealed (runtape 0.1.0) is checked as the migration
+//! sealed it (trusted on first use).
+
+use super::HistoryError;
+use super::audit;
+use super::read::record;
+use super::verify::{Reach, verify_once};
+use crate::receipt::{HeadOrigin, ReceiptSigner, RunHead, Seal};
+use crate::store::{RunRecord, Store, StoreError};
+
+/// Where a command acts on a run from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActFrom {
+    /// The end of its history: resuming it, answering it, cancelling it at rest, a worker
+    /// claiming it.
+    End,
+    /// Step `seq` of its history: a fork made there.
+    Step(u64),
+}
+
+/// Checks, before a command acts on the stored run `rec` names from `from` (see the module
+/// doc), that what it will act on is what `verify` accepts: signed with `signer`'s key when
+/// the run is signed (which must then be that key), and unsigned when it is not. Reads the
+/// stretch of history it acts on, not the whole of it; writes nothing. Returns the head to
+/// continue from.
+///
+/// A refusal is [`HistoryError::Tampered`] carrying `verify`'s own line, or
+/// [`HistoryError::WrongKey`]. Everything is read afresh from one snapshot of the store, so a
+/// run another process is driving is checked as it stood at one moment.
+pub fn check_continuable(
+    store: &dyn Store,
+    rec: &RunRecord,
+    signer: &ReceiptSigner,
+    from: ActFrom,
+) -> Result<RunHead, HistoryError> {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    let run = &rec.id;
+    let refuse = |detail: String| HistoryError::Tampered {
+        run: run.to_string(),
+        detail,
+    };
+    // Read before the check so an unknown run is bad input, not a tampered one.
+    record(store, run)?;
+    let stored = match store.head(run) {
+        Ok(stored) => stored,
+        Err(StoreError::Damaged { detail, .. }) => return Err(refuse(detail)),
+        Err(e) => return Err(e.into()),
+    };
+    let opened = stored.as_ref().map(audit::open_head).transpose();
+    if let Ok(Some((head, seal))) = &opened {
+        same_key(run.as_str(), head, seal, signer)?;
+    }
+    let reach = match from {
+        ActFrom::End => Reach::Tail,
+        ActFrom::Step(seq) => Reach::Through(seq),
+    };
+    let key = signer.verifying_key();
+    if let Err(d) = verify_once(store, run, key.as_ref(), stored, reach)? {
+        return Err(refuse(d.to_string()));
+    }
+    match opened {
+        Ok(Some((head, _))) => Ok(head),
+        // The check above refuses a head that is missing or does not open.
+        Ok(None) => Err(refuse("runs.head: none".into())),
+        Err(d) => Err(refuse(d.to_string())),
+    }
+}
+
+/// A run signed with a key is continued only with that key, and an unsigned one only without
+/// (a head trusted on first use excepted), so the receipts it goes on with are sealed like
+/// those before.
+fn same_key(
+    run: &str,
+    head: &RunHead,
+    seal: &Seal,
+    signer: &ReceiptSigner,
+) -> Result<(), HistoryError> {
+    match (seal, head.origin, signer.key_id()) {
+        (Seal::Ed25519 { key_id, .. }, _, Some(mine)) if key_id == mine => Ok(()),
+        (Seal::Ed25519 { key_id, .. }, _, _) => Err(HistoryError::WrongKey(format!(
+            "run {run}'s head is signed with the key {key_id}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
+        ))),
+        (Seal::Unsigned { .. }, HeadOrigin::Engine, Some(_)) => {
+            Err(HistoryError::WrongKey(format!(
+                "run {run} was run without a receipt key (its head is unsigned); continue it without one"
+            )))
+        }
+        (Seal::Unsigned { .. }, _, _) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ledger::{HeadKeeper, first_head};
+    use crate::machine::{Digest, RunId, RunState};
+    use crate::receipt::SigningKey;
+    use crate::store::{HeadRecord, MemoryStore, NewRun, Write};
+
+    fn created(store: &MemoryStore, signer: Arc<ReceiptSigner>) -> RunRecord {
+        let spec = crate::machine::RunSpec::build(crate::machine::Spec {
+            agents: vec![crate::machine::AgentSpec::new("a", "p", "m")],
+            ..crate::machine::Spec::default()
+        })
+        .expect("valid");
+        let mut new = NewRun {
+            id: RunId::new("01continuable"),
+            parent: None,
+            spec: serde_json::to_string(&spec).expect("serialises"),
+            setup: None,
+            goal: "a goal".into(),
+            now_ms: 1_700_000_000_000,
+            owner: "me".into(),
+            lease_expires_ms: u64::MAX,
+            head: HeadRecord::default(),
+            session: None,
+        };
+        let created = RunState::Created.state_hash(spec.history_hash());
+        let keeper = HeadKeeper::new(first_head(&new, created, Digest::ZERO, None), signer);
+        new.head = keeper.sealed(store);
+        drop(store.submit(Write::CreateRun(new)));
+        store
+            .run(&RunId::new("01continuable"))
+            .expect("reads")
+            .expect("the run")
+    }
+
+    #[test]
+    fn a_run_is_continued_only_with_its_own_key_or_none() {
+        let store = MemoryStore::new();
+        let rec = created(&store, Arc::new(ReceiptSigner::unsigned()));
+        let unsigned = ReceiptSigner::unsigned();
+        let r = check_continuable(&store, &rec, &unsigned, ActFrom::End);
+        assert!(r.is_ok(), "{r:?}");
+        let keyed = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        assert!(matches!(
+            check_continuable(&store, &rec, &keyed, ActFrom::End),
+            Err(HistoryError::WrongKey(_))
+        ));
+
+        let store = MemoryStore::new();
+        let rec = created(&store, Arc::new(keyed));
+        let same = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[1; 32]));
+        assert!(check_continuable(&store, &rec, &same, ActFrom::End).is_ok());
+        let other = ReceiptSigner::from_signing_key(SigningKey::from_bytes(&[2; 32]));
+        for signer in [&other, &unsigned] {
+            assert!(matches!(
+                check_continuable(&store, &rec, signer, ActFrom::End),
+                Err(HistoryError::WrongKey(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn a_fork_point_past_the_sealed_end_is_out_of_range() {
+        let store = MemoryStore::new();
+        let rec = created(&store, Arc::new(ReceiptSigner::unsigned()));
+        let refused = check_continuable(&store, &rec, &ReceiptSigner::unsigned(), ActFrom::Step(3));
+        assert!(
+            matches!(refused, Err(HistoryError::SeqOutOfRange { seq: 3, .. })),
+            "{refused:?}"
+        );
+    }
+}
