@@ -186,7 +186,46 @@ pub async fn run(
         while live.len() < opts.concurrency.max(1) && !store_trouble {
             let engine = Engine::with_store(dyn_store.clone(), opts.engine.clone());
             let skipping: Vec<RunId> = skip.keys().chain(live.keys()).cloned().collect();
-            match store.claim(engine.owner(), &spec_dir, ttl, &skipping).await {
+            // What the worker would act on is checked before the claim writes anything: a run
+            // `verify` would reject is never claimed, only left to others for a while.
+            let next = match store.next_runnable(&spec_dir, &skipping).await {
+                Ok(Some(next)) => next,
+                Ok(None) => break,
+                Err(e) => {
+                    worker_error(&metrics, &info, None, &e, &log);
+                    break;
+                }
+            };
+            match verified(&engine, &next) {
+                Ok(()) => {}
+                Err(HistoryError::Store(e)) => {
+                    worker_error(&metrics, &info, Some(&next), &e, &log);
+                    break;
+                }
+                Err(e) => {
+                    // Tampered (or a key that is not its own): refused. Anything else the
+                    // check could not judge is this worker's trouble with that run; either
+                    // way it is left to others for a while and the queue goes on.
+                    let e = EngineError::from(e);
+                    let code = error_code(&e);
+                    metrics.error(code);
+                    let event = if code == "tampered" {
+                        "run.refused"
+                    } else {
+                        "run.error"
+                    };
+                    log(
+                        json!({"event": event, "worker": info.id, "run": next, "code": code,
+                        "error": e.to_string()}),
+                    );
+                    skip.insert(next, Instant::now() + opts.skip_for);
+                    continue;
+                }
+            }
+            match store
+                .claim(engine.owner(), &spec_dir, ttl, &skipping, Some(&next))
+                .await
+            {
                 Ok(Some(claim)) => {
                     log(
                         json!({"event": "run.claimed", "worker": info.id, "run": claim.run,
@@ -279,6 +318,15 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
     };
     let result = handle.wait().await.map_err(|e| RunError::of(&e));
     stopped(result, false, false)
+}
+
+/// Checks `run` as every command that acts on a run does, before this worker claims it
+/// ([`crate::ledger::check_continuable`]); reads only.
+fn verified(engine: &Engine, run: &RunId) -> Result<(), HistoryError> {
+    let store = engine.store().as_ref();
+    let rec = history::record(store, run)?;
+    let end = crate::ledger::ActFrom::End;
+    crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end).map(|_| ())
 }
 
 /// Registers the run's providers and tools with its engine, from its stored setup once the

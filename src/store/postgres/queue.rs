@@ -8,7 +8,7 @@
 //! expired on the database's clock (its driver died or was cut off), or its owner is a process
 //! on this host that no longer exists.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use super::PostgresStore;
 use super::conn::Backend;
@@ -69,62 +69,121 @@ pub struct WorkerRecord {
     pub draining: bool,
 }
 
+/// The query for the runnable run (see the module docs) a worker may claim next, oldest
+/// first, selecting `columns` of it (`r` is its row in `runtape.runs`), its parameters
+/// numbered from `$p`: the lease owners on this host whose process has exited, the spec
+/// directory the worker serves, the ids it skips, and (when not null) the one id it may take.
+fn runnable(columns: &str, p: usize) -> String {
+    let (dead, dir, skip, only) = (p, p + 1, p + 2, p + 3);
+    format!(
+        "SELECT {columns} FROM runtape.runs r \
+         JOIN runtape.run_specs s ON s.run = r.key \
+         WHERE r.status = 'running' AND s.setup IS NOT NULL \
+         AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
+              OR r.lease_owner = ANY(${dead})) \
+         AND (s.setup::jsonb ->> 'spec_dir') = ${dir} \
+         AND r.id <> ALL(${skip}) \
+         AND (${only}::text IS NULL OR r.id = ${only}) \
+         ORDER BY r.key LIMIT 1"
+    )
+}
+
+/// The id of the run a worker would claim next ([`runnable`] from `$1`).
+static NEXT: LazyLock<String> = LazyLock::new(|| runnable("r.id", 1));
+
+/// Takes the lease of the run a worker claims next for owner `$1`, `$2` ms long ([`runnable`]
+/// from `$3`); returns its id, the new epoch, and whether another driver held the lease.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH pick AS ({} FOR UPDATE OF r SKIP LOCKED) \
+         UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
+         lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+         FROM pick WHERE runtape.runs.key = pick.key \
+         RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL",
+        runnable("r.key, r.lease_owner AS held_by", 3)
+    )
+});
+
+/// The lease owners on this host whose process has exited: their leases are free now.
+async fn dead_owners(conn: &super::conn::Conn, shown: &str) -> Result<Vec<String>, StoreError> {
+    let prefix = format!("{}:%", crate::store::owner_host());
+    let live_here = conn
+        .query(
+            "SELECT DISTINCT lease_owner FROM runtape.runs WHERE status = 'running' \
+             AND lease_owner LIKE $1 AND lease_expires_ms > runtape.now_ms()",
+            &[&prefix],
+        )
+        .await
+        .map_err(|e| classify(shown, &e))?;
+    Ok(live_here
+        .iter()
+        .filter_map(|r| r.try_get::<_, String>(0).ok())
+        .filter(|o| crate::store::owner_is_dead(o))
+        .collect())
+}
+
 impl PostgresStore {
+    /// The run [`claim`](Self::claim) would take now, read without taking it (nothing is
+    /// written): a worker checks what it would act on before it claims the run. Like `claim`,
+    /// never waits for an unreachable database.
+    pub async fn next_runnable(
+        &self,
+        spec_dir: &str,
+        skip: &[RunId],
+    ) -> Result<Option<RunId>, StoreError> {
+        let backend = self.backend.clone();
+        let spec_dir = spec_dir.to_owned();
+        let skip: Vec<String> = skip.iter().map(|r| r.to_string()).collect();
+        self.backend
+            .run(async move {
+                let conn = backend.get_now().await?;
+                let shown = backend.shown().to_owned();
+                let dead = dead_owners(&conn, &shown).await?;
+                let only: Option<String> = None;
+                let row = conn
+                    .query_opt(NEXT.as_str(), &[&dead, &spec_dir, &skip, &only])
+                    .await
+                    .map_err(|e| classify(&shown, &e))?;
+                row.map(|r| r.try_get::<_, String>(0).map(RunId::new))
+                    .transpose()
+                    .map_err(|e| classify(&shown, &e))
+            })
+            .await
+    }
+
     /// Claims one runnable run for `owner` (see the module docs) with a lease of `ttl_ms` on
-    /// the database's clock, skipping runs in `skip`. Rows other processes have locked are
-    /// skipped, never waited for, so any number of workers claim at once without blocking
-    /// each other or taking the same run. The claimed run's status stays `running`. Never
-    /// waits for an unreachable database (one connection attempt), so the worker's loop goes
-    /// on answering signals.
+    /// the database's clock, skipping runs in `skip` (and, with `only`, every other run: the
+    /// run [`next_runnable`](Self::next_runnable) named, once checked). Rows other processes
+    /// have locked are skipped, never waited for, so any number of workers claim at once
+    /// without blocking each other or taking the same run. The claimed run's status stays
+    /// `running`. Never waits for an unreachable database (one connection attempt), so the
+    /// worker's loop goes on answering signals.
     pub async fn claim(
         &self,
         owner: &str,
         spec_dir: &str,
         ttl_ms: u64,
         skip: &[RunId],
+        only: Option<&RunId>,
     ) -> Result<Option<Claim>, StoreError> {
         let backend = self.backend.clone();
         let owner = owner.to_owned();
         let spec_dir = spec_dir.to_owned();
         let skip: Vec<String> = skip.iter().map(|r| r.to_string()).collect();
+        let only: Option<String> = only.map(|r| r.to_string());
         let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
         self.backend
             .run(async move {
                 let conn = backend.get_now().await?;
                 let shown = backend.shown().to_owned();
                 let db = |e: tokio_postgres::Error| classify(&shown, &e);
-                // Owners on this host whose process has exited: their leases are free now.
-                let prefix = format!("{}:%", crate::store::owner_host());
-                let live_here = conn
-                    .query(
-                        "SELECT DISTINCT lease_owner FROM runtape.runs WHERE status = 'running' \
-                         AND lease_owner LIKE $1 AND lease_expires_ms > runtape.now_ms()",
-                        &[&prefix],
-                    )
-                    .await
-                    .map_err(db)?;
-                let dead: Vec<String> = live_here
-                    .iter()
-                    .filter_map(|r| r.try_get::<_, String>(0).ok())
-                    .filter(|o| crate::store::owner_is_dead(o))
-                    .collect();
+                let dead = dead_owners(&conn, &shown).await?;
                 conn.client().batch_execute("BEGIN").await.map_err(db)?;
                 let claimed = async {
                     let row = conn
                         .query_opt(
-                            "WITH pick AS (SELECT r.key, r.lease_owner AS held_by FROM runtape.runs r \
-                                JOIN runtape.run_specs s ON s.run = r.key \
-                                WHERE r.status = 'running' AND s.setup IS NOT NULL \
-                                AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
-                                     OR r.lease_owner = ANY($3)) \
-                                AND (s.setup::jsonb ->> 'spec_dir') = $4 \
-                                AND r.id <> ALL($5) \
-                                ORDER BY r.key LIMIT 1 FOR UPDATE OF r SKIP LOCKED) \
-                             UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-                             lease_expires_ms = runtape.now_ms() + $2, control = NULL \
-                             FROM pick WHERE runtape.runs.key = pick.key \
-                             RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL",
-                            &[&owner, &ttl_ms, &dead, &spec_dir, &skip],
+                            CLAIM.as_str(),
+                            &[&owner, &ttl_ms, &dead, &spec_dir, &skip, &only],
                         )
                         .await?;
                     conn.client().batch_execute("COMMIT").await?;

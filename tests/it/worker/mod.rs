@@ -5,3 +5,4 @@ mod database_down;
 mod metrics;
 mod network_partition;
 mod partition;
+mod refuses_tampered_runs;
