@@ -293,11 +293,17 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 
 /// What can be refused without the lease, so that bad input writes nothing.
 fn precheck(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
+    // A run whose record `verify` would reject where this acts on it is refused before
+    // anything is written (even one its row says has ended): nothing it would execute can be
+    // trusted, nor what its row says.
+    check_continuable(
+        store,
+        &ledger::record(store, run)?,
+        &shared.config.receipts,
+        ActFrom::End,
+    )?;
     let rec = unfinished(store, run)?;
     ledger::spec_of(&rec)?;
-    // A run whose record `verify` would reject where this acts on it is refused before
-    // anything is written: nothing it would execute can be trusted.
-    check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
     receipt_tip(shared, store, run, rec.seq)?;
     Ok(rec)
 }

@@ -290,7 +290,8 @@ pub(crate) struct OutboxFacts {
 /// `facts` may cover only the steps after `from` (a check of the history's tail): a row of a
 /// call emitted at or before `from` must then be `done` (the check starts before every call
 /// still outstanding at its end). With `through` (a check that stops there, a fork's), rows of
-/// calls emitted after it are not judged, and a call not answered by then may be `done` too.
+/// calls emitted after it are not judged (`facts` must still say which calls emitted by then
+/// were answered later).
 pub(crate) fn outbox(
     rows: &[OutboxRecord],
     facts: &OutboxFacts,
@@ -341,9 +342,7 @@ pub(crate) fn outbox(
             (false, true) => OutboxStatus::Started,
             (false, false) => OutboxStatus::Pending,
         };
-        // Stopping short of the end, an answer may come after `through`.
-        let answered_later = through.is_some() && !answered && row.status == OutboxStatus::Done;
-        if row.status != expected && !answered_later {
+        if row.status != expected {
             return Err(Divergence::column(
                 seq,
                 "outbox.status",

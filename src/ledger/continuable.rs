@@ -54,10 +54,11 @@
 //! acted on (the state comes from the snapshot, bound to the head by the chain), and `verify`
 //! reports it. Conversation messages appended before it are content-addressed under the
 //! Merkle heads the snapshot's state holds, and are checked against them whenever they are
-//! read: a model call never sends an edited one. The global memory tables (revision 5) are
-//! checked against the history only when the check reaches from the first step to the end.
-//! A record written before heads were sealed (runtape 0.1.0) is checked as the migration
-//! sealed it (trusted on first use).
+//! read: a model call never sends an edited one. The global memory a run publishes to
+//! (revision 5) is checked whole (its rows and removal records); the values the run loaded
+//! and the publishes it applied are checked for the steps checked. A record written before
+//! heads were sealed (runtape 0.1.0) is checked as the migration sealed it (trusted on first
+//! use).
 
 use super::HistoryError;
 use super::audit;
@@ -98,8 +99,6 @@ pub fn check_continuable(
         run: run.to_string(),
         detail,
     };
-    // Read before the check so an unknown run is bad input, not a tampered one.
-    record(store, run)?;
     let stored = match store.head(run) {
         Ok(stored) => stored,
         Err(StoreError::Damaged { detail, .. }) => return Err(refuse(detail)),
@@ -107,6 +106,10 @@ pub fn check_continuable(
     };
     let opened = stored.as_ref().map(audit::open_head).transpose();
     if let Ok(Some((head, seal))) = &opened {
+        // A head that is not this run's is tampering, whatever key it was sealed with.
+        if let Err(d) = audit::identity(&record(store, run)?, head) {
+            return Err(refuse(d.to_string()));
+        }
         same_key(run.as_str(), head, seal, signer)?;
     }
     let reach = match from {

@@ -178,7 +178,8 @@ pub(crate) fn open_base(
 
 /// Ties the link at `from` (the end of a checked stretch) to the head's sealed link through
 /// every stored step after it: each link recomputed from the step's stored event bytes and
-/// state hash. Reads the rows `from+1..=head.seq` (their bytes are hashed, not decoded).
+/// state hash. Reads the rows `from+1..=head.seq` (their bytes are hashed, not folded), and
+/// hands each, once its link holds, to `after` (which decodes what it needs of them).
 pub(crate) fn bind_to_head(
     store: &dyn Store,
     segments: &[Segment],
@@ -186,6 +187,7 @@ pub(crate) fn bind_to_head(
     from: u64,
     mut link: Digest,
     head: &RunHead,
+    after: &mut dyn FnMut(&TransitionRecord) -> Result<(), Divergence>,
 ) -> Result<Result<(), Divergence>, HistoryError> {
     let mut expected = from + 1;
     for seg in segments {
@@ -205,6 +207,9 @@ pub(crate) fn bind_to_head(
                     next.to_hex(),
                     t.chain.to_hex(),
                 )));
+            }
+            if let Err(d) = after(&t) {
+                return Ok(Err(d));
             }
             link = t.chain;
             expected += 1;

@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use super::HistoryError;
 use super::audit::{self, OutboxFacts};
-use super::codec::{decode_event, snapshot_due};
+use super::codec::{decode_effects, decode_event, snapshot_due};
 use super::memory_audit::{self, MemoryFacts};
 use super::pairing::{answered, as_performed_by};
 use super::read::{Segment, ancestry_through, record, spec_of};
@@ -310,7 +310,6 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
             events.push(event);
         }
     }
-    let whole = from == 0 && to == head.seq;
     let outbox_rows = store.outbox(run)?;
     let wanted: BTreeSet<(u64, u32)> = outbox_rows
         .iter()
@@ -396,9 +395,7 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
         if let EventBody::SessionStart { seed: carried, .. } = &r.event.body {
             seed = Some(carried.clone());
         }
-        if whole {
-            memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
-        }
+        memory.note(r.seq, &r.event.run, &r.event.body, &t.effects);
         if snapshot_due(r.seq) {
             audit::snapshot(r.seq, snapshots.remove(&r.seq).as_deref(), &t.next)?;
             snapshots_checked += 1;
@@ -421,6 +418,11 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
         return Ok(Ok(Stretch::StartBefore(first)));
     }
     let chain = rows.last().map_or(base.chain, |t| t.chain);
+    let global = spec
+        .spec()
+        .memory
+        .as_ref()
+        .and_then(|m| m.global.as_deref());
     if to == head.seq {
         let own_from = head.parent.as_ref().map_or(0, |p| p.seq);
         fail!(audit::head_against_history(
@@ -431,7 +433,50 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
             head.seq > own_from
         ));
     } else {
-        fail!(tail::bind_to_head(store, segments, hash, to, chain, head)?);
+        // Stopping short of the end (a fork point): the steps after it are not folded, but
+        // what they say of the calls emitted by then (answered, or not) and of the global
+        // memory they published to is read from their events, for the checks below.
+        let mut awaiting: BTreeSet<(u64, u32)> = wanted
+            .iter()
+            .filter(|at| !facts.answered.contains(at))
+            .copied()
+            .collect();
+        let mut after = |t: &TransitionRecord| -> Result<(), Divergence> {
+            if awaiting.is_empty() && global.is_none() {
+                return Ok(());
+            }
+            let undecodable = || {
+                Divergence::column(
+                    t.seq,
+                    "transitions.event",
+                    "event",
+                    "a decodable event",
+                    String::from_utf8_lossy(&t.event),
+                )
+            };
+            let event = decode_event(run, t.seq, &t.event).map_err(|_| undecodable())?;
+            if let Some(at) = answered(&event.body)
+                && awaiting.remove(&(at.seq, at.index))
+            {
+                facts.answered.insert((at.seq, at.index));
+            }
+            if global.is_some() {
+                let effects = decode_effects(run, t.seq, &t.effects).map_err(|_| {
+                    Divergence::column(
+                        t.seq,
+                        "transitions.effects",
+                        "effects",
+                        "decodable effects",
+                        String::from_utf8_lossy(&t.effects),
+                    )
+                })?;
+                memory.note(t.seq, &event.run, &event.body, &effects);
+            }
+            Ok(())
+        };
+        fail!(tail::bind_to_head(
+            store, segments, hash, to, chain, head, &mut after
+        )?);
     }
     if let Some((&seq, _)) = snapshots.iter().next() {
         return Ok(Err(Divergence::column(
@@ -453,16 +498,9 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
         head,
         seed.as_ref()
     )?);
-    let memory_checked = if whole {
-        let global = spec
-            .spec()
-            .memory
-            .as_ref()
-            .and_then(|m| m.global.as_deref());
-        fail!(memory_audit::check(store, global, &memory, key)?)
-    } else {
-        0
-    };
+    // The global memory's rows and removal records are checked whole; the loads and publishes
+    // checked against them are those of the steps read here.
+    let memory_checked = fail!(memory_audit::check(store, global, &memory, key)?);
     let anchor = receipts.anchor().map(str::to_owned);
     let (chain_receipts, problem) = receipts.finish();
     // No receipt in this stretch: the chain still stands where it stood at its base.

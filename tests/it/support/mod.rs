@@ -18,4 +18,5 @@ pub mod receipt;
 pub mod serve;
 pub mod session;
 pub mod tamper;
+pub mod tamper_catalogue;
 pub mod workers;

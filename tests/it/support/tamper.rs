@@ -1,9 +1,11 @@
 //! A database to tamper with, written by the real binary: a long run with a non-idempotent
 //! command tool and signed receipts (76 transitions, a snapshot at seq 64, outbox rows done),
 //! a fork of it, a run killed while a non-idempotent call was running (an outbox row left
-//! `started`), and a run that published two keys to global memory `team`, one of which was
-//! then removed by hand (`runtape memory rm`, signed with the key). Built once per test binary; each test works on
-//! its own copy.
+//! `started`), a run that published two keys to global memory `team`, one of which was
+//! then removed by hand (`runtape memory rm`, signed with the key), and three runs that took
+//! notes and wait for a person to approve a `deploy` call: one signed, one unsigned, and a
+//! signed one past its first snapshot. Built once per test binary; each test works on its own
+//! copy. What is edited, and how, is [`super::tamper_catalogue`].
 
 #![allow(dead_code)]
 
@@ -37,7 +39,16 @@ pub(crate) struct Fixture {
     pub(crate) session_second: String,
     /// The run that published `a` and `b` to global memory `team` (`b` removed since).
     pub(crate) memory: String,
+    /// Signed, waiting for approval of `deploy` after [`WAITING_NOTES`] notes.
+    pub(crate) waiting: String,
+    /// The same, unsigned.
+    pub(crate) waiting_unsigned: String,
+    /// Signed, waiting for approval of `deploy` after 24 notes: past the snapshot at seq 64.
+    pub(crate) waiting_long: String,
 }
+
+/// Notes the short waiting runs take before asking to deploy.
+pub(crate) const WAITING_NOTES: usize = 12;
 
 /// Transitions of the long run.
 pub(crate) const LONG_STEPS: u64 = 76;
@@ -62,12 +73,7 @@ pub(crate) fn notes_spec(steps: usize, usage: bool, latency_ms: u64) -> String {
     } else {
         ", cost_usd = 0.0001"
     };
-    let mut replies = String::new();
-    for i in 0..steps {
-        replies.push_str(&format!(
-            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ]{usage}{cost} }},\n"
-        ));
-    }
+    let mut replies = note_replies(steps, usage, cost);
     replies.push_str(&format!("  {{ text = \"all noted\"{usage} }},\n"));
     let latency = if latency_ms > 0 {
         format!("latency_ms = {latency_ms}\n")
@@ -95,6 +101,60 @@ id = "scribe"
 system_prompt = "Take notes."
 provider = "script"
 tools = ["note"]
+"#
+    )
+}
+
+/// The model's replies asking for `steps` calls of `note`, one a turn, each carrying `usage`
+/// and `cost` (TOML fields after a comma, or nothing).
+fn note_replies(steps: usize, usage: &str, cost: &str) -> String {
+    let mut replies = String::new();
+    for i in 0..steps {
+        replies.push_str(&format!(
+            "  {{ text = \"step {i}\", tool_calls = [ {{ name = \"note\", arguments = {{ n = {i} }} }} ]{usage}{cost} }},\n"
+        ));
+    }
+    replies
+}
+
+/// Takes `n` notes, then asks to deploy version 6.6.6, which a person must approve.
+fn waiting_spec(n: usize) -> String {
+    let replies = note_replies(
+        n,
+        ", usage = { input = 10, output = 5 }",
+        ", cost_usd = 0.0001",
+    );
+    format!(
+        r#"goal = "Note things down, then deploy."
+
+[[providers]]
+name = "script"
+kind = "scripted"
+replies = [
+{replies}  {{ text = "Deploying.", tool_calls = [ {{ name = "deploy", arguments = {{ version = "6.6.6" }} }} ] }},
+  {{ text = "Deployed." }},
+]
+
+[[tools]]
+name = "note"
+description = "Append a note"
+command = ["sh", "-c", "cat >> notes.log; echo ok"]
+schema = {{ type = "object" }}
+idempotent = false
+
+[[tools]]
+name = "deploy"
+description = "Deploy a version (a person approves each call)"
+command = ["sh", "-c", "touch DEPLOYED; echo deployed"]
+schema = {{ type = "object" }}
+requires_approval = true
+idempotent = false
+
+[[agents]]
+id = "scribe"
+system_prompt = "Take notes, then deploy."
+provider = "script"
+tools = ["note", "deploy"]
 "#
     )
 }
@@ -248,6 +308,26 @@ fn build() -> Fixture {
         ],
     );
 
+    // Runs that wait for a person to approve their deploy.
+    let mut waiting_runs = Vec::new();
+    for (name, n, signed) in [
+        ("waiting.toml", WAITING_NOTES, true),
+        ("waiting_unsigned.toml", WAITING_NOTES, false),
+        ("waiting_long.toml", 24, true),
+    ] {
+        std::fs::write(d.join(name), waiting_spec(n)).expect("writes");
+        let spec = d.join(name);
+        let mut args = vec!["run", utf8(&spec)];
+        if signed {
+            args.extend(["--receipt-key", &k]);
+        }
+        let out = ok(&db, &args);
+        assert!(out.contains("waiting for a person"), "{out}");
+        waiting_runs.push(first_id(&out));
+    }
+    let [waiting, waiting_unsigned, waiting_long] =
+        <[String; 3]>::try_from(waiting_runs).expect("three runs");
+
     let conn = rusqlite::Connection::open(&db).expect("opens");
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .expect("checkpoints");
@@ -272,6 +352,9 @@ fn build() -> Fixture {
         session_first,
         session_second,
         memory,
+        waiting,
+        waiting_unsigned,
+        waiting_long,
     }
 }
 

@@ -1,14 +1,18 @@
-//! `resume` and `fork` refuse a run whose stored spec, setup, end or started calls
-//! do not match its sealed head — with one line, writing nothing and running nothing (a setup
-//! edited to `touch PWNED; …` never runs). The real binary on real SQLite files.
+//! No command acts on a run `verify` would reject: `resume`, `resume --approve`, `fork` (at the
+//! tampered step and at the run's end) and `cancel` refuse every tamper of the catalogue
+//! (`support::tamper_catalogue`, the edits `verify::tamper` shows `verify` names) with
+//! `verify`'s own line, change no byte of the database, and run nothing (a setup edited to
+//! `touch PWNED; …` never runs, an unapproved deploy never deploys). The real binary on real
+//! SQLite files.
 
 use crate::support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::support::cli::{run_id, temp_db, utf8};
 use rusqlite::Connection;
 use support::tamper::*;
+use support::tamper_catalogue::{Case, Target, cases, run_cases, waiting_cases};
 
 /// Every row of every table, for "nothing was written".
 fn dump(db: &Path) -> String {
@@ -202,4 +206,239 @@ fn an_unsigned_run_at_rest_is_not_cancelled_or_answered_once_tampered() {
     );
     assert_refused(&db, &["cancel", &run], "run_specs.goal");
     assert_refused(&db, &["resume", &run, "--approve"], "run_specs.goal");
+}
+
+/// The database's bytes (its file and write-ahead log), for "nothing was written".
+fn bytes(db: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    ["", "-wal"]
+        .iter()
+        .map(|s| {
+            let p = PathBuf::from(format!("{}{s}", db.display()));
+            let bytes = std::fs::read(&p).ok().filter(|b| !b.is_empty());
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Applies `c` to a fresh copy of the pristine database and folds the log into the file, so
+/// what follows can be compared byte for byte; checks `verify` rejects it.
+fn tampered(c: &Case) -> (tempfile::TempDir, PathBuf) {
+    let (dir, db) = copy();
+    let conn = Connection::open(&db).expect("opens");
+    let before = conn.total_changes();
+    conn.execute_batch(&c.sql)
+        .unwrap_or_else(|e| panic!("{}: {e}", c.sql));
+    assert!(conn.total_changes() > before, "changed nothing: {}", c.sql);
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoints");
+    drop(conn);
+    let v = runtape(&db, &["verify", &c.run]);
+    assert_eq!(
+        v.status.code(),
+        Some(1),
+        "{} ({}): verify must reject it: {}",
+        c.column,
+        c.sql,
+        text(&v)
+    );
+    (dir, db)
+}
+
+/// How the run a case edits stands in the pristine database.
+struct Standing {
+    /// Where its history ends.
+    end: u64,
+    /// It has ended (completed, failed, cancelled).
+    ended: bool,
+    /// Its receipts and head are signed with the fixture's key.
+    signed: bool,
+}
+
+fn standing(run: &str) -> Standing {
+    let f = fixture();
+    let conn = Connection::open(&f.db).expect("opens");
+    let (end, status): (i64, String) = conn
+        .query_row("SELECT seq, status FROM runs WHERE id = ?1", [run], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap_or_else(|e| panic!("{run}: {e}"));
+    Standing {
+        end: end as u64,
+        ended: ["completed", "failed", "cancelled"].contains(&status.as_str()),
+        signed: run != f.waiting_unsigned,
+    }
+}
+
+/// Every command that would act on the run `c` edits (`pristine` is the run's id before the
+/// edit, `c.run` after it), and whether its refusal must be `verify`'s line: it must,
+/// wherever the command would otherwise act (a fork; a run that has not ended, continued with
+/// its own key).
+fn commands(c: &Case, pristine: &str) -> Vec<(Vec<String>, bool)> {
+    let f = fixture();
+    let s = standing(pristine);
+    let key = f.key.to_str().expect("utf-8").to_owned();
+    let with_key = |mut args: Vec<String>| {
+        if s.signed {
+            args.extend(["--receipt-key".to_owned(), key.clone()]);
+        }
+        args
+    };
+    let tip = if s.ended { s.end - 1 } else { s.end };
+    let at = c.seq.clamp(1, tip);
+    let acts = !s.ended;
+    let mut out = vec![
+        (with_key(vec!["resume".into(), c.run.clone()]), acts),
+        (
+            with_key(vec!["resume".into(), c.run.clone(), "--approve".into()]),
+            acts,
+        ),
+        (
+            with_key(vec!["fork".into(), format!("{}@{tip}", c.run)]),
+            true,
+        ),
+        (
+            with_key(vec!["fork".into(), format!("{}@{at}", c.run)]),
+            true,
+        ),
+    ];
+    // `cancel` takes no receipt key: it acts only on an unsigned run.
+    out.push((vec!["cancel".into(), c.run.clone()], acts && !s.signed));
+    out
+}
+
+/// Runs every command of `c` on its own tampered copy: each must exit non-zero with one line
+/// (`verify`'s, naming one of the case's needles when `needles`, where the command would have
+/// acted), change no byte of the database and run nothing. Returns what went wrong.
+fn refusals(c: &Case, pristine: &str, needles: bool) -> Vec<String> {
+    let f = fixture();
+    let mut wrong = Vec::new();
+    let (_dir, edited) = tampered(c);
+    for (args, must_verify) in commands(c, pristine) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("runs.db");
+        std::fs::copy(&edited, &db).expect("copies");
+        let before = bytes(&db);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = runtape(&db, &refs);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let what = format!("{} ({}) then {args:?}", c.column, c.sql);
+        if out.status.code() == Some(0) {
+            wrong.push(format!("{what} went ahead: {}", text(&out)));
+        } else if err.lines().count() != 1 {
+            wrong.push(format!("{what}: not one line: {err}"));
+        } else if must_verify && !refused_as_verify_would(&err) {
+            wrong.push(format!("{what}: not verify's line: {err}"));
+        } else if must_verify && needles && !c.needles.iter().any(|n| err.contains(n.as_str())) {
+            wrong.push(format!("{what}: expected one of {:?} in: {err}", c.needles));
+        }
+        if bytes(&db) != before {
+            wrong.push(format!("{what} wrote to the database"));
+        }
+        for ran in ["PWNED", "DEPLOYED"] {
+            if f.dir.join(ran).exists() {
+                wrong.push(format!("{what}: {ran}"));
+            }
+        }
+    }
+    wrong
+}
+
+/// `verify`'s refusal: the run does not verify, or (a row the store cannot decode at all, as
+/// `verify` reports it too) its stored data is damaged.
+fn refused_as_verify_would(err: &str) -> bool {
+    err.contains("does not verify") || err.contains("is damaged")
+}
+
+/// Fails listing every case and command that was not refused as it should be.
+fn assert_all_refused(wrong: Vec<String>) {
+    assert!(
+        wrong.is_empty(),
+        "{} not refused:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_tamper_verify_names_is_refused_by_every_command_that_acts() {
+    let f = fixture();
+    let mut wrong = Vec::new();
+    for c in cases() {
+        let pristine = if c.run == "01forgedrunid000" {
+            f.long.clone()
+        } else {
+            c.run.clone()
+        };
+        wrong.extend(refusals(&c, &pristine, true));
+    }
+    assert_all_refused(wrong);
+}
+
+/// The cases of a short run waiting for approval (every step after its start is in reach of
+/// what `resume` checks), with the run as it was before the edit.
+fn waiting(run: &str, other: &str, forged: &str) -> Vec<(Case, String)> {
+    let conn = Connection::open(&fixture().db).expect("opens");
+    let target = Target {
+        run,
+        other,
+        after: 20,
+        text: "step 9",
+        forged_id: forged,
+    };
+    let mut out = run_cases(&conn, &target);
+    out.extend(waiting_cases(&conn, run));
+    out.into_iter().map(|c| (c, run.to_owned())).collect()
+}
+
+#[test]
+fn a_signed_run_awaiting_approval_is_not_resumed_approved_forked_or_cancelled_once_tampered() {
+    let f = fixture();
+    let mut wrong = Vec::new();
+    for (c, pristine) in waiting(&f.waiting, &f.waiting_unsigned, "01forgedwaiting0") {
+        wrong.extend(refusals(&c, &pristine, true));
+    }
+    assert_all_refused(wrong);
+}
+
+#[test]
+fn an_unsigned_run_awaiting_approval_is_not_resumed_approved_forked_or_cancelled_once_tampered() {
+    let f = fixture();
+    let mut wrong = Vec::new();
+    for (c, pristine) in waiting(&f.waiting_unsigned, &f.waiting, "01forgedunsigned") {
+        wrong.extend(refusals(&c, &pristine, true));
+    }
+    assert_all_refused(wrong);
+}
+
+/// Past its first snapshot, a run's tail (the snapshot at seq 64 and every step after it) is
+/// what `resume` checks: every edit there is refused too.
+#[test]
+fn a_run_past_its_snapshot_is_refused_for_every_tamper_of_its_tail() {
+    let f = fixture();
+    let conn = Connection::open(&f.db).expect("opens");
+    let target = Target {
+        run: &f.waiting_long,
+        other: &f.waiting,
+        after: 64,
+        text: "step 22",
+        forged_id: "01forgedwaitlong",
+    };
+    let mut cases = run_cases(&conn, &target);
+    cases.extend(
+        waiting_cases(&conn, &f.waiting_long)
+            .into_iter()
+            .filter(|c| c.seq != 2),
+    );
+    let mut wrong = Vec::new();
+    for c in cases {
+        let pristine = if c.run == target.forged_id {
+            f.waiting_long.clone()
+        } else {
+            c.run.clone()
+        };
+        // The first problem `resume` meets in the tail is not always the first `verify` meets
+        // from step 1 (a snapshot moved is a snapshot where none is due, here).
+        wrong.extend(refusals(&c, &pristine, false));
+    }
+    assert_all_refused(wrong);
 }
