@@ -157,11 +157,21 @@ mod tests {
 
     use super::*;
     use crate::ledger::{HeadKeeper, first_head};
-    use crate::machine::{Digest, RunId, RunState};
+    use crate::machine::{Digest, RunId};
     use crate::receipt::SigningKey;
     use crate::store::{HeadRecord, MemoryStore, NewRun, Write};
 
     fn created(store: &MemoryStore, signer: Arc<ReceiptSigner>) -> RunRecord {
+        created_with(store, signer, None)
+    }
+
+    /// A run created and not started, its first head sealed with `state_hash` (Created's when
+    /// `None`, as the engine seals it now).
+    fn created_with(
+        store: &MemoryStore,
+        signer: Arc<ReceiptSigner>,
+        state_hash: Option<Digest>,
+    ) -> RunRecord {
         let spec = crate::machine::RunSpec::build(crate::machine::Spec {
             agents: vec![crate::machine::AgentSpec::new("a", "p", "m")],
             ..crate::machine::Spec::default()
@@ -179,7 +189,8 @@ mod tests {
             head: HeadRecord::default(),
             session: None,
         };
-        let created = RunState::Created.state_hash(spec.history_hash());
+        let created = state_hash
+            .unwrap_or_else(|| crate::machine::RunState::Created.state_hash(spec.history_hash()));
         let keeper = HeadKeeper::new(first_head(&new, created, Digest::ZERO, None), signer);
         new.head = keeper.sealed(store);
         drop(store.submit(Write::CreateRun(new)));
@@ -213,6 +224,16 @@ mod tests {
                 Err(HistoryError::WrongKey(_))
             ));
         }
+    }
+
+    #[test]
+    fn a_run_queued_by_an_earlier_runtape_is_continued() {
+        // Its first head was sealed with zeros for a state hash, not Created's.
+        let store = MemoryStore::new();
+        let signer = Arc::new(ReceiptSigner::unsigned());
+        let rec = created_with(&store, signer, Some(Digest::ZERO));
+        let r = check_continuable(&store, &rec, &ReceiptSigner::unsigned(), ActFrom::End);
+        assert!(r.is_ok(), "{r:?}");
     }
 
     #[test]
