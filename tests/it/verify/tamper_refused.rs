@@ -442,3 +442,21 @@ fn a_run_past_its_snapshot_is_refused_for_every_tamper_of_its_tail() {
     }
     assert_all_refused(wrong);
 }
+
+/// A run queued for a worker (`run --detach`: created, nothing committed, its head sealed
+/// with no state yet) verifies, and `resume` takes it up: the check refuses tampering, not a
+/// run that has not started.
+#[test]
+fn a_queued_run_verifies_and_is_resumed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.toml");
+    let out = runtape(&db, &["run", spec.to_str().expect("utf-8"), "--detach"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let run = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let v = runtape(&db, &["verify", &run]);
+    assert!(v.status.success(), "{}", text(&v));
+    let r = runtape(&db, &["resume", &run]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(text(&r).contains("completed"), "{}", text(&r));
+}
