@@ -265,7 +265,7 @@ fn input_effect(
 /// fork performs what it inherited. A refused take-up (another live holder, a finished run,
 /// bad input) has written nothing; a failure after the lease was taken gives it back.
 pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp, EngineError> {
-    let before = {
+    let (before, checked) = {
         let (shared, run) = (shared.clone(), run.clone());
         off_thread(&shared.store.clone(), move |store| {
             precheck(&shared, store, &run)
@@ -278,7 +278,7 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
     let loaded = {
         let (shared, run) = (shared.clone(), run.clone());
         off_thread(&shared.store.clone(), move |store| {
-            load(&shared, store, &run)
+            load(&shared, store, &run, checked)
         })
         .await
     };
@@ -292,11 +292,16 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 }
 
 /// What can be refused without the lease, so that bad input writes nothing.
-fn precheck(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
+/// Returns the run's row and the head the check found, as checked.
+fn precheck(
+    shared: &Shared,
+    store: &dyn Store,
+    run: &RunId,
+) -> Result<(RunRecord, crate::receipt::RunHead), EngineError> {
     // A run whose record `verify` would reject where this acts on it is refused before
     // anything is written (even one its row says has ended): nothing it would execute can be
     // trusted, nor what its row says.
-    check_continuable(
+    let head = check_continuable(
         store,
         &ledger::record(store, run)?,
         &shared.config.receipts,
@@ -305,7 +310,31 @@ fn precheck(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<RunRecord
     let rec = unfinished(store, run)?;
     ledger::spec_of(&rec)?;
     receipt_tip(shared, store, run, rec.seq)?;
-    Ok(rec)
+    Ok((rec, head))
+}
+
+/// The run's head as `check_continuable` returns it, read again under the lease: `checked`
+/// (what the check before the lease returned) when the stored head is still that one — every
+/// write any process makes to the run moves its head, so nothing was written since — else
+/// the check is made again on what is stored now.
+fn checked_again(
+    shared: &Shared,
+    store: &dyn Store,
+    rec: &RunRecord,
+    checked: crate::receipt::RunHead,
+) -> Result<crate::receipt::RunHead, EngineError> {
+    let unchanged = store.head(&rec.id)?.is_some_and(|stored| {
+        stored.body_digest() == crate::receipt::head_body_digest(&checked.canonical_bytes())
+    });
+    if unchanged {
+        return Ok(checked);
+    }
+    Ok(check_continuable(
+        store,
+        rec,
+        &shared.config.receipts,
+        ActFrom::End,
+    )?)
 }
 
 /// The compare-and-swap on the run's lease; returns the epoch now held.
@@ -361,10 +390,16 @@ impl Loaded {
 }
 
 /// Reads everything the driver acts on; call only while holding the lease.
-fn load(shared: &Shared, store: &dyn Store, run: &RunId) -> Result<Loaded, EngineError> {
+fn load(
+    shared: &Shared,
+    store: &dyn Store,
+    run: &RunId,
+    checked: crate::receipt::RunHead,
+) -> Result<Loaded, EngineError> {
     let rec = unfinished(store, run)?;
-    // Checked again under the lease: what is driven is what was sealed, as read now.
-    let head = check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
+    // Checked again under the lease, unless nothing was written since: what is driven is what
+    // was sealed, as read now.
+    let head = checked_again(shared, store, &rec, checked)?;
     let spec = ledger::spec_of(&rec)?;
     let rebuilt = ledger::state_at(store, run, &spec, rec.seq)?;
     let last_at = ledger::time_at(store, run, rec.seq)?;
