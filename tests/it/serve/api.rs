@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::support::cli::{json_lines, utf8};
 use serde_json::{Value, json};
-use support::serve::{request, run_spec, runtape, scratch_db, serve, slow_tool_spec};
+use support::serve::{Server, request, run_spec, runtape, scratch_db, serve, slow_tool_spec};
+use support::tamper::dump;
 
 #[test]
 fn reads_answer_what_the_cli_prints_with_json() {
@@ -511,4 +512,47 @@ fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
         assert_eq!(page["total"], json!(1), "{filter}: {page}");
         assert_eq!(page["runs"][0]["id"], json!(run), "{filter}: {page}");
     }
+}
+
+/// A run waiting for approval of `deploy` whose asking model turn lost its receipt seal: every
+/// action the API offers on it is refused with `verify`'s line (409, as `resume` exits 1), and
+/// nothing is written or deployed.
+#[test]
+fn every_action_on_a_run_verify_rejects_is_refused_and_writes_nothing() {
+    let (dir, db) = scratch_db();
+    let run = run_spec(dir.path(), &db, "examples/approval.toml");
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    let stripped = conn
+        .execute(
+            "UPDATE transitions SET seal = NULL WHERE id = (SELECT max(id) FROM transitions WHERE seal IS NOT NULL)",
+            [],
+        )
+        .expect("strips the seal");
+    assert_eq!(stripped, 1);
+    drop(conn);
+    let before = dump(&db);
+    let server = Server::start(dir.path(), &db, &[], &[]);
+    for (action, body) in [
+        ("resume", json!({})),
+        ("approve", json!({})),
+        ("reject", json!({"reason": "no"})),
+        ("answer", json!({"text": "yes"})),
+        ("raise", json!({"raise": ["run.max_turns=99"]})),
+        ("cancel", json!({})),
+        ("fork", json!({"seq": 3})),
+        ("fork", json!({"seq": 3, "tape": true})),
+    ] {
+        let (status, e) = server.post(&format!("/api/runs/{run}/{action}"), &body);
+        let error = e["error"].as_str().unwrap_or_default();
+        assert_eq!(status, 409, "{action}: {e}");
+        assert!(
+            error.contains(&format!(
+                "run {run} does not verify: seq 3 (transitions.seal)"
+            )),
+            "{action}: {error}"
+        );
+        assert!(!error.contains('\n'), "{action}: one line: {error}");
+    }
+    server.stop();
+    assert_eq!(dump(&db), before, "an action wrote to the database");
 }

@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -382,4 +382,32 @@ pub(crate) fn key_of(conn: &rusqlite::Connection, run: &str) -> i64 {
 /// The row id of seq `seq` of the run with key `key`.
 pub(crate) fn row(key: i64, seq: u64) -> i64 {
     (key << 32) | seq as i64
+}
+
+/// Every row of every table an action on a run writes (runs, transitions, snapshots, blobs,
+/// outbox, run specs), as text: compare it before and after for "nothing was written".
+pub(crate) fn dump(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).expect("opens");
+    let mut out = String::new();
+    for table in [
+        "runs",
+        "transitions",
+        "snapshots",
+        "blobs",
+        "outbox",
+        "run_specs",
+    ] {
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM {table} ORDER BY 1"))
+            .expect("prepares");
+        let n = stmt.column_count();
+        let mut rows = stmt.query([]).expect("reads");
+        while let Some(r) = rows.next().expect("row") {
+            for i in 0..n {
+                out.push_str(&format!("{:?}|", r.get_ref(i).expect("value")));
+            }
+            out.push('\n');
+        }
+    }
+    out
 }

@@ -14,33 +14,6 @@ use rusqlite::Connection;
 use support::tamper::*;
 use support::tamper_catalogue::{Case, Target, cases, run_cases, waiting_cases};
 
-/// Every row of every table, for "nothing was written".
-fn dump(db: &Path) -> String {
-    let conn = Connection::open(db).expect("opens");
-    let mut out = String::new();
-    for table in [
-        "runs",
-        "transitions",
-        "snapshots",
-        "blobs",
-        "outbox",
-        "run_specs",
-    ] {
-        let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table} ORDER BY 1"))
-            .expect("prepares");
-        let n = stmt.column_count();
-        let mut rows = stmt.query([]).expect("reads");
-        while let Some(r) = rows.next().expect("row") {
-            for i in 0..n {
-                out.push_str(&format!("{:?}|", r.get_ref(i).expect("value")));
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
 fn edit(db: &Path, sql: &str) {
     let conn = Connection::open(db).expect("opens");
     let n = conn.execute(sql, []).expect("edits");
