@@ -26,7 +26,9 @@ use super::driver::{Driver, lease_of, receipt_tip};
 use super::reads::off_thread;
 use super::trace::Trace;
 use super::{EngineError, RunHandle, Shared, lock, read_lock, status_of};
-use crate::ledger::{self, ActFrom, HeadKeeper, check_continuable, outstanding_effects};
+use crate::ledger::{
+    self, ActFrom, Continuable, HeadKeeper, check_continuable, outstanding_effects,
+};
 use crate::machine::{Effect, EffectRef, Event, EventBody, Hlc, RunId, RunSpec, RunState, step};
 use crate::store::{OutboxStatus, RunRecord, RunStatus, Store, StoreError, Write};
 
@@ -291,17 +293,17 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
     }
 }
 
-/// What can be refused without the lease, so that bad input writes nothing.
-/// Returns the run's row and the head the check found, as checked.
+/// What can be refused without the lease, so that bad input writes nothing. Returns the run's
+/// row and what the check found to act on (its head and latest state).
 fn precheck(
     shared: &Shared,
     store: &dyn Store,
     run: &RunId,
-) -> Result<(RunRecord, crate::receipt::RunHead), EngineError> {
+) -> Result<(RunRecord, Continuable), EngineError> {
     // A run whose record `verify` would reject where this acts on it is refused before
     // anything is written (even one its row says has ended): nothing it would execute can be
     // trusted, nor what its row says.
-    let head = check_continuable(
+    let checked = check_continuable(
         store,
         &ledger::record(store, run)?,
         &shared.config.receipts,
@@ -310,21 +312,21 @@ fn precheck(
     let rec = unfinished(store, run)?;
     ledger::spec_of(&rec)?;
     receipt_tip(shared, store, run, rec.seq)?;
-    Ok((rec, head))
+    Ok((rec, checked))
 }
 
-/// The run's head as `check_continuable` returns it, read again under the lease: `checked`
-/// (what the check before the lease returned) when the stored head is still that one — every
-/// write any process makes to the run moves its head, so nothing was written since — else
-/// the check is made again on what is stored now.
+/// What `check_continuable` finds to act on, under the lease: `checked` (what the check before
+/// the lease found) when the stored head is still the one it checked — every write any process
+/// makes to the run moves its head, so nothing was written since — else the check is made
+/// again on what is stored now. Either way the state acted on is the one the check folded.
 fn checked_again(
     shared: &Shared,
     store: &dyn Store,
     rec: &RunRecord,
-    checked: crate::receipt::RunHead,
-) -> Result<crate::receipt::RunHead, EngineError> {
+    checked: Continuable,
+) -> Result<Continuable, EngineError> {
     let unchanged = store.head(&rec.id)?.is_some_and(|stored| {
-        stored.body_digest() == crate::receipt::head_body_digest(&checked.canonical_bytes())
+        stored.body_digest() == crate::receipt::head_body_digest(&checked.head.canonical_bytes())
     });
     if unchanged {
         return Ok(checked);
@@ -394,14 +396,13 @@ fn load(
     shared: &Shared,
     store: &dyn Store,
     run: &RunId,
-    checked: crate::receipt::RunHead,
+    checked: Continuable,
 ) -> Result<Loaded, EngineError> {
     let rec = unfinished(store, run)?;
     // Checked again under the lease, unless nothing was written since: what is driven is what
-    // was sealed, as read now.
-    let head = checked_again(shared, store, &rec, checked)?;
+    // was sealed, as read now, and folded by the check.
+    let Continuable { head, rebuilt } = checked_again(shared, store, &rec, checked)?;
     let spec = ledger::spec_of(&rec)?;
-    let rebuilt = ledger::state_at(store, run, &spec, rec.seq)?;
     let last_at = ledger::time_at(store, run, rec.seq)?;
     let outstanding = outstanding_effects(store, run, &rebuilt.state)?;
     let open = store

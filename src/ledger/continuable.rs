@@ -62,6 +62,7 @@
 
 use super::HistoryError;
 use super::audit;
+use super::read::Rebuilt;
 use super::read::record;
 use super::verify::{Reach, verify_once};
 use crate::receipt::{HeadOrigin, ReceiptSigner, RunHead, Seal};
@@ -77,11 +78,21 @@ pub enum ActFrom {
     Step(u64),
 }
 
+/// What [`check_continuable`] found to act on: what was checked is what is acted on.
+#[derive(Clone, Debug)]
+pub struct Continuable {
+    /// The head to continue from.
+    pub head: RunHead,
+    /// The state where the command acts from (the end of the history, or the fork point) as
+    /// the check folded it, with the chain link there.
+    pub rebuilt: Rebuilt,
+}
+
 /// Checks, before a command acts on the stored run `rec` names from `from` (see the module
 /// doc), that what it will act on is what `verify` accepts: signed with `signer`'s key when
 /// the run is signed (which must then be that key), and unsigned when it is not. Reads the
 /// stretch of history it acts on, not the whole of it; writes nothing. Returns the head to
-/// continue from.
+/// continue from and the state the check folded to, for the command to act on.
 ///
 /// A refusal is [`HistoryError::Tampered`] carrying `verify`'s own line, or
 /// [`HistoryError::WrongKey`]. Everything is read afresh from one snapshot of the store, so a
@@ -91,7 +102,7 @@ pub fn check_continuable(
     rec: &RunRecord,
     signer: &ReceiptSigner,
     from: ActFrom,
-) -> Result<RunHead, HistoryError> {
+) -> Result<Continuable, HistoryError> {
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
     let run = &rec.id;
@@ -117,15 +128,57 @@ pub fn check_continuable(
         ActFrom::Step(seq) => Reach::Through(seq),
     };
     let key = signer.verifying_key();
-    if let Err(d) = verify_once(store, run, key.as_ref(), stored, reach)? {
-        return Err(refuse(d.to_string()));
-    }
+    let held = match verify_once(store, run, key.as_ref(), stored, reach)? {
+        Ok(held) => held,
+        Err(d) => return Err(refuse(d.to_string())),
+    };
+    let rebuilt = Rebuilt {
+        state: held.state,
+        chain: held.chain,
+    };
     match opened {
-        Ok(Some((head, _))) => Ok(head),
+        Ok(Some((head, _))) => Ok(Continuable { head, rebuilt }),
         // The check above refuses a head that is missing or does not open.
         Ok(None) => Err(refuse("runs.head: none".into())),
         Err(d) => Err(refuse(d.to_string())),
     }
+}
+
+/// What a process needs to trust before it builds anything from a stored run's setup
+/// (providers, tools), without reading its history: the head's seal (with `signer`'s key,
+/// which must be the run's), and that the run's row is the one the head sealed — its id,
+/// parent, spec, setup, goal and creation time. [`check_continuable`] checks this and the
+/// history the command acts on; call this where only the setup is used, then act only through
+/// a path that makes the whole check (the engine's take-up, a fork's plan). Writes nothing.
+pub fn check_identity(
+    store: &dyn Store,
+    rec: &RunRecord,
+    signer: &ReceiptSigner,
+) -> Result<RunHead, HistoryError> {
+    let snapshot = store.snapshot()?;
+    let store = snapshot.as_deref().unwrap_or(store);
+    let run = &rec.id;
+    let refuse = |detail: String| HistoryError::Tampered {
+        run: run.to_string(),
+        detail,
+    };
+    let stored = match store.head(run) {
+        Ok(Some(stored)) => stored,
+        Ok(None) => {
+            return Err(refuse(
+                "runs.head: sealed head: expected the run's head, found none".into(),
+            ));
+        }
+        Err(StoreError::Damaged { detail, .. }) => return Err(refuse(detail)),
+        Err(e) => return Err(e.into()),
+    };
+    let (head, seal) = audit::open_head(&stored).map_err(|d| refuse(d.to_string()))?;
+    audit::identity(&record(store, run)?, &head).map_err(|d| refuse(d.to_string()))?;
+    same_key(run.as_str(), &head, &seal, signer)?;
+    let key = signer.verifying_key();
+    super::verify::head_seal(&stored, &head, &seal, key.as_ref())
+        .map_err(|d| refuse(d.to_string()))?;
+    Ok(head)
 }
 
 /// A run signed with a key is continued only with that key, and an unsigned one only without

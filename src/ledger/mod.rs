@@ -48,7 +48,7 @@ mod tail;
 mod verify;
 
 pub use codec::EncodeError;
-pub use continuable::{ActFrom, check_continuable};
+pub use continuable::{ActFrom, Continuable, check_continuable, check_identity};
 pub use fork_view::{AncestorLoad, ancestor_load, first_event};
 pub use head::{HeadKeeper, first_head};
 pub use pairing::{Issued, Outstanding, Paired, answered, pairs};

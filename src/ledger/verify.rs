@@ -43,7 +43,7 @@ use super::read::{Segment, ancestry_through, record, spec_of};
 use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
 use super::replay::{Divergence, Recorded, replay_from};
 use super::tail;
-use crate::machine::{Effect, EventBody, RunId, RunSpec};
+use crate::machine::{Digest, Effect, EventBody, RunId, RunSpec, RunState};
 use crate::receipt::{HeadOrigin, RunHead, Seal, VerifyingKey, check_head_seal};
 use crate::store::{HeadRecord, RunRecord, Store, StoreError, TransitionRecord};
 
@@ -101,7 +101,7 @@ pub fn verify(
     let snapshot = store.snapshot()?;
     let store = snapshot.as_deref().unwrap_or(store);
     match store.head(run) {
-        Ok(head) => verify_once(store, run, key, head, Reach::Whole),
+        Ok(head) => Ok(verify_once(store, run, key, head, Reach::Whole)?.map(|h| h.verified)),
         Err(StoreError::Damaged { detail, .. }) => Ok(Err(unreadable(&detail))),
         Err(e) => Err(e.into()),
     }
@@ -133,6 +133,17 @@ fn unreadable(detail: &str) -> Divergence {
     }
 }
 
+/// A check that held: what it checked, and the state it folded to (at the end of its reach)
+/// with the chain link there — what a command acting from there acts on.
+pub(crate) struct Held {
+    /// What was checked.
+    pub(crate) verified: Verified,
+    /// The state at the end of the reach.
+    pub(crate) state: RunState,
+    /// The chain link there.
+    pub(crate) chain: Digest,
+}
+
 /// Checks `run` (whose stored head is `head`, read from the same snapshot of `store`) as far
 /// as `reach` says; a stored row that does not decode is a divergence, not an error.
 pub(crate) fn verify_once(
@@ -141,7 +152,7 @@ pub(crate) fn verify_once(
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
     reach: Reach,
-) -> Result<Result<Verified, Divergence>, HistoryError> {
+) -> Result<Result<Held, Divergence>, HistoryError> {
     match check(store, run, key, head, reach) {
         Ok(result) => Ok(result),
         Err(HistoryError::Store(StoreError::Damaged { detail, .. })) => {
@@ -176,7 +187,7 @@ struct Run<'a> {
 /// How a check of one stretch of history came out.
 enum Stretch {
     /// It holds.
-    Holds(Box<Verified>),
+    Holds(Box<Held>),
     /// A call outstanding at its end was emitted at or before where it started (this seq):
     /// it must start earlier, so that the call is checked against the step that emitted it.
     StartBefore(u64),
@@ -188,7 +199,7 @@ fn check(
     key: Option<&VerifyingKey>,
     head: Option<HeadRecord>,
     reach: Reach,
-) -> Result<Result<Verified, Divergence>, HistoryError> {
+) -> Result<Result<Held, Divergence>, HistoryError> {
     let rec = record(store, run)?;
     let Some(stored) = head else {
         return Ok(Err(Divergence::column(
@@ -233,7 +244,7 @@ fn check(
     };
     loop {
         match fail!(stretch(&cx, from, to)?) {
-            Stretch::Holds(verified) => return Ok(Ok(*verified)),
+            Stretch::Holds(held) => return Ok(Ok(*held)),
             Stretch::StartBefore(seq) => {
                 from = tail::base_at_or_before(store, &segments, seq.saturating_sub(1))?;
             }
@@ -516,7 +527,7 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
     if to == head.seq {
         fail!(receipts_match_head(head, seal, &receipt_summary, tip));
     }
-    Ok(Ok(Stretch::Holds(Box::new(Verified {
+    let verified = Verified {
         run: run.clone(),
         transitions: to,
         final_state_hash: state.state_hash(hash).to_hex(),
@@ -527,13 +538,18 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
         memory: memory_checked,
         outbox: outbox_rows.len() as u64,
         receipts: receipt_summary,
+    };
+    Ok(Ok(Stretch::Holds(Box::new(Held {
+        verified,
+        state,
+        chain,
     }))))
 }
 
 /// The head's seal: signed heads against `key` (or the key they name); unsigned heads by
 /// their digest, and refused where a key is trusted unless sealed by the migration (trust on
 /// first use).
-fn head_seal(
+pub(crate) fn head_seal(
     stored: &HeadRecord,
     head: &RunHead,
     seal: &Seal,

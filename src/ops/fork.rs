@@ -20,7 +20,7 @@ pub async fn fork(
     edits: &[Edit],
     mode: ForkMode,
 ) -> Result<RunHandle, OpsError> {
-    install_stored(engine, run, crate::ledger::ActFrom::Step(seq))?;
+    install_stored(engine, run)?;
     // The parent's history is read once, by the engine as it plans the fork; the edits are
     // settled against the state it reads there.
     let edits = edits.to_vec();

@@ -53,15 +53,20 @@ pub async fn resume(
     call: Option<&str>,
     raises: &[Raise],
 ) -> Result<RunHandle, OpsError> {
-    let rec = install_stored(engine, run, crate::ledger::ActFrom::End)?;
+    let rec = install_stored(engine, run)?;
     let input = answer.into_input();
     if input.is_none() && raises.is_empty() {
         // Nothing to check before the take-up, which reads the state under the lease.
         return Ok(engine.resume(run).await?);
     }
     let store = engine.store().clone();
+    // The answer and the raises are checked against the state the check of what the run acts
+    // on folds: a run `verify` would reject is refused with its line before anything else.
+    let end = crate::ledger::ActFrom::End;
+    let checked =
+        crate::ledger::check_continuable(store.as_ref(), &rec, engine.receipt_signer(), end)?;
     let spec = history::spec_of(&rec)?;
-    let mut state = history::state_at(store.as_ref(), run, &spec, rec.seq)?.state;
+    let mut state = checked.rebuilt.state;
     let mut raised: Vec<_> = raises.iter().map(|r| r.resolve(&state)).collect();
     // A run resting on a child that waits for a person (it does not wait itself): the answer
     // goes to that child, then the run is driven on and takes the child up.

@@ -137,19 +137,16 @@ pub async fn enqueue(
     .await?)
 }
 
-/// Makes `engine` ready to continue a stored run from `from`: a run started from a spec file
-/// has its providers and tools rebuilt from its stored setup, once what the command acts on is
-/// shown to be what `verify` accepts ([`crate::ledger::check_continuable`]: a tampered setup,
-/// or history, is refused before anything is built from it); a run started from a program is
-/// continued only by an engine where every provider and tool its spec names is registered
+/// Makes `engine` ready to continue a stored run: a run started from a spec file has its
+/// providers and tools rebuilt from its stored setup, once that is shown to be what its head
+/// sealed ([`crate::ledger::check_identity`]: a tampered setup is refused before anything is
+/// built from it; what the command then acts on is checked by the engine's take-up or fork
+/// plan before anything is written); a run started from a program is continued only by an
+/// engine where every provider and tool its spec names is registered
 /// ([`OpsError::NoStoredSetup`] otherwise). Returns the run's row as read.
-pub(super) fn install_stored(
-    engine: &Engine,
-    run: &RunId,
-    from: crate::ledger::ActFrom,
-) -> Result<RunRecord, OpsError> {
+pub(super) fn install_stored(engine: &Engine, run: &RunId) -> Result<RunRecord, OpsError> {
     let rec = history::record(engine.store().as_ref(), run)?;
-    crate::ledger::check_continuable(engine.store().as_ref(), &rec, engine.receipt_signer(), from)?;
+    crate::ledger::check_identity(engine.store().as_ref(), &rec, engine.receipt_signer())?;
     match &rec.setup {
         Some(setup) => Setup::from_json(setup)?.install(engine)?,
         None => {

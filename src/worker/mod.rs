@@ -335,8 +335,8 @@ fn verified(engine: &Engine, run: &RunId) -> Result<(), HistoryError> {
 fn install(engine: &Engine, run: &RunId) -> Result<(), (String, bool)> {
     let store = engine.store().as_ref();
     let rec = history::record(store, run).map_err(|e| (e.to_string(), false))?;
-    let end = crate::ledger::ActFrom::End;
-    crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end).map_err(|e| {
+    // What it acts on was checked before the claim; the engine's take-up checks it again.
+    crate::ledger::check_identity(store, &rec, engine.receipt_signer()).map_err(|e| {
         let bad = matches!(e, HistoryError::Tampered { .. } | HistoryError::WrongKey(_));
         (e.to_string(), bad)
     })?;

@@ -1,7 +1,11 @@
 //! How often the operations that continue a run read its history: every take-up reads it
-//! once under the lease (what it drives from); before the lease, `resume` reads it only when
-//! it has an answer or a raise to check, and `fork` not at all (the engine's plan reads the
-//! parent once). Counted on the real in-memory store ([`super::counting::Counting`]).
+//! once, in the check made before the lease ([`crate::ledger::check_continuable`], from the
+//! newest snapshot before the end), and drives from the state that check folded; under the
+//! lease it reads it again only when something was written in between. Before that, `resume`
+//! reads it only when it has an answer or a raise to check (the same check), and `fork` not at
+//! all: the engine's plan checks the parent through the fork point (folded from its first
+//! step, not counted here: no snapshot is looked up) and rebuilds the state there once.
+//! Counted on the real in-memory store ([`super::counting::Counting`]).
 
 use std::sync::Arc;
 
@@ -21,7 +25,7 @@ fn counted() -> (Engine, Arc<Counting>) {
 }
 
 #[tokio::test]
-async fn an_answer_reads_the_history_once_before_the_lease_and_once_under_it() {
+async fn an_answer_reads_the_history_once_to_check_it_and_once_to_take_it_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (engine, store) = counted();
     let end = start_file(&engine, dir.path(), APPROVAL)
@@ -44,7 +48,7 @@ async fn an_answer_reads_the_history_once_before_the_lease_and_once_under_it() {
 }
 
 #[tokio::test]
-async fn a_budget_raise_reads_the_history_once_before_the_lease_and_once_under_it() {
+async fn a_budget_raise_reads_the_history_once_to_check_it_and_once_to_take_it_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (engine, store) = counted();
     let end = start_file(&engine, dir.path(), BUDGET)
@@ -68,7 +72,7 @@ async fn a_budget_raise_reads_the_history_once_before_the_lease_and_once_under_i
 }
 
 #[tokio::test]
-async fn a_plain_resume_reads_the_history_only_under_the_lease() {
+async fn a_plain_resume_reads_the_history_once_to_take_it_up() {
     let (engine, store) = counted();
     let (gate, spec) = gated(&engine);
     let run = started_then_paused(&engine, &gate, spec).await;
