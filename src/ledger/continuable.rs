@@ -65,6 +65,7 @@ use super::audit;
 use super::read::Rebuilt;
 use super::read::record;
 use super::verify::{Reach, verify_once};
+use crate::machine::RunId;
 use crate::receipt::{HeadOrigin, ReceiptSigner, RunHead, Seal};
 use crate::store::{RunRecord, Store, StoreError};
 
@@ -103,8 +104,18 @@ pub fn check_continuable(
     signer: &ReceiptSigner,
     from: ActFrom,
 ) -> Result<Continuable, HistoryError> {
-    let snapshot = store.snapshot()?;
-    let store = snapshot.as_deref().unwrap_or(store);
+    on_a_view(store, &rec.id, |view| {
+        continuable_on(view, rec, signer, from)
+    })
+}
+
+/// [`check_continuable`] on `store`, a view of the database.
+fn continuable_on(
+    store: &dyn Store,
+    rec: &RunRecord,
+    signer: &ReceiptSigner,
+    from: ActFrom,
+) -> Result<Continuable, HistoryError> {
     let run = &rec.id;
     let refuse = |detail: String| HistoryError::Tampered {
         run: run.to_string(),
@@ -155,8 +166,15 @@ pub fn check_identity(
     rec: &RunRecord,
     signer: &ReceiptSigner,
 ) -> Result<RunHead, HistoryError> {
-    let snapshot = store.snapshot()?;
-    let store = snapshot.as_deref().unwrap_or(store);
+    on_a_view(store, &rec.id, |view| identity_on(view, rec, signer))
+}
+
+/// [`check_identity`] on `store`, a view of the database.
+fn identity_on(
+    store: &dyn Store,
+    rec: &RunRecord,
+    signer: &ReceiptSigner,
+) -> Result<RunHead, HistoryError> {
     let run = &rec.id;
     let refuse = |detail: String| HistoryError::Tampered {
         run: run.to_string(),
@@ -179,6 +197,41 @@ pub fn check_identity(
     super::verify::head_seal(&stored, &head, &seal, key.as_ref())
         .map_err(|d| refuse(d.to_string()))?;
     Ok(head)
+}
+
+/// How many views a check is made on before a database that keeps dropping the connection is
+/// reported as a failure to read the run.
+const VIEW_ATTEMPTS: usize = 5;
+
+/// Runs `check` on a view of `store` ([`Store::snapshot`]; on `store` itself when it has
+/// none). A view whose connection was lost during the check ([`Store::view_lost`]: the
+/// database restarted or went away) proves nothing either way — not even a refusal, as its
+/// reads failed — so the check is made again on a new view, and opening that one waits for the
+/// database as the store's reads do (a `runtape worker`'s store waits out a restart; others
+/// fail at once). After [`VIEW_ATTEMPTS`] lost views, the failure to read `run` is returned.
+fn on_a_view<T>(
+    store: &dyn Store,
+    run: &RunId,
+    check: impl Fn(&dyn Store) -> Result<T, HistoryError>,
+) -> Result<T, HistoryError> {
+    let mut attempts = 0;
+    loop {
+        let snapshot = store.snapshot()?;
+        let result = check(snapshot.as_deref().unwrap_or(store));
+        attempts += 1;
+        let lost = snapshot.as_ref().is_some_and(|view| view.view_lost());
+        match result {
+            Err(_) if lost && attempts < VIEW_ATTEMPTS => continue,
+            Err(HistoryError::Store(e)) if lost => return Err(e.into()),
+            Err(_) if lost => {
+                return Err(StoreError::Io(format!(
+                    "the connection to the database was lost while run {run} was checked, {attempts} times; check that the server is up and reachable"
+                ))
+                .into());
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A run signed with a key is continued only with that key, and an unsigned one only without

@@ -944,6 +944,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// True when this is a [`snapshot`](Store::snapshot) view whose connection to the database
+    /// was lost after it was taken (the server restarted or went away): its reads since then
+    /// failed, so a check made through it proves nothing either way and is to be made again on
+    /// a new view — which, on a store told to wait for its database, waits for it. Always
+    /// false for a store that is not such a view.
+    fn view_lost(&self) -> bool {
+        false
+    }
+
     /// The rows of global memory `name` in `(key, version)` order: every version, or with
     /// `latest_only` each key's latest (what runs load). Empty for a memory never written.
     fn memory_rows(&self, name: &str, latest_only: bool) -> Result<Vec<GlobalRow>, StoreError>;

@@ -306,6 +306,12 @@ impl Backend {
         self.patience_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// How long a connection attempt waits for an unreachable server
+    /// ([`set_patience`](Self::set_patience)).
+    pub(super) fn patience(&self) -> Duration {
+        Duration::from_millis(self.patience_ms.load(Ordering::Relaxed))
+    }
+
     /// The URL as messages show it.
     pub(super) fn shown(&self) -> &str {
         &self.target.shown
@@ -315,7 +321,7 @@ impl Backend {
     /// server cannot be reached, attempts are made again with backoff for as long as the
     /// store's patience allows ([`set_patience`](Self::set_patience); none by default).
     pub(super) async fn connect(&self) -> Result<Conn, StoreError> {
-        let patience = Duration::from_millis(self.patience_ms.load(Ordering::Relaxed));
+        let patience = self.patience();
         let began = Instant::now();
         let mut backoff = Backoff::default();
         loop {

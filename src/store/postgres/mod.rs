@@ -32,6 +32,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, mpsc, oneshot};
 
@@ -70,6 +71,8 @@ pub struct PostgresStore {
     stats: Arc<CommitStats>,
     /// For a read-only view: the connection holding its `REPEATABLE READ` transaction.
     view: Option<Arc<AsyncMutex<Pooled>>>,
+    /// For a view: set once a read finds its connection lost ([`Store::view_lost`]).
+    lost: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -199,6 +202,7 @@ impl PostgresStore {
             jobs,
             stats,
             view: None,
+            lost: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -213,24 +217,46 @@ impl PostgresStore {
     }
 
     /// A view of the database as it is now: a `REPEATABLE READ` transaction held open for as
-    /// long as the view lives. Writes submitted through it go to this store's writer.
+    /// long as the view lives. Writes submitted through it go to this store's writer. Opening
+    /// one waits for the database as the store's reads do ([`wait_for_database`]), also when
+    /// the connection it was given turns out to have been lost (a restart ended it).
+    ///
+    /// [`wait_for_database`]: Self::wait_for_database
     pub fn read_snapshot(&self) -> Result<PostgresStore, StoreError> {
         let backend = self.backend.clone();
         let conn = self.backend.block_on(async move {
-            let mut conn = backend.get_for_view().await?;
-            conn.client()
+            let began = std::time::Instant::now();
+            let mut backoff = reconnect::Backoff::default();
+            loop {
+                let mut conn = backend.get_for_view().await?;
                 // The snapshot is taken by the first statement, not by BEGIN.
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
-                .await
-                .map_err(|e| schema::classify(backend.shown(), &e))?;
-            conn.in_transaction();
-            Ok(conn)
+                let begun = conn
+                    .client()
+                    .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
+                    .await;
+                match begun {
+                    Ok(()) => {
+                        conn.in_transaction();
+                        return Ok(conn);
+                    }
+                    // A pooled connection the server ended: another, once it can be reached.
+                    Err(e)
+                        if reconnect::unreachable(&e)
+                            && began.elapsed() + backoff.peek() <= backend.patience() =>
+                    {
+                        drop(conn);
+                        tokio::time::sleep(backoff.next_wait()).await;
+                    }
+                    Err(e) => return Err(schema::classify(backend.shown(), &e)),
+                }
+            }
         })?;
         Ok(PostgresStore {
             backend: self.backend.clone(),
             jobs: self.jobs.clone(),
             stats: self.stats.clone(),
             view: Some(Arc::new(AsyncMutex::new(conn))),
+            lost: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -243,13 +269,20 @@ impl PostgresStore {
     {
         let backend = self.backend.clone();
         let view = self.view.clone();
+        let lost = self.lost.clone();
         self.backend.block_on(async move {
             let conn = match view {
                 Some(v) => Held::View(v.lock_owned().await),
                 None => Held::Pooled(Box::new(backend.get().await?)),
             };
+            let in_view = matches!(conn, Held::View(_));
             f(conn).await.map_err(|e| match e {
-                ReadError::Db(e) => schema::classify(backend.shown(), &e),
+                ReadError::Db(e) => {
+                    if in_view && reconnect::unreachable(&e) {
+                        lost.store(true, Ordering::Relaxed);
+                    }
+                    schema::classify(backend.shown(), &e)
+                }
                 ReadError::Store(e) => e,
             })
         })
@@ -358,6 +391,10 @@ impl Store for PostgresStore {
 
     fn snapshot(&self) -> Result<Option<Box<dyn Store>>, StoreError> {
         Ok(Some(Box::new(self.read_snapshot()?)))
+    }
+
+    fn view_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
     }
 
     fn memory_rows(

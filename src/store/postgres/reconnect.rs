@@ -38,6 +38,11 @@ impl Backoff {
         }
     }
 
+    /// The wait [`next_wait`](Self::next_wait) will return, without taking it.
+    pub(super) fn peek(&self) -> Duration {
+        self.next
+    }
+
     /// The wait before the next attempt; each call doubles the one after.
     pub(super) fn next_wait(&mut self) -> Duration {
         let wait = self.next;
