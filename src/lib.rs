@@ -81,6 +81,9 @@
 //!   what `--json` prints and an [`ops::OpsError`] with a stable code. The command line and
 //!   `runtape serve` are built on it; `examples/ops.rs` walks through it.
 //! - **[`Engine`]**, to drive runs of specs and providers built in Rust, as above.
+//! - **[`guide`]**, the manual: spec files, models, tools and MCP, delegation, memory and
+//!   sessions, `serve`, PostgreSQL workers, the guarantees and their limits, performance,
+//!   embedding and the command line, one chapter each.
 //!
 //! The modules: [`ops`] (the operations), [`machine`] (the pure core), [`exec`] (the engine),
 //! [`ledger`] (the stored record), [`history`] (reading it back), [`store`] (SQLite,
@@ -97,6 +100,7 @@ pub mod cassette;
 mod compact_json;
 pub mod config;
 pub mod exec;
+pub mod guide;
 pub mod history;
 pub mod http_server;
 pub mod ledger;

@@ -9,7 +9,7 @@
 //! input about 400), where the CPUs' SHA extensions make SHA-256 2.2–2.4× faster than BLAKE3
 //! (measured on the bench machine: 464 ns against 1,072 ns for 830 bytes; 244 against 579 for
 //! 390); the in-memory engine makes 18% more transitions per second with it (`runtape bench
-//! --only w4`, README). And any SHA-256 tool can check a state or a link. A conversation's head and the
+//! --only w4`, the performance notes in git history). And any SHA-256 tool can check a state or a link. A conversation's head and the
 //! message blobs it names stay BLAKE3 for every revision: they are compared across runs (a
 //! session's next run, a transfer's receiver), and a run's revision is not theirs to choose.
 

@@ -11,7 +11,7 @@
 //! A signature proves who wrote the records that are there; it cannot show that a record is
 //! missing. Dropping the newest removal record together with the row it wrote leaves a shorter
 //! chain that still verifies, signed or not: nothing left in the database says it existed
-//! (see the README's notes on memory).
+//! (see the memory chapter of the guide, `runtape::guide::memory`).
 
 use ed25519_dalek::{Signature, VerifyingKey};
 

@@ -1,4 +1,5 @@
-//! Every command README.md shows is exercised. The `runtape …` lines of its `sh` blocks run, in
+//! Every command README.md and the manual (`src/guide/*.md`, in [`GUIDE`]'s order, after the
+//! README) show is exercised. The `runtape …` lines of its `sh` blocks run, in
 //! order, with the real binary in a scratch directory holding a copy of `examples/` (so
 //! `./runtape.db`, the default database, is created there); each must exit with status 0, or
 //! with the status its comment names as `(exit N)`. `RUN` and `FORK` stand for the ids the
@@ -19,9 +20,71 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The manual's chapters, in the order their commands run (the order they stood in the README
+/// before they moved): every `src/guide/*.md` must be listed here.
+const GUIDE: [&str; 13] = [
+    "concepts",
+    "specs",
+    "models",
+    "tools",
+    "delegation",
+    "memory",
+    "serve",
+    "cli",
+    "embedding",
+    "guarantees",
+    "postgres",
+    "performance",
+    "developing",
+];
+
+/// README.md and then each chapter of the guide: (path from the crate root, text). Panics if a
+/// chapter exists that [`GUIDE`] does not list, so no chapter's commands go unexecuted.
+pub(crate) fn manual() -> Vec<(String, String)> {
+    let mut on_disk: Vec<String> = std::fs::read_dir(manifest_dir().join("src/guide"))
+        .expect("src/guide")
+        .filter_map(|e| {
+            let name = e.expect("entry").file_name().into_string().ok()?;
+            name.strip_suffix(".md").map(str::to_owned)
+        })
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = GUIDE.iter().map(|s| (*s).to_owned()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "GUIDE lists every chapter in src/guide");
+    std::iter::once("README.md".to_owned())
+        .chain(GUIDE.iter().map(|c| format!("src/guide/{c}.md")))
+        .map(|path| {
+            let text = std::fs::read_to_string(manifest_dir().join(&path)).expect(&path);
+            (path, text)
+        })
+        .collect()
+}
+
+/// The README and the guide as one text, for claims that may stand in either.
+pub(crate) fn manual_text() -> String {
+    manual()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The shown command lines of the README and every chapter, in order.
+fn shown_in_manual() -> Vec<Shown> {
+    let mut shown = Vec::new();
+    for (path, text) in manual() {
+        let first_block = shown.last().map_or(0, |s: &Shown| s.block + 1);
+        shown.extend(shown_commands(&path, &text, first_block));
+    }
+    shown
+}
+
 /// A command line from a `sh` block: the command and its trailing comment.
 #[derive(Debug)]
 struct Shown {
+    /// The file it stands in: `README.md` or `src/guide/CHAPTER.md`.
+    file: String,
     line: usize,
     /// Which ```` ```sh ```` block (0, 1, …) the line stands in.
     block: usize,
@@ -30,10 +93,10 @@ struct Shown {
 }
 
 /// The command lines of every ```` ```sh ```` block, comment-only and blank lines left out.
-fn shown_commands(readme: &str) -> Vec<Shown> {
+fn shown_commands(file: &str, readme: &str, first_block: usize) -> Vec<Shown> {
     let mut shown = Vec::new();
     let mut in_sh = None::<bool>;
-    let mut block = 0;
+    let mut block = first_block;
     for (i, line) in readme.lines().enumerate() {
         let trimmed = line.trim();
         if let Some(lang) = trimmed.strip_prefix("```") {
@@ -51,6 +114,7 @@ fn shown_commands(readme: &str) -> Vec<Shown> {
         }
         let (command, comment) = split_comment(trimmed);
         shown.push(Shown {
+            file: file.to_owned(),
             line: i + 1,
             block,
             command: command.trim().to_owned(),
@@ -178,8 +242,7 @@ fn needs_mcp_servers(shown: &[Shown], block: usize) -> bool {
 
 #[test]
 fn every_runtape_command_in_the_readme_runs_as_documented() {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
-    let shown = shown_commands(&readme);
+    let shown = shown_in_manual();
     let tour: Vec<&Shown> = shown
         .iter()
         .filter(|s| !needs_mcp_servers(&shown, s.block))
@@ -198,8 +261,7 @@ fn every_runtape_command_in_the_readme_runs_as_documented() {
 #[test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
 fn the_readme_mcp_commands_run_as_documented() {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
-    let shown = shown_commands(&readme);
+    let shown = shown_in_manual();
     let mcp: Vec<&Shown> = shown
         .iter()
         .filter(|s| needs_mcp_servers(&shown, s.block))
@@ -237,7 +299,7 @@ fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
     let mut background: Vec<(String, Child, i32)> = Vec::new();
     let mut ran = 0;
     for s in shown.iter().filter(|s| s.command.starts_with("runtape ")) {
-        let what = format!("README.md:{}: {}", s.line, s.command);
+        let what = format!("{}:{}: {}", s.file, s.line, s.command);
         let (command, in_background) = match s.command.strip_suffix('&') {
             Some(c) => (c.trim(), true),
             None => (s.command.as_str(), false),
@@ -343,7 +405,6 @@ fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
 
 #[test]
 fn every_cargo_command_in_the_readme_is_run_by_ci() {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
     let ci = std::fs::read_to_string(manifest_dir().join(".ci/run")).expect(".ci/run");
     let ci_lines: Vec<String> = ci
         .lines()
@@ -352,7 +413,7 @@ fn every_cargo_command_in_the_readme_is_run_by_ci() {
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
     let mut cargo = 0;
-    for s in shown_commands(&readme) {
+    for s in shown_in_manual() {
         let first = s.command.split_whitespace().next().unwrap_or_default();
         match first {
             "runtape" => {}
@@ -361,13 +422,14 @@ fn every_cargo_command_in_the_readme_is_run_by_ci() {
                 let want = words(&s.command).join(" ");
                 assert!(
                     ci_lines.iter().any(|l| l.contains(&want)),
-                    "README.md:{}: `{want}` is shown but .ci/run does not run it",
+                    "{}:{}: `{want}` is shown but .ci/run does not run it",
+                    s.file,
                     s.line
                 );
             }
             other => panic!(
-                "README.md:{}: `{other}` commands are not checked by any test: {}",
-                s.line, s.command
+                "{}:{}: `{other}` commands are not checked by any test: {}",
+                s.file, s.line, s.command
             ),
         }
     }
@@ -387,7 +449,7 @@ fn the_readme_first_screen_shows_the_demo_and_the_test_commands() {
 
 #[test]
 fn every_subcommand_is_in_the_readme_and_has_help() {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let readme = manual_text();
     let help = Command::new(env!("CARGO_BIN_EXE_runtape"))
         .arg("--help")
         .output()
@@ -415,7 +477,7 @@ fn every_subcommand_is_in_the_readme_and_has_help() {
     for c in commands {
         assert!(
             readme.contains(&format!("`runtape {c}")),
-            "the README's command table lacks `runtape {c}`"
+            "neither the README nor the guide's command table has `runtape {c}`"
         );
         let sub = Command::new(env!("CARGO_BIN_EXE_runtape"))
             .args([c, "--help"])
@@ -445,7 +507,7 @@ fn spawn_first_line(cmd: &mut Command, what: &str) -> (std::process::Child, Stri
 /// file, as the README says to, and checks it exits 0: what it printed, the database and the
 /// folder holding it. `cargo test` builds examples next to the test binaries.
 fn run_example(name: &str) -> (String, PathBuf, tempfile::TempDir) {
-    let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
+    let readme = manual_text();
     assert!(readme.contains(&format!("examples/{name}.rs")));
     let deps = std::env::current_exe().expect("test binary path");
     let exe: PathBuf = deps

@@ -1,5 +1,5 @@
-//! The README's minimal PostgreSQL deployment runs as shown: every `$ ` line of the first
-//! ```` ```console ```` block of "Many workers on PostgreSQL" runs, in order, with `sh -c`,
+//! The guide's minimal PostgreSQL deployment runs as shown: every `$ ` line of the first
+//! ```` ```console ```` block of "Many workers on PostgreSQL" (`src/guide/postgres.md`) runs, in order, with `sh -c`,
 //! against a real server — `RUNTAPE_DB` its URL, `SPECS` a directory holding `triage.toml`,
 //! `RUNTAPE_SERVE_TOKEN` a token, the binary under test first on `PATH`. A line ending in `&`
 //! runs in the background and is waited for as a person would (a worker until it says it
@@ -29,12 +29,11 @@ const TOKEN: &str = "deployment-test-token";
 
 /// The `$ ` lines of the deployment block, without their comments.
 fn deployment_lines() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme = crate::readme::manual_text();
     let section = readme
-        .split("## Many workers on PostgreSQL")
+        .split("# Many workers on PostgreSQL")
         .nth(1)
-        .expect("the README has a PostgreSQL section");
+        .expect("the guide has a PostgreSQL chapter");
     let block = section
         .split("```console")
         .nth(1)

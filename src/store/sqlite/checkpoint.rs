@@ -22,7 +22,7 @@
 //! flight its passes ran while replies arrived fastest, and commits made then waited behind
 //! them: reply → durable p99 fell from a median of 46.8 ms to 33.0 ms with it giving way
 //! (fifteen interleaved pairs of `runtape bench --only w5 --runs 10000 --reps 1`, 2 cores;
-//! README, Performance).
+//! the README's performance notes, now in git history).
 //! Elsewhere it keeps the process's priority, as before: lowered for good, it let the WAL grow
 //! to a gigabyte at 100,000 runs.
 
@@ -45,8 +45,8 @@ use super::priority::{self, CHECKPOINTER_NICE, Thread};
 pub(super) const CHECKPOINT_AT_FULL: i64 = 32_000;
 
 /// The same at `synchronous=NORMAL`: 16 MiB. There the WAL is made durable only by a
-/// checkpoint, so this bounds what an OS crash or power loss can take (the README's
-/// durability table names it).
+/// checkpoint, so this bounds what an OS crash or power loss can take (the guide's
+/// guarantees chapter has it in its durability table).
 pub(super) const CHECKPOINT_AT_NORMAL: i64 = 4_000;
 
 /// How many times its threshold the WAL may hold before the checkpointer runs at the
@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn normal_durability_checkpoints_as_often_as_the_readme_says() {
-        // README "Guarantees": at NORMAL an OS crash loses at most about the last 16 MiB of
+        // The guide's "Guarantees and their limits": at NORMAL an OS crash loses at most about the last 16 MiB of
         // WAL, the WAL being made durable only by a checkpoint.
         assert_eq!(Thresholds::new(false).at * 4096, 16_384_000);
         assert!(Thresholds::new(true).at > Thresholds::new(false).at);

@@ -36,7 +36,7 @@ use readers::{Readers, open_reader};
 use writer::Job;
 
 /// How hard a commit waits for the disk. It belongs to the process's connection, not to the
-/// file or a run: each process chooses when it opens the database (README, "Durability").
+/// file or a run: each process chooses when it opens the database (the guide's guarantees chapter, "Durability modes").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
     /// `synchronous=FULL`: a commit is on disk when acknowledged (the WAL is fsynced at every

@@ -1,4 +1,4 @@
-//! The `curl` examples of README.md's `runtape serve` section work as shown: each runs with
+//! The `curl` examples of README.md and the guide (its `runtape serve` chapter) work as shown: each runs with
 //! the real curl against a real server (its address put in for `127.0.0.1:7777`, `RUN` for a
 //! run waiting for approval) and gets a 2xx answer; the event stream is followed for a moment.
 
@@ -32,8 +32,7 @@ fn the_readme_curl_examples_work_against_a_real_server() {
         Command::new("curl").arg("--version").output().is_ok(),
         "curl is missing: apt-get install -y curl (.ci/run does)"
     );
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = crate::readme::manual_text();
     let examples = curl_examples(&readme);
     assert!(
         examples.len() >= 6,

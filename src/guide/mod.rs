@@ -1,0 +1,47 @@
+//! The manual: how to write a run spec, use models and tools, delegate, remember, serve,
+//! scale out on PostgreSQL, and what runtape guarantees. One chapter per topic; each is a
+//! doc-only module, read with `cargo doc --open` (or on docs.rs under `runtape::guide`). The
+//! commands they show are run by the `readme` tests, like the README's.
+//!
+//! - [`concepts`]: runs, states, transitions, events, effects, checkpoints, cassettes,
+//!   receipts, sessions, forks.
+//! - [`specs`]: the run spec file.
+//! - [`models`]: providers, structured output, reasoning, settings, fallback, costs, endpoints.
+//! - [`tools`]: command tools and MCP servers.
+//! - [`delegation`]: agents that delegate to and hand off to each other.
+//! - [`memory`]: memory, sessions and the retriever.
+//! - [`serve`]: the web page and the HTTP API.
+//! - [`cli`]: the command line.
+//! - [`embedding`]: runtape as a Rust library.
+//! - [`guarantees`]: what holds under crashes, races and tampering, the test behind each claim,
+//!   and the limits (time travel, replay, cassettes, receipts, `verify`, security).
+//! - [`postgres`]: many workers on PostgreSQL.
+//! - [`performance`]: the current figures, a comparison with LangGraph, how to reproduce them.
+//! - [`developing`]: working on runtape itself.
+
+#[doc = include_str!("concepts.md")]
+pub mod concepts {}
+#[doc = include_str!("specs.md")]
+pub mod specs {}
+#[doc = include_str!("models.md")]
+pub mod models {}
+#[doc = include_str!("tools.md")]
+pub mod tools {}
+#[doc = include_str!("delegation.md")]
+pub mod delegation {}
+#[doc = include_str!("memory.md")]
+pub mod memory {}
+#[doc = include_str!("serve.md")]
+pub mod serve {}
+#[doc = include_str!("cli.md")]
+pub mod cli {}
+#[doc = include_str!("embedding.md")]
+pub mod embedding {}
+#[doc = include_str!("guarantees.md")]
+pub mod guarantees {}
+#[doc = include_str!("postgres.md")]
+pub mod postgres {}
+#[doc = include_str!("performance.md")]
+pub mod performance {}
+#[doc = include_str!("developing.md")]
+pub mod developing {}
