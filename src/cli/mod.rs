@@ -126,6 +126,9 @@ pub(crate) enum Command {
         /// global` (one memory per user or per project from one spec file).
         #[arg(long, value_name = "NAME")]
         memory: Option<String>,
+        /// Per-run overrides of the spec file, recorded in the run's stored spec.
+        #[command(flatten)]
+        overrides: RunOverrides,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -472,6 +475,42 @@ pub(crate) enum ReceiptsAction {
     },
 }
 
+/// `runtape run`'s per-run overrides of the spec file: each changes the spec the run is
+/// created with (so `show --json`, replay and `verify` see it); checked before anything is
+/// written ([`crate::ops::Overrides`]).
+#[derive(clap::Args, Debug)]
+pub(crate) struct RunOverrides {
+    /// The model of every agent's primary route (PROVIDER/MODEL), or of one agent's
+    /// (AGENT=PROVIDER/MODEL); PROVIDER is one of the spec's [[providers]]. Repeatable.
+    #[arg(long, value_name = "[AGENT=]PROVIDER/MODEL")]
+    model: Vec<String>,
+    /// Run-wide cap on model turns (limits.max_turns): the run ends `turn_limit` there.
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Run-wide wall-clock cap (limits.max_wall_ms): 500ms, 30s, 5m or 2h.
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Retries of a failed model call on every route (max_attempts = N + 1).
+    #[arg(long, value_name = "N")]
+    max_retries: Option<u32>,
+    /// The run's id instead of a generated one: 1 to 64 letters, digits, `-`, `_` or `.`,
+    /// beginning with a letter or digit; an id in use is refused, writing nothing.
+    #[arg(long, value_name = "ID")]
+    run_id: Option<String>,
+}
+
+impl From<RunOverrides> for crate::ops::Overrides {
+    fn from(o: RunOverrides) -> Self {
+        crate::ops::Overrides {
+            models: o.model,
+            max_steps: o.max_steps,
+            timeout: o.timeout,
+            max_retries: o.max_retries,
+            run_id: o.run_id,
+        }
+    }
+}
+
 /// Runs the command line; returns the process exit status. Every error is one line on stderr
 /// (see [`common::one_line`]), usage errors from argument parsing included.
 pub(crate) fn main() -> ExitCode {
@@ -571,6 +610,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             detach,
             session,
             memory,
+            overrides,
             opts,
         } => drive(runs::run(
             &spec,
@@ -578,6 +618,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             detach,
             session,
             memory,
+            overrides.into(),
             common(opts),
         )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),

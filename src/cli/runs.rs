@@ -9,6 +9,7 @@ use super::common::{CliError, db_path, open_existing, outln, parse_run_at, parse
 use super::drive::{announce, announce_fork, follow};
 use crate::config::RunFile;
 use crate::exec::{Engine, ForkMode, TapeEnd, new_run_id};
+use crate::machine::RunId;
 use crate::ops::{self, Answer, Edit, EngineSettings, Raise};
 use crate::store::Durability;
 use crate::term::{StopSignals, note};
@@ -53,18 +54,20 @@ pub(crate) fn engine(db: &Path, common: &Common, create: bool) -> Result<Engine,
     Ok(engine)
 }
 
-/// `runtape run SPEC [GOAL] [--detach] [--session S]`.
+/// `runtape run SPEC [GOAL] [--detach] [--session S] [--model …] [--run-id ID] …`.
 pub(crate) async fn run(
     spec: &Path,
     goal: Option<String>,
     detach: bool,
     session: Option<String>,
     memory: Option<String>,
+    overrides: ops::Overrides,
     common: Common,
 ) -> Result<u8, CliError> {
-    let file = ops::load(spec, memory.as_deref())?;
+    let mut file = ops::load(spec, memory.as_deref())?;
+    let id = overrides.apply(&mut file)?.unwrap_or_else(new_run_id);
     if detach {
-        return enqueue(file, goal, session, common).await;
+        return enqueue(id, file, goal, session, common).await;
     }
     let (file, goal) = ops::prepare(file, goal, note).await?;
     let db = db_path(common.db.as_deref(), file.database.as_deref());
@@ -76,7 +79,6 @@ pub(crate) async fn run(
     file.install(&engine)?;
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
-    let id = new_run_id();
     // A session that cannot take a next run is refused before a run id is announced.
     let handle = ops::start(&engine, id.clone(), &file, &goal, session.as_deref()).await?;
     // Announced once the run's row exists, so a command given the id at once (`runtape pause
@@ -89,6 +91,7 @@ pub(crate) async fn run(
 /// `runtape run SPEC --detach`: the run is created and queued for the workers, not driven
 /// here; its providers are built by the worker that takes it (so this process needs no key).
 async fn enqueue(
+    id: RunId,
     file: RunFile,
     goal: Option<String>,
     session: Option<String>,
@@ -100,7 +103,7 @@ async fn enqueue(
         durability: common.durability.or(file.durability),
         ..common.settings()
     };
-    let id = ops::enqueue(&db, file, goal, session, &settings).await?;
+    let id = ops::enqueue(&db, id, file, goal, session, &settings).await?;
     if common.json {
         crate::term::say_json(&serde_json::json!({"type": "run.queued", "run": id}))?;
     } else {

@@ -178,6 +178,10 @@ pub enum OpsError {
     /// Reading a run's history refused or failed.
     #[error(transparent)]
     History(#[from] HistoryError),
+    /// A per-run override (`runtape run --model …`) that is malformed or names nothing in
+    /// the spec file.
+    #[error("{0}")]
+    BadOverride(String),
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -197,6 +201,7 @@ impl OpsError {
             OpsError::NoStoredSetup { .. } => "no_stored_setup",
             OpsError::BadRaise(_) => "bad_raise",
             OpsError::BadEdit(_) => "bad_edit",
+            OpsError::BadOverride(_) => "bad_override",
             OpsError::ChildrenWaiting { .. } => "children_waiting",
             OpsError::NotRunning { .. } => "not_running",
             OpsError::EndedFirst { .. } => "ended_first",
@@ -222,9 +227,9 @@ impl OpsError {
             "tampered" | "broken_link" | "does_not_verify" => CheckFailed,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"
-            | "children_waiting" | "bad_spec" | "duplicate_run" | "wrong_key" | "not_a_raise"
-            | "unknown_agent" | "input_mismatch" | "invalid_transition" | "unknown_effect"
-            | "missing_provider" | "missing_tool" | "ambiguous_input" => Input,
+            | "bad_override" | "children_waiting" | "bad_spec" | "duplicate_run" | "wrong_key"
+            | "not_a_raise" | "unknown_agent" | "input_mismatch" | "invalid_transition"
+            | "unknown_effect" | "missing_provider" | "missing_tool" | "ambiguous_input" => Input,
             _ => Internal,
         }
     }

@@ -55,6 +55,7 @@ mod fork;
 mod inspect;
 pub mod json;
 mod open;
+mod overrides;
 mod refs;
 mod resume;
 mod start;
@@ -75,6 +76,7 @@ pub use open::{
     EngineSettings, Warn, db_path, engine, engine_config, env_ms, open_existing, open_store,
     open_store_with, postgres_url, shown, trace_warning,
 };
+pub use overrides::{MAX_CHOSEN_RUN_ID_CHARS, Overrides};
 pub use refs::{MAX_RUN_ID_CHARS, QUOTE_CHARS, parse_run_at, parse_whole_run, quoted};
 pub use resume::{Answer, resume};
 pub use start::{connect_mcp, enqueue, load, prepare, start, start_spec};

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{EngineSettings, OpsError, Warn, engine_config, open_store_with};
 use crate::config::{self, RunFile, Setup};
-use crate::exec::{Engine, RunHandle, SessionSettings, new_run_id};
+use crate::exec::{Engine, RunHandle, SessionSettings};
 use crate::history;
 use crate::machine::{RunId, RunSpec};
 use crate::store::RunRecord;
@@ -104,12 +104,13 @@ async fn launch(
     Ok(start.await?)
 }
 
-/// Queues a run of `file` in the database `db` for the workers instead of driving it: the
-/// run is created, and the `runtape worker` serving the file's directory builds its providers
+/// Queues a run of `file` under `id` in the database `db` for the workers instead of driving
+/// it (a run with that id existing already is refused, writing nothing): the run is created, and the `runtape worker` serving the file's directory builds its providers
 /// and drives it (so this process needs no provider key). Returns its id. `settings` give the
 /// receipt key the run is sealed with and the durability; `goal` defaults to the file's.
 pub async fn enqueue(
     db: &Path,
+    id: RunId,
     mut file: RunFile,
     goal: Option<String>,
     session: Option<String>,
@@ -128,7 +129,7 @@ pub async fn enqueue(
     Ok(crate::worker::enqueue_in_session(
         store.as_ref(),
         engine_config(settings)?.receipts,
-        new_run_id(),
+        id,
         &file.spec,
         &goal,
         file.setup.to_json()?,

@@ -9,5 +9,6 @@ mod hostile_ids;
 mod inspect;
 mod reply_outcomes;
 mod resume_fork;
+mod run_overrides;
 mod runs;
 mod show_tool_result;
