@@ -58,17 +58,27 @@ fn runs_in_flight_ride_out_a_database_restart() {
 
     let store = queue.store();
     wait_long("every run has completed", || queue.all_completed(&store));
+    // A connection the restart ends while its COMMIT is on the way leaves the outcome unknown
+    // to the worker; it gives that run back (run.error, code database, the connection lost)
+    // and the run is claimed again and goes on from what the database holds. No other error
+    // is allowed, and no run is taken over that was not given back.
+    let mut given_back = 0;
     for name in ["w0", "w1"] {
-        assert!(
-            queue.events(name, "run.error").is_empty(),
-            "{name} gave up no run: {:?}",
-            queue.events(name, "run.error")
-        );
+        for e in queue.events(name, "run.error") {
+            assert!(
+                e["code"] == "database"
+                    && e["error"]
+                        .as_str()
+                        .is_some_and(|l| l.contains("connection to the database was lost")),
+                "{name} gave up a run only for a connection the restart ended: {e:?}"
+            );
+            given_back += 1;
+        }
     }
     let claims = queue.events("w0", "run.claimed").len() + queue.events("w1", "run.claimed").len();
-    assert_eq!(
-        claims, RUNS,
-        "each run was claimed once: none was taken over"
+    assert!(
+        (RUNS..=RUNS + given_back).contains(&claims),
+        "each run was claimed once, and again only after it was given back: {claims} claims, {given_back} given back"
     );
     queue.all_done_once(4);
     stop(&mut workers);
