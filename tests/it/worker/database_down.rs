@@ -67,9 +67,12 @@ fn runs_in_flight_ride_out_a_database_restart() {
         for e in queue.events(name, "run.error") {
             assert!(
                 e["code"] == "database"
-                    && e["error"]
-                        .as_str()
-                        .is_some_and(|l| l.contains("connection to the database was lost")),
+                    && e["error"].as_str().is_some_and(|l| {
+                        l.contains("connection to the database was lost")
+                            || l.contains(
+                                "the server stopped or an administrator ended this connection",
+                            )
+                    }),
                 "{name} gave up a run only for a connection the restart ended: {e:?}"
             );
             given_back += 1;
