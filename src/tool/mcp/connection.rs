@@ -56,9 +56,34 @@ pub(crate) struct Events {
     progress: Mutex<BTreeMap<String, ProgressSink>>,
     /// How many `notifications/tools/list_changed` arrived.
     pub(crate) list_changed: Arc<AtomicU64>,
+    /// `notifications/cancelled` sent for calls given up by dropping them (see
+    /// [`Events::farewell`]); [`Connection::close`] waits for them before it closes the session.
+    farewells: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Events {
+    /// Sends `notice` on the current runtime (if there is one) and keeps its task, so that a
+    /// connection closing right after a call was dropped still tells the server first.
+    pub(crate) fn farewell(&self, notice: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let task = rt.spawn(notice);
+            if let Ok(mut tasks) = self.farewells.lock() {
+                tasks.retain(|t| !t.is_finished());
+                tasks.push(task);
+            }
+        }
+    }
+
+    /// Waits, up to `limit`, for every notice [`farewell`](Self::farewell) sent.
+    async fn farewells_sent(&self, limit: Duration) {
+        let tasks = self
+            .farewells
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        let _ = tokio::time::timeout(limit, futures_util::future::join_all(tasks)).await;
+    }
+
     /// Routes progress for `token` to `sink` until [`unroute`](Self::unroute).
     pub(crate) fn route(&self, token: &impl serde::Serialize, sink: ProgressSink) {
         if let (Ok(key), Ok(mut map)) = (serde_json::to_string(token), self.progress.lock()) {
@@ -151,6 +176,7 @@ impl Connection {
         let events = Arc::new(Events {
             progress: Mutex::default(),
             list_changed: list_changed.clone(),
+            farewells: Mutex::default(),
         });
         let handler = Handler {
             events: events.clone(),
@@ -273,6 +299,9 @@ impl Connection {
     /// Stops the server: closes the session (a stdio server's stdin), then signals its process
     /// group as the module docs say, and waits for it. Idempotent.
     pub(crate) async fn close(&self) {
+        // A call given up by dropping it (a run cancelled from another process) tells the
+        // server from a task of its own; let those notices go out before the session closes.
+        self.events.farewells_sent(SHUTDOWN_GRACE).await;
         let service = self.service.lock().await.take();
         if let Some(mut service) = service {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, service.close()).await;

@@ -315,14 +315,12 @@ impl Drop for InFlight {
         self.events.unroute(&self.token);
         let Some(id) = self.id.take() else { return };
         let peer = self.peer.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let params = CancelledNotificationParam::new(
-                    Some(id),
-                    Some("the caller stopped waiting".to_owned()),
-                );
-                let _ = peer.notify_cancelled(params).await;
-            });
-        }
+        self.events.farewell(async move {
+            let params = CancelledNotificationParam::new(
+                Some(id),
+                Some("the caller stopped waiting".to_owned()),
+            );
+            let _ = peer.notify_cancelled(params).await;
+        });
     }
 }
