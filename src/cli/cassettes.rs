@@ -8,7 +8,7 @@ use super::common::{CliError, open_existing, outln, parse_whole_run, print_json}
 use crate::cassette::{self, Cassette, DiffOptions, ExportError, LoadOptions};
 
 /// `runtape cassette export RUN -o FILE`.
-pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
+pub(crate) fn export(db: &Path, run: &str, out: &Path, json_out: bool) -> Result<(), CliError> {
     let run = parse_whole_run(run, "a cassette holds a whole run's exchanges")?;
     let store = open_existing(db)?;
     let cassette = cassette::export_run(store.as_ref(), &run).map_err(|e| match e {
@@ -19,6 +19,12 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path) -> Result<(), CliError> {
         .save(out)
         .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
     let children = cassette.children().len();
+    if json_out {
+        return print_json(&json!({
+            "type": "cassette.export", "run": run, "file": out.display().to_string(),
+            "model_turns": cassette.len(), "child_runs": children,
+        }));
+    }
     let below = if children == 0 {
         String::new()
     } else {

@@ -75,6 +75,9 @@ pub(crate) enum MemoryAction {
         /// means a record that is only hash-chained).
         #[arg(long, value_name = "FILE")]
         receipt_key: Option<std::path::PathBuf>,
+        /// The removal as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -120,6 +123,7 @@ pub(crate) fn memory(db: &Path, action: MemoryAction) -> Result<(), CliError> {
             scope,
             yes,
             receipt_key,
+            json,
         } => {
             if let Some(scope) = parse_scope(scope.as_deref())?
                 && scope != MemoryScope::Global
@@ -133,7 +137,7 @@ pub(crate) fn memory(db: &Path, action: MemoryAction) -> Result<(), CliError> {
                     "removing `{key}` from global memory `{name}` is recorded and cannot be undone; add --yes to do it"
                 )));
             }
-            rm(db, &name, &key, receipt_key.as_deref())
+            rm(db, &name, &key, receipt_key.as_deref(), json)
         }
     }
 }
@@ -380,7 +384,13 @@ fn show_run(
     }
 }
 
-fn rm(db: &Path, name: &str, key: &str, receipt_key: Option<&Path>) -> Result<(), CliError> {
+fn rm(
+    db: &Path,
+    name: &str,
+    key: &str,
+    receipt_key: Option<&Path>,
+    json: bool,
+) -> Result<(), CliError> {
     if let Some(path) = receipt_key
         && let Ok(text) = std::fs::read_to_string(path)
     {
@@ -414,6 +424,12 @@ fn rm(db: &Path, name: &str, key: &str, receipt_key: Option<&Path>) -> Result<()
         .into_iter()
         .find(|r| r.key == key)
         .map_or(0, |r| r.version);
+    if json {
+        return print_json(&json!({
+            "type": "memory.removed", "name": name, "key": key, "version": json_u64(version),
+            "removal": record.as_ref().map(|r| json_u64(r.id)), "signed_by": signed_by,
+        }));
+    }
     outln!(
         "removed `{key}` from global memory `{name}` (version {version}, removal {}, {})",
         record.map_or(0, |r| r.id),

@@ -15,6 +15,7 @@ pub(crate) mod common;
 pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;
+mod help;
 pub(crate) mod inspect;
 mod memory;
 mod migrate;
@@ -69,7 +70,7 @@ Exit status:
 
 /// runtape: durable, replayable LLM agent runs.
 #[derive(Debug, Parser)]
-#[command(name = "runtape", version, about, after_help = AFTER_HELP, propagate_version = true)]
+#[command(name = "runtape", version, after_help = AFTER_HELP, propagate_version = true)]
 pub(crate) struct Cli {
     /// The database holding the runs: a SQLite file, or postgres://USER@HOST/DATABASE.
     #[arg(long, global = true, value_name = "PATH|URL")]
@@ -158,8 +159,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         opts: DriveOpts,
     },
-    /// Branch a new run off RUN at step SEQ (its history up to SEQ is shared, not copied),
-    /// optionally with edits, and run it on.
+    /// Branch a new run off RUN at step SEQ, optionally with edits, and run it on.
+    ///
+    /// The fork shares the parent's history up to SEQ (it is not copied) and runs live from
+    /// there, or with --tape from the parent's recording while it asks for what the parent did.
     Fork {
         /// RUN@SEQ: the run and the step to branch from.
         at: String,
@@ -250,8 +253,10 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show where two runs (a run and its fork, two child runs) first differ: the first step
-    /// they did not take alike, times and ids set aside, and the fields that differ there.
+    /// Show where two runs first differ: the step and the fields.
+    ///
+    /// For a run and its fork, or two child runs: the first step they did not take alike,
+    /// times and ids set aside, and the fields that differ there.
     Diff {
         /// The first run.
         a: String,
@@ -264,10 +269,11 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check everything stored about a run: its sealed head (identity, spec, setup, where the
-    /// history ends, status), every transition replayed through the current machine, message
-    /// blobs, snapshots, outbox rows and receipts; exit 1 naming the first seq or column at
-    /// fault.
+    /// Check everything stored about a run; exit 1 naming the first seq or column at fault.
+    ///
+    /// Checks its sealed head (identity, spec, setup, where the history ends, status), every
+    /// transition replayed through the current machine, message blobs, snapshots, outbox rows
+    /// and receipts.
     Verify {
         /// The run id.
         run: String,
@@ -289,6 +295,9 @@ pub(crate) enum Command {
         /// Where to write the signing key.
         #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
+        /// What was written as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Export or verify a run's signed, hash-chained receipts.
     Receipts {
@@ -296,8 +305,10 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ReceiptsAction,
     },
-    /// Look at memory — the global memories, and a run's memory at any step — and forget a
-    /// global key by hand (recorded).
+    /// Look at global memories and a run's memory at any step; forget a global key.
+    ///
+    /// Forgetting a key is recorded: the key gets a new version without a value, and a
+    /// removal record chained to the ones before it.
     Memory {
         /// What to do.
         #[command(subcommand)]
@@ -307,6 +318,9 @@ pub(crate) enum Command {
     Pause {
         /// The run id.
         run: String,
+        /// The outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Cancel a run: in-flight model and tool calls are aborted and the cancellation committed.
     Cancel {
@@ -315,10 +329,15 @@ pub(crate) enum Command {
         /// Why, recorded with the cancellation.
         #[arg(long)]
         reason: Option<String>,
+        /// The outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
-    /// A one-minute tour, fully offline: a two-agent run is killed mid-run, resumed, listed,
-    /// inspected at an earlier step, forked there and verified. Its runs go to a new temporary
-    /// database (kept for you to explore), or to `--db PATH` when given.
+    /// A one-minute tour, fully offline: crash, resume, inspect, fork, verify.
+    ///
+    /// A two-agent run is killed mid-run, resumed, listed, inspected at an earlier step,
+    /// forked there and verified. Its runs go to a new temporary database (kept for you to
+    /// explore), or to `--db PATH` when given.
     Demo,
     /// Measure checkpointing speed, storage, resume and replay on this machine's disk.
     Bench {
@@ -353,9 +372,11 @@ pub(crate) enum Command {
         #[arg(long, hide = true, value_name = "RUN")]
         probe_resume: Option<String>,
     },
-    /// Start a spec file's MCP servers and list every tool each agent would be offered: name,
-    /// source, read-only / idempotent / approval, and its arguments. Exit 2 naming a server that
-    /// fails to start or initialise.
+    /// List every tool each agent of a spec file would be offered, MCP servers' included.
+    ///
+    /// Starts the spec's MCP servers and lists each tool: name, source, read-only /
+    /// idempotent / approval, and its arguments. Exit 2 naming a server that fails to start or
+    /// initialise.
     Tools {
         /// The run spec file.
         spec: PathBuf,
@@ -363,14 +384,22 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create or upgrade the database's schema (every command also does it on first use); for
-    /// PostgreSQL, run it once as a role that may create tables.
-    Migrate,
-    /// Drive runs from a shared PostgreSQL database until stopped: claims runnable runs (queued
-    /// by `run --detach`, handed back by other workers, or left by a worker that died) whose
-    /// spec file is in --spec-dir, and drives up to --concurrency at once. Logs one JSON object
-    /// per line. SIGTERM drains: no new run is claimed, calls in flight get --grace-ms to finish
-    /// and are committed, each run is handed back to the queue, and the worker exits 0.
+    /// Create or upgrade the database's schema.
+    ///
+    /// Every command also does it on first use; for PostgreSQL, run it once as a role that may
+    /// create tables, and the workers as one that may only read and write rows.
+    Migrate {
+        /// The outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drive runs from a shared PostgreSQL database until stopped.
+    ///
+    /// Claims runnable runs (queued by `run --detach`, handed back by other workers, or left by
+    /// a worker that died) whose spec file is in --spec-dir, and drives up to --concurrency at
+    /// once. Logs one JSON object per line. SIGTERM drains: no new run is claimed, calls in
+    /// flight get --grace-ms to finish and are committed, each run is handed back to the queue,
+    /// and the worker exits 0.
     Worker {
         /// The directory of the spec files this worker serves (the same path on every worker
         /// machine); runs started from spec files elsewhere are left to other workers.
@@ -393,9 +422,11 @@ pub(crate) enum Command {
         #[arg(long, value_name = "HOST:PORT")]
         metrics_addr: Option<String>,
     },
-    /// Serve an HTTP API and a web page to watch and steer the database's runs (loopback by
-    /// default), optionally exporting OpenTelemetry spans. Exits 0 when stopped by Ctrl-C,
-    /// SIGTERM or SIGHUP (the runs it drives pause first), 2 when refused at start.
+    /// Serve a web page and an HTTP API to watch and steer the database's runs.
+    ///
+    /// Listens on loopback by default, optionally exporting OpenTelemetry spans. Exits 0 when
+    /// stopped by Ctrl-C, SIGTERM or SIGHUP (the runs it drives pause first), 2 when refused
+    /// at start.
     Serve(serve::ServeArgs),
     /// Print the statechart generated from the transition table (the content of statechart.md).
     Statechart {
@@ -405,6 +436,22 @@ pub(crate) enum Command {
         /// The file `--check` compares with.
         #[arg(long, default_value = "statechart.md")]
         file: PathBuf,
+        /// One JSON object: the statechart's text, or with --check whether the file matches.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a completion script for a shell, to be saved where the shell loads completions.
+    Completions {
+        /// The shell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print runtape's manual page (roff, for man(1)), or write one page per command.
+    Man {
+        /// Write runtape.1 and a page per command (runtape-run.1, …) into this directory
+        /// instead of printing runtape.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -418,6 +465,9 @@ pub(crate) enum CassetteAction {
         /// The file to write.
         #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
+        /// What was written as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Show where two cassettes' tool-call behaviour differs (call ids ignored); exit 1 when
     /// they differ, as diff(1) does.
@@ -441,9 +491,11 @@ pub(crate) enum CassetteAction {
 /// `runtape receipts ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum ReceiptsAction {
-    /// Write a run's receipts (across fork ancestry; for a delegated child, after its parent's
-    /// receipts through the one it hangs from) as JSON lines, then a head line: the run's
-    /// sealed head, naming its last receipt, so a file cut short is detected.
+    /// Write a run's receipts as JSON lines, then its sealed head.
+    ///
+    /// The receipts go across fork ancestry (for a delegated child, after its parent's
+    /// receipts through the one it hangs from); the head line names the last receipt, so a
+    /// file cut short is detected.
     Export {
         /// The run id.
         run: String,
@@ -454,11 +506,15 @@ pub(crate) enum ReceiptsAction {
         /// head line after its parent's: `receipts verify` checks the file as one tree.
         #[arg(long)]
         recursive: bool,
+        /// What was written as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
-    /// Verify exported receipts offline: chain, order, signatures, and that the file is
-    /// complete (its head line); a `--recursive` export as one tree (each child hangs from its
-    /// parent and ends where its parent's receipt says). Exit 1 naming the first bad receipt or
-    /// line.
+    /// Verify exported receipts offline; exit 1 naming the first bad receipt or line.
+    ///
+    /// Checks the chain, the order, the signatures, and that the file is complete (its head
+    /// line); a `--recursive` export as one tree (each child hangs from its parent and ends
+    /// where its parent's receipt says).
     Verify {
         /// The exported file.
         file: PathBuf,
@@ -514,7 +570,13 @@ impl From<RunOverrides> for crate::ops::Overrides {
 /// Runs the command line; returns the process exit status. Every error is one line on stderr
 /// (see [`common::one_line`]), usage errors from argument parsing included.
 pub(crate) fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    if std::env::args_os().len() <= 1 {
+        return bare_usage();
+    }
+    let parsed = help::command()
+        .try_get_matches()
+        .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => return parse_error(&e),
     };
@@ -525,6 +587,16 @@ pub(crate) fn main() -> ExitCode {
             ExitCode::from(e.code)
         }
     }
+}
+
+/// `runtape` with no arguments: the short usage and where to go next on stderr, exit 2 (a
+/// usage error: nothing was asked for).
+fn bare_usage() -> ExitCode {
+    let usage = help::command().render_usage().to_string();
+    crate::term::note(&format!(
+        "{usage}\n\nruntape: durable, replayable LLM agent runs. `runtape demo` is a one-minute tour;\n`runtape help` lists the commands, `runtape help COMMAND` describes one."
+    ));
+    ExitCode::from(EXIT_USAGE)
 }
 
 /// Help and version go out as clap writes them; a usage error becomes one line: clap's
@@ -673,8 +745,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             common(opts),
         )),
         Command::Cassette {
-            action: CassetteAction::Export { run, out },
-        } => cassettes::export(&db, &run, &out).map(|_| EXIT_OK),
+            action: CassetteAction::Export { run, out, json },
+        } => cassettes::export(&db, &run, &out, json).map(|_| EXIT_OK),
         Command::Cassette {
             action:
                 CassetteAction::Diff {
@@ -686,7 +758,9 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 },
         } => cassettes::diff(&a, &b, ignore_content, allow_unverified, json)
             .map(|same| if same { EXIT_OK } else { EXIT_FAILED }),
-        Command::Statechart { check, file } => Ok(statechart::run(check, &file)),
+        Command::Statechart { check, file, json } => statechart::run(check, &file, json),
+        Command::Completions { shell } => help::completions(shell).map(|_| EXIT_OK),
+        Command::Man { dir } => help::man(dir.as_deref()).map(|_| EXIT_OK),
         Command::Serve(args) => serve::serve(cli.db.clone(), args),
         Command::Bench {
             rounds,
@@ -719,7 +793,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
         Command::Ls { json, workers, .. } if workers => worker::list(&db, json).map(|_| EXIT_OK),
         Command::Ls { json, flat, .. } => inspect::ls(&db, json, flat).map(|_| EXIT_OK),
-        Command::Migrate => migrate::migrate(&db).map(|_| EXIT_OK),
+        Command::Migrate { json } => migrate::migrate(&db, json).map(|_| EXIT_OK),
         Command::Worker {
             spec_dir,
             concurrency,
@@ -759,15 +833,16 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             json,
             recursive,
         } => inspect::verify(&db, &run, pubkey.as_deref(), json, recursive).map(|_| EXIT_OK),
-        Command::Keygen { out } => receipts::keygen(&out).map(|_| EXIT_OK),
+        Command::Keygen { out, json } => receipts::keygen(&out, json).map(|_| EXIT_OK),
         Command::Receipts {
             action:
                 ReceiptsAction::Export {
                     run,
                     out,
                     recursive,
+                    json,
                 },
-        } => receipts::export(&db, &run, &out, recursive).map(|_| EXIT_OK),
+        } => receipts::export(&db, &run, &out, recursive, json).map(|_| EXIT_OK),
         Command::Receipts {
             action:
                 ReceiptsAction::Verify {
@@ -778,11 +853,11 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 },
         } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
         Command::Memory { action } => memory::memory(&db, action).map(|_| EXIT_OK),
-        Command::Pause { run } => runtime()?
-            .block_on(control::pause(&db, &run))
+        Command::Pause { run, json } => runtime()?
+            .block_on(control::pause(&db, &run, json))
             .map(|_| EXIT_OK),
-        Command::Cancel { run, reason } => runtime()?
-            .block_on(control::cancel(&db, &run, reason))
+        Command::Cancel { run, reason, json } => runtime()?
+            .block_on(control::cancel(&db, &run, reason, json))
             .map(|_| EXIT_OK),
     }
 }

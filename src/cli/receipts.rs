@@ -11,10 +11,18 @@ use crate::receipt::{self, Completeness, Integrity, VerifyingKey};
 
 /// `runtape keygen -o FILE`: a new signing key (mode 0600, never overwriting) and its public
 /// key beside it (`FILE.pub`).
-pub(crate) fn keygen(out: &Path) -> Result<(), CliError> {
+pub(crate) fn keygen(out: &Path, json_out: bool) -> Result<(), CliError> {
     let public = receipt::keygen(out).map_err(|e| CliError::usage(e.to_string()))?;
     let pub_path = PathBuf::from(format!("{}.pub", out.display()));
     receipt::write_public_key(&pub_path, &public).map_err(|e| CliError::usage(e.to_string()))?;
+    if json_out {
+        return print_json(&json!({
+            "type": "keygen",
+            "key_file": out.display().to_string(),
+            "public_key_file": pub_path.display().to_string(),
+            "public_key": receipt::public_key_hex(&public),
+        }));
+    }
     outln!(
         "wrote signing key {} (mode 0600; keep it secret)",
         out.display()
@@ -43,11 +51,17 @@ pub(crate) fn public_key(arg: &str) -> Result<VerifyingKey, CliError> {
 
 /// `runtape receipts export RUN -o FILE.jsonl [--recursive]`: the receipts, then the head
 /// line; with `recursive`, then each run below it the same way.
-pub(crate) fn export(db: &Path, run: &str, out: &Path, recursive: bool) -> Result<(), CliError> {
+pub(crate) fn export(
+    db: &Path,
+    run: &str,
+    out: &Path,
+    recursive: bool,
+    json_out: bool,
+) -> Result<(), CliError> {
     let run = parse_whole_run(run, "an export holds a whole run's receipts")?;
     let store = open_existing(db)?;
     if recursive {
-        return export_tree(store.as_ref(), &run, out);
+        return export_tree(store.as_ref(), &run, out, json_out);
     }
     let (chain, head) = history::receipts_export(store.as_ref(), &run)?;
     let file = std::fs::File::create(out)
@@ -59,6 +73,14 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path, recursive: bool) -> Resul
         None if chain.is_empty() => "none yet".to_owned(),
         None => "unsigned, hash-chained".to_owned(),
     };
+    if json_out {
+        return print_json(&json!({
+            "type": "receipts.export", "run": run, "file": out.display().to_string(),
+            "receipts": chain.len(), "runs": 1,
+            "head_seq": head.head.seq, "status": head.head.status.to_string(),
+            "signed_by": chain.first().and_then(|r| r.key_id()),
+        }));
+    }
     outln!(
         "wrote {} receipts of {run} and its sealed head (seq {}, {}) to {} ({how})",
         chain.len(),
@@ -70,7 +92,12 @@ pub(crate) fn export(db: &Path, run: &str, out: &Path, recursive: bool) -> Resul
 }
 
 /// `--recursive`: the tree's sections, one per run.
-fn export_tree(store: &dyn crate::store::Store, run: &RunId, out: &Path) -> Result<(), CliError> {
+fn export_tree(
+    store: &dyn crate::store::Store,
+    run: &RunId,
+    out: &Path,
+    json_out: bool,
+) -> Result<(), CliError> {
     let sections = history::receipts_export_tree(store, run)?;
     let file = std::fs::File::create(out)
         .map_err(|e| CliError::usage(format!("cannot write {}: {e}", out.display())))?;
@@ -86,6 +113,16 @@ fn export_tree(store: &dyn crate::store::Store, run: &RunId, out: &Path) -> Resu
         None if receipts == 0 => "none yet".to_owned(),
         None => "unsigned, hash-chained".to_owned(),
     };
+    if json_out {
+        let signed_by = sections
+            .iter()
+            .flat_map(|(r, _)| r)
+            .find_map(|r| r.key_id());
+        return print_json(&json!({
+            "type": "receipts.export", "run": run, "file": out.display().to_string(),
+            "receipts": receipts, "runs": sections.len(), "signed_by": signed_by,
+        }));
+    }
     outln!(
         "wrote {receipts} receipts of {run} and {} runs below it, each with its sealed head, to {} ({how})",
         sections.len() - 1,

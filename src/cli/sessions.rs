@@ -27,9 +27,11 @@ pub(crate) fn list(db: &Path, json: bool) -> Result<(), CliError> {
     let store = open_existing(db)?;
     let sessions = store.sessions()?;
     if json {
+        // One array, `[]` when there is none: a reader always gets one JSON document.
+        let mut all = Vec::with_capacity(sessions.len());
         for s in &sessions {
             let latest = history::record(store.as_ref(), &s.latest)?;
-            print_json(&json!({
+            all.push(json!({
                 "type": "session",
                 "name": s.name,
                 "runs": s.runs,
@@ -37,9 +39,9 @@ pub(crate) fn list(db: &Path, json: bool) -> Result<(), CliError> {
                 "latest_status": latest.status,
                 "updated_ms": latest.updated_ms,
                 "goal": latest.goal,
-            }))?;
+            }));
         }
-        return Ok(());
+        return print_json(&all);
     }
     if sessions.is_empty() {
         outln!(

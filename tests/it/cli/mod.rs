@@ -1,12 +1,17 @@
 //! The `runtape` command line on real database files: runs, inspection, costs, ids, output.
 
+mod bare_invocation;
 mod cancel_reason_across_processes;
 mod cassette_integrity;
 mod closed_stdout;
+mod completions_and_man;
 mod costs;
 mod demo_bench;
+mod environment_in_guide;
+pub(crate) mod help_reference;
 mod hostile_ids;
 mod inspect;
+mod json_everywhere;
 mod reply_outcomes;
 mod resume_fork;
 mod run_overrides;

@@ -108,7 +108,9 @@ fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest(
         "{listed}"
     );
     let json = ok(&db, &["sessions", "--json"]);
-    let v: Value = serde_json::from_str(json.trim()).expect("one object");
+    let all: Value = serde_json::from_str(json.trim()).expect("one JSON document");
+    assert_eq!(all.as_array().map(Vec::len), Some(1), "{json}");
+    let v = &all[0];
     assert_eq!(
         (v["name"].as_str(), v["runs"].as_u64()),
         (Some("support-42"), Some(4))
