@@ -16,6 +16,7 @@ mod lease;
 mod machine;
 mod mcp;
 mod memory;
+mod package_contents;
 mod provider;
 mod readme;
 mod readme_deployment;
