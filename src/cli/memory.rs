@@ -17,8 +17,10 @@ use crate::store::{GlobalRow, Removal, Store, Write};
 /// `runtape memory ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum MemoryAction {
-    /// List memory: every global memory (no option), the keys of one (`--name`), or a run's
-    /// memory as it was at a step (`--run RUN[@SEQ]`).
+    /// List global memories, the keys of one, or a run's memory at a step.
+    ///
+    /// With no option, every global memory; with `--name`, its keys; with `--run RUN[@SEQ]`,
+    /// the run's memory as it was at that step.
     Ls {
         /// A global memory: list its keys.
         #[arg(long, conflicts_with = "run")]
@@ -33,8 +35,10 @@ pub(crate) enum MemoryAction {
         #[arg(long)]
         json: bool,
     },
-    /// Show a key's value: in a global memory (`--name`; `--history` lists every version and
-    /// who wrote it), or in a run's memory at a step (`--run RUN[@SEQ]`).
+    /// Show a key's value in a global memory, or in a run's memory at a step.
+    ///
+    /// With `--name`, in that global memory (`--history` lists every version and who wrote
+    /// it); with `--run RUN[@SEQ]`, in the run's memory at that step.
     Show {
         /// The key.
         key: String,
@@ -57,8 +61,10 @@ pub(crate) enum MemoryAction {
         #[arg(long)]
         json: bool,
     },
-    /// Forget a key of a global memory. Recorded: the key gets a new version without a value,
-    /// and a removal record (who, when) chained to the ones before it. Asks for --yes.
+    /// Forget a key of a global memory (recorded; asks for --yes).
+    ///
+    /// The key gets a new version without a value, and a removal record (who, when) chained to
+    /// the ones before it.
     Rm {
         /// The key.
         key: String,

@@ -1,8 +1,10 @@
 //! The `runtape` command line.
 //!
 //! Conventions (those of cargo and ripgrep): results on stdout, one `error: ...` line on stderr
-//! for a failure, `--json` for one JSON object per line with a stable `type` field, and the
-//! exit status below.
+//! for a failure, `--json` on every command that prints a result (one JSON object per line
+//! with a stable `type` field for events and listings, one JSON document for a single result,
+//! `sessions` one array), and the exit status below. Each command's help ends with examples
+//! (`help.rs`); `src/guide/cli.md` says the same.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -241,7 +243,7 @@ pub(crate) enum Command {
     },
     /// List sessions: name, runs, latest run, its status, age and goal.
     Sessions {
-        /// One JSON object per session.
+        /// The sessions as one JSON array (`[]` when there is none).
         #[arg(long)]
         json: bool,
     },
