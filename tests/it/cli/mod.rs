@@ -12,6 +12,7 @@ pub(crate) mod help_reference;
 mod hostile_ids;
 mod inspect;
 mod json_everywhere;
+mod keys_stay_out_of_git;
 mod reply_outcomes;
 mod resume_fork;
 mod run_overrides;
