@@ -134,15 +134,51 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
         "\ndone in {:.1} s. Explore it yourself:",
         started.elapsed().as_secs_f64()
     );
-    let d = db.display();
-    outln!("   runtape --db {d} log {run}");
-    outln!("   runtape --db {d} show {run}@{at} --json");
+    let me = invocation();
+    let d = shell_word(&db.display().to_string());
+    outln!("   {me} --db {d} log {run}");
+    outln!("   {me} --db {d} show {run}@{at} --json");
     outln!(
-        "   runtape --db {d} fork {run}@{} --edit 'user=Say it in one line.'",
+        "   {me} --db {d} fork {run}@{} --edit 'user=Say it in one line.'",
         at - 1
     );
-    outln!("   rm -r {}   # when you are done", dir.display());
+    outln!(
+        "   rm -r {}   # when you are done",
+        shell_word(&dir.display().to_string())
+    );
     Ok(super::EXIT_OK)
+}
+
+/// How to call this program again from a shell: `runtape` when that name on `PATH` is this
+/// very program (it was installed), else the absolute path of the running executable (after
+/// `cargo run`, `target/…/runtape`, which is on no `PATH`).
+fn invocation() -> String {
+    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "runtape".to_owned();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            dir.join("runtape")
+                .canonicalize()
+                .is_ok_and(|found| found == me)
+        })
+    });
+    if on_path {
+        "runtape".to_owned()
+    } else {
+        shell_word(&me.display().to_string())
+    }
+}
+
+/// `text` as one shell word: as it is when it holds nothing a shell would read, else in
+/// single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// Starts `runtape run` on the spec in a child process and SIGKILLs it once the researcher's

@@ -53,6 +53,41 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
     );
     let log = bare(&["--db", utf8(&db), "log", &statuses[0].0]);
     assert!(log.status.success());
+
+    // The lines it closes with run as printed, in a shell where `runtape` is on no PATH (as
+    // after `cargo run`): each names the program by a path that exists.
+    let explore: Vec<&str> = stdout
+        .split("Explore it yourself:")
+        .nth(1)
+        .expect("the demo closes with commands to explore")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(explore.len(), 4, "log, show, fork, rm: {explore:?}");
+    let me = Path::new(env!("CARGO_BIN_EXE_runtape"))
+        .canonicalize()
+        .expect("the binary");
+    assert!(
+        explore[..3]
+            .iter()
+            .all(|l| l.starts_with(&*me.to_string_lossy())),
+        "{explore:?}"
+    );
+    for line in explore {
+        let o = std::process::Command::new("sh")
+            .args(["-c", line])
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(dir.path())
+            .output()
+            .expect("runs sh");
+        assert!(
+            o.status.success(),
+            "`{line}`: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 /// `runtape bench --quick --json` with `extra` arguments, in a scratch directory of its own:
