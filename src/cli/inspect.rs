@@ -9,7 +9,9 @@ use super::common::{
 };
 use crate::exec::wall_ms;
 use crate::history;
-use crate::machine::{Effect, Outcome, Reasoning, RunState, SlotStatus};
+use crate::machine::{
+    AgentId, Edit, Effect, EventKind, Outcome, Reasoning, RunState, SlotStatus, StateKind,
+};
 use crate::ops;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first; child runs
@@ -91,12 +93,13 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         return Ok(());
     }
     let rec = history::record(store.as_ref(), &run)?;
+    let goal = history::fork_goal(store.as_ref(), &rec)?.unwrap_or_else(|| rec.goal.clone());
     outln!(
         "run {run} — {} — {} steps — {} — {}",
         rec.shown_status(),
         rec.seq,
         cost_text(rec.cost_nanos, rec.unpriced_turns),
-        rec.goal.replace('\n', " ")
+        goal.replace('\n', " ")
     );
     if let Some((parent, at)) = &rec.parent {
         outln!("forked from {parent} at step {at}; steps 1..={at} are the parent's");
@@ -107,6 +110,7 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     if read + written > 0 {
         outln!("prompt cache: {read} input tokens read from it, {written} written to it");
     }
+    let label = state_labels(entries.iter().map(|e| &e.entry));
     for e in entries.iter().map(|e| &e.entry) {
         let cost = e.cost_nanos.map(usd).unwrap_or_default();
         let tokens = if e.tokens > 0 {
@@ -119,8 +123,8 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             e.seq,
             &utc(e.at_ms)[11..],
             e.event.as_str(),
-            e.from.as_str(),
-            e.to.as_str(),
+            label(e.from),
+            label(e.to),
             e.agent.as_ref().map(|a| a.as_str()).unwrap_or("-"),
             tokens,
             cost,
@@ -500,6 +504,25 @@ pub(crate) fn diff(
     Ok(())
 }
 
+/// How `log` names each state: by its stored name, except that the state an agent finishes in
+/// (`handoff`) reads `finished` in a run where no agent handed over to another (a single
+/// agent's run), where `handoff` would suggest a handover that never happened.
+fn state_labels<'a>(
+    entries: impl Iterator<Item = &'a history::TimelineEntry>,
+) -> impl Fn(StateKind) -> &'static str {
+    let mut agents: Vec<&AgentId> = Vec::new();
+    for a in entries.filter_map(|e| e.agent.as_ref()) {
+        if !agents.contains(&a) {
+            agents.push(a);
+        }
+    }
+    let handed_over = agents.len() > 1;
+    move |kind| match kind {
+        StateKind::Handoff if !handed_over => "finished",
+        other => other.as_str(),
+    }
+}
+
 /// One comparison, each line indented by `indent`.
 fn print_diff(d: &history::RunDiff, indent: &str) {
     let (a, b) = (&d.a, &d.b);
@@ -545,7 +568,22 @@ fn print_diff(d: &history::RunDiff, indent: &str) {
             None => outln!("{indent}  {name}: (ends before step {})", p.seq),
         }
     }
+    // A fork's edits read as words, not as the event's JSON cut short.
+    let mut edited = false;
+    for (name, side) in [(a, &p.a), (b, &p.b)] {
+        let edits = side
+            .as_ref()
+            .filter(|s| s.event == EventKind::Edited)
+            .and_then(|s| serde_json::from_value::<Vec<Edit>>(s.detail.get("edits")?.clone()).ok());
+        for edit in edits.iter().flatten() {
+            edited = true;
+            outln!("{indent}  {name} edits: {}", history::edit_in_words(edit));
+        }
+    }
     for c in &p.changes {
+        if edited && c.at.starts_with("event/edits") {
+            continue;
+        }
         outln!("{indent}  {}: {} ≠ {}", c.at, c.a, c.b);
     }
 }

@@ -7,6 +7,7 @@
 //! Everything here reads; nothing writes.
 
 mod diff;
+mod edits;
 mod inspect;
 mod timeline;
 
@@ -16,5 +17,6 @@ pub use crate::ledger::{
     receipts_export_tree, record, replay, spec_of, state_at, transitions, verify,
 };
 pub use diff::{Change, ChildDiff, DiffPoint, RunDiff, Side, TreeDiff, diff_runs, diff_trees};
+pub use edits::{edit_in_words, fork_goal};
 pub use inspect::{SentRequest, StepView, show};
 pub use timeline::{TimelineEntry, cache_tokens, reply_end, timeline};

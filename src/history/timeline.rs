@@ -132,7 +132,7 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     "publish {} staged write(s) to global memory {name}",
                     writes.len()
                 ),
-                _ => t.edge.to_owned(),
+                _ => edge_in_words(t.edge, active.as_ref()),
             },
             EventBody::ModelReplied { reply, .. } => {
                 if let Some(u) = reply.usage {
@@ -158,12 +158,18 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
             EventBody::ModelFailed { failure, .. } => {
                 format!("model failed: {}", clip(&failure.message, 60))
             }
-            EventBody::ToolReturned { outcome, .. } => match outcome {
-                crate::machine::ToolOutcome::Ok { .. } => "tool result".into(),
-                crate::machine::ToolOutcome::Error { message } => {
-                    format!("tool error: {}", clip(message, 60))
+            EventBody::ToolReturned { outcome, .. } => {
+                let tool = match step.answers.as_ref().map(|a| &a.effect) {
+                    Some(Effect::CallTool { tool, .. }) => format!(" of {tool}"),
+                    _ => String::new(),
+                };
+                match outcome {
+                    crate::machine::ToolOutcome::Ok { .. } => format!("tool result{tool}"),
+                    crate::machine::ToolOutcome::Error { message } => {
+                        format!("tool error{tool}: {}", clip(message, 60))
+                    }
                 }
-            },
+            }
             EventBody::InputProvided { input, .. } => {
                 format!("person: {}", clip(&format!("{input:?}"), 60))
             }
@@ -189,7 +195,10 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
                     .map(|r| format!(": {r}"))
                     .unwrap_or_default()
             ),
-            EventBody::Edited { edits } => format!("{} fork edit(s)", edits.len()),
+            EventBody::Edited { edits } => {
+                let said: Vec<String> = edits.iter().map(super::edit_in_words).collect();
+                format!("fork edit: {}", clip(&said.join("; "), 80))
+            }
             EventBody::ChildFinished { effect, report, .. } => {
                 let child = effect.child_run_id();
                 match &report.outcome {
@@ -316,6 +325,27 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, Hi
         prev = to;
     }
     Ok(out)
+}
+
+/// What a step that emitted nothing did, for the edges whose names alone would mislead: an
+/// agent's finishing (the `handoff` state) ends a single-agent run too, where nothing was
+/// handed over. Any other edge reads as its meaning in the transition table.
+fn edge_in_words(edge: EdgeId, agent: Option<&AgentId>) -> String {
+    let agent = agent.map_or_else(|| "the agent".to_owned(), |a| a.to_string());
+    match edge {
+        EdgeId::HandoffProceedComplete => format!("run completed with {agent}'s answer"),
+        EdgeId::HandoffProceedNext => format!("{agent} finished; the next agent takes over"),
+        EdgeId::HandoffProceedUnfinished => {
+            format!("failed: {agent} ran out of budget without answering")
+        }
+        EdgeId::HandoffProceedNoRoute => {
+            format!("failed: no route leads on from {agent} (no_route)")
+        }
+        EdgeId::HandoffProceedCycle => {
+            "failed: the next agent has used max_agent_visits (handoff_cycle)".to_owned()
+        }
+        other => other.row().meaning.to_owned(),
+    }
 }
 
 fn agent_of(effect: &Effect) -> Option<&AgentId> {

@@ -11,9 +11,14 @@ use crate::machine::RunId;
 use crate::receipt::VerifyingKey;
 use crate::store::Store;
 
-/// Every run in the database, newest first, as `runtape ls --json` lists them.
+/// Every run in the database, newest first, as `runtape ls --json` lists them. A fork whose
+/// edit rewrote a user message shows that message as its goal (one more read per such fork).
 pub fn runs(store: &dyn Store) -> Result<Vec<RunView>, OpsError> {
-    Ok(store.runs()?.iter().map(RunView::of).collect())
+    store
+        .runs()?
+        .iter()
+        .map(|r| Ok(RunView::listed(store, r)?))
+        .collect()
 }
 
 /// `run`'s timeline, one entry per step, as `runtape log RUN --json` prints it.

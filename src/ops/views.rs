@@ -4,9 +4,9 @@
 
 use serde::{Serialize, Serializer};
 
-use crate::history::{self, Divergence, RunDiff, TimelineEntry, TreeDiff, Verified};
+use crate::history::{self, Divergence, HistoryError, RunDiff, TimelineEntry, TreeDiff, Verified};
 use crate::machine::{EffectId, RunId, RunState, SlotStatus, StateKind};
-use crate::store::{RunRecord, RunStatus};
+use crate::store::{RunRecord, RunStatus, Store};
 
 /// A `u64` as JSON: a number up to 2^53, a string above (readers that parse numbers as
 /// doubles would round it).
@@ -64,7 +64,8 @@ pub struct RunView {
     pub delegated_by: Option<EffectId>,
     /// The process driving it (`host:pid`), while a live one holds its lease.
     pub driver: Option<String>,
-    /// Its goal.
+    /// Its goal: the one it began with, or, as [`listed`](Self::listed) shows a fork whose
+    /// edit rewrote a user message (`fork RUN@SEQ --edit "user=…"`), that message.
     pub goal: String,
     /// The session it belongs to, if any.
     pub session: Option<String>,
@@ -103,6 +104,19 @@ impl RunView {
             session_kind: mark.as_ref().map(|m| m.kind),
             session: mark.map(|m| m.name),
         }
+    }
+}
+
+impl RunView {
+    /// [`of`](Self::of), with the goal a fork asks instead of its parent's when its edit
+    /// rewrote a user message ([`history::fork_goal`]: one more read
+    /// for a fork, none for another run). Call it to list runs (`ls`, `serve`'s run list).
+    pub fn listed(store: &dyn Store, r: &RunRecord) -> Result<RunView, HistoryError> {
+        let mut view = RunView::of(r);
+        if let Some(goal) = history::fork_goal(store, r)? {
+            view.goal = goal;
+        }
+        Ok(view)
     }
 }
 

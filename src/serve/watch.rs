@@ -115,7 +115,9 @@ pub(crate) struct ServedRun {
 pub(crate) fn run_view(app: &App, rec: &RunRecord) -> ServedRun {
     let driven = is_driven(rec);
     ServedRun {
-        run: RunView::of(rec),
+        // A fork's own goal is one row away; a row that cannot be read leaves the goal the
+        // run began with (the run's own pages and verify report the damage).
+        run: RunView::listed(app.store.as_ref(), rec).unwrap_or_else(|_| RunView::of(rec)),
         driven,
         interrupted: rec.status == RunStatus::Running && !driven && !rec.is_queued(),
         here: app.drives(&rec.id),

@@ -78,7 +78,7 @@ fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
     );
     assert!(log.contains("transfer_to_reviewer"), "{log}");
     assert!(
-        log.contains("reviewer") && log.contains("handoff.proceed.complete"),
+        log.contains("run completed with reviewer's answer"),
         "{log}"
     );
     let child_log = ok(&db, &["log", &format!("{id}.3.1")]);

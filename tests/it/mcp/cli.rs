@@ -599,7 +599,7 @@ def call(req):
     assert!(out(&r).contains("answer: gave up"), "{}", out(&r));
     let log = out(&runtape(&db, &["log", &run]));
     assert!(
-        log.contains("tool error: MCP error -32602: Tool deploy not found"),
+        log.contains("tool error of ops__deploy: MCP error -32602: Tool deploy not found"),
         "the model saw the tool was gone: {log}"
     );
     let v = runtape(&db, &["verify", &run]);

@@ -228,7 +228,11 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
         .filter(|r| r["event"] == "tool_returned")
         .map(|r| &r["summary"])
         .collect();
-    assert_eq!(results, ["tool result", "tool result"], "{rows:?}");
+    assert_eq!(
+        results,
+        ["tool result of ops__status", "tool result of ops__deploy"],
+        "{rows:?}"
+    );
     assert_eq!(
         offered(&fresh, &replayed, 3),
         offered(&db, &run, 3),
