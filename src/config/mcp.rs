@@ -46,6 +46,8 @@ pub(crate) struct RawMcp {
     pub(crate) env_all: Option<bool>,
     pub(crate) init_timeout_ms: Option<u64>,
     pub(crate) timeout_ms: Option<u64>,
+    /// How to install the server's program (see [`super::mcp_install`]); not stored.
+    pub(crate) install: Option<String>,
     #[serde(default)]
     pub(crate) tools: BTreeMap<String, RawMcpTool>,
 }
@@ -73,21 +75,43 @@ pub struct McpSetup {
 
 /// The error for server `name` whose program cannot be started, at `field`.
 fn missing_program(field: &str, name: &str, reason: &str) -> ConfigError {
-    ConfigError::invalid(
-        field,
-        format!("MCP server `{name}`: {reason} – install it or fix the command"),
-    )
+    missing(field, name, reason, None)
+}
+
+/// [`missing_program`], naming the server's install command when the spec gives one.
+fn missing(field: &str, name: &str, reason: &str, install: Option<&String>) -> ConfigError {
+    let advice = super::mcp_install::advise("install it or fix the command", install);
+    ConfigError::invalid(field, format!("MCP server `{name}`: {reason} – {advice}"))
 }
 
 /// Checks that the program of every stdio server in `servers` exists and may be run, as
-/// [`program::resolve`] does for a command tool at load; call it just before starting the
-/// servers. The error names the first that does not, at `mcp[I].command[0]`.
-pub(crate) fn check_programs(servers: &[McpSetup]) -> Result<(), ConfigError> {
+/// [`program::resolve`] does for a command tool at load, and that the script an interpreter
+/// is asked to run exists ([`super::mcp_install::missing_script`]); call it just before
+/// starting the servers. The error names the first that does not, at `mcp[I].command[N]`,
+/// with the server's command in `install` (by server name) when there is one.
+pub(crate) fn check_programs(
+    servers: &[McpSetup],
+    install: &BTreeMap<String, String>,
+) -> Result<(), ConfigError> {
     for (i, m) in servers.iter().enumerate() {
+        let name = &m.server.name;
         if let McpTransport::Stdio { program, dir, .. } = &m.server.transport {
             program::resolve(program, dir).map_err(|reason| {
-                missing_program(&format!("mcp[{i}].command[0]"), &m.server.name, &reason)
+                missing(
+                    &format!("mcp[{i}].command[0]"),
+                    name,
+                    &reason,
+                    install.get(name),
+                )
             })?;
+        }
+        if let Some((at, script)) = super::mcp_install::missing_script(m) {
+            return Err(missing(
+                &format!("mcp[{i}].command[{at}]"),
+                name,
+                &format!("`{script}` does not exist"),
+                install.get(name),
+            ));
         }
     }
     Ok(())

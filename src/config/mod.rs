@@ -148,6 +148,7 @@ mod compile;
 mod error;
 mod file;
 pub mod mcp;
+mod mcp_install;
 mod memory;
 mod models;
 mod paths;
@@ -199,6 +200,9 @@ pub struct RunFile {
     own_mcp: Vec<String>,
     /// Delegate spec files whose MCP grants wait for their servers to be listed.
     delegate_mcp: Vec<spec_files::PendingDelegate>,
+    /// `[[mcp]] install` of the file's own servers, by server name: named when one cannot
+    /// be started.
+    mcp_install: std::collections::BTreeMap<String, String>,
 }
 
 /// What [`RunFile::connect_mcp`] found.
@@ -258,14 +262,18 @@ impl RunFile {
         if !self.mcp_pending() {
             return Ok(McpListing::default());
         }
-        mcp::check_programs(&self.setup.mcp).map_err(|e| self.locate(e))?;
+        mcp::check_programs(&self.setup.mcp, &self.mcp_install).map_err(|e| self.locate(e))?;
         let configs: Vec<_> = self.setup.mcp.iter().map(|m| m.server.clone()).collect();
         let keys: Vec<String> = self.setup.key_variables().map(str::to_owned).collect();
         let servers = crate::tool::mcp::list_all(hub, &configs, &keys)
             .await
             .map_err(|e| {
                 let i = configs.iter().position(|c| c.name == e.server).unwrap_or(0);
-                self.locate(ConfigError::invalid(format!("mcp[{i}]"), e.to_string()))
+                let mut said = e.to_string();
+                if let Some(install) = self.mcp_install.get(&e.server) {
+                    said.push_str(&format!("; if it is not installed: `{install}`"));
+                }
+                self.locate(ConfigError::invalid(format!("mcp[{i}]"), said))
             })?;
         self.apply_listing(servers)
     }
@@ -376,6 +384,8 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
     let doc = source::Document::parse(path, text)?;
     let raw: file::RawFile = doc.deserialize()?;
     let goal = raw.goal.clone();
+    let mcp_install =
+        mcp_install::hints(&raw.mcp).map_err(|e| e.located(|field| doc.locate(field)))?;
     let mut compiled =
         compile::compile(raw, &spec_dir).map_err(|e| e.located(|field| doc.locate(field)))?;
     let own_setups = compiled.setup.mcp.clone();
@@ -408,6 +418,7 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         mcp_pending,
         own_mcp: own_setups.iter().map(|m| m.server.name.clone()).collect(),
         delegate_mcp,
+        mcp_install,
     })
 }
 

@@ -6,6 +6,7 @@ mod added_tools_tree;
 mod bad_servers;
 mod cli;
 mod in_flight;
+mod missing_server;
 mod reference_servers;
 mod replay_without_server_program;
 mod tool_lists;
