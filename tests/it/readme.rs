@@ -12,6 +12,8 @@
 //! lines are what `.ci/run` runs, so each must appear there. Any other command fails the test:
 //! add a way to check it here first.
 
+mod walkthrough;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -215,7 +217,7 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// examples/mcp.toml starts the filesystem server tests/mcp_servers/install.sh put in
+/// examples/mcp.toml starts the filesystem server tests/extras/install.sh mcp put in
 /// target/mcp-servers (.ci/run installs it before the tests): the scratch directory gets a
 /// link to it at the same relative place.
 fn link_mcp_servers(scratch: &Path) {
@@ -224,7 +226,7 @@ fn link_mcp_servers(scratch: &Path) {
         .unwrap_or_else(|| manifest_dir().join("target/mcp-servers"));
     assert!(
         servers.join("node_modules").is_dir(),
-        "{} is missing – run tests/mcp_servers/install.sh (examples/mcp.toml needs it)",
+        "{} is missing – run tests/extras/install.sh mcp (examples/mcp.toml needs it)",
         servers.display()
     );
     std::fs::create_dir_all(scratch.join("target")).expect("creates target/");
