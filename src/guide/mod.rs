@@ -12,7 +12,8 @@
 //! - [`memory`]: memory, sessions and the retriever.
 //! - [`serve`]: the web page and the HTTP API.
 //! - [`cli`]: the command line.
-//! - [`embedding`]: runtape as a Rust library.
+//! - [`embedding`]: runtape as a Rust library: the `ops` API, a whole program, writing a tool
+//!   and a provider.
 //! - [`guarantees`]: what holds under crashes, races and tampering, the test behind each claim,
 //!   and the limits (time travel, replay, cassettes, receipts, `verify`, security).
 //! - [`postgres`]: many workers on PostgreSQL.
@@ -36,6 +37,8 @@ pub mod serve {}
 #[doc = include_str!("cli.md")]
 pub mod cli {}
 #[doc = include_str!("embedding.md")]
+// The whole program the chapter ends with is examples/ops.rs, compiled and run as a doctest.
+#[doc = concat!("\n```rust\n", include_str!("../../examples/ops.rs"), "```\n")]
 pub mod embedding {}
 #[doc = include_str!("guarantees.md")]
 pub mod guarantees {}
