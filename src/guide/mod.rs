@@ -19,6 +19,7 @@
 //! - [`postgres`]: many workers on PostgreSQL.
 //! - [`performance`]: the current figures, a comparison with LangGraph, how to reproduce them.
 //! - [`developing`]: working on runtape itself.
+//! - [`changelog`]: what changed per version, and what an upgrade does to stored data.
 
 #[doc = include_str!("concepts.md")]
 pub mod concepts {}
@@ -48,3 +49,5 @@ pub mod postgres {}
 pub mod performance {}
 #[doc = include_str!("developing.md")]
 pub mod developing {}
+#[doc = include_str!("changelog.md")]
+pub mod changelog {}

@@ -650,7 +650,7 @@ pub type Durable = Box<dyn FnOnce(std::time::Instant) + Send + Sync>;
 pub enum StoreError {
     /// The database was written by a newer runtape.
     #[error(
-        "database {path} has schema version {found}, newer than this runtape supports ({supported}); upgrade runtape"
+        "database {path} has schema version {found}, newer than this runtape supports ({supported}); upgrade runtape (the versions: runtape::guide::changelog)"
     )]
     NewerSchema {
         /// The file.

@@ -12,6 +12,7 @@
 //! lines are what `.ci/run` runs, so each must appear there. Any other command fails the test:
 //! add a way to check it here first.
 
+mod pointers;
 mod walkthrough;
 
 use std::io::{BufRead, BufReader};
@@ -24,7 +25,7 @@ fn manifest_dir() -> &'static Path {
 
 /// The manual's chapters, in the order their commands run (the order they stood in the README
 /// before they moved): every `src/guide/*.md` must be listed here.
-const GUIDE: [&str; 13] = [
+const GUIDE: [&str; 14] = [
     "concepts",
     "specs",
     "models",
@@ -38,6 +39,7 @@ const GUIDE: [&str; 13] = [
     "postgres",
     "performance",
     "developing",
+    "changelog",
 ];
 
 /// README.md and then each chapter of the guide: (path from the crate root, text). Panics if a

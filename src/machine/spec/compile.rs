@@ -59,7 +59,7 @@ impl RunSpec {
             return Err(SpecError::OutOfRange {
                 path: "semantics".into(),
                 reason: format!(
-                    "this spec follows revision {} of the machine's rules; this runtape knows revisions {FIRST_SEMANTICS} to {SEMANTICS} (a newer runtape wrote it: upgrade)",
+                    "this spec follows revision {} of the machine's rules; this runtape knows revisions {FIRST_SEMANTICS} to {SEMANTICS} (a newer runtape wrote it: upgrade; the revisions: runtape::guide::changelog)",
                     spec.semantics
                 ),
             });
