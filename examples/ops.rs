@@ -1,17 +1,17 @@
-// Doing what the `runtape` command does, from Rust, through `runtape::ops` — the operations
-// the command line and `runtape serve` are built on: start a run on a SQLite file, pause it
-// from another task, resume it, fork it with an edit, show a step, verify both runs.
-//
-// Runs offline:
-//
-// ```sh
-// cargo run --example ops              # a fresh database in the temp directory
-// cargo run --example ops -- runs.db   # or one you name (kept afterwards; `runtape ls` it)
-// ```
-//
-// The model is written in Rust here so the example can hold its second call until the pause
-// has been asked for; a spec file works the same way (`ops::load`, `ops::prepare`,
-// `ops::start`), and so does a real provider.
+//! Doing what the `runtape` command does, from Rust, through `runtape::ops` — the operations
+//! the command line and `runtape serve` are built on: start a run on a SQLite file, pause it
+//! from another task, resume it, fork it with an edit, show a step, verify both runs.
+//!
+//! Runs offline:
+//!
+//! ```sh
+//! cargo run --example ops              # a fresh database in the temp directory
+//! cargo run --example ops -- runs.db   # or one you name (kept afterwards; `runtape ls` it)
+//! ```
+//!
+//! The model is written in Rust here so the example can hold its second call until the pause
+//! has been asked for; a spec file works the same way (`ops::load`, `ops::prepare`,
+//! `ops::start`), and so does a real provider.
 
 use std::error::Error;
 use std::path::PathBuf;

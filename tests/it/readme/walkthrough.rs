@@ -6,7 +6,7 @@
 //! not know fails it: say here what the new line shows.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use super::{Shown, expected_status, printed_id, scratch_dir, shown_commands, words};
 use crate::support::serve::request;
@@ -51,13 +51,13 @@ impl Ids {
     /// `word` with `RUN`/`FORK` (and `RUN@N`) replaced by the ids a person would paste.
     fn fill(&self, word: &str) -> String {
         for (name, id) in [("RUN", &self.run), ("FORK", &self.fork)] {
-            if let Some(rest) = word.strip_prefix(name) {
-                if rest.is_empty() || rest.starts_with('@') {
-                    let id = id
-                        .as_deref()
-                        .unwrap_or_else(|| panic!("{name} before its id"));
-                    return format!("{id}{rest}");
-                }
+            if let Some(rest) = word.strip_prefix(name)
+                && (rest.is_empty() || rest.starts_with('@'))
+            {
+                let id = id
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{name} before its id"));
+                return format!("{id}{rest}");
             }
         }
         word.to_owned()
@@ -309,17 +309,7 @@ fn shows(typed: &str, stdout: &str, all: &str, ids: &Ids, dir: &Path, what: &str
 /// `runtape serve`: it says where it listens, the page is there, its API lists every run the
 /// tour made, and it stops on SIGTERM.
 fn serve_shows_the_runs(cmd: &mut Command, what: &str) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().expect("piped")),
-        &mut first,
-    )
-    .expect("reads");
+    let (child, first) = super::spawn_first_line(cmd, what);
     let url = first
         .strip_prefix("listening on http://")
         .and_then(|r| r.split_whitespace().next())
