@@ -81,6 +81,8 @@ fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
         log.contains("run completed with reviewer's answer"),
         "{log}"
     );
+    // Agents handed over here, so the state they finish in keeps its name.
+    assert!(log.contains("generating → handoff"), "{log}");
     let child_log = ok(&db, &["log", &format!("{id}.3.1")]);
     assert!(child_log.contains("goal: Sketch a fix"), "{child_log}");
 

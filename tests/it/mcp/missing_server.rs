@@ -71,3 +71,26 @@ fn a_server_script_that_does_not_exist_is_refused_before_it_is_started() {
     );
     assert!(!db.exists(), "nothing was written");
 }
+
+#[test]
+fn a_server_that_fails_to_start_names_its_install_command_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runtape.db");
+    let spec = dir.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "goal = \"g\"\n[[mcp]]\nname = \"s\"\ncommand = [\"sh\", \"-c\", \"echo not installed >&2; exit 3\"]\ninstall = \"make install-s\"\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{ text = \"x\" }]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
+    )
+    .expect("writes the spec");
+    let o = runtape(&db, &["run", utf8(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let line = one_line(&err(&o)).to_owned();
+    for want in [
+        "MCP server `s`: exited during startup",
+        "not installed",
+        "if it is not installed: `make install-s`",
+    ] {
+        assert!(line.contains(want), "no `{want}` in: {line}");
+    }
+    assert!(!db.exists(), "nothing was written");
+}
