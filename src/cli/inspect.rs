@@ -171,6 +171,11 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             event.kind(),
             utc(event.at.ms())
         );
+        if let crate::machine::EventBody::Edited { edits } = &event.body {
+            for edit in edits {
+                outln!("edit    {}", history::edit_in_words(edit));
+            }
+        }
     }
     outln!(
         "state   {} (hash {})",

@@ -37,7 +37,7 @@ pub fn edit_in_words(edit: &Edit) -> String {
             Some(v) => format!("memory {key} = \"{v}\""),
             None => format!("memory {key} forgotten"),
         },
-        Edit::SetLimit { key, limit, .. } => format!("{key} limit set to {limit}"),
+        Edit::SetLimit { key, limit, .. } => format!("{key} budget set to {limit}"),
     }
 }
 

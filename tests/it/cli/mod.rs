@@ -8,6 +8,7 @@ mod completions_and_man;
 mod costs;
 mod demo_bench;
 mod environment_in_guide;
+mod fork_edits_in_words;
 pub(crate) mod help_reference;
 mod hostile_ids;
 mod inspect;
