@@ -2,40 +2,13 @@
 //! drives the run: the driver records the reason given, not a stand-in, so `show` and the
 //! history say why the run was cancelled.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::ChildStdout;
 
-use crate::support::cli::{runtape, start_json, text};
+use crate::support::cli::{runtape, slow_tick_spec, start_json, text, wait_for_step};
 
 /// A run of many slow turns, each calling a `cat` tool: long enough to be cancelled midway.
 fn slow_spec(dir: &Path) -> PathBuf {
-    let replies: Vec<String> = (0..50)
-        .map(|i| format!("{{ tool_calls = [{{ name = \"tick\", arguments = {{ n = {i} }} }}] }}"))
-        .chain(std::iter::once("{ text = \"done\" }".to_owned()))
-        .collect();
-    let spec = format!(
-        "goal = \"tick\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nlatency_ms = 150\nreplies = [{}]\n\
-         [[tools]]\nname = \"tick\"\ndescription = \"tick\"\ncommand = [\"sh\", \"-c\", \"cat\"]\nschema = {{ type = \"object\" }}\nread_only = true\nidempotent = true\n\
-         [[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"tick\"]\n",
-        replies.join(", ")
-    );
-    let path = dir.join("slow.toml");
-    std::fs::write(&path, spec).expect("writes");
-    path
-}
-
-/// Reads the driver's output until it has committed step `seq`.
-fn wait_for_step(lines: &mut BufReader<ChildStdout>, seq: u64) {
-    let mut line = String::new();
-    while lines.read_line(&mut line).expect("reads") > 0 {
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
-        if v["seq"].as_u64().is_some_and(|s| s >= seq) {
-            return;
-        }
-        line.clear();
-    }
-    panic!("the run ended before step {seq}");
+    slow_tick_spec(dir, 50)
 }
 
 #[test]

@@ -11,25 +11,26 @@ use serde_json::Value;
 
 use crate::support;
 use support::cli::{run_id, runtape, utf8, write};
+use support::spec::{agent, scripted_as};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-const SPEC: &str = r#"goal = "What is the answer?"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ text = "the real answer" }]
-[[agents]]
-id = "a"
-provider = "s"
-"#;
+/// One scripted answer.
+fn spec() -> String {
+    [
+        "goal = \"What is the answer?\"\n",
+        &scripted_as("s", r#"{ text = "the real answer" }"#),
+        &agent("a", "s", &[], ""),
+    ]
+    .concat()
+}
 
 /// A spec, and the cassette exported from a run of it.
 fn recorded(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let db = dir.join("runs.db");
-    let spec = write(dir, "spec.toml", SPEC);
+    let spec = write(dir, "spec.toml", &spec());
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);

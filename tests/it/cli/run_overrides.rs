@@ -3,32 +3,24 @@
 //! run does, `verify` passes, and bad input is one line, exit 2, nothing written.
 
 use crate::support::cli::{err, out, runtape, temp_db, utf8, write};
+use crate::support::spec::{SAFE, agent, provider, scripted_as, tool};
 use std::path::{Path, PathBuf};
+
+const TWO_TICKS_THEN_DONE: &str = r#"{ tool_calls = [{ name = "tick", arguments = {} }] }, { tool_calls = [{ name = "tick", arguments = {} }] }, { text = "done" }"#;
 
 /// A scripted provider `s` with two tool rounds then `done`, and an echo provider `e`.
 fn spec(dir: &Path) -> PathBuf {
     write(
         dir,
         "overrides.toml",
-        r#"goal = "tick"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ tool_calls = [{ name = "tick", arguments = {} }] }, { tool_calls = [{ name = "tick", arguments = {} }] }, { text = "done" }]
-[[providers]]
-name = "e"
-kind = "echo"
-[[tools]]
-name = "tick"
-description = "tick"
-command = ["sh", "-c", "cat"]
-read_only = true
-idempotent = true
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["tick"]
-"#,
+        &[
+            "goal = \"tick\"\n",
+            &scripted_as("s", TWO_TICKS_THEN_DONE),
+            &provider("e", "echo", ""),
+            &tool("tick", r#"["sh", "-c", "cat"]"#, SAFE),
+            &agent("a", "s", &["tick"], ""),
+        ]
+        .concat(),
     )
 }
 

@@ -3,26 +3,18 @@
 //! input of the spec file and the database (one line on stderr, the documented exit status,
 //! the database unchanged).
 
-use crate::support::cli::{bin, err, example, out, run_id, runtape, temp_db, utf8, write};
-use std::io::{BufRead, BufReader, Read};
+use crate::support::cli::{
+    bin, err, example, on, out, run_id, runtape, slow_tick_spec, spawn_json, temp_db, utf8,
+    wait_for_step,
+};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A slow offline spec: `rounds` tool rounds, 150 ms per model call.
 fn slow_spec(dir: &Path, rounds: usize) -> PathBuf {
-    let replies: Vec<String> = (0..rounds)
-        .map(|i| format!("{{ tool_calls = [{{ name = \"tick\", arguments = {{ n = {i} }} }}] }}"))
-        .chain(std::iter::once("{ text = \"done\" }".to_owned()))
-        .collect();
-    let spec = format!(
-        "goal = \"tick\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nlatency_ms = 150\nreplies = [{}]\n\
-         [[tools]]\nname = \"tick\"\ndescription = \"tick\"\ncommand = [\"sh\", \"-c\", \"cat\"]\nschema = {{ type = \"object\" }}\nread_only = true\nidempotent = true\n\
-         [[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"tick\"]\n",
-        replies.join(", ")
-    );
-
-    write(dir, "slow.toml", &spec)
+    slow_tick_spec(dir, rounds)
 }
 
 /// Starts `runtape run --json` in the background; returns the child and its run id.
@@ -30,34 +22,14 @@ fn start_background(
     db: &Path,
     spec: &Path,
 ) -> (Child, String, BufReader<std::process::ChildStdout>) {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args(["run", "--json"])
-        .arg(spec)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    lines.read_line(&mut first).expect("first line");
-    let v: serde_json::Value =
-        serde_json::from_str(&first).expect("the run id comes first, as JSON");
-    assert_eq!(v["type"], "run");
+    let (child, lines, v) = spawn_json(
+        on(db)
+            .args(["run", "--json"])
+            .arg(spec)
+            .stderr(Stdio::piped()),
+    );
+    assert_eq!(v["type"], "run", "the run id comes first, as JSON");
     (child, v["id"].as_str().expect("id").to_owned(), lines)
-}
-
-fn wait_for_step(lines: &mut BufReader<std::process::ChildStdout>, seq: u64) {
-    let mut line = String::new();
-    while lines.read_line(&mut line).expect("reads") > 0 {
-        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
-        if v["seq"].as_u64().is_some_and(|s| s >= seq) {
-            return;
-        }
-        line.clear();
-    }
-    panic!("the run ended before step {seq}");
 }
 
 fn status_of(db: &Path, run: &str) -> (String, i64) {
@@ -222,20 +194,14 @@ fn a_killed_driver_left_a_zombie_is_taken_over_at_once() {
     let (dir, db) = temp_db();
     let spec = slow_spec(dir.path(), 8);
     // A lease of ten minutes: only the owner's death can free it within this test.
-    let mut child = bin()
-        .arg("--db")
-        .arg(&db)
-        .args(["run", "--json"])
-        .arg(&spec)
-        .env("RUNTAPE_LEASE_TTL_MS", "600000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut first = String::new();
-    lines.read_line(&mut first).expect("first line");
-    let run = serde_json::from_str::<serde_json::Value>(&first).expect("JSON")["id"]
+    let (mut child, mut lines, first) = spawn_json(
+        on(&db)
+            .args(["run", "--json"])
+            .arg(&spec)
+            .env("RUNTAPE_LEASE_TTL_MS", "600000")
+            .stderr(Stdio::null()),
+    );
+    let run = first["id"]
         .as_str()
         .expect("the run id comes first")
         .to_owned();

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::support::cli::{run_id, runtape, text};
+use crate::support::spec::{SAFE, agent, scripted_as, tool};
 
 /// Runs a spec whose agent calls `lines` (prints two lines) and then `broken` (exits 3), and
 /// returns the run id.
@@ -11,29 +12,14 @@ fn run(root: &Path, db: &Path) -> String {
     let spec = root.join("spec.toml");
     std::fs::write(
         &spec,
-        r#"goal = "look"
-[[providers]]
-name = "p"
-kind = "scripted"
-replies = [{ tool_calls = [{ id = "c1", name = "lines" }] }, { tool_calls = [{ id = "c2", name = "broken" }] }, { text = "done" }]
-
-[[tools]]
-name = "lines"
-command = ["sh", "-c", "printf 'first line\nsecond line'"]
-read_only = true
-idempotent = true
-
-[[tools]]
-name = "broken"
-command = ["sh", "-c", "echo 'no such city' >&2; exit 3"]
-read_only = true
-idempotent = true
-
-[[agents]]
-id = "a"
-provider = "p"
-tools = ["lines", "broken"]
-"#,
+        [
+            "goal = \"look\"\n",
+            &scripted_as("p", r#"{ tool_calls = [{ id = "c1", name = "lines" }] }, { tool_calls = [{ id = "c2", name = "broken" }] }, { text = "done" }"#),
+            &tool("lines", r#"["sh", "-c", "printf 'first line\nsecond line'"]"#, SAFE),
+            &tool("broken", r#"["sh", "-c", "echo 'no such city' >&2; exit 3"]"#, SAFE),
+            &agent("a", "p", &["lines", "broken"], ""),
+        ]
+        .concat(),
     )
     .expect("spec");
     let o = runtape(db, &["run", spec.to_str().expect("utf8")]);

@@ -52,18 +52,55 @@ pub fn runtape(db: &Path, args: &[&str]) -> Output {
 /// Starts `runtape --db DB run SPEC --json` (stderr discarded) and reads the first line it
 /// prints: the process, the rest of its stdout, and the run id.
 pub fn start_json(db: &Path, spec: &Path) -> (Child, BufReader<ChildStdout>, String) {
-    let mut child = on(db)
-        .args(["run", utf8(spec), "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawns");
+    let (child, stdout, line) = spawn_json(
+        on(db)
+            .args(["run", utf8(spec), "--json"])
+            .stderr(Stdio::null()),
+    );
+    let run = line["id"].as_str().expect("id").to_owned();
+    (child, stdout, run)
+}
+
+/// Spawns `cmd`, a `runtape … --json` set up by the caller (variables, stderr), with stdout
+/// piped, and reads the first line it prints: the process, the rest of its stdout, and that
+/// line as JSON (for `run`, the run line with the run id).
+pub fn spawn_json(cmd: &mut Command) -> (Child, BufReader<ChildStdout>, serde_json::Value) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawns");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut first = String::new();
     stdout.read_line(&mut first).expect("reads");
-    let line: serde_json::Value = serde_json::from_str(&first).expect("the run line");
-    let run = line["id"].as_str().expect("id").to_owned();
-    (child, stdout, run)
+    let line = serde_json::from_str(&first).expect("the first line is JSON");
+    (child, stdout, line)
+}
+
+/// Reads a `run --json` driver's output until it has committed step `seq`; panics when the
+/// run ends first.
+pub fn wait_for_step(lines: &mut BufReader<ChildStdout>, seq: u64) {
+    let mut line = String::new();
+    while lines.read_line(&mut line).expect("reads") > 0 {
+        let v: serde_json::Value = serde_json::from_str(&line).expect("JSON line");
+        if v["seq"].as_u64().is_some_and(|s| s >= seq) {
+            return;
+        }
+        line.clear();
+    }
+    panic!("the run ended before step {seq}");
+}
+
+/// Writes `slow.toml` in `dir`: a run of `rounds` slow model turns (150 ms each), each calling
+/// a `tick` tool (`cat`), then `done`: long enough to be paused, cancelled or killed midway.
+pub fn slow_tick_spec(dir: &Path, rounds: usize) -> PathBuf {
+    let replies: Vec<String> = (0..rounds)
+        .map(|i| format!("{{ tool_calls = [{{ name = \"tick\", arguments = {{ n = {i} }} }}] }}"))
+        .chain(std::iter::once("{ text = \"done\" }".to_owned()))
+        .collect();
+    let spec = format!(
+        "goal = \"tick\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nlatency_ms = 150\nreplies = [{}]\n\
+         [[tools]]\nname = \"tick\"\ndescription = \"tick\"\ncommand = [\"sh\", \"-c\", \"cat\"]\nschema = {{ type = \"object\" }}\nread_only = true\nidempotent = true\n\
+         [[agents]]\nid = \"a\"\nprovider = \"s\"\ntools = [\"tick\"]\n",
+        replies.join(", ")
+    );
+    write(dir, "slow.toml", &spec)
 }
 
 /// Waits for `child` to exit; its exit code and what it wrote on stderr (piped).
