@@ -6,6 +6,7 @@
 //! a child process of this test binary, started with the variables it needs.
 
 use crate::support;
+use crate::support::spec::{agent, provider, tool};
 
 use std::process::Command;
 
@@ -24,21 +25,18 @@ const CHILD: &str = "RUNTAPE_CONFIG_SECRETS_CHILD";
 
 fn spec() -> String {
     format!(
-        r#"[[providers]]
-name = "openai"
-kind = "openai"
-model = "gpt-4o-mini"
-api_key_env = "{KEY_VAR}"
-
-[[tools]]
-name = "peek"
-command = ["sh", "-c", "printf '%s' \"${{{KEY_VAR}-unset}}\""]
-read_only = true
-
-[[agents]]
-id = "a"
-provider = "openai"
-"#
+        "{}{}{}",
+        provider(
+            "openai",
+            "openai",
+            &format!("model = \"gpt-4o-mini\"\napi_key_env = \"{KEY_VAR}\""),
+        ),
+        tool(
+            "peek",
+            &format!(r#"["sh", "-c", "printf '%s' \"${{{KEY_VAR}-unset}}\""]"#),
+            "read_only = true",
+        ),
+        agent("a", "openai", &[], ""),
     )
 }
 

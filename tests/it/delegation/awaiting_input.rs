@@ -5,6 +5,7 @@
 //! the tree to its end; with two children waiting, it names both.
 
 use crate::support;
+use crate::support::spec::{agent, lead, tool};
 
 use std::path::Path;
 
@@ -44,31 +45,15 @@ lead = [
         ));
     }
     let log = dir.join("deploys.log");
-    body.push_str(&format!(
-        r#"
-[[tools]]
-name = "deploy"
-description = "Deploy"
-command = ["sh", "-c", "cat >> {}; echo deployed"]
-requires_approval = true
-
-[[agents]]
-id = "lead"
-provider = "script"
-tools = []
-delegates = [{}]
-"#,
-        log.display(),
-        deployers
-            .iter()
-            .map(|d| format!("{d:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    body.push('\n');
+    body.push_str(&tool(
+        "deploy",
+        &format!(r#"["sh", "-c", "cat >> {}; echo deployed"]"#, log.display()),
+        "description = \"Deploy\"\nrequires_approval = true",
     ));
+    body.push_str(&lead("lead", "script", deployers, ""));
     for d in deployers {
-        body.push_str(&format!(
-            "\n[[agents]]\nid = \"{d}\"\nprovider = \"script\"\ntools = [\"deploy\"]\n"
-        ));
+        body.push_str(&agent(d, "script", &["deploy"], ""));
     }
     write(dir, "ship.toml", &body)
 }

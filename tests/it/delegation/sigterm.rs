@@ -11,6 +11,7 @@
 //!   performed exactly once, and every loser changes nothing and says so in one line.
 
 use crate::support;
+use crate::support::spec::{agent, lead, tool};
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -55,29 +56,19 @@ beta = [
   {{ text = "Charged beta." }},
 ]
 
-[[tools]]
-name = "charge"
-description = "Charge an account (not idempotent)"
-command = ["sh", "-c", "touch {started}/$RUNTAPE_IDEMPOTENCY_KEY; sleep {secs}; echo $RUNTAPE_IDEMPOTENCY_KEY >> {log}; echo charged"]
-
-[[agents]]
-id = "lead"
-provider = "script"
-tools = []
-delegates = ["alpha", "beta"]
-
-[[agents]]
-id = "alpha"
-provider = "slow"
-tools = ["charge"]
-
-[[agents]]
-id = "beta"
-provider = "slow"
-tools = ["charge"]
-"#,
-        started = started.display(),
-        log = log.display(),
+{charge}{lead}{alpha}{beta}"#,
+        charge = tool(
+            "charge",
+            &format!(
+                r#"["sh", "-c", "touch {}/$RUNTAPE_IDEMPOTENCY_KEY; sleep {secs}; echo $RUNTAPE_IDEMPOTENCY_KEY >> {}; echo charged"]"#,
+                started.display(),
+                log.display()
+            ),
+            "description = \"Charge an account (not idempotent)\"",
+        ),
+        lead = lead("lead", "script", &["alpha", "beta"], ""),
+        alpha = agent("alpha", "slow", &["charge"], ""),
+        beta = agent("beta", "slow", &["charge"], ""),
     );
     write(dir, "charge.toml", &body)
 }

@@ -7,6 +7,7 @@
 //! (tests/fixtures/cassette-tree-v4, by the build before this change) still loads and replays.
 
 use crate::support;
+use crate::support::spec::{agent, lead};
 
 use std::path::{Path, PathBuf};
 
@@ -47,17 +48,9 @@ kind = "scripted"
 lead = [{{ tool_calls = [{{ id = "d1", name = "delegate_worker", arguments = {{ task = "Ship it." }} }}] }}, {{ text = "Shipped." }}]
 worker = {worker}
 
-[[agents]]
-id = "lead"
-provider = "p"
-tools = []
-delegates = ["worker"]
-
-[[agents]]
-id = "worker"
-provider = "p"
-tools = ["ops__*"]
-"#,
+{lead}{worker_agent}"#,
+            lead = lead("lead", "p", &["worker"], ""),
+            worker_agent = agent("worker", "p", &["ops__*"], ""),
             server = utf8(&server),
         ),
     );

@@ -8,6 +8,7 @@
 //! that wrote is told the sizes as data and gets a new turn — here it stores a shorter note,
 //! which fits, and publishes.
 
+use crate::support::spec::{agent, tool};
 use std::path::Path;
 
 use serde_json::Value;
@@ -36,19 +37,22 @@ const HEADER: &str = r#"goal = "Take notes."
 [memory]
 global = "team"
 max_bytes_global = 100
-
-[[tools]]
-name = "hold"
-description = "Wait for a person"
-command = ["sh", "-c", "echo ok"]
-requires_approval = true
-
-[[agents]]
-id = "scribe"
-system_prompt = "You take notes."
-provider = "script"
-tools = ["hold", "remember", "recall", "forget"]
 "#;
+
+/// The scribe's tool `hold` (needs a person) and the scribe, offered it and the memory tools.
+fn scribe() -> String {
+    let hold = "description = \"Wait for a person\"\nrequires_approval = true";
+    [
+        tool("hold", r#"["sh", "-c", "echo ok"]"#, hold),
+        agent(
+            "scribe",
+            "script",
+            &["hold", "remember", "recall", "forget"],
+            "system_prompt = \"You take notes.\"",
+        ),
+    ]
+    .concat()
+}
 
 /// A 60-byte note: with its one-letter key, 61 bytes, which fits the cap alone but not twice.
 fn note(letter: char) -> String {
@@ -69,7 +73,7 @@ fn slow_spec() -> String {
   {{ text = "Noted, shorter." }},
 "#
     );
-    format!("{HEADER}\n{}", scripted(&replies))
+    format!("{HEADER}\n{}{}", scribe(), scripted(&replies))
 }
 
 /// Writes key `b` (61 bytes) and answers at once.
@@ -80,7 +84,7 @@ fn quick_spec() -> String {
   {{ text = "Noted." }},
 "#
     );
-    format!("{HEADER}\n{}", scripted(&replies))
+    format!("{HEADER}\n{}{}", scribe(), scripted(&replies))
 }
 
 #[test]

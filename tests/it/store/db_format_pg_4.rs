@@ -8,6 +8,7 @@
 //! back into version 4's shape with SQL (columns and values as version 4 stored them).
 
 use crate::support;
+use crate::support::spec::{agent, scripted_as, tool};
 
 use std::path::Path;
 use std::process::Output;
@@ -24,25 +25,17 @@ fn spec() -> String {
 }
 
 /// A run that waits for a person to approve its one call.
-const GATED: &str = r#"goal = "deploy"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [
-  { text = "deploying", tool_calls = [{ name = "deploy", arguments = {} }] },
-  { text = "deployed" },
-]
-[[tools]]
-name = "deploy"
-description = "deploys (a person approves each call)"
-command = ["sh", "-c", "printf ok"]
-requires_approval = true
-idempotent = false
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["deploy"]
-"#;
+fn gated() -> String {
+    let replies = r#"{ text = "deploying", tool_calls = [{ name = "deploy", arguments = {} }] }, { text = "deployed" }"#;
+    let deploy = "description = \"deploys (a person approves each call)\"\nrequires_approval = true\nidempotent = false";
+    [
+        "goal = \"deploy\"\n",
+        &scripted_as("s", replies),
+        &tool("deploy", r#"["sh", "-c", "printf ok"]"#, deploy),
+        &agent("a", "s", &["deploy"], ""),
+    ]
+    .concat()
+}
 
 /// Version 4's tables, from version 5's.
 const BACK_TO_4: &str = "
@@ -81,7 +74,7 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = write(dir.path(), "count.toml", &spec());
     let spec = utf8(&spec);
-    let gated = write(dir.path(), "gated.toml", GATED);
+    let gated = write(dir.path(), "gated.toml", &gated());
     let gated = utf8(&gated);
 
     let done = run_id(&ok(&url, &["run", spec]));

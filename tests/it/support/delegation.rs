@@ -2,6 +2,7 @@
 //! with scripted models.
 #![allow(dead_code, unreachable_pub)]
 
+use crate::support::spec::{agent, lead};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
@@ -153,24 +154,15 @@ schema = {{ type = "object", properties = {{ text = {{ type = "string" }} }}, re
 read_only = true
 idempotent = true
 
-[[agents]]
-id = "lead"
-provider = "script"
-tools = []
-delegates = ["researcher", "coder"]
-[agents.delegation]
-budget = {{ share = 0.5 }}
-
-[[agents]]
-id = "researcher"
-provider = "script"
-tools = ["note"]
-
-[[agents]]
-id = "coder"
-provider = "script"
-tools = ["note"]
-"#
+{}{}{}"#,
+        lead(
+            "lead",
+            "script",
+            &["researcher", "coder"],
+            "[agents.delegation]\nbudget = { share = 0.5 }",
+        ),
+        agent("researcher", "script", &["note"], ""),
+        agent("coder", "script", &["note"], ""),
     )
 }
 

@@ -3,6 +3,7 @@
 //! line by line and can hang up mid-stream), and runs made with the real binary.
 #![allow(dead_code, unreachable_pub)]
 
+use crate::support::spec::{SAFE, agent, scripted_as, tool};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -449,30 +450,19 @@ pub fn tool_spec(dir: &Path, script: &str) -> PathBuf {
     write(
         dir,
         "slow.toml",
-        &format!(
-            r#"goal = "wait a while"
-
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  {{ text = "waiting", tool_calls = [{{ name = "wait", arguments = {{}} }}] }},
-  {{ text = "done waiting" }},
-]
-
-[[tools]]
-name = "wait"
-description = "Waits"
-command = ["sh", "-c", "{script}"]
-read_only = true
-idempotent = true
-
-[[agents]]
-id = "waiter"
-system_prompt = "You wait."
-provider = "script"
-tools = ["wait"]
-"#
-        ),
+        &[
+            "goal = \"wait a while\"\n",
+            &scripted_as(
+                "script",
+                r#"{ text = "waiting", tool_calls = [{ name = "wait", arguments = {} }] }, { text = "done waiting" }"#,
+            ),
+            &tool(
+                "wait",
+                &format!(r#"["sh", "-c", "{script}"]"#),
+                &format!("description = \"Waits\"\n{SAFE}"),
+            ),
+            &agent("waiter", "script", &["wait"], "system_prompt = \"You wait.\""),
+        ]
+        .concat(),
     )
 }

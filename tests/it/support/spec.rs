@@ -32,3 +32,14 @@ pub fn agent(id: &str, provider: &str, tools: &[&str], rest: &str) -> String {
     };
     format!("[[agents]]\nid = \"{id}\"\nprovider = \"{provider}\"\n{tools}{rest}\n")
 }
+
+/// An `[[agents]]` table `id` on `provider` that has no tools of its own and delegates to
+/// `delegates`, then `rest` (TOML lines; may be empty).
+pub fn lead(id: &str, provider: &str, delegates: &[&str], rest: &str) -> String {
+    agent(
+        id,
+        provider,
+        &[],
+        &format!("tools = []\ndelegates = {delegates:?}\n{rest}"),
+    )
+}

@@ -7,6 +7,7 @@
 //! committed. With the database stopped, `/healthz` says 503 and why, and the failed
 //! heartbeats are counted under `database`; started again, 200.
 
+use crate::support::spec::{agent, tool};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -26,16 +27,21 @@ replies = [
   { tool_calls = [{ name = "effect", arguments = { n = 2 } }] },
   { text = "done" },
 ]
-[[tools]]
-name = "effect"
-description = "an idempotent effect that takes a while"
-command = ["sh", "-c", "echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> started.log; sleep 1; echo ok"]
-idempotent = true
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["effect"]
 "#;
+
+/// Two calls of an idempotent effect that takes a second, each appending its key to
+/// `started.log`.
+fn spec() -> String {
+    let effect =
+        r#"["sh", "-c", "echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> started.log; sleep 1; echo ok"]"#;
+    let rest = "description = \"an idempotent effect that takes a while\"\nidempotent = true";
+    [
+        SPEC,
+        &tool("effect", effect, rest),
+        &agent("a", "s", &["effect"], ""),
+    ]
+    .concat()
+}
 
 /// A worker with 1.5 s leases, `extra` arguments and its events in `DIR/NAME.log`.
 fn worker(queue: &Queue, name: &str, extra: &[&str]) -> std::process::Child {
@@ -87,7 +93,7 @@ fn get(m: &BTreeMap<String, f64>, name: &str) -> f64 {
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
     let server = PgServer::start();
-    let queue = Queue::new(&server, SPEC, 2);
+    let queue = Queue::new(&server, &spec(), 2);
     let first = &queue.runs;
     let store = queue.store();
 
