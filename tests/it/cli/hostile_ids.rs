@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use support::cli::{run_id, runtape, utf8};
+use support::cli::{db_files, run_id, runtape, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -15,14 +15,7 @@ fn text(b: &[u8]) -> String {
 /// The database's content, byte for byte: the file and its write-ahead log (an empty log is
 /// the same as none; the `-shm` index holds no data and is rebuilt from the log).
 fn snapshot(db: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    ["", "-wal"]
-        .iter()
-        .map(|s| {
-            let p = PathBuf::from(format!("{}{s}", db.display()));
-            let bytes = std::fs::read(&p).ok().filter(|b| !b.is_empty());
-            (p, bytes)
-        })
-        .collect()
+    db_files(db)
 }
 
 /// Folds the write-ahead log into the database file (what the last connection to close may

@@ -7,9 +7,20 @@ use std::time::Duration;
 
 use crate::support::delegation::{lead_of_two, lead_of_two_model};
 use crate::support::durable::ended;
-use runtape::exec::{Engine, EngineConfig};
+use runtape::exec::{Engine, EngineConfig, RunHandle};
 use runtape::machine::*;
 use runtape::store::RunStatus;
+
+/// An engine on `DIR/runs.db` with `config`, driving [`lead_of_two`] with its model.
+async fn start_lead_of_two(dir: &std::path::Path, config: EngineConfig) -> (Engine, RunHandle) {
+    let engine = Engine::open_with(&dir.join("runs.db"), config).expect("opens");
+    engine.register_provider("script", Arc::new(lead_of_two_model()));
+    let handle = engine
+        .start(lead_of_two(), "do both")
+        .await
+        .expect("starts");
+    (engine, handle)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
@@ -18,12 +29,7 @@ async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
         max_concurrent_runs: 1,
         ..EngineConfig::default()
     };
-    let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
-    engine.register_provider("script", Arc::new(lead_of_two_model()));
-    let handle = engine
-        .start(lead_of_two(), "do both")
-        .await
-        .expect("starts");
+    let (engine, handle) = start_lead_of_two(dir.path(), config).await;
     let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
         .await
         .expect("a parent waiting on its children does not starve them of slots")
@@ -57,12 +63,7 @@ async fn a_child_created_but_never_started_resumes_with_its_receipts_under_its_p
     let dir = tempfile::tempdir().expect("tempdir");
     let config = EngineConfig::default();
     let signer = config.receipts.clone();
-    let engine = Engine::open_with(&dir.path().join("runs.db"), config).expect("opens");
-    engine.register_provider("script", Arc::new(lead_of_two_model()));
-    let handle = engine
-        .start(lead_of_two(), "do both")
-        .await
-        .expect("starts");
+    let (engine, handle) = start_lead_of_two(dir.path(), config).await;
     let parent = handle.run_id().clone();
     assert_eq!(
         handle.wait().await.expect("ends").status,

@@ -11,50 +11,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::support::cli::{runtape, temp_db, text};
+use crate::support::delegation::{lead_of_two_at, lead_of_two_model};
 use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::*;
-use runtape::provider::ScriptedProvider;
 use runtape::store::RunStatus;
-use serde_json::json;
-
-fn spec(semantics: u32) -> RunSpec {
-    let mut lead = AgentSpec::new("lead", "script", "m");
-    lead.tools = Some(Vec::new());
-    lead.delegates = vec!["a".into(), "b".into()];
-    let mut a = AgentSpec::new("a", "script", "m");
-    a.tools = Some(Vec::new());
-    let mut b = AgentSpec::new("b", "script", "m");
-    b.tools = Some(Vec::new());
-    RunSpec::build(Spec {
-        agents: vec![lead, a, b],
-        semantics,
-        ..Spec::default()
-    })
-    .expect("valid")
-}
-
-fn provider() -> ScriptedProvider {
-    ScriptedProvider::new("script", |req| {
-        let reply = match (req.agent.as_str(), req.turn()) {
-            ("lead", 0) => ModelReply::tools(vec![
-                ToolCallRequest::new("d1", "delegate_a", json!({"task": "one"})),
-                ToolCallRequest::new("d2", "delegate_b", json!({"task": "two"})),
-            ]),
-            ("lead", _) => ModelReply::text("both done"),
-            (agent, _) => ModelReply::text(format!("{agent} did it")),
-        };
-        runtape::provider::ScriptOutcome::reply(reply)
-    })
-}
 
 /// Runs the two-child team `runs` times at revision `semantics` into `db`; returns the parents.
 async fn teams(db: &Path, semantics: u32, runs: usize) -> Vec<String> {
     let engine = Engine::open_with(db, EngineConfig::default()).expect("opens");
-    engine.register_provider("script", Arc::new(provider()));
+    engine.register_provider("script", Arc::new(lead_of_two_model()));
     let mut parents = Vec::new();
     for _ in 0..runs {
         let handle = engine
-            .start(spec(semantics), "do both")
+            .start(lead_of_two_at(semantics), "do both")
             .await
             .expect("starts");
         let id = handle.run_id().to_string();

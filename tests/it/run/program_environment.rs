@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::support;
-use crate::support::cli::{bin, text};
+use crate::support::cli::{bin, keygen, text};
 
 /// The credentials in runtape's environment besides the receipt key, by name.
 /// `DATABASE_URL` carries its password in the URL, as the reproduction had it.
@@ -53,14 +53,7 @@ impl Scratch {
     fn new() -> Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("receipt.key");
-        let o = bin()
-            .arg("keygen")
-            .arg("-o")
-            .arg(&path)
-            .output()
-            .expect("keygen");
-        assert!(o.status.success(), "{}", text(&o));
-        let key = std::fs::read_to_string(&path).expect("key file");
+        let key = keygen(&path);
         std::fs::remove_file(&path).expect("removed");
         Scratch { dir, key }
     }

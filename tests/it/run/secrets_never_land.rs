@@ -13,7 +13,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::cli::{temp_db, utf8, write};
+use crate::support::cli::{keygen, temp_db, utf8, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -43,14 +43,7 @@ fn text(bytes: &[u8]) -> String {
 /// and its seed line.
 fn receipt_key(dir: &Path) -> (String, String) {
     let path = dir.join("receipt.key");
-    let o = bin()
-        .arg("keygen")
-        .arg("-o")
-        .arg(&path)
-        .output()
-        .expect("keygen");
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let key = std::fs::read_to_string(&path).expect("key file");
+    let key = keygen(&path);
     let seed = key
         .lines()
         .find(|l| !l.starts_with('#') && !l.trim().is_empty())

@@ -330,3 +330,28 @@ pub fn all_verify(db: &Path, pubkey: &str, signed: &[&str], unsigned: &[&str]) {
 pub fn scripted(replies: &str) -> String {
     format!("[[providers]]\nname = \"script\"\nkind = \"scripted\"\nreplies = [\n{replies}]\n")
 }
+
+/// The bytes of SQLite database `db` and of its write-ahead log (`None` for a missing or
+/// empty file), to compare before and after a command that must write nothing.
+pub fn db_files(db: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    ["", "-wal"]
+        .iter()
+        .map(|s| {
+            let p = PathBuf::from(format!("{}{s}", db.display()));
+            let bytes = std::fs::read(&p).ok().filter(|b| !b.is_empty());
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Runs `runtape keygen -o PATH`, checks it succeeded, and returns the key file's text.
+pub fn keygen(path: &Path) -> String {
+    let o = bin()
+        .arg("keygen")
+        .arg("-o")
+        .arg(path)
+        .output()
+        .expect("keygen");
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::read_to_string(path).expect("key file")
+}

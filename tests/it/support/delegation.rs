@@ -168,6 +168,11 @@ idempotent = true
 
 /// A spec (no tools) whose `lead` delegates to agents `a` and `b`.
 pub fn lead_of_two() -> RunSpec {
+    lead_of_two_at(Spec::default().semantics)
+}
+
+/// [`lead_of_two`] at semantics revision `semantics`.
+pub fn lead_of_two_at(semantics: u32) -> RunSpec {
     let mut lead = AgentSpec::new("lead", "script", "m");
     lead.tools = Some(Vec::new());
     lead.delegates = vec!["a".into(), "b".into()];
@@ -177,6 +182,7 @@ pub fn lead_of_two() -> RunSpec {
     b.tools = Some(Vec::new());
     RunSpec::build(Spec {
         agents: vec![lead, a, b],
+        semantics,
         ..Spec::default()
     })
     .expect("valid")

@@ -9,7 +9,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{run_id, temp_db, utf8};
+use crate::support::cli::{db_files, run_id, temp_db, utf8};
 use rusqlite::Connection;
 use support::tamper::*;
 use support::tamper_catalogue::{Case, Target, cases, run_cases, waiting_cases};
@@ -183,14 +183,7 @@ fn an_unsigned_run_at_rest_is_not_cancelled_or_answered_once_tampered() {
 
 /// The database's bytes (its file and write-ahead log), for "nothing was written".
 fn bytes(db: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    ["", "-wal"]
-        .iter()
-        .map(|s| {
-            let p = PathBuf::from(format!("{}{s}", db.display()));
-            let bytes = std::fs::read(&p).ok().filter(|b| !b.is_empty());
-            (p, bytes)
-        })
-        .collect()
+    db_files(db)
 }
 
 /// Applies `c` to a fresh copy of the pristine database and folds the log into the file, so
