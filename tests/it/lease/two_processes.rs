@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use crate::support::cli::temp_db;
+use crate::support::cli::{column, temp_db};
 use support::durable::child::*;
 use support::durable::spawn_child;
 
@@ -84,13 +84,7 @@ fn two_resumers_one_winner() {
     let conn =
         rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("opens");
-    let seqs: Vec<i64> = conn
-        .prepare("SELECT id & 4294967295 FROM transitions ORDER BY id")
-        .expect("prepares")
-        .query_map([], |r| r.get(0))
-        .expect("queries")
-        .collect::<Result<_, _>>()
-        .expect("reads");
+    let seqs: Vec<i64> = column(&conn, "SELECT id & 4294967295 FROM transitions ORDER BY id");
     assert!(seqs.len() as i64 > before);
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
     let epoch: i64 = conn

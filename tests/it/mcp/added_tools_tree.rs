@@ -11,7 +11,7 @@ use crate::support::spec::{agent, lead};
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{utf8, write};
+use crate::support::cli::{first_id, utf8, write};
 use serde_json::Value;
 use support::mcp::{
     STATUS, err, growing_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown,
@@ -104,12 +104,7 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     let db = root.join("runs.db");
     let printed = ok(&db, &["run", "--stepped-clock", utf8(&spec)]);
     assert!(printed.contains("answer: Shipped."), "{printed}");
-    let parent = printed
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let parent = first_id(&printed);
     // The child's place: the lead's delegating step (after its own first list) and index 0.
     let child_path = "4.0";
     let child = format!("{parent}.{child_path}");

@@ -54,6 +54,7 @@ impl Scratch {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("receipt.key");
         let key = keygen(&path);
+        assert!(key.contains("runtape"), "a runtape key file: {key}");
         std::fs::remove_file(&path).expect("removed");
         Scratch { dir, key }
     }

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use crate::support::cli::utf8;
+use crate::support::cli::{first_id, utf8};
 use serde_json::Value;
 use support::serve::{runtape, scratch_db, serve};
 
@@ -19,14 +19,6 @@ fn ok(dir: &std::path::Path, db: &std::path::Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn first_id(out: &str) -> String {
-    out.lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("a run id")
-        .to_owned()
 }
 
 /// `(session, session_index, session_kind)` of a run as JSON lists it.

@@ -16,7 +16,7 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::cli::{temp_db, utf8};
+use crate::support::cli::{first_id, run_id, temp_db, utf8};
 use support::protocol::*;
 
 /// A spec whose model asks for `rounds` calls to an idempotent `charge` tool, one per turn.
@@ -97,12 +97,7 @@ fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
         .output()
         .expect("runs");
     assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
-    let run = out(&o)
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = run_id(&o);
     assert_eq!(run_row(&db, &run).seq, 0, "the first commit did not land");
     let verify = runtape(&db, &["verify", &run]);
     assert!(
@@ -252,12 +247,7 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
     );
     let line = one_line(&read("run.err")).to_owned();
     assert!(line.contains("disk full: no space left"), "{line}");
-    let run = read("run.out")
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(' ').next())
-        .expect("run id")
-        .to_owned();
+    let run = first_id(&read("run.out"));
     let full = dir.path().join("full.db");
     let row = run_row(&full, &run);
     // On a really full disk not even the lease's release can be written: the run is left as

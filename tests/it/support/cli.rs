@@ -355,3 +355,13 @@ pub fn keygen(path: &Path) -> String {
     assert!(o.status.success(), "{}", text(&o));
     std::fs::read_to_string(path).expect("key file")
 }
+
+/// The first column of every row `sql` selects on `conn`, in order.
+pub fn column<T: rusqlite::types::FromSql>(conn: &rusqlite::Connection, sql: &str) -> Vec<T> {
+    conn.prepare(sql)
+        .expect("prepares")
+        .query_map([], |r| r.get(0))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("reads")
+}

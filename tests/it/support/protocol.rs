@@ -186,12 +186,7 @@ pub fn seqs(db: &Path) -> Vec<i64> {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("opens");
-    conn.prepare("SELECT id & 4294967295 FROM transitions ORDER BY id")
-        .expect("prepares")
-        .query_map([], |r| r.get(0))
-        .expect("queries")
-        .collect::<Result<_, _>>()
-        .expect("reads")
+    crate::support::cli::column(&conn, "SELECT id & 4294967295 FROM transitions ORDER BY id")
 }
 
 /// The edges committed, in order.

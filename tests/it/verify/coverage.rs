@@ -7,20 +7,17 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::support::cli::fixture;
+use crate::support::cli::{column, fixture};
 use runtape::ledger::coverage::{COLUMNS, Coverage, coverage_of};
 use runtape::store::{Durability, SqliteStore};
 
 /// `(table, column)` for every column of every table in the database at `path`.
 fn stored_columns(path: &Path) -> BTreeSet<(String, String)> {
     let conn = rusqlite::Connection::open(path).expect("opens");
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-        .expect("prepares")
-        .query_map([], |r| r.get(0))
-        .expect("lists tables")
-        .collect::<Result<_, _>>()
-        .expect("reads");
+    let tables: Vec<String> = column(
+        &conn,
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+    );
     let mut out = BTreeSet::new();
     for table in tables {
         let mut stmt = conn
