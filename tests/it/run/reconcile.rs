@@ -8,6 +8,7 @@
 //! - unknown → a person decides (`resume --approve | --reject | --input`).
 
 use crate::support;
+use crate::support::spec::{agent, scripted_as, tool};
 
 use std::path::{Path, PathBuf};
 
@@ -18,24 +19,23 @@ use support::protocol::*;
 /// `charges.log`. The reconcile command records what it was asked, then answers from
 /// `charges.log` — or `{"performed": null}` when `unknown` exists.
 fn spec(dir: &Path) -> PathBuf {
-    let text = r#"goal = "charge the card"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ tool_calls = [{ name = "charge", arguments = { amount = 5 }, id = "c0" }] }, { text = "done" }]
-[[tools]]
-name = "charge"
-description = "charge the card"
-command = ["sh", "-c", "echo $$ > tool.pid; while [ -e slow ]; do sleep 0.05; done; echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> charges.log; echo charged"]
-reconcile = ["sh", "-c", "printf '%s %s\n' \"$RUNTAPE_IDEMPOTENCY_KEY\" \"$(cat)\" >> reconcile.log; if [ -e unknown ]; then echo '{\"performed\": null}'; elif grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" charges.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"charged (confirmed by reconcile)\"}'; else echo '{\"performed\": false}'; fi"]
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["charge"]
-on_in_doubt = "reconcile"
-"#;
-
-    write(dir, "reconcile.toml", text)
+    let charge = r#"["sh", "-c", "echo $$ > tool.pid; while [ -e slow ]; do sleep 0.05; done; echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> charges.log; echo charged"]"#;
+    let reconcile = r#"reconcile = ["sh", "-c", "printf '%s %s\n' \"$RUNTAPE_IDEMPOTENCY_KEY\" \"$(cat)\" >> reconcile.log; if [ -e unknown ]; then echo '{\"performed\": null}'; elif grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" charges.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"charged (confirmed by reconcile)\"}'; else echo '{\"performed\": false}'; fi"]"#;
+    let text = [
+        "goal = \"charge the card\"\n",
+        &scripted_as(
+            "s",
+            r#"{ tool_calls = [{ name = "charge", arguments = { amount = 5 }, id = "c0" }] }, { text = "done" }"#,
+        ),
+        &tool(
+            "charge",
+            charge,
+            &format!("description = \"charge the card\"\n{reconcile}"),
+        ),
+        &agent("a", "s", &["charge"], "on_in_doubt = \"reconcile\""),
+    ]
+    .concat();
+    write(dir, "reconcile.toml", &text)
 }
 
 /// Starts the run with `slow` present, waits until the charge is in flight, and SIGKILLs

@@ -9,6 +9,7 @@
 
 #![allow(dead_code)]
 
+use crate::support::spec::{agent, scripted_as, tool};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -171,51 +172,50 @@ system_prompt = "Be brief."
 provider = "script"
 "#;
 
-const STUCK_SPEC: &str = r#"goal = "Charge the card."
+/// The reply that calls [`stuck_charge`] once, for 100 cents.
+pub(crate) const CHARGE_CALL: &str =
+    r#"{ text = "Charging.", tool_calls = [{ name = "charge", arguments = { cents = 100 } }] }"#;
 
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  { text = "Charging.", tool_calls = [ { name = "charge", arguments = { cents = 100 } } ] },
-  { text = "Charged." },
-]
+/// The tool `charge` (not idempotent): touches `started`, then waits until `release` exists
+/// in its directory before it says "charged", so a test can tamper while it is in flight.
+pub(crate) fn stuck_charge() -> String {
+    tool(
+        "charge",
+        r#"["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done; echo charged"]"#,
+        "description = \"Charge a card (not idempotent)\"\nschema = { type = \"object\" }\nidempotent = false",
+    )
+}
 
-[[tools]]
-name = "charge"
-description = "Charge a card (not idempotent)"
-command = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done; echo charged"]
-schema = { type = "object" }
-idempotent = false
+fn stuck_spec() -> String {
+    [
+        "goal = \"Charge the card.\"\n",
+        &scripted_as(
+            "script",
+            &format!(r#"{CHARGE_CALL}, {{ text = "Charged." }}"#),
+        ),
+        &stuck_charge(),
+        &agent(
+            "cashier",
+            "script",
+            &["charge"],
+            "system_prompt = \"Charge once.\"",
+        ),
+    ]
+    .concat()
+}
 
-[[agents]]
-id = "cashier"
-system_prompt = "Charge once."
-provider = "script"
-tools = ["charge"]
-"#;
-
-const MEMORY_SPEC: &str = r#"goal = "Remember two things."
-
-[memory]
-global = "team"
-
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [
-  { tool_calls = [
+fn memory_spec() -> String {
+    let remember = r#"{ tool_calls = [
       { name = "remember", arguments = { key = "a", value = "alpha", scope = "global" } },
       { name = "remember", arguments = { key = "b", value = "beta", scope = "global" } },
-  ] },
-  { text = "Remembered." },
-]
-
-[[agents]]
-id = "keeper"
-system_prompt = "Keep notes."
-provider = "script"
-"#;
+  ] }, { text = "Remembered." }"#;
+    [
+        "goal = \"Remember two things.\"\n[memory]\nglobal = \"team\"\n",
+        &scripted_as("script", remember),
+        &agent("keeper", "script", &[], "system_prompt = \"Keep notes.\""),
+    ]
+    .concat()
+}
 
 fn build() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -226,7 +226,7 @@ fn build() -> Fixture {
     ok(&db, &["keygen", "-o", &k]);
     let pubkey = format!("{k}.pub");
     std::fs::write(d.join("long.toml"), long_spec()).expect("writes");
-    std::fs::write(d.join("stuck.toml"), STUCK_SPEC).expect("writes");
+    std::fs::write(d.join("stuck.toml"), stuck_spec()).expect("writes");
 
     let long_spec = d.join("long.toml");
     let out = ok(&db, &["run", utf8(&long_spec), "--receipt-key", &k]);
@@ -290,7 +290,7 @@ fn build() -> Fixture {
         ],
     ));
     // A run that publishes to global memory, then a removal by hand.
-    std::fs::write(d.join("memory.toml"), MEMORY_SPEC).expect("writes");
+    std::fs::write(d.join("memory.toml"), memory_spec()).expect("writes");
     let memory_spec = d.join("memory.toml");
     let out = ok(&db, &["run", utf8(&memory_spec), "--receipt-key", &k]);
     let memory = first_id(&out);

@@ -6,6 +6,8 @@
 //! lease holder gone). The same run untampered is claimed, which shows the comparison sees a
 //! claim. Real PostgreSQL, the real binary.
 
+use crate::support::spec::{agent, tool};
+use crate::support::tamper::{CHARGE_CALL, stuck_charge};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -21,26 +23,24 @@ replies = [
   { text = "step 0", tool_calls = [{ name = "note", arguments = { n = 0 } }] },
   { text = "step 1", tool_calls = [{ name = "note", arguments = { n = 1 } }] },
   { text = "step 2", tool_calls = [{ name = "note", arguments = { n = 2 } }] },
-  { text = "Charging.", tool_calls = [{ name = "charge", arguments = { cents = 100 } }] },
-  { text = "Charged." },
-]
-[[tools]]
-name = "note"
-description = "Append a note"
-command = ["sh", "-c", "cat >> notes.log; echo ok"]
-schema = { type = "object" }
-idempotent = false
-[[tools]]
-name = "charge"
-description = "Charge a card (not idempotent)"
-command = ["sh", "-c", "touch started; while [ ! -e release ]; do sleep 0.05; done; echo charged"]
-schema = { type = "object" }
-idempotent = false
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["note", "charge"]
 "#;
+
+/// Three notes (a non-idempotent tool appending to `notes.log`), then one charge that waits
+/// for `release`.
+fn charge_spec() -> String {
+    let note =
+        "description = \"Append a note\"\nschema = { type = \"object\" }\nidempotent = false";
+    [
+        SPEC,
+        "  ",
+        CHARGE_CALL,
+        ",\n  { text = \"Charged.\" },\n]\n",
+        &tool("note", r#"["sh", "-c", "cat >> notes.log; echo ok"]"#, note),
+        &stuck_charge(),
+        &agent("a", "s", &["note", "charge"], ""),
+    ]
+    .concat()
+}
 
 /// Every table a claim or a take-up could write, as text.
 const TABLES: [&str; 9] = [
@@ -101,7 +101,7 @@ fn dump(server: &PgServer, db: &str) -> String {
 fn killed_run(server: &PgServer, dir: &Path) -> (String, String, i64) {
     let url = server.fresh_db();
     let spec = dir.join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("writes the spec");
+    std::fs::write(&spec, charge_spec()).expect("writes the spec");
     let mut driver = runtape(&url)
         .args(["run", utf8(&spec)])
         .current_dir(dir)

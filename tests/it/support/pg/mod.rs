@@ -404,17 +404,16 @@ latency_ms = {latency_ms}
 replies = [
 {calls}  {{ text = "done" }},
 ]
-[[tools]]
-name = "effect"
-description = "a non-idempotent effect"
-command = ["sh", "-c", "{before}echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]
-reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{{\"performed\": true, \"result\": \"ok\"}}'; else echo '{{\"performed\": false}}'; fi"]
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["effect"]
-on_in_doubt = "reconcile"
-"#,
+{effect}{agent}"#,
         count = words[effects],
+        effect = crate::support::spec::tool(
+            "effect",
+            &format!(
+                r#"["sh", "-c", "{before}echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]"#
+            ),
+            r#"description = "a non-idempotent effect"
+reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"ok\"}'; else echo '{\"performed\": false}'; fi"]"#,
+        ),
+        agent = crate::support::spec::agent("a", "s", &["effect"], "on_in_doubt = \"reconcile\""),
     )
 }
