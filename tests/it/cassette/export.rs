@@ -6,7 +6,7 @@
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use crate::support::cli::{example, fixture, runtape, temp_db, utf8};
+use crate::support::cli::{example, fixture, replay_stepped, runtape, temp_db, utf8};
 use crate::support::durable::run_to_rest;
 use runtape::cassette::{CassetteProvider, ReplayOptions, VERSION, export_run};
 use runtape::exec::Engine;
@@ -95,10 +95,7 @@ fn a_changed_setting_no_longer_matches_the_recording() {
     assert_eq!(settings["temperature"], 0.2, "{settings}");
     assert!(file["entries"][0]["prompt"]["output_schema"].is_object());
 
-    let o = runtape(
-        &db,
-        &["replay", "--stepped-clock", spec, "--cassette", cassette],
-    );
+    let o = replay_stepped(&db, spec, cassette);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // The same spec with another temperature asks another question.
@@ -111,10 +108,7 @@ fn a_changed_setting_no_longer_matches_the_recording() {
     )
     .expect("writes");
     let warmer = utf8(&warmer);
-    let o = runtape(
-        &db,
-        &["replay", "--stepped-clock", warmer, "--cassette", cassette],
-    );
+    let o = replay_stepped(&db, warmer, cassette);
     assert_eq!(
         o.status.code(),
         Some(1),

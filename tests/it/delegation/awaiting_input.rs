@@ -83,10 +83,7 @@ fn a_child_waiting_for_a_person_rests_its_parent_and_resume_reaches_it() {
     let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["deployer"]);
     let printed = ok(&db, &["run", utf8(&spec)]);
-    let id = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the lead's run");
     let child = format!("{id}.3.0");
     assert!(
         printed.contains(&format!("waiting for a person in child run {child}"))
@@ -118,10 +115,7 @@ fn two_waiting_children_are_named_and_each_is_answered_in_turn() {
     let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["alpha", "beta"]);
     let printed = ok(&db, &["run", utf8(&spec)]);
-    let id = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the lead's run");
     let (a, b) = (format!("{id}.3.0"), format!("{id}.3.1"));
     assert!(
         printed.contains(&format!("child run {a}, {b}")),
@@ -161,10 +155,7 @@ fn the_serve_api_approves_a_waiting_child_through_its_parent() {
     let (dir, db) = temp_db();
     let spec = approval_team(dir.path(), &["deployer"]);
     ok(&db, &["run", utf8(&spec)]);
-    let id = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the lead's run");
     let child = format!("{id}.3.0");
     assert_eq!(status_of(&db, &child)["status"], "awaiting_input");
 

@@ -7,6 +7,7 @@
 //! same states every time — and a child whose request drifted fails the replay naming it.
 
 use crate::support;
+use crate::support::cli::replay_fresh;
 
 use std::path::{Path, PathBuf};
 
@@ -55,10 +56,7 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
     let spec = utf8(&spec);
     let printed = ok(&db, &["run", "--stepped-clock", spec]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
-    let id = root(&db).expect("the run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the run");
 
     let cassette = dir.path().join("team.cassette.json");
     let cassette = utf8(&cassette);
@@ -74,20 +72,13 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
         .collect();
     assert_eq!(lead_tools, ["delegate_researcher", "transfer_to_reviewer"]);
 
-    let fresh = dir.path().join("fresh.db");
-    let replayed = ok(
-        &fresh,
-        &["replay", "--stepped-clock", spec, "--cassette", cassette],
-    );
+    let (fresh, replayed) = replay_fresh(dir.path(), spec, cassette);
     assert!(
         replayed.contains("replayed 2 of 2 recorded model turns"),
         "{replayed}"
     );
     assert!(replayed.contains("answer: APPROVED"), "{replayed}");
-    let again = root(&fresh).expect("the replayed run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let again = root_id(&fresh, "the replayed run");
     assert_eq!(final_hash(&fresh, &again), final_hash(&db, &id));
 }
 
@@ -96,10 +87,7 @@ fn recorded_team(dir: &Path) -> (PathBuf, PathBuf) {
     let db = dir.join("runs.db");
     let example = example("team.toml");
     ok(&db, &["run", "--stepped-clock", utf8(&example)]);
-    let id = root(&db).expect("the run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the run");
     let cassette = dir.join("team.cassette.json");
     let wrote = ok(&db, &["cassette", "export", &id, "-o", utf8(&cassette)]);
     assert!(
@@ -177,10 +165,7 @@ fn a_drifted_child_request_fails_the_replay_naming_the_child() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(!o.status.success(), "{stdout}{stderr}");
-    let root = root(&fresh).expect("the replayed run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let root = root_id(&fresh, "the replayed run");
     let line = stderr
         .lines()
         .find(|l| l.contains("replay stopped"))
@@ -283,10 +268,7 @@ fn cassette_diff_compares_each_childs_section() {
     let db = other.join("runs.db");
     let spec = write(&other, "team.toml", &changed);
     ok(&db, &["run", utf8(&spec)]);
-    let id = root(&db).expect("the run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the run");
     let after = other.join("after.cassette.json");
     ok(&db, &["cassette", "export", &id, "-o", utf8(&after)]);
     let o = runtape(&db, &["cassette", "diff", utf8(&before), utf8(&after)]);

@@ -43,10 +43,7 @@ fn the_receiver_continues_the_senders_conversation() {
     let (_dir, db) = temp_db();
     let printed = ok(&db, &["run", utf8(&example("team.toml"))]);
     assert!(printed.contains("answer: APPROVED"), "{printed}");
-    let id = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the lead's run");
     let log = ok(&db, &["log", &id]);
     assert!(
         log.contains("conversation_supplied")
@@ -102,10 +99,7 @@ fn the_receiver_continues_the_senders_conversation() {
 fn a_fork_waiting_for_the_conversation_hands_it_over_live_and_from_the_tape() {
     let (_dir, db) = temp_db();
     ok(&db, &["run", utf8(&example("team.toml"))]);
-    let id = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the lead's run");
     // Step 7: the transfer was answered and the run waits in `handoff` for the conversation.
     let waiting = step(&db, &format!("{id}@7"));
     assert_eq!(waiting["state"]["state"], "handoff");

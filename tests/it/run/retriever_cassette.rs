@@ -6,6 +6,7 @@
 //! a child's section is refused, naming the child.
 
 use crate::support;
+use crate::support::cli::replay_fresh;
 
 use std::path::{Path, PathBuf};
 
@@ -41,10 +42,7 @@ fn each_run_of_a_tree_replays_its_own_recorded_passages() {
     let spec = team_with_retriever(dir.path());
     let spec = utf8(&spec);
     ok(&db, &["run", "--stepped-clock", spec]);
-    let id = root(&db).expect("the run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = root_id(&db, "the run");
     let cassette = dir.path().join("team.cassette.json");
     let cassette = utf8(&cassette);
     ok(&db, &["cassette", "export", &id, "-o", cassette]);
@@ -76,11 +74,7 @@ fn each_run_of_a_tree_replays_its_own_recorded_passages() {
     .expect("writes");
     let expected = tree_hashes(&db);
     assert_eq!(expected.len(), 3);
-    let fresh = dir.path().join("fresh.db");
-    let replayed = ok(
-        &fresh,
-        &["replay", "--stepped-clock", spec, "--cassette", cassette],
-    );
+    let (fresh, replayed) = replay_fresh(dir.path(), spec, cassette);
     assert!(
         replayed.contains("served 3 recorded retrievals"),
         "{replayed}"

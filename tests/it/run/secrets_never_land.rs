@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::support::cli::{keygen, temp_db, utf8, write};
+use crate::support::spec::{agent, provider, tool};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -40,6 +41,18 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// A signing key made by `runtape keygen`, as `RUNTAPE_RECEIPT_KEY="$(cat FILE)"` holds it,
+/// The provider `local`: an OpenAI-compatible model `m` at `url` (a mock), streaming, its key
+/// in [`ECHO_VAR`].
+fn local_model(url: &str) -> String {
+    provider(
+        "local",
+        "openai",
+        &format!(
+            "model = \"m\"\nbase_url = \"{url}/v1\"\napi_key_env = \"{ECHO_VAR}\"\nstream = true"
+        ),
+    )
+}
+
 /// and its seed line.
 fn receipt_key(dir: &Path) -> (String, String) {
     let path = dir.join("receipt.key");
@@ -410,24 +423,14 @@ async fn a_local_provider_echoing_its_key_in_200_replies_and_errors_leaves_no_tr
     })
     .await;
     let spec = env.spec(&format!(
-        r#"goal = "echo"
-[[providers]]
-name = "local"
-kind = "openai"
-model = "m"
-base_url = "{}/v1"
-api_key_env = "{ECHO_VAR}"
-stream = true
-[[tools]]
-name = "keep"
-command = ["cat"]
-schema = {{ type = "object" }}
-read_only = true
-[[agents]]
-id = "a"
-provider = "local"
-"#,
-        server.url()
+        "goal = \"echo\"\n{}{}{}",
+        local_model(&server.url()),
+        tool(
+            "keep",
+            r#"["cat"]"#,
+            "schema = { type = \"object\" }\nread_only = true"
+        ),
+        agent("a", "local", &[], ""),
     ));
     let run_spec = spec.clone();
     let o = {
@@ -603,14 +606,7 @@ async fn every_kind_of_program_and_provider_echoing_known_secrets_leaves_no_trac
     .await;
     let spec = env.spec(&format!(
         r#"goal = "echo"
-[[providers]]
-name = "local"
-kind = "openai"
-model = "m"
-base_url = "{}/v1"
-api_key_env = "{ECHO_VAR}"
-stream = true
-[[providers]]
+{local}[[providers]]
 name = "openai"
 kind = "openai"
 model = "gpt-4o-mini"
@@ -648,7 +644,7 @@ env = ["PGPASSWORD"]
 id = "a"
 provider = "local"
 "#,
-        server.url()
+        local = local_model(&server.url()),
     ));
     let o = tokio::task::block_in_place(|| env.runtape(&["run", &spec, "--json"]));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

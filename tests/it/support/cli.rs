@@ -365,3 +365,21 @@ pub fn column<T: rusqlite::types::FromSql>(conn: &rusqlite::Connection, sql: &st
         .collect::<Result<_, _>>()
         .expect("reads")
 }
+
+/// Runs `runtape --db DB replay --stepped-clock SPEC --cassette CASSETTE`: a replay on a
+/// virtual clock, so two replays of one cassette store the same history.
+pub fn replay_stepped(db: &Path, spec: &str, cassette: &str) -> Output {
+    runtape(
+        db,
+        &["replay", "--stepped-clock", spec, "--cassette", cassette],
+    )
+}
+
+/// [`replay_stepped`] into a fresh database `DIR/fresh.db`, which must succeed: the database
+/// and what the replay printed.
+pub fn replay_fresh(dir: &Path, spec: &str, cassette: &str) -> (PathBuf, String) {
+    let fresh = dir.join("fresh.db");
+    let o = replay_stepped(&fresh, spec, cassette);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    (fresh, out(&o))
+}

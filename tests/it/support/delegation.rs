@@ -31,6 +31,12 @@ pub fn root(db: &Path) -> Option<Value> {
     runs(db).into_iter().find(|r| r["delegated_by"].is_null())
 }
 
+/// The id of the run no other run started (the tree's root); panics, naming `what`, when
+/// there is none.
+pub fn root_id(db: &Path, what: &str) -> String {
+    root(db).expect(what)["id"].as_str().expect("id").to_owned()
+}
+
 /// The runs `parent` started.
 pub fn children_of(db: &Path, parent: &str) -> Vec<Value> {
     runs(db)

@@ -1,5 +1,6 @@
 //! The team example run with a signing key, and reading its receipt exports.
 
+use crate::support::delegation::root_id;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -58,10 +59,7 @@ pub fn run_signed(example: &Path, like: Option<&Team>) -> Team {
         .output()
         .expect("runtape runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let parent = root(&db).expect("the lead's run")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let parent = root_id(&db, "the lead's run");
     let mut children: Vec<String> = children_of(&db, &parent)
         .iter()
         .map(|c| c["id"].as_str().expect("id").to_owned())
