@@ -3,6 +3,7 @@
 //! the middle of an MCP call then resume, and no server process left behind.
 
 use crate::support;
+use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -73,24 +74,20 @@ fn a_run_calls_the_filesystem_server_verifies_and_leaves_no_server_behind() {
 #[test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
 fn tools_lists_what_each_agent_is_offered() {
-    let body = r#"
-@FS@
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ text = "x" }]
-[[tools]]
-name = "ask"
-kind = "human"
-[[agents]]
-id = "reader"
-provider = "s"
-tools = ["fs__read_text_file", "fs__list_directory", "ask"]
-[[agents]]
-id = "default"
-provider = "s"
-"#;
-    let (dir, spec, sandbox) = fs_spec(body);
+    let body = [
+        "\n@FS@\n",
+        &scripted_as("s", r#"{ text = "x" }"#),
+        "[[tools]]\nname = \"ask\"\nkind = \"human\"\n",
+        &agent(
+            "reader",
+            "s",
+            &["fs__read_text_file", "fs__list_directory", "ask"],
+            "",
+        ),
+        &agent("default", "s", &[], ""),
+    ]
+    .concat();
+    let (dir, spec, sandbox) = fs_spec(&body);
     let o = runtape(&dir.path().join("x.db"), &["tools", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let text = out(&o);

@@ -5,6 +5,7 @@
 //! as an answer; a scripted `latency_ms` that would hang is refused at load in one line.
 
 use crate::support;
+use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -54,25 +55,16 @@ fn fallback_spec(
     backoff: &str,
     answer: &str,
 ) -> PathBuf {
-    let spec = format!(
-        r#"goal = "answer"
-[[providers]]
-name = "{primary}"
-kind = "scripted"
-replies = [{{ error = {error} }}]
-[[providers]]
-name = "spare"
-kind = "scripted"
-replies = [{{ text = "{answer}" }}]
-[[agents]]
-id = "a"
-provider = "{primary}"
-max_attempts = {max_attempts}
-backoff = {backoff}
-[[agents.fallbacks]]
-provider = "spare"
-"#
+    let route = format!(
+        "max_attempts = {max_attempts}\nbackoff = {backoff}\n[[agents.fallbacks]]\nprovider = \"spare\""
     );
+    let spec = [
+        "goal = \"answer\"\n",
+        &scripted_as(primary, &format!("{{ error = {error} }}")),
+        &scripted_as("spare", &format!("{{ text = \"{answer}\" }}")),
+        &agent("a", primary, &[], &route),
+    ]
+    .concat();
     write(dir, "spec.toml", &spec)
 }
 

@@ -7,6 +7,7 @@
 //! `[session]` tables are one line at load.
 
 use crate::support;
+use crate::support::spec::{agent, scripted_as};
 
 use crate::support::cli::utf8;
 use serde_json::Value;
@@ -22,21 +23,18 @@ fn spec_with(dir: &std::path::Path, script: &str, extra: &str) -> std::path::Pat
         &format!(
             r#"
 goal = "What is tea?"
-
-[[providers]]
-name = "script"
-kind = "scripted"
-replies = [{{ text = "Tea is a drink." }}]
-
-[[agents]]
-id = "assistant"
-system_prompt = "Answer briefly."
-provider = "script"
-
+{}{}
 [retriever]
 command = ["sh", "{}"]
 {extra}
 "#,
+            scripted_as("script", r#"{ text = "Tea is a drink." }"#),
+            agent(
+                "assistant",
+                "script",
+                &[],
+                "system_prompt = \"Answer briefly.\""
+            ),
             program.display()
         ),
     )

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::support::cli::{keygen, temp_db, utf8, write};
-use crate::support::spec::{agent, provider, tool};
+use crate::support::spec::{agent, provider, scripted_as, tool};
+
+/// The command of the tools that print what they see of the environment.
+const SHOW: &str = r#"["sh", "show.sh"]"#;
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -256,19 +259,16 @@ fn tool_result(env: &Env, run: &str, call_id: &str) -> Value {
 fn a_tool_printing_its_environment_sees_no_key_and_nothing_stored_holds_one() {
     let env = Env::new();
     let spec = env.spec(
-        r#"goal = "dump"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ tool_calls = [{ id = "dump1", name = "dump", arguments = {} }] }, { text = "done" }]
-[[tools]]
-name = "dump"
-command = ["env"]
-read_only = true
-[[agents]]
-id = "a"
-provider = "s"
-"#,
+        &[
+            "goal = \"dump\"\n",
+            &scripted_as(
+                "s",
+                r#"{ tool_calls = [{ id = "dump1", name = "dump", arguments = {} }] }, { text = "done" }"#,
+            ),
+            &tool("dump", r#"["env"]"#, "read_only = true"),
+            &agent("a", "s", &[], ""),
+        ]
+        .concat(),
     );
     let o = env.runtape(&["run", &spec, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -297,7 +297,7 @@ fn env_passes_what_it_names_and_env_all_withholds_credentials() {
     let show = r#"printf '%s|%s|%s|%s|%s' "${X_PASSED-unset}" "${X_OTHER-unset}" "${OPENAI_API_KEY-unset}" "${GITHUB_TOKEN-unset}" "${RUNTAPE_RECEIPT_KEY-unset}""#;
     std::fs::write(env.dir.path().join("show.sh"), show).expect("script");
     let spec = env.spec(
-        r#"goal = "look"
+        &(r#"goal = "look"
 [[providers]]
 name = "s"
 kind = "scripted"
@@ -305,26 +305,12 @@ replies = [
   { tool_calls = [{ id = "named", name = "named", arguments = {} }, { id = "all", name = "all", arguments = {} }, { id = "all_plus", name = "all_plus", arguments = {} }] },
   { text = "done" },
 ]
-[[tools]]
-name = "named"
-command = ["sh", "show.sh"]
-env = ["X_PASSED"]
-read_only = true
-[[tools]]
-name = "all"
-command = ["sh", "show.sh"]
-env_all = true
-read_only = true
-[[tools]]
-name = "all_plus"
-command = ["sh", "show.sh"]
-env_all = true
-env = ["GITHUB_TOKEN"]
-read_only = true
-[[agents]]
-id = "a"
-provider = "s"
-"#,
+"#
+        .to_owned()
+            + &tool("named", SHOW, "env = [\"X_PASSED\"]\nread_only = true")
+            + &tool("all", SHOW, "env_all = true\nread_only = true")
+            + &tool("all_plus", SHOW, "env_all = true\nenv = [\"GITHUB_TOKEN\"]\nread_only = true")
+            + &agent("a", "s", &[], "")),
     );
     let o = env.runtape(&["run", &spec, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
