@@ -5,8 +5,6 @@
 use crate::support;
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
 use crate::support::cli::{err, out, runtape};
 use runtape::exec::{ForkEdit, ForkMode};
@@ -20,8 +18,7 @@ fn world() -> (tempfile::TempDir, std::path::PathBuf, RunId, RunId) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (run, fork) = rt.block_on(async {
         let engine = engine_in(dir.path());
-        engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
-        engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+        lookup_rounds(&engine, 2);
         let end = run_to_rest(
             &engine,
             spec(vec![lookup_spec()], |_| {}),

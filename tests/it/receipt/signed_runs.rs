@@ -7,7 +7,6 @@ use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
 use runtape::exec::{Engine, EngineConfig};
 use runtape::receipt::ReceiptSigner;
@@ -35,8 +34,7 @@ fn signed_run(dir: &Path, signer: ReceiptSigner) -> String {
             ..EngineConfig::default()
         };
         let engine = Engine::open_with(&dir.join("runs.db"), config).expect("opens");
-        engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
-        engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+        lookup_rounds(&engine, 3);
         let end = run_to_rest(
             &engine,
             spec(vec![lookup_spec()], |_| {}),

@@ -157,8 +157,7 @@ async fn with_many_runs_sharing_commits_a_tool_still_runs_only_after_its_transit
 #[tokio::test]
 async fn an_in_memory_engine_runs_the_same_way() {
     let engine = Engine::in_memory();
-    engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
-    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    lookup_rounds(&engine, 2);
     let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "go").await;
     assert_eq!(end.status, RunStatus::Completed);
     assert_eq!(end.state.seq(), 1 + 2 * 3 + 3);
@@ -349,8 +348,7 @@ async fn pause_then_resume_keeps_the_budget() {
 #[tokio::test]
 async fn observers_that_lag_or_fail_never_block_the_run() {
     let engine = Engine::in_memory();
-    engine.register_provider("p", Arc::new(rounds_provider(1_500, &["lookup"])));
-    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    lookup_rounds(&engine, 1_500);
     let _never_reads = engine.subscribe();
     let mut panicky = engine.subscribe();
     let observer = tokio::spawn(async move {
@@ -410,8 +408,7 @@ async fn a_run_that_never_waits_still_lets_other_tasks_run() {
 #[tokio::test]
 async fn trace_events_carry_increasing_hlc_timestamps() {
     let engine = Engine::in_memory();
-    engine.register_provider("p", Arc::new(rounds_provider(3, &["lookup"])));
-    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    lookup_rounds(&engine, 3);
     let handle = engine
         .start(spec(vec![lookup_spec()], |_| {}), "go")
         .await
@@ -461,8 +458,7 @@ async fn many_runs_share_commits() {
     let store =
         Arc::new(SqliteStore::open(&dir.path().join("runs.db"), Durability::Full).expect("opens"));
     let engine = Engine::with_store(store.clone(), EngineConfig::default());
-    engine.register_provider("p", Arc::new(rounds_provider(5, &["lookup"])));
-    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    lookup_rounds(&engine, 5);
     let handles = start_together(&engine, 40).await;
     for h in handles {
         assert_eq!(h.wait().await.expect("runs").status, RunStatus::Completed);

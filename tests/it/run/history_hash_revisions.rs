@@ -6,8 +6,6 @@
 
 use crate::support;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 
 use runtape::exec::{Engine, ForkMode};
 use runtape::history;
@@ -58,8 +56,7 @@ fn assert_named_by(engine: &Engine, run: &RunId, from: u64, plain: Plain) {
 
 fn equipped(dir: &std::path::Path) -> Engine {
     let engine = engine_in(dir);
-    engine.register_provider("p", Arc::new(rounds_provider(2, &["lookup"])));
-    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+    lookup_rounds(&engine, 2);
     engine
 }
 

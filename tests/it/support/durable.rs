@@ -72,6 +72,13 @@ pub fn counting_lookup(
     })
 }
 
+/// Registers on `engine` the model `p`, asking for `rounds` rounds of `lookup` calls
+/// ([`rounds_provider`]), and the [`counting_lookup`] tool whose count no one reads.
+pub fn lookup_rounds(engine: &Engine, rounds: usize) {
+    engine.register_provider("p", Arc::new(rounds_provider(rounds, &["lookup"])));
+    engine.register_tool(Arc::new(counting_lookup(Arc::new(AtomicUsize::new(0)))));
+}
+
 /// Starts a run of `spec` toward `goal` on `engine` and waits for it to end (or rest).
 pub async fn run_to_rest(engine: &Engine, spec: RunSpec, goal: &str) -> runtape::exec::RunEnd {
     engine

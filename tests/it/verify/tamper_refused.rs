@@ -359,8 +359,14 @@ fn waiting(run: &str, other: &str, forged: &str) -> Vec<(Case, String)> {
 #[test]
 fn a_signed_run_awaiting_approval_is_not_resumed_approved_forked_or_cancelled_once_tampered() {
     let f = fixture();
+    waiting_run_refused_once_tampered(&f.waiting, &f.waiting_unsigned, "01forgedwaiting0");
+}
+
+/// Every tamper of the waiting run `run` (with `other`, the same run signed the other way,
+/// and `forged`, an id for a forged run) is refused by resume, approve, fork and cancel.
+fn waiting_run_refused_once_tampered(run: &str, other: &str, forged: &str) {
     let mut wrong = Vec::new();
-    for (c, pristine) in waiting(&f.waiting, &f.waiting_unsigned, "01forgedwaiting0") {
+    for (c, pristine) in waiting(run, other, forged) {
         wrong.extend(refusals(&c, &pristine, true));
     }
     assert_all_refused(wrong);
@@ -369,11 +375,7 @@ fn a_signed_run_awaiting_approval_is_not_resumed_approved_forked_or_cancelled_on
 #[test]
 fn an_unsigned_run_awaiting_approval_is_not_resumed_approved_forked_or_cancelled_once_tampered() {
     let f = fixture();
-    let mut wrong = Vec::new();
-    for (c, pristine) in waiting(&f.waiting_unsigned, &f.waiting, "01forgedunsigned") {
-        wrong.extend(refusals(&c, &pristine, true));
-    }
-    assert_all_refused(wrong);
+    waiting_run_refused_once_tampered(&f.waiting_unsigned, &f.waiting, "01forgedunsigned");
 }
 
 /// Past its first snapshot, a run's tail (the snapshot at seq 64 and every step after it) is
