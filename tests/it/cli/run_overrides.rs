@@ -43,24 +43,21 @@ fn run_count(db: &Path) -> i64 {
         .expect("counts")
 }
 
+/// Runs `runtape run SPEC` with `overrides`, a command line of space-separated words.
+fn run_with(db: &Path, spec: &Path, overrides: &str) -> std::process::Output {
+    let mut args = vec!["run", utf8(spec)];
+    args.extend(overrides.split(' '));
+    runtape(db, &args)
+}
+
 #[test]
 fn model_timeout_retries_and_run_id_are_stored_and_followed() {
     let (dir, db) = temp_db();
     let spec = spec(dir.path());
-    let o = runtape(
+    let o = run_with(
         &db,
-        &[
-            "run",
-            utf8(&spec),
-            "--model",
-            "e/echo-2",
-            "--timeout",
-            "5m",
-            "--max-retries",
-            "4",
-            "--run-id",
-            "nightly-2026.11_29",
-        ],
+        &spec,
+        "--model e/echo-2 --timeout 5m --max-retries 4 --run-id nightly-2026.11_29",
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(
@@ -80,10 +77,7 @@ fn model_timeout_retries_and_run_id_are_stored_and_followed() {
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
 
     // Per agent: `a=` names the agent; the file as written is used without overrides.
-    let o = runtape(
-        &db,
-        &["run", utf8(&spec), "--model", "a=e/x", "--run-id", "r2"],
-    );
+    let o = run_with(&db, &spec, "--model a=e/x --run-id r2");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(
         stored_spec(&db, "r2")["agents"][0]["routes"][0]["model"],
@@ -101,10 +95,7 @@ fn model_timeout_retries_and_run_id_are_stored_and_followed() {
 fn max_steps_ends_the_run_at_its_turn_cap() {
     let (dir, db) = temp_db();
     let spec = spec(dir.path());
-    let o = runtape(
-        &db,
-        &["run", utf8(&spec), "--max-steps", "1", "--run-id", "capped"],
-    );
+    let o = run_with(&db, &spec, "--max-steps 1 --run-id capped");
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(out(&o).contains("failed (turn_limit)"), "{}", out(&o));
     assert!(out(&o).contains("1 model turns"), "{}", out(&o));
@@ -117,18 +108,7 @@ fn max_steps_ends_the_run_at_its_turn_cap() {
 fn a_detached_run_is_queued_with_its_overrides() {
     let (dir, db) = temp_db();
     let spec = spec(dir.path());
-    let o = runtape(
-        &db,
-        &[
-            "run",
-            utf8(&spec),
-            "--detach",
-            "--run-id",
-            "queued-1",
-            "--max-steps",
-            "2",
-        ],
-    );
+    let o = run_with(&db, &spec, "--detach --run-id queued-1 --max-steps 2");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(out(&o).trim(), "queued-1");
     assert_eq!(stored_spec(&db, "queued-1")["limits"]["max_turns"], 2);

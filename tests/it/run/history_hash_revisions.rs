@@ -6,7 +6,6 @@
 
 use crate::support;
 
-
 use runtape::exec::{Engine, ForkMode};
 use runtape::history;
 use runtape::machine::*;

@@ -24,6 +24,16 @@ struct Ran {
     _db: tempfile::TempDir,
 }
 
+impl Ran {
+    /// The first step of the timeline whose reply ended as `end`; panics naming case `name`.
+    fn step_ending(&self, end: &str, name: &str) -> &history::TimelineEntry {
+        self.timeline
+            .iter()
+            .find(|e| e.reply_end == Some(end))
+            .unwrap_or_else(|| panic!("{name}: no {end} step in the timeline"))
+    }
+}
+
 /// Runs one agent on `first`'s wire format against a server answering with `cases`; the
 /// provider's configured output limit is the one `first` was recorded with.
 async fn run(cases: Vec<Case>, limit: Option<u64>, agent: impl FnOnce(&mut AgentSpec)) -> Ran {
@@ -160,11 +170,7 @@ async fn a_cut_reply_is_asked_again_with_twice_the_limit_on_every_wire_format() 
             "{name}: {:?}",
             edges(&r)
         );
-        let cut_entry = r
-            .timeline
-            .iter()
-            .find(|e| e.reply_end == Some("truncated"))
-            .unwrap_or_else(|| panic!("{name}: no truncated step in the timeline"));
+        let cut_entry = r.step_ending("truncated", name);
         assert!(
             cut_entry.summary.contains("[truncated]"),
             "{name}: {}",
@@ -290,11 +296,7 @@ async fn a_refusal_fails_the_run_refused_with_the_models_words_on_every_wire_for
             Some(&"generating.replied.refused"),
             "{name}"
         );
-        let entry = r
-            .timeline
-            .iter()
-            .find(|e| e.reply_end == Some("refused"))
-            .unwrap_or_else(|| panic!("{name}: no refused step"));
+        let entry = r.step_ending("refused", name);
         assert!(
             entry.summary.starts_with("refused: "),
             "{name}: {}",
