@@ -43,6 +43,13 @@ fn run_count(db: &Path) -> i64 {
         .expect("counts")
 }
 
+/// A scratch database and [`spec`] written beside it.
+fn with_spec() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, db) = temp_db();
+    let spec = spec(dir.path());
+    (dir, db, spec)
+}
+
 /// Runs `runtape run SPEC` with `overrides`, a command line of space-separated words.
 fn run_with(db: &Path, spec: &Path, overrides: &str) -> std::process::Output {
     let mut args = vec!["run", utf8(spec)];
@@ -52,8 +59,7 @@ fn run_with(db: &Path, spec: &Path, overrides: &str) -> std::process::Output {
 
 #[test]
 fn model_timeout_retries_and_run_id_are_stored_and_followed() {
-    let (dir, db) = temp_db();
-    let spec = spec(dir.path());
+    let (_dir, db, spec) = with_spec();
     let o = run_with(
         &db,
         &spec,
@@ -93,8 +99,7 @@ fn model_timeout_retries_and_run_id_are_stored_and_followed() {
 
 #[test]
 fn max_steps_ends_the_run_at_its_turn_cap() {
-    let (dir, db) = temp_db();
-    let spec = spec(dir.path());
+    let (_dir, db, spec) = with_spec();
     let o = run_with(&db, &spec, "--max-steps 1 --run-id capped");
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(out(&o).contains("failed (turn_limit)"), "{}", out(&o));
@@ -106,8 +111,7 @@ fn max_steps_ends_the_run_at_its_turn_cap() {
 
 #[test]
 fn a_detached_run_is_queued_with_its_overrides() {
-    let (dir, db) = temp_db();
-    let spec = spec(dir.path());
+    let (_dir, db, spec) = with_spec();
     let o = run_with(&db, &spec, "--detach --run-id queued-1 --max-steps 2");
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(out(&o).trim(), "queued-1");
@@ -122,8 +126,7 @@ fn a_detached_run_is_queued_with_its_overrides() {
 
 #[test]
 fn bad_overrides_and_a_taken_run_id_are_one_line_exit_2_nothing_written() {
-    let (dir, db) = temp_db();
-    let spec = spec(dir.path());
+    let (dir, db, spec) = with_spec();
     let o = runtape(&db, &["run", utf8(&spec), "--run-id", "taken"]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let steps_before = runtape(&db, &["show", "taken", "--json"]);

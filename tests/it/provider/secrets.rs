@@ -188,11 +188,7 @@ async fn child_calls_with_the_process_key() {
     if std::env::var_os("RUNTAPE_SECRETS_CHILD").is_none() {
         return;
     }
-    let server = MockServer::always(Behaviour::json(
-        200,
-        r#"{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}"#,
-    ))
-    .await;
+    let server = MockServer::ok_chat().await;
     let mut cfg = HttpProviderConfig::new(ProviderKind::OpenAi, "gpt-4o");
     cfg.base_url = base_for(ProviderKind::OpenAi, &server.url());
     cfg.api_key_env = Some("RUNTAPE_TEST_PROCESS_KEY".into());

@@ -151,11 +151,7 @@ async fn a_redirect_never_carries_the_key_to_another_host() {
 
 #[tokio::test]
 async fn the_key_is_read_at_every_call() {
-    let server = MockServer::always(Behaviour::json(
-        200,
-        r#"{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}"#,
-    ))
-    .await;
+    let server = MockServer::ok_chat().await;
     let env: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(Some("key-one-1234".into())));
     let reader = env.clone();
     let lookup = Arc::new(move |name: &str| {
@@ -200,11 +196,7 @@ async fn the_key_is_read_at_every_call() {
 
 #[tokio::test]
 async fn a_keyless_openai_compatible_server_gets_no_authorization_header() {
-    let server = MockServer::always(Behaviour::json(
-        200,
-        r#"{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}"#,
-    ))
-    .await;
+    let server = MockServer::ok_chat().await;
     let mut cfg = config_for(ProviderKind::OpenAi, &server, "local-model");
     cfg.api_key_env = None;
     cfg.stream = false;

@@ -394,6 +394,16 @@ impl MockServer {
         }
     }
 
+    /// An OpenAI chat-completions server answering every request, unstreamed, with the
+    /// text "ok".
+    pub async fn ok_chat() -> MockServer {
+        MockServer::always(Behaviour::json(
+            200,
+            r#"{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}"#,
+        ))
+        .await
+    }
+
     /// A server answering every request with `behaviour`.
     pub async fn always(behaviour: Behaviour) -> MockServer {
         MockServer::start(move |_| behaviour.clone()).await
