@@ -14,9 +14,7 @@ use support::protocol::*;
 
 /// The lease's stored expiry, wall-clock ms.
 fn lease_expires_ms(db: &Path, run: &str) -> u64 {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(db);
     conn.query_row(
         "SELECT lease_expires_ms FROM runs WHERE id = ?1",
         [run],
@@ -101,8 +99,7 @@ fn frozen_mid_call_then_taken_over_then_fenced() {
 
 /// The single run in the database.
 fn single_run(db: &Path) -> String {
-    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("opens")
+    crate::support::cli::read_only(db)
         .query_row("SELECT id FROM runs", [], |r| r.get(0))
         .expect("one run")
 }

@@ -81,9 +81,7 @@ fn two_resumers_one_winner() {
     );
 
     // One history, no gaps, no duplicates: the loser wrote nothing.
-    let conn =
-        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(&db);
     let seqs: Vec<i64> = column(&conn, "SELECT id & 4294967295 FROM transitions ORDER BY id");
     assert!(seqs.len() as i64 > before);
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());

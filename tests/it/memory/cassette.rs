@@ -4,6 +4,7 @@
 //! another database serves both from the recording — strict prompts match, and the replay
 //! reads and writes no global memory.
 
+use crate::support::spec::agent;
 use serde_json::Value;
 
 use crate::support;
@@ -84,7 +85,7 @@ fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
 }
 
 /// A lead and the child run it delegates to both write global memory.
-const TREE: &str = r#"goal = "Plan with help."
+const TREE_SCRIPT: &str = r#"goal = "Plan with help."
 
 [memory]
 global = "team"
@@ -105,23 +106,27 @@ helper = [
   { tool_calls = [ { name = "remember", arguments = { key = "venue", value = "the old mill", scope = "global" } } ] },
   { text = "Venue noted." },
 ]
-
-[[agents]]
-id = "lead"
-system_prompt = "You lead."
-provider = "script"
-delegates = ["helper"]
-
-[[agents]]
-id = "helper"
-system_prompt = "You help."
-provider = "script"
 "#;
+
+/// [`TREE_SCRIPT`] with its agents: the lead delegates to the helper.
+fn tree() -> String {
+    [
+        TREE_SCRIPT,
+        &agent(
+            "lead",
+            "script",
+            &[],
+            "system_prompt = \"You lead.\"\ndelegates = [\"helper\"]",
+        ),
+        &agent("helper", "script", &[], "system_prompt = \"You help.\""),
+    ]
+    .concat()
+}
 
 #[test]
 fn a_delegation_tree_replays_each_runs_memory_from_its_own_place_in_the_tree() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(dir.path(), "tree.toml", TREE);
+    let spec = write(dir.path(), "tree.toml", &tree());
     let spec = utf8(&spec).to_owned();
     let db = dir.path().join("recorded.db");
     let lead = first_id(&ok(&db, &["run", &spec]));

@@ -3,6 +3,7 @@
 //! later writes (its global publish included) are not visible to the fork, and the fork's
 //! writes (a fork edit, its own publish) do not touch the parent.
 
+use crate::support::spec::agent;
 use std::path::Path;
 
 use serde_json::Value;
@@ -17,7 +18,7 @@ fn state_at(db: &Path, at: &str) -> Value {
 
 /// The planner notes a city; the writer reads it and the global memory, writes a global note,
 /// and (after a refusal) writes it again.
-const SPEC: &str = r#"goal = "Plan the offsite."
+const SCRIPT: &str = r#"goal = "Plan the offsite."
 
 [memory]
 global = "team"
@@ -40,30 +41,24 @@ writer = [
   { tool_calls = [ { name = "remember", arguments = { key = "offsite", value = "planned again", scope = "global" } } ] },
   { text = "Announced again." },
 ]
-
-[[agents]]
-id = "planner"
-system_prompt = "You plan."
-provider = "script"
-
-[[agents]]
-id = "writer"
-system_prompt = "You write."
-provider = "script"
-
-[plan]
-entry = "planner"
-exits = ["writer"]
-[[plan.edges]]
-from = "planner"
-to = "writer"
-when = "always"
 "#;
+
+/// [`SCRIPT`] with its two agents, the planner handing over to the writer.
+fn spec() -> String {
+    let plan = "[plan]\nentry = \"planner\"\nexits = [\"writer\"]\n[[plan.edges]]\nfrom = \"planner\"\nto = \"writer\"\nwhen = \"always\"\n";
+    [
+        SCRIPT,
+        &agent("planner", "script", &[], "system_prompt = \"You plan.\""),
+        &agent("writer", "script", &[], "system_prompt = \"You write.\""),
+        plan,
+    ]
+    .concat()
+}
 
 #[test]
 fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_writes() {
     let (dir, db) = temp_db();
-    let spec = write(dir.path(), "offsite.toml", SPEC);
+    let spec = write(dir.path(), "offsite.toml", &spec());
     let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     // Step 2 loaded the (empty) global memory, step 4 took the planner's note; the parent then
     // published `offsite`.
@@ -165,7 +160,7 @@ fn recalled(db: &Path, at: &str) -> Vec<String> {
 #[test]
 fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
     let (dir, db) = temp_db();
-    let spec = write(dir.path(), "offsite.toml", SPEC);
+    let spec = write(dir.path(), "offsite.toml", &spec());
     let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
     assert_eq!(
         state_at(&db, &parent)["global"]["read"]["offsite"]["version"],

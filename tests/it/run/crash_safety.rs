@@ -38,9 +38,7 @@ fn history(db: &Path, run: &str) -> Vec<Row> {
     if !db.exists() {
         return Vec::new();
     }
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(db);
     let Ok(key) = conn.query_row("SELECT key FROM runs WHERE id = ?1", [run], |r| {
         r.get::<_, i64>(0)
     }) else {

@@ -383,3 +383,10 @@ pub fn replay_fresh(dir: &Path, spec: &str, cassette: &str) -> (PathBuf, String)
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     (fresh, out(&o))
 }
+
+/// A read-only connection to SQLite database `db`, to look at what a run stored without
+/// taking part in its writes.
+pub fn read_only(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("opens")
+}

@@ -162,9 +162,7 @@ pub struct RunRow {
 
 /// Reads the run's row.
 pub fn run_row(db: &Path, run: &str) -> RunRow {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(db);
     conn.query_row(
         "SELECT status, seq, lease_epoch, lease_owner, state_kind FROM runs WHERE id = ?1",
         [run],
@@ -183,17 +181,13 @@ pub fn run_row(db: &Path, run: &str) -> RunRow {
 
 /// The run's committed seqs, in order.
 pub fn seqs(db: &Path) -> Vec<i64> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(db);
     crate::support::cli::column(&conn, "SELECT id & 4294967295 FROM transitions ORDER BY id")
 }
 
 /// The edges committed, in order.
 pub fn edges(db: &Path) -> Vec<String> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("opens");
+    let conn = crate::support::cli::read_only(db);
     conn.prepare("SELECT edge FROM transitions ORDER BY id")
         .expect("prepares")
         .query_map([], |r| Ok(edge_name(r.get_ref(0)?.as_bytes()?)))
