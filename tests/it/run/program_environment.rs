@@ -12,6 +12,7 @@ use std::process::Output;
 
 use crate::support;
 use crate::support::cli::{bin, keygen, text};
+use crate::support::spec::{agent, tool};
 
 /// The credentials in runtape's environment besides the receipt key, by name.
 /// `DATABASE_URL` carries its password in the URL, as the issue's reproduction had it.
@@ -111,20 +112,6 @@ replies = [
   ] },
   { text = "done" },
 ]
-[[tools]]
-name = "plain"
-command = ["sh", "dump.sh", "plain.env"]
-read_only = true
-[[tools]]
-name = "all"
-command = ["sh", "dump.sh", "all.env"]
-env_all = true
-read_only = true
-[[tools]]
-name = "named"
-command = ["sh", "dump.sh", "named.env"]
-env = ["GITHUB_TOKEN", "DATABASE_URL"]
-read_only = true
 [[mcp]]
 name = "bare"
 command = ["sh", "mcp.sh", "bare.env"]
@@ -139,10 +126,32 @@ env = { GITHUB_PERSONAL_ACCESS_TOKEN = "${GITHUB_TOKEN}", STRIPE_SK = "${STRIPE_
 [retriever]
 command = ["sh", "dump.sh", "retriever.env"]
 env_all = true
-[[agents]]
-id = "a"
-provider = "s"
 "#;
+
+/// [`SPEC`] with its tools, each dumping its environment to a file named after it: `plain`
+/// (given nothing), `all` (`env_all`) and `named` (two variables by name); and its agent.
+fn spec() -> String {
+    [
+        SPEC,
+        &tool(
+            "plain",
+            r#"["sh", "dump.sh", "plain.env"]"#,
+            "read_only = true",
+        ),
+        &tool(
+            "all",
+            r#"["sh", "dump.sh", "all.env"]"#,
+            "env_all = true\nread_only = true",
+        ),
+        &tool(
+            "named",
+            r#"["sh", "dump.sh", "named.env"]"#,
+            "env = [\"GITHUB_TOKEN\", \"DATABASE_URL\"]\nread_only = true",
+        ),
+        &agent("a", "s", &[], ""),
+    ]
+    .concat()
+}
 
 #[test]
 fn no_program_gets_a_credential_its_spec_does_not_name() {
@@ -150,7 +159,7 @@ fn no_program_gets_a_credential_its_spec_does_not_name() {
     let root = scratch.root();
     std::fs::write(root.join("dump.sh"), DUMP).expect("dump.sh");
     std::fs::write(root.join("mcp.sh"), mcp_server()).expect("mcp.sh");
-    std::fs::write(root.join("spec.toml"), SPEC).expect("spec");
+    std::fs::write(root.join("spec.toml"), spec()).expect("spec");
     let o = scratch.runtape(&["run", root.join("spec.toml").to_str().expect("utf-8")]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 

@@ -378,16 +378,9 @@ async fn a_local_provider_echoing_its_key_in_200_replies_and_errors_leaves_no_tr
     let env = Env::new();
     // Replies built from the key the request carried, cut across stream deltas.
     let server = MockServer::start(|req| {
-        let key = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .unwrap_or("no key")
-            .to_owned();
+        let key = req.bearer();
         let (head, tail) = key.split_at(key.len() / 2);
-        let body: Value = req.json();
-        let answered = body["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        let answered = req.answers_a_tool();
         if !answered {
             let args = serde_json::json!({"echo": key}).to_string();
             Behaviour::sse(&sse(&[
@@ -551,15 +544,8 @@ async fn every_kind_of_program_and_provider_echoing_known_secrets_leaves_no_trac
     // The provider echoes its key in text, in tool-call arguments and in the answer, and asks
     // for every tool.
     let server = MockServer::start(|req| {
-        let key = req
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .unwrap_or("no key")
-            .to_owned();
-        let body: Value = req.json();
-        let answered = body["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        let key = req.bearer();
+        let answered = req.answers_a_tool();
         if answered {
             return Behaviour::sse(&sse(&[
                 delta(

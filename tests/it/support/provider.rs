@@ -226,6 +226,22 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The key the request carried as `Authorization: Bearer KEY` ("no key" without one).
+    pub fn bearer(&self) -> String {
+        self.header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .unwrap_or("no key")
+            .to_owned()
+    }
+
+    /// Whether the request's chat messages hold a tool result (the model is being answered).
+    pub fn answers_a_tool(&self) -> bool {
+        let body: serde_json::Value = self.json();
+        body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
