@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::support;
-use crate::support::cli::{bin, keygen, text};
+use crate::support::cli::{bin, keygen, text, write};
 use crate::support::spec::{agent, tool};
 
 /// The credentials in runtape's environment besides the receipt key, by name.
@@ -266,12 +266,11 @@ fn the_policy_is_stored_with_the_run_and_bad_mcp_env_entries_are_one_line() {
     }
 
     // A server reached by URL starts no program, so it takes no environment.
-    let spec = root.join("url.toml");
-    std::fs::write(
-        &spec,
+    let spec = write(
+        root,
+        "url.toml",
         "[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[mcp]]\nname = \"m\"\nurl = \"http://127.0.0.1:9/mcp\"\nenv_all = true\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
-    )
-    .expect("spec");
+    );
     let o = scratch.runtape(&["run", spec.to_str().expect("utf-8"), "g"]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -281,12 +280,11 @@ fn the_policy_is_stored_with_the_run_and_bad_mcp_env_entries_are_one_line() {
     );
 
     // What the spec asks for is part of the run's sealed setup (names and literals only).
-    let spec = root.join("ok.toml");
-    std::fs::write(
-        &spec,
+    let spec = write(
+        root,
+        "ok.toml",
         "goal = \"g\"\n[[providers]]\nname = \"s\"\nkind = \"echo\"\n[[mcp]]\nname = \"m\"\ncommand = [\"sh\", \"mcp.sh\", \"m.env\"]\nenv = { TOKEN = \"${GITHUB_TOKEN}\", MODE = \"fast\" }\nenv_all = true\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
-    )
-    .expect("spec");
+    );
     let o = scratch.runtape(&["run", spec.to_str().expect("utf-8"), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let first = String::from_utf8_lossy(&o.stdout)

@@ -588,24 +588,7 @@ name = "anthropic"
 kind = "anthropic"
 model = "claude-sonnet-4-5"
 api_key_env = "ANTHROPIC_API_KEY"
-[[tools]]
-name = "keep"
-command = ["cat"]
-read_only = true
-[[tools]]
-name = "leak"
-command = ["cat", "leak.txt"]
-read_only = true
-[[tools]]
-name = "named"
-command = ["env"]
-env = ["DATABASE_URL", "AWS_SECRET_ACCESS_KEY"]
-read_only = true
-[[tools]]
-name = "fail"
-command = ["sh", "-c", "cat leak.txt >&2; exit 1"]
-read_only = true
-[[mcp]]
+{keep}{leak}{named}{fail}[[mcp]]
 name = "srv"
 command = ["sh", "mcp.sh"]
 env = {{ GH = "${{GITHUB_TOKEN}}", STRIPE_SK = "${{STRIPE_SK}}" }}
@@ -616,6 +599,18 @@ env = ["PGPASSWORD"]
 id = "a"
 provider = "local"
 "#,
+        keep = tool("keep", r#"["cat"]"#, "read_only = true"),
+        leak = tool("leak", r#"["cat", "leak.txt"]"#, "read_only = true"),
+        named = tool(
+            "named",
+            r#"["env"]"#,
+            "env = [\"DATABASE_URL\", \"AWS_SECRET_ACCESS_KEY\"]\nread_only = true",
+        ),
+        fail = tool(
+            "fail",
+            r#"["sh", "-c", "cat leak.txt >&2; exit 1"]"#,
+            "read_only = true",
+        ),
         local = local_model(&server.url()),
     ));
     let o = tokio::task::block_in_place(|| env.runtape(&["run", &spec, "--json"]));
@@ -658,19 +653,16 @@ fn serve_scrubs_a_secret_stored_before_it_was_known() {
     let token = "a-token-runtape-did-not-know-0417";
     std::fs::write(env.dir.path().join("token.txt"), token).expect("token.txt");
     let spec = env.spec(
-        r#"goal = "read"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ tool_calls = [{ id = "r1", name = "read", arguments = {} }] }, { text = "done" }]
-[[tools]]
-name = "read"
-command = ["cat", "token.txt"]
-read_only = true
-[[agents]]
-id = "a"
-provider = "s"
-"#,
+        &[
+            "goal = \"read\"\n",
+            &scripted_as(
+                "s",
+                r#"{ tool_calls = [{ id = "r1", name = "read", arguments = {} }] }, { text = "done" }"#,
+            ),
+            &tool("read", r#"["cat", "token.txt"]"#, "read_only = true"),
+            &agent("a", "s", &[], ""),
+        ]
+        .concat(),
     );
     let o = env.runtape(&["run", &spec, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
