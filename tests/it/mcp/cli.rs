@@ -3,6 +3,7 @@
 //! the middle of an MCP call then resume, and no server process left behind.
 
 use crate::support;
+use crate::support::mcp::one_server_spec;
 use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
@@ -459,15 +460,14 @@ def call(req):
         starts = utf8(&starts),
     );
     let server = fake_server(&root, "answer.py", None, &body);
-    let spec = write(
+    let (spec, db) = one_server_spec(
         &root,
-        "spec.toml",
-        &format!(
-            "goal = \"ask\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__answer\" }}] }}, {{ text = \"done\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__answer\"]\n",
-            utf8(&server)
-        ),
+        "ask",
+        ("s", &server),
+        r#"[{ tool_calls = [{ name = "s__answer" }] }, { text = "done" }]"#,
+        &["s__answer"],
+        "",
     );
-    let db = root.join("runs.db");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
@@ -567,15 +567,14 @@ def call(req):
         catalog = utf8(&catalog),
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let spec = write(
+    let (spec, db) = one_server_spec(
         &root,
-        "spec.toml",
-        &format!(
-            "goal = \"deploy\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"ops__deploy\" }}] }}, {{ text = \"gave up\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n",
-            utf8(&server)
-        ),
+        "deploy",
+        ("ops", &server),
+        r#"[{ tool_calls = [{ name = "ops__deploy" }] }, { text = "gave up" }]"#,
+        &["ops__*"],
+        "",
     );
-    let db = root.join("runs.db");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(

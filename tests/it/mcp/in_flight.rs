@@ -8,8 +8,8 @@ use crate::support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::cli::{start_json, utf8, write};
-use support::mcp::{err, fake_server, lines, out, runtape};
+use crate::support::cli::{start_json, utf8};
+use support::mcp::{err, fake_server, lines, one_server_spec, out, runtape};
 
 /// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
 /// `calls.log` and never answered; notifications go to `notes.log`. Returns the dir, the spec
@@ -31,15 +31,14 @@ def note(req):
         notes = utf8(&root.join("notes.log")),
     );
     let server = fake_server(&root, "op.py", None, &body);
-    let spec = write(
+    let (spec, db) = one_server_spec(
         &root,
-        "spec.toml",
-        &format!(
-            "goal = \"go\"\n[[mcp]]\nname = \"s\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{{ tool_calls = [{{ name = \"s__op\" }}] }}, {{ text = \"over\" }}]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"s__op\"]\n{agent_extra}",
-            utf8(&server)
-        ),
+        "go",
+        ("s", &server),
+        r#"[{ tool_calls = [{ name = "s__op" }] }, { text = "over" }]"#,
+        &["s__op"],
+        agent_extra,
     );
-    let db = root.join("runs.db");
     (dir, spec, db)
 }
 

@@ -397,9 +397,32 @@ pub fn ops_spec(
     replies: &str,
     agent_extra: &str,
 ) -> (PathBuf, PathBuf) {
+    one_server_spec(
+        root,
+        "ship it",
+        ("ops", server),
+        replies,
+        &["ops__*"],
+        agent_extra,
+    )
+}
+
+/// Writes `spec.toml` in `root` toward `goal`: one MCP server (`name`, the program at its
+/// path), a scripted model `p` with `replies` (a TOML array) and one agent `a` granted
+/// `tools`, with `agent_extra` in its table. The spec's path and the path of a database
+/// beside it.
+pub fn one_server_spec(
+    root: &Path,
+    goal: &str,
+    (name, server): (&str, &Path),
+    replies: &str,
+    tools: &[&str],
+    agent_extra: &str,
+) -> (PathBuf, PathBuf) {
     let spec = format!(
-        "goal = \"ship it\"\n[[mcp]]\nname = \"ops\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n[[agents]]\nid = \"a\"\nprovider = \"p\"\ntools = [\"ops__*\"]\n{agent_extra}",
-        utf8(server)
+        "goal = \"{goal}\"\n[[mcp]]\nname = \"{name}\"\ncommand = [{:?}]\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = {replies}\n{}",
+        utf8(server),
+        super::spec::agent("a", "p", tools, agent_extra),
     );
     (
         super::cli::write(root, "spec.toml", &spec),
