@@ -460,14 +460,8 @@ def call(req):
         starts = utf8(&starts),
     );
     let server = fake_server(&root, "answer.py", None, &body);
-    let (spec, db) = one_server_spec(
-        &root,
-        "ask",
-        ("s", &server),
-        r#"[{ tool_calls = [{ name = "s__answer" }] }, { text = "done" }]"#,
-        &["s__answer"],
-        "",
-    );
+    let replies = r#"[{ tool_calls = [{ name = "s__answer" }] }, { text = "done" }]"#;
+    let (spec, db) = one_server_spec(&root, "ask", ("s", &server), replies, &["s__answer"], "");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     let run = run_id(&o);
@@ -567,14 +561,8 @@ def call(req):
         catalog = utf8(&catalog),
     );
     let server = fake_server(&root, "ops.py", None, &body);
-    let (spec, db) = one_server_spec(
-        &root,
-        "deploy",
-        ("ops", &server),
-        r#"[{ tool_calls = [{ name = "ops__deploy" }] }, { text = "gave up" }]"#,
-        &["ops__*"],
-        "",
-    );
+    let replies = r#"[{ tool_calls = [{ name = "ops__deploy" }] }, { text = "gave up" }]"#;
+    let (spec, db) = one_server_spec(&root, "deploy", ("ops", &server), replies, &["ops__*"], "");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(

@@ -31,11 +31,12 @@ def note(req):
         notes = utf8(&root.join("notes.log")),
     );
     let server = fake_server(&root, "op.py", None, &body);
+    let replies = r#"[{ tool_calls = [{ name = "s__op" }] }, { text = "over" }]"#;
     let (spec, db) = one_server_spec(
         &root,
         "go",
         ("s", &server),
-        r#"[{ tool_calls = [{ name = "s__op" }] }, { text = "over" }]"#,
+        replies,
         &["s__op"],
         agent_extra,
     );
