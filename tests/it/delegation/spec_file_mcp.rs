@@ -19,19 +19,12 @@ fn files(lead_mcp: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let reader = format!(
         r#"
 {fs}
-[[providers]]
-name = "reading"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [{{ id = "r1", name = "fs__read_text_file", arguments = {{ path = "notes.txt" }} }}] }},
-  {{ text = "The notes say: remember the milk." }},
-]
-
-[[agents]]
-id = "reader"
-provider = "reading"
-tools = ["fs__*"]
-"#
+{model}{agent}"#,
+        model = crate::support::spec::scripted_as(
+            "reading",
+            r#"{ tool_calls = [{ id = "r1", name = "fs__read_text_file", arguments = { path = "notes.txt" } }] }, { text = "The notes say: remember the milk." }"#
+        ),
+        agent = crate::support::spec::agent("reader", "reading", &["fs__*"], ""),
     );
     std::fs::write(root.join("reader.toml"), reader).expect("write reader");
     let lead = format!(

@@ -253,18 +253,12 @@ fn a_run_over_streamable_http_sends_header_values_it_never_stores() {
 name = "web"
 url = "http://127.0.0.1:{port}/mcp"
 headers_env = {{ X-Api-Token = "RUNTAPE_TEST_WEB_TOKEN" }}
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [{{ name = "web__get-sum", arguments = {{ a = 2, b = 40 }} }}] }},
-  {{ text = "42" }},
-]
-[[agents]]
-id = "a"
-provider = "s"
-tools = ["web__get-sum", "web__echo"]
-"#
+{model}{agent}"#,
+            model = crate::support::spec::scripted_as(
+                "s",
+                r#"{ tool_calls = [{ name = "web__get-sum", arguments = { a = 2, b = 40 } }] }, { text = "42" }"#
+            ),
+            agent = crate::support::spec::agent("a", "s", &["web__get-sum", "web__echo"], ""),
         ),
     );
     let db = dir.path().join("runs.db");
@@ -334,19 +328,13 @@ def call(req):
 [[mcp]]
 name = "s"
 command = [{:?}]
-[[providers]]
-name = "p"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [{{ name = "s__slow", arguments = {{ n = 7 }} }}] }},
-  {{ text = "finished" }},
-]
-[[agents]]
-id = "a"
-provider = "p"
-tools = ["s__*"]
-"#,
-            utf8(&server)
+{model}{agent}"#,
+            utf8(&server),
+            model = crate::support::spec::scripted_as(
+                "p",
+                r#"{ tool_calls = [{ name = "s__slow", arguments = { n = 7 } }] }, { text = "finished" }"#
+            ),
+            agent = crate::support::spec::agent("a", "p", &["s__*"], ""),
         ),
     );
     let db = root.join("runs.db");
@@ -501,19 +489,18 @@ fn progress_notifications_reach_the_run_trace() {
 [[mcp]]
 name = "ev"
 command = ["node", {:?}, "stdio"]
-[[providers]]
-name = "p"
-kind = "scripted"
-replies = [
-  {{ tool_calls = [{{ name = "ev__trigger-long-running-operation", arguments = {{ duration = 1, steps = 3 }} }}] }},
-  {{ text = "done" }},
-]
-[[agents]]
-id = "a"
-provider = "p"
-tools = ["ev__trigger-long-running-operation", "ev__echo"]
-"#,
-            utf8(&main)
+{model}{agent}"#,
+            utf8(&main),
+            model = crate::support::spec::scripted_as(
+                "p",
+                r#"{ tool_calls = [{ name = "ev__trigger-long-running-operation", arguments = { duration = 1, steps = 3 } }] }, { text = "done" }"#
+            ),
+            agent = crate::support::spec::agent(
+                "a",
+                "p",
+                &["ev__trigger-long-running-operation", "ev__echo"],
+                ""
+            ),
         ),
     );
     let o = runtape(&dir.path().join("runs.db"), &["run", utf8(&spec), "--json"]);
