@@ -4,6 +4,7 @@
 //! exits 4. `resume` then completes it.
 
 use crate::support;
+use crate::support::cli::on;
 
 use std::io::BufRead;
 
@@ -74,9 +75,7 @@ fn the_printed_run_id_names_a_run_that_exists() {
 fn a_stdout_closed_before_the_id_is_printed_pauses_the_new_run() {
     let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::paced(2, 100));
-    let mut child = bin()
-        .arg("--db")
-        .arg(&db)
+    let mut child = on(&db)
         .args(["run", "--json"])
         .arg(&spec)
         .current_dir(dir.path())

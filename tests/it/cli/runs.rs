@@ -4,7 +4,7 @@
 //! the database unchanged).
 
 use crate::support::cli::{
-    bin, err, example, on, out, run_id, runtape, slow_tick_spec, spawn_json, temp_db, utf8,
+    err, example, on, out, run_id, runtape, slow_tick_spec, spawn_json, temp_db, utf8,
     wait_for_step,
 };
 use std::io::{BufReader, Read};
@@ -321,9 +321,7 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
         ),
     ];
     for (what, spec, code, needles) in cases {
-        let o = bin()
-            .arg("--db")
-            .arg(&db)
+        let o = on(&db)
             .args(["run"])
             .arg(&spec)
             .arg("go")

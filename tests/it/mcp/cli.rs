@@ -3,6 +3,7 @@
 //! the middle of an MCP call then resume, and no server process left behind.
 
 use crate::support;
+use crate::support::cli::on;
 use crate::support::mcp::one_server_spec;
 use crate::support::spec::{agent, scripted_as};
 
@@ -263,9 +264,7 @@ headers_env = {{ X-Api-Token = "RUNTAPE_TEST_WEB_TOKEN" }}
     );
     let db = dir.path().join("runs.db");
     let secret = "tok-7f3a9c1e-never-stored";
-    let o = bin()
-        .arg("--db")
-        .arg(&db)
+    let o = on(&db)
         .args(["run", utf8(&spec)])
         .env("RUNTAPE_TEST_WEB_TOKEN", secret)
         .output()
@@ -338,9 +337,7 @@ command = [{:?}]
         ),
     );
     let db = root.join("runs.db");
-    let mut child = bin()
-        .arg("--db")
-        .arg(&db)
+    let mut child = on(&db)
         .args(["run", utf8(&spec), "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -5,10 +5,11 @@
 //! `mcp[0].command[0]` before anything is written. The server is a `sh` script
 //! ([`sh_server`]), so the test needs nothing beyond the build.
 
+use crate::support::cli::on;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::cli::{bin, err, out, run_id};
+use crate::support::cli::{err, out, run_id};
 use crate::support::mcp::{script, sh_server};
 
 const SERVER: &str = "runtape-test-clock-server";
@@ -43,13 +44,7 @@ tools = ["clock__*"]
 
 /// `runtape --db DB ARGS…` with `PATH` set to `path`.
 fn runtape_with_path(db: &Path, path: &str, args: &[&str]) -> Output {
-    bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env("PATH", path)
-        .output()
-        .expect("runs")
+    on(&db).args(args).env("PATH", path).output().expect("runs")
 }
 
 fn ok(o: &Output, what: &str) -> String {

@@ -5,6 +5,7 @@
 //! as an answer; a scripted `latency_ms` that would hang is refused at load in one line.
 
 use crate::support;
+use crate::support::cli::on;
 use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
@@ -13,16 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::support::cli::{bin, utf8, write};
+use crate::support::cli::{utf8, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
 /// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
 /// hanging the suite; the bound is far beyond what the behaviour needs).
 fn runtape_guarded(db: &Path, args: &[&str], guard: Duration) -> Output {
-    let child = bin()
-        .arg("--db")
-        .arg(db)
+    let child = on(&db)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

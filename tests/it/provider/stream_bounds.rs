@@ -4,12 +4,13 @@
 //! it reaches the database; an agent's remaining wall-time budget bounds a request.
 
 use crate::support;
+use crate::support::cli::on;
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::cli::{bin, write};
+use crate::support::cli::write;
 use runtape::machine::ProviderErrorClass;
 use runtape::provider::http::{MAX_BODY_BYTES, ProviderKind};
 use support::provider::*;
@@ -117,9 +118,7 @@ async fn a_stream_past_the_cap_is_refused_not_kept() {
 }
 
 fn run(db: &Path, spec: &Path) -> Output {
-    bin()
-        .arg("--db")
-        .arg(db)
+    on(&db)
         .arg("run")
         .arg(spec)
         .output()
@@ -193,9 +192,7 @@ async fn the_remaining_wall_budget_bounds_a_request() {
         "timeout_ms = 600000\n",
     );
     let db = dir.path().join("runs.db");
-    let child = bin()
-        .arg("--db")
-        .arg(&db)
+    let child = on(&db)
         .arg("run")
         .arg(&spec)
         .stdout(std::process::Stdio::piped())

@@ -18,6 +18,7 @@
 //! ```
 
 use crate::support;
+use crate::support::cli::on;
 
 use std::path::Path;
 use std::process::Output;
@@ -33,9 +34,7 @@ fn trial(k: usize) -> Result<(), String> {
     let before = run_row(&db, &run);
     let resumers: Vec<_> = (0..k)
         .map(|_| {
-            bin()
-                .arg("--db")
-                .arg(&db)
+            on(&db)
                 .args(["resume", &run])
                 .current_dir(dir.path())
                 .stdout(std::process::Stdio::piped())

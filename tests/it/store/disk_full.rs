@@ -12,6 +12,7 @@
 //! not yet started, not as a tamper.
 
 use crate::support;
+use crate::support::cli::on;
 
 use std::path::Path;
 use std::process::Command;
@@ -52,9 +53,7 @@ fn performed_only_committed(log: &str, committed_seq: i64) {
 fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
     let (dir, db) = temp_db();
     let spec = rounds_spec(dir.path(), 30);
-    let o = bin()
-        .arg("--db")
-        .arg(&db)
+    let o = on(&db)
         .args(["run", utf8(&spec)])
         // The empty schema takes 13 pages of 4 KiB (53,248 bytes): room for four more.
         .env("RUNTAPE_DB_MAX_BYTES", "72000")
@@ -89,9 +88,7 @@ fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
     // A 100 KB goal is stored twice: in the run's row (written) and as its first message (not):
     // 50 pages of 4 KiB hold the first and not both, with some 10 pages to spare either way.
     let goal = "g".repeat(100_000);
-    let o = bin()
-        .arg("--db")
-        .arg(&db)
+    let o = on(&db)
         .args(["run", spec.to_str().expect("utf-8"), &goal])
         .env("RUNTAPE_DB_MAX_BYTES", "204800")
         .output()

@@ -7,6 +7,7 @@
 #![cfg(target_os = "linux")]
 
 use crate::support;
+use crate::support::cli::on;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -178,9 +179,7 @@ fn a_bad_value_is_one_line_and_no_database() {
     let (dir, db) = temp_db();
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     for bad in ["high", "-21", "20", "1.5"] {
-        let o = bin()
-            .arg("--db")
-            .arg(&db)
+        let o = on(&db)
             .args(["run", utf8(&spec)])
             .env("RUNTAPE_WRITER_NICE", bad)
             .output()
