@@ -572,6 +572,25 @@ fn documented(status: u16) -> Option<&'static (u16, ProviderErrorClass, bool, &'
     DOCUMENTED_STATUSES.iter().find(|(s, ..)| *s == status)
 }
 
+/// The error an unstreamed call of `kind` gets from a server answering `status` with `body`,
+/// or what went wrong instead (the call succeeded).
+async fn error_answered(
+    kind: ProviderKind,
+    status: u16,
+    body: &str,
+) -> Result<ProviderError, String> {
+    let server = MockServer::always(Behaviour::json(status, body)).await;
+    let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
+    cfg.stream = false;
+    match provider(cfg, KEY)
+        .complete_decoded(&hello("m"), &|_| {})
+        .await
+    {
+        Ok(d) => Err(format!("{kind} {status}: succeeded with {:?}", d.reply)),
+        Err(e) => Ok(e),
+    }
+}
+
 /// The error body each protocol documents for `status`.
 fn documented_body(kind: ProviderKind, status: u16) -> String {
     let anthropic_type = match status {
@@ -614,18 +633,12 @@ async fn every_documented_error_status_is_classified_in_every_protocol() {
     for &(status, class, retryable, hint) in DOCUMENTED_STATUSES {
         for kind in kinds {
             let body = documented_body(kind, status);
-            let server = MockServer::always(Behaviour::json(status, &body)).await;
-            let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
-            cfg.stream = false;
-            let err = match provider(cfg, KEY)
-                .complete_decoded(&hello("m"), &|_| {})
-                .await
-            {
-                Ok(d) => {
-                    failures.push(format!("{kind} {status}: succeeded with {:?}", d.reply));
+            let err = match error_answered(kind, status, &body).await {
+                Ok(e) => e,
+                Err(failure) => {
+                    failures.push(failure);
                     continue;
                 }
-                Err(e) => e,
             };
             let ok = err.status == Some(status)
                 && err.class == class
@@ -769,18 +782,12 @@ async fn undocumented_statuses_are_classified_by_rule() {
                 .replace("invalid_request_error", "x_new_error")
                 .replace("server_error", "x_new_error")
                 .replace("api_error", "x_new_error");
-            let server = MockServer::always(Behaviour::json(status, &body)).await;
-            let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
-            cfg.stream = false;
-            let err = match provider(cfg, KEY)
-                .complete_decoded(&hello("m"), &|_| {})
-                .await
-            {
-                Ok(d) => {
-                    failures.push(format!("{kind} {status}: succeeded with {:?}", d.reply));
+            let err = match error_answered(kind, status, &body).await {
+                Ok(e) => e,
+                Err(failure) => {
+                    failures.push(failure);
                     continue;
                 }
-                Err(e) => e,
             };
             let (class, retryable) = if status >= 500 {
                 (ProviderErrorClass::ProviderUnavailable, true)

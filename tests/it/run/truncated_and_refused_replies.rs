@@ -4,6 +4,7 @@
 //! `truncated`; a refusal fails it `refused` with the model's words. Each is in the history's
 //! timeline, the step view and the trace.
 
+use crate::support::durable::run_to_rest;
 use crate::support::provider as provider_support;
 
 use std::sync::Arc;
@@ -361,13 +362,7 @@ async fn a_truncation_is_recorded_in_the_cassette_and_replays() {
         .expect("valid")
     };
     let recorded = engine("recorded.db", recorder.clone());
-    let end = recorded
-        .start(spec(), "Explain.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_to_rest(&recorded, spec(), "Explain.").await;
     assert_eq!(end.status, RunStatus::Completed);
     let file = dir.path().join("run.cassette.json");
     recorder
@@ -390,13 +385,7 @@ async fn a_truncation_is_recorded_in_the_cassette_and_replays() {
             .expect("loads"),
     );
     let replayed = engine("replayed.db", replay.clone());
-    let again = replayed
-        .start(spec(), "Explain.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let again = run_to_rest(&replayed, spec(), "Explain.").await;
     assert_eq!(again.status, RunStatus::Completed);
     assert_eq!(
         server.requests().len(),
