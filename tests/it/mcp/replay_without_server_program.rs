@@ -44,7 +44,7 @@ tools = ["clock__*"]
 
 /// `runtape --db DB ARGS…` with `PATH` set to `path`.
 fn runtape_with_path(db: &Path, path: &str, args: &[&str]) -> Output {
-    on(&db).args(args).env("PATH", path).output().expect("runs")
+    on(db).args(args).env("PATH", path).output().expect("runs")
 }
 
 fn ok(o: &Output, what: &str) -> String {

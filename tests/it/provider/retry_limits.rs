@@ -21,7 +21,7 @@ use support::provider::{Behaviour, MockServer};
 /// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
 /// hanging the suite; the bound is far beyond what the behaviour needs).
 fn runtape_guarded(db: &Path, args: &[&str], guard: Duration) -> Output {
-    let child = on(&db)
+    let child = on(db)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

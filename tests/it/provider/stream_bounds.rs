@@ -118,7 +118,7 @@ async fn a_stream_past_the_cap_is_refused_not_kept() {
 }
 
 fn run(db: &Path, spec: &Path) -> Output {
-    on(&db)
+    on(db)
         .arg("run")
         .arg(spec)
         .output()
