@@ -64,7 +64,7 @@ pub async fn serve(
                     // Out of file descriptors, or a connection reset before it was taken:
                     // wait a little rather than spin; the permit goes back.
                     if !is_connection_error(&e) {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        crate::clock::system().sleep(Duration::from_millis(50)).await;
                     }
                     continue;
                 }

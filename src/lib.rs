@@ -97,6 +97,7 @@
 //! API: they parse their input, call [`ops`], and render what it returns.
 
 pub mod cassette;
+mod clock;
 mod compact_json;
 pub mod config;
 pub mod exec;

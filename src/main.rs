@@ -17,6 +17,13 @@ mod cli;
 mod serve;
 #[path = "term/mod.rs"]
 mod term;
+// The clock seam, compiled into both like `text.rs`: the command line and the server take
+// their timeouts, intervals and measurements from it, so nothing outside it reads the system
+// clock. Its `current` clock here is always the system's (the binary performs no run's call
+// itself; the library's engines do, on their own clock).
+#[allow(dead_code, unreachable_pub)]
+#[path = "clock.rs"]
+mod clock;
 // Text helpers the library uses too (one file, compiled into both; the binary uses some).
 #[allow(dead_code)]
 #[path = "text.rs"]

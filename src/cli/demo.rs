@@ -5,7 +5,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use super::common::{CliError, outln};
 use super::inspect;
@@ -29,7 +28,7 @@ fn say(step: &str, text: &str) {
 /// to explore. `$RUNTAPE_DB` is deliberately ignored: the tour should not write into a database
 /// the user keeps for real runs unless they name it.
 pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError> {
-    let started = Instant::now();
+    let started = crate::clock::stopwatch();
     let dir = std::env::temp_dir().join(format!("runtape-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::internal(format!("cannot create {}: {e}", dir.display())))?;

@@ -7,7 +7,7 @@ use super::common::{
     CliError, age, cost_text, open_existing, outln, parse_run_at, parse_whole_run, print_json, usd,
     utc,
 };
-use crate::exec::wall_ms;
+use crate::clock::wall_ms;
 use crate::history;
 use crate::machine::{
     AgentId, Edit, Effect, EventKind, Outcome, Reasoning, RunState, SlotStatus, StateKind,

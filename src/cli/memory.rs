@@ -414,7 +414,7 @@ fn rm(
         std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
         crate::store::owner_host()
     );
-    let removal = Removal::new(name.to_owned(), key.to_owned(), by, crate::exec::wall_ms())
+    let removal = Removal::new(name.to_owned(), key.to_owned(), by, crate::clock::wall_ms())
         .signed_by(std::sync::Arc::new(signer));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::common::{CliError, age, cost_text, json_u64, open_existing, outln, print_json};
-use crate::exec::wall_ms;
+use crate::clock::wall_ms;
 use crate::history;
 use crate::machine::{EventBody, Retrieval, SessionSpec, Summaries, session::is_valid_name};
 use crate::ops::RunView;

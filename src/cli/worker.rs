@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 
 use super::common::{CliError, age, outln, postgres_url, print_json, shown};
 use super::{DEFAULT_GRACE_MS, EXIT_INTERRUPTED, EXIT_OK};
-use crate::exec::{EngineConfig, wall_ms};
+use crate::clock::wall_ms;
+use crate::exec::EngineConfig;
 use crate::ops::driver;
 use crate::ops::env_ms;
 use crate::receipt::{DEFAULT_KEY_ENV, ReceiptSigner};

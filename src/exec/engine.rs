@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, broadcast, watch};
 
-use super::clock::{Clock, SystemClock};
 use super::error::finished;
 use super::fork::{ForkEdit, ForkMode};
 use super::handle::RunHandle;
@@ -17,6 +16,7 @@ use super::reads::off_thread;
 use super::trace::{Trace, TraceEvent};
 use super::writes::{WRITES_IN_FLIGHT, Writes};
 use super::{Ctl, EngineError, Shared, lock, read_lock, write_lock};
+use crate::clock::{Clock, SystemClock};
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunSpec, RunState, Scope};
 use crate::provider::ModelProvider;
 use crate::store::{Control, Durability, MemoryStore, SqliteStore, Store, StoreError, Write};
@@ -230,6 +230,11 @@ impl Engine {
     /// the owner its leases are taken as.
     pub fn owner(&self) -> &str {
         &self.shared.owner
+    }
+
+    /// The clock this engine stamps, waits and judges leases by ([`EngineConfig::clock`]).
+    pub(crate) fn clock(&self) -> &Arc<dyn crate::exec::Clock> {
+        &self.shared.config.clock
     }
 
     /// The store.

@@ -6,7 +6,7 @@ const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
 /// A new run id: sorts by creation time, unique with overwhelming probability.
 pub fn new_run_id() -> RunId {
-    let mut ms = super::wall_ms();
+    let mut ms = crate::clock::wall_ms();
     let mut out = [0u8; 16];
     for i in (0..10).rev() {
         out[i] = ALPHABET[(ms & 31) as usize];

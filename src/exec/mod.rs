@@ -52,7 +52,6 @@ use crate::store::Store;
 use crate::tool::ToolRegistry;
 
 mod child_run;
-mod clock;
 mod driver;
 mod engine;
 mod error;
@@ -74,7 +73,7 @@ mod trace;
 mod transition_traces;
 mod writes;
 
-pub use clock::{Clock, Sleep, SteppedClock, SystemClock, VirtualClock, wall_ms};
+pub use crate::clock::{Clock, Sleep, SteppedClock, SystemClock, VirtualClock, wall_ms};
 pub use engine::{Engine, EngineConfig, StartRun};
 pub use error::EngineError;
 pub use fork::{ForkEdit, ForkMode};

@@ -10,9 +10,9 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::EngineError;
-use super::clock::Clock;
 use super::trace::{Trace, TraceEvent};
 use super::writes::Writes;
+use crate::clock::Clock;
 use crate::machine::{
     AgentId, EffectId, EventBody, Hlc, ModelFailure, ProviderErrorClass, Reconciliation, RunId,
     ToolOutcome,
@@ -122,7 +122,8 @@ pub(crate) fn model_call(
             };
             send(clean);
         };
-        let result = provider.complete(&request, &sink).await;
+        // The provider's own timeouts run on the engine's clock.
+        let result = crate::clock::scope(clock.clone(), provider.complete(&request, &sink)).await;
         let rest = match scrubber.lock() {
             Ok(mut s) => s.finish(),
             Err(poisoned) => poisoned.into_inner().finish(),
@@ -283,7 +284,8 @@ pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static,
         let limit = tool.timeout().unwrap_or(job.timeout);
         let secrets = crate::secrets::global();
         let ctx = job.context();
-        let called = tool.invoke(job.args, ctx);
+        // The tool's own timeouts run on the engine's clock.
+        let called = crate::clock::scope(job.lease.clock.clone(), tool.invoke(job.args, ctx));
         match within_or_cancel(&job.lease.clock, limit, &job.cancel, called).await {
             Ok(Ok(mut value)) => {
                 secrets.scrub_value(&mut value);
@@ -319,6 +321,7 @@ pub(crate) fn reconcile_call(job: ToolJob) -> BoxFuture<'static, Completion> {
                         reason: format!("tool {tool_name} declares no reconcile command"),
                     },
                     Some(asked) => {
+                        let asked = crate::clock::scope(job.lease.clock.clone(), asked);
                         match within_or_cancel(&job.lease.clock, limit, &job.cancel, asked).await {
                             Ok(Ok(mut value)) => {
                                 // Its answer becomes an event like any tool result: no known
@@ -366,7 +369,8 @@ pub(crate) fn retrieve(
             },
             Some(r) => {
                 let limit = r.timeout(default);
-                match within_or_cancel(&clock, limit, &cancel, r.retrieve(query, ctx)).await {
+                let asked = crate::clock::scope(clock.clone(), r.retrieve(query, ctx));
+                match within_or_cancel(&clock, limit, &cancel, asked).await {
                     Ok(retrieval) => retrieval,
                     Err(()) => crate::machine::Retrieval::Failed {
                         error: format!("the retriever timed out after {} ms", limit.as_millis()),

@@ -7,12 +7,12 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use super::OpsError;
-use crate::exec::{Engine, EngineError, wall_ms};
+use crate::exec::{Clock, Engine, EngineError};
 use crate::history;
 use crate::machine::RunId;
 use crate::store::{RunRecord, RunStatus, Store, owner_is_dead};
@@ -139,6 +139,8 @@ pub async fn pause(engine: &Engine, run: &RunId) -> Result<Paused, OpsError> {
 #[must_use = "the run pauses whether or not this is waited for; wait() says when and where"]
 pub struct PauseRequest {
     store: Arc<dyn Store>,
+    /// The engine's clock, which the wait runs on.
+    clock: Arc<dyn Clock>,
     run: RunId,
     /// What happened already, when there was nothing to wait for.
     settled: Option<Paused>,
@@ -161,7 +163,7 @@ pub async fn request_pause(engine: &Engine, run: &RunId) -> Result<PauseRequest,
     }
     let settled = if rec.is_queued() {
         Some(Paused::Queued { run: run.clone() })
-    } else if !is_driven(&rec) {
+    } else if !is_driven_at(&rec, engine.clock().wall_ms()) {
         Some(Paused::NotDriven {
             run: run.clone(),
             seq: rec.seq,
@@ -172,6 +174,7 @@ pub async fn request_pause(engine: &Engine, run: &RunId) -> Result<PauseRequest,
     };
     Ok(PauseRequest {
         store,
+        clock: engine.clock().clone(),
         run: run.clone(),
         settled,
     })
@@ -187,21 +190,23 @@ impl PauseRequest {
             return Ok(settled);
         }
         let run = &self.run;
-        Ok(match wait_until_undriven(self.store.as_ref(), run).await? {
-            Some(rec) if rec.status == RunStatus::Paused => Paused::Paused {
-                run: run.clone(),
-                seq: rec.seq,
+        Ok(
+            match wait_until_undriven(self.store.as_ref(), self.clock.as_ref(), run).await? {
+                Some(rec) if rec.status == RunStatus::Paused => Paused::Paused {
+                    run: run.clone(),
+                    seq: rec.seq,
+                },
+                Some(rec) if rec.status.is_terminal() => {
+                    return Err(ended_first(run, &rec, "pause"));
+                }
+                Some(rec) => Paused::Stopped {
+                    run: run.clone(),
+                    status: rec.status,
+                    seq: rec.seq,
+                },
+                None => Paused::Requested { run: run.clone() },
             },
-            Some(rec) if rec.status.is_terminal() => {
-                return Err(ended_first(run, &rec, "pause"));
-            }
-            Some(rec) => Paused::Stopped {
-                run: run.clone(),
-                status: rec.status,
-                seq: rec.seq,
-            },
-            None => Paused::Requested { run: run.clone() },
-        })
+        )
     }
 }
 
@@ -229,21 +234,23 @@ pub async fn cancel(
                     seq: end.state.seq(),
                 });
             }
-            Ok(None) => match wait_until_undriven(store.as_ref(), run).await? {
-                Some(rec) if rec.status == RunStatus::Cancelled => {
-                    return Ok(Cancelled::Cancelled {
-                        run: run.clone(),
-                        seq: rec.seq,
-                    });
+            Ok(None) => {
+                match wait_until_undriven(store.as_ref(), engine.clock().as_ref(), run).await? {
+                    Some(rec) if rec.status == RunStatus::Cancelled => {
+                        return Ok(Cancelled::Cancelled {
+                            run: run.clone(),
+                            seq: rec.seq,
+                        });
+                    }
+                    Some(rec) if rec.status.is_terminal() => {
+                        return Err(ended_first(run, &rec, "cancel"));
+                    }
+                    // Its driver stopped without cancelling (it paused at that moment): the run
+                    // is at rest now, so the next attempt cancels it here.
+                    Some(_) => continue,
+                    None => return Ok(Cancelled::Requested { run: run.clone() }),
                 }
-                Some(rec) if rec.status.is_terminal() => {
-                    return Err(ended_first(run, &rec, "cancel"));
-                }
-                // Its driver stopped without cancelling (it paused at that moment): the run
-                // is at rest now, so the next attempt cancels it here.
-                Some(_) => continue,
-                None => return Ok(Cancelled::Requested { run: run.clone() }),
-            },
+            }
             Err(EngineError::Finished { status, .. }) => {
                 let rec = history::record(store.as_ref(), run)?;
                 return Err(OpsError::AlreadyEnded {
@@ -271,25 +278,32 @@ fn ended_first(run: &RunId, rec: &RunRecord, what: &'static str) -> OpsError {
 /// True while a live process holds the run's lease: a `running` run for which this is false
 /// was interrupted (its process died, or its lease lapsed) and `resume` continues it.
 pub fn is_driven(rec: &RunRecord) -> bool {
-    rec.lease_owner
-        .as_deref()
-        .is_some_and(|owner| !owner_is_dead(owner) && rec.lease_expires_ms > wall_ms())
+    is_driven_at(rec, crate::clock::wall_ms())
 }
 
-/// Reads the run until no live process drives it; `None` when [`DRIVER_WAIT`] passes first.
+/// [`is_driven`] at wall time `now_ms` (an engine's [`Clock::wall_ms`]).
+fn is_driven_at(rec: &RunRecord, now_ms: u64) -> bool {
+    rec.lease_owner
+        .as_deref()
+        .is_some_and(|owner| !owner_is_dead(owner) && rec.lease_expires_ms > now_ms)
+}
+
+/// Reads the run until no live process drives it, polling on `clock`; `None` when
+/// [`DRIVER_WAIT`] passes first.
 async fn wait_until_undriven(
     store: &dyn Store,
+    clock: &dyn Clock,
     run: &RunId,
 ) -> Result<Option<RunRecord>, OpsError> {
-    let deadline = Instant::now() + DRIVER_WAIT;
+    let deadline = clock.now() + DRIVER_WAIT;
     loop {
         let rec = history::record(store, run)?;
-        if !is_driven(&rec) {
+        if !is_driven_at(&rec, clock.wall_ms()) {
             return Ok(Some(rec));
         }
-        if Instant::now() >= deadline {
+        if clock.now() >= deadline {
             return Ok(None);
         }
-        tokio::time::sleep(POLL).await;
+        clock.sleep(POLL).await;
     }
 }

@@ -98,7 +98,7 @@ impl RunView {
                 seq: *seq,
             }),
             delegated_by: super::tree::delegated_by(r),
-            driver: driver(r, crate::exec::wall_ms()),
+            driver: driver(r, crate::clock::wall_ms()),
             goal: r.goal.clone(),
             session_index: mark.as_ref().map(|m| m.index),
             session_kind: mark.as_ref().map(|m| m.kind),

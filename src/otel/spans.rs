@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{
     Event, Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
@@ -127,7 +127,7 @@ impl Tracker {
                 }
             }
         }
-        let now = SystemTime::now();
+        let now = UNIX_EPOCH + Duration::from_millis(crate::clock::wall_ms());
         let runs: Vec<RunId> = self.runs.keys().cloned().collect();
         for run in runs {
             self.close_all(&run, now, Some("the export stopped before the run rested"));

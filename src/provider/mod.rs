@@ -234,10 +234,10 @@ impl fmt::Display for ProviderError {
     }
 }
 
-/// Adds `latency` before a result, for the offline providers.
+/// Adds `latency` before a result, for the offline providers (on the engine's clock).
 async fn after(latency: Duration) {
     if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
+        crate::clock::current().sleep(latency).await;
     }
 }
 

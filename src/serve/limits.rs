@@ -97,7 +97,7 @@ pub(crate) async fn body_deadline(
         }
         Ok::<_, axum::Error>(bytes)
     };
-    let refused = match tokio::time::timeout(timeout, read).await {
+    let refused = match crate::clock::timeout(timeout, read).await {
         Ok(Ok(bytes)) => {
             return next
                 .run(Request::from_parts(parts, Body::from(bytes)))

@@ -171,7 +171,7 @@ impl App {
         }
         let tasks: Vec<_> = std::mem::take(&mut *lock(&self.tasks));
         let wait = futures_util::future::join_all(tasks);
-        let _ = tokio::time::timeout(self.grace + Duration::from_secs(10), wait).await;
+        let _ = crate::clock::timeout(self.grace + Duration::from_secs(10), wait).await;
     }
 
     /// `run`'s whole timeline (as `runtape log` reads it), cached until the run moves on.

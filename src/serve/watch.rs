@@ -263,8 +263,7 @@ pub(crate) fn watch(app: &App, rec: &RunRecord) -> Arc<Watch> {
 /// subscribed for [`LINGER`].
 async fn follow(app: App, w: Arc<Watch>, mut hub: broadcast::Receiver<Arc<TraceEvent>>) {
     let mut lonely_since: Option<Instant> = None;
-    let mut tick = tokio::time::interval(app.poll);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = crate::clock::interval(app.poll);
     loop {
         tokio::select! {
             () = app.shutdown.cancelled() => break,
@@ -287,7 +286,7 @@ async fn follow(app: App, w: Arc<Watch>, mut hub: broadcast::Receiver<Arc<TraceE
             },
         }
         if w.changed.receiver_count() == 0 {
-            let since = *lonely_since.get_or_insert_with(Instant::now);
+            let since = *lonely_since.get_or_insert_with(crate::clock::stopwatch);
             if since.elapsed() >= LINGER {
                 let mut watches = lock(&app.watches);
                 // Subscribers subscribe under this lock: none can arrive while it is held.

@@ -405,7 +405,7 @@ impl Store for MemoryStore {
         let (tx, rx) = oneshot::channel();
         let result = self.with(|inner| inner.apply(write)).and_then(|r| r);
         if result.is_ok() {
-            durable(std::time::Instant::now());
+            durable(crate::clock::stopwatch());
         }
         let _ = tx.send(result);
         rx

@@ -38,7 +38,7 @@ impl TimedStore {
     /// durable.
     pub fn new(inner: Arc<dyn Store>) -> TimedStore {
         Self::timed_from(inner, |write| {
-            matches!(write, Write::Commit(_) | Write::Commits(_)).then(Instant::now)
+            matches!(write, Write::Commit(_) | Write::Commits(_)).then(crate::clock::stopwatch)
         })
     }
 
@@ -93,7 +93,7 @@ pub(super) fn observe(ack: Ack, durable: super::Durable) -> Ack {
     handle.spawn(async move {
         let result = ack.await.unwrap_or(Err(StoreError::Closed));
         if result.is_ok() {
-            durable(Instant::now());
+            durable(crate::clock::stopwatch());
         }
         let _ = tx.send(result);
     });

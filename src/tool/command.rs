@@ -209,7 +209,8 @@ impl CommandTool {
             let io = collect(&mut child, input);
             let deadline = async {
                 match limit {
-                    Some(limit) => tokio::time::sleep(limit).await,
+                    // The engine's clock, inside a call it performs.
+                    Some(limit) => crate::clock::current().sleep(limit).await,
                     None => std::future::pending().await,
                 }
             };

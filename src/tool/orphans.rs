@@ -41,7 +41,9 @@ pub struct Reaped {
 /// run's effects. Never fails: what cannot be read or signalled is skipped.
 pub async fn reap(run: &RunId, epoch: u64) -> Reaped {
     let mut seen = std::collections::BTreeSet::new();
-    let deadline = tokio::time::Instant::now() + REAP_WAIT;
+    // Real processes die on real time: the system's clock, whatever the engine's.
+    let clock = crate::clock::system();
+    let deadline = clock.now() + REAP_WAIT;
     loop {
         let left = scan::orphans(run.as_str(), epoch);
         if left.is_empty() {
@@ -57,7 +59,7 @@ pub async fn reap(run: &RunId, epoch: u64) -> Reaped {
             }
             super::signal::kill_process(orphan.pid);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if clock.now() >= deadline {
             tracing::warn!(
                 run = %run,
                 left = left.len(),
@@ -68,7 +70,7 @@ pub async fn reap(run: &RunId, epoch: u64) -> Reaped {
                 still_alive: left.len(),
             };
         }
-        tokio::time::sleep(REAP_POLL).await;
+        clock.sleep(REAP_POLL).await;
     }
 }
 

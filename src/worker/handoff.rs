@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::exec::{Engine, EngineError, wall_ms};
+use crate::exec::{Engine, EngineError};
 use crate::ledger::{HeadKeeper, first_head};
 use crate::machine::{Digest, RunId, RunSpec, RunState};
 use crate::receipt::ReceiptSigner;
@@ -46,7 +46,7 @@ pub async fn enqueue_in_session(
     let spec = &spec;
     let spec_json = serde_json::to_string(spec)
         .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
-    let now = wall_ms();
+    let now = crate::clock::wall_ms();
     let mut nonce = [0u8; 8];
     // Without OS randomness the nonce only tells this process's owners apart, which the pid
     // already does.
@@ -98,7 +98,7 @@ pub async fn requeue(engine: &Engine, run: &RunId) -> Result<Requeued, EngineErr
     if rec.status != RunStatus::Paused && rec.status != RunStatus::Running {
         return Ok(Requeued::Left(format!("it rests {}", rec.status)));
     }
-    let now = wall_ms();
+    let now = engine.clock().wall_ms();
     let acquire = Write::AcquireLease {
         run: run.clone(),
         owner: engine.owner().to_owned(),

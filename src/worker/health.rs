@@ -61,7 +61,7 @@ impl Health {
     /// A worker that has just started: connecting.
     pub fn new() -> Health {
         Health {
-            origin: Instant::now(),
+            origin: crate::clock::stopwatch(),
             inner: Mutex::new(Snapshot {
                 phase: Phase::Connecting,
                 loop_at_ms: None,

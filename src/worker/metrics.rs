@@ -212,7 +212,7 @@ impl Metered {
             _ => return None,
         };
         let metrics = self.metrics.clone();
-        let started = Instant::now();
+        let started = crate::clock::stopwatch();
         Some(Box::new(move |at: Instant| {
             metrics.committed(transitions, at.saturating_duration_since(started));
         }))

@@ -50,7 +50,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -162,12 +164,14 @@ pub async fn run(
     let mut live: HashMap<RunId, Engine> = HashMap::new();
     let mut skip: HashMap<RunId, Instant> = HashMap::new();
     let beat = Duration::from_millis((ttl / 3).max(100));
-    let mut next_beat = Instant::now() + beat;
+    // The engine's clock paces the loop: heartbeats, skips and polls.
+    let clock = opts.engine.clock.clone();
+    let mut next_beat = clock.now() + beat;
     let mut store_trouble = false;
     loop {
         health.loop_turned();
-        if Instant::now() >= next_beat {
-            next_beat = Instant::now() + beat;
+        if clock.now() >= next_beat {
+            next_beat = clock.now() + beat;
             let beat = store.heartbeat(&info, ttl, false).await;
             health.heartbeat(beat.clone().map_err(|e| e.to_string()));
             match beat {
@@ -182,7 +186,8 @@ pub async fn run(
                 }
             }
         }
-        skip.retain(|_, until| *until > Instant::now());
+        let now = clock.now();
+        skip.retain(|_, until| *until > now);
         while live.len() < opts.concurrency.max(1) && !store_trouble {
             let engine = Engine::with_store(dyn_store.clone(), opts.engine.clone());
             let skipping: Vec<RunId> = skip.keys().chain(live.keys()).cloned().collect();
@@ -218,7 +223,7 @@ pub async fn run(
                         json!({"event": event, "worker": info.id, "run": next, "code": code,
                         "error": e.to_string()}),
                     );
-                    skip.insert(next, Instant::now() + opts.skip_for);
+                    skip.insert(next, clock.now() + opts.skip_for);
                     continue;
                 }
             }
@@ -258,7 +263,7 @@ pub async fn run(
                     settle(&store, &info, &opts, done, false, &mut skip, &log).await;
                 }
             }
-            () = tokio::time::sleep(opts.poll) => {}
+            () = clock.sleep(opts.poll) => {}
         }
     }
     let _ = store.heartbeat(&info, ttl, true).await;
@@ -392,7 +397,7 @@ async fn settle(
         let status = if bad_run {
             RunStatus::Paused
         } else {
-            skip.insert(run.clone(), Instant::now() + opts.skip_for);
+            skip.insert(run.clone(), opts.engine.clock.now() + opts.skip_for);
             RunStatus::Running
         };
         let release = Write::ReleaseLease {

@@ -3,35 +3,9 @@
 //! entry point and options, what both share about the terminal (`src/term`) neither of them,
 //! and nothing below the operations imports them. Read from the source, as `use` and paths.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, with its code lines (comment lines dropped: docs may name a
-/// module they do not import).
-fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("reads src") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("reads a source file");
-                let code: Vec<&str> = text
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("//"))
-                    .collect();
-                out.push((path, code.join("\n")));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
+use crate::support::sources::{sources, src};
 
 /// The places in `code` where one of `paths` is named, as `file: the line`.
 fn uses(file: &Path, code: &str, paths: &[&str]) -> Vec<String> {

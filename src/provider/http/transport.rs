@@ -11,7 +11,7 @@
 //! is a retryable `provider_unavailable` error, never an answer.
 
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -26,6 +26,7 @@ use super::config::{
 };
 use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, name_refused_setting, redact};
 use super::pricing::{PricingTable, UnpricedWarnings, cost_nanos};
+use crate::clock::{self, Clock, within_until};
 use crate::machine::{ModelReply, ProviderErrorClass};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
 
@@ -254,8 +255,11 @@ impl HttpProvider {
         let budget = request.remaining.wall_ms.map_or(self.timeout, |ms| {
             self.timeout.min(Duration::from_millis(ms))
         });
-        let deadline = Instant::now() + budget;
-        let mut response = match tokio::time::timeout_at(deadline, builder.send()).await {
+        // The engine's clock while a run performs the call: its deadlines are that clock's.
+        let engine_clock = clock::current();
+        let clock = engine_clock.as_ref();
+        let deadline = clock.now() + budget;
+        let mut response = match within_until(clock, deadline, builder.send()).await {
             Err(_) => return Err(self.timed_out("no response", budget)),
             Ok(Err(e)) => return Err(self.transport_error(e)),
             Ok(Ok(r)) => r,
@@ -263,8 +267,9 @@ impl HttpProvider {
         let headers = response.headers().clone();
         let status = response.status();
         if !status.is_success() {
-            let body = self.read_capped(&mut response, deadline).await;
-            let now = SystemTime::now();
+            let body = self.read_capped(clock, &mut response, deadline).await;
+            // A `Retry-After` date is the server's wall time.
+            let now = UNIX_EPOCH + Duration::from_millis(clock.wall_ms());
             let mut err = http_error(&self.name, status.as_u16(), &headers, &body, now, key);
             name_refused_setting(&mut err, self.kind, &request.settings);
             return Err(err);
@@ -279,7 +284,10 @@ impl HttpProvider {
             let mut decoder = StreamDecoder::new(self.kind);
             let mut received = 0usize;
             while !decoder.is_done() {
-                match self.next_chunk(&mut response, deadline, budget).await? {
+                match self
+                    .next_chunk(clock, &mut response, deadline, budget)
+                    .await?
+                {
                     None => break,
                     Some(chunk) => {
                         let chunk = chunk.as_ref();
@@ -297,7 +305,7 @@ impl HttpProvider {
             decoder.finish(&mut on_text).map_err(failed)?
         } else {
             let body = self
-                .read_whole(&mut response, &headers, deadline, budget)
+                .read_whole(clock, &mut response, &headers, deadline, budget)
                 .await?;
             let decoded = decode_response(self.kind, &body).map_err(failed)?;
             if let Some(text) = decoded.reply.text.as_deref() {
@@ -313,17 +321,18 @@ impl HttpProvider {
     /// for `idle_timeout` or the request's deadline passes.
     async fn next_chunk(
         &self,
+        clock: &dyn Clock,
         response: &mut Response,
         deadline: Instant,
         budget: Duration,
     ) -> Result<Option<impl AsRef<[u8]>>, ProviderError> {
-        let idle_at = Instant::now() + self.idle_timeout;
+        let idle_at = clock.now() + self.idle_timeout;
         let (until, idle) = if idle_at < deadline {
             (idle_at, true)
         } else {
             (deadline, false)
         };
-        match tokio::time::timeout_at(until, response.chunk()).await {
+        match within_until(clock, until, response.chunk()).await {
             Err(_) if idle => {
                 Err(self.timed_out("the stream went silent: no data", self.idle_timeout))
             }
@@ -334,11 +343,16 @@ impl HttpProvider {
     }
 
     /// Reads up to [`ERROR_BODY_LIMIT`] bytes of an error body; a failure ends the read.
-    async fn read_capped(&self, response: &mut Response, deadline: Instant) -> Vec<u8> {
+    async fn read_capped(
+        &self,
+        clock: &dyn Clock,
+        response: &mut Response,
+        deadline: Instant,
+    ) -> Vec<u8> {
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_LIMIT {
-            let until = deadline.min(Instant::now() + self.idle_timeout);
-            match tokio::time::timeout_at(until, response.chunk()).await {
+            let until = deadline.min(clock.now() + self.idle_timeout);
+            match within_until(clock, until, response.chunk()).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
@@ -349,6 +363,7 @@ impl HttpProvider {
 
     async fn read_whole(
         &self,
+        clock: &dyn Clock,
         response: &mut Response,
         headers: &HeaderMap,
         deadline: Instant,
@@ -356,7 +371,7 @@ impl HttpProvider {
     ) -> Result<Vec<u8>, ProviderError> {
         let mut body = Vec::new();
         loop {
-            match self.next_chunk(response, deadline, budget).await? {
+            match self.next_chunk(clock, response, deadline, budget).await? {
                 None => return Ok(body),
                 Some(chunk) => {
                     let chunk = chunk.as_ref();

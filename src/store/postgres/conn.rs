@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -322,7 +322,7 @@ impl Backend {
     /// store's patience allows ([`set_patience`](Self::set_patience); none by default).
     pub(super) async fn connect(&self) -> Result<Conn, StoreError> {
         let patience = self.patience();
-        let began = Instant::now();
+        let began = crate::clock::stopwatch();
         let mut backoff = Backoff::default();
         loop {
             match self.connect_once().await {
@@ -332,7 +332,7 @@ impl Backend {
                     if began.elapsed() + wait > patience {
                         return Err(f.error);
                     }
-                    tokio::time::sleep(wait).await;
+                    crate::clock::system().sleep(wait).await;
                 }
                 Err(f) => return Err(f.error),
             }
@@ -345,7 +345,13 @@ impl Backend {
         // The connection's driver task ends when the connection does; its errors reach the
         // queries that were waiting.
         let attempt = tls_connect::connect(&self.target.config, &self.target.tls, &self.handle);
-        let client = match tokio::time::timeout(ATTEMPT_WITHIN, attempt).await {
+        let client = match crate::clock::within(
+            crate::clock::system().as_ref(),
+            ATTEMPT_WITHIN,
+            attempt,
+        )
+        .await
+        {
             Ok(Ok(client)) => client,
             Ok(Err(f)) => {
                 return Err(ConnectFailure {

@@ -103,7 +103,7 @@ impl PostgresStore {
     /// Hands `write` to the writer task; `durable` is told when its transaction committed.
     fn queue(&self, write: Write, durable: Option<Durable>) -> Ack {
         let (tx, rx) = oneshot::channel();
-        let queued = crate::exec::wall_ms();
+        let queued = crate::clock::wall_ms();
         if let Err(mpsc::error::SendError((_, _, tx, _))) =
             self.jobs.send((write, queued, tx, durable))
         {
@@ -156,7 +156,7 @@ impl PostgresStore {
                 Err(f) if f.unreachable => {
                     let wait = backoff.next_wait();
                     waiting(&f.error, wait);
-                    tokio::time::sleep(wait).await;
+                    crate::clock::system().sleep(wait).await;
                 }
                 Err(f) => return Err(f.error),
             }
@@ -225,7 +225,7 @@ impl PostgresStore {
     pub fn read_snapshot(&self) -> Result<PostgresStore, StoreError> {
         let backend = self.backend.clone();
         let conn = self.backend.block_on(async move {
-            let began = std::time::Instant::now();
+            let began = crate::clock::stopwatch();
             let mut backoff = reconnect::Backoff::default();
             loop {
                 let mut conn = backend.get_for_view().await?;
@@ -245,7 +245,7 @@ impl PostgresStore {
                             && began.elapsed() + backoff.peek() <= backend.patience() =>
                     {
                         drop(conn);
-                        tokio::time::sleep(backoff.next_wait()).await;
+                        crate::clock::system().sleep(backoff.next_wait()).await;
                     }
                     Err(e) => return Err(schema::classify(backend.shown(), &e)),
                 }

@@ -336,7 +336,7 @@ fn digest(bytes: &[u8]) -> Option<Digest> {
 /// (0 for no lease).
 fn expiry_on_our_clock(lease_left: Option<i64>) -> u64 {
     lease_left.map_or(0, |left| {
-        (crate::exec::wall_ms() as i64).saturating_add(left).max(0) as u64
+        (crate::clock::wall_ms() as i64).saturating_add(left).max(0) as u64
     })
 }
 

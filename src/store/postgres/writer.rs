@@ -66,7 +66,7 @@ pub(super) async fn writer_loop(
         stats
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let committed = std::time::Instant::now();
+        let committed = crate::clock::stopwatch();
         for ((_, _, ack, durable), result) in batch.into_iter().zip(results) {
             if let (Some(durable), Ok(_)) = (durable, &result) {
                 durable(committed);

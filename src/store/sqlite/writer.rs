@@ -154,7 +154,7 @@ pub(super) fn writer_loop(
             }
         }
         let results = apply_batch(&mut conn, &mut known, &batch, &file);
-        let committed = std::time::Instant::now();
+        let committed = crate::clock::stopwatch();
         stats.transactions.fetch_add(1, Ordering::Relaxed);
         stats
             .writes

@@ -81,7 +81,7 @@ impl Events {
             .lock()
             .map(|mut t| std::mem::take(&mut *t))
             .unwrap_or_default();
-        let _ = tokio::time::timeout(limit, futures_util::future::join_all(tasks)).await;
+        let _ = crate::clock::timeout(limit, futures_util::future::join_all(tasks)).await;
     }
 
     /// Routes progress for `token` to `sink` until [`unroute`](Self::unroute).
@@ -261,7 +261,7 @@ impl Connection {
                     .join(", ")
             )));
         }
-        let listed = tokio::time::timeout(config.init_timeout(), conn.peer.list_all_tools()).await;
+        let listed = crate::clock::timeout(config.init_timeout(), conn.peer.list_all_tools()).await;
         match listed {
             Ok(Ok(tools)) => conn.tools = tools,
             Ok(Err(e)) => {
@@ -304,7 +304,7 @@ impl Connection {
         self.events.farewells_sent(SHUTDOWN_GRACE).await;
         let service = self.service.lock().await.take();
         if let Some(mut service) = service {
-            let _ = tokio::time::timeout(SHUTDOWN_GRACE, service.close()).await;
+            let _ = crate::clock::timeout(SHUTDOWN_GRACE, service.close()).await;
         }
         if let Some(child) = &self.child {
             child.stop().await;
@@ -324,7 +324,7 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    match tokio::time::timeout(config.init_timeout(), handler.serve(transport)).await {
+    match crate::clock::timeout(config.init_timeout(), handler.serve(transport)).await {
         Ok(Ok(service)) => Ok(service),
         Ok(Err(e)) => Err(Failure::Refused(one_line(&e.to_string()))),
         Err(_) => Err(Failure::TimedOut(config.init_timeout())),

@@ -125,7 +125,7 @@ impl McpServer {
     pub async fn listing(self: &Arc<Self>) -> Result<ToolListing, McpError> {
         let conn = self.start().await?;
         let config = self.config();
-        let listed = tokio::time::timeout(config.init_timeout(), conn.peer.list_all_tools())
+        let listed = crate::clock::timeout(config.init_timeout(), conn.peer.list_all_tools())
             .await
             .map_err(|_| {
                 McpError::new(

@@ -247,7 +247,8 @@ async fn call_on(conn: &Connection, call: &Call<'_>) -> Result<Value, CallFailur
     };
     let deadline = async {
         match limit {
-            Some(limit) => tokio::time::sleep(limit).await,
+            // The engine's clock, inside a call it performs.
+            Some(limit) => crate::clock::current().sleep(limit).await,
             None => std::future::pending().await,
         }
     };

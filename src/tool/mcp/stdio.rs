@@ -57,7 +57,7 @@ impl Diagnostics {
     pub(crate) async fn settle(&self) {
         let task = self.reader.lock().ok().and_then(|mut r| r.take());
         if let Some(task) = task {
-            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+            let _ = crate::clock::timeout(Duration::from_millis(500), task).await;
         }
     }
 
@@ -153,7 +153,7 @@ impl ChildProcess {
     /// Its exit status if it has exited or exits within a moment.
     pub(crate) async fn exit_status_soon(&self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.lock().await;
-        match tokio::time::timeout(Duration::from_millis(300), child.wait()).await {
+        match crate::clock::timeout(Duration::from_millis(300), child.wait()).await {
             Ok(Ok(status)) => Some(status),
             _ => None,
         }
@@ -162,11 +162,11 @@ impl ChildProcess {
     /// Grace, `SIGTERM` to the group, grace, `SIGKILL`; always reaps.
     pub(crate) async fn stop(&self) {
         let mut child = self.child.lock().await;
-        if let Ok(Ok(_)) = tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
+        if let Ok(Ok(_)) = crate::clock::timeout(SHUTDOWN_GRACE, child.wait()).await {
             return;
         }
         self.signal(nix::sys::signal::Signal::SIGTERM);
-        if let Ok(Ok(_)) = tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
+        if let Ok(Ok(_)) = crate::clock::timeout(SHUTDOWN_GRACE, child.wait()).await {
             return;
         }
         self.signal(nix::sys::signal::Signal::SIGKILL);

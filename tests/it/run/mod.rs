@@ -1,6 +1,7 @@
 //! Driving runs: the engine and the binary under crashes, signals, races, tools and time.
 
 mod cancel_race;
+mod clock_seam;
 mod command_tool;
 mod concurrent_resumers;
 mod crash_safety;

@@ -17,6 +17,7 @@ pub mod provider;
 pub mod receipt;
 pub mod serve;
 pub mod session;
+pub mod sources;
 pub mod spec;
 pub mod tamper;
 pub mod tamper_catalogue;

@@ -1,16 +1,25 @@
-//! Time for the executor: one seam for every clock reading and every wait.
+//! Time for the engine: the one module that reads the system clock or arms tokio's timers.
 //!
 //! The machine never reads a clock; the executor stamps each event with [`Clock::stamp`]. Every
-//! wait the executor makes goes through the engine's [`Clock`] too: a retry's backoff
+//! wait that decides what happens goes through a [`Clock`]: a retry's backoff
 //! ([`Clock::until`] then [`Clock::sleep`]), the control poll and lease renewal
-//! ([`Clock::now`], [`Clock::sleep_until`]), the grace period of a graceful stop, tool
-//! timeouts. So a test can drive a run on virtual time ([`VirtualClock`]) and check the delays
-//! it waited, and a demo can make a run's timestamps and state hashes reproducible
-//! ([`SteppedClock`]).
+//! ([`Clock::now`], [`Clock::sleep_until`]), the grace period of a graceful stop, tool and
+//! model-call timeouts ([`within`], [`within_until`]), the worker's polling and its lease
+//! judgements ([`Clock::wall_ms`]). So a test can drive a run on virtual time
+//! ([`VirtualClock`]) and check the delays it waited, and a demo can make a run's timestamps and
+//! state hashes reproducible ([`SteppedClock`], `--stepped-clock`).
+//!
+//! The engine's clock reaches a model provider or a tool without a parameter: the executor
+//! performs each call inside [`scope`], and [`current`] returns that clock there (the system's
+//! elsewhere). Code that runs outside any engine (the HTTP server, MCP shutdown graces, a
+//! store's reconnect backoff) waits on [`system`]; measurements for reports (latencies,
+//! uptime, benchmarks) read [`stopwatch`]. Nothing else in the crate calls `Instant::now`,
+//! `SystemTime::now`, `std::thread::sleep` or `tokio::time`'s timers: a test
+//! (`tests/it/run/clock_seam.rs`) reads the sources and holds that.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
@@ -69,6 +78,82 @@ pub fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Monotonic now, for measuring how long something took (a latency, an uptime, a benchmark).
+/// Never for deciding what happens: a decision reads a [`Clock`].
+pub(crate) fn stopwatch() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// The system's clock, for waits made outside any engine (the HTTP server's accept loop, a
+/// child's shutdown grace, a store waiting for its database). A run's waits use its engine's
+/// clock instead ([`current`] inside a call the engine performs).
+pub(crate) fn system() -> Arc<dyn Clock> {
+    static SYSTEM: OnceLock<Arc<dyn Clock>> = OnceLock::new();
+    SYSTEM
+        .get_or_init(|| Arc::new(SystemClock::default()))
+        .clone()
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<dyn Clock>;
+}
+
+/// Runs `fut` with `clock` as its [`current`] clock: the executor performs every model and
+/// tool call inside this, so the provider's and the tool's own timeouts run on the engine's
+/// clock.
+pub(crate) async fn scope<F: Future>(clock: Arc<dyn Clock>, fut: F) -> F::Output {
+    CURRENT.scope(clock, fut).await
+}
+
+/// The clock of the call being performed ([`scope`]), or [`system`] outside one.
+pub(crate) fn current() -> Arc<dyn Clock> {
+    CURRENT.try_with(Arc::clone).unwrap_or_else(|_| system())
+}
+
+/// `fut` ran past its deadline (see [`within`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimedOut;
+
+/// `fut`'s output, or [`TimedOut`] when `clock` reaches `deadline` (a [`Clock::now`] value)
+/// first. `fut` is polled before the timer, so one that is ready is never timed out.
+pub(crate) async fn within_until<F: Future>(
+    clock: &dyn Clock,
+    deadline: Instant,
+    fut: F,
+) -> Result<F::Output, TimedOut> {
+    let mut fut = std::pin::pin!(fut);
+    tokio::select! {
+        biased;
+        out = &mut fut => Ok(out),
+        () = clock.sleep_until(deadline) => Err(TimedOut),
+    }
+}
+
+/// `fut`'s output, or [`TimedOut`] when `limit` passes first on `clock`.
+pub(crate) async fn within<F: Future>(
+    clock: &dyn Clock,
+    limit: Duration,
+    fut: F,
+) -> Result<F::Output, TimedOut> {
+    let deadline = clock.now() + limit;
+    within_until(clock, deadline, fut).await
+}
+
+/// `fut`'s output, or [`TimedOut`] when `limit` passes first on the [`current`] clock: the
+/// engine's inside a call it performs, the system's elsewhere.
+pub(crate) async fn timeout<F: Future>(limit: Duration, fut: F) -> Result<F::Output, TimedOut> {
+    within(current().as_ref(), limit, fut).await
+}
+
+/// A tokio interval on the system clock (its first tick at once; a late tick delays the next
+/// ones), for polling that is not a run's (the `serve` UI's watch of a run).
+#[allow(dead_code)] // The binary's `serve` uses it; the library does not.
+pub(crate) fn interval(every: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }
 
 /// The next HLC value after `last` and `after` at wall time `wall_ms`: the wall time when it is
