@@ -6,6 +6,7 @@ mod command_tool;
 mod concurrent_resumers;
 mod crash_safety;
 mod durable_runs;
+mod engine_clock_paces_http_calls;
 mod engine_shutdown;
 mod graceful_stop;
 mod history_hash_revisions;
