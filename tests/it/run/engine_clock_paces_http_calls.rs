@@ -5,80 +5,19 @@
 //! the provider's 60 s deadline on that clock, with no real minute passing. The provider is a
 //! real `HttpProvider` against a server on 127.0.0.1.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runtape::exec::{Clock, Engine, EngineConfig, Sleep};
+use runtape::exec::{Engine, EngineConfig};
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::{MemoryStore, RunStatus};
-use tokio::time::Instant;
 
+use crate::support::clock::FastForward;
 use crate::support::provider::{Behaviour, MockServer, config_for, provider};
 
-/// The engine's time starts here: 2023-11-14T22:13:20Z, years before the wall's.
-const ORIGIN_MS: u64 = 1_700_000_000_000;
-/// Waits at least this long pass at once on [`FastForward`]; shorter ones (the control poll,
-/// lease renewal) take real time.
-const LONG: Duration = Duration::from_secs(30);
-
 const OPENAI_OK: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
-
-/// A clock whose time starts at [`ORIGIN_MS`] and runs with the wall's, except that a wait of
-/// [`LONG`] or more ends at once and moves the clock past it. It records each such skip.
-struct FastForward {
-    start: Instant,
-    skipped: Mutex<Duration>,
-    skips: Mutex<Vec<Duration>>,
-}
-
-impl FastForward {
-    fn new() -> Self {
-        FastForward {
-            start: Instant::now(),
-            skipped: Mutex::new(Duration::ZERO),
-            skips: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn skipped(&self) -> Duration {
-        *self.skipped.lock().expect("not poisoned")
-    }
-
-    fn skips(&self) -> Vec<Duration> {
-        self.skips.lock().expect("not poisoned").clone()
-    }
-}
-
-impl Clock for FastForward {
-    fn stamp(&self, _seq: u64, after: Hlc) -> Hlc {
-        Hlc::from_ms(self.wall_ms()).max(Hlc::new(after.ms(), after.logical() + 1))
-    }
-
-    fn trace(&self) -> Hlc {
-        Hlc::from_ms(self.wall_ms())
-    }
-
-    fn wall_ms(&self) -> u64 {
-        let passed = self.start.elapsed() + self.skipped();
-        ORIGIN_MS + passed.as_millis() as u64
-    }
-
-    fn now(&self) -> Instant {
-        Instant::now() + self.skipped()
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> Sleep {
-        let left = deadline.saturating_duration_since(self.now());
-        if left >= LONG {
-            *self.skipped.lock().expect("not poisoned") += left;
-            self.skips.lock().expect("not poisoned").push(left);
-            return Box::pin(std::future::ready(()));
-        }
-        Box::pin(tokio::time::sleep(left))
-    }
-}
 
 fn engine(clock: Arc<FastForward>, server: &MockServer, timeout: Duration) -> Engine {
     let engine = Engine::with_store(

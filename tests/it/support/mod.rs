@@ -4,6 +4,7 @@
 
 pub mod cassette;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod crash;
 pub mod delegation;

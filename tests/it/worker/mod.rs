@@ -5,4 +5,5 @@ mod database_down;
 mod metrics;
 mod network_partition;
 mod partition;
+mod polls_on_the_engines_clock;
 mod refuses_tampered_runs;
