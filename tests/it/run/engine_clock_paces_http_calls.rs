@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use runtape::exec::{Engine, EngineConfig};
+use runtape::exec::{Engine, EngineConfig, RunEnd};
 use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::{MemoryStore, RunStatus};
@@ -18,20 +18,6 @@ use crate::support::clock::FastForward;
 use crate::support::provider::{Behaviour, MockServer, config_for, provider};
 
 const OPENAI_OK: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
-
-fn engine(clock: Arc<FastForward>, server: &MockServer, timeout: Duration) -> Engine {
-    let engine = Engine::with_store(
-        Arc::new(MemoryStore::new()),
-        EngineConfig {
-            clock,
-            ..EngineConfig::default()
-        },
-    );
-    let mut config = config_for(ProviderKind::OpenAi, server, "m");
-    config.timeout = timeout;
-    engine.register_provider("p", Arc::new(provider(config, "k-1")));
-    engine
-}
 
 fn spec(attempts: u32) -> RunSpec {
     RunSpec::build(Spec {
@@ -49,6 +35,28 @@ fn spec(attempts: u32) -> RunSpec {
         ..Spec::default()
     })
     .expect("valid spec")
+}
+
+/// Runs one agent against `server` on `clock`, with the provider's whole-request `timeout` and
+/// `attempts` on its one route, to its end.
+async fn run_on(
+    clock: Arc<FastForward>,
+    server: &MockServer,
+    timeout: Duration,
+    attempts: u32,
+) -> RunEnd {
+    let engine = Engine::with_store(
+        Arc::new(MemoryStore::new()),
+        EngineConfig {
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    let mut config = config_for(ProviderKind::OpenAi, server, "m");
+    config.timeout = timeout;
+    engine.register_provider("p", Arc::new(provider(config, "k-1")));
+    let started = engine.start(spec(attempts), "Answer.").await;
+    started.expect("starts").wait().await.expect("runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,14 +80,7 @@ async fn a_retry_after_date_is_waited_out_on_the_engines_clock() {
     })
     .await;
     let clock = Arc::new(FastForward::new());
-    let engine = engine(clock.clone(), &server, Duration::from_secs(10));
-    let end = engine
-        .start(spec(2), "Try again when asked to.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_on(clock.clone(), &server, Duration::from_secs(10), 2).await;
     assert_eq!(end.status, RunStatus::Completed);
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the call and its retry");
     // The backoff the server asked for, read against the engine's clock: the date is ~100 s
@@ -98,14 +99,7 @@ async fn a_retry_after_date_is_waited_out_on_the_engines_clock() {
 async fn a_request_times_out_at_its_deadline_on_the_engines_clock() {
     let server = MockServer::always(Behaviour::Silent).await;
     let clock = Arc::new(FastForward::new());
-    let engine = engine(clock.clone(), &server, Duration::from_secs(60));
-    let end = engine
-        .start(spec(1), "Ask a server that never answers.")
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
+    let end = run_on(clock.clone(), &server, Duration::from_secs(60), 1).await;
     assert_eq!(end.status, RunStatus::Failed);
     let why = format!("{:?}", end.state.outcome());
     assert!(why.contains("no response within 60s"), "{why}");
