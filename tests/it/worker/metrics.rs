@@ -130,7 +130,13 @@ fn a_worker_answers_healthz_and_metrics_and_its_counters_move() {
     assert_eq!(body["status"], "ok");
     assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
 
-    let m = scrape(addr);
+    // A run's row says completed a moment before the worker's loop reaps its task and lowers
+    // the gauge: wait for the gauge, then read every figure from one scrape.
+    let mut m = scrape(addr);
+    wait_long("Y's gauge shows no run in flight", || {
+        m = scrape(addr);
+        get(&m, "runtape_worker_runs_in_flight") == 0.0
+    });
     assert_eq!(get(&m, "runtape_worker_runs_claimed_total"), 2.0);
     assert_eq!(get(&m, "runtape_worker_lease_takeovers_total"), 2.0);
     assert_eq!(get(&m, "runtape_worker_runs_in_flight"), 0.0);
