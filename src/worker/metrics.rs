@@ -162,6 +162,9 @@ pub fn error_code(e: &EngineError) -> &'static str {
         EngineError::History(HistoryError::Tampered { .. } | HistoryError::WrongKey(_)) => {
             "tampered"
         }
+        // Reading the history failed in the store (a connection the database ended): the
+        // store's trouble, counted as the store's, not a fault of the history.
+        EngineError::History(HistoryError::Store(e)) => store_error_code(e),
         EngineError::History(_) => "history",
         EngineError::Machine(_) => "machine",
         EngineError::MissingProvider { .. } | EngineError::MissingTool(_) => "setup",
@@ -248,6 +251,15 @@ impl Store for Metered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_read_the_database_broke_off_counts_as_the_databases() {
+        let lost = StoreError::Io("connection to the database was lost".into());
+        let e = EngineError::History(HistoryError::Store(lost));
+        assert_eq!(error_code(&e), "database");
+        let unknown = EngineError::History(HistoryError::UnknownRun("r".into()));
+        assert_eq!(error_code(&unknown), "history");
+    }
 
     #[test]
     fn the_text_is_prometheus_exposition_format() {
