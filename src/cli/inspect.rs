@@ -76,8 +76,8 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `runtape log RUN`: the timeline.
-pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
+/// `runtape log RUN`: the timeline (with `tail`, its last `tail` steps).
+pub(crate) fn log(db: &Path, run: &str, json: bool, tail: Option<u64>) -> Result<(), CliError> {
     let (run, seq) = parse_run_at(run)?;
     if seq.is_some() {
         return Err(CliError::usage(
@@ -85,7 +85,10 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         ));
     }
     let store = open_existing(db)?;
-    let entries = ops::timeline(store.as_ref(), &run)?;
+    let entries = match tail {
+        Some(count) => ops::timeline_tail(store.as_ref(), &run, count)?,
+        None => ops::timeline(store.as_ref(), &run)?,
+    };
     if json {
         for e in &entries {
             print_json(e)?;
@@ -108,7 +111,11 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
         (s.0 + e.cache_read_tokens, s.1 + e.cache_write_tokens)
     });
     if read + written > 0 {
-        outln!("prompt cache: {read} input tokens read from it, {written} written to it");
+        let which = match tail {
+            Some(_) => format!(" (steps {} to {})", entries[0].entry.seq, rec.seq),
+            None => String::new(),
+        };
+        outln!("prompt cache{which}: {read} input tokens read from it, {written} written to it");
     }
     let label = state_labels(entries.iter().map(|e| &e.entry));
     for e in entries.iter().map(|e| &e.entry) {
@@ -131,7 +138,15 @@ pub(crate) fn log(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             e.summary
         );
     }
-    if !rec.status.is_terminal() && rec.status != crate::store::RunStatus::AwaitingInput {
+    // Children waiting for a person are looked for (a read of the whole history) only where
+    // the run may wait on a call: ended runs, runs waiting themselves and runs resting out of
+    // budget (at a step boundary, no call outstanding) wait on none.
+    let may_wait_on_a_child = !rec.status.is_terminal()
+        && !matches!(
+            rec.status,
+            crate::store::RunStatus::AwaitingInput | crate::store::RunStatus::BudgetExhausted
+        );
+    if may_wait_on_a_child {
         for w in ops::waiting_below(store.as_ref(), &run)? {
             for (_, tool, how) in &w.asks {
                 outln!(

@@ -240,6 +240,10 @@ pub(crate) enum Command {
         /// One JSON object per step.
         #[arg(long)]
         json: bool,
+        /// Only the last K steps, read without the rest of the history (as fast on a long run
+        /// as on a short one).
+        #[arg(long, value_name = "K", conflicts_with = "session")]
+        tail: Option<u64>,
     },
     /// List sessions: name, runs, latest run, its status, age and goal.
     Sessions {
@@ -818,9 +822,9 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             json,
             ..
         } => sessions::log(&db, &name, json).map(|_| EXIT_OK),
-        Command::Log { run, json, .. } => {
-            inspect::log(&db, run.as_deref().unwrap_or_default(), json).map(|_| EXIT_OK)
-        }
+        Command::Log {
+            run, json, tail, ..
+        } => inspect::log(&db, run.as_deref().unwrap_or_default(), json, tail).map(|_| EXIT_OK),
         Command::Sessions { json } => sessions::list(&db, json).map(|_| EXIT_OK),
         Command::Show { run, json } => inspect::show(&db, &run, json).map(|_| EXIT_OK),
         Command::Diff {

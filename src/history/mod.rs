@@ -19,4 +19,4 @@ pub use crate::ledger::{
 pub use diff::{Change, ChildDiff, DiffPoint, RunDiff, Side, TreeDiff, diff_runs, diff_trees};
 pub use edits::{edit_in_words, fork_goal};
 pub use inspect::{SentRequest, StepView, show};
-pub use timeline::{TimelineEntry, cache_tokens, reply_end, timeline};
+pub use timeline::{TAIL_LEAD_IN, TimelineEntry, cache_tokens, reply_end, timeline, timeline_tail};

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::ledger::{HistoryError, pairs, record, transitions};
 use crate::machine::{AgentId, EdgeId, Effect, EventBody, EventKind, Hlc, RunId, StateKind};
-use crate::store::Store;
+use crate::store::{Store, TransitionRecord};
 
 /// One line of the timeline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -80,11 +80,41 @@ pub fn reply_end(reply: &crate::machine::ModelReply) -> Option<&'static str> {
 /// The whole timeline of `run` (across fork ancestry).
 pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, HistoryError> {
     let rec = record(store, run)?;
-    let rows = transitions(store, run, 1, rec.seq)?;
+    entries(run, &transitions(store, run, 1, rec.seq)?)
+}
+
+/// Steps read before a [`timeline_tail`] for what its entries refer back to.
+pub const TAIL_LEAD_IN: u64 = 64;
+
+/// The last `count` entries of [`timeline`] (`runtape log RUN --tail K`), reading only the
+/// rows they need: those `count` rows and the [`TAIL_LEAD_IN`] steps before them, in one
+/// read, so it costs the same on a run of any length. The lead-in gives the first entries
+/// the state they leave and the agent last active; an entry answering a call made more
+/// than the lead-in before the tail (a person's answer after a long stretch of parallel
+/// calls) names the agent last active instead of the call's.
+pub fn timeline_tail(
+    store: &dyn Store,
+    run: &RunId,
+    count: u64,
+) -> Result<Vec<TimelineEntry>, HistoryError> {
+    let rec = record(store, run)?;
+    let first = rec
+        .seq
+        .saturating_sub(count.saturating_add(TAIL_LEAD_IN))
+        .max(1);
+    let mut all = entries(run, &transitions(store, run, first, rec.seq)?)?;
+    let keep = all
+        .len()
+        .saturating_sub(usize::try_from(count).unwrap_or(usize::MAX));
+    Ok(all.split_off(keep))
+}
+
+/// The timeline entries of `rows`, consecutive steps of `run`.
+fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>, HistoryError> {
     let mut out = Vec::with_capacity(rows.len());
     let mut prev = StateKind::Created;
     let mut active: Option<AgentId> = None;
-    for step in pairs(run, &rows) {
+    for step in pairs(run, rows) {
         let step = step?;
         let (t, event, effects) = (step.row, &step.event, &step.effects);
         let to = t.state_kind;

@@ -29,6 +29,20 @@ pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<EntryView>, OpsErr
         .collect())
 }
 
+/// The last `count` entries of `run`'s timeline, as `runtape log RUN --tail K --json` prints
+/// them: reads those steps and a fixed lead-in before them, not the whole history
+/// ([`history::timeline_tail`]).
+pub fn timeline_tail(
+    store: &dyn Store,
+    run: &RunId,
+    count: u64,
+) -> Result<Vec<EntryView>, OpsError> {
+    Ok(history::timeline_tail(store, run, count)?
+        .into_iter()
+        .map(EntryView::from)
+        .collect())
+}
+
 /// Step `seq` of `run` in full (`None`: its latest step) — the state, the event, the effects
 /// and the exact model request — as `runtape show RUN@SEQ --json` prints it.
 pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepDetailView, OpsError> {

@@ -12,7 +12,7 @@
 //! | fork at a step, with edits | `fork RUN@SEQ [--edit E] [--tape]` | [`fork`] with [`Edit`]s |
 //! | pause, cancel (across processes) | `pause RUN`, `cancel RUN` | [`pause`], [`cancel`] |
 //! | list the runs | `ls --json` | [`runs`] ([`RunView`]) |
-//! | a run's timeline | `log RUN --json` | [`timeline`] ([`EntryView`]) |
+//! | a run's timeline, or its last steps | `log RUN [--tail K] --json` | [`timeline`], [`timeline_tail`] ([`EntryView`]) |
 //! | a step in full | `show RUN@SEQ --json` | [`show`] ([`StepDetailView`]) |
 //! | where two runs differ | `diff A B [--recursive] --json` | [`diff`], [`diff_tree`] |
 //! | verify a run (and the runs below it) | `verify RUN [--recursive] --json` | [`verify`], [`verify_tree`] ([`VerifyView`]) |
@@ -70,7 +70,8 @@ pub use edits::{BudgetTarget, Edit, Raise};
 pub use error::{ErrorKind, OpsError};
 pub use fork::fork;
 pub use inspect::{
-    VerifyTree, diff, diff_tree, forks_of, runs, show, timeline, tree, verify, verify_tree,
+    VerifyTree, diff, diff_tree, forks_of, runs, show, timeline, timeline_tail, tree, verify,
+    verify_tree,
 };
 pub use open::{
     EngineSettings, Warn, db_path, engine, engine_config, env_ms, open_existing, open_store,

@@ -179,7 +179,9 @@ mod tests {
         less.remove("outbox");
         assert_ne!(digest(&less), latest);
         let mut column = all[all.len() - 1].clone();
-        column.get_mut("runs").map(|cols| cols.remove("lease_owner"));
+        column
+            .get_mut("runs")
+            .map(|cols| cols.remove("lease_owner"));
         assert_ne!(digest(&column), latest);
         let mut more = all[all.len() - 1].clone();
         more.insert("other".into(), BTreeSet::from(["x".to_owned()]));
