@@ -14,6 +14,7 @@ pub(super) struct Counting {
     inner: Arc<dyn Store>,
     rebuilt: Mutex<Vec<RunId>>,
     reads: AtomicUsize,
+    rows: AtomicUsize,
 }
 
 impl Counting {
@@ -23,6 +24,7 @@ impl Counting {
             inner,
             rebuilt: Mutex::new(Vec::new()),
             reads: AtomicUsize::new(0),
+            rows: AtomicUsize::new(0),
         })
     }
 
@@ -37,6 +39,12 @@ impl Counting {
     /// How many reads (calls of a read method, whatever the run) have been made so far.
     pub(super) fn reads(&self) -> usize {
         self.reads.load(Ordering::Relaxed)
+    }
+
+    /// How many transition rows all reads have returned so far (a read of the whole history
+    /// is one read, but as many rows as the run has steps).
+    pub(super) fn rows(&self) -> usize {
+        self.rows.load(Ordering::Relaxed)
     }
 
     fn note(&self) {
@@ -82,7 +90,9 @@ impl Store for Counting {
         to: u64,
     ) -> Result<Vec<crate::store::TransitionRecord>, crate::store::StoreError> {
         self.note();
-        self.inner.transitions(run, from, to)
+        let rows = self.inner.transitions(run, from, to)?;
+        self.rows.fetch_add(rows.len(), Ordering::Relaxed);
+        Ok(rows)
     }
     fn snapshot_at_or_before(
         &self,

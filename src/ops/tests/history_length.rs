@@ -1,8 +1,10 @@
 //! Resuming a run, showing a step and listing its timeline make as many store reads on a run
 //! of 400 transitions as on one of 200: a run's history is read from its nearest snapshot, and a
 //! conversation in one read whatever its length ([`crate::store::Store::conversation_nodes`]),
-//! not one read per message. Counted on the real in-memory store
-//! ([`super::counting::Counting`]); a database store makes one query per read.
+//! not one read per message; and the last ten entries of the timeline (`log --tail 10`) read as
+//! many transition rows on either, the last ten steps and a fixed lead-in, not the whole
+//! history. Counted on the real in-memory store ([`super::counting::Counting`]); a database
+//! store makes one query per read.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -66,6 +68,10 @@ struct Reads {
     show_latest: usize,
     /// `log`.
     log: usize,
+    /// `log --tail 10`.
+    log_tail: usize,
+    /// Transition rows `log --tail 10` read.
+    log_tail_rows: usize,
     /// `resume RUN --raise budget.max_turns=R+1`, to the end of the run.
     resume: usize,
 }
@@ -102,6 +108,19 @@ async fn reads_at(rounds: usize) -> Reads {
         assert_eq!(entries.len() as u64, latest);
     });
 
+    let rows_before = store.rows();
+    let mut tail = Vec::new();
+    let log_tail = counted(&mut || {
+        tail = ops::timeline_tail(store.as_ref(), &run, 10).expect("lists the tail");
+    });
+    let log_tail_rows = store.rows() - rows_before;
+    let whole = ops::timeline(store.as_ref(), &run).expect("lists");
+    assert_eq!(
+        serde_json::to_value(&tail).expect("serialises"),
+        serde_json::to_value(&whole[whole.len() - 10..]).expect("serialises"),
+        "the tail is the timeline's last ten entries"
+    );
+
     let raise = [Raise::parse(&format!("budget.max_turns={}", rounds + 1)).expect("a raise")];
     let before = store.reads();
     let handle = ops::resume(&engine, &run, Answer::None, None, &raise)
@@ -117,6 +136,8 @@ async fn reads_at(rounds: usize) -> Reads {
         show_first,
         show_latest,
         log,
+        log_tail,
+        log_tail_rows,
         resume,
     }
 }
