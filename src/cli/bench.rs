@@ -198,6 +198,12 @@ fn print_table(r: &Report, o: &BenchOptions, dir: &Path) {
             g.long_ms,
             g.ratio
         );
+        if let (Some(short), Some(long), Some(ratio)) = (g.cli_short_ms, g.cli_long_ms, g.cli_ratio)
+        {
+            outln!(
+                "R   runtape resume --raise to the end (whole process, from a spec file): {short:.1} ms; {long:.1} ms; ratio {ratio:.2}"
+            );
+        }
     }
     if wants("w4") {
         outln!(
