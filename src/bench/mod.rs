@@ -14,7 +14,8 @@
 //!   processes.
 //! - **W4**: W1 with the in-memory store: the engine's own overhead.
 //! - **resume**: `ops::resume` (what `runtape resume RUN --raise …` runs) on runs parked at
-//!   two history lengths (`resume.rs`): both times and their ratio, which should stay near 1.
+//!   two history lengths (`resume.rs`): both times and their ratio, which should stay near 1;
+//!   and `runtape resume` itself, a whole process, on runs of the same lengths from a spec file.
 //! - **W5**: 10,000 runs started together on one file at `FULL`, each 3 tool rounds and an
 //!   answer from a model that takes 1 s ± 20% per reply (`w5.rs`); each repetition in a
 //!   process of its own, so its peak memory is its own.
