@@ -25,6 +25,7 @@
 //! | every HTTP provider's `api_key_env` | when a setup is installed ([`crate::config::Setup::install`]) |
 //! | every variable a spec passes to a program by name (`env`, `"${NAME}"`), the password inside it when it is a URL | when the setup is installed, and again when the program starts |
 //! | an HTTP MCP server's `headers_env` values | when it connects |
+//! | every value of an `--env-file` ([`env_file`]) | when the file is installed, before the spec is loaded |
 //!
 //! [`register_engine_env`] does the first three rows; embedders register their own with
 //! [`register`] or [`register_value`].
@@ -41,6 +42,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub mod env_file;
 mod shapes;
 
 pub use shapes::{carries_url_credentials, looks_secret, url_credentials};

@@ -132,6 +132,11 @@ pub(crate) enum Command {
         /// Per-run overrides of the spec file, recorded in the run's stored spec.
         #[command(flatten)]
         overrides: RunOverrides,
+        /// Read NAME=value lines (dotenv syntax) that the spec's variable references see as
+        /// if they were in runtape's environment; the values are scrubbed and never stored,
+        /// the names are recorded with the run. Not with --detach.
+        #[arg(long, value_name = "FILE")]
+        env_file: Option<PathBuf>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -157,6 +162,10 @@ pub(crate) enum Command {
         /// max_cost_usd (dollars) or max_wall_ms. Repeatable.
         #[arg(long, value_name = "KEY=VALUE")]
         raise: Vec<String>,
+        /// Read NAME=value lines (dotenv syntax) for the run's variable references again, as
+        /// `run --env-file` did: a resumed run reads its keys anew. Nothing is recorded.
+        #[arg(long, value_name = "FILE")]
+        env_file: Option<PathBuf>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -689,6 +698,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             session,
             memory,
             overrides,
+            env_file,
             opts,
         } => drive(runs::run(
             &spec,
@@ -697,6 +707,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             session,
             memory,
             overrides.into(),
+            env_file.as_deref(),
             common(opts),
         )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
@@ -707,6 +718,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             reject,
             call,
             raise,
+            env_file,
             opts,
         } => {
             let answer = match (input, approve, reject) {
@@ -717,7 +729,14 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 }
                 _ => crate::ops::Answer::None,
             };
-            drive(runs::resume(&run, answer, call, raise, common(opts)))
+            drive(runs::resume(
+                &run,
+                answer,
+                call,
+                raise,
+                env_file.as_deref(),
+                common(opts),
+            ))
         }
         Command::Fork {
             at,

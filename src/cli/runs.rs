@@ -62,10 +62,20 @@ pub(crate) async fn run(
     session: Option<String>,
     memory: Option<String>,
     overrides: ops::Overrides,
+    env_file: Option<&Path>,
     common: Common,
 ) -> Result<u8, CliError> {
+    if detach && env_file.is_some() {
+        return Err(CliError::usage(
+            "--env-file is for a run driven here; a --detach run is driven by `runtape worker`, whose environment must hold the variables",
+        ));
+    }
+    // Installed before the spec is loaded (loading may start an MCP server that reads them);
+    // a bad file is refused before anything is written.
+    let names = install_env_file(env_file)?;
     let mut file = ops::load(spec, memory.as_deref())?;
     let id = overrides.apply(&mut file)?.unwrap_or_else(new_run_id);
+    file.setup.env_file = names;
     if detach {
         return enqueue(id, file, goal, session, common).await;
     }
@@ -116,15 +126,29 @@ async fn enqueue(
     Ok(super::EXIT_OK)
 }
 
+/// Reads and installs `--env-file`'s variables ([`crate::secrets::env_file`]), when given;
+/// returns their names, for the run's setup. A bad file is one line, exit 2.
+fn install_env_file(path: Option<&Path>) -> Result<Option<Vec<String>>, CliError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let file = crate::secrets::env_file::EnvFile::read(path).map_err(CliError::usage)?;
+    let names = file.names();
+    file.install().map_err(CliError::usage)?;
+    Ok(Some(names))
+}
+
 /// `runtape resume RUN [--input|--approve|--reject] [--raise KEY=VALUE]...`.
 pub(crate) async fn resume(
     run: &str,
     answer: Answer,
     call: Option<String>,
     raises: Vec<String>,
+    env_file: Option<&Path>,
     common: Common,
 ) -> Result<u8, CliError> {
     let run = parse_whole_run(run, "resume goes on from where the run stopped")?;
+    install_env_file(env_file)?;
     let raises = raises
         .iter()
         .map(|r| Raise::parse(r))

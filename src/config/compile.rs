@@ -110,6 +110,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         tools: commands,
         mcp,
         retriever,
+        env_file: None,
     };
     let spec_files = super::spec_files::refs(&raw.agents);
     Ok(Compiled {

@@ -43,6 +43,12 @@ pub struct Setup {
     /// The `[retriever]` program, when the file has one (revision 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retriever: Option<crate::tool::retriever::RetrieverConfig>,
+    /// The names (never the values) of the variables an env file gave the run
+    /// (`runtape run --env-file`, [`crate::secrets::env_file`]), in file order; `None` when
+    /// none was given. Sealed with the setup, so replay and `verify` see that the run's
+    /// references were read from one; a resume needs the file again (`resume --env-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<Vec<String>>,
 }
 
 /// One provider entry, ready to build.

@@ -11,6 +11,7 @@
 //! | `PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`, `TZ`, `TMPDIR`, `TERM` | yes, when runtape has them | yes, when runtape has them |
 //! | the call's `RUNTAPE_RUN_ID`, `RUNTAPE_AGENT`, `RUNTAPE_CALL_ID`, `RUNTAPE_TOOL`, `RUNTAPE_IDEMPOTENCY_KEY`, `RUNTAPE_LEASE_EPOCH` | yes | no (a server outlives calls and runs) |
 //! | variables named in `env = ["NAME", …]` or as `env = { NAME = "${OTHER}" }` | yes, when runtape has them; their values are registered as secrets and scrubbed from everything stored or printed | the same |
+//! | a variable of an `--env-file` ([`crate::secrets::env_file`]) | only when named as above (it wins over runtape's own variable of that name); never as a base variable or under `env_all` | the same |
 //! | `env = { NAME = "text" }` | that text, stored with the run (so the loader refuses it for credential-shaped names and URLs with credentials) | the same |
 //! | runtape's other variables | only with `env_all = true`, and even then not credential-shaped names ([`looks_secret`]: `*PASS*`, `*SECRET*`, `*TOKEN*`, `*_KEY`, `*_SK`, `AWS_*`, `RUNTAPE_*`, …), values with URL credentials (`scheme://user:pw@host`), or the setup's provider key variables, unless named one by one | the same |
 //! | `RUNTAPE_RECEIPT_KEY` (the receipt signing key) | never | never |
@@ -88,7 +89,14 @@ impl EnvPolicy {
     where
         I: IntoIterator<Item = (OsString, OsString)>,
     {
-        let engine: BTreeMap<OsString, OsString> = engine.into_iter().collect();
+        let mut engine: BTreeMap<OsString, OsString> = engine.into_iter().collect();
+        // An env file's variable is seen only where the spec names it, never by the base set
+        // or `env_all`.
+        for name in self.explicit_sources() {
+            if let Some(value) = crate::secrets::env_file::file_var(name) {
+                engine.insert(OsString::from(name), OsString::from(value));
+            }
+        }
         for name in self.explicit_sources() {
             if let Some(value) = engine.get(OsStr::new(name)) {
                 crate::secrets::register_value(name, &value.to_string_lossy());
@@ -143,7 +151,7 @@ impl EnvPolicy {
     /// when a program starts; a setup does it up front when it is installed.
     pub fn register_secrets(&self) {
         for name in self.explicit_sources() {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = crate::secrets::env_file::var(name) {
                 crate::secrets::register_value(name, &value);
             }
         }

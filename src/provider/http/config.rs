@@ -193,9 +193,10 @@ impl fmt::Debug for HttpProviderConfig {
 /// [`HttpProvider::with_env`](super::HttpProvider::with_env).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// The process environment as an [`EnvLookup`].
+/// The process environment as an [`EnvLookup`], with the variables of an env file installed
+/// in this process (`--env-file`, [`crate::secrets::env_file`]) taking precedence.
 pub fn process_env() -> EnvLookup {
-    Arc::new(|name| std::env::var(name).ok())
+    Arc::new(crate::secrets::env_file::var)
 }
 
 /// Why a provider could not be built. The message is one line: what is wrong and what to do.

@@ -346,7 +346,7 @@ fn http_transport(
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
     let mut headers = HashMap::new();
     for (header, var) in headers_env {
-        let value = std::env::var(var).map_err(|_| {
+        let value = crate::secrets::env_file::var(var).ok_or_else(|| {
             format!("header `{header}` is read from ${var}, which is not set – export it")
         })?;
         let name = reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {

@@ -7,6 +7,7 @@ mod closed_stdout;
 mod completions_and_man;
 mod costs;
 mod demo_bench;
+mod env_file;
 mod environment_in_guide;
 mod fork_edits_in_words;
 pub(crate) mod help_reference;
