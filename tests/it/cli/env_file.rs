@@ -50,17 +50,18 @@ fn chunk(delta: Value, finish: Option<&str>) -> Value {
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 }
 
-/// A provider that calls `printenv` (a tool whose `tool_calls` needs approval when
-/// `approval`), then answers `done`.
+/// A provider that calls `printenv`, then answers `done` and the authorization header it got.
 async fn provider() -> MockServer {
     MockServer::start(|req| {
+        // The answer echoes the key the request carried: it must come back scrubbed.
+        let key = req.header("authorization").unwrap_or("no key").to_owned();
         let body: Value = req.json();
         let answered = body["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
         if answered {
             return Behaviour::sse(&sse(&[
-                chunk(json!({"role": "assistant", "content": "done"}), None),
+                chunk(json!({"role": "assistant", "content": format!("done {key}")}), None),
                 chunk(json!({}), Some("stop")),
             ]));
         }
