@@ -132,11 +132,6 @@ pub(crate) enum Command {
         /// Per-run overrides of the spec file, recorded in the run's stored spec.
         #[command(flatten)]
         overrides: RunOverrides,
-        /// Read NAME=value lines (dotenv syntax) that the spec's variable references see as
-        /// if they were in runtape's environment; the values are scrubbed and never stored,
-        /// the names are recorded with the run. Not with --detach.
-        #[arg(long, value_name = "FILE")]
-        env_file: Option<PathBuf>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -548,7 +543,8 @@ pub(crate) enum ReceiptsAction {
 
 /// `runtape run`'s per-run overrides of the spec file: each changes the spec the run is
 /// created with (so `show --json`, replay and `verify` see it); checked before anything is
-/// written ([`crate::ops::Overrides`]).
+/// written ([`crate::ops::Overrides`]); and `--env-file`, which [`runs::run`] installs
+/// before the spec is loaded and which the conversion to [`crate::ops::Overrides`] leaves out.
 #[derive(clap::Args, Debug)]
 pub(crate) struct RunOverrides {
     /// The model of every agent's primary route (PROVIDER/MODEL), or of one agent's
@@ -568,6 +564,11 @@ pub(crate) struct RunOverrides {
     /// beginning with a letter or digit; an id in use is refused, writing nothing.
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+    /// Read NAME=value lines (dotenv syntax) that the spec's variable references see as if
+    /// they were in runtape's environment; the values are scrubbed and never stored, the
+    /// names are recorded with the run. Not with --detach.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) env_file: Option<PathBuf>,
 }
 
 impl From<RunOverrides> for crate::ops::Overrides {
@@ -698,7 +699,6 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             session,
             memory,
             overrides,
-            env_file,
             opts,
         } => drive(runs::run(
             &spec,
@@ -706,8 +706,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             detach,
             session,
             memory,
-            overrides.into(),
-            env_file.as_deref(),
+            overrides,
             common(opts),
         )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),

@@ -61,10 +61,11 @@ pub(crate) async fn run(
     detach: bool,
     session: Option<String>,
     memory: Option<String>,
-    overrides: ops::Overrides,
-    env_file: Option<&Path>,
+    mut overrides: super::RunOverrides,
     common: Common,
 ) -> Result<u8, CliError> {
+    let env_file = overrides.env_file.take();
+    let overrides = ops::Overrides::from(overrides);
     if detach && env_file.is_some() {
         return Err(CliError::usage(
             "--env-file is for a run driven here; a --detach run is driven by `runtape worker`, whose environment must hold the variables",
@@ -72,7 +73,7 @@ pub(crate) async fn run(
     }
     // Installed before the spec is loaded (loading may start an MCP server that reads them);
     // a bad file is refused before anything is written.
-    let names = install_env_file(env_file)?;
+    let names = install_env_file(env_file.as_deref())?;
     let mut file = ops::load(spec, memory.as_deref())?;
     let id = overrides.apply(&mut file)?.unwrap_or_else(new_run_id);
     file.setup.env_file = names;

@@ -63,7 +63,7 @@ impl EnvFile {
         let mut vars: Vec<(String, String)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let at = |why: &str| format!("{label}:{}: {why}", i + 1);
-            let Some((name, value)) = parse_line(line).map_err(|why| at(why))? else {
+            let Some((name, value)) = parse_line(line).map_err(&at)? else {
                 continue;
             };
             if vars.iter().any(|(n, _)| *n == name) {
