@@ -29,6 +29,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod allowance;
 mod batch;
 mod budget;
 mod child;
