@@ -211,6 +211,7 @@ fn add_run(
                 e.retryable = failure.retryable;
                 e.retry_after_ms = failure.retry_after_ms;
                 e.status = failure.status;
+                e.budget = failure.budget;
                 (Err(e), Vec::new())
             }
             _ => continue,

@@ -8,9 +8,11 @@
 //! ([`Remaining`]), the model's prices ([`CallPrices`]), a conservative estimate of the
 //! request's input tokens ([`estimate_input_tokens`]) and the agent's own `max_output_tokens`.
 //!
-//! Pure: no I/O, no clock. Not yet called by `step`: wiring it in needs the model's prices and
-//! the request's byte size as machine inputs (today the prices live in the provider's
-//! configuration and the conversation is known to the machine only by its head).
+//! Pure: no I/O, no clock. Called by the HTTP provider just before a call is sent (it has the
+//! model's prices and the request's bytes): a refused call becomes a `ModelFailed` whose
+//! [`budget`](super::ModelFailure::budget) names the budget, which the machine treats as
+//! that budget spent (`BudgetExhausted`), and a limit is sent as the request's output-token
+//! cap. The token budget is not passed here (see `HttpProvider`'s use of it).
 
 use super::budget::{BudgetKey, Remaining};
 

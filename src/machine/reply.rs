@@ -193,6 +193,11 @@ pub struct ModelFailure {
     pub status: Option<u16>,
     /// One line for a person (never contains the API key).
     pub message: String,
+    /// The call was not made because its input, or its input and one output token, would
+    /// pass this budget's cap ([`allowance`](super::allowance::allowance)): the machine treats
+    /// it as that budget spent, not as a provider failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::budget::BudgetKey>,
 }
 
 impl ModelFailure {
@@ -207,6 +212,7 @@ impl ModelFailure {
             retry_after_ms: None,
             status: None,
             message: message.into(),
+            budget: None,
         }
     }
 }

@@ -26,7 +26,8 @@ pub(crate) fn on_model_failed(
     failure: &ModelFailure,
 ) -> (EdgeId, RunState) {
     let agent = run.active.clone();
-    if let Some((scope, key, resting)) = cx.exhaustion(&run) {
+    let refused = failure.budget.map(|key| refused_by(cx, &run, key));
+    if let Some((scope, key, resting)) = cx.exhaustion(&run).or(refused) {
         cx.notes.push(Note::BudgetExhausted {
             scope: scope.clone(),
             key,
@@ -256,6 +257,41 @@ pub(crate) fn on_handoff(
     };
     activate(cx, &mut run, &to, text);
     (EdgeId::HandoffProceedNext, RunState::Preparing { run })
+}
+
+/// The scope a call refused for `key` ([`ModelFailure::budget`]) is charged to, and whether
+/// its policy rests the run: the run's when its cap of `key` leaves no more than the active
+/// agent's (or the agent has none), else the agent's. The refusal stands for that budget
+/// being spent: raising it lets the call be asked for again.
+fn refused_by(cx: &Cx<'_>, run: &RunData, key: BudgetKey) -> (Scope, BudgetKey, bool) {
+    use super::budget::Remaining;
+    use super::spec::{OnExhausted, RunOnExhausted};
+    let left = |limits, usage, since: Hlc| {
+        super::delegation::remaining_of(
+            &Remaining::of(&[(limits, usage, cx.at.ms_since(since))]),
+            key,
+        )
+    };
+    let run_left = left(&run.limits, &run.usage, run.started_at);
+    let agent_left = run
+        .agents
+        .get(&run.active)
+        .and_then(|a| left(&a.limits, &a.usage, a.first_active_at));
+    let agent_binds = match (run_left, agent_left) {
+        (Some(r), Some(a)) => a < r,
+        (None, a) => a.is_some(),
+        (Some(_), None) => false,
+    };
+    if agent_binds {
+        let resting = cx
+            .spec
+            .agent(&run.active)
+            .is_some_and(|s| s.on_exhausted == OnExhausted::Pause);
+        (Scope::Agent(run.active.clone()), key, resting)
+    } else {
+        let resting = cx.spec.spec().on_exhausted == RunOnExhausted::Pause;
+        (Scope::Run, key, resting)
+    }
 }
 
 /// `BudgetExhausted` (not resting) + `Proceed`.

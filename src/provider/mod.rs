@@ -181,6 +181,10 @@ pub struct ProviderError {
     pub setting: Option<String>,
     /// What to do about it, for a person.
     pub hint: String,
+    /// The call was refused before it was sent because it would pass this budget's cap
+    /// (see [`allowance`](crate::machine::allowance)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::machine::BudgetKey>,
 }
 
 impl ProviderError {
@@ -202,6 +206,7 @@ impl ProviderError {
             param: None,
             setting: None,
             hint: String::new(),
+            budget: None,
         }
     }
 
@@ -213,6 +218,7 @@ impl ProviderError {
             retry_after_ms: self.retry_after_ms,
             status: self.status,
             message: self.to_string(),
+            budget: self.budget,
         }
     }
 }

@@ -38,6 +38,9 @@ use crate::machine::{
 };
 use crate::provider::ProviderRequest;
 
+/// The smallest thinking budget Anthropic accepts (`thinking.budget_tokens` ≥ 1,024).
+const MIN_THINKING_BUDGET: u64 = 1024;
+
 /// The Messages request body.
 pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Value {
     let settings = &request.settings;
@@ -47,15 +50,34 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         .unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS);
     let visible = output_cap(Some(configured), request.remaining.tokens).unwrap_or(configured);
     let model = model_for(request, &options.default_model);
-    let (thinking, effort) = reasoning(settings, &model);
-    let budget = match &thinking {
+    let (mut thinking, effort) = reasoning(settings, &model);
+    let mut budget = match &thinking {
         Some(Thinking::Budget(b)) => *b,
         _ => 0,
+    };
+    // Anthropic counts thinking inside `max_tokens`, so the cost budget's cap bounds both; a
+    // thinking budget must stay below `max_tokens` and at least its minimum, else it goes.
+    let total = match options.budget_cap {
+        Some(cap) if visible + budget > cap => {
+            let total = cap.max(1);
+            if budget >= total {
+                budget = total - 1;
+                if budget < MIN_THINKING_BUDGET {
+                    budget = 0;
+                    thinking = None;
+                }
+                if let Some(Thinking::Budget(b)) = &mut thinking {
+                    *b = budget;
+                }
+            }
+            total
+        }
+        _ => visible + budget,
     };
     let cache = settings.prompt_cache != Some(false);
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    body.insert("max_tokens".into(), (visible + budget).into());
+    body.insert("max_tokens".into(), total.into());
     if let Some(system) = system_prompt(&request.messages) {
         let system = if cache {
             json!([{ "type": "text", "text": system, "cache_control": ephemeral() }])

@@ -29,6 +29,10 @@ pub struct EncodeOptions {
     pub stream: bool,
     /// The configured output-token cap (lowered to `request.remaining.tokens`).
     pub max_tokens: Option<u64>,
+    /// The most output tokens the run's budgets let this call ask for
+    /// ([`allowance`](crate::machine::allowance::allowance)); lowers every other cap, reasoning
+    /// included where the vendor counts it as output. `None`: no budget bounds the call.
+    pub budget_cap: Option<u64>,
     /// OpenAI-compatible servers only: how they differ from OpenAI's own.
     pub compat: OpenAiCompat,
 }

@@ -171,15 +171,17 @@ pub(crate) fn finish_reason(raw: Option<String>, has_tool_calls: bool) -> Finish
 }
 
 /// The output-token cap for `request`: the agent's `max_output_tokens` when set, else the
-/// provider's configured cap, lowered to the remaining token budget.
+/// provider's configured cap, lowered to the remaining token budget and to what the cost
+/// budget allows (`options.budget_cap`).
 pub(crate) fn request_cap(
     request: &crate::provider::ProviderRequest,
-    configured: Option<u64>,
+    options: &super::codec::EncodeOptions,
 ) -> Option<u64> {
-    output_cap(
-        request.settings.max_output_tokens.or(configured),
+    let cap = output_cap(
+        request.settings.max_output_tokens.or(options.max_tokens),
         request.remaining.tokens,
-    )
+    );
+    output_cap(cap, options.budget_cap)
 }
 
 /// Whether `schema` can be enforced in OpenAI's strict mode (and Anthropic's): every object

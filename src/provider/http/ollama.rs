@@ -39,7 +39,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     }
     body.insert("stream".into(), options.stream.into());
     let mut opts = Map::new();
-    if let Some(cap) = request_cap(request, options.max_tokens) {
+    if let Some(cap) = request_cap(request, options) {
         opts.insert("num_predict".into(), cap.into());
     }
     if let Some(t) = settings.temperature {

@@ -48,7 +48,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     if options.stream && options.compat.stream_usage {
         body.insert("stream_options".into(), json!({ "include_usage": true }));
     }
-    if let Some(cap) = request_cap(request, options.max_tokens) {
+    if let Some(cap) = request_cap(request, options) {
         let field = if options.compat.legacy_max_tokens {
             "max_tokens"
         } else {

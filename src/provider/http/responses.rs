@@ -64,7 +64,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         }
     }
     body.insert("stream".into(), options.stream.into());
-    if let Some(cap) = request_cap(request, options.max_tokens) {
+    if let Some(cap) = request_cap(request, options) {
         body.insert("max_output_tokens".into(), cap.into());
     }
     sampling(&mut body, settings);

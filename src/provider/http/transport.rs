@@ -196,7 +196,8 @@ impl HttpProvider {
             err.hint = "set the API key variable before the call".into();
             err
         })?;
-        let mut result = self.call(request, tokens, key.as_deref()).await;
+        let budget_cap = self.budget_cap(request)?;
+        let mut result = self.call(request, tokens, key.as_deref(), budget_cap).await;
         match &mut result {
             Ok(decoded) => self.price(request, &mut decoded.reply),
             Err(err) => {
@@ -208,16 +209,71 @@ impl HttpProvider {
         result
     }
 
+    /// The output-token limit the run's budgets allow `request` (see
+    /// [`allowance`](crate::machine::allowance::allowance)), from the remaining turn and cost
+    /// budgets, the requested model's price in this provider's table and an upper bound of the
+    /// request's input tokens; or the error that refuses the call, naming the budget it would
+    /// pass. The token budget keeps lowering the cap as before (`request_cap`), counting input
+    /// after the call, so a call whose bytes exceed the tokens left is not refused on the byte
+    /// bound alone. `None` when no budget bounds the call (no cost cap, or an unpriced model).
+    fn budget_cap(&self, request: &ProviderRequest) -> Result<Option<u64>, ProviderError> {
+        use crate::machine::allowance::{Allowance, CallPrices, allowance, estimate_input_tokens};
+        let left = crate::machine::Remaining {
+            tokens: None,
+            ..request.remaining
+        };
+        if left.turns.is_none() && left.cost_nanos.is_none() {
+            return Ok(None);
+        }
+        let model = if request.model.is_empty() {
+            self.model.as_str()
+        } else {
+            request.model.as_str()
+        };
+        let prices = self.pricing.price_for(None, model).map(|p| CallPrices {
+            // A prompt-cache write is charged above the input price on Anthropic.
+            input: match self.kind {
+                ProviderKind::Anthropic => p.input.max(
+                    p.cache_write
+                        .unwrap_or_else(|| p.input.saturating_mul(5).div_ceil(4)),
+                ),
+                _ => p.input,
+            },
+            output: p.output,
+        });
+        // The request as JSON bounds every byte of text it sends (escapes only add bytes).
+        let bytes = serde_json::to_vec(request).map_or(0, |b| b.len() as u64);
+        let input = estimate_input_tokens(bytes, request.messages.len() as u64, None);
+        match allowance(&left, prices, input, None) {
+            Allowance::Call { max_output_tokens } => Ok(max_output_tokens),
+            Allowance::Refuse { key } => {
+                let mut err = ProviderError::new(
+                    &self.name,
+                    ProviderErrorClass::BadRequest,
+                    format!(
+                        "not called: the request (up to {input} input tokens) would pass the {key} budget"
+                    ),
+                );
+                err.retryable = false;
+                err.budget = Some(key);
+                err.hint = format!("raise the {key} budget to let the call be made");
+                Err(err)
+            }
+        }
+    }
+
     async fn call(
         &self,
         request: &ProviderRequest,
         tokens: TokenSink<'_>,
         key: Option<&str>,
+        budget_cap: Option<u64>,
     ) -> Result<Decoded, ProviderError> {
         let options = EncodeOptions {
             default_model: self.model.clone(),
             stream: self.stream,
             max_tokens: self.max_tokens,
+            budget_cap,
             compat: self.compat,
         };
         let body = encode_request(self.kind, request, &options);

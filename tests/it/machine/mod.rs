@@ -1,5 +1,6 @@
 //! The pure state machine: every edge, scenarios, properties, revisions and the statechart.
 
+mod budget_refusal;
 mod canned_histories;
 mod edges;
 mod properties;

@@ -1,5 +1,6 @@
 //! Model providers over HTTP: encoding, decoding, errors, streams, retries, pricing, keys.
 
+mod budget_cap;
 mod conformance;
 mod construction;
 mod encode;
