@@ -27,6 +27,7 @@ use super::config::{
 use super::errors::{ERROR_BODY_LIMIT, decode_failure, http_error, name_refused_setting, redact};
 use super::pricing::{PricingTable, UnpricedWarnings, cost_nanos};
 use crate::clock::{self, Clock, within_until};
+use crate::machine::BudgetKey;
 use crate::machine::{ModelReply, ProviderErrorClass};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
 
@@ -196,7 +197,9 @@ impl HttpProvider {
             err.hint = "set the API key variable before the call".into();
             err
         })?;
-        let budget_cap = self.budget_cap(request)?;
+        let budget_cap = self
+            .budget_cap(request)
+            .map_err(|(key, input)| self.refused(key, input))?;
         let mut result = self.call(request, tokens, key.as_deref(), budget_cap).await;
         match &mut result {
             Ok(decoded) => self.price(request, &mut decoded.reply),
@@ -216,7 +219,9 @@ impl HttpProvider {
     /// pass. The token budget keeps lowering the cap as before (`request_cap`), counting input
     /// after the call, so a call whose bytes exceed the tokens left is not refused on the byte
     /// bound alone. `None` when no budget bounds the call (no cost cap, or an unpriced model).
-    fn budget_cap(&self, request: &ProviderRequest) -> Result<Option<u64>, ProviderError> {
+    ///
+    /// A refusal is `(the budget, the input tokens the request was bounded at)`.
+    fn budget_cap(&self, request: &ProviderRequest) -> Result<Option<u64>, (BudgetKey, u64)> {
         use crate::machine::allowance::{Allowance, CallPrices, allowance, estimate_input_tokens};
         let left = crate::machine::Remaining {
             tokens: None,
@@ -246,20 +251,24 @@ impl HttpProvider {
         let input = estimate_input_tokens(bytes, request.messages.len() as u64, None);
         match allowance(&left, prices, input, None) {
             Allowance::Call { max_output_tokens } => Ok(max_output_tokens),
-            Allowance::Refuse { key } => {
-                let mut err = ProviderError::new(
-                    &self.name,
-                    ProviderErrorClass::BadRequest,
-                    format!(
-                        "not called: the request (up to {input} input tokens) would pass the {key} budget"
-                    ),
-                );
-                err.retryable = false;
-                err.budget = Some(key);
-                err.hint = format!("raise the {key} budget to let the call be made");
-                Err(err)
-            }
+            Allowance::Refuse { key } => Err((key, input)),
         }
+    }
+
+    /// The error that stands for a call [`budget_cap`](Self::budget_cap) refused: not
+    /// retryable, naming the budget, so the machine treats it as that budget spent.
+    fn refused(&self, key: BudgetKey, input: u64) -> ProviderError {
+        let mut err = ProviderError::new(
+            &self.name,
+            ProviderErrorClass::BadRequest,
+            format!(
+                "not called: the request (up to {input} input tokens) would pass the {key} budget"
+            ),
+        );
+        err.retryable = false;
+        err.budget = Some(key);
+        err.hint = format!("raise the {key} budget to let the call be made");
+        err
     }
 
     async fn call(
