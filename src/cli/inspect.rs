@@ -135,7 +135,10 @@ pub(crate) fn log(db: &Path, run: &str, json: bool, tail: Option<u64>) -> Result
             e.agent.as_ref().map(|a| a.as_str()).unwrap_or("-"),
             tokens,
             cost,
-            e.summary
+            match e.took_ms {
+                Some(ms) => format!("{} ({})", e.summary, took_text(ms)),
+                None => e.summary.clone(),
+            }
         );
     }
     // Children waiting for a person are looked for (a read of the whole history) only where
@@ -680,4 +683,14 @@ fn report(view: ops::VerifyView, json: bool) -> Result<(), CliError> {
         report.outbox,
     );
     Ok(())
+}
+
+/// How long an answered effect took, for `log`: milliseconds under ten seconds, else seconds
+/// with one decimal, else minutes.
+fn took_text(ms: u64) -> String {
+    match ms {
+        0..10_000 => format!("{ms} ms"),
+        10_000..600_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min", ms / 60_000),
+    }
 }

@@ -45,6 +45,13 @@ pub struct TimelineEntry {
     /// limit cut it) or `refused` (the model declined).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_end: Option<&'static str>,
+    /// For an event that answers an effect (a model reply or failure, a tool result, a
+    /// person's answer, a child's end, a retrieval): the milliseconds from the transition that
+    /// issued the effect to this one, on the engine's clock — the call's time, plus any wait
+    /// for its backoff or for the run to be resumed. `None` for other events, and where the
+    /// issuing step is not among the rows read (early in a [`timeline_tail`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<u64>,
     /// A few words on what happened.
     pub summary: String,
 }
@@ -114,9 +121,19 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
     let mut out = Vec::with_capacity(rows.len());
     let mut prev = StateKind::Created;
     let mut active: Option<AgentId> = None;
+    // When each step was committed, to time the effects it issued.
+    let mut issued_at: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
     for step in pairs(run, rows) {
         let step = step?;
         let (t, event, effects) = (step.row, &step.event, &step.effects);
+        if !effects.is_empty() {
+            issued_at.insert(t.seq, t.at.ms());
+        }
+        let took_ms = step
+            .answers
+            .as_ref()
+            .and_then(|a| issued_at.get(&a.effect.id().seq))
+            .map(|&from| t.at.ms().saturating_sub(from));
         let to = t.state_kind;
         let from = t.edge.from().unwrap_or(prev);
         // The agent whose effect this transition emitted, else the one whose effect it answers.
@@ -350,6 +367,7 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
             cache_read_tokens,
             cache_write_tokens,
             reply_end: end,
+            took_ms,
             summary,
         });
         prev = to;

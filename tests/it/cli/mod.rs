@@ -20,3 +20,4 @@ mod resume_fork;
 mod run_overrides;
 mod runs;
 mod show_tool_result;
+mod step_durations;
