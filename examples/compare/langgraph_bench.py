@@ -1,8 +1,18 @@
 #!/usr/bin/env python3
-"""runtape's W1 and W5 workloads on LangGraph with its async SQLite saver (AsyncSqliteSaver).
+"""runtape's W1 and W5 workloads on LangGraph, in its lightest idiomatic setup or a heavier one.
 
-Not part of CI: `examples/compare/run.sh` makes a venv with the pinned requirements and runs
-this. The workloads mirror `runtape bench` (src/bench/workload.rs, src/bench/w5.rs):
+Not part of CI: `examples/compare/run.sh` makes a venv with the pinned requirements
+(`examples/compare/requirements.txt`) and runs this.
+
+Two setups (`--setup`):
+
+- `light` (the default): state is a plain `TypedDict` whose messages are plain dicts appended by
+  `operator.add`; W1 runs the graph synchronously with the sync `SqliteSaver`; W5 (many runs at
+  once) needs asyncio, so it uses `AsyncSqliteSaver` with the same plain state.
+- `heavy`: `MessagesState` (LangChain message objects, the `add_messages` reducer) with
+  `AsyncSqliteSaver` for both, as LangGraph's tutorials write it.
+
+`--durability` picks LangGraph's durability mode (`sync`, `async`, `exit`) for either setup. The workloads mirror `runtape bench` (src/bench/workload.rs, src/bench/w5.rs):
 
 - W1: one run of R tool rounds (default 500) and a final answer; a scripted model with zero
   latency; every message exactly 200 bytes; a trivial in-process tool.
@@ -24,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import operator
 import os
 import resource
 import sqlite3
@@ -32,8 +43,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Annotated, TypedDict
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -79,11 +92,17 @@ class State(MessagesState):
     turn: int
 
 
-class Stamped(AsyncSqliteSaver):
-    """The saver, counting its commits and noting when each reply is first durable."""
+class PlainState(TypedDict):
+    """The light setup's state: plain dicts, appended without LangChain's message reducer."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    messages: Annotated[list, operator.add]
+    turn: int
+
+
+class Counting:
+    """Counts a saver's commits and notes when each reply is first durable."""
+
+    def _start_counting(self) -> None:
         self.commits = 0
         self.checkpoints = 0
         self.replied: dict[str, list[float]] = {}
@@ -94,6 +113,33 @@ class Stamped(AsyncSqliteSaver):
         now = time.perf_counter()
         for at in self.replied.pop(config["configurable"]["thread_id"], ()):
             self.samples.append(now - at)
+
+
+class StampedSync(Counting, SqliteSaver):
+    """The sync saver, counted."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._start_counting()
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        out = super().put(config, checkpoint, metadata, new_versions)
+        self.checkpoints += 1
+        self._durable(config)
+        return out
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        out = super().put_writes(config, writes, task_id, task_path)
+        self._durable(config)
+        return out
+
+
+class Stamped(Counting, AsyncSqliteSaver):
+    """The async saver, counted."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._start_counting()
 
     async def aput(self, config, checkpoint, metadata, new_versions):
         out = await super().aput(config, checkpoint, metadata, new_versions)
@@ -107,54 +153,102 @@ class Stamped(AsyncSqliteSaver):
         return out
 
 
-def build(saver: Stamped, rounds: int, base_s: float):
+def build(saver, rounds: int, base_s: float, light: bool, sync: bool):
+    """The graph model -> tools -> model ... -> END, with plain-dict or LangChain messages, and
+    sync or async nodes."""
     call_text, answer, result = text("assistant"), text("answer"), text("tool result")
 
-    async def model(state: State, config):
+    def reply_for(turn: int):
+        if turn < rounds:
+            call = {"name": "lookup", "args": {"q": "x"}, "id": f"c{turn}"}
+            if light:
+                return {"role": "assistant", "content": call_text, "tool_calls": [call]}
+            return AIMessage(content=call_text, tool_calls=[call])
+        return {"role": "assistant", "content": answer} if light else AIMessage(content=answer)
+
+    def calls_of(message):
+        return message.get("tool_calls") if light else message.tool_calls
+
+    def tool_message(call_id: str):
+        if light:
+            return {"role": "tool", "content": result, "tool_call_id": call_id}
+        return ToolMessage(content=result, tool_call_id=call_id)
+
+    def model_sync(state, config):
+        tid = config["configurable"]["thread_id"]
+        saver.replied.setdefault(tid, []).append(time.perf_counter())
+        return {"messages": [reply_for(state["turn"])], "turn": state["turn"] + 1}
+
+    async def model_async(state, config):
         tid = config["configurable"]["thread_id"]
         turn = state["turn"]
         if base_s > 0:
             await asyncio.sleep(latency_s(base_s, int(tid.split("-")[1]), turn))
         saver.replied.setdefault(tid, []).append(time.perf_counter())
-        if turn < rounds:
-            call = {"name": "lookup", "args": {"q": "x"}, "id": f"c{turn}"}
-            reply = AIMessage(content=call_text, tool_calls=[call])
-        else:
-            reply = AIMessage(content=answer)
-        return {"messages": [reply], "turn": turn + 1}
+        return {"messages": [reply_for(turn)], "turn": turn + 1}
 
-    async def tools(state: State):
-        call = state["messages"][-1].tool_calls[0]
-        return {"messages": [ToolMessage(content=result, tool_call_id=call["id"])]}
+    def tools_sync(state):
+        call = calls_of(state["messages"][-1])[0]
+        return {"messages": [tool_message(call["id"])]}
 
-    def route(state: State):
-        return "tools" if state["messages"][-1].tool_calls else END
+    async def tools_async(state):
+        return tools_sync(state)
 
-    g = StateGraph(State)
-    g.add_node("model", model)
-    g.add_node("tools", tools)
+    def route(state):
+        return "tools" if calls_of(state["messages"][-1]) else END
+
+    g = StateGraph(PlainState if light else State)
+    g.add_node("model", model_sync if sync else model_async)
+    g.add_node("tools", tools_sync if sync else tools_async)
     g.add_edge(START, "model")
     g.add_conditional_edges("model", route, ["tools", END])
     g.add_edge("tools", "model")
     return g.compile(checkpointer=saver)
 
 
-async def workload(db: str, runs: int, rounds: int, base_s: float, durability: str | None):
+def first_messages(tid: str, light: bool) -> list:
+    if light:
+        return [{"role": "system", "content": text("system")}, {"role": "user", "content": text(tid)}]
+    return [SystemMessage(text("system")), HumanMessage(text(tid))]
+
+
+def pragmas(conn) -> tuple[str, str]:
+    synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[conn.execute("PRAGMA synchronous").fetchone()[0]]
+    return synchronous, conn.execute("PRAGMA journal_mode").fetchone()[0]
+
+
+def sync_workload(db: str, rounds: int, durability: str | None):
+    """W1 in the light setup: one run, the graph invoked synchronously on the sync saver."""
+    with StampedSync.from_conn_string(db) as saver:
+        saver.setup()
+        synchronous, journal = pragmas(saver.conn)
+        graph = build(saver, rounds, 0.0, light=True, sync=True)
+        extra = {"durability": durability} if durability else {}
+        tid = "w1-0000000"
+        start = {"messages": first_messages(tid, True), "turn": 0}
+        cfg = {"configurable": {"thread_id": tid}, "recursion_limit": 4 * rounds + 20}
+        base_rss = rss_bytes("VmRSS")
+        started = time.perf_counter()
+        graph.invoke(start, cfg, **extra)
+        wall = time.perf_counter() - started
+        peak_rss = max(rss_bytes("VmHWM"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        figures = (saver.checkpoints, saver.commits, sorted(saver.samples))
+    return summarise(db, 1, rounds, 0.0, durability, synchronous, journal, wall, base_rss, peak_rss, figures)
+
+
+async def workload(db: str, runs: int, rounds: int, base_s: float, durability: str | None, light: bool):
     async with Stamped.from_conn_string(db) as saver:
         await saver.setup()
         async with saver.conn.execute("PRAGMA synchronous") as c:
             synchronous = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[(await c.fetchone())[0]]
         async with saver.conn.execute("PRAGMA journal_mode") as c:
             journal = (await c.fetchone())[0]
-        graph = build(saver, rounds, base_s)
+        graph = build(saver, rounds, base_s, light=light, sync=False)
         extra = {"durability": durability} if durability else {}
 
         async def one(i: int):
             tid = f"w5-{i:07d}"
-            start = {
-                "messages": [SystemMessage(text("system")), HumanMessage(text(tid))],
-                "turn": 0,
-            }
+            start = {"messages": first_messages(tid, light), "turn": 0}
             cfg = {"configurable": {"thread_id": tid}, "recursion_limit": 4 * rounds + 20}
             await graph.ainvoke(start, cfg, **extra)
 
@@ -169,6 +263,10 @@ async def workload(db: str, runs: int, rounds: int, base_s: float, durability: s
         wall = time.perf_counter() - started
         peak_rss = max(rss_bytes("VmHWM"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
         figures = (saver.checkpoints, saver.commits, sorted(saver.samples))
+    return summarise(db, runs, rounds, base_s, durability, synchronous, journal, wall, base_rss, peak_rss, figures)
+
+
+def summarise(db, runs, rounds, base_s, durability, synchronous, journal, wall, base_rss, peak_rss, figures):
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -207,17 +305,21 @@ async def workload(db: str, runs: int, rounds: int, base_s: float, durability: s
 def child(args) -> None:
     with tempfile.TemporaryDirectory() as d:
         db = os.path.join(d, f"{args.child}.db")
-        if args.child == "w1":
-            out = asyncio.run(workload(db, 1, args.rounds, 0.0, args.durability))
+        light = args.setup == "light"
+        if args.child == "w1" and light:
+            out = sync_workload(db, args.rounds, args.durability)
+        elif args.child == "w1":
+            out = asyncio.run(workload(db, 1, args.rounds, 0.0, args.durability, light))
         else:
-            out = asyncio.run(workload(db, args.runs, args.w5_rounds, args.model_ms / 1000, args.durability))
+            out = asyncio.run(workload(db, args.runs, args.w5_rounds, args.model_ms / 1000, args.durability, light))
+        out["setup"] = args.setup
     print(json.dumps(out))
 
 
 def median_of(args, which: str) -> dict:
     cmd = [sys.executable, __file__, "--child", which, "--rounds", str(args.rounds),
            "--runs", str(args.runs), "--w5-rounds", str(args.w5_rounds),
-           "--model-ms", str(args.model_ms)]
+           "--model-ms", str(args.model_ms), "--setup", args.setup]
     if args.durability:
         cmd += ["--durability", args.durability]
     reps = []
@@ -240,6 +342,9 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3, help="repetitions; medians reported")
     p.add_argument("--durability", choices=["sync", "async", "exit"],
                    help="LangGraph's durability mode (default: the library's)")
+    p.add_argument("--setup", choices=["light", "heavy"], default="light",
+                   help="light: plain-dict state, sync SqliteSaver for W1 (default); "
+                        "heavy: MessagesState with AsyncSqliteSaver")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", choices=["w1", "w5"], help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -252,8 +357,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
+    saver = {"light": "plain-dict state; SqliteSaver for W1, AsyncSqliteSaver for W5",
+             "heavy": "MessagesState; AsyncSqliteSaver"}[args.setup]
     print(f"LangGraph {version('langgraph')}, langgraph-checkpoint-sqlite "
-          f"{version('langgraph-checkpoint-sqlite')}: medians of {args.reps}")
+          f"{version('langgraph-checkpoint-sqlite')}, {args.setup} setup ({saver}): medians of {args.reps}")
     if "w1" in report:
         w = report["w1"]
         print(f"W1  one run, {w['rounds']} rounds ({w['journal_mode']}, synchronous={w['synchronous']}, "
