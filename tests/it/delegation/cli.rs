@@ -194,7 +194,9 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 #[test]
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
     let (dir, db) = temp_db();
-    let spec = write(dir.path(), "team.toml", &parallel_team(400));
+    // Each child turn takes 2 s, so the pause (a new process) reaches the children while they
+    // still work, even on a loaded machine: at 400 ms a child could finish first (seen at load 10).
+    let spec = write(dir.path(), "team.toml", &parallel_team(2_000));
     let (id, status) = paused_with_children(&db, &spec, 2);
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     assert_eq!(root(&db).expect("parent")["status"], "paused");
