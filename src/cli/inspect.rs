@@ -239,7 +239,10 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                     "effect  {id}: ask a person ({:?}) about {} ({call_id})",
                     request.kind,
                     request.tool
-                )
+                );
+                if let Some(reason) = &request.reason {
+                    outln!("        because {reason}");
+                }
             }
             Effect::RunChild {
                 id,
@@ -344,8 +347,14 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             } else {
                 format!(" → {}", calls.join(", "))
             };
+            // A label other than trusted and public is shown before the text (guarded tools).
+            let label = if m.label.is_trusted_public() {
+                String::new()
+            } else {
+                format!("({}) ", m.label.describe())
+            };
             outln!(
-                "  [{i}] {:<9} {}{extra}",
+                "  [{i}] {:<9} {label}{}{extra}",
                 format!("{:?}", m.role).to_lowercase(),
                 text.replace('\n', "\n            ")
             );

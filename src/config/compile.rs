@@ -167,6 +167,17 @@ fn tool(
         idempotent: t.idempotent,
         requires_approval: t.requires_approval,
         interactive: t.kind == RawToolKind::Human,
+        guard: super::guard::compile(
+            &path,
+            &super::guard::RawToolGuard {
+                trust: t.trust,
+                confidentiality: t.confidentiality,
+                consequential: t.consequential,
+                on_untrusted: t.on_untrusted,
+                arguments: t.arguments.as_ref(),
+            },
+            &schema,
+        )?,
         ..ToolSpec::new(&t.name, &t.description)
     };
     if t.timeout_ms == Some(0) {

@@ -169,6 +169,13 @@ pub(crate) struct RawTool {
     pub(crate) read_only: bool,
     #[serde(default)]
     pub(crate) requires_approval: bool,
+    /// Guarded tools (see [`super::guard`]): the label of its results and its call policy.
+    pub(crate) trust: Option<crate::machine::Integrity>,
+    pub(crate) confidentiality: Option<crate::machine::Confidentiality>,
+    #[serde(default)]
+    pub(crate) consequential: bool,
+    pub(crate) on_untrusted: Option<crate::machine::OnUntrusted>,
+    pub(crate) arguments: Option<std::collections::BTreeMap<String, super::guard::RawRule>>,
     /// Variables passed to the program besides the minimal environment.
     pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).

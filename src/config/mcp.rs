@@ -8,6 +8,8 @@
 //! command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./sandbox"]
 //! init_timeout_ms = 30000            # optional: start + initialize + tools/list
 //! timeout_ms = 60000                 # optional: default limit of a call to its tools
+//! trust = "untrusted"                # optional: its results are untrusted (guarded tools;
+//!                                    # also confidentiality = "private")
 //! env = { GITHUB_PERSONAL_ACCESS_TOKEN = "${GITHUB_TOKEN}", LOG_LEVEL = "debug" }
 //!                                    # optional: what it gets besides the minimal environment
 //!                                    # (or env = ["NAME", …]; env_all = true), see tool::env
@@ -30,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{At, ConfigError};
 use super::program;
-use crate::machine::{SpecError, ToolSpec, did_you_mean};
+use crate::machine::{SpecError, did_you_mean};
 use crate::tool::mcp::naming::{self, SEPARATOR};
 use crate::tool::mcp::{Listed, McpServerConfig, McpToolInfo, McpToolOverride, McpTransport};
 
@@ -50,6 +52,9 @@ pub(crate) struct RawMcp {
     pub(crate) install: Option<String>,
     #[serde(default)]
     pub(crate) tools: BTreeMap<String, RawMcpTool>,
+    /// The label its tools' results carry (see [`super::guard`]).
+    pub(crate) trust: Option<crate::machine::Integrity>,
+    pub(crate) confidentiality: Option<crate::machine::Confidentiality>,
 }
 
 /// `[mcp.tools.NAME]`.
@@ -242,6 +247,7 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                 init_timeout_ms: m.init_timeout_ms,
                 timeout_ms: m.timeout_ms,
                 tools,
+                results: super::guard::label(m.trust, m.confidentiality),
             },
             tools: Vec::new(),
         });
@@ -395,13 +401,7 @@ pub(crate) fn apply(
                     ),
                 ));
             }
-            spec.tools.push(ToolSpec {
-                schema: info.schema.clone(),
-                read_only: info.read_only,
-                idempotent: info.idempotent,
-                requires_approval: info.requires_approval,
-                ..ToolSpec::new(&info.name, &info.description)
-            });
+            spec.tools.push(info.to_tool_spec());
         }
         setup.tools = listed.catalog.tools.clone();
     }

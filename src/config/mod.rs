@@ -147,6 +147,7 @@ use crate::machine::RunSpec;
 mod compile;
 mod error;
 mod file;
+mod guard;
 pub mod mcp;
 mod mcp_install;
 mod memory;

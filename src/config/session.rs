@@ -56,6 +56,9 @@ pub(crate) struct RawRetriever {
     pub(crate) max_bytes: Option<u64>,
     pub(crate) env: Option<super::program_env::RawEnv>,
     pub(crate) env_all: Option<bool>,
+    /// The label its passages carry (see [`super::guard`]).
+    pub(crate) trust: Option<crate::machine::Integrity>,
+    pub(crate) confidentiality: Option<crate::machine::Confidentiality>,
 }
 
 /// The file's `[session]`, checked: one window of at least 1, a summarizer that is an agent.
@@ -152,7 +155,10 @@ pub(crate) fn retriever(
         reconcile: None,
     };
     Ok(Some((
-        RetrieverSpec { agents: which },
+        RetrieverSpec {
+            agents: which,
+            results: super::guard::label(raw.trust, raw.confidentiality),
+        },
         RetrieverConfig { command, max_bytes },
     )))
 }

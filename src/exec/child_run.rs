@@ -198,8 +198,12 @@ async fn report(
         None
     };
     let mut done = finished(effect, ChildOutcome::of(outcome), usage);
-    if let Completion::Event(EventBody::ChildFinished { proof: p, .. }) = &mut done {
+    if let Completion::Event(EventBody::ChildFinished {
+        proof: p, report, ..
+    }) = &mut done
+    {
         *p = proof;
+        report.label = ChildReport::label_of(state);
     }
     done
 }
@@ -209,7 +213,11 @@ async fn report(
 fn finished(effect: &EffectId, outcome: ChildOutcome, usage: crate::machine::Usage) -> Completion {
     Completion::Event(EventBody::ChildFinished {
         effect: effect.clone(),
-        report: ChildReport { outcome, usage },
+        report: ChildReport {
+            outcome,
+            usage,
+            label: Default::default(),
+        },
         proof: None,
     })
 }

@@ -120,6 +120,22 @@ fn note_trace(note: &Note) -> Trace {
             tool: tool.clone(),
             reason: "outside the agent's grant".into(),
         },
+        Note::ToolBlocked {
+            agent,
+            call_id,
+            tool,
+            rule,
+            asked,
+        } => Trace::ToolRejected {
+            agent: agent.clone(),
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            reason: if *asked {
+                format!("blocked by policy ({rule}): a person is asked")
+            } else {
+                format!("blocked by policy ({rule})")
+            },
+        },
         Note::ToolInvalid {
             agent,
             call_id,

@@ -76,6 +76,8 @@ pub(crate) fn on_reply(
         name: None,
         is_error: false,
         reasoning: reply.reasoning.clone(),
+        // Labelled with the agent's taint as it is appended.
+        label: super::Label::TRUSTED,
     };
     cx.append(&mut run, &agent, assistant);
 
@@ -91,6 +93,8 @@ pub(crate) fn on_reply(
     // runs none of its calls.
     let mut bad = 0u32;
     let mut denied = false;
+    // Calls a tool's policy holds for a person, with the rule they break.
+    let mut asks: Vec<(String, String)> = Vec::new();
     let mut judged: Vec<(String, &ToolCallRequest, Option<String>)> =
         Vec::with_capacity(reply.tool_calls.len());
     for ((call, call_id), problem) in reply.tool_calls.iter().zip(call_ids).zip(problems) {
@@ -141,7 +145,18 @@ pub(crate) fn on_reply(
                 });
                 Some(format!("invalid arguments for {}: {reason}", call.name))
             } else {
-                None
+                match super::guard::judge(cx, &run, &agent, &call_id, call) {
+                    Some(super::guard::Blocked::Deny(reason)) => {
+                        bad += 1;
+                        denied = true;
+                        Some(reason)
+                    }
+                    Some(super::guard::Blocked::Ask(reason)) => {
+                        asks.push((call_id.clone(), reason));
+                        None
+                    }
+                    None => None,
+                }
             };
         judged.push((call_id, call, refusal));
     }
@@ -197,6 +212,7 @@ pub(crate) fn on_reply(
                 result: ToolResult {
                     content: String::new(),
                     is_error: true,
+                    label: super::Label::TRUSTED,
                 },
             },
             origin: None,
@@ -209,8 +225,16 @@ pub(crate) fn on_reply(
                 result: ToolResult {
                     content,
                     is_error: true,
+                    label: super::Label::TRUSTED,
                 },
             },
+            (None, _) if asks.iter().any(|(id, _)| *id == slot.call_id) => {
+                let reason = asks
+                    .iter()
+                    .find(|(id, _)| *id == slot.call_id)
+                    .map(|(_, r)| r.clone());
+                request_input_why(cx, &agent, &slot, InputKind::Approval, reason)
+            }
             (None, Some(t)) if t.interactive => {
                 request_input(cx, &agent, &slot, InputKind::Question)
             }
@@ -249,6 +273,7 @@ fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot
             result: ToolResult {
                 content: "tool call budget exhausted; this call was not run".into(),
                 is_error: true,
+                label: super::Label::TRUSTED,
             },
         };
     }
@@ -287,10 +312,22 @@ fn perform(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
 }
 
 fn request_input(cx: &mut Cx<'_>, agent: &AgentId, slot: &Slot, kind: InputKind) -> SlotStatus {
+    request_input_why(cx, agent, slot, kind, None)
+}
+
+/// Emits `RequestInput` for `slot`, saying `reason` (a policy's rule) when there is one.
+fn request_input_why(
+    cx: &mut Cx<'_>,
+    agent: &AgentId,
+    slot: &Slot,
+    kind: InputKind,
+    reason: Option<String>,
+) -> SlotStatus {
     let request = InputRequest {
         kind,
         tool: slot.tool.clone(),
         args: slot.args.clone(),
+        reason,
     };
     let (agent, call_id) = (agent.clone(), slot.call_id.clone());
     let effect = cx.emit(|id| Effect::RequestInput {
@@ -335,6 +372,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
             name: granted.then_some(slot.tool),
             is_error: result.is_error,
             reasoning: Vec::new(),
+            label: result.label,
         };
         cx.append(&mut run, &agent, message);
     }
@@ -356,8 +394,9 @@ pub(crate) fn on_tool_returned(
             state: StateKind::CallingTools,
             effect: effect.clone(),
         })?;
+    let label = super::guard::results_label(cx.spec, &run, &slot.tool);
     slot.status = SlotStatus::Finished {
-        result: result_of(outcome),
+        result: result_of(outcome, label),
     };
     Ok(match settle(cx, run, batch) {
         (StateKind::CallingTools, s) => (EdgeId::CallingToolsReturnedWait, s),
@@ -393,12 +432,14 @@ pub(crate) fn on_input(
         result: ToolResult {
             content,
             is_error: false,
+            label: super::Label::TRUSTED,
         },
     };
     let err = |content: String| SlotStatus::Finished {
         result: ToolResult {
             content,
             is_error: true,
+            label: super::Label::TRUSTED,
         },
     };
     let because = |reason: &Option<String>| {
@@ -566,14 +607,18 @@ pub(crate) fn on_reconciled(
         Reconciliation::Performed {
             result: Some(value),
         } => SlotStatus::Finished {
-            result: result_of(&ToolOutcome::Ok {
-                value: value.clone(),
-            }),
+            result: result_of(
+                &ToolOutcome::Ok {
+                    value: value.clone(),
+                },
+                super::guard::results_label(cx.spec, &run, &slot.tool),
+            ),
         },
         Reconciliation::Performed { result: None } => SlotStatus::Finished {
             result: ToolResult {
                 content: PERFORMED_WITHOUT_RESULT.into(),
                 is_error: false,
+                label: super::Label::TRUSTED,
             },
         },
         _ => request_input(cx, &agent, &slot, InputKind::InDoubt),
@@ -586,22 +631,26 @@ pub(crate) fn on_reconciled(
     })
 }
 
-/// A tool outcome as the model sees it.
-pub(crate) fn result_of(outcome: &ToolOutcome) -> ToolResult {
+/// A tool outcome as the model sees it, labelled `label` (the tool's results label; an
+/// error the tool reported carries it too, since the tool wrote its words).
+pub(crate) fn result_of(outcome: &ToolOutcome, label: super::Label) -> ToolResult {
     match outcome {
         ToolOutcome::Ok {
             value: Value::String(s),
         } => ToolResult {
             content: s.clone(),
             is_error: false,
+            label,
         },
         ToolOutcome::Ok { value } => ToolResult {
             content: value.to_string(),
             is_error: false,
+            label,
         },
         ToolOutcome::Error { message } => ToolResult {
             content: message.clone(),
             is_error: true,
+            label,
         },
     }
 }

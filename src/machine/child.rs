@@ -105,6 +105,10 @@ pub struct ChildReport {
     pub outcome: ChildOutcome,
     /// What it spent (all of its own descendants included), charged to the parent.
     pub usage: Usage,
+    /// The label of its answer: the join of its agents' taints when it ended (see
+    /// [`ChildReport::label_of`]). Left out of the encoding when trusted and public.
+    #[serde(default, skip_serializing_if = "super::Label::is_trusted_public")]
+    pub label: super::Label,
 }
 
 impl ChildReport {
@@ -115,13 +119,26 @@ impl ChildReport {
             ChildOutcome::Completed { answer: Some(a) } => ToolResult {
                 content: a.clone(),
                 is_error: false,
+                label: self.label,
             },
             other => ToolResult {
                 // A plain enum of strings and integers: serialising cannot fail.
                 content: serde_json::to_string(other).unwrap_or_default(),
                 is_error: !matches!(other, ChildOutcome::Completed { .. }),
+                label: super::Label::TRUSTED,
             },
         }
+    }
+
+    /// The label a child run's answer carries, from its final state: the join of every
+    /// agent's taint, since any of them may have shaped the answer. Call it where the report
+    /// is built from the child's last state.
+    pub fn label_of(state: &super::RunState) -> super::Label {
+        state.data().map_or(super::Label::TRUSTED, |run| {
+            run.agents
+                .values()
+                .fold(super::Label::TRUSTED, |l, a| l.join(a.taint))
+        })
     }
 }
 
@@ -287,7 +304,8 @@ pub(crate) fn transfer(
     } else {
         format!("{}\n\n[transfer from {from}]\n{note}", run.goal)
     };
-    activate(cx, &mut run, &to, text);
+    let label = run.agents.get(from).map(|a| a.taint).unwrap_or_default();
+    activate(cx, &mut run, &to, text, label);
     (
         EdgeId::GeneratingRepliedTransfer,
         RunState::Preparing { run },

@@ -133,7 +133,7 @@ pub(crate) fn apply(
                         ))
                     })?;
                 slot.status = SlotStatus::Finished {
-                    result: result_of(result),
+                    result: result_of(result, super::Label::TRUSTED),
                 };
             }
             Edit::SetMemory {

@@ -214,6 +214,10 @@ pub struct InputRequest {
     pub tool: String,
     /// The call's arguments (for an interactive tool: the question).
     pub args: Value,
+    /// For an approval a tool's policy asked for (`on_untrusted = "ask"`): the rule the call
+    /// breaks, so the person knows what they are approving. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Why a person is needed.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{AgentId, Digest};
+use super::label::Label;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -65,6 +66,11 @@ pub struct Message {
     /// kept so it can be shown and sent back in later turns the way the provider requires.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<Reasoning>,
+    /// Its information-flow label (see [`label`](super::label)): how far it may be trusted and
+    /// who may read it. Trusted and public, the default, is left out of the encoding, so the
+    /// messages of a run that declares no trust hash as they always did.
+    #[serde(default, skip_serializing_if = "Label::is_trusted_public")]
+    pub label: Label,
 }
 
 /// One piece of a model's reasoning, as its provider returned it. Kept with the assistant
@@ -131,6 +137,7 @@ impl Message {
             name: None,
             is_error: false,
             reasoning: Vec::new(),
+            label: Label::TRUSTED,
         }
     }
 

@@ -38,8 +38,11 @@ mod edit;
 mod effect;
 mod error;
 mod event;
+pub mod flow_policy;
+mod guard;
 mod history_hash;
 mod ids;
+pub mod label;
 pub mod memory;
 mod message;
 mod offer;
@@ -70,8 +73,10 @@ pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
+pub use flow_policy::{ArgumentRule, OnUntrusted, ToolGuard, Violation};
 pub use history_hash::{HistoryHash, SHA256_HISTORY_SEMANTICS};
 pub use ids::{AgentId, Digest, EffectId, EffectRef, Hlc, RunId};
+pub use label::{Confidentiality, Integrity, Label};
 pub use memory::{
     GlobalView, LoadedAt, MEMORY_SEMANTICS, Memory, MemoryLimits, MemoryScope, MemorySpec,
     PUBLISH_CAP_SEMANTICS, PendingCancel, PublishOutcome, Staged, Versioned,

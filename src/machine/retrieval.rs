@@ -38,6 +38,10 @@ pub struct RetrieverSpec {
     /// The agents that retrieve before each turn; `None`: every agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Vec<AgentId>>,
+    /// The label its passages carry (`trust`, `confidentiality` in `[retriever]`; see
+    /// [`label`](super::label)). Left out of the stored spec when trusted and public.
+    #[serde(default, skip_serializing_if = "super::Label::is_trusted_public")]
+    pub results: super::Label,
 }
 
 /// One passage a retriever returned.
@@ -133,10 +137,19 @@ pub(crate) fn on_retrieved(
     match retrieval {
         Retrieval::Passages { passages } if !passages.is_empty() => {
             let text = passages_text(passages);
+            let label = cx
+                .spec
+                .spec()
+                .retriever
+                .as_ref()
+                .map_or(super::Label::TRUSTED, |r| r.results);
             cx.append(
                 &mut run,
                 &agent,
-                super::session::data_message(PASSAGES_DATA, text),
+                super::Message {
+                    label,
+                    ..super::session::data_message(PASSAGES_DATA, text)
+                },
             );
         }
         Retrieval::Passages { .. } => {}

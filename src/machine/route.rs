@@ -255,7 +255,8 @@ pub(crate) fn on_handoff(
         ),
         (None, None) => format!("{}\n\n[handoff from {from}: no answer]", run.goal),
     };
-    activate(cx, &mut run, &to, text);
+    let label = run.agents.get(from).map(|a| a.taint).unwrap_or_default();
+    activate(cx, &mut run, &to, text, label);
     (EdgeId::HandoffProceedNext, RunState::Preparing { run })
 }
 

@@ -252,6 +252,12 @@ pub struct AgentRun {
     /// revision 7): its answer begins with it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub continued: String,
+    /// The join of the labels of every message its conversation holds (see
+    /// [`label`](super::label)): what its next model reply is labelled with, and what the
+    /// tool policy judges its calls by. Trusted and public, the default, is left out of the
+    /// encoding.
+    #[serde(default, skip_serializing_if = "super::Label::is_trusted_public")]
+    pub taint: super::Label,
 }
 
 /// The outstanding model call.
@@ -348,6 +354,11 @@ pub struct ToolResult {
     /// True for errors and refusals.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// Its label: the tool's (or child run's) for a result it produced; trusted for the
+    /// machine's refusals and a person's answers. Left out of the encoding when trusted and
+    /// public.
+    #[serde(default, skip_serializing_if = "super::Label::is_trusted_public")]
+    pub label: super::Label,
 }
 
 impl Batch {

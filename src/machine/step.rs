@@ -46,6 +46,20 @@ pub enum Note {
         /// The tool it asked for.
         tool: String,
     },
+    /// A tool's policy blocked a call (see [`flow_policy`](super::flow_policy)): denied, with
+    /// the reason fed back as its result, or (`asked`) held for a person's approval.
+    ToolBlocked {
+        /// The agent.
+        agent: AgentId,
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The rule it broke ([`Violation::code`](super::Violation::code)).
+        rule: String,
+        /// True when a person was asked rather than the call denied.
+        asked: bool,
+    },
     /// A call named an unknown tool or had invalid arguments; fed back as an error.
     ToolInvalid {
         /// The agent.
@@ -472,9 +486,15 @@ impl<'a> Cx<'a> {
         r
     }
 
-    /// Appends `message` to `agent`'s conversation in `run`.
-    pub(crate) fn append(&mut self, run: &mut RunData, agent: &AgentId, message: Message) {
+    /// Appends `message` to `agent`'s conversation in `run`, and joins its label into the
+    /// agent's taint. A model reply (an assistant message) is labelled with the taint first:
+    /// the model read everything the conversation holds before writing it.
+    pub(crate) fn append(&mut self, run: &mut RunData, agent: &AgentId, mut message: Message) {
         if let Some(a) = run.agents.get_mut(agent) {
+            if message.role == super::message::Role::Assistant {
+                message.label = message.label.join(a.taint);
+            }
+            a.taint = a.taint.join(message.label);
             let rec = a.conversation.push(agent, message);
             self.appended.push(rec);
         }
@@ -566,7 +586,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
 fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
     let mut run = begin(cx, goal);
     let entry = cx.spec.plan().entry.clone();
-    activate(cx, &mut run, &entry, goal.to_owned());
+    activate(cx, &mut run, &entry, goal.to_owned(), super::Label::TRUSTED);
     (EdgeId::CreatedStart, RunState::Preparing { run })
 }
 
@@ -598,8 +618,16 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
     run
 }
 
-/// Makes `agent` active: first visit gets its system prompt, every visit gets `user_text`.
-pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user_text: String) {
+/// Makes `agent` active: first visit gets its system prompt, every visit gets `user_text`,
+/// labelled `label` (trusted for the goal; the sender's taint for a handoff or transfer note,
+/// which carries its answer).
+pub(crate) fn activate(
+    cx: &mut Cx<'_>,
+    run: &mut RunData,
+    agent: &AgentId,
+    user_text: String,
+    label: super::Label,
+) {
     let system = cx
         .spec
         .agent(agent)
@@ -629,7 +657,10 @@ pub(crate) fn activate(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, user
     cx.append(
         run,
         agent,
-        Message::text(super::message::Role::User, user_text),
+        Message {
+            label,
+            ..Message::text(super::message::Role::User, user_text)
+        },
     );
 }
 

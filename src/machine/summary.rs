@@ -125,7 +125,7 @@ fn skip_summaries(cx: &mut Cx<'_>, mut run: RunData, jobs: Vec<SummaryJob>) -> R
     }
     let entry = cx.spec.plan().entry.clone();
     let goal = run.goal.to_string();
-    activate(cx, &mut run, &entry, goal);
+    activate(cx, &mut run, &entry, goal, super::Label::TRUSTED);
     RunState::Preparing { run }
 }
 

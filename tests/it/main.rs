@@ -12,6 +12,7 @@ mod cli;
 mod config;
 mod delegation;
 mod front_ends_are_adapters;
+mod guard;
 mod lease;
 mod machine;
 mod mcp;

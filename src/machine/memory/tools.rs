@@ -245,10 +245,12 @@ pub(crate) fn apply(
         Ok(content) => ToolResult {
             content,
             is_error: false,
+            label: crate::machine::Label::TRUSTED,
         },
         Err(content) => ToolResult {
             content,
             is_error: true,
+            label: crate::machine::Label::TRUSTED,
         },
     };
     Some(SlotStatus::Finished { result })

@@ -175,6 +175,7 @@ impl ToolSpec {
             idempotent: false,
             requires_approval: false,
             interactive: false,
+            guard: super::ToolGuard::default(),
         }
     }
 }
@@ -263,6 +264,11 @@ pub struct ToolSpec {
     /// It asks a person: the call becomes a question and the answer becomes its result.
     #[serde(default)]
     pub interactive: bool,
+    /// The label its results carry and the policy checked before each call (see
+    /// [`flow_policy`](super::flow_policy)); left out of the stored spec when it labels and
+    /// checks nothing.
+    #[serde(default, skip_serializing_if = "super::ToolGuard::is_open")]
+    pub guard: super::ToolGuard,
 }
 
 fn default_schema() -> Value {

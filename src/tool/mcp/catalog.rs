@@ -48,6 +48,13 @@ pub struct McpToolInfo {
     /// Limit of one call, from the spec (the tool's override, else the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// The label its results carry: its server's (see [`crate::machine::label`]). Left out
+    /// when trusted and public.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::machine::Label::is_trusted_public"
+    )]
+    pub results: crate::machine::Label,
 }
 
 /// A server's tools, ready to offer, and the ones that cannot be.
@@ -123,6 +130,7 @@ pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
             idempotent,
             requires_approval,
             timeout_ms: over.timeout_ms.or(config.timeout_ms),
+            results: config.results,
         });
     }
     catalog.unknown_overrides = config

@@ -33,6 +33,13 @@ pub struct McpServerConfig {
     /// Per-tool overrides, by the server's own name for the tool.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, McpToolOverride>,
+    /// The label every result of its tools carries (`trust`, `confidentiality` in `[[mcp]]`;
+    /// see [`crate::machine::label`]). Left out when trusted and public.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::machine::Label::is_trusted_public"
+    )]
+    pub results: crate::machine::Label,
 }
 
 impl McpServerConfig {

@@ -101,6 +101,7 @@ fn a_childs_spend_is_charged_and_a_budget_failure_is_typed_for_the_model() {
                     budget: BudgetKey::Turns,
                 },
                 usage: spent,
+                label: Default::default(),
             },
             proof: None,
         })
@@ -544,6 +545,7 @@ fn body_for(
                     input_tokens: 10,
                     ..Usage::default()
                 },
+                label: Default::default(),
             },
             proof: None,
         },

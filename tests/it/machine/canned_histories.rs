@@ -218,6 +218,7 @@ fn delegation_and_transfer(spec: RunSpec) -> Harness {
                     output_tokens: 2,
                     ..Usage::default()
                 },
+                label: Default::default(),
             },
             proof: None,
         });

@@ -205,6 +205,7 @@ fn child_finished(h: &Harness, call_id: &str, outcome: ChildOutcome) -> EventBod
                 cost_nanos: 3_000,
                 ..Usage::default()
             },
+            label: Default::default(),
         },
         proof: None,
     }

@@ -157,8 +157,8 @@ prop_compose! {
             }),
             retriever: match retrieve {
                 0 => None,
-                1 => Some(RetrieverSpec { agents: None }),
-                _ => Some(RetrieverSpec { agents: Some(vec!["a0".into()]) }),
+                1 => Some(RetrieverSpec { agents: None, results: Default::default() }),
+                _ => Some(RetrieverSpec { agents: Some(vec!["a0".into()]), results: Default::default() }),
             },
             memory,
         };

@@ -222,7 +222,10 @@ fn sessions_and_the_retriever_are_revision_5s_only() {
             ..Spec::default()
         };
         let retrieving = Spec {
-            retriever: Some(RetrieverSpec { agents: None }),
+            retriever: Some(RetrieverSpec {
+                agents: None,
+                results: Default::default(),
+            }),
             ..base.clone()
         };
         let refused = RunSpec::build(retrieving).expect_err("no retriever before revision 5");

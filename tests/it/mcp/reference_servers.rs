@@ -225,6 +225,7 @@ async fn everything_server_over_streamable_http() {
         init_timeout_ms: Some(20_000),
         timeout_ms: Some(10_000),
         tools: Default::default(),
+        results: Default::default(),
     };
     let hub = McpHub::new();
     let missing = mcp::list_all(&hub, std::slice::from_ref(&config), &[])

@@ -521,6 +521,7 @@ pub fn with_retriever() -> RunSpec {
     solo_with(|s| {
         s.retriever = Some(RetrieverSpec {
             agents: Some(vec!["solo".into()]),
+            results: Default::default(),
         })
     })
 }

@@ -52,6 +52,7 @@ pub fn stdio(name: &str, program: &str, args: &[&str], dir: &Path) -> McpServerC
         init_timeout_ms: Some(20_000),
         timeout_ms: None,
         tools: Default::default(),
+        results: Default::default(),
     }
 }
 

@@ -237,7 +237,10 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
         ("retrieving.retrieved.exhausted", || {
             let spec = solo_with(|s| {
                 s.agents[0].limits.max_wall_ms = Some(15);
-                s.retriever = Some(RetrieverSpec { agents: None });
+                s.retriever = Some(RetrieverSpec {
+                    agents: None,
+                    results: Default::default(),
+                });
             });
             let mut h = retrieving(spec);
             h.clock += 20;

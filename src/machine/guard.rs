@@ -1,0 +1,54 @@
+//! Where the machine applies guarded tools (see [`flow_policy`](super::flow_policy)): the label
+//! a tool's result is filed under, and the policy check on each call of a model reply.
+
+use super::flow_policy::OnUntrusted;
+use super::ids::AgentId;
+use super::label::Label;
+use super::reply::ToolCallRequest;
+use super::state::RunData;
+use super::step::{Cx, Note};
+
+/// What a tool's policy does with a call it blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// Not run; the reason is its result.
+    Deny(String),
+    /// Held for a person's approval; the reason goes in the request.
+    Ask(String),
+}
+
+/// The label results of tool `name` carry in `run`: its guard's, trusted for a tool the run
+/// does not know (the machine's own refusal words).
+pub(crate) fn results_label(spec: &super::RunSpec, run: &RunData, name: &str) -> Label {
+    super::offer::tool(spec, run, name).map_or(Label::TRUSTED, |t| t.guard.results)
+}
+
+/// Checks `call` of `agent`'s reply against its tool's policy, with the agent's taint as the
+/// label of the decision; notes a blocked call. `None`: the call may go on (to approval,
+/// questions or dispatch as usual). Call it only for calls that passed the grant and argument
+/// checks.
+pub(crate) fn judge(
+    cx: &mut Cx<'_>,
+    run: &RunData,
+    agent: &AgentId,
+    call_id: &str,
+    call: &ToolCallRequest,
+) -> Option<Blocked> {
+    let tool = super::offer::tool(cx.spec, run, &call.name)?;
+    let decision = run.agents.get(agent).map_or(Label::TRUSTED, |a| a.taint);
+    let violation = tool.guard.check(decision, &call.arguments)?;
+    let asked = tool.guard.on_untrusted == OnUntrusted::Ask;
+    let reason = violation.reason(&call.name);
+    cx.notes.push(Note::ToolBlocked {
+        agent: agent.clone(),
+        call_id: call_id.to_owned(),
+        tool: call.name.clone(),
+        rule: violation.code().to_owned(),
+        asked,
+    });
+    Some(if asked {
+        Blocked::Ask(reason)
+    } else {
+        Blocked::Deny(reason)
+    })
+}
