@@ -3,3 +3,4 @@
 
 mod inbox_payments;
 mod labels_in_the_record;
+mod machine;
