@@ -207,6 +207,7 @@ mod tests {
             idempotent: true,
             requires_approval: false,
             timeout_ms: None,
+            results: Default::default(),
         }
     }
 

@@ -495,6 +495,7 @@ mod tests {
                 init_timeout_ms: None,
                 timeout_ms: None,
                 tools: Default::default(),
+                results: Default::default(),
             },
             tools: Vec::new(),
         }];

@@ -531,6 +531,7 @@ mod tests {
             idempotent: false,
             requires_approval: false,
             timeout_ms: None,
+            results: Default::default(),
         }
     }
 

@@ -193,6 +193,7 @@ mod tests {
             init_timeout_ms: None,
             timeout_ms: Some(5000),
             tools: Default::default(),
+            results: Default::default(),
         }
     }
 
