@@ -8,6 +8,8 @@
 //! - [`specs`]: the run spec file.
 //! - [`models`]: providers, structured output, reasoning, settings, fallback, costs, endpoints.
 //! - [`tools`]: command tools and MCP servers.
+//! - [`guarded`]: guarded tools: labels on what agents read, and the policy checked before
+//!   every tool call, against prompt injection.
 //! - [`delegation`]: agents that delegate to and hand off to each other.
 //! - [`memory`]: memory, sessions and the retriever.
 //! - [`serve`]: the web page and the HTTP API.
@@ -29,6 +31,8 @@ pub mod specs {}
 pub mod models {}
 #[doc = include_str!("tools.md")]
 pub mod tools {}
+#[doc = include_str!("guarded.md")]
+pub mod guarded {}
 #[doc = include_str!("delegation.md")]
 pub mod delegation {}
 #[doc = include_str!("memory.md")]

@@ -15,7 +15,7 @@
 //!   decision's label, since the model wrote every argument after reading everything.
 //!
 //! A call that breaks a rule is not run. With `on_untrusted = "deny"` (the default) the model
-//! gets an error result saying why ([`Violation::reason`]); with `"ask"` the call waits for a
+//! gets an error result saying why ([`Violation::denial`]); with `"ask"` the call waits for a
 //! person's approval exactly like a `requires_approval` tool, and the request says why. Both
 //! are decided inside the committed transition that records the model's reply, so the block,
 //! its reason and what a person said are in the history `verify` re-folds.
@@ -86,20 +86,32 @@ pub enum Violation {
 }
 
 impl Violation {
-    /// The words the model reads as the call's result (and a person reads in the approval
-    /// request): which rule, and that nothing was run. Names the tool, never the data.
-    pub fn reason(&self, tool: &str) -> String {
+    /// The rule broken, in words: names the tool and the argument, never the data.
+    pub fn rule(&self, tool: &str) -> String {
         match self {
             Violation::UntrustedDecision => format!(
-                "blocked by policy: {tool} is consequential and this call was decided after reading untrusted data; it was not run"
+                "{tool} is consequential and this call was decided after reading untrusted data"
             ),
             Violation::UntrustedArgument(arg) => format!(
-                "blocked by policy: argument `{arg}` of {tool} must not come from untrusted data, and this call was decided after reading untrusted data; it was not run"
+                "argument `{arg}` of {tool} must not come from untrusted data, and this call was decided after reading untrusted data"
             ),
             Violation::PrivateArgument(arg) => format!(
-                "blocked by policy: argument `{arg}` of {tool} may carry only public data, and this call was decided after reading private data; it was not run"
+                "argument `{arg}` of {tool} may carry only public data, and this call was decided after reading private data"
             ),
         }
+    }
+
+    /// What the model reads as the result of a denied call: the rule, and that nothing ran.
+    pub fn denial(&self, tool: &str) -> String {
+        format!("blocked by policy: {}; it was not run", self.rule(tool))
+    }
+
+    /// What a person reads in the approval request of a held call (`on_untrusted = "ask"`).
+    pub fn hold(&self, tool: &str) -> String {
+        format!(
+            "held by policy: {}; it runs only if a person approves",
+            self.rule(tool)
+        )
     }
 
     /// A short code for traces: `untrusted_decision`, `untrusted_argument`,
@@ -234,12 +246,17 @@ mod tests {
     fn reasons_name_the_tool_and_the_rule() {
         assert!(
             Violation::UntrustedDecision
-                .reason("pay")
+                .denial("pay")
                 .starts_with("blocked by policy: pay is consequential")
         );
         assert!(
+            Violation::UntrustedDecision
+                .hold("pay")
+                .ends_with("; it runs only if a person approves")
+        );
+        assert!(
             Violation::PrivateArgument("body".into())
-                .reason("send")
+                .denial("send")
                 .contains("argument `body` of send may carry only public data")
         );
     }

@@ -38,7 +38,6 @@ pub(crate) fn judge(
     let decision = run.agents.get(agent).map_or(Label::TRUSTED, |a| a.taint);
     let violation = tool.guard.check(decision, &call.arguments)?;
     let asked = tool.guard.on_untrusted == OnUntrusted::Ask;
-    let reason = violation.reason(&call.name);
     cx.notes.push(Note::ToolBlocked {
         agent: agent.clone(),
         call_id: call_id.to_owned(),
@@ -47,8 +46,8 @@ pub(crate) fn judge(
         asked,
     });
     Some(if asked {
-        Blocked::Ask(reason)
+        Blocked::Ask(violation.hold(&call.name))
     } else {
-        Blocked::Deny(reason)
+        Blocked::Deny(violation.denial(&call.name))
     })
 }

@@ -25,7 +25,7 @@ fn manifest_dir() -> &'static Path {
 
 /// The manual's chapters, in the order their commands run (the order they stood in the README
 /// before they moved): every `src/guide/*.md` must be listed here.
-const GUIDE: [&str; 14] = [
+const GUIDE: [&str; 15] = [
     "concepts",
     "specs",
     "models",
@@ -39,6 +39,7 @@ const GUIDE: [&str; 14] = [
     "postgres",
     "performance",
     "developing",
+    "guarded",
     "changelog",
 ];
 

@@ -146,7 +146,7 @@ fn with_on_untrusted_ask_a_person_decides_and_the_request_says_why() {
         assert_eq!(waiting["state"]["state"], "awaiting_input", "{waiting}");
         let shown = ok(&db, &["show", &run]);
         assert!(
-            shown.contains("because blocked by policy: pay is consequential"),
+            shown.contains("because held by policy: pay is consequential and this call was decided after reading untrusted data; it runs only if a person approves"),
             "{shown}"
         );
 

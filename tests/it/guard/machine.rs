@@ -107,7 +107,7 @@ fn an_untrusted_result_taints_the_reply_and_a_consequential_call_is_denied() {
     assert!(messages[n - 1].is_error);
     assert_eq!(
         messages[n - 1].content.as_deref(),
-        Some(Violation::UntrustedDecision.reason("pay").as_str())
+        Some(Violation::UntrustedDecision.denial("pay").as_str())
     );
     assert_eq!(messages[n - 1].label, Label::TRUSTED, "the machine's words");
     assert_eq!(taint(&h), untrusted());
@@ -125,7 +125,7 @@ fn with_ask_the_call_waits_for_a_person_who_may_let_it_run() {
     assert_eq!(request.kind, InputKind::Approval);
     assert_eq!(
         request.reason.as_deref(),
-        Some(Violation::UntrustedDecision.reason("pay").as_str())
+        Some(Violation::UntrustedDecision.hold("pay").as_str())
     );
     let t = h.input("c2", HumanInput::Approve).clone();
     assert!(
