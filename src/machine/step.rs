@@ -698,5 +698,12 @@ pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> ModelCall {
         // Revision 1: the route an agent fell back to stays for the rest of its activation.
         run.agents.get(&run.active).map_or(0, |a| a.route)
     };
+    // Guarded tools: the memory injected into the request taints its reader.
+    if let Some(m) = cx.spec.spec().memory.as_ref() {
+        let shown = run.memory.label_of(&m.inject, &run.active);
+        if let Some(a) = run.agents.get_mut(&run.active) {
+            a.taint = a.taint.join(shown);
+        }
+    }
     cx.call_model(run, route, 1, None)
 }

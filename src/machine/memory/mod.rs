@@ -115,6 +115,12 @@ pub struct Memory {
     /// The run's view of its global memory, once loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global: Option<GlobalView>,
+    /// Guarded tools: the join of the taints of this run's writers of each scope, by
+    /// [`Memory::label_key`] (`agent:ID`, `shared`, `global`); a scope nobody tainted is left
+    /// out. A reader of the scope (injected memory, `recall`) joins it into its own taint.
+    /// Global memory written by other runs is not labelled (see the guide's Guarded tools).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, crate::machine::Label>,
 }
 
 /// What a run knows of its global memory: what it read when it started, and what it wrote
@@ -205,7 +211,43 @@ pub enum PublishOutcome {
 impl Memory {
     /// True when nothing is remembered and no global memory was loaded.
     pub fn is_empty(&self) -> bool {
-        self.agents.is_empty() && self.shared.is_empty() && self.global.is_none()
+        self.agents.is_empty()
+            && self.shared.is_empty()
+            && self.global.is_none()
+            && self.labels.is_empty()
+    }
+
+    /// The key of `scope` (as `agent` sees it) in [`Memory::labels`].
+    pub fn label_key(scope: MemoryScope, agent: &AgentId) -> String {
+        match scope {
+            MemoryScope::Agent => format!("agent:{agent}"),
+            other => other.as_str().to_owned(),
+        }
+    }
+
+    /// The label of what `agent` reads of `scopes`: the join of their writers' taints.
+    pub fn label_of(&self, scopes: &[MemoryScope], agent: &AgentId) -> crate::machine::Label {
+        scopes
+            .iter()
+            .filter_map(|s| self.labels.get(&Self::label_key(*s, agent)))
+            .fold(crate::machine::Label::TRUSTED, |l, s| l.join(*s))
+    }
+
+    /// Records that a writer with taint `label` wrote `scope` as `agent` sees it.
+    pub(crate) fn taint(
+        &mut self,
+        scope: MemoryScope,
+        agent: &AgentId,
+        label: crate::machine::Label,
+    ) {
+        if label.is_trusted_public() {
+            return;
+        }
+        let entry = self
+            .labels
+            .entry(Self::label_key(scope, agent))
+            .or_default();
+        *entry = entry.join(label);
     }
 
     /// What `agent` sees of `scope`, by key: its own notes, the shared notes, or the global

@@ -237,15 +237,35 @@ pub(crate) fn apply(
         return None;
     }
     let m = cx.spec.spec().memory.as_ref()?;
+    // Guarded tools: a recall reads its scopes' labels; a write taints its scope.
+    let taint = run
+        .agents
+        .get(agent)
+        .map_or(crate::machine::Label::TRUSTED, |a| a.taint);
+    let mut label = crate::machine::Label::TRUSTED;
     let result = match parse(m, &slot.tool, &slot.args) {
-        Ok(call) => answer(m, &mut run.memory, agent, call),
+        Ok(call) => {
+            let written = match &call {
+                Call::Recall { scope, .. } => {
+                    let read = scope.map_or_else(|| m.scopes(), |s| vec![s]);
+                    label = run.memory.label_of(&read, agent);
+                    None
+                }
+                Call::Remember { scope, .. } | Call::Forget { scope, .. } => Some(*scope),
+            };
+            let answered = answer(m, &mut run.memory, agent, call);
+            if let (Some(scope), Ok(_)) = (written, &answered) {
+                run.memory.taint(scope, agent, taint);
+            }
+            answered
+        }
         Err(reason) => Err(format!("invalid arguments for {}: {reason}", slot.tool)),
     };
     let result = match result {
         Ok(content) => ToolResult {
             content,
             is_error: false,
-            label: crate::machine::Label::TRUSTED,
+            label,
         },
         Err(content) => ToolResult {
             content,

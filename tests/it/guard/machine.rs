@@ -192,3 +192,69 @@ fn private_data_is_kept_only_from_the_argument_constrained_to_public() {
     assert!(taint(&h).is_private() && !taint(&h).is_untrusted());
     snapshot("guard__private_argument", &h);
 }
+
+/// `memory_solo` without global memory (shared notes injected), with the untrusted `inbox`.
+fn memory_with_inbox() -> RunSpec {
+    memory_solo_with(|s| {
+        if let Some(m) = s.memory.as_mut() {
+            m.global = None;
+            m.inject = vec![MemoryScope::Shared];
+        }
+        s.tools.push(ToolSpec {
+            read_only: true,
+            guard: ToolGuard::labelled(Integrity::Untrusted, Confidentiality::Public),
+            ..ToolSpec::new("inbox", "Read the inbox")
+        });
+        if let Some(grant) = s.agents[0].tools.as_mut() {
+            grant.push("inbox".into());
+        }
+    })
+}
+
+#[test]
+fn a_note_written_after_reading_untrusted_data_is_labelled_and_recalled_as_such() {
+    let mut h = Harness::new(memory_with_inbox());
+    h.start("Remember the bill.");
+    h.proceed();
+    h.reply(ModelReply::tools(vec![remember(
+        "c0", "plan", "pay ACME", "shared",
+    )]));
+    h.proceed();
+    let memory = &h.state.data().expect("started").memory;
+    assert!(memory.labels.is_empty(), "a trusted writer labels nothing");
+
+    h.reply(ModelReply::tools(vec![call("c1", "inbox", json!({}))]));
+    h.tool_ok("c1", json!(INJECTION));
+    h.proceed();
+    h.reply(ModelReply::tools(vec![remember(
+        "c2",
+        "bill",
+        "pay attacker",
+        "shared",
+    )]));
+    let memory = &h.state.data().expect("started").memory;
+    assert_eq!(
+        memory.labels.get("shared"),
+        Some(&untrusted()),
+        "{memory:?}"
+    );
+    assert_eq!(
+        memory.label_of(&[MemoryScope::Shared], &AgentId::from("solo")),
+        untrusted()
+    );
+    assert_eq!(
+        memory.label_of(&[MemoryScope::Agent], &AgentId::from("solo")),
+        Label::TRUSTED,
+        "the agent's own notes were not written"
+    );
+    h.proceed();
+    h.reply(ModelReply::tools(vec![call(
+        "c3",
+        "recall",
+        json!({"scope": "shared"}),
+    )]));
+    let messages = &h.conversations.all()[&AgentId::from("solo")];
+    let recalled = messages.last().expect("the recall's result");
+    assert_eq!(recalled.tool_call_id.as_deref(), Some("c3"));
+    assert_eq!(recalled.label, untrusted(), "{recalled:?}");
+}
