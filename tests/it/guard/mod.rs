@@ -1,6 +1,7 @@
 //! Guarded tools: labels on what agents read, and the policy checked before each tool call
 //! (see `runtape::machine::flow_policy`).
 
+mod child_results;
 mod inbox_payments;
 mod labels_in_the_record;
 mod machine;
