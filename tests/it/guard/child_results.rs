@@ -52,8 +52,7 @@ fn a_childs_untrusted_answer_blocks_the_parents_consequential_call() {
         let run = run_id(&o);
         let messages = requests(&db, &run)
             .into_iter()
-            .filter(|(a, _)| a == "lead")
-            .last()
+            .rfind(|(a, _)| a == "lead")
             .expect("a lead request")
             .1;
         let child_answer = messages
