@@ -95,7 +95,8 @@ pub(crate) fn log(db: &Path, run: &str, json: bool, tail: Option<u64>) -> Result
         }
         return Ok(());
     }
-    let rec = history::record(store.as_ref(), &run)?;
+    // The row without its setup: the header shows where the run stands.
+    let rec = history::row(store.as_ref(), &run)?;
     let goal = history::fork_goal(store.as_ref(), &rec)?.unwrap_or_else(|| rec.goal.clone());
     outln!(
         "run {run} — {} — {} steps — {} — {}",
@@ -172,7 +173,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     }
     let view = &detail.step;
     outln!("run {} step {} of {}", view.run, view.seq, view.latest);
-    let rec = history::record(store.as_ref(), &view.run)?;
+    let rec = history::row(store.as_ref(), &view.run)?;
     if rec.is_queued() {
         outln!(
             "queued  no process has taken it up yet: a `runtape worker` serving its spec directory, or `runtape resume {}`, starts it",

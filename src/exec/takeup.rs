@@ -211,16 +211,23 @@ async fn latest(shared: &Arc<Shared>, run: &RunId) -> Result<(RunState, RunSpec)
     .await
 }
 
-/// The run's record; a run that has ended is refused with [`EngineError::Finished`].
+/// The run's record, without its setup (what a take-up builds from was installed from the
+/// setup once it was checked); a run that has ended is refused with [`EngineError::Finished`].
 fn unfinished(store: &dyn Store, run: &RunId) -> Result<RunRecord, EngineError> {
-    let rec = ledger::record(store, run)?;
+    let rec = ledger::row(store, run)?;
+    refuse_ended(&rec)?;
+    Ok(rec)
+}
+
+/// Refuses a run whose row says it has ended ([`EngineError::Finished`]).
+fn refuse_ended(rec: &RunRecord) -> Result<(), EngineError> {
     if rec.status.is_terminal() {
         return Err(EngineError::Finished {
-            run: run.to_string(),
+            run: rec.id.to_string(),
             status: rec.status,
         });
     }
-    Ok(rec)
+    Ok(())
 }
 
 /// The effect a person is asked about in `run`, by call id.
@@ -303,13 +310,11 @@ fn precheck(
     // A run whose record `verify` would reject where this acts on it is refused before
     // anything is written (even one its row says has ended): nothing it would execute can be
     // trusted, nor what its row says.
-    let checked = check_continuable(
-        store,
-        &ledger::record(store, run)?,
-        &shared.config.receipts,
-        ActFrom::End,
-    )?;
-    let rec = unfinished(store, run)?;
+    // The row is read once (the check reads the whole row again on its own view, to check it
+    // against the head); an ended run is refused after the check.
+    let rec = ledger::row(store, run)?;
+    let checked = check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
+    refuse_ended(&rec)?;
     ledger::spec_of(&rec)?;
     receipt_tip(shared, store, run, rec.seq)?;
     Ok((rec, checked))

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::ledger::codec::{decode_effects, decode_event};
-use crate::ledger::{HistoryError, conversation, record, spec_of, state_at, transitions};
+use crate::ledger::{HistoryError, conversation, row, spec_of, state_at, transitions};
 use crate::machine::{
     AgentId, EdgeId, Effect, EffectId, Event, Message, ModelSettings, Remaining, RunId, RunState,
 };
@@ -77,7 +77,7 @@ pub struct SentRequest {
 
 /// The step `seq` of `run` (`None` = the latest).
 pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView, HistoryError> {
-    let rec = record(store, run)?;
+    let rec = row(store, run)?;
     let spec = spec_of(&rec)?;
     let seq = seq.unwrap_or(rec.seq);
     let rebuilt = state_at(store, run, &spec, seq)?;

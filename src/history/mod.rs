@@ -14,7 +14,7 @@ mod timeline;
 pub use crate::ledger::{
     Divergence, HeadSummary, HistoryError, Rebuilt, ReceiptSummary, Recorded, Segment, Verified,
     ancestry, check_receipts, conversation, conversations, receipts, receipts_export,
-    receipts_export_tree, record, replay, spec_of, state_at, transitions, verify,
+    receipts_export_tree, record, replay, row, spec_of, state_at, transitions, verify,
 };
 pub use diff::{Change, ChildDiff, DiffPoint, RunDiff, Side, TreeDiff, diff_runs, diff_trees};
 pub use edits::{edit_in_words, fork_goal};

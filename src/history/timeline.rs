@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::ledger::{HistoryError, pairs, record, transitions};
+use crate::ledger::{HistoryError, pairs, row, transitions};
 use crate::machine::{AgentId, EdgeId, Effect, EventBody, EventKind, Hlc, RunId, StateKind};
 use crate::store::{Store, TransitionRecord};
 
@@ -86,7 +86,7 @@ pub fn reply_end(reply: &crate::machine::ModelReply) -> Option<&'static str> {
 
 /// The whole timeline of `run` (across fork ancestry).
 pub fn timeline(store: &dyn Store, run: &RunId) -> Result<Vec<TimelineEntry>, HistoryError> {
-    let rec = record(store, run)?;
+    let rec = row(store, run)?;
     entries(run, &transitions(store, run, 1, rec.seq)?)
 }
 
@@ -104,7 +104,7 @@ pub fn timeline_tail(
     run: &RunId,
     count: u64,
 ) -> Result<Vec<TimelineEntry>, HistoryError> {
-    let rec = record(store, run)?;
+    let rec = row(store, run)?;
     let first = rec
         .seq
         .saturating_sub(count.saturating_add(TAIL_LEAD_IN))

@@ -33,6 +33,16 @@ pub fn record(store: &dyn Store, run: &RunId) -> Result<RunRecord, HistoryError>
         .ok_or_else(|| HistoryError::UnknownRun(run.to_string()))
 }
 
+/// The run's row without its setup ([`Store::run_without_setup`]), or
+/// [`HistoryError::UnknownRun`]: for walking a run's ancestry or history, where the setup (how
+/// to rebuild its providers) is not used and can be large. Use [`record`] to check the row
+/// against its sealed head or to build from the setup.
+pub fn row(store: &dyn Store, run: &RunId) -> Result<RunRecord, HistoryError> {
+    store
+        .run_without_setup(run)?
+        .ok_or_else(|| HistoryError::UnknownRun(run.to_string()))
+}
+
 /// The run's spec, validated as stored (see [`RunSpec`]'s `Deserialize`).
 pub fn spec_of(record: &RunRecord) -> Result<RunSpec, HistoryError> {
     serde_json::from_str(&record.spec)
@@ -42,7 +52,7 @@ pub fn spec_of(record: &RunRecord) -> Result<RunSpec, HistoryError> {
 /// The segments making up `run`'s history through `to` (oldest ancestor first), `to` clamped
 /// to the run's latest seq.
 pub fn ancestry(store: &dyn Store, run: &RunId, to: u64) -> Result<Vec<Segment>, HistoryError> {
-    let rec = record(store, run)?;
+    let rec = row(store, run)?;
     let to = to.min(rec.seq);
     ancestry_of(store, rec, to)
 }
@@ -54,12 +64,16 @@ pub fn ancestry_through(
     run: &RunId,
     to: u64,
 ) -> Result<Vec<Segment>, HistoryError> {
-    ancestry_of(store, record(store, run)?, to)
+    ancestry_of(store, row(store, run)?, to)
 }
 
 /// [`ancestry_through`] from `run`'s row already read (`rec`): only its ancestors' rows are
-/// read, one per fork.
-fn ancestry_of(store: &dyn Store, rec: RunRecord, to: u64) -> Result<Vec<Segment>, HistoryError> {
+/// read (without their setups), one per fork.
+pub(crate) fn ancestry_of(
+    store: &dyn Store,
+    rec: RunRecord,
+    to: u64,
+) -> Result<Vec<Segment>, HistoryError> {
     let run = rec.id.clone();
     let run = &run;
     let mut segments = Vec::new();
@@ -76,7 +90,7 @@ fn ancestry_of(store: &dyn Store, rec: RunRecord, to: u64) -> Result<Vec<Segment
                     });
                 }
                 hi = hi.min(fork_seq);
-                current = record(store, &parent)?;
+                current = row(store, &parent)?;
             }
             None => {
                 if hi >= 1 {
@@ -158,7 +172,7 @@ pub fn state_at(
     spec: &RunSpec,
     seq: u64,
 ) -> Result<Rebuilt, HistoryError> {
-    let rec = record(store, run)?;
+    let rec = row(store, run)?;
     if seq > rec.seq {
         return Err(HistoryError::SeqOutOfRange {
             run: run.to_string(),

@@ -39,7 +39,7 @@ use super::audit::{self, OutboxFacts};
 use super::codec::{decode_effects, decode_event, snapshot_due};
 use super::memory_audit::{self, MemoryFacts};
 use super::pairing::{answered, as_performed_by};
-use super::read::{Segment, ancestry_through, record, spec_of};
+use super::read::{Segment, ancestry_of, record, spec_of};
 use super::receipts::{ChainBuilder, ReceiptSummary, check_chain};
 use super::replay::{Divergence, Recorded, replay_from};
 use super::tail;
@@ -215,7 +215,8 @@ fn check(
     summary.seq = head.seq;
     fail!(audit::identity(&rec, &head));
     let spec = spec_of(&rec)?;
-    let segments = ancestry_through(store, run, head.seq)?;
+    // The row just read is the one the ancestry starts from: not read again.
+    let segments = ancestry_of(store, rec.clone(), head.seq)?;
     let to = match reach {
         Reach::Through(seq) if seq > head.seq => {
             return Err(HistoryError::SeqOutOfRange {

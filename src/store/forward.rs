@@ -45,6 +45,12 @@ macro_rules! forward_store_reads {
         ) -> Result<Option<$crate::store::RunRecord>, $crate::store::StoreError> {
             self.$inner.run(id)
         }
+        fn run_without_setup(
+            &self,
+            id: &$crate::machine::RunId,
+        ) -> Result<Option<$crate::store::RunRecord>, $crate::store::StoreError> {
+            self.$inner.run_without_setup(id)
+        }
         fn leases(
             &self,
             runs: &[$crate::machine::RunId],

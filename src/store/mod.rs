@@ -853,6 +853,16 @@ pub trait Store: Send + Sync + 'static {
     /// The run's row.
     fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError>;
 
+    /// The run's row without its setup ([`RunRecord::setup`] is `None`): for a reader that
+    /// needs where the run stands (its seq, status, parent, spec), not how to rebuild its
+    /// providers and tools. A setup can be large (a scripted provider's every reply) and is
+    /// read from pages of its own, so readers that walk a run's ancestry or check its tail call
+    /// this; whoever checks the row against its sealed head (which seals the setup) or builds
+    /// from the setup calls [`run`](Self::run). The default reads the whole row and drops it.
+    fn run_without_setup(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.run(id)?.map(|rec| RunRecord { setup: None, ..rec }))
+    }
+
     /// The lease and control request of each of `runs` that exists, in one read, in no
     /// particular order (a run that does not exist is left out). An engine calls it once per
     /// poll for every run it drives, so its cost should grow with `runs.len()` alone.

@@ -15,6 +15,7 @@ pub(super) struct Counting {
     rebuilt: Mutex<Vec<RunId>>,
     reads: AtomicUsize,
     rows: AtomicUsize,
+    setups: AtomicUsize,
 }
 
 impl Counting {
@@ -25,6 +26,7 @@ impl Counting {
             rebuilt: Mutex::new(Vec::new()),
             reads: AtomicUsize::new(0),
             rows: AtomicUsize::new(0),
+            setups: AtomicUsize::new(0),
         })
     }
 
@@ -45,6 +47,12 @@ impl Counting {
     /// is one read, but as many rows as the run has steps).
     pub(super) fn rows(&self) -> usize {
         self.rows.load(Ordering::Relaxed)
+    }
+
+    /// How many whole run rows, setup included ([`Store::run`], not
+    /// [`Store::run_without_setup`]), all reads have returned so far.
+    pub(super) fn setups(&self) -> usize {
+        self.setups.load(Ordering::Relaxed)
     }
 
     fn note(&self) {
@@ -70,7 +78,15 @@ impl Store for Counting {
         id: &crate::machine::RunId,
     ) -> Result<Option<crate::store::RunRecord>, crate::store::StoreError> {
         self.note();
+        self.setups.fetch_add(1, Ordering::Relaxed);
         self.inner.run(id)
+    }
+    fn run_without_setup(
+        &self,
+        id: &crate::machine::RunId,
+    ) -> Result<Option<crate::store::RunRecord>, crate::store::StoreError> {
+        self.note();
+        self.inner.run_without_setup(id)
     }
     fn leases(
         &self,

@@ -66,6 +66,9 @@ struct Reads {
     show_first: usize,
     /// `show` of the last four steps (one of them sends the model the whole conversation).
     show_latest: usize,
+    /// Transition rows `show` of the last four steps read (the fold from the nearest
+    /// snapshot, not from step 1).
+    show_latest_rows: usize,
     /// `log`.
     log: usize,
     /// `log --tail 10`.
@@ -74,6 +77,12 @@ struct Reads {
     log_tail_rows: usize,
     /// `resume RUN --raise budget.max_turns=R+1`, to the end of the run.
     resume: usize,
+    /// Transition rows that resume read (the checks before and under the lease fold from the
+    /// nearest snapshot).
+    resume_rows: usize,
+    /// Whole run rows (with the setup, which holds every scripted reply and so grows with
+    /// these runs) that resume read: those checked against the sealed head or built from.
+    resume_setups: usize,
 }
 
 async fn reads_at(rounds: usize) -> Reads {
@@ -97,12 +106,14 @@ async fn reads_at(rounds: usize) -> Reads {
     let show_first = counted(&mut || {
         ops::show(store.as_ref(), &run, Some(1)).expect("shows step 1");
     });
+    let rows_before = store.rows();
     let show_latest = counted(&mut || {
         for seq in latest - 3..=latest {
             let step = ops::show(store.as_ref(), &run, Some(seq)).expect("shows");
             let _ = step;
         }
     });
+    let show_latest_rows = store.rows() - rows_before;
     let log = counted(&mut || {
         let entries = ops::timeline(store.as_ref(), &run).expect("lists");
         assert_eq!(entries.len() as u64, latest);
@@ -122,7 +133,7 @@ async fn reads_at(rounds: usize) -> Reads {
     );
 
     let raise = [Raise::parse(&format!("budget.max_turns={}", rounds + 1)).expect("a raise")];
-    let before = store.reads();
+    let (before, rows_before, setups_before) = (store.reads(), store.rows(), store.setups());
     let handle = ops::resume(&engine, &run, Answer::None, None, &raise)
         .await
         .expect("raises");
@@ -131,6 +142,8 @@ async fn reads_at(rounds: usize) -> Reads {
         RunStatus::Completed
     );
     let resume = store.reads() - before;
+    let resume_rows = store.rows() - rows_before;
+    let resume_setups = store.setups() - setups_before;
     Reads {
         transitions: latest,
         show_first,
@@ -138,7 +151,10 @@ async fn reads_at(rounds: usize) -> Reads {
         log,
         log_tail,
         log_tail_rows,
+        show_latest_rows,
         resume,
+        resume_rows,
+        resume_setups,
     }
 }
 
@@ -166,15 +182,27 @@ async fn resume_show_and_log_read_the_store_as_often_on_a_long_run_as_on_a_short
         long.transitions,
         short.transitions
     );
+    // The driver's timed polls may land differently in the two runs, but none reads
+    // transition rows: a resume reads as many on either.
+    assert_eq!(
+        long.resume_rows, short.resume_rows,
+        "transition rows a resume read at {} transitions against {}: {long:?} {short:?}",
+        long.transitions, short.transitions
+    );
+    // Reading a run's ancestry or tail reads its row without the setup; only the checks of
+    // the row against its sealed head and the install read it whole.
+    assert!(long.resume_setups <= 6, "{long:?}");
     assert_eq!(
         Reads {
             transitions: 0,
             resume: 0,
+            resume_setups: 0,
             ..long
         },
         Reads {
             transitions: 0,
             resume: 0,
+            resume_setups: 0,
             ..short
         },
         "reads at {} transitions against {}",

@@ -303,6 +303,11 @@ impl Store for PostgresStore {
         self.read(move |c| async move { read::run(&c, &id).await })
     }
 
+    fn run_without_setup(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| async move { read::run_without_setup(&c, &id).await })
+    }
+
     fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
         let ids: Vec<String> = runs.iter().map(|r| r.as_str().to_owned()).collect();
         self.read(move |c| async move { read::leases(&c, &ids).await })

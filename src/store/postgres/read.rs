@@ -34,13 +34,21 @@ type Read<T> = Result<T, ReadError>;
 
 /// The columns of a run's row, in the order [`run_record`] reads them. The lease expiry is
 /// read as the time left on the database's clock (see [`run_record`]).
+/// `run_columns!("NULL::text")` reads `NULL` in the setup's place
+/// ([`Store::run_without_setup`](crate::store::Store::run_without_setup)).
 macro_rules! run_columns {
     () => {
-        "r.id, s.parent_id, s.fork_seq, s.spec, s.goal, r.status, r.state_kind, r.seq, r.lease_epoch, \
-         r.lease_owner, \
-         CASE WHEN r.lease_expires_ms = 0 THEN NULL ELSE r.lease_expires_ms - runtape.now_ms() END, \
-         r.control, s.created_ms, r.updated_ms, r.cost_nanos, r.tokens, s.outcome, s.setup, \
-         r.unpriced_turns, s.run"
+        run_columns!("s.setup")
+    };
+    ($setup:literal) => {
+        concat!(
+            "r.id, s.parent_id, s.fork_seq, s.spec, s.goal, r.status, r.state_kind, r.seq, r.lease_epoch, \
+             r.lease_owner, \
+             CASE WHEN r.lease_expires_ms = 0 THEN NULL ELSE r.lease_expires_ms - runtape.now_ms() END, \
+             r.control, s.created_ms, r.updated_ms, r.cost_nanos, r.tokens, s.outcome, ",
+            $setup,
+            ", r.unpriced_turns, s.run"
+        )
     };
 }
 
@@ -58,18 +66,40 @@ pub(super) fn clamp_seq(seq: u64) -> i64 {
 }
 
 pub(super) async fn run(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
-    let row = c
-        .query_opt(
-            concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM ",
-                run_rows!(),
-                " WHERE r.id = $1"
-            ),
-            &[&id.as_str()],
-        )
-        .await?;
+    run_selected(
+        c,
+        id,
+        concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM ",
+            run_rows!(),
+            " WHERE r.id = $1"
+        ),
+    )
+    .await
+}
+
+/// [`run`] with `NULL` read for the setup
+/// ([`Store::run_without_setup`](crate::store::Store::run_without_setup)).
+pub(super) async fn run_without_setup(c: &Conn, id: &RunId) -> Read<Option<RunRecord>> {
+    run_selected(
+        c,
+        id,
+        concat!(
+            "SELECT ",
+            run_columns!("NULL::text"),
+            " FROM ",
+            run_rows!(),
+            " WHERE r.id = $1"
+        ),
+    )
+    .await
+}
+
+/// The row `sql` (one run's columns, by id as `$1`) selects for `id`.
+async fn run_selected(c: &Conn, id: &RunId, sql: &'static str) -> Read<Option<RunRecord>> {
+    let row = c.query_opt(sql, &[&id.as_str()]).await?;
     row.map(|r| run_record(&r)).transpose()
 }
 

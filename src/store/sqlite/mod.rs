@@ -381,6 +381,15 @@ impl Store for SqliteStore {
         .transpose()
     }
 
+    fn run_without_setup(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached(&RUN_BY_ID_WITHOUT_SETUP)?
+                .query_row([id.as_str()], run_record)
+                .optional()
+        })?
+        .transpose()
+    }
+
     fn leases(&self, runs: &[RunId]) -> Result<Vec<LeaseRecord>, StoreError> {
         // One statement for any number of runs: the ids go in as one JSON array parameter.
         let ids = serde_json::to_string(&runs.iter().map(RunId::as_str).collect::<Vec<_>>())
@@ -723,6 +732,11 @@ static RUN_BY_ID: LazyLock<String> = LazyLock::new(|| {
         "SELECT {RUN_COLUMNS} FROM {RUN_ROWS} WHERE r.key = (SELECT key FROM runs WHERE id = ?1)"
     )
 });
+
+/// [`RUN_BY_ID`] with `NULL` for the setup, whose pages are then not read
+/// ([`Store::run_without_setup`]).
+static RUN_BY_ID_WITHOUT_SETUP: LazyLock<String> =
+    LazyLock::new(|| RUN_BY_ID.replacen("s.setup", "NULL", 1));
 
 const RUN_COLUMNS: &str = "r.id, s.parent_id, s.fork_seq, s.spec, s.goal, r.status, r.state_kind, r.seq, r.lease_epoch, \
     r.lease_owner, r.lease_expires_ms, r.control, s.created_ms, r.updated_ms, r.cost_nanos, r.tokens, s.outcome, \
