@@ -448,7 +448,7 @@ fn every_cargo_command_in_the_readme_is_run_by_ci() {
 fn the_readme_first_screen_shows_the_demo_and_the_test_commands() {
     let readme = std::fs::read_to_string(manifest_dir().join("README.md")).expect("README.md");
     let first_screen: String = readme.lines().take(25).collect::<Vec<_>>().join("\n");
-    assert!(first_screen.contains("cargo run --release -- demo"));
+    assert!(first_screen.contains("cargo run -- demo"));
     assert!(first_screen.contains("cargo test"));
 }
 
