@@ -28,6 +28,25 @@ const KINDS: [ProviderKind; 3] = [
     ProviderKind::Ollama,
 ];
 
+/// Runs `check` on inputs drawn from `inputs` as `proptest!` would (the same configuration from
+/// the environment, failures kept in `fuzz_parsers.proptest-regressions`), then [`report`]s.
+/// Holds [`serial`] while it runs.
+fn fuzz<S: Strategy>(inputs: S, check: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let _one = serial();
+    let mut config = proptest::test_runner::contextualize_config(config());
+    config.source_file = Some(file!());
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    if let Err(e) = runner.run(&inputs, check) {
+        panic!("{e}\n{runner}");
+    }
+    report();
+}
+
+/// Where to cut an input into chunks: raw positions, for [`cuts`].
+fn cut_points() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(any::<usize>(), 0..16)
+}
+
 // ---------------------------------------------------------------------------------------
 // Spec files (TOML)
 
@@ -47,31 +66,26 @@ fn spec_path() -> std::path::PathBuf {
 
 #[test]
 fn spec_files_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(2048))| {
-        check_spec(&spec_path(), &bytes)?;
-    });
-    report();
+    fuzz(arbitrary(2048), |bytes| check_spec(&spec_path(), &bytes));
 }
 
 #[test]
 fn spec_files_mutated_from_the_examples() {
-    let _one = serial();
-    let seeds: Vec<Vec<u8>> = spec_seeds().into_iter().map(|(_, text)| text).collect();
-    for (path, text) in spec_seeds() {
-        let (result, _) =
-            measured(|| runtape::config::load_text(&path, &String::from_utf8_lossy(&text)));
-        assert!(
-            result.is_ok(),
-            "seed {} loads: {:?}",
-            path.display(),
-            result.err()
-        );
-    }
-    proptest!(config(), |(bytes in mutated(seeds.clone()))| {
-        check_spec(&spec_path(), &bytes)?;
-    });
-    report();
+    let seeds: Vec<Vec<u8>> = {
+        let _one = serial();
+        for (path, text) in spec_seeds() {
+            let (result, _) =
+                measured(|| runtape::config::load_text(&path, &String::from_utf8_lossy(&text)));
+            assert!(
+                result.is_ok(),
+                "seed {} loads: {:?}",
+                path.display(),
+                result.err()
+            );
+        }
+        spec_seeds().into_iter().map(|(_, text)| text).collect()
+    };
+    fuzz(mutated(seeds), |bytes| check_spec(&spec_path(), &bytes));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -109,16 +123,13 @@ fn check_sse(input: &[u8], raw_cuts: &[usize]) -> Result<(), TestCaseError> {
 
 #[test]
 fn sse_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(4096), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_sse(&bytes, &raw)?;
+    fuzz((arbitrary(4096), cut_points()), |(bytes, raw)| {
+        check_sse(&bytes, &raw)
     });
-    report();
 }
 
 #[test]
 fn sse_mutated_from_recorded_streams() {
-    let _one = serial();
     let seeds = provider_bodies(&[
         "openai-chat-text-stream",
         "toolcall-stream",
@@ -127,10 +138,9 @@ fn sse_mutated_from_recorded_streams() {
         "max-tokens-stream",
         "stream-empty-input",
     ]);
-    proptest!(config(), |(bytes in mutated(seeds.clone()), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_sse(&bytes, &raw)?;
+    fuzz((mutated(seeds), cut_points()), |(bytes, raw)| {
+        check_sse(&bytes, &raw)
     });
-    report();
 }
 
 /// Lines and the first error, feeding `chunks` in order, then finishing.
@@ -169,21 +179,23 @@ fn check_ndjson(input: &[u8], raw_cuts: &[usize]) -> Result<(), TestCaseError> {
 
 #[test]
 fn ndjson_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(4096), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_ndjson(&bytes, &raw)?;
+    fuzz((arbitrary(4096), cut_points()), |(bytes, raw)| {
+        check_ndjson(&bytes, &raw)
     });
-    report();
 }
 
 #[test]
 fn ndjson_mutated_from_recorded_streams() {
-    let _one = serial();
-    let seeds = provider_bodies(&["ollama-chat-stream", "ollama-chat-toolcall-stream"]);
-    proptest!(config(), |(bytes in mutated(seeds.clone()), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_ndjson(&bytes, &raw)?;
-    });
-    report();
+    fuzz(
+        (
+            mutated(provider_bodies(&[
+                "ollama-chat-stream",
+                "ollama-chat-toolcall-stream",
+            ])),
+            cut_points(),
+        ),
+        |(bytes, raw)| check_ndjson(&bytes, &raw),
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -237,40 +249,29 @@ fn check_stream(bytes: &[u8], raw_cuts: &[usize]) -> Result<(), TestCaseError> {
 
 #[test]
 fn reply_bodies_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(4096))| {
-        check_body(&bytes)?;
-    });
-    report();
+    fuzz(arbitrary(4096), |bytes| check_body(&bytes));
 }
 
 #[test]
 fn reply_bodies_mutated_from_recorded_replies() {
-    let _one = serial();
-    let seeds = provider_bodies(&["nonstream", "error"]);
-    proptest!(config(), |(bytes in mutated(seeds.clone()))| {
-        check_body(&bytes)?;
+    fuzz(mutated(provider_bodies(&["nonstream", "error"])), |bytes| {
+        check_body(&bytes)
     });
-    report();
 }
 
 #[test]
 fn reply_streams_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(4096), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_stream(&bytes, &raw)?;
+    fuzz((arbitrary(4096), cut_points()), |(bytes, raw)| {
+        check_stream(&bytes, &raw)
     });
-    report();
 }
 
 #[test]
 fn reply_streams_mutated_from_recorded_streams() {
-    let _one = serial();
-    let seeds = provider_bodies(&["stream"]);
-    proptest!(config(), |(bytes in mutated(seeds.clone()), raw in prop::collection::vec(any::<usize>(), 0..16))| {
-        check_stream(&bytes, &raw)?;
-    });
-    report();
+    fuzz(
+        (mutated(provider_bodies(&["stream"])), cut_points()),
+        |(bytes, raw)| check_stream(&bytes, &raw),
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -293,28 +294,23 @@ fn check_cassette(bytes: &[u8]) -> Result<(), TestCaseError> {
 
 #[test]
 fn cassettes_of_arbitrary_bytes() {
-    let _one = serial();
-    proptest!(config(), |(bytes in arbitrary(4096))| {
-        check_cassette(&bytes)?;
-    });
-    report();
+    fuzz(arbitrary(4096), |bytes| check_cassette(&bytes));
 }
 
 #[test]
 fn cassettes_mutated_from_a_real_export() {
-    let _one = serial();
-    let run = run_artifacts();
-    for seed in [&run.cassette, &run.cassette_v1] {
-        assert!(
-            Cassette::from_slice(seed, &LoadOptions::default()).is_ok(),
-            "seed loads"
-        );
-    }
-    let seeds = vec![run.cassette.clone(), run.cassette_v1.clone()];
-    proptest!(config(), |(bytes in mutated(seeds.clone()))| {
-        check_cassette(&bytes)?;
-    });
-    report();
+    let seeds = {
+        let _one = serial();
+        let run = run_artifacts();
+        for seed in [&run.cassette, &run.cassette_v1] {
+            assert!(
+                Cassette::from_slice(seed, &LoadOptions::default()).is_ok(),
+                "seed loads"
+            );
+        }
+        vec![run.cassette.clone(), run.cassette_v1.clone()]
+    };
+    fuzz(mutated(seeds), |bytes| check_cassette(&bytes));
 }
 
 fn check_receipts(bytes: &[u8], key: &runtape::receipt::VerifyingKey) -> Result<(), TestCaseError> {
@@ -336,26 +332,24 @@ fn check_receipts(bytes: &[u8], key: &runtape::receipt::VerifyingKey) -> Result<
 
 #[test]
 fn receipts_of_arbitrary_bytes() {
-    let _one = serial();
-    let key = runtape::receipt::parse_public_key(&run_artifacts().public_key).expect("key");
-    proptest!(config(), |(bytes in arbitrary(4096))| {
-        check_receipts(&bytes, &key)?;
-    });
-    report();
+    let key = {
+        let _one = serial();
+        runtape::receipt::parse_public_key(&run_artifacts().public_key).expect("key")
+    };
+    fuzz(arbitrary(4096), |bytes| check_receipts(&bytes, &key));
 }
 
 #[test]
 fn receipts_mutated_from_a_real_export() {
-    let _one = serial();
-    let run = run_artifacts();
-    let key = runtape::receipt::parse_public_key(&run.public_key).expect("key");
-    let bundle = runtape::receipt::read_bundle(&run.receipts[..]).expect("seed reads");
-    runtape::receipt::verify_bundle(&bundle, Some(&key), false).expect("seed verifies");
-    let seeds = vec![run.receipts.clone()];
-    proptest!(config(), |(bytes in mutated(seeds.clone()))| {
-        check_receipts(&bytes, &key)?;
-    });
-    report();
+    let (key, seeds) = {
+        let _one = serial();
+        let run = run_artifacts();
+        let key = runtape::receipt::parse_public_key(&run.public_key).expect("key");
+        let bundle = runtape::receipt::read_bundle(&run.receipts[..]).expect("seed reads");
+        runtape::receipt::verify_bundle(&bundle, Some(&key), false).expect("seed verifies");
+        (key, vec![run.receipts.clone()])
+    };
+    fuzz(mutated(seeds), |bytes| check_receipts(&bytes, &key));
 }
 
 // ---------------------------------------------------------------------------------------

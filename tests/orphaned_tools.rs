@@ -11,9 +11,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 
 use rustix::process::{Pid, WaitOptions, getpid, set_child_subreaper, waitpid};
+
+/// Running the binary and reading what it printed: the integration tests' own helpers.
+#[path = "it/support/cli.rs"]
+mod cli;
 
 const TOOL: &str = r#"#!/bin/sh
 # The second performance of the call records whether the first one and its grandchild are
@@ -46,16 +50,6 @@ id = "a"
 provider = "s"
 "#;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_runtape"));
-    c.env_remove("RUNTAPE_DB").env_remove("RUNTAPE_RECEIPT_KEY");
-    c
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// The state letter of `pid` (`S`, `R`, `Z`, ...), or `None` when it does not exist.
 fn state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -84,14 +78,10 @@ fn killed_mid_call() -> Orphans {
     // Orphans of the killed engine become this process's children, so it can reap them and
     // read how they died (and no zombie is left to the system's init, which may not reap).
     set_child_subreaper(Some(getpid())).expect("PR_SET_CHILD_SUBREAPER");
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("tool.sh"), TOOL).expect("tool");
-    let spec = dir.path().join("spec.toml");
-    std::fs::write(&spec, SPEC).expect("spec");
-    let db = dir.path().join("runs.db");
-    let mut engine: Child = bin()
-        .arg("--db")
-        .arg(&db)
+    let (dir, db) = cli::temp_db();
+    cli::write(dir.path(), "tool.sh", TOOL);
+    let spec = cli::write(dir.path(), "spec.toml", SPEC);
+    let mut engine: Child = cli::on(&db)
         .args(["run", "--json"])
         .arg(&spec)
         .stdout(Stdio::piped())
@@ -137,13 +127,11 @@ fn killed_mid_call() -> Orphans {
     }
 }
 
-fn runtape(o: &Orphans, args: &[&str]) -> Output {
-    bin()
-        .arg("--db")
-        .arg(&o.db)
-        .args(args)
-        .output()
-        .expect("runs")
+/// [`killed_mid_call`], then `runtape COMMAND RUN` on its run.
+fn killed_then(command: &str) -> (Orphans, Output) {
+    let o = killed_mid_call();
+    let out = cli::runtape(&o.db, &[command, &o.run]);
+    (o, out)
 }
 
 /// Both orphans were killed with SIGKILL, and collecting them leaves nothing behind.
@@ -175,14 +163,9 @@ fn assert_killed_and_collected(o: &Orphans) {
 
 #[test]
 fn resume_kills_the_killed_engines_tool_and_grandchild_before_performing_the_call_again() {
-    let o = killed_mid_call();
-    let out = runtape(&o, &["resume", &o.run]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).contains("completed"),
-        "{}",
-        text(&out.stdout)
-    );
+    let (o, out) = killed_then("resume");
+    assert_eq!(out.status.code(), Some(0), "{}", cli::err(&out));
+    assert!(cli::out(&out).contains("completed"), "{}", cli::out(&out));
     let seen = std::fs::read_to_string(o.dir.path().join("second.seen"))
         .expect("the call was performed again");
     for part in seen.split_whitespace() {
@@ -195,15 +178,14 @@ fn resume_kills_the_killed_engines_tool_and_grandchild_before_performing_the_cal
     assert_killed_and_collected(&o);
 
     // A later resume of the finished run has nothing to kill and changes nothing.
-    let again = runtape(&o, &["resume", &o.run]);
-    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    let again = cli::runtape(&o.db, &["resume", &o.run]);
+    assert_eq!(again.status.code(), Some(2), "{}", cli::err(&again));
 }
 
 #[test]
 fn cancel_of_an_undriven_run_kills_the_orphans_too() {
-    let o = killed_mid_call();
-    let out = runtape(&o, &["cancel", &o.run]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (o, out) = killed_then("cancel");
+    assert_eq!(out.status.code(), Some(0), "{}", cli::err(&out));
     assert!(
         !o.dir.path().join("second.seen").exists(),
         "nothing performed"

@@ -7,14 +7,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dest="${RUNTAPE_BROWSER_TESTS:-$root/target/browser-tests}"
-mkdir -p "$dest"
-if cmp -s "$here/package-lock.json" "$dest/package-lock.json" \
-    && [ -f "$dest/node_modules/playwright-core/package.json" ]; then
-  echo "browser test modules already installed in $dest"
-  exit 0
-fi
-command -v npm >/dev/null || { echo "npm is not installed: install Node.js (apt-get install nodejs npm)" >&2; exit 1; }
-cp "$here/package.json" "$here/package-lock.json" "$dest/"
-(cd "$dest" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts)
-echo "browser test modules installed in $dest"
+. "$root/tests/extras/npm_locked.sh"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+npm_locked "browser test modules" "$here" "${RUNTAPE_BROWSER_TESTS:-$root/target/browser-tests}" \
+  playwright-core

@@ -10,6 +10,10 @@ use peakmem_alloc::{INSTRUMENTED_SYSTEM, PeakMemAlloc, PeakMemAllocTrait};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 
+/// Running the binary and reading what it printed: the integration tests' own helpers.
+#[path = "../it/support/cli.rs"]
+mod cli;
+
 /// Counts live heap bytes, so a test can read the peak a parse reached.
 #[global_allocator]
 static HEAP: &PeakMemAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
@@ -333,44 +337,25 @@ pub fn run_artifacts() -> &'static RunArtifacts {
         let db = dir.path().join("runs.db");
         let key = dir.path().join("receipt.key");
         let runtape = |args: &[&str]| {
-            let o = std::process::Command::new(env!("CARGO_BIN_EXE_runtape"))
-                .env_remove("RUNTAPE_DB")
-                .env_remove("RUNTAPE_RECEIPT_KEY")
-                .arg("--db")
-                .arg(&db)
-                .args(args)
-                .output()
-                .expect("runs the binary");
-            assert!(
-                o.status.success(),
-                "runtape {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            String::from_utf8_lossy(&o.stdout).into_owned()
+            let o = cli::runtape(&db, args);
+            assert!(o.status.success(), "runtape {args:?}: {}", cli::err(&o));
+            cli::out(&o)
         };
-        let p = |path: &Path| path.to_str().expect("utf-8").to_owned();
-        runtape(&["keygen", "-o", &p(&key)]);
-        let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.toml");
-        let out = runtape(&["run", &p(&spec), "--receipt-key", &p(&key)]);
-        let run = out
-            .lines()
-            .next()
-            .and_then(|l| l.rsplit(' ').next())
-            .expect("run id")
-            .to_owned();
+        runtape(&["keygen", "-o", cli::utf8(&key)]);
+        let spec = cli::example("quickstart.toml");
+        let run = cli::first_id(&runtape(&[
+            "run",
+            cli::utf8(&spec),
+            "--receipt-key",
+            cli::utf8(&key),
+        ]));
         let cassette = dir.path().join("run.cassette.json");
         let receipts = dir.path().join("run.receipts.jsonl");
-        runtape(&["cassette", "export", &run, "-o", &p(&cassette)]);
-        runtape(&["receipts", "export", &run, "-o", &p(&receipts)]);
+        runtape(&["cassette", "export", &run, "-o", cli::utf8(&cassette)]);
+        runtape(&["receipts", "export", &run, "-o", cli::utf8(&receipts)]);
         let cassette = std::fs::read(&cassette).expect("cassette");
         let mut v: serde_json::Value = serde_json::from_slice(&cassette).expect("JSON");
-        v["version"] = 1.into();
-        let envelope = v.as_object_mut().expect("object");
-        envelope.remove("cassetteId");
-        envelope.remove("envelopeHash");
-        for entry in v["entries"].as_array_mut().expect("entries") {
-            entry.as_object_mut().expect("entry").remove("responseHash");
-        }
+        cli::downgraded(&mut v);
         let public_key =
             std::fs::read_to_string(format!("{}.pub", key.display())).expect("public key");
         RunArtifacts {

@@ -12,18 +12,18 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use crate::support::pg::{PgServer, Reaper};
+use crate::support::spec;
 use crate::support::workers::wait_long;
 
 /// A spec that runs anywhere: a scripted model, no tools.
-const TRIAGE: &str = r#"goal = "triage"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ text = "routed to billing" }]
-[[agents]]
-id = "triage"
-provider = "s"
-"#;
+fn triage() -> String {
+    [
+        "goal = \"triage\"\n",
+        &spec::scripted_as("s", r#"{ text = "routed to billing" }"#),
+        &spec::agent("triage", "s", &[], ""),
+    ]
+    .concat()
+}
 
 const TOKEN: &str = "deployment-test-token";
 
@@ -103,7 +103,7 @@ fn the_readme_deployment_runs_as_shown() {
     let dir = tmp.path().canonicalize().expect("resolves");
     let specs = dir.join("specs");
     std::fs::create_dir(&specs).expect("mkdir");
-    std::fs::write(specs.join("triage.toml"), TRIAGE).expect("writes the spec");
+    std::fs::write(specs.join("triage.toml"), triage()).expect("writes the spec");
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_runtape"))
         .parent()
         .expect("a directory");

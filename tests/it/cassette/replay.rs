@@ -26,13 +26,17 @@ fn drifted_requests() -> Vec<runtape::provider::ProviderRequest> {
     requests
 }
 
+/// Recording options that store the prompts in full, or (`false`) only their hashes.
+fn prompts_stored(store_prompts: bool) -> RecordOptions {
+    RecordOptions {
+        store_prompts,
+        ..RecordOptions::default()
+    }
+}
+
 #[test]
 fn a_drifted_request_is_a_mismatch_naming_the_turn_with_a_diff() {
-    let stored = RecordOptions {
-        store_prompts: true,
-        ..RecordOptions::default()
-    };
-    let replay = replay_of(stored, ReplayOptions::default());
+    let replay = replay_of(prompts_stored(true), ReplayOptions::default());
     let requests = drifted_requests();
     let (first, _) = block_on(call(&replay, &requests[0]));
     assert!(first.is_ok(), "turn 0 did not drift");
@@ -85,11 +89,7 @@ fn a_drifted_request_is_a_mismatch_naming_the_turn_with_a_diff() {
 
 #[test]
 fn without_stored_prompts_a_mismatch_still_names_the_turn_and_says_why_there_is_no_diff() {
-    let hashes_only = RecordOptions {
-        store_prompts: false,
-        ..RecordOptions::default()
-    };
-    let replay = replay_of(hashes_only, ReplayOptions::default());
+    let replay = replay_of(prompts_stored(false), ReplayOptions::default());
     let requests = drifted_requests();
     let outcomes = block_on(call_all(&replay, &requests[..2]));
     assert!(outcomes[0].0.is_ok());

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{runtape, slow_tick_spec, start_json, text, wait_for_step};
+use crate::support::cli::{runtape, slow_tick_spec, start_json, temp_db, text, wait_for_step};
 
 /// A run of many slow turns, each calling a `cat` tool: long enough to be cancelled midway.
 fn slow_spec(dir: &Path) -> PathBuf {
@@ -13,8 +13,7 @@ fn slow_spec(dir: &Path) -> PathBuf {
 
 #[test]
 fn the_reason_given_to_cancel_from_another_process_is_recorded() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = slow_spec(dir.path());
     let (child, mut lines, run) = start_json(&db, &spec);
     wait_for_step(&mut lines, 3);

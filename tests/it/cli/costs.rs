@@ -8,7 +8,7 @@ use crate::support;
 
 use std::path::Path;
 
-use crate::support::cli::{err as stderr, out as stdout, runtape, write};
+use crate::support::cli::{err as stderr, out as stdout, runtape, temp_db, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
 
@@ -44,8 +44,7 @@ fn spec(dir: &Path, url: &str, model: &str) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpriced_model_warns_once_and_its_cost_is_unknown_everywhere() {
     let server = two_turns("mystery-model-1").await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = spec(dir.path(), &server.url(), "mystery-model-1");
     let (db2, spec2) = (db.clone(), spec.clone());
     let out = tokio::task::spawn_blocking(move || runtape(&db2, &["run", spec2.to_str().unwrap()]))
@@ -92,8 +91,7 @@ async fn an_unpriced_model_warns_once_and_its_cost_is_unknown_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_running_cost_is_in_every_json_reply_event() {
     let server = two_turns("gpt-4o-mini").await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let spec = spec(dir.path(), &server.url(), "gpt-4o-mini");
     let out = tokio::task::spawn_blocking(move || {
         runtape(&db, &["run", spec.to_str().unwrap(), "--json"])
@@ -123,8 +121,7 @@ const OLLAMA_ANSWER: &str = r#"{"model":"llama3.2","created_at":"2025-01-01T00:0
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_ollama_model_costs_zero_without_a_warning() {
     let server = MockServer::always(Behaviour::json(200, OLLAMA_ANSWER)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let text = format!(
         "goal = \"hi\"\n[[providers]]\nname = \"ollama\"\nkind = \"ollama\"\nmodel = \"llama3.2\"\n\
          base_url = \"{}\"\nstream = false\n[[agents]]\nid = \"a\"\nprovider = \"ollama\"\n",

@@ -2,7 +2,7 @@
 //! narrates a crash, a resume, a listing, an earlier step, a fork and two verifications, and
 //! leaves a database the printed commands work on; the bench reports every workload.
 
-use crate::support::cli::{bare, utf8};
+use crate::support::cli::{bare, pairs, utf8};
 use std::path::Path;
 
 #[test]
@@ -39,13 +39,7 @@ fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
 
     // The database it leaves holds both runs, completed, and `log` works on them.
     let conn = rusqlite::Connection::open(&db).expect("the demo's database");
-    let statuses: Vec<(String, String)> = conn
-        .prepare("SELECT id, status FROM runs ORDER BY id")
-        .expect("prepares")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("queries")
-        .collect::<Result<_, _>>()
-        .expect("rows");
+    let statuses: Vec<(String, String)> = pairs(&conn, "SELECT id, status FROM runs ORDER BY id");
     assert_eq!(statuses.len(), 2, "{statuses:?}");
     assert!(
         statuses.iter().all(|(_, s)| s == "completed"),

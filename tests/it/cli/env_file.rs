@@ -4,7 +4,7 @@
 //! file, `show --json`, `log` or what the commands print; the run's stored setup names the
 //! variables; a malformed line is one line `FILE:LINE: …`, exit 2, no run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::cli::{bin, err, out, run_id, temp_db, utf8, write};
@@ -131,12 +131,19 @@ fn everything(db: &Path, run: &str, printed: &[&Output]) -> String {
     all
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_only_in_the_env_file_is_sent_and_lands_nowhere() {
+/// The provider, a scratch database, the spec against it (`approval`: its tool needs
+/// approval) and the env file beside it.
+async fn keyed(approval: bool) -> (MockServer, tempfile::TempDir, PathBuf, String, String) {
     let server = provider().await;
     let (dir, db) = temp_db();
-    let spec = spec(dir.path(), &server.url(), false);
+    let spec = spec(dir.path(), &server.url(), approval);
     let env = env_file(dir.path());
+    (server, dir, db, spec, env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_only_in_the_env_file_is_sent_and_lands_nowhere() {
+    let (server, _dir, db, spec, env) = keyed(false).await;
     let (db2, spec2, env2) = (db.clone(), spec.clone(), env.clone());
     let o =
         tokio::task::spawn_blocking(move || runtape(&db2, &["run", &spec2, "--env-file", &env2]))
@@ -167,10 +174,7 @@ async fn a_key_only_in_the_env_file_is_sent_and_lands_nowhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_run_reads_the_env_file_again() {
-    let server = provider().await;
-    let (dir, db) = temp_db();
-    let spec = spec(dir.path(), &server.url(), true);
-    let env = env_file(dir.path());
+    let (server, _dir, db, spec, env) = keyed(true).await;
     let (db2, env2) = (db.clone(), env.clone());
     let (first, without, resumed) = tokio::task::spawn_blocking(move || {
         let first = runtape(&db2, &["run", &spec, "--env-file", &env2]);

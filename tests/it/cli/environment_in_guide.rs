@@ -8,22 +8,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("reads src/") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// The variables the source reads, with a file that names each.
 fn variables_read() -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = crate::support::sources::rust_files(&crate::support::sources::src());
     let call = regex::Regex::new(r#"env::var(?:_os)?\("([A-Za-z_][A-Za-z0-9_]*)"\)"#).expect("re");
     let named = regex::Regex::new(
         r#""((?:RUNTAPE_|OTEL_|PG)[A-Z0-9_]*[A-Z0-9]|[A-Z][A-Z0-9_]*_API_KEY|DATABASE_URL)""#,

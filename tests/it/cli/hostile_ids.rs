@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use support::cli::{db_files, run_id, runtape, utf8};
+use support::cli::{db_files, run_id, runtape, temp_db, utf8, write};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -26,20 +26,25 @@ fn settle(db: &Path) {
         .expect("checkpoint");
 }
 
-/// A database holding one finished run; its id.
-fn database(dir: &Path) -> (PathBuf, String) {
-    let db = dir.join("runs.db");
-    let spec = dir.join("spec.toml");
-    std::fs::write(
-        &spec,
-        "goal = \"g\"\n[[providers]]\nname = \"s\"\nkind = \"scripted\"\nreplies = [{ text = \"ok\" }]\n[[agents]]\nid = \"a\"\nprovider = \"s\"\n",
-    )
-    .expect("spec");
+/// A new directory with a database holding one finished run: the directory, the database and
+/// the run's id.
+fn database() -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, db) = temp_db();
+    let spec = write(
+        dir.path(),
+        "spec.toml",
+        &[
+            "goal = \"g\"\n",
+            &support::spec::scripted_as("s", r#"{ text = "ok" }"#),
+            &support::spec::agent("a", "s", &[], ""),
+        ]
+        .concat(),
+    );
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let run = run_id(&o);
     settle(&db);
-    (db, run)
+    (dir, db, run)
 }
 
 /// Every command that takes a run id, with `id` in the run's place.
@@ -106,8 +111,7 @@ fn assert_refused(db: &Path, args: &[String], out: &Path, what: &str) {
 
 #[test]
 fn every_run_id_command_refuses_hostile_ids_in_one_line_and_changes_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (db, good) = database(dir.path());
+    let (dir, db, good) = database();
     let out = dir.path().join("out.file");
     let out_arg = utf8(&out);
     let huge = "A".repeat(100 * 1024);
@@ -131,8 +135,7 @@ fn every_run_id_command_refuses_hostile_ids_in_one_line_and_changes_nothing() {
 
 #[test]
 fn a_step_where_a_whole_run_is_meant_is_refused_and_changes_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (db, good) = database(dir.path());
+    let (dir, db, good) = database();
     let out = dir.path().join("out.file");
     let out_arg = utf8(&out);
     let at = format!("{good}@1");

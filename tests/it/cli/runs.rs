@@ -17,11 +17,20 @@ fn slow_spec(dir: &Path, rounds: usize) -> PathBuf {
     slow_tick_spec(dir, rounds)
 }
 
+/// A scratch database and [`slow_spec`] of `rounds` rounds, run in the background with
+/// `runtape run --json`: the directory, the database, the child, its run id and the rest of
+/// its stdout.
+fn start_slow(rounds: usize) -> (tempfile::TempDir, PathBuf, Child, String, JsonLines) {
+    let (dir, db) = temp_db();
+    let spec = slow_spec(dir.path(), rounds);
+    let (child, run, lines) = start_background(&db, &spec);
+    (dir, db, child, run, lines)
+}
+
+type JsonLines = BufReader<std::process::ChildStdout>;
+
 /// Starts `runtape run --json` in the background; returns the child and its run id.
-fn start_background(
-    db: &Path,
-    spec: &Path,
-) -> (Child, String, BufReader<std::process::ChildStdout>) {
+fn start_background(db: &Path, spec: &Path) -> (Child, String, JsonLines) {
     let (child, lines, v) = spawn_json(
         on(db)
             .args(["run", "--json"])
@@ -108,9 +117,7 @@ fn an_approval_stops_the_run_and_resume_approve_completes_it() {
 
 #[test]
 fn pause_from_another_process_stops_at_a_step_boundary() {
-    let (dir, db) = temp_db();
-    let spec = slow_spec(dir.path(), 12);
-    let (child, run, mut lines) = start_background(&db, &spec);
+    let (_dir, db, child, run, mut lines) = start_slow(12);
     wait_for_step(&mut lines, 4);
     let o = runtape(&db, &["pause", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -144,9 +151,7 @@ fn pause_from_another_process_stops_at_a_step_boundary() {
 
 #[test]
 fn cancel_from_another_process_stops_the_run() {
-    let (dir, db) = temp_db();
-    let spec = slow_spec(dir.path(), 20);
-    let (child, run, mut lines) = start_background(&db, &spec);
+    let (_dir, db, child, run, mut lines) = start_slow(20);
     wait_for_step(&mut lines, 3);
     let started = Instant::now();
     let o = runtape(&db, &["cancel", &run, "--reason", "enough"]);
@@ -164,9 +169,7 @@ fn cancel_from_another_process_stops_the_run() {
 
 #[test]
 fn kill_9_then_resume_completes() {
-    let (dir, db) = temp_db();
-    let spec = slow_spec(dir.path(), 8);
-    let (mut child, run, mut lines) = start_background(&db, &spec);
+    let (_dir, db, mut child, run, mut lines) = start_slow(8);
     wait_for_step(&mut lines, 6);
     child.kill().expect("SIGKILL");
     let _ = child.wait();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::cli::{run_id, runtape, text};
+use crate::support::cli::{run_id, runtape, temp_db, text};
 use crate::support::spec::{SAFE, agent, scripted_as, tool};
 
 /// Runs a spec whose agent calls `lines` (prints two lines) and then `broken` (exits 3), and
@@ -47,8 +47,7 @@ fn show(db: &Path, run: &str, seq: u64) -> String {
 
 #[test]
 fn show_of_a_tool_step_prints_its_result_or_error() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let id = run(dir.path(), &db);
     let steps = returned(&db, &id);
     assert_eq!(steps.len(), 2, "{steps:?}");

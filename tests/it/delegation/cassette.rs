@@ -49,6 +49,13 @@ provider = "script"
 tools = []
 "#;
 
+/// `examples/team.toml` as it is, and with `from` replaced by `to`.
+fn team_with(from: &str, to: &str) -> (String, String) {
+    let text = std::fs::read_to_string(example("team.toml")).expect("reads");
+    let changed = text.replace(from, to);
+    (text, changed)
+}
+
 #[test]
 fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_database() {
     let (dir, db) = temp_db();
@@ -82,19 +89,21 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
     assert_eq!(final_hash(&fresh, &again), final_hash(&db, &id));
 }
 
-/// The team example run with a stepped clock and exported: `(db, cassette path)`.
-fn recorded_team(dir: &Path) -> (PathBuf, PathBuf) {
-    let db = dir.join("runs.db");
+/// The team example run with a stepped clock in a new directory and exported: `(dir, db,
+/// cassette path)`.
+fn recorded_team() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("runs.db");
     let example = example("team.toml");
     ok(&db, &["run", "--stepped-clock", utf8(&example)]);
     let id = root_id(&db, "the run");
-    let cassette = dir.join("team.cassette.json");
+    let cassette = dir.path().join("team.cassette.json");
     let wrote = ok(&db, &["cassette", "export", &id, "-o", utf8(&cassette)]);
     assert!(
         wrote.contains("wrote 5 model turns") && wrote.contains("2 of them by 2 child runs"),
         "{wrote}"
     );
-    (db, cassette)
+    (dir, db, cassette)
 }
 
 fn read(path: &Path) -> Value {
@@ -103,8 +112,7 @@ fn read(path: &Path) -> Value {
 
 #[test]
 fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (db, cassette) = recorded_team(dir.path());
+    let (dir, db, cassette) = recorded_team();
     let file = read(&cassette);
     assert_eq!(file["version"], 4);
     assert_eq!(
@@ -148,10 +156,8 @@ fn a_tree_records_a_section_per_child_and_replays_whole_in_a_fresh_database() {
 
 #[test]
 fn a_drifted_child_request_fails_the_replay_naming_the_child() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, cassette) = recorded_team(dir.path());
-    let text = std::fs::read_to_string(example("team.toml")).expect("reads");
-    let drifted = text.replace(
+    let (dir, _, cassette) = recorded_team();
+    let (text, drifted) = team_with(
         "system_prompt = \"You write code.\"",
         "system_prompt = \"You write careful code.\"",
     );
@@ -181,8 +187,7 @@ fn a_drifted_child_request_fails_the_replay_naming_the_child() {
 
 #[test]
 fn an_edited_moved_or_downgraded_child_section_is_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (db, cassette) = recorded_team(dir.path());
+    let (dir, db, cassette) = recorded_team();
     let example = example("team.toml");
     let replay = |file: &Value, name: &str| {
         let path = dir.path().join(name);
@@ -255,10 +260,8 @@ async fn the_recorder_records_children_in_their_sections_as_they_run() {
 
 #[test]
 fn cassette_diff_compares_each_childs_section() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, before) = recorded_team(dir.path());
-    let text = std::fs::read_to_string(example("team.toml")).expect("reads");
-    let changed = text.replace(
+    let (dir, _, before) = recorded_team();
+    let (text, changed) = team_with(
         "FIX: wrap the rows in one transaction",
         "FIX: wrap the rows in two transactions",
     );

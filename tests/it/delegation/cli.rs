@@ -5,9 +5,7 @@
 
 use crate::support;
 
-use std::path::Path;
-
-use crate::support::cli::{example, temp_db, utf8};
+use crate::support::cli::{example, ran_example, temp_db, utf8};
 use serde_json::Value;
 use support::delegation::*;
 
@@ -17,13 +15,10 @@ fn tokens(r: &Value) -> u64 {
 
 #[test]
 fn the_team_example_delegates_in_parallel_hands_over_and_shows_a_tree() {
-    let (_dir, db) = temp_db();
-    let spec = example("team.toml");
-    let printed = ok(&db, &["run", utf8(&spec)]);
+    let (_dir, db, printed) = ran_example("team.toml");
     assert!(printed.contains("answer: APPROVED:"), "{printed}");
 
-    let parent = root(&db).expect("the lead's run");
-    let id = parent["id"].as_str().expect("id").to_owned();
+    let (parent, id) = root_and_id(&db, "the lead's run");
     assert_eq!(parent["status"], "completed");
     let children = children_of(&db, &id);
     assert_eq!(children.len(), 2, "one child per delegate call");
@@ -109,8 +104,7 @@ fn a_child_out_of_its_carved_budget_is_a_typed_result_and_its_spend_is_charged()
     let spec = write(dir.path(), "team.toml", &body);
     let printed = ok(&db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let parent = root(&db).expect("parent");
-    let id = parent["id"].as_str().expect("id").to_owned();
+    let (parent, id) = root_and_id(&db, "parent");
     let children = children_of(&db, &id);
     assert_eq!(children.len(), 2);
     for c in &children {
@@ -193,11 +187,7 @@ fn cancelling_a_parent_from_another_process_cancels_its_children() {
 
 #[test]
 fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
-    let (dir, db) = temp_db();
-    // Each child turn takes 2 s, so the pause (a new process) reaches the children while they
-    // still work, even on a loaded machine: at 400 ms a child could finish first (seen at load 10).
-    let spec = write(dir.path(), "team.toml", &parallel_team(2_000));
-    let (id, status) = paused_with_children(&db, &spec, 2);
+    let (_dir, db, id, status) = paused_team();
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     assert_eq!(root(&db).expect("parent")["status"], "paused");
     let children = children_of(&db, &id);
@@ -223,43 +213,33 @@ fn pausing_a_parent_pauses_its_children_and_resume_finishes_the_tree() {
 #[test]
 fn tools_lists_delegate_handoff_and_memory_tools_with_their_source() {
     let (_dir, db) = temp_db();
-    let listed = |spec: &Path| -> Vec<(String, String, String)> {
-        ok(&db, &["tools", utf8(spec), "--json"])
+    // `name:source` of each tool `runtape tools` offers `agent` of `examples/SPEC`.
+    let offered = |spec: &str, agent: &str| -> Vec<String> {
+        ok(&db, &["tools", utf8(&example(spec)), "--json"])
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
-            .filter(|l| l["type"] == "tool")
+            .filter(|l| l["type"] == "tool" && l["agent"] == agent)
             .map(|l| {
-                let s = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
-                (s("agent"), s("name"), s("source"))
+                format!(
+                    "{}:{}",
+                    l["name"].as_str().unwrap_or_default(),
+                    l["source"].as_str().unwrap_or_default()
+                )
             })
             .collect()
     };
-    let team = listed(&example("team.toml"));
-    let lead: Vec<(&str, &str)> = team
-        .iter()
-        .filter(|(a, _, _)| a == "lead")
-        .map(|(_, n, s)| (n.as_str(), s.as_str()))
-        .collect();
+    let lead = offered("team.toml", "lead");
     assert_eq!(
         lead,
         [
-            ("delegate_researcher", "delegate"),
-            ("delegate_coder", "delegate"),
-            ("transfer_to_reviewer", "handoff")
+            "delegate_researcher:delegate",
+            "delegate_coder:delegate",
+            "transfer_to_reviewer:handoff"
         ]
     );
-    let memory = listed(&example("memory.toml"));
-    let planner: Vec<(&str, &str)> = memory
-        .iter()
-        .filter(|(a, _, _)| a == "planner")
-        .map(|(_, n, s)| (n.as_str(), s.as_str()))
-        .collect();
+    let planner = offered("memory.toml", "planner");
     assert_eq!(
         planner,
-        [
-            ("remember", "memory"),
-            ("recall", "memory"),
-            ("forget", "memory")
-        ]
+        ["remember:memory", "recall:memory", "forget:memory"]
     );
 }

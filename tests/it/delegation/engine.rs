@@ -3,10 +3,9 @@
 //! model delegates two tasks at once (a parent waiting on children never starves them).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::support::delegation::{lead_of_two, lead_of_two_model};
-use crate::support::durable::ended;
+use crate::support::durable::{ended, ends_within};
 use runtape::exec::{Engine, EngineConfig, RunHandle};
 use runtape::machine::*;
 use runtape::store::RunStatus;
@@ -30,10 +29,12 @@ async fn one_run_slot_is_enough_for_a_parent_and_its_children() {
         ..EngineConfig::default()
     };
     let (engine, handle) = start_lead_of_two(dir.path(), config).await;
-    let end = tokio::time::timeout(Duration::from_secs(60), handle.wait())
-        .await
-        .expect("a parent waiting on its children does not starve them of slots")
-        .expect("ends");
+    let end = ends_within(
+        60,
+        handle,
+        "a parent waiting on its children does not starve them of slots",
+    )
+    .await;
     assert_eq!(end.status, RunStatus::Completed);
     let Some(Outcome::Completed { answer, .. }) = end.state.outcome() else {
         panic!("completed")

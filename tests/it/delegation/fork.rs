@@ -15,7 +15,10 @@ use support::delegation::*;
 
 /// What must not change in a tree: each run's id, status, steps, last update and final state
 /// hash, in a fixed order.
-fn fingerprint(db: &Path, root_id: &str) -> Vec<(String, String, u64, u64, String)> {
+type Fingerprint = Vec<(String, String, u64, u64, String)>;
+
+/// The [`Fingerprint`] of the tree `root_id` heads.
+fn fingerprint(db: &Path, root_id: &str) -> Fingerprint {
     let mut ids = vec![root_id.to_owned()];
     let mut children: Vec<String> = children_of(db, root_id)
         .iter()
@@ -36,6 +39,11 @@ fn fingerprint(db: &Path, root_id: &str) -> Vec<(String, String, u64, u64, Strin
             )
         })
         .collect()
+}
+
+/// The id of the fork of `parent` made last ([`fork_of`]).
+fn fork_id(db: &Path, parent: &str) -> String {
+    fork_of(db, parent)["id"].as_str().expect("id").to_owned()
 }
 
 /// The fork of `parent` made last.
@@ -70,9 +78,12 @@ fn first_ended(db: &Path, run: &str) -> (u64, u64) {
     (ended, 1 - ended)
 }
 
-/// Runs the parallel team to its end and returns the parent's id.
-fn finished_team(dir: &Path, db: &Path) -> String {
-    let spec = write(dir, "team.toml", &parallel_team(0));
+/// A scratch database where the parallel team ran to its end: the directory, the database, the
+/// parent's id and the tree's [`fingerprint`].
+fn finished_team() -> (tempfile::TempDir, std::path::PathBuf, String, Fingerprint) {
+    let (dir, db) = temp_db();
+    let db = db.as_path();
+    let spec = write(dir.path(), "team.toml", &parallel_team(0));
     let printed = ok(db, &["run", utf8(&spec)]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
     let id = root(db).expect("the lead's run")["id"]
@@ -80,14 +91,13 @@ fn finished_team(dir: &Path, db: &Path) -> String {
         .expect("id")
         .to_owned();
     assert_eq!(children_of(db, &id).len(), 2);
-    id
+    let before = fingerprint(db, &id);
+    (dir, db.to_owned(), id, before)
 }
 
 #[test]
 fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
-    let (dir, db) = temp_db();
-    let id = finished_team(dir.path(), &db);
-    let before = fingerprint(&db, &id);
+    let (_dir, db, id, before) = finished_team();
 
     // Step 3 is the model turn that started both children.
     let printed = ok(&db, &["fork", &format!("{id}@3"), "--live"]);
@@ -126,14 +136,12 @@ fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
 
 #[test]
 fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
-    let (dir, db) = temp_db();
-    let id = finished_team(dir.path(), &db);
-    let before = fingerprint(&db, &id);
+    let (_dir, db, id, before) = finished_team();
 
     // At step 4 one child's result is in the shared history; the other is still out.
     let (ended, out_still) = first_ended(&db, &id);
     ok(&db, &["fork", &format!("{id}@4")]);
-    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let fid = fork_id(&db, &id);
     let children = children_of(&db, &fid);
     assert_eq!(children.len(), 1, "{children:?}");
     assert_eq!(children[0]["id"], format!("{fid}.3.{out_still}"));
@@ -148,13 +156,11 @@ fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
 
 #[test]
 fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
-    let (dir, db) = temp_db();
-    let id = finished_team(dir.path(), &db);
-    let before = fingerprint(&db, &id);
+    let (_dir, db, id, before) = finished_team();
 
     let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let fid = fork_id(&db, &id);
     assert!(
         children_of(&db, &fid).is_empty(),
         "served from the tape: no child was run"
@@ -171,9 +177,7 @@ fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
 
 #[test]
 fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
-    let (dir, db) = temp_db();
-    let spec = write(dir.path(), "team.toml", &parallel_team(400));
-    let (id, status) = paused_with_children(&db, &spec, 2);
+    let (_dir, db, id, status) = paused_team();
     assert_eq!(status.code(), Some(4), "exit 4: paused");
     let before = fingerprint(&db, &id);
     assert!(
@@ -184,7 +188,7 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     // The parent's children are paused mid-way; the fork must run its own, not take these up.
     let printed = ok(&db, &["fork", &format!("{id}@3")]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let fid = fork_id(&db, &id);
     let children = children_of(&db, &fid);
     assert_eq!(children.len(), 2);
     for c in &children {
@@ -208,7 +212,7 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     // the fork goes live, running children of its own.
     let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let tid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let tid = fork_id(&db, &id);
     assert_ne!(tid, fid);
     let taped = children_of(&db, &tid);
     assert_eq!(taped.len(), 2, "{taped:?}");
@@ -231,12 +235,11 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
 
 #[test]
 fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
-    let (dir, db) = temp_db();
-    let id = finished_team(dir.path(), &db);
+    let (_dir, db, id, _) = finished_team();
     // At step 4 one child's result is inherited: the fork never starts a child for it.
     let (ended, _) = first_ended(&db, &id);
     ok(&db, &["fork", &format!("{id}@4")]);
-    let fid = fork_of(&db, &id)["id"].as_str().expect("id").to_owned();
+    let fid = fork_id(&db, &id);
     assert_eq!(ok_lines(&ok(&db, &["verify", &fid, "--recursive"])), 2);
 
     // A copy of the parent's child whose result was inherited, relinked to the fork's effect.

@@ -21,6 +21,24 @@ fn run_child_effects(t: &Transition) -> Vec<&Effect> {
         .collect()
 }
 
+/// The model's reply: hand over to the reviewer with a note (`transfer_to_reviewer`).
+fn hand_to_reviewer(h: &mut Harness) -> Transition {
+    h.called(
+        "t1",
+        "transfer_to_reviewer",
+        json!({"note": "figures in section 2"}),
+    )
+}
+
+/// [`team`] (8 turns) started with "Ship it." and past its first step: the lead's model is
+/// being asked.
+fn lead_asked_to_ship() -> Harness {
+    let mut h = Harness::new(team(8));
+    h.start("Ship it.");
+    h.proceed();
+    h
+}
+
 #[test]
 fn delegates_and_handoffs_are_offered_as_tools_with_definitions() {
     let mut h = Harness::new(team(8));
@@ -51,9 +69,7 @@ fn delegates_and_handoffs_are_offered_as_tools_with_definitions() {
 
 #[test]
 fn two_delegate_calls_start_two_children_with_carved_budgets() {
-    let mut h = Harness::new(team(8));
-    h.start("Ship it.");
-    h.proceed();
+    let mut h = lead_asked_to_ship();
     let t = h
         .reply(ModelReply::tools(vec![
             delegate("d1", "researcher", "Find the figures."),
@@ -76,9 +92,7 @@ fn two_delegate_calls_start_two_children_with_carved_budgets() {
 
 #[test]
 fn a_childs_spend_is_charged_and_a_budget_failure_is_typed_for_the_model() {
-    let mut h = Harness::new(team(8));
-    h.start("Ship it.");
-    h.proceed();
+    let mut h = lead_asked_to_ship();
     h.reply(ModelReply::tools(vec![delegate(
         "d1",
         "researcher",
@@ -155,11 +169,7 @@ fn revision_4_transfers_move_control_with_the_goal_and_the_note_and_mixed_transf
     let mut h = Harness::new(team_with(8, |s| s.semantics = 4));
     h.start("Ship it.");
     h.proceed();
-    let t = h.called(
-        "t1",
-        "transfer_to_reviewer",
-        json!({"note": "figures in section 2"}),
-    );
+    let t = hand_to_reviewer(&mut h);
     assert_eq!(t.edge, EdgeId::GeneratingRepliedTransfer);
     assert_eq!(
         t.next.data().expect("started").active,
@@ -216,11 +226,7 @@ fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_syste
     h.start("Ship it.");
     h.tool_round(vec![call("l1", "lookup", json!({"q": "x"}))]);
     h.proceed();
-    let t = h.called(
-        "t1",
-        "transfer_to_reviewer",
-        json!({"note": "figures in section 2"}),
-    );
+    let t = hand_to_reviewer(&mut h);
     assert_eq!(t.edge, EdgeId::GeneratingRepliedTransferCarry);
     assert_eq!(t.next.kind(), StateKind::Handoff);
     assert!(!t.next.wants_proceed(), "it waits for the conversation");
@@ -320,9 +326,7 @@ fn a_transfer_hands_the_senders_conversation_to_the_receiver_after_its_own_syste
 
 #[test]
 fn names_an_agent_does_not_have_are_unknown_tools() {
-    let mut h = Harness::new(team(8));
-    h.start("Ship it.");
-    h.proceed();
+    let mut h = lead_asked_to_ship();
     // reviewer is not one of lead's delegates; lead is not one of its handoffs.
     let t = h
         .reply(ModelReply::tools(vec![

@@ -28,6 +28,13 @@ fn export_tree(t: &Team, run: &str) -> Vec<String> {
         .collect()
 }
 
+/// [`team`] and its parent's tree, exported ([`export_tree`]).
+fn exported_team() -> (Team, Vec<String>) {
+    let t = team();
+    let lines = export_tree(&t, &t.parent);
+    (t, lines)
+}
+
 fn is_head(line: &str) -> bool {
     json(line)["type"] == "runtape.receipts.head"
 }
@@ -49,8 +56,7 @@ fn section(lines: &[String], run: &str) -> std::ops::Range<usize> {
 
 #[test]
 fn a_recursive_export_holds_the_tree_and_verifies_offline_as_one() {
-    let t = team();
-    let lines = export_tree(&t, &t.parent);
+    let (t, lines) = exported_team();
     // The parent's section, then each child's, each closed by its head line.
     let heads: Vec<String> = lines
         .iter()
@@ -106,8 +112,7 @@ fn a_recursive_export_holds_the_tree_and_verifies_offline_as_one() {
 
 #[test]
 fn an_edited_receipt_in_a_child_fails_naming_its_section() {
-    let t = team();
-    let mut lines = export_tree(&t, &t.parent);
+    let (t, mut lines) = exported_team();
     let child = section(&lines, &t.children[1]);
     let mut receipt = json(&lines[child.start]);
     receipt["body"]["usage"]["output_tokens"] = Value::from(1);
@@ -121,8 +126,7 @@ fn an_edited_receipt_in_a_child_fails_naming_its_section() {
 
 #[test]
 fn a_dropped_child_fails_naming_it_and_the_parents_receipt() {
-    let t = team();
-    let mut lines = export_tree(&t, &t.parent);
+    let (t, mut lines) = exported_team();
     let child = section(&lines, &t.children[0]);
     lines.drain(child);
     let e = t.verify(&lines).expect_err("a child dropped");
@@ -148,19 +152,7 @@ fn a_childs_tail_cut_off_fails_even_without_its_head_line() {
     assert_eq!(last.end, lines.len(), "the last section");
     let mut cut = lines.clone();
     cut.drain(last.end - 2..last.end);
-    let file = t.dir.path().join("cut.jsonl");
-    std::fs::write(&file, cut.join("\n") + "\n").expect("writes");
-    let o = runtape(
-        &t.db,
-        &[
-            "receipts",
-            "verify",
-            utf8(&file),
-            "--pubkey",
-            &t.pubkey(),
-            "--allow-headless",
-        ],
-    );
+    let o = t.verify_output(&cut, &["--allow-headless"]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
@@ -173,8 +165,7 @@ fn a_childs_tail_cut_off_fails_even_without_its_head_line() {
 
 #[test]
 fn reordered_and_spliced_receipts_fail() {
-    let t = team();
-    let lines = export_tree(&t, &t.parent);
+    let (t, lines) = exported_team();
     // Two receipts of the parent swapped.
     let mut swapped = lines.clone();
     swapped.swap(0, 1);

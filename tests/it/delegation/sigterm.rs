@@ -73,6 +73,15 @@ beta = [
     write(dir, "charge.toml", &body)
 }
 
+/// A scratch database and [`charging_team`] (`secs`, `child_model_ms`) driven by `runtape run`
+/// in the background: the directory, the database and the driving process.
+fn charging(secs: f64, child_model_ms: u64) -> (tempfile::TempDir, std::path::PathBuf, Child) {
+    let (dir, db) = temp_db();
+    let spec = charging_team(dir.path(), secs, child_model_ms);
+    let driver = spawn(&db, &["run", utf8(&spec)]);
+    (dir, db, driver)
+}
+
 /// `runtape ARGS` on `db`, started with its output piped.
 fn spawn(db: &Path, args: &[&str]) -> Child {
     on(db)
@@ -106,9 +115,7 @@ fn charges(dir: &Path) -> Vec<String> {
 
 #[test]
 fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_finishes_it() {
-    let (dir, db) = temp_db();
-    let spec = charging_team(dir.path(), 0.6, 0);
-    let driver = spawn(&db, &["run", utf8(&spec)]);
+    let (dir, db, driver) = charging(0.6, 0);
 
     // Both charges have started (their child runs are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -131,8 +138,7 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
         2,
         "both charges finished within the grace period: {done:?}"
     );
-    let parent = root(&db).expect("the lead's run");
-    let id = parent["id"].as_str().expect("id").to_owned();
+    let (parent, id) = root_and_id(&db, "the lead's run");
     assert_eq!(parent["status"], "paused", "{parent}");
     let children = children_of(&db, &id);
     assert_eq!(children.len(), 2, "{children:?}");
@@ -156,9 +162,7 @@ fn sigterm_with_two_children_mid_call_commits_both_pauses_the_tree_and_resume_fi
 
 #[test]
 fn resumers_of_the_lead_and_of_each_child_racing_perform_each_call_once() {
-    let (dir, db) = temp_db();
-    let spec = charging_team(dir.path(), 0.2, 700);
-    let driver = spawn(&db, &["run", utf8(&spec)]);
+    let (dir, db, driver) = charging(0.2, 700);
     // Both children exist (their model calls are in flight) before the signal.
     let deadline = Instant::now() + Duration::from_secs(30);
     let id = loop {

@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use crate::support::cli::{example, temp_db, utf8};
+use crate::support::cli::{example, ran_example, temp_db, utf8};
 use support::delegation::*;
 
 /// The review team of `examples/review.toml`, each scripted reply taking `latency_ms`.
@@ -27,13 +27,10 @@ fn writer(delegates: &str) -> String {
 
 #[test]
 fn a_run_delegates_to_another_spec_file_end_to_end() {
-    let (_dir, db) = temp_db();
-    let spec = example("writer.toml");
-    let printed = ok(&db, &["run", utf8(&spec)]);
+    let (_dir, db, printed) = ran_example("writer.toml");
     assert!(printed.contains("answer: RELEASE NOTE:"), "{printed}");
 
-    let parent = root(&db).expect("the writer's run");
-    let id = parent["id"].as_str().expect("id").to_owned();
+    let (parent, id) = root_and_id(&db, "the writer's run");
     assert_eq!(parent["status"], "completed");
     let children = children_of(&db, &id);
     assert_eq!(children.len(), 1, "{children:?}");

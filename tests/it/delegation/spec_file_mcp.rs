@@ -13,8 +13,8 @@ use support::mcp::{err, fs_sandbox, out, processes_mentioning, run_id, runtape, 
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
 /// its own filesystem server) and `lead.toml` (delegating to `reader.toml`, with `lead_mcp`
-/// as its own `[[mcp]]` entries).
-fn files(lead_mcp: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+/// as its own `[[mcp]]` entries): the dir, its database `runs.db`, `lead.toml` and the sandbox.
+fn files(lead_mcp: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let (dir, root, sandbox, fs) = fs_sandbox();
     let reader = format!(
         r#"
@@ -46,7 +46,8 @@ delegates = [{{ spec = "reader.toml", as = "reader" }}]
 "#
     );
     let spec = write(&root, "lead.toml", &lead);
-    (dir, spec, sandbox)
+    let db = dir.path().join("runs.db");
+    (dir, db, spec, sandbox)
 }
 
 fn ok(db: &Path, args: &[&str]) -> String {
@@ -58,8 +59,7 @@ fn ok(db: &Path, args: &[&str]) -> String {
 #[test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
 fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
-    let (dir, spec, sandbox) = files("");
-    let db = dir.path().join("runs.db");
+    let (dir, db, spec, sandbox) = files("");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(
@@ -122,8 +122,7 @@ fn a_server_both_files_name_differently_is_refused_at_load() {
         "[[mcp]]\nname = \"fs\"\ncommand = [\"node\", {:?}, \"/tmp\"]\n",
         utf8(&server_main("server-filesystem"))
     );
-    let (dir, spec, _) = files(&other);
-    let db = dir.path().join("runs.db");
+    let (_dir, db, spec, _) = files(&other);
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
     let e = err(&o);
@@ -140,8 +139,7 @@ fn a_server_both_files_name_differently_is_refused_at_load() {
 #[test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
 fn tools_lists_the_delegate_files_agents_and_their_mcp_tools() {
-    let (dir, spec, _sandbox) = files("");
-    let db = dir.path().join("runs.db");
+    let (_dir, db, spec, _sandbox) = files("");
     let text = ok(&db, &["tools", utf8(&spec)]);
     assert!(
         text.contains("agent lead (1 tools):") && text.contains("delegate_reader"),

@@ -3,6 +3,7 @@
 //! second store on the same SQLite file stands for the other process.
 
 use crate::support;
+use crate::support::cli::temp_db;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,8 +48,7 @@ struct Setup {
 }
 
 fn setup(lease_ttl: Duration) -> Setup {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("runs.db");
+    let (dir, path) = temp_db();
     let config = EngineConfig {
         control_poll: Duration::from_millis(20),
         lease_ttl,
@@ -111,10 +111,7 @@ async fn requests_from_another_process_reach_only_the_runs_they_name() {
 
     // The cancel aborts run-8's call while every other call still waits on the gate.
     let cancelled = handles.remove(8);
-    let end = tokio::time::timeout(Duration::from_secs(30), cancelled.wait())
-        .await
-        .expect("the cancel is seen while the call waits")
-        .expect("ends");
+    let end = ends_within(30, cancelled, "the cancel is seen while the call waits").await;
     assert_eq!(end.status, RunStatus::Cancelled);
 
     s.gate.send_replace(true);

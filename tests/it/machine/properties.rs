@@ -468,10 +468,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
 /// with nothing left unpublished, and an applied publish always completes the run (no failed
 /// or cancelled run leaves writes behind).
 fn publish_rules(event: &Event, t: &Transition) -> Result<(), TestCaseError> {
-    if t.effects
-        .iter()
-        .any(|e| matches!(e, Effect::PublishMemory { .. }))
-    {
+    if support::machine::effected(t, |e| matches!(e, Effect::PublishMemory { .. })) {
         prop_assert_eq!(t.edge, EdgeId::HandoffProceedPublish);
     }
     if let RunState::Done {

@@ -83,9 +83,7 @@ fn a_failed_route_cools_down_and_the_primary_returns_after_its_cooldown() {
         "the agent returned to its primary"
     );
     assert!(
-        t.notes
-            .iter()
-            .any(|n| matches!(n, Note::RouteRestored { route: 0, .. })),
+        noted(&t, |n| matches!(n, Note::RouteRestored { route: 0, .. })),
         "{:?}",
         t.notes
     );

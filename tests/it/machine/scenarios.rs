@@ -185,11 +185,11 @@ fn cycle_cap_ends_the_run() {
         }
     }
     assert_eq!(failed_with(&h).class, ErrorClass::HandoffCycle);
-    assert!(h.history.iter().any(|(_, t)| {
-        t.notes
+    assert!(
+        h.history
             .iter()
-            .any(|n| matches!(n, Note::HandoffCycle { .. }))
-    }));
+            .any(|(_, t)| noted(t, |n| matches!(n, Note::HandoffCycle { .. })))
+    );
     snap("cycle_cap", &h);
 }
 
@@ -198,49 +198,23 @@ fn cycle_cap_ends_the_run() {
 /// made once the cap is reached.
 #[test]
 fn each_budget_kind_exhausted() {
-    let cases: [(&str, Limits, ErrorClass); 5] = [
-        (
-            "turns",
-            Limits {
-                max_turns: Some(2),
-                ..Limits::default()
-            },
-            ErrorClass::TurnLimit,
-        ),
-        (
-            "tool_calls",
-            Limits {
-                max_tool_calls: Some(2),
-                ..Limits::default()
-            },
-            ErrorClass::ToolCallLimit,
-        ),
-        (
-            "tokens",
-            Limits {
-                max_tokens: Some(20),
-                ..Limits::default()
-            },
-            ErrorClass::TokenLimit,
-        ),
-        (
-            "cost",
-            Limits {
-                max_cost_nanos: Some(2_000),
-                ..Limits::default()
-            },
-            ErrorClass::CostLimit,
-        ),
-        (
-            "wall_time",
-            Limits {
-                max_wall_ms: Some(100),
-                ..Limits::default()
-            },
-            ErrorClass::WallTimeLimit,
-        ),
+    let cases = [
+        ("turns", ErrorClass::TurnLimit),
+        ("tool_calls", ErrorClass::ToolCallLimit),
+        ("tokens", ErrorClass::TokenLimit),
+        ("cost", ErrorClass::CostLimit),
+        ("wall_time", ErrorClass::WallTimeLimit),
     ];
-    for (name, limits, class) in cases {
+    for (name, class) in cases {
+        let mut limits = Limits::default();
+        match name {
+            "turns" => limits.max_turns = Some(2),
+            "tool_calls" => limits.max_tool_calls = Some(2),
+            "tokens" => limits.max_tokens = Some(20),
+            "cost" => limits.max_cost_nanos = Some(2_000),
+            "wall_time" => limits.max_wall_ms = Some(100),
+            other => unreachable!("no budget kind {other}"),
+        }
         let mut h = Harness::new(solo_with(|s| s.agents[0].limits = limits));
         h.start("Spend.");
         let mut rounds = 0;

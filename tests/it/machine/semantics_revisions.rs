@@ -178,20 +178,8 @@ fn revision_3_offers_the_granted_mcp_tools_the_latest_list_has() {
 
     // A model that calls it anyway is told it is unavailable; nothing is performed.
     let t = h.called("c2", "fs__remove", json!({}));
-    assert!(
-        !t.effects
-            .iter()
-            .any(|e| matches!(e, Effect::CallTool { .. })),
-        "{:?}",
-        t.effects
-    );
-    assert!(
-        t.appended
-            .iter()
-            .any(|a| a.message.content.as_deref() == Some(TOOL_UNAVAILABLE)),
-        "{:?}",
-        t.appended
-    );
+    assert!(!calls_a_tool(&t), "{:?}", t.effects);
+    assert!(appended_text(&t, TOOL_UNAVAILABLE), "{:?}", t.appended);
 }
 
 #[test]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::support::cli::{exported, start_json, utf8};
 use support::mcp::{
-    STAMP, STATUS, edited_replay_refused, err, growing_server, lines, log, ops_spec, out,
-    replay_without_server, run_id, runtape, seqs_of, shown,
+    STAMP, STATUS, canonical_tempdir, edited_replay_refused, err, growing_server, lines, log,
+    ops_spec, out, replay_without_server, run_id, runtape, seqs_of, shown,
 };
 
 const DEPLOY: &str = r#"{"name": "deploy", "inputSchema": {"type": "object"}}"#;
@@ -24,8 +24,7 @@ fn ops(
     replies: &str,
     agent_extra: &str,
 ) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (dir, root) = canonical_tempdir();
     let (server, calls) = growing_server(&root, tools);
     let (spec, db) = ops_spec(&root, &server, replies, agent_extra);
     (dir, spec, db, calls)
@@ -56,14 +55,23 @@ fn verify_ok(db: &Path, run: &str) {
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
 }
 
+/// [`ops`] with `status` only, its model calling `ops__status` with `grow = true` (the server
+/// then adds `ops__stamp`), then `ops__stamp` with `text`, then answering `answer`.
+fn stamping_after_growth(
+    text: &str,
+    answer: &str,
+    agent_extra: &str,
+) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let replies = format!(
+        r#"[{{ tool_calls = [{{ name = "ops__status", arguments = {{ grow = true }} }}] }}, {{ tool_calls = [{{ name = "ops__stamp", arguments = {{ text = "{text}" }} }}] }}, {{ text = "{answer}" }}]"#
+    );
+    ops(&[STATUS], &replies, agent_extra)
+}
+
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_the_server() {
-    let (dir, spec, db, calls) = ops(
-        &[STATUS],
-        r#"[{ tool_calls = [{ name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "v1" } }] }, { text = "stamped" }]"#,
-        "",
-    );
+    let (dir, spec, db, calls) = stamping_after_growth("v1", "stamped", "");
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("answer: stamped"), "{}", out(&o));
@@ -183,11 +191,7 @@ fn a_resume_after_the_server_gained_a_tool_offers_it() {
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_approved() {
-    let (dir, spec, db, calls) = ops(
-        &[STATUS],
-        r#"[{ tool_calls = [{ name = "ops__status", arguments = { grow = true } }] }, { tool_calls = [{ name = "ops__stamp", arguments = { text = "once" } }] }, { text = "over" }]"#,
-        "on_in_doubt = \"ask\"\n",
-    );
+    let (dir, spec, db, calls) = stamping_after_growth("once", "over", "on_in_doubt = \"ask\"\n");
     std::fs::write(dir.path().join("hang"), "").expect("hang");
     let (mut child, _stdout, run) = start_json(&db, &spec);
     wait_until_20ms("the added tool's call never reached the server", || {

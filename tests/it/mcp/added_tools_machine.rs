@@ -83,17 +83,12 @@ fn revision_4_offers_an_added_tool_to_a_server_wide_grant_and_checks_it_like_any
 
     // Bad arguments are refused with the recorded schema's reason; nothing is performed.
     let t = h.called("c2", "fs__stamp", json!({}));
+    assert!(!calls_a_tool(&t), "{:?}", t.effects);
     assert!(
-        !t.effects
-            .iter()
-            .any(|e| matches!(e, Effect::CallTool { .. })),
-        "{:?}",
-        t.effects
-    );
-    assert!(
-        t.notes
-            .iter()
-            .any(|n| matches!(n, Note::ToolInvalid { reason, .. } if reason.contains("text"))),
+        noted(
+            &t,
+            |n| matches!(n, Note::ToolInvalid { reason, .. } if reason.contains("text"))
+        ),
         "{:?}",
         t.notes
     );
@@ -106,12 +101,11 @@ fn revision_4_offers_an_added_tool_to_a_server_wide_grant_and_checks_it_like_any
             call("c4", "fs__wipe", json!({})),
         ]))
         .clone();
-    assert!(
-        t.effects
-            .iter()
-            .any(|e| matches!(e, Effect::CallTool { tool, .. } if tool == "fs__stamp"))
-    );
-    assert!(t.effects.iter().any(|e| matches!(
+    assert!(effected(
+        &t,
+        |e| matches!(e, Effect::CallTool { tool, .. } if tool == "fs__stamp")
+    ));
+    assert!(effected(&t, |e| matches!(
         e,
         Effect::RequestInput { request, .. } if request.tool == "fs__wipe" && request.kind == InputKind::Approval
     )));
@@ -137,13 +131,7 @@ fn revision_4_takes_an_added_tool_away_when_the_server_drops_it() {
     h.proceed();
     assert_eq!(offered(&h), ["fs__read", "fs__wipe"]);
     let t = h.called("c3", "fs__stamp", json!({"text": "x"}));
-    assert!(
-        t.appended
-            .iter()
-            .any(|a| a.message.content.as_deref() == Some(TOOL_UNAVAILABLE)),
-        "{:?}",
-        t.appended
-    );
+    assert!(appended_text(&t, TOOL_UNAVAILABLE), "{:?}", t.appended);
 }
 
 #[test]
@@ -157,9 +145,10 @@ fn exact_grants_do_not_cover_added_tools_but_no_grant_list_covers_read_only_ones
     assert_eq!(offered(&exact), ["fs__read"]);
     let t = exact.called("c2", "fs__stamp", json!({"text": "x"}));
     assert!(
-        t.notes
-            .iter()
-            .any(|n| matches!(n, Note::ToolRejected { tool, .. } if tool == "fs__stamp")),
+        noted(
+            &t,
+            |n| matches!(n, Note::ToolRejected { tool, .. } if tool == "fs__stamp")
+        ),
         "outside the grant: {:?}",
         t.notes
     );
@@ -240,9 +229,10 @@ fn revision_3_never_offers_a_tool_the_server_added_and_keeps_its_history_byte_fo
     assert_eq!(offered(&h), ["lookup", "fs__read"]);
     let t = h.called("c2", "fs__stamp", json!({"text": "x"}));
     assert!(
-        t.notes
-            .iter()
-            .any(|n| matches!(n, Note::ToolInvalid { reason, .. } if reason == "unknown tool")),
+        noted(
+            &t,
+            |n| matches!(n, Note::ToolInvalid { reason, .. } if reason == "unknown tool")
+        ),
         "{:?}",
         t.notes
     );

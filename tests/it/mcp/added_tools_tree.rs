@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use crate::support::cli::{first_id, utf8, write};
 use serde_json::Value;
 use support::mcp::{
-    STATUS, err, growing_server, log, ok, out, run_id, runtape, seqs_of, server_gone, shown,
+    STATUS, canonical_tempdir, err, growing_server, log, ok, out, run_id, runtape, seqs_of,
+    server_gone, shown,
 };
 
 /// What the worker asks when its server adds `stamp` mid-run: `status` with `grow` (the
@@ -98,8 +99,7 @@ fn replay(db: &Path, spec: &Path, tape: &Path) -> std::process::Output {
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the_server() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let (spec, calls) = tree(&root, GROWING_WORKER);
     let db = root.join("runs.db");
     let printed = ok(&db, &["run", "--stepped-clock", utf8(&spec)]);
@@ -225,8 +225,7 @@ fn a_tree_cassette_written_before_child_lists_were_kept_still_loads_and_replays(
         file["children"][0].get("catalogChanges").is_none(),
         "an older tree cassette: no child lists"
     );
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let (spec, _) = tree(&root, STEADY_WORKER);
     let marker = no_server(&root);
     let fresh = root.join("fresh.db");

@@ -4,7 +4,7 @@
 
 use crate::support;
 use crate::support::cli::on;
-use crate::support::mcp::one_server_spec;
+use crate::support::mcp::{canonical_tempdir, one_server_spec};
 use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
@@ -141,8 +141,7 @@ fn tools_lists_what_each_agent_is_offered() {
 
 #[test]
 fn tools_names_the_server_that_failed_to_start() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let dies = support::mcp::script(&root, "dies.sh", "#!/bin/sh\necho 'no token' >&2\nexit 1\n");
     let spec = write(
         &root,
@@ -301,8 +300,7 @@ headers_env = {{ X-Api-Token = "RUNTAPE_TEST_WEB_TOKEN" }}
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn sigkill_in_the_middle_of_an_mcp_call_resumes_to_the_same_result() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let calls = root.join("calls.log");
     let body = format!(
         r#"
@@ -431,8 +429,7 @@ command = [{:?}]
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_tape_fork_serves_recorded_mcp_results_without_starting_the_server() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let starts = root.join("starts.log");
     let body = format!(
         r#"
@@ -524,8 +521,7 @@ command = ["node", {:?}, "stdio"]
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_resume_after_the_server_dropped_a_tool_shows_it_to_the_model() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let catalog = root.join("tools.json");
     std::fs::write(
         &catalog,
@@ -577,8 +573,7 @@ def call(req):
 #[test]
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_stdio_server_is_started_without_the_providers_key_variables() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let env_log = root.join("env.json");
     let body = format!(
         r#"

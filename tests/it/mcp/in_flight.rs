@@ -9,14 +9,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::support::cli::{start_json, utf8};
-use support::mcp::{err, fake_server, lines, one_server_spec, out, runtape};
+use support::mcp::{canonical_tempdir, err, fake_server, lines, one_server_spec, out, runtape};
 
 /// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
 /// `calls.log` and never answered; notifications go to `notes.log`. Returns the dir, the spec
 /// (the agent calls `s__op` once, then answers; `agent_extra` is added to its table) and db.
 fn hanging(annotations: &str, agent_extra: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (dir, root) = canonical_tempdir();
     let body = format!(
         r#"
 tools = [{{"name": "op", "inputSchema": {{"type": "object"}}, "annotations": {annotations}}}]
@@ -43,15 +42,33 @@ def note(req):
     (dir, spec, db)
 }
 
-#[test]
-#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
-fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
-    let (dir, spec, db) = hanging(r#"{"readOnlyHint": True}"#, "");
-    let (mut child, _stdout, run) = start_json(&db, &spec);
+/// [`hanging`] started with `runtape run --json` and waited for until its call reached the
+/// server: the directory, the database, the running process and the rest of its stdout (kept
+/// open: it goes on writing), the run's id and the call log.
+fn call_in_flight(
+    annotations: &str,
+    agent_extra: &str,
+) -> (tempfile::TempDir, PathBuf, InFlight, String, PathBuf) {
+    let (dir, spec, db) = hanging(annotations, agent_extra);
+    let (child, stdout, run) = start_json(&db, &spec);
     let calls = dir.path().join("calls.log");
     wait_until_20ms("the call never reached the server", || {
         !lines(&calls).is_empty()
     });
+    (dir, db, (child, stdout), run, calls)
+}
+
+/// A running `runtape run --json` and the rest of its stdout.
+type InFlight = (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+);
+
+#[test]
+#[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
+fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
+    let (dir, db, (mut child, _stdout), run, calls) =
+        call_in_flight(r#"{"readOnlyHint": True}"#, "");
     let call: serde_json::Value = serde_json::from_str(&lines(&calls)[0]).expect("json");
 
     let c = runtape(&db, &["cancel", &run, "--reason", "enough"]);
@@ -79,12 +96,8 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
 #[ignore = "needs Python 3 (the scripted MCP test servers): tests/extras/install.sh python"]
 fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() {
     // Not read-only, not idempotent, no approval needed: the call is marked started first.
-    let (dir, spec, db) = hanging(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");
-    let (mut child, _stdout, run) = start_json(&db, &spec);
-    let calls = dir.path().join("calls.log");
-    wait_until_20ms("the call never reached the server", || {
-        !lines(&calls).is_empty()
-    });
+    let (_dir, db, (mut child, _stdout), run, calls) =
+        call_in_flight(r#"{"destructiveHint": False}"#, "on_in_doubt = \"ask\"\n");
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 

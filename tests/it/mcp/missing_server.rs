@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::support::cli::{err, one_line, runtape, utf8};
+use crate::support::cli::{err, one_line, runtape, temp_db, utf8, write};
 
 /// A copy of `examples/` in a scratch directory, with no `target/mcp-servers` beside it.
 fn examples_without_servers() -> tempfile::TempDir {
@@ -52,8 +52,7 @@ fn the_mcp_example_without_its_server_names_the_install_command_in_one_line() {
 
 #[test]
 fn a_server_script_that_does_not_exist_is_refused_before_it_is_started() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runtape.db");
+    let (dir, db) = temp_db();
     let spec = dir.path().join("spec.toml");
     let write = |install: &str| {
         std::fs::write(
@@ -85,14 +84,12 @@ fn a_server_script_that_does_not_exist_is_refused_before_it_is_started() {
 
 #[test]
 fn a_server_that_fails_to_start_names_its_install_command_too() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runtape.db");
-    let spec = dir.path().join("spec.toml");
-    std::fs::write(
-        &spec,
+    let (dir, db) = temp_db();
+    let spec = write(
+        dir.path(),
+        "spec.toml",
         "goal = \"g\"\n[[mcp]]\nname = \"s\"\ncommand = [\"sh\", \"-c\", \"echo not installed >&2; exit 3\"]\ninstall = \"make install-s\"\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{ text = \"x\" }]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
-    )
-    .expect("writes the spec");
+    );
     let o = runtape(&db, &["run", utf8(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     let line = one_line(&err(&o)).to_owned();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::cli::{err, out, run_id};
-use crate::support::mcp::{script, sh_server};
+use crate::support::mcp::{canonical_tempdir, script, sh_server};
 
 const SERVER: &str = "runtape-test-clock-server";
 
@@ -54,8 +54,7 @@ fn ok(o: &Output, what: &str) -> String {
 
 #[test]
 fn replay_and_tape_fork_need_no_mcp_server_program() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (_dir, root) = canonical_tempdir();
     let servers = root.join("bin");
     std::fs::create_dir(&servers).expect("bin dir");
     script(&servers, SERVER, &sh_server("the time", "text=12:00"));

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{exported, utf8, write};
 use support::mcp::{
-    edited_replay_refused, err, fake_server, log, ops_spec, out, replay_without_server, run_id,
-    runtape, seqs_of, shown, tools_from_file,
+    canonical_tempdir, edited_replay_refused, err, fake_server, log, ops_spec, out,
+    replay_without_server, run_id, runtape, seqs_of, shown, tools_from_file,
 };
 
 const BOTH: &str = r#"[{"name": "deploy", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": false}}, {"name": "status", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]"#;
@@ -21,8 +21,7 @@ const STATUS_ONLY: &str = r#"[{"name": "status", "inputSchema": {"type": "object
 /// `tools.json` to `status` alone and sends `notifications/tools/list_changed`, then answers.
 /// Returns the temp dir, the spec (granting `ops__*`, scripted with `replies`) and the db.
 fn ops(replies: &str) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (dir, root) = canonical_tempdir();
     let tools = write(&root, "tools.json", BOTH);
     let calls = root.join("calls.log");
     let body = format!(

@@ -55,11 +55,18 @@ fn spec() -> String {
     .concat()
 }
 
-#[test]
-fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_writes() {
+/// A scratch database holding one finished run of [`spec`]: the directory, the database and the
+/// run's id.
+fn parent_run() -> (tempfile::TempDir, std::path::PathBuf, String) {
     let (dir, db) = temp_db();
     let spec = write(dir.path(), "offsite.toml", &spec());
     let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
+    (dir, db, parent)
+}
+
+#[test]
+fn a_fork_sees_memory_as_of_its_fork_point_and_neither_run_sees_the_others_writes() {
+    let (_dir, db, parent) = parent_run();
     // Step 2 loaded the (empty) global memory, step 4 took the planner's note; the parent then
     // published `offsite`.
     assert_eq!(state_at(&db, &format!("{parent}@3"))["shared"], Value::Null);
@@ -159,9 +166,7 @@ fn recalled(db: &Path, at: &str) -> Vec<String> {
 
 #[test]
 fn a_fork_taken_before_the_load_sees_global_memory_as_of_its_fork_point() {
-    let (dir, db) = temp_db();
-    let spec = write(dir.path(), "offsite.toml", &spec());
-    let parent = first_id(&ok(&db, &["run", utf8(&spec)]));
+    let (_dir, db, parent) = parent_run();
     assert_eq!(
         state_at(&db, &parent)["global"]["read"]["offsite"]["version"],
         1,

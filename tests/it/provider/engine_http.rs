@@ -8,7 +8,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::durable::run_to_rest;
+use crate::support::durable::{ends_within, run_to_rest};
 use runtape::exec::{Engine, EngineConfig};
 use runtape::history;
 use runtape::machine::*;
@@ -223,10 +223,7 @@ async fn cancel_tears_down_the_in_flight_http_request() {
     }
     assert_eq!(server.requests().len(), 1, "the request reached the server");
     engine.cancel(&run, None).await.expect("cancels");
-    let end = tokio::time::timeout(Duration::from_secs(10), handle.wait())
-        .await
-        .expect("prompt")
-        .expect("runs");
+    let end = ends_within(10, handle, "prompt").await;
     assert_eq!(end.status, RunStatus::Cancelled);
     assert!(
         server.wait_client_close(Duration::from_secs(10)).await,

@@ -67,6 +67,19 @@ fn fallback_spec(
     write(dir, "spec.toml", &spec)
 }
 
+/// [`fallback_spec`] written to a new directory and run there with [`run_json`].
+fn ran_with_fallback(
+    primary: &str,
+    error: &str,
+    max_attempts: u32,
+    backoff: &str,
+    answer: &str,
+) -> Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = fallback_spec(dir.path(), primary, error, max_attempts, backoff, answer);
+    run_json(&dir.path().join("runs.db"), &spec)
+}
+
 /// `runtape --db DB run SPEC --json`, guarded by a minute.
 fn run_json(db: &Path, spec: &Path) -> Output {
     runtape_guarded(db, &["run", utf8(spec), "--json"], Duration::from_secs(60))
@@ -81,16 +94,13 @@ fn lines(out: &Output) -> Vec<Value> {
 
 #[test]
 fn a_retry_after_beyond_the_maximum_moves_to_the_fallback_instead_of_sleeping() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = fallback_spec(
-        dir.path(),
+    let out = ran_with_fallback(
         "busy",
         r#"{ class = "provider_rate_limit", message = "slow down", retry_after_ms = 3600000 }"#,
         3,
         "{ initial_ms = 10, max_ms = 1000 }",
         "from the spare",
     );
-    let out = run_json(&dir.path().join("runs.db"), &spec);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -117,16 +127,13 @@ fn a_retry_after_beyond_the_maximum_moves_to_the_fallback_instead_of_sleeping() 
 
 #[test]
 fn a_retry_is_announced_when_it_is_sent_not_when_it_is_scheduled() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = fallback_spec(
-        dir.path(),
+    let out = ran_with_fallback(
         "flaky",
         r#"{ class = "provider_unavailable", message = "try later", retry_after_ms = 1500 }"#,
         2,
         "{ initial_ms = 10, max_ms = 20 }",
         "ok",
     );
-    let out = run_json(&dir.path().join("runs.db"), &spec);
     assert_eq!(out.status.code(), Some(0));
     let events = lines(&out);
     // `at` is past 2^53, so --json writes it as a string.

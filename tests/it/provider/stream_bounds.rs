@@ -27,6 +27,23 @@ fn endless(every: Duration) -> Behaviour {
     }
 }
 
+/// A server answering every request with the event stream `body`, sent in random chunks of up
+/// to 1 MiB (`seed`) without pauses.
+async fn streaming(body: Vec<u8>, seed: u64) -> MockServer {
+    MockServer::always(Behaviour::Respond {
+        status: 200,
+        headers: vec![("Content-Type".into(), "text/event-stream".into())],
+        body,
+        chunking: Chunking::Random {
+            seed,
+            max: 1 << 20,
+            pause: Duration::ZERO,
+        },
+        end: End::Finish,
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_stream_that_never_ends_fails_at_the_total_timeout() {
     let server = MockServer::always(endless(Duration::from_secs(1))).await;
@@ -94,18 +111,7 @@ fn huge_stream(total: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_stream_past_the_cap_is_refused_not_kept() {
     let body = huge_stream(MAX_BODY_BYTES + (1 << 20));
-    let server = MockServer::always(Behaviour::Respond {
-        status: 200,
-        headers: vec![("Content-Type".into(), "text/event-stream".into())],
-        body,
-        chunking: Chunking::Random {
-            seed: 7,
-            max: 1 << 20,
-            pause: Duration::ZERO,
-        },
-        end: End::Finish,
-    })
-    .await;
+    let server = streaming(body, 7).await;
     let kind = ProviderKind::OpenAi;
     let cfg = config(kind, &base_for(kind, &server.url()), "m");
     let err = provider(cfg, "k")
@@ -151,18 +157,7 @@ fn spec_for(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_50_mb_stream_fails_the_run_and_the_database_stays_small() {
     let body = huge_stream(50 << 20);
-    let server = MockServer::always(Behaviour::Respond {
-        status: 200,
-        headers: vec![("Content-Type".into(), "text/event-stream".into())],
-        body,
-        chunking: Chunking::Random {
-            seed: 3,
-            max: 1 << 20,
-            pause: Duration::ZERO,
-        },
-        end: End::Finish,
-    })
-    .await;
+    let server = streaming(body, 3).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = spec_for(dir.path(), &format!("{}/v1", server.url()), "", "");
     let db = dir.path().join("runs.db");

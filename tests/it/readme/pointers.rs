@@ -7,7 +7,7 @@
 //! (`…/runtape/guide/CHAPTER/` on docs.rs, `../CHAPTER/index.html` between chapters) must name
 //! chapters that exist too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn root() -> &'static Path {
@@ -41,17 +41,6 @@ fn subcommands() -> Vec<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
         .collect()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("reads a folder") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// The contents of the string literals of Rust source `text` (plain and raw), comments and
@@ -142,8 +131,7 @@ fn named_after<'a>(text: &'a str, marker: &str) -> Vec<&'a str> {
 #[test]
 fn every_message_pointing_at_documentation_names_a_chapter_or_command_that_exists() {
     let (chapters, commands) = (chapters(), subcommands());
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
+    let files = crate::support::sources::rust_files(&root().join("src"));
     let mut pointers = 0;
     let mut broken = Vec::new();
     for file in &files {

@@ -194,10 +194,7 @@ async fn parallel_tool_calls_run_concurrently() {
         .start(spec(tools, |_| {}), "meet")
         .await
         .expect("starts");
-    let end = tokio::time::timeout(Duration::from_secs(20), run.wait())
-        .await
-        .expect("sequential calls would deadlock")
-        .expect("runs");
+    let end = ends_within(20, run, "sequential calls would deadlock").await;
     assert_eq!(end.status, RunStatus::Completed);
 }
 
@@ -269,10 +266,7 @@ async fn cancel_aborts_in_flight_work_and_commits() {
         .cancel(&run, Some("enough".into()))
         .await
         .expect("cancel accepted");
-    let end = tokio::time::timeout(Duration::from_secs(20), handle.wait())
-        .await
-        .expect("cancel is prompt")
-        .expect("runs");
+    let end = ends_within(20, handle, "cancel is prompt").await;
     assert_eq!(end.status, RunStatus::Cancelled);
     assert_eq!(
         aborted.load(Ordering::SeqCst),

@@ -97,13 +97,8 @@ fn tamper(db: &std::path::Path, sql: &str) {
     let conn = rusqlite::Connection::open(db).expect("opens");
     // Stored events may be packed JSON; write them back as the plain JSON they hold (which
     // the store reads alike and which changes nothing verify sees) so a text edit applies.
-    let events: Vec<(i64, Vec<u8>)> = conn
-        .prepare("SELECT id, event FROM transitions")
-        .expect("prepares")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("reads")
-        .collect::<Result<_, _>>()
-        .expect("reads");
+    let events: Vec<(i64, Vec<u8>)> =
+        support::cli::pairs(&conn, "SELECT id, event FROM transitions");
     for (id, event) in events {
         let json = runtape::ledger::packed::unpack(&event).expect("unpacks");
         conn.execute(
@@ -318,6 +313,21 @@ async fn a_live_fork_with_a_raised_budget_runs_on() {
     assert_eq!(forked.status, RunStatus::Completed);
 }
 
+/// The error of a live fork of `parent` at `seq` with `edits`, which must be refused (`why`).
+async fn refused_fork(
+    w: &World,
+    parent: &RunId,
+    seq: u64,
+    edits: Vec<ForkEdit>,
+    why: &str,
+) -> String {
+    w.engine
+        .fork(parent, seq, edits, ForkMode::Live)
+        .await
+        .expect_err(why)
+        .to_string()
+}
+
 /// Bad forks: from the end of a run, past its last step, an edit that does not apply — each a
 /// clear error, and nothing is written.
 #[tokio::test]
@@ -327,19 +337,9 @@ async fn bad_forks_are_refused_and_write_nothing() {
     let runs = store(&w).runs().expect("lists").len();
     let rows = transition_rows(&w.db);
     let last = history::record(store(&w), &parent).expect("recorded").seq;
-    let from_end = w
-        .engine
-        .fork(&parent, last, vec![], ForkMode::Live)
-        .await
-        .expect_err("the end is not a fork point")
-        .to_string();
+    let from_end = refused_fork(&w, &parent, last, vec![], "the end is not a fork point").await;
     assert!(from_end.contains("end of the run"), "{from_end}");
-    let past = w
-        .engine
-        .fork(&parent, last + 5, vec![], ForkMode::Live)
-        .await
-        .expect_err("out of range")
-        .to_string();
+    let past = refused_fork(&w, &parent, last + 5, vec![], "out of range").await;
     assert!(
         past.contains(&format!("there is no step {}", last + 5)),
         "{past}"
@@ -348,19 +348,9 @@ async fn bad_forks_are_refused_and_write_nothing() {
         call_id: "nope".into(),
         result: ToolOutcome::Ok { value: json!(1) },
     };
-    let err = w
-        .engine
-        .fork(&parent, 4, vec![bad_edit], ForkMode::Live)
-        .await
-        .expect_err("edit does not apply")
-        .to_string();
+    let err = refused_fork(&w, &parent, 4, vec![bad_edit], "edit does not apply").await;
     assert!(err.contains("no result of tool call `nope`"), "{err}");
-    let unknown = w
-        .engine
-        .fork(&RunId::new("no-such-run"), 1, vec![], ForkMode::Live)
-        .await
-        .expect_err("unknown run")
-        .to_string();
+    let unknown = refused_fork(&w, &RunId::new("no-such-run"), 1, vec![], "unknown run").await;
     assert!(
         unknown.contains("no run with id `no-such-run`"),
         "{unknown}"

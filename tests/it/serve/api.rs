@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use crate::support::cli::{json_lines, utf8};
 use serde_json::{Value, json};
-use support::serve::{Server, request, run_spec, runtape, scratch_db, serve, slow_tool_spec};
+use support::serve::{
+    Server, field, request, run_spec, runtape, scratch_db, serve, serving, serving_runs,
+    slow_tool_spec,
+};
 use support::tamper::dump;
 
 #[test]
@@ -97,7 +100,7 @@ fn runs_start_from_a_spec_path_or_uploaded_text_and_complete() {
     let server = serve(dir.path(), &db);
     let (status, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
     assert_eq!(status, 201, "{started}");
-    let id = started["id"].as_str().expect("id");
+    let id = field(&started, "id");
     server.wait_run(id, Duration::from_secs(60), |r| r["status"] == "completed");
 
     let text = std::fs::read_to_string(dir.path().join("examples/quickstart.toml")).expect("spec");
@@ -106,7 +109,7 @@ fn runs_start_from_a_spec_path_or_uploaded_text_and_complete() {
         &json!({"spec_toml": text, "goal": "Count the words of 'uploaded spec'."}),
     );
     assert_eq!(status, 201, "{started}");
-    let id = started["id"].as_str().expect("id");
+    let id = field(&started, "id");
     let r = server.wait_run(id, Duration::from_secs(60), |r| r["status"] == "completed");
     assert_eq!(r["goal"], json!("Count the words of 'uploaded spec'."));
     // The server drove it: `verify` of the CLI agrees with what it stored.
@@ -122,32 +125,18 @@ fn runs_start_from_a_spec_path_or_uploaded_text_and_complete() {
         &json!({"spec_toml": "goal = 3\n[[agents]]\nid = 1"}),
     );
     assert_eq!(status, 400, "{e}");
-    assert!(
-        e["error"]
-            .as_str()
-            .expect("error")
-            .contains("uploaded.toml"),
-        "{e}"
-    );
+    assert!(field(&e, "error").contains("uploaded.toml"), "{e}");
     let (status, e) = server.post("/api/runs", &json!({}));
     assert_eq!(status, 400);
-    assert!(
-        e["error"]
-            .as_str()
-            .expect("error")
-            .contains("exactly one of"),
-        "{e}"
-    );
+    assert!(field(&e, "error").contains("exactly one of"), "{e}");
     let (status, e) = server.post("/api/runs", &json!({"spec": "examples/missing.toml"}));
     assert_eq!(status, 400, "{e}");
 }
 
 #[test]
 fn approve_reject_answer_and_raise_do_what_resume_does() {
-    let (dir, db) = scratch_db();
-    let a = run_spec(dir.path(), &db, "examples/approval.toml");
-    let b = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = serve(dir.path(), &db);
+    let (dir, db, [a, b], server) =
+        serving_runs(["examples/approval.toml", "examples/approval.toml"]);
     let (_, waiting) = server.get(&format!("/api/runs/{a}"));
     assert_eq!(waiting["status"], "awaiting_input");
     assert_eq!(waiting["waiting"][0]["kind"], "approval");
@@ -182,39 +171,25 @@ fn approve_reject_answer_and_raise_do_what_resume_does() {
     // Nothing waits any more: the same refusal as `resume --input`.
     let (status, e) = server.post(&format!("/api/runs/{a}/answer"), &json!({"text": "hi"}));
     assert_eq!(status, 409, "{e}");
-    assert!(
-        e["error"]
-            .as_str()
-            .expect("error")
-            .contains("already ended"),
-        "{e}"
-    );
+    assert!(field(&e, "error").contains("already ended"), "{e}");
     let (status, e) = server.post(
         &format!("/api/runs/{a}/raise"),
         &json!({"raise": ["budget.max_turns=x"]}),
     );
     assert_eq!(status, 400, "{e}");
-    assert!(
-        e["error"]
-            .as_str()
-            .expect("e")
-            .contains("not a whole number"),
-        "{e}"
-    );
+    assert!(field(&e, "error").contains("not a whole number"), "{e}");
 }
 
 #[test]
 fn a_fork_with_an_edit_runs_and_differs_from_its_parent() {
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, run, server) = serving("examples/quickstart.toml");
     let (status, f) = server.post(
         &format!("/api/runs/{run}/fork"),
         &json!({"seq": 1, "edits": ["user=How many words are in 'a b c'?"]}),
     );
     assert_eq!(status, 201, "{f}");
     assert_eq!(f["parent"], json!(run));
-    let fork = f["id"].as_str().expect("fork id");
+    let fork = field(&f, "id");
     server.wait_run(fork, Duration::from_secs(60), |r| {
         r["status"] == "completed"
     });
@@ -237,52 +212,35 @@ fn pause_then_resume_and_cancel_act_on_runs_the_server_drives() {
     let server = serve(dir.path(), &db);
     let spec = utf8(&spec);
     let (_, started) = server.post("/api/runs", &json!({"spec": spec}));
-    let id = started["id"].as_str().expect("id").to_owned();
+    let id = field(&started, "id").to_owned();
     server.wait_run(&id, Duration::from_secs(30), |r| {
         r["driven"] == true && r["steps"].as_u64() >= Some(3)
     });
     let (status, p) = server.post(&format!("/api/runs/{id}/pause"), &json!({}));
     assert_eq!(status, 200, "{p}");
-    assert!(
-        p["message"]
-            .as_str()
-            .expect("message")
-            .starts_with("paused"),
-        "{p}"
-    );
+    assert!(field(&p, "message").starts_with("paused"), "{p}");
     let (status, r) = server.post(&format!("/api/runs/{id}/resume"), &json!({}));
     assert_eq!(status, 202, "{r}");
     server.wait_run(&id, Duration::from_secs(60), |r| r["status"] == "completed");
 
     let (_, started) = server.post("/api/runs", &json!({"spec": spec}));
-    let id = started["id"].as_str().expect("id").to_owned();
+    let id = field(&started, "id").to_owned();
     server.wait_run(&id, Duration::from_secs(30), |r| r["driven"] == true);
     let (status, c) = server.post(
         &format!("/api/runs/{id}/cancel"),
         &json!({"reason": "enough"}),
     );
     assert_eq!(status, 200, "{c}");
-    assert!(
-        c["message"]
-            .as_str()
-            .expect("message")
-            .starts_with("cancel"),
-        "{c}"
-    );
+    assert!(field(&c, "message").starts_with("cancel"), "{c}");
     server.wait_run(&id, Duration::from_secs(30), |r| r["status"] == "cancelled");
     let (status, e) = server.post(&format!("/api/runs/{id}/cancel"), &json!({}));
     assert_eq!(status, 409, "{e}");
-    assert!(
-        e["error"].as_str().expect("e").contains("already ended"),
-        "{e}"
-    );
+    assert!(field(&e, "error").contains("already ended"), "{e}");
 }
 
 #[test]
 fn every_refusal_is_one_line_with_a_fitting_status() {
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, run, server) = serving("examples/quickstart.toml");
     let long = "x".repeat(1_000);
     let cases: Vec<(&str, String, Option<&str>, u16, &str)> = vec![
         (
@@ -396,7 +354,7 @@ fn every_refusal_is_one_line_with_a_fitting_status() {
         assert_eq!(a.status, want, "{method} {shown}: {}", a.text());
         let v = a.json();
         assert_eq!(v["type"], "error", "{method} {shown}: {}", a.text());
-        let line = v["error"].as_str().expect("an error line");
+        let line = field(&v, "error");
         assert!(line.contains(words), "{method} {shown}: {line}");
         assert!(
             !line.contains('\n') && line.len() < 2100,
@@ -449,7 +407,7 @@ fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
     let mut lines = BufReader::new(driver.stdout.take().expect("stdout")).lines();
     let first: Value =
         serde_json::from_str(&lines.next().expect("a line").expect("reads")).expect("JSON");
-    let killed = first["id"].as_str().expect("run id").to_owned();
+    let killed = field(&first, "id").to_owned();
     for line in lines.by_ref() {
         let v: Value = serde_json::from_str(&line.expect("reads")).expect("JSON");
         if v["type"] == "tool.call" {

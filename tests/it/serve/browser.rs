@@ -22,7 +22,7 @@ use runtape::provider::{ScriptOutcome, ScriptedProvider};
 use runtape::store::Durability;
 use runtape::tool::FnTool;
 use serde_json::json;
-use support::serve::{run_spec, scratch_db, serve};
+use support::serve::{field, run_spec, scratch_db, serve};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -160,7 +160,7 @@ fn the_page_works_in_chromium_end_to_end() {
         assert!(shots.join(shot).exists(), "{shot} was written");
     }
     // The fork the page made completed here and is stored like any other.
-    let fork = figures["fork"].as_str().expect("fork id");
+    let fork = field(&figures, "fork");
     server.wait_run(fork, Duration::from_secs(60), |r| {
         r["status"] == "completed"
     });

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::utf8;
 use serde_json::json;
-use support::serve::{Stream, bin, run_spec, scratch_db, serve, tool_spec, unsafe_free_kill};
+use support::serve::{Stream, bin, field, scratch_db, serve, serving, tool_spec, unsafe_free_kill};
 
 fn ids(events: &[support::serve::Sse]) -> Vec<String> {
     events.iter().filter_map(|e| e.id.clone()).collect()
@@ -18,9 +18,7 @@ fn ids(events: &[support::serve::Sse]) -> Vec<String> {
 
 #[test]
 fn a_stream_sends_every_step_then_resumes_after_its_last_event_id() {
-    let (dir, db) = scratch_db();
-    let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, done, server) = serving("examples/quickstart.toml");
 
     let mut s = Stream::open(server.addr, &format!("/api/runs/{done}/events"), &[]);
     assert_eq!(s.status, 200);
@@ -60,7 +58,7 @@ fn a_stream_sends_every_step_then_resumes_after_its_last_event_id() {
 
     // Live: a run the server drives, approved; then a reconnect from the middle.
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/approval.toml"}));
-    let run = started["id"].as_str().expect("id").to_owned();
+    let run = field(&started, "id").to_owned();
     server.wait_run(&run, Duration::from_secs(30), |r| {
         r["status"] == "awaiting_input"
     });
@@ -231,9 +229,7 @@ fn open_fds(pid: u32) -> usize {
 
 #[test]
 fn clients_hanging_up_mid_stream_leave_nothing_behind() {
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, run, server) = serving("examples/quickstart.toml");
     let pid = server.child.id();
     let hang_ups = |n: usize| {
         for i in 0..n {
@@ -271,9 +267,7 @@ fn clients_hanging_up_mid_stream_leave_nothing_behind() {
 #[test]
 fn a_thousand_subscribers_follow_one_run() {
     const SUBSCRIBERS: usize = 1000;
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, run, server) = serving("examples/approval.toml");
     let (rss_before, _) = server.memory_kib();
     let mut streams: Vec<Stream> = (0..SUBSCRIBERS)
         .map(|_| Stream::open(server.addr, &format!("/api/runs/{run}/events?after=3"), &[]))

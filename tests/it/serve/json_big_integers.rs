@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::cli::utf8;
 use serde_json::{Value, json};
-use support::serve::{Stream, request, run_spec, runtape, scratch_db, serve};
+use support::serve::{Stream, request, run_spec, runtape, scratch_db, serving_runs};
 
 const MAX_EXACT: u64 = 1 << 53;
 
@@ -157,10 +157,8 @@ fn every_json_command_writes_big_integers_as_strings() {
 
 #[test]
 fn every_api_answer_and_event_writes_big_integers_as_strings() {
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/quickstart.toml");
-    let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = serve(dir.path(), &db);
+    let (_dir, _db, [run, waiting], server) =
+        serving_runs(["examples/quickstart.toml", "examples/approval.toml"]);
     let check = |what: &str, body: &str| {
         assert_eq!(check_lines(what, body), 1, "{what}: {body}");
     };

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::otlp::{Received, bodies, receiver};
-use support::serve::{Server, run_spec, scratch_db};
+use support::serve::{Server, field, run_spec, scratch_db};
 
 /// A span as the test reads it.
 #[derive(Clone, Debug)]
@@ -81,6 +81,15 @@ fn spans(got: &Received) -> Vec<Span> {
     out
 }
 
+/// The span called `name` among `spans`.
+fn named<'a, S: std::borrow::Borrow<Span>>(spans: &'a [S], name: &str) -> &'a Span {
+    spans
+        .iter()
+        .map(std::borrow::Borrow::borrow)
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span `{name}`"))
+}
+
 fn of_run<'a>(spans: &'a [Span], run: &str) -> Vec<&'a Span> {
     spans
         .iter()
@@ -123,7 +132,7 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
     let server = Server::start(dir.path(), &db, &["--otlp-endpoint", &url], &[]);
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
-    let run = started["id"].as_str().expect("id").to_owned();
+    let run = field(&started, "id").to_owned();
     server.wait_run(&run, Duration::from_secs(60), |r| {
         r["status"] == "completed"
     });
@@ -135,7 +144,7 @@ fn the_runs_it_drives_become_a_span_tree_with_links_and_counters() {
         &format!("/api/runs/{run}/fork"),
         &json!({"seq": 1, "edits": ["user=Count the words of 'a b c'."]}),
     );
-    let fork = f["id"].as_str().expect("fork").to_owned();
+    let fork = field(&f, "id").to_owned();
     server.wait_run(&fork, Duration::from_secs(60), |r| {
         r["status"] == "completed"
     });
@@ -269,36 +278,27 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", &url)],
     );
     let (_, started) = server.post("/api/runs", &json!({"spec": "examples/quickstart.toml"}));
-    let run = started["id"].as_str().expect("id").to_owned();
+    let run = field(&started, "id").to_owned();
     server.wait_run(&run, Duration::from_secs(60), |r| {
         r["status"] == "completed"
     });
     server.stop();
     let all = spans(&got);
     let tree = of_run(&all, &run);
-    let chat = tree
-        .iter()
-        .find(|s| s.name == "chat scripted")
-        .expect("a chat span");
+    let chat = named(&tree, "chat scripted");
     let input = chat.attrs["gen_ai.input.messages"]
         .as_str()
         .expect("input messages");
     assert!(input.contains("runtape keeps every step"), "{input}");
     assert!(chat.attrs["gen_ai.output.messages"].is_string());
-    let root = tree
-        .iter()
-        .find(|s| s.name == "invoke_workflow runtape")
-        .expect("root");
+    let root = named(&tree, "invoke_workflow runtape");
     assert!(
         root.attrs["runtape.goal"]
             .as_str()
             .expect("goal")
             .contains("UTC")
     );
-    let tool = all
-        .iter()
-        .find(|s| s.name == "execute_tool count_words")
-        .expect("tool span");
+    let tool = named(&all, "execute_tool count_words");
     assert!(
         tool.attrs["gen_ai.tool.call.arguments"]
             .as_str()

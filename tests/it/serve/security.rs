@@ -12,7 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use support::serve::{Server, bin, request, run_spec, scratch, scratch_db, serve};
+use support::serve::{
+    Server, bin, request, run_spec, scratch, scratch_db, serve, serve_empty, serving,
+};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
@@ -133,9 +135,7 @@ fn with_a_token_every_api_request_needs_it_and_the_page_does_not() {
 
 #[test]
 fn without_a_token_state_changing_requests_must_be_same_origin() {
-    let (dir, db) = scratch_db();
-    let run = run_spec(dir.path(), &db, "examples/approval.toml");
-    let server = serve(dir.path(), &db);
+    let (dir, db, run, server) = serving("examples/approval.toml");
     let approve = format!("/api/runs/{run}/approve");
     for headers in [
         vec![("Origin", "http://evil.example")],
@@ -211,6 +211,16 @@ fn a_host_that_is_not_this_server_is_refused() {
     }
 }
 
+/// `METHOD PATH` on `addr` with an `Origin` header and no body.
+fn from_origin(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    origin: &str,
+) -> support::serve::Answer {
+    request(addr, method, path, &[("Origin", origin)], None)
+}
+
 #[test]
 fn no_cors_unless_an_origin_is_configured() {
     let (dir, db) = scratch_db();
@@ -224,13 +234,7 @@ fn no_cors_unless_an_origin_is_configured() {
     let a = request(server.addr, "OPTIONS", "/api/runs", &preflight, None);
     assert_eq!(a.status, 403, "{}", a.text());
     assert_eq!(a.header("access-control-allow-origin"), None);
-    let a = request(
-        server.addr,
-        "GET",
-        "/api/runs",
-        &[("Origin", "http://app.example:3000")],
-        None,
-    );
+    let a = from_origin(server.addr, "GET", "/api/runs", "http://app.example:3000");
     assert_eq!(a.status, 200);
     assert_eq!(a.header("access-control-allow-origin"), None);
     drop(server);
@@ -251,32 +255,24 @@ fn no_cors_unless_an_origin_is_configured() {
         a.header("access-control-allow-headers")
             .is_some_and(|h| h.contains("content-type"))
     );
-    let a = request(
+    let a = from_origin(
         server.addr,
         "POST",
         &format!("/api/runs/{run}/approve"),
-        &[("Origin", "http://app.example:3000")],
-        None,
+        "http://app.example:3000",
     );
     assert_eq!(a.status, 202, "{}", a.text());
     assert_eq!(
         a.header("access-control-allow-origin"),
         Some("http://app.example:3000")
     );
-    let a = request(
-        server.addr,
-        "OPTIONS",
-        "/api/runs",
-        &[("Origin", "http://other.example")],
-        None,
-    );
+    let a = from_origin(server.addr, "OPTIONS", "/api/runs", "http://other.example");
     assert_eq!(a.status, 403);
 }
 
 #[test]
 fn request_bodies_are_capped() {
-    let (dir, db) = scratch_db();
-    let server = serve(dir.path(), &db);
+    let (_dir, server) = serve_empty(&[]);
     let big = format!("{{\"spec_toml\": \"{}\"}}", "x".repeat(2 << 20));
     let a = request(
         server.addr,
@@ -318,13 +314,7 @@ fn until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
 
 #[test]
 fn slow_header_connections_are_closed_and_the_server_still_answers() {
-    let (dir, db) = scratch_db();
-    let server = Server::start(
-        dir.path(),
-        &db,
-        &["--header-timeout-ms", "300", "--max-connections", "4"],
-        &[],
-    );
+    let (_dir, server) = serve_empty(&["--header-timeout-ms", "300", "--max-connections", "4"]);
     // More slow connections than the server serves at once: those past the cap are taken
     // as the first ones are closed, and are closed in turn.
     let mut slow: Vec<TcpStream> = (0..12).map(|_| slow_header(server.addr)).collect();
@@ -341,13 +331,7 @@ fn slow_header_connections_are_closed_and_the_server_still_answers() {
 
 #[test]
 fn no_more_connections_are_served_at_once_than_the_cap() {
-    let (dir, db) = scratch_db();
-    let server = Server::start(
-        dir.path(),
-        &db,
-        &["--header-timeout-ms", "600000", "--max-connections", "3"],
-        &[],
-    );
+    let (_dir, server) = serve_empty(&["--header-timeout-ms", "600000", "--max-connections", "3"]);
     let mut held: Vec<TcpStream> = (0..3).map(|_| slow_header(server.addr)).collect();
     let mut next = TcpStream::connect(server.addr).expect("connects (the listen queue)");
     let addr = server.addr;
@@ -371,8 +355,7 @@ fn no_more_connections_are_served_at_once_than_the_cap() {
 
 #[test]
 fn a_slow_body_is_answered_408_and_changes_nothing() {
-    let (dir, db) = scratch_db();
-    let server = Server::start(dir.path(), &db, &["--body-timeout-ms", "300"], &[]);
+    let (_dir, server) = serve_empty(&["--body-timeout-ms", "300"]);
     let addr = server.addr;
     let mut s = TcpStream::connect(addr).expect("connects");
     s.write_all(

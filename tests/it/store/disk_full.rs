@@ -121,6 +121,16 @@ fn namespaces() -> bool {
     ok
 }
 
+/// Where [`namespaces`] can be made: a new directory holding [`rounds_spec`] of `rounds`.
+fn namespaced_rounds(rounds: usize) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if !namespaces() {
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = rounds_spec(dir.path(), rounds);
+    Some((dir, spec))
+}
+
 /// Runs `script` with `sh` in a private user and mount namespace, `RT` the binary and `vars`
 /// set (paths); false, saying so, where it cannot mount a tmpfs there (the script exits 90).
 fn in_namespace(script: &str, vars: &[(&str, &Path)]) -> bool {
@@ -145,11 +155,9 @@ fn in_namespace(script: &str, vars: &[(&str, &Path)]) -> bool {
 /// full, names the file and says what to do, for a read (`ls`) and for a new run alike.
 #[test]
 fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
-    if !namespaces() {
+    let Some((dir, spec)) = namespaced_rounds(2) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = rounds_spec(dir.path(), 2);
+    };
     let db = dir.path().join("runs.db");
     let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -204,11 +212,9 @@ fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
 
 #[test]
 fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
-    if !namespaces() {
+    let Some((dir, spec)) = namespaced_rounds(40) else {
         return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = rounds_spec(dir.path(), 40);
+    };
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");
     // In a private namespace: a 160 KiB tmpfs holds the database; fill it with one run, grow

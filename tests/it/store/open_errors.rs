@@ -1,6 +1,7 @@
 //! Opening a bad database is a typed error that writes nothing: a newer schema, a file that is
 //! not SQLite, a foreign SQLite database, a path in a missing directory.
 
+use crate::support::cli::temp_db;
 use runtape::exec::Engine;
 use runtape::store::{Durability, SCHEMA_VERSION, SqliteStore, StoreError};
 
@@ -85,6 +86,13 @@ fn a_missing_directory_is_refused_and_not_created() {
     assert!(!dir.path().join("no").exists(), "nothing created");
 }
 
+/// [`changed_by`] on `runs.db` in a new directory: the directory, the database and its bytes.
+fn changed_db(sql: &str) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+    let (dir, path) = temp_db();
+    let before = changed_by(&path, sql);
+    (dir, path, before)
+}
+
 /// A runtape database at the current version, changed by `sql` with a plain SQLite
 /// connection (checkpointed, so the main file holds everything); returns its bytes.
 fn changed_by(path: &std::path::Path, sql: &str) -> Vec<u8> {
@@ -106,9 +114,7 @@ fn engine_line(path: &std::path::Path) -> String {
 
 #[test]
 fn a_database_missing_a_table_is_refused_before_anything_is_written() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("runs.db");
-    let before = changed_by(&path, "DROP TABLE outbox;");
+    let (_dir, path, before) = changed_db("DROP TABLE outbox;");
     let err = open(&path).expect_err("refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     let line = engine_line(&path);
@@ -127,9 +133,7 @@ fn a_database_missing_a_table_is_refused_before_anything_is_written() {
 
 #[test]
 fn a_negative_schema_label_is_one_line_without_the_schema() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("runs.db");
-    let before = changed_by(&path, "PRAGMA user_version = -1;");
+    let (dir, path, before) = changed_db("PRAGMA user_version = -1;");
     match open(&path) {
         Err(StoreError::MislabelledSchema {
             labelled, actual, ..
@@ -155,10 +159,8 @@ fn a_negative_schema_label_is_one_line_without_the_schema() {
 
 #[test]
 fn tables_under_the_wrong_label_are_told_as_a_wrong_label() {
-    let dir = tempfile::tempdir().expect("tempdir");
     // The current tables labelled as an older version: a migration would replay over them.
-    let path = dir.path().join("runs.db");
-    let before = changed_by(&path, "PRAGMA user_version = 5;");
+    let (dir, path, before) = changed_db("PRAGMA user_version = 5;");
     match open(&path) {
         Err(StoreError::MislabelledSchema {
             labelled, actual, ..

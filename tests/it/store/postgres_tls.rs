@@ -109,6 +109,14 @@ fn prepare(server: &PgServer) {
     }
 }
 
+/// A new CA and a server with its certificate under [`RULES`], [`prepare`]d.
+fn prepared_tls_server() -> (Pki, PgServer) {
+    let pki = Pki::new();
+    let server = PgServer::start_tls(&pki.server(&RULES));
+    prepare(&server);
+    (pki, server)
+}
+
 /// TCP rules: TLS only, in the clear only, or either, by database; a password always.
 const RULES: [&str; 3] = [
     "hostssl tls_only all 127.0.0.1/32 scram-sha-256",
@@ -169,9 +177,7 @@ fn runtape(url: &str, home: &Path, env: &[(&str, &Path)], args: &[&str]) -> Outp
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn verify_full_connects_and_a_run_completes_and_verifies_over_tls() {
-    let pki = Pki::new();
-    let server = PgServer::start_tls(&pki.server(&RULES));
-    prepare(&server);
+    let (pki, server) = prepared_tls_server();
     let ca = pki.ca_file.display().to_string();
     let q = format!("sslmode=verify-full&sslrootcert={ca}");
     assert!(opens_with_tls(
@@ -209,9 +215,7 @@ fn verify_full_connects_and_a_run_completes_and_verifies_over_tls() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_wrong_host_name_or_an_unknown_ca_is_refused_saying_which_and_verify_ca_skips_only_the_name() {
-    let pki = Pki::new();
-    let server = PgServer::start_tls(&pki.server(&RULES));
-    prepare(&server);
+    let (pki, server) = prepared_tls_server();
     let ca = pki.ca_file.display().to_string();
     let stranger = pki.stranger_file.display().to_string();
 
@@ -331,9 +335,7 @@ fn require_refuses_a_server_without_tls_where_prefer_and_disable_connect_in_the_
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn prefer_allow_and_disable_choose_tls_as_libpq_does() {
-    let pki = Pki::new();
-    let server = PgServer::start_tls(&pki.server(&RULES));
-    prepare(&server);
+    let (_pki, server) = prepared_tls_server();
     let open = |db: &str, mode: &str| {
         let app = format!("{mode}_{db}");
         opens_with_tls(
@@ -427,9 +429,7 @@ fn a_client_certificate_is_presented_when_the_server_requires_one() {
 #[test]
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn the_pg_variables_and_the_home_root_file_are_used_where_the_url_says_nothing() {
-    let pki = Pki::new();
-    let server = PgServer::start_tls(&pki.server(&RULES));
-    prepare(&server);
+    let (pki, server) = prepared_tls_server();
     let home = tempfile::tempdir().expect("tempdir");
     let by_ip = url(&server, "127.0.0.1", "either", "env", "");
     let by_name = url(&server, "localhost", "either", "env", "");

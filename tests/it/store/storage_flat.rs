@@ -3,6 +3,7 @@
 //! with the scripted provider: a 10,000-round run against a 1,000-round run.
 
 use crate::support;
+use crate::support::cli::temp_db;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -36,8 +37,7 @@ fn provider(rounds: usize) -> ScriptedProvider {
 }
 
 async fn bytes_per_transition(rounds: usize) -> (f64, u64) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("runs.db");
+    let (_dir, path) = temp_db();
     // NORMAL only makes the test faster; the bytes written are the same as with FULL.
     let store = Arc::new(SqliteStore::open(&path, Durability::Normal).expect("opens"));
     let empty = store.size_bytes().expect("size");

@@ -196,6 +196,21 @@ pub fn exported(db: &Path, run: &str, to: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(to).expect("the cassette")).expect("JSON")
 }
 
+/// Lowers an exported cassette to version 1 with every integrity field removed (`cassetteId`,
+/// `envelopeHash`, each entry's `responseHash`): the downgrade a reader must refuse unless told
+/// to accept an unverified cassette. Returns the entries, for a test that edits them too.
+pub fn downgraded(cassette: &mut serde_json::Value) -> &mut Vec<serde_json::Value> {
+    cassette["version"] = 1.into();
+    let envelope = cassette.as_object_mut().expect("a cassette is an object");
+    envelope.remove("cassetteId");
+    envelope.remove("envelopeHash");
+    let entries = cassette["entries"].as_array_mut().expect("entries");
+    for entry in entries.iter_mut() {
+        entry.as_object_mut().expect("entry").remove("responseHash");
+    }
+    entries
+}
+
 /// Exactly one line of text on stderr (the documented shape of every error).
 pub fn one_line(stderr: &str) -> &str {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -213,6 +228,14 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("runs.db");
     (dir, db)
+}
+
+/// A scratch database (as [`temp_db`]) where `runtape run examples/NAME` succeeded: the
+/// directory, the database and what the run printed.
+pub fn ran_example(name: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, db) = temp_db();
+    let printed = ok(&db, &["run", utf8(&example(name))]);
+    (dir, db, printed)
 }
 
 /// The repository's `examples/NAME`.
@@ -361,6 +384,19 @@ pub fn column<T: rusqlite::types::FromSql>(conn: &rusqlite::Connection, sql: &st
     conn.prepare(sql)
         .expect("prepares")
         .query_map([], |r| r.get(0))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("reads")
+}
+
+/// The first two columns of every row `sql` selects on `conn`, in order.
+pub fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+) -> Vec<(A, B)> {
+    conn.prepare(sql)
+        .expect("prepares")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .expect("queries")
         .collect::<Result<_, _>>()
         .expect("reads")

@@ -37,6 +37,13 @@ pub fn root_id(db: &Path, what: &str) -> String {
     root(db).expect(what)["id"].as_str().expect("id").to_owned()
 }
 
+/// The root run (as [`root`]) and its id; panics, naming `what`, when there is none.
+pub fn root_and_id(db: &Path, what: &str) -> (Value, String) {
+    let root = root(db).expect(what);
+    let id = root["id"].as_str().expect("id").to_owned();
+    (root, id)
+}
+
 /// The runs `parent` started.
 pub fn children_of(db: &Path, parent: &str) -> Vec<Value> {
     runs(db)
@@ -104,6 +111,20 @@ pub fn paused_with_children(
     ok(db, &["pause", &id]);
     let status = driver.wait().expect("the driving process exits");
     (id, status)
+}
+
+/// A scratch database where [`parallel_team`] (400 ms model latency) was paused with its two
+/// children started: the directory, the database, the lead's id and how its driver exited.
+pub fn paused_team() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    String,
+    std::process::ExitStatus,
+) {
+    let (dir, db) = crate::support::cli::temp_db();
+    let spec = crate::support::cli::write(dir.path(), "team.toml", &parallel_team(400));
+    let (id, status) = paused_with_children(&db, &spec, 2);
+    (dir, db, id, status)
 }
 
 /// Each child section of cassette `file` as `(path, how many KEY it holds)` (KEY: `entries`,

@@ -106,6 +106,19 @@ where
         .expect("the run ends")
 }
 
+/// The end of the run `handle` drives, which must come within `secs` seconds (`why` says why
+/// it must: a run that hangs fails the test with that reason instead of never ending).
+pub async fn ends_within(
+    secs: u64,
+    handle: runtape::exec::RunHandle,
+    why: &str,
+) -> runtape::exec::RunEnd {
+    tokio::time::timeout(std::time::Duration::from_secs(secs), handle.wait())
+        .await
+        .expect(why)
+        .expect("the run ends")
+}
+
 /// An engine over a fresh SQLite file in `dir`, with a deterministic clock.
 pub fn engine_in(dir: &std::path::Path) -> Engine {
     let config = EngineConfig {

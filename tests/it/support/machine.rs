@@ -725,3 +725,25 @@ pub fn memory_loaded(entries: &[(&str, u64, Option<&str>)]) -> EventBody {
         from_ancestor: None,
     }
 }
+
+/// Whether transition `t` asks for a tool call to be performed.
+pub fn calls_a_tool(t: &Transition) -> bool {
+    effected(t, |e| matches!(e, Effect::CallTool { .. }))
+}
+
+/// Whether transition `t` asks for an effect that `is` holds for.
+pub fn effected(t: &Transition, is: impl Fn(&Effect) -> bool) -> bool {
+    t.effects.iter().any(is)
+}
+
+/// Whether transition `t` appends a message whose text is `text`.
+pub fn appended_text(t: &Transition, text: &str) -> bool {
+    t.appended
+        .iter()
+        .any(|a| a.message.content.as_deref() == Some(text))
+}
+
+/// Whether transition `t` carries a note that `is` holds for.
+pub fn noted(t: &Transition, is: impl Fn(&Note) -> bool) -> bool {
+    t.notes.iter().any(is)
+}

@@ -324,11 +324,17 @@ pub fn shown(db: &Path, run: &str, seq: u64) -> serde_json::Value {
     serde_json::from_str(&ok(db, &["show", &format!("{run}@{seq}"), "--json"])).expect("json")
 }
 
+/// A new temporary directory and its canonical path (the one a server started in it reports).
+pub fn canonical_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    (dir, root)
+}
+
 /// A temp dir (its path resolved) holding `sandbox/notes.txt` ("remember the milk"), and the
 /// `[[mcp]]` entry of a filesystem reference server named `fs` on that sandbox.
 pub fn fs_sandbox() -> (tempfile::TempDir, PathBuf, PathBuf, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
+    let (dir, root) = canonical_tempdir();
     let sandbox = root.join("sandbox");
     std::fs::create_dir(&sandbox).expect("mkdir");
     std::fs::write(sandbox.join("notes.txt"), "remember the milk\n").expect("write");

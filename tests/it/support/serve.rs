@@ -45,6 +45,38 @@ pub fn serve(dir: &Path, db: &Path) -> Server {
     Server::start(dir, db, &[], &[])
 }
 
+/// The text at `key` of a JSON answer; a missing or non-text value fails the test, showing `v`.
+pub fn field<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text `{key}` in {v}"))
+}
+
+/// `runtape serve ARGS` on a new, empty scratch database: the directory (the server's working
+/// directory; keep it alive) and the server.
+pub fn serve_empty(args: &[&str]) -> (tempfile::TempDir, Server) {
+    let (dir, db) = scratch_db();
+    let server = Server::start(dir.path(), &db, args, &[]);
+    (dir, server)
+}
+
+/// A scratch database holding one run of `spec` (a path from the repository's root), and
+/// `runtape serve` on it: the directory, the database, the run's id and the server.
+pub fn serving(spec: &str) -> (tempfile::TempDir, PathBuf, String, Server) {
+    let (dir, db, [run], server) = serving_runs([spec]);
+    (dir, db, run, server)
+}
+
+/// [`serving`] with one run of each of `specs`, in order, before the server starts.
+pub fn serving_runs<const N: usize>(
+    specs: [&str; N],
+) -> (tempfile::TempDir, PathBuf, [String; N], Server) {
+    let (dir, db) = scratch_db();
+    let runs = specs.map(|spec| run_spec(dir.path(), &db, spec));
+    let server = serve(dir.path(), &db);
+    (dir, db, runs, server)
+}
+
 /// `runtape ARGS` in `dir` on `db`; stdout, stderr and the status.
 pub fn runtape(dir: &Path, db: &Path, args: &[&str]) -> std::process::Output {
     Command::new(bin())

@@ -6,20 +6,30 @@ use std::path::{Path, PathBuf};
 /// Every `.rs` file under `dir`, with its code lines (comment lines dropped: docs may name a
 /// module they do not import, or a call they say is not made).
 pub fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    rust_files(dir)
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("reads a source file");
+            let code: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect();
+            (path, code.join("\n"))
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `dir`, sorted by path.
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).expect("reads src") {
+        for entry in std::fs::read_dir(&d).expect("reads a source folder") {
             let path = entry.expect("an entry").path();
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("reads a source file");
-                let code: Vec<&str> = text
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("//"))
-                    .collect();
-                out.push((path, code.join("\n")));
+                out.push(path);
             }
         }
     }

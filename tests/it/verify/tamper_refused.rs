@@ -280,8 +280,7 @@ fn refusals(c: &Case, pristine: &str, needles: bool) -> Vec<String> {
     let mut wrong = Vec::new();
     let (_dir, edited) = tampered(c);
     for (args, must_verify) in commands(c, pristine) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("runs.db");
+        let (_dir, db) = temp_db();
         std::fs::copy(&edited, &db).expect("copies");
         let before = bytes(&db);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -416,8 +415,7 @@ fn a_run_past_its_snapshot_is_refused_for_every_tamper_of_its_tail() {
 /// run that has not started.
 #[test]
 fn a_queued_run_verifies_and_is_resumed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (_dir, db) = temp_db();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.toml");
     let out = runtape(&db, &["run", spec.to_str().expect("utf-8"), "--detach"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -15,15 +15,15 @@ use crate::support::clock::FastForward;
 use crate::support::pg::PgServer;
 use crate::support::workers::Queue;
 
-const SPEC: &str = r#"goal = "one reply"
-[[providers]]
-name = "s"
-kind = "scripted"
-replies = [{ text = "done" }]
-[[agents]]
-id = "a"
-provider = "s"
-"#;
+/// One scripted reply, no tools.
+fn spec() -> String {
+    [
+        "goal = \"one reply\"\n",
+        &crate::support::spec::scripted_as("s", r#"{ text = "done" }"#),
+        &crate::support::spec::agent("a", "s", &[], ""),
+    ]
+    .concat()
+}
 
 const POLL: Duration = Duration::from_secs(60);
 
@@ -31,7 +31,7 @@ const POLL: Duration = Duration::from_secs(60);
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn the_worker_polls_on_its_engines_clock() {
     let server = PgServer::start();
-    let queue = Queue::new(&server, SPEC, 0);
+    let queue = Queue::new(&server, &spec(), 0);
     let store = Arc::new(PostgresStore::open(&queue.url).expect("opens"));
     let clock = Arc::new(FastForward::new());
     let opts = WorkerOptions {

@@ -91,20 +91,21 @@ impl Team {
             .collect()
     }
 
-    /// `receipts verify` over `lines` written to a file: Ok(stdout) or Err(stderr).
-    pub fn verify(&self, lines: &[String]) -> Result<String, String> {
+    /// `receipts verify --pubkey KEY EXTRA…` over `lines` written to a file, as it ran.
+    pub fn verify_output(&self, lines: &[String], extra: &[&str]) -> std::process::Output {
         let file = self.dir.path().join("check.jsonl");
         std::fs::write(&file, lines.join("\n") + "\n").expect("writes the bundle");
-        let o = runtape(
-            &self.db,
-            &[
-                "receipts",
-                "verify",
-                utf8(&file),
-                "--pubkey",
-                &self.pubkey(),
-            ],
-        );
+        let pubkey = self.pubkey();
+        let args = [
+            &["receipts", "verify", utf8(&file), "--pubkey", &pubkey][..],
+            extra,
+        ];
+        runtape(&self.db, &args.concat())
+    }
+
+    /// `receipts verify` over `lines` written to a file: Ok(stdout) or Err(stderr).
+    pub fn verify(&self, lines: &[String]) -> Result<String, String> {
+        let o = self.verify_output(lines, &[]);
         let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         if o.status.success() {
