@@ -113,8 +113,10 @@ pub fn paused_with_children(
     (id, status)
 }
 
-/// A scratch database where [`parallel_team`] (400 ms model latency) was paused with its two
-/// children started: the directory, the database, the lead's id and how its driver exited.
+/// A scratch database where [`parallel_team`] was paused with its two children started: the
+/// directory, the database, the lead's id and how its driver exited. Each child turn takes 2 s,
+/// so the pause (a new process) reaches the children while they still work, even on a loaded
+/// machine: at 400 ms a child could finish first (seen at load 10).
 pub fn paused_team() -> (
     tempfile::TempDir,
     std::path::PathBuf,
@@ -122,7 +124,7 @@ pub fn paused_team() -> (
     std::process::ExitStatus,
 ) {
     let (dir, db) = crate::support::cli::temp_db();
-    let spec = crate::support::cli::write(dir.path(), "team.toml", &parallel_team(400));
+    let spec = crate::support::cli::write(dir.path(), "team.toml", &parallel_team(2_000));
     let (id, status) = paused_with_children(&db, &spec, 2);
     (dir, db, id, status)
 }
