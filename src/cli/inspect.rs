@@ -263,6 +263,12 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 writes.len(),
                 writes.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
+            Effect::StartTimer {
+                id, call_id, due, ..
+            } => outln!(
+                "effect  {id}: sleep ({call_id}) until {}",
+                crate::text::utc(due.ms())
+            ),
         }
     }
     if let Some(event) = &view.event {
@@ -471,6 +477,9 @@ fn describe_state(state: &RunState) {
                     }
                     SlotStatus::Reconciling { .. } => {
                         "in doubt: asking the tool whether it was performed".to_owned()
+                    }
+                    SlotStatus::Sleeping { due, .. } => {
+                        format!("sleeping until {}", crate::text::utc(due.ms()))
                     }
                     SlotStatus::Finished { result } => {
                         format!(

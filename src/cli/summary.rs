@@ -99,6 +99,9 @@ impl Status {
             Trace::InputRequested { tool, .. } => {
                 self.doing = format!("waiting for a person ({tool})")
             }
+            Trace::TimerStarted { due_ms, .. } => {
+                self.doing = format!("sleeping until {}", crate::text::utc(*due_ms))
+            }
             _ => {}
         }
         None

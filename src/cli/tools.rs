@@ -77,6 +77,7 @@ fn list_agents(
                 OfferedKind::Delegate => "delegate".into(),
                 OfferedKind::Handoff => "handoff".into(),
                 OfferedKind::Memory => "memory".into(),
+                OfferedKind::Timer => "timer".into(),
             };
             if json {
                 let mut line = json!({

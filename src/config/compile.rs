@@ -102,6 +102,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         session: None,
         retriever: retriever_spec,
         memory: super::memory::compile(raw.memory.as_ref())?,
+        timers: raw.timers,
     };
     let setup = Setup {
         version: SETUP_VERSION,

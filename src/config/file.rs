@@ -30,6 +30,9 @@ pub(crate) struct RawFile {
     pub(crate) session: Option<super::session::RawSession>,
     pub(crate) retriever: Option<super::session::RawRetriever>,
     pub(crate) memory: Option<super::memory::RawMemory>,
+    /// `[timers] max_sleep_ms = N`: the agents get `sleep_for`/`sleep_until`, each sleep at
+    /// most N ms (see `machine::timer`).
+    pub(crate) timers: Option<crate::machine::TimerSpec>,
 }
 
 /// `[run]`.

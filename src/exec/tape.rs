@@ -249,6 +249,20 @@ fn same_request(a: &Effect, b: &Effect) -> bool {
                 ..
             },
         ) => a1 == a2 && c1 == c2 && t1 == t2,
+        (
+            Effect::StartTimer {
+                agent: a1,
+                call_id: c1,
+                due: d1,
+                ..
+            },
+            Effect::StartTimer {
+                agent: a2,
+                call_id: c2,
+                due: d2,
+                ..
+            },
+        ) => a1 == a2 && c1 == c2 && d1 == d2,
         _ => false,
     }
 }

@@ -192,6 +192,17 @@ pub enum Trace {
         /// `approval`, `question` or `in_doubt`.
         kind: String,
     },
+    /// A `sleep_for`/`sleep_until` call sleeps until `due_ms` (Unix ms); the run wakes then
+    /// (`TimerFired`).
+    #[serde(rename = "timer.started")]
+    TimerStarted {
+        /// The agent.
+        agent: AgentId,
+        /// The call id.
+        call_id: String,
+        /// When it wakes, Unix milliseconds.
+        due_ms: u64,
+    },
     /// The plan moved to another agent.
     #[serde(rename = "handoff")]
     Handoff {

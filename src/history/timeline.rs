@@ -205,6 +205,9 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
             EventBody::ModelFailed { failure, .. } => {
                 format!("model failed: {}", clip(&failure.message, 60))
             }
+            EventBody::TimerFired { due, .. } => {
+                format!("timer fired: {}", crate::machine::timer::woke_text(*due))
+            }
             EventBody::ToolReturned { outcome, .. } => {
                 let tool = match step.answers.as_ref().map(|a| &a.effect) {
                     Some(Effect::CallTool { tool, .. }) => format!(" of {tool}"),
@@ -403,7 +406,8 @@ fn agent_of(effect: &Effect) -> Option<&AgentId> {
         | Effect::Reconcile { agent, .. }
         | Effect::RequestInput { agent, .. }
         | Effect::Retrieve { agent, .. }
-        | Effect::RunChild { agent, .. } => Some(agent),
+        | Effect::RunChild { agent, .. }
+        | Effect::StartTimer { agent, .. } => Some(agent),
         Effect::PublishMemory { .. } => None,
     }
 }

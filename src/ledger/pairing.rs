@@ -28,6 +28,7 @@ pub fn answered(body: &EventBody) -> Option<EffectRef> {
         | EventBody::InputProvided { effect, .. }
         | EventBody::ChildFinished { effect, .. }
         | EventBody::Retrieved { effect, .. }
+        | EventBody::TimerFired { effect, .. }
         | EventBody::EffectInDoubt { effect } => Some(EffectRef {
             seq: effect.seq,
             index: effect.index,

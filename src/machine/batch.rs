@@ -19,6 +19,46 @@ use super::table::StateKind;
 /// words for both, and never the name it asked for.
 pub const TOOL_UNAVAILABLE: &str = "tool unavailable";
 
+/// Judges a call to a tool the machine answers itself (memory, timers): refused as
+/// unavailable when it is not `granted` to `agent`, as invalid arguments when they are not
+/// JSON or `check` says what is wrong with them. Returns the refusal fed back instead of the
+/// call (`None` to take it), whether it counts against the correction budget, and whether it
+/// was outside the agent's grant; each refusal is noted.
+pub(crate) fn judge_builtin(
+    cx: &mut Cx<'_>,
+    agent: &AgentId,
+    call_id: &str,
+    call: &ToolCallRequest,
+    granted: bool,
+    check: impl FnOnce(&Value) -> Result<(), String>,
+) -> (Option<String>, bool, bool) {
+    if !granted {
+        cx.notes.push(Note::ToolRejected {
+            agent: agent.clone(),
+            call_id: call_id.to_owned(),
+            tool: call.name.clone(),
+        });
+        return (Some(TOOL_UNAVAILABLE.to_owned()), true, true);
+    }
+    let checked = match &call.parse_error {
+        Some(e) => Err(format!("not valid JSON ({e})")),
+        None => check(&call.arguments),
+    };
+    match checked {
+        Ok(()) => (None, false, false),
+        Err(reason) => {
+            cx.notes.push(Note::ToolInvalid {
+                agent: agent.clone(),
+                call_id: call_id.to_owned(),
+                tool: call.name.clone(),
+                reason: reason.clone(),
+            });
+            let refusal = format!("invalid arguments for {}: {reason}", call.name);
+            (Some(refusal), true, false)
+        }
+    }
+}
+
 /// `Generating` + `ModelReplied`.
 pub(crate) fn on_reply(
     cx: &mut Cx<'_>,
@@ -104,6 +144,7 @@ pub(crate) fn on_reply(
                 refusal
             } else if let Some((refusal, strike, refused)) =
                 super::memory::tools::judge(cx, &agent, &call_id, call)
+                    .or_else(|| super::timer::judge(cx, &agent, &call_id, call))
             {
                 bad += u32::from(strike);
                 denied |= refused;
@@ -283,6 +324,9 @@ fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot
     }
     if let Some(answered) = super::memory::tools::apply(cx, run, agent, slot) {
         return answered;
+    }
+    if let Some(sleeping) = super::timer::start(cx, agent, slot) {
+        return sleeping;
     }
     if let Some(child) = super::child::start(cx, run, agent, slot) {
         return child;

@@ -99,6 +99,19 @@ pub enum Effect {
         /// The writes, by key, each with the version it was based on.
         writes: std::collections::BTreeMap<String, super::memory::Staged>,
     },
+    /// Wake the run at `due`: answer with `TimerFired` carrying `due`, stamped no earlier than
+    /// it (see [`timer`](super::timer)). Waiting changes nothing, so after a crash it is simply
+    /// performed again, and fires at once when `due` has passed.
+    StartTimer {
+        /// This effect.
+        id: EffectId,
+        /// The agent whose call sleeps.
+        agent: AgentId,
+        /// The model's call id.
+        call_id: String,
+        /// When the run wakes.
+        due: Hlc,
+    },
     /// Ask a person; answer with `InputProvided`.
     RequestInput {
         /// This effect.
@@ -122,7 +135,8 @@ impl Effect {
             | Effect::RequestInput { id, .. }
             | Effect::Retrieve { id, .. }
             | Effect::RunChild { id, .. }
-            | Effect::PublishMemory { id, .. } => id,
+            | Effect::PublishMemory { id, .. }
+            | Effect::StartTimer { id, .. } => id,
         }
     }
 
@@ -134,7 +148,8 @@ impl Effect {
             | Effect::RequestInput { id, .. }
             | Effect::Retrieve { id, .. }
             | Effect::RunChild { id, .. }
-            | Effect::PublishMemory { id, .. } => *id = new,
+            | Effect::PublishMemory { id, .. }
+            | Effect::StartTimer { id, .. } => *id = new,
             Effect::CallTool {
                 id,
                 idempotency_key,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::EffectId;
+use super::ids::{EffectId, Hlc};
 use super::table::{EventKind, StateKind};
 
 /// Why a run failed. When several apply at once the most severe wins; severity follows the
@@ -186,6 +186,16 @@ pub enum MachineError {
         state: StateKind,
         /// The effect named by the event.
         effect: EffectId,
+    },
+    /// A timer fired before its due instant, or named another instant than the one recorded.
+    #[error("timer {effect} is due at {due:?} and cannot fire at {at:?}")]
+    TimerEarly {
+        /// The `StartTimer` effect.
+        effect: EffectId,
+        /// The due instant recorded for it.
+        due: Hlc,
+        /// The firing's time.
+        at: Hlc,
     },
     /// A person's input does not fit the request it answers (e.g. `approve` for a question).
     #[error("input for {effect} does not fit: {reason}")]

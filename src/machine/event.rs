@@ -187,6 +187,15 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
     },
+    /// A `StartTimer` came due: the call sleeping on it wakes (see [`timer`](super::timer)).
+    /// Stamped no earlier than `due`; refused before it, for another instant than the one
+    /// recorded, and once the call woke.
+    TimerFired {
+        /// The `StartTimer` effect answered.
+        effect: EffectId,
+        /// Its due instant, as the effect recorded it.
+        due: Hlc,
+    },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a
     /// step boundary before the run's first model request, and again after the server said its
@@ -230,6 +239,7 @@ impl EventBody {
             EventBody::ConversationSupplied { .. } => EventKind::ConversationSupplied,
             EventBody::MemoryLoaded { .. } => EventKind::MemoryLoaded,
             EventBody::MemoryPublished { .. } => EventKind::MemoryPublished,
+            EventBody::TimerFired { .. } => EventKind::TimerFired,
         }
     }
 }

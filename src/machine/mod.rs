@@ -60,6 +60,7 @@ mod state;
 mod step;
 mod summary;
 pub mod table;
+pub mod timer;
 pub mod truncation;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
@@ -111,4 +112,5 @@ pub use state::{
 pub use step::{Note, Transition, step};
 pub use summary::{Summaries, SummaryJob};
 pub use table::{Edge, EdgeId, EventKind, StateKind};
+pub use timer::TimerSpec;
 pub use truncation::{CONTINUE_PROMPT, OnTruncated, TRUNCATION_SEMANTICS, is_truncated};

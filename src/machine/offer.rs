@@ -65,6 +65,9 @@ pub(crate) fn is_granted(spec: &RunSpec, run: &RunData, agent: &AgentId, name: &
     if super::memory::tools::is_memory_tool(spec, name) {
         return super::memory::tools::is_granted(spec, agent, name);
     }
+    if super::timer::is_timer_tool(spec, name) {
+        return super::timer::is_granted(spec, agent, name);
+    }
     if spec.tool(name).is_some() {
         return spec.is_granted(agent, name);
     }
@@ -219,6 +222,8 @@ pub enum OfferedKind {
     Handoff,
     /// `remember`, `recall` or `forget`, answered by the machine (revision 5).
     Memory,
+    /// `sleep_for` or `sleep_until`, a durable timer (`[timers]`).
+    Timer,
 }
 
 impl RunSpec {
@@ -251,6 +256,11 @@ impl RunSpec {
             super::memory::tools::offered_names(self, agent)
                 .into_iter()
                 .map(|n| (OfferedKind::Memory, n)),
+        );
+        named.extend(
+            super::timer::offered_names(self, agent)
+                .into_iter()
+                .map(|n| (OfferedKind::Timer, n)),
         );
         out.extend(
             named

@@ -325,6 +325,13 @@ pub enum SlotStatus {
         /// The `Reconcile` effect.
         effect: EffectRef,
     },
+    /// A `sleep_for`/`sleep_until` call sleeps until `due` (see [`timer`](super::timer)).
+    Sleeping {
+        /// The `StartTimer` effect.
+        effect: EffectRef,
+        /// When it wakes.
+        due: Hlc,
+    },
     /// Finished (run, refused, or answered).
     Finished {
         /// The result fed back to the model.
@@ -340,7 +347,8 @@ impl SlotStatus {
             | SlotStatus::Approval { effect }
             | SlotStatus::Question { effect }
             | SlotStatus::InDoubt { effect }
-            | SlotStatus::Reconciling { effect } => Some(*effect),
+            | SlotStatus::Reconciling { effect }
+            | SlotStatus::Sleeping { effect, .. } => Some(*effect),
             SlotStatus::Finished { .. } => None,
         }
     }
@@ -367,7 +375,9 @@ impl Batch {
         self.slots.iter().any(|s| {
             matches!(
                 s.status,
-                SlotStatus::Running { .. } | SlotStatus::Reconciling { .. }
+                SlotStatus::Running { .. }
+                    | SlotStatus::Reconciling { .. }
+                    | SlotStatus::Sleeping { .. }
             )
         })
     }

@@ -307,6 +307,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             RunState::CallingTools { run, batch },
             EventBody::ChildFinished { effect, report, .. },
         ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
+        (RunState::CallingTools { run, batch }, EventBody::TimerFired { effect, due }) => {
+            super::timer::on_fired(&mut cx, run.clone(), batch.clone(), effect, *due)?
+        }
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }
@@ -563,6 +566,7 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         tools.extend(delegation::offered_names(a));
     }
     tools.extend(super::memory::tools::offered_names(cx.spec, agent));
+    tools.extend(super::timer::offered_names(cx.spec, agent));
     let memory = cx
         .spec
         .spec()

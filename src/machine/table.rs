@@ -97,6 +97,7 @@ kinds! {
         MemoryPublished = ("MemoryPublished", "memory_published"), #[doc = "`MemoryPublished`."]
         SessionStart = ("SessionStart", "session_start"), #[doc = "`SessionStart`."]
         Retrieved = ("Retrieved", "retrieved"), #[doc = "`Retrieved`."]
+        TimerFired = ("TimerFired", "timer_fired"), #[doc = "`TimerFired`."]
     }
 }
 
@@ -379,6 +380,12 @@ edges! {
         "a cap is raised";
     RetrievingCancel = "retrieving.cancel": Retrieving --CancelRequested--> Done,
         "cancelled while the retriever runs";
+    CallingToolsTimerWait = "calling_tools.timer.wait": CallingTools --TimerFired--> CallingTools,
+        "a sleep_for/sleep_until call came due (its due instant was recorded when it started): it wakes; other calls still run";
+    CallingToolsTimerInput = "calling_tools.timer.input": CallingTools --TimerFired--> AwaitingInput,
+        "a sleeping call woke; what remains waits for a person";
+    CallingToolsTimerDone = "calling_tools.timer.done": CallingTools --TimerFired--> Preparing,
+        "the last outstanding call was a sleep: it woke and all results go back to the model in call order";
 }
 
 impl EdgeId {

@@ -399,6 +399,17 @@ impl Tracker {
                     KeyValue::new("runtape.input.kind", kind.clone()),
                 ],
             ),
+            Trace::TimerStarted {
+                call_id, due_ms, ..
+            } => self.event(
+                &run,
+                "runtape.timer_started",
+                at,
+                vec![
+                    KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
+                    KeyValue::new("runtape.timer.due", crate::text::rfc3339(*due_ms)),
+                ],
+            ),
             Trace::Handoff { from, to } => self.event(
                 &run,
                 "runtape.handoff",

@@ -27,6 +27,7 @@ mod run;
 mod serve;
 mod session;
 mod store;
+mod timers;
 mod verify;
 mod worker;
 

@@ -197,6 +197,12 @@ impl Driver {
             Effect::PublishMemory { id, name, writes } => {
                 self.publish_memory(id, name, writes).await;
             }
+            Effect::StartTimer {
+                id,
+                agent,
+                call_id,
+                due,
+            } => self.start_timer(id, agent, call_id, due),
             effect @ Effect::RunChild { .. } => {
                 let child = crate::exec::child_run::run_child(
                     self.shared.clone(),

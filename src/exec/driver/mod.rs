@@ -32,6 +32,7 @@ mod listing;
 mod memory;
 mod results;
 mod run_loop;
+mod timers;
 
 pub(super) use commit::receipt_tip;
 

@@ -3,7 +3,7 @@
 
 use futures_util::{FutureExt, StreamExt};
 
-use super::Driver;
+use super::{Driver, timers};
 use crate::exec::handle::RunEnd;
 use crate::exec::takeup::rest_status;
 use crate::exec::tape::{Cue, TapeEnd};
@@ -48,11 +48,12 @@ impl Driver {
         };
         let at = match replayed_at {
             Some(at) => at.max(self.last_at),
-            None => self
-                .shared
-                .config
-                .clock
-                .stamp(self.state.seq() + 1, self.last_at),
+            // A timer's firing is stamped no earlier than its due instant: the machine
+            // refuses it before (and a clock whose time is not the wall's did not wait).
+            None => self.shared.config.clock.stamp(
+                self.state.seq() + 1,
+                timers::not_before(&body, self.last_at),
+            ),
         };
         let event = Event::new(&self.run, at, body);
         let mut t = match step(&self.state, &event, &self.spec) {

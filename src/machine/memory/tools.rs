@@ -18,12 +18,11 @@ use serde_json::{Value, json};
 
 use super::spec::{MAX_KEY_BYTES, MemorySpec};
 use super::{Memory, MemoryScope, Staged, size_of};
-use crate::machine::batch::TOOL_UNAVAILABLE;
 use crate::machine::ids::AgentId;
 use crate::machine::reply::ToolCallRequest;
 use crate::machine::spec::{RunSpec, Spec, ToolSpec};
 use crate::machine::state::{RunData, Slot, SlotStatus, ToolResult};
-use crate::machine::step::{Cx, Note};
+use crate::machine::step::Cx;
 
 /// Writes a key.
 pub const REMEMBER: &str = "remember";
@@ -86,16 +85,13 @@ pub(crate) fn definition(spec: &Spec, name: &str) -> Option<ToolSpec> {
         ),
         _ => return None,
     };
-    let mut tool = ToolSpec::new(name, description);
-    tool.schema = json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    });
-    tool.read_only = read_only;
-    tool.idempotent = true;
-    Some(tool)
+    Some(ToolSpec::answered_by_machine(
+        name,
+        description,
+        properties,
+        required,
+        read_only,
+    ))
 }
 
 /// A memory tool call, its arguments checked.
@@ -193,35 +189,16 @@ pub(crate) fn judge(
     if !is_memory_tool(cx.spec, &call.name) {
         return None;
     }
-    if !is_granted(cx.spec, agent, &call.name) {
-        cx.notes.push(Note::ToolRejected {
-            agent: agent.clone(),
-            call_id: call_id.to_owned(),
-            tool: call.name.clone(),
-        });
-        return Some((Some(TOOL_UNAVAILABLE.to_owned()), true, true));
-    }
     let m = cx.spec.spec().memory.as_ref()?;
-    let checked = match &call.parse_error {
-        Some(e) => Err(format!("not valid JSON ({e})")),
-        None => parse(m, &call.name, &call.arguments),
-    };
-    match checked {
-        Ok(_) => Some((None, false, false)),
-        Err(reason) => {
-            cx.notes.push(Note::ToolInvalid {
-                agent: agent.clone(),
-                call_id: call_id.to_owned(),
-                tool: call.name.clone(),
-                reason: reason.clone(),
-            });
-            Some((
-                Some(format!("invalid arguments for {}: {reason}", call.name)),
-                true,
-                false,
-            ))
-        }
-    }
+    let granted = is_granted(cx.spec, agent, &call.name);
+    Some(crate::machine::batch::judge_builtin(
+        cx,
+        agent,
+        call_id,
+        call,
+        granted,
+        |args| parse(m, &call.name, args).map(drop),
+    ))
 }
 
 /// Answers `slot` when it is a memory tool call (already judged and counted as a tool

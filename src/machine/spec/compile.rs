@@ -66,6 +66,7 @@ impl RunSpec {
         }
 
         crate::machine::memory::spec::validate(&spec)?;
+        crate::machine::timer::validate(&spec)?;
         let mut tool_index = BTreeMap::new();
         let mut validators = Vec::with_capacity(spec.tools.len());
         for (i, tool) in spec.tools.iter().enumerate() {
@@ -171,6 +172,12 @@ impl RunSpec {
                             if !servers.iter().any(|s| s == server) {
                                 servers.push(server.to_owned());
                             }
+                            continue;
+                        }
+                        if spec.timers.is_some()
+                            && crate::machine::timer::TIMER_TOOLS.contains(&name.as_str())
+                        {
+                            // A timer tool: granted by name, defined by the machine.
                             continue;
                         }
                         if spec.memory.is_some()

@@ -111,6 +111,11 @@ pub struct Spec {
     /// their conversations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<super::memory::MemorySpec>,
+    /// `[timers]`: the agents may sleep (`sleep_for`, `sleep_until`) up to a maximum, the
+    /// run's wake instant committed in its history (see [`timer`](super::timer)); `None`:
+    /// no timer tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timers: Option<super::timer::TimerSpec>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -138,6 +143,7 @@ impl Default for Spec {
             session: None,
             retriever: None,
             memory: None,
+            timers: None,
         }
     }
 }
@@ -177,6 +183,29 @@ impl ToolSpec {
             interactive: false,
             guard: super::ToolGuard::default(),
         }
+    }
+}
+
+impl ToolSpec {
+    /// The definition of a tool the machine answers itself (memory, timers): idempotent, an
+    /// object schema of `properties` with `required` and nothing else.
+    pub(crate) fn answered_by_machine(
+        name: &str,
+        description: &str,
+        properties: Value,
+        required: Value,
+        read_only: bool,
+    ) -> Self {
+        let mut tool = ToolSpec::new(name, description);
+        tool.schema = serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        });
+        tool.read_only = read_only;
+        tool.idempotent = true;
+        tool
     }
 }
 
@@ -474,6 +503,7 @@ impl RunSpec {
             Some(t) => Some(std::borrow::Cow::Borrowed(t)),
             None => super::delegation::definition(&self.spec.agents, name)
                 .or_else(|| super::memory::tools::definition(&self.spec, name))
+                .or_else(|| super::timer::definition(&self.spec, name))
                 .map(std::borrow::Cow::Owned),
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::support;
 mod memory_sessions;
+pub(crate) mod timers;
 
 use runtape::machine::*;
 use serde_json::json;
@@ -719,6 +720,7 @@ fn cases() -> Vec<(&'static str, Case)> {
         }),
     ];
     cases.extend(memory_sessions::cases());
+    cases.extend(timers::cases());
     cases
 }
 

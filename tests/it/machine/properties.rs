@@ -161,6 +161,7 @@ prop_compose! {
                 _ => Some(RetrieverSpec { agents: Some(vec!["a0".into()]), results: Default::default() }),
             },
             memory,
+            timers: None,
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -7,23 +7,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runtape::exec::{Clock, Engine, EngineConfig, Trace, VirtualClock};
+use runtape::exec::{Clock, Trace};
 use runtape::machine::{AgentSpec, ModelReply, ProviderErrorClass, RunSpec, Spec};
 use runtape::provider::{ProviderError, ScriptOutcome, ScriptedProvider};
-use runtape::store::{MemoryStore, RunStatus};
-
-const ORIGIN_MS: u64 = 1_700_000_000_000;
+use runtape::store::RunStatus;
 
 #[tokio::test(start_paused = true)]
 async fn retries_wait_their_backoff_on_the_engines_clock() {
-    let clock = Arc::new(VirtualClock::new(ORIGIN_MS));
-    let engine = Engine::with_store(
-        Arc::new(MemoryStore::new()),
-        EngineConfig {
-            clock: clock.clone(),
-            ..EngineConfig::default()
-        },
-    );
+    let (clock, engine) = crate::support::clock::virtual_engine();
     // Each call records when (on the engine's clock) it was made, and which attempt it was.
     let calls: Arc<Mutex<Vec<(u32, u64)>>> = Arc::default();
     let (seen, model_clock) = (calls.clone(), clock.clone());

@@ -5,8 +5,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use runtape::exec::{Clock, Sleep};
+use runtape::exec::{Clock, Engine, EngineConfig, Sleep, VirtualClock};
 use runtape::machine::Hlc;
+use runtape::store::MemoryStore;
 use tokio::time::Instant;
 
 /// The engine's time starts here: 2023-11-14T22:13:20Z, years before the wall's.
@@ -72,4 +73,20 @@ impl Clock for FastForward {
         }
         Box::pin(tokio::time::sleep(left))
     }
+}
+
+/// An engine over an in-memory store whose clock is a [`VirtualClock`] starting at
+/// [`ORIGIN_MS`], and that clock: under a paused tokio runtime
+/// (`#[tokio::test(start_paused = true)]`) its waits take no real time and are recorded
+/// ([`VirtualClock::waits`]). Make it inside the runtime.
+pub fn virtual_engine() -> (std::sync::Arc<VirtualClock>, Engine) {
+    let clock = std::sync::Arc::new(VirtualClock::new(ORIGIN_MS));
+    let engine = Engine::with_store(
+        std::sync::Arc::new(MemoryStore::new()),
+        EngineConfig {
+            clock: clock.clone(),
+            ..EngineConfig::default()
+        },
+    );
+    (clock, engine)
 }

@@ -496,6 +496,12 @@ pub fn effect_summary(e: &Effect) -> String {
             "{id} Retrieve {agent} turn {turn} ({} messages)",
             conversation.len
         ),
+        Effect::StartTimer {
+            id,
+            agent,
+            call_id,
+            due,
+        } => format!("{id} StartTimer {agent} {call_id} due {due}"),
     }
 }
 
@@ -746,4 +752,40 @@ pub fn appended_text(t: &Transition, text: &str) -> bool {
 /// Whether transition `t` carries a note that `is` holds for.
 pub fn noted(t: &Transition, is: impl Fn(&Note) -> bool) -> bool {
     t.notes.iter().any(is)
+}
+
+/// The single-agent spec with `[timers]` (an hour at most) and `sleep_for` granted.
+pub fn sleepy() -> RunSpec {
+    solo_with(|s| {
+        s.timers = Some(TimerSpec {
+            max_sleep_ms: 3_600_000,
+        });
+        if let Some(tools) = &mut s.agents[0].tools {
+            tools.push("sleep_for".into());
+        }
+    })
+}
+
+/// A `sleep_for` call of `seconds`.
+pub fn nap(id: &str, seconds: u64) -> ToolCallRequest {
+    call(id, "sleep_for", json!({ "seconds": seconds }))
+}
+
+/// The firing of call `call_id`'s timer, at the due instant its slot recorded.
+pub fn fired(h: &Harness, call_id: &str) -> EventBody {
+    let due = match &h.state {
+        RunState::CallingTools { batch, .. } => batch
+            .slots
+            .iter()
+            .find_map(|s| match s.status {
+                SlotStatus::Sleeping { due, .. } if s.call_id == call_id => Some(due),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{call_id} does not sleep")),
+        s => panic!("no batch in {}", s.kind()),
+    };
+    EventBody::TimerFired {
+        effect: h.slot_effect(call_id),
+        due,
+    }
 }
