@@ -206,7 +206,7 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
                 format!("model failed: {}", clip(&failure.message, 60))
             }
             EventBody::TimerFired { due, .. } => {
-                format!("timer fired: {}", crate::machine::timer::woke_text(*due))
+                format!("timer due {} fired", crate::text::utc(due.ms()))
             }
             EventBody::ToolReturned { outcome, .. } => {
                 let tool = match step.answers.as_ref().map(|a| &a.effect) {

@@ -257,6 +257,7 @@ pub(crate) fn on_reply(
                 },
             },
             origin: None,
+            deadline: None,
         };
         slot.status = match (
             refusal,
@@ -284,6 +285,7 @@ pub(crate) fn on_reply(
             }
             (None, _) => dispatch(cx, &mut run, &agent, &mut slot),
         };
+        super::deadline::arm(cx, &agent, &mut slot);
         batch.slots.push(slot);
     }
     match settle(cx, run, batch) {

@@ -33,6 +33,7 @@ pub mod allowance;
 mod batch;
 mod budget;
 mod child;
+pub mod deadline;
 mod delegation;
 mod edit;
 mod effect;
@@ -66,6 +67,7 @@ pub mod truncation;
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
 pub use child::{ChildOutcome, ChildProof, ChildReceipt, ChildReport};
+pub use deadline::{Deadline, OnDeadline};
 pub use delegation::{
     CHILD_RECEIPT_SEMANTICS, ChildBudget, DEFAULT_MAX_DEPTH, DELEGATE_PREFIX, Delegation,
     HARD_MAX_DEPTH, SpecDelegate, TRANSFER_CONVERSATION_SEMANTICS, TRANSFER_PREFIX,

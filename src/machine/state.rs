@@ -294,6 +294,10 @@ pub struct Slot {
     /// performs it with the same key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<EffectRef>,
+    /// The deadline of a call waiting for a person, when the spec gives its tool one (see
+    /// [`deadline`](super::deadline)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<super::timer::Timer>,
 }
 
 /// Where a tool call stands.
@@ -508,7 +512,18 @@ impl RunState {
             RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
                 .slots
                 .iter()
-                .filter_map(|s| s.status.effect())
+                .flat_map(|s| {
+                    let deadline = s.deadline.filter(|_| {
+                        matches!(
+                            s.status,
+                            SlotStatus::Approval { .. } | SlotStatus::Question { .. }
+                        )
+                    });
+                    s.status
+                        .effect()
+                        .into_iter()
+                        .chain(deadline.map(|d| d.effect))
+                })
                 .collect(),
             _ => Vec::new(),
         }

@@ -307,9 +307,10 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             RunState::CallingTools { run, batch },
             EventBody::ChildFinished { effect, report, .. },
         ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
-        (RunState::CallingTools { run, batch }, EventBody::TimerFired { effect, due }) => {
-            super::timer::on_fired(&mut cx, run.clone(), batch.clone(), effect, *due)?
-        }
+        (
+            RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
+            EventBody::TimerFired { effect, due },
+        ) => super::timer::on_fired(&mut cx, from, run.clone(), batch.clone(), effect, *due)?,
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }

@@ -386,6 +386,18 @@ edges! {
         "a sleeping call woke; what remains waits for a person";
     CallingToolsTimerDone = "calling_tools.timer.done": CallingTools --TimerFired--> Preparing,
         "the last outstanding call was a sleep: it woke and all results go back to the model in call order";
+    CallingToolsDeadline = "calling_tools.deadline": CallingTools --TimerFired--> CallingTools,
+        "a call's deadline for a person passed while other calls run: [timers.deadlines] answers it (reject, approve or input)";
+    CallingToolsDeadlineFail = "calling_tools.deadline.fail": CallingTools --TimerFired--> Done,
+        "a call's deadline for a person passed and its policy is fail: fails with tool_denied";
+    AwaitingInputDeadlineWait = "awaiting_input.deadline.wait": AwaitingInput --TimerFired--> AwaitingInput,
+        "a call's deadline passed (reject or input answer it); another call still waits for a person";
+    AwaitingInputDeadlineRun = "awaiting_input.deadline.run": AwaitingInput --TimerFired--> CallingTools,
+        "a call's deadline passed and its policy is approve: the call runs";
+    AwaitingInputDeadlineDone = "awaiting_input.deadline.done": AwaitingInput --TimerFired--> Preparing,
+        "a call's deadline passed (reject, approve without running, or input): all results go back to the model";
+    AwaitingInputDeadlineFail = "awaiting_input.deadline.fail": AwaitingInput --TimerFired--> Done,
+        "a call's deadline for a person passed and its policy is fail: fails with tool_denied";
 }
 
 impl EdgeId {

@@ -41,13 +41,30 @@ pub const TIMER_TOOLS: [&str; 2] = [SLEEP_FOR, SLEEP_UNTIL];
 /// stay far inside what an [`Hlc`] can hold.
 pub const HARD_MAX_SLEEP_MS: u64 = 366 * 24 * 3_600 * 1_000;
 
-/// A spec's `[timers]`: its agents may sleep (`sleep_for`, `sleep_until`), each call for at
-/// most `max_sleep_ms`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A spec's `[timers]`: its agents may sleep (`sleep_for`, `sleep_until`) when
+/// `max_sleep_ms` is set, each call for at most that long; and calls of the tools named in
+/// `deadlines` that wait for a person are decided by the machine when nobody answered in time
+/// (see [`deadline`](super::deadline)).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimerSpec {
-    /// The longest one sleep may last, in milliseconds (at most [`HARD_MAX_SLEEP_MS`]).
-    pub max_sleep_ms: u64,
+    /// The longest one sleep may last, in milliseconds (at most [`HARD_MAX_SLEEP_MS`]);
+    /// `None`: no sleep tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sleep_ms: Option<u64>,
+    /// By tool name: how long a call of it may wait for a person, and what happens then.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub deadlines: std::collections::BTreeMap<String, super::deadline::Deadline>,
+}
+
+/// A pending timer a slot keeps besides its status: a deadline on a call that waits for a
+/// person (see [`deadline`](super::deadline)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timer {
+    /// The `StartTimer` effect.
+    pub effect: super::ids::EffectRef,
+    /// When it fires.
+    pub due: Hlc,
 }
 
 /// Checks `[timers]`: a maximum between 1 ms and [`HARD_MAX_SLEEP_MS`], and no declared tool
@@ -56,15 +73,15 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
     let Some(t) = &spec.timers else {
         return Ok(());
     };
-    if !(1..=HARD_MAX_SLEEP_MS).contains(&t.max_sleep_ms) {
+    if let Some(max) = t.max_sleep_ms
+        && !(1..=HARD_MAX_SLEEP_MS).contains(&max)
+    {
         return Err(SpecError::OutOfRange {
             path: "timers.max_sleep_ms".into(),
-            reason: format!(
-                "must be between 1 and {HARD_MAX_SLEEP_MS} (a year), got {}",
-                t.max_sleep_ms
-            ),
+            reason: format!("must be between 1 and {HARD_MAX_SLEEP_MS} (a year), got {max}"),
         });
     }
+    super::deadline::validate(spec, t)?;
     if let Some((i, tool)) = spec
         .tools
         .iter()
@@ -84,7 +101,12 @@ pub(crate) fn validate(spec: &Spec) -> Result<(), SpecError> {
 
 /// Whether `name` is a timer tool of `spec` (a spec with `[timers]`).
 pub(crate) fn is_timer_tool(spec: &RunSpec, name: &str) -> bool {
-    spec.spec().timers.is_some() && TIMER_TOOLS.contains(&name)
+    max_sleep_ms(spec.spec()).is_some() && TIMER_TOOLS.contains(&name)
+}
+
+/// The longest sleep `spec` allows, when it offers the sleep tools.
+fn max_sleep_ms(spec: &Spec) -> Option<u64> {
+    spec.timers.as_ref().and_then(|t| t.max_sleep_ms)
 }
 
 /// Whether `agent` may call timer tool `name`: every agent without a `tools` list, and the
@@ -107,7 +129,7 @@ pub(crate) fn offered_names(spec: &RunSpec, agent: &AgentId) -> Vec<String> {
 
 /// The definition the model is shown for timer tool `name`, when `spec` has `[timers]`.
 pub(crate) fn definition(spec: &Spec, name: &str) -> Option<ToolSpec> {
-    let max_s = spec.timers.as_ref()?.max_sleep_ms / 1000;
+    let max_s = max_sleep_ms(spec)? / 1000;
     let (description, properties, required) = match name {
         SLEEP_FOR => (
             format!(
@@ -187,7 +209,7 @@ pub(crate) fn judge(
     if !is_timer_tool(cx.spec, &call.name) {
         return None;
     }
-    let max = cx.spec.spec().timers.as_ref()?.max_sleep_ms;
+    let max = max_sleep_ms(cx.spec.spec())?;
     let (granted, at) = (is_granted(cx.spec, agent, &call.name), cx.at);
     Some(super::batch::judge_builtin(
         cx,
@@ -206,7 +228,7 @@ pub(crate) fn start(cx: &mut Cx<'_>, agent: &AgentId, slot: &Slot) -> Option<Slo
     if !is_timer_tool(cx.spec, &slot.tool) {
         return None;
     }
-    let max = cx.spec.spec().timers.as_ref()?.max_sleep_ms;
+    let max = max_sleep_ms(cx.spec.spec())?;
     let due = match due_of(max, &slot.tool, &slot.args, cx.at) {
         Ok(due) => due,
         // Judged valid in this same transition; refuse rather than sleep if not.
@@ -235,35 +257,33 @@ pub fn woke_text(due: Hlc) -> String {
     format!("slept until {}", crate::text::rfc3339(due.ms()))
 }
 
-/// `CallingTools` + `TimerFired`: the sleeping call named by `effect` wakes. Refused when no
-/// call sleeps on `effect` (it woke already), when `due` is not the instant recorded for it,
-/// or when the event is stamped before that instant.
+/// `CallingTools`/`AwaitingInput` + `TimerFired`: the sleeping call named by `effect` wakes,
+/// or (another timer) a deadline passed ([`deadline::on_fired`](super::deadline)). Refused
+/// when no call sleeps on `effect` (it woke already), when `due` is not the instant recorded
+/// for it, or when the event is stamped before that instant.
 pub(crate) fn on_fired(
     cx: &mut Cx<'_>,
+    from: StateKind,
     run: RunData,
     mut batch: Batch,
     effect: &EffectId,
     due: Hlc,
 ) -> Result<(EdgeId, RunState), MachineError> {
     let unknown = || MachineError::UnknownEffect {
-        state: StateKind::CallingTools,
+        state: from,
         effect: effect.clone(),
     };
-    let slot = batch
+    let Some(slot) = batch
         .slots
         .iter_mut()
         .find(|s| matches!(s.status, SlotStatus::Sleeping { effect: e, .. } if e.matches(effect)))
-        .ok_or_else(unknown)?;
+    else {
+        return super::deadline::on_fired(cx, from, run, batch, effect, due);
+    };
     let SlotStatus::Sleeping { due: recorded, .. } = slot.status else {
         return Err(unknown());
     };
-    if recorded != due || cx.at < due {
-        return Err(MachineError::TimerEarly {
-            effect: effect.clone(),
-            due: recorded,
-            at: cx.at,
-        });
-    }
+    check_due(cx, effect, recorded, due)?;
     slot.status = SlotStatus::Finished {
         result: ToolResult {
             content: woke_text(due),
@@ -277,6 +297,24 @@ pub(crate) fn on_fired(
         (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsTimerInput, s),
         (_, s) => (EdgeId::CallingToolsTimerDone, s),
     })
+}
+
+/// Refuses a firing of `effect` naming `due` when the timer was recorded as due at `recorded`
+/// (another instant) or when the event's time is before it.
+pub(crate) fn check_due(
+    cx: &Cx<'_>,
+    effect: &EffectId,
+    recorded: Hlc,
+    due: Hlc,
+) -> Result<(), MachineError> {
+    if recorded != due || cx.at < due {
+        return Err(MachineError::TimerEarly {
+            effect: effect.clone(),
+            due: recorded,
+            at: cx.at,
+        });
+    }
+    Ok(())
 }
 
 /// Unix milliseconds of an RFC 3339 time (`2026-01-31T09:00:00Z`, `…T09:00:00.5+01:00`), or

@@ -758,7 +758,8 @@ pub fn noted(t: &Transition, is: impl Fn(&Note) -> bool) -> bool {
 pub fn sleepy() -> RunSpec {
     solo_with(|s| {
         s.timers = Some(TimerSpec {
-            max_sleep_ms: 3_600_000,
+            max_sleep_ms: Some(3_600_000),
+            ..TimerSpec::default()
         });
         if let Some(tools) = &mut s.agents[0].tools {
             tools.push("sleep_for".into());
@@ -787,5 +788,34 @@ pub fn fired(h: &Harness, call_id: &str) -> EventBody {
     EventBody::TimerFired {
         effect: h.slot_effect(call_id),
         due,
+    }
+}
+
+/// The single-agent spec where a call of `tool` (`deploy` asks for an approval, `ask_human` a
+/// question) waits at most 1 ms for a person, then `then` decides.
+pub fn with_deadline(tool: &str, then: OnDeadline) -> RunSpec {
+    solo_with(|s| {
+        let deadline = Deadline { after_ms: 1, then };
+        s.timers = Some(TimerSpec {
+            deadlines: [(tool.to_owned(), deadline)].into_iter().collect(),
+            ..TimerSpec::default()
+        });
+    })
+}
+
+/// The firing of the deadline of call `call_id`, which waits for a person, at its due instant.
+pub fn deadline_fired(h: &Harness, call_id: &str) -> EventBody {
+    let timer = match &h.state {
+        RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
+            .slots
+            .iter()
+            .find(|s| s.call_id == call_id)
+            .and_then(|s| s.deadline)
+            .unwrap_or_else(|| panic!("{call_id} has no deadline")),
+        s => panic!("no batch in {}", s.kind()),
+    };
+    EventBody::TimerFired {
+        effect: timer.effect.in_run(&h.run),
+        due: timer.due,
     }
 }

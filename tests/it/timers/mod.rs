@@ -2,6 +2,8 @@
 //! instant committed with the call, the firing committed once, on the stepped clock, on
 //! virtual time, across SIGKILL and resume, and through a cassette replay.
 
+mod deadline;
+mod deadline_machine;
 mod sleep_crash;
 mod sleep_machine;
 mod sleep_tool;
@@ -68,4 +70,22 @@ pub(super) fn the_timer(db: &Path, run: &str) -> (u64, u64) {
 /// Milliseconds of an HLC value as stored.
 pub(super) fn ms_of(hlc: u64) -> u64 {
     hlc >> 16
+}
+
+/// Sends `body` (a `TimerFired`) to `h` and checks the machine refused it as early, changing
+/// nothing.
+pub(super) fn refused_early(
+    h: &mut crate::support::machine::Harness,
+    body: runtape::machine::EventBody,
+) {
+    let before = h.state.clone();
+    let refused = h.try_send(body);
+    assert!(
+        matches!(
+            refused,
+            Err(runtape::machine::MachineError::TimerEarly { .. })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(h.state, before);
 }

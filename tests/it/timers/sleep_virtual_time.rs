@@ -37,7 +37,8 @@ async fn an_hours_sleep_is_waited_once_on_the_engines_clock() {
     let spec = RunSpec::build(Spec {
         agents: vec![AgentSpec::new("napper", "p", "m")],
         timers: Some(TimerSpec {
-            max_sleep_ms: 2 * 3_600_000,
+            max_sleep_ms: Some(2 * 3_600_000),
+            ..TimerSpec::default()
         }),
         ..Spec::default()
     })
