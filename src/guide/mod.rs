@@ -12,6 +12,7 @@
 //!   every tool call, against prompt injection.
 //! - [`delegation`]: agents that delegate to and hand off to each other.
 //! - [`memory`]: memory, sessions and the retriever.
+//! - [`time`]: durable time: sleeps and deadlines that survive crashes.
 //! - [`serve`]: the web page and the HTTP API.
 //! - [`cli`]: the command line.
 //! - [`embedding`]: runtape as a Rust library: the `ops` API, a whole program, writing a tool
@@ -37,6 +38,8 @@ pub mod guarded {}
 pub mod delegation {}
 #[doc = include_str!("memory.md")]
 pub mod memory {}
+#[doc = include_str!("time.md")]
+pub mod time {}
 #[doc = include_str!("serve.md")]
 pub mod serve {}
 #[doc = include_str!("cli.md")]

@@ -25,13 +25,14 @@ fn manifest_dir() -> &'static Path {
 
 /// The manual's chapters, in the order their commands run (the order they stood in the README
 /// before they moved): every `src/guide/*.md` must be listed here.
-const GUIDE: [&str; 15] = [
+const GUIDE: [&str; 16] = [
     "concepts",
     "specs",
     "models",
     "tools",
     "delegation",
     "memory",
+    "time",
     "serve",
     "cli",
     "embedding",
