@@ -213,8 +213,8 @@ impl HttpProvider {
     }
 
     /// The output-token limit the run's budgets allow `request` (see
-    /// [`allowance`](crate::machine::allowance::allowance)), from the remaining turn and cost
-    /// budgets, the requested model's price in this provider's table and an upper bound of the
+    /// [`allowance`](crate::machine::allowance::allowance)), from the remaining cost
+    /// budget, the requested model's price in this provider's table and an upper bound of the
     /// request's input tokens; or the error that refuses the call, naming the budget it would
     /// pass. The token budget keeps lowering the cap as before (`request_cap`), counting input
     /// after the call, so a call whose bytes exceed the tokens left is not refused on the byte
@@ -223,33 +223,42 @@ impl HttpProvider {
     /// A refusal is `(the budget, the input tokens the request was bounded at)`.
     fn budget_cap(&self, request: &ProviderRequest) -> Result<Option<u64>, (BudgetKey, u64)> {
         use crate::machine::allowance::{Allowance, CallPrices, allowance, estimate_input_tokens};
-        let left = crate::machine::Remaining {
-            tokens: None,
-            ..request.remaining
-        };
-        if left.turns.is_none() && left.cost_nanos.is_none() {
+        // Only a cost cap with a known price bounds the call here: the machine asks for no call
+        // once the turns are spent, and the token budget lowers the cap in `request_cap`. Most
+        // calls stop at this check, before the request is measured.
+        let Some(cost_left) = request.remaining.cost_nanos else {
             return Ok(None);
-        }
+        };
         let model = if request.model.is_empty() {
             self.model.as_str()
         } else {
             request.model.as_str()
         };
-        let prices = self.pricing.price_for(None, model).map(|p| CallPrices {
+        let Some(price) = self.pricing.price_for(None, model) else {
+            return Ok(None);
+        };
+        let prices = CallPrices {
             // A prompt-cache write is charged above the input price on Anthropic.
             input: match self.kind {
-                ProviderKind::Anthropic => p.input.max(
-                    p.cache_write
-                        .unwrap_or_else(|| p.input.saturating_mul(5).div_ceil(4)),
+                ProviderKind::Anthropic => price.input.max(
+                    price
+                        .cache_write
+                        .unwrap_or_else(|| price.input.saturating_mul(5).div_ceil(4)),
                 ),
-                _ => p.input,
+                _ => price.input,
             },
-            output: p.output,
-        });
-        // The request as JSON bounds every byte of text it sends (escapes only add bytes).
-        let bytes = serde_json::to_vec(request).map_or(0, |b| b.len() as u64);
-        let input = estimate_input_tokens(bytes, request.messages.len() as u64, None);
-        match allowance(&left, prices, input, None) {
+            output: price.output,
+        };
+        let left = crate::machine::Remaining {
+            cost_nanos: Some(cost_left),
+            ..crate::machine::Remaining::default()
+        };
+        // The request as JSON bounds every byte of text it sends (escapes only add bytes);
+        // counted as it is written, not collected.
+        let mut bytes = ByteCount(0);
+        let _ = serde_json::to_writer(&mut bytes, request);
+        let input = estimate_input_tokens(bytes.0, request.messages.len() as u64, None);
+        match allowance(&left, Some(prices), input, None) {
             Allowance::Call { max_output_tokens } => Ok(max_output_tokens),
             Allowance::Refuse { key } => Err((key, input)),
         }
@@ -570,5 +579,20 @@ impl fmt::Debug for HttpProvider {
             .field("stream", &self.stream)
             .field("max_tokens", &self.max_tokens)
             .finish_non_exhaustive()
+    }
+}
+
+/// An `io::Write` that only counts the bytes written to it: the size of a request's JSON
+/// without building it.
+struct ByteCount(u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
