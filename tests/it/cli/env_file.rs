@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::cli::{bin, err, out, run_id, temp_db, utf8, write};
+use crate::support::cli::{bin, err, out, run_id, temp_db, text, utf8, write};
 use crate::support::provider::{Behaviour, MockServer};
 use serde_json::{Value, json};
 
@@ -169,7 +169,7 @@ async fn a_key_only_in_the_env_file_is_sent_and_lands_nowhere() {
     let names = format!(r#""env_file":["{KEY_VAR}","GIVEN_SOURCE","NOT_NAMED"]"#);
     assert!(all.contains(&names), "the setup records the names");
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,12 +185,7 @@ async fn a_resumed_run_reads_the_env_file_again() {
     })
     .await
     .unwrap();
-    assert!(
-        out(&first).contains("waiting"),
-        "{}{}",
-        out(&first),
-        err(&first)
-    );
+    assert!(out(&first).contains("waiting"), "{}", text(&first));
     assert_ne!(without.status.code(), Some(0), "{}", out(&without));
     assert!(err(&without).contains(KEY_VAR), "{}", err(&without));
     assert_eq!(resumed.status.code(), Some(0), "{}", err(&resumed));

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::support;
-use crate::support::cli::{echo_spec, err, json_lines, out, run_id, temp_db, utf8, write};
+use crate::support::cli::{echo_spec, err, json_lines, out, run_id, temp_db, text, utf8, write};
 use support::cli::runtape;
 
 fn status_of(db: &Path, run: &str) -> String {
@@ -137,7 +137,7 @@ fn an_exhausted_budget_is_raised_on_resume() {
     );
 
     let o = runtape(&db, &["resume", &run, "--raise", "budget.max_turns=3"]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("answer: done"), "{}", out(&o));
     assert_eq!(status_of(&db, &run), "completed");
     assert!(runtape(&db, &["verify", &run]).status.success());

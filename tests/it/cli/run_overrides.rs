@@ -2,7 +2,7 @@
 //! `--run-id`) on real SQLite files: each changes the spec the run is stored with and what the
 //! run does, `verify` passes, and bad input is one line, exit 2, nothing written.
 
-use crate::support::cli::{err, out, runtape, temp_db, utf8, write};
+use crate::support::cli::{err, out, runtape, temp_db, text, utf8, write};
 use crate::support::spec::{SAFE, agent, provider, scripted_as, tool};
 use std::path::{Path, PathBuf};
 
@@ -80,7 +80,7 @@ fn model_timeout_retries_and_run_id_are_stored_and_followed() {
     assert_eq!(route["max_attempts"], 5);
     assert_eq!(stored["limits"]["max_wall_ms"], 300_000);
     let o = runtape(&db, &["verify", "nightly-2026.11_29"]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     // Per agent: `a=` names the agent; the file as written is used without overrides.
     let o = run_with(&db, &spec, "--model a=e/x --run-id r2");
@@ -106,7 +106,7 @@ fn max_steps_ends_the_run_at_its_turn_cap() {
     assert!(out(&o).contains("1 model turns"), "{}", out(&o));
     assert_eq!(stored_spec(&db, "capped")["limits"]["max_turns"], 1);
     let o = runtape(&db, &["verify", "capped"]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]

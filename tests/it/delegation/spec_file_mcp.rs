@@ -8,7 +8,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{utf8, write};
+use crate::support::cli::{text, utf8, write};
 use support::mcp::{err, fs_sandbox, out, processes_mentioning, run_id, runtape, server_main};
 
 /// A temp dir holding `sandbox/notes.txt`, `reader.toml` (an agent reading the notes through
@@ -61,7 +61,7 @@ fn ok(db: &Path, args: &[&str]) -> String {
 fn a_delegate_file_with_mcp_servers_runs_verifies_and_replays_without_them() {
     let (dir, db, spec, sandbox) = files("");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         out(&o).contains("answer: Done: remember the milk."),
         "{}",
@@ -124,7 +124,7 @@ fn a_server_both_files_name_differently_is_refused_at_load() {
     );
     let (_dir, db, spec, _) = files(&other);
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let e = err(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert!(

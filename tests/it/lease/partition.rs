@@ -70,13 +70,7 @@ fn frozen_mid_call_then_taken_over_then_fenced() {
     let taker = freeze_until_expired(&db, &bg);
     // The call was marked started by the frozen driver: the new driver finds it in doubt and
     // (default policy) fails the run rather than charging again.
-    assert_eq!(
-        taker.status.code(),
-        Some(1),
-        "{}{}",
-        out(&taker),
-        err(&taker)
-    );
+    assert_eq!(taker.status.code(), Some(1), "{}", text(&taker));
     assert!(out(&taker).contains("effect_in_doubt"), "{}", out(&taker));
     let after_takeover = run_row(&db, &run);
 
@@ -126,13 +120,7 @@ fn frozen_before_the_call_then_taken_over_the_woken_driver_never_performs_it() {
     }
 
     let taker = freeze_until_expired(&db, &bg);
-    assert_eq!(
-        taker.status.code(),
-        Some(0),
-        "{}{}",
-        out(&taker),
-        err(&taker)
-    );
+    assert_eq!(taker.status.code(), Some(0), "{}", text(&taker));
     assert!(out(&taker).contains("completed"), "{}", out(&taker));
     assert_eq!(charge_lines(dir.path()), 1, "the new driver charged once");
 

@@ -9,7 +9,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::cli::{exported, start_json, utf8};
+use crate::support::cli::{exported, start_json, text, utf8};
 use support::mcp::{
     STAMP, STATUS, canonical_tempdir, edited_replay_refused, err, growing_server, lines, log,
     ops_spec, out, replay_without_server, run_id, runtape, seqs_of, shown,
@@ -52,7 +52,7 @@ fn names(tools: &[(String, serde_json::Value)]) -> Vec<&str> {
 
 fn verify_ok(db: &Path, run: &str) {
     let v = runtape(db, &["verify", run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 /// [`ops`] with `status` only, its model calling `ops__status` with `grow = true` (the server
@@ -73,7 +73,7 @@ fn stamping_after_growth(
 fn a_tool_added_mid_run_is_offered_called_shown_verified_and_replayed_without_the_server() {
     let (dir, spec, db, calls) = stamping_after_growth("v1", "stamped", "");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("answer: stamped"), "{}", out(&o));
     let run = run_id(&o);
     assert_eq!(
@@ -154,7 +154,7 @@ fn a_resume_after_the_server_gained_a_tool_offers_it() {
     );
     // `deploy` (no annotations) needs approval: the run rests there.
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     let run = run_id(&o);
 
@@ -165,7 +165,7 @@ fn a_resume_after_the_server_gained_a_tool_offers_it() {
     )
     .expect("tools");
     let r = runtape(&db, &["resume", &run, "--approve"]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(out(&r).contains("answer: done"), "{}", out(&r));
     assert_eq!(
         lines(&calls),
@@ -203,14 +203,14 @@ fn a_sigkill_mid_call_of_an_added_tool_is_in_doubt_and_sent_again_only_when_appr
     // Resumed by a process whose setup never saw `stamp`: the recorded catalog says it is not
     // idempotent, so the call is in doubt and a person decides.
     let r = runtape(&db, &["resume", &run]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(out(&r).contains("waiting for a person"), "{}", out(&r));
     assert_eq!(lines(&calls).len(), 2, "not sent again unasked");
 
     // Approved: performed again (with the same key) through the recorded definition.
     std::fs::remove_file(dir.path().join("hang")).expect("unhang");
     let a = runtape(&db, &["resume", &run, "--approve"]);
-    assert_eq!(a.status.code(), Some(0), "{}{}", out(&a), err(&a));
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
     assert!(out(&a).contains("answer: over"), "{}", out(&a));
     assert_eq!(
         lines(&calls),

@@ -11,7 +11,7 @@ use crate::support::spec::{agent, lead};
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{first_id, utf8, write};
+use crate::support::cli::{first_id, text, utf8, write};
 use serde_json::Value;
 use support::mcp::{
     STATUS, canonical_tempdir, err, growing_server, log, ok, out, run_id, runtape, seqs_of,
@@ -159,7 +159,7 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     let fresh = root.join("fresh.db");
     // With a stepped clock, as recorded: the runs' final states match the recorded ones.
     let r = replay(&fresh, &spec, &tape);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(out(&r).contains("answer: Shipped."), "{}", out(&r));
     assert!(!marker.exists(), "no MCP server was started by the replay");
     assert_eq!(
@@ -201,7 +201,7 @@ fn a_childs_tool_list_change_is_exported_in_its_section_and_replayed_without_the
     .expect("edit");
     let third = root.join("third.db");
     let t = replay(&third, &spec, &tape);
-    assert_ne!(t.status.code(), Some(0), "{}{}", out(&t), err(&t));
+    assert_ne!(t.status.code(), Some(0), "{}", text(&t));
     let stderr = err(&t);
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(
@@ -230,7 +230,7 @@ fn a_tree_cassette_written_before_child_lists_were_kept_still_loads_and_replays(
     let marker = no_server(&root);
     let fresh = root.join("fresh.db");
     let r = replay(&fresh, &spec, &fixture);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let printed = out(&r);
     assert!(printed.contains("answer: Shipped."), "{printed}");
     assert!(

@@ -10,7 +10,7 @@ use crate::support::spec::{agent, scripted_as};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::{export, utf8, write};
+use crate::support::cli::{export, text, utf8, write};
 use support::mcp::{
     bin, err, everything_http, fake_server, fs_sandbox, out, processes_mentioning,
     replay_without_server, run_id, runtape, server_main,
@@ -50,7 +50,7 @@ fn a_run_calls_the_filesystem_server_verifies_and_leaves_no_server_behind() {
     let (dir, spec, sandbox) = fs_spec(RUN_BODY);
     let db = dir.path().join("runs.db");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("answer: Copied."), "{}", out(&o));
     assert_eq!(
         std::fs::read_to_string(sandbox.join("copy.txt")).expect("the server wrote it"),
@@ -58,7 +58,7 @@ fn a_run_calls_the_filesystem_server_verifies_and_leaves_no_server_behind() {
     );
     let run = run_id(&o);
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 
     // The stored spec records the offered MCP tools and the expanded grant.
     let show = runtape(&db, &["show", &format!("{run}@4"), "--json"]);
@@ -270,7 +270,7 @@ headers_env = {{ X-Api-Token = "RUNTAPE_TEST_WEB_TOKEN" }}
         .expect("runs");
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = run_id(&o);
     let log = runtape(&db, &["log", &run]);
     assert!(out(&log).contains("tool result"), "{}", out(&log));
@@ -367,7 +367,7 @@ command = [{:?}]
 
     std::fs::write(root.join("pace"), "0").expect("pace");
     let r = runtape(&db, &["resume", &run]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(out(&r).contains("answer: finished"), "{}", out(&r));
     let keys: Vec<String> = std::fs::read_to_string(&calls)
         .expect("log")
@@ -382,7 +382,7 @@ command = [{:?}]
     assert_eq!(keys[0], keys[1], "with the same idempotency key in _meta");
     assert!(keys[0].starts_with(&run), "{keys:?}");
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
     let log = runtape(&db, &["log", &run]);
     assert!(out(&log).contains("tool result"), "{}", out(&log));
 
@@ -390,7 +390,7 @@ command = [{:?}]
     // leaves a mark and fails.
     let tape = root.join("tape.json");
     let e = export(&db, &run, &tape);
-    assert_eq!(e.status.code(), Some(0), "{}{}", out(&e), err(&e));
+    assert_eq!(e.status.code(), Some(0), "{}", text(&e));
     let (r, fresh, _) = replay_without_server(&server, &spec, &tape, "finished");
     assert_eq!(
         std::fs::read_to_string(&calls)
@@ -423,7 +423,7 @@ command = [{:?}]
         "the recorded result"
     );
     let v = runtape(&fresh, &["verify", &replayed]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 #[test]
@@ -445,7 +445,7 @@ def call(req):
     let replies = r#"[{ tool_calls = [{ name = "s__answer" }] }, { text = "done" }]"#;
     let (spec, db) = one_server_spec(&root, "ask", ("s", &server), replies, &["s__answer"], "");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = run_id(&o);
     assert_eq!(
         std::fs::read_to_string(&starts)
@@ -456,7 +456,7 @@ def call(req):
     );
 
     let f = runtape(&db, &["fork", &format!("{run}@2"), "--tape"]);
-    assert_eq!(f.status.code(), Some(0), "{}{}", out(&f), err(&f));
+    assert_eq!(f.status.code(), Some(0), "{}", text(&f));
     assert!(out(&f).contains("answer: done"), "{}", out(&f));
     assert_eq!(
         std::fs::read_to_string(&starts)
@@ -544,7 +544,7 @@ def call(req):
     let replies = r#"[{ tool_calls = [{ name = "ops__deploy" }] }, { text = "gave up" }]"#;
     let (spec, db) = one_server_spec(&root, "deploy", ("ops", &server), replies, &["ops__*"], "");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         out(&o).contains("waiting for a person"),
         "an unannotated tool needs approval: {}",
@@ -559,7 +559,7 @@ def call(req):
     )
     .expect("tools");
     let r = runtape(&db, &["resume", &run, "--approve"]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(out(&r).contains("answer: gave up"), "{}", out(&r));
     let log = out(&runtape(&db, &["log", &run]));
     assert!(

@@ -8,7 +8,7 @@ use crate::support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::cli::{start_json, utf8};
+use crate::support::cli::{start_json, text, utf8};
 use support::mcp::{canonical_tempdir, err, fake_server, lines, one_server_spec, out, runtape};
 
 /// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
@@ -72,7 +72,7 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
     let call: serde_json::Value = serde_json::from_str(&lines(&calls)[0]).expect("json");
 
     let c = runtape(&db, &["cancel", &run, "--reason", "enough"]);
-    assert_eq!(c.status.code(), Some(0), "{}{}", out(&c), err(&c));
+    assert_eq!(c.status.code(), Some(0), "{}", text(&c));
     let status = child.wait().expect("the run process ends");
     assert!(!status.success(), "a cancelled run does not exit 0");
 
@@ -89,7 +89,7 @@ fn cancelling_a_run_from_another_process_tells_the_server_to_cancel_the_call() {
     let show = out(&runtape(&db, &["show", &run]));
     assert!(show.contains("cancel"), "{show}");
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() 
     let _ = child.wait();
 
     let r = runtape(&db, &["resume", &run]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(
         out(&r).contains("waiting for a person"),
         "in doubt, a person decides: {}",
@@ -111,13 +111,13 @@ fn a_sigkill_mid_non_idempotent_call_is_in_doubt_on_resume_and_not_sent_again() 
     assert_eq!(lines(&calls).len(), 1, "the call was not sent again");
 
     let j = runtape(&db, &["resume", &run, "--reject", "not sure it ran"]);
-    assert_eq!(j.status.code(), Some(0), "{}{}", out(&j), err(&j));
+    assert_eq!(j.status.code(), Some(0), "{}", text(&j));
     assert!(out(&j).contains("answer: over"), "{}", out(&j));
     assert_eq!(lines(&calls).len(), 1, "rejected: never sent again");
     let log = out(&runtape(&db, &["log", &run]));
     assert!(log.contains("in doubt"), "{log}");
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 /// Waits (at most a minute, which only a broken build reaches) until `ready` holds.

@@ -7,7 +7,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{exported, utf8, write};
+use crate::support::cli::{exported, text, utf8, write};
 use support::mcp::{
     canonical_tempdir, edited_replay_refused, err, fake_server, log, ops_spec, out,
     replay_without_server, run_id, runtape, seqs_of, shown, tools_from_file,
@@ -64,7 +64,7 @@ fn the_offered_list_is_recorded_before_the_first_request_shown_and_verified() {
     let (_dir, spec, db, _calls) =
         ops(r#"[{ tool_calls = [{ name = "ops__status" }] }, { text = "fine" }]"#);
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = run_id(&o);
 
     let rows = log(&db, &run);
@@ -74,8 +74,8 @@ fn the_offered_list_is_recorded_before_the_first_request_shown_and_verified() {
         "listed once, right after Start: {rows:?}"
     );
     assert_eq!(seqs_of(&rows, "preparing.proceed.call")[0], 3);
-    let text = out(&runtape(&db, &["log", &run]));
-    assert!(text.contains("MCP server ops lists 2 tools"), "{text}");
+    let logged = out(&runtape(&db, &["log", &run]));
+    assert!(logged.contains("MCP server ops lists 2 tools"), "{logged}");
 
     let (names, catalogs) = offered(&db, &run, 3);
     assert_eq!(names, ["ops__deploy", "ops__status"]);
@@ -92,7 +92,7 @@ fn the_offered_list_is_recorded_before_the_first_request_shown_and_verified() {
     );
 
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
     assert!(out(&v).contains("1 MCP catalogs"), "{}", out(&v));
 
     // The catalog blob is covered: other bytes under its digest fail verify at seq 2.
@@ -110,7 +110,7 @@ fn the_offered_list_is_recorded_before_the_first_request_shown_and_verified() {
     drop(conn);
     let v = runtape(&db, &["verify", &run]);
     assert_ne!(v.status.code(), Some(0), "{}", out(&v));
-    let said = format!("{}{}", out(&v), err(&v));
+    let said = text(&v);
     assert!(said.contains("catalog blob"), "{said}");
 }
 
@@ -121,7 +121,7 @@ fn a_list_changed_mid_run_is_recorded_at_the_next_boundary_and_the_dropped_tool_
         r#"[{ tool_calls = [{ name = "ops__status", arguments = { drop = true } }] }, { tool_calls = [{ name = "ops__deploy" }] }, { text = "could not" }]"#,
     );
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = run_id(&o);
 
     let rows = log(&db, &run);
@@ -144,7 +144,7 @@ fn a_list_changed_mid_run_is_recorded_at_the_next_boundary_and_the_dropped_tool_
         "a call to the dropped tool is refused by the machine, never sent"
     );
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
     assert!(out(&v).contains("2 MCP catalogs"), "{}", out(&v));
 }
 
@@ -160,7 +160,7 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
     )
     .expect("tools");
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     let run = run_id(&o);
     assert_eq!(seqs_of(&log(&db, &run), "preparing.tools_listed"), [2]);
@@ -168,7 +168,7 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
     // Between the two processes the server stops offering `deploy`.
     std::fs::write(dir.path().join("tools.json"), STATUS_ONLY).expect("tools");
     let r = runtape(&db, &["resume", &run, "--approve"]);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let rows = log(&db, &run);
     let listed = seqs_of(&rows, "preparing.tools_listed");
     assert_eq!(
@@ -189,7 +189,7 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
         "the approved call was sent"
     );
     let v = runtape(&db, &["verify", &run]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
         r#"[{ tool_calls = [{ name = "ops__status" }] }, { tool_calls = [{ name = "ops__deploy", arguments = { target = "prod" } }] }, { text = "shipped" }]"#,
     );
     let o = runtape(&db, &["run", utf8(&spec)]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let run = run_id(&o);
     let tape = dir.path().join("tape.json");
     let cassette = exported(&db, &run, &tape);
@@ -238,7 +238,7 @@ fn a_cassette_of_an_mcp_run_replays_in_a_fresh_database_without_starting_the_ser
         "the replay recorded the same tool list, from the cassette"
     );
     let v = runtape(&fresh, &["verify", &replayed]);
-    assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v));
 
     // A cassette whose recorded results were edited is refused before anything runs.
     edited_replay_refused(&spec, &tape, "deploy ok", "deploy skipped", &marker);

@@ -12,7 +12,7 @@ use crate::support::spec::{agent, scripted_as, tool};
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{temp_db, utf8, write};
+use crate::support::cli::{temp_db, text, utf8, write};
 use support::protocol::*;
 
 /// The spec: the charge records its pid, waits while `slow` exists, then appends its key to
@@ -73,7 +73,7 @@ fn performed_its_reported_result_goes_to_the_model_and_nothing_is_charged_again(
     let (dir, db) = temp_db();
     let run = kill_mid_charge(dir.path(), &db, true);
     let o = runtape(&db, &["resume", &run]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("completed"), "{}", out(&o));
     let key = charges(dir.path()).into_keys().next().expect("one key");
     assert_eq!(charge_lines(dir.path()), 1, "not charged again");
@@ -110,7 +110,7 @@ fn not_performed_it_is_performed_once_with_the_same_key() {
     let run = kill_mid_charge(dir.path(), &db, false);
     assert_eq!(charge_lines(dir.path()), 0);
     let o = runtape(&db, &["resume", &run]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("completed"), "{}", out(&o));
     let asked = questions(dir.path());
     assert_eq!(asked.len(), 1, "{asked:?}");
@@ -127,7 +127,7 @@ fn not_performed_it_is_performed_once_with_the_same_key() {
         edges(&db)
     );
     let v = runtape(&db, &["verify", &run]);
-    assert!(v.status.success(), "{}{}", out(&v), err(&v));
+    assert!(v.status.success(), "{}", text(&v));
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn unknown_a_person_decides() {
     let run = kill_mid_charge(dir.path(), &db, true);
     std::fs::write(dir.path().join("unknown"), "").expect("writes");
     let o = runtape(&db, &["resume", &run]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("waiting for a person"), "{}", out(&o));
     assert_eq!(run_row(&db, &run).status, "awaiting_input");
     assert!(
@@ -151,7 +151,7 @@ fn unknown_a_person_decides() {
     assert_eq!(run_row(&db, &run).status, "completed");
     assert_eq!(charge_lines(dir.path()), 1, "not charged again");
     let v = runtape(&db, &["verify", &run]);
-    assert!(v.status.success(), "{}{}", out(&v), err(&v));
+    assert!(v.status.success(), "{}", text(&v));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::support::cli::on;
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::cli::{first_id, run_id, temp_db, utf8};
+use crate::support::cli::{first_id, run_id, temp_db, text, utf8};
 use support::protocol::*;
 
 /// A spec whose model asks for `rounds` calls to an idempotent `charge` tool, one per turn.
@@ -59,7 +59,7 @@ fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
         .env("RUNTAPE_DB_MAX_BYTES", "72000")
         .output()
         .expect("runs");
-    assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let line = one_line(&err(&o)).to_owned();
     let run = run_id(&o);
     assert!(line.contains("reached its size cap"), "{line}");
@@ -93,7 +93,7 @@ fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
         .env("RUNTAPE_DB_MAX_BYTES", "204800")
         .output()
         .expect("runs");
-    assert_eq!(o.status.code(), Some(3), "{}{}", out(&o), err(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let run = run_id(&o);
     assert_eq!(run_row(&db, &run).seq, 0, "the first commit did not land");
     let verify = runtape(&db, &["verify", &run]);

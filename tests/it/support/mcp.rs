@@ -7,7 +7,7 @@ use std::process::Output;
 
 use crate::support::cli::utf8;
 
-pub use super::cli::{bin, err, ok, out, run_id, runtape};
+pub use super::cli::{bin, err, ok, out, run_id, runtape, text};
 use runtape::tool::mcp::{McpServerConfig, McpTransport};
 
 /// The folder `tests/mcp_servers/install.sh` installs the reference servers into:
@@ -271,7 +271,7 @@ pub fn replay_without_server(
     server_gone(server, &marker);
     let fresh = tape.with_file_name("fresh.db");
     let r = replay(&fresh, spec, tape);
-    assert_eq!(r.status.code(), Some(0), "{}{}", out(&r), err(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(
         out(&r).contains(&format!("answer: {answer}")),
         "{}",

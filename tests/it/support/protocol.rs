@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Stdio};
 
-pub use super::cli::{bin, err, one_line, out, run_id, runtape, signal, wait_until, write};
+pub use super::cli::{bin, err, one_line, out, run_id, runtape, signal, text, wait_until, write};
 
 /// What the charge tool does besides recording its key: a shell snippet run after the key is
 /// appended (e.g. `sleep 1`).
