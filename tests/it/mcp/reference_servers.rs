@@ -4,13 +4,11 @@
 
 use crate::support;
 
-use std::time::Duration;
-
 use runtape::machine::{AgentId, RunId};
 use runtape::tool::mcp::{self, McpHub, McpServerConfig, McpTransport};
 use runtape::tool::{Tool, ToolContext};
 use serde_json::{Value, json};
-use support::mcp::{descendants_in, everything, filesystem, server_main, zombies};
+use support::mcp::{descendants_in, everything, everything_http, filesystem, zombies};
 use tokio_util::sync::CancellationToken;
 
 fn ctx(call: &str) -> ToolContext {
@@ -184,32 +182,7 @@ async fn everything_server_results_keep_structure_summarise_images_and_report_pr
 #[tokio::test]
 #[ignore = "needs the Node.js MCP reference servers: tests/extras/install.sh mcp"]
 async fn everything_server_over_streamable_http() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        l.local_addr().expect("addr").port()
-    };
-    let mut server = tokio::process::Command::new("node")
-        .arg(server_main("server-everything"))
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node starts");
-    // Wait until it says it listens (it prints that line to stderr once bound).
-    let stderr = server.stderr.take().expect("stderr");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
-    let listening = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("listening on port") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(listening, Ok(true), "server-everything listens on {port}");
+    let (mut server, port) = everything_http();
 
     let config = McpServerConfig {
         name: "web".into(),
@@ -256,5 +229,6 @@ async fn everything_server_over_streamable_http() {
         .expect("get-sum over HTTP");
     assert_eq!(sum, Value::from("The sum of 2 and 3 is 5."));
     hub.shutdown().await;
-    let _ = server.kill().await;
+    let _ = server.kill();
+    let _ = server.wait();
 }

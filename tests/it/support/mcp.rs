@@ -187,7 +187,7 @@ pub fn descendants_in(dir: &Path) -> Vec<u32> {
 }
 
 /// server-everything in `streamableHttp` mode on a free loopback port (it reads `PORT`),
-/// once it says it listens. Killed when the returned child is dropped.
+/// once it says it listens. Kill and wait for the child when done (dropping it leaves it running).
 pub fn everything_http() -> (std::process::Child, u16) {
     use std::io::BufRead;
     let port = {
