@@ -126,7 +126,7 @@ impl PgServer {
             options: String::new(),
         };
         let data = server.data();
-        let out = server.tool(
+        server.tool_ok(
             "initdb",
             &[
                 "-D",
@@ -139,13 +139,8 @@ impl PgServer {
                 "UTF8",
                 "--no-sync",
             ],
+            "initdb failed",
         );
-        if !out.status.success() {
-            fail(&format!(
-                "initdb failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
         let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
             server.port,
@@ -182,13 +177,8 @@ impl PgServer {
     /// waiting until it is down.
     pub fn stop(&self) {
         let data = self.data();
-        let out = self.tool("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
-        if !out.status.success() {
-            fail(&format!(
-                "the server did not stop: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        let stop = ["-D", &data, "-m", "fast", "-w", "stop"];
+        self.tool_ok("pg_ctl", &stop, "the server did not stop");
     }
 
     /// Restarts the server under its clients (`pg_ctl restart -m fast`: every connection is
@@ -196,27 +186,19 @@ impl PgServer {
     pub fn restart(&self) {
         let data = self.data();
         let log = format!("{}/server.log", self.dir.path().display());
-        let out = self.tool(
-            "pg_ctl",
-            &[
-                "-D",
-                &data,
-                "-o",
-                &self.options,
-                "-l",
-                &log,
-                "-m",
-                "fast",
-                "-w",
-                "restart",
-            ],
-        );
-        if !out.status.success() {
-            fail(&format!(
-                "the server did not restart: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        let restart = [
+            "-D",
+            &data,
+            "-o",
+            &self.options,
+            "-l",
+            &log,
+            "-m",
+            "fast",
+            "-w",
+            "restart",
+        ];
+        self.tool_ok("pg_ctl", &restart, "the server did not restart");
     }
 
     /// Writes the TLS files and `pg_hba.conf` into the data directory (owned by the server's
@@ -257,6 +239,16 @@ impl PgServer {
 
     fn data(&self) -> String {
         format!("{}/data", self.dir.path().display())
+    }
+
+    /// Runs the server program `name ARGS…` as [`tool`](Self::tool) does; fails the test with
+    /// `failed` and the program's stderr when it does not succeed.
+    fn tool_ok(&self, name: &str, args: &[&str], failed: &str) {
+        let out = self.tool(name, args);
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            fail(&format!("{failed}: {}", stderr.trim()));
+        }
     }
 
     /// Runs a server program from the package's bin directory (as `nobody` under root).
