@@ -18,7 +18,7 @@
 //! ```
 
 use crate::support;
-use crate::support::cli::on;
+use crate::support::cli::{all_at_once, on};
 
 use std::path::Path;
 use std::process::Output;
@@ -32,21 +32,11 @@ fn trial(k: usize) -> Result<(), String> {
     let spec = charge_spec(dir.path(), &ChargeSpec::default());
     let run = run_killed_mid_charge(dir.path(), &db, &spec);
     let before = run_row(&db, &run);
-    let resumers: Vec<_> = (0..k)
-        .map(|_| {
-            on(&db)
-                .args(["resume", &run])
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("starts a resumer")
-        })
-        .collect();
-    let outputs: Vec<Output> = resumers
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("resumer exits"))
-        .collect();
+    let outputs = all_at_once((0..k).map(|_| {
+        let mut resume = on(&db);
+        resume.args(["resume", &run]).current_dir(dir.path());
+        resume
+    }));
     check(dir.path(), &db, &run, &before, &outputs)
 }
 

@@ -6,9 +6,7 @@
 
 use crate::support;
 
-use std::process::Stdio;
-
-use crate::support::cli::utf8;
+use crate::support::cli::{all_at_once, utf8};
 use serde_json::Value;
 use support::session::*;
 
@@ -38,21 +36,11 @@ fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
         let r1 = session_run(&db, &quick, "one", "race");
         let r2 = session_run(&db, &quick, "two", "race");
 
-        let racers: Vec<_> = ["left", "right"]
-            .into_iter()
-            .map(|goal| {
-                on(&db)
-                    .args(["run", utf8(&slow), goal, "--session", "race"])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("spawns")
-            })
-            .collect();
-        let outputs: Vec<_> = racers
-            .into_iter()
-            .map(|c| c.wait_with_output().expect("waits"))
-            .collect();
+        let outputs = all_at_once(["left", "right"].map(|goal| {
+            let mut run = on(&db);
+            run.args(["run", utf8(&slow), goal, "--session", "race"]);
+            run
+        }));
         let winners: Vec<_> = outputs.iter().filter(|o| o.status.success()).collect();
         let losers: Vec<_> = outputs.iter().filter(|o| !o.status.success()).collect();
         assert_eq!(

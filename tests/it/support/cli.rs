@@ -49,6 +49,24 @@ pub fn runtape(db: &Path, args: &[&str]) -> Output {
     on(db).args(args).output().expect("runs the binary")
 }
 
+/// Starts every command at once (stdout and stderr piped), then waits for each: processes that
+/// race for the same run. The outputs are in the commands' order.
+pub fn all_at_once(commands: impl IntoIterator<Item = Command>) -> Vec<Output> {
+    let children: Vec<Child> = commands
+        .into_iter()
+        .map(|mut c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starts")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("exits"))
+        .collect()
+}
+
 /// Starts `runtape --db DB run SPEC --json` (stderr discarded) and reads the first line it
 /// prints: the process, the rest of its stdout, and the run id.
 pub fn start_json(db: &Path, spec: &Path) -> (Child, BufReader<ChildStdout>, String) {
