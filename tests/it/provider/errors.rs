@@ -197,15 +197,7 @@ async fn the_error_body_read_stops_at_8_kib() {
         "{{\"error\":{{\"message\":\"{}\"}}}}",
         "x".repeat(16 * 1024)
     );
-    let server = MockServer::always(
-        Behaviour::respond(
-            500,
-            &[("Content-Type", "application/json")],
-            body.as_bytes(),
-        )
-        .then_hang(),
-    )
-    .await;
+    let server = MockServer::always(Behaviour::json(500, &body).then_hang()).await;
     let mut cfg = config_for(ProviderKind::OpenAi, &server, "gpt-4o");
     cfg.timeout = Duration::from_secs(5);
     let started = Instant::now();

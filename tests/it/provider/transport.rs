@@ -94,15 +94,7 @@ async fn dropping_the_call_closes_the_connection() {
             }
             ProviderKind::Ollama => "{\"message\":{\"content\":\"first\"},\"done\":false}\n",
         };
-        let server = MockServer::always(
-            Behaviour::respond(
-                200,
-                &[("Content-Type", "text/event-stream")],
-                body.as_bytes(),
-            )
-            .then_hang(),
-        )
-        .await;
+        let server = MockServer::always(Behaviour::sse(body).then_hang()).await;
         let provider = quick(kind, &server, 30_000);
         let first = Arc::new(Notify::new());
         let signal = first.clone();
