@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicUsize;
 
 use crate::support::cli::{err, example, export, first_id, out, run_id, runtape, temp_db, utf8};
 use crate::support::durable::run_to_rest;
+use crate::support::machine::{edge, plan, when_contains};
 use runtape::cassette::{
     CassetteProvider, LoadOptions, RecordOptions, RecordingProvider, ReplayOptions,
 };
@@ -77,18 +78,12 @@ fn spec() -> RunSpec {
             },
         ],
         tools: vec![tool],
-        plan: Some(Plan {
-            entry: "researcher".into(),
-            edges: vec![PlanEdge {
-                from: "researcher".into(),
-                to: "writer".into(),
-                when: When::Contains {
-                    text: "FOUND".into(),
-                },
-            }],
-            exits: vec!["writer".into()],
-            max_agent_visits: 4,
-        }),
+        plan: plan(
+            "researcher",
+            vec![edge("researcher", "writer", when_contains("FOUND"))],
+            &["writer"],
+            4,
+        ),
         ..Spec::default()
     })
     .expect("valid")

@@ -19,16 +19,12 @@ fn review_spec() -> Spec {
             AgentSpec::new("editor", "reviewer-model", "m-review"),
         ],
         tools: vec![ToolSpec::new("grep", "searches the draft")],
-        plan: Some(Plan {
-            entry: "critic".into(),
-            edges: vec![PlanEdge {
-                from: "critic".into(),
-                to: "editor".into(),
-                when: When::Always,
-            }],
-            exits: vec!["editor".into()],
-            max_agent_visits: 5,
-        }),
+        plan: plan(
+            "critic",
+            vec![edge("critic", "editor", When::Always)],
+            &["editor"],
+            5,
+        ),
         limits: Limits {
             max_turns: Some(2),
             max_tokens: Some(900),

@@ -631,18 +631,7 @@ fn cases() -> Vec<(&'static str, Case)> {
                     AgentSpec::new("a", "primary", "m"),
                     AgentSpec::new("b", "primary", "m"),
                 ],
-                plan: Some(Plan {
-                    entry: "a".into(),
-                    edges: vec![PlanEdge {
-                        from: "a".into(),
-                        to: "b".into(),
-                        when: When::Contains {
-                            text: "ready".into(),
-                        },
-                    }],
-                    exits: vec!["b".into()],
-                    max_agent_visits: 8,
-                }),
+                plan: plan("a", vec![edge("a", "b", when_contains("ready"))], &["b"], 8),
                 ..Spec::default()
             })
             .expect("valid spec");

@@ -68,10 +68,7 @@ fn an_invalid_answer_is_fed_back_and_a_second_try_can_pass() {
     h.start("Where?");
     h.proceed();
     h.reply(ModelReply::text("{\"city\": \"Paris\"}"));
-    assert_eq!(
-        h.history.last().unwrap().1.edge,
-        "generating.replied.output_invalid"
-    );
+    assert_eq!(h.last_edge(), "generating.replied.output_invalid");
     let feedback = last_message(&h);
     assert_eq!(feedback.role, Role::User);
     let text = feedback.content.unwrap();
@@ -109,13 +106,8 @@ fn invalid_answers_past_the_correction_budget_fail_the_run() {
     h.reply(ModelReply::text("Paris"));
     h.proceed();
     h.reply(ModelReply::text("Paris, France"));
-    assert_eq!(
-        h.history.last().unwrap().1.edge,
-        "generating.replied.output_failed"
-    );
-    let Some(Outcome::Failed { error }) = h.state.outcome() else {
-        panic!("failed");
-    };
+    assert_eq!(h.last_edge(), "generating.replied.output_failed");
+    let error = failure(&h.state);
     assert_eq!(error.class, ErrorClass::OutputInvalid);
     assert!(
         error.message.contains("correction budget 1"),
@@ -143,13 +135,8 @@ fn a_refusal_is_a_typed_outcome_not_an_empty_answer() {
         h.start("Where?");
         h.proceed();
         h.reply(reply);
-        assert_eq!(
-            h.history.last().unwrap().1.edge,
-            "generating.replied.refused"
-        );
-        let Some(Outcome::Failed { error }) = h.state.outcome() else {
-            panic!("failed");
-        };
+        assert_eq!(h.last_edge(), "generating.replied.refused");
+        let error = failure(&h.state);
         assert_eq!(error.class, ErrorClass::Refused);
         assert!(error.message.contains("won't") || error.message.contains("can't"));
     }
@@ -170,26 +157,22 @@ fn plan_edges_read_the_parsed_output() {
             AgentSpec::new("fixer", "p", "m"),
             AgentSpec::new("shipper", "p", "m"),
         ],
-        plan: Some(Plan {
-            entry: "judge".into(),
-            edges: vec![
-                PlanEdge {
-                    from: "judge".into(),
-                    to: "fixer".into(),
-                    when: When::JsonPointerEquals {
+        plan: plan(
+            "judge",
+            vec![
+                edge(
+                    "judge",
+                    "fixer",
+                    When::JsonPointerEquals {
                         pointer: "/verdict".into(),
                         value: json!("fail"),
                     },
-                },
-                PlanEdge {
-                    from: "judge".into(),
-                    to: "shipper".into(),
-                    when: When::Always,
-                },
+                ),
+                edge("judge", "shipper", When::Always),
             ],
-            exits: vec!["fixer".into(), "shipper".into()],
-            max_agent_visits: 8,
-        }),
+            &["fixer", "shipper"],
+            8,
+        ),
         ..Spec::default()
     })
     .expect("valid");

@@ -81,16 +81,7 @@ fn each_agent_has_its_own_notes_and_all_share_the_shared_scope() {
     let spec = {
         let mut s = Spec {
             agents: vec![AgentSpec::new("a", "p", "m"), AgentSpec::new("b", "p", "m")],
-            plan: Some(Plan {
-                entry: "a".into(),
-                edges: vec![PlanEdge {
-                    from: "a".into(),
-                    to: "b".into(),
-                    when: When::Always,
-                }],
-                exits: vec!["b".into()],
-                max_agent_visits: 2,
-            }),
+            plan: plan("a", vec![edge("a", "b", When::Always)], &["b"], 2),
             memory: Some(MemorySpec::default()),
             ..Spec::default()
         };

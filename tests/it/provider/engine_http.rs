@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::durable::{ends_within, run_to_rest};
+use crate::support::machine::failure;
 use runtape::exec::{Engine, EngineConfig};
 use runtape::history;
 use runtape::machine::*;
@@ -181,9 +182,7 @@ async fn an_auth_failure_ends_the_run_without_showing_the_key() {
         )),
     );
     let end = run_to_rest(&engine, spec(vec![route("openai", "gpt-4o-mini", 3)]), "hi").await;
-    let Some(Outcome::Failed { error }) = end.state.outcome() else {
-        panic!("{:?}", end.state)
-    };
+    let error = failure(&end.state);
     assert_eq!(error.class, ErrorClass::ProviderAuth);
     assert!(!error.message.contains(KEY), "{}", error.message);
     assert_eq!(server.requests().len(), 1, "auth errors are not retried");

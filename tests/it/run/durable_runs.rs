@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::cli::temp_db;
+use crate::support::machine::failure;
 use runtape::exec::{Engine, EngineConfig, Trace};
 use runtape::history;
 use runtape::machine::*;
@@ -327,9 +328,7 @@ async fn pause_then_resume_keeps_the_budget() {
 
     let end = ended(engine.resume(&end.run_id)).await;
     assert_eq!(end.status, RunStatus::Failed);
-    let Some(Outcome::Failed { error }) = end.state.outcome() else {
-        panic!("{:?}", end.state)
-    };
+    let error = failure(&end.state);
     assert_eq!(error.class, ErrorClass::TurnLimit);
     assert_eq!(
         model_calls.load(Ordering::SeqCst) - before,

@@ -9,6 +9,7 @@ use crate::support::provider as provider_support;
 
 use std::sync::Arc;
 
+use crate::support::machine::failure;
 use provider_support::{Case, base_for, case, config, provider, serve_cases};
 use runtape::exec::Engine;
 use runtape::history;
@@ -204,9 +205,7 @@ async fn on_truncated_fail_ends_the_run_truncated() {
     })
     .await;
     assert_eq!(r.end.status, RunStatus::Failed);
-    let Some(Outcome::Failed { error }) = r.end.state.outcome() else {
-        panic!("{:?}", r.end.state.outcome())
-    };
+    let error = failure(&r.end.state);
     assert_eq!(error.class, ErrorClass::Truncated);
     assert!(
         error.message.contains("output-token limit"),
@@ -255,9 +254,7 @@ async fn replies_cut_every_time_spend_the_correction_budget() {
         a.correction_budget = 2
     })
     .await;
-    let Some(Outcome::Failed { error }) = r.end.state.outcome() else {
-        panic!("{:?}", r.end.state.outcome())
-    };
+    let error = failure(&r.end.state);
     assert_eq!(error.class, ErrorClass::Truncated);
     assert!(
         error.message.contains("3 replies in a row"),
@@ -287,9 +284,7 @@ async fn a_refusal_fails_the_run_refused_with_the_models_words_on_every_wire_for
             .unwrap_or_else(|| panic!("{name}: expect.json has the refusal"))
             .to_owned();
         let r = run(vec![refusal], None, |_| {}).await;
-        let Some(Outcome::Failed { error }) = r.end.state.outcome() else {
-            panic!("{name}: {:?}", r.end.state.outcome())
-        };
+        let error = failure(&r.end.state);
         assert_eq!(error.class, ErrorClass::Refused, "{name}");
         assert!(error.message.contains(&words), "{name}: {}", error.message);
         assert_eq!(

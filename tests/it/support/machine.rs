@@ -101,25 +101,15 @@ pub fn pair() -> RunSpec {
             plain_agent("apology"),
         ],
         tools: tools(),
-        plan: Some(Plan {
-            entry: "researcher".into(),
-            edges: vec![
-                PlanEdge {
-                    from: "researcher".into(),
-                    to: "writer".into(),
-                    when: When::Contains {
-                        text: "FOUND".into(),
-                    },
-                },
-                PlanEdge {
-                    from: "researcher".into(),
-                    to: "apology".into(),
-                    when: When::Always,
-                },
+        plan: plan(
+            "researcher",
+            vec![
+                edge("researcher", "writer", when_contains("FOUND")),
+                edge("researcher", "apology", When::Always),
             ],
-            exits: vec!["writer".into(), "apology".into()],
-            max_agent_visits: 8,
-        }),
+            &["writer", "apology"],
+            8,
+        ),
         ..Spec::default()
     };
     RunSpec::build(spec).expect("fixture spec is valid")
@@ -130,35 +120,23 @@ pub fn diamond() -> RunSpec {
     let spec = Spec {
         agents: ["a", "b", "c", "d"].into_iter().map(plain_agent).collect(),
         tools: tools(),
-        plan: Some(Plan {
-            entry: "a".into(),
-            edges: vec![
-                PlanEdge {
-                    from: "a".into(),
-                    to: "b".into(),
-                    when: When::Regex {
+        plan: plan(
+            "a",
+            vec![
+                edge(
+                    "a",
+                    "b",
+                    When::Regex {
                         pattern: "^left".into(),
                     },
-                },
-                PlanEdge {
-                    from: "a".into(),
-                    to: "c".into(),
-                    when: When::Always,
-                },
-                PlanEdge {
-                    from: "b".into(),
-                    to: "d".into(),
-                    when: When::Always,
-                },
-                PlanEdge {
-                    from: "c".into(),
-                    to: "d".into(),
-                    when: When::Always,
-                },
+                ),
+                edge("a", "c", When::Always),
+                edge("b", "d", When::Always),
+                edge("c", "d", When::Always),
             ],
-            exits: vec!["d".into()],
-            max_agent_visits: 1,
-        }),
+            &["d"],
+            1,
+        ),
         ..Spec::default()
     };
     RunSpec::build(spec).expect("fixture spec is valid")
@@ -194,9 +172,48 @@ pub fn cycle(max_visits: u32) -> RunSpec {
     RunSpec::build(spec).expect("fixture spec is valid")
 }
 
+/// A plan starting at `entry` that ends at any of `exits`, each agent visited at most
+/// `max_agent_visits` times; what a spec's `[plan]` table builds.
+pub fn plan(
+    entry: &str,
+    edges: Vec<PlanEdge>,
+    exits: &[&str],
+    max_agent_visits: u32,
+) -> Option<Plan> {
+    Some(Plan {
+        entry: entry.into(),
+        edges,
+        exits: exits.iter().map(|&e| e.into()).collect(),
+        max_agent_visits,
+    })
+}
+
+/// The plan edge `from → to`, taken when `when` holds of `from`'s answer.
+pub fn edge(from: &str, to: &str, when: When) -> PlanEdge {
+    PlanEdge {
+        from: from.into(),
+        to: to.into(),
+        when,
+    }
+}
+
+/// The condition that `text` is in the answer (`when = { contains = "…" }`).
+pub fn when_contains(text: &str) -> When {
+    When::Contains { text: text.into() }
+}
+
 /// One tool call.
 pub fn call(id: &str, name: &str, args: Value) -> ToolCallRequest {
     ToolCallRequest::new(id, name, args)
+}
+
+/// The failure a run ended with, for a test that expects the run to have failed; panics with
+/// the state it is in otherwise.
+pub fn failure(state: &RunState) -> &Failure {
+    match state.outcome() {
+        Some(Outcome::Failed { error }) => error,
+        _ => panic!("expected a failed run, got {state:?}"),
+    }
 }
 
 /// Drives the machine one event at a time and records every transition.
@@ -234,6 +251,11 @@ impl Harness {
             Ok(_) => &self.history.last().expect("just pushed").1,
             Err(e) => panic!("{kind} refused in {}: {e}", self.state.kind()),
         }
+    }
+
+    /// The edge the last event took (`""` before any event).
+    pub fn last_edge(&self) -> &'static str {
+        self.history.last().map_or("", |(_, t)| t.edge.as_str())
     }
 
     /// Applies `body`, returning the machine's error without changing anything.

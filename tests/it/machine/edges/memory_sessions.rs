@@ -151,16 +151,12 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
                         ..AgentSpec::new(id, "primary", "model-a")
                     })
                     .collect(),
-                plan: Some(Plan {
-                    entry: "researcher".into(),
-                    edges: vec![PlanEdge {
-                        from: "researcher".into(),
-                        to: "writer".into(),
-                        when: When::Always,
-                    }],
-                    exits: vec!["writer".into()],
-                    max_agent_visits: 8,
-                }),
+                plan: plan(
+                    "researcher",
+                    vec![edge("researcher", "writer", When::Always)],
+                    &["writer"],
+                    8,
+                ),
                 ..Spec::default()
             };
             let mut h = Harness::new(in_session(
