@@ -204,13 +204,14 @@ pub fn everything_http() -> (std::process::Child, u16) {
         .expect("node starts");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = std::io::BufReader::new(stderr).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(line)) if line.contains("listening on port") => break,
-            Some(Ok(_)) => continue,
-            _ => panic!("server-everything did not start listening on {port}"),
-        }
-    }
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("listening on port"));
+    assert!(
+        listening,
+        "server-everything did not start listening on {port}"
+    );
     // Keep draining stderr so the server never blocks on it.
     std::thread::spawn(move || for _ in lines {});
     (child, port)
