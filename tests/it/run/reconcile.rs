@@ -38,10 +38,13 @@ fn spec(dir: &Path) -> PathBuf {
     write(dir, "reconcile.toml", &text)
 }
 
-/// Starts the run with `slow` present, waits until the charge is in flight, and SIGKILLs
-/// runtape. With `performed`, the charge is then let finish (its key is recorded); without,
-/// the charge's process is killed before it could record anything.
-fn kill_mid_charge(dir: &Path, db: &Path, performed: bool) -> String {
+/// In a fresh directory and database, starts the run with `slow` present, waits until the
+/// charge is in flight, and SIGKILLs runtape. With `performed`, the charge is then let finish
+/// (its key is recorded); without, the charge's process is killed before it could record
+/// anything. Returns the directory, the database and the run.
+fn killed_mid_charge(performed: bool) -> (tempfile::TempDir, PathBuf, String) {
+    let (tmp, db) = temp_db();
+    let (dir, db) = (tmp.path(), db.as_path());
     std::fs::write(dir.join("slow"), "").expect("writes");
     let mut bg = start(db, &spec(dir), &[]);
     wait_until("the charge is in flight", || dir.join("tool.pid").exists());
@@ -56,7 +59,7 @@ fn kill_mid_charge(dir: &Path, db: &Path, performed: bool) -> String {
         std::fs::remove_file(dir.join("slow")).expect("rm");
     }
     assert_eq!(run_row(db, &bg.run).state_kind, "calling_tools");
-    bg.run
+    (tmp, db.to_owned(), bg.run)
 }
 
 /// What the reconcile command was asked: one `KEY ARGS` line per question.
@@ -70,8 +73,7 @@ fn questions(dir: &Path) -> Vec<String> {
 
 #[test]
 fn performed_its_reported_result_goes_to_the_model_and_nothing_is_charged_again() {
-    let (dir, db) = temp_db();
-    let run = kill_mid_charge(dir.path(), &db, true);
+    let (dir, db, run) = killed_mid_charge(true);
     let o = runtape(&db, &["resume", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(out(&o).contains("completed"), "{}", out(&o));
@@ -106,8 +108,7 @@ fn performed_its_reported_result_goes_to_the_model_and_nothing_is_charged_again(
 
 #[test]
 fn not_performed_it_is_performed_once_with_the_same_key() {
-    let (dir, db) = temp_db();
-    let run = kill_mid_charge(dir.path(), &db, false);
+    let (dir, db, run) = killed_mid_charge(false);
     assert_eq!(charge_lines(dir.path()), 0);
     let o = runtape(&db, &["resume", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -132,8 +133,7 @@ fn not_performed_it_is_performed_once_with_the_same_key() {
 
 #[test]
 fn unknown_a_person_decides() {
-    let (dir, db) = temp_db();
-    let run = kill_mid_charge(dir.path(), &db, true);
+    let (dir, db, run) = killed_mid_charge(true);
     std::fs::write(dir.path().join("unknown"), "").expect("writes");
     let o = runtape(&db, &["resume", &run]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
