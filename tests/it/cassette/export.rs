@@ -3,26 +3,17 @@
 //! a version-2 cassette recorded by an earlier runtape still replays, compared the way it was
 //! hashed.
 
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use crate::support::cli::{example, fixture, replay_stepped, runtape, temp_db, utf8};
+use crate::support::cli::{
+    err, example, fixture, out, replay_stepped, run_id, runtape, temp_db, utf8,
+};
 use crate::support::durable::run_to_rest;
 use runtape::cassette::{CassetteProvider, ReplayOptions, VERSION, export_run};
 use runtape::exec::Engine;
 use runtape::machine::{AgentSpec, ModelReply, RunSpec, Spec};
 use runtape::provider::{ModelProvider, ProviderRequest, ScriptOutcome, ScriptedProvider};
 use runtape::store::RunStatus;
-
-fn first_word_after(out: &Output, prefix: &str) -> String {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix(prefix))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
-}
 
 #[tokio::test]
 async fn streamed_chunks_are_exported_and_replayed_as_they_came() {
@@ -82,12 +73,12 @@ fn a_changed_setting_no_longer_matches_the_recording() {
     let spec = example("structured.toml");
     let spec = utf8(&spec);
     let o = runtape(&db, &["run", "--stepped-clock", spec]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run = first_word_after(&o, "started run ");
+    assert!(o.status.success(), "{}", err(&o));
+    let run = run_id(&o);
     let cassette = dir.path().join("structured.json");
     let cassette = utf8(&cassette);
     let o = runtape(&db, &["cassette", "export", &run, "-o", cassette]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", err(&o));
     let text = std::fs::read_to_string(cassette).expect("reads");
     let file: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(file["version"], 3);
@@ -96,7 +87,7 @@ fn a_changed_setting_no_longer_matches_the_recording() {
     assert!(file["entries"][0]["prompt"]["output_schema"].is_object());
 
     let o = replay_stepped(&db, spec, cassette);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", err(&o));
 
     // The same spec with another temperature asks another question.
     let warmer = dir.path().join("warmer.toml");
@@ -109,15 +100,10 @@ fn a_changed_setting_no_longer_matches_the_recording() {
     .expect("writes");
     let warmer = utf8(&warmer);
     let o = replay_stepped(&db, warmer, cassette);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("turn 0") && err.lines().count() == 1, "{err}");
-    let diff = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let e = err(&o);
+    assert!(e.contains("turn 0") && e.lines().count() == 1, "{e}");
+    let diff = out(&o);
     assert!(diff.contains("0.9"), "the diff shows the setting: {diff}");
 }
 
@@ -140,10 +126,10 @@ fn a_version_2_cassette_recorded_by_an_earlier_runtape_still_replays() {
             utf8(&fixture),
         ],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", err(&o));
+    let printed = out(&o);
     assert!(
-        out.contains("replayed 3 of 3 recorded model turns"),
-        "{out}"
+        printed.contains("replayed 3 of 3 recorded model turns"),
+        "{printed}"
     );
 }
