@@ -5,6 +5,11 @@ use crate::support::cli::temp_db;
 use runtape::exec::Engine;
 use runtape::store::{Durability, SCHEMA_VERSION, SqliteStore, StoreError};
 
+/// The database file's bytes, to compare before and after a refused open.
+fn bytes(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).expect("reads the database file")
+}
+
 fn open(path: &std::path::Path) -> Result<SqliteStore, StoreError> {
     SqliteStore::open(path, Durability::Full)
 }
@@ -21,7 +26,7 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
             .expect("checkpoints");
     }
-    let before = std::fs::read(&path).expect("reads");
+    let before = bytes(&path);
     match open(&path) {
         Err(StoreError::NewerSchema {
             found, supported, ..
@@ -30,11 +35,7 @@ fn a_newer_schema_is_refused_and_left_untouched() {
         }
         other => panic!("expected NewerSchema, got {other:?}"),
     }
-    assert_eq!(
-        std::fs::read(&path).expect("reads"),
-        before,
-        "nothing written"
-    );
+    assert_eq!(bytes(&path), before, "nothing written");
     let message = Engine::open(&path)
         .expect_err("engine refuses too")
         .to_string();
@@ -51,7 +52,7 @@ fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
     let err = open(&path).expect_err("refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     assert!(err.to_string().contains("not a runtape database"), "{err}");
-    assert_eq!(std::fs::read(&path).expect("reads"), junk);
+    assert_eq!(bytes(&path), junk);
 }
 
 #[test]
@@ -63,10 +64,10 @@ fn another_programs_sqlite_database_is_refused_and_left_untouched() {
         conn.execute_batch("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO photos (name) VALUES ('cat');")
             .expect("creates");
     }
-    let before = std::fs::read(&path).expect("reads");
+    let before = bytes(&path);
     let err = open(&path).expect_err("refused");
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
-    assert_eq!(std::fs::read(&path).expect("reads"), before);
+    assert_eq!(bytes(&path), before);
 }
 
 #[test]
@@ -120,11 +121,7 @@ fn a_database_missing_a_table_is_refused_before_anything_is_written() {
     let line = engine_line(&path);
     assert!(line.contains("table `outbox`"), "{line}");
     assert!(!line.contains("resume"), "nothing to resume: {line}");
-    assert_eq!(
-        std::fs::read(&path).expect("reads"),
-        before,
-        "nothing written"
-    );
+    assert_eq!(bytes(&path), before, "nothing written");
     let runs: i64 = rusqlite::Connection::open(&path)
         .and_then(|c| c.query_row("SELECT count(*) FROM runs", [], |r| r.get(0)))
         .expect("reads");
@@ -143,11 +140,7 @@ fn a_negative_schema_label_is_one_line_without_the_schema() {
     let line = engine_line(&path);
     assert!(!line.contains("CREATE TABLE"), "no DDL: {line}");
     assert!(line.contains("the label is wrong"), "{line}");
-    assert_eq!(
-        std::fs::read(&path).expect("reads"),
-        before,
-        "nothing written"
-    );
+    assert_eq!(bytes(&path), before, "nothing written");
 
     // With a table gone as well, the tables are of no version: still one line, no DDL.
     let other = dir.path().join("other.db");
@@ -170,11 +163,7 @@ fn tables_under_the_wrong_label_are_told_as_a_wrong_label() {
     let line = engine_line(&path);
     assert!(line.contains("the label is wrong"), "{line}");
     assert!(!line.contains("already exists"), "{line}");
-    assert_eq!(
-        std::fs::read(&path).expect("reads"),
-        before,
-        "nothing written"
-    );
+    assert_eq!(bytes(&path), before, "nothing written");
 
     // Schema 3's tables (a stored fixture) labelled as the current version: reads would find
     // no such column.
