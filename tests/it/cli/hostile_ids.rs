@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support;
-use support::cli::{db_files, run_id, runtape, temp_db, utf8, write};
+use support::cli::{db_files, run_id, runtape, temp_spec, utf8};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -29,9 +29,7 @@ fn settle(db: &Path) {
 /// A new directory with a database holding one finished run: the directory, the database and
 /// the run's id.
 fn database() -> (tempfile::TempDir, PathBuf, String) {
-    let (dir, db) = temp_db();
-    let spec = write(
-        dir.path(),
+    let (dir, db, spec) = temp_spec(
         "spec.toml",
         &[
             "goal = \"g\"\n",

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::support::cli::{err, one_line, runtape, temp_db, utf8, write};
+use crate::support::cli::{err, one_line, runtape, temp_db, temp_spec, utf8};
 
 /// A copy of `examples/` in a scratch directory, with no `target/mcp-servers` beside it.
 fn examples_without_servers() -> tempfile::TempDir {
@@ -84,9 +84,7 @@ fn a_server_script_that_does_not_exist_is_refused_before_it_is_started() {
 
 #[test]
 fn a_server_that_fails_to_start_names_its_install_command_too() {
-    let (dir, db) = temp_db();
-    let spec = write(
-        dir.path(),
+    let (_dir, db, spec) = temp_spec(
         "spec.toml",
         "goal = \"g\"\n[[mcp]]\nname = \"s\"\ncommand = [\"sh\", \"-c\", \"echo not installed >&2; exit 3\"]\ninstall = \"make install-s\"\n[[providers]]\nname = \"p\"\nkind = \"scripted\"\nreplies = [{ text = \"x\" }]\n[[agents]]\nid = \"a\"\nprovider = \"p\"\n",
     );

@@ -10,7 +10,9 @@ use std::process::{Command, Stdio};
 
 use crate::support;
 use crate::support::cli::write;
-use support::cli::{global_memory, json_lines, run_id, runtape, scripted, temp_db, text, utf8};
+use support::cli::{
+    global_memory, json_lines, run_id, runtape, scripted, temp_db, temp_spec, text, utf8,
+};
 
 const HEADER: &str = r#"goal = "Record the decision."
 
@@ -216,9 +218,7 @@ fn many_processes_racing_on_one_key_lose_no_update() {
 
 #[test]
 fn failed_and_cancelled_runs_leave_global_memory_as_it_was() {
-    let (dir, db) = temp_db();
-    let failing = write(
-        dir.path(),
+    let (dir, db, failing) = temp_spec(
         "failing.toml",
         &format!(
             r#"{HEADER}

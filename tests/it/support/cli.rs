@@ -256,6 +256,14 @@ pub fn ran_example(name: &str) -> (tempfile::TempDir, PathBuf, String) {
     (dir, db, printed)
 }
 
+/// A fresh directory holding a database path and the spec `name` written with `text`: the
+/// directory (removed on drop), the database and the spec.
+pub fn temp_spec(name: &str, text: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (dir, db) = temp_db();
+    let spec = write(dir.path(), name, text);
+    (dir, db, spec)
+}
+
 /// The repository's `examples/NAME`.
 pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -4,16 +4,11 @@
 //! match its sealed head". The real binary on a real SQLite file.
 
 use crate::support;
-use support::cli::{runtape, start_json, temp_db, write};
+use support::cli::{runtape, start_json, temp_spec};
 
 #[test]
 fn a_run_being_driven_verifies_at_every_moment_and_is_not_taken_as_tampered() {
-    let (dir, db) = temp_db();
-    let spec_path = write(
-        dir.path(),
-        "slow.toml",
-        &support::tamper::notes_spec(40, false, 15),
-    );
+    let (_dir, db, spec_path) = temp_spec("slow.toml", &support::tamper::notes_spec(40, false, 15));
     // The run id is the first JSON line.
     let (mut child, mut stdout, run) = start_json(&db, &spec_path);
     // The id is announced before the run is stored; wait for its first committed step.
