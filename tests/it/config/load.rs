@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::support::cli::write;
 use crate::support::durable::ended;
+use crate::support::machine::answered;
 use runtape::config::{ProviderSetup, ScriptStep, Setup, load};
 use runtape::exec::Engine;
 use runtape::history;
@@ -156,10 +157,7 @@ async fn the_full_example_runs_to_completion_with_its_command_tool() {
     assert_eq!(end.status, RunStatus::Completed, "{end:?}");
     assert_eq!(
         end.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("the report".into()),
-            output: None,
-        }),
+        Some(&answered("the report")),
         "the FOUND answer took the edge to the writer"
     );
 

@@ -41,13 +41,7 @@ fn single_agent_tool_loop() {
     h.proceed();
     h.reply(ModelReply::text("42").with_usage(40, 2));
     h.proceed();
-    assert_eq!(
-        h.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("42".into()),
-            output: None,
-        })
-    );
+    assert_eq!(h.state.outcome(), Some(&answered("42")));
     let run = h.state.data().expect("started");
     assert_eq!(run.usage.turns, 4);
     assert_eq!(run.usage.tool_calls, 3);
@@ -108,13 +102,7 @@ fn handoff_with_conditional_edges() {
     h.proceed();
     h.reply(ModelReply::text("Report: 42."));
     h.proceed();
-    assert_eq!(
-        h.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("Report: 42.".into()),
-            output: None,
-        })
-    );
+    assert_eq!(h.state.outcome(), Some(&answered("Report: 42.")));
     let writer = &h.conversations.all()[&AgentId::from("writer")];
     assert!(
         writer[1]
@@ -151,13 +139,7 @@ fn diamond_plan_is_not_a_cycle() {
             h.reply(ModelReply::text(if agent == "a" { answer } else { "ok" }));
             h.proceed();
         }
-        assert_eq!(
-            h.state.outcome(),
-            Some(&Outcome::Completed {
-                answer: Some("ok".into()),
-                output: None,
-            })
-        );
+        assert_eq!(h.state.outcome(), Some(&answered("ok")));
         let visits: Vec<u32> = h
             .state
             .data()

@@ -266,13 +266,7 @@ fn a_cut_reply_is_an_answer_before_revision_7_and_retried_from_it() {
     old.proceed();
     assert_eq!(old.reply(cut.clone()).edge, EdgeId::GeneratingRepliedAnswer);
     old.proceed();
-    assert_eq!(
-        old.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("The answer is".into()),
-            output: None
-        })
-    );
+    assert_eq!(old.state.outcome(), Some(&answered("The answer is")));
     let mut new = Harness::new(solo());
     new.start("g");
     new.proceed();

@@ -345,13 +345,7 @@ fn a_published_write_completes_the_run_and_becomes_what_it_read() {
     let body = published(&h, 3);
     let t = h.send(body).clone();
     assert_eq!(t.edge, EdgeId::PublishingPublishedComplete);
-    assert_eq!(
-        t.next.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("noted".into()),
-            output: None
-        })
-    );
+    assert_eq!(t.next.outcome(), Some(&answered("noted")));
     let g = memory(&h).global.as_ref().expect("view");
     assert!(g.staged.is_empty());
     assert_eq!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::durable::{ends_within, run_to_rest};
-use crate::support::machine::failure;
+use crate::support::machine::{answered, failure};
 use runtape::exec::{Engine, EngineConfig};
 use runtape::history;
 use runtape::machine::*;
@@ -107,13 +107,7 @@ async fn a_fallback_chain_survives_529_503_and_429() {
         .await
         .expect("runs");
     assert_eq!(end.status, RunStatus::Completed, "{end:?}");
-    assert_eq!(
-        end.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("the answer is 42".into()),
-            output: None,
-        })
-    );
+    assert_eq!(end.state.outcome(), Some(&answered("the answer is 42")));
     assert_eq!(
         overloaded.requests().len(),
         2,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::cli::temp_db;
-use crate::support::machine::failure;
+use crate::support::machine::{answered, failure};
 use runtape::exec::{Engine, EngineConfig, Trace};
 use runtape::history;
 use runtape::machine::*;
@@ -27,13 +27,7 @@ async fn a_run_completes_and_its_history_replays() {
     engine.register_tool(Arc::new(counting_lookup(calls.clone())));
     let end = run_to_rest(&engine, spec(vec![lookup_spec()], |_| {}), "Find it.").await;
     assert_eq!(end.status, RunStatus::Completed);
-    assert_eq!(
-        end.state.outcome(),
-        Some(&Outcome::Completed {
-            answer: Some("done".into()),
-            output: None,
-        })
-    );
+    assert_eq!(end.state.outcome(), Some(&answered("done")));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 
     // Rebuilt from storage alone: same state, same conversation.

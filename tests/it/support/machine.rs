@@ -207,6 +207,14 @@ pub fn call(id: &str, name: &str, args: Value) -> ToolCallRequest {
     ToolCallRequest::new(id, name, args)
 }
 
+/// The outcome of a run that completed with the text answer `answer` (no structured output).
+pub fn answered(answer: &str) -> Outcome {
+    Outcome::Completed {
+        answer: Some(answer.into()),
+        output: None,
+    }
+}
+
 /// The failure a run ended with, for a test that expects the run to have failed; panics with
 /// the state it is in otherwise.
 pub fn failure(state: &RunState) -> &Failure {
