@@ -37,25 +37,19 @@ fn tree() -> Cassette {
         ..RecordOptions::default()
     };
     let mut b = CassetteBuilder::new(options).expect("id given");
-    let lead = AgentId::from("lead");
-    let worker = AgentId::from("worker");
-    let reply = || ModelReply::text("ok");
-    b.add_catalog_in("", "ops", list(&["ops__status"]))
-        .expect("top list");
-    b.push_in("", &lead, prompt("delegate"), Ok(reply()), vec![])
-        .expect("top call");
-    b.add_catalog_in("3.0", "ops", list(&["ops__status"]))
-        .expect("first");
-    b.push_in("3.0", &worker, prompt("status"), Ok(reply()), vec![])
-        .expect("child call");
-    b.add_catalog_in("3.0", "ops", list(&["ops__status", "ops__stamp"]))
-        .expect("grown");
-    b.push_in("3.0", &worker, prompt("stamp"), Ok(reply()), vec![])
-        .expect("child call");
-    b.add_catalog_in("3.1", "ops", list(&["ops__status"]))
-        .expect("steady");
-    b.push_in("3.1", &worker, prompt("status"), Ok(reply()), vec![])
-        .expect("child call");
+    // Each step: the section, who calls, the tools `ops` lists just before, what is asked.
+    let steps: [(&str, &str, &[&str], &str); 4] = [
+        ("", "lead", &["ops__status"], "delegate"),
+        ("3.0", "worker", &["ops__status"], "status"),
+        ("3.0", "worker", &["ops__status", "ops__stamp"], "stamp"),
+        ("3.1", "worker", &["ops__status"], "status"),
+    ];
+    for (path, agent, tools, asked) in steps {
+        b.add_catalog_in(path, "ops", list(tools)).expect("a list");
+        let reply = Ok(ModelReply::text("ok"));
+        b.push_in(path, &AgentId::from(agent), prompt(asked), reply, vec![])
+            .expect("a call");
+    }
     b.finish(RECORDED_AT, "export:run-1").expect("valid time")
 }
 
