@@ -79,32 +79,22 @@ fn a_schema_file_is_read_relative_to_the_spec() {
 
 #[test]
 fn schema_mistakes_are_one_line_each() {
-    let both = SpecFile::new(&with_provider(
-        "openai",
-        "output_schema = { type = \"object\" }\noutput_schema_file = \"x.json\"",
-    ));
+    let openai = |agent: &str| SpecFile::new(&with_provider("openai", agent));
+    let both = openai("output_schema = { type = \"object\" }\noutput_schema_file = \"x.json\"");
     let e = both.error().to_string();
-    assert!(
-        e.contains("agents[0].output_schema_file: give the output schema inline"),
-        "{e}"
-    );
-    let missing = SpecFile::new(&with_provider(
-        "openai",
-        "output_schema_file = \"nope.json\"",
-    ));
+    let inline = "agents[0].output_schema_file: give the output schema inline";
+    assert!(e.contains(inline), "{e}");
+    let missing = openai("output_schema_file = \"nope.json\"");
     let e = missing.error().to_string();
     assert!(
         e.contains("agents[0].output_schema_file: cannot read"),
         "{e}"
     );
-    let invalid = SpecFile::new(&with_provider("openai", "output_schema = { type = 5 }"));
+    let invalid = openai("output_schema = { type = 5 }");
     let e = invalid.error().to_string();
-    assert!(
-        e.contains(
-            "agents[0].output_schema: output_schema of agent `a` is not a valid JSON Schema"
-        ),
-        "{e}"
-    );
+    let not_a_schema =
+        "agents[0].output_schema: output_schema of agent `a` is not a valid JSON Schema";
+    assert!(e.contains(not_a_schema), "{e}");
     for e in [both.error(), missing.error(), invalid.error()] {
         assert!(!e.to_string().contains('\n'));
         assert!(!e.is_internal());
