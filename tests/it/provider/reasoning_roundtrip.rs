@@ -17,7 +17,7 @@ use runtape::machine::*;
 use runtape::provider::http::ProviderKind;
 use runtape::store::RunStatus;
 use runtape::tool::FnTool;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::provider::{Behaviour, MockServer, base_for, config, provider};
 
 /// The one tool: read-only, idempotent, answers every lookup at once.
@@ -63,10 +63,18 @@ async fn two_step(first: &'static str, second: &'static str) -> MockServer {
     .await
 }
 
-async fn run(
-    kind: ProviderKind,
-    server: &MockServer,
-) -> (tempfile::TempDir, Engine, runtape::exec::RunEnd) {
+/// A completed run of [`spec`] against a server answering `first`, then `then`.
+struct Ran {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+    end: runtape::exec::RunEnd,
+    server: MockServer,
+    /// The body of each request the provider sent, in order.
+    sent: Vec<Value>,
+}
+
+async fn run(kind: ProviderKind, first: &'static str, then: &'static str) -> Ran {
+    let server = two_step(first, then).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(&dir.path().join("runs.db")).expect("opens");
     let mut cfg = config(kind, &base_for(kind, &server.url()), "m");
@@ -77,7 +85,14 @@ async fn run(
     })));
     let end = run_to_rest(&engine, spec(), "Look up x.").await;
     assert_eq!(end.status, RunStatus::Completed, "{end:?}");
-    (dir, engine, end)
+    let sent = server.requests().iter().map(|r| r.json()).collect();
+    Ran {
+        _dir: dir,
+        engine,
+        end,
+        server,
+        sent,
+    }
 }
 
 const ANTHROPIC_TOOL: &str = r#"{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"thinking","thinking":"I need the lookup tool.","signature":"SIG-abc=="},{"type":"redacted_thinking","data":"ENCRYPTED=="},{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"q":"x"}}],"stop_reason":"tool_use","usage":{"input_tokens":10,"output_tokens":30}}"#;
@@ -85,10 +100,10 @@ const ANTHROPIC_DONE: &str = r#"{"id":"msg_2","type":"message","role":"assistant
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_thinking_goes_back_with_the_tool_use_signature_intact() {
-    let server = two_step(ANTHROPIC_TOOL, ANTHROPIC_DONE).await;
-    let (_dir, engine, end) = run(ProviderKind::Anthropic, &server).await;
-    let second = server.requests()[1].json();
-    let assistant = &second["messages"][1];
+    // Bound whole: a destructured Ran would drop its directory, and the database with it.
+    let r = run(ProviderKind::Anthropic, ANTHROPIC_TOOL, ANTHROPIC_DONE).await;
+    let (engine, end, sent) = (&r.engine, &r.end, &r.sent);
+    let assistant = &sent[1]["messages"][1];
     assert_eq!(assistant["role"], "assistant");
     assert_eq!(
         assistant["content"],
@@ -102,7 +117,7 @@ async fn anthropic_thinking_goes_back_with_the_tool_use_signature_intact() {
         ])
     );
     assert_eq!(
-        server.requests()[0].json()["thinking"],
+        sent[0]["thinking"],
         json!({"type": "enabled", "budget_tokens": 4096})
     );
     // Stored with the message, so `show` and a resumed run see it.
@@ -129,15 +144,13 @@ const DEEPSEEK_DONE: &str = r#"{"id":"c2","object":"chat.completion","model":"m"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_content_goes_back_within_the_tool_loop_and_is_counted() {
-    let server = two_step(DEEPSEEK_TOOL, DEEPSEEK_DONE).await;
-    let (_dir, _engine, end) = run(ProviderKind::OpenAi, &server).await;
-    let second = server.requests()[1].json();
-    let assistant = &second["messages"][1];
+    let r = run(ProviderKind::OpenAi, DEEPSEEK_TOOL, DEEPSEEK_DONE).await;
+    let (end, sent) = (&r.end, &r.sent);
+    let assistant = &sent[1]["messages"][1];
     assert_eq!(assistant["reasoning_content"], "Use the tool.");
     assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
     assert_eq!(
-        server.requests()[0].json()["reasoning_effort"],
-        "low",
+        sent[0]["reasoning_effort"], "low",
         "reasoning effort is sent"
     );
     assert_eq!(end.state.data().unwrap().usage.reasoning_tokens, 8);
@@ -148,10 +161,14 @@ const RESPONSES_DONE: &str = r#"{"id":"resp_2","object":"response","status":"com
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_reasoning_items_go_back_by_encrypted_content() {
-    let server = two_step(RESPONSES_TOOL, RESPONSES_DONE).await;
-    let (_dir, _engine, end) = run(ProviderKind::OpenAiResponses, &server).await;
-    assert_eq!(server.requests()[0].path, "/v1/responses");
-    let second = server.requests()[1].json();
+    let r = run(
+        ProviderKind::OpenAiResponses,
+        RESPONSES_TOOL,
+        RESPONSES_DONE,
+    )
+    .await;
+    assert_eq!(r.server.requests()[0].path, "/v1/responses");
+    let second = &r.sent[1];
     assert_eq!(second["store"], false);
     assert_eq!(second["include"], json!(["reasoning.encrypted_content"]));
     assert_eq!(
@@ -161,7 +178,7 @@ async fn responses_reasoning_items_go_back_by_encrypted_content() {
     assert_eq!(second["input"][2]["type"], "function_call");
     assert_eq!(second["input"][3]["type"], "function_call_output");
     assert_eq!(second["input"][3]["output"], "found it");
-    assert_eq!(end.state.data().unwrap().usage.reasoning_tokens, 6);
+    assert_eq!(r.end.state.data().unwrap().usage.reasoning_tokens, 6);
 }
 
 #[tokio::test]
