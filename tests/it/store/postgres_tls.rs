@@ -164,6 +164,11 @@ fn refused(url: &str) -> String {
     e
 }
 
+/// [`refused`] for `server`'s database `db` reached at `host`, with `query` added to the URL.
+fn refused_by(server: &PgServer, host: &str, db: &str, query: &str) -> String {
+    refused(&url(server, host, db, "x", query))
+}
+
 /// Runs the binary with `args` on `url`, with `HOME` at `home` and `env` set.
 fn runtape(url: &str, home: &Path, env: &[(&str, &Path)], args: &[&str]) -> Output {
     on(Path::new(url))
@@ -219,13 +224,12 @@ fn a_wrong_host_name_or_an_unknown_ca_is_refused_saying_which_and_verify_ca_skip
     let ca = pki.ca_file.display().to_string();
     let stranger = pki.stranger_file.display().to_string();
 
-    let e = refused(&url(
+    let e = refused_by(
         &server,
         "127.0.0.1",
         "tls_only",
-        "x",
         &format!("sslmode=verify-full&sslrootcert={ca}"),
-    ));
+    );
     assert!(
         e.contains("the server's certificate is for localhost, not 127.0.0.1"),
         "{e}"
@@ -233,13 +237,12 @@ fn a_wrong_host_name_or_an_unknown_ca_is_refused_saying_which_and_verify_ca_skip
     assert!(e.contains("sslmode=verify-ca"), "says what else to do: {e}");
 
     for (mode, host) in [("verify-full", "localhost"), ("verify-ca", "127.0.0.1")] {
-        let e = refused(&url(
+        let e = refused_by(
             &server,
             host,
             "tls_only",
-            "x",
             &format!("sslmode={mode}&sslrootcert={stranger}"),
-        ));
+        );
         assert!(
             e.contains(&format!(
                 "the server's certificate is not signed by a CA in {stranger}"
@@ -267,33 +270,25 @@ fn a_wrong_host_name_or_an_unknown_ca_is_refused_saying_which_and_verify_ca_skip
         "req"
     ));
     // …but checks the chain of a root file it is given, as libpq does.
-    let e = refused(&url(
+    let e = refused_by(
         &server,
         "127.0.0.1",
         "tls_only",
-        "x",
         &format!("sslmode=require&sslrootcert={stranger}"),
-    ));
+    );
     assert!(e.contains("is not signed by a CA in"), "{e}");
 
-    let e = refused(&url(
+    let e = refused_by(
         &server,
         "localhost",
         "tls_only",
-        "x",
         "sslmode=verify-full&sslrootcert=/no/such/ca.pem",
-    ));
+    );
     assert!(
         e.contains("the root certificate file (sslrootcert) /no/such/ca.pem does not exist"),
         "{e}"
     );
-    let e = refused(&url(
-        &server,
-        "localhost",
-        "tls_only",
-        "x",
-        "sslmode=verify_full",
-    ));
+    let e = refused_by(&server, "localhost", "tls_only", "sslmode=verify_full");
     assert!(e.contains("sslmode `verify_full` is not one of"), "{e}");
 }
 
@@ -353,13 +348,7 @@ fn prefer_allow_and_disable_choose_tls_as_libpq_does() {
     assert!(open("tls_only", "allow"));
     // disable: never TLS.
     assert!(!open("either", "disable"));
-    let e = refused(&url(
-        &server,
-        "127.0.0.1",
-        "tls_only",
-        "x",
-        "sslmode=disable",
-    ));
+    let e = refused_by(&server, "127.0.0.1", "tls_only", "sslmode=disable");
     assert!(e.contains("no pg_hba.conf entry"), "{e}");
     // The default is prefer.
     assert!(opens_with_tls(
@@ -384,7 +373,7 @@ fn a_client_certificate_is_presented_when_the_server_requires_one() {
     let key = write(dir, "client.key", &key, 0o600);
     let base = format!("sslmode=verify-full&sslrootcert={}", pki.ca_file.display());
 
-    let e = refused(&url(&server, "localhost", "either", "x", &base));
+    let e = refused_by(&server, "localhost", "either", &base);
     assert!(e.contains("sslcert=PATH and sslkey=PATH"), "{e}");
 
     let with = |cert: &Path, key: &Path| {
@@ -400,13 +389,7 @@ fn a_client_certificate_is_presented_when_the_server_requires_one() {
     let (other, other_key) = issue(&ca("rogue client CA"), &[], "runtape");
     let other = write(dir, "rogue.crt", &other, 0o644);
     let other_key = write(dir, "rogue.key", &other_key, 0o600);
-    let e = refused(&url(
-        &server,
-        "localhost",
-        "either",
-        "x",
-        &with(&other, &other_key),
-    ));
+    let e = refused_by(&server, "localhost", "either", &with(&other, &other_key));
     assert!(e.contains("rogue.crt"), "names the certificate: {e}");
 
     // A key others can read is refused before anything connects, as libpq does.
@@ -416,13 +399,7 @@ fn a_client_certificate_is_presented_when_the_server_requires_one() {
         &std::fs::read_to_string(&key).expect("reads"),
         0o644,
     );
-    let e = refused(&url(
-        &server,
-        "localhost",
-        "either",
-        "x",
-        &with(&cert, &open_key),
-    ));
+    let e = refused_by(&server, "localhost", "either", &with(&cert, &open_key));
     assert!(e.contains("can be read by others"), "{e}");
 }
 
