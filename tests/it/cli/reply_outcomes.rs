@@ -7,10 +7,10 @@
 use crate::support::cli::{on, out as stdout};
 use crate::support::provider as provider_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use provider_support::{case, serve_cases};
+use provider_support::{MockServer, case, serve_cases};
 use serde_json::Value;
 
 /// `runtape --db DB ARGS…` with the providers' key, `TEST_KEY`, set.
@@ -22,9 +22,17 @@ fn runtape(db: &Path, args: &[&str]) -> Output {
         .expect("runs")
 }
 
-/// Runs a one-agent spec against `url` (`kind` `openai` or `anthropic`) with `agent_extra`
-/// appended to the agent's table; returns the database and the run id.
-async fn run_spec(dir: &Path, kind: &str, url: &str, model: &str, agent_extra: &str) -> String {
+/// In a fresh directory, runs a one-agent spec against `server` (`kind` `openai` or
+/// `anthropic`) with `agent_extra` appended to the agent's table; returns the directory, the
+/// database and the run id.
+async fn run_spec(
+    server: &MockServer,
+    kind: &str,
+    model: &str,
+    agent_extra: &str,
+) -> (tempfile::TempDir, PathBuf, String) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (dir, url) = (tmp.path(), server.url());
     let base = if kind == "openai" {
         format!("{url}/v1")
     } else {
@@ -46,7 +54,18 @@ async fn run_spec(dir: &Path, kind: &str, url: &str, model: &str, agent_extra: &
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no run: {}", String::from_utf8_lossy(&out.stderr)));
-    ls["id"].as_str().unwrap().to_owned()
+    let run = ls["id"].as_str().unwrap().to_owned();
+    (tmp, dir.join("runs.db"), run)
+}
+
+/// `RUN@SEQ` of the first step whose line in `log` (the output of `log RUN`) contains `marker`.
+fn step_logged(log: &str, run: &str, marker: &str) -> String {
+    let line = log
+        .lines()
+        .find(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no step logged with {marker:?}:\n{log}"));
+    let seq = line.split_whitespace().next().expect("a seq");
+    format!("{run}@{seq}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,17 +75,11 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
         case("openai-chat-text-nonstream"),
     ])
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let run = run_spec(dir.path(), "openai", &server.url(), "gpt-4o", "").await;
-    let db = dir.path().join("runs.db");
+    let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "").await;
     let log = stdout(&runtape(&db, &["log", &run]));
-    let cut = log
-        .lines()
-        .find(|l| l.contains("answer [truncated]: Designing a robust"))
-        .unwrap_or_else(|| panic!("no truncated step in the log:\n{log}"));
-    let seq = cut.split_whitespace().next().unwrap();
+    let at = step_logged(&log, &run, "answer [truncated]: Designing a robust");
     assert!(log.contains("answer: Why did Opentelemetry"), "{log}");
-    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let show = stdout(&runtape(&db, &["show", &at]));
     assert!(
         show.contains("reply   finish length, 1221 input / 100 output tokens"),
         "{show}"
@@ -75,26 +88,15 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
         show.contains("truncated the output-token limit cut this reply"),
         "{show}"
     );
-    let json: Value = serde_json::from_str(&stdout(&runtape(
-        &db,
-        &["show", &format!("{run}@{seq}"), "--json"],
-    )))
-    .unwrap();
+    let json: Value =
+        serde_json::from_str(&stdout(&runtape(&db, &["show", &at, "--json"]))).unwrap();
     assert_eq!(json["reply_end"], "truncated");
     assert_eq!(json["edge"], "generating.replied.truncated_retry");
 
     // With `on_truncated = "fail"` in the file, the same reply ends the run `truncated`.
     let server = serve_cases(vec![case("openai-chat-length-nonstream")]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let run = run_spec(
-        dir.path(),
-        "openai",
-        &server.url(),
-        "gpt-4o",
-        "on_truncated = \"fail\"\n",
-    )
-    .await;
-    let show = stdout(&runtape(&dir.path().join("runs.db"), &["show", &run]));
+    let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "on_truncated = \"fail\"\n").await;
+    let show = stdout(&runtape(&db, &["show", &run]));
     assert!(show.contains("truncated"), "{show}");
     assert_eq!(server.requests().len(), 1);
 }
@@ -104,16 +106,10 @@ async fn a_refusal_is_shown_with_the_models_words() {
     let refusal = case("openai-chat-refusal-nonstream");
     let words = refusal.expect["refusal"].as_str().unwrap().to_owned();
     let server = serve_cases(vec![refusal]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let run = run_spec(dir.path(), "openai", &server.url(), "gpt-4o", "").await;
-    let db = dir.path().join("runs.db");
+    let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "").await;
     let log = stdout(&runtape(&db, &["log", &run]));
-    let line = log
-        .lines()
-        .find(|l| l.contains("refused: "))
-        .unwrap_or_else(|| panic!("no refused step:\n{log}"));
-    let seq = line.split_whitespace().next().unwrap();
-    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let at = step_logged(&log, &run, "refused: ");
+    let show = stdout(&runtape(&db, &["show", &at]));
     assert!(
         show.contains(&format!("refused the model declined: {words}")),
         "{show}"
@@ -123,16 +119,7 @@ async fn a_refusal_is_shown_with_the_models_words() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_reads_are_counted_per_turn_and_over_the_run() {
     let server = serve_cases(vec![case("anthropic-cache-read-nonstream")]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let run = run_spec(
-        dir.path(),
-        "anthropic",
-        &server.url(),
-        "claude-sonnet-4-5",
-        "",
-    )
-    .await;
-    let db = dir.path().join("runs.db");
+    let (_dir, db, run) = run_spec(&server, "anthropic", "claude-sonnet-4-5", "").await;
     let log = stdout(&runtape(&db, &["log", &run]));
     assert!(
         log.contains("prompt cache: 1111 input tokens read from it, 0 written to it"),
