@@ -41,6 +41,14 @@ fn fingerprint(db: &Path, root_id: &str) -> Fingerprint {
         .collect()
 }
 
+/// Forks `parent` at `seq` with `flags` (`--live`, `--tape`, or none for the default); what
+/// it printed and the fork's id.
+fn fork_at(db: &Path, parent: &str, seq: u64, flags: &[&str]) -> (String, String) {
+    let at = format!("{parent}@{seq}");
+    let printed = ok(db, &[&["fork", at.as_str()], flags].concat());
+    (printed, fork_id(db, parent))
+}
+
 /// The id of the fork of `parent` made last ([`fork_of`]).
 fn fork_id(db: &Path, parent: &str) -> String {
     fork_of(db, parent)["id"].as_str().expect("id").to_owned()
@@ -76,6 +84,14 @@ fn first_ended(db: &Path, run: &str) -> (u64, u64) {
         .as_u64()
         .expect("a child_finished event");
     (ended, 1 - ended)
+}
+
+/// Forks `run` at step 4, where one child's result is in the shared history and the other is
+/// still out: the ended child's index, the other's, and the fork's id.
+fn forked_after_one_child_ended(db: &Path, run: &str) -> (u64, u64, String) {
+    let (ended, out_still) = first_ended(db, run);
+    let (_, fork) = fork_at(db, run, 4, &[]);
+    (ended, out_still, fork)
 }
 
 /// A scratch database where the parallel team ran to its end: the directory, the database, the
@@ -138,10 +154,7 @@ fn a_live_fork_where_children_were_running_reruns_them_under_its_own_id() {
 fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
     let (_dir, db, id, before) = finished_team();
 
-    // At step 4 one child's result is in the shared history; the other is still out.
-    let (ended, out_still) = first_ended(&db, &id);
-    ok(&db, &["fork", &format!("{id}@4")]);
-    let fid = fork_id(&db, &id);
+    let (ended, out_still, fid) = forked_after_one_child_ended(&db, &id);
     let children = children_of(&db, &fid);
     assert_eq!(children.len(), 1, "{children:?}");
     assert_eq!(children[0]["id"], format!("{fid}.3.{out_still}"));
@@ -158,9 +171,8 @@ fn a_live_fork_after_one_child_ended_reruns_only_the_other() {
 fn a_tape_fork_serves_the_childrens_recorded_results_and_starts_no_child() {
     let (_dir, db, id, before) = finished_team();
 
-    let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
+    let (printed, fid) = fork_at(&db, &id, 3, &["--tape"]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let fid = fork_id(&db, &id);
     assert!(
         children_of(&db, &fid).is_empty(),
         "served from the tape: no child was run"
@@ -186,9 +198,8 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
     );
 
     // The parent's children are paused mid-way; the fork must run its own, not take these up.
-    let printed = ok(&db, &["fork", &format!("{id}@3")]);
+    let (printed, fid) = fork_at(&db, &id, 3, &[]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let fid = fork_id(&db, &id);
     let children = children_of(&db, &fid);
     assert_eq!(children.len(), 2);
     for c in &children {
@@ -210,9 +221,8 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
 
     // With `--tape`: the parent recorded no child result, so the tape runs out at once and
     // the fork goes live, running children of its own.
-    let printed = ok(&db, &["fork", &format!("{id}@3"), "--tape"]);
+    let (printed, tid) = fork_at(&db, &id, 3, &["--tape"]);
     assert!(printed.contains("answer: PLAN:"), "{printed}");
-    let tid = fork_id(&db, &id);
     assert_ne!(tid, fid);
     let taped = children_of(&db, &tid);
     assert_eq!(taped.len(), 2, "{taped:?}");
@@ -236,10 +246,8 @@ fn a_live_fork_of_a_paused_tree_leaves_the_paused_children_as_they_are() {
 #[test]
 fn a_run_posing_as_a_forks_child_for_a_result_it_inherited_does_not_verify() {
     let (_dir, db, id, _) = finished_team();
-    // At step 4 one child's result is inherited: the fork never starts a child for it.
-    let (ended, _) = first_ended(&db, &id);
-    ok(&db, &["fork", &format!("{id}@4")]);
-    let fid = fork_id(&db, &id);
+    // The ended child's result is inherited: the fork never starts a child for it.
+    let (ended, _, fid) = forked_after_one_child_ended(&db, &id);
     assert_eq!(ok_lines(&ok(&db, &["verify", &fid, "--recursive"])), 2);
 
     // A copy of the parent's child whose result was inherited, relinked to the fork's effect.
