@@ -54,8 +54,8 @@ async fn run_spec(
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no run: {}", String::from_utf8_lossy(&out.stderr)));
-    let run = ls["id"].as_str().unwrap().to_owned();
-    (tmp, dir.join("runs.db"), run)
+    let (run, db) = (ls["id"].as_str().unwrap().to_owned(), dir.join("runs.db"));
+    (tmp, db, run)
 }
 
 /// `RUN@SEQ` of the first step whose line in `log` (the output of `log RUN`) contains `marker`.

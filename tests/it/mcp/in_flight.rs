@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::support::cli::{start_json, text, utf8};
-use support::mcp::{canonical_tempdir, err, fake_server, lines, one_server_spec, out, runtape};
+use support::mcp::{canonical_tempdir, fake_server, lines, one_server_spec, out, runtape};
 
 /// A fake server with one tool `op` (annotated by `annotations`) whose calls are logged to
 /// `calls.log` and never answered; notifications go to `notes.log`. Returns the dir, the spec

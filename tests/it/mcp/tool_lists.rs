@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{exported, text, utf8, write};
 use support::mcp::{
-    canonical_tempdir, edited_replay_refused, err, fake_server, log, ops_spec, out,
+    canonical_tempdir, edited_replay_refused, fake_server, log, ops_spec, out,
     replay_without_server, run_id, runtape, seqs_of, shown, tools_from_file,
 };
 
@@ -176,8 +176,8 @@ fn a_resume_after_the_list_changed_between_processes_records_the_new_list() {
         2,
         "the changed list is a row of the history: {rows:?}"
     );
-    let text = out(&runtape(&db, &["log", &run]));
-    assert!(text.contains("MCP server ops lists 1 tools"), "{text}");
+    let logged = out(&runtape(&db, &["log", &run]));
+    assert!(logged.contains("MCP server ops lists 1 tools"), "{logged}");
     let last_call = *seqs_of(&rows, "preparing.proceed.call")
         .last()
         .expect("a request after the resume");

@@ -289,8 +289,8 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
     bundle[5].body.agent = AgentId::new("intruder");
     let err = verify_chain(&bundle, None).expect_err("edited");
     assert!(matches!(err, VerifyError::DigestMismatch { .. }), "{err}");
-    let at = err.at().map(|at| (at.index, at.seq));
-    assert_eq!(at, Some((5, 11)), "{err}");
+    let found = err.at().map(|at| (at.index, at.seq));
+    assert_eq!(found, Some((5, 11)), "{err}");
 
     // Edited and re-digested: the next receipt's parent_sig no longer matches.
     bundle[5].seal = Seal::Unsigned {
@@ -310,15 +310,15 @@ fn tampering_with_an_unsigned_chain_is_caught_by_the_chain() {
     bundle.remove(12);
     let err = verify_chain(&bundle, None).expect_err("deleted");
     assert!(matches!(err, VerifyError::ChainBreak { .. }), "{err}");
-    let at = err.at().map(|at| (at.index, at.seq));
-    assert_eq!(at, Some((12, 27)), "{err}");
+    let found = err.at().map(|at| (at.index, at.seq));
+    assert_eq!(found, Some((12, 27)), "{err}");
 
     let mut bundle = original;
     bundle.swap(2, 3);
     let err = verify_chain(&bundle, None).expect_err("swapped");
     assert!(matches!(err, VerifyError::Misplaced { .. }), "{err}");
-    let at = err.at().map(|at| (at.index, at.seq));
-    assert_eq!(at, Some((2, 7)), "{err}");
+    let found = err.at().map(|at| (at.index, at.seq));
+    assert_eq!(found, Some((2, 7)), "{err}");
 }
 
 #[test]
