@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::cli::utf8;
+use crate::support::cli::{temp_db, utf8};
 use support::session::*;
 
 /// The chat of `support::session`, with a summariser, a retriever and a model that each take
@@ -118,8 +118,7 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
     );
 
     for kill_in in ["summarizing", "retrieving", "generating"] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("chat.db");
+        let (dir, db) = temp_db();
         let (mut third, r1, r2) = two_runs_then_a_third(dir.path(), &db);
         let started = Instant::now();
         while state_of(&db, "What do you know about me?").as_deref() != Some(kill_in) {
@@ -170,8 +169,7 @@ fn a_session_run_killed_mid_summary_mid_retrieval_or_mid_answer_resumes_to_the_s
 /// process takes it up: the same history a run started at once gets.
 #[test]
 fn a_session_run_created_but_never_started_begins_with_its_history_when_taken_up() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("chat.db");
+    let (dir, db) = temp_db();
     let quick = write(
         dir.path(),
         "quick.toml",
