@@ -2,13 +2,12 @@
 //! narrates a crash, a resume, a listing, an earlier step, a fork and two verifications, and
 //! leaves a database the printed commands work on; the bench reports every workload.
 
-use crate::support::cli::{bare, pairs, utf8};
+use crate::support::cli::{bare, pairs, temp_db, utf8};
 use std::path::Path;
 
 #[test]
 fn the_demo_crashes_resumes_forks_and_verifies_a_run() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("demo.db");
+    let (dir, db) = temp_db();
     let o = bare(&["demo", "--db", utf8(&db)]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(

@@ -2,12 +2,11 @@
 //! result) shows how long after the step that issued it it was committed, in the text
 //! (`(152 ms)`) and as `took_ms` in `--json`; other steps carry none.
 
-use crate::support::cli::{json_lines, ok, run_id, runtape, slow_tick_spec};
+use crate::support::cli::{json_lines, ok, run_id, runtape, slow_tick_spec, temp_db};
 
 #[test]
 fn log_times_each_answered_call_from_the_step_that_issued_it() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     // Two model turns of 150 ms each (the scripted model's latency), one `cat` tool call.
     let spec = slow_tick_spec(dir.path(), 1);
     let started = runtape(&db, &["run", spec.to_str().expect("utf-8 path")]);

@@ -92,8 +92,7 @@ fn a_delegating_runs_cassette_records_its_offered_tools_and_replays_in_a_fresh_d
 /// The team example run with a stepped clock in a new directory and exported: `(dir, db,
 /// cassette path)`.
 fn recorded_team() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
+    let (dir, db) = temp_db();
     let example = example("team.toml");
     ok(&db, &["run", "--stepped-clock", utf8(&example)]);
     let id = root_id(&db, "the run");

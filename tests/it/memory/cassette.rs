@@ -8,12 +8,11 @@ use crate::support::spec::agent;
 use serde_json::Value;
 
 use crate::support;
-use support::cli::{example, first_id, ok, runtape, text, utf8, write};
+use support::cli::{example, first_id, ok, runtape, temp_db, text, utf8, write};
 
 #[test]
 fn a_memory_run_replays_from_its_cassette_without_touching_global_memory() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("recorded.db");
+    let (dir, db) = temp_db();
     let spec = utf8(&example("memory.toml")).to_owned();
     // A first run leaves a note in the global memory, so the second one loads (and injects)
     // something.

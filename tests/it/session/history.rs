@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use crate::support::cli::utf8;
+use crate::support::cli::{temp_db, utf8};
 use serde_json::Value;
 use support::session::*;
 
@@ -29,8 +29,7 @@ fn summary_in(messages: &[Value]) -> Option<String> {
 
 #[test]
 fn the_third_run_sees_the_first_two_within_its_window_and_a_summary_of_the_rest() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("chat.db");
+    let (dir, db) = temp_db();
     let spec = write(dir.path(), "chat.toml", &chat_spec(3, &ANSWERS, ""));
 
     let r1 = session_run(&db, &spec, "My name is Ada.", "support-42");
@@ -198,8 +197,7 @@ tools = ["deploy"]
 
 #[test]
 fn a_session_whose_latest_run_has_not_ended_refuses_the_next_and_goes_on_from_the_last_completed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("chat.db");
+    let (dir, db) = temp_db();
     let chat = write(dir.path(), "chat.toml", &chat_spec(10, &ANSWERS, ""));
     let waits = write(dir.path(), "waits.toml", &approval_spec());
 

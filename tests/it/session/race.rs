@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use crate::support::cli::{all_at_once, utf8};
+use crate::support::cli::{all_at_once, temp_db, utf8};
 use serde_json::Value;
 use support::session::*;
 
@@ -16,8 +16,7 @@ const TRIALS: usize = 6;
 fn two_processes_racing_for_the_next_run_of_a_session_make_exactly_one_run_3() {
     let mut taken_in_store = 0;
     for trial in 0..TRIALS {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("race.db");
+        let (dir, db) = temp_db();
         let quick = write(
             dir.path(),
             "quick.toml",

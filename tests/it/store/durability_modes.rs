@@ -9,7 +9,7 @@ use runtape::config;
 use runtape::store::{Durability, SqliteStore};
 
 use crate::support;
-use crate::support::cli::{err, example, utf8, write};
+use crate::support::cli::{err, example, temp_db, utf8, write};
 use support::cli::runtape;
 
 /// The quickstart example with `extra` added to its text, written into `dir`.
@@ -41,8 +41,7 @@ fn a_spec_names_its_durability_or_leaves_it_to_the_caller() {
 
 #[test]
 fn the_writer_commits_with_the_mode_it_was_opened_with() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("d.db");
+    let (_dir, db) = temp_db();
     let normal = SqliteStore::open(&db, Durability::Normal).expect("opens");
     assert_eq!(normal.durability(), Durability::Normal);
     // Another store on the same file chooses its own: the mode belongs to the connection.
