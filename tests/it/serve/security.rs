@@ -80,12 +80,7 @@ fn with_a_token_every_api_request_needs_it_and_the_page_does_not() {
         let a = request(server.addr, "GET", path, &[], None);
         assert_eq!(a.status, 401, "{path}: {}", a.text());
         assert_eq!(a.header("www-authenticate"), Some("Bearer"));
-        assert!(
-            a.json()["error"]
-                .as_str()
-                .expect("error")
-                .contains("needs a token")
-        );
+        assert!(a.error().contains("needs a token"), "{}", a.text());
         let a = request(
             server.addr,
             "GET",
@@ -94,7 +89,7 @@ fn with_a_token_every_api_request_needs_it_and_the_page_does_not() {
             None,
         );
         assert_eq!(a.status, 401, "{path}");
-        assert!(a.json()["error"].as_str().expect("error").contains("wrong"));
+        assert!(a.error().contains("wrong"), "{}", a.text());
     }
     let a = request(
         server.addr,
@@ -148,12 +143,7 @@ fn without_a_token_state_changing_requests_must_be_same_origin() {
     ] {
         let a = request(server.addr, "POST", &approve, &headers, None);
         assert_eq!(a.status, 403, "{headers:?}: {}", a.text());
-        assert!(
-            a.json()["error"]
-                .as_str()
-                .expect("error")
-                .contains("another origin")
-        );
+        assert!(a.error().contains("another origin"), "{}", a.text());
     }
     // Reads stay open to this machine; the refused approvals changed nothing.
     let (_, r) = server.get(&format!("/api/runs/{run}"));
@@ -194,12 +184,7 @@ fn a_host_that_is_not_this_server_is_refused() {
     ] {
         let a = request(server.addr, "GET", "/api/runs", &[("Host", host)], None);
         assert_eq!(a.status, 403, "Host {host:?}: {}", a.text());
-        assert!(
-            a.json()["error"]
-                .as_str()
-                .expect("e")
-                .contains("is not this server")
-        );
+        assert!(a.error().contains("is not this server"), "{}", a.text());
     }
     for host in [
         format!("localhost:{port}"),
@@ -282,7 +267,7 @@ fn request_bodies_are_capped() {
         Some(big.as_bytes()),
     );
     assert_eq!(a.status, 413, "{}", a.text());
-    let e = a.json()["error"].as_str().expect("error").to_owned();
+    let e = a.error();
     assert!(e.contains("larger than 1024 KiB"), "{e}");
     let (_, runs) = server.get("/api/runs");
     assert_eq!(runs["total"], json!(0), "nothing was started");

@@ -271,6 +271,14 @@ impl Answer {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The `error` line of a JSON error answer (`{"error": "…"}`); panics when there is none.
+    pub fn error(&self) -> String {
+        match self.json()["error"].as_str() {
+            Some(e) => e.to_owned(),
+            None => panic!("no error in the answer: {}", self.text()),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
