@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::cli::{err, out as stdout};
 use support::otlp::{Received, bodies, receiver};
 use support::serve::{Server, field, run_spec, scratch_db};
 
@@ -22,6 +23,16 @@ struct Span {
     attrs: BTreeMap<String, Value>,
     links: Vec<Value>,
     status: Value,
+}
+
+impl Span {
+    /// The string attribute `key`; panics (naming it) when the span has none.
+    fn text(&self, key: &str) -> &str {
+        match self.attrs.get(key).and_then(Value::as_str) {
+            Some(text) => text,
+            None => panic!("span {} has no text attribute {key}", self.name),
+        }
+    }
 }
 
 fn attr_value(v: &Value) -> Value {
@@ -286,31 +297,19 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
     let all = spans(&got);
     let tree = of_run(&all, &run);
     let chat = named(&tree, "chat scripted");
-    let input = chat.attrs["gen_ai.input.messages"]
-        .as_str()
-        .expect("input messages");
+    let input = chat.text("gen_ai.input.messages");
     assert!(input.contains("runtape keeps every step"), "{input}");
     assert!(chat.attrs["gen_ai.output.messages"].is_string());
     let root = named(&tree, "invoke_workflow runtape");
-    assert!(
-        root.attrs["runtape.goal"]
-            .as_str()
-            .expect("goal")
-            .contains("UTC")
-    );
+    assert!(root.text("runtape.goal").contains("UTC"));
     let tool = named(&all, "execute_tool count_words");
+    let arguments = tool.text("gen_ai.tool.call.arguments");
     assert!(
-        tool.attrs["gen_ai.tool.call.arguments"]
-            .as_str()
-            .expect("args")
-            .contains("runtape keeps every step")
+        arguments.contains("runtape keeps every step"),
+        "{arguments}"
     );
-    assert!(
-        tool.attrs["gen_ai.tool.call.result"]
-            .as_str()
-            .expect("result")
-            .contains('4')
-    );
+    let result = tool.text("gen_ai.tool.call.result");
+    assert!(result.contains('4'), "{result}");
 }
 
 #[test]
@@ -327,12 +326,8 @@ fn the_command_line_exports_with_the_standard_variable_and_a_resume_joins_the_tr
             .env_remove("RUNTAPE_DB")
             .output()
             .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        assert!(out.status.success(), "{}", err(&out));
+        stdout(&out)
     };
     let first = env_run(&["run", "examples/approval.toml", "--json"]);
     let run =
