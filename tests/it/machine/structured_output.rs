@@ -109,11 +109,7 @@ fn invalid_answers_past_the_correction_budget_fail_the_run() {
     assert_eq!(h.last_edge(), "generating.replied.output_failed");
     let error = failure(&h.state);
     assert_eq!(error.class, ErrorClass::OutputInvalid);
-    assert!(
-        error.message.contains("correction budget 1"),
-        "{}",
-        error.message
-    );
+    assert!(error.message.contains("correction budget 1"), "{error:?}");
 }
 
 #[test]

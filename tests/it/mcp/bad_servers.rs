@@ -241,11 +241,7 @@ async fn a_hanging_call_times_out_and_the_server_is_told_to_cancel() {
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("times out");
-    assert!(
-        e.message.contains("timed out after 300 ms"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("timed out after 300 ms"), "{e:?}");
     let notes = wait_for_cancel_note(dir.path()).await;
     assert_eq!(notes.len(), 1, "one notifications/cancelled");
     assert_eq!(notes[0]["params"]["reason"], "timed out");
@@ -323,8 +319,7 @@ def call(req):
         .expect_err("died");
     assert!(
         first.message.contains("stopped during the call"),
-        "{}",
-        first.message
+        "{first:?}"
     );
     assert!(first.message.contains("may or may not have taken effect"));
     let second = tool
@@ -333,23 +328,14 @@ def call(req):
         .expect_err("died again after its restart");
     assert!(
         second.message.contains("stopped during the call"),
-        "{}",
-        second.message
+        "{second:?}"
     );
     let third = tool
         .invoke(json!({}), ctx(CancellationToken::new()))
         .await
         .expect_err("given up");
-    assert!(
-        third.message.contains("is unavailable"),
-        "{}",
-        third.message
-    );
-    assert!(
-        third.message.contains("not restarted again"),
-        "{}",
-        third.message
-    );
+    assert!(third.message.contains("is unavailable"), "{third:?}");
+    assert!(third.message.contains("not restarted again"), "{third:?}");
     let count = std::fs::read_to_string(&starts)
         .expect("log")
         .lines()

@@ -67,11 +67,7 @@ async fn filesystem_server_tools_are_listed_flagged_and_called_over_stdio() {
         .invoke(json!({"path": "/etc/passwd"}), ctx("c2"))
         .await
         .expect_err("isError: true is a tool error");
-    assert!(
-        denied.message.contains("Access denied"),
-        "{}",
-        denied.message
-    );
+    assert!(denied.message.contains("Access denied"), "{denied:?}");
 
     write
         .invoke(

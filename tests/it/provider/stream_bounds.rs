@@ -62,11 +62,7 @@ async fn a_stream_that_never_ends_fails_at_the_total_timeout() {
     let err = outcome.expect_err("an endless stream is an error");
     assert_eq!(err.class, ProviderErrorClass::ProviderUnavailable);
     assert!(err.retryable);
-    assert!(
-        err.message.contains("did not finish within 3s"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("did not finish within 3s"), "{err:?}");
     assert_eq!(
         deltas.joined(),
         "partial",

@@ -37,11 +37,7 @@ async fn a_server_that_never_answers_times_out_as_retryable_unavailable() {
     assert_eq!(err.class, ProviderErrorClass::ProviderUnavailable);
     assert!(err.retryable);
     assert_eq!(err.status, None);
-    assert!(
-        err.message.contains("no response within 300ms"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("no response within 300ms"), "{err:?}");
     assert!(
         server.wait_client_close(Duration::from_secs(5)).await,
         "the abandoned connection is closed"
@@ -64,11 +60,7 @@ async fn a_stream_that_goes_silent_times_out_after_the_text_so_far() {
         .unwrap_err();
     assert_eq!(err.class, ProviderErrorClass::ProviderUnavailable);
     assert!(err.retryable);
-    assert!(
-        err.message.contains("the stream went silent"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("the stream went silent"), "{err:?}");
     assert_eq!(deltas.joined(), "partial");
 }
 

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 
 use super::{Shown, expected_status, printed_id, scratch_dir, shown_commands, words};
+use crate::support::cli::line_starting;
 use crate::support::serve::request;
 
 /// The `sh` lines of the README's tour: the section "A five-minute tour", up to the next one.
@@ -142,13 +143,7 @@ fn shows(typed: &str, stdout: &str, all: &str, ids: &Ids, dir: &Path, what: &str
         "ls" => {
             let header = stdout.lines().next().unwrap_or_default();
             must(what, header, &["STATUS", "STEPS", "COST", "AGE", "GOAL"]);
-            let row = |id: &str| {
-                stdout
-                    .lines()
-                    .find(|l| l.starts_with(id))
-                    .unwrap_or_else(|| panic!("{what}: no row of {id}:\n{stdout}"))
-                    .to_owned()
-            };
+            let row = |id: &str| line_starting(stdout, id).to_owned();
             must(what, &row(run), &["completed", "What time is it in UTC"]);
             if let Some(fork) = &ids.fork {
                 must(

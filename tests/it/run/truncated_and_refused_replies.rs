@@ -207,11 +207,7 @@ async fn on_truncated_fail_ends_the_run_truncated() {
     assert_eq!(r.end.status, RunStatus::Failed);
     let error = failure(&r.end.state);
     assert_eq!(error.class, ErrorClass::Truncated);
-    assert!(
-        error.message.contains("output-token limit"),
-        "{}",
-        error.message
-    );
+    assert!(error.message.contains("output-token limit"), "{error:?}");
     assert_eq!(r.requests.len(), 1, "no retry");
     assert_eq!(edges(&r).last(), Some(&"generating.replied.truncated"));
 }
@@ -256,11 +252,7 @@ async fn replies_cut_every_time_spend_the_correction_budget() {
     .await;
     let error = failure(&r.end.state);
     assert_eq!(error.class, ErrorClass::Truncated);
-    assert!(
-        error.message.contains("3 replies in a row"),
-        "{}",
-        error.message
-    );
+    assert!(error.message.contains("3 replies in a row"), "{error:?}");
     let limits: Vec<_> = r
         .requests
         .iter()

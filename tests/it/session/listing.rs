@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use crate::support::cli::{first_id, utf8};
+use crate::support::cli::{first_id, line_starting, utf8};
 use serde_json::Value;
 use support::serve::{runtape, scratch_db, serve};
 
@@ -28,6 +28,14 @@ fn mark(v: &Value) -> (Value, Value, Value) {
         v["session_index"].clone(),
         v["session_kind"].clone(),
     )
+}
+
+/// The run `run` in a listing (`ls --json` lines, or the API's `runs`).
+fn entry<'a>(runs: &'a [Value], run: &str) -> &'a Value {
+    match runs.iter().find(|v| v["id"] == run) {
+        Some(v) => v,
+        None => panic!("{run} is not listed: {runs:?}"),
+    }
 }
 
 #[test]
@@ -59,13 +67,7 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
     let plain = first_id(&ok(dir.path(), &db, &["run", "examples/quickstart.toml"]));
 
     let listed = ok(dir.path(), &db, &["ls"]);
-    let line = |run: &str| {
-        listed
-            .lines()
-            .find(|l| l.starts_with(run))
-            .unwrap_or_else(|| panic!("{run} is listed: {listed}"))
-            .to_owned()
-    };
+    let line = |run: &str| line_starting(&listed, run);
     assert!(line(&first).contains("[trip-1 #1]"), "{listed}");
     assert!(line(&second).contains("[trip-1 #2]"), "{listed}");
     assert!(line(&fork).contains("[trip-1 #2, fork]"), "{listed}");
@@ -76,12 +78,6 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("json"))
         .collect();
-    let by_id = |run: &str| {
-        json.iter()
-            .find(|v| v["id"] == run)
-            .cloned()
-            .unwrap_or_else(|| panic!("{run} in ls --json"))
-    };
     let expected = [
         (&first, ("trip-1".into(), 1.into(), "run".into())),
         (&second, ("trip-1".into(), 2.into(), "run".into())),
@@ -90,21 +86,16 @@ fn ls_and_the_api_show_each_runs_session_and_place() {
         (&plain, (Value::Null, Value::Null, Value::Null)),
     ];
     for (run, want) in &expected {
-        assert_eq!(&mark(&by_id(run)), want, "{run}");
+        assert_eq!(&mark(entry(&json, run)), want, "{run}");
     }
 
     // The API lists the same, and finds a session's runs by its name.
     let server = serve(dir.path(), &db);
     let (status, all) = server.get("/api/runs");
     assert_eq!(status, 200, "{all}");
+    let api = all["runs"].as_array().expect("runs");
     for (run, want) in &expected {
-        let listed = all["runs"]
-            .as_array()
-            .expect("runs")
-            .iter()
-            .find(|v| v["id"] == run.as_str())
-            .expect("listed");
-        assert_eq!(&mark(listed), want, "{run}");
+        assert_eq!(&mark(entry(api, run)), want, "{run}");
     }
     let (_, found) = server.get("/api/runs?q=trip-1");
     assert_eq!(found["total"], 4, "{found}");

@@ -172,6 +172,15 @@ pub fn first_id(stdout: &str) -> String {
         .to_owned()
 }
 
+/// The first line of `text` that starts with `prefix` (a run's row in `ls`, by its id); panics
+/// showing `text` when there is none.
+pub fn line_starting<'a>(text: &'a str, prefix: &str) -> &'a str {
+    match text.lines().find(|l| l.starts_with(prefix)) {
+        Some(line) => line,
+        None => panic!("no line starts with {prefix}:\n{text}"),
+    }
+}
+
 /// The run id a command printed first ([`first_id`] of its stdout).
 pub fn run_id(o: &Output) -> String {
     first_id(&out(o))
