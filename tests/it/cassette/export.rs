@@ -116,16 +116,7 @@ fn a_version_2_cassette_recorded_by_an_earlier_runtape_still_replays() {
     assert!(text.contains("\"version\": 2"));
     let (_dir, db) = temp_db();
     let spec = example("structured.toml");
-    let o = runtape(
-        &db,
-        &[
-            "replay",
-            "--stepped-clock",
-            utf8(&spec),
-            "--cassette",
-            utf8(&fixture),
-        ],
-    );
+    let o = replay_stepped(&db, utf8(&spec), utf8(&fixture));
     assert!(o.status.success(), "{}", err(&o));
     let printed = out(&o);
     assert!(

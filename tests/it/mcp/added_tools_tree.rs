@@ -11,11 +11,11 @@ use crate::support::spec::{agent, lead};
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::{first_id, text, utf8, write};
+use crate::support::cli::{first_id, replay_stepped, text, utf8, write};
 use serde_json::Value;
 use support::mcp::{
-    STATUS, canonical_tempdir, err, growing_server, log, ok, out, run_id, runtape, seqs_of,
-    server_gone, shown,
+    STATUS, canonical_tempdir, err, growing_server, log, ok, out, run_id, seqs_of, server_gone,
+    shown,
 };
 
 /// What the worker asks when its server adds `stamp` mid-run: `status` with `grow` (the
@@ -84,16 +84,7 @@ fn offered(db: &Path, run: &str, seq: u64) -> Vec<String> {
 }
 
 fn replay(db: &Path, spec: &Path, tape: &Path) -> std::process::Output {
-    runtape(
-        db,
-        &[
-            "replay",
-            "--stepped-clock",
-            utf8(spec),
-            "--cassette",
-            utf8(tape),
-        ],
-    )
+    replay_stepped(db, utf8(spec), utf8(tape))
 }
 
 #[test]

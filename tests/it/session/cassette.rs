@@ -11,7 +11,7 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use crate::support::cli::utf8;
+use crate::support::cli::{replay, utf8};
 use serde_json::Value;
 use support::session::*;
 
@@ -135,25 +135,25 @@ fn the_third_run_of_a_session_replays_from_its_cassette_in_a_fresh_database() {
         "{out}"
     );
     assert!(!mark.exists(), "the retriever was not run");
-    let replay = first_id(&out);
-    assert_eq!(final_hash(&fresh, &replay), final_hash(&db, &third));
+    let replayed = first_id(&out);
+    assert_eq!(final_hash(&fresh, &replayed), final_hash(&db, &third));
 
     // It began with the recorded history, and it is not a run of the session.
     let first: Value =
-        serde_json::from_str(&ok(&fresh, &["show", &format!("{replay}@1"), "--json"]))
+        serde_json::from_str(&ok(&fresh, &["show", &format!("{replayed}@1"), "--json"]))
             .expect("json");
     assert_eq!(first["event"]["body"]["type"], "session_start", "{first}");
     assert_eq!(first["event"]["body"]["seed"], session["seed"]);
     assert_eq!(first["session"]["replayed"], true);
     let sessions = ok(&fresh, &["sessions"]);
     assert!(sessions.contains("no sessions"), "{sessions}");
-    let shown = ok(&fresh, &["show", &replay]);
+    let shown = ok(&fresh, &["show", &replayed]);
     assert!(
         shown.contains("a replay is not a run of the session"),
         "{shown}"
     );
     // Its log says where the passages came from: the recording, not a process.
-    let log = ok(&fresh, &["log", &replay]);
+    let log = ok(&fresh, &["log", &replayed]);
     assert!(log.contains("session_start"), "{log}");
 }
 
@@ -203,7 +203,7 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         std::fs::write(&path, serde_json::to_string_pretty(&file).expect("encodes"))
             .expect("writes");
         let fresh = dir.path().join(format!("{what}.db"));
-        let o = runtape(&fresh, &["replay", utf8(&spec), "--cassette", utf8(&path)]);
+        let o = replay(&fresh, utf8(&spec), utf8(&path), &[]);
         assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
         assert!(text(&o).contains(says), "{what}: {}", text(&o));
         assert!(!fresh.exists(), "{what}: nothing was written");
@@ -227,15 +227,11 @@ fn an_edited_history_or_passage_is_refused_before_anything_is_written() {
         .remove("retrievalHash");
     let path = dir.path().join("v1.json");
     std::fs::write(&path, serde_json::to_string_pretty(&file).expect("encodes")).expect("writes");
-    let o = runtape(
+    let o = replay(
         &dir.path().join("v1.db"),
-        &[
-            "replay",
-            utf8(&spec),
-            "--cassette",
-            utf8(&path),
-            "--allow-unverified",
-        ],
+        utf8(&spec),
+        utf8(&path),
+        &["--allow-unverified"],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("carries `session`"), "{}", text(&o));
@@ -250,15 +246,11 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
     let fresh = dir.path().join("fresh.db");
     // Another question: the summary (which does not see it) replays, then the retriever would
     // be asked about the new question.
-    let o = runtape(
+    let o = replay(
         &fresh,
-        &[
-            "replay",
-            utf8(&spec),
-            "--cassette",
-            utf8(&cassette),
-            "What about hotels?",
-        ],
+        utf8(&spec),
+        utf8(&cassette),
+        &["What about hotels?"],
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -273,23 +265,18 @@ fn a_replay_asking_the_retriever_something_else_stops_with_a_typed_error() {
     );
     assert!(!mark.exists(), "the retriever was not run");
     // The replayed run stopped there, cancelled with the reason, before its answer turn.
-    let replay = first_id(&String::from_utf8_lossy(&o.stdout));
-    let v: Value = serde_json::from_str(&ok(&fresh, &["show", &replay, "--json"])).expect("json");
+    let replayed = first_id(&String::from_utf8_lossy(&o.stdout));
+    let v: Value = serde_json::from_str(&ok(&fresh, &["show", &replayed, "--json"])).expect("json");
     assert_eq!(v["state"]["state"], "done", "{v}");
-    let log = ok(&fresh, &["log", &replay]);
+    let log = ok(&fresh, &["log", &replayed]);
     assert!(log.contains("retrieving → done"), "{log}");
 
     // Non-strict, the recorded passages are served anyway and the drift is listed.
-    let o = runtape(
+    let o = replay(
         &dir.path().join("explore.db"),
-        &[
-            "replay",
-            utf8(&spec),
-            "--cassette",
-            utf8(&cassette),
-            "What about hotels?",
-            "--non-strict",
-        ],
+        utf8(&spec),
+        utf8(&cassette),
+        &["What about hotels?", "--non-strict"],
     );
     assert!(
         text(&o).contains("retrieval 0 asked something else than was recorded (served anyway"),

@@ -437,13 +437,18 @@ pub fn pairs<A: rusqlite::types::FromSql, B: rusqlite::types::FromSql>(
         .expect("reads")
 }
 
-/// Runs `runtape --db DB replay --stepped-clock SPEC --cassette CASSETTE`: a replay on a
-/// virtual clock, so two replays of one cassette store the same history.
-pub fn replay_stepped(db: &Path, spec: &str, cassette: &str) -> Output {
+/// Runs `runtape --db DB replay SPEC --cassette CASSETTE ARGS…`.
+pub fn replay(db: &Path, spec: &str, cassette: &str, args: &[&str]) -> Output {
     runtape(
         db,
-        &["replay", "--stepped-clock", spec, "--cassette", cassette],
+        &[&["replay", spec, "--cassette", cassette], args].concat(),
     )
+}
+
+/// Runs `runtape --db DB replay SPEC --cassette CASSETTE --stepped-clock`: a replay on a
+/// virtual clock, so two replays of one cassette store the same history.
+pub fn replay_stepped(db: &Path, spec: &str, cassette: &str) -> Output {
+    replay(db, spec, cassette, &["--stepped-clock"])
 }
 
 /// [`replay_stepped`] into a fresh database `DIR/fresh.db`, which must succeed: the database
