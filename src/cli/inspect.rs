@@ -60,11 +60,19 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
         // A run resting on a child that waits for a person says so.
         let status = if waiting.contains(&r.id) {
             "awaiting child"
+        } else if r.sleeping {
+            "sleeping"
         } else {
             r.status
         };
+        // A run waiting on a timer says when it comes due: its sleep, or a deadline.
+        let wakes = match r.wakes_ms {
+            Some(ms) if r.sleeping => format!(" (wakes {})", utc(ms)),
+            Some(ms) => format!(" (deadline {})", utc(ms)),
+            None => String::new(),
+        };
         outln!(
-            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}",
+            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}{wakes}",
             id,
             status,
             r.steps,

@@ -165,6 +165,20 @@ pub(crate) enum Command {
         #[command(flatten)]
         opts: DriveOpts,
     },
+    /// Fire a run's timer now: its sleep, or the deadline of a call waiting for a person.
+    ///
+    /// Takes the run up and commits the firing of its earliest timer, then drives it on as
+    /// `resume` does. Before its due instant the firing is an early wake (a `timer_fired`
+    /// step marked early, stamped now; a sleeping call's result says a person woke it, a
+    /// deadline's policy is applied); at or after it, the timer's own firing. A run that
+    /// waits on no timer is refused and nothing is written.
+    Wake {
+        /// The run id.
+        run: String,
+        /// Options shared by the commands that drive a run.
+        #[command(flatten)]
+        opts: DriveOpts,
+    },
     /// Branch a new run off RUN at step SEQ, optionally with edits, and run it on.
     ///
     /// The fork shares the parent's history up to SEQ (it is not copied) and runs live from
@@ -403,18 +417,22 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Drive runs from a shared PostgreSQL database until stopped.
+    /// Drive runs from a shared PostgreSQL database, or wake a SQLite file's due runs, until
+    /// stopped.
     ///
-    /// Claims runnable runs (queued by `run --detach`, handed back by other workers, or left by
-    /// a worker that died) whose spec file is in --spec-dir, and drives up to --concurrency at
-    /// once. Logs one JSON object per line. SIGTERM drains: no new run is claimed, calls in
-    /// flight get --grace-ms to finish and are committed, each run is handed back to the queue,
-    /// and the worker exits 0.
+    /// On PostgreSQL: claims runnable runs (queued by `run --detach`, handed back by other
+    /// workers, or left by a worker that died) and runs whose timer is due, whose spec file is
+    /// in --spec-dir, and drives up to --concurrency at once. On a SQLite file: takes up the
+    /// runs whose timer is due (a sleep whose instant passed, a deadline on a call waiting for
+    /// a person) and drives them on. Logs one JSON object per line. SIGTERM drains: no new run
+    /// is claimed, calls in flight get --grace-ms to finish and are committed, each run is
+    /// handed back to the queue, and the worker exits 0.
     Worker {
         /// The directory of the spec files this worker serves (the same path on every worker
         /// machine); runs started from spec files elsewhere are left to other workers.
+        /// Required on PostgreSQL; on a SQLite file, every run's timers are woken without it.
         #[arg(long, value_name = "DIR")]
-        spec_dir: PathBuf,
+        spec_dir: Option<PathBuf>,
         /// Runs driven at once.
         #[arg(long, default_value_t = 8, value_name = "N")]
         concurrency: usize,
@@ -431,6 +449,10 @@ pub(crate) enum Command {
         /// 127.0.0.1:9464 (port 0: any free port, logged as worker.listening). Off by default.
         #[arg(long, value_name = "HOST:PORT")]
         metrics_addr: Option<String>,
+        /// Run on a deterministic clock that does not wait: every timer counts as due at once
+        /// and fires stamped at its due instant (tests and demos).
+        #[arg(long)]
+        stepped_clock: bool,
     },
     /// Serve a web page and an HTTP API to watch and steer the database's runs.
     ///
@@ -737,6 +759,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 common(opts),
             ))
         }
+        Command::Wake { run, opts } => drive(runs::wake(&run, common(opts))),
         Command::Fork {
             at,
             edit,
@@ -824,6 +847,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             grace_ms,
             receipt_key,
             metrics_addr,
+            stepped_clock,
         } => {
             let args = worker::Args {
                 db: db.clone(),
@@ -832,6 +856,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 grace_ms,
                 receipt_key,
                 metrics_addr,
+                stepped_clock,
             };
             with_mcp(worker::worker(args))
         }

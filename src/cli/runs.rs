@@ -158,10 +158,46 @@ pub(crate) async fn resume(
     open_existing(&db)?;
     let grace = common.grace()?;
     let engine = engine(&db, &common, false)?;
+    if answer == Answer::None
+        && raises.is_empty()
+        && let Some(asleep) = ops::wake::asleep(&engine, &run)?
+    {
+        // Taken up now, it would only wait: say when it wakes, and how to wake it now.
+        note(&format!(
+            "run {run} sleeps until {} (in {}); `runtape worker` or `runtape serve` wakes it then, `runtape wake {run}` wakes it now",
+            crate::text::utc(asleep.due.ms()),
+            super::common::age(asleep.wait.as_millis() as u64, 0)
+        ));
+        return Ok(super::EXIT_OK);
+    }
     let signals = StopSignals::install()?;
     let handle = ops::resume(&engine, &run, answer, call.as_deref(), &raises).await?;
     // Announced once this process holds the run, so a refused resume prints only its error.
     announce(run.as_str(), "resumed", common.json)?;
+    follow(&engine, handle, common.json, grace, signals).await
+}
+
+/// `runtape wake RUN`: fires the run's earliest timer now and drives it on.
+pub(crate) async fn wake(run: &str, common: Common) -> Result<u8, CliError> {
+    let run = parse_whole_run(run, "wake fires the run's timer now")?;
+    let db = db_path(common.db.as_deref(), None);
+    open_existing(&db)?;
+    let grace = common.grace()?;
+    let engine = engine(&db, &common, false)?;
+    let signals = StopSignals::install()?;
+    let (handle, woken) = ops::wake::wake(&engine, &run).await?;
+    announce(run.as_str(), "woke", common.json)?;
+    if !common.json {
+        let what = match woken.timer.kind {
+            crate::machine::wake::TimerKind::Sleep => "sleep",
+            crate::machine::wake::TimerKind::Deadline => "deadline",
+        };
+        let when = if woken.early { "early" } else { "on time" };
+        note(&format!(
+            "fired its {what} due at {} {when}",
+            crate::text::utc(woken.timer.due.ms())
+        ));
+    }
     follow(&engine, handle, common.json, grace, signals).await
 }
 

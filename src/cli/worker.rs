@@ -1,5 +1,6 @@
 //! `runtape worker`: drive runnable runs from a shared PostgreSQL database (see
-//! [`crate::worker`]), logging one JSON object per line on stdout.
+//! [`crate::worker`]), or wake the due runs of a SQLite file (see [`crate::worker::local`]),
+//! logging one JSON object per line on stdout.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,29 +26,32 @@ use crate::worker::{WorkerExit, WorkerOptions, endpoint};
 /// What `runtape worker` was asked for.
 pub(crate) struct Args {
     pub(crate) db: PathBuf,
-    pub(crate) spec_dir: PathBuf,
+    pub(crate) spec_dir: Option<PathBuf>,
     pub(crate) concurrency: usize,
     pub(crate) grace_ms: Option<u64>,
     pub(crate) receipt_key: Option<PathBuf>,
     /// `--metrics-addr`: where to answer `/healthz` and `/metrics`, if anywhere.
     pub(crate) metrics_addr: Option<String>,
+    /// `--stepped-clock`: every timer is due at once.
+    pub(crate) stepped_clock: bool,
 }
 
 /// Runs the worker until a stop signal has drained it (exit 0) or a second one interrupted it
 /// (exit 130).
 pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
-    let url = postgres_url(&args.db).ok_or_else(|| {
-        CliError::usage(format!(
-            "`runtape worker` needs a PostgreSQL database shared by the workers (--db postgres://USER@HOST/DB or RUNTAPE_DB); `{}` is a SQLite file, driven by `runtape run` and `runtape resume`",
-            args.db.display()
-        ))
-    })?;
     if args.concurrency == 0 {
         return Err(CliError::usage(
             "--concurrency must be at least 1 (runs driven at once)",
         ));
     }
-    let spec_dir = canonical_dir(&args.spec_dir)?;
+    let Some(url) = postgres_url(&args.db) else {
+        return local(args).await;
+    };
+    let spec_dir = canonical_dir(args.spec_dir.as_deref().ok_or_else(|| {
+        CliError::usage(
+            "`runtape worker` on PostgreSQL needs --spec-dir DIR: the directory of the spec files whose runs it may drive",
+        )
+    })?)?;
     if let Some(path) = &args.receipt_key
         && let Ok(text) = std::fs::read_to_string(path)
     {
@@ -63,6 +67,7 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         receipts: Arc::new(receipts),
         lease_ttl: env_ms("RUNTAPE_LEASE_TTL_MS", 15_000, 100)?,
         max_concurrent_runs: args.concurrency,
+        clock: clock_of(args.stepped_clock),
         ..EngineConfig::default()
     };
     let metrics = Arc::new(Metrics::default());
@@ -132,6 +137,61 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         WorkerExit::Drained => EXIT_OK,
         WorkerExit::Interrupted => EXIT_INTERRUPTED,
     })
+}
+
+/// `runtape worker --db FILE` on a SQLite file: wakes the runs whose timers are due.
+async fn local(args: Args) -> Result<u8, CliError> {
+    let spec_dir = match &args.spec_dir {
+        Some(dir) => Some(canonical_dir(dir)?.display().to_string()),
+        None => None,
+    };
+    crate::ops::open_existing(&args.db)?;
+    let settings = crate::ops::EngineSettings {
+        receipt_key: args.receipt_key.clone(),
+        stepped_clock: args.stepped_clock,
+        warn: note,
+        ..crate::ops::EngineSettings::default()
+    };
+    let config = crate::ops::engine_config(&settings)?;
+    let store = crate::ops::open_store(&args.db, false)?;
+    let grace = match args.grace_ms {
+        Some(ms) => Duration::from_millis(ms),
+        None => env_ms("RUNTAPE_STOP_GRACE_MS", DEFAULT_GRACE_MS, 0)?,
+    };
+    let opts = crate::worker::local::LocalOptions {
+        spec_dir,
+        concurrency: args.concurrency,
+        engine: EngineConfig {
+            max_concurrent_runs: args.concurrency,
+            ..config
+        },
+        grace,
+        poll: env_ms(
+            "RUNTAPE_WORKER_POLL_MS",
+            crate::machine::wake::MAX_WAKE_POLL.as_millis() as u64,
+            10,
+        )?,
+        skip_for: Duration::from_secs(60),
+    };
+    let stops = stop_signals()?;
+    let exit = crate::worker::local::run(store, opts, stops, log).await?;
+    crate::tool::mcp::McpHub::global().shutdown().await;
+    Ok(match exit {
+        WorkerExit::Drained => EXIT_OK,
+        WorkerExit::Interrupted => EXIT_INTERRUPTED,
+    })
+}
+
+/// The engine's clock: the stepped one (`--stepped-clock`), else the system's.
+fn clock_of(stepped: bool) -> Arc<dyn crate::exec::Clock> {
+    if stepped {
+        Arc::new(crate::exec::SteppedClock {
+            start_ms: 1_700_000_000_000,
+            step_ms: 1,
+        })
+    } else {
+        EngineConfig::default().clock
+    }
 }
 
 /// One log line: the event with its time and level first.

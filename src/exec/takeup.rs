@@ -135,6 +135,11 @@ fn prepare(
                     }
                 }
                 Effect::RequestInput { .. } => {}
+                // A timer a person fires now (`runtape wake`): nothing to wait for.
+                Effect::StartTimer { id, .. }
+                    if events.iter().any(
+                        |e| matches!(e, EventBody::TimerFired { effect, .. } if effect == id),
+                    ) => {}
                 _ => driver.to_perform.push(effect),
             }
         }

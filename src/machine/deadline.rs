@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{ErrorClass, Failure, MachineError};
 use super::event::HumanInput;
-use super::ids::{AgentId, EffectId, Hlc};
+use super::ids::{AgentId, EffectId};
 use super::spec::{Spec, SpecError};
 use super::state::{Batch, Outcome, RunData, RunState, Slot, SlotStatus};
 use super::step::Cx;
@@ -137,15 +137,16 @@ fn waiting(batch: &Batch, effect: &EffectId) -> Option<usize> {
 
 /// `CallingTools`/`AwaitingInput` + `TimerFired` for a deadline: nobody answered in time, so
 /// the spec's policy answers. Refused when no call waits under `effect` (a person answered
-/// first), for another instant than the recorded one, or before it.
+/// first), for another instant than the recorded one, or before it unless a person brought
+/// the deadline forward (`runtape wake`, an early firing).
 pub(crate) fn on_fired(
     cx: &mut Cx<'_>,
     from: StateKind,
     run: RunData,
     batch: Batch,
-    effect: &EffectId,
-    due: Hlc,
+    firing: super::timer::Firing<'_>,
 ) -> Result<(EdgeId, RunState), MachineError> {
+    let (effect, due) = (firing.effect, firing.due);
     let unknown = || MachineError::UnknownEffect {
         state: from,
         effect: effect.clone(),
@@ -153,7 +154,7 @@ pub(crate) fn on_fired(
     let index = waiting(&batch, effect).ok_or_else(unknown)?;
     let slot = &batch.slots[index];
     let recorded = slot.deadline.ok_or_else(unknown)?.due;
-    super::timer::check_due(cx, effect, recorded, due)?;
+    super::timer::check_due(cx, firing, recorded)?;
     let policy = cx
         .spec
         .spec()
@@ -162,10 +163,18 @@ pub(crate) fn on_fired(
         .and_then(|t| t.deadlines.get(&slot.tool))
         .map(|d| d.then.clone())
         .ok_or_else(unknown)?;
-    let passed = format!(
-        "nobody answered before the deadline ({})",
-        crate::text::rfc3339(due.ms())
-    );
+    let passed = if firing.early && cx.at < due {
+        format!(
+            "nobody answered; a person brought the deadline ({}) forward to {}",
+            crate::text::rfc3339(due.ms()),
+            crate::text::rfc3339(cx.at.ms())
+        )
+    } else {
+        format!(
+            "nobody answered before the deadline ({})",
+            crate::text::rfc3339(due.ms())
+        )
+    };
     let input = match policy {
         OnDeadline::Fail => {
             let error = Failure::new(

@@ -188,13 +188,17 @@ pub enum EventBody {
         replayed: bool,
     },
     /// A `StartTimer` came due: the call sleeping on it wakes (see [`timer`](super::timer)).
-    /// Stamped no earlier than `due`; refused before it, for another instant than the one
-    /// recorded, and once the call woke.
+    /// Stamped no earlier than `due` unless `early`; refused before it, for another instant
+    /// than the one recorded, and once the call woke.
     TimerFired {
         /// The `StartTimer` effect answered.
         effect: EffectId,
         /// Its due instant, as the effect recorded it.
         due: Hlc,
+        /// A person fired it before `due` (`runtape wake`): the event's time is when it
+        /// actually fired, and what the model is told says so (see [`wake`](super::wake)).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        early: bool,
     },
     /// An MCP server listed its tools (revision 3): from the next model request on, the
     /// server's tools the agents are offered are the granted ones in this list. Committed at a

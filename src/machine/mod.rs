@@ -63,6 +63,7 @@ mod summary;
 pub mod table;
 pub mod timer;
 pub mod truncation;
+pub mod wake;
 
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};

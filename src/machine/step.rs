@@ -309,8 +309,15 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         ) => child::on_child_finished(&mut cx, run.clone(), batch.clone(), effect, report)?,
         (
             RunState::CallingTools { run, batch } | RunState::AwaitingInput { run, batch },
-            EventBody::TimerFired { effect, due },
-        ) => super::timer::on_fired(&mut cx, from, run.clone(), batch.clone(), effect, *due)?,
+            EventBody::TimerFired { effect, due, early },
+        ) => {
+            let firing = super::timer::Firing {
+                effect,
+                due: *due,
+                early: *early,
+            };
+            super::timer::on_fired(&mut cx, from, run.clone(), batch.clone(), firing)?
+        }
         (RunState::CallingTools { run, batch }, EventBody::EffectInDoubt { effect }) => {
             batch::on_in_doubt(&mut cx, run.clone(), batch.clone(), effect)?
         }

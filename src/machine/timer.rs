@@ -257,18 +257,38 @@ pub fn woke_text(due: Hlc) -> String {
     format!("slept until {}", crate::text::rfc3339(due.ms()))
 }
 
+/// What the model is told when a person woke its sleep early (`runtape wake`) at `at`.
+pub fn woken_early_text(due: Hlc, at: Hlc) -> String {
+    format!(
+        "woken early at {} by a person (it was to sleep until {})",
+        crate::text::rfc3339(at.ms()),
+        crate::text::rfc3339(due.ms())
+    )
+}
+
+/// A `TimerFired` event's fields, as the machine judges them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Firing<'a> {
+    /// The `StartTimer` effect answered.
+    pub(crate) effect: &'a EffectId,
+    /// The due instant the event names.
+    pub(crate) due: Hlc,
+    /// A person fired it before its due instant.
+    pub(crate) early: bool,
+}
+
 /// `CallingTools`/`AwaitingInput` + `TimerFired`: the sleeping call named by `effect` wakes,
 /// or (another timer) a deadline passed ([`deadline::on_fired`](super::deadline)). Refused
 /// when no call sleeps on `effect` (it woke already), when `due` is not the instant recorded
-/// for it, or when the event is stamped before that instant.
+/// for it, or when the event is stamped before that instant and is not an early wake.
 pub(crate) fn on_fired(
     cx: &mut Cx<'_>,
     from: StateKind,
     run: RunData,
     mut batch: Batch,
-    effect: &EffectId,
-    due: Hlc,
+    firing: Firing<'_>,
 ) -> Result<(EdgeId, RunState), MachineError> {
+    let effect = firing.effect;
     let unknown = || MachineError::UnknownEffect {
         state: from,
         effect: effect.clone(),
@@ -278,15 +298,20 @@ pub(crate) fn on_fired(
         .iter_mut()
         .find(|s| matches!(s.status, SlotStatus::Sleeping { effect: e, .. } if e.matches(effect)))
     else {
-        return super::deadline::on_fired(cx, from, run, batch, effect, due);
+        return super::deadline::on_fired(cx, from, run, batch, firing);
     };
     let SlotStatus::Sleeping { due: recorded, .. } = slot.status else {
         return Err(unknown());
     };
-    check_due(cx, effect, recorded, due)?;
+    check_due(cx, firing, recorded)?;
+    let content = if firing.early && cx.at < recorded {
+        woken_early_text(recorded, cx.at)
+    } else {
+        woke_text(recorded)
+    };
     slot.status = SlotStatus::Finished {
         result: ToolResult {
-            content: woke_text(due),
+            content,
             is_error: false,
             // The machine's own words: nothing from outside the run.
             label: super::Label::TRUSTED,
@@ -299,17 +324,17 @@ pub(crate) fn on_fired(
     })
 }
 
-/// Refuses a firing of `effect` naming `due` when the timer was recorded as due at `recorded`
-/// (another instant) or when the event's time is before it.
+/// Refuses `firing` when the timer was recorded as due at `recorded` (another instant than
+/// the one it names) or when the event's time is before it and the firing is not an early
+/// wake by a person.
 pub(crate) fn check_due(
     cx: &Cx<'_>,
-    effect: &EffectId,
+    firing: Firing<'_>,
     recorded: Hlc,
-    due: Hlc,
 ) -> Result<(), MachineError> {
-    if recorded != due || cx.at < due {
+    if recorded != firing.due || (cx.at < firing.due && !firing.early) {
         return Err(MachineError::TimerEarly {
-            effect: effect.clone(),
+            effect: firing.effect.clone(),
             due: recorded,
             at: cx.at,
         });

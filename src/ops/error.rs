@@ -113,6 +113,16 @@ pub enum OpsError {
         /// Its children that wait for a person.
         children: Vec<RunId>,
     },
+    /// `runtape wake` of a run that waits on no timer.
+    #[error(
+        "run {run} is {status} and waits on no timer (no sleep, no deadline); nothing was woken — `runtape resume {run}` continues a stopped run"
+    )]
+    NoTimer {
+        /// The run.
+        run: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
     /// Only a running run can be paused.
     #[error("run {run} is {status}; only a running run can be paused")]
     NotRunning {
@@ -204,6 +214,7 @@ impl OpsError {
             OpsError::BadOverride(_) => "bad_override",
             OpsError::ChildrenWaiting { .. } => "children_waiting",
             OpsError::NotRunning { .. } => "not_running",
+            OpsError::NoTimer { .. } => "no_timer",
             OpsError::EndedFirst { .. } => "ended_first",
             OpsError::AlreadyEnded { .. } => "finished",
             OpsError::ChangingHands { .. } => "changing_hands",
@@ -222,8 +233,8 @@ impl OpsError {
         use ErrorKind::*;
         match self.code() {
             "run_not_found" | "step_not_found" | "memory_key_not_found" => NotFound,
-            "lease_held" | "finished" | "session_taken" | "not_running" | "ended_first"
-            | "no_input_expected" | "session" => Conflict,
+            "lease_held" | "finished" | "session_taken" | "not_running" | "no_timer"
+            | "ended_first" | "no_input_expected" | "session" => Conflict,
             "tampered" | "broken_link" | "does_not_verify" => CheckFailed,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"

@@ -61,6 +61,7 @@ mod resume;
 mod start;
 mod tree;
 mod views;
+pub mod wake;
 
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,15 @@ pub struct RunView {
     pub session_index: Option<u64>,
     /// `run` (it holds that place), `fork` or `replay` (they hold no place).
     pub session_kind: Option<&'static str>,
+    /// When its earliest timer comes due, wall ms: a sleep, or the deadline of a call waiting
+    /// for a person ([`wake::next_wake`](crate::machine::wake::next_wake)). Set by
+    /// [`listed`](Self::listed); absent when it waits on no timer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakes_ms: Option<u64>,
+    /// It does nothing but sleep until `wakes_ms`
+    /// ([`wake::sleeps_until`](crate::machine::wake::sleeps_until)); `ls` shows it `sleeping`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sleeping: bool,
 }
 
 impl RunView {
@@ -103,6 +112,8 @@ impl RunView {
             session_index: mark.as_ref().map(|m| m.index),
             session_kind: mark.as_ref().map(|m| m.kind),
             session: mark.map(|m| m.name),
+            wakes_ms: None,
+            sleeping: false,
         }
     }
 }
@@ -110,11 +121,25 @@ impl RunView {
 impl RunView {
     /// [`of`](Self::of), with the goal a fork asks instead of its parent's when its edit
     /// rewrote a user message ([`history::fork_goal`]: one more read
-    /// for a fork, none for another run). Call it to list runs (`ls`, `serve`'s run list).
+    /// for a fork, none for another run), and its wake time ([`wakes_ms`](Self::wakes_ms):
+    /// its state is read for a run taking tool calls). Call it to list runs (`ls`, `serve`'s
+    /// run list).
     pub fn listed(store: &dyn Store, r: &RunRecord) -> Result<RunView, HistoryError> {
         let mut view = RunView::of(r);
         if let Some(goal) = history::fork_goal(store, r)? {
             view.goal = goal;
+        }
+        // Only a run taking tool calls can wait on a timer: its state is read then.
+        if !r.status.is_terminal()
+            && matches!(
+                r.state_kind,
+                StateKind::CallingTools | StateKind::AwaitingInput
+            )
+        {
+            let spec = history::spec_of(r)?;
+            let state = crate::ledger::state_at(store, &r.id, &spec, r.seq)?.state;
+            view.wakes_ms = crate::machine::wake::next_wake(&state).map(|due| due.ms());
+            view.sleeping = crate::machine::wake::sleeps_until(&state).is_some();
         }
         Ok(view)
     }

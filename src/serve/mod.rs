@@ -38,6 +38,7 @@ mod sse;
 mod state;
 mod statechart;
 mod ui;
+mod waker;
 mod watch;
 
 /// The variable the bearer token is read from unless `--token-env` names another.
@@ -154,6 +155,9 @@ async fn serve(opts: Options, exporter: Option<crate::otel::Exporter>) -> Result
         format!("http://{bound}/")
     };
     crate::term::say!("listening on {shown} (database {})", db.display());
+    // Due timers are woken while the server is up (a run its server's stop paused stays
+    // paused: a person resumes or wakes it).
+    tokio::spawn(waker::run(app.clone()));
     let stopping = app.clone();
     let grace = app.grace;
     let stop = async move {

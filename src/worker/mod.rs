@@ -69,7 +69,9 @@ use metrics::{Metered, Metrics, error_code, store_error_code};
 pub mod endpoint;
 mod handoff;
 pub mod health;
+pub mod local;
 pub mod metrics;
+pub mod wake;
 
 pub use handoff::{Requeued, enqueue, enqueue_in_session, requeue};
 

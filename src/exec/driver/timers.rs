@@ -18,10 +18,13 @@ use crate::exec::trace::Trace;
 use crate::machine::{AgentId, EffectId, EventBody, Hlc};
 
 /// The time the next transition may not be stamped before: the due instant for a timer's
-/// firing (the machine refuses it earlier), else the last transition's time.
+/// firing on time (the machine refuses it earlier), else — an early wake by a person
+/// included — the last transition's time.
 pub(super) fn not_before(body: &EventBody, last_at: Hlc) -> Hlc {
     match body {
-        EventBody::TimerFired { due, .. } => last_at.max(*due),
+        EventBody::TimerFired {
+            due, early: false, ..
+        } => last_at.max(*due),
         _ => last_at,
     }
 }
@@ -49,7 +52,7 @@ impl Driver {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => Completion::Abandoned,
-                () = clock.sleep(wait) => Completion::Event(EventBody::TimerFired { effect: id, due }),
+                () = clock.sleep(wait) => Completion::Event(EventBody::TimerFired { effect: id, due, early: false }),
             }
         }));
     }

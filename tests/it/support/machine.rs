@@ -818,6 +818,7 @@ pub fn fired(h: &Harness, call_id: &str) -> EventBody {
     EventBody::TimerFired {
         effect: h.slot_effect(call_id),
         due,
+        early: false,
     }
 }
 
@@ -847,5 +848,6 @@ pub fn deadline_fired(h: &Harness, call_id: &str) -> EventBody {
     EventBody::TimerFired {
         effect: timer.effect.in_run(&h.run),
         due: timer.due,
+        early: false,
     }
 }

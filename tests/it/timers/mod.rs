@@ -8,12 +8,16 @@ mod sleep_crash;
 mod sleep_machine;
 mod sleep_tool;
 mod sleep_virtual_time;
+mod wake_now;
+mod worker_wakes;
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::cli::{json_lines, runtape, scripted, text};
+use crate::support::cli::{
+    json_lines, read_only, runtape, scripted, start_json, text, wait_for_step, write,
+};
 
 /// A spec whose one agent, `napper`, makes `call` (a TOML inline table: one tool call) and
 /// then answers `awake`; `[timers]` is `timers` (empty: none).
@@ -88,4 +92,60 @@ pub(super) fn refused_early(
         "{refused:?}"
     );
     assert_eq!(h.state, before);
+}
+
+/// `[timers]` letting a run sleep up to two hours.
+pub(super) const TIMERS: &str = "[timers]\nmax_sleep_ms = 7200000\n";
+
+/// The state kind of the one run in `db`.
+pub(super) fn state_kind(db: &std::path::Path) -> String {
+    read_only(db)
+        .query_row("SELECT state_kind FROM runs", [], |r| r.get(0))
+        .expect("reads")
+}
+
+/// The `timer_fired` steps of `run`.
+pub(super) fn fired(db: &std::path::Path, run: &str) -> Vec<Value> {
+    steps(db, run)
+        .into_iter()
+        .filter(|s| s["event"] == "timer_fired")
+        .collect()
+}
+
+/// Starts the nap run (`seconds` of sleep) on the system clock and SIGKILLs it as soon as the
+/// transition taking the sleep call (step 3) is committed: the run and its timer's due
+/// instant (HLC).
+pub(super) fn killed_asleep(
+    dir: &std::path::Path,
+    seconds: u64,
+) -> (std::path::PathBuf, String, u64) {
+    let spec = write(
+        dir,
+        "nap.toml",
+        &nap_spec(
+            TIMERS,
+            &format!("{{ name = \"sleep_for\", arguments = {{ seconds = {seconds} }} }}"),
+        ),
+    );
+    let db = dir.join("nap.db");
+    let (mut child, mut lines, run) = start_json(&db, &spec);
+    wait_for_step(&mut lines, 3);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_eq!(state_kind(&db), "calling_tools", "killed while asleep");
+    assert!(fired(&db, &run).is_empty(), "killed before its due instant");
+    let (_, due) = the_timer(&db, &run);
+    (db, run, due)
+}
+
+/// The content of the tool message answering the run's first call, as the model's second
+/// request (step `seq`) carried it.
+pub(super) fn tool_result_seen(db: &std::path::Path, run: &str, seq: u64) -> String {
+    let request = show(db, run, seq)["request"].clone();
+    let messages = request["messages"].as_array().expect("messages").clone();
+    let tool = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("a tool message in {request}"));
+    tool["content"].as_str().expect("content").to_owned()
 }

@@ -46,11 +46,18 @@ fn a_firing_before_the_due_instant_is_refused_and_changes_nothing() {
 #[test]
 fn a_firing_naming_another_instant_is_refused() {
     let mut h = asleep(0);
-    let EventBody::TimerFired { effect, due } = fired(&h, "n1") else {
+    let EventBody::TimerFired { effect, due, .. } = fired(&h, "n1") else {
         unreachable!()
     };
     let other = Hlc::from_ms(due.ms().saturating_sub(1));
-    super::refused_early(&mut h, EventBody::TimerFired { effect, due: other });
+    super::refused_early(
+        &mut h,
+        EventBody::TimerFired {
+            effect,
+            due: other,
+            early: false,
+        },
+    );
 }
 
 #[test]
@@ -61,4 +68,22 @@ fn a_timer_wakes_its_call_once() {
     assert_eq!(h.state.kind(), StateKind::Preparing);
     let refused = h.try_send(body);
     assert!(refused.is_err(), "a second firing: {refused:?}");
+}
+
+/// A person may fire a sleep before its instant (`runtape wake`): the firing marked early is
+/// taken, stamped when it happened, and the timer is spent — its firing on time is refused afterwards. What is due, and the event that fires
+/// it, are the pure `wake` module's.
+#[test]
+fn an_early_wake_by_a_person_is_taken_once_and_says_so() {
+    let mut h = asleep(3600);
+    let timers = wake::pending_timers(&h.state);
+    assert_eq!(timers.len(), 1);
+    assert_eq!(timers[0].kind, wake::TimerKind::Sleep);
+    assert_eq!(wake::sleeps_until(&h.state), Some(timers[0].due));
+    assert_eq!(wake::next_wake(&h.state), Some(timers[0].due));
+    let on_time = fired(&h, "n1");
+    h.send(wake::firing(&h.run, &timers[0], true));
+    assert_eq!(h.state.kind(), StateKind::Preparing, "woke");
+    assert_eq!(wake::next_wake(&h.state), None, "nothing left to wake");
+    assert!(h.try_send(on_time).is_err(), "the timer is spent");
 }

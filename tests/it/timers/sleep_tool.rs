@@ -7,7 +7,7 @@
 
 use crate::support::cli::{export, replay_fresh, runtape, text, utf8, write};
 
-use super::{ms_of, nap_spec, only_run, show, steps, the_timer};
+use super::{ms_of, nap_spec, only_run, show, steps, the_timer, tool_result_seen};
 
 const TIMERS: &str = "[timers]\nmax_sleep_ms = 3600000\n";
 
@@ -19,18 +19,6 @@ fn run_stepped(dir: &std::path::Path, spec: &str) -> (std::path::PathBuf, String
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let run = only_run(&db);
     (db, run)
-}
-
-/// The content of the tool message answering the run's first call, as the model's second
-/// request (step `seq`) carried it.
-fn tool_result_seen(db: &std::path::Path, run: &str, seq: u64) -> String {
-    let request = show(db, run, seq)["request"].clone();
-    let messages = request["messages"].as_array().expect("messages").clone();
-    let tool = messages
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap_or_else(|| panic!("a tool message in {request}"));
-    tool["content"].as_str().expect("content").to_owned()
 }
 
 #[test]

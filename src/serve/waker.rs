@@ -1,0 +1,84 @@
+//! `runtape serve` wakes the database's due runs while it is up, as `runtape worker` does on a
+//! SQLite file ([`runtape::worker::local`](crate::worker::local)): it scans for runs whose
+//! earliest timer is due ([`DueScan`]), takes each up as `runtape resume` does (under its
+//! lease, so a worker or a person racing for it takes it once), and drives it here — the
+//! server's stop pauses it like every run it drives. It waits between scans until the
+//! earliest timer not yet due, at most [`MAX_WAKE_POLL`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::exec::Clock;
+use crate::machine::RunId;
+use crate::machine::wake::MAX_WAKE_POLL;
+use crate::ops::{self, Answer};
+use crate::worker::local::WOKEN_STATUSES;
+use crate::worker::wake::DueScan;
+
+use super::state::App;
+
+/// Wakes due runs until the server stops ([`App::shutdown`]).
+pub(crate) async fn run(app: App) {
+    let clock: Arc<dyn Clock> = Arc::new(crate::exec::SystemClock::default());
+    let mut scan = DueScan::default();
+    // Runs it could not take up, left alone until then.
+    let mut skip: HashMap<RunId, tokio::time::Instant> = HashMap::new();
+    while !app.shutdown.is_cancelled() {
+        let now = clock.now();
+        skip.retain(|_, until| *until > now);
+        let skipping: HashSet<RunId> = skip.keys().cloned().collect();
+        let (store, c) = (app.store.clone(), clock.clone());
+        let scanned = tokio::task::spawn_blocking(move || {
+            let found = scan.scan(
+                store.as_ref(),
+                c.as_ref(),
+                None,
+                &WOKEN_STATUSES,
+                &skipping,
+                MAX_WAKE_POLL,
+            );
+            (scan, found)
+        })
+        .await;
+        let Ok((kept, found)) = scanned else {
+            return;
+        };
+        scan = kept;
+        let wait = match found {
+            Ok(found) => {
+                for run in found.plan.due {
+                    if app.drives(&run) {
+                        continue;
+                    }
+                    if let Err(e) = take_up(&app, &run).await {
+                        crate::term::note(&format!(
+                            "run {run}: its timer is due but it was not woken: {}",
+                            crate::term::one_line(&e.to_string())
+                        ));
+                        skip.insert(run, clock.now() + MAX_WAKE_POLL * 12);
+                    }
+                }
+                found.plan.wait
+            }
+            Err(e) => {
+                crate::term::note(&format!(
+                    "cannot look for due runs: {}",
+                    crate::term::one_line(&e.to_string())
+                ));
+                MAX_WAKE_POLL
+            }
+        };
+        tokio::select! {
+            () = app.shutdown.cancelled() => return,
+            () = clock.sleep(wait) => {}
+        }
+    }
+}
+
+/// Takes `run` up as `runtape resume` does and drives it here.
+async fn take_up(app: &App, run: &RunId) -> Result<(), ops::OpsError> {
+    let engine = app.engine()?;
+    let handle = ops::resume(&engine, run, Answer::None, None, &[]).await?;
+    app.drive(engine, handle);
+    Ok(())
+}
