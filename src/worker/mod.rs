@@ -21,6 +21,16 @@
 //! never runs the programs of a project it was not deployed with. Deploy the same spec
 //! directory at the same path on every worker machine.
 //!
+//! # Timers
+//!
+//! A run that only sleeps is claimed once its instant has come, not before (a worker would
+//! hold it, waiting). A run waiting for a person under a deadline (`[timers.deadlines]`)
+//! rests `awaiting_input`, which the queue does not list: every few seconds, and when the
+//! earliest deadline it knows of comes, the worker scans for runs whose deadline is due
+//! ([`wake::DueScan`]) and claims each as it claims a runnable run
+//! ([`PostgresStore::claim_due`]: `FOR UPDATE SKIP LOCKED`, the lease's epoch bumped), so no
+//! two workers fire one timer; the machine accepts one firing besides.
+//!
 //! # Stopping
 //!
 //! The first SIGTERM (or SIGINT, SIGHUP) drains: no new run is claimed, each run's calls in
@@ -170,6 +180,8 @@ pub async fn run(
     let clock = opts.engine.clock.clone();
     let mut next_beat = clock.now() + beat;
     let mut store_trouble = false;
+    let mut due_scan = wake::DueScan::default();
+    let mut next_scan = clock.now();
     loop {
         health.loop_turned();
         if clock.now() >= next_beat {
@@ -204,7 +216,17 @@ pub async fn run(
                 }
             };
             match verified(&engine, &next) {
-                Ok(()) => {}
+                Ok(state) => {
+                    // A run that only sleeps is not claimed before its instant (it would hold
+                    // a slot and its lease, waiting): it is left until then.
+                    if let Some(due) = crate::machine::wake::sleeps_until(&state) {
+                        let until = clock.until(due);
+                        if !until.is_zero() {
+                            skip.insert(next, clock.now() + until);
+                            continue;
+                        }
+                    }
+                }
                 Err(HistoryError::Store(e)) => {
                     worker_error(&metrics, &info, Some(&next), &e, &log);
                     break;
@@ -249,6 +271,21 @@ pub async fn run(
                     break;
                 }
             }
+        }
+        if clock.now() >= next_scan && live.len() < opts.concurrency.max(1) && !store_trouble {
+            let wait = claim_due(
+                &store,
+                &dyn_store,
+                &info,
+                &opts,
+                &mut due_scan,
+                &mut live,
+                &mut tasks,
+                &skip,
+                &log,
+            )
+            .await;
+            next_scan = clock.now() + wait;
         }
         tokio::select! {
             signal = stops.recv() => {
@@ -298,6 +335,85 @@ pub async fn run(
     Ok(WorkerExit::Drained)
 }
 
+/// Claims and drives (up to the free slots) the runs waiting for a person whose deadline is
+/// due, found by a [`wake::DueScan`] of the runs whose spec file is in this worker's
+/// directory; returns how long until the next scan. A run that only sleeps is claimed by the
+/// ordinary claim once its instant has come.
+#[allow(clippy::too_many_arguments)]
+async fn claim_due(
+    store: &Arc<PostgresStore>,
+    dyn_store: &Arc<dyn Store>,
+    info: &WorkerInfo,
+    opts: &WorkerOptions,
+    scan: &mut wake::DueScan,
+    live: &mut HashMap<RunId, Engine>,
+    tasks: &mut JoinSet<Stopped>,
+    skip: &HashMap<RunId, Instant>,
+    log: &impl Fn(LogLine),
+) -> Duration {
+    let skipping: std::collections::HashSet<RunId> =
+        skip.keys().chain(live.keys()).cloned().collect();
+    let (s, clock) = (store.clone(), opts.engine.clock.clone());
+    let spec_dir = opts.spec_dir.display().to_string();
+    let taken = std::mem::take(scan);
+    let dir = spec_dir.clone();
+    let scanned = tokio::task::spawn_blocking(move || {
+        let mut taken = taken;
+        let found = taken.scan(
+            s.as_ref(),
+            clock.as_ref(),
+            Some(&dir),
+            &[RunStatus::AwaitingInput],
+            &skipping,
+            crate::machine::wake::MAX_WAKE_POLL,
+        );
+        (taken, found)
+    })
+    .await;
+    let found = match scanned {
+        Ok((kept, found)) => {
+            *scan = kept;
+            found
+        }
+        Err(_) => return crate::machine::wake::MAX_WAKE_POLL,
+    };
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => {
+            log(
+                json!({"event": "worker.error", "worker": info.id, "code": "history",
+                "error": e.to_string()}),
+            );
+            return crate::machine::wake::MAX_WAKE_POLL;
+        }
+    };
+    let ttl = opts.engine.lease_ttl.as_millis() as u64;
+    for run in found.plan.due {
+        if live.len() >= opts.concurrency.max(1) {
+            break;
+        }
+        let engine = Engine::with_store(dyn_store.clone(), opts.engine.clone());
+        match store.claim_due(engine.owner(), &spec_dir, ttl, &run).await {
+            Ok(Some(claim)) => {
+                log(
+                    json!({"event": "run.claimed", "worker": info.id, "run": claim.run,
+                    "epoch": claim.epoch, "taken_over": claim.taken_over, "timer": "due"}),
+                );
+                opts.metrics.claimed(claim.taken_over);
+                live.insert(claim.run.clone(), engine.clone());
+                opts.metrics.set_in_flight(live.len());
+                tasks.spawn(drive(engine, claim.run, claim.epoch));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                worker_error(&opts.metrics, info, Some(&run), &e, log);
+                break;
+            }
+        }
+    }
+    found.plan.wait
+}
+
 /// Takes the claimed run up and drives it until its driver stops.
 async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
     let stopped = |result: Result<RunEnd, RunError>, bad_run: bool, claimed: bool| Stopped {
@@ -328,12 +444,13 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
 }
 
 /// Checks `run` as every command that acts on a run does, before this worker claims it
-/// ([`crate::ledger::check_continuable`]); reads only.
-fn verified(engine: &Engine, run: &RunId) -> Result<(), HistoryError> {
+/// ([`crate::ledger::check_continuable`]), and returns its latest state; reads only.
+fn verified(engine: &Engine, run: &RunId) -> Result<crate::machine::RunState, HistoryError> {
     let store = engine.store().as_ref();
     let rec = history::record(store, run)?;
     let end = crate::ledger::ActFrom::End;
-    crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end).map(|_| ())
+    crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end)
+        .map(|checked| checked.rebuilt.state)
 }
 
 /// Registers the run's providers and tools with its engine, from its stored setup once the

@@ -15,6 +15,7 @@ use super::conn::Backend;
 use super::schema::classify;
 use crate::machine::RunId;
 use crate::store::StoreError;
+use tokio_postgres::types::ToSql;
 
 /// A run a worker claimed: the lease is its own at `epoch`, until the database's clock passes
 /// the lease's length.
@@ -104,6 +105,22 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Takes the lease of run `$3` for owner `$1`, `$2` ms long, when it is `running` or waits
+/// for a person, was started from a spec file in directory `$4`, and nobody live holds its
+/// lease (`$5`: the dead owners on this host): how a worker claims a run whose timer is due.
+/// Returns what [`CLAIM`] returns.
+const CLAIM_DUE: &str = "WITH pick AS (SELECT r.key, r.lease_owner AS held_by \
+     FROM runtape.runs r JOIN runtape.run_specs s ON s.run = r.key \
+     WHERE r.id = $3 AND r.status IN ('running', 'awaiting_input') AND s.setup IS NOT NULL \
+     AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
+          OR r.lease_owner = ANY($5)) \
+     AND (s.setup::jsonb ->> 'spec_dir') = $4 \
+     FOR UPDATE OF r SKIP LOCKED) \
+     UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
+     lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+     FROM pick WHERE runtape.runs.key = pick.key \
+     RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL";
+
 /// The lease owners on this host whose process has exited: their leases are free now.
 async fn dead_owners(conn: &super::conn::Conn, shown: &str) -> Result<Vec<String>, StoreError> {
     let prefix = format!("{}:%", crate::store::owner_host());
@@ -166,26 +183,71 @@ impl PostgresStore {
         skip: &[RunId],
         only: Option<&RunId>,
     ) -> Result<Option<Claim>, StoreError> {
-        let backend = self.backend.clone();
-        let owner = owner.to_owned();
-        let spec_dir = spec_dir.to_owned();
         let skip: Vec<String> = skip.iter().map(|r| r.to_string()).collect();
         let only: Option<String> = only.map(|r| r.to_string());
+        let (owner, spec_dir) = (owner.to_owned(), spec_dir.to_owned());
         let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
+        self.claim_by(CLAIM.as_str(), move |dead| {
+            vec![
+                Box::new(owner),
+                Box::new(ttl_ms),
+                Box::new(dead),
+                Box::new(spec_dir),
+                Box::new(skip),
+                Box::new(only),
+            ]
+        })
+        .await
+    }
+
+    /// Claims `run` for `owner` as [`claim`](Self::claim) does, to fire a timer that is due
+    /// (the worker read its state): also when it waits for a person (a deadline), as long as
+    /// it is `running` or `awaiting_input`, its spec file is in `spec_dir`, and nobody live
+    /// holds its lease. `None` when another worker took it first or it moved on. Never waits
+    /// for a locked row or an unreachable database.
+    pub async fn claim_due(
+        &self,
+        owner: &str,
+        spec_dir: &str,
+        ttl_ms: u64,
+        run: &RunId,
+    ) -> Result<Option<Claim>, StoreError> {
+        let (owner, spec_dir, run) = (owner.to_owned(), spec_dir.to_owned(), run.to_string());
+        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
+        self.claim_by(CLAIM_DUE, move |dead| {
+            vec![
+                Box::new(owner),
+                Box::new(ttl_ms),
+                Box::new(run),
+                Box::new(spec_dir),
+                Box::new(dead),
+            ]
+        })
+        .await
+    }
+
+    /// Runs the claim `sql` in a transaction of its own, its parameters made by `params` from
+    /// the lease owners on this host whose process has exited; reads the claim it returns.
+    async fn claim_by(
+        &self,
+        sql: &'static str,
+        params: impl FnOnce(Vec<String>) -> Vec<Box<dyn ToSql + Sync + Send>> + Send + 'static,
+    ) -> Result<Option<Claim>, StoreError> {
+        let backend = self.backend.clone();
         self.backend
             .run(async move {
                 let conn = backend.get_now().await?;
                 let shown = backend.shown().to_owned();
                 let db = |e: tokio_postgres::Error| classify(&shown, &e);
                 let dead = dead_owners(&conn, &shown).await?;
+                let params = params(dead);
+                let refs: Vec<&(dyn ToSql + Sync)> = params
+                    .iter()
+                    .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                    .collect();
                 conn.client().batch_execute("BEGIN").await.map_err(db)?;
                 let claimed = async {
-                    let row = conn
-                        .query_opt(
-                            CLAIM.as_str(),
-                            &[&owner, &ttl_ms, &dead, &spec_dir, &skip, &only],
-                        )
-                        .await?;
+                    let row = conn.query_opt(sql, &refs).await?;
                     conn.client().batch_execute("COMMIT").await?;
                     Ok::<_, tokio_postgres::Error>(row)
                 }

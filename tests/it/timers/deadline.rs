@@ -18,16 +18,18 @@ use super::{ms_of, only_run, show, steps};
 /// A spec whose agent `ops` calls `call` (`deploy` needs an approval, `ask` asks a question)
 /// once and then answers `done`; the deadline of the tool `call` names is `deadline` (TOML).
 fn spec(dir: &Path, call: &str, deadline: &str) -> PathBuf {
+    write(dir, "deadline.toml", &spec_text(call, deadline))
+}
+
+/// The text of [`spec`].
+pub(super) fn spec_text(call: &str, deadline: &str) -> String {
     let tool = if call == "deploy" {
         "{ name = \"deploy\", arguments = { target = \"prod\" } }"
     } else {
         "{ name = \"ask\", arguments = { question = \"which region?\" } }"
     };
-    write(
-        dir,
-        "deadline.toml",
-        &format!(
-            r#"goal = "Deploy."
+    format!(
+        r#"goal = "Deploy."
 
 [timers.deadlines]
 {call} = {deadline}
@@ -56,7 +58,6 @@ id = "ops"
 provider = "script"
 tools = ["deploy", "ask"]
 "#
-        ),
     )
 }
 

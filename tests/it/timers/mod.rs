@@ -4,6 +4,7 @@
 
 mod deadline;
 mod deadline_machine;
+mod pg_deadline_claims;
 mod sleep_crash;
 mod sleep_machine;
 mod sleep_tool;
