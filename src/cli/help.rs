@@ -160,6 +160,12 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "wake",
+        &[
+            "runtape wake RUN                      # fire RUN's sleep (or deadline) now; the run goes on",
+        ],
+    ),
+    (
         "pause",
         &[
             "runtape pause RUN                     # the process driving RUN pauses it at its next step; it exits 4",
@@ -180,6 +186,7 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         "worker",
         &[
             "runtape --db postgres://runtape@db.internal/runtape worker --spec-dir /srv/specs --concurrency 16",
+            "runtape worker                        # on ./runtape.db: wake the runs whose timers are due",
         ],
     ),
     (

@@ -3,34 +3,21 @@
 //! the same instant commit one `TimerFired`, and `verify` accepts the history. On the stepped
 //! clock a worker wakes an hour's sleep at once, its firing stamped at the due instant.
 
-use std::process::{Child, Stdio};
-
-use serde_json::Value;
-
-use crate::support::cli::{on, runtape, signal, text, wait_until_every};
+use crate::support::cli::{runtape, text, utf8, wait_until_every};
+use crate::support::pg::{Reaper, worker};
+use crate::support::workers::{events, stop};
 
 use super::{fired, killed_asleep, ms_of, steps};
 
-/// Starts `runtape worker` on `db` with `extra` arguments, its log on stdout.
-fn worker(db: &std::path::Path, extra: &[&str]) -> Child {
-    on(db)
-        .arg("worker")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("worker starts")
-}
-
-/// Stops `w` with SIGTERM (it drains and exits 0) and returns its log lines.
-fn stopped(w: Child) -> Vec<Value> {
-    signal(w.id(), "TERM");
-    let out = w.wait_with_output().expect("worker exits");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("a JSON log line: {l}")))
-        .collect()
+/// Starts `runtape worker` on the SQLite file `db` serving `dir` (where the spec is), with
+/// `extra` arguments; its log goes to `dir/NAME.log`.
+fn started(
+    db: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    worker(utf8(db), dir, &format!("{name}.log"), extra, &[])
 }
 
 /// The run's last step's state, once it moved past the sleep.
@@ -43,15 +30,19 @@ fn two_workers_racing_for_a_due_run_fire_its_timer_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Killed asleep for 2 s; both workers start before the instant, so both wake for it.
     let (db, run, due) = killed_asleep(dir.path(), 2);
-    let (a, b) = (worker(&db, &[]), worker(&db, &[]));
+    let dir = dir.path();
+    let mut workers = Reaper(vec![
+        started(&db, dir, "a", &[]),
+        started(&db, dir, "b", &[]),
+    ]);
     wait_until_every(
         "a worker woke the run and it ended",
         std::time::Duration::from_millis(50),
         || ended(&db, &run),
     );
-    let logs: Vec<Value> = stopped(a).into_iter().chain(stopped(b)).collect();
-    let woken: Vec<&Value> = logs.iter().filter(|l| l["event"] == "run.woken").collect();
-    assert_eq!(woken.len(), 1, "one process took the run up: {logs:?}");
+    stop(&mut workers);
+    let woken = [events(dir, "a", "run.woken"), events(dir, "b", "run.woken")].concat();
+    assert_eq!(woken.len(), 1, "one process took the run up: {woken:?}");
     let fired = fired(&db, &run);
     assert_eq!(fired.len(), 1, "fired once");
     assert!(
@@ -69,18 +60,16 @@ fn two_workers_racing_for_a_due_run_fire_its_timer_once() {
 fn on_the_stepped_clock_a_worker_wakes_an_hours_sleep_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (db, run, due) = killed_asleep(dir.path(), 3600);
-    let w = worker(&db, &["--stepped-clock"]);
+    let mut workers = Reaper(vec![started(&db, dir.path(), "w", &["--stepped-clock"])]);
     wait_until_every(
         "the worker woke the run and it ended",
         std::time::Duration::from_millis(50),
         || ended(&db, &run),
     );
-    let log = stopped(w);
-    assert!(
-        log.iter()
-            .any(|l| l["event"] == "run.woken" && l["run"] == run),
-        "{log:?}"
-    );
+    stop(&mut workers);
+    let woken = events(dir.path(), "w", "run.woken");
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    assert_eq!(woken[0]["run"], run.as_str());
     let fired = fired(&db, &run);
     assert_eq!(fired.len(), 1, "fired once");
     assert_eq!(
