@@ -39,7 +39,7 @@ pub fn asleep(engine: &Engine, run: &RunId) -> Result<Option<Asleep>, OpsError> 
     }))
 }
 
-/// What [`wake`] fired.
+/// What [`wake()`] fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Woken {
     /// The timer.
