@@ -1,7 +1,8 @@
 //! `runtape worker --db FILE` wakes a SQLite file's due runs: a run SIGKILLed while it sleeps
 //! is taken up when its instant passes, by one process only — two workers racing for it at
 //! the same instant commit one `TimerFired`, and `verify` accepts the history. On the stepped
-//! clock a worker wakes an hour's sleep at once, its firing stamped at the due instant.
+//! clock a worker wakes an hour's sleep at once, its firing stamped at the due instant; and
+//! `runtape serve` wakes a due run while it is up.
 
 use crate::support::cli::{runtape, text, utf8, wait_until_every};
 use crate::support::pg::{Reaper, worker};
@@ -76,6 +77,31 @@ fn on_the_stepped_clock_a_worker_wakes_an_hours_sleep_at_once() {
         fired[0]["at_ms"].as_u64(),
         Some(ms_of(due)),
         "stamped at its instant"
+    );
+    let out = runtape(&db, &["verify", &run]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// `runtape serve` wakes due runs while it is up, as a worker does.
+#[test]
+fn serve_wakes_a_run_whose_sleep_came_due() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, run, due) = killed_asleep(dir.path(), 2);
+    let server = crate::support::serve::serve(dir.path(), &db);
+    let done = server.wait_run(&run, std::time::Duration::from_secs(60), |v| {
+        v["status"] == "completed"
+    });
+    let (code, err) = server.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(done["status"], "completed", "{done}");
+    let fired = fired(&db, &run);
+    assert_eq!(fired.len(), 1, "fired once");
+    assert!(
+        fired[0]["at_ms"]
+            .as_u64()
+            .is_some_and(|at| at >= ms_of(due)),
+        "not before its due instant: {}",
+        fired[0]
     );
     let out = runtape(&db, &["verify", &run]);
     assert!(out.status.success(), "{}", text(&out));
