@@ -281,7 +281,7 @@ pub async fn run(
                 &mut due_scan,
                 &mut live,
                 &mut tasks,
-                &skip,
+                &mut skip,
                 &log,
             )
             .await;
@@ -348,7 +348,7 @@ async fn claim_due(
     scan: &mut wake::DueScan,
     live: &mut HashMap<RunId, Engine>,
     tasks: &mut JoinSet<Stopped>,
-    skip: &HashMap<RunId, Instant>,
+    skip: &mut HashMap<RunId, Instant>,
     log: &impl Fn(LogLine),
 ) -> Duration {
     let skipping: std::collections::HashSet<RunId> =
@@ -393,6 +393,19 @@ async fn claim_due(
             break;
         }
         let engine = Engine::with_store(dyn_store.clone(), opts.engine.clone());
+        // As for a runnable run: what the worker would act on is checked before the claim
+        // writes anything; a run `verify` would reject (or this worker cannot judge) is
+        // logged and left to others for a while.
+        if let Err(e) = verified(&engine, &run) {
+            let e = EngineError::from(e);
+            opts.metrics.error(error_code(&e));
+            log(
+                json!({"event": "run.refused", "worker": info.id, "run": run,
+                "code": error_code(&e), "error": e.to_string()}),
+            );
+            skip.insert(run, opts.engine.clock.now() + opts.skip_for);
+            continue;
+        }
         match store.claim_due(engine.owner(), &spec_dir, ttl, &run).await {
             Ok(Some(claim)) => {
                 log(
