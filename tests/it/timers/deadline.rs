@@ -169,7 +169,7 @@ fn every_policy_decides_at_the_deadline_on_the_stepped_clock() {
 }
 
 /// `runtape run` on the system clock: the run rests waiting for its person (exit 0).
-fn rests_for_a_person(dir: &Path, deadline_ms: u64) -> (PathBuf, String) {
+pub(super) fn rests_for_a_person(dir: &Path, deadline_ms: u64) -> (PathBuf, String) {
     let path = spec(
         dir,
         "deploy",

@@ -82,6 +82,33 @@ fn on_the_stepped_clock_a_worker_wakes_an_hours_sleep_at_once() {
     assert!(out.status.success(), "{}", text(&out));
 }
 
+/// A run resting for a person under a deadline is taken up by the worker once the deadline
+/// passed, and the deadline's policy decides (here: reject, then the run completes).
+#[test]
+fn a_worker_decides_a_deadline_that_came_due_while_the_run_rested() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, run) = super::deadline::rests_for_a_person(dir.path(), 1_500);
+    assert_eq!(ls_status(&db), "awaiting_input");
+    let mut workers = Reaper(vec![started(&db, dir.path(), "w", &[])]);
+    wait_until_every(
+        "the worker decided the deadline and the run ended",
+        std::time::Duration::from_millis(50),
+        || ended(&db, &run),
+    );
+    stop(&mut workers);
+    assert_eq!(events(dir.path(), "w", "run.woken").len(), 1);
+    assert_eq!(fired(&db, &run).len(), 1, "the deadline fired once");
+    assert_eq!(ls_status(&db), "completed");
+    let out = runtape(&db, &["verify", &run]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The status `ls --json` gives the one run in `db`.
+fn ls_status(db: &std::path::Path) -> String {
+    let runs = crate::support::cli::json_lines(&runtape(db, &["ls", "--json"]));
+    runs[0]["status"].as_str().expect("status").to_owned()
+}
+
 /// `runtape serve` wakes due runs while it is up, as a worker does.
 #[test]
 fn serve_wakes_a_run_whose_sleep_came_due() {
