@@ -141,6 +141,11 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
 
 /// `runtape worker --db FILE` on a SQLite file: wakes the runs whose timers are due.
 async fn local(args: Args) -> Result<u8, CliError> {
+    if args.metrics_addr.is_some() {
+        return Err(CliError::usage(
+            "--metrics-addr is for a worker on PostgreSQL; a worker on a SQLite file answers no health or metrics requests",
+        ));
+    }
     let spec_dir = match &args.spec_dir {
         Some(dir) => Some(canonical_dir(dir)?.display().to_string()),
         None => None,
