@@ -217,10 +217,8 @@ fn add_run(
             _ => continue,
         };
         let mut messages = ledger::conversation(store, &agent, &request.conversation)?;
-        // Injected memory (revision 5), as the driver sent it.
-        if let Some(text) = &request.memory {
-            messages.push(crate::machine::memory::injected_message(text));
-        }
+        // Compactions and injected memory, as the driver sent them.
+        request.complete_messages(&mut messages);
         let tools = request
             .tools
             .iter()

@@ -227,6 +227,9 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                     request.provider,
                     request.model
                 );
+                for c in request.compacted.iter().filter(|c| c.seq == view.seq) {
+                    outln!("        {}", compaction_text(c));
+                }
             }
             Effect::CallTool {
                 id,
@@ -512,7 +515,34 @@ fn describe_state(state: &RunState) {
         ),
         _ => {}
     }
+    for (agent, a) in &run.agents {
+        if !a.context.compacted.is_empty() {
+            let list: Vec<String> = a
+                .context
+                .compacted
+                .iter()
+                .map(|c| format!("[{}] at step {}", c.index, c.seq))
+                .collect();
+            outln!(
+                "context {agent}: {} tool result(s) compacted to fit its context window: {}",
+                list.len(),
+                list.join(", ")
+            );
+        }
+    }
     super::memory::describe(&run.memory);
+}
+
+/// One compaction, in words: which message, what was done, its size before and after.
+fn compaction_text(c: &crate::machine::context::Compacted) -> String {
+    let how = match c.how {
+        crate::machine::context::Compaction::Dropped => "dropped",
+        crate::machine::context::Compaction::Shortened => "shortened",
+    };
+    format!(
+        "compacted message [{}]: tool result {how} to fit the context window ({} → {} bytes)",
+        c.index, c.before, c.after
+    )
 }
 
 /// `runtape diff A B [--recursive]`.

@@ -333,7 +333,9 @@ fn agent(
     let names: Vec<&str> = routes.iter().map(|r| r.provider.as_str()).collect();
     super::models::check(&path, &model_settings, &names, providers)?;
     let output_schema = output_schema(a, &path, spec_dir)?;
+    let context = super::context::resolve(a.context.as_ref(), &routes, providers, &path)?;
     Ok(AgentSpec {
+        context,
         output_schema,
         model_settings,
         id: AgentId::new(a.id.clone()),

@@ -221,6 +221,7 @@ pub(crate) struct RawAgent {
     #[serde(default)]
     pub(crate) handoffs: Vec<String>,
     pub(crate) delegation: Option<RawDelegation>,
+    pub(crate) context: Option<super::context::RawContext>,
 }
 
 /// One entry of an agent's `delegates`: an agent of this file, or another spec file.

@@ -145,6 +145,7 @@ use crate::exec::Engine;
 use crate::machine::RunSpec;
 
 mod compile;
+mod context;
 mod error;
 mod file;
 mod guard;

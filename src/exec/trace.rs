@@ -296,6 +296,22 @@ pub enum Trace {
         #[serde(skip_serializing_if = "Option::is_none")]
         next_limit: Option<u64>,
     },
+    /// Tool results of an agent's conversation were dropped or shortened so its next request
+    /// fits its context window (`[agents.context] on_overflow`). A request that cannot be
+    /// made to fit is the run's `run.finished` with class `context_exhausted`.
+    #[serde(rename = "context.compacted")]
+    ContextCompacted {
+        /// The agent.
+        agent: AgentId,
+        /// `drop_oldest_tool_results` or `shorten_tool_results`.
+        policy: crate::machine::context::OnOverflow,
+        /// The positions of the compacted messages in its conversation.
+        messages: Vec<u32>,
+        /// Their size before, in bytes.
+        bytes_before: u64,
+        /// Their size after.
+        bytes_after: u64,
+    },
     /// A model call is retried or moves to a fallback route.
     #[serde(rename = "model.retry")]
     ModelRetry {

@@ -213,6 +213,19 @@ fn note_trace(note: &Note) -> Trace {
             output_tokens: *output_tokens,
             next_limit: *next_limit,
         },
+        Note::Compacted {
+            agent,
+            policy,
+            messages,
+            bytes_before,
+            bytes_after,
+        } => Trace::ContextCompacted {
+            agent: agent.clone(),
+            policy: *policy,
+            messages: messages.clone(),
+            bytes_before: *bytes_before,
+            bytes_after: *bytes_after,
+        },
     }
 }
 

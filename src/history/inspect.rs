@@ -116,10 +116,8 @@ pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepView
                     attempt,
                     messages: {
                         let mut messages = conversation(store, agent, &request.conversation)?;
-                        // Injected memory (revision 5), as the driver sent it.
-                        if let Some(text) = &request.memory {
-                            messages.push(crate::machine::memory::injected_message(text));
-                        }
+                        // Compactions and injected memory, as the driver sent them.
+                        request.complete_messages(&mut messages);
                         messages
                     },
                     tools: request

@@ -73,6 +73,7 @@ pub(crate) fn on_reply(
     if let Some(a) = run.agents.get_mut(&agent) {
         a.usage.add_turn(tokens, reply.cost_nanos);
         a.usage.reasoning_tokens = a.usage.reasoning_tokens.saturating_add(reasoning_tokens);
+        super::context::on_reply(a, reply.usage.as_ref());
     }
     if cx.spec.spec().semantics >= super::TRUNCATION_SEMANTICS && super::is_truncated(reply) {
         return super::truncation::on_truncated(cx, run, reply);

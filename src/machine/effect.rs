@@ -204,9 +204,25 @@ pub struct ModelRequest {
     /// `remaining.tokens` by the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    /// The agent's tool results compacted so far to fit its context window, applied to the
+    /// conversation before it is sent (see [`compact_messages`](super::context::compact_messages)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compacted: Vec<super::context::Compacted>,
 }
 
 impl ModelRequest {
+    /// Turns `messages`, the bodies of [`conversation`](Self::conversation), into what the
+    /// provider receives: the compactions the context window asked for applied (see
+    /// [`context`](super::context)), then the injected memory (revision 5) after them. Call
+    /// it wherever a recorded request is turned into a provider request, so the driver,
+    /// `show` and cassette export agree.
+    pub fn complete_messages(&self, messages: &mut Vec<super::Message>) {
+        super::context::compact_messages(messages, &self.compacted);
+        if let Some(text) = &self.memory {
+            messages.push(super::memory::injected_message(text));
+        }
+    }
+
     /// The model settings this request is sent with: `agent`'s (the spec's agent whose turn
     /// it is), with the output-token limit a truncation retry set in place of its
     /// `max_output_tokens`. Call it wherever a recorded request is turned into what a

@@ -54,6 +54,10 @@ pub enum ErrorClass {
     /// A reply was cut by the output-token limit and the agent's `on_truncated` policy is
     /// `fail`, or its retries and continuations spent the correction budget (revision 7).
     Truncated,
+    /// The next request would not fit the agent's context window and its `on_overflow`
+    /// policy is `fail`, or dropping or shortening every tool result would not make it fit
+    /// (see [`context`](super::context)).
+    ContextExhausted,
 }
 
 impl ErrorClass {
@@ -106,6 +110,7 @@ impl ErrorClass {
             ErrorClass::WallTimeLimit => "wall_time_limit",
             ErrorClass::TransitionCap => "transition_cap",
             ErrorClass::Truncated => "truncated",
+            ErrorClass::ContextExhausted => "context_exhausted",
         }
     }
 }

@@ -33,6 +33,7 @@ pub mod allowance;
 mod batch;
 mod budget;
 mod child;
+pub mod context;
 pub mod deadline;
 mod delegation;
 mod edit;

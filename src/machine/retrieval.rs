@@ -173,11 +173,23 @@ pub(crate) fn on_retrieved(
             },
         );
     }
-    let call = super::step::model_turn(cx, &mut run);
-    (
-        EdgeId::RetrievingRetrievedCall,
-        RunState::Generating { run, call },
-    )
+    match super::step::model_turn(cx, &mut run) {
+        super::step::Turn::Call { call, compacted } => (
+            if compacted {
+                EdgeId::RetrievingRetrievedCompact
+            } else {
+                EdgeId::RetrievingRetrievedCall
+            },
+            RunState::Generating { run, call },
+        ),
+        super::step::Turn::Exhausted(error) => (
+            EdgeId::RetrievingRetrievedContextExhausted,
+            RunState::Done {
+                run,
+                outcome: super::state::Outcome::Failed { error },
+            },
+        ),
+    }
 }
 
 /// The passages as the model reads them: a header saying they are data, then each numbered

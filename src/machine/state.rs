@@ -258,6 +258,13 @@ pub struct AgentRun {
     /// encoding.
     #[serde(default, skip_serializing_if = "super::Label::is_trusted_public")]
     pub taint: super::Label,
+    /// The sizes of its conversation as requests send it, and what was compacted to fit its
+    /// context window (an agent with `[agents.context]` only; see [`context`](super::context)).
+    #[serde(
+        default,
+        skip_serializing_if = "super::context::ContextLedger::is_empty"
+    )]
+    pub context: super::context::ContextLedger,
 }
 
 /// The outstanding model call.

@@ -162,6 +162,20 @@ pub enum Note {
         /// The output-token limit the retry asks for.
         next_limit: Option<u64>,
     },
+    /// The next request would not have fit the agent's context window: tool results were
+    /// dropped or shortened (see [`context`](super::context)).
+    Compacted {
+        /// The agent.
+        agent: AgentId,
+        /// Its `on_overflow` policy.
+        policy: super::context::OnOverflow,
+        /// The positions of the messages compacted, in its conversation.
+        messages: Vec<u32>,
+        /// Their size before, in bytes.
+        bytes_before: u64,
+        /// Their size after.
+        bytes_after: u64,
+    },
 }
 
 /// Applies `event` to `state` under `spec`.
@@ -507,6 +521,7 @@ impl<'a> Cx<'a> {
             }
             a.taint = a.taint.join(message.label);
             let rec = a.conversation.push(agent, message);
+            super::context::on_append(self, a, &rec);
             self.appended.push(rec);
         }
     }
@@ -592,6 +607,13 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
         summary: false,
         memory,
         max_output_tokens: a.output_limit,
+        compacted: a
+            .context
+            .compacted
+            .iter()
+            .filter(|c| c.index < a.conversation.len)
+            .copied()
+            .collect(),
     }
 }
 
@@ -695,15 +717,42 @@ fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (EdgeId, RunState) {
     if retrieval::retrieves(cx.spec, &run.active) {
         return retrieval::begin(cx, run);
     }
-    let call = model_turn(cx, &mut run);
-    (
-        EdgeId::PreparingProceedCall,
-        RunState::Generating { run, call },
-    )
+    match model_turn(cx, &mut run) {
+        Turn::Call { call, compacted } => (
+            if compacted {
+                EdgeId::PreparingProceedCompact
+            } else {
+                EdgeId::PreparingProceedCall
+            },
+            RunState::Generating { run, call },
+        ),
+        Turn::Exhausted(error) => (
+            EdgeId::PreparingProceedContextExhausted,
+            RunState::Done {
+                run,
+                outcome: Outcome::Failed { error },
+            },
+        ),
+    }
 }
 
-/// Emits the active agent's `CallModel` for a new turn, on the route a step boundary chooses.
-pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> ModelCall {
+/// What a new turn of the active agent came to.
+pub(crate) enum Turn {
+    /// `CallModel` was emitted; `compacted` when tool results were compacted to fit the
+    /// agent's context window first.
+    Call {
+        /// The call.
+        call: ModelCall,
+        /// Whether a compaction was recorded.
+        compacted: bool,
+    },
+    /// The request would not fit the agent's context window: the run fails with this.
+    Exhausted(Failure),
+}
+
+/// Emits the active agent's `CallModel` for a new turn, on the route a step boundary chooses,
+/// once its context window has room for the request (see [`context`](super::context)).
+pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> Turn {
     let route = if cx.spec.spec().semantics >= 2 {
         route::choose_route(cx, run)
     } else {
@@ -717,5 +766,14 @@ pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> ModelCall {
             a.taint = a.taint.join(shown);
         }
     }
-    cx.call_model(run, route, 1, None)
+    let request = build_request(cx, run, route);
+    let compacted = match super::context::make_room(cx, run, &request) {
+        super::context::Room::Fits => false,
+        super::context::Room::Compacted => true,
+        super::context::Room::Exhausted(error) => return Turn::Exhausted(error),
+    };
+    Turn::Call {
+        call: cx.call_model(run, route, 1, None),
+        compacted,
+    }
 }

@@ -213,6 +213,7 @@ fn call_summary(
         // A summary is of the conversation alone: no memory is injected into it.
         memory: None,
         max_output_tokens: None,
+        compacted: Vec::new(),
     };
     let effect = cx.emit(|id| Effect::CallModel {
         id,

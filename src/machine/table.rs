@@ -190,6 +190,10 @@ edges! {
         "cancelled before it started";
     PreparingProceedCall = "preparing.proceed.call": Preparing --Proceed--> Generating,
         "budgets allow a turn: CallModel is emitted on the first route not cooling down, with the remaining budget";
+    PreparingProceedCompact = "preparing.proceed.compact": Preparing --Proceed--> Generating,
+        "the request would not fit the agent's context window: the oldest tool results are dropped or shortened (on_overflow), recorded with the CallModel that sends them";
+    PreparingProceedContextExhausted = "preparing.proceed.context_exhausted": Preparing --Proceed--> Done,
+        "the request would not fit the agent's context window and on_overflow is fail, or compacting every tool result would not make it fit: fails with context_exhausted";
     PreparingProceedExhausted = "preparing.proceed.exhausted": Preparing --Proceed--> BudgetExhausted,
         "a cap is reached: no model call is made";
     PreparingRaise = "preparing.raise": Preparing --BudgetRaised--> Preparing,
@@ -374,6 +378,10 @@ edges! {
         "budgets allow a turn of an agent with a retriever (revision 5): Retrieve is emitted first";
     RetrievingRetrievedCall = "retrieving.retrieved.call": Retrieving --Retrieved--> Generating,
         "the passages (if any) are appended as a user-position data message; CallModel is emitted";
+    RetrievingRetrievedCompact = "retrieving.retrieved.compact": Retrieving --Retrieved--> Generating,
+        "the passages are appended and the request would not fit the agent's context window: the oldest tool results are dropped or shortened; CallModel is emitted";
+    RetrievingRetrievedContextExhausted = "retrieving.retrieved.context_exhausted": Retrieving --Retrieved--> Done,
+        "the passages are appended and the request cannot be made to fit the agent's context window: fails with context_exhausted";
     RetrievingRetrievedExhausted = "retrieving.retrieved.exhausted": Retrieving --Retrieved--> BudgetExhausted,
         "the passages are appended, but a cap was reached meanwhile: no model call is made";
     RetrievingRaise = "retrieving.raise": Retrieving --BudgetRaised--> Retrieving,

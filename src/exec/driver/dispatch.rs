@@ -42,11 +42,10 @@ impl Driver {
                         return;
                     }
                 };
-                if let Some(text) = &request.memory {
-                    // Injected memory (revision 5): data in the user position, after the
-                    // conversation, exactly as the request recorded it.
-                    Arc::make_mut(&mut messages)
-                        .push(crate::machine::memory::injected_message(text));
+                if request.memory.is_some() || !request.compacted.is_empty() {
+                    // Compactions for the context window, then injected memory (revision 5),
+                    // exactly as the request recorded them.
+                    request.complete_messages(Arc::make_mut(&mut messages));
                 }
                 let path = match self.tree_path().await {
                     Ok(p) => p,

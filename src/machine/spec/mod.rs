@@ -166,6 +166,7 @@ impl AgentSpec {
             handoffs: Vec::new(),
             delegation: Delegation::default(),
             on_truncated: super::OnTruncated::default(),
+            context: None,
         }
     }
 }
@@ -262,6 +263,10 @@ pub struct AgentSpec {
     /// [`OnTruncated`](super::OnTruncated).
     #[serde(default, skip_serializing_if = "super::OnTruncated::is_default")]
     pub on_truncated: super::OnTruncated,
+    /// Its context window and what happens when the next request would not fit it (see
+    /// [`context`](super::context)); `None`: no window is known and requests are not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::context::ContextSpec>,
 }
 
 fn default_correction_budget() -> u32 {

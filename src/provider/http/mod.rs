@@ -72,6 +72,7 @@ mod responses;
 mod responses_stream;
 mod sse;
 mod transport;
+mod windows;
 
 pub use codec::{
     DecodeError, Decoded, EncodeOptions, OpenAiCompat, ReplyDetails, ReportedError, StreamDecoder,
@@ -89,6 +90,7 @@ pub use ndjson::NdjsonDecoder;
 pub use pricing::{Price, PriceEntry, PricingError, PricingTable, cost_nanos};
 pub use sse::{MAX_EVENT_BYTES, SseDecoder, SseEvent};
 pub use transport::{ANTHROPIC_VERSION, HttpProvider, MAX_BODY_BYTES};
+pub use windows::context_window;
 
 /// Builds the provider `config` describes, reading its key from the process environment.
 /// Use this where the engine turns a run spec's provider entry into a provider; it fails
