@@ -4,6 +4,7 @@ mod cancel_race;
 mod clock_seam;
 mod command_tool;
 mod concurrent_resumers;
+mod context_window;
 mod crash_safety;
 mod durable_runs;
 mod engine_clock_paces_http_calls;

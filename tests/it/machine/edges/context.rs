@@ -59,10 +59,7 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
             (after_a_big_result(spec, false), EventBody::Proceed)
         }),
         ("retrieving.retrieved.compact", || {
-            let h = after_a_big_result(
-                windowed(4_000, OnOverflow::ShortenToolResults, true),
-                true,
-            );
+            let h = after_a_big_result(windowed(4_000, OnOverflow::ShortenToolResults, true), true);
             let body = no_passages(&h);
             (h, body)
         }),
