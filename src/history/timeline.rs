@@ -170,8 +170,14 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
                 Some(Effect::CallModel {
                     request, attempt, ..
                 }) => {
+                    // A compaction this step made to fit the context window.
+                    let fresh = request.compacted.iter().filter(|c| c.seq == t.seq).count();
+                    let compacted = match fresh {
+                        0 => String::new(),
+                        n => format!("; {n} tool result(s) compacted to fit the context window"),
+                    };
                     format!(
-                        "call {}/{} ({} messages, attempt {attempt})",
+                        "call {}/{} ({} messages, attempt {attempt}){compacted}",
                         request.provider, request.model, request.conversation.len
                     )
                 }

@@ -72,7 +72,7 @@ mod responses;
 mod responses_stream;
 mod sse;
 mod transport;
-mod windows;
+pub mod windows;
 
 pub use codec::{
     DecodeError, Decoded, EncodeOptions, OpenAiCompat, ReplyDetails, ReportedError, StreamDecoder,
