@@ -440,6 +440,24 @@ impl Tracker {
                     KeyValue::new("runtape.next_limit", next_limit.map_or(0, |n| n as i64)),
                 ],
             ),
+            Trace::ContextCompacted {
+                agent,
+                policy,
+                messages,
+                bytes_before,
+                bytes_after,
+            } => self.event(
+                &run,
+                "runtape.context_compacted",
+                at,
+                vec![
+                    KeyValue::new("gen_ai.agent.name", agent.to_string()),
+                    KeyValue::new("runtape.on_overflow", policy.as_str()),
+                    KeyValue::new("runtape.messages", messages.len() as i64),
+                    KeyValue::new("runtape.bytes_before", *bytes_before as i64),
+                    KeyValue::new("runtape.bytes_after", *bytes_after as i64),
+                ],
+            ),
             Trace::ModelRetry { agent, detail } => self.event(
                 &run,
                 "runtape.model_retry",

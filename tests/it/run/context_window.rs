@@ -252,6 +252,7 @@ async fn a_fork_from_the_tape_and_a_cassette_replay_send_the_same_compacted_requ
             &[
                 "replay",
                 "--stepped-clock",
+                "--json",
                 utf8(&ran.spec),
                 "--cassette",
                 utf8(&cassette),
@@ -259,7 +260,14 @@ async fn a_fork_from_the_tape_and_a_cassette_replay_send_the_same_compacted_requ
         )
     });
     assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
-    let replay_run = support::cli::first_id(&out(&replayed));
+    let traces = support::cli::json_lines(&replayed);
+    let replay_run = traces[0]["id"].as_str().expect("the run id").to_owned();
+    let compacted = traces
+        .iter()
+        .find(|t| t["type"] == "context.compacted")
+        .unwrap_or_else(|| panic!("a context.compacted trace: {}", text(&replayed)));
+    assert_eq!(compacted["policy"], "drop_oldest_tool_results");
+    assert_eq!(compacted["messages"], json!([2]));
     assert_eq!(compacting_seq(&fresh, &replay_run), seq);
     let verified = runtape(&fresh, &["verify", &replay_run]);
     assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
