@@ -115,26 +115,40 @@ pub struct Compacted {
     pub seq: u64,
 }
 
-/// A tool result that may still be compacted: its position and its size after each
-/// compaction, measured when it was appended.
+/// The least a compaction must save for a tool result to be kept as compactable: smaller
+/// results are not worth a placeholder, and leaving them out keeps the state from growing
+/// with every message.
+pub const MIN_COMPACTION_GAIN: u64 = 256;
+
+/// A tool result that may still be compacted: its position, its size, and its size after
+/// each compaction, measured when it was appended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Compactable {
     /// Its position in the agent's conversation.
     pub index: u32,
+    /// Its size as sent (canonical bytes).
+    pub size: u64,
     /// Its size once dropped.
     pub dropped: u64,
     /// Its size once shortened.
     pub shortened: u64,
 }
 
-/// The sizes the machine keeps of an agent's conversation, for an agent with a
-/// [`ContextSpec`] (empty otherwise, and left out of the state).
+/// What the machine keeps of an agent's conversation to measure its requests, for an agent
+/// with a [`ContextSpec`] (empty otherwise, and left out of the state): totals, and only the
+/// tool results big enough to compact — so the state grows with what the window holds, not
+/// with every message of the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextLedger {
-    /// The size of each message as sent (compactions applied), by position.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sizes: Vec<u64>,
-    /// The tool results not compacted yet, oldest first.
+    /// The bytes of the conversation as sent (compactions applied). After a fork edit that
+    /// kept only a prefix it may count more than the prefix holds (never less).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes: u64,
+    /// The messages counted in `bytes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub messages: u64,
+    /// The tool results not compacted yet that a compaction would shrink by at least
+    /// [`MIN_COMPACTION_GAIN`], oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compactable: Vec<Compactable>,
     /// Every compaction so far, in order: what each later request applies.
@@ -149,51 +163,71 @@ pub struct ContextLedger {
     pub reported: Option<(u64, u64)>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl ContextLedger {
     /// True when nothing is kept (an agent without a context window).
     pub fn is_empty(&self) -> bool {
         *self == ContextLedger::default()
     }
 
-    /// Records `message`, appended at `index` (a lower index than the ledger holds rewinds
-    /// it first: a fork edit or a transfer restarted the conversation).
+    /// Records `message` of `bytes`, appended at `index` (a lower index than the ledger
+    /// counts rewinds it first: a fork edit or a transfer restarted the conversation).
     pub(crate) fn record(&mut self, index: u32, message: &Message, bytes: u64) {
         self.rewind(index);
-        self.sizes.push(bytes);
+        self.messages = u64::from(index) + 1;
+        self.bytes = self.bytes.saturating_add(bytes);
         if message.role == Role::Tool {
             let size = |how| compacted_message(message, how).canonical_bytes().len() as u64;
-            self.compactable.push(Compactable {
-                index,
-                dropped: size(Compaction::Dropped),
-                shortened: size(Compaction::Shortened),
-            });
+            let (dropped, shortened) = (size(Compaction::Dropped), size(Compaction::Shortened));
+            if bytes >= dropped.saturating_add(MIN_COMPACTION_GAIN) {
+                self.compactable.push(Compactable {
+                    index,
+                    size: bytes,
+                    dropped,
+                    shortened,
+                });
+            }
         }
     }
 
-    /// Forgets every message from `len` on.
+    /// Forgets every message from `len` on. The bytes of the tool results it knows of are
+    /// taken off exactly; the others' are not known, so the total stays an over-count.
     pub(crate) fn rewind(&mut self, len: u32) {
-        if self.sizes.len() > len as usize {
-            self.sizes.truncate(len as usize);
-            self.compactable.retain(|c| c.index < len);
-            self.compacted.retain(|c| c.index < len);
-            self.reported = None;
+        if self.messages <= u64::from(len) {
+            return;
         }
-    }
-
-    /// The bytes of the conversation as sent now.
-    pub fn bytes(&self) -> u64 {
-        self.sizes
+        if len == 0 {
+            *self = ContextLedger::default();
+            return;
+        }
+        let gone = self
+            .compactable
             .iter()
-            .fold(0u64, |sum, b| sum.saturating_add(*b))
+            .filter(|c| c.index >= len)
+            .map(|c| c.size)
+            .chain(
+                self.compacted
+                    .iter()
+                    .filter(|c| c.index >= len)
+                    .map(|c| c.after),
+            )
+            .fold(0u64, u64::saturating_add);
+        self.bytes = self.bytes.saturating_sub(gone);
+        self.messages = u64::from(len);
+        self.compactable.retain(|c| c.index < len);
+        self.compacted.retain(|c| c.index < len);
+        self.reported = None;
+        self.sent = None;
     }
 
-    /// Applies `done` (a [`decide`] result): the sizes change, those results leave
+    /// Applies `done` (a [`decide`] result): the total shrinks, those results leave
     /// `compactable`, and the reported prefix no longer holds.
     pub(crate) fn apply(&mut self, done: &[Compacted]) {
         for c in done {
-            if let Some(size) = self.sizes.get_mut(c.index as usize) {
-                *size = c.after;
-            }
+            self.bytes = self.bytes.saturating_sub(c.before.saturating_sub(c.after));
             self.compactable.retain(|r| r.index != c.index);
             self.compacted.push(*c);
         }
@@ -231,8 +265,8 @@ pub enum Fit {
 /// compaction). Pure: the same ledger and spec give the same answer, which is what lets
 /// `verify` and replays reproduce a compaction.
 pub fn decide(spec: &ContextSpec, ledger: &ContextLedger, extra: Extra, seq: u64) -> Fit {
-    let messages = (ledger.sizes.len() as u64).saturating_add(extra.messages);
-    let bytes = ledger.bytes().saturating_add(extra.bytes);
+    let messages = ledger.messages.saturating_add(extra.messages);
+    let bytes = ledger.bytes.saturating_add(extra.bytes);
     let fits = |input: u64| input.saturating_add(extra.output_tokens) <= spec.window;
     let estimate = estimate_input_tokens(bytes, messages, ledger.reported);
     if fits(estimate) {
@@ -254,7 +288,7 @@ pub fn decide(spec: &ContextSpec, ledger: &ContextLedger, extra: Extra, seq: u64
         if fits(estimate_input_tokens(bytes, messages, None)) {
             break;
         }
-        let before = ledger.sizes.get(c.index as usize).copied().unwrap_or(0);
+        let before = c.size;
         let after = match how {
             Compaction::Dropped => c.dropped,
             Compaction::Shortened => c.shortened,
@@ -405,7 +439,7 @@ pub(crate) fn make_room(cx: &mut Cx<'_>, run: &mut RunData, request: &ModelReque
             ));
         }
     };
-    a.context.sent = Some(a.context.bytes().saturating_add(extra.bytes));
+    a.context.sent = Some(a.context.bytes.saturating_add(extra.bytes));
     room
 }
 
@@ -478,7 +512,7 @@ mod tests {
     }
 
     fn plain(l: &ContextLedger) -> u64 {
-        estimate_input_tokens(l.bytes(), l.sizes.len() as u64, None)
+        estimate_input_tokens(l.bytes, l.messages, None)
     }
 
     #[test]
@@ -596,7 +630,7 @@ mod tests {
     #[test]
     fn a_reported_prefix_is_believed_until_a_compaction_or_rewind() {
         let (mut l, _) = ledger(2, 4_000);
-        let bytes = l.bytes();
+        let bytes = l.bytes;
         // The provider counted 2,100 tokens for all of it: English at ~4 bytes a token.
         l.reported = Some((2_100, bytes));
         let framing = 4 * super::super::allowance::FRAMING_TOKENS_PER_MESSAGE;
@@ -612,10 +646,25 @@ mod tests {
             Fit::Exhausted { .. }
         ));
         // Rewinding (a fork edit) forgets the report: the prefix changed.
+        let page = l.compactable[1].size;
         l.rewind(3);
         assert_eq!(l.reported, None);
-        assert_eq!(l.sizes.len(), 3);
+        assert_eq!(l.messages, 3);
         assert_eq!(l.compactable.len(), 1);
+        // The page at 3 left the total exactly; the short message at 4 is over-counted.
+        assert_eq!(l.bytes, bytes + 100 - page);
+        // Back to nothing (a transfer) is exact.
+        l.rewind(0);
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn small_results_are_counted_but_not_kept_so_the_state_stays_small() {
+        let (l, _) = ledger(500, 20);
+        assert_eq!(l.messages, 502);
+        assert!(l.compactable.is_empty(), "{:?}", &l.compactable[..1]);
+        let kept = serde_json::to_vec(&l).expect("serialises").len();
+        assert!(kept < 64, "{kept} bytes for 502 messages");
     }
 
     #[test]
