@@ -240,23 +240,15 @@ async fn a_fork_from_the_tape_and_a_cassette_replay_send_the_same_compacted_requ
     // A cassette of the run replayed into a fresh database: strict, so a request that
     // differs from the recorded one (an uncompacted page) would be refused.
     let cassette = ran.dir.join("run.cassette.json");
-    let exported = runtape(
-        &ran.db,
-        &["cassette", "export", &ran.run, "-o", utf8(&cassette)],
-    );
+    let exported = support::cli::export(&ran.db, &ran.run, &cassette);
     assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
     let fresh = ran.dir.join("fresh.db");
     let replayed = tokio::task::block_in_place(|| {
-        runtape(
+        support::cli::replay(
             &fresh,
-            &[
-                "replay",
-                "--stepped-clock",
-                "--json",
-                utf8(&ran.spec),
-                "--cassette",
-                utf8(&cassette),
-            ],
+            utf8(&ran.spec),
+            utf8(&cassette),
+            &["--stepped-clock", "--json"],
         )
     });
     assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
