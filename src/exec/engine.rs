@@ -506,6 +506,20 @@ impl Engine {
         super::takeup::resume(&self.shared, run, events).await
     }
 
+    /// [`resume_with`](Self::resume_with), for a caller that has checked `run` itself: `checked`
+    /// is what the caller's own [`check_continuable`](crate::ledger::check_continuable) of
+    /// `run` with this engine's receipt key found: it stands for the take-up's check while the
+    /// run's stored head is still the one it checked (any write to the run moves it);
+    /// otherwise the check is made again, as every take-up makes it.
+    pub(crate) async fn resume_checked(
+        &self,
+        run: &RunId,
+        checked: crate::ledger::Continuable,
+        events: Vec<EventBody>,
+    ) -> Result<RunHandle, EngineError> {
+        super::takeup::resume_checked(&self.shared, run, Some(checked), events).await
+    }
+
     /// Commits one event to a run that no process is driving, without performing the effects
     /// it emits (they wait in the outbox for the next `resume`). For tools that adjust a run
     /// at rest, and for measuring what resuming costs.

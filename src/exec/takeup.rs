@@ -50,10 +50,23 @@ pub(super) async fn resume(
     run: &RunId,
     events: Vec<EventBody>,
 ) -> Result<RunHandle, EngineError> {
+    resume_checked(shared, run, None, events).await
+}
+
+/// [`resume`], with what the caller's own [`check_continuable`] of `run` found (`checked`),
+/// so the take-up does not make the same check again: it is used when the run's stored head
+/// is still the one it checked, and the check is made again otherwise (before the lease is
+/// taken, and under it, as every take-up checks).
+pub(super) async fn resume_checked(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    checked: Option<Continuable>,
+    events: Vec<EventBody>,
+) -> Result<RunHandle, EngineError> {
     if let Some(handle) = attach_live(shared, run, &events).await {
         return Ok(handle);
     }
-    let mut taken = take_up(shared, run).await?;
+    let mut taken = take_up_checked(shared, run, checked).await?;
     taken.driver.register_added_tools().await;
     if let Err(e) = prepare(shared, &mut taken, events) {
         let rest = rest_status(&taken.driver.state);
@@ -279,10 +292,19 @@ fn input_effect(
 /// fork performs what it inherited. A refused take-up (another live holder, a finished run,
 /// bad input) has written nothing; a failure after the lease was taken gives it back.
 pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp, EngineError> {
+    take_up_checked(shared, run, None).await
+}
+
+/// [`take_up`], given what a check of `run` made by the caller found (see [`resume_checked`]).
+async fn take_up_checked(
+    shared: &Arc<Shared>,
+    run: &RunId,
+    prior: Option<Continuable>,
+) -> Result<TakenUp, EngineError> {
     let (before, checked) = {
         let (shared, run) = (shared.clone(), run.clone());
         off_thread(&shared.store.clone(), move |store| {
-            precheck(&shared, store, &run)
+            precheck(&shared, store, &run, prior)
         })
         .await?
     };
@@ -306,11 +328,14 @@ pub(super) async fn take_up(shared: &Arc<Shared>, run: &RunId) -> Result<TakenUp
 }
 
 /// What can be refused without the lease, so that bad input writes nothing. Returns the run's
-/// row and what the check found to act on (its head and latest state).
+/// row and what the check found to act on (its head and latest state). `prior` is what a
+/// check the caller made found: it stands for this one while the stored head is the one it
+/// checked.
 fn precheck(
     shared: &Shared,
     store: &dyn Store,
     run: &RunId,
+    prior: Option<Continuable>,
 ) -> Result<(RunRecord, Continuable), EngineError> {
     // A run whose record `verify` would reject where this acts on it is refused before
     // anything is written (even one its row says has ended): nothing it would execute can be
@@ -318,7 +343,10 @@ fn precheck(
     // The row is read once (the check reads the whole row again on its own view, to check it
     // against the head); an ended run is refused after the check.
     let rec = ledger::row(store, run)?;
-    let checked = check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?;
+    let checked = match prior {
+        Some(prior) => checked_again(shared, store, &rec, prior)?,
+        None => check_continuable(store, &rec, &shared.config.receipts, ActFrom::End)?,
+    };
     refuse_ended(&rec)?;
     ledger::spec_of(&rec)?;
     receipt_tip(shared, store, run, rec.seq)?;

@@ -44,8 +44,9 @@ impl Answer {
 /// answer goes to that child, then the run is driven on and takes the child up. Several such
 /// children are refused ([`OpsError::ChildrenWaiting`]): each must be answered on its own.
 ///
-/// The run's history is read once under its lease, as every take-up reads it, and — only
-/// when there is an answer or a raise to check before anything is written — once before.
+/// The run's history is checked once before anything is written (by the take-up itself when
+/// there is nothing to answer or raise); under the lease, that check stands while the run's
+/// stored head is the one it checked, and is made again otherwise.
 pub async fn resume(
     engine: &Engine,
     run: &RunId,
@@ -66,7 +67,7 @@ pub async fn resume(
     let checked =
         crate::ledger::check_continuable(store.as_ref(), &rec, engine.receipt_signer(), end)?;
     let spec = history::spec_of(&rec)?;
-    let mut state = checked.rebuilt.state;
+    let mut state = checked.rebuilt.state.clone();
     let mut raised: Vec<_> = raises.iter().map(|r| r.resolve(&state)).collect();
     // A run resting on a child that waits for a person (it does not wait itself): the answer
     // goes to that child, then the run is driven on and takes the child up.
@@ -111,7 +112,9 @@ pub async fn resume(
         // The answer went to the child: the run is driven on and takes the child up.
         (None, None) => return Ok(engine.resume(run).await?),
     };
-    Ok(engine.resume_with(run, vec![first]).await?)
+    // What the check above found stands for the take-up's own check while nothing was written
+    // to the run since (a raise committed above moves its head, and the take-up checks again).
+    Ok(engine.resume_checked(run, checked, vec![first]).await?)
 }
 
 /// Refuses a run that has ended, as the engine does before it reads a run's state to check
