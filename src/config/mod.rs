@@ -162,6 +162,7 @@ mod session;
 mod setup;
 mod source;
 mod spec_files;
+mod tag_first;
 
 pub use error::{At, ConfigError, Location};
 pub use mcp::McpSetup;

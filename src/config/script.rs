@@ -42,8 +42,9 @@ pub struct ScriptSetup {
     pub by_agent: BTreeMap<String, Vec<ScriptStep>>,
 }
 
-/// One scripted answer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One scripted answer. Stored with its `outcome` first, and read tag first (without
+/// buffering the whole entry).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum ScriptStep {
     /// The model replies.

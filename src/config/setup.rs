@@ -51,8 +51,9 @@ pub struct Setup {
     pub env_file: Option<Vec<String>>,
 }
 
-/// One provider entry, ready to build.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One provider entry, ready to build. Stored with its `type` first, and read tag first
+/// (without buffering the whole entry).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ProviderSetup {
     /// OpenAI-compatible, Anthropic or Ollama over HTTP.
