@@ -6,7 +6,7 @@
 //!
 //! Two ways to fill the disk: `RUNTAPE_DB_MAX_BYTES` (SQLite's `max_page_count`; runs
 //! everywhere), and a real tmpfs of a few hundred KiB mounted in a private user and mount
-//! namespace (`unshare -rm`; skipped, saying so, where namespaces are not available). The line
+//! namespace (`unshare -rm`; ignored in plain `cargo test`, failing loudly with `--include-ignored` where namespaces cannot be made). The line
 //! says which limit was hit: the size cap, or the disk ("disk full"), also when SQLite meets
 //! the full disk as an I/O error. A run whose first commit found no room verifies as a run
 //! not yet started, not as a tamper.
@@ -109,31 +109,27 @@ fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
     assert!(runtape(&db, &["verify", &run]).status.success());
 }
 
-/// True where a private user and mount namespace can be made (`unshare -rm`).
-fn namespaces() -> bool {
-    let ok = Command::new("unshare")
+/// Why the two tests on a real tmpfs are not in the Rust-only tier: they need a private user
+/// and mount namespace, which the kernel or a container may forbid.
+const NAMESPACES: &str = "needs user and mount namespaces: `unshare -rm sh -c 'mount -t tmpfs none /mnt'` must succeed (util-linux)";
+
+/// A new directory holding [`rounds_spec`] of `rounds`, once a private user and mount
+/// namespace has been shown to work here; fails naming what is missing otherwise.
+fn namespaced_rounds(rounds: usize) -> (tempfile::TempDir, std::path::PathBuf) {
+    let made = Command::new("unshare")
         .args(["-rm", "true"])
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: `unshare -rm` (user and mount namespaces) is not available here");
-    }
-    ok
-}
-
-/// Where [`namespaces`] can be made: a new directory holding [`rounds_spec`] of `rounds`.
-fn namespaced_rounds(rounds: usize) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
-    if !namespaces() {
-        return None;
-    }
+    assert!(made, "`unshare -rm` failed: {NAMESPACES}");
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = rounds_spec(dir.path(), rounds);
-    Some((dir, spec))
+    (dir, spec)
 }
 
 /// Runs `script` with `sh` in a private user and mount namespace, `RT` the binary and `vars`
-/// set (paths); false, saying so, where it cannot mount a tmpfs there (the script exits 90).
-fn in_namespace(script: &str, vars: &[(&str, &Path)]) -> bool {
+/// set (paths); fails naming what is missing where it cannot mount a tmpfs there (the script
+/// exits 90).
+fn in_namespace(script: &str, vars: &[(&str, &Path)]) {
     let status = Command::new("unshare")
         .args(["-rm", "sh", "-c", script])
         .env("RT", env!("CARGO_BIN_EXE_runtape"))
@@ -142,22 +138,21 @@ fn in_namespace(script: &str, vars: &[(&str, &Path)]) -> bool {
         .env_remove("RUNTAPE_DB_MAX_BYTES")
         .status()
         .expect("unshare runs");
-    if status.code() == Some(90) {
-        eprintln!("skipped: cannot mount a tmpfs in a user namespace here");
-        return false;
-    }
+    assert_ne!(
+        status.code(),
+        Some(90),
+        "cannot mount a tmpfs in a user namespace here: {NAMESPACES}"
+    );
     assert!(status.success(), "the namespace script failed: {status:?}");
-    true
 }
 
 /// A disk that fills up after the database was made: opening it needs room for SQLite's
 /// shared-memory index, which SQLite reports as a "disk I/O error". The line says the disk is
 /// full, names the file and says what to do, for a read (`ls`) and for a new run alike.
 #[test]
+#[ignore = "needs user and mount namespaces: unshare -rm true (util-linux; the kernel must allow them)"]
 fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
-    let Some((dir, spec)) = namespaced_rounds(2) else {
-        return;
-    };
+    let (dir, spec) = namespaced_rounds(2);
     let db = dir.path().join("runs.db");
     let o = runtape(&db, &["run", spec.to_str().expect("utf-8")]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -179,7 +174,7 @@ fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
         "$RT" --db "$MNT/runs.db" run "$SPEC" > "$OUT/run.out" 2> "$OUT/run.err"
         echo $? > "$OUT/run.code"
     "#;
-    if !in_namespace(
+    in_namespace(
         script,
         &[
             ("MNT", &mnt),
@@ -187,9 +182,7 @@ fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
             ("SPEC", &spec),
             ("OUT", dir.path()),
         ],
-    ) {
-        return;
-    }
+    );
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     let file = mnt.join("runs.db").display().to_string();
     for command in ["ls", "run"] {
@@ -211,10 +204,9 @@ fn a_disk_that_fills_up_later_is_called_full_not_an_io_error() {
 }
 
 #[test]
+#[ignore = "needs user and mount namespaces: unshare -rm true (util-linux; the kernel must allow them)"]
 fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
-    let Some((dir, spec)) = namespaced_rounds(40) else {
-        return;
-    };
+    let (dir, spec) = namespaced_rounds(40);
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");
     // In a private namespace: a 160 KiB tmpfs holds the database; fill it with one run, grow
@@ -234,12 +226,10 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
         "$RT" --db "$MNT/runs.db" verify "$run" > "$OUT/verify.out" 2>&1
         echo $? > "$OUT/verify.code"
     "#;
-    if !in_namespace(
+    in_namespace(
         script,
         &[("MNT", &mnt), ("SPEC", &spec), ("OUT", dir.path())],
-    ) {
-        return;
-    }
+    );
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     assert_eq!(
         read("run.code").trim(),
