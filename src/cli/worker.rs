@@ -1,5 +1,5 @@
 //! `runtape worker`: drive runnable runs from a shared PostgreSQL database (see
-//! [`crate::worker`]), or wake the due runs of a SQLite file (see [`crate::worker::local`]),
+//! [`crate::worker`]), or wake the due runs of a SQLite file (see [`crate::ops::due_runs`]),
 //! logging one JSON object per line on stdout.
 
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ async fn local(args: Args) -> Result<u8, CliError> {
         Some(ms) => Duration::from_millis(ms),
         None => env_ms("RUNTAPE_STOP_GRACE_MS", DEFAULT_GRACE_MS, 0)?,
     };
-    let opts = crate::worker::local::LocalOptions {
+    let opts = crate::ops::due_runs::LocalOptions {
         spec_dir,
         concurrency: args.concurrency,
         engine: EngineConfig {
@@ -179,7 +179,7 @@ async fn local(args: Args) -> Result<u8, CliError> {
         skip_for: Duration::from_secs(60),
     };
     let stops = stop_signals()?;
-    let exit = crate::worker::local::run(store, opts, stops, log).await?;
+    let exit = crate::ops::due_runs::run(store, opts, stops, log).await?;
     crate::tool::mcp::McpHub::global().shutdown().await;
     Ok(match exit {
         WorkerExit::Drained => EXIT_OK,

@@ -49,6 +49,7 @@
 //! ```
 
 mod control;
+pub mod due_runs;
 mod edits;
 mod error;
 mod fork;

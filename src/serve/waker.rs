@@ -1,5 +1,5 @@
 //! `runtape serve` wakes the database's due runs while it is up, as `runtape worker` does on a
-//! SQLite file ([`runtape::worker::local`](crate::worker::local)): it scans for runs whose
+//! SQLite file ([`runtape::ops::due_runs`](crate::ops::due_runs)): it scans for runs whose
 //! earliest timer is due ([`DueScan`]), takes each up as `runtape resume` does (under its
 //! lease, so a worker or a person racing for it takes it once), and drives it here — the
 //! server's stop pauses it like every run it drives. It waits between scans until the
@@ -12,7 +12,7 @@ use crate::exec::Clock;
 use crate::machine::RunId;
 use crate::machine::wake::MAX_WAKE_POLL;
 use crate::ops::{self, Answer};
-use crate::worker::local::WOKEN_STATUSES;
+use crate::ops::due_runs::WOKEN_STATUSES;
 use crate::worker::wake::DueScan;
 
 use super::state::App;

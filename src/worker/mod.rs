@@ -79,7 +79,6 @@ use metrics::{Metered, Metrics, error_code, store_error_code};
 pub mod endpoint;
 mod handoff;
 pub mod health;
-pub mod local;
 pub mod metrics;
 pub mod wake;
 

@@ -27,8 +27,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::wake::DueScan;
-use super::{LogLine, Requeued, WorkerExit, requeue};
+use crate::worker::wake::DueScan;
+use crate::worker::{LogLine, Requeued, WorkerExit, requeue};
 use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::machine::RunId;
 use crate::machine::wake::MAX_WAKE_POLL;
