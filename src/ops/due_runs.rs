@@ -27,13 +27,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::worker::wake::DueScan;
-use crate::worker::{LogLine, Requeued, WorkerExit, requeue};
 use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::machine::RunId;
 use crate::machine::wake::MAX_WAKE_POLL;
 use crate::ops::{self, Answer, OpsError};
 use crate::store::{RunStatus, Store};
+use crate::worker::wake::DueScan;
+use crate::worker::{LogLine, Requeued, WorkerExit, requeue};
 
 /// How a worker on a SQLite file runs.
 #[derive(Clone, Debug)]

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::exec::Clock;
 use crate::machine::RunId;
 use crate::machine::wake::MAX_WAKE_POLL;
-use crate::ops::{self, Answer};
 use crate::ops::due_runs::WOKEN_STATUSES;
+use crate::ops::{self, Answer};
 use crate::worker::wake::DueScan;
 
 use super::state::App;

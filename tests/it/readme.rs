@@ -283,12 +283,27 @@ fn the_readme_mcp_commands_run_as_documented() {
 
 /// A scratch directory holding copies of `examples/` and `statechart.md`, where the README's
 /// commands run (so `./runtape.db`, the default database, is created there).
+///
+/// One change to the copies: `slow.toml`'s model thinks for 4 s instead of the 20 s a person
+/// needs to type `runtape pause RUN`, since `pause` waits for that turn to end; the tests issue
+/// the pause as soon as the run has printed its id.
 fn scratch_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     copy_dir(
         &manifest_dir().join("examples"),
         &dir.path().join("examples"),
     );
+    let slow = dir.path().join("examples/slow.toml");
+    let spec = std::fs::read_to_string(&slow).expect("examples/slow.toml");
+    assert!(
+        spec.contains("latency_ms = 20000"),
+        "examples/slow.toml no longer thinks for 20 s: change scratch_dir to match"
+    );
+    std::fs::write(
+        &slow,
+        spec.replace("latency_ms = 20000", "latency_ms = 4000"),
+    )
+    .expect("writes slow.toml");
     std::fs::copy(
         manifest_dir().join("statechart.md"),
         dir.path().join("statechart.md"),

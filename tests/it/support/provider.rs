@@ -258,7 +258,10 @@ impl Recorded {
 pub enum Chunking {
     /// One write with `Content-Length`.
     Whole,
-    /// `Transfer-Encoding: chunked`, pieces of 1..=max bytes, flushed with a pause between.
+    /// `Transfer-Encoding: chunked`, pieces of 1..=max bytes, each flushed, with a pause between
+    /// (or, at zero, a yield to the other tasks). The client's HTTP decoder hands the body over
+    /// one chunk at a time even when several arrive in one read, so the pieces reach the
+    /// stream decoder as split here without a pause.
     Random {
         seed: u64,
         max: usize,
@@ -329,7 +332,7 @@ impl Behaviour {
             *chunking = Chunking::Random {
                 seed,
                 max: 48,
-                pause: Duration::from_millis(1),
+                pause: Duration::ZERO,
             };
         }
         self
@@ -534,7 +537,9 @@ async fn serve(
                         {
                             return false;
                         }
-                        if !pause.is_zero() {
+                        if pause.is_zero() {
+                            tokio::task::yield_now().await;
+                        } else {
                             tokio::time::sleep(pause).await;
                         }
                     }
