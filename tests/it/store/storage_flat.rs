@@ -1,6 +1,6 @@
 //! Storage per transition stays flat as a run grows: messages are content-addressed blobs and
 //! snapshots hold conversation heads, never whole conversations. Measured on real SQLite files
-//! with the scripted provider: a 10,000-round run against a 1,000-round run.
+//! with the scripted provider: a 5,000-round run (15,000 transitions) against a 500-round run.
 
 use crate::support;
 use crate::support::cli::temp_db;
@@ -65,10 +65,10 @@ async fn bytes_per_transition(rounds: usize) -> (f64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_per_transition_do_not_grow_with_the_run() {
-    let (small, n_small) = bytes_per_transition(1_000).await;
-    let (large, n_large) = bytes_per_transition(10_000).await;
+    let (small, n_small) = bytes_per_transition(500).await;
+    let (large, n_large) = bytes_per_transition(5_000).await;
     println!(
-        "1,000 rounds: {n_small} transitions, {small:.0} B/transition; 10,000 rounds: {n_large} transitions, {large:.0} B/transition"
+        "500 rounds: {n_small} transitions, {small:.0} B/transition; 5,000 rounds: {n_large} transitions, {large:.0} B/transition"
     );
     assert!(
         large <= small * 1.5,
