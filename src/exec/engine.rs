@@ -497,16 +497,8 @@ impl Engine {
 
     /// Takes up `run` and drives it with `events` first, each checked against the state read
     /// under the lease (a caller checks them against the state it read before, with
-    /// [`fits`](super::fits), so bad input is refused before anything is written).
-    pub(crate) async fn resume_with(
-        &self,
-        run: &RunId,
-        events: Vec<EventBody>,
-    ) -> Result<RunHandle, EngineError> {
-        super::takeup::resume(&self.shared, run, events).await
-    }
-
-    /// [`resume_with`](Self::resume_with), for a caller that has checked `run` itself: `checked`
+    /// [`fits`](super::fits), so bad input is refused before anything is written), for a
+    /// caller that has checked `run` itself: `checked`
     /// is what the caller's own [`check_continuable`](crate::ledger::check_continuable) of
     /// `run` with this engine's receipt key found: it stands for the take-up's check while the
     /// run's stored head is still the one it checked (any write to the run moves it);

@@ -54,15 +54,15 @@ pub struct Woken {
 /// Before its due instant the firing is committed as an early wake (`TimerFired` with
 /// `early`, stamped now; the model is told a person woke it), at or after it as the timer's
 /// own firing. Refused ([`OpsError::NoTimer`]) when the run waits on no timer; nothing is
-/// written then.
+/// written then. The run's history is checked once, before anything is written, and that
+/// check is handed to the take-up (as [`resume`](fn@super::resume) does).
 pub async fn wake(engine: &Engine, run: &RunId) -> Result<(RunHandle, Woken), OpsError> {
     let rec = install_stored(engine, run)?;
     let store = engine.store().clone();
     let end = crate::ledger::ActFrom::End;
     let checked =
         crate::ledger::check_continuable(store.as_ref(), &rec, engine.receipt_signer(), end)?;
-    let state = checked.rebuilt.state;
-    let timer = wake::pending_timers(&state)
+    let timer = wake::pending_timers(&checked.rebuilt.state)
         .into_iter()
         .next()
         .ok_or_else(|| OpsError::NoTimer {
@@ -70,12 +70,14 @@ pub async fn wake(engine: &Engine, run: &RunId) -> Result<(RunHandle, Woken), Op
             status: rec.status,
         })?;
     let early = !engine.clock().until(timer.due).is_zero();
-    let handle = if early {
-        let body = wake::firing(run, &timer, true);
-        engine.resume_with(run, vec![body]).await?
+    // Due already: taken up with no event, the timer fires at once, stamped at its instant
+    // or later. Either way the check above stands for the take-up's own while nothing was
+    // written to the run since (it checks again otherwise).
+    let first = if early {
+        vec![wake::firing(run, &timer, true)]
     } else {
-        // Due already: taken up, the timer fires at once, stamped at its instant or later.
-        engine.resume(run).await?
+        Vec::new()
     };
+    let handle = engine.resume_checked(run, checked, first).await?;
     Ok((handle, Woken { timer, early }))
 }

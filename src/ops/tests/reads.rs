@@ -4,7 +4,7 @@
 //! lease it reads it again only when something was written in between. `resume` with an answer
 //! or a raise makes that check itself, before the take-up, to refuse what does not fit before
 //! anything is written, and hands what it found to the take-up, which does not read the history
-//! again; `fork` does not read it before the plan: the engine's plan checks the parent through the fork point (folded from its first
+//! again, as `wake` does with the check that finds the timer it fires; `fork` does not read it before the plan: the engine's plan checks the parent through the fork point (folded from its first
 //! step, not counted here: no snapshot is looked up) and rebuilds the state there once.
 //! Counted on the real in-memory store ([`super::counting::Counting`]).
 
@@ -104,6 +104,60 @@ async fn a_fork_reads_its_parents_history_once() {
     assert_eq!(store.rebuilds(&run) - before, 1);
     assert_eq!(
         fork.wait().await.expect("ends").status,
+        RunStatus::Completed
+    );
+}
+
+/// A spec file whose agent sleeps an hour, then answers.
+const NAP: &str = r#"
+goal = "Check back later."
+[timers]
+max_sleep_ms = 7200000
+[[providers]]
+name = "s"
+kind = "scripted"
+replies = [
+  { tool_calls = [{ name = "sleep_for", arguments = { seconds = 3600 } }] },
+  { text = "awake" },
+]
+[[agents]]
+id = "a"
+provider = "s"
+"#;
+
+#[tokio::test]
+async fn a_wake_reads_the_history_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, store) = counted();
+    let handle = start_file(&engine, dir.path(), NAP).await;
+    let run = handle.run_id().clone();
+    // Asleep for the hour: stopped at once, its lease given back, resting paused.
+    let asleep = || {
+        crate::store::Store::run(store.as_ref(), &run)
+            .expect("reads")
+            .is_some_and(|r| r.state_kind == crate::machine::StateKind::CallingTools)
+    };
+    for _ in 0..6000 {
+        if asleep() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(asleep(), "the run sleeps");
+    engine.begin_shutdown(std::time::Duration::ZERO);
+    assert_eq!(
+        handle.wait().await.expect("rests").status,
+        RunStatus::Paused
+    );
+
+    let waker = Engine::with_store(store.clone(), EngineConfig::default());
+    let before = store.rebuilds(&run);
+    let (handle, woken) = ops::wake::wake(&waker, &run).await.expect("wakes");
+    assert!(woken.early, "{woken:?}");
+    // Twice when the take-up checked again what `wake` had just checked.
+    assert_eq!(store.rebuilds(&run) - before, 1);
+    assert_eq!(
+        handle.wait().await.expect("ends").status,
         RunStatus::Completed
     );
 }
