@@ -10,6 +10,7 @@ mod sleep_machine;
 mod sleep_tool;
 mod sleep_virtual_time;
 mod wake_now;
+mod wake_takes_no_stale_timer;
 mod worker_wakes;
 
 use std::path::Path;
@@ -120,14 +121,16 @@ pub(super) fn killed_asleep(
     dir: &std::path::Path,
     seconds: u64,
 ) -> (std::path::PathBuf, String, u64) {
-    let spec = write(
-        dir,
-        "nap.toml",
-        &nap_spec(
-            TIMERS,
-            &format!("{{ name = \"sleep_for\", arguments = {{ seconds = {seconds} }} }}"),
-        ),
-    );
+    let call = format!("{{ name = \"sleep_for\", arguments = {{ seconds = {seconds} }} }}");
+    killed_asleep_in(dir, &nap_spec(TIMERS, &call))
+}
+
+/// [`killed_asleep`] for a spec of its own (`spec`, whose first reply calls a sleep tool).
+pub(super) fn killed_asleep_in(
+    dir: &std::path::Path,
+    spec: &str,
+) -> (std::path::PathBuf, String, u64) {
+    let spec = write(dir, "nap.toml", spec);
     let db = dir.join("nap.db");
     let (mut child, mut lines, run) = start_json(&db, &spec);
     wait_for_step(&mut lines, 3);
