@@ -203,3 +203,28 @@ pub fn stop(workers: &mut Reaper) {
         assert!(w.wait().expect("exits").success(), "drains and exits 0");
     }
 }
+
+/// Every table a claim or a take-up could write, as text.
+const TABLES: [&str; 9] = [
+    "runs",
+    "run_specs",
+    "transitions",
+    "snapshots",
+    "blobs",
+    "outbox",
+    "session_runs",
+    "memory_global",
+    "memory_removals",
+];
+
+/// Every row of every table in [`TABLES`] of database `db`, as text: compared before and after
+/// a process that must write nothing.
+pub fn dump(server: &PgServer, db: &str) -> String {
+    TABLES
+        .iter()
+        .map(|t| {
+            let rows = server.sql(db, &format!("SELECT * FROM runtape.{t} ORDER BY 1"));
+            format!("{t}:\n{rows}\n")
+        })
+        .collect()
+}

@@ -5,6 +5,7 @@
 mod deadline;
 mod deadline_machine;
 mod pg_deadline_claims;
+mod pg_due_claim_refuses_tampered;
 mod sleep_crash;
 mod sleep_machine;
 mod sleep_tool;

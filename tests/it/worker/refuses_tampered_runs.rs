@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 
 use crate::support::cli::{bin, first_id, utf8, wait_until};
 use crate::support::pg::{PgServer, Reaper};
-use crate::support::workers::events;
+use crate::support::workers::{dump, events};
 
 const SPEC: &str = r#"goal = "Note three things, then charge the card."
 [[providers]]
@@ -41,19 +41,6 @@ fn charge_spec() -> String {
     ]
     .concat()
 }
-
-/// Every table a claim or a take-up could write, as text.
-const TABLES: [&str; 9] = [
-    "runs",
-    "run_specs",
-    "transitions",
-    "snapshots",
-    "blobs",
-    "outbox",
-    "session_runs",
-    "memory_global",
-    "memory_removals",
-];
 
 fn runtape(url: &str) -> Command {
     let mut c = bin();
@@ -83,16 +70,6 @@ fn logged(dir: &Path, log: &str, event: &str, run: &str) -> Vec<serde_json::Valu
     events(dir, log, event)
         .into_iter()
         .filter(|v| v["run"] == run)
-        .collect()
-}
-
-fn dump(server: &PgServer, db: &str) -> String {
-    TABLES
-        .iter()
-        .map(|t| {
-            let rows = server.sql(db, &format!("SELECT * FROM runtape.{t} ORDER BY 1"));
-            format!("{t}:\n{rows}\n")
-        })
         .collect()
 }
 
