@@ -141,7 +141,9 @@ async fn a_wake_reads_the_history_once() {
         if asleep() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        crate::clock::system()
+            .sleep(std::time::Duration::from_millis(10))
+            .await;
     }
     assert!(asleep(), "the run sleeps");
     engine.begin_shutdown(std::time::Duration::ZERO);
