@@ -77,19 +77,16 @@ pub async fn run(
         let now = clock.now();
         skip.retain(|_, until| *until > now);
         let skipping: HashSet<RunId> = skip.keys().chain(live.keys()).cloned().collect();
-        let (s, c, dir) = (store.clone(), clock.clone(), opts.spec_dir.clone());
-        let scanned = tokio::task::spawn_blocking(move || {
-            let found = scan.scan(
-                s.as_ref(),
-                c.as_ref(),
-                dir.as_deref(),
+        let scanned = scan
+            .scan_blocking(
+                store.clone(),
+                clock.clone(),
+                opts.spec_dir.clone(),
                 &WOKEN_STATUSES,
-                &skipping,
+                skipping,
                 cap,
-            );
-            (scan, found)
-        })
-        .await;
+            )
+            .await;
         let mut wait = cap;
         match scanned {
             Ok((kept, found)) => {

@@ -27,19 +27,16 @@ pub(crate) async fn run(app: App) {
         let now = clock.now();
         skip.retain(|_, until| *until > now);
         let skipping: HashSet<RunId> = skip.keys().cloned().collect();
-        let (store, c) = (app.store.clone(), clock.clone());
-        let scanned = tokio::task::spawn_blocking(move || {
-            let found = scan.scan(
-                store.as_ref(),
-                c.as_ref(),
+        let scanned = scan
+            .scan_blocking(
+                app.store.clone(),
+                clock.clone(),
                 None,
                 &WOKEN_STATUSES,
-                &skipping,
+                skipping,
                 MAX_WAKE_POLL,
-            );
-            (scan, found)
-        })
-        .await;
+            )
+            .await;
         let Ok((kept, found)) = scanned else {
             return;
         };

@@ -16,6 +16,7 @@
 //! resume or wake.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::Clock;
@@ -25,7 +26,7 @@ use crate::machine::{Hlc, RunId};
 use crate::store::{RunRecord, RunStatus, Store};
 
 /// Remembers, by run, the earliest timer of the step a scan last read, so the next scan reads
-/// only the rows of runs that did not move.
+/// the state only of the runs that moved since.
 #[derive(Debug, Default)]
 pub struct DueScan {
     /// By run: the seq read, and its earliest timer.
@@ -119,5 +120,31 @@ impl DueScan {
             plan: wake::plan(&candidates, cap),
             unreadable,
         })
+    }
+
+    /// [`DueScan::scan`] on tokio's blocking threads, for the loops that wake runs (`runtape
+    /// worker` on SQLite, `runtape serve`): the scan comes back with what it found. `Err` when
+    /// the scanning thread panicked.
+    pub async fn scan_blocking(
+        mut self,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        spec_dir: Option<String>,
+        statuses: &'static [RunStatus],
+        skip: HashSet<RunId>,
+        cap: Duration,
+    ) -> Result<(DueScan, Result<Scanned, HistoryError>), tokio::task::JoinError> {
+        tokio::task::spawn_blocking(move || {
+            let found = self.scan(
+                store.as_ref(),
+                clock.as_ref(),
+                spec_dir.as_deref(),
+                statuses,
+                &skip,
+                cap,
+            );
+            (self, found)
+        })
+        .await
     }
 }

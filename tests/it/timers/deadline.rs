@@ -9,11 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::support::cli::{runtape, text, utf8, write};
 
-use super::{ms_of, only_run, show, steps};
+use super::{fired, ms_of, only_run, show, steps};
 
 /// A spec whose agent `ops` calls `call` (`deploy` needs an approval, `ask` asks a question)
 /// once and then answers `done`; the deadline of the tool `call` names is `deadline` (TOML).
@@ -86,13 +84,6 @@ fn run_stepped(dir: &Path, call: &str, deadline: &str) -> (PathBuf, String, Opti
     let verified = runtape(&db, &["verify", &run]);
     assert!(verified.status.success(), "{}", text(&verified));
     (db, run, out.status.code())
-}
-
-fn fired(db: &Path, run: &str) -> Vec<Value> {
-    steps(db, run)
-        .into_iter()
-        .filter(|s| s["event"] == "timer_fired")
-        .collect()
 }
 
 #[test]

@@ -115,6 +115,26 @@ pub(super) fn fired(db: &std::path::Path, run: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Asserts that `run`'s timer fired exactly once, not before its due instant `due` (HLC).
+pub(super) fn fired_once_not_before(db: &std::path::Path, run: &str, due: u64) {
+    let fired = fired(db, run);
+    assert_eq!(fired.len(), 1, "fired once: {fired:?}");
+    assert!(
+        fired[0]["at_ms"]
+            .as_u64()
+            .is_some_and(|at| at >= ms_of(due)),
+        "not before its due instant: {} < {}",
+        fired[0],
+        ms_of(due)
+    );
+}
+
+/// Asserts that `runtape verify run` passes.
+pub(super) fn verifies(db: &std::path::Path, run: &str) {
+    let out = crate::support::cli::runtape(db, &["verify", run]);
+    assert!(out.status.success(), "{}", crate::support::cli::text(&out));
+}
+
 /// Starts the nap run (`seconds` of sleep) on the system clock and SIGKILLs it as soon as the
 /// transition taking the sleep call (step 3) is committed: the run and its timer's due
 /// instant (HLC).

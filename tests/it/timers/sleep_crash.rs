@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::cli::{runtape, text};
 
-use super::{fired, killed_asleep, ms_of, state_kind, steps};
+use super::{fired, fired_once_not_before, killed_asleep, ms_of, state_kind, steps, verifies};
 
 #[test]
 fn resumed_after_its_due_instant_a_killed_sleep_fires_once_and_the_run_goes_on() {
@@ -20,19 +20,9 @@ fn resumed_after_its_due_instant_a_killed_sleep_fires_once_and_the_run_goes_on()
 
     let out = runtape(&db, &["resume", &run]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let fired = fired(&db, &run);
-    assert_eq!(fired.len(), 1, "fired once");
-    assert!(
-        fired[0]["at_ms"]
-            .as_u64()
-            .is_some_and(|at| at >= ms_of(due)),
-        "not before its due instant: {} < {}",
-        fired[0],
-        ms_of(due)
-    );
+    fired_once_not_before(&db, &run, due);
     assert_eq!(steps(&db, &run).last().expect("steps")["to"], "done");
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    verifies(&db, &run);
 }
 
 #[test]
@@ -54,6 +44,5 @@ fn resumed_before_its_due_instant_the_run_is_left_asleep_and_fires_once_later() 
     let fired = fired(&db, &run);
     assert_eq!(fired.len(), 1, "fired once over two processes");
     assert_eq!(fired[0]["at_ms"].as_u64(), Some(ms_of(due)));
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    verifies(&db, &run);
 }

@@ -4,11 +4,11 @@
 //! clock a worker wakes an hour's sleep at once, its firing stamped at the due instant; and
 //! `runtape serve` wakes a due run while it is up.
 
-use crate::support::cli::{runtape, text, utf8, wait_until_every};
+use crate::support::cli::{runtape, utf8, wait_until_every};
 use crate::support::pg::{Reaper, worker};
 use crate::support::workers::{events, stop};
 
-use super::{fired, killed_asleep, ms_of, steps};
+use super::{fired, fired_once_not_before, killed_asleep, ms_of, steps, verifies};
 
 /// Starts `runtape worker` on the SQLite file `db` serving `dir` (where the spec is), with
 /// `extra` arguments; its log goes to `dir/NAME.log`.
@@ -44,17 +44,8 @@ fn two_workers_racing_for_a_due_run_fire_its_timer_once() {
     stop(&mut workers);
     let woken = [events(dir, "a", "run.woken"), events(dir, "b", "run.woken")].concat();
     assert_eq!(woken.len(), 1, "one process took the run up: {woken:?}");
-    let fired = fired(&db, &run);
-    assert_eq!(fired.len(), 1, "fired once");
-    assert!(
-        fired[0]["at_ms"]
-            .as_u64()
-            .is_some_and(|at| at >= ms_of(due)),
-        "not before its due instant: {}",
-        fired[0]
-    );
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    fired_once_not_before(&db, &run, due);
+    verifies(&db, &run);
 }
 
 #[test]
@@ -78,8 +69,7 @@ fn on_the_stepped_clock_a_worker_wakes_an_hours_sleep_at_once() {
         Some(ms_of(due)),
         "stamped at its instant"
     );
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    verifies(&db, &run);
 }
 
 /// A run resting for a person under a deadline is taken up by the worker once the deadline
@@ -99,8 +89,7 @@ fn a_worker_decides_a_deadline_that_came_due_while_the_run_rested() {
     assert_eq!(events(dir.path(), "w", "run.woken").len(), 1);
     assert_eq!(fired(&db, &run).len(), 1, "the deadline fired once");
     assert_eq!(ls_status(&db), "completed");
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    verifies(&db, &run);
 }
 
 /// The status `ls --json` gives the one run in `db`.
@@ -121,15 +110,6 @@ fn serve_wakes_a_run_whose_sleep_came_due() {
     let (code, err) = server.stop();
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(done["status"], "completed", "{done}");
-    let fired = fired(&db, &run);
-    assert_eq!(fired.len(), 1, "fired once");
-    assert!(
-        fired[0]["at_ms"]
-            .as_u64()
-            .is_some_and(|at| at >= ms_of(due)),
-        "not before its due instant: {}",
-        fired[0]
-    );
-    let out = runtape(&db, &["verify", &run]);
-    assert!(out.status.success(), "{}", text(&out));
+    fired_once_not_before(&db, &run, due);
+    verifies(&db, &run);
 }
