@@ -73,6 +73,13 @@ pub fn pending_timers(state: &RunState) -> Vec<PendingTimer> {
     timers
 }
 
+/// Whether a run of `spec` can ever wait on a timer: only a spec with `[timers]` offers the
+/// sleep tools or puts deadlines on calls. Readers that look for wake times (`ls`, the wake
+/// scans) skip the state of a run for which this is false.
+pub fn may_wait_on_timers(spec: &super::Spec) -> bool {
+    spec.timers.is_some()
+}
+
 /// The earliest instant a timer of `state` comes due: when a process that wakes runs should
 /// take the run up. `None` when it waits on no timer.
 pub fn next_wake(state: &RunState) -> Option<Hlc> {
@@ -155,5 +162,13 @@ mod tests {
         assert_eq!(p.wait, cap, "a far timer is looked at again within the cap");
         let p: WakePlan<&str> = plan(&[], cap);
         assert_eq!(p.wait, cap);
+    }
+
+    #[test]
+    fn only_a_spec_with_timers_can_wait_on_one() {
+        let mut spec = crate::machine::Spec::default();
+        assert!(!may_wait_on_timers(&spec));
+        spec.timers = Some(crate::machine::timer::TimerSpec::default());
+        assert!(may_wait_on_timers(&spec));
     }
 }

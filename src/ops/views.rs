@@ -137,9 +137,11 @@ impl RunView {
             )
         {
             let spec = history::spec_of(r)?;
-            let state = crate::ledger::state_at(store, &r.id, &spec, r.seq)?.state;
-            view.wakes_ms = crate::machine::wake::next_wake(&state).map(|due| due.ms());
-            view.sleeping = crate::machine::wake::sleeps_until(&state).is_some();
+            if crate::machine::wake::may_wait_on_timers(spec.spec()) {
+                let state = crate::ledger::state_at(store, &r.id, &spec, r.seq)?.state;
+                view.wakes_ms = crate::machine::wake::next_wake(&state).map(|due| due.ms());
+                view.sleeping = crate::machine::wake::sleeps_until(&state).is_some();
+            }
         }
         Ok(view)
     }

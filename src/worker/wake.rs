@@ -94,6 +94,9 @@ impl DueScan {
                 Some((seq, due)) if *seq == rec.seq => *due,
                 _ => {
                     let read = ledger::spec_of(&rec).and_then(|spec| {
+                        if !wake::may_wait_on_timers(spec.spec()) {
+                            return Ok(None);
+                        }
                         ledger::state_at(store, &rec.id, &spec, rec.seq)
                             .map(|rebuilt| wake::next_wake(&rebuilt.state))
                     });
