@@ -34,11 +34,7 @@ async fn streaming(body: Vec<u8>, seed: u64) -> MockServer {
         status: 200,
         headers: vec![("Content-Type".into(), "text/event-stream".into())],
         body,
-        chunking: Chunking::Random {
-            seed,
-            max: 1 << 20,
-            pause: Duration::ZERO,
-        },
+        chunking: Chunking::Random { seed, max: 1 << 20 },
         end: End::Finish,
     })
     .await

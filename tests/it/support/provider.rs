@@ -258,15 +258,11 @@ impl Recorded {
 pub enum Chunking {
     /// One write with `Content-Length`.
     Whole,
-    /// `Transfer-Encoding: chunked`, pieces of 1..=max bytes, each flushed, with a pause between
-    /// (or, at zero, a yield to the other tasks). The client's HTTP decoder hands the body over
-    /// one chunk at a time even when several arrive in one read, so the pieces reach the
-    /// stream decoder as split here without a pause.
-    Random {
-        seed: u64,
-        max: usize,
-        pause: Duration,
-    },
+    /// `Transfer-Encoding: chunked`, pieces of 1..=max bytes, each flushed, with a yield to the
+    /// other tasks between. The client's HTTP decoder hands the body over one chunk at a time
+    /// even when several arrive in one read, so the pieces reach the stream decoder as split
+    /// here without a pause.
+    Random { seed: u64, max: usize },
 }
 
 /// What happens after the head and `body` are written.
@@ -329,11 +325,7 @@ impl Behaviour {
     }
     pub fn chunked(mut self, seed: u64) -> Behaviour {
         if let Behaviour::Respond { chunking, .. } = &mut self {
-            *chunking = Chunking::Random {
-                seed,
-                max: 48,
-                pause: Duration::ZERO,
-            };
+            *chunking = Chunking::Random { seed, max: 48 };
         }
         self
     }
@@ -344,7 +336,6 @@ impl Behaviour {
                 *chunking = Chunking::Random {
                     seed: 1,
                     max: 1 << 20,
-                    pause: Duration::ZERO,
                 };
             }
         }
@@ -528,7 +519,7 @@ async fn serve(
                         return false;
                     }
                 }
-                Chunking::Random { seed, max, pause } => {
+                Chunking::Random { seed, max } => {
                     let mut rng = Rng(seed);
                     for piece in rng.split(&body, max) {
                         let framed =
@@ -537,11 +528,7 @@ async fn serve(
                         {
                             return false;
                         }
-                        if pause.is_zero() {
-                            tokio::task::yield_now().await;
-                        } else {
-                            tokio::time::sleep(pause).await;
-                        }
+                        tokio::task::yield_now().await;
                     }
                     if end == End::Finish && socket.write_all(b"0\r\n\r\n").await.is_err() {
                         return false;
