@@ -12,7 +12,7 @@ use super::{fired, fired_once_not_before, killed_asleep, ms_of, steps, verifies}
 
 /// Starts `runtape worker` on the SQLite file `db` serving `dir` (where the spec is), with
 /// `extra` arguments; its log goes to `dir/NAME.log`.
-fn started(
+pub(super) fn started(
     db: &std::path::Path,
     dir: &std::path::Path,
     name: &str,
