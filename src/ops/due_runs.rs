@@ -69,7 +69,7 @@ pub async fn run(
     let cap = opts.poll.min(MAX_WAKE_POLL);
     log(json!({"event": "worker.started", "spec_dir": opts.spec_dir,
         "concurrency": opts.concurrency, "wakes": "due timers"}));
-    let mut scan = DueScan::default();
+    let mut scan = DueScan::driving_every_run();
     let mut tasks: JoinSet<(RunId, Engine, Result<RunEnd, EngineError>)> = JoinSet::new();
     let mut live: HashMap<RunId, Engine> = HashMap::new();
     let mut skip: HashMap<RunId, Instant> = HashMap::new();

@@ -14,6 +14,13 @@
 //!
 //! A run `paused` (by `runtape pause`, or a process's graceful stop) is left for a person to
 //! resume or wake.
+//!
+//! A scan made by [`DueScan::driving_every_run`] (`runtape worker` on a SQLite file) also
+//! finds the `running` runs that no process drives and that are not only asleep: a run a
+//! worker's drain handed back, or one whose process died mid-step. Such a run is due at once
+//! (its take-up performs or reports in doubt what was in flight), so a run a worker took
+//! responsibility for is never stranded until a person resumes it. A delegated child is left
+//! to its parent's take-up, which drives its children.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -29,8 +36,23 @@ use crate::store::{RunRecord, RunStatus, Store};
 /// the state only of the runs that moved since.
 #[derive(Debug, Default)]
 pub struct DueScan {
-    /// By run: the seq read, and its earliest timer.
-    read: HashMap<RunId, (u64, Option<Hlc>)>,
+    /// By run: the seq read, and what its state at that seq waits on.
+    read: HashMap<RunId, (u64, Waits)>,
+    /// Whether undriven `running` runs are due at once (see the module docs).
+    every_run: bool,
+}
+
+/// What a run's state at one step waits on, as a scan needs it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Waits {
+    /// Its earliest timer ([`wake::next_wake`]).
+    next: Option<Hlc>,
+    /// The instant it sleeps until, when it only sleeps ([`wake::sleeps_until`]).
+    asleep: Option<Hlc>,
+    /// Whether it is never due at once even when undriven: a delegated child (its parent's
+    /// take-up drives it), or a run whose state could not be read (its take-up would be
+    /// refused the same way).
+    left_alone: bool,
 }
 
 /// Whether another process may take `rec` up to fire a timer (see the module docs), judged at
@@ -65,6 +87,16 @@ pub struct Scanned {
 }
 
 impl DueScan {
+    /// A scan for a process that drives every run in hand (`runtape worker` on a SQLite
+    /// file): besides the due timers, the undriven `running` runs not only asleep are due at
+    /// once (see the module docs). [`DueScan::default`] finds due timers only (`serve`).
+    pub fn driving_every_run() -> Self {
+        DueScan {
+            every_run: true,
+            ..DueScan::default()
+        }
+    }
+
     /// Scans `store` (see the module docs): the runs in `statuses` whose earliest timer is due
     /// on `clock`, and how long to wait (at most `cap`) before the next one comes due. Skips
     /// the runs in `skip` (driven here already, or left alone for a while). Blocking: reads
@@ -90,32 +122,49 @@ impl DueScan {
             {
                 continue;
             }
-            let due = match self.read.get(&rec.id) {
-                Some((seq, due)) if *seq == rec.seq => *due,
+            let waits = match self.read.get(&rec.id) {
+                Some((seq, waits)) if *seq == rec.seq => *waits,
                 _ => {
                     let read = ledger::spec_of(&rec).and_then(|spec| {
+                        let child = spec.spec().delegated_by.is_some();
                         if !wake::may_wait_on_timers(spec.spec()) {
-                            return Ok(None);
+                            return Ok(Waits {
+                                left_alone: child,
+                                ..Waits::default()
+                            });
                         }
-                        ledger::state_at(store, &rec.id, &spec, rec.seq)
-                            .map(|rebuilt| wake::next_wake(&rebuilt.state))
+                        ledger::state_at(store, &rec.id, &spec, rec.seq).map(|rebuilt| Waits {
+                            next: wake::next_wake(&rebuilt.state),
+                            asleep: wake::sleeps_until(&rebuilt.state),
+                            left_alone: child,
+                        })
                     });
                     // A run whose state cannot be read is not woken (its take-up would be
                     // refused the same way); it is read again once it moves.
-                    let due = match read {
-                        Ok(due) => due,
+                    let waits = match read {
+                        Ok(waits) => waits,
                         Err(HistoryError::Store(e)) => return Err(HistoryError::Store(e)),
                         Err(e) => {
                             unreadable.push((rec.id.clone(), e.to_string()));
-                            None
+                            let waits = Waits {
+                                left_alone: true,
+                                ..Waits::default()
+                            };
+                            self.read.insert(rec.id.clone(), (rec.seq, waits));
+                            continue;
                         }
                     };
-                    self.read.insert(rec.id.clone(), (rec.seq, due));
-                    due
+                    self.read.insert(rec.id.clone(), (rec.seq, waits));
+                    waits
                 }
             };
+            let due = if self.every_run && rec.status == RunStatus::Running && !waits.left_alone {
+                Some(waits.asleep.map_or(Duration::ZERO, |t| clock.until(t)))
+            } else {
+                waits.next.map(|t| clock.until(t))
+            };
             if let Some(due) = due {
-                candidates.push((rec.id, clock.until(due)));
+                candidates.push((rec.id, due));
             }
         }
         self.read.retain(|run, _| seen.contains(run));

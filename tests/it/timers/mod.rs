@@ -13,6 +13,7 @@ mod sleep_virtual_time;
 mod wake_now;
 mod wake_takes_no_stale_timer;
 mod worker_refuses_tampered;
+mod worker_sigterm;
 mod worker_wakes;
 
 use std::path::Path;
