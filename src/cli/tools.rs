@@ -79,6 +79,20 @@ fn list_agents(
                 OfferedKind::Memory => "memory".into(),
                 OfferedKind::Timer => "timer".into(),
             };
+            let confine = file
+                .setup
+                .tools
+                .iter()
+                .find(|c| c.name == tool.name)
+                .and_then(|c| c.confine.as_ref())
+                .or_else(|| {
+                    let server = file
+                        .setup
+                        .mcp
+                        .iter()
+                        .find(|m| m.tools.iter().any(|t| t.name == tool.name))?;
+                    server.server.confine()
+                });
             if json {
                 let mut line = json!({
                     "type": "tool",
@@ -94,6 +108,9 @@ fn list_agents(
                 if !within.is_empty() {
                     line["delegate"] = json!(path);
                 }
+                if let Some(confine) = confine {
+                    line["confine"] = json!(confine);
+                }
                 print_json(&line)?;
             } else {
                 outln!(
@@ -103,6 +120,9 @@ fn list_agents(
                     flags(tool),
                     schema_summary(&tool.schema),
                 );
+                if let Some(confine) = confine {
+                    outln!("  {:width$}  {}", "", confine.summary());
+                }
             }
         }
     }

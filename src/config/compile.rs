@@ -194,6 +194,7 @@ fn tool(
             ("timeout_ms", t.timeout_ms.is_some()),
             ("env", t.env.is_some()),
             ("env_all", t.env_all.is_some()),
+            ("confine", t.confine.is_some()),
         ] {
             if set {
                 return Err(ConfigError::invalid(
@@ -220,6 +221,7 @@ fn tool(
         })?;
     let env = super::program_env::compile(t.env.as_ref(), &path)?;
     let reconcile = reconcile_command(&path, t, spec_dir)?;
+    let confine = confinement(&path, t.confine.as_ref(), spec_dir)?;
     let command = CommandConfig {
         name: t.name.clone(),
         description: t.description.clone(),
@@ -234,8 +236,40 @@ fn tool(
         env_set: env.set,
         env_all: t.env_all.unwrap_or(false),
         reconcile,
+        confine,
     };
     Ok((spec, Some(command)))
+}
+
+/// A program's `confine = { … }` with its paths made absolute against `spec_dir`, each one
+/// checked to exist (at `{path}.confine`).
+pub(crate) fn confinement(
+    path: &str,
+    raw: Option<&crate::tool::confine::Confine>,
+    spec_dir: &std::path::Path,
+) -> Result<Option<crate::tool::confine::Confine>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let absolute = |ps: &[std::path::PathBuf]| ps.iter().map(|p| spec_dir.join(p)).collect();
+    let confine = crate::tool::confine::Confine {
+        read: absolute(&raw.read),
+        write: absolute(&raw.write),
+        ..raw.clone()
+    };
+    confine.check_paths().map_err(|why| {
+        ConfigError::invalid(
+            format!("{path}.confine"),
+            format!("{why} – give paths that exist, relative to the spec file or absolute"),
+        )
+    })?;
+    if confine.cpu_seconds == Some(0) || confine.memory_mb == Some(0) {
+        return Err(ConfigError::invalid(
+            format!("{path}.confine"),
+            "cpu_seconds and memory_mb must be at least 1 – or leave them out for no limit",
+        ));
+    }
+    Ok(Some(confine))
 }
 
 /// The tool's `reconcile = ["program", "arg", …]`, its program resolved like `command`'s.

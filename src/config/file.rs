@@ -183,6 +183,8 @@ pub(crate) struct RawTool {
     pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).
     pub(crate) env_all: Option<bool>,
+    /// What its program may reach (see [`crate::tool::confine`]); paths relative to the spec.
+    pub(crate) confine: Option<crate::tool::confine::Confine>,
 }
 
 /// `backoff = { initial_ms, max_ms }`; either may be left out.

@@ -46,6 +46,8 @@ pub(crate) struct RawMcp {
     pub(crate) headers_env: Option<BTreeMap<String, String>>,
     pub(crate) env: Option<super::program_env::RawEnv>,
     pub(crate) env_all: Option<bool>,
+    /// What its program may reach (see [`crate::tool::confine`]); paths relative to the spec.
+    pub(crate) confine: Option<crate::tool::confine::Confine>,
     pub(crate) init_timeout_ms: Option<u64>,
     pub(crate) timeout_ms: Option<u64>,
     /// How to install the server's program (see [`super::mcp_install`]); not stored.
@@ -181,10 +183,15 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                     env: env.pass,
                     env_set: env.set,
                     env_all: m.env_all.unwrap_or(false),
+                    confine: super::compile::confinement(&path, m.confine.as_ref(), spec_dir)?,
                 }
             }
             (None, Some(url)) => {
-                for (field, set) in [("env", m.env.is_some()), ("env_all", m.env_all.is_some())] {
+                for (field, set) in [
+                    ("env", m.env.is_some()),
+                    ("env_all", m.env_all.is_some()),
+                    ("confine", m.confine.is_some()),
+                ] {
                     if set {
                         return Err(ConfigError::invalid(
                             format!("{path}.{field}"),

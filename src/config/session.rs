@@ -153,6 +153,7 @@ pub(crate) fn retriever(
         env_set: env.set,
         env_all: raw.env_all.unwrap_or(false),
         reconcile: None,
+        confine: None,
     };
     Ok(Some((
         RetrieverSpec {

@@ -112,6 +112,10 @@ pub struct CommandConfig {
     /// `{"performed": null}`. See [`Tool::reconcile`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconcile: Option<Vec<String>>,
+    /// What the program may reach (`confine = { … }`): `None` runs it unconfined. Its
+    /// reconcile program runs under the same confinement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<super::confine::Confine>,
 }
 
 fn object_schema() -> Value {
@@ -186,8 +190,13 @@ impl CommandTool {
         let env = self
             .policy
             .build(std::env::vars_os(), &self.config.name, &ctx);
-        let mut cmd = Command::new(self.config.program_path());
-        cmd.args(&self.config.args)
+        let program = self.config.program_path();
+        let (started, argv) = match &self.config.confine {
+            Some(confine) => confine.argv(&program, &self.config.args),
+            None => (program.clone(), self.config.args.clone()),
+        };
+        let mut cmd = Command::new(&started);
+        cmd.args(&argv)
             .current_dir(&self.config.dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -197,12 +206,13 @@ impl CommandTool {
             .envs(env);
         #[cfg(unix)]
         cmd.process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
-            self.error(format_args!(
-                "could not start `{}`: {e}",
-                self.config.program_path().display()
-            ))
-        })?;
+        let spawned = match &self.config.confine {
+            Some(confine) => super::confine::spawn(cmd, confine, &program),
+            None => cmd
+                .spawn()
+                .map_err(|e| format!("could not start `{}`: {e}", program.display())),
+        };
+        let mut child = spawned.map_err(|e| self.error(e))?;
         let mut group = GroupGuard::new(child.id());
         let limit = self.config.timeout_ms.map(Duration::from_millis);
         let ended = {

@@ -12,6 +12,7 @@ use crate::machine::{AgentId, RunId, ToolSpec};
 
 mod closure;
 pub mod command;
+pub mod confine;
 pub mod env;
 pub mod mcp;
 pub mod orphans;

@@ -189,6 +189,7 @@ mod tests {
                 env: Vec::new(),
                 env_set: Default::default(),
                 env_all: false,
+                confine: None,
             },
             init_timeout_ms: None,
             timeout_ms: Some(5000),

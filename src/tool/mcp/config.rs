@@ -79,6 +79,14 @@ impl McpServerConfig {
         }
     }
 
+    /// The confinement of its program, for a stdio server declared with one.
+    pub fn confine(&self) -> Option<&crate::tool::confine::Confine> {
+        match &self.transport {
+            McpTransport::Stdio { confine, .. } => confine.as_ref(),
+            McpTransport::Http { .. } => None,
+        }
+    }
+
     /// Identifies the server process-wide: two entries with the same key share one
     /// connection.
     pub(crate) fn key(&self) -> String {
@@ -110,6 +118,10 @@ pub enum McpTransport {
         /// Pass the engine's whole environment minus credentials (see [`crate::tool::env`]).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         env_all: bool,
+        /// What the server's program may reach (`confine = { … }`, see
+        /// [`crate::tool::confine`]); `None` runs it unconfined.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confine: Option<crate::tool::confine::Confine>,
     },
     /// Streamable HTTP.
     Http {

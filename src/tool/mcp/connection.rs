@@ -187,10 +187,15 @@ impl Connection {
         let diagnostics = Diagnostics::default();
         let (mut child, service) = match &config.transport {
             McpTransport::Stdio {
-                program, args, dir, ..
+                program,
+                args,
+                dir,
+                confine,
+                ..
             } => {
                 let policy = config.env_policy(hidden_env).unwrap_or_default();
-                let mut child = spawn(program, args, dir, &policy).map_err(fail)?;
+                let mut child =
+                    spawn(program, args, dir, &policy, confine.as_ref()).map_err(fail)?;
                 diagnostics.watch_stderr(child.stderr.take());
                 let stdout = child.stdout.take();
                 let stdin = child.stdin.take();

@@ -187,16 +187,22 @@ impl ChildProcess {
 }
 
 /// Starts a stdio server in its own process group, with the environment `policy` chooses
-/// from the engine's (see [`crate::tool::env`]).
+/// from the engine's (see [`crate::tool::env`]), under `confine` when it has one (see
+/// [`crate::tool::confine`]).
 pub(crate) fn spawn(
     program: &str,
     args: &[String],
     dir: &Path,
     policy: &EnvPolicy,
+    confine: Option<&crate::tool::confine::Confine>,
 ) -> Result<Child, String> {
     let path = program_path(program, dir);
-    let mut cmd = Command::new(&path);
-    cmd.args(args)
+    let (started, argv) = match confine {
+        Some(confine) => confine.argv(&path, args),
+        None => (path.clone(), args.to_vec()),
+    };
+    let mut cmd = Command::new(&started);
+    cmd.args(&argv)
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -206,6 +212,10 @@ pub(crate) fn spawn(
         .envs(policy.environment(std::env::vars_os()));
     #[cfg(unix)]
     cmd.process_group(0);
+    if let Some(confine) = confine {
+        return crate::tool::confine::spawn(cmd, confine, &path)
+            .map_err(|e| format!("cannot start `{}` confined: {e}", path.display()));
+    }
     cmd.spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             format!(

@@ -242,3 +242,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_confinement_naming_a_missing_path_or_a_zero_limit_is_refused_in_one_line() {
+    let tool = |confine: &str| {
+        format!(
+            "{MINIMAL}tools = [\"peek\"]\n\n[[tools]]\nname = \"peek\"\ncommand = [\"cat\"]\nconfine = {confine}\n"
+        )
+    };
+    let missing = SpecFile::new(&tool("{ read = [\"no-such-dir\"] }"));
+    let e = missing.error();
+    let said = e.to_string();
+    assert!(
+        said.contains("tools[0].confine")
+            && said.contains("no-such-dir` does not exist")
+            && !said.contains('\n'),
+        "{said}"
+    );
+    let zero = SpecFile::new(&tool("{ cpu_seconds = 0 }"));
+    let said = zero.error().to_string();
+    assert!(
+        said.contains("cpu_seconds and memory_mb must be at least 1"),
+        "{said}"
+    );
+    let unknown = SpecFile::new(&tool("{ raed = [\".\"] }"));
+    let said = unknown.error().to_string();
+    assert!(said.contains("unknown field `raed`"), "{said}");
+}

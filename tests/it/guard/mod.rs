@@ -2,6 +2,7 @@
 //! (see `runtape::machine::flow_policy`).
 
 mod child_results;
+mod confined_tools;
 mod inbox_payments;
 mod labels_in_the_record;
 mod machine;

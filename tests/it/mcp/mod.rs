@@ -5,6 +5,7 @@ mod added_tools_machine;
 mod added_tools_tree;
 mod bad_servers;
 mod cli;
+mod confined_server;
 mod in_flight;
 mod missing_server;
 mod reference_servers;

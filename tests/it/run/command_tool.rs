@@ -25,6 +25,7 @@ fn shell(dir: &Path, script: &str, timeout_ms: Option<u64>) -> CommandTool {
         env_set: Default::default(),
         env_all: false,
         reconcile: None,
+        confine: None,
     })
 }
 

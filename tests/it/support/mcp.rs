@@ -48,6 +48,7 @@ pub fn stdio(name: &str, program: &str, args: &[&str], dir: &Path) -> McpServerC
             env: Vec::new(),
             env_set: Default::default(),
             env_all: false,
+            confine: None,
         },
         init_timeout_ms: Some(20_000),
         timeout_ms: None,
