@@ -56,6 +56,8 @@ pub(crate) struct RawRetriever {
     pub(crate) max_bytes: Option<u64>,
     pub(crate) env: Option<super::program_env::RawEnv>,
     pub(crate) env_all: Option<bool>,
+    /// What its program may reach (see [`crate::tool::confine`]); paths relative to the spec.
+    pub(crate) confine: Option<crate::tool::confine::Confine>,
     /// The label its passages carry (see [`super::guard`]).
     pub(crate) trust: Option<crate::machine::Integrity>,
     pub(crate) confidentiality: Option<crate::machine::Confidentiality>,
@@ -153,7 +155,7 @@ pub(crate) fn retriever(
         env_set: env.set,
         env_all: raw.env_all.unwrap_or(false),
         reconcile: None,
-        confine: None,
+        confine: super::compile::confinement("retriever", raw.confine.as_ref(), spec_dir)?,
     };
     Ok(Some((
         RetrieverSpec {

@@ -1,4 +1,4 @@
-//! Confined programs (`confine = { … }` on a command tool): a confined tool cannot read the
+//! Confined programs (`confine = { … }` on a command tool or the retriever): a confined tool cannot read the
 //! user's `~/.ssh`, cannot open a TCP connection, is stopped at its CPU-time limit, and still
 //! reads what the spec lets it; the same tools unconfined reach all of it (so the denials are
 //! the confinement's). The confinement is in the run's sealed setup: `runtape tools` shows it,
@@ -166,4 +166,49 @@ fn a_run_whose_stored_setup_lost_its_confinement_does_not_verify() {
     assert_eq!(changed, 1);
     let verified = runtape(&db, &["verify", &run]);
     assert_eq!(verified.status.code(), Some(1), "{}", text(&verified));
+}
+
+/// The first model request of a run whose `[retriever]` prints the key in `$HOME/.ssh` as a
+/// passage, confined by `confine` (or not), as the model saw it.
+fn retrieved(confine: Option<&str>) -> String {
+    let (dir, home, _listener) = setting();
+    let retriever = r#"["sh", "-c", "k=$(cat \"$HOME/.ssh/id_ed25519\") && printf '[{\"text\": \"%s\", \"source\": \"home\"}]' \"$k\""]"#;
+    let spec = format!(
+        "goal = \"Anything?\"\n{}\n[retriever]\ncommand = {retriever}\nenv = [\"HOME\"]\n{}\n[[agents]]\nid = \"a\"\nprovider = \"script\"\n",
+        scripted("  { text = \"done\" },\n"),
+        confine
+            .map(|c| format!("confine = {c}\n"))
+            .unwrap_or_default(),
+    );
+    let spec = write(dir.path(), "retrieve.toml", &spec);
+    let db = dir.path().join("retrieve.db");
+    let out = bin()
+        .arg("--db")
+        .arg(&db)
+        .arg("run")
+        .arg(&spec)
+        .env("HOME", &home)
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let run = json_lines(&runtape(&db, &["ls", "--json"]))[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let shown = runtape(&db, &["show", "--json", &format!("{run}@3")]);
+    String::from_utf8_lossy(&shown.stdout).into_owned()
+}
+
+#[test]
+fn a_confined_retriever_cannot_read_ssh_keys_and_unconfined_it_can() {
+    assert!(
+        retrieved(None).contains("PRIVATE-KEY-MATERIAL"),
+        "unconfined, the passage reaches the model"
+    );
+    let confined = retrieved(Some("{ }"));
+    assert!(!confined.contains("PRIVATE-KEY-MATERIAL"), "{confined}");
+    assert!(
+        confined.contains("Anything?"),
+        "the turn went on: {confined}"
+    );
 }
