@@ -5,11 +5,10 @@
 //! as an answer; a scripted `latency_ms` that would hang is refused at load in one line.
 
 use crate::support;
-use crate::support::cli::on;
 use crate::support::spec::{agent, scripted_as};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,32 +16,6 @@ use std::time::Duration;
 use crate::support::cli::{utf8, write};
 use serde_json::Value;
 use support::provider::{Behaviour, MockServer};
-
-/// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
-/// hanging the suite; the bound is far beyond what the behaviour needs).
-fn runtape_guarded(db: &Path, args: &[&str], guard: Duration) -> Output {
-    let child = on(db)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(guard) {
-        Ok(out) => out.expect("waits"),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!(
-                "`runtape {}` did not finish within {guard:?}",
-                args.join(" ")
-            );
-        }
-    }
-}
 
 /// A spec whose provider `primary` fails with `error` (a TOML inline table) and whose fallback
 /// `spare` answers `answer`; the agent tries `primary` `max_attempts` times with `backoff`.
@@ -82,7 +55,7 @@ fn ran_with_fallback(
 
 /// `runtape --db DB run SPEC --json`, guarded by a minute.
 fn run_json(db: &Path, spec: &Path) -> Output {
-    runtape_guarded(db, &["run", utf8(spec), "--json"], Duration::from_secs(60))
+    crate::support::cli::runtape_within(db, &["run", utf8(spec), "--json"], Duration::from_secs(60))
 }
 
 fn lines(out: &Output) -> Vec<Value> {
@@ -190,7 +163,11 @@ async fn empty_replies_are_retried_as_provider_errors_not_taken_as_answers() {
     let db = dir.path().join("runs.db");
     let spec_path = spec.to_str().unwrap().to_owned();
     let out = tokio::task::spawn_blocking(move || {
-        runtape_guarded(&db, &["run", &spec_path, "--json"], Duration::from_secs(60))
+        crate::support::cli::runtape_within(
+            &db,
+            &["run", &spec_path, "--json"],
+            Duration::from_secs(60),
+        )
     })
     .await
     .expect("joins");
@@ -235,7 +212,7 @@ fn a_scripted_latency_that_would_hang_is_refused_at_load() {
             ),
         );
         let db = dir.path().join("runs.db");
-        let out = runtape_guarded(
+        let out = crate::support::cli::runtape_within(
             &db,
             &["run", spec.to_str().unwrap(), "go"],
             Duration::from_secs(30),

@@ -16,6 +16,7 @@ mod reconcile;
 mod retriever;
 mod retriever_cassette;
 mod secrets_never_land;
+mod stepped_clock_backoff;
 mod time_travel;
 mod trace_lag;
 mod transition_caps;

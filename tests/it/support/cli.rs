@@ -49,6 +49,32 @@ pub fn runtape(db: &Path, args: &[&str]) -> Output {
     on(db).args(args).output().expect("runs the binary")
 }
 
+/// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
+/// hanging the suite; the bound is far beyond what the behaviour needs).
+pub fn runtape_within(db: &Path, args: &[&str], guard: Duration) -> Output {
+    let child = on(db)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(guard) {
+        Ok(out) => out.expect("waits"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!(
+                "`runtape {}` did not finish within {guard:?}",
+                args.join(" ")
+            );
+        }
+    }
+}
+
 /// Starts every command at once (stdout and stderr piped), then waits for each: processes that
 /// race for the same run. The outputs are in the commands' order.
 pub fn all_at_once(commands: impl IntoIterator<Item = Command>) -> Vec<Output> {
