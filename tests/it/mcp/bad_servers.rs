@@ -20,7 +20,7 @@ def call(req):
     send({"jsonrpc": "2.0", "id": req["id"], "result": {"content": [{"type": "text", "text": "ok"}]}})
 "#;
 
-fn ctx(cancel: CancellationToken) -> ToolContext {
+pub(super) fn ctx(cancel: CancellationToken) -> ToolContext {
     ToolContext {
         run_id: RunId::new("r"),
         agent: AgentId::from("a"),

@@ -6,10 +6,9 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use runtape::machine::{AgentId, RunId};
+use runtape::tool::Tool;
 use runtape::tool::confine::Confine;
 use runtape::tool::mcp::{self, McpHub, McpTransport};
-use runtape::tool::{Tool, ToolContext};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -42,17 +41,6 @@ def call(req):
     fake_server(dir, "reach.py", None, &body)
 }
 
-fn ctx() -> ToolContext {
-    ToolContext {
-        run_id: RunId::new("r"),
-        agent: AgentId::from("a"),
-        call_id: "c".into(),
-        idempotency_key: "r/1/0".into(),
-        lease_epoch: 1,
-        cancel: CancellationToken::new(),
-    }
-}
-
 /// What `peek` of `key`, `peek` of `data` and `dial` answered, with the server under
 /// `confine`.
 async fn reach(dir: &Path, port: u16, confine: Option<Confine>) -> [Value; 3] {
@@ -66,7 +54,11 @@ async fn reach(dir: &Path, port: u16, confine: Option<Confine>) -> [Value; 3] {
     let listed = mcp::list_all(&hub, &[config], &[]).await.expect("starts");
     let call = |tool: &str, args: Value| {
         let t = listed_tool(&listed[0], tool);
-        async move { t.invoke(args, ctx()).await.expect("answers") }
+        async move {
+            t.invoke(args, super::bad_servers::ctx(CancellationToken::new()))
+                .await
+                .expect("answers")
+        }
     };
     let key = dir.join("home/.ssh/id_ed25519");
     let data = dir.join("data/in.txt");
