@@ -12,6 +12,7 @@ mod sleep_tool;
 mod sleep_virtual_time;
 mod wake_now;
 mod wake_takes_no_stale_timer;
+mod worker_chaos;
 mod worker_refuses_tampered;
 mod worker_sigterm;
 mod worker_wakes;
