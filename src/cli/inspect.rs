@@ -531,6 +531,7 @@ fn describe_state(state: &RunState) {
         }
     }
     super::memory::describe(&run.memory);
+    super::saga::describe(state);
 }
 
 /// One compaction, in words: which message, what was done, its size before and after.

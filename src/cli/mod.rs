@@ -25,6 +25,7 @@ mod otel;
 mod receipts;
 mod replay;
 pub(crate) mod runs;
+mod saga;
 mod serve;
 mod sessions;
 mod statechart;

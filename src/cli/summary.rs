@@ -141,7 +141,7 @@ pub(crate) fn summarise(
         exit_code(end.status)
     };
     if json {
-        say_json(&json!({
+        let mut line = json!({
             "type": "run.end",
             "id": run,
             "status": end.status,
@@ -154,7 +154,12 @@ pub(crate) fn summarise(
             "unpriced_turns": usage.unpriced_turns,
             "outcome": end.state.outcome(),
             "waiting_children": waiting.iter().map(|w| &w.run).collect::<Vec<_>>(),
-        }))?;
+        });
+        // Only for runs that attempted undos, so every other run's line is as it was.
+        if let Some(saga) = crate::machine::saga_end(&end.state) {
+            line["saga"] = json!(saga.as_str());
+        }
+        say_json(&line)?;
         return Ok(code);
     }
     let totals = format!(
@@ -185,6 +190,7 @@ pub(crate) fn summarise(
         ) => {
             say!("failed ({}): {totals}", error.class);
             say!("why: {}", error.message);
+            super::saga::summarise(&end.state);
         }
         (
             RunState::Done {
@@ -200,6 +206,7 @@ pub(crate) fn summarise(
                     .map(|r| format!(" ({r})"))
                     .unwrap_or_default()
             );
+            super::saga::summarise(&end.state);
         }
         (RunState::AwaitingInput { batch, .. }, _) => {
             say!("waiting for a person: {totals}");

@@ -88,6 +88,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
     let session = super::session::session(raw.session.as_ref(), &raw.agents)?;
     let (retriever_spec, retriever) =
         super::session::retriever(raw.retriever.as_ref(), &raw.agents, spec_dir)?.unzip();
+    let compensations = super::compensate::compile(&raw)?;
     let spec = Spec {
         agents,
         tools,
@@ -103,6 +104,8 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         retriever: retriever_spec,
         memory: super::memory::compile(raw.memory.as_ref())?,
         timers: raw.timers,
+        on_failure: raw.run.on_failure.unwrap_or_default(),
+        compensations,
     };
     let setup = Setup {
         version: SETUP_VERSION,

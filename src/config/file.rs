@@ -41,6 +41,8 @@ pub(crate) struct RawFile {
 pub(crate) struct RawRun {
     pub(crate) max_transitions: Option<u64>,
     pub(crate) on_exhausted: Option<RunOnExhausted>,
+    /// `on_failure = "compensate"`: a failed or cancelled run undoes its completed calls.
+    pub(crate) on_failure: Option<crate::machine::OnFailure>,
     pub(crate) durability: Option<String>,
     pub(crate) budget: Option<RawBudget>,
 }
@@ -185,6 +187,8 @@ pub(crate) struct RawTool {
     pub(crate) env_all: Option<bool>,
     /// What its program may reach (see [`crate::tool::confine`]); paths relative to the spec.
     pub(crate) confine: Option<crate::tool::confine::Confine>,
+    /// Its undo (see [`super::compensate`]).
+    pub(crate) compensate: Option<super::compensate::RawCompensate>,
 }
 
 /// `backoff = { initial_ms, max_ms }`; either may be left out.

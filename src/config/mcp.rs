@@ -67,6 +67,8 @@ pub(crate) struct RawMcpTool {
     idempotent: Option<bool>,
     requires_approval: Option<bool>,
     timeout_ms: Option<u64>,
+    /// Its undo (see [`super::compensate`]).
+    pub(crate) compensate: Option<super::compensate::RawCompensate>,
 }
 
 /// One server in the stored setup: how to reach it and the tools of it the run was offered.

@@ -144,6 +144,7 @@ use std::sync::Arc;
 use crate::exec::Engine;
 use crate::machine::RunSpec;
 
+mod compensate;
 mod compile;
 mod context;
 mod error;

@@ -121,7 +121,8 @@ fn prepare(
     // A run publishing its global memory performs its publish even when it is being
     // cancelled (revision 5): the publish may have been applied before the crash, and only
     // its answer can say whether the cancel still takes effect.
-    if cancelling {
+    // A run compensating performs its undo too: a cancel changes nothing there.
+    if cancelling && !matches!(driver.state, RunState::Compensating { .. }) {
         taken
             .outstanding
             .retain(|e| matches!(e, Effect::PublishMemory { .. }));

@@ -429,7 +429,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
 /// `CallingTools` + `ToolReturned`.
 pub(crate) fn on_tool_returned(
     cx: &mut Cx<'_>,
-    run: RunData,
+    mut run: RunData,
     mut batch: Batch,
     effect: &EffectId,
     outcome: &ToolOutcome,
@@ -442,6 +442,9 @@ pub(crate) fn on_tool_returned(
             effect: effect.clone(),
         })?;
     let label = super::guard::results_label(cx.spec, &run, &slot.tool);
+    if let Some(running) = slot.status.effect() {
+        super::saga::record(cx, &mut run, slot, running, outcome);
+    }
     slot.status = SlotStatus::Finished {
         result: result_of(outcome, label),
     };

@@ -54,6 +54,7 @@ mod reply;
 pub mod retrieval;
 mod retry;
 mod route;
+pub mod saga;
 pub mod session;
 mod settings;
 mod spec;
@@ -98,6 +99,7 @@ pub use output::{OUTPUT_FEEDBACK, refusal_of};
 pub use plan::{DEFAULT_MAX_AGENT_VISITS, Plan, PlanEdge, When};
 pub use reply::{Finish, FinishReason, ModelFailure, ModelReply, TokenUsage, ToolCallRequest};
 pub use retrieval::{Passage, RETRIEVAL_SEMANTICS, Retrieval, RetrieverSpec};
+pub use saga::{Compensation, OnFailure, SagaEnd, SagaEntry, SagaStatus, saga_end};
 pub use session::{
     CarriedConversation, SESSION_SEMANTICS, SessionSeed, SessionSpec, SessionWindow,
 };

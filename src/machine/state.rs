@@ -126,6 +126,16 @@ pub enum RunState {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cancel: Option<super::memory::PendingCancel>,
     },
+    /// The run was about to end failed or cancelled and `on_failure = "compensate"`: the undo
+    /// of one completed call is outstanding (see [`saga`](super::saga)), the latest first.
+    Compensating {
+        /// Run data; its `saga` says what is undone and what is left.
+        run: RunData,
+        /// How the run ends once the saga is over.
+        outcome: Outcome,
+        /// The saga entry whose undo is outstanding.
+        entry: u32,
+    },
     /// Terminal. Every event is refused.
     Done {
         /// Run data at the end.
@@ -207,6 +217,10 @@ pub struct RunData {
     /// [`memory`](super::memory).
     #[serde(default, skip_serializing_if = "super::memory::Memory::is_empty")]
     pub memory: super::memory::Memory,
+    /// The completed calls whose tool declares an undo, in the order they completed, with
+    /// where each undo stands (`on_failure = "compensate"` only; see [`saga`](super::saga)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub saga: Vec<super::saga::SagaEntry>,
 }
 
 /// One MCP server's tool list as recorded.
@@ -422,6 +436,7 @@ impl RunState {
             RunState::Handoff { .. } => StateKind::Handoff,
             RunState::BudgetExhausted { .. } => StateKind::BudgetExhausted,
             RunState::Publishing { .. } => StateKind::Publishing,
+            RunState::Compensating { .. } => StateKind::Compensating,
             RunState::Done { .. } => StateKind::Done,
         }
     }
@@ -439,6 +454,7 @@ impl RunState {
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
             | RunState::Publishing { run, .. }
+            | RunState::Compensating { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -455,6 +471,7 @@ impl RunState {
             | RunState::Handoff { run, .. }
             | RunState::BudgetExhausted { run, .. }
             | RunState::Publishing { run, .. }
+            | RunState::Compensating { run, .. }
             | RunState::Done { run, .. } => Some(run),
         }
     }
@@ -516,6 +533,15 @@ impl RunState {
             RunState::Retrieving { effect, .. } | RunState::Publishing { effect, .. } => {
                 vec![*effect]
             }
+            RunState::Compensating { run, entry, .. } => run
+                .saga
+                .get(*entry as usize)
+                .and_then(|e| match e.status {
+                    super::saga::SagaStatus::Running { effect } => Some(effect),
+                    _ => None,
+                })
+                .into_iter()
+                .collect(),
             RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => batch
                 .slots
                 .iter()

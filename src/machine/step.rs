@@ -195,6 +195,7 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
     }
     let mut cx = Cx::new(event, spec, state.seq() + 1);
     let (edge, mut next) = match (state, &event.body) {
+        (RunState::Compensating { .. }, body) => super::saga::on_event(&mut cx, state, body)?,
         (RunState::Publishing { .. }, EventBody::CancelRequested { reason }) => {
             super::memory::on_cancel(state, reason)
         }
@@ -209,9 +210,10 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
                 StateKind::CallingTools => EdgeId::CallingToolsCancel,
                 StateKind::AwaitingInput => EdgeId::AwaitingInputCancel,
                 StateKind::Handoff => EdgeId::HandoffCancel,
-                StateKind::BudgetExhausted | StateKind::Publishing | StateKind::Done => {
-                    EdgeId::BudgetExhaustedCancel
-                }
+                StateKind::BudgetExhausted
+                | StateKind::Publishing
+                | StateKind::Compensating
+                | StateKind::Done => EdgeId::BudgetExhaustedCancel,
             };
             let outcome = Outcome::Cancelled {
                 reason: reason.clone(),
@@ -402,7 +404,9 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
         run.seq = seq;
     }
     let mut edge = edge;
-    if !next.is_done() && seq >= spec.spec().max_transitions {
+    // A saga is not capped: it is as long as the calls it undoes, and stopping it would
+    // leave their effects in place.
+    if !next.is_done() && from != StateKind::Compensating && seq >= spec.spec().max_transitions {
         // A publish in flight decides the run's end (revision 5): only its answer may take
         // the run on from `Publishing`, and a refusal (nothing written) is capped below.
         if from == StateKind::Publishing && on != EventKind::MemoryPublished {
@@ -433,6 +437,13 @@ pub fn step(state: &RunState, event: &Event, spec: &RunSpec) -> Result<Transitio
             (StateKind::Created, _) => EdgeId::CreatedTransitionCap,
             _ => EdgeId::AnyTransitionCap,
         };
+    }
+
+    if from != StateKind::Compensating
+        && let Some((e, s)) = super::saga::begin(&mut cx, &next)
+    {
+        edge = e;
+        next = s;
     }
 
     let to = next.kind();
@@ -639,6 +650,7 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
         cooldowns: Default::default(),
         catalogs: Default::default(),
         memory: Default::default(),
+        saga: Vec::new(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(

@@ -72,6 +72,7 @@ kinds! {
         Handoff = ("Handoff", "handoff"), #[doc = "See [`RunState::Handoff`](super::RunState::Handoff)."]
         BudgetExhausted = ("BudgetExhausted", "budget_exhausted"), #[doc = "See [`RunState::BudgetExhausted`](super::RunState::BudgetExhausted)."]
         Publishing = ("Publishing", "publishing"), #[doc = "See [`RunState::Publishing`](super::RunState::Publishing)."]
+        Compensating = ("Compensating", "compensating"), #[doc = "See [`RunState::Compensating`](super::RunState::Compensating)."]
         Done = ("Done", "done"), #[doc = "See [`RunState::Done`](super::RunState::Done)."]
     }
 }
@@ -406,6 +407,22 @@ edges! {
         "a call's deadline passed (reject, approve without running, or input): all results go back to the model";
     AwaitingInputDeadlineFail = "awaiting_input.deadline.fail": AwaitingInput --TimerFired--> Done,
         "a call's deadline for a person passed and its policy is fail: fails with tool_denied";
+    AnyCompensate = "any.compensate": any --any--> Compensating,
+        "the run was about to end failed or cancelled under on_failure = compensate, and completed calls declared an undo: the latest one's undo is emitted (CallTool)";
+    AnyCompensateStopped = "any.compensate.stopped": any --any--> Done,
+        "the run was about to end failed or cancelled under on_failure = compensate, and the latest completed call's undo arguments could not be filled: the run ends, the saga stopped";
+    CompensatingReturnedNext = "compensating.returned.next": Compensating --ToolReturned--> Compensating,
+        "an undo returned: the next latest completed call's undo is emitted";
+    CompensatingReturnedDone = "compensating.returned.done": Compensating --ToolReturned--> Done,
+        "the last undo returned: the run ends as it was going to (failed or cancelled), compensated";
+    CompensatingReturnedStopped = "compensating.returned.stopped": Compensating --ToolReturned--> Done,
+        "an undo failed (or the next one's arguments could not be filled): the saga stops, the run ends compensation_failed for a person";
+    CompensatingInDoubtRetry = "compensating.in_doubt.retry": Compensating --EffectInDoubt--> Compensating,
+        "an undo was interrupted and the agent's on_in_doubt is retry: performed again with the same idempotency key";
+    CompensatingInDoubtStopped = "compensating.in_doubt.stopped": Compensating --EffectInDoubt--> Done,
+        "an undo was interrupted and its outcome is unknown: the saga stops, the run ends compensation_failed for a person";
+    CompensatingCancel = "compensating.cancel": Compensating --CancelRequested--> Compensating,
+        "a cancel while compensating is recorded; the saga goes on (undoing is what a cancel asks for)";
 }
 
 impl EdgeId {

@@ -25,6 +25,7 @@ fn position(s: StateKind) -> (f64, f64) {
         StateKind::Summarizing => (195.0, 125.0),
         StateKind::Retrieving => (415.0, 125.0),
         StateKind::Publishing => (90.0, 350.0),
+        StateKind::Compensating => (530.0, 430.0),
     }
 }
 
@@ -62,7 +63,7 @@ pub(crate) fn svg() -> String {
     }
     let mut out = String::new();
     out.push_str(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 640 400" class="statechart" role="img" aria-label="The run's statechart">
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 640 470" class="statechart" role="img" aria-label="The run's statechart">
 <defs><marker id="arrowhead" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>
 "##,
     );

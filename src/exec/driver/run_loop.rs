@@ -318,9 +318,15 @@ impl Driver {
     /// A cancel: the calls in flight are abandoned and `CancelRequested` is stepped next. A
     /// run publishing its global memory keeps its publish in flight (revision 5): the publish
     /// may already be applied, so only its answer can say whether the cancel still takes
-    /// effect.
+    /// effect. A run compensating keeps its undo in flight too: the cancel changes nothing
+    /// there (see [`saga`](crate::machine::saga)), and an undo abandoned halfway would be in
+    /// doubt.
     fn cancel_inflight(&mut self, reason: Option<String>) {
-        if !matches!(self.state, crate::machine::RunState::Publishing { .. }) {
+        if !matches!(
+            self.state,
+            crate::machine::RunState::Publishing { .. }
+                | crate::machine::RunState::Compensating { .. }
+        ) {
             self.abandon_inflight();
         }
         self.queue

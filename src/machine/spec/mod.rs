@@ -116,6 +116,14 @@ pub struct Spec {
     /// no timer tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timers: Option<super::timer::TimerSpec>,
+    /// `[run] on_failure`: what a run that fails or is cancelled does about its completed
+    /// calls (see [`saga`](super::saga)).
+    #[serde(default, skip_serializing_if = "super::saga::OnFailure::is_fail")]
+    pub on_failure: super::saga::OnFailure,
+    /// Each tool's declared undo, by tool name (`[[tools]] compensate`, `[mcp.tools.NAME]
+    /// compensate`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub compensations: std::collections::BTreeMap<String, super::saga::Compensation>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -144,6 +152,8 @@ impl Default for Spec {
             retriever: None,
             memory: None,
             timers: None,
+            on_failure: Default::default(),
+            compensations: Default::default(),
         }
     }
 }
