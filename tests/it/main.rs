@@ -9,6 +9,7 @@ mod support;
 
 mod cassette;
 mod cli;
+mod compensate;
 mod config;
 mod delegation;
 mod front_ends_are_adapters;

@@ -162,6 +162,8 @@ prop_compose! {
             },
             memory,
             timers: None,
+            on_failure: Default::default(),
+            compensations: Default::default(),
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }
