@@ -2,6 +2,7 @@
 //! `every_edge_has_a_case` fails when an edge is added to the table without a case here.
 
 use crate::support;
+mod compensate;
 mod context;
 mod memory_sessions;
 pub(crate) mod timers;
@@ -712,6 +713,7 @@ fn cases() -> Vec<(&'static str, Case)> {
     cases.extend(memory_sessions::cases());
     cases.extend(timers::cases());
     cases.extend(context::cases());
+    cases.extend(compensate::cases());
     cases
 }
 
