@@ -7,7 +7,7 @@
 //!   receipts, sessions, forks.
 //! - [`specs`]: the run spec file.
 //! - [`models`]: providers, structured output, reasoning, settings, fallback, costs, endpoints.
-//! - [`tools`]: command tools and MCP servers.
+//! - [`tools`]: command tools, MCP servers, and compensation (undoing a failed run's calls).
 //! - [`guarded`]: guarded tools: labels on what agents read, and the policy checked before
 //!   every tool call, against prompt injection.
 //! - [`delegation`]: agents that delegate to and hand off to each other.

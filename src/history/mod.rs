@@ -9,6 +9,7 @@
 mod diff;
 mod edits;
 mod inspect;
+mod saga;
 mod timeline;
 
 pub use crate::ledger::{

@@ -333,7 +333,9 @@ function runPage(id, initialSeq) {
     }
   }
   function stepRow(e) {
-    return el('div', { class: 'row', 'data-seq': e.seq, onclick: () => select(e.seq) },
+    // A step of a saga (undoing a failed or cancelled run's calls) stands out.
+    const saga = e.from === 'compensating' || e.to === 'compensating' || e.edge.startsWith('any.compensate');
+    return el('div', { class: saga ? 'row saga' : 'row', 'data-seq': e.seq, onclick: () => select(e.seq) },
       el('span', { class: 'seq', text: e.seq }),
       el('span', { class: 'muted', text: clock(e.at_ms) }),
       el('span', { class: 'edge', title: e.edge, text: e.from + ' → ' + e.to }),
