@@ -1,7 +1,7 @@
 //! The timeline's words for the steps of a saga (see [`crate::machine::saga`]): which call's
 //! undo a step started, and what became of the one it answers.
 
-use crate::machine::{Effect, EdgeId};
+use crate::machine::{EdgeId, Effect};
 
 /// `CallTool` effects of undos carry the original call id after this prefix.
 const UNDO_PREFIX: &str = "undo:";
@@ -38,6 +38,11 @@ pub(super) fn saga_words(
     if let Some(done) = answered.and_then(undo) {
         words.push(format!("{done}: {outcome}"));
     }
-    words.extend(emitted.iter().filter_map(undo).map(|u| format!("{u} starts")));
+    words.extend(
+        emitted
+            .iter()
+            .filter_map(undo)
+            .map(|u| format!("{u} starts")),
+    );
     Some(words.join("; "))
 }

@@ -1,7 +1,7 @@
 // End-to-end scenarios of the runtape page in Debian's Chromium, driven by playwright-core.
 // Run by tests/it/serve/browser.rs, which starts `runtape serve` and prepares the runs:
 //   BASE_URL    the server's URL
-//   RUNS        JSON: { done, waiting, big } run ids
+//   RUNS        JSON: { done, waiting, big, saga } run ids
 //   SHOTS       directory for screenshots (written on every run, never committed)
 //   CHROMIUM    the browser binary (/usr/bin/chromium)
 //   RUNTAPE_BROWSER_MODULES  the folder tests/browser/install.sh installed into
@@ -152,6 +152,17 @@ try {
     return (performance.now() - start) / 120;
   });
   await page.screenshot({ path: join(shots, '6-long-run.png') });
+
+  // 7. A compensated run: its saga's steps (9: the failure starts it, 10 and 11: the undos) are
+  // marked in the timeline and say which call each undid.
+  await page.goto(base + '#/run/' + runs.saga);
+  await page.waitForSelector('.row[data-seq="11"]');
+  const sagaRows = await page.evaluate(() => [...document.querySelectorAll('#timeline .row.saga')].map((r) => Number(r.dataset.seq)).sort((a, b) => a - b));
+  check(JSON.stringify(sagaRows) === '[9,10,11]', 'the saga steps are marked: ' + JSON.stringify(sagaRows));
+  check(!(await page.isVisible('.row.saga[data-seq="8"]')), 'a step before the saga is not marked');
+  const last = await page.textContent('.row[data-seq="11"] .sum');
+  check(last.includes('undo of call_3_0 by delete: undone; saga over: compensated'), 'the last undo says the saga is over: ' + last);
+  await page.screenshot({ path: join(shots, '7-saga.png') });
 
   check(foreign.length === 0, 'requests to other hosts: ' + foreign.join(', '));
   check(problems.length === 0, 'page errors: ' + problems.join(' | '));

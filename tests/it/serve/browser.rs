@@ -2,7 +2,7 @@
 //! (`tests/browser/e2e.mjs`) against a real `runtape serve` on a free loopback port. It opens
 //! the runs list and a run, steps through the timeline, inspects a model request, approves a
 //! waiting call and watches the run complete live, forks from a step with an edit and
-//! compares the branches, and measures a 10,000-transition run. Screenshots of every screen go
+//! compares the branches, shows a compensated run's saga steps, and measures a 10,000-transition run. Screenshots of every screen go
 //! to `target/browser-screenshots/` (not committed).
 //!
 //! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core
@@ -122,6 +122,17 @@ fn the_page_works_in_chromium_end_to_end() {
     let big = long_run(&db, 3_333);
     let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
+    // A run that created two things, failed, and undid them (steps 9 to 11).
+    let saga_dir = tempfile::tempdir().expect("tempdir");
+    let saga_spec = support::saga::saga_spec(
+        saga_dir.path(),
+        &support::saga::Saga {
+            failing: None,
+            idempotent: false,
+            wait: false,
+        },
+    );
+    let saga = run_spec(dir.path(), &db, support::cli::utf8(&saga_spec));
     let server = serve(dir.path(), &db);
     let (_, b) = server.get(&format!("/api/runs/{big}"));
     assert!(b["steps"].as_u64() >= Some(10_000), "{b}");
@@ -131,7 +142,7 @@ fn the_page_works_in_chromium_end_to_end() {
         .env("BASE_URL", &server.url)
         .env(
             "RUNS",
-            json!({"done": done, "waiting": waiting, "big": big}).to_string(),
+            json!({"done": done, "waiting": waiting, "big": big, "saga": saga}).to_string(),
         )
         .env("SHOTS", &shots)
         .env("CHROMIUM", &chromium)
@@ -156,6 +167,7 @@ fn the_page_works_in_chromium_end_to_end() {
         "4-approved.png",
         "5-compare.png",
         "6-long-run.png",
+        "7-saga.png",
     ] {
         assert!(shots.join(shot).exists(), "{shot} was written");
     }

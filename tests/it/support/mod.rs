@@ -16,6 +16,7 @@ pub mod pg;
 pub mod protocol;
 pub mod provider;
 pub mod receipt;
+pub mod saga;
 pub mod serve;
 pub mod session;
 pub mod sources;
