@@ -360,7 +360,7 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
             format!("{summary}; starts child {}", started.join(", "))
         };
         let answered = step.answers.as_ref().map(|a| &a.effect);
-        let summary = match super::saga::saga_words(t.edge, answered, &effects) {
+        let summary = match super::saga::saga_words(t.edge, answered, effects) {
             Some(words) if !words.is_empty() => format!("{summary}; {words}"),
             _ => summary,
         };
