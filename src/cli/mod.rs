@@ -24,6 +24,7 @@ mod migrate;
 mod otel;
 mod receipts;
 mod replay;
+mod retention;
 pub(crate) mod runs;
 mod saga;
 mod serve;
@@ -246,6 +247,9 @@ pub(crate) enum Command {
         /// run that started them.
         #[arg(long)]
         flat: bool,
+        /// Also list the runs `runtape prune` removed, from their tombstones.
+        #[arg(long, conflicts_with = "workers")]
+        all: bool,
     },
     /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost; or,
     /// with --session, a session's runs in order.
@@ -406,6 +410,31 @@ pub(crate) enum Command {
         /// The run spec file.
         spec: PathBuf,
         /// One JSON object per server and per (agent, tool).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove finished run trees older than a duration, leaving a tombstone for each run.
+    ///
+    /// A run goes only with its whole tree (forks, child runs, its session), only when every
+    /// run of it has ended with one of --status, none is leased, and none changed within
+    /// --older-than. Each removed run leaves a chained tombstone that `verify` and `ls --all`
+    /// read; `runtape export` keeps a copy first. Runs go in short writes of up to 64, so
+    /// workers writing the same database are held up briefly at most.
+    Prune {
+        /// Runs whose last change is older than this: a number and a unit, s m h d w (`30d`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// The ended statuses that may go, comma-separated.
+        #[arg(
+            long,
+            value_name = "LIST",
+            default_value = "completed,failed,cancelled"
+        )]
+        status: String,
+        /// Print what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The outcome as one JSON object.
         #[arg(long)]
         json: bool,
     },
@@ -840,7 +869,20 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
         Command::Ls { json, workers, .. } if workers => worker::list(&db, json).map(|_| EXIT_OK),
-        Command::Ls { json, flat, .. } => inspect::ls(&db, json, flat).map(|_| EXIT_OK),
+        Command::Ls {
+            json, flat, all, ..
+        } => inspect::ls(&db, json, flat)
+            .and_then(|_| match all {
+                true => retention::ls_pruned(&db, json),
+                false => Ok(()),
+            })
+            .map(|_| EXIT_OK),
+        Command::Prune {
+            older_than,
+            status,
+            dry_run,
+            json,
+        } => retention::prune(&db, &older_than, &status, dry_run, json).map(|_| EXIT_OK),
         Command::Migrate { json } => migrate::migrate(&db, json).map(|_| EXIT_OK),
         Command::Worker {
             spec_dir,

@@ -290,6 +290,23 @@ pub const COLUMNS: &[Column] = &[
         "seal",
         "a signature over the chain link that holds (against the trusted key, which must have signed every removal of the run's memory)",
     ),
+    // pruned_runs: `runtape prune`'s tombstones, chained (store::retention).
+    verified("pruned_runs", "id", "ids run 1, 2, ... without a gap"),
+    verified(
+        "pruned_runs",
+        "run_id",
+        "equals the run its body names; a run with a tombstone is reported pruned, not missing",
+    ),
+    verified(
+        "pruned_runs",
+        "body",
+        "covered by the chain; where the run's record ended, checked against what its parent's history names",
+    ),
+    verified(
+        "pruned_runs",
+        "chain",
+        "equals blake3(previous link || body)",
+    ),
 ];
 
 /// The coverage of `table.name`, if the column is listed.

@@ -268,6 +268,32 @@ pub fn check_named(
         receipt(&p.receipt)
     );
     if store.run(&p.run)?.is_none() {
+        let records = store.tombstones()?;
+        let tombstone = records
+            .iter()
+            .find(|r| r.run == p.run)
+            .and_then(|r| r.decode());
+        if let Some(t) = tombstone {
+            // Pruned (`runtape prune`): it holds when the tombstones' chain does and the
+            // tombstone ends where the parent's history says.
+            let fault = crate::store::retention::chain_fault(&records);
+            if fault.is_none() && &t.proof == p {
+                return Ok(None);
+            }
+            return Ok(Some(Divergence::column(
+                named.seq,
+                "pruned_runs.body",
+                &what,
+                sealed,
+                fault.unwrap_or_else(|| {
+                    format!(
+                        "a tombstone ending at its step {} (chain {})",
+                        t.proof.seq,
+                        &t.proof.chain.to_hex()[..16]
+                    )
+                }),
+            )));
+        }
         return Ok(Some(Divergence::column(
             named.seq,
             "runs.id",

@@ -20,6 +20,8 @@ use crate::store::{RunStatus, StoreError};
 pub enum ErrorKind {
     /// Malformed, invalid or not applicable input; nothing was changed.
     Input,
+    /// The run was removed by `runtape prune`; its tombstone says how it ended.
+    Pruned,
     /// It names a run or step (or memory key) that does not exist.
     NotFound,
     /// The run is in a state that refuses it now: driven elsewhere, already ended, not
@@ -179,6 +181,16 @@ pub enum OpsError {
         /// The first problem found.
         divergence: Box<Divergence>,
     },
+    /// The run was removed by `runtape prune` and left a tombstone (the tombstones' chain
+    /// holds).
+    #[error(
+        "run {} was pruned ({} at step {}, last chain link {}, tombstone {} at {} ms): its history is no longer stored; `runtape export` before pruning keeps a copy",
+        .0.run, .0.status, .0.proof.seq, &.0.proof.chain.to_hex()[..16], .0.id, .0.pruned_ms
+    )]
+    Pruned(Box<crate::store::retention::Tombstone>),
+    /// The tombstones of pruned runs do not hold: one was edited or removed.
+    #[error("the tombstones of pruned runs were tampered with: {0}")]
+    TombstonesTampered(String),
     /// The spec file is not valid (or, for [`ErrorKind::Internal`], cannot be set up).
     #[error(transparent)]
     Spec(#[from] ConfigError),
@@ -220,6 +232,8 @@ impl OpsError {
             OpsError::ChangingHands { .. } => "changing_hands",
             OpsError::BrokenLink { .. } => "broken_link",
             OpsError::DoesNotVerify { .. } => "does_not_verify",
+            OpsError::Pruned(_) => "pruned",
+            OpsError::TombstonesTampered(_) => "tampered",
             OpsError::Spec(e) if e.is_internal() => "setup_failed",
             OpsError::Spec(_) => "bad_spec",
             OpsError::Store(e) => store_code(e),
@@ -234,8 +248,9 @@ impl OpsError {
         match self.code() {
             "run_not_found" | "step_not_found" | "memory_key_not_found" => NotFound,
             "lease_held" | "finished" | "session_taken" | "not_running" | "no_timer"
-            | "ended_first" | "no_input_expected" | "session" => Conflict,
+            | "ended_first" | "no_input_expected" | "session" | "prune_refused" => Conflict,
             "tampered" | "broken_link" | "does_not_verify" => CheckFailed,
+            "pruned" => Pruned,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"
             | "bad_override" | "children_waiting" | "bad_spec" | "duplicate_run" | "wrong_key"
@@ -260,6 +275,7 @@ fn store_code(e: &StoreError) -> &'static str {
         StoreError::Full { .. } => "database_full",
         StoreError::Fenced { .. } => "fenced",
         StoreError::Damaged { .. } => "damaged",
+        StoreError::PruneRefused { .. } => "prune_refused",
         _ => "storage",
     }
 }

@@ -71,6 +71,11 @@ pub fn verify(
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<VerifyView, OpsError> {
+    if store.run_without_setup(run)?.is_none()
+        && let Some(t) = super::retention::tombstone_of(store, run)?
+    {
+        return Err(OpsError::Pruned(Box::new(t)));
+    }
     let result = history::verify(store, run, key)?;
     Ok(VerifyView {
         run: run.clone(),

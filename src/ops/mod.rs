@@ -59,6 +59,7 @@ mod open;
 mod overrides;
 mod refs;
 mod resume;
+pub mod retention;
 mod start;
 mod tree;
 mod views;

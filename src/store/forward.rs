@@ -153,6 +153,11 @@ macro_rules! forward_store_reads {
         fn memory_names(&self) -> Result<Vec<String>, $crate::store::StoreError> {
             self.$inner.memory_names()
         }
+        fn tombstones(
+            &self,
+        ) -> Result<Vec<$crate::store::retention::TombstoneRecord>, $crate::store::StoreError> {
+            self.$inner.tombstones()
+        }
         fn memory_removals(
             &self,
         ) -> Result<Vec<$crate::store::RemovalRecord>, $crate::store::StoreError> {

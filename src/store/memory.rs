@@ -206,6 +206,16 @@ impl Inner {
                 self.global.remove(&r)?;
                 Ok(Written::Done)
             }
+            Write::Prune(p) => Err(StoreError::PruneRefused {
+                run: p
+                    .runs
+                    .first()
+                    .map(|r| r.run.to_string())
+                    .unwrap_or_default(),
+                why:
+                    "the in-memory store keeps runs only while its process lives and does not prune"
+                        .into(),
+            }),
             Write::SetControl { run, control } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;

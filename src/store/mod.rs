@@ -33,6 +33,7 @@ mod postgres;
 /// A `stateright` model of the global memory publish racing removals (tests only).
 #[cfg(test)]
 pub(crate) mod publish_model;
+pub mod retention;
 mod schema;
 mod schema_shape;
 mod session;
@@ -616,6 +617,11 @@ pub enum Write {
     /// value and a chained removal record. Fails with [`StoreError::NoMemoryKey`] when the
     /// key holds no value; nothing is written then.
     RemoveMemory(Removal),
+    /// Remove whole run groups and leave their tombstones (`runtape prune`, see [`retention`]):
+    /// all or none. Fails with [`StoreError::PruneRefused`] and writes nothing when a run is
+    /// gone, moved on, leased, has a fork or child outside the write, or published global
+    /// memory.
+    Prune(retention::Prune),
     /// Set or clear a run's control request (no lease needed). Setting one on a run that has
     /// ended fails with [`StoreError::Finished`] and writes nothing.
     SetControl {
@@ -792,6 +798,15 @@ pub enum StoreError {
         name: String,
         /// The key.
         key: String,
+    },
+    /// A prune was refused: a run may not go (it moved on, is leased, or something still
+    /// stored depends on it). Nothing was written.
+    #[error("run {run} was not pruned: {why}; nothing of its group was removed")]
+    PruneRefused {
+        /// The run.
+        run: String,
+        /// Why.
+        why: String,
     },
     /// Stored data does not decode.
     #[error("stored data of run {run} is damaged: {detail}")]
@@ -980,6 +995,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every removal record (`runtape memory rm`), in id order.
     fn memory_removals(&self) -> Result<Vec<RemovalRecord>, StoreError>;
+
+    /// Every tombstone of a pruned run ([`retention`]), in id order; empty when none was
+    /// pruned (a store that cannot prune has none).
+    fn tombstones(&self) -> Result<Vec<retention::TombstoneRecord>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -36,6 +36,8 @@ struct Migration {
 ///   ([`HOT_RUNS`]).
 /// - 9 → 10: blobs stored in write order, found through the first 8 bytes of their digest
 ///   ([`BLOBS_IN_WRITE_ORDER`]).
+/// - 10 → 11: `pruned_runs`, the chained tombstones of runs `runtape prune` removed
+///   ([`TOMBSTONES`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -77,6 +79,10 @@ const MIGRATIONS: &[Migration] = &[
         sql: BLOBS_IN_WRITE_ORDER,
         then: None,
     },
+    Migration {
+        sql: TOMBSTONES,
+        then: None,
+    },
 ];
 
 /// Each migration's SQL in order: the one at index `i` takes the schema from version `i` to
@@ -84,6 +90,17 @@ const MIGRATIONS: &[Migration] = &[
 pub(super) fn migration_sql() -> impl Iterator<Item = &'static str> {
     MIGRATIONS.iter().map(|m| m.sql)
 }
+
+/// The tombstones of pruned runs ([`crate::store::retention`]): `body` is a tombstone's
+/// canonical JSON, `chain` = blake3(previous chain || body), ids 1, 2, ... without a gap.
+const TOMBSTONES: &str = r#"
+CREATE TABLE pruned_runs (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    body BLOB NOT NULL,
+    chain BLOB NOT NULL
+);
+"#;
 
 /// Blobs are stored in the order they are written (SQLite's own rowid: each new one goes at
 /// the end) and found through an index of the first 8 bytes of their digest, compared whole

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_INTERNAL, EXIT_PRUNED, EXIT_USAGE};
 use crate::config::ConfigError;
 use crate::exec::EngineError;
 use crate::history::HistoryError;
@@ -56,6 +56,10 @@ impl From<OpsError> for CliError {
                 CliError::usage(message)
             }
             ErrorKind::CheckFailed => CliError::failed(message),
+            ErrorKind::Pruned => CliError {
+                code: EXIT_PRUNED,
+                message,
+            },
             _ => CliError::internal(message),
         }
     }

@@ -24,6 +24,9 @@ pub(crate) const EXIT_INTERNAL: u8 = 3;
 /// Exit status: the run is paused and resumable — stopped by Ctrl-C, SIGTERM, SIGHUP,
 /// `runtape pause`, or (with `--json`) a closed stdout.
 pub(crate) const EXIT_PAUSED: u8 = 4;
+/// Exit status: the run was removed by `runtape prune` (`verify` of a pruned run: its
+/// tombstone holds, its history is gone).
+pub(crate) const EXIT_PRUNED: u8 = 5;
 /// Exit status: a second stop signal made the process leave at once (the run is left as a
 /// crash leaves it; `runtape resume` continues it). 128 + SIGINT, as shells report it.
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;

@@ -24,6 +24,7 @@ mod readme;
 mod readme_deployment;
 mod receipt;
 mod repository_paths;
+mod retention;
 mod run;
 mod serve;
 mod session;

@@ -47,6 +47,7 @@ mod global_memory;
 mod queue;
 mod read;
 mod reconnect;
+mod retention;
 mod schema;
 mod sessions;
 mod tls;
@@ -426,6 +427,10 @@ impl Store for PostgresStore {
 
     fn memory_removals(&self) -> Result<Vec<super::RemovalRecord>, StoreError> {
         self.read(move |c| async move { global_memory::memory_removals(&c).await })
+    }
+
+    fn tombstones(&self) -> Result<Vec<super::retention::TombstoneRecord>, StoreError> {
+        self.read(move |c| async move { retention::tombstones(&c).await })
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 5;
+pub const PG_SCHEMA_VERSION: i64 = 6;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -26,7 +26,19 @@ pub const PG_SCHEMA_VERSION: i64 = 5;
 /// - 3 → 4: `memory_removals.seal`, a removal record's signature ([`REMOVAL_SEALS`]).
 /// - 4 → 5: SQLite's schema 9 layout: `runs` keeps a run's standing and its head, `run_specs`
 ///   its spec, setup, goal, parent and outcome ([`HOT_RUNS`]).
-const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS, HOT_RUNS];
+/// - 5 → 6: `pruned_runs`, the chained tombstones of runs `runtape prune` removed, as SQLite's
+///   schema 11 ([`TOMBSTONES`]).
+const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS, HOT_RUNS, TOMBSTONES];
+
+/// The tombstones of pruned runs ([`crate::store::retention`]), as SQLite's `pruned_runs`.
+const TOMBSTONES: &str = r#"
+CREATE TABLE runtape.pruned_runs (
+    id bigint PRIMARY KEY,
+    run_id text NOT NULL UNIQUE,
+    body bytea NOT NULL,
+    chain bytea NOT NULL
+);
+"#;
 
 /// As SQLite's schema 9 (`store::schema`): what every commit rewrites (the standing and the
 /// head) apart from what it never does, so both stores have one layout and `verify` names the

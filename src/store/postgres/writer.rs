@@ -238,7 +238,7 @@ fn run_of(write: &Write) -> Option<&str> {
         | Write::ReleaseLease { run, .. }
         | Write::SetControl { run, .. } => run.as_str(),
         Write::PublishMemory(p) => p.run.as_str(),
-        Write::RemoveMemory(_) => return None,
+        Write::RemoveMemory(_) | Write::Prune(_) => return None,
     })
 }
 
@@ -390,6 +390,7 @@ async fn apply(
             super::global_memory::publish(conn, p).await
         }
         Write::RemoveMemory(r) => super::global_memory::remove(conn, r).await,
+        Write::Prune(p) => super::retention::prune(conn, p).await,
         Write::RenewLease {
             run,
             epoch,

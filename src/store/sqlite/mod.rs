@@ -28,6 +28,7 @@ mod global_memory;
 mod known;
 pub mod priority;
 mod readers;
+mod retention;
 mod sessions;
 pub(super) mod space;
 mod writer;
@@ -360,6 +361,10 @@ impl Store for SqliteStore {
         self.read(global_memory::removals)
     }
 
+    fn tombstones(&self) -> Result<Vec<super::retention::TombstoneRecord>, StoreError> {
+        self.read(retention::tombstones)
+    }
+
     fn packs_heads(&self) -> bool {
         true
     }
@@ -660,7 +665,11 @@ fn snapshot_json(run: &RunId, seq: u64, state: Vec<u8>) -> Result<(u64, Vec<u8>)
 
 /// Blob `d` as written, from its stored `bytes` and, for a node that refers to the event of
 /// the transition that appended it, that event as stored (`None`: not stored).
-fn unpacked(d: &Digest, bytes: Vec<u8>, event: Option<&[u8]>) -> Result<Vec<u8>, StoreError> {
+pub(super) fn unpacked(
+    d: &Digest,
+    bytes: Vec<u8>,
+    event: Option<&[u8]>,
+) -> Result<Vec<u8>, StoreError> {
     let damaged = |what: String| StoreError::Damaged {
         run: format!("(the blob {d})"),
         detail: format!("blobs.bytes: {what}"),

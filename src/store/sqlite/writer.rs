@@ -393,6 +393,7 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             super::global_memory::publish(tx, p)
         }
         Write::RemoveMemory(r) => super::global_memory::remove(tx, r),
+        Write::Prune(p) => super::retention::prune(tx, p),
         Write::SetControl { run, control } => {
             let key = known.key(tx, run)?;
             if control.is_some() {

@@ -1,0 +1,5 @@
+//! Retention: `runtape prune` removes whole finished run trees and leaves tombstones that
+//! `verify` and `ls --all` read; live runs and the runs a worker drives are never touched.
+
+mod prune_leaves_live_runs;
+mod prune_while_a_worker_runs;
