@@ -438,6 +438,31 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a verified run tree (the run, its child runs, blobs and receipts) to one JSON file.
+    ///
+    /// The file names its format and version; `runtape import` reads it into another database
+    /// (SQLite or PostgreSQL). A run that does not verify is not exported.
+    Export {
+        /// The run id.
+        run: String,
+        /// Where to write it (default: stdout).
+        #[arg(short, long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// What was written as one JSON object (with --out).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a file `runtape export` wrote into this database, verifying every run first.
+    ///
+    /// Nothing is written when a run does not verify (a changed file) or its id is taken by
+    /// another run here; a run already here and the same is left as it is.
+    Import {
+        /// The file.
+        file: PathBuf,
+        /// What was imported as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Create or upgrade the database's schema.
     ///
     /// Every command also does it on first use; for PostgreSQL, run it once as a role that may
@@ -877,6 +902,10 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 false => Ok(()),
             })
             .map(|_| EXIT_OK),
+        Command::Export { run, out, json } => {
+            retention::export(&db, &run, out.as_deref(), json).map(|_| EXIT_OK)
+        }
+        Command::Import { file, json } => retention::import(&db, &file, json).map(|_| EXIT_OK),
         Command::Prune {
             older_than,
             status,

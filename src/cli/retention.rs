@@ -104,3 +104,63 @@ pub(crate) fn ls_pruned(db: &Path, json: bool) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+/// `runtape export RUN [--out FILE]`: the verified run tree as one JSON document, to FILE or
+/// stdout. A run that does not verify is refused (exit 1) and nothing is written.
+pub(crate) fn export(db: &Path, run: &str, out: Option<&Path>, json: bool) -> Result<(), CliError> {
+    let run = crate::ops::parse_whole_run(run, "export takes a whole run")?;
+    let store = open_existing(db)?;
+    let archive = crate::ops::archive::export(store, &run)?;
+    let text = serde_json::to_string(&archive)
+        .map_err(|e| CliError::internal(format!("cannot encode the archive: {e}")))?;
+    let Some(path) = out else {
+        outln!("{text}");
+        return Ok(());
+    };
+    std::fs::write(path, format!("{text}\n"))
+        .map_err(|e| CliError::usage(format!("cannot write {}: {e}", path.display())))?;
+    if json {
+        return print_json(&serde_json::json!({
+            "run": run,
+            "runs": archive.runs.len(),
+            "blobs": archive.blobs.len(),
+            "out": path,
+        }));
+    }
+    outln!(
+        "exported run {run} ({} runs, {} blobs) to {}",
+        archive.runs.len(),
+        archive.blobs.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// `runtape import FILE`: the archive's runs, verified on the way in, written into the
+/// database; nothing is written when any of them does not verify or conflicts.
+pub(crate) fn import(db: &Path, file: &Path, json: bool) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
+    let archive: crate::ops::archive::Archive = serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{} is not a runtape archive ({e}); `runtape export RUN --out FILE` writes one",
+            file.display()
+        ))
+    })?;
+    let store = crate::ops::open_store(db, true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::internal(format!("cannot start the async runtime: {e}")))?;
+    let done = runtime.block_on(crate::ops::archive::import(store.as_ref(), &archive))?;
+    if json {
+        return print_json(&done);
+    }
+    outln!(
+        "imported run {} ({} runs written, {} already here and the same)",
+        done.root,
+        done.written.len(),
+        done.present.len()
+    );
+    Ok(())
+}

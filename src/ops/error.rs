@@ -188,6 +188,10 @@ pub enum OpsError {
         .0.run, .0.status, .0.proof.seq, &.0.proof.chain.to_hex()[..16], .0.id, .0.pruned_ms
     )]
     Pruned(Box<crate::store::retention::Tombstone>),
+    /// A `runtape import` file that is not an archive this runtape reads, or whose runs do not
+    /// verify. Nothing was imported.
+    #[error("the archive was not imported: {0}")]
+    BadArchive(String),
     /// The tombstones of pruned runs do not hold: one was edited or removed.
     #[error("the tombstones of pruned runs were tampered with: {0}")]
     TombstonesTampered(String),
@@ -234,6 +238,7 @@ impl OpsError {
             OpsError::DoesNotVerify { .. } => "does_not_verify",
             OpsError::Pruned(_) => "pruned",
             OpsError::TombstonesTampered(_) => "tampered",
+            OpsError::BadArchive(_) => "bad_archive",
             OpsError::Spec(e) if e.is_internal() => "setup_failed",
             OpsError::Spec(_) => "bad_spec",
             OpsError::Store(e) => store_code(e),
@@ -248,8 +253,9 @@ impl OpsError {
         match self.code() {
             "run_not_found" | "step_not_found" | "memory_key_not_found" => NotFound,
             "lease_held" | "finished" | "session_taken" | "not_running" | "no_timer"
-            | "ended_first" | "no_input_expected" | "session" | "prune_refused" => Conflict,
-            "tampered" | "broken_link" | "does_not_verify" => CheckFailed,
+            | "ended_first" | "no_input_expected" | "session" | "prune_refused"
+            | "import_conflict" => Conflict,
+            "tampered" | "broken_link" | "does_not_verify" | "bad_archive" => CheckFailed,
             "pruned" => Pruned,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"
@@ -276,6 +282,7 @@ fn store_code(e: &StoreError) -> &'static str {
         StoreError::Fenced { .. } => "fenced",
         StoreError::Damaged { .. } => "damaged",
         StoreError::PruneRefused { .. } => "prune_refused",
+        StoreError::ImportConflict { .. } => "import_conflict",
         _ => "storage",
     }
 }

@@ -48,6 +48,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod archive;
 mod control;
 pub mod due_runs;
 mod edits;

@@ -206,6 +206,7 @@ impl Inner {
                 self.global.remove(&r)?;
                 Ok(Written::Done)
             }
+            Write::Import(run) => self.import(*run),
             Write::Prune(p) => Err(StoreError::PruneRefused {
                 run: p
                     .runs
@@ -229,6 +230,56 @@ impl Inner {
                 Ok(Written::Done)
             }
         }
+    }
+
+    /// Writes `run` whole ([`Write::Import`]).
+    fn import(&mut self, run: super::import::ImportedRun) -> Result<Written, StoreError> {
+        let id = run.record.id.clone();
+        if let Some(existing) = self.runs.get(&id) {
+            let same = existing.head.as_ref().map(|h| &h.body) == Some(&run.head.body);
+            return match same {
+                true => Ok(Written::Done),
+                false => Err(StoreError::ImportConflict {
+                    run: id.to_string(),
+                    why: "its sealed head differs".into(),
+                }),
+            };
+        }
+        if let Some(link) = &run.session {
+            let places = self.sessions.entry(link.name.clone()).or_default();
+            if places.len() as u64 + 1 != link.index {
+                return Err(StoreError::ImportConflict {
+                    run: id.to_string(),
+                    why: format!(
+                        "place {} of session {} is not the next",
+                        link.index, link.name
+                    ),
+                });
+            }
+            places.push(id.clone());
+        }
+        for (d, bytes) in run.blobs {
+            self.bytes += bytes.len() as u64;
+            self.blobs.entry(d).or_insert(bytes);
+        }
+        let mut mem = MemRun {
+            record: Some(RunRecord {
+                lease_owner: None,
+                lease_expires_ms: 0,
+                control: None,
+                ..run.record
+            }),
+            head: Some(run.head),
+            snapshots: run.snapshots.into_iter().collect(),
+            outbox: run.outbox.into_iter().map(|o| (o.effect, o)).collect(),
+            ..MemRun::default()
+        };
+        for t in run.transitions {
+            mem.transitions.push(t);
+        }
+        self.order.push(id.clone());
+        self.runs.insert(id, mem);
+        Ok(Written::Done)
     }
 
     fn create(&mut self, new: NewRun) -> Result<Written, StoreError> {

@@ -26,6 +26,7 @@ use crate::machine::{Digest, EdgeId, EffectRef, Hlc, RunId, StateKind};
 mod chunked;
 mod forward;
 pub mod global_memory;
+pub mod import;
 mod lease;
 mod legacy_heads;
 mod memory;
@@ -318,7 +319,8 @@ pub enum OutboxStatus {
 }
 
 impl OutboxStatus {
-    fn as_str(self) -> &'static str {
+    /// The stored name.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OutboxStatus::Pending => "pending",
             OutboxStatus::Started => "started",
@@ -326,7 +328,8 @@ impl OutboxStatus {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    /// Parses [`as_str`](Self::as_str).
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "pending" => OutboxStatus::Pending,
             "started" => OutboxStatus::Started,
@@ -622,6 +625,10 @@ pub enum Write {
     /// gone, moved on, leased, has a fork or child outside the write, or published global
     /// memory.
     Prune(retention::Prune),
+    /// Write a run whole, as another store holds it (`runtape import`, see [`import`]): in
+    /// one transaction; nothing when a run with its id exists (an error,
+    /// [`StoreError::ImportConflict`], unless its stored head is the same).
+    Import(Box<import::ImportedRun>),
     /// Set or clear a run's control request (no lease needed). Setting one on a run that has
     /// ended fails with [`StoreError::Finished`] and writes nothing.
     SetControl {
@@ -806,6 +813,17 @@ pub enum StoreError {
         /// The run.
         run: String,
         /// Why.
+        why: String,
+    },
+    /// `runtape import` of a run whose id is taken by a run with another head, or whose
+    /// session place is taken. Nothing was written.
+    #[error(
+        "run {run} exists in this database already with other content ({why}); nothing was imported for it"
+    )]
+    ImportConflict {
+        /// The run.
+        run: String,
+        /// What differs.
         why: String,
     },
     /// Stored data does not decode.

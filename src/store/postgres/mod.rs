@@ -44,6 +44,7 @@ use crate::machine::{Digest, RunId};
 
 mod conn;
 mod global_memory;
+mod import;
 mod queue;
 mod read;
 mod reconnect;

@@ -72,9 +72,10 @@ pub(super) async fn prune(c: &Conn, p: &Prune) -> Result<Written, Fail> {
         let seq = row.try_get::<_, i64>(2)? as u64;
         let owner: Option<String> = row.try_get(3)?;
         let unexpired: bool = row.try_get(4)?;
-        if RunStatus::parse(&status) != Some(r.status) || seq != r.seq {
+        let now = RunStatus::parse(&status);
+        if now != Some(r.status) || !now.is_some_and(RunStatus::is_terminal) || seq != r.seq {
             return Err(refuse(format!(
-                "it moved on since it was read (now {status} at seq {seq})"
+                "it has not ended or moved on since it was read (now {status} at seq {seq})"
             )));
         }
         if let Some(owner) = owner.filter(|_| unexpired) {

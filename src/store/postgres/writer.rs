@@ -239,6 +239,7 @@ fn run_of(write: &Write) -> Option<&str> {
         | Write::SetControl { run, .. } => run.as_str(),
         Write::PublishMemory(p) => p.run.as_str(),
         Write::RemoveMemory(_) | Write::Prune(_) => return None,
+        Write::Import(run) => run.record.id.as_str(),
     })
 }
 
@@ -391,6 +392,7 @@ async fn apply(
         }
         Write::RemoveMemory(r) => super::global_memory::remove(conn, r).await,
         Write::Prune(p) => super::retention::prune(conn, p).await,
+        Write::Import(run) => super::import::import(conn, run).await,
         Write::RenewLease {
             run,
             epoch,

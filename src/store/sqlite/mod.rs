@@ -25,6 +25,7 @@ use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 mod chain;
 mod checkpoint;
 mod global_memory;
+mod import;
 mod known;
 pub mod priority;
 mod readers;

@@ -59,9 +59,10 @@ pub(super) fn prune(tx: &Connection, p: &Prune) -> Result<Written, StoreError> {
         let Some((key, status, seq, owner, expires)) = row else {
             return Err(refuse("it is no longer stored".into()));
         };
-        if RunStatus::parse(&status) != Some(r.status) || seq != r.seq {
+        let now = RunStatus::parse(&status);
+        if now != Some(r.status) || !now.is_some_and(RunStatus::is_terminal) || seq != r.seq {
             return Err(refuse(format!(
-                "it moved on since it was read (now {status} at seq {seq})"
+                "it has not ended or moved on since it was read (now {status} at seq {seq})"
             )));
         }
         if let Some(owner) = owner.filter(|_| expires > p.now_ms as i64) {

@@ -394,6 +394,7 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
         }
         Write::RemoveMemory(r) => super::global_memory::remove(tx, r),
         Write::Prune(p) => super::retention::prune(tx, p),
+        Write::Import(run) => super::import::import(tx, run),
         Write::SetControl { run, control } => {
             let key = known.key(tx, run)?;
             if control.is_some() {
