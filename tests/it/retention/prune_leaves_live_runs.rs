@@ -1,13 +1,13 @@
 //! A database holding a finished delegation tree (examples/team.toml: a lead and two child
-//! runs), a finished single run with a fork, and a run waiting for a person
-//! (examples/approval.toml). `prune --dry-run` lists the finished trees and writes nothing;
+//! runs), a finished single run with a fork, a finished run of examples/approval.toml and
+//! another waiting for a person (the two share message blobs the first stored). `prune --dry-run` lists the finished trees and writes nothing;
 //! `prune` removes exactly them, leaves a tombstone per run that `verify` reports as pruned
 //! (exit 5) and `ls --all` lists, and the waiting run is untouched: it verifies and goes on
 //! to complete. An edited tombstone is reported as tampering. The real binary, a real file.
 
 use std::path::Path;
 
-use crate::support::cli::{err, example, json_lines, out, run_id, runtape, temp_db, text};
+use crate::support::cli::{err, example, json_lines, out, run_id, runtape, temp_db, text, utf8};
 use crate::support::delegation::children_of;
 use crate::support::tamper::dump;
 
@@ -53,13 +53,15 @@ fn prune_removes_finished_trees_only_and_leaves_tombstones_that_verify_reads() {
     let single = run_id(&single);
     let fork = runtape(&db, &["fork", &format!("{single}@1")]);
     assert!(fork.status.success(), "{}", text(&fork));
-    let waiting = runtape(
-        &db,
-        &["run", example("approval.toml").to_str().expect("utf-8")],
-    );
-    let waiting = run_id(&waiting);
+    // Two runs of one spec share their first messages' blobs, stored once by the first: that
+    // one is approved and ends (and goes), the other waits (and stays, able to read them).
+    let approval = example("approval.toml");
+    let approved = run_id(&runtape(&db, &["run", utf8(&approval)]));
+    let a = runtape(&db, &["resume", &approved, "--approve"]);
+    assert!(a.status.success(), "{}", text(&a));
+    let waiting = run_id(&runtape(&db, &["run", utf8(&approval)]));
     let all_before = ids(&db);
-    assert_eq!(all_before.len(), 6, "{all_before:?}");
+    assert_eq!(all_before.len(), 7, "{all_before:?}");
 
     // Bad input: one line, nothing written.
     let before = full_dump(&db);
@@ -84,13 +86,13 @@ fn prune_removes_finished_trees_only_and_leaves_tombstones_that_verify_reads() {
     let dry = runtape(&db, &["prune", "--older-than", "0s", "--dry-run", "--json"]);
     assert!(dry.status.success(), "{}", text(&dry));
     let report: serde_json::Value = serde_json::from_str(&out(&dry)).expect("json");
-    assert_eq!(report["runs"], 5, "{report}");
+    assert_eq!(report["runs"], 6, "{report}");
     assert_eq!(report["kept"], 1, "{report}");
     assert_eq!(full_dump(&db), before, "a dry run wrote nothing");
 
     let pruned = runtape(&db, &["prune", "--older-than", "0s"]);
     assert!(pruned.status.success(), "{}", text(&pruned));
-    assert!(out(&pruned).contains("pruned 5 runs"), "{}", out(&pruned));
+    assert!(out(&pruned).contains("pruned 6 runs"), "{}", out(&pruned));
     assert_eq!(
         ids(&db),
         vec![waiting.clone()],
@@ -98,7 +100,7 @@ fn prune_removes_finished_trees_only_and_leaves_tombstones_that_verify_reads() {
     );
 
     // Each pruned run: verify says pruned, in one line, exit 5.
-    for run in [&lead, &children[0], &children[1], &single] {
+    for run in [&lead, &children[0], &children[1], &single, &approved] {
         let v = runtape(&db, &["verify", run]);
         assert_eq!(v.status.code(), Some(5), "{run}: {}", text(&v));
         assert!(err(&v).contains("was pruned (completed"), "{}", err(&v));
@@ -117,7 +119,7 @@ fn prune_removes_finished_trees_only_and_leaves_tombstones_that_verify_reads() {
         .filter(|r| r["status"] == "pruned")
         .map(|r| r["id"].as_str().expect("id"))
         .collect();
-    assert_eq!(pruned_ids.len(), 5, "{listed:?}");
+    assert_eq!(pruned_ids.len(), 6, "{listed:?}");
     for run in [&lead, &children[0], &children[1], &single] {
         assert!(
             pruned_ids.contains(&run.as_str()),
