@@ -37,8 +37,9 @@ fn gated() -> String {
     .concat()
 }
 
-/// Version 4's tables, from version 5's.
+/// Version 4's tables, from the current version's (5's, and 6's `pruned_runs` dropped).
 const BACK_TO_4: &str = "
+DROP TABLE runtape.pruned_runs;
 CREATE TABLE runtape.heads (run bigint PRIMARY KEY, body bytea NOT NULL, seal bytea NOT NULL);
 INSERT INTO runtape.heads (run, body, seal) SELECT key, head, seal FROM runtape.runs;
 ALTER TABLE runtape.runs ADD COLUMN parent_id text, ADD COLUMN fork_seq bigint,
@@ -102,7 +103,7 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
             &db,
             "SELECT value FROM runtape.meta WHERE name = 'schema_version'"
         ),
-        "5"
+        runtape::store::PG_SCHEMA_VERSION.to_string()
     );
     assert_eq!(
         server.sql(
