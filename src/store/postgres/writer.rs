@@ -496,6 +496,16 @@ async fn create_run(
     } else {
         "created"
     };
+    // A fork's history starts in its parent's: the parent's row is locked until this commits,
+    // so a prune either sees the fork or removed the parent first (and the fork is refused).
+    if let Some(p) = parent
+        && conn
+            .query_opt("SELECT 1 FROM runtape.runs WHERE id = $1 FOR SHARE", &[&p])
+            .await?
+            .is_none()
+    {
+        return Err(Fail::Refused(StoreError::UnknownRun(p.to_owned())));
+    }
     if let Some(link) = &new.session {
         super::sessions::check_next(conn, link).await??;
     }

@@ -428,6 +428,15 @@ fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Wr
         Some((p, s)) => (Some(p.as_str()), Some(*s as i64)),
         None => (None, None),
     };
+    // A fork's history starts in its parent's: a parent pruned since it was read is refused
+    // (the prune and this write are serialized by the file's write lock).
+    if let Some(p) = parent
+        && !tx
+            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")?
+            .exists([p])?
+    {
+        return Err(StoreError::UnknownRun(p.to_owned()));
+    }
     let seq = fork_seq.unwrap_or(0);
     let kind = if new.parent.is_some() {
         "preparing"
