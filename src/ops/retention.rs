@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::OpsError;
 use crate::machine::{Digest, RunId};
-use crate::store::retention::{self, Group, Kept, Prune, PruneRun, Tombstone};
+use crate::store::retention::{self, Group, Prune, PruneRun, Tombstone};
 use crate::store::{RunStatus, Store, StoreError, Write};
 
 /// Runs removed per write at most (a group is never split, so one larger group is one write).
@@ -195,15 +195,6 @@ fn prune_run(store: &dyn Store, run: &RunId) -> Result<PruneRun, OpsError> {
         proof: crate::ledger::child_proof(store, run)?,
         head,
     })
-}
-
-/// Why a group was kept, in words (for `--dry-run`'s detail).
-pub fn kept_in_words(k: &Kept) -> String {
-    match k {
-        Kept::Live(run, status) => format!("run {run} is {status}"),
-        Kept::Leased(run) => format!("run {run} is leased"),
-        Kept::Recent(run) => format!("run {run} changed within the window"),
-    }
 }
 
 /// The tombstone of `run`, once the chain of every tombstone is checked: `Ok(None)` when it

@@ -14,7 +14,7 @@
 //! removal records do), so one cannot be edited or dropped from the middle of the list without
 //! `verify` saying so, and a run's rows missing *with* a tombstone read as pruned, never as
 //! tampered. A store applies a [`Prune`] in one transaction, checking again under it that each
-//! run may still go ([`StoreError::PruneRefused`] otherwise, nothing written).
+//! run may still go ([`super::StoreError::PruneRefused`] otherwise, nothing written).
 
 use std::collections::{BTreeMap, BTreeSet};
 
