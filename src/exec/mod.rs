@@ -84,7 +84,7 @@ pub use retrieval_source::RetrievalSource;
 pub use session::SessionSettings;
 pub(crate) use takeup::{answer_event, fits};
 pub use tape::TapeEnd;
-pub use trace::{Trace, TraceEvent};
+pub use trace::{RequestParams, Trace, TraceEvent};
 
 /// Control requests a driver takes at most this many of before the sender waits.
 const CONTROL_QUEUE: usize = 64;

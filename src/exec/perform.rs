@@ -72,6 +72,10 @@ pub(crate) fn model_call(
                     model: request.model.clone(),
                     attempt: request.attempt,
                     messages: request.messages.len(),
+                    params: super::trace::RequestParams::of(
+                        &request.settings,
+                        request.output_schema.is_some(),
+                    ),
                 },
             });
         }

@@ -62,6 +62,9 @@ pub enum Trace {
         attempt: u32,
         /// Messages sent.
         messages: usize,
+        /// The sampling and output settings the spec set for this request.
+        #[serde(skip_serializing_if = "RequestParams::is_empty")]
+        params: RequestParams,
     },
     /// A streamed text delta.
     #[serde(rename = "model.token")]
@@ -80,6 +83,12 @@ pub enum Trace {
         provider: String,
         /// The model asked.
         model: String,
+        /// The model the server says answered, where it said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
+        /// The server's id for the reply, where it gave one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
         /// Its text, if any.
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<String>,
@@ -341,6 +350,51 @@ pub enum Trace {
         /// How many events this observer missed.
         missed: u64,
     },
+}
+
+/// The settings of a model request that observers report (OpenTelemetry's
+/// `gen_ai.request.*` and `gen_ai.output.type`): those the agent's spec set, nothing a
+/// provider fills in by default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RequestParams {
+    /// Sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Sampling seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Stop sequences.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// The agent's cap on output tokens (`max_output_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// True when the request asks for structured output (the agent has an output schema).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub structured: bool,
+}
+
+impl RequestParams {
+    /// The parameters of a request with these `settings`, structured when it carries an
+    /// output schema.
+    pub fn of(settings: &crate::machine::ModelSettings, structured: bool) -> RequestParams {
+        RequestParams {
+            temperature: settings.temperature,
+            top_p: settings.top_p,
+            seed: settings.seed,
+            stop: settings.stop.clone(),
+            max_tokens: settings.max_output_tokens,
+            structured,
+        }
+    }
+
+    /// True when the spec set none of them.
+    pub fn is_empty(&self) -> bool {
+        *self == RequestParams::default()
+    }
 }
 
 /// Integers above 2^53 lose precision in JSON readers that use doubles: written as strings.

@@ -54,6 +54,8 @@ pub(crate) fn transition_traces(
                 agent: agent.clone(),
                 provider: route.map(|r| r.provider.clone()).unwrap_or_default(),
                 model: route.map(|r| r.model.clone()).unwrap_or_default(),
+                response_model: reply.model.clone(),
+                response_id: reply.response_id.clone(),
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.len(),
                 finish: reply.finish_reason.normalized,

@@ -61,7 +61,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, MeterProvider as _};
+use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
@@ -71,6 +71,8 @@ use tokio::sync::{broadcast, oneshot};
 use crate::exec::TraceEvent;
 use crate::store::Store;
 
+mod chat;
+mod setup;
 mod spans;
 
 /// Spans waiting for the export thread at most; more are dropped (never waited for).
@@ -88,17 +90,63 @@ const METRICS_EVERY: Duration = Duration::from_secs(10);
 /// The variable the standard OpenTelemetry SDKs read the endpoint from.
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
+/// The variable the standard OpenTelemetry SDKs read the wire format from.
+pub const PROTOCOL_ENV: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+
+/// The variable the standard OpenTelemetry SDKs read the service's name from.
+pub const SERVICE_NAME_ENV: &str = "OTEL_SERVICE_NAME";
+
+/// `gen_ai.client.token.usage` buckets, as the GenAI metric conventions give them.
+const TOKEN_BUCKETS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+
+/// `gen_ai.client.operation.duration` buckets (seconds), as the conventions give them.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+
+/// The OTLP wire format named by `$OTEL_EXPORTER_OTLP_PROTOCOL` (`value`): `http/protobuf`
+/// when unset or empty, `http/json`; `grpc` and anything else are refused with one line.
+fn protocol(value: Option<&str>) -> Result<Protocol, String> {
+    match value.map(str::trim) {
+        None | Some("") | Some("http/protobuf") => Ok(Protocol::HttpBinary),
+        Some("http/json") => Ok(Protocol::HttpJson),
+        Some("grpc") => Err(format!(
+            "{PROTOCOL_ENV}=grpc is not supported; use http/protobuf (the default) or http/json, to the collector's OTLP/HTTP port (4318)"
+        )),
+        Some(other) => Err(format!(
+            "{PROTOCOL_ENV}=`{}` is not a protocol runtape speaks; use http/protobuf (the default) or http/json",
+            crate::text::one_line(other, 40)
+        )),
+    }
+}
+
+/// The service name the resource carries: `$OTEL_SERVICE_NAME` (`value`) when set, else
+/// `runtape`.
+fn service_name(value: Option<&str>) -> String {
+    match value.map(str::trim) {
+        Some(name) if !name.is_empty() => crate::text::one_line(name, 200),
+        _ => "runtape".to_owned(),
+    }
+}
+
 enum Msg {
     Span(Box<SpanData>),
     Finish(std::sync::mpsc::Sender<()>),
 }
 
-/// The counters.
+/// The counters, and the GenAI client histograms.
 #[derive(Clone)]
 pub(crate) struct Counters {
     transitions: Counter<u64>,
     tokens: Counter<u64>,
     cost: Counter<f64>,
+    /// `gen_ai.client.token.usage`: input and output tokens of each model call.
+    token_usage: Histogram<u64>,
+    /// `gen_ai.client.operation.duration`: seconds of each model call.
+    duration: Histogram<f64>,
 }
 
 /// Exports spans and counters; cheap to clone.
@@ -134,7 +182,9 @@ impl Exporter {
     /// is set. `content` exports prompts, completions and tool data too. `warn` is given one
     /// line when the endpoint fails (once) or the counters cannot be sent. Call outside the
     /// async runtime: it starts threads with blocking HTTP clients. An endpoint that is not
-    /// `https://`, or `http://` to a loopback host, is refused with one line.
+    /// `https://`, or `http://` to a loopback host, is refused with one line, and so is a
+    /// `$OTEL_EXPORTER_OTLP_PROTOCOL` other than `http/protobuf` (the default) or
+    /// `http/json`. `$OTEL_SERVICE_NAME` names the service (default `runtape`).
     pub fn from_options(
         endpoint: Option<&str>,
         content: bool,
@@ -148,16 +198,18 @@ impl Exporter {
             },
         };
         check_endpoint(&endpoint)?;
+        let protocol = protocol(std::env::var(PROTOCOL_ENV).ok().as_deref())?;
+        let service = service_name(std::env::var(SERVICE_NAME_ENV).ok().as_deref());
         let base = endpoint.trim_end_matches('/');
         // An https endpoint needs the TLS provider the rest of runtape uses.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let resource = Resource::builder()
-            .with_service_name("runtape")
+            .with_service_name(service)
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
             .build();
         let mut span_exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_protocol(Protocol::HttpJson)
+            .with_protocol(protocol)
             .with_endpoint(format!("{base}/v1/traces"))
             .with_timeout(Duration::from_secs(10))
             .build()
@@ -165,7 +217,7 @@ impl Exporter {
         span_exporter.set_resource(&resource);
         let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
-            .with_protocol(Protocol::HttpJson)
+            .with_protocol(protocol)
             .with_endpoint(format!("{base}/v1/metrics"))
             .with_timeout(Duration::from_secs(10))
             .build()
@@ -194,6 +246,18 @@ impl Exporter {
                 .f64_counter("runtape.cost")
                 .with_description("Cost of model turns with a known price")
                 .with_unit("USD")
+                .build(),
+            token_usage: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_description("Number of input and output tokens used")
+                .with_unit("{token}")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            duration: meter
+                .f64_histogram("gen_ai.client.operation.duration")
+                .with_description("GenAI operation duration")
+                .with_unit("s")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
         };
         let (tx, rx) = sync_channel(QUEUE);
@@ -315,6 +379,21 @@ impl Counters {
             .add(output, &[KeyValue::new("gen_ai.token.type", "output"), m]);
     }
 
+    /// Records a model call's input and output tokens in `gen_ai.client.token.usage`, with
+    /// the call's `attributes` and `gen_ai.token.type`.
+    pub(crate) fn token_usage(&self, attributes: &[KeyValue], input: u64, output: u64) {
+        for (kind, n) in [("input", input), ("output", output)] {
+            let mut attrs = attributes.to_vec();
+            attrs.push(KeyValue::new("gen_ai.token.type", kind));
+            self.token_usage.record(n, &attrs);
+        }
+    }
+
+    /// Records a model call's duration in `gen_ai.client.operation.duration`.
+    pub(crate) fn operation(&self, attributes: &[KeyValue], seconds: f64) {
+        self.duration.record(seconds, attributes);
+    }
+
     pub(crate) fn cost(&self, model: &str, usd: f64) {
         self.cost.add(
             usd,
@@ -406,5 +485,26 @@ mod tests {
         assert!(check_endpoint("http://otel.example.com").is_err());
         assert!(check_endpoint("ftp://127.0.0.1").is_err());
         assert!(check_endpoint("not a url\nat all").expect_err("bad").len() < 200);
+    }
+
+    #[test]
+    fn protocols_default_to_protobuf_and_others_get_one_line() {
+        assert!(matches!(protocol(None), Ok(Protocol::HttpBinary)));
+        assert!(matches!(protocol(Some("")), Ok(Protocol::HttpBinary)));
+        assert!(matches!(
+            protocol(Some("http/protobuf")),
+            Ok(Protocol::HttpBinary)
+        ));
+        assert!(matches!(
+            protocol(Some("http/json")),
+            Ok(Protocol::HttpJson)
+        ));
+        for bad in ["grpc", "http/xml", "json\nwith a newline"] {
+            let e = protocol(Some(bad)).expect_err("refused");
+            assert!(!e.contains('\n') && e.contains("http/protobuf"), "{e}");
+        }
+        assert_eq!(service_name(None), "runtape");
+        assert_eq!(service_name(Some("  ")), "runtape");
+        assert_eq!(service_name(Some("billing-agents")), "billing-agents");
     }
 }

@@ -1,7 +1,8 @@
-//! Trace events in, spans out: the tracker keeps each run's open spans (its take-up, the model
-//! call of each agent, each tool call) and closes them as the events that end them arrive.
-//! Times are the events' own (their hybrid clock's milliseconds); ids are derived from the run
-//! and the step, so exporting the same run twice gives the same ids.
+//! Trace events in, spans out: the tracker keeps each run's open spans (its take-up, the
+//! activation of its active agent, the model call of each agent, each tool call) and closes
+//! them as the events that end them arrive. Times are the events' own (their hybrid clock's
+//! milliseconds); ids are derived from the run and the step, so exporting the same run twice
+//! gives the same ids.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,13 +17,20 @@ use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use tokio::sync::{broadcast, oneshot};
 
 use super::Exporter;
+use super::chat;
+use super::setup::RunSetup;
 use crate::exec::{Trace, TraceEvent};
 use crate::machine::{Hlc, Outcome, RunId};
 use crate::store::Store;
 
-/// The trace every span of `run` belongs to.
+/// The trace every span of `run` belongs to: its top run's, so a delegated child run (whose
+/// id is its parent's followed by `.SEQ.INDEX`) is in its parent's trace.
 pub(crate) fn trace_id(run: &RunId) -> TraceId {
-    let h = blake3::hash(format!("runtape/otel/trace/{run}").as_bytes());
+    let mut top = run.clone();
+    while let Some(parent) = delegator(&top) {
+        top = parent;
+    }
+    let h = blake3::hash(format!("runtape/otel/trace/{top}").as_bytes());
     let mut b = [0u8; 16];
     b.copy_from_slice(&h.as_bytes()[..16]);
     TraceId::from_bytes(b)
@@ -36,7 +44,18 @@ fn span_id(parts: &[&str]) -> SpanId {
     SpanId::from_bytes(b)
 }
 
-/// The span of a run's first take-up: the root of its trace.
+/// The run that delegated `run`, read from its id (`PARENT.SEQ.INDEX`); `None` for a run
+/// nobody delegated, and for a child whose id was too long and is a hash instead (it then
+/// has a trace of its own).
+fn delegator(run: &RunId) -> Option<RunId> {
+    let (rest, index) = run.as_str().rsplit_once('.')?;
+    let (parent, seq) = rest.rsplit_once('.')?;
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (numeric(index) && numeric(seq) && !parent.is_empty()).then(|| RunId::new(parent))
+}
+
+/// The span of a run's first take-up: the root of its trace (of its own trace, or for a
+/// delegated child a child of the agent activation that delegated it).
 pub(crate) fn root_span(run: &RunId) -> SpanId {
     span_id(&[run.as_str(), "root"])
 }
@@ -72,16 +91,41 @@ impl Open {
     }
 }
 
+/// A model call in flight.
+struct Chat {
+    open: Open,
+    /// The model asked.
+    model: String,
+    /// The provider's kind (`gen_ai.provider.name`).
+    kind: String,
+    seq: u64,
+    /// The attributes of the GenAI client metrics recorded when it ends.
+    metric: Vec<KeyValue>,
+}
+
+/// An agent's activation: from the first thing it does in a take-up (or the handoff that
+/// activated it) to the handoff away from it or the take-up's end.
+struct Activation {
+    agent: String,
+    open: Open,
+    /// Whether the provider's kind and model are on the span yet (set by its first request).
+    described: bool,
+}
+
 /// What the tracker knows of one run.
 struct RunSpans {
     trace: TraceId,
     take_up: Option<Open>,
+    /// The active agent's activation, while one is open.
+    agent: Option<Activation>,
+    /// Activations opened so far in this process (for their span ids).
+    activations: u64,
     /// The model call in flight, per agent (an agent makes one at a time).
-    chats: HashMap<String, (Open, String, u64)>,
+    chats: HashMap<String, Chat>,
     /// Tool calls in flight, by call id.
     tools: HashMap<String, (Open, u64)>,
-    /// Provider name → kind (`openai`, `anthropic`, …), from the run's stored setup.
-    kinds: HashMap<String, String>,
+    /// Its providers and tools, from the run's stored setup.
+    setup: RunSetup,
 }
 
 pub(super) struct Tracker {
@@ -149,8 +193,8 @@ impl Tracker {
     async fn see(&mut self, e: &TraceEvent) {
         if !self.runs.contains_key(&e.run) {
             let run = e.run.clone();
-            let kinds = self
-                .read(move |store| provider_kinds(store, &run))
+            let setup = self
+                .read(move |store| Some(RunSetup::read(store, &run)))
                 .await
                 .unwrap_or_default();
             self.runs.insert(
@@ -158,9 +202,11 @@ impl Tracker {
                 RunSpans {
                     trace: trace_id(&e.run),
                     take_up: None,
+                    agent: None,
+                    activations: 0,
                     chats: HashMap::new(),
                     tools: HashMap::new(),
-                    kinds,
+                    setup,
                 },
             );
         }
@@ -168,7 +214,14 @@ impl Tracker {
         let run = e.run.clone();
         match &e.kind {
             Trace::RunStarted { goal } => {
-                let mut open = self.take_up_span(&run, root_span(&run), SpanId::INVALID, at);
+                // A delegated child hangs under the activation that delegated it.
+                let parent = delegator(&run).map_or(SpanId::INVALID, |p| {
+                    self.runs
+                        .get(&p)
+                        .and_then(|s| s.agent.as_ref().map(|a| a.open.id))
+                        .unwrap_or_else(|| root_span(&p))
+                });
+                let mut open = self.take_up_span(&run, root_span(&run), parent, at);
                 if self.content {
                     open.attributes
                         .push(KeyValue::new("runtape.goal", goal.clone()));
@@ -198,17 +251,22 @@ impl Tracker {
                 provider,
                 model,
                 attempt,
+                params,
                 ..
             } => {
                 let seq = e.seq.unwrap_or(0);
-                let parent = self.parent_of(&run);
+                let parent = self.activation(&run, agent.as_str(), at);
                 let spans = self.runs.get_mut(&run);
                 let Some(spans) = spans else { return };
-                let kind = spans
-                    .kinds
-                    .get(provider)
-                    .cloned()
-                    .unwrap_or_else(|| provider.clone());
+                let info = spans.setup.provider(provider);
+                let kind = info.kind.clone();
+                if let Some(a) = spans.agent.as_mut().filter(|a| !a.described) {
+                    a.open.attributes.extend([
+                        KeyValue::new("gen_ai.provider.name", kind.clone()),
+                        KeyValue::new("gen_ai.request.model", model.clone()),
+                    ]);
+                    a.described = true;
+                }
                 let id = span_id(&[
                     run.as_str(),
                     "chat",
@@ -220,7 +278,7 @@ impl Tracker {
                 open.attributes.extend([
                     KeyValue::new("gen_ai.operation.name", "chat"),
                     KeyValue::new("gen_ai.provider.name", kind.clone()),
-                    KeyValue::new("gen_ai.system", kind),
+                    KeyValue::new("gen_ai.system", kind.clone()),
                     KeyValue::new("gen_ai.request.model", model.clone()),
                     KeyValue::new("gen_ai.agent.name", agent.to_string()),
                     KeyValue::new("gen_ai.conversation.id", run.to_string()),
@@ -228,9 +286,16 @@ impl Tracker {
                     KeyValue::new("runtape.attempt", i64::from(*attempt)),
                     KeyValue::new("runtape.seq", seq as i64),
                 ]);
-                spans
-                    .chats
-                    .insert(agent.to_string(), (open, model.clone(), seq));
+                open.attributes
+                    .extend(chat::request_attributes(&info, params));
+                let chat = Chat {
+                    open,
+                    model: model.clone(),
+                    kind,
+                    seq,
+                    metric: chat::metric_attributes(&info, model),
+                };
+                spans.chats.insert(agent.to_string(), chat);
             }
             Trace::ModelReply {
                 agent,
@@ -240,9 +305,17 @@ impl Tracker {
                 cost_nanos,
                 finish: reported,
                 refusal,
+                response_model,
+                response_id,
                 ..
             } => {
-                let Some((mut open, model, seq)) = self
+                let Some(Chat {
+                    mut open,
+                    model,
+                    kind,
+                    seq,
+                    mut metric,
+                }) = self
                     .runs
                     .get_mut(&run)
                     .and_then(|s| s.chats.remove(agent.as_str()))
@@ -262,14 +335,26 @@ impl Tracker {
                     "gen_ai.response.finish_reasons",
                     opentelemetry::Value::Array(opentelemetry::Array::String(vec![finish.into()])),
                 ));
+                open.attributes.extend(chat::reply_attributes(
+                    &kind,
+                    response_model.as_deref(),
+                    response_id.as_deref(),
+                    usage.as_ref(),
+                ));
+                if let Some(m) = response_model {
+                    metric.push(KeyValue::new("gen_ai.response.model", scrub(m)));
+                }
+                self.exporter
+                    .counters()
+                    .operation(&metric, seconds(open.start, at));
                 if let Some(u) = usage {
-                    open.attributes.extend([
-                        KeyValue::new("gen_ai.usage.input_tokens", u.input_tokens as i64),
-                        KeyValue::new("gen_ai.usage.output_tokens", u.output_tokens as i64),
-                    ]);
+                    let input = chat::input_tokens(&kind, u);
                     self.exporter
                         .counters()
-                        .tokens(&model, u.input_tokens, u.output_tokens);
+                        .tokens(&model, input, u.output_tokens);
+                    self.exporter
+                        .counters()
+                        .token_usage(&metric, input, u.output_tokens);
                 }
                 if let Some(c) = cost_nanos {
                     let usd = *c as f64 / 1e9;
@@ -301,7 +386,11 @@ impl Tracker {
                 error,
                 retryable,
             } => {
-                let Some((mut open, _, _)) = self
+                let Some(Chat {
+                    mut open,
+                    mut metric,
+                    ..
+                }) = self
                     .runs
                     .get_mut(&run)
                     .and_then(|s| s.chats.remove(agent.as_str()))
@@ -312,6 +401,10 @@ impl Tracker {
                     KeyValue::new("error.type", "provider_error"),
                     KeyValue::new("runtape.retryable", *retryable),
                 ]);
+                metric.push(KeyValue::new("error.type", "provider_error"));
+                self.exporter
+                    .counters()
+                    .operation(&metric, seconds(open.start, at));
                 self.end(&run, open, at, Status::error(scrub(error)));
             }
             Trace::ToolCall {
@@ -321,8 +414,13 @@ impl Tracker {
                 args,
             } => {
                 let seq = e.seq.unwrap_or(0);
-                let parent = self.parent_of(&run);
+                let parent = self.activation(&run, agent.as_str(), at);
                 let id = span_id(&[run.as_str(), "tool", call_id, &seq.to_string()]);
+                let info = self
+                    .runs
+                    .get(&run)
+                    .map(|s| s.setup.tool(tool))
+                    .unwrap_or_else(|| RunSetup::default().tool(tool));
                 let mut open = Open::new(
                     id,
                     parent,
@@ -334,9 +432,14 @@ impl Tracker {
                     KeyValue::new("gen_ai.operation.name", "execute_tool"),
                     KeyValue::new("gen_ai.tool.name", tool.clone()),
                     KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
+                    KeyValue::new("gen_ai.tool.type", info.kind),
                     KeyValue::new("gen_ai.agent.name", agent.to_string()),
                     KeyValue::new("runtape.seq", seq as i64),
                 ]);
+                if let Some(d) = info.description {
+                    open.attributes
+                        .push(KeyValue::new("gen_ai.tool.description", scrub(&d)));
+                }
                 if self.content {
                     open.attributes.push(KeyValue::new(
                         "gen_ai.tool.call.arguments",
@@ -410,15 +513,19 @@ impl Tracker {
                     KeyValue::new("runtape.timer.due", crate::text::rfc3339(*due_ms)),
                 ],
             ),
-            Trace::Handoff { from, to } => self.event(
-                &run,
-                "runtape.handoff",
-                at,
-                vec![
-                    KeyValue::new("runtape.from", from.to_string()),
-                    KeyValue::new("runtape.to", to.to_string()),
-                ],
-            ),
+            Trace::Handoff { from, to } => {
+                self.event(
+                    &run,
+                    "runtape.handoff",
+                    at,
+                    vec![
+                        KeyValue::new("runtape.from", from.to_string()),
+                        KeyValue::new("runtape.to", to.to_string()),
+                    ],
+                );
+                // The sender's activation ends here and the receiver's begins.
+                self.activation(&run, to.as_str(), at);
+            }
             Trace::BudgetExhausted { key, .. } => self.event(
                 &run,
                 "runtape.budget_exhausted",
@@ -517,6 +624,50 @@ impl Tracker {
             .unwrap_or_else(|| root_span(run))
     }
 
+    /// The span of `agent`'s activation in `run`, opened at `at` under the take-up when
+    /// another agent's (ended there) or none is open: what its model calls, tool calls and
+    /// delegated child runs hang under.
+    fn activation(&mut self, run: &RunId, agent: &str, at: SystemTime) -> SpanId {
+        let parent = self.parent_of(run);
+        let Some(s) = self.runs.get_mut(run) else {
+            return parent;
+        };
+        if let Some(a) = s.agent.as_ref().filter(|a| a.agent == agent) {
+            return a.open.id;
+        }
+        let ended = s.agent.take();
+        s.activations += 1;
+        let id = span_id(&[
+            run.as_str(),
+            "agent",
+            &parent.to_string(),
+            &s.activations.to_string(),
+        ]);
+        let mut open = Open::new(
+            id,
+            parent,
+            SpanKind::Internal,
+            format!("invoke_agent {agent}"),
+            at,
+        );
+        open.attributes.extend([
+            KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+            KeyValue::new("gen_ai.agent.name", agent.to_owned()),
+            KeyValue::new("gen_ai.agent.id", agent.to_owned()),
+            KeyValue::new("gen_ai.conversation.id", run.to_string()),
+            KeyValue::new("runtape.run.id", run.to_string()),
+        ]);
+        s.agent = Some(Activation {
+            agent: agent.to_owned(),
+            open,
+            described: false,
+        });
+        if let Some(a) = ended {
+            self.end(run, a.open, at, Status::Unset);
+        }
+        id
+    }
+
     fn event(&mut self, run: &RunId, name: &'static str, at: SystemTime, attrs: Vec<KeyValue>) {
         if let Some(open) = self.runs.get_mut(run).and_then(|s| s.take_up.as_mut()) {
             open.events.push(Event::new(name, at, attrs, 0));
@@ -538,9 +689,18 @@ impl Tracker {
         let Some(mut open) = s.take_up.take() else {
             return;
         };
+        let activation = s.agent.take();
         open.attributes
             .push(KeyValue::new("runtape.status", status.to_owned()));
         self.close_all(run, at, Some("the run stopped before it ended"));
+        if let Some(a) = activation {
+            // The active agent's activation ends with the take-up, failed when the run failed.
+            let agent_status = match &otel {
+                Status::Error { .. } => otel.clone(),
+                _ => Status::Unset,
+            };
+            self.end(run, a.open, at, agent_status);
+        }
         self.end(run, open, at, otel);
         if terminal {
             self.runs.remove(run);
@@ -552,8 +712,9 @@ impl Tracker {
         let Some(s) = self.runs.get_mut(run) else {
             return;
         };
-        let mut open: Vec<Open> = s.chats.drain().map(|(_, (o, _, _))| o).collect();
+        let mut open: Vec<Open> = s.chats.drain().map(|(_, c)| c.open).collect();
         open.extend(s.tools.drain().map(|(_, (o, _))| o));
+        open.extend(s.agent.take().map(|a| a.open));
         open.extend(s.take_up.take());
         for o in open {
             let status = why.map_or(Status::Unset, |w| Status::error(w.to_owned()));
@@ -609,39 +770,14 @@ fn link(run: &RunId, why: &'static str) -> Link {
     )
 }
 
-fn scrub(text: &str) -> String {
-    crate::secrets::scrub_text(text).into_owned()
+/// The seconds from `start` to `end` (zero when the clock went back).
+fn seconds(start: SystemTime, end: SystemTime) -> f64 {
+    end.duration_since(start).unwrap_or_default().as_secs_f64()
 }
 
-/// The kind of each provider a run's stored setup names (`openai`, `anthropic`, `ollama`,
-/// `azure.ai.openai`, `runtape.scripted`, `runtape.echo`).
-fn provider_kinds(store: &dyn Store, run: &RunId) -> Option<HashMap<String, String>> {
-    let rec = store.run(run).ok()??;
-    let setup = crate::config::Setup::from_json(rec.setup.as_deref()?).ok()?;
-    Some(
-        setup
-            .providers
-            .iter()
-            .map(|p| {
-                let kind = match p {
-                    crate::config::ProviderSetup::Http(h) => {
-                        match serde_json::to_value(h.kind)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                        {
-                            Some(k) if k == "azure" => "azure.ai.openai".to_owned(),
-                            Some(k) if k == "openai-responses" => "openai".to_owned(),
-                            Some(k) => k,
-                            None => "unknown".to_owned(),
-                        }
-                    }
-                    crate::config::ProviderSetup::Echo { .. } => "runtape.echo".to_owned(),
-                    crate::config::ProviderSetup::Scripted(_) => "runtape.scripted".to_owned(),
-                };
-                (p.name().to_owned(), kind)
-            })
-            .collect(),
-    )
+/// `text` with every known secret value redacted.
+pub(super) fn scrub(text: &str) -> String {
+    crate::secrets::scrub_text(text).into_owned()
 }
 
 #[cfg(test)]

@@ -619,7 +619,7 @@ provider = "local"
 
     tokio::task::block_in_place(|| {
         let mut more = serve_answers(&env, &run, SERVE_TOKEN);
-        for (i, (_, body)) in spans.lock().expect("lock").iter().enumerate() {
+        for (i, (_, _, body)) in spans.lock().expect("lock").iter().enumerate() {
             more.push((format!("OTLP export {i}"), body.clone()));
         }
         assert!(

@@ -5,5 +5,7 @@ mod browser;
 mod events;
 mod json_big_integers;
 mod otel;
+mod otel_agents;
+mod otel_conventions;
 mod readme;
 mod security;
