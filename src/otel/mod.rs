@@ -1,10 +1,12 @@
 //! OpenTelemetry export: one more observer of trace events. The runs an [`Engine`] drives
-//! become spans and counters sent over OTLP/HTTP (JSON) to an endpoint given
+//! become spans, histograms and counters sent over OTLP/HTTP to an endpoint given
 //! ([`Exporter::from_options`]), else `$OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` and
-//! `/v1/metrics` are appended, as the OpenTelemetry spec says for that variable).
-//! `runtape serve --otlp-endpoint URL` exports the runs it drives; the run-driving commands
-//! (`run`, `resume`, `fork`, `replay`) export theirs the same way when that variable is set,
-//! without content. A program embedding runtape does what they do:
+//! `/v1/metrics` are appended, as the OpenTelemetry spec says for that variable), as
+//! protobuf unless `$OTEL_EXPORTER_OTLP_PROTOCOL` is `http/json` (`grpc` and other values are
+//! refused with one line). The resource's `service.name` is `$OTEL_SERVICE_NAME`, else
+//! `runtape`. `runtape serve --otlp-endpoint URL` exports the runs it drives; the run-driving
+//! commands (`run`, `resume`, `fork`, `replay`) export theirs the same way when that variable
+//! is set, without content. A program embedding runtape does what they do:
 //!
 //! ```no_run
 //! # async fn demo(engine: runtape::Engine) -> Result<(), String> {
@@ -25,15 +27,34 @@
 //!   its first event to the moment it pauses, rests or ends. `gen_ai.operation.name =
 //!   invoke_workflow`, `gen_ai.conversation.id` = the run id, `runtape.run.id`,
 //!   `runtape.status` at the end, status Error with the reason when the run failed.
-//! - **An agent turn**: `chat {model}`, a child of the run span, from the request to the
+//! - **An agent activation**: `invoke_agent {agent}`, a child of the run span, from the
+//!   agent's first model or tool call in the take-up (or the handoff that activated it) to
+//!   the handoff away from it or the take-up's end: `gen_ai.operation.name = invoke_agent`,
+//!   `gen_ai.agent.name`, `gen_ai.agent.id`, and from its first model call
+//!   `gen_ai.provider.name` and `gen_ai.request.model`. Its model and tool calls are its
+//!   children, and so is the first span of each child run it delegates: a child run (id
+//!   `PARENT.SEQ.INDEX`) is in its top run's trace. A child whose id was too long and became a
+//!   hash has a trace of its own.
+//! - **A model call**: `chat {model}`, a child of the activation, from the request to the
 //!   reply: `gen_ai.operation.name = chat`, `gen_ai.provider.name` and `gen_ai.system` (the
 //!   provider kind: `openai`, `anthropic`, `ollama`, …), `gen_ai.request.model`,
-//!   `gen_ai.agent.name`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`,
-//!   `gen_ai.response.finish_reasons` (`tool_calls` or `stop`), `runtape.cost_usd` when
-//!   priced. A failed call has status Error and `error.type`.
-//! - **A tool call**: `execute_tool {name}`, a child of the run span: `gen_ai.operation.name =
-//!   execute_tool`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.agent.name`; status
-//!   Error when the tool returned an error.
+//!   `gen_ai.agent.name`; the spec's `gen_ai.request.temperature`, `top_p`, `seed`,
+//!   `stop_sequences` and `max_tokens` (the agent's `max_output_tokens`, else the provider
+//!   entry's `max_tokens`) when set; `gen_ai.output.type` (`json` when the agent has an
+//!   output schema, else `text`); `server.address` and `server.port` from the provider's base
+//!   URL; from the reply `gen_ai.response.model`, `gen_ai.response.id`,
+//!   `gen_ai.usage.input_tokens` (cached tokens included: Anthropic's cache reads and writes
+//!   are added to its count), `gen_ai.usage.output_tokens`,
+//!   `gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens` and
+//!   `gen_ai.usage.reasoning.output_tokens` where reported, `gen_ai.response.finish_reasons`
+//!   (`tool_calls` or `stop`, …), `runtape.cost_usd` when priced. A failed call has status
+//!   Error and `error.type`.
+//! - **A tool call**: `execute_tool {name}`, a child of the activation:
+//!   `gen_ai.operation.name = execute_tool`, `gen_ai.tool.name`, `gen_ai.tool.call.id`,
+//!   `gen_ai.tool.type` (`function` for command tools and runtape's own, `extension` for an
+//!   MCP server's), `gen_ai.tool.description` (from the run's stored setup: a tool
+//!   registered in code has none), `gen_ai.agent.name`; status Error when the tool returned
+//!   an error.
 //!
 //! Handoffs, requests for a person, exhausted budgets and retries are events on the run span.
 //!
@@ -47,11 +68,16 @@
 //! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`, the goal as `runtape.goal`).
 //! Secrets are scrubbed from them as from everything else.
 //!
-//! # Counters
+//! # Metrics
 //!
-//! `runtape.transitions` (by `runtape.edge`), `runtape.tokens` (by `gen_ai.token.type` =
-//! `input` / `output`, `gen_ai.request.model`) and `runtape.cost` (USD, by
-//! `gen_ai.request.model`), exported every 10 s and when the server stops.
+//! The GenAI client histograms, per model call: `gen_ai.client.token.usage` (`{token}`, by
+//! `gen_ai.token.type` = `input` / `output`) and `gen_ai.client.operation.duration` (seconds,
+//! with `error.type` for a failed call), each with `gen_ai.operation.name`,
+//! `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model` and the server,
+//! on the conventions' bucket boundaries. Counters: `runtape.transitions` (by
+//! `runtape.edge`), `runtape.tokens` (by `gen_ai.token.type` = `input` / `output`,
+//! `gen_ai.request.model`) and `runtape.cost` (USD, by `gen_ai.request.model`). All are
+//! exported every 10 s and when the program stops.
 //!
 //! Export never slows a run: spans queue for a background thread (the oldest are dropped past
 //! 4,096 queued), and an endpoint that is down gets one warning line.

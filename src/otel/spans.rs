@@ -794,4 +794,18 @@ mod tests {
         assert_ne!(trace_id(&a), TraceId::INVALID);
         assert_ne!(root_span(&a), SpanId::INVALID);
     }
+
+    #[test]
+    fn a_delegated_child_is_in_its_top_runs_trace() {
+        let top = RunId::new("01aaaa");
+        let child = RunId::new("01aaaa.3.0");
+        let grandchild = RunId::new("01aaaa.3.0.7.1");
+        assert_eq!(delegator(&child), Some(top.clone()));
+        assert_eq!(delegator(&grandchild), Some(child.clone()));
+        assert_eq!(delegator(&top), None);
+        assert_eq!(delegator(&RunId::new("01aaaa.x.0")), None);
+        assert_eq!(delegator(&RunId::new(".3.0")), None);
+        assert_eq!(trace_id(&grandchild), trace_id(&top));
+        assert_ne!(root_span(&child), root_span(&top));
+    }
 }
