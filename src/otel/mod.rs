@@ -55,6 +55,12 @@
 //!   MCP server's), `gen_ai.tool.description` (from the run's stored setup: a tool
 //!   registered in code has none), `gen_ai.agent.name`; status Error when the tool returned
 //!   an error.
+//! - **An MCP call**: for an MCP server's tool, `tools/call {tool}` (kind Client), a child of
+//!   the tool's span, as the MCP semantic conventions say: `mcp.method.name = tools/call`,
+//!   `gen_ai.operation.name = execute_tool`, `gen_ai.tool.name` (the server's own name for
+//!   it), `gen_ai.tool.call.id`, `runtape.mcp.server`. While a process exports, its MCP
+//!   requests carry this span's W3C trace context in `params._meta.traceparent`, so an
+//!   instrumented server's spans join the run's trace under it.
 //!
 //! Handoffs, requests for a person, exhausted budgets and retries are events on the run span.
 //!
@@ -82,6 +88,7 @@
 //! Export never slows a run: spans queue for a background thread (the oldest are dropped past
 //! 4,096 queued), and an endpoint that is down gets one warning line.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -112,6 +119,23 @@ const BATCH_DELAY: Duration = Duration::from_millis(500);
 
 /// How often counters are exported.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// Set once an exporter exists in this process: MCP calls then carry the W3C trace context of
+/// their span ([`mcp_traceparent`]).
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// The W3C `traceparent` of the MCP client span of tool call `call_id` in `run`, for the
+/// request's `params._meta` (as the MCP semantic conventions propagate context), so the
+/// server's spans join the run's trace under it; `None` when this process exports nothing.
+pub(crate) fn mcp_traceparent(run: &crate::machine::RunId, call_id: &str) -> Option<String> {
+    EXPORTING.load(Ordering::Relaxed).then(|| {
+        format!(
+            "00-{}-{}-01",
+            spans::trace_id(run),
+            spans::mcp_span(run, call_id)
+        )
+    })
+}
 
 /// The variable the standard OpenTelemetry SDKs read the endpoint from.
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -286,6 +310,7 @@ impl Exporter {
                 .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
         };
+        EXPORTING.store(true, Ordering::Relaxed);
         let (tx, rx) = sync_channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("runtape-otlp".into())

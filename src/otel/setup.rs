@@ -45,6 +45,9 @@ pub(super) struct ToolInfo {
     pub(super) kind: &'static str,
     /// What it does, as the model is told.
     pub(super) description: Option<String>,
+    /// For an MCP server's tool: the server's name and its own name for the tool (what
+    /// `tools/call` is sent).
+    pub(super) mcp: Option<(String, String)>,
 }
 
 /// What a run's setup says of its providers and tools.
@@ -81,6 +84,7 @@ impl RunSetup {
                 let info = ToolInfo {
                     kind: "function",
                     description: Some(t.description.clone()),
+                    mcp: None,
                 };
                 (t.name.clone(), info)
             })
@@ -90,6 +94,7 @@ impl RunSetup {
                 let info = ToolInfo {
                     kind: "extension",
                     description: Some(t.description.clone()),
+                    mcp: Some((t.server.clone(), t.remote.clone())),
                 };
                 tools.insert(t.name.clone(), info);
             }
@@ -120,10 +125,15 @@ impl RunSetup {
         }
         let of_server = name
             .split_once(crate::tool::mcp::SEPARATOR)
-            .is_some_and(|(server, _)| self.mcp_servers.iter().any(|s| s == server));
+            .filter(|(server, _)| self.mcp_servers.iter().any(|s| s == server));
         ToolInfo {
-            kind: if of_server { "extension" } else { "function" },
+            kind: if of_server.is_some() {
+                "extension"
+            } else {
+                "function"
+            },
             description: None,
+            mcp: of_server.map(|(server, tool)| (server.to_owned(), tool.to_owned())),
         }
     }
 }

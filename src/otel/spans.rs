@@ -54,6 +54,12 @@ fn delegator(run: &RunId) -> Option<RunId> {
     (numeric(index) && numeric(seq) && !parent.is_empty()).then(|| RunId::new(parent))
 }
 
+/// The MCP client span of tool call `call_id` in `run`: what the `traceparent` its request
+/// carries names ([`super::mcp_traceparent`]), so it is derived from what the tool knows.
+pub(crate) fn mcp_span(run: &RunId, call_id: &str) -> SpanId {
+    span_id(&[run.as_str(), "mcp", call_id])
+}
+
 /// The span of a run's first take-up: the root of its trace (of its own trace, or for a
 /// delegated child a child of the agent activation that delegated it).
 pub(crate) fn root_span(run: &RunId) -> SpanId {
@@ -124,6 +130,8 @@ struct RunSpans {
     chats: HashMap<String, Chat>,
     /// Tool calls in flight, by call id.
     tools: HashMap<String, (Open, u64)>,
+    /// The MCP client spans (`tools/call {tool}`) of MCP tool calls in flight, by call id.
+    mcp: HashMap<String, Open>,
     /// Its providers and tools, from the run's stored setup.
     setup: RunSetup,
 }
@@ -206,6 +214,7 @@ impl Tracker {
                     activations: 0,
                     chats: HashMap::new(),
                     tools: HashMap::new(),
+                    mcp: HashMap::new(),
                     setup,
                 },
             );
@@ -446,11 +455,46 @@ impl Tracker {
                         scrub(&args.to_string()),
                     ));
                 }
+                // An MCP server's tool: the `tools/call` request is a client span of its own,
+                // the parent of whatever the server reports (MCP semantic conventions).
+                let mcp = info.mcp.map(|(server, remote)| {
+                    let mut client = Open::new(
+                        mcp_span(&run, call_id),
+                        id,
+                        SpanKind::Client,
+                        format!("tools/call {remote}"),
+                        at,
+                    );
+                    client.attributes.extend([
+                        KeyValue::new("mcp.method.name", "tools/call"),
+                        KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                        KeyValue::new("gen_ai.tool.name", remote),
+                        KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
+                        KeyValue::new("runtape.mcp.server", server),
+                    ]);
+                    client
+                });
                 if let Some(s) = self.runs.get_mut(&run) {
                     s.tools.insert(call_id.clone(), (open, seq));
+                    if let Some(client) = mcp {
+                        s.mcp.insert(call_id.clone(), client);
+                    }
                 }
             }
             Trace::ToolResult { call_id, ok, .. } => {
+                if let Some(mut client) =
+                    self.runs.get_mut(&run).and_then(|s| s.mcp.remove(call_id))
+                {
+                    let status = if *ok {
+                        Status::Unset
+                    } else {
+                        client
+                            .attributes
+                            .push(KeyValue::new("error.type", "tool_error"));
+                        Status::error("the tool returned an error")
+                    };
+                    self.end(&run, client, at, status);
+                }
                 let Some((mut open, _)) = self
                     .runs
                     .get_mut(&run)
@@ -713,6 +757,7 @@ impl Tracker {
             return;
         };
         let mut open: Vec<Open> = s.chats.drain().map(|(_, c)| c.open).collect();
+        open.extend(s.mcp.drain().map(|(_, o)| o));
         open.extend(s.tools.drain().map(|(_, (o, _))| o));
         open.extend(s.agent.take().map(|a| a.open));
         open.extend(s.take_up.take());

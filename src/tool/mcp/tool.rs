@@ -58,6 +58,9 @@ impl McpTool {
             IDEMPOTENCY_KEY_META.into(),
             Value::String(ctx.idempotency_key.clone()),
         );
+        if let Some(traceparent) = crate::otel::mcp_traceparent(&ctx.run_id, &ctx.call_id) {
+            meta.insert("traceparent".into(), Value::String(traceparent));
+        }
         let limit = self.info.timeout_ms.map(Duration::from_millis);
         let outcome = self
             .server

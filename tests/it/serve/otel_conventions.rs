@@ -1,8 +1,9 @@
 //! OpenTelemetry export as the GenAI semantic conventions say, from a real `runtape run`
 //! against a local OpenAI-compatible server and a real OTLP/HTTP receiver on loopback: the
 //! chat span's response and request attributes, server, output type and cache and reasoning
-//! usage; the tool spans' type and description (a command tool and an MCP tool); the
-//! `gen_ai.client.*` histograms; `OTEL_SERVICE_NAME`; protobuf by default; a protocol
+//! usage; the tool spans' type and description (a command tool and an MCP tool); the MCP
+//! client span of the MCP call and the W3C `traceparent` its request carried in
+//! `params._meta`; the `gen_ai.client.*` histograms; `OTEL_SERVICE_NAME`; protobuf by default; a protocol
 //! runtape does not speak refused with one line before anything runs.
 
 use crate::support;
@@ -97,7 +98,10 @@ async fn a_run_exports_the_conventions_attributes_and_histograms() {
     let model = server().await;
     std::fs::write(
         dir.path().join("mcp.sh"),
-        support::mcp::sh_server("Dumps what it is given", "text=dumped"),
+        support::mcp::sh_server(
+            "Dumps what it is given",
+            "printf '%s\\n' \"$line\" > call.json; text=dumped",
+        ),
     )
     .expect("mcp.sh");
     std::fs::write(dir.path().join("spec.toml"), spec(&model.url())).expect("spec");
@@ -190,6 +194,16 @@ async fn a_run_exports_the_conventions_attributes_and_histograms() {
         dump.attrs["gen_ai.tool.description"],
         json!("Dumps what it is given")
     );
+
+    // The MCP call: a client span under the tool's span, whose context the request carried.
+    let client = named(&all, "tools/call dump");
+    assert_eq!(client.parent, dump.id);
+    assert_eq!(client.trace, dump.trace);
+    assert_eq!(client.attrs["mcp.method.name"], json!("tools/call"));
+    assert_eq!(client.attrs["gen_ai.tool.name"], json!("dump"));
+    let sent = std::fs::read_to_string(dir.path().join("call.json")).expect("the call was kept");
+    let traceparent = format!("\"traceparent\":\"00-{}-{}-01\"", client.trace, client.id);
+    assert!(sent.contains(&traceparent), "{traceparent} not in {sent}");
 
     // The GenAI client histograms: both calls' tokens by type, and their durations.
     let usage = histogram_points(&got, "gen_ai.client.token.usage");
