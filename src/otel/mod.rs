@@ -105,6 +105,7 @@ use crate::exec::TraceEvent;
 use crate::store::Store;
 
 mod chat;
+mod ids;
 mod setup;
 mod spans;
 
@@ -131,8 +132,8 @@ pub(crate) fn mcp_traceparent(run: &crate::machine::RunId, call_id: &str) -> Opt
     EXPORTING.load(Ordering::Relaxed).then(|| {
         format!(
             "00-{}-{}-01",
-            spans::trace_id(run),
-            spans::mcp_span(run, call_id)
+            ids::trace_id(run),
+            ids::mcp_span(run, call_id)
         )
     })
 }

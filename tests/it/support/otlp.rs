@@ -173,17 +173,7 @@ pub fn spans(got: &Received) -> Vec<Span> {
                         id: s["spanId"].as_str().unwrap_or("").to_owned(),
                         parent: s["parentSpanId"].as_str().unwrap_or("").to_owned(),
                         name: s["name"].as_str().unwrap_or("").to_owned(),
-                        attrs: s["attributes"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|a| {
-                                (
-                                    a["key"].as_str().unwrap_or("").to_owned(),
-                                    attr_value(&a["value"]),
-                                )
-                            })
-                            .collect(),
+                        attrs: attrs_of(s),
                         links: s["links"].as_array().cloned().unwrap_or_default(),
                         status: s["status"].clone(),
                     });
