@@ -110,6 +110,7 @@ pub mod ops;
 pub mod otel;
 pub mod provider;
 pub mod receipt;
+pub mod schedule;
 mod scratch;
 pub mod secrets;
 pub mod store;

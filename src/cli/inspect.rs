@@ -57,6 +57,10 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             .map(|p| format!(" (fork of {}@{})", p.run, p.seq))
             .unwrap_or_default();
         let session = super::sessions::suffix(r);
+        let session = match &r.schedule {
+            Some(by) => format!("{session} [schedule {} {}]", by.name, utc(by.instant_ms)),
+            None => session,
+        };
         // A run resting on a child that waits for a person says so.
         let status = if waiting.contains(&r.id) {
             "awaiting child"
@@ -191,6 +195,22 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
     if let Some(s) = &view.session {
         let forked = rec.parent.is_some();
         super::sessions::describe_place(s, forked);
+    }
+    if let Some(by) = store
+        .run(&view.run)?
+        .and_then(|r| r.setup)
+        .and_then(|s| crate::config::ScheduledBy::of_setup(&s))
+    {
+        let how = if by.manual {
+            "triggered by hand"
+        } else {
+            "due"
+        };
+        outln!(
+            "schedule {} started it, {how} at {}",
+            by.name,
+            utc(by.instant_ms)
+        );
     }
     if let (Some(edge), Some(event)) = (&view.edge, &view.event) {
         outln!(

@@ -27,6 +27,7 @@ mod replay;
 mod retention;
 pub(crate) mod runs;
 mod saga;
+mod schedule;
 mod serve;
 mod sessions;
 mod statechart;
@@ -342,6 +343,15 @@ pub(crate) enum Command {
         /// What to do.
         #[command(subcommand)]
         action: memory::MemoryAction,
+    },
+    /// Start runs on a timetable: add, list, pause, resume, remove or trigger a schedule.
+    ///
+    /// `runtape worker --db FILE` and `runtape serve` fire schedules; each instant fires
+    /// once however many of them run.
+    Schedule {
+        /// What to do.
+        #[command(subcommand)]
+        action: schedule::ScheduleAction,
     },
     /// Ask the process driving a run to pause at its next step boundary.
     Pause {
@@ -974,6 +984,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
                 },
         } => receipts::verify(&file, pubkey.as_deref(), allow_headless, json).map(|_| EXIT_OK),
         Command::Memory { action } => memory::memory(&db, action).map(|_| EXIT_OK),
+        Command::Schedule { action } => schedule::schedule(&db, action).map(|_| EXIT_OK),
         Command::Pause { run, json } => runtime()?
             .block_on(control::pause(&db, &run, json))
             .map(|_| EXIT_OK),

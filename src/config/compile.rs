@@ -115,6 +115,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         mcp,
         retriever,
         env_file: None,
+        schedule: None,
     };
     let spec_files = super::spec_files::refs(&raw.agents);
     Ok(Compiled {

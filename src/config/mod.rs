@@ -169,7 +169,7 @@ pub use error::{At, ConfigError, Location};
 pub use mcp::McpSetup;
 pub(crate) use providers::is_variable_name;
 pub use script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, ScriptStep};
-pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, Setup};
+pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, ScheduledBy, Setup};
 
 /// Spec files larger than this are refused (a spec is a few kilobytes).
 pub const MAX_SPEC_BYTES: u64 = 4 << 20;

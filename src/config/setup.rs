@@ -49,6 +49,39 @@ pub struct Setup {
     /// references were read from one; a resume needs the file again (`resume --env-file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_file: Option<Vec<String>>,
+    /// The schedule that started the run and the instant it was due, when a schedule did
+    /// (`runtape schedule`). Sealed with the setup, so `verify` holds the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduledBy>,
+}
+
+impl ScheduledBy {
+    /// The schedule a stored setup records, if any: for listings, which read this and not the
+    /// whole setup (a setup that names no schedule is not parsed at all).
+    pub fn of_setup(setup: &str) -> Option<ScheduledBy> {
+        #[derive(Deserialize)]
+        struct Only {
+            schedule: Option<ScheduledBy>,
+        }
+        if !setup.contains("\"schedule\"") {
+            return None;
+        }
+        serde_json::from_str::<Only>(setup).ok()?.schedule
+    }
+}
+
+/// What started a scheduled run ([`Setup::schedule`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledBy {
+    /// The schedule's name.
+    pub name: String,
+    /// The instant it was due, Unix ms (the moment of `runtape schedule trigger` when
+    /// `manual`).
+    pub instant_ms: u64,
+    /// Started by `runtape schedule trigger`, not by the timetable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub manual: bool,
 }
 
 /// One provider entry, ready to build. Stored with its `type` first, and read tag first

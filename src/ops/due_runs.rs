@@ -12,6 +12,10 @@
 //! worker and a person's `runtape resume`, racing for a run: one takes the lease, the others
 //! are refused (`lease_held`) and leave it; the machine accepts one firing of a timer besides.
 //!
+//! Each turn also fires the database's schedules ([`schedule_fire::turn`]) and drives the runs
+//! they start; the wait before the next turn is also cut to the next instant a schedule
+//! fires at.
+//!
 //! # Stopping
 //!
 //! As on PostgreSQL: the first SIGTERM (SIGINT, SIGHUP) stops taking runs up, gives calls in
@@ -30,10 +34,13 @@ use tokio::time::Instant;
 use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::machine::RunId;
 use crate::machine::wake::MAX_WAKE_POLL;
-use crate::ops::{self, Answer, OpsError};
+use crate::ops::{self, Answer, OpsError, schedule_fire};
 use crate::store::{RunStatus, Store};
 use crate::worker::wake::DueScan;
 use crate::worker::{LogLine, Requeued, WorkerExit, requeue};
+
+/// The runs a worker drives, each ending with its engine and how it ended.
+type Tasks = JoinSet<(RunId, Engine, Result<RunEnd, EngineError>)>;
 
 /// How a worker on a SQLite file runs.
 #[derive(Clone, Debug)]
@@ -70,7 +77,7 @@ pub async fn run(
     log(json!({"event": "worker.started", "spec_dir": opts.spec_dir,
         "concurrency": opts.concurrency, "wakes": "due timers"}));
     let mut scan = DueScan::driving_every_run();
-    let mut tasks: JoinSet<(RunId, Engine, Result<RunEnd, EngineError>)> = JoinSet::new();
+    let mut tasks: Tasks = JoinSet::new();
     let mut live: HashMap<RunId, Engine> = HashMap::new();
     let mut skip: HashMap<RunId, Instant> = HashMap::new();
     loop {
@@ -135,6 +142,7 @@ pub async fn run(
                 )));
             }
         }
+        wait = fire_schedules(&store, &opts.engine, &log, &mut live, &mut tasks, wait).await;
         tokio::select! {
             signal = stops.recv() => {
                 log(json!({"event": "worker.draining", "signal": signal.unwrap_or("closed"),
@@ -172,6 +180,41 @@ pub async fn run(
     }
     log(json!({"event": "worker.stopped"}));
     Ok(WorkerExit::Drained)
+}
+
+/// One turn of the database's schedules ([`schedule_fire::turn`]): the runs it starts are
+/// driven here like woken ones. Returns `wait`, shortened to the next instant a schedule fires
+/// at.
+async fn fire_schedules(
+    store: &Arc<dyn Store>,
+    engine: &EngineConfig,
+    log: &impl Fn(LogLine),
+    live: &mut HashMap<RunId, Engine>,
+    tasks: &mut Tasks,
+    wait: Duration,
+) -> Duration {
+    let make = || Ok(Engine::with_store(store.clone(), engine.clone()));
+    match schedule_fire::turn(store.clone(), engine.clock.wall_ms(), &make).await {
+        Ok(turn) => {
+            for line in turn.lines {
+                log(line);
+            }
+            for fired in turn.started {
+                let (run, engine) = (fired.run, fired.engine);
+                live.insert(run.clone(), engine.clone());
+                let handle = fired.handle;
+                tasks.spawn(async move {
+                    let end = handle.wait().await;
+                    (run, engine, end)
+                });
+            }
+            turn.wait.map_or(wait, |next| wait.min(next))
+        }
+        Err(e) => {
+            log(json!({"event": "worker.error", "code": e.code(), "error": e.to_string()}));
+            wait
+        }
+    }
 }
 
 /// The log line of a run whose driver stopped: how it rests or ended, or the error.

@@ -61,6 +61,8 @@ mod overrides;
 mod refs;
 mod resume;
 pub mod retention;
+pub mod schedule_fire;
+pub mod schedules;
 mod start;
 mod tree;
 mod views;

@@ -83,6 +83,10 @@ pub struct RunView {
     /// ([`wake::sleeps_until`](crate::machine::wake::sleeps_until)); `ls` shows it `sleeping`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sleeping: bool,
+    /// The schedule that started it and the instant it was due, as its sealed setup records
+    /// (`runtape schedule`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::config::ScheduledBy>,
 }
 
 impl RunView {
@@ -114,6 +118,10 @@ impl RunView {
             session: mark.map(|m| m.name),
             wakes_ms: None,
             sleeping: false,
+            schedule: r
+                .setup
+                .as_deref()
+                .and_then(crate::config::ScheduledBy::of_setup),
         }
     }
 }

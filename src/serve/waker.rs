@@ -3,7 +3,9 @@
 //! earliest timer is due ([`DueScan`]), takes each up as `runtape resume` does (under its
 //! lease, so a worker or a person racing for it takes it once), and drives it here — the
 //! server's stop pauses it like every run it drives. It waits between scans until the
-//! earliest timer not yet due, at most [`MAX_WAKE_POLL`].
+//! earliest timer not yet due, at most [`MAX_WAKE_POLL`]. It fires the database's schedules
+//! too, as the worker does ([`ops::schedule_fire`]), and waits no longer than the next
+//! instant one fires at.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -65,6 +67,7 @@ pub(crate) async fn run(app: App) {
                 MAX_WAKE_POLL
             }
         };
+        let wait = fire_schedules(&app, wait).await;
         tokio::select! {
             () = app.shutdown.cancelled() => return,
             () = clock.sleep(wait) => {}
@@ -78,4 +81,30 @@ async fn take_up(app: &App, run: &RunId) -> Result<(), ops::OpsError> {
     let handle = ops::resume(&engine, run, Answer::None, None, &[]).await?;
     app.drive(engine, handle);
     Ok(())
+}
+
+/// One turn of the database's schedules, as `runtape worker` takes it: the runs it starts
+/// are driven here. Returns `wait` cut to the next instant a schedule fires at.
+async fn fire_schedules(app: &App, wait: std::time::Duration) -> std::time::Duration {
+    let make = || app.engine();
+    match ops::schedule_fire::turn(app.store.clone(), crate::clock::wall_ms(), &make).await {
+        Ok(turn) => {
+            for line in turn.lines {
+                if line["event"] != "schedule.fired" {
+                    crate::term::note(&line.to_string());
+                }
+            }
+            for fired in turn.started {
+                app.drive(fired.engine, fired.handle);
+            }
+            turn.wait.map_or(wait, |next| wait.min(next))
+        }
+        Err(e) => {
+            crate::term::note(&format!(
+                "cannot fire schedules: {}",
+                crate::term::one_line(&e.to_string())
+            ));
+            wait
+        }
+    }
 }

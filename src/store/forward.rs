@@ -166,5 +166,8 @@ macro_rules! forward_store_reads {
         fn size_bytes(&self) -> Result<u64, $crate::store::StoreError> {
             self.$inner.size_bytes()
         }
+        fn schedules(&self) -> Option<Box<dyn $crate::store::schedules::ScheduleBook>> {
+            self.$inner.schedules()
+        }
     };
 }

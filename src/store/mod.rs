@@ -35,6 +35,7 @@ mod postgres;
 #[cfg(test)]
 pub(crate) mod publish_model;
 pub mod retention;
+pub mod schedules;
 mod schema;
 mod schema_shape;
 mod session;
@@ -1022,6 +1023,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Bytes the store occupies (for measurements).
     fn size_bytes(&self) -> Result<u64, StoreError>;
+
+    /// The database's schedules (`runtape schedule`); `None` from a store that keeps none
+    /// (in memory, PostgreSQL for now).
+    fn schedules(&self) -> Option<Box<dyn schedules::ScheduleBook>> {
+        None
+    }
 }
 
 /// Submits `write` and waits for it to be durable.

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -38,6 +38,8 @@ struct Migration {
 ///   ([`BLOBS_IN_WRITE_ORDER`]).
 /// - 10 → 11: `pruned_runs`, the chained tombstones of runs `runtape prune` removed
 ///   ([`TOMBSTONES`]).
+/// - 11 → 12: `schedules` and `schedule_fires`, cron schedules and the instants they fired
+///   ([`SCHEDULES`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -83,7 +85,39 @@ const MIGRATIONS: &[Migration] = &[
         sql: TOMBSTONES,
         then: None,
     },
+    Migration {
+        sql: SCHEDULES,
+        then: None,
+    },
 ];
+
+/// Schedules ([`crate::schedule`]): each with its cursor, the last instant it considered; and
+/// one row per instant fired, keyed by (schedule, instant), so an instant is claimed once
+/// whoever races for it ([`crate::store::schedules`]).
+pub(super) const SCHEDULES: &str = r#"
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    spec_path TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    tz TEXT NOT NULL,
+    goal TEXT,
+    overlap TEXT NOT NULL,
+    catch_up TEXT NOT NULL,
+    paused INTEGER NOT NULL,
+    cursor_ms INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+-- state: pending (its run not started yet), started, skipped (overlap)
+CREATE TABLE schedule_fires (
+    schedule TEXT NOT NULL,
+    instant_ms INTEGER NOT NULL,
+    run TEXT NOT NULL,
+    state TEXT NOT NULL,
+    manual INTEGER NOT NULL,
+    fired_ms INTEGER NOT NULL,
+    PRIMARY KEY (schedule, instant_ms)
+);
+"#;
 
 /// Each migration's SQL in order: the one at index `i` takes the schema from version `i` to
 /// `i + 1` ([`super::schema_shape`] builds every version's tables from them).

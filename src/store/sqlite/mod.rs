@@ -30,6 +30,7 @@ mod known;
 pub mod priority;
 mod readers;
 mod retention;
+mod schedules;
 mod sessions;
 pub(super) mod space;
 mod writer;
@@ -368,6 +369,12 @@ impl Store for SqliteStore {
 
     fn packs_heads(&self) -> bool {
         true
+    }
+
+    fn schedules(&self) -> Option<Box<dyn super::schedules::ScheduleBook>> {
+        Some(Box::new(schedules::SqliteSchedules {
+            path: self.path.clone(),
+        }))
     }
 
     fn submit(&self, write: Write) -> Ack {
