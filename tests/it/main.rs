@@ -26,6 +26,7 @@ mod receipt;
 mod repository_paths;
 mod retention;
 mod run;
+mod schedules;
 mod serve;
 mod session;
 mod store;

@@ -1,0 +1,65 @@
+//! Schedules (`runtape schedule`): managed from the command line with every bad input refused
+//! before anything is written, claimed once per instant however many processes race
+//! (`claim_once`, `workers_race`), fired by `runtape worker` and `runtape serve`, each run
+//! linked to its schedule and instant in its sealed setup (`verify_holds_the_link`).
+
+mod claim_once;
+mod manage;
+mod serve_fires;
+mod verify_holds_the_link;
+mod workers_race;
+
+use std::path::{Path, PathBuf};
+
+use crate::support::cli::{json_lines, ok, read_only, write};
+
+/// A spec whose one agent answers `reported` at once; `goal` is its goal.
+pub(super) fn report_spec(dir: &Path) -> PathBuf {
+    write(
+        dir,
+        "report.toml",
+        &format!(
+            "goal = \"Write the morning report.\"\n{}\n[[agents]]\nid = \"reporter\"\nprovider = \"script\"\n",
+            crate::support::cli::scripted("  { text = \"reported\" },\n")
+        ),
+    )
+}
+
+/// Unix ms now, from the system's clock (the binary reads the same one).
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64
+}
+
+/// `ms` as RFC 3339 (for `--since`).
+pub(super) fn rfc3339(ms: u64) -> String {
+    runtape::schedule::cron::rfc3339(ms)
+}
+
+/// `runtape schedule ls --json`.
+pub(super) fn listed(db: &Path) -> Vec<serde_json::Value> {
+    let text = ok(db, &["schedule", "ls", "--json"]);
+    serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("one JSON array")
+}
+
+/// Every fired instant in `db`: (schedule, instant ms, run, state), in key order.
+pub(super) fn fires(db: &Path) -> Vec<(String, i64, String, String)> {
+    let conn = read_only(db);
+    let mut stmt = conn
+        .prepare(
+            "SELECT schedule, instant_ms, run, state FROM schedule_fires \
+             ORDER BY schedule, instant_ms",
+        )
+        .expect("prepares");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("reads")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+/// The runs `ls --json` lists, each as its JSON object.
+pub(super) fn runs(db: &Path) -> Vec<serde_json::Value> {
+    json_lines(&crate::support::cli::runtape(db, &["ls", "--json"]))
+}
