@@ -147,6 +147,45 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         &["runtape memory rm last_offsite --name demo-team --yes   # forget it, recorded"],
     ),
     (
+        "schedule",
+        &[
+            "runtape schedule ls                   # every schedule: timetable, status, next fire time, last run",
+        ],
+    ),
+    (
+        "schedule add",
+        &[
+            "runtape schedule add mornings examples/quickstart.toml --cron \"0 9 * * 1-5\" --tz Europe/Paris   # prints its next fire time",
+        ],
+    ),
+    (
+        "schedule ls",
+        &[
+            "runtape schedule ls                   # every schedule: timetable, status, next fire time, last run",
+            "runtape schedule ls --json            # one JSON array",
+        ],
+    ),
+    (
+        "schedule pause",
+        &["runtape schedule pause mornings       # it fires nothing until resumed"],
+    ),
+    (
+        "schedule resume",
+        &[
+            "runtape schedule resume mornings      # instants missed meanwhile follow its --catch-up",
+        ],
+    ),
+    (
+        "schedule rm",
+        &["runtape schedule rm mornings          # removed; its runs stay"],
+    ),
+    (
+        "schedule trigger",
+        &[
+            "runtape schedule trigger mornings     # fired now: the next worker or serve turn starts the run",
+        ],
+    ),
+    (
         "sessions",
         &[
             "runtape sessions                      # every session: runs, latest run, its status",

@@ -27,6 +27,10 @@ use crate::schedule::plan::{self, Action, Previous};
 use crate::store::Store;
 use crate::store::schedules::{CursorMove, FireRecord, FireState, ScheduleBook, ScheduleRecord};
 
+/// How long after its claim an instant marked started but with no run is taken for one
+/// whose starter died, and started again (its run's id refuses a second creation anyway).
+const RECOVER_AFTER_MS: u64 = 60_000;
+
 /// A run a turn started, for the caller to drive.
 pub struct Fired {
     /// The run.
@@ -53,7 +57,7 @@ pub struct Turn {
 enum Step {
     Start(FireRecord, Option<RunId>),
     Skip(FireRecord),
-    Wait(FireRecord),
+    Wait,
 }
 
 /// Makes the engine a fired run is started in (on the caller's store, clock and signer).
@@ -79,7 +83,7 @@ pub async fn turn(
     for (schedule, step) in book_steps {
         match step {
             Step::Skip(f) => lines.push(line("schedule.skipped", &f, None)),
-            Step::Wait(f) => lines.push(line("schedule.waiting", &f, None)),
+            Step::Wait => {}
             Step::Start(f, cancel) => {
                 if let Some(previous) = cancel {
                     let engine = make()?;
@@ -190,9 +194,13 @@ fn decide_one(
     }
     let upcoming = plan::next_fire(&timetable, cursor, now_ms);
     let fires = book.fires(&schedule.name)?;
-    // A started instant whose run is missing (its starter was killed in between) first.
+    // A started instant whose run is still missing a while after it was claimed (its starter
+    // was killed in between) first.
     for f in fires.iter().rev().take(8) {
-        if f.state == FireState::Started && store.run(&f.run)?.is_none() {
+        if f.state == FireState::Started
+            && now_ms.saturating_sub(f.fired_ms) > RECOVER_AFTER_MS
+            && store.run(&f.run)?.is_none()
+        {
             return Ok((Some(Step::Start(f.clone(), None)), upcoming));
         }
     }
@@ -200,12 +208,8 @@ fn decide_one(
     let Some(pending) = pending_fires.next() else {
         return Ok((None, upcoming));
     };
-    // More to settle after this one: look again at once rather than at the next instant.
-    let upcoming = if pending_fires.next().is_some() {
-        Some(now_ms)
-    } else {
-        upcoming
-    };
+    let more = pending_fires.next().is_some();
+    let next_after_wait = plan::next_fire(&timetable, cursor, now_ms);
     let previous_run = fires
         .iter()
         .rev()
@@ -214,13 +218,17 @@ fn decide_one(
     let previous = match &previous_run {
         None => Previous::None,
         Some(run) => match store.run(run)? {
-            None => Previous::None,
+            // Started, its row not written yet: on its way.
+            None => Previous::Live,
             Some(rec) if rec.status.is_terminal() => Previous::Ended,
             Some(_) => Previous::Live,
         },
     };
+    // Another instant to settle after this one: look again at once rather than at the next
+    // instant (a waiting one is looked at again when a run ends, or at the next poll).
+    let upcoming = if more { Some(now_ms) } else { upcoming };
     let step = match plan::on_overlap(overlap, previous) {
-        Action::Wait => Step::Wait(pending.clone()),
+        Action::Wait => return Ok((Some(Step::Wait), next_after_wait)),
         Action::Skip => {
             if !book.settle(&schedule.name, pending.instant_ms, FireState::Skipped)? {
                 return Ok((None, upcoming));

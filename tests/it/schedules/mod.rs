@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::cli::{json_lines, ok, read_only, write};
 
-/// A spec whose one agent answers `reported` at once; `goal` is its goal.
+/// A spec whose one agent answers `reported` at once.
 pub(super) fn report_spec(dir: &Path) -> PathBuf {
     write(
         dir,
@@ -21,6 +21,24 @@ pub(super) fn report_spec(dir: &Path) -> PathBuf {
         &format!(
             "goal = \"Write the morning report.\"\n{}\n[[agents]]\nid = \"reporter\"\nprovider = \"script\"\n",
             crate::support::cli::scripted("  { text = \"reported\" },\n")
+        ),
+    )
+}
+
+/// A spec whose one agent first calls `gather` (a command that takes `seconds`), then
+/// answers `reported`: a run that is still live when the next instant is looked at.
+pub(super) fn slow_report_spec(dir: &Path, seconds: f64) -> PathBuf {
+    write(
+        dir,
+        "slow_report.toml",
+        &format!(
+            "goal = \"Write the morning report.\"\n{}\n[[tools]]\nname = \"gather\"\n\
+             description = \"Gather the figures\"\ncommand = [\"sleep\", \"{seconds}\"]\n\
+             schema = {{ type = \"object\" }}\nread_only = true\nidempotent = true\n\n\
+             [[agents]]\nid = \"reporter\"\nprovider = \"script\"\ntools = [\"gather\"]\n",
+            crate::support::cli::scripted(
+                "  { tool_calls = [ { name = \"gather\", arguments = {} } ] },\n  { text = \"reported\" },\n"
+            )
         ),
     )
 }

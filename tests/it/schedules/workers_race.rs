@@ -10,7 +10,7 @@ use crate::support::cli::{ok, utf8, wait_until_every};
 use crate::support::pg::{Reaper, worker};
 use crate::support::workers::{events, stop};
 
-use super::{fires, now_ms, report_spec, rfc3339, runs};
+use super::{fires, now_ms, report_spec, rfc3339, runs, slow_report_spec};
 
 const DAY: u64 = 86_400_000;
 
@@ -20,6 +20,9 @@ fn two_workers_fire_each_instant_once_under_each_catch_up_policy() {
     let d = dir.path();
     let spec = report_spec(d);
     let spec = utf8(&spec);
+    // Each daily run lasts a moment, so the next instant finds it live and queues.
+    let slow = slow_report_spec(d, 0.3);
+    let slow = utf8(&slow);
     let db = d.join("s.db");
     let now = now_ms();
     let five_days_ago = rfc3339(now - 5 * DAY);
