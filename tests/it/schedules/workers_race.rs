@@ -33,7 +33,7 @@ fn two_workers_fire_each_instant_once_under_each_catch_up_policy() {
             "schedule",
             "add",
             "daily",
-            spec,
+            slow,
             "--cron",
             "0 0 * * *",
             "--catch-up",
