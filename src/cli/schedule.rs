@@ -18,7 +18,8 @@ pub(crate) enum ScheduleAction {
     /// Add a schedule: start a run of SPEC at every instant of a cron expression.
     ///
     /// `runtape worker --db FILE` or `runtape serve` fires it. Each run is named
-    /// NAME-<instant> and records the schedule and the instant in its sealed setup.
+    /// NAME-YYYYMMDDTHHMMSSZ after its instant and records the schedule and the instant in its
+    /// sealed setup.
     Add {
         /// Its name (letters, digits, '-', '_').
         name: String,

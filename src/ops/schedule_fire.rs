@@ -1,6 +1,6 @@
 //! Firing schedules, for the processes that stay up (`runtape worker` on a SQLite file,
 //! `runtape serve`): each turn, [`turn`] claims the instants that came due
-//! ([`plan::due`](crate::schedule::plan::due), pure) by moving each schedule's cursor with a
+//! ([`crate::schedule::plan::due`], pure) by moving each schedule's cursor with a
 //! compare-and-swap ([`ScheduleBook::claim`]), then starts the runs of the pending instants,
 //! oldest first, as the overlap policy decides ([`plan::on_overlap`], pure) against the
 //! schedule's previous run.
