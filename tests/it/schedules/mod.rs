@@ -3,6 +3,7 @@
 //! (`claim_once`, `workers_race`), fired by `runtape worker` and `runtape serve`, each run
 //! linked to its schedule and instant in its sealed setup (`verify_holds_the_link`).
 
+mod cancel_previous;
 mod claim_once;
 mod manage;
 mod serve_fires;
