@@ -232,10 +232,22 @@ fn unknown(name: &str) -> OpsError {
     ))
 }
 
+/// The schedules of `store`, once schedule `name` is shown to be one of them (read only, so a
+/// refusal writes nothing).
+fn known(store: &dyn Store, name: &str) -> Result<Box<dyn ScheduleBook>, OpsError> {
+    let book = book(store)?;
+    if book.all()?.iter().any(|s| s.name == name) {
+        Ok(book)
+    } else {
+        Err(unknown(name))
+    }
+}
+
 /// Pauses (`paused`) or resumes schedule `name`. A resumed schedule's missed instants follow
 /// its catch-up policy.
 pub fn set_paused(store: &dyn Store, name: &str, paused: bool) -> Result<(), OpsError> {
-    if book(store)?.set_paused(name, paused)? {
+    let book = known(store, name)?;
+    if book.set_paused(name, paused)? {
         Ok(())
     } else {
         Err(unknown(name))
@@ -244,7 +256,8 @@ pub fn set_paused(store: &dyn Store, name: &str, paused: bool) -> Result<(), Ops
 
 /// Removes schedule `name` and the record of its fired instants; its runs stay.
 pub fn remove(store: &dyn Store, name: &str) -> Result<(), OpsError> {
-    if book(store)?.remove(name)? {
+    let book = known(store, name)?;
+    if book.remove(name)? {
         Ok(())
     } else {
         Err(unknown(name))
@@ -255,10 +268,7 @@ pub fn remove(store: &dyn Store, name: &str) -> Result<(), OpsError> {
 /// next `runtape worker` or `serve` turn starts, under the schedule's overlap policy. Returns
 /// it. A trigger in the same second as another is refused.
 pub fn trigger(store: &dyn Store, name: &str, now_ms: u64) -> Result<FireView, OpsError> {
-    let book = book(store)?;
-    if !book.all()?.iter().any(|s| s.name == name) {
-        return Err(unknown(name));
-    }
+    let book = known(store, name)?;
     let instant_ms = now_ms - now_ms % 1000;
     let fire = FireRecord {
         schedule: name.to_owned(),

@@ -27,6 +27,17 @@ impl SqliteSchedules {
         c.busy_timeout(BUSY)?;
         Ok(c)
     }
+
+    /// A read-only connection: reading schedules never writes the file (nor checkpoints its
+    /// WAL as the last connection closes).
+    fn reader(&self) -> Result<Connection, StoreError> {
+        let c = Connection::open_with_flags(
+            &self.path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        c.busy_timeout(BUSY)?;
+        Ok(c)
+    }
 }
 
 fn ms(v: i64) -> u64 {
@@ -74,7 +85,7 @@ impl ScheduleBook for SqliteSchedules {
     }
 
     fn all(&self) -> Result<Vec<ScheduleRecord>, StoreError> {
-        let c = self.conn()?;
+        let c = self.reader()?;
         let mut stmt = c.prepare(
             "SELECT name, spec_path, cron, tz, goal, overlap, catch_up, paused, cursor_ms, \
              created_ms FROM schedules ORDER BY name",
@@ -150,7 +161,7 @@ impl ScheduleBook for SqliteSchedules {
     }
 
     fn fires(&self, name: &str) -> Result<Vec<FireRecord>, StoreError> {
-        let c = self.conn()?;
+        let c = self.reader()?;
         let mut stmt = c.prepare(
             "SELECT schedule, instant_ms, run, state, manual, fired_ms FROM schedule_fires \
              WHERE schedule = ?1 ORDER BY instant_ms",
