@@ -33,6 +33,22 @@ fn rounds_spec(dir: &Path, rounds: usize) -> std::path::PathBuf {
     )
 }
 
+/// Bytes of a database holding only the empty schema (every table and index), so a size cap
+/// can leave room for a known number of pages whatever tables the schema gains.
+fn empty_schema_bytes(dir: &Path) -> u64 {
+    let db = dir.join("empty.db");
+    let o = on(&db).arg("migrate").output().expect("runs");
+    assert!(o.status.success(), "{}", text(&o));
+    let conn = rusqlite::Connection::open(&db).expect("opens");
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .expect("reads");
+    let size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("reads");
+    (pages * size) as u64
+}
+
 /// Every call the tool performed (the keys in `log`) belongs to a committed transition: the
 /// seq in its idempotency key (`RUN:SEQ:INDEX`) is at most the run's committed seq.
 fn performed_only_committed(log: &str, committed_seq: i64) {
@@ -53,10 +69,11 @@ fn performed_only_committed(log: &str, committed_seq: i64) {
 fn a_full_database_stops_the_run_cleanly_and_it_resumes_with_space() {
     let (dir, db) = temp_db();
     let spec = rounds_spec(dir.path(), 30);
+    // Room for four pages of 4 KiB beyond the empty schema.
+    let cap = empty_schema_bytes(dir.path()) + 4 * 4096 + 2048;
     let o = on(&db)
         .args(["run", utf8(&spec)])
-        // The empty schema takes 13 pages of 4 KiB (53,248 bytes): room for four more.
-        .env("RUNTAPE_DB_MAX_BYTES", "72000")
+        .env("RUNTAPE_DB_MAX_BYTES", cap.to_string())
         .output()
         .expect("runs");
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
@@ -86,11 +103,13 @@ fn a_database_full_at_the_first_commit_leaves_a_run_that_verifies() {
     let (dir, db) = temp_db();
     let spec = rounds_spec(dir.path(), 2);
     // A 100 KB goal is stored twice: in the run's row (written) and as its first message (not):
-    // 50 pages of 4 KiB hold the first and not both, with some 10 pages to spare either way.
+    // 37 pages of 4 KiB beyond the empty schema hold the first and not both, with some 10
+    // pages to spare either way.
     let goal = "g".repeat(100_000);
+    let cap = empty_schema_bytes(dir.path()) + 37 * 4096;
     let o = on(&db)
         .args(["run", spec.to_str().expect("utf-8"), &goal])
-        .env("RUNTAPE_DB_MAX_BYTES", "204800")
+        .env("RUNTAPE_DB_MAX_BYTES", cap.to_string())
         .output()
         .expect("runs");
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
