@@ -218,6 +218,23 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "prune",
+        &[
+            "runtape prune --older-than 30d --dry-run         # what would go; nothing changes",
+            "runtape prune --older-than 30d --status failed,cancelled",
+        ],
+    ),
+    (
+        "export",
+        &["runtape export RUN --out run.json                # the verified run tree in one file"],
+    ),
+    (
+        "import",
+        &[
+            "runtape --db copy.db import run.json             # into another database; verified on the way in",
+        ],
+    ),
+    (
         "migrate",
         &["runtape migrate                       # create or upgrade ./runtape.db's schema"],
     ),

@@ -87,7 +87,13 @@ fn rows(db: &std::path::Path) -> Option<String> {
     }
     let conn = crate::support::cli::read_only(db);
     let mut out = String::new();
-    for table in ["schedules", "schedule_fires", "runs", "run_specs", "transitions"] {
+    for table in [
+        "schedules",
+        "schedule_fires",
+        "runs",
+        "run_specs",
+        "transitions",
+    ] {
         let mut stmt = conn
             .prepare(&format!("SELECT * FROM {table} ORDER BY 1"))
             .expect("prepares");
