@@ -76,7 +76,7 @@ pub(crate) async fn demo(db: Option<std::path::PathBuf>) -> Result<u8, CliError>
 
     // 3. List.
     say("3. list.", "`runtape ls` shows every run in the database:");
-    inspect::ls(&db, false, false)?;
+    inspect::ls(&db, false, false, &[])?;
 
     // 4. Show an earlier step: the writer's first model request.
     let timeline = history::timeline(engine.store().as_ref(), &run)?;

@@ -16,9 +16,15 @@ use crate::ops;
 
 /// `runtape ls`: every run with its status, steps, cost and age, newest first; child runs
 /// indented under the run that started them unless `flat`.
-pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
+/// With `tags` (`--tag KEY=VALUE`), only the runs carrying every one of them.
+pub(crate) fn ls(db: &Path, json: bool, flat: bool, tags: &[String]) -> Result<(), CliError> {
+    let wanted = tags
+        .iter()
+        .map(|t| ops::parse_tag(t).map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect::<Result<Vec<_>, _>>()?;
     let store = open_existing(db)?;
-    let runs = ops::runs(store.as_ref())?;
+    let mut runs = ops::runs(store.as_ref())?;
+    runs.retain(|r| wanted.iter().all(|(k, v)| r.tags.get(k) == Some(v)));
     if json {
         for r in &runs {
             print_json(r)?;
@@ -61,6 +67,21 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             Some(by) => format!("{session} [schedule {} {}]", by.name, utc(by.instant_ms)),
             None => session,
         };
+        let tags = if r.tags.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", tags_text(&r.tags))
+        };
+        let why = r
+            .reason
+            .as_deref()
+            .map(|w| {
+                format!(
+                    " — {}",
+                    w.replace('\n', " ").chars().take(60).collect::<String>()
+                )
+            })
+            .unwrap_or_default();
         // A run resting on a child that waits for a person says so.
         let status = if waiting.contains(&r.id) {
             "awaiting child"
@@ -76,7 +97,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
             None => String::new(),
         };
         outln!(
-            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}{wakes}",
+            "{:<16}  {:<16}  {:>6}  {:>16}  {:>5}  {:<20}  {goal}{session}{fork}{wakes}{tags}{why}",
             id,
             status,
             r.steps,
@@ -86,6 +107,14 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// A run's tags as `k=v, k=v`.
+fn tags_text(tags: &std::collections::BTreeMap<String, String>) -> String {
+    tags.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `runtape log RUN`: the timeline (with `tail`, its last `tail` steps).
@@ -191,6 +220,12 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
             "queued  no process has taken it up yet: a `runtape worker` serving its spec directory, or `runtape resume {}`, starts it",
             view.run
         );
+    }
+    if !detail.tags.is_empty() {
+        outln!("tags    {}", tags_text(&detail.tags));
+    }
+    if let Some(why) = rec.reason() {
+        outln!("ended   {}", why.replace('\n', " "));
     }
     if let Some(s) = &view.session {
         let forked = rec.parent.is_some();

@@ -251,6 +251,9 @@ pub(crate) enum Command {
         /// Also list the runs `runtape prune` removed, from their tombstones.
         #[arg(long, conflicts_with = "workers")]
         all: bool,
+        /// Only the runs tagged KEY=VALUE (`run --tag`). Repeatable: every one must match.
+        #[arg(long, value_name = "KEY=VALUE")]
+        tag: Vec<String>,
     },
     /// Show a run's timeline: seq, time, event, state before → after, agent, tokens, cost; or,
     /// with --session, a session's runs in order.
@@ -651,6 +654,11 @@ pub(crate) struct RunOverrides {
     /// beginning with a letter or digit; an id in use is refused, writing nothing.
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+    /// A tag stored with the run (KEY=VALUE; the key 1 to 64 lowercase letters, digits, `_`,
+    /// `-` or `.`); `ls --tag` and `runtape serve` filter on it, `verify` covers it.
+    /// Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    tag: Vec<String>,
     /// Read NAME=value lines (dotenv syntax) that the spec's variable references see as if
     /// they were in runtape's environment; the values are scrubbed and never stored, the
     /// names are recorded with the run. Not with --detach.
@@ -666,6 +674,7 @@ impl From<RunOverrides> for crate::ops::Overrides {
             timeout: o.timeout,
             max_retries: o.max_retries,
             run_id: o.run_id,
+            tags: o.tag,
         }
     }
 }
@@ -905,8 +914,8 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
         Command::Ls { json, workers, .. } if workers => worker::list(&db, json).map(|_| EXIT_OK),
         Command::Ls {
-            json, flat, all, ..
-        } => inspect::ls(&db, json, flat)
+            json, flat, all, tag, ..
+        } => inspect::ls(&db, json, flat, &tag)
             .and_then(|_| match all {
                 true => retention::ls_pruned(&db, json),
                 false => Ok(()),

@@ -106,6 +106,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         timers: raw.timers,
         on_failure: raw.run.on_failure.unwrap_or_default(),
         compensations,
+        tags: std::collections::BTreeMap::new(),
     };
     let setup = Setup {
         version: SETUP_VERSION,

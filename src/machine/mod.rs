@@ -109,7 +109,7 @@ pub use spec::{
     DEFAULT_MAX_TRANSITIONS, FIRST_SEMANTICS, HARD_MAX_TRANSITIONS, MAX_ARGUMENT_BYTES,
     MAX_ARGUMENT_DEPTH, MAX_RETRY_AFTER_MS, MAX_TOOL_NAME, OnExhausted, OnInDoubt, Route,
     RunOnExhausted, RunSpec, SEMANTICS, Spec, SpecError, ToolSpec, did_you_mean,
-    is_valid_tool_name, server_pattern,
+    is_valid_tool_name, server_pattern, tags,
 };
 pub use state::{
     AgentRun, Batch, ListedTools, ModelCall, Outcome, RunData, RunState, Slot, SlotStatus,

@@ -208,6 +208,9 @@ pub enum OpsError {
     /// the spec file.
     #[error("{0}")]
     BadOverride(String),
+    /// A run-list filter, sort or cursor that does not parse ([`super::run_query`]).
+    #[error("{0}")]
+    BadFilter(String),
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -228,6 +231,7 @@ impl OpsError {
             OpsError::BadRaise(_) => "bad_raise",
             OpsError::BadEdit(_) => "bad_edit",
             OpsError::BadOverride(_) => "bad_override",
+            OpsError::BadFilter(_) => "bad_filter",
             OpsError::ChildrenWaiting { .. } => "children_waiting",
             OpsError::NotRunning { .. } => "not_running",
             OpsError::NoTimer { .. } => "no_timer",
@@ -259,9 +263,10 @@ impl OpsError {
             "pruned" => Pruned,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"
-            | "bad_override" | "children_waiting" | "bad_spec" | "duplicate_run" | "wrong_key"
-            | "not_a_raise" | "unknown_agent" | "input_mismatch" | "invalid_transition"
-            | "unknown_effect" | "missing_provider" | "missing_tool" | "ambiguous_input" => Input,
+            | "bad_override" | "bad_filter" | "children_waiting" | "bad_spec" | "duplicate_run"
+            | "wrong_key" | "not_a_raise" | "unknown_agent" | "input_mismatch"
+            | "invalid_transition" | "unknown_effect" | "missing_provider" | "missing_tool"
+            | "ambiguous_input" => Input,
             _ => Internal,
         }
     }

@@ -45,8 +45,11 @@ pub fn timeline_tail(
 
 /// Step `seq` of `run` in full (`None`: its latest step) — the state, the event, the effects
 /// and the exact model request — as `runtape show RUN@SEQ --json` prints it.
+/// With the run's tags, read from its row.
 pub fn show(store: &dyn Store, run: &RunId, seq: Option<u64>) -> Result<StepDetailView, OpsError> {
-    Ok(history::show(store, run, seq)?.into())
+    let mut view: StepDetailView = history::show(store, run, seq)?.into();
+    view.tags = history::row(store, run)?.tags();
+    Ok(view)
 }
 
 /// Where runs `a` and `b` first differ (a run and its fork, two child runs), times and ids set

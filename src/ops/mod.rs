@@ -63,6 +63,7 @@ mod resume;
 pub mod retention;
 pub mod schedule_fire;
 pub mod schedules;
+mod run_list;
 mod start;
 mod tree;
 mod views;
@@ -83,9 +84,12 @@ pub use open::{
     EngineSettings, Warn, db_path, engine, engine_config, env_ms, open_existing, open_store,
     open_store_with, postgres_url, shown, trace_warning,
 };
-pub use overrides::{MAX_CHOSEN_RUN_ID_CHARS, Overrides};
+pub use overrides::{MAX_CHOSEN_RUN_ID_CHARS, Overrides, parse_tag};
 pub use refs::{MAX_RUN_ID_CHARS, QUOTE_CHARS, parse_run_at, parse_whole_run, quoted};
 pub use resume::{Answer, resume};
+pub use run_list::{
+    DEFAULT_RUNS_PAGE, MAX_RUNS_PAGE, RUN_FILTERS, cursor_text, run_page, run_query,
+};
 pub use start::{connect_mcp, enqueue, load, prepare, start, start_spec};
 pub use tree::{
     Waiting, answers, delegated_by, descendants, in_tree_order, waiting_below, waiting_in,

@@ -4,6 +4,7 @@
 
 use super::OpsError;
 use crate::config::RunFile;
+use crate::machine::tags::tag_problem;
 use crate::machine::{RunId, RunSpec};
 
 /// The longest caller-chosen run id: 64 characters.
@@ -27,6 +28,10 @@ pub struct Overrides {
     /// digits, `-`, `_` or `.`, beginning with a letter or digit. A run with that id existing
     /// already in the database is refused when the run is created.
     pub run_id: Option<String>,
+    /// `KEY=VALUE` tags, in order (a key given twice is refused): stored in the run's spec
+    /// ([`Spec::tags`](crate::machine::Spec::tags)), shown by `show`, `ls` and `serve`, and
+    /// filtered on by `ls --tag` and `serve`'s run list.
+    pub tags: Vec<String>,
 }
 
 impl Overrides {
@@ -84,6 +89,15 @@ impl Overrides {
                 route.max_attempts = attempts;
             }
         }
+        for tag in &self.tags {
+            let (key, value) = parse_tag(tag)?;
+            if spec.tags.insert(key.to_owned(), value.to_owned()).is_some() {
+                return Err(bad(format!(
+                    "--tag {}: the key `{key}` is given twice",
+                    super::quoted(tag)
+                )));
+            }
+        }
         file.spec = RunSpec::build(spec).map_err(|e| bad(format!("the overridden spec: {e}")))?;
         Ok(run_id)
     }
@@ -91,6 +105,17 @@ impl Overrides {
 
 fn bad(why: String) -> OpsError {
     OpsError::BadOverride(why)
+}
+
+/// `KEY=VALUE` → (key, value), each checked by [`tag_problem`].
+pub fn parse_tag(s: &str) -> Result<(&str, &str), OpsError> {
+    let Some((key, value)) = s.split_once('=') else {
+        return Err(bad(format!("--tag {}: write KEY=VALUE", super::quoted(s))));
+    };
+    match tag_problem(key, value) {
+        Some(why) => Err(bad(format!("--tag {}: {why}", super::quoted(s)))),
+        None => Ok((key, value)),
+    }
 }
 
 /// `[AGENT=]PROVIDER/MODEL` → (agent, provider, model).

@@ -87,6 +87,12 @@ pub struct RunView {
     /// (`runtape schedule`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<crate::config::ScheduledBy>,
+    /// Its tags (`run --tag KEY=VALUE`, [`RunRecord::tags`]); absent when none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// Why it failed or was cancelled ([`RunRecord::reason`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl RunView {
@@ -122,6 +128,8 @@ impl RunView {
                 .setup
                 .as_deref()
                 .and_then(crate::config::ScheduledBy::of_setup),
+            tags: r.tags(),
+            reason: r.reason(),
         }
     }
 }
@@ -239,11 +247,19 @@ pub struct StepDetailView {
     /// The step.
     #[serde(flatten)]
     pub step: history::StepView,
+    /// The run's tags (`run --tag`); absent when it has none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 impl From<history::StepView> for StepDetailView {
+    /// The step without the run's tags ([`super::show`] adds them).
     fn from(step: history::StepView) -> Self {
-        StepDetailView { kind: "step", step }
+        StepDetailView {
+            kind: "step",
+            step,
+            tags: Default::default(),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
@@ -18,7 +18,6 @@ use super::watch::{ServedRun, run_view};
 use super::{actions, security, sse, ui};
 use crate::machine::RunId;
 use crate::ops::{self, EntryView, RunAt, WaitingCall, parse_run_at, quoted};
-use crate::store::RunStatus;
 
 /// A route: method, path (axum syntax, `{id}` for a parameter) and its handler.
 pub(crate) type Route = (&'static str, &'static str, fn() -> MethodRouter<App>);
@@ -142,75 +141,39 @@ async fn statechart() -> Response {
         .into_response()
 }
 
-/// `?status=&q=&offset=&limit=` of the run list.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RunFilter {
-    /// A status (`queued`, `running`, `paused`, …) or `interrupted`.
-    status: Option<String>,
-    /// Text the id, goal or agent contains.
-    q: Option<String>,
-    offset: Option<usize>,
-    limit: Option<usize>,
-}
-
-/// The most runs one page lists.
-const MAX_RUNS_PAGE: usize = 1000;
-
-/// `GET /api/runs`: the runs `ls` lists, newest first, filtered.
-async fn list_runs(
-    State(app): State<App>,
-    q: Result<Query<RunFilter>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    let f = query(q)?;
-    let limit = f.limit.unwrap_or(200).min(MAX_RUNS_PAGE);
-    let offset = f.offset.unwrap_or(0);
-    if let Some(s) = &f.status
-        && s != "interrupted"
-        && s != "queued"
-        && RunStatus::parse(s).is_none()
-    {
-        return Err(ApiError::bad(format!(
-            "status `{}` is not one of queued, running, paused, awaiting_input, budget_exhausted, completed, failed, cancelled, interrupted",
-            quoted(s)
-        )));
-    }
+/// `GET /api/runs`: a page of the runs `ls` lists, filtered and sorted by the store
+/// ([`ops::run_query`] names every filter), with the cursor of the next page.
+async fn list_runs(State(app): State<App>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let q = ops::run_query(&query_pairs(raw.as_deref().unwrap_or(""))?)?;
     let v = app
         .blocking(move |app| {
-            let runs = app.store.runs()?;
-            let text = f.q.as_deref().map(str::to_lowercase);
-            let views: Vec<ServedRun> = runs
-                .iter()
-                .map(|r| run_view(&app, r))
-                .filter(|v| match f.status.as_deref() {
-                    None => true,
-                    Some("interrupted") => v.interrupted,
-                    Some(s) => v.run.status == s,
-                })
-                .filter(|v| match &text {
-                    None => true,
-                    Some(t) => [
-                        Some(v.run.id.as_str()),
-                        Some(v.run.goal.as_str()),
-                        Some(v.agent.as_str()),
-                        v.run.session.as_deref(),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .any(|s| s.to_lowercase().contains(t.as_str())),
-                })
-                .collect();
-            let total = views.len();
-            let runs: Vec<ServedRun> = views.into_iter().skip(offset).take(limit).collect();
+            let (rows, next) = ops::run_page(app.store.as_ref(), &q)?;
+            let runs: Vec<ServedRun> = rows.iter().map(|r| run_view(&app, r)).collect();
             Ok(RunsPage {
                 kind: "runs",
-                total,
-                offset,
                 runs,
+                next,
             })
         })
         .await?;
     Ok(ok(&v))
+}
+
+/// A query string's `NAME=VALUE` pairs, in order, `+` and `%XX` decoded (a name may repeat).
+fn query_pairs(raw: &str) -> Result<Vec<(String, String)>, ApiError> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8()
+            .map(|c| c.into_owned())
+            .map_err(|_| ApiError::bad("the query string is not UTF-8 once decoded"))
+    };
+    raw.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            Ok((decode(name)?, decode(value)?))
+        })
+        .collect()
 }
 
 /// A page of the run list.
@@ -218,9 +181,10 @@ async fn list_runs(
 struct RunsPage {
     #[serde(rename = "type")]
     kind: &'static str,
-    total: usize,
-    offset: usize,
     runs: Vec<ServedRun>,
+    /// The cursor of the next page (`?cursor=`); absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
 }
 
 /// A run as `GET /api/runs/{id}` shows it: as listed, with the calls waiting for a person in

@@ -109,6 +109,9 @@ pub(crate) struct ServedRun {
     pub(crate) here: bool,
     /// The agent it starts with.
     pub(crate) agent: String,
+    /// Which spec it runs: the first 12 hex digits of its spec digest
+    /// ([`RunRecord::spec_digest`]; the list's `spec=` filter takes them).
+    pub(crate) spec: String,
 }
 
 /// The run `rec` is the row of, as the API shows it.
@@ -122,6 +125,7 @@ pub(crate) fn run_view(app: &App, rec: &RunRecord) -> ServedRun {
         interrupted: rec.status == RunStatus::Running && !driven && !rec.is_queued(),
         here: app.drives(&rec.id),
         agent: app.entry_agent(rec),
+        spec: rec.spec_digest().chars().take(12).collect(),
     }
 }
 

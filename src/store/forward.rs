@@ -60,6 +60,13 @@ macro_rules! forward_store_reads {
         fn runs(&self) -> Result<Vec<$crate::store::RunRecord>, $crate::store::StoreError> {
             self.$inner.runs()
         }
+        fn run_page(
+            &self,
+            q: &$crate::store::RunQuery,
+            now_ms: u64,
+        ) -> Result<$crate::store::RunPage, $crate::store::StoreError> {
+            self.$inner.run_page(q, now_ms)
+        }
         fn transitions(
             &self,
             run: &$crate::machine::RunId,

@@ -36,6 +36,8 @@ mod postgres;
 pub(crate) mod publish_model;
 pub mod retention;
 pub mod schedules;
+mod run_facts;
+mod run_query;
 mod schema;
 mod schema_shape;
 mod session;
@@ -51,6 +53,7 @@ pub use memory::MemoryStore;
 pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
 };
+pub use run_query::{Cursor, Relation, RunPage, RunQuery, RunSort, StatusFilter};
 pub use schema::SCHEMA_VERSION;
 pub use session::{SessionLink, SessionRecord};
 pub use sqlite::priority as sqlite_priority;
@@ -904,6 +907,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every run, newest first.
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// A page of the runs `q` asks for, in its order, each passing [`RunQuery::matches`] at
+    /// wall time `now_ms`; the page's [`RunPage::next`] asks for the page after it. The
+    /// default reads every run ([`runs`](Self::runs)); SQLite narrows and orders them with
+    /// its run summary, so a page costs about the same at any depth.
+    fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
+        Ok(run_query::page_of_all(self.runs()?, q, now_ms))
+    }
 
     /// The run's own transitions with `from <= seq <= to`, in order (a fork's inherited
     /// prefix is its parent's; see `history`).

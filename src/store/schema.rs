@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -40,6 +40,8 @@ struct Migration {
 ///   ([`TOMBSTONES`]).
 /// - 11 → 12: `schedules` and `schedule_fires`, cron schedules and the instants they fired
 ///   ([`SCHEDULES`]).
+/// - 12 → 13: `run_summary`, what the run list filters on beyond `runs`, one narrow row per
+///   run ([`super::sqlite::run_summary`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -88,6 +90,10 @@ const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: SCHEDULES,
         then: None,
+    },
+    Migration {
+        sql: super::sqlite::run_summary::RUN_SUMMARY,
+        then: Some(super::sqlite::run_summary::fill),
     },
 ];
 

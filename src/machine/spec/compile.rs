@@ -66,6 +66,7 @@ impl RunSpec {
         }
 
         crate::machine::memory::spec::validate(&spec)?;
+        super::tags::validate(&spec.tags)?;
         crate::machine::timer::validate(&spec)?;
         let mut tool_index = BTreeMap::new();
         let mut validators = Vec::with_capacity(spec.tools.len());

@@ -18,6 +18,7 @@ use super::settings::ModelSettings;
 pub use super::spec_error::{SpecError, did_you_mean};
 
 mod compile;
+pub mod tags;
 use compile::{Compiled, Names};
 
 /// Default number of bad tool calls an agent may make in a row (each fed back as an error)
@@ -124,6 +125,11 @@ pub struct Spec {
     /// compensate`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub compensations: std::collections::BTreeMap<String, super::saga::Compensation>,
+    /// The run's tags (`runtape run --tag KEY=VALUE`, see [`tags`]): data about the run, not
+    /// read by the machine. Stored with the spec, so the run's sealed head, and so `verify`,
+    /// covers them; a fork keeps its parent's.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -154,6 +160,7 @@ impl Default for Spec {
             timers: None,
             on_failure: Default::default(),
             compensations: Default::default(),
+            tags: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::schema::{self, classify, row_id};
 use super::{
-    Ack, Control, Durable, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord,
-    RunStatus, Store, StoreError, TransitionRecord, Write,
+    Ack, Control, Durable, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunPage, RunQuery,
+    RunRecord, RunStatus, Store, StoreError, TransitionRecord, Write,
 };
 use crate::ledger::codec::stored_edge;
 use crate::ledger::packed::unpack;
@@ -31,6 +31,7 @@ pub mod priority;
 mod readers;
 mod retention;
 mod schedules;
+pub(super) mod run_summary;
 mod sessions;
 pub(super) mod space;
 mod writer;
@@ -439,6 +440,10 @@ impl Store for SqliteStore {
             Ok(rows)
         })?;
         rows.into_iter().collect()
+    }
+
+    fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
+        self.read(|c| run_summary::page(c, q, now_ms))?
     }
 
     fn transitions(

@@ -473,6 +473,7 @@ fn create_run(tx: &Connection, known: &mut Scope<'_>, new: &NewRun) -> Result<Wr
         new.goal,
         new.now_ms as i64
     ])?;
+    super::run_summary::insert(tx, key, &new.spec, parent, &new.goal, new.now_ms as i64)?;
     if let Some(link) = &new.session {
         super::sessions::place(tx, key, link)?;
     }
@@ -569,6 +570,7 @@ fn commit(
     if let Some(outcome) = &c.outcome {
         tx.prepare_cached("UPDATE run_specs SET outcome = ?2 WHERE run = ?1")?
             .execute(params![key, outcome])?;
+        super::run_summary::set_ended(tx, key, outcome)?;
     }
     known.set_standing(&c.run, key, epoch, c.seq);
     if let Some(h) = head {
