@@ -164,6 +164,7 @@ prop_compose! {
             timers: None,
             on_failure: Default::default(),
             compensations: Default::default(),
+            tags: Default::default(),
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -69,7 +69,7 @@ fn reads_answer_what_the_cli_prints_with_json() {
 
     let ls = json_lines(&runtape(dir.path(), &db, &["ls", "--json"]));
     let (_, runs) = server.get("/api/runs");
-    assert_eq!(runs["total"], json!(2));
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2));
     for (listed, printed) in runs["runs"].as_array().expect("runs").iter().zip(&ls) {
         for (k, v) in printed.as_object().expect("object") {
             if k != "updated_ms" {
@@ -86,10 +86,14 @@ fn reads_answer_what_the_cli_prints_with_json() {
         "/api/runs?status=completed&q={}",
         fork.to_uppercase()
     ));
-    assert_eq!(filtered["total"], json!(1), "{filtered}");
+    assert_eq!(
+        filtered["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{filtered}"
+    );
     assert_eq!(filtered["runs"][0]["id"], json!(fork));
     let (_, none) = server.get("/api/runs?status=failed");
-    assert_eq!(none["total"], json!(0), "{none}");
+    assert_eq!(none["runs"], json!([]), "{none}");
     let (_, receipts) = server.get(&format!("/api/runs/{run}/receipts"));
     assert_eq!(receipts["receipts"].as_array().map(Vec::len), Some(4));
 }
@@ -467,7 +471,11 @@ fn a_queued_run_is_queued_and_an_interrupted_one_is_not() {
     for (filter, run) in [("queued", &queued), ("interrupted", &killed)] {
         let (status, page) = server.get(&format!("/api/runs?status={filter}"));
         assert_eq!(status, 200, "{page}");
-        assert_eq!(page["total"], json!(1), "{filter}: {page}");
+        assert_eq!(
+            page["runs"].as_array().map(Vec::len),
+            Some(1),
+            "{filter}: {page}"
+        );
         assert_eq!(page["runs"][0]["id"], json!(run), "{filter}: {page}");
     }
 }

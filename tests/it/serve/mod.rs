@@ -8,4 +8,5 @@ mod otel;
 mod otel_agents;
 mod otel_conventions;
 mod readme;
+mod run_list;
 mod security;

@@ -10,6 +10,7 @@ pub mod crash;
 pub mod delegation;
 pub mod durable;
 pub mod machine;
+pub mod many_runs;
 pub mod mcp;
 pub mod otlp;
 pub mod pg;
