@@ -1,7 +1,7 @@
 // End-to-end scenarios of the runtape page in Debian's Chromium, driven by playwright-core.
 // Run by tests/it/serve/browser.rs, which starts `runtape serve` and prepares the runs:
 //   BASE_URL    the server's URL
-//   RUNS        JSON: { done, waiting, big, saga } run ids
+//   RUNS        JSON: { done, waiting, big, saga, failed } run ids, team_b: the runs tagged team=b
 //   SHOTS       directory for screenshots (written on every run, never committed)
 //   CHROMIUM    the browser binary (/usr/bin/chromium)
 //   RUNTAPE_BROWSER_MODULES  the folder tests/browser/install.sh installed into
@@ -47,6 +47,26 @@ try {
   await page.waitForSelector(`tr[data-run="${runs.done}"]`);
   await page.waitForSelector(`tr[data-run="${runs.waiting}"] [data-status="awaiting_input"]`);
   await page.screenshot({ path: join(shots, '1-runs.png') });
+
+  // 1b. Filter the list on the server: by tag, then failed runs, whose reason shows.
+  const listed = () => page.evaluate(() => [...document.querySelectorAll('tr[data-run]')].map((r) => r.dataset.run).sort().join(','));
+  await page.fill('#filter-tag', 'team=b');
+  await page.waitForFunction((want) => [...document.querySelectorAll('tr[data-run]')].map((r) => r.dataset.run).sort().join(',') === want,
+    [...runs.team_b].sort().join(','));
+  check(!(await page.isVisible(`tr[data-run="${runs.done}"]`)), 'an untagged run is filtered out');
+  await page.fill('#filter-tag', '');
+  await page.selectOption('#filter-status', 'failed');
+  await page.waitForFunction((failed) => document.querySelector(`tr[data-run="${failed}"] .reason`) !== null
+    && document.querySelectorAll('tr[data-run]').length === 2, runs.failed);
+  const reason = await page.textContent(`tr[data-run="${runs.failed}"] .reason`);
+  check(reason.includes('this goal is refused'), 'the list shows why the run failed: ' + reason);
+  check((await listed()).split(',').every((id) => id !== runs.done), 'only failed runs are listed');
+  await page.screenshot({ path: join(shots, '1b-filtered.png') });
+  await page.click(`tr[data-run="${runs.failed}"] a.mono`);
+  await page.waitForSelector('#run-reason');
+  const head = await page.textContent('#run-reason');
+  check(head.startsWith('Failed: bad_request') && head.includes('this goal is refused'), 'the header shows why the run failed: ' + head);
+  check((await page.textContent('#run-tags')).includes('team=b'), 'the header shows the run\'s tags');
 
   // 2. Open a run and step through its timeline.
   await page.goto(base + '#/run/' + runs.done);

@@ -200,9 +200,26 @@ function runsPage() {
   const status = el('select', { id: 'filter-status', 'aria-label': 'status' },
     ['', 'queued', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
       .map((s) => el('option', { value: s, text: s || 'any status' })));
-  const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal or agent', 'aria-label': 'search' });
+  const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal, answer or reason', 'aria-label': 'search' });
+  const input = (id, label, attrs = {}) => el('input', { id, 'aria-label': label, placeholder: label, ...attrs });
+  const agent = input('filter-agent', 'agent', { size: 10 });
+  const tag = input('filter-tag', 'tag key=value', { size: 14 });
+  const spec = input('filter-spec', 'spec digest', { size: 12 });
+  const relation = el('select', { id: 'filter-relation', 'aria-label': 'relation' },
+    ['', 'root', 'fork', 'child'].map((s) => el('option', { value: s, text: s || 'any relation' })));
+  const from = input('filter-from', 'started from', { type: 'datetime-local' });
+  const to = input('filter-to', 'started before', { type: 'datetime-local' });
+  const costMin = input('filter-cost-min', 'min $', { size: 6, inputmode: 'decimal' });
+  const costMax = input('filter-cost-max', 'max $', { size: 6, inputmode: 'decimal' });
+  const durMin = input('filter-duration-min', 'min s', { size: 5, inputmode: 'decimal' });
+  const durMax = input('filter-duration-max', 'max s', { size: 5, inputmode: 'decimal' });
+  const sort = el('select', { id: 'filter-sort', 'aria-label': 'sort' },
+    [['started', 'newest'], ['cost', 'cost'], ['duration', 'duration']].map(([v, t]) => el('option', { value: v, text: 'by ' + t })));
+  const order = el('select', { id: 'filter-order', 'aria-label': 'order' },
+    [['desc', 'largest first'], ['asc', 'smallest first']].map(([v, t]) => el('option', { value: v, text: t })));
   const body = el('tbody');
-  const count = el('span', { class: 'muted' });
+  const count = el('span', { class: 'muted', id: 'runs-count' });
+  const more = el('button', { id: 'runs-more', hidden: true }, 'More runs');
   const specPath = el('input', { id: 'start-spec', placeholder: 'examples/approval.toml', size: 40 });
   const specText = el('textarea', { id: 'start-toml', placeholder: 'or paste a spec (TOML)' });
   const goal = el('input', { id: 'start-goal', placeholder: 'goal (default: the spec\'s)', size: 40 });
@@ -222,45 +239,95 @@ function runsPage() {
       },
     }, 'Start')));
   view().append(
-    el('div', { class: 'toolbar' }, el('h2', { text: 'Runs' }), status, text, count),
+    el('div', { class: 'toolbar' }, el('h2', { text: 'Runs' }), status, text, agent, tag, relation, sort, order, count),
+    el('div', { class: 'toolbar filters' }, 'started', from, to, 'cost', costMin, costMax, 'duration', durMin, durMax, spec),
     start,
     el('table', { class: 'runs' },
-      el('thead', {}, el('tr', {}, ['run', 'status', 'agent', 'steps', 'tokens', 'cost', 'age', 'goal', 'relations'].map((h) => el('th', { text: h })))),
-      body));
+      el('thead', {}, el('tr', {}, ['run', 'status', 'agent', 'steps', 'tokens', 'cost', 'took', 'age', 'goal', 'relations'].map((h) => el('th', { text: h })))),
+      body),
+    el('div', { class: 'toolbar' }, more));
   let runs = [];
+  let next = null;
+  const took = (r) => {
+    const s = Math.max(0, (Number(r.updated_ms) - Number(r.created_ms)) / 1000);
+    return s < 60 ? s.toFixed(1) + 's' : Math.round(s / 60) + 'm';
+  };
+  const filterBy = (box, value) => (ev) => { ev.preventDefault(); box.value = value; reload(); };
   const draw = () => {
     const byParent = {};
     for (const r of runs) if (r.parent) (byParent[r.parent.run] ||= []).push(r);
     body.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.id },
       el('td', {}, el('a', { class: 'mono', href: '#/run/' + r.id, text: r.id })),
       el('td', {}, badge(r)),
-      el('td', { text: r.agent }),
+      el('td', {}, el('a', { href: '#/', class: 'filter-link', onclick: filterBy(agent, r.agent), text: r.agent })),
       el('td', { text: r.steps }),
       el('td', { text: r.tokens }),
       el('td', { text: cost(r) }),
+      el('td', { text: took(r) }),
       el('td', { text: age(r.updated_ms) }),
-      el('td', { class: 'goal', text: r.goal }),
+      el('td', { class: 'goal' }, r.goal,
+        r.reason ? el('div', { class: 'reason', text: r.reason }) : null,
+        r.tags ? el('div', { class: 'tags' }, ...Object.entries(r.tags).map(([k, v]) =>
+          el('a', { href: '#/', class: 'tag', onclick: filterBy(tag, k + '=' + v), text: k + '=' + v }))) : null),
       el('td', {},
         sessionMark(r),
         r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' ',
           el('a', { href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare' })) : null,
         (byParent[r.id] || []).length ? el('span', { class: 'muted', text: ' ' + byParent[r.id].length + ' fork(s)' }) : null))));
+    count.textContent = runs.length + (next ? '+' : '') + ' run(s)';
+    more.hidden = !next;
   };
-  const load = async () => {
+  const query = () => {
     const q = new URLSearchParams();
-    if (status.value) q.set('status', status.value);
-    if (text.value) q.set('q', text.value);
+    const set = (k, v) => { if (v) q.set(k, v); };
+    set('status', status.value);
+    set('q', text.value);
+    set('agent', agent.value.trim());
+    set('tag', tag.value.trim());
+    set('spec', spec.value.trim());
+    set('relation', relation.value);
+    if (from.value) q.set('from', String(new Date(from.value).getTime()));
+    if (to.value) q.set('to', String(new Date(to.value).getTime()));
+    set('cost_min', costMin.value.trim());
+    set('cost_max', costMax.value.trim());
+    if (durMin.value.trim()) q.set('duration_min', String(Math.round(Number(durMin.value) * 1000)));
+    if (durMax.value.trim()) q.set('duration_max', String(Math.round(Number(durMax.value) * 1000)));
+    if (sort.value !== 'started') q.set('sort', sort.value);
+    if (order.value !== 'desc') q.set('order', order.value);
+    return q;
+  };
+  // The first page again (filters changed, or the 2 s refresh): as many runs as are shown.
+  let shown = 200;
+  let asked = 0;
+  const reload = async () => {
+    const q = query();
+    q.set('limit', String(Math.min(1000, Math.max(200, shown))));
+    const mine = ++asked;
     try {
       const r = await api('/api/runs?' + q);
+      if (mine !== asked) return;
       runs = r.runs;
-      count.textContent = r.total + ' run(s)';
+      next = r.next || null;
       draw();
     } catch (e) { if (e.status !== 401) flash(e.message); }
   };
-  status.onchange = load;
-  text.oninput = load;
-  load();
-  const timer = setInterval(load, 2000);
+  more.onclick = async () => {
+    if (!next) return;
+    const q = query();
+    q.set('limit', '200');
+    q.set('cursor', next);
+    try {
+      const r = await api('/api/runs?' + q);
+      runs = runs.concat(r.runs);
+      next = r.next || null;
+      shown = runs.length;
+      draw();
+    } catch (e) { flash(e.message); }
+  };
+  for (const box of [status, relation, sort, order, from, to]) box.onchange = () => { shown = 200; reload(); };
+  for (const box of [text, agent, tag, spec, costMin, costMax, durMin, durMax]) box.oninput = () => { shown = 200; reload(); };
+  reload();
+  const timer = setInterval(reload, 2000);
   onLeave(() => clearInterval(timer));
 }
 
@@ -407,7 +474,9 @@ function runPage(id, initialSeq) {
         el('a', { id: 'compare-parent', href: '#/diff/' + r.parent.run + '/' + r.id, text: 'compare with parent' })) : null,
       (r.forks || []).length ? el('span', {}, 'forks: ', ...r.forks.map((f) => el('span', {},
         el('a', { href: '#/run/' + f.run, text: f.run }), ' (', el('a', { href: '#/diff/' + r.id + '/' + f.run, text: 'compare' }), ') '))) : null,
-      el('div', { class: 'muted', id: 'goal', text: r.goal })].filter(Boolean));
+      r.tags ? el('span', { class: 'tags', id: 'run-tags' }, ...Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v }))) : null,
+      el('div', { class: 'muted', id: 'goal', text: r.goal }),
+      r.reason ? el('div', { class: 'reason', id: 'run-reason', role: 'status', text: (r.status === 'failed' ? 'Failed: ' : '') + r.reason }) : null].filter(Boolean));
     const done = ['completed', 'failed', 'cancelled'].includes(r.status);
     const act = (label, path, body, opts = {}) => el('button', {
       id: opts.id, class: opts.class, disabled: opts.disabled,

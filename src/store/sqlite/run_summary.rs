@@ -1,7 +1,8 @@
 //! The run summary (schema 11): one narrow row per run with what the run list filters on
 //! that `runs` does not hold — its creation time, entry agent, spec digest, fork and
-//! delegation parents, tags, goal and how it ended — so [`page`] finds a page of runs by
-//! reading narrow rows instead of every run's spec. Written with the run's row
+//! delegation parents, goal and how it ended — so [`page`] finds a page of runs by
+//! reading narrow rows instead of every run's spec; `run_tags`, each run's tags found by
+//! tag; and `runs_by_cost`, so the list sorted by cost reads one page of an index. Written with the run's row
 //! ([`insert`]) and when its outcome is ([`set_ended`]), in the same transactions; filled for
 //! the runs already stored when the schema is migrated ([`fill`]).
 //!
@@ -36,12 +37,20 @@ CREATE TABLE run_summary (
     fork_of TEXT,
     -- the run whose delegation started a child run
     child_of TEXT,
-    -- the tags as a JSON object; NULL when none
-    tags TEXT,
     goal TEXT NOT NULL,
     -- the answer, or why it failed or was cancelled; NULL until it ends
     ended TEXT
 );
+-- each run's tags, found by tag
+CREATE TABLE run_tags (
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    -- runs.key
+    run INTEGER NOT NULL,
+    PRIMARY KEY (key, value, run)
+) WITHOUT ROWID;
+-- the list sorted by cost, a page at a time at any depth
+CREATE INDEX runs_by_cost ON runs (cost_nanos);
 "#;
 
 /// A run's summary row, from what its `run_specs` row holds.
@@ -49,16 +58,13 @@ struct Summary {
     agent: String,
     spec_digest: String,
     child_of: Option<String>,
-    tags: Option<String>,
 }
 
 fn summarise(spec: &str) -> Summary {
-    let tags = spec_tags(spec);
     Summary {
         agent: spec_entry_agent(spec),
         spec_digest: spec_digest(spec),
         child_of: spec_child_of(spec).map(|r| r.to_string()),
-        tags: (!tags.is_empty()).then(|| serde_json::Value::from_iter(tags).to_string()),
     }
 }
 
@@ -74,8 +80,8 @@ pub(super) fn insert(
 ) -> rusqlite::Result<()> {
     let s = summarise(spec);
     tx.prepare_cached(
-        "INSERT INTO run_summary (run, created_ms, agent, spec_digest, fork_of, child_of, tags, goal, ended) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
+        "INSERT INTO run_summary (run, created_ms, agent, spec_digest, fork_of, child_of, goal, ended) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
     )?
     .execute(params![
         key,
@@ -84,9 +90,13 @@ pub(super) fn insert(
         s.spec_digest,
         fork_of,
         s.child_of,
-        s.tags,
         goal
     ])?;
+    let mut tag =
+        tx.prepare_cached("INSERT INTO run_tags (key, value, run) VALUES (?1, ?2, ?3)")?;
+    for (k, v) in spec_tags(spec) {
+        tag.execute(params![k, v, key])?;
+    }
     Ok(())
 }
 
@@ -200,11 +210,9 @@ fn conditions(q: &RunQuery) -> (Vec<String>, Vec<Value>) {
         add("(m.fork_of = ? OR m.child_of = ?)", vec![p.clone(), p]);
     }
     for (k, v) in &q.tags {
-        // Keys are lowercase letters, digits, `_`, `-` and `.` (checked when set and when
-        // asked for): quoted, any of them is one member of the object.
         add(
-            "json_extract(m.tags, ?) = ?",
-            vec![Value::Text(format!("$.\"{k}\"")), Value::Text(v.clone())],
+            "r.key IN (SELECT run FROM run_tags WHERE key = ? AND value = ?)",
+            vec![Value::Text(k.clone()), Value::Text(v.clone())],
         );
     }
     if let Some(t) = &q.text {
@@ -237,14 +245,9 @@ pub(super) fn page(
         ("<", "DESC")
     };
     if let Some(Cursor { value, key }) = q.after {
-        when.push(format!(
-            "({sort} {cmp} ? OR ({sort} = ? AND r.key {cmp} ?))"
-        ));
-        args.extend([
-            Value::Integer(value),
-            Value::Integer(value),
-            Value::Integer(key),
-        ]);
+        // A row value, which SQLite compares as a whole and walks an index by.
+        when.push(format!("({sort}, r.key) {cmp} (?, ?)"));
+        args.extend([Value::Integer(value), Value::Integer(key)]);
     }
     let limit = q.limit.max(1);
     args.push(int(limit as u64 + 1));

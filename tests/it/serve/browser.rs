@@ -2,7 +2,9 @@
 //! (`tests/browser/e2e.mjs`) against a real `runtape serve` on a free loopback port. It opens
 //! the runs list and a run, steps through the timeline, inspects a model request, approves a
 //! waiting call and watches the run complete live, forks from a step with an edit and
-//! compares the branches, shows a compensated run's saga steps, and measures a 10,000-transition run. Screenshots of every screen go
+//! compares the branches, shows a compensated run's saga steps, filters the runs list by tag
+//! and status and reads a failed run's reason in the list and in its header, and measures a
+//! 10,000-transition run. Screenshots of every screen go
 //! to `target/browser-screenshots/` (not committed).
 //!
 //! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core
@@ -120,6 +122,12 @@ fn the_page_works_in_chromium_end_to_end() {
 
     let (dir, db) = scratch_db();
     let big = long_run(&db, 3_333);
+    // Eight tagged runs (team=a|b|c by index), the first and the last failed with a reason.
+    let many = tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(crate::support::many_runs::generate(&db, 8, 8));
+    let team_b: Vec<String> = [1, 4, 7].iter().map(|i| many[*i].to_string()).collect();
+    let failed = many[7].to_string();
     let done = run_spec(dir.path(), &db, "examples/quickstart.toml");
     let waiting = run_spec(dir.path(), &db, "examples/approval.toml");
     // A run that created two things, failed, and undid them (steps 9 to 11).
@@ -142,7 +150,8 @@ fn the_page_works_in_chromium_end_to_end() {
         .env("BASE_URL", &server.url)
         .env(
             "RUNS",
-            json!({"done": done, "waiting": waiting, "big": big, "saga": saga}).to_string(),
+            json!({"done": done, "waiting": waiting, "big": big, "saga": saga, "team_b": team_b, "failed": failed})
+                .to_string(),
         )
         .env("SHOTS", &shots)
         .env("CHROMIUM", &chromium)
@@ -162,6 +171,7 @@ fn the_page_works_in_chromium_end_to_end() {
     eprintln!("10,000-transition run in Chromium: {figures}");
     for shot in [
         "1-runs.png",
+        "1b-filtered.png",
         "2-run-request.png",
         "3-waiting.png",
         "4-approved.png",
