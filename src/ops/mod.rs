@@ -64,6 +64,7 @@ pub mod retention;
 pub mod schedule_fire;
 pub mod schedules;
 mod run_list;
+mod run_stats;
 mod start;
 mod tree;
 mod views;
@@ -90,6 +91,7 @@ pub use resume::{Answer, resume};
 pub use run_list::{
     DEFAULT_RUNS_PAGE, MAX_RUNS_PAGE, RUN_FILTERS, cursor_text, run_page, run_query,
 };
+pub use run_stats::{StepDuration, run_stats, step_durations};
 pub use start::{connect_mcp, enqueue, load, prepare, start, start_spec};
 pub use tree::{
     Waiting, answers, delegated_by, descendants, in_tree_order, waiting_below, waiting_in,

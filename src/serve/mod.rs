@@ -37,6 +37,7 @@ mod security;
 mod sse;
 mod state;
 mod statechart;
+mod stats;
 mod ui;
 mod waker;
 mod watch;

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::error::ApiError;
 use super::state::App;
 use super::watch::{ServedRun, run_view};
-use super::{actions, security, sse, ui};
+use super::{actions, security, sse, stats, ui};
 use crate::machine::RunId;
 use crate::ops::{self, EntryView, RunAt, WaitingCall, parse_run_at, quoted};
 
@@ -39,6 +39,10 @@ pub(crate) const ROUTES: &[Route] = &[
     ("GET", "/api/runs/{id}/verify", || get(verify)),
     ("GET", "/api/runs/{id}/events", || get(sse::events)),
     ("GET", "/api/diff", || get(diff)),
+    ("GET", "/api/stats/status", || get(stats::status)),
+    ("GET", "/api/stats/spend", || get(stats::spend)),
+    ("GET", "/api/stats/failures", || get(stats::failures)),
+    ("GET", "/api/stats/steps", || get(stats::steps)),
     ("POST", "/api/runs/{id}/resume", || post(actions::resume)),
     ("POST", "/api/runs/{id}/approve", || post(actions::approve)),
     ("POST", "/api/runs/{id}/reject", || post(actions::reject)),

@@ -67,6 +67,13 @@ macro_rules! forward_store_reads {
         ) -> Result<$crate::store::RunPage, $crate::store::StoreError> {
             self.$inner.run_page(q, now_ms)
         }
+        fn run_stats(
+            &self,
+            since_ms: u64,
+            bucket_ms: u64,
+        ) -> Result<$crate::store::RunStats, $crate::store::StoreError> {
+            self.$inner.run_stats(since_ms, bucket_ms)
+        }
         fn transitions(
             &self,
             run: &$crate::machine::RunId,

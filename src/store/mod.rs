@@ -38,6 +38,7 @@ pub mod retention;
 pub mod schedules;
 mod run_facts;
 mod run_query;
+mod run_stats;
 mod schema;
 mod schema_shape;
 mod session;
@@ -54,6 +55,7 @@ pub use postgres::{
     Claim, PG_SCHEMA_VERSION, PostgresStore, WorkerInfo, WorkerRecord, display_url, is_postgres_url,
 };
 pub use run_query::{Cursor, Relation, RunPage, RunQuery, RunSort, StatusFilter};
+pub use run_stats::{FailureCount, RunStats, Spend, StatusCount};
 pub use schema::SCHEMA_VERSION;
 pub use session::{SessionLink, SessionRecord};
 pub use sqlite::priority as sqlite_priority;
@@ -914,6 +916,13 @@ pub trait Store: Send + Sync + 'static {
     /// its run summary, so a page costs about the same at any depth.
     fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
         Ok(run_query::page_of_all(self.runs()?, q, now_ms))
+    }
+
+    /// What the runs created at or after `since_ms` add up to ([`RunStats`]), counted per
+    /// `bucket_ms` of creation time. The default reads every run; SQLite adds up its run
+    /// summary.
+    fn run_stats(&self, since_ms: u64, bucket_ms: u64) -> Result<RunStats, StoreError> {
+        Ok(run_stats::stats_of_all(&self.runs()?, since_ms, bucket_ms))
     }
 
     /// The run's own transitions with `from <= seq <= to`, in order (a fork's inherited

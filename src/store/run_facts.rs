@@ -48,14 +48,29 @@ pub(crate) fn spec_digest(spec: &str) -> String {
 /// The entry agent of a stored spec: its plan's entry, else its first agent (empty for a
 /// spec that does not parse).
 pub(crate) fn spec_entry_agent(spec: &str) -> String {
+    spec_entry_route(spec).0
+}
+
+/// The entry agent of a stored spec and its primary route as `provider/model` (empty for a
+/// spec that does not parse).
+pub(crate) fn spec_entry_route(spec: &str) -> (String, String) {
     let Ok(spec) = serde_json::from_str::<crate::machine::Spec>(spec) else {
-        return String::new();
+        return (String::new(), String::new());
     };
-    spec.plan
+    let entry = spec
+        .plan
         .as_ref()
         .map(|p| p.entry.to_string())
         .or_else(|| spec.agents.first().map(|a| a.id.to_string()))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let model = spec
+        .agents
+        .iter()
+        .find(|a| a.id.as_str() == entry)
+        .and_then(|a| a.routes.first())
+        .map(|r| format!("{}/{}", r.provider, r.model))
+        .unwrap_or_default();
+    (entry, model)
 }
 
 /// What a stored outcome says a person would search for: the answer, or why it did not

@@ -181,6 +181,7 @@ function route() {
   view().replaceChildren();
   if (parts[0] === 'run' && parts[1]) return runPage(parts[1], parts[2] ? Number(parts[2]) : null);
   if (parts[0] === 'diff' && parts[1] && parts[2]) return comparePage(parts[1], parts[2]);
+  if (parts[0] === 'stats') return statsPage();
   return runsPage();
 }
 
@@ -201,6 +202,8 @@ function runsPage() {
     ['', 'queued', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
       .map((s) => el('option', { value: s, text: s || 'any status' })));
   const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal, answer or reason', 'aria-label': 'search' });
+  text.value = sessionStorage.getItem('runtape-q') || '';
+  sessionStorage.removeItem('runtape-q');
   const input = (id, label, attrs = {}) => el('input', { id, 'aria-label': label, placeholder: label, ...attrs });
   const agent = input('filter-agent', 'agent', { size: 10 });
   const tag = input('filter-tag', 'tag key=value', { size: 14 });
@@ -329,6 +332,55 @@ function runsPage() {
   reload();
   const timer = setInterval(reload, 2000);
   onLeave(() => clearInterval(timer));
+}
+
+// ---- what the runs add up to ---------------------------------------------------------------
+
+function statsPage() {
+  const bucket = el('select', { id: 'stats-bucket', 'aria-label': 'bucket' },
+    ['hour', 'day', 'minute'].map((b) => el('option', { value: b, text: 'per ' + b })));
+  const boxes = {
+    status: el('div', { id: 'stats-status' }), spend: el('div', { id: 'stats-spend' }),
+    failures: el('div', { id: 'stats-failures' }), steps: el('div', { id: 'stats-steps' }),
+  };
+  const panel = (title, box) => el('section', { class: 'panel' }, el('h3', { text: title }), box);
+  view().append(
+    el('div', { class: 'toolbar' }, el('h2', { text: 'Stats' }), bucket),
+    el('div', { class: 'stats' },
+      panel('Runs per status over time', boxes.status),
+      panel('Cost and tokens per agent and model', boxes.spend),
+      panel('Step durations (newest 200 runs)', boxes.steps),
+      panel('Failures by reason', boxes.failures)));
+  const table = (heads, rows) => el('table', { class: 'runs' },
+    el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
+    el('tbody', {}, rows.map((cells) => el('tr', {}, cells.map((c) => el('td', {}, c))))));
+  const bar = (value, max) => el('meter', { min: 0, max: Math.max(1, max), value, 'aria-hidden': 'true' });
+  const load = async () => {
+    try {
+      const [st, sp, fa, steps] = await Promise.all([
+        api('/api/stats/status?bucket=' + bucket.value), api('/api/stats/spend'),
+        api('/api/stats/failures'), api('/api/stats/steps')]);
+      const buckets = [...new Set(st.rows.map((r) => r.bucket_ms))];
+      const statuses = [...new Set(st.rows.map((r) => r.status))].sort();
+      const n = (b, s) => (st.rows.find((r) => r.bucket_ms === b && r.status === s) || { runs: 0 }).runs;
+      const top = Math.max(0, ...buckets.map((b) => statuses.reduce((t, s) => t + n(b, s), 0)));
+      boxes.status.replaceChildren(table(['from', ...statuses, 'all', ''], buckets.map((b) => {
+        const all = statuses.reduce((t, s) => t + n(b, s), 0);
+        return [new Date(b).toISOString().slice(0, 16).replace('T', ' '), ...statuses.map((s) => String(n(b, s))), String(all), bar(all, top)];
+      })));
+      const costTop = Math.max(0, ...sp.rows.map((r) => Number(r.cost_nanos)));
+      boxes.spend.replaceChildren(table(['agent', 'model', 'runs', 'tokens', 'cost', ''],
+        sp.rows.map((r) => [r.agent, r.model, String(r.runs), String(r.tokens), usd(r.cost_nanos), bar(Number(r.cost_nanos), costTop)])));
+      const slow = Math.max(0, ...steps.rows.map((r) => r.p95_ms));
+      boxes.steps.replaceChildren(table(['step', 'steps', 'p50', 'p95', ''],
+        steps.rows.map((r) => [r.kind, String(r.steps), r.p50_ms + ' ms', r.p95_ms + ' ms', bar(r.p95_ms, slow)])));
+      boxes.failures.replaceChildren(fa.rows.length ? table(['class', 'runs', 'newest reason'],
+        fa.rows.map((r) => [el('a', { href: '#/', onclick: () => { sessionStorage.setItem('runtape-q', r.class); }, text: r.class }), String(r.runs), el('span', { class: 'reason', text: r.example })]))
+        : el('p', { class: 'muted', text: 'No failed runs.' }));
+    } catch (e) { if (e.status !== 401) flash(e.message); }
+  };
+  bucket.onchange = load;
+  load();
 }
 
 // ---- a run ---------------------------------------------------------------------------------

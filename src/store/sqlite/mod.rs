@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::schema::{self, classify, row_id};
 use super::{
     Ack, Control, Durable, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunPage, RunQuery,
-    RunRecord, RunStatus, Store, StoreError, TransitionRecord, Write,
+    RunRecord, RunStats, RunStatus, Store, StoreError, TransitionRecord, Write,
 };
 use crate::ledger::codec::stored_edge;
 use crate::ledger::packed::unpack;
@@ -31,6 +31,7 @@ pub mod priority;
 mod readers;
 mod retention;
 mod schedules;
+mod run_stats;
 pub(super) mod run_summary;
 mod sessions;
 pub(super) mod space;
@@ -444,6 +445,10 @@ impl Store for SqliteStore {
 
     fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
         self.read(|c| run_summary::page(c, q, now_ms))?
+    }
+
+    fn run_stats(&self, since_ms: u64, bucket_ms: u64) -> Result<RunStats, StoreError> {
+        self.read(|c| run_stats::stats(c, since_ms, bucket_ms))
     }
 
     fn transitions(

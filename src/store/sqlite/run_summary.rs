@@ -1,5 +1,5 @@
 //! The run summary (schema 11): one narrow row per run with what the run list filters on
-//! that `runs` does not hold — its creation time, entry agent, spec digest, fork and
+//! that `runs` does not hold — its creation time, entry agent and its model, spec digest, fork and
 //! delegation parents, goal and how it ended — so [`page`] finds a page of runs by
 //! reading narrow rows instead of every run's spec; `run_tags`, each run's tags found by
 //! tag; and `runs_by_cost`, so the list sorted by cost reads one page of an index. Written with the run's row
@@ -15,7 +15,7 @@ use rusqlite::{Connection, params, params_from_iter};
 
 use super::{RUN_COLUMNS, RUN_ROWS, run_record};
 use crate::store::run_facts::{
-    outcome_text, spec_child_of, spec_digest, spec_entry_agent, spec_tags,
+    outcome_text, spec_child_of, spec_digest, spec_entry_route, spec_tags,
 };
 use crate::store::{
     Cursor, Relation, RunPage, RunQuery, RunRecord, RunSort, StatusFilter, StoreError,
@@ -31,6 +31,8 @@ CREATE TABLE run_summary (
     created_ms INTEGER NOT NULL,
     -- the entry agent
     agent TEXT NOT NULL,
+    -- its primary route, provider/model
+    model TEXT NOT NULL,
     -- BLAKE3 of the stored spec without its tags (hex)
     spec_digest TEXT NOT NULL,
     -- the run a fork was forked from
@@ -56,13 +58,16 @@ CREATE INDEX runs_by_cost ON runs (cost_nanos);
 /// A run's summary row, from what its `run_specs` row holds.
 struct Summary {
     agent: String,
+    model: String,
     spec_digest: String,
     child_of: Option<String>,
 }
 
 fn summarise(spec: &str) -> Summary {
+    let (agent, model) = spec_entry_route(spec);
     Summary {
-        agent: spec_entry_agent(spec),
+        agent,
+        model,
         spec_digest: spec_digest(spec),
         child_of: spec_child_of(spec).map(|r| r.to_string()),
     }
@@ -80,13 +85,14 @@ pub(super) fn insert(
 ) -> rusqlite::Result<()> {
     let s = summarise(spec);
     tx.prepare_cached(
-        "INSERT INTO run_summary (run, created_ms, agent, spec_digest, fork_of, child_of, goal, ended) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+        "INSERT INTO run_summary (run, created_ms, agent, model, spec_digest, fork_of, child_of, goal, ended) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
     )?
     .execute(params![
         key,
         created_ms,
         s.agent,
+        s.model,
         s.spec_digest,
         fork_of,
         s.child_of,
@@ -245,9 +251,15 @@ pub(super) fn page(
         ("<", "DESC")
     };
     if let Some(Cursor { value, key }) = q.after {
-        // A row value, which SQLite compares as a whole and walks an index by.
-        when.push(format!("({sort}, r.key) {cmp} (?, ?)"));
-        args.extend([Value::Integer(value), Value::Integer(key)]);
+        if q.sort == RunSort::Started {
+            // The value is the key: the rowid alone, which SQLite seeks to.
+            when.push(format!("r.key {cmp} ?"));
+            args.push(Value::Integer(key));
+        } else {
+            // A row value, which SQLite compares as a whole and walks an index by.
+            when.push(format!("({sort}, r.key) {cmp} (?, ?)"));
+            args.extend([Value::Integer(value), Value::Integer(key)]);
+        }
     }
     let limit = q.limit.max(1);
     args.push(int(limit as u64 + 1));

@@ -9,4 +9,5 @@ mod otel_agents;
 mod otel_conventions;
 mod readme;
 mod run_list;
+mod run_stats;
 mod security;

@@ -335,8 +335,8 @@ fn a_malformed_tag_is_one_line_and_starts_nothing() {
     assert!(ls.stdout.is_empty(), "nothing was started");
 }
 
-/// Measures the run list at 100,000 runs (`RUNTAPE_LIST_RUNS` to change it): how long the
-/// runs take to write, then the first page and a deep page of a few queries, as
+/// Measures the run list at 100,000 runs (`RUNTAPE_LIST_RUNS` to change it; `RUNTAPE_LIST_DB`
+/// to keep them in a file and measure them again): how long the runs take to write, then the first page and a deep page of a few queries, as
 /// `src/guide/serve.md` reports them. Prints figures; asserts only what is listed.
 #[test]
 #[ignore = "measures 100,000 runs (minutes): cargo test --test it -- --ignored serve::run_list::measure"]
@@ -345,12 +345,16 @@ fn measure_the_run_list_at_100000_runs() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
-    let (dir, db) = scratch_db();
-    let t = Instant::now();
-    tokio::runtime::Runtime::new()
-        .expect("runtime")
-        .block_on(generate(&db, count, 1000));
-    eprintln!("wrote {count} runs in {:.1} s", t.elapsed().as_secs_f64());
+    let (dir, scratch) = scratch_db();
+    // RUNTAPE_LIST_DB=FILE keeps the runs there to measure again without writing them anew.
+    let db = std::env::var_os("RUNTAPE_LIST_DB").map_or(scratch, std::path::PathBuf::from);
+    if !db.exists() {
+        let t = Instant::now();
+        tokio::runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(generate(&db, count, 1000));
+        eprintln!("wrote {count} runs in {:.1} s", t.elapsed().as_secs_f64());
+    }
     let server = serve(dir.path(), &db);
     for query in [
         "",
