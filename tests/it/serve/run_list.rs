@@ -384,4 +384,15 @@ fn measure_the_run_list_at_100000_runs() {
         }
         eprintln!("`{query}`: first page {first_ms:.1} ms, page 51 {deep_ms:.1} ms");
     }
+    for path in [
+        "/api/stats/status?bucket=minute",
+        "/api/stats/spend",
+        "/api/stats/failures",
+        "/api/stats/steps",
+    ] {
+        let t = Instant::now();
+        let (status, body) = server.get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        eprintln!("`{path}`: {:.1} ms", t.elapsed().as_secs_f64() * 1000.0);
+    }
 }
