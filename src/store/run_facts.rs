@@ -17,6 +17,19 @@ struct SpecFacts {
     tags: BTreeMap<String, String>,
     #[serde(default)]
     delegated_by: Option<EffectId>,
+    #[serde(default)]
+    session: Option<SessionName>,
+}
+
+/// Only the name of a stored spec's session.
+#[derive(Deserialize)]
+struct SessionName {
+    name: String,
+}
+
+/// The name of the session the run of a stored spec belongs to.
+pub(crate) fn spec_session(spec: &str) -> Option<String> {
+    Some(serde_json::from_str::<SpecFacts>(spec).ok()?.session?.name)
 }
 
 /// The tags of a stored spec.
@@ -115,6 +128,11 @@ impl RunRecord {
     /// that does not parse (which `verify` reports on its own).
     pub fn tags(&self) -> BTreeMap<String, String> {
         spec_tags(&self.spec)
+    }
+
+    /// The name of the session it belongs to, if any.
+    pub fn session_name(&self) -> Option<String> {
+        spec_session(&self.spec)
     }
 
     /// For a child run, the run whose delegation started it.

@@ -82,7 +82,7 @@ pub struct RunQuery {
     pub parent: Option<RunId>,
     /// Tags every one of which it carries.
     pub tags: Vec<(String, String)>,
-    /// Text (lowercase) its id, goal, answer or failure reason contains.
+    /// Text (lowercase) its id, goal, answer, failure reason or session name contains.
     pub text: Option<String>,
     /// The order.
     pub sort: RunSort,
@@ -141,6 +141,7 @@ impl RunQuery {
                 Some(r.goal.clone()),
                 r.answer(),
                 r.reason(),
+                r.session_name(),
             ]
             .into_iter()
             .flatten()

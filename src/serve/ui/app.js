@@ -201,7 +201,7 @@ function runsPage() {
   const status = el('select', { id: 'filter-status', 'aria-label': 'status' },
     ['', 'queued', 'running', 'interrupted', 'paused', 'awaiting_input', 'budget_exhausted', 'completed', 'failed', 'cancelled']
       .map((s) => el('option', { value: s, text: s || 'any status' })));
-  const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal, answer or reason', 'aria-label': 'search' });
+  const text = el('input', { id: 'filter-text', type: 'search', placeholder: 'id, goal, answer, reason, session', 'aria-label': 'search' });
   text.value = sessionStorage.getItem('runtape-q') || '';
   sessionStorage.removeItem('runtape-q');
   const input = (id, label, attrs = {}) => el('input', { id, 'aria-label': label, placeholder: label, ...attrs });

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params, params_from_iter};
 
 use super::{RUN_COLUMNS, RUN_ROWS, run_record};
 use crate::store::run_facts::{
-    outcome_text, spec_child_of, spec_digest, spec_entry_route, spec_tags,
+    outcome_text, spec_child_of, spec_digest, spec_entry_route, spec_session, spec_tags,
 };
 use crate::store::{
     Cursor, Relation, RunPage, RunQuery, RunRecord, RunSort, StatusFilter, StoreError,
@@ -40,6 +40,8 @@ CREATE TABLE run_summary (
     -- the run whose delegation started a child run
     child_of TEXT,
     goal TEXT NOT NULL,
+    -- the session it belongs to
+    session TEXT,
     -- the answer, or why it failed or was cancelled; NULL until it ends
     ended TEXT
 );
@@ -85,8 +87,8 @@ pub(super) fn insert(
 ) -> rusqlite::Result<()> {
     let s = summarise(spec);
     tx.prepare_cached(
-        "INSERT INTO run_summary (run, created_ms, agent, model, spec_digest, fork_of, child_of, goal, ended) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
+        "INSERT INTO run_summary (run, created_ms, agent, model, spec_digest, fork_of, child_of, goal, session, ended) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)",
     )?
     .execute(params![
         key,
@@ -96,7 +98,8 @@ pub(super) fn insert(
         s.spec_digest,
         fork_of,
         s.child_of,
-        goal
+        goal,
+        spec_session(spec)
     ])?;
     let mut tag =
         tx.prepare_cached("INSERT INTO run_tags (key, value, run) VALUES (?1, ?2, ?3)")?;
@@ -224,8 +227,9 @@ fn conditions(q: &RunQuery) -> (Vec<String>, Vec<Value>) {
     if let Some(t) = &q.text {
         let like = contains(t);
         add(
-            "(r.id LIKE ? ESCAPE '\\' OR m.goal LIKE ? ESCAPE '\\' OR m.ended LIKE ? ESCAPE '\\')",
-            vec![like.clone(), like.clone(), like],
+            "(r.id LIKE ? ESCAPE '\\' OR m.goal LIKE ? ESCAPE '\\' OR m.ended LIKE ? ESCAPE '\\' \
+             OR m.session LIKE ? ESCAPE '\\')",
+            vec![like.clone(), like.clone(), like.clone(), like],
         );
     }
     (when, args)

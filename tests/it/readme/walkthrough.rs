@@ -316,7 +316,7 @@ fn serve_shows_the_runs(cmd: &mut Command, what: &str) {
     let runs = request(addr, "GET", "/api/runs", &[], None);
     assert_eq!(runs.status, 200, "{what}");
     assert!(
-        runs.json()["total"].as_u64() >= Some(8),
+        runs.json()["runs"].as_array().map(Vec::len) >= Some(8),
         "{what}: {}",
         runs.text()
     );
