@@ -116,9 +116,12 @@ pub(super) fn set_ended(tx: &Connection, key: i64, outcome: &str) -> rusqlite::R
     Ok(())
 }
 
+/// A stored run as the migration reads it: key, spec, fork parent, goal, creation, outcome.
+type StoredRun = (i64, String, Option<String>, String, i64, Option<String>);
+
 /// Summarises every run already stored (the migration to schema 11).
 pub(in crate::store) fn fill(conn: &Connection) -> rusqlite::Result<()> {
-    let rows: Vec<(i64, String, Option<String>, String, i64, Option<String>)> = conn
+    let rows: Vec<StoredRun> = conn
         .prepare("SELECT run, spec, parent_id, goal, created_ms, outcome FROM run_specs")?
         .query_map([], |r| {
             Ok((

@@ -88,7 +88,7 @@ fn filters_sorts_and_keyset_pages_hold_over_many_runs() {
     assert!(created.windows(2).all(|w| w[0] >= w[1]), "newest first");
     assert_eq!(all[0]["id"], json!(fork), "the fork was created last");
 
-    let failed = |i: usize| i % 7 == 0;
+    let failed = |i: usize| i.is_multiple_of(7);
     let parent_query = format!("parent={root}");
     let cases: Vec<(&str, BTreeSet<String>)> = vec![
         ("status=failed", set(&failed)),

@@ -22,7 +22,7 @@ fn the_aggregates_add_up_to_the_runs() {
         .expect("runtime")
         .block_on(generate(&db, RUNS as usize, 20));
     let server = serve(dir.path(), &db);
-    let failed = |i: u64| i % 7 == 0;
+    let failed = |i: u64| i.is_multiple_of(7);
 
     let (status, by_status) = server.get("/api/stats/status?bucket=day");
     assert_eq!(status, 200, "{by_status}");

@@ -17,7 +17,11 @@ use runtape::store::Durability;
 
 /// The spec of run `i`.
 pub fn spec_of(i: usize) -> RunSpec {
-    let agent = if i % 2 == 0 { "planner" } else { "writer" };
+    let agent = if i.is_multiple_of(2) {
+        "planner"
+    } else {
+        "writer"
+    };
     let tags: BTreeMap<String, String> = [
         ("team".to_owned(), ["a", "b", "c"][i % 3].to_owned()),
         ("batch".to_owned(), (i / 1000).to_string()),
@@ -33,7 +37,7 @@ pub fn spec_of(i: usize) -> RunSpec {
 
 /// The goal of run `i`.
 pub fn goal_of(i: usize) -> String {
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         format!("goal {i} fail")
     } else {
         format!("goal {i}")
