@@ -307,6 +307,157 @@ pub const COLUMNS: &[Column] = &[
         "chain",
         "equals blake3(previous link || body)",
     ),
+    // run_summary and run_tags: what the run list filters on (store::run_query), written with
+    // the run's row; every run a page lists is checked again against the filter from its
+    // verified rows, so an edited row can hide a run from a list but never show a wrong one.
+    operational(
+        "run_summary",
+        "run",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "created_ms",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "agent",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "model",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "spec_digest",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "fork_of",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "child_of",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "goal",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "session",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_summary",
+        "ended",
+        "an index for the run list, derived from verified rows; listed runs are checked again",
+    ),
+    operational(
+        "run_tags",
+        "key",
+        "an index of the tags in the run's sealed spec, for the run list; listed runs are checked again",
+    ),
+    operational(
+        "run_tags",
+        "value",
+        "an index of the tags in the run's sealed spec, for the run list; listed runs are checked again",
+    ),
+    operational(
+        "run_tags",
+        "run",
+        "an index of the tags in the run's sealed spec, for the run list; listed runs are checked again",
+    ),
+    // schedules and schedule_fires: the database's timetable (`runtape schedule`), not any
+    // run's history; a run a schedule started records the schedule and its instant in its
+    // sealed setup, which verify checks.
+    operational(
+        "schedules",
+        "name",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "spec_path",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "cron",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "tz",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "goal",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "overlap",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "catch_up",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "paused",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "cursor_ms",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedules",
+        "created_ms",
+        "the timetable, not a run's history; a run it starts seals the schedule in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "schedule",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "instant_ms",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "run",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "state",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "manual",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
+    operational(
+        "schedule_fires",
+        "fired_ms",
+        "which instants were claimed, so none fires twice; the run seals its instant in its setup",
+    ),
 ];
 
 /// The coverage of `table.name`, if the column is listed.

@@ -79,9 +79,14 @@ fn a_database_migrated_from_0_1_0_has_the_same_columns() {
 
 #[test]
 fn only_lease_and_control_columns_are_operational() {
+    // Besides the lease and control columns, whole tables that hold no run's history: the run
+    // list's index (every run it lists is checked again from verified rows) and the schedules'
+    // timetable (a run a schedule starts seals the schedule in its own setup).
+    let outside_history = ["run_summary", "run_tags", "schedules", "schedule_fires"];
     let operational: Vec<String> = COLUMNS
         .iter()
         .filter(|c| matches!(c.coverage, Coverage::Operational(_)))
+        .filter(|c| !outside_history.contains(&c.table))
         .map(|c| format!("{}.{}", c.table, c.name))
         .collect();
     assert_eq!(
