@@ -74,7 +74,9 @@ pub fn verify(
     run: &RunId,
     key: Option<&VerifyingKey>,
 ) -> Result<VerifyView, OpsError> {
-    if store.run_without_setup(run)?.is_none()
+    // Only a run with no row at all may be a pruned one; a row that cannot be read is the
+    // check's to report (a damaged row is a tamper, as `history::verify` says).
+    if matches!(store.run_without_setup(run), Ok(None))
         && let Some(t) = super::retention::tombstone_of(store, run)?
     {
         return Err(OpsError::Pruned(Box::new(t)));

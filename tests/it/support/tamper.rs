@@ -40,6 +40,8 @@ pub(crate) struct Fixture {
     pub(crate) session_second: String,
     /// The run that published `a` and `b` to global memory `team` (`b` removed since).
     pub(crate) memory: String,
+    /// A run `runtape prune` removed before the others were made: only its tombstone is left.
+    pub(crate) pruned: String,
     /// Signed, waiting for approval of `deploy` after [`WAITING_NOTES`] notes.
     pub(crate) waiting: String,
     /// The same, unsigned.
@@ -225,6 +227,15 @@ fn build() -> Fixture {
     let k = utf8(&key).to_owned();
     ok(&db, &["keygen", "-o", &k]);
     let pubkey = format!("{k}.pub");
+    // A run pruned while it was the only one, so its tombstone is the first and the others stay.
+    std::fs::write(d.join("pruned.toml"), CHAT_SPEC).expect("writes");
+    let pruned_spec = d.join("pruned.toml");
+    let pruned = first_id(&ok(
+        &db,
+        &["run", utf8(&pruned_spec), "Hi.", "--receipt-key", &k],
+    ));
+    let out = ok(&db, &["prune", "--older-than", "0s"]);
+    assert!(out.contains(&format!("pruned {pruned}")), "{out}");
     std::fs::write(d.join("long.toml"), long_spec()).expect("writes");
     std::fs::write(d.join("stuck.toml"), stuck_spec()).expect("writes");
 
@@ -352,6 +363,7 @@ fn build() -> Fixture {
         session_first,
         session_second,
         memory,
+        pruned,
         waiting,
         waiting_unsigned,
         waiting_long,

@@ -603,6 +603,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let (first, second) = (f.session_first.as_str(), f.session_second.as_str());
     let (k1, k2) = (key_of(&conn, first), key_of(&conn, second));
     let mem = f.memory.as_str();
+    let pruned = f.pruned.as_str();
     let kf = key_of(&conn, fork);
     let kk = key_of(&conn, killed);
     let started_seq = one(&conn, &format!("SELECT seq FROM outbox WHERE run = {kk}")) as u64;
@@ -804,6 +805,35 @@ pub(crate) fn cases() -> Vec<Case> {
             mem,
             "UPDATE memory_removals SET seal = CAST(substr(seal, 1, 33) || zeroblob(64) AS BLOB)".into(),
             &["memory_removals.seal"],
+            0,
+        ),
+        // the tombstone of the pruned run
+        case(
+            "pruned_runs.id",
+            pruned,
+            "UPDATE pruned_runs SET id = 2".into(),
+            &["pruned_runs.id"],
+            0,
+        ),
+        case(
+            "pruned_runs.run_id",
+            pruned,
+            "UPDATE pruned_runs SET run_id = 'another'".into(),
+            &["pruned_runs.body", "not a tombstone of run another"],
+            0,
+        ),
+        case(
+            "pruned_runs.body",
+            pruned,
+            "UPDATE pruned_runs SET body = CAST(replace(CAST(body AS TEXT), 'completed', 'cancelled') AS BLOB)".into(),
+            &["pruned_runs.chain"],
+            0,
+        ),
+        case(
+            "pruned_runs.chain",
+            pruned,
+            "UPDATE pruned_runs SET chain = zeroblob(32)".into(),
+            &["pruned_runs.chain"],
             0,
         ),
     ]);

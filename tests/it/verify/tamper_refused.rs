@@ -329,6 +329,11 @@ fn every_tamper_verify_names_is_refused_by_every_command_that_acts() {
     let f = fixture();
     let mut wrong = Vec::new();
     for c in cases() {
+        // A pruned run has no row a command could act on: its tombstone's edits are for
+        // `verify` alone (verify::tamper).
+        if c.column.starts_with("pruned_runs.") {
+            continue;
+        }
         let pristine = if c.run == "01forgedrunid000" {
             f.long.clone()
         } else {
