@@ -914,7 +914,11 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Demo => runtime()?.block_on(demo::demo(cli.db.clone())),
         Command::Ls { json, workers, .. } if workers => worker::list(&db, json).map(|_| EXIT_OK),
         Command::Ls {
-            json, flat, all, tag, ..
+            json,
+            flat,
+            all,
+            tag,
+            ..
         } => inspect::ls(&db, json, flat, &tag)
             .and_then(|_| match all {
                 true => retention::ls_pruned(&db, json),

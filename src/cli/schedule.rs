@@ -64,16 +64,25 @@ pub(crate) enum ScheduleAction {
     Pause {
         /// The schedule.
         name: String,
+        /// What was done as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Resume a paused schedule (instants missed meanwhile follow its --catch-up).
     Resume {
         /// The schedule.
         name: String,
+        /// What was done as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a schedule (its runs stay).
     Rm {
         /// The schedule.
         name: String,
+        /// What was done as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Fire a schedule now, outside its timetable: the next worker or serve turn starts
     /// the run, under its overlap policy.
@@ -145,20 +154,22 @@ pub(crate) fn schedule(db: &Path, action: ScheduleAction) -> Result<(), CliError
             table(&all);
             Ok(())
         }
-        ScheduleAction::Pause { name } => {
+        ScheduleAction::Pause { name, json } => {
             schedules::set_paused(open_existing(db)?.as_ref(), &name, true)?;
-            outln!("paused schedule {name}");
-            Ok(())
+            done(json, &name, "paused", &format!("paused schedule {name}"))
         }
-        ScheduleAction::Resume { name } => {
+        ScheduleAction::Resume { name, json } => {
             schedules::set_paused(open_existing(db)?.as_ref(), &name, false)?;
-            outln!("resumed schedule {name}");
-            Ok(())
+            done(json, &name, "resumed", &format!("resumed schedule {name}"))
         }
-        ScheduleAction::Rm { name } => {
+        ScheduleAction::Rm { name, json } => {
             schedules::remove(open_existing(db)?.as_ref(), &name)?;
-            outln!("removed schedule {name} (its runs stay)");
-            Ok(())
+            done(
+                json,
+                &name,
+                "removed",
+                &format!("removed schedule {name} (its runs stay)"),
+            )
         }
         ScheduleAction::Trigger { name, json } => {
             let fired = schedules::trigger(open_existing(db)?.as_ref(), &name, now)?;
@@ -173,6 +184,16 @@ pub(crate) fn schedule(db: &Path, action: ScheduleAction) -> Result<(), CliError
             Ok(())
         }
     }
+}
+
+/// Says what a pause, resume or rm did: one JSON object (`{"schedule", "done"}`) with
+/// `json`, else `line`.
+fn done(json: bool, name: &str, what: &str, line: &str) -> Result<(), CliError> {
+    if json {
+        return print_json(&json!({"schedule": name, "done": what}));
+    }
+    outln!("{line}");
+    Ok(())
 }
 
 fn table(all: &[ScheduleView]) {

@@ -35,10 +35,10 @@ mod postgres;
 #[cfg(test)]
 pub(crate) mod publish_model;
 pub mod retention;
-pub mod schedules;
 mod run_facts;
 mod run_query;
 mod run_stats;
+pub mod schedules;
 mod schema;
 mod schema_shape;
 mod session;

@@ -62,6 +62,18 @@ pub(super) fn import(tx: &Connection, run: &ImportedRun) -> Result<Written, Stor
         r.created_ms as i64,
         r.outcome
     ])?;
+    // The run list reads these (see `run_summary`): an imported run is listed as any other.
+    super::run_summary::insert(
+        tx,
+        key,
+        &r.spec,
+        r.parent.as_ref().map(|(p, _)| p.as_str()),
+        &r.goal,
+        r.created_ms as i64,
+    )?;
+    if let Some(outcome) = &r.outcome {
+        super::run_summary::set_ended(tx, key, outcome)?;
+    }
     if let Some(link) = &run.session {
         super::sessions::place(tx, key, link)?;
     }

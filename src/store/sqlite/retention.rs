@@ -114,7 +114,7 @@ pub(super) fn prune(tx: &Connection, p: &Prune) -> Result<Written, StoreError> {
             .execute([from, to])?;
         tx.prepare_cached("DELETE FROM snapshots WHERE id BETWEEN ?1 AND ?2")?
             .execute([from, to])?;
-        for table in ["outbox", "session_runs"] {
+        for table in ["outbox", "session_runs", "run_summary", "run_tags"] {
             tx.prepare_cached(&format!("DELETE FROM {table} WHERE run = ?1"))?
                 .execute([key])?;
         }

@@ -1,4 +1,4 @@
-//! The run summary (schema 11): one narrow row per run with what the run list filters on
+//! The run summary (schema 13): one narrow row per run with what the run list filters on
 //! that `runs` does not hold — its creation time, entry agent and its model, spec digest, fork and
 //! delegation parents, goal and how it ended — so [`page`] finds a page of runs by
 //! reading narrow rows instead of every run's spec; `run_tags`, each run's tags found by
@@ -119,7 +119,7 @@ pub(super) fn set_ended(tx: &Connection, key: i64, outcome: &str) -> rusqlite::R
 /// A stored run as the migration reads it: key, spec, fork parent, goal, creation, outcome.
 type StoredRun = (i64, String, Option<String>, String, i64, Option<String>);
 
-/// Summarises every run already stored (the migration to schema 11).
+/// Summarises every run already stored (the migration to schema 13).
 pub(in crate::store) fn fill(conn: &Connection) -> rusqlite::Result<()> {
     let rows: Vec<StoredRun> = conn
         .prepare("SELECT run, spec, parent_id, goal, created_ms, outcome FROM run_specs")?

@@ -12,10 +12,11 @@ use crate::support::cli::{bare, err, example, out, runtape, temp_db, utf8};
 use super::help_reference::command_tree;
 
 /// Commands without `--json`, and why: none prints a result a program would read.
-const WITHOUT_JSON: [&str; 8] = [
+const WITHOUT_JSON: [&str; 9] = [
     "cassette",    // a group: its commands have --json
     "receipts",    // a group
     "memory",      // a group
+    "schedule",    // a group
     "demo",        // a tour for people; its runs are read with ls/log/show --json
     "worker",      // its log is one JSON object per line already
     "serve",       // a server: its HTTP API answers JSON
