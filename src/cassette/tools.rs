@@ -208,6 +208,7 @@ mod tests {
             requires_approval: false,
             timeout_ms: None,
             results: Default::default(),
+            policy: Default::default(),
         }
     }
 

@@ -15,7 +15,8 @@
 //! ```
 //!
 //! The same `trust` and `confidentiality` keys label an `[[mcp]]` server's results (every tool
-//! of it) and the `[retriever]`'s passages.
+//! of it) and the `[retriever]`'s passages; `consequential`, `on_untrusted` and `arguments`
+//! go on one MCP tool in its `[mcp.tools.NAME]` table (see [`super::mcp`]).
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,34 @@ pub(crate) fn label(trust: Option<Integrity>, confidentiality: Option<Confidenti
     )
 }
 
+/// Checks that every argument rule of the tool at `path` names an argument its `schema`
+/// lists (any name passes when the schema lists none). Call it once the schema is known: at
+/// load for a `[[tools]]` entry, once the server listed its tools for an MCP one.
+pub(crate) fn check_argument_names<'n>(
+    path: &str,
+    names: impl IntoIterator<Item = &'n String>,
+    schema: &Value,
+) -> Result<(), ConfigError> {
+    let known: Vec<&str> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    for name in names {
+        if !known.is_empty() && !known.contains(&name.as_str()) {
+            let hint = did_you_mean(name, known.iter().copied());
+            return Err(ConfigError::invalid(
+                format!("{path}.arguments.{name}"),
+                format!(
+                    "the tool's schema has no argument `{name}`{hint} – name one of: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the keys of the tool at `path` whose argument schema is `schema`: every argument
 /// rule names `trusted` or `public`, and an argument the schema lists (when it lists any);
 /// `on_untrusted` is said only where a rule can block.
@@ -65,23 +94,9 @@ pub(crate) fn compile(
     schema: &Value,
 ) -> Result<ToolGuard, ConfigError> {
     let mut arguments = BTreeMap::new();
-    let known: Vec<&str> = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().map(String::as_str).collect())
-        .unwrap_or_default();
+    check_argument_names(path, raw.arguments.into_iter().flat_map(|a| a.keys()), schema)?;
     for (name, rule) in raw.arguments.into_iter().flatten() {
         let field = format!("{path}.arguments.{name}");
-        if !known.is_empty() && !known.contains(&name.as_str()) {
-            let hint = did_you_mean(name, known.iter().copied());
-            return Err(ConfigError::invalid(
-                field,
-                format!(
-                    "the tool's schema has no argument `{name}`{hint} – name one of: {}",
-                    known.join(", ")
-                ),
-            ));
-        }
         let words: Vec<&str> = match rule {
             RawRule::One(w) => vec![w.as_str()],
             RawRule::Many(ws) => ws.iter().map(String::as_str).collect(),

@@ -15,6 +15,7 @@
 //!                                    # (or env = ["NAME", …]; env_all = true), see tool::env
 //! [mcp.tools.write_file]             # optional per-tool overrides (the server's name)
 //! requires_approval = false          # also read_only, idempotent, timeout_ms
+//! consequential = true               # guarded tools: also on_untrusted, arguments = { … }
 //!
 //! [[mcp]]
 //! name = "web"
@@ -34,7 +35,9 @@ use super::error::{At, ConfigError};
 use super::program;
 use crate::machine::{SpecError, did_you_mean};
 use crate::tool::mcp::naming::{self, SEPARATOR};
-use crate::tool::mcp::{Listed, McpServerConfig, McpToolInfo, McpToolOverride, McpTransport};
+use crate::tool::mcp::{
+    Listed, McpServerConfig, McpToolInfo, McpToolOverride, McpToolPolicy, McpTransport,
+};
 
 /// `[[mcp]]` as written.
 #[derive(Debug, Deserialize)]
@@ -69,6 +72,12 @@ pub(crate) struct RawMcpTool {
     timeout_ms: Option<u64>,
     /// Its undo (see [`super::compensate`]).
     pub(crate) compensate: Option<super::compensate::RawCompensate>,
+    /// Guarded tools (see [`super::guard`]): checked like a `[[tools]]` entry's, with the
+    /// argument names checked once the server has listed the tool's schema ([`apply`]).
+    #[serde(default)]
+    consequential: bool,
+    on_untrusted: Option<crate::machine::OnUntrusted>,
+    arguments: Option<BTreeMap<String, super::guard::RawRule>>,
 }
 
 /// One server in the stored setup: how to reach it and the tools of it the run was offered.
@@ -239,6 +248,16 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                     "timeout_ms must be at least 1 – give it in milliseconds",
                 ));
             }
+            let guard = super::guard::compile(
+                &format!("{path}.tools.{name}"),
+                &super::guard::RawToolGuard {
+                    consequential: t.consequential,
+                    on_untrusted: t.on_untrusted,
+                    arguments: t.arguments.as_ref(),
+                    ..Default::default()
+                },
+                &serde_json::Value::Null,
+            )?;
             tools.insert(
                 name.clone(),
                 McpToolOverride {
@@ -246,6 +265,11 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                     idempotent: t.idempotent,
                     requires_approval: t.requires_approval,
                     timeout_ms: t.timeout_ms,
+                    policy: McpToolPolicy {
+                        consequential: guard.consequential,
+                        on_untrusted: guard.on_untrusted,
+                        arguments: guard.arguments,
+                    },
                 },
             );
         }
@@ -401,6 +425,11 @@ pub(crate) fn apply(
             ));
         }
         for info in &listed.catalog.tools {
+            super::guard::check_argument_names(
+                &format!("mcp[{i}].tools.{}", info.remote),
+                info.policy.arguments.keys(),
+                &info.schema,
+            )?;
             if spec.tools.iter().any(|t| t.name == info.name) {
                 return Err(ConfigError::invalid(
                     format!("mcp[{i}].name"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the extras that the ignored test tiers need, idempotently and at pinned versions:
 #
-#   tests/extras/install.sh [all|postgres|browser|mcp|python|curl]...   (default: all)
+#   tests/extras/install.sh [all|postgres|browser|mcp|python|curl|agentdojo]...   (default: all)
 #
 #   postgres  Debian's PostgreSQL server binaries (initdb, pg_ctl; the tests start their own
 #             server on a free loopback port)
@@ -9,6 +9,8 @@
 #   mcp       the MCP reference servers on Node.js (pinned in tests/mcp_servers/package-lock.json)
 #   python    python3, which the scripted MCP test servers run on
 #   curl      curl, which the README's `runtape serve` examples use
+#   agentdojo AgentDojo (PyPI, pinned in tests/agentdojo/requirements.txt) in a venv under
+#             target/agentdojo-venv, for the guard::agentdojo tier (about 3 minutes, ~290 MB)
 #
 # Then `cargo test -- --include-ignored` runs every tier; each ignored test names in its reason
 # the one command that provides what it needs. Debian packages need root (apt-get); the npm
@@ -77,15 +79,22 @@ curl_() {
   fi
 }
 
+agentdojo() {
+  python
+  python3 -c 'import ensurepip' 2>/dev/null || apt python3-venv
+  bash "$tests/agentdojo/install.sh"
+}
+
 [ $# -eq 0 ] && set -- all
 for extra in "$@"; do
   case "$extra" in
-    all) postgres; browser; mcp; python; curl_ ;;
+    all) postgres; browser; mcp; python; curl_; agentdojo ;;
     postgres) postgres ;;
     browser) browser ;;
     mcp) mcp ;;
     python) python ;;
     curl) curl_ ;;
-    *) echo "tests/extras/install.sh: unknown extra \`$extra\` (all, postgres, browser, mcp, python, curl)" >&2; exit 2 ;;
+    agentdojo) agentdojo ;;
+    *) echo "tests/extras/install.sh: unknown extra \`$extra\` (all, postgres, browser, mcp, python, curl, agentdojo)" >&2; exit 2 ;;
   esac
 done

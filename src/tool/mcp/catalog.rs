@@ -55,6 +55,10 @@ pub struct McpToolInfo {
         skip_serializing_if = "crate::machine::Label::is_trusted_public"
     )]
     pub results: crate::machine::Label,
+    /// Its policy, from the spec's `[mcp.tools.NAME]` (see [`crate::machine::flow_policy`]).
+    /// Left out when it sets none, so a catalog without policies keeps its bytes.
+    #[serde(default, skip_serializing_if = "super::McpToolPolicy::is_open")]
+    pub policy: super::McpToolPolicy,
 }
 
 /// A server's tools, ready to offer, and the ones that cannot be.
@@ -131,6 +135,7 @@ pub fn build(config: &McpServerConfig, tools: &[rmcp::model::Tool]) -> Catalog {
             requires_approval,
             timeout_ms: over.timeout_ms.or(config.timeout_ms),
             results: config.results,
+            policy: over.policy,
         });
     }
     catalog.unknown_overrides = config
@@ -246,6 +251,49 @@ mod tests {
         assert_eq!(flags(&c, "write"), (false, true, false));
         assert_eq!(c.tools[1].timeout_ms, Some(10));
         assert_eq!(c.unknown_overrides, vec!["nope".to_owned()]);
+    }
+
+    #[test]
+    fn a_tool_policy_reaches_the_tools_guard_with_the_servers_label() {
+        let tools = [
+            tool(json!({"name": "pay", "inputSchema": {"type": "object"}})),
+            tool(json!({"name": "read", "inputSchema": {"type": "object"}})),
+        ];
+        let mut cfg = config();
+        cfg.results = crate::machine::Label::new(
+            crate::machine::Integrity::Untrusted,
+            crate::machine::Confidentiality::Public,
+        );
+        let mut arguments = std::collections::BTreeMap::new();
+        arguments.insert(
+            "to".to_owned(),
+            crate::machine::ArgumentRule {
+                trusted: true,
+                public: false,
+            },
+        );
+        let policy = crate::tool::mcp::McpToolPolicy {
+            consequential: true,
+            on_untrusted: crate::machine::OnUntrusted::Ask,
+            arguments,
+        };
+        cfg.tools.insert(
+            "pay".into(),
+            McpToolOverride {
+                policy: policy.clone(),
+                ..Default::default()
+            },
+        );
+        let c = build(&cfg, &tools);
+        let pay = c.tools[0].to_tool_spec().guard;
+        assert_eq!(pay, policy.guard(cfg.results));
+        assert!(pay.consequential && pay.results.is_untrusted());
+        let read = c.tools[1].to_tool_spec().guard;
+        assert!(!read.consequential && read.results.is_untrusted());
+        // A tool without a policy keeps the catalog bytes it had before policies existed.
+        let blob = String::from_utf8(crate::tool::mcp::listing::catalog_blob(&c.tools[1..]))
+            .expect("utf-8");
+        assert!(!blob.contains("policy"), "{blob}");
     }
 
     #[test]

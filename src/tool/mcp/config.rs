@@ -150,4 +150,46 @@ pub struct McpToolOverride {
     /// Limit of one call, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Its policy (`consequential`, `on_untrusted`, `arguments`; see
+    /// [`crate::machine::flow_policy`]); its results' label is the server's. Left out when it
+    /// sets none.
+    #[serde(default, skip_serializing_if = "McpToolPolicy::is_open")]
+    pub policy: McpToolPolicy,
+}
+
+/// The guarded-tool rules of one MCP tool, from its `[mcp.tools.NAME]` table: what
+/// [`ToolGuard`](crate::machine::ToolGuard) holds besides the label of its results.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolPolicy {
+    /// It runs only when decided from trusted context.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub consequential: bool,
+    /// What a blocked call does.
+    #[serde(default, skip_serializing_if = "is_deny")]
+    pub on_untrusted: crate::machine::OnUntrusted,
+    /// Rules on its arguments, by top-level argument name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arguments: BTreeMap<String, crate::machine::ArgumentRule>,
+}
+
+fn is_deny(policy: &crate::machine::OnUntrusted) -> bool {
+    *policy == crate::machine::OnUntrusted::Deny
+}
+
+impl McpToolPolicy {
+    /// True when it checks nothing (every MCP tool before guarded tools).
+    pub fn is_open(&self) -> bool {
+        *self == McpToolPolicy::default()
+    }
+
+    /// The tool's guard: these rules, with `results` as the label of its results.
+    pub fn guard(&self, results: crate::machine::Label) -> crate::machine::ToolGuard {
+        crate::machine::ToolGuard {
+            results,
+            consequential: self.consequential,
+            on_untrusted: self.on_untrusted,
+            arguments: self.arguments.clone(),
+        }
+    }
 }

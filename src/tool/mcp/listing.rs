@@ -102,10 +102,7 @@ impl McpToolInfo {
             read_only: self.read_only,
             idempotent: self.idempotent,
             requires_approval: self.requires_approval,
-            guard: crate::machine::ToolGuard {
-                results: self.results,
-                ..Default::default()
-            },
+            guard: self.policy.guard(self.results),
             ..crate::machine::ToolSpec::new(&self.name, &self.description)
         }
     }

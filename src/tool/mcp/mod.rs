@@ -93,7 +93,7 @@ pub mod tap;
 mod tool;
 
 pub use catalog::{Catalog, McpToolInfo};
-pub use config::{McpServerConfig, McpToolOverride, McpTransport};
+pub use config::{McpServerConfig, McpToolOverride, McpToolPolicy, McpTransport};
 pub use listing::{ToolLister, ToolListing};
 pub use naming::{SEPARATOR, combined_name};
 pub use server::{McpHub, McpServer};

@@ -1,8 +1,10 @@
 //! Guarded tools: labels on what agents read, and the policy checked before each tool call
 //! (see `runtape::machine::flow_policy`).
 
+mod agentdojo;
 mod child_results;
 mod confined_tools;
 mod inbox_payments;
 mod labels_in_the_record;
 mod machine;
+mod mcp_tool_policy;
