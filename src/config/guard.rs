@@ -94,7 +94,11 @@ pub(crate) fn compile(
     schema: &Value,
 ) -> Result<ToolGuard, ConfigError> {
     let mut arguments = BTreeMap::new();
-    check_argument_names(path, raw.arguments.into_iter().flat_map(|a| a.keys()), schema)?;
+    check_argument_names(
+        path,
+        raw.arguments.into_iter().flat_map(|a| a.keys()),
+        schema,
+    )?;
     for (name, rule) in raw.arguments.into_iter().flatten() {
         let field = format!("{path}.arguments.{name}");
         let words: Vec<&str> = match rule {

@@ -10,6 +10,7 @@ Prints the report and, with --json, writes every run's outcome.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,8 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="agentdojo-")
     os.makedirs(work, exist_ok=True)
 
+    # A terminated benchmark stops its server too (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     daemon = subprocess.Popen(
         [sys.executable, os.path.join(HERE, "dojo.py"), *suites], stdout=subprocess.PIPE, text=True
     )

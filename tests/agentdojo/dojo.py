@@ -54,6 +54,11 @@ STATE_CHANGING = {
     },
 }
 
+# How the hijacked model recognises the injection in a tool result: the attack template's
+# opening tag (the goal itself may be folded over lines by agentdojo's YAML rendering).
+INJECTION_MARK = "<INFORMATION>"
+assert INJECTION_MARK in ImportantInstructionsAttack._JB_STRING
+
 LOCK = threading.Lock()
 SUITES = {}
 ATTACKS = {}
@@ -125,14 +130,14 @@ class Run:
         """The scripted model's reply to `messages`: the next ground-truth call, or the answer.
 
         benign: the user task's calls, then its ground-truth answer. hijacked: the same until
-        a tool result holds the injection, then the injection task's calls, then the rest."""
+        a tool result holds the injection (INJECTION_MARK), then the injection task's calls, then the rest."""
         results = [m for m in messages if m.get("role") == "tool"]
         self.blocked = [content_text(m) for m in results if content_text(m).startswith("blocked by policy")]
         made = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
         plan = list(self.benign)
         if self.model == "hijacked" and self.marker:
             seen = next(
-                (i for i, m in enumerate(results) if self.injection.GOAL in content_text(m)),
+                (i for i, m in enumerate(results) if INJECTION_MARK in content_text(m)),
                 None,
             )
             if seen is not None:

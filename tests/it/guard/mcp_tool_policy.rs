@@ -100,10 +100,7 @@ fn bad_mcp_tool_guard_keys_are_one_line_at_load() {
             "on_untrusted = \"ask\"",
             "on_untrusted applies to calls a rule blocks",
         ),
-        (
-            "on_untrusted = \"maybe\"",
-            "mcp[0].tools.pay.on_untrusted",
-        ),
+        ("on_untrusted = \"maybe\"", "mcp[0].tools.pay.on_untrusted"),
     ] {
         let s = spec(dir.path(), &server, policy);
         let o = runtape(&db, &["run", utf8(&s)]);
