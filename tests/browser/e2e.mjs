@@ -56,8 +56,10 @@ try {
   check(!(await page.isVisible(`tr[data-run="${runs.done}"]`)), 'an untagged run is filtered out');
   await page.fill('#filter-tag', '');
   await page.selectOption('#filter-status', 'failed');
-  await page.waitForFunction((failed) => document.querySelector(`tr[data-run="${failed}"] .reason`) !== null
-    && document.querySelectorAll('tr[data-run]').length === 2, runs.failed);
+  // The failed runs are the two whose model refused the goal and the compensated saga run.
+  await page.waitForFunction(([failed, saga]) => document.querySelector(`tr[data-run="${failed}"] .reason`) !== null
+    && document.querySelector(`tr[data-run="${saga}"]`) !== null
+    && document.querySelectorAll('tr[data-run]').length === 3, [runs.failed, runs.saga]);
   const reason = await page.textContent(`tr[data-run="${runs.failed}"] .reason`);
   check(reason.includes('this goal is refused'), 'the list shows why the run failed: ' + reason);
   check((await listed()).split(',').every((id) => id !== runs.done), 'only failed runs are listed');

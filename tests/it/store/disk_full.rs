@@ -228,11 +228,13 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
     let (dir, spec) = namespaced_rounds(40);
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).expect("mkdir");
-    // In a private namespace: a 160 KiB tmpfs holds the database; fill it with one run, grow
-    // it, resume, and copy the database out for the checks.
+    // In a private namespace: a tmpfs of the empty schema plus 100 KiB (the write-ahead log
+    // and its index take the rest) holds the database; fill it with one run, grow it, resume,
+    // and copy the database out for the checks.
+    let size_k = empty_schema_bytes(dir.path()) / 1024 + 100;
     let script = r#"
         set -u
-        mount -t tmpfs -o size=160k tmpfs "$MNT" || exit 90
+        mount -t tmpfs -o size=SIZEk tmpfs "$MNT" || exit 90
         "$RT" --db "$MNT/runs.db" run "$SPEC" > "$OUT/run.out" 2> "$OUT/run.err"
         echo $? > "$OUT/run.code"
         cp "$MNT/runs.db" "$OUT/full.db"
@@ -246,7 +248,7 @@ fn a_full_tmpfs_stops_the_run_cleanly_and_it_resumes_after_growing() {
         echo $? > "$OUT/verify.code"
     "#;
     in_namespace(
-        script,
+        &script.replace("SIZEk", &format!("{size_k}k")),
         &[("MNT", &mnt), ("SPEC", &spec), ("OUT", dir.path())],
     );
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
