@@ -25,6 +25,7 @@ use crate::store::{
     HeadRecord, MemoryStore, OutboxRecord, OutboxStatus, RunRecord, SessionLink, Store, StoreError,
     TransitionRecord, Write,
 };
+use crate::text::lower_hex;
 
 /// What an archive's `format` says.
 pub const ARCHIVE_FORMAT: &str = "runtape-archive";
@@ -158,7 +159,7 @@ pub fn export(store: Arc<dyn Store>, root: &RunId) -> Result<Archive, OpsError> 
         if let Some(bytes) = store.blob(&d)? {
             blobs.push(ArchivedBlob {
                 digest: d.to_hex(),
-                bytes: hex(&bytes),
+                bytes: lower_hex(&bytes),
             });
         }
     }
@@ -185,23 +186,23 @@ fn archived(store: &dyn Store, id: &RunId) -> Result<ArchivedRun, OpsError> {
         .map(|t| ArchivedTransition {
             seq: t.seq,
             at: t.at.0,
-            event: hex(&t.event),
+            event: lower_hex(&t.event),
             edge: t.edge.as_str().into(),
-            effects: hex(&t.effects),
+            effects: lower_hex(&t.effects),
             state_kind: t.state_kind.as_str().into(),
             state_hash: t.state_hash.to_hex(),
             chain: t.chain.to_hex(),
-            seal: t.seal.as_deref().map(hex),
+            seal: t.seal.as_deref().map(lower_hex),
         })
         .collect();
     Ok(ArchivedRun {
-        head: hex(&head.body),
-        head_seal: hex(&head.seal),
+        head: lower_hex(&head.body),
+        head_seal: lower_hex(&head.seal),
         transitions,
         snapshots: store
             .snapshots(id, 0, record.seq)?
             .into_iter()
-            .map(|(seq, s)| (seq, hex(&s)))
+            .map(|(seq, s)| (seq, lower_hex(&s)))
             .collect(),
         outbox: store
             .outbox(id)?
@@ -357,39 +358,6 @@ impl Store for Recording {
         self.inner.submit(write)
     }
 
-    fn packs_heads(&self) -> bool {
-        self.inner.packs_heads()
-    }
-    fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(id)
-    }
-    fn run_without_setup(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run_without_setup(id)
-    }
-    fn leases(&self, runs: &[RunId]) -> Result<Vec<crate::store::LeaseRecord>, StoreError> {
-        self.inner.leases(runs)
-    }
-    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.inner.runs()
-    }
-    fn transitions(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<TransitionRecord>, StoreError> {
-        self.inner.transitions(run, from, to)
-    }
-    fn snapshot_at_or_before(
-        &self,
-        run: &RunId,
-        at: u64,
-    ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshot_at_or_before(run, at)
-    }
-    fn last_seal(&self, run: &RunId, at: u64) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        self.inner.last_seal(run, at)
-    }
     fn blob(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         self.note([*digest]);
         self.inner.blob(digest)
@@ -403,68 +371,7 @@ impl Store for Recording {
         self.note(nodes.iter().map(|(d, _)| *d));
         Ok(nodes)
     }
-    fn open_effects(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.open_effects(run)
-    }
-    fn outbox(&self, run: &RunId) -> Result<Vec<OutboxRecord>, StoreError> {
-        self.inner.outbox(run)
-    }
-    fn snapshots(
-        &self,
-        run: &RunId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.inner.snapshots(run, from, to)
-    }
-    fn head(&self, run: &RunId) -> Result<Option<HeadRecord>, StoreError> {
-        self.inner.head(run)
-    }
-    fn session_runs(&self, name: &str) -> Result<Vec<(u64, RunId)>, StoreError> {
-        self.inner.session_runs(name)
-    }
-    fn sessions(&self) -> Result<Vec<crate::store::SessionRecord>, StoreError> {
-        self.inner.sessions()
-    }
-    fn session_of(&self, run: &RunId) -> Result<Option<SessionLink>, StoreError> {
-        self.inner.session_of(run)
-    }
-    fn memory_rows(
-        &self,
-        name: &str,
-        latest_only: bool,
-    ) -> Result<Vec<crate::store::GlobalRow>, StoreError> {
-        self.inner.memory_rows(name, latest_only)
-    }
-    fn memory_published(
-        &self,
-        run: &RunId,
-        effect: EffectRef,
-    ) -> Result<Vec<crate::store::GlobalRow>, StoreError> {
-        self.inner.memory_published(run, effect)
-    }
-    fn memory_names(&self) -> Result<Vec<String>, StoreError> {
-        self.inner.memory_names()
-    }
-    fn memory_removals(&self) -> Result<Vec<crate::store::RemovalRecord>, StoreError> {
-        self.inner.memory_removals()
-    }
-    fn tombstones(&self) -> Result<Vec<crate::store::retention::TombstoneRecord>, StoreError> {
-        self.inner.tombstones()
-    }
-    fn size_bytes(&self) -> Result<u64, StoreError> {
-        self.inner.size_bytes()
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    crate::forward_store_reads!(inner, but blobs);
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

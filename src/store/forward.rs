@@ -10,6 +10,10 @@
 /// `impl Store for …` block that writes `submit` itself. `snapshot` is left out so a wrapper
 /// chooses: keep the trait's default (reads go through the wrapper) or forward it too.
 ///
+/// `forward_store_reads!(inner, but blobs)` leaves out `blob` and `conversation_nodes` too,
+/// for a wrapper that watches which blobs are read (`runtape export` collects what `verify`
+/// reads that way).
+///
 /// When the trait gains a read method, this macro gains it, and every wrapper gets it.
 ///
 /// ```
@@ -36,6 +40,22 @@
 #[macro_export]
 macro_rules! forward_store_reads {
     ($inner:ident) => {
+        $crate::forward_store_reads!($inner, but blobs);
+        fn blob(
+            &self,
+            digest: &$crate::machine::Digest,
+        ) -> Result<Option<Vec<u8>>, $crate::store::StoreError> {
+            self.$inner.blob(digest)
+        }
+        fn conversation_nodes(
+            &self,
+            head: &$crate::machine::Digest,
+            len: u64,
+        ) -> Result<Vec<($crate::machine::Digest, Vec<u8>)>, $crate::store::StoreError> {
+            self.$inner.conversation_nodes(head, len)
+        }
+    };
+    ($inner:ident, but blobs) => {
         fn packs_heads(&self) -> bool {
             self.$inner.packs_heads()
         }
@@ -95,19 +115,6 @@ macro_rules! forward_store_reads {
             at: u64,
         ) -> Result<Option<(u64, Vec<u8>)>, $crate::store::StoreError> {
             self.$inner.last_seal(run, at)
-        }
-        fn blob(
-            &self,
-            digest: &$crate::machine::Digest,
-        ) -> Result<Option<Vec<u8>>, $crate::store::StoreError> {
-            self.$inner.blob(digest)
-        }
-        fn conversation_nodes(
-            &self,
-            head: &$crate::machine::Digest,
-            len: u64,
-        ) -> Result<Vec<($crate::machine::Digest, Vec<u8>)>, $crate::store::StoreError> {
-            self.$inner.conversation_nodes(head, len)
         }
         fn open_effects(
             &self,

@@ -96,18 +96,7 @@ pub(super) fn import(tx: &Connection, run: &ImportedRun) -> Result<Written, Stor
     for (seq, state) in &run.snapshots {
         insert.execute(params![row_id(key, *seq), state])?;
     }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    for o in &run.outbox {
-        insert.execute(params![
-            key,
-            o.effect.seq as i64,
-            i64::from(o.effect.index),
-            o.status.as_str(),
-            o.idempotency_key
-        ])?;
-    }
+    super::writer::insert_outbox(tx, key, &run.outbox)?;
     let mut stored = tx.prepare_cached(super::BLOB_STORED)?;
     let mut insert = tx.prepare_cached(super::INSERT_BLOB)?;
     for (d, bytes) in &run.blobs {

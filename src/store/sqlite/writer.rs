@@ -615,18 +615,7 @@ fn transition_rows(
             .execute(params![id, state])?;
     }
     if !c.outbox.is_empty() {
-        let mut stmt = tx.prepare_cached(
-            "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        for o in &c.outbox {
-            stmt.execute(params![
-                key,
-                o.effect.seq as i64,
-                i64::from(o.effect.index),
-                o.status.as_str(),
-                o.idempotency_key
-            ])?;
-        }
+        insert_outbox(tx, key, &c.outbox)?;
     }
     if let Some(e) = c.resolves {
         tx.prepare_cached(
@@ -681,6 +670,28 @@ fn put_head(
     tx.prepare_cached("UPDATE runs SET head = ?2, seal = ?3 WHERE key = ?1")?
         .execute(params![key, stored_head(h), h.seal])?;
     known.set_head(run, key, h.body_digest());
+    Ok(())
+}
+
+/// Inserts `rows` as the outbox rows of the run at `key`: a commit's new effects, or an
+/// imported run's whole outbox.
+pub(super) fn insert_outbox(
+    tx: &Connection,
+    key: i64,
+    rows: &[crate::store::OutboxRecord],
+) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for o in rows {
+        stmt.execute(params![
+            key,
+            o.effect.seq as i64,
+            i64::from(o.effect.index),
+            o.status.as_str(),
+            o.idempotency_key
+        ])?;
+    }
     Ok(())
 }
 
