@@ -85,6 +85,42 @@
 //!   sessions, `serve`, PostgreSQL workers, the guarantees and their limits, performance,
 //!   embedding and the command line, one chapter each.
 //!
+//! # Layers
+//!
+//! Each module imports only from the layers below it; `tests/it/layers.rs` reads this drawing
+//! and the source, and fails on an import that runs upward (and on anything impure in the
+//! core). Modules on one line do not import each other.
+//!
+//! ```text
+//! cli                        the `runtape` command: parse, call ops, render
+//! serve, bench               the HTTP API and web UI; the benchmarks
+//! term                       what the command line and serve print alike
+//! ops                        every operation a front end offers, typed views and errors
+//! worker                     the worker loop, its health and metrics
+//! otel                       OpenTelemetry export
+//! config                     spec files into a setup of providers and tools
+//! cassette                   recorded model exchanges; what a replay is served from
+//! exec                       the engine: one driver per run, effects, leases
+//! history                    a run read back: timeline, steps, diff, verify
+//! ledger                     what each transition writes, and what verify recomputes
+//! store                      SQLite, PostgreSQL and in-memory stores behind one trait
+//! format                     the stored byte format
+//! provider, tool             model providers; tools, command tools, MCP
+//! secrets, http_server       secret values kept out of records; the HTTP/1 accept loop
+//! receipt                    signed, hash-chained receipts
+//! clock, schedule            the clock seam; cron plans
+//! machine                    the pure core: state, events, effects, the edge table
+//! scratch                    reused encode buffers
+//! compact_json               compact JSON writing
+//! text, guide                text helpers; the manual
+//! ```
+//!
+//! A run's life through them: a front end calls [`ops`] (say `ops::start`), which reads the
+//! spec with [`config`] and hands it to the [`Engine`] ([`exec`]); the driver steps
+//! [`machine`], has the [`ledger`] turn each transition into a commit in the [`format`](mod@format) the
+//! [`store`] writes, and performs the effects through [`provider`] and [`tool`] only once
+//! the commit is durable. Reading back ([`history`]) and `verify` go through the ledger again.
+//!
 //! The modules: [`ops`] (the operations), [`machine`] (the pure core), [`exec`] (the engine),
 //! [`ledger`] (the stored record), [`history`] (reading it back), [`store`] (SQLite,
 //! PostgreSQL and in-memory stores behind one trait), [`provider`] (model providers),
@@ -101,6 +137,7 @@ mod clock;
 mod compact_json;
 pub mod config;
 pub mod exec;
+pub mod format;
 pub mod guide;
 pub mod history;
 pub mod http_server;

@@ -342,6 +342,14 @@ pub fn register_engine_env() {
     }
 }
 
+/// True for a string that can be an environment variable's name: ASCII letters, digits and
+/// `_`, not starting with a digit, at most 256 characters.
+pub(crate) fn is_variable_name(name: &str) -> bool {
+    name.len() <= 256
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

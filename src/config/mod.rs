@@ -167,7 +167,6 @@ mod tag_first;
 
 pub use error::{At, ConfigError, Location};
 pub use mcp::McpSetup;
-pub(crate) use providers::is_variable_name;
 pub use script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, ScriptStep};
 pub use setup::{HttpSetup, ProviderSetup, SETUP_VERSION, ScheduledBy, Setup};
 

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{MapAccess, SeqAccess, Visitor};
 
 use super::error::ConfigError;
-use super::providers::is_variable_name;
+use crate::secrets::is_variable_name;
 use crate::tool::env::{EnvValue, SIGNING_KEY_ENV};
 
 /// `env` as written: a list of names or a table of values.

@@ -12,6 +12,7 @@ use super::script::{MAX_SCRIPT_LATENCY_MS, ScriptSetup, latency_error, step};
 use super::setup::{HttpSetup, ProviderSetup, provider_error};
 use crate::machine::did_you_mean;
 use crate::provider::http::{DEFAULT_TIMEOUT, EnvLookup, HttpProvider, OpenAiCompat, ProviderKind};
+use crate::secrets::is_variable_name;
 
 /// Provider entry `i` of `raw`, checked and with its kind's defaults applied.
 pub(crate) fn provider(
@@ -154,14 +155,6 @@ fn http_provider(
     let stand_in: EnvLookup = Arc::new(|_| Some("load-check".to_owned()));
     HttpProvider::with_env(setup.config(), stand_in).map_err(|e| provider_error(i, e))?;
     Ok(setup)
-}
-
-/// True for a string that can be an environment variable's name: ASCII letters, digits and
-/// `_`, not starting with a digit, at most 256 characters.
-pub(crate) fn is_variable_name(name: &str) -> bool {
-    name.len() <= 256
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn first_model_using(provider: &str, raw: &RawFile) -> Option<String> {

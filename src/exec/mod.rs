@@ -59,6 +59,7 @@ mod fork;
 mod handle;
 mod ids;
 mod lease_keeper;
+mod mcp_progress;
 mod memory_source;
 mod perform;
 #[cfg(test)]
@@ -79,6 +80,7 @@ pub use error::EngineError;
 pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
+pub use mcp_progress::forward_mcp_progress;
 pub use memory_source::MemorySource;
 pub use retrieval_source::RetrievalSource;
 pub use session::SessionSettings;

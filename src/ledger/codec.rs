@@ -11,17 +11,18 @@
 //!   state hash is their digest under the run's [`HistoryHash`] (SHA-256 from revision 6,
 //!   BLAKE3 before), and a snapshot stores them as they are.
 //! - **Conversation node** (a blob): the previous conversation head (32 bytes), then the
-//!   message JSON; stored under the new head, `ConversationRef::chain(prev, message)`.
+//!   message JSON ([`crate::format::stored::node_bytes`]); stored under the new head,
+//!   `ConversationRef::chain(prev, message)`.
 //! - **Chain link**: `H(previous link || event bytes || state hash)`, `H` the run's
 //!   [`HistoryHash`], the first transition's previous link being [`Digest::ZERO`].
 //!
 //! Every hash above is over the JSON. A SQLite database (schema 4 on) keeps the event, effects
-//! and snapshot columns as [packed JSON](super::packed), a lossless compact transcoding that
+//! and snapshot columns as [packed JSON](crate::format::packed), a lossless compact transcoding that
 //! reads back as these very bytes; the store packs on write and unpacks on read, so nothing
 //! above the store sees the difference.
 
 use super::HistoryError;
-use crate::machine::{Digest, EdgeId, Effect, Event, HistoryHash, RunId};
+use crate::machine::{Digest, Effect, Event, HistoryHash, RunId};
 
 /// Why a transition could not be encoded (a value JSON cannot carry).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -100,46 +101,6 @@ pub fn chain_link(hash: HistoryHash, prev: &Digest, event: &[u8], state_hash: &D
     hash.of_parts(&[&prev.0, event, &state_hash.0])
 }
 
-/// The bytes stored for a conversation node: the previous head, then the message JSON.
-pub fn node_bytes(prev: &Digest, message_json: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(32 + message_json.len());
-    v.extend_from_slice(&prev.0);
-    v.extend_from_slice(message_json);
-    v
-}
-
-/// A stored conversation node split into the previous head and the message JSON; `None` when
-/// it is shorter than a head.
-pub fn node_parts(bytes: &[u8]) -> Option<(Digest, &[u8])> {
-    let (prev, msg) = bytes.split_at_checked(32)?;
-    Some((Digest(prev.try_into().ok()?), msg))
-}
-
-/// The stored form of an edge in a SQLite database from schema 4 on: the first four bytes of
-/// the BLAKE3 digest of its persisted name ([`EdgeId::as_str`]), as a BLOB. Stable as long as
-/// the name is (which never changes once released); distinct for every edge (checked by a
-/// test, so a new edge whose code would collide cannot be added unnoticed).
-pub fn edge_code(edge: EdgeId) -> [u8; 4] {
-    let digest = blake3::hash(edge.as_str().as_bytes());
-    let mut code = [0u8; 4];
-    code.copy_from_slice(&digest.as_bytes()[..4]);
-    code
-}
-
-/// The edge a stored `transitions.edge` value names: an [`edge_code`] (4 bytes) or, as
-/// written before schema 4, the persisted name; `None` for anything else.
-pub fn stored_edge(stored: &[u8]) -> Option<EdgeId> {
-    static BY_CODE: std::sync::OnceLock<std::collections::BTreeMap<[u8; 4], EdgeId>> =
-        std::sync::OnceLock::new();
-    match <[u8; 4]>::try_from(stored) {
-        Ok(code) => BY_CODE
-            .get_or_init(|| EdgeId::ALL.iter().map(|e| (edge_code(*e), *e)).collect())
-            .get(&code)
-            .copied(),
-        Err(_) => EdgeId::parse(std::str::from_utf8(stored).ok()?),
-    }
-}
-
 /// True when transition `seq` stores a snapshot of its state.
 pub fn snapshot_due(seq: u64) -> bool {
     seq.is_multiple_of(crate::store::SNAPSHOT_EVERY)
@@ -196,25 +157,5 @@ mod tests {
             chain_link(HistoryHash::Blake3, &Digest::ZERO, b"e", &Digest::ZERO),
             chain_link(HistoryHash::Sha256, &Digest::ZERO, b"e", &Digest::ZERO)
         );
-    }
-
-    #[test]
-    fn every_edge_has_its_own_code_and_reads_back_from_it_or_its_name() {
-        let codes: std::collections::BTreeSet<[u8; 4]> =
-            EdgeId::ALL.iter().map(|e| edge_code(*e)).collect();
-        assert_eq!(codes.len(), EdgeId::ALL.len(), "two edges share a code");
-        for e in EdgeId::ALL {
-            assert_eq!(stored_edge(&edge_code(*e)), Some(*e));
-            assert_eq!(stored_edge(e.as_str().as_bytes()), Some(*e));
-        }
-        assert_eq!(stored_edge(b"nope"), None);
-        assert_eq!(stored_edge(b""), None);
-    }
-
-    #[test]
-    fn a_node_splits_back_into_its_parts() {
-        let node = node_bytes(&Digest::of(b"p"), b"{}");
-        assert_eq!(node_parts(&node), Some((Digest::of(b"p"), &b"{}"[..])));
-        assert_eq!(node_parts(&[1, 2, 3]), None);
     }
 }

@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::packed_head::PackedHead;
+use crate::format::packed_head::PackedHead;
 use crate::machine::{Digest, RunId};
 use crate::receipt::{
     ChainTip, HEAD_FORMAT, HeadOrigin, HeadParent, HeadTip, ReceiptSigner, RunHead, Seal,
@@ -414,7 +414,7 @@ mod tests {
             let sealed = seal_for(store, &signer, &head, None);
             assert_eq!(
                 sealed.packed,
-                crate::ledger::packed_head::pack_head(&sealed.body),
+                crate::format::packed_head::pack_head(&sealed.body),
                 "packed from the fields as the store would from the JSON"
             );
         }

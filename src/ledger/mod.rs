@@ -1,7 +1,7 @@
 //! The ledger: a run's stored record, owned in one place.
 //!
-//! Everything runtape keeps about a run goes through this module, and nothing else knows its
-//! byte format:
+//! Everything runtape keeps about a run goes through this module; the bytes it is kept in are
+//! [`crate::format`]'s, below both the ledger and the stores:
 //!
 //! - **What is written** ([`codec`], [`Recorder`]): each transition a driver makes becomes one
 //!   [`Commit`](crate::store::Commit) — the event and its effects as stored bytes, the state
@@ -30,9 +30,6 @@ pub mod codec;
 pub mod coverage;
 pub mod fork_view;
 pub mod head;
-pub mod packed;
-pub mod packed_blob;
-pub mod packed_head;
 pub mod pairing;
 pub mod read;
 pub mod tree;

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::codec::{decode_effects, decode_event, node_parts};
+use super::codec::{decode_effects, decode_event};
 use super::{HistoryError, damaged};
+use crate::format::stored::node_parts;
 use crate::machine::{
     AgentId, ConversationRef, Digest, Effect, EffectRef, Message, RunId, RunSpec, RunState, step,
 };

@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
-use super::codec::{
-    EncodeError, chain_link, encode_effects, encode_event, node_bytes, snapshot_due,
-};
+use super::codec::{EncodeError, chain_link, encode_effects, encode_event, snapshot_due};
 use super::pairing::{Outstanding, answered};
 use super::receipts::receipt_draft;
+use crate::format::stored::node_bytes;
 use crate::machine::{Digest, Effect, EffectRef, Event, HistoryHash, Outcome, RunId, Transition};
 use crate::receipt::{ChainTip, ReceiptSigner};
 use crate::store::{Commit, OutboxRecord, OutboxStatus, RunStatus};

@@ -194,6 +194,6 @@ pub fn engine(db: &Path, settings: &EngineSettings, create: bool) -> Result<Engi
     config.durability = settings.durability.unwrap_or_default();
     let store = open_store_with(db, create, config.durability, settings.warn)?;
     let engine = Engine::with_store(store, config);
-    crate::tool::mcp::forward_progress(&engine);
+    crate::exec::forward_mcp_progress(&engine);
     Ok(engine)
 }

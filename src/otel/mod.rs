@@ -88,7 +88,6 @@
 //! Export never slows a run: spans queue for a background thread (the oldest are dropped past
 //! 4,096 queued), and an endpoint that is down gets one warning line.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -121,21 +120,15 @@ const BATCH_DELAY: Duration = Duration::from_millis(500);
 /// How often counters are exported.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
 
-/// Set once an exporter exists in this process: MCP calls then carry the W3C trace context of
-/// their span ([`mcp_traceparent`]).
-static EXPORTING: AtomicBool = AtomicBool::new(false);
-
 /// The W3C `traceparent` of the MCP client span of tool call `call_id` in `run`, for the
-/// request's `params._meta` (as the MCP semantic conventions propagate context), so the
-/// server's spans join the run's trace under it; `None` when this process exports nothing.
-pub(crate) fn mcp_traceparent(run: &crate::machine::RunId, call_id: &str) -> Option<String> {
-    EXPORTING.load(Ordering::Relaxed).then(|| {
-        format!(
-            "00-{}-{}-01",
-            ids::trace_id(run),
-            ids::mcp_span(run, call_id)
-        )
-    })
+/// request's `params._meta`; installed into the MCP client when an exporter starts
+/// ([`crate::tool::mcp::propagate_trace_context`]).
+fn mcp_traceparent(run: &crate::machine::RunId, call_id: &str) -> String {
+    format!(
+        "00-{}-{}-01",
+        ids::trace_id(run),
+        ids::mcp_span(run, call_id)
+    )
 }
 
 /// The variable the standard OpenTelemetry SDKs read the endpoint from.
@@ -311,7 +304,7 @@ impl Exporter {
                 .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
         };
-        EXPORTING.store(true, Ordering::Relaxed);
+        crate::tool::mcp::propagate_trace_context(mcp_traceparent);
         let (tx, rx) = sync_channel(QUEUE);
         let thread = std::thread::Builder::new()
             .name("runtape-otlp".into())

@@ -118,7 +118,7 @@ fn parse_line(line: &str) -> Result<Option<(String, String)>, &'static str> {
         return Err("not NAME=value – write one variable a line, or `#` for a comment");
     };
     let name = name.trim_end();
-    if name.is_empty() || !crate::config::is_variable_name(name) {
+    if name.is_empty() || !super::is_variable_name(name) {
         return Err(
             "the name before `=` must be letters, digits and `_`, not beginning with a digit",
         );

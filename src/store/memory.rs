@@ -566,7 +566,7 @@ impl Store for MemoryStore {
                 let Some(bytes) = inner.blobs.get(&at) else {
                     break;
                 };
-                let prev = crate::ledger::codec::node_parts(bytes).map(|(prev, _)| prev);
+                let prev = crate::format::stored::node_parts(bytes).map(|(prev, _)| prev);
                 out.push((at, bytes.clone()));
                 match prev {
                     Some(prev) => at = prev,

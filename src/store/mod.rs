@@ -298,10 +298,10 @@ pub struct HeadRecord {
     /// name it in the next write): stores take it from here instead of hashing the body again.
     /// Not part of what the record is (equality ignores it).
     pub(crate) digest: Option<Digest>,
-    /// The head packed ([`crate::ledger::packed_head`]) when whoever sealed it packed it (the
+    /// The head packed ([`crate::format::packed_head`]) when whoever sealed it packed it (the
     /// engine does for a store that keeps heads packed, [`Store::packs_heads`]): the store
     /// stores it instead of parsing the body to pack it. Equality ignores it.
-    pub(crate) packed: Option<crate::ledger::packed_head::PackedHead>,
+    pub(crate) packed: Option<crate::format::packed_head::PackedHead>,
 }
 
 impl PartialEq for HeadRecord {
@@ -881,7 +881,7 @@ pub trait Store: Send + Sync + 'static {
         timed::observe(self.submit(write), durable)
     }
 
-    /// Whether this store keeps heads packed ([`crate::ledger::packed_head`]): then whoever
+    /// Whether this store keeps heads packed ([`crate::format::packed_head`]): then whoever
     /// seals a head from its fields packs it too ([`HeadRecord`]'s `packed`), so the store
     /// need not parse the JSON to pack it. Only saves work: a head without it is packed (or
     /// kept as JSON) by the store itself.
@@ -967,7 +967,7 @@ pub trait Store: Send + Sync + 'static {
         let mut at = *head;
         while at != Digest::ZERO && (out.len() as u64) < len {
             let Some(bytes) = self.blob(&at)? else { break };
-            let prev = crate::ledger::codec::node_parts(&bytes).map(|(prev, _)| prev);
+            let prev = crate::format::stored::node_parts(&bytes).map(|(prev, _)| prev);
             out.push((at, bytes));
             match prev {
                 Some(prev) => at = prev,

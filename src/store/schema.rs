@@ -164,7 +164,7 @@ CREATE INDEX blobs_by_prefix ON blobs (substr(hash, 1, 8));
 /// rewrites its row, and at 10,000 runs in flight a group commit of a thousand runs rewrote a
 /// thousand rows of about 1.2 KiB (the spec and goal with the standing) and a thousand heads of
 /// about 0.8 KiB, in two tables — most of the pages each transaction wrote. Now the row is the
-/// standing and the head packed ([`crate::ledger::packed_head`]), about 350 bytes, so many
+/// standing and the head packed ([`crate::format::packed_head`]), about 350 bytes, so many
 /// runs' rows share a page; the spec, setup, goal, parent and outcome (written when the run is
 /// created, and the outcome once when it ends) are in `run_specs`, keyed by the run's key.
 /// The heads are packed after the copy ([`pack_stored_heads`]). Same values, same keys.
@@ -196,7 +196,7 @@ CREATE TABLE runs_standing (
     cost_nanos INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     unpriced_turns INTEGER NOT NULL DEFAULT 0,
-    -- the sealed head: packed (crate::ledger::packed_head), or its JSON as written
+    -- the sealed head: packed (crate::format::packed_head), or its JSON as written
     head BLOB,
     -- its seal
     seal BLOB
@@ -220,7 +220,7 @@ fn pack_stored_heads(conn: &Connection) -> rusqlite::Result<()> {
         .collect::<rusqlite::Result<_>>()?;
     let mut update = conn.prepare("UPDATE runs SET head = ?2 WHERE key = ?1")?;
     for (key, body) in heads {
-        if let Some(packed) = crate::ledger::packed_head::pack_head(&body) {
+        if let Some(packed) = crate::format::packed_head::pack_head(&body) {
             update.execute(rusqlite::params![key, packed.as_bytes()])?;
         }
     }
@@ -299,9 +299,9 @@ CREATE UNIQUE INDEX transitions_by_id ON transitions (id);
 "#;
 
 /// Nothing changes in the tables: from schema 4 on, `transitions.event`, `transitions.effects`
-/// and `snapshots.state` may hold packed JSON ([`crate::ledger::packed`]) beside the plain JSON
-/// of earlier rows, a blob may be a packed node ([`crate::ledger::packed_blob`]), and
-/// `transitions.edge` may be a 4-byte code ([`crate::ledger::codec::edge_code`]) beside the
+/// and `snapshots.state` may hold packed JSON ([`crate::format::packed`]) beside the plain JSON
+/// of earlier rows, a blob may be a packed node ([`crate::format::packed_blob`]), and
+/// `transitions.edge` may be a 4-byte code ([`crate::format::stored::edge_code`]) beside the
 /// names of earlier rows. The version says so, so an older runtape refuses the file instead of
 /// misreading it.
 const V4: &str = "";

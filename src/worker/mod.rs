@@ -484,7 +484,7 @@ fn install(engine: &Engine, run: &RunId) -> Result<(), (String, bool)> {
     };
     let setup = Setup::from_json(&setup).map_err(|e| (e.to_string(), true))?;
     setup.install(engine).map_err(|e| (e.to_string(), false))?;
-    crate::tool::mcp::forward_progress(engine);
+    crate::exec::forward_mcp_progress(engine);
     Ok(())
 }
 

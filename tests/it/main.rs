@@ -14,6 +14,7 @@ mod config;
 mod delegation;
 mod front_ends_are_adapters;
 mod guard;
+mod layers;
 mod lease;
 mod machine;
 mod mcp;

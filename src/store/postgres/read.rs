@@ -5,7 +5,7 @@
 use tokio_postgres::Row;
 
 use super::conn::Conn;
-use crate::ledger::packed_head::unpack_head;
+use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 use crate::store::{
     Control, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunRecord, RunStatus, StoreError,

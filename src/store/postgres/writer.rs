@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Backend, Conn};
 use super::schema::{classify, connection_lost, retryable};
-use crate::ledger::packed_head::unpack_head;
+use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
 use crate::store::{
     Commit, CommitStats, Control, Durable, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError,

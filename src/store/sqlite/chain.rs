@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use rusqlite::{Connection, params};
 
 use super::bytes_at;
-use crate::ledger::packed_blob::blob_source;
+use crate::format::packed_blob::blob_source;
 use crate::machine::Digest;
 
 /// The node stored under `?1` and the nodes before it (each node's first 32 bytes are the

@@ -8,8 +8,8 @@ use super::super::import::ImportedRun;
 use super::super::schema::row_id;
 use super::super::{StoreError, Written};
 use super::bytes_at;
-use crate::ledger::codec::edge_code;
-use crate::ledger::packed_head::unpack_head;
+use crate::format::packed_head::unpack_head;
+use crate::format::stored::edge_code;
 
 /// Writes `run` whole; nothing when its id is taken (an error unless the stored head is the
 /// same).

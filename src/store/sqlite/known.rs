@@ -19,7 +19,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::super::StoreError;
 use super::bytes_at;
-use crate::ledger::packed_head::unpack_head;
+use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
 
 /// Runs known at most; past this, everything is forgotten and read again as needed (a run

@@ -16,10 +16,10 @@ use super::{
     Ack, Control, Durable, HeadRecord, LeaseRecord, OutboxRecord, OutboxStatus, RunPage, RunQuery,
     RunRecord, RunStats, RunStatus, Store, StoreError, TransitionRecord, Write,
 };
-use crate::ledger::codec::stored_edge;
-use crate::ledger::packed::unpack;
-use crate::ledger::packed_blob::{blob_source, unpack_blob};
-use crate::ledger::packed_head::unpack_head;
+use crate::format::packed::unpack;
+use crate::format::packed_blob::{blob_source, unpack_blob};
+use crate::format::packed_head::unpack_head;
+use crate::format::stored::stored_edge;
 use crate::machine::{Digest, EffectRef, Hlc, RunId, StateKind};
 
 mod chain;
@@ -902,7 +902,7 @@ mod tests {
                 .expect("reads")
         };
         let packed = stored("packed");
-        assert_eq!(packed[0], crate::ledger::packed_head::PACKED_HEAD);
+        assert_eq!(packed[0], crate::format::packed_head::PACKED_HEAD);
         assert!(
             packed.len() * 2 < sealed.body.len(),
             "{} bytes",

@@ -3,7 +3,7 @@
 //!
 //! Every check is made before anything is written, so a refused prune leaves the transaction
 //! as it found it. A blob that refers to the event of a removed transition (a packed node,
-//! [`crate::ledger::packed_blob`]) is rewritten standing alone first, since a run that is kept
+//! [`crate::format::packed_blob`]) is rewritten standing alone first, since a run that is kept
 //! may share it; blobs themselves are kept.
 
 use std::collections::BTreeSet;
@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::super::retention::{Prune, TombstoneRecord};
 use super::super::{RunStatus, StoreError, Written};
 use super::bytes_at;
-use crate::ledger::packed_blob::{PackedBlob, blob_source};
+use crate::format::packed_blob::{PackedBlob, blob_source};
 use crate::machine::{Digest, RunId};
 
 /// Every tombstone, in id order.

@@ -15,10 +15,10 @@ use super::CommitStats;
 use super::checkpoint::{Checkpointer, copy_back, wal_frames};
 use super::known::{Known, Scope};
 use super::space::{self, DbFile};
-use crate::ledger::codec::edge_code;
-use crate::ledger::packed::pack;
-use crate::ledger::packed_blob::PackedBlob;
-use crate::ledger::packed_head::pack_head;
+use crate::format::packed::pack;
+use crate::format::packed_blob::PackedBlob;
+use crate::format::packed_head::pack_head;
+use crate::format::stored::edge_code;
 use crate::machine::{Digest, RunId};
 
 /// Most writes folded into one transaction.
@@ -78,7 +78,7 @@ fn for_each_head(write: &mut Write, mut f: impl FnMut(&mut HeadRecord)) {
     }
 }
 
-/// A head's stored form: packed, or its JSON as written (see [`crate::ledger::packed_head`]).
+/// A head's stored form: packed, or its JSON as written (see [`crate::format::packed_head`]).
 fn stored_head(head: &HeadRecord) -> &[u8] {
     match &head.packed {
         Some(p) => p.as_bytes(),

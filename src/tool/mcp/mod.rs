@@ -91,13 +91,15 @@ mod server;
 mod stdio;
 pub mod tap;
 mod tool;
+mod trace_context;
 
 pub use catalog::{Catalog, McpToolInfo};
 pub use config::{McpServerConfig, McpToolOverride, McpToolPolicy, McpTransport};
 pub use listing::{ToolLister, ToolListing};
 pub use naming::{SEPARATOR, combined_name};
 pub use server::{McpHub, McpServer};
-pub use tool::{McpTool, forward_progress, progress_events};
+pub use tool::{McpTool, progress_events};
+pub use trace_context::propagate_trace_context;
 
 /// The key of the idempotency key in a `tools/call` request's `_meta`: stable for a call
 /// across retries and restarts of the same run, distinct between runs and forks. A server

@@ -58,7 +58,7 @@ impl McpTool {
             IDEMPOTENCY_KEY_META.into(),
             Value::String(ctx.idempotency_key.clone()),
         );
-        if let Some(traceparent) = crate::otel::mcp_traceparent(&ctx.run_id, &ctx.call_id) {
+        if let Some(traceparent) = super::trace_context::traceparent(&ctx.run_id, &ctx.call_id) {
             meta.insert("traceparent".into(), Value::String(traceparent));
         }
         let limit = self.info.timeout_ms.map(Duration::from_millis);
@@ -142,30 +142,4 @@ impl Tool for McpTool {
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(self.run(args, ctx))
     }
-}
-
-/// Forwards every MCP progress notification of a run `engine` drives into that run's trace
-/// (as `tool.progress` events) for as long as the runtime runs. Call it once per engine, inside
-/// a tokio runtime; `runtape` does for the engines it drives runs with.
-pub fn forward_progress(engine: &crate::exec::Engine) -> tokio::task::JoinHandle<()> {
-    let engine = engine.clone();
-    let mut events = progress_events();
-    tokio::spawn(async move {
-        loop {
-            match events.recv().await {
-                Ok(p) => engine.trace_external(
-                    p.run,
-                    crate::exec::Trace::ToolProgress {
-                        call_id: p.call_id,
-                        tool: p.tool,
-                        progress: p.progress,
-                        total: p.total,
-                        message: p.message,
-                    },
-                ),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    })
 }

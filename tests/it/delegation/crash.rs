@@ -45,7 +45,7 @@ fn tree(db: &Path) -> Tree {
             .query_map([key], |r| {
                 {
                     // The edge column holds a 4-byte code (schema 4) or, before it, the name.
-                    let edge = runtape::ledger::codec::stored_edge(r.get_ref(1)?.as_bytes()?)
+                    let edge = runtape::format::stored::stored_edge(r.get_ref(1)?.as_bytes()?)
                         .map_or_else(|| "?".to_owned(), |e| e.as_str().to_owned());
                     Ok((r.get::<_, i64>(0)? & 0xffff_ffff, edge, r.get(2)?))
                 }

@@ -7,7 +7,7 @@
 //! moves all of them; measurements for reports read the clock module's stopwatch. Read from
 //! the source.
 
-use crate::support::sources::{sources, src};
+use crate::support::sources::{sources, src, without_unit_tests};
 
 /// What only the clock module may write. `time::sleep` also catches `sleep_until`,
 /// `time::timeout` also `timeout_at`, `time::interval` also `interval_at`.
@@ -40,21 +40,6 @@ const ALLOWED: [(&str, &str); 5] = [
         "a stateright model, compiled for tests only, that times its own check",
     ),
 ];
-
-/// `code` without its unit tests (from `#[cfg(test)]` followed by `mod tests` on), which
-/// sleep and time on purpose.
-fn without_unit_tests(code: &str) -> &str {
-    let mut at = 0;
-    while let Some(found) = code[at..].find("#[cfg(test)]") {
-        let start = at + found;
-        let rest = code[start + "#[cfg(test)]".len()..].trim_start();
-        if rest.starts_with("mod tests") {
-            return &code[..start];
-        }
-        at = start + 1;
-    }
-    code
-}
 
 #[test]
 fn only_the_clock_module_reads_the_system_clock_or_arms_a_timer() {

@@ -285,7 +285,7 @@ async fn verify_refuses_a_compaction_edited_in_the_database() {
             r.get(0)
         })
         .expect("its effects");
-    let json = runtape::ledger::packed::unpack(&stored)
+    let json = runtape::format::packed::unpack(&stored)
         .expect("unpacks")
         .into_owned();
     let json = String::from_utf8(json).expect("JSON text");
@@ -293,7 +293,7 @@ async fn verify_refuses_a_compaction_edited_in_the_database() {
     let edited = json.replace(r#""how":"dropped""#, r#""how":"shortened""#);
     conn.execute(
         "UPDATE transitions SET effects = ?1 WHERE id = ?2",
-        rusqlite::params![runtape::ledger::packed::pack(edited.as_bytes()), id],
+        rusqlite::params![runtape::format::packed::pack(edited.as_bytes()), id],
     )
     .expect("edits");
     drop(conn);

@@ -51,7 +51,7 @@ fn history(db: &Path, run: &str) -> Vec<Row> {
         Ok(Row {
             seq: r.get::<_, i64>(0)? & 0xffff_ffff,
             event: json_text(&r.get::<_, Vec<u8>>(1)?),
-            edge: runtape::ledger::codec::stored_edge(r.get_ref(2)?.as_bytes()?)
+            edge: runtape::format::stored::stored_edge(r.get_ref(2)?.as_bytes()?)
                 .expect("a stored edge")
                 .as_str()
                 .to_owned(),
@@ -67,7 +67,7 @@ fn history(db: &Path, run: &str) -> Vec<Row> {
 
 /// A stored JSON column as text (packed JSON is unpacked first).
 fn json_text(stored: &[u8]) -> String {
-    let json = runtape::ledger::packed::unpack(stored).expect("a readable column");
+    let json = runtape::format::packed::unpack(stored).expect("a readable column");
     String::from_utf8_lossy(&json).into_owned()
 }
 

@@ -83,7 +83,7 @@ fn checks_its_transition_is_committed(
             )
             .map_err(|e| ToolError::new(format!("emitting transition {seq} not committed: {e}")))?;
         let effects =
-            runtape::ledger::packed::unpack(&effects).map_err(|e| ToolError::new(e.to_string()))?;
+            runtape::format::packed::unpack(&effects).map_err(|e| ToolError::new(e.to_string()))?;
         let text = String::from_utf8_lossy(&effects).into_owned();
         log.push(format!("{seq}:{}", text.contains(&ctx.idempotency_key)));
         Ok(json!("ok"))

@@ -100,7 +100,7 @@ fn tamper(db: &std::path::Path, sql: &str) {
     let events: Vec<(i64, Vec<u8>)> =
         support::cli::pairs(&conn, "SELECT id, event FROM transitions");
     for (id, event) in events {
-        let json = runtape::ledger::packed::unpack(&event).expect("unpacks");
+        let json = runtape::format::packed::unpack(&event).expect("unpacks");
         conn.execute(
             "UPDATE transitions SET event = ?2 WHERE id = ?1",
             rusqlite::params![id, json.as_ref()],

@@ -198,7 +198,7 @@ pub fn edges(db: &Path) -> Vec<String> {
 
 /// The persisted name of a stored edge (a code or, before schema 4, the name).
 fn edge_name(stored: &[u8]) -> String {
-    runtape::ledger::codec::stored_edge(stored)
+    runtape::format::stored::stored_edge(stored)
         .expect("a stored edge")
         .as_str()
         .to_owned()

@@ -41,3 +41,18 @@ pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
 pub fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
+
+/// `code` without its unit tests (from `#[cfg(test)]` followed by `mod tests` on), which
+/// sleep and time on purpose.
+pub fn without_unit_tests(code: &str) -> &str {
+    let mut at = 0;
+    while let Some(found) = code[at..].find("#[cfg(test)]") {
+        let start = at + found;
+        let rest = code[start + "#[cfg(test)]".len()..].trim_start();
+        if rest.starts_with("mod tests") {
+            return &code[..start];
+        }
+        at = start + 1;
+    }
+    code
+}
