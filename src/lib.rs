@@ -99,8 +99,8 @@
 //! worker                     the worker loop, its health and metrics
 //! otel                       OpenTelemetry export
 //! config                     spec files into a setup of providers and tools
-//! cassette                   recorded model exchanges; what a replay is served from
 //! exec                       the engine: one driver per run, effects, leases
+//! cassette                   recorded model exchanges; what a replay is served from
 //! history                    a run read back: timeline, steps, diff, verify
 //! ledger                     what each transition writes, and what verify recomputes
 //! store                      SQLite, PostgreSQL and in-memory stores behind one trait

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
+use super::MemorySource;
 use super::format::Cassette;
-use crate::exec::MemorySource;
 use crate::machine::{PublishOutcome, Versioned};
 
 /// What one run of the recorded tree loaded and published, in order.

@@ -135,6 +135,7 @@ mod record;
 mod replay;
 mod retrievals;
 mod session;
+mod sources;
 mod tools;
 
 pub use diff::{
@@ -153,4 +154,5 @@ pub use record::{CassetteBuilder, RecordOptions, RecordingProvider, Redactor};
 pub use replay::{CassetteProvider, ReplayOptions};
 pub use retrievals::RecordedRetrievals;
 pub use session::{RecordedSession, RetrievalEntry, comparable_query};
+pub use sources::{MemorySource, RetrievalSource};
 pub use tools::{RecordedCatalog, RecordedTool, RecordedToolResults, ReplayPosition};

@@ -14,10 +14,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
+use super::RetrievalSource;
 use super::error::CassetteError;
 use super::format::Cassette;
 use super::session::{RetrievalEntry, comparable_query};
-use crate::exec::RetrievalSource;
 use crate::machine::Retrieval;
 
 /// The longest query shown in a mismatch, in characters.

@@ -16,6 +16,7 @@ use super::reads::off_thread;
 use super::trace::{Trace, TraceEvent};
 use super::writes::{WRITES_IN_FLIGHT, Writes};
 use super::{Ctl, EngineError, Shared, lock, read_lock, write_lock};
+use crate::cassette::{MemorySource, RetrievalSource};
 use crate::clock::{Clock, SystemClock};
 use crate::machine::{BudgetKey, EventBody, HumanInput, RunId, RunSpec, RunState, Scope};
 use crate::provider::ModelProvider;
@@ -290,7 +291,7 @@ impl Engine {
     /// Answers the global memory loads and publishes of this engine's runs from `source`
     /// instead of the store (revision 5): `runtape replay` serves what a cassette recorded,
     /// so a replay reads and writes no global memory. The events say they were replayed.
-    pub fn use_memory_source(&self, source: Arc<dyn super::MemorySource>) {
+    pub fn use_memory_source(&self, source: Arc<dyn MemorySource>) {
         *write_lock(&self.shared.memory_source) = Some(source);
     }
 
@@ -298,7 +299,7 @@ impl Engine {
     /// retriever (revision 5): `runtape replay` serves the passages a cassette recorded. A
     /// retrieval the source cannot answer cancels the run, with the source's line as the
     /// reason.
-    pub fn use_retrieval_source(&self, source: Arc<dyn super::RetrievalSource>) {
+    pub fn use_retrieval_source(&self, source: Arc<dyn RetrievalSource>) {
         *write_lock(&self.shared.retrieval_source) = Some(source);
     }
 

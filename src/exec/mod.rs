@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 
+use crate::cassette::{MemorySource, RetrievalSource};
 use crate::machine::EventBody;
 use crate::provider::ModelProvider;
 use crate::store::Store;
@@ -60,12 +61,10 @@ mod handle;
 mod ids;
 mod lease_keeper;
 mod mcp_progress;
-mod memory_source;
 mod perform;
 #[cfg(test)]
 mod protocol_model;
 mod reads;
-mod retrieval_source;
 pub(crate) mod session;
 mod start;
 mod takeup;
@@ -81,8 +80,6 @@ pub use fork::{ForkEdit, ForkMode};
 pub use handle::{RunEnd, RunHandle};
 pub use ids::new_run_id;
 pub use mcp_progress::forward_mcp_progress;
-pub use memory_source::MemorySource;
-pub use retrieval_source::RetrievalSource;
 pub use session::SessionSettings;
 pub(crate) use takeup::{answer_event, fits};
 pub use tape::TapeEnd;
@@ -132,10 +129,10 @@ pub(crate) struct Shared {
     pub(crate) kept: lease_keeper::KeptLeases,
     /// Where global memory loads and publishes are answered instead of the store (a replay's
     /// cassette, revision 5).
-    pub(crate) memory_source: RwLock<Option<Arc<dyn memory_source::MemorySource>>>,
+    pub(crate) memory_source: RwLock<Option<Arc<dyn MemorySource>>>,
     /// Where retrievals are answered instead of the retriever (a replay's cassette, revision
     /// 5).
-    pub(crate) retrieval_source: RwLock<Option<Arc<dyn retrieval_source::RetrievalSource>>>,
+    pub(crate) retrieval_source: RwLock<Option<Arc<dyn RetrievalSource>>>,
 }
 
 /// The status a run in `state` rests in.

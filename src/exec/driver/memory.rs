@@ -8,7 +8,7 @@
 //! - **A fork** taken before its line loaded takes the view its nearest ancestor loaded after
 //!   the fork point, if one did ([`crate::ledger::fork_view`]): the memory as of the fork
 //!   point, never what its ancestors published later.
-//! - **From a recording.** With a [`MemorySource`](crate::exec::MemorySource) (a replay's
+//! - **From a recording.** With a [`MemorySource`](crate::cassette::MemorySource) (a replay's
 //!   cassette), loads and publish outcomes come from it and nothing touches the store.
 //! - **Publishing.** `PublishMemory` is one store write (all or none, at most once per effect,
 //!   fenced by the lease, refused when it would take the memory past the run's cap), then a
