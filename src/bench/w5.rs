@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::workload::{spec, text, turn_cap};
-use crate::exec::{Engine, EngineConfig, EngineError};
+use crate::exec::{Engine, EngineConfig};
 use crate::machine::{ModelReply, Role, RunId, ToolCallRequest, ToolSpec};
 use crate::provider::{ModelProvider, ProviderError, ProviderRequest, TokenSink};
 use crate::store::{Durability, SqliteStore, Store, TimedStore, Write};
@@ -232,9 +232,11 @@ fn quantile_ms(sorted: &[u32], q: f64) -> f64 {
 
 /// Runs W5 once on a fresh database at `db`. Peak memory is the process's: run it in a
 /// process of its own for a clean figure.
-pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, EngineError> {
+pub(crate) async fn w5(db: &Path, o: W5Options) -> Result<W5, super::BenchError> {
     let sqlite = Arc::new(SqliteStore::open(db, Durability::Full)?);
-    if let Some(nice) = crate::store::sqlite_priority::nice_from_env().map_err(EngineError::Spec)? {
+    if let Some(nice) =
+        crate::store::sqlite_priority::nice_from_env().map_err(super::BenchError::Process)?
+    {
         sqlite.set_writer_nice(nice)?;
     }
     let empty = sqlite.size_bytes()?;

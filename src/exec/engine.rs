@@ -552,9 +552,7 @@ impl Engine {
             && read_lock(&self.shared.retriever).is_none()
             && read_lock(&self.shared.retrieval_source).is_none()
         {
-            return Err(EngineError::Spec(
-                "the spec has a [retriever] but no retriever is registered; give [retriever] a command, or register one".into(),
-            ));
+            return Err(EngineError::NoRetriever);
         }
         let tools = read_lock(&self.shared.tools);
         for t in &spec.spec().tools {

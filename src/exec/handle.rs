@@ -91,7 +91,7 @@ impl RunHandle {
                 },
                 end = &mut self.done => {
                     self.ended = Some(end.unwrap_or_else(|_| {
-                        Err(EngineError::Driver("the task was dropped".into()))
+                        Err(EngineError::TaskDropped)
                     }));
                 }
             }
@@ -108,7 +108,7 @@ impl RunHandle {
             None => self
                 .done
                 .await
-                .unwrap_or_else(|_| Err(EngineError::Driver("the task was dropped".into()))),
+                .unwrap_or_else(|_| Err(EngineError::TaskDropped)),
         }
     }
 
@@ -146,7 +146,7 @@ impl RunHandle {
                             f(&e);
                         }
                     }
-                    return end.unwrap_or_else(|_| Err(EngineError::Driver("the task was dropped".into())));
+                    return end.unwrap_or_else(|_| Err(EngineError::TaskDropped));
                 }
             }
         }

@@ -19,6 +19,8 @@ where
     let store = store.clone();
     match tokio::task::spawn_blocking(move || f(store.as_ref())).await {
         Ok(result) => result.map_err(Into::into),
-        Err(e) => Err(EngineError::Driver(format!("a store read stopped: {e}"))),
+        Err(e) => Err(EngineError::ReadStopped {
+            reason: e.to_string(),
+        }),
     }
 }

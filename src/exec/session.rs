@@ -65,21 +65,19 @@ pub(crate) fn replayed_run(
     goal: &str,
 ) -> Result<(RunSpec, EventBody), EngineError> {
     if !is_valid_name(name) || index == 0 {
-        return Err(EngineError::Session(format!(
-            "`{}` #{index} is not a run of a session",
-            crate::text::one_line(name, 80)
-        )));
+        return Err(EngineError::NotASessionRun {
+            name: crate::text::one_line(name, 80),
+            index,
+        });
     }
     if spec.spec().semantics < SESSION_SEMANTICS {
-        return Err(EngineError::Session(format!(
-            "this spec follows revision {} of the machine's rules; replaying a session run needs revision {SESSION_SEMANTICS}",
-            spec.spec().semantics
-        )));
+        return Err(EngineError::SessionRevision {
+            semantics: spec.spec().semantics,
+            needs: SESSION_SEMANTICS,
+        });
     }
     if spec.spec().delegated_by.is_some() {
-        return Err(EngineError::Session(
-            "a delegated child run cannot be a run of a session".into(),
-        ));
+        return Err(EngineError::ChildInSession);
     }
     let mut s = spec.spec().clone();
     s.session = Some(SessionSpec {
@@ -90,7 +88,7 @@ pub(crate) fn replayed_run(
         summarizer: settings.summarizer.clone(),
         replayed: true,
     });
-    let spec = RunSpec::build(s).map_err(|e| EngineError::Spec(e.to_string()))?;
+    let spec = RunSpec::build(s)?;
     let opening = EventBody::SessionStart {
         goal: goal.to_owned(),
         seed,
@@ -108,32 +106,31 @@ pub(crate) fn next_run(
     settings: &SessionSettings,
 ) -> Result<(RunSpec, SessionLink), EngineError> {
     if !is_valid_name(name) {
-        return Err(EngineError::Session(format!(
-            "`{}` is not a session name: use 1 to {} letters, digits, `.`, `_` or `-`",
-            crate::text::one_line(name, 80),
-            crate::machine::session::MAX_SESSION_NAME
-        )));
+        return Err(EngineError::BadSessionName {
+            name: crate::text::one_line(name, 80),
+            max: crate::machine::session::MAX_SESSION_NAME,
+        });
     }
     if spec.spec().semantics < SESSION_SEMANTICS {
-        return Err(EngineError::Session(format!(
-            "this spec follows revision {} of the machine's rules; sessions need revision {SESSION_SEMANTICS}",
-            spec.spec().semantics
-        )));
+        return Err(EngineError::SessionRevision {
+            semantics: spec.spec().semantics,
+            needs: SESSION_SEMANTICS,
+        });
     }
     if spec.spec().delegated_by.is_some() {
-        return Err(EngineError::Session(
-            "a delegated child run cannot be a run of a session".into(),
-        ));
+        return Err(EngineError::ChildInSession);
     }
     let runs = store.session_runs(name)?;
     let mut previous = None;
     if let Some((index, latest)) = runs.last() {
         let rec = ledger::record(store, latest)?;
         if !rec.status.is_terminal() {
-            return Err(EngineError::Session(format!(
-                "session {name}'s latest run, {latest} (run {index}), has not ended ({}): `runtape resume {latest}` to finish it, or `runtape cancel {latest}`, then start the next",
-                rec.status
-            )));
+            return Err(EngineError::SessionBusy {
+                name: name.to_owned(),
+                latest: latest.to_string(),
+                index: *index,
+                status: rec.status,
+            });
         }
         for (_, run) in runs.iter().rev() {
             if ledger::record(store, run)?.status == RunStatus::Completed {
@@ -152,7 +149,7 @@ pub(crate) fn next_run(
         summarizer: settings.summarizer.clone(),
         replayed: false,
     });
-    let spec = RunSpec::build(s).map_err(|e| EngineError::Spec(e.to_string()))?;
+    let spec = RunSpec::build(s)?;
     let link = SessionLink {
         name: name.to_owned(),
         index,
@@ -182,9 +179,7 @@ pub(super) fn opening(
     };
     if spec.spec().session.as_ref().is_some_and(|s| s.replayed) {
         // Its history was in the cassette, and nothing here holds it.
-        return Err(EngineError::Session(
-            "this run replays a session run from a cassette and never began: the history it begins with is in the cassette only; replay the cassette again".into(),
-        ));
+        return Err(EngineError::SessionReplayNeverBegan);
     }
     Ok(EventBody::SessionStart {
         goal: goal.to_owned(),

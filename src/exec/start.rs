@@ -69,8 +69,10 @@ pub(super) async fn start(
         }
         None => None,
     };
-    let spec_json = serde_json::to_string(&spec)
-        .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
+    let spec_json = serde_json::to_string(&spec).map_err(|e| EngineError::Unencodable {
+        what: "spec",
+        reason: e.to_string(),
+    })?;
     let now = shared.config.clock.wall_ms();
     let mut new = NewRun {
         id: run.clone(),

@@ -137,9 +137,9 @@ pub async fn run(
                 }
             }
             Err(e) => {
-                return Err(EngineError::Driver(format!(
-                    "the scan for due runs failed: {e}"
-                )));
+                return Err(EngineError::ReadStopped {
+                    reason: format!("the scan for due runs: {e}"),
+                });
             }
         }
         wait = fire_schedules(&store, &opts.engine, &log, &mut live, &mut tasks, wait).await;

@@ -319,10 +319,17 @@ fn engine_code(e: &EngineError) -> &'static str {
         EngineError::MissingProvider { .. } => "missing_provider",
         EngineError::MissingTool(_) => "missing_tool",
         EngineError::AmbiguousInput { .. } => "ambiguous_input",
-        EngineError::Spec(_) => "bad_spec",
+        EngineError::Spec(_) | EngineError::NoRetriever | EngineError::Unencodable { .. } => {
+            "bad_spec"
+        }
         EngineError::Finished { .. } => "finished",
         EngineError::NoInputExpected(_) => "no_input_expected",
-        EngineError::Session(_) => "session",
+        EngineError::NotASessionRun { .. }
+        | EngineError::SessionRevision { .. }
+        | EngineError::ChildInSession
+        | EngineError::BadSessionName { .. }
+        | EngineError::SessionBusy { .. }
+        | EngineError::SessionReplayNeverBegan => "session",
         _ => "engine",
     }
 }

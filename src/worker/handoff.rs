@@ -44,8 +44,10 @@ pub async fn enqueue_in_session(
         None => (spec.clone(), None),
     };
     let spec = &spec;
-    let spec_json = serde_json::to_string(spec)
-        .map_err(|e| EngineError::Spec(format!("spec does not serialise: {e}")))?;
+    let spec_json = serde_json::to_string(spec).map_err(|e| EngineError::Unencodable {
+        what: "spec",
+        reason: e.to_string(),
+    })?;
     let now = crate::clock::wall_ms();
     let mut nonce = [0u8; 8];
     // Without OS randomness the nonce only tells this process's owners apart, which the pid

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::exec::EngineError;
-use crate::ledger::HistoryError;
+use crate::ledger::{HistoryError, RecordError};
 use crate::store::{Ack, Durable, Store, StoreError, Write};
 
 /// The upper bounds of the commit latency histogram's buckets, in seconds (`+Inf` follows).
@@ -169,10 +169,17 @@ pub fn error_code(e: &EngineError) -> &'static str {
         EngineError::Machine(_) => "machine",
         EngineError::MissingProvider { .. } | EngineError::MissingTool(_) => "setup",
         EngineError::Finished { .. } => "finished",
-        EngineError::Spec(_) => "spec",
-        EngineError::Receipts(_) => "receipts",
+        EngineError::Spec(_) | EngineError::NoRetriever | EngineError::Unencodable { .. } => "spec",
+        EngineError::Record(RecordError::Receipt { .. })
+        | EngineError::ReceiptKeyMismatch { .. } => "receipts",
         EngineError::LeaseExpired { .. } => "lease_expired",
-        EngineError::Driver(_) => "driver",
+        EngineError::ShuttingDown
+        | EngineError::TaskDropped
+        | EngineError::ReadStopped { .. }
+        | EngineError::NotRecorded { .. }
+        | EngineError::ConversationMismatch { .. }
+        | EngineError::Stalled { .. }
+        | EngineError::Record(RecordError::Encode(_)) => "driver",
         _ => "other",
     }
 }

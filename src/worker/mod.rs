@@ -71,6 +71,7 @@ use tokio::task::JoinSet;
 use crate::config::Setup;
 use crate::exec::{Engine, EngineConfig, EngineError, RunEnd};
 use crate::history::{self, HistoryError};
+use crate::ledger::RecordError;
 use crate::machine::RunId;
 use crate::store::{PostgresStore, RunStatus, Store, StoreError, TimedStore, WorkerInfo, Write};
 use health::Health;
@@ -446,7 +447,10 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
                 e,
                 EngineError::History(HistoryError::Tampered { .. } | HistoryError::WrongKey(_))
                     | EngineError::Spec(_)
-                    | EngineError::Receipts(_)
+                    | EngineError::NoRetriever
+                    | EngineError::Unencodable { .. }
+                    | EngineError::Record(RecordError::Receipt { .. })
+                    | EngineError::ReceiptKeyMismatch { .. }
             );
             return stopped(Err(RunError::of(&e)), bad_run, true);
         }

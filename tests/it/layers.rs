@@ -290,3 +290,24 @@ fn the_checks_see_an_upward_import_and_an_impure_line() {
     );
     assert!(layers().len() > 10, "lib.rs draws the layers");
 }
+
+#[test]
+fn the_engines_errors_are_typed_not_catch_all_text() {
+    // A variant whose whole message is a string formatted elsewhere (`#[error("{0}")]` over a
+    // `String`) says nothing a caller can match on; each failure has its own variant, and a
+    // wrapped error keeps its type (`#[error(transparent)]`).
+    let code = std::fs::read_to_string(src().join("exec/error.rs")).expect("reads exec/error.rs");
+    let code = without_unit_tests(&code);
+    assert!(
+        code.contains("pub enum EngineError"),
+        "EngineError is in exec/error.rs"
+    );
+    let catch_alls: Vec<&str> = code
+        .lines()
+        .filter(|l| l.contains("#[error(\"{0}\")]"))
+        .collect();
+    assert!(
+        catch_alls.is_empty(),
+        "catch-all variants in EngineError: {catch_alls:#?}"
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::Driver;
 use crate::exec::transition_traces::transition_traces;
 use crate::exec::{EngineError, Shared, read_lock};
-use crate::ledger::{CommitTimes, RecordError, chain_tip};
+use crate::ledger::{CommitTimes, chain_tip};
 use crate::machine::{Effect, Event, RunId, Transition};
 use crate::store::{RunStatus, Write};
 
@@ -30,10 +30,7 @@ impl Driver {
         let mut commit = self
             .recorder
             .record(event, t, &non_idempotent, times)
-            .map_err(|e| match e {
-                RecordError::Encode(e) => EngineError::Driver(e.to_string()),
-                e @ RecordError::Receipt { .. } => EngineError::Receipts(e.to_string()),
-            })?;
+            .map_err(EngineError::Record)?;
         drop(tools);
         if let crate::machine::EventBody::ToolsListed { catalog, .. } = &event.body
             && let Some(blob) = self.catalog_blobs.remove(catalog)
@@ -145,9 +142,10 @@ pub(in crate::exec) fn receipt_tip(
             .map_or("no key (unsigned receipts)".to_owned(), |k| {
                 format!("the key {k}")
             });
-        return Err(EngineError::Receipts(format!(
-            "run {run}'s receipts are sealed with {want}; continue it with the same receipt key (RUNTAPE_RECEIPT_KEY or --receipt-key)"
-        )));
+        return Err(EngineError::ReceiptKeyMismatch {
+            run: run.to_string(),
+            sealed_with: want,
+        });
     }
     Ok(tip)
 }

@@ -48,11 +48,13 @@ impl Driver {
         let source = crate::exec::read_lock(&self.shared.memory_source).clone();
         if let Some(source) = source {
             let path = self.tree_path().await?;
-            let entries = source.load(&path, &name).ok_or_else(|| {
-                crate::exec::EngineError::Driver(format!(
-                    "the recording holds no load of global memory `{name}` for this run"
-                ))
-            })?;
+            let entries =
+                source
+                    .load(&path, &name)
+                    .ok_or_else(|| crate::exec::EngineError::NotRecorded {
+                        what: "load of",
+                        name: name.to_owned(),
+                    })?;
             self.queue.push_back(EventBody::MemoryLoaded {
                 name,
                 entries,
@@ -123,10 +125,10 @@ impl Driver {
                     outcome,
                     replayed: true,
                 }),
-                Ok(None) => Completion::Fatal(crate::exec::EngineError::Driver(format!(
-                    "the recording holds no outcome for the publish to global memory `{}`",
-                    publication.name
-                ))),
+                Ok(None) => Completion::Fatal(crate::exec::EngineError::NotRecorded {
+                    what: "outcome for the publish to",
+                    name: publication.name.clone(),
+                }),
             };
             self.inflight
                 .push(Box::pin(futures_util::future::ready(done)));

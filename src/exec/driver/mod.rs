@@ -210,7 +210,7 @@ impl Driver {
             None
         } else {
             let permit = self.shared.slots.clone().acquire_owned().await;
-            Some(permit.map_err(|_| EngineError::Driver("the engine is shutting down".into()))?)
+            Some(permit.map_err(|_| EngineError::ShuttingDown)?)
         };
         if let Some(kind) = self.opening.take().map(|k| *k) {
             self.emit(None, || kind);

@@ -62,10 +62,10 @@ impl Driver {
             // The messages came from this run's own store and were refused: asking again
             // would get the same answer, so stop rather than loop.
             Err(e) if matches!(event.body, EventBody::ConversationSupplied { .. }) => {
-                return Err(EngineError::Driver(format!(
-                    "run {}: the stored conversation does not match the run's state ({e}); `runtape verify {}` reports what changed",
-                    self.run, self.run
-                )));
+                return Err(EngineError::ConversationMismatch {
+                    run: self.run.to_string(),
+                    reason: e,
+                });
             }
             Err(e) => {
                 // A stale result (its call was replaced by a retry or a cancel) or input
@@ -193,11 +193,10 @@ impl Driver {
                     s @ (RunStatus::AwaitingInput | RunStatus::BudgetExhausted) => {
                         Ok(Next::Stop(s))
                     }
-                    _ => Err(EngineError::Driver(format!(
-                        "run {} is in state {} with nothing in flight",
-                        self.run,
-                        self.state.kind()
-                    ))),
+                    _ => Err(EngineError::Stalled {
+                        run: self.run.to_string(),
+                        state: self.state.kind().to_string(),
+                    }),
                 };
             }
             // A result may be ready already (a fast tool, a scripted model): take it without
