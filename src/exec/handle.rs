@@ -90,9 +90,7 @@ impl RunHandle {
                     Read::Closed => return None,
                 },
                 end = &mut self.done => {
-                    self.ended = Some(end.unwrap_or_else(|_| {
-                        Err(EngineError::TaskDropped)
-                    }));
+                    self.ended = Some(end.unwrap_or(Err(EngineError::TaskDropped)));
                 }
             }
         }
@@ -105,10 +103,7 @@ impl RunHandle {
         drop(self.events);
         match self.ended {
             Some(end) => end,
-            None => self
-                .done
-                .await
-                .unwrap_or_else(|_| Err(EngineError::TaskDropped)),
+            None => self.done.await.unwrap_or(Err(EngineError::TaskDropped)),
         }
     }
 
@@ -146,7 +141,7 @@ impl RunHandle {
                             f(&e);
                         }
                     }
-                    return end.unwrap_or_else(|_| Err(EngineError::TaskDropped));
+                    return end.unwrap_or(Err(EngineError::TaskDropped));
                 }
             }
         }
