@@ -72,7 +72,8 @@
 //! **Content.** Prompts, completions, tool arguments and results are exported only with
 //! `--otlp-content` (`gen_ai.input.messages`, `gen_ai.output.messages`,
 //! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`, the goal as `runtape.goal`).
-//! Secrets are scrubbed from them as from everything else.
+//! Messages take the conventions' shape (`role` and typed `parts`, a `finish_reason` per
+//! output message; see `messages.rs`). Secrets are scrubbed from them as from everything else.
 //!
 //! # Metrics
 //!
@@ -105,6 +106,7 @@ use crate::store::Store;
 
 mod chat;
 mod ids;
+mod messages;
 mod setup;
 mod spans;
 

@@ -266,7 +266,6 @@ impl Tracker {
             }
             Trace::ModelReply {
                 agent,
-                text,
                 tool_calls,
                 usage,
                 cost_nanos,
@@ -330,21 +329,35 @@ impl Tracker {
                 }
                 if self.content {
                     let r = run.clone();
-                    let input = self
+                    let replied = e.seq;
+                    let (input, output) = self
                         .read(move |store| {
-                            let view = crate::history::show(store, &r, Some(seq)).ok()?;
-                            serde_json::to_string(&view.request?.messages).ok()
+                            // The request is the call's transition's; the reply is the event
+                            // of the transition that took it in.
+                            let asked = crate::history::show(store, &r, Some(seq)).ok()?;
+                            let input = asked
+                                .request
+                                .map(|q| super::messages::input_messages(&q.messages));
+                            let answered = crate::history::show(store, &r, replied).ok()?;
+                            let output = match answered.event?.body {
+                                crate::machine::EventBody::ModelReplied { reply, .. } => {
+                                    Some(super::messages::output_messages(&reply, finish))
+                                }
+                                _ => None,
+                            };
+                            Some((input, output))
                         })
-                        .await;
-                    if let Some(input) = input {
-                        open.attributes
-                            .push(KeyValue::new("gen_ai.input.messages", scrub(&input)));
+                        .await
+                        .unwrap_or_default();
+                    for (key, value) in [
+                        ("gen_ai.input.messages", input),
+                        ("gen_ai.output.messages", output),
+                    ] {
+                        if let Some(v) = value {
+                            open.attributes
+                                .push(KeyValue::new(key, scrub(&v.to_string())));
+                        }
                     }
-                    let output = serde_json::json!([{"role": "assistant", "content": text, "tool_calls": tool_calls}]);
-                    open.attributes.push(KeyValue::new(
-                        "gen_ai.output.messages",
-                        scrub(&output.to_string()),
-                    ));
                 }
                 self.end(&run, open, at, Status::Unset);
             }

@@ -183,6 +183,58 @@ fn content_is_exported_only_when_asked_and_the_standard_variable_works() {
     let input = chat.text("gen_ai.input.messages");
     assert!(input.contains("runtape keeps every step"), "{input}");
     assert!(chat.attrs["gen_ai.output.messages"].is_string());
+    // The conventions' message shape: every message a role and typed parts; the tool call
+    // the model made and the tool's response carry the same id; each output message says why
+    // the generation finished.
+    let chats: Vec<&&Span> = tree.iter().filter(|s| s.name == "chat scripted").collect();
+    let messages = |s: &Span, key: &str| -> Vec<Value> {
+        serde_json::from_str::<Value>(s.text(key))
+            .expect("messages are JSON")
+            .as_array()
+            .expect("messages are an array")
+            .clone()
+    };
+    let mut calls = Vec::new();
+    let mut responses = Vec::new();
+    for c in &chats {
+        for m in messages(c, "gen_ai.input.messages") {
+            assert!(
+                ["system", "user", "assistant", "tool"].contains(&m["role"].as_str().unwrap_or("")),
+                "{m}"
+            );
+            for p in m["parts"].as_array().expect("parts") {
+                match p["type"].as_str() {
+                    Some("text") => assert!(p["content"].is_string(), "{p}"),
+                    Some("tool_call") => calls.push(p["id"].clone()),
+                    Some("tool_call_response") => responses.push(p["id"].clone()),
+                    other => panic!("an unknown part type {other:?}: {p}"),
+                }
+            }
+            assert!(m.get("content").is_none(), "content sits in parts: {m}");
+        }
+        let out = messages(c, "gen_ai.output.messages");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["role"], "assistant");
+        let finish = out[0]["finish_reason"].as_str().expect("a finish reason");
+        assert!(
+            ["stop", "tool_call", "length", "content_filter"].contains(&finish),
+            "{finish}"
+        );
+        let asked = out[0]["parts"]
+            .as_array()
+            .expect("parts")
+            .iter()
+            .any(|p| p["type"] == "tool_call");
+        assert_eq!(asked, finish == "tool_call", "{out:?}");
+    }
+    assert!(
+        !responses.is_empty(),
+        "a later request carries the tool's response"
+    );
+    assert!(
+        responses.iter().all(|r| calls.contains(r)),
+        "{responses:?} answer {calls:?}"
+    );
     let root = named(&tree, "invoke_workflow runtape");
     assert!(root.text("runtape.goal").contains("UTC"));
     let tool = named(&all, "execute_tool count_words");
