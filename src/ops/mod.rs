@@ -97,6 +97,6 @@ pub use tree::{
     Waiting, answers, delegated_by, descendants, in_tree_order, waiting_below, waiting_in,
 };
 pub use views::{
-    DiffView, EntryView, RunAt, RunView, StepDetailView, TreeDiffView, TreeNodeView, VerifyView,
-    WaitingCall, driver, waiting_calls,
+    CallDeadline, DiffView, EntryView, RunAt, RunView, StepDetailView, TreeDiffView, TreeNodeView,
+    VerifyView, WaitingCall, driver, waiting_calls,
 };

@@ -57,6 +57,9 @@ pub struct ScheduleView {
     /// The next instant it fires at (RFC 3339), none while paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
+    /// The next instant, Unix ms (what a countdown counts to), none while paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_ms: Option<u64>,
     /// The next instant as local time in its zone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_local: Option<String>,
@@ -208,6 +211,7 @@ fn view(s: &ScheduleRecord, t: &Timetable, fires: &[FireRecord], now_ms: u64) ->
         catch_up: s.catch_up.clone(),
         status: if s.paused { "paused" } else { "active" },
         next: next.map(rfc3339),
+        next_ms: next,
         next_local: next.map(|n| t.local(n)),
         fired: fires.len(),
         last: fires.last().map(FireView::from),

@@ -5,7 +5,7 @@
 use serde::{Serialize, Serializer};
 
 use crate::history::{self, Divergence, HistoryError, RunDiff, TimelineEntry, TreeDiff, Verified};
-use crate::machine::{EffectId, RunId, RunState, SlotStatus, StateKind};
+use crate::machine::{EffectId, OnDeadline, RunId, RunState, SlotStatus, Spec, StateKind};
 use crate::store::{RunRecord, RunStatus, Store};
 
 /// A `u64` as JSON: a number up to 2^53, a string above (readers that parse numbers as
@@ -393,15 +393,35 @@ pub struct WaitingCall {
     pub args: serde_json::Value,
     /// `approval`, `question` or `in_doubt`.
     pub kind: &'static str,
+    /// When nobody answering decides it (`[timers.deadlines]`); absent without a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<CallDeadline>,
 }
 
-/// The calls in `state` that wait for a person.
-pub fn waiting_calls(state: &RunState) -> Vec<WaitingCall> {
+/// The deadline of a call waiting for a person, as the state that asked recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CallDeadline {
+    /// Its due instant, wall ms (the `StartTimer` effect's).
+    pub due_ms: u64,
+    /// What the machine decides then: `reject`, `approve`, `fail` or `{"input": TEXT}`, as the
+    /// run's spec says.
+    pub then: OnDeadline,
+}
+
+/// The calls in `state` that wait for a person, each with its deadline and what `spec` (the
+/// run's) decides when it passes.
+pub fn waiting_calls(state: &RunState, spec: &Spec) -> Vec<WaitingCall> {
     let slots = match state {
         RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. } => {
             batch.slots.as_slice()
         }
         _ => &[],
+    };
+    let policy = |tool: &str| {
+        spec.timers
+            .as_ref()
+            .and_then(|t| t.deadlines.get(tool))
+            .map(|d| d.then.clone())
     };
     slots
         .iter()
@@ -412,11 +432,20 @@ pub fn waiting_calls(state: &RunState) -> Vec<WaitingCall> {
                 SlotStatus::InDoubt { .. } => "in_doubt",
                 _ => return None,
             };
+            // An in-doubt call waits under no deadline: only an approval or a question arms one.
+            let deadline = match (kind, s.deadline, policy(&s.tool)) {
+                ("approval" | "question", Some(timer), Some(then)) => Some(CallDeadline {
+                    due_ms: timer.due.ms(),
+                    then,
+                }),
+                _ => None,
+            };
             Some(WaitingCall {
                 call_id: s.call_id.clone(),
                 tool: s.tool.clone(),
                 args: s.args.clone(),
                 kind,
+                deadline,
             })
         })
         .collect()

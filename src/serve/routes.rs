@@ -43,6 +43,7 @@ pub(crate) const ROUTES: &[Route] = &[
     ("GET", "/api/stats/spend", || get(stats::spend)),
     ("GET", "/api/stats/failures", || get(stats::failures)),
     ("GET", "/api/stats/steps", || get(stats::steps)),
+    ("GET", "/api/schedules", || get(schedules)),
     ("POST", "/api/runs/{id}/resume", || post(actions::resume)),
     ("POST", "/api/runs/{id}/approve", || post(actions::approve)),
     ("POST", "/api/runs/{id}/reject", || post(actions::reject)),
@@ -155,6 +156,7 @@ async fn list_runs(State(app): State<App>, RawQuery(raw): RawQuery) -> Result<Re
             let runs: Vec<ServedRun> = rows.iter().map(|r| run_view(&app, r)).collect();
             Ok(RunsPage {
                 kind: "runs",
+                now_ms: crate::clock::wall_ms(),
                 runs,
                 next,
             })
@@ -185,6 +187,9 @@ fn query_pairs(raw: &str) -> Result<Vec<(String, String)>, ApiError> {
 struct RunsPage {
     #[serde(rename = "type")]
     kind: &'static str,
+    /// The server's wall clock when it answered, ms: the page counts down to a run's
+    /// `wakes_ms` from this, not from the browser's clock.
+    now_ms: u64,
     runs: Vec<ServedRun>,
     /// The cursor of the next page (`?cursor=`); absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,11 +197,13 @@ struct RunsPage {
 }
 
 /// A run as `GET /api/runs/{id}` shows it: as listed, with the calls waiting for a person in
-/// its latest state and its forks.
+/// its latest state (each with its deadline) and its forks.
 #[derive(Serialize)]
 struct RunDetail {
     #[serde(flatten)]
     run: ServedRun,
+    /// The server's wall clock when it answered, ms (see [`RunsPage::now_ms`]).
+    now_ms: u64,
     waiting: Vec<WaitingCall>,
     forks: Vec<RunAt>,
 }
@@ -209,10 +216,40 @@ async fn get_run(State(app): State<App>, Path(id): Path<String>) -> Result<Respo
             let rec = crate::history::record(app.store.as_ref(), &run)?;
             let run_view = run_view(&app, &rec);
             let latest = ops::show(app.store.as_ref(), &run, None)?;
+            let spec = crate::history::spec_of(&rec)?;
             Ok(RunDetail {
                 run: run_view,
-                waiting: ops::waiting_calls(&latest.step.state),
+                now_ms: crate::clock::wall_ms(),
+                waiting: ops::waiting_calls(&latest.step.state, spec.spec()),
                 forks: ops::forks_of(app.store.as_ref(), &run)?,
+            })
+        })
+        .await?;
+    Ok(ok(&v))
+}
+
+/// The database's schedules, as `GET /api/schedules` answers.
+#[derive(Serialize)]
+struct SchedulesPage {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// The server's wall clock when it answered, ms: each schedule's `next_ms` counts down
+    /// from it.
+    now_ms: u64,
+    /// Every schedule, by name, as `runtape schedule ls --json` prints it.
+    schedules: Vec<ops::schedules::ScheduleView>,
+}
+
+/// `GET /api/schedules`: what `schedule ls --json` prints, with the server's clock. A database
+/// that keeps no schedules (PostgreSQL, memory) answers 400 saying so.
+async fn schedules(State(app): State<App>) -> Result<Response, ApiError> {
+    let v = app
+        .blocking(move |app| {
+            let now_ms = crate::clock::wall_ms();
+            Ok(SchedulesPage {
+                kind: "schedules",
+                now_ms,
+                schedules: ops::schedules::list(app.store.as_ref(), now_ms)?,
             })
         })
         .await?;

@@ -94,7 +94,7 @@ pub(crate) fn step_frame(e: &Entry) -> Frame {
 
 /// A run as the API shows it: `ls --json`'s object (its `status` is `queued` for a run no
 /// process has taken up yet), plus whether a live process drives it (`driven`), whether it was
-/// left running by a process that is gone (`interrupted`: resume it), whether this server
+/// left running by a process that is gone and not asleep (`interrupted`: resume it), whether this server
 /// drives it (`here`), and the agent it starts with.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct ServedRun {
@@ -117,12 +117,17 @@ pub(crate) struct ServedRun {
 /// The run `rec` is the row of, as the API shows it.
 pub(crate) fn run_view(app: &App, rec: &RunRecord) -> ServedRun {
     let driven = is_driven(rec);
+    // A fork's own goal is one row away; a row that cannot be read leaves the goal the run
+    // began with (the run's own pages and verify report the damage).
+    let run = RunView::listed(app.store.as_ref(), rec).unwrap_or_else(|_| RunView::of(rec));
+    // A run that only sleeps is left by the process that ran it on purpose: whoever wakes runs
+    // takes it up at its instant, so it is not one to resume.
+    let interrupted =
+        rec.status == RunStatus::Running && !driven && !rec.is_queued() && !run.sleeping;
     ServedRun {
-        // A fork's own goal is one row away; a row that cannot be read leaves the goal the
-        // run began with (the run's own pages and verify report the damage).
-        run: RunView::listed(app.store.as_ref(), rec).unwrap_or_else(|_| RunView::of(rec)),
+        run,
         driven,
-        interrupted: rec.status == RunStatus::Running && !driven && !rec.is_queued(),
+        interrupted,
         here: app.drives(&rec.id),
         agent: app.entry_agent(rec),
         spec: rec.spec_digest().chars().take(12).collect(),
