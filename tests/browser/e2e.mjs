@@ -74,12 +74,12 @@ try {
   await page.goto(base + '#/run/' + runs.done);
   await page.waitForSelector('.row[data-seq="1"]');
   await page.click('.row[data-seq="1"]');
-  await page.waitForFunction(() => document.querySelector('#inspector h3')?.textContent === 'Step 1 of 8');
+  await page.waitForFunction(() => document.querySelector('#inspector h2')?.textContent === 'Step 1 of 8');
   await page.focus('#timeline');
   for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowDown');
-  await page.waitForFunction(() => document.querySelector('#inspector h3')?.textContent === 'Step 4 of 8');
+  await page.waitForFunction(() => document.querySelector('#inspector h2')?.textContent === 'Step 4 of 8');
   await page.click('#next-step');
-  await page.waitForFunction(() => document.querySelector('#inspector h3')?.textContent === 'Step 5 of 8');
+  await page.waitForFunction(() => document.querySelector('#inspector h2')?.textContent === 'Step 5 of 8');
   check(await page.isVisible('.row.selected[data-seq="5"]'), 'step 5 is highlighted in the timeline');
   check((await page.textContent('#step-edge')).length > 0, 'the inspector names the edge');
 
@@ -110,19 +110,19 @@ try {
 
   // 5. Fork from a step with an edit and compare the branches.
   await page.goto(base + '#/run/' + runs.done + '/1');
-  await page.waitForFunction(() => document.querySelector('#inspector h3')?.textContent === 'Step 1 of 8');
+  await page.waitForFunction(() => document.querySelector('#inspector h2')?.textContent === 'Step 1 of 8');
   await page.click('#act-fork');
   await page.selectOption('#fork-kind', 'user');
   await page.fill('#fork-value', "How many words are in 'a b c'?");
   await page.click('#fork-go');
   await page.waitForFunction((done) => location.hash.startsWith('#/diff/' + done + '/'), runs.done);
   await page.waitForFunction(() => /first differ at step 2/.test(document.querySelector('#diff-summary')?.textContent || ''));
-  await page.waitForSelector('#compare-steps .panel h3');
+  await page.waitForSelector('#compare-steps .panel h2');
   const fork = await page.evaluate(() => location.hash.split('/')[3]);
   check(/^[0-9a-z]{16}$/.test(fork), 'the fork has an id: ' + fork);
   check(await page.isVisible('#side-0 .row.differs[data-seq="2"]'), 'the first differing step is marked');
   // The view follows the fork as it runs, until both branches have ended.
-  await page.waitForFunction(() => document.querySelectorAll('.compare h3 [data-status="completed"]').length === 2, null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelectorAll('.compare h2 [data-status="completed"]').length === 2, null, { timeout: 30000 });
   await page.screenshot({ path: join(shots, '5-compare.png') });
   results.fork = fork;
 

@@ -5,7 +5,8 @@
 #
 #   postgres  Debian's PostgreSQL server binaries (initdb, pg_ctl; the tests start their own
 #             server on a free loopback port)
-#   browser   Debian's Chromium and playwright-core (pinned in tests/browser/package-lock.json)
+#   browser   Debian's Chromium, playwright-core and axe-core (pinned in
+#             tests/browser/package-lock.json)
 #   mcp       the MCP reference servers on Node.js (pinned in tests/mcp_servers/package-lock.json)
 #   python    python3, which the scripted MCP test servers run on
 #   curl      curl, which the README's `runtape serve` examples use

@@ -38,8 +38,48 @@ function cost(run) {
   return Number(run.cost_nanos) > 0 ? usd(run.cost_nanos) + ' + unknown' : 'cost unknown';
 }
 
+// The server's clock: the `now_ms` of its latest answer, paired with this page's monotonic
+// clock when it came. Ages and countdowns count from it, so a browser whose clock is off
+// still shows when a run wakes as the server will wake it.
+const serverClock = { ms: null, at: 0 };
+function serverNow() {
+  return serverClock.ms === null ? Date.now() : serverClock.ms + (performance.now() - serverClock.at);
+}
+
+// `in 59m 58s`, `in 23h 59m`, `in 2d 3h`, or `due now` for a due instant (wall ms).
+function countdown(dueMs) {
+  let s = Math.floor((Number(dueMs) - serverNow()) / 1000);
+  if (s <= 0) return 'due now';
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const h = Math.floor(s / 3600); s -= h * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  if (d) return 'in ' + d + 'd ' + h + 'h';
+  if (h) return 'in ' + h + 'h ' + m + 'm';
+  if (m) return 'in ' + m + 'm ' + s + 's';
+  return 'in ' + s + 's';
+}
+
+// An instant the server gave, written out, with a countdown to it that ticks every second.
+function dueAt(dueMs, attrs = {}) {
+  const at = new Date(Number(dueMs)).toISOString().replace('T', ' ').slice(0, 19) + 'Z';
+  const left = el('span', { class: 'due', 'data-due-ms': String(dueMs), text: countdown(dueMs) });
+  return el('span', attrs, el('time', { datetime: new Date(Number(dueMs)).toISOString(), text: at }), ' (', left, ')');
+}
+setInterval(() => {
+  for (const e of document.querySelectorAll('[data-due-ms]')) e.textContent = countdown(e.dataset.dueMs);
+}, 1000);
+
+// Says `text` to a screen reader (the page's polite live region), once.
+function announce(text) {
+  const box = $('#announce');
+  if (!box) return;
+  box.textContent = '';
+  // A new text node in the next frame is announced even when the text repeats.
+  requestAnimationFrame(() => { box.textContent = text; });
+}
+
 function age(ms) {
-  const s = Math.max(0, Math.floor((Date.now() - ms) / 1000));
+  const s = Math.max(0, Math.floor((serverNow() - ms) / 1000));
   if (s < 60) return s + 's';
   if (s < 3600) return Math.floor(s / 60) + 'm';
   if (s < 86400) return Math.floor(s / 3600) + 'h';
@@ -51,7 +91,15 @@ function clock(ms) {
 }
 
 function statusOf(run) {
+  if (run.sleeping) return 'sleeping';
   return run.interrupted ? 'interrupted' : run.status;
+}
+
+// When a run's earliest timer comes due: its wake time when it only sleeps, else the deadline
+// of a call waiting for a person.
+function wakes(run, attrs = {}) {
+  if (run.wakes_ms === undefined || run.wakes_ms === null) return null;
+  return el('span', { class: 'wakes', ...attrs }, run.sleeping ? 'wakes ' : 'deadline ', dueAt(run.wakes_ms));
 }
 
 // A run's session, as `ls` marks it: `session trip-1 #3`, or a fork / replay of that run
@@ -75,6 +123,8 @@ function flash(text, kind = 'error') {
   const f = $('#flash');
   f.textContent = text;
   f.className = 'flash' + (kind === 'info' ? ' info' : '');
+  // An error interrupts a screen reader; a confirmation waits its turn.
+  f.setAttribute('role', kind === 'info' ? 'status' : 'alert');
   f.hidden = false;
   clearTimeout(flash.timer);
   flash.timer = setTimeout(() => { f.hidden = true; }, kind === 'info' ? 4000 : 10000);
@@ -101,6 +151,7 @@ async function api(path, body) {
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = { error: text }; }
+  if (data && typeof data.now_ms === 'number') { serverClock.ms = data.now_ms; serverClock.at = performance.now(); }
   if (res.status === 401) askToken();
   if (!res.ok) throw new ApiError(res.status, (data && data.error) || res.statusText);
   return data;
@@ -182,6 +233,7 @@ function route() {
   if (parts[0] === 'run' && parts[1]) return runPage(parts[1], parts[2] ? Number(parts[2]) : null);
   if (parts[0] === 'diff' && parts[1] && parts[2]) return comparePage(parts[1], parts[2]);
   if (parts[0] === 'stats') return statsPage();
+  if (parts[0] === 'schedules') return schedulesPage();
   return runsPage();
 }
 
@@ -228,7 +280,10 @@ function runsPage() {
   const goal = el('input', { id: 'start-goal', placeholder: 'goal (default: the spec\'s)', size: 40 });
   const start = el('details', { class: 'panel' },
     el('summary', { text: 'Start a run' }),
-    el('div', { class: 'toolbar' }, 'Spec file on the server', specPath, goal),
+    el('div', { class: 'toolbar' },
+      el('label', { for: 'start-spec', text: 'Spec file on the server' }), specPath,
+      el('label', { for: 'start-goal', text: 'Goal' }), goal),
+    el('label', { for: 'start-toml', text: 'Or the spec itself (TOML)' }),
     specText,
     el('div', { class: 'toolbar' }, el('button', {
       class: 'primary', id: 'start-run',
@@ -242,10 +297,10 @@ function runsPage() {
       },
     }, 'Start')));
   view().append(
-    el('div', { class: 'toolbar' }, el('h2', { text: 'Runs' }), status, text, agent, tag, relation, sort, order, count),
+    el('div', { class: 'toolbar' }, el('h1', { text: 'Runs' }), status, text, agent, tag, relation, sort, order, count),
     el('div', { class: 'toolbar filters' }, 'started', from, to, 'cost', costMin, costMax, 'duration', durMin, durMax, spec),
     start,
-    el('table', { class: 'runs' },
+    el('table', { class: 'runs', 'aria-label': 'Runs' },
       el('thead', {}, el('tr', {}, ['run', 'status', 'agent', 'steps', 'tokens', 'cost', 'took', 'age', 'goal', 'relations'].map((h) => el('th', { text: h })))),
       body),
     el('div', { class: 'toolbar' }, more));
@@ -261,7 +316,7 @@ function runsPage() {
     for (const r of runs) if (r.parent) (byParent[r.parent.run] ||= []).push(r);
     body.replaceChildren(...runs.map((r) => el('tr', { 'data-run': r.id },
       el('td', {}, el('a', { class: 'mono', href: '#/run/' + r.id, text: r.id })),
-      el('td', {}, badge(r)),
+      el('td', {}, badge(r), r.wakes_ms !== undefined ? el('br') : null, wakes(r)),
       el('td', {}, el('a', { href: '#/', class: 'filter-link', onclick: filterBy(agent, r.agent), text: r.agent })),
       el('td', { text: r.steps }),
       el('td', { text: r.tokens }),
@@ -337,22 +392,23 @@ function runsPage() {
 // ---- what the runs add up to ---------------------------------------------------------------
 
 function statsPage() {
-  const bucket = el('select', { id: 'stats-bucket', 'aria-label': 'bucket' },
+  const bucket = el('select', { id: 'stats-bucket', 'aria-label': 'time bucket' },
     ['hour', 'day', 'minute'].map((b) => el('option', { value: b, text: 'per ' + b })));
   const boxes = {
     status: el('div', { id: 'stats-status' }), spend: el('div', { id: 'stats-spend' }),
     failures: el('div', { id: 'stats-failures' }), steps: el('div', { id: 'stats-steps' }),
   };
-  const panel = (title, box) => el('section', { class: 'panel' }, el('h3', { text: title }), box);
+  const panel = (title, box) => el('section', { class: 'panel' }, el('h2', { text: title }), box);
   view().append(
-    el('div', { class: 'toolbar' }, el('h2', { text: 'Stats' }), bucket),
+    el('div', { class: 'toolbar' }, el('h1', { text: 'Stats' }), bucket),
     el('div', { class: 'stats' },
       panel('Runs per status over time', boxes.status),
       panel('Cost and tokens per agent and model', boxes.spend),
       panel('Step durations (newest 200 runs)', boxes.steps),
       panel('Failures by reason', boxes.failures)));
   const table = (heads, rows) => el('table', { class: 'runs' },
-    el('thead', {}, el('tr', {}, heads.map((h) => el('th', { text: h })))),
+    // The last column of a table with a bar has no visible title; a screen reader hears one.
+    el('thead', {}, el('tr', {}, heads.map((h) => el('th', {}, h || el('span', { class: 'visually-hidden', text: 'bar' }))))),
     el('tbody', {}, rows.map((cells) => el('tr', {}, cells.map((c) => el('td', {}, c))))));
   const bar = (value, max) => el('meter', { min: 0, max: Math.max(1, max), value, 'aria-hidden': 'true' });
   const load = async () => {
@@ -383,6 +439,40 @@ function statsPage() {
   load();
 }
 
+// ---- schedules -----------------------------------------------------------------------------
+
+// The database's schedules (`runtape schedule add`), each with its next fire time counted down
+// from the server's clock, and the run its last instant started.
+function schedulesPage() {
+  const box = el('div', { id: 'schedules' });
+  view().append(el('div', { class: 'toolbar' }, el('h1', { text: 'Schedules' })), box);
+  const load = async () => {
+    try {
+      const r = await api('/api/schedules');
+      box.replaceChildren(r.schedules.length ? el('table', { class: 'runs schedules', 'aria-label': 'Schedules' },
+        el('thead', {}, el('tr', {}, ['name', 'cron', 'zone', 'status', 'next fire', 'fired', 'last', 'spec', 'goal'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, r.schedules.map((s) => el('tr', { 'data-schedule': s.name },
+          el('td', { class: 'mono', text: s.name }),
+          el('td', {}, el('code', { text: s.cron })),
+          el('td', { text: s.tz }),
+          el('td', {}, el('span', { class: 'badge ' + (s.status === 'active' ? 'completed' : 'paused'), text: s.status })),
+          el('td', { class: 'next-fire' }, s.next_ms !== undefined
+            ? [dueAt(s.next_ms), el('br'), el('span', { class: 'muted', text: s.next_local })]
+            : el('span', { class: 'muted', text: 'none while paused' })),
+          el('td', { text: s.fired }),
+          el('td', {}, s.last ? [el('a', { class: 'mono', href: '#/run/' + s.last.run, text: s.last.run }), ' ', el('span', { class: 'muted', text: s.last.state + (s.last.manual ? ' (triggered)' : '') })] : el('span', { class: 'muted', text: 'never' })),
+          el('td', {}, el('code', { text: s.spec })),
+          el('td', { class: 'goal', text: s.goal || '' })))))
+        : el('p', { class: 'muted', text: 'No schedules: runtape schedule add NAME SPEC --cron "0 9 * * 1-5" adds one.' }));
+    } catch (e) {
+      if (e.status !== 401) box.replaceChildren(el('p', { class: 'muted', text: e.message }));
+    }
+  };
+  load();
+  const timer = setInterval(load, 5000);
+  onLeave(() => clearInterval(timer));
+}
+
 // ---- a run ---------------------------------------------------------------------------------
 
 function runPage(id, initialSeq) {
@@ -399,16 +489,20 @@ function runPage(id, initialSeq) {
   const head = el('div', { class: 'run-head' });
   const actions = el('div', { class: 'toolbar', id: 'actions' });
   const waiting = el('div', { id: 'waiting' });
-  const live = el('div', { class: 'live', id: 'live' });
-  const chart = el('div', { class: 'panel statechart-box', id: 'statechart' }, el('h3', { text: 'Statechart' }));
-  const scroller = el('div', { class: 'timeline', id: 'timeline', tabindex: '0' });
-  const spacer = el('div', { class: 'spacer' });
+  // The model's words as they stream: shown, not read aloud token by token (the step it
+  // commits is announced).
+  const live = el('div', { class: 'live', id: 'live', 'aria-live': 'off' });
+  const chart = el('section', { class: 'panel statechart-box', id: 'statechart', 'aria-labelledby': 'statechart-title' }, el('h2', { id: 'statechart-title', text: 'Statechart' }));
+  // The timeline is a listbox of steps: arrows move the selection, which a screen reader
+  // reads out (aria-activedescendant) and the inspector shows.
+  const scroller = el('div', { class: 'timeline', id: 'timeline', tabindex: '0', role: 'listbox', 'aria-label': 'Timeline of run ' + id });
+  const spacer = el('div', { class: 'spacer', role: 'none' });
   scroller.append(spacer);
-  const inspector = el('div', { class: 'panel inspector', id: 'inspector' }, el('p', { class: 'muted', text: 'Select a step.' }));
+  const inspector = el('section', { class: 'panel inspector', id: 'inspector', 'aria-label': 'Selected step' }, el('p', { class: 'muted', text: 'Select a step.' }));
   const forkPanel = el('div', { class: 'panel hidden', id: 'fork-panel' });
   view().append(head, actions, waiting, forkPanel, live,
     el('div', { class: 'grid' },
-      el('div', {}, el('div', { class: 'toolbar' },
+      el('section', { 'aria-label': 'Timeline' }, el('div', { class: 'toolbar' },
         el('button', { id: 'prev-step', onclick: () => select((st.selected || 2) - 1) }, '↑ previous'),
         el('button', { id: 'next-step', onclick: () => select((st.selected || 0) + 1) }, 'next ↓'),
         el('label', {}, el('input', { type: 'checkbox', id: 'follow', checked: st.follow, onchange: (e) => { st.follow = e.target.checked; } }), ' follow new steps')),
@@ -434,28 +528,39 @@ function runPage(id, initialSeq) {
       const e = st.entries.get(i + 1);
       let row = rows.get(i);
       if (row && row.dataset.filled === (e ? '1' : '0')) {
-        row.classList.toggle('selected', st.selected === i + 1);
+        markSelected(row, i + 1);
         continue;
       }
       if (row) row.remove();
-      row = e ? stepRow(e) : el('div', { class: 'row placeholder' }, el('span', { class: 'seq', text: i + 1 }), '…');
+      row = e ? stepRow(e) : el('div', { class: 'row placeholder', role: 'option', id: 'step-' + (i + 1), 'aria-label': 'step ' + (i + 1) + ', loading' }, el('span', { class: 'seq', text: i + 1 }), '…');
       row.dataset.filled = e ? '1' : '0';
       row.style.transform = 'translateY(' + (i * ROW_H) + 'px)';
-      row.classList.toggle('selected', st.selected === i + 1);
+      row.setAttribute('aria-posinset', String(i + 1));
+      row.setAttribute('aria-setsize', String(st.total));
+      markSelected(row, i + 1);
       spacer.append(row);
       rows.set(i, row);
       if (!e) want(Math.floor(i / PAGE));
     }
+    // The selected step's row, when it is in the DOM, is the listbox's active option.
+    if (st.selected && rows.has(st.selected - 1)) scroller.setAttribute('aria-activedescendant', 'step-' + st.selected);
+    else scroller.removeAttribute('aria-activedescendant');
     if (!perf.marks.firstRows && st.entries.size > 0) {
       perf.marks.firstRows = performance.now();
       perf.firstRenderMs = perf.marks.firstRows - perf.marks.runStart;
     }
   }
+  function markSelected(row, seq) {
+    const on = st.selected === seq;
+    row.classList.toggle('selected', on);
+    row.setAttribute('aria-selected', on ? 'true' : 'false');
+  }
   function stepRow(e) {
-    // A step of a saga (undoing a failed or cancelled run's calls) stands out.
+    // A step of a saga (undoing a failed or cancelled run's calls) stands out, and says so.
     const saga = e.from === 'compensating' || e.to === 'compensating' || e.edge.startsWith('any.compensate');
-    return el('div', { class: saga ? 'row saga' : 'row', 'data-seq': e.seq, onclick: () => select(e.seq) },
+    return el('div', { class: saga ? 'row saga' : 'row', 'data-seq': e.seq, role: 'option', id: 'step-' + e.seq, onclick: () => select(e.seq) },
       el('span', { class: 'seq', text: e.seq }),
+      saga ? el('span', { class: 'visually-hidden', text: 'compensation: ' }) : null,
       el('span', { class: 'muted', text: clock(e.at_ms) }),
       el('span', { class: 'edge', title: e.edge, text: e.from + ' → ' + e.to }),
       el('span', { class: 'sum', title: e.summary, text: (e.agent ? e.agent + ': ' : '') + e.summary }),
@@ -482,6 +587,8 @@ function runPage(id, initialSeq) {
   scroller.addEventListener('keydown', (e) => {
     if (e.key === 'ArrowDown' || e.key === 'j') { e.preventDefault(); select((st.selected || 0) + 1); }
     if (e.key === 'ArrowUp' || e.key === 'k') { e.preventDefault(); select((st.selected || 2) - 1); }
+    if (e.key === 'Home') { e.preventDefault(); select(1); }
+    if (e.key === 'End') { e.preventDefault(); select(st.total); }
   });
 
   async function select(seq) {
@@ -492,6 +599,8 @@ function runPage(id, initialSeq) {
       scroller.scrollTop = top - scroller.clientHeight / 2;
     }
     render();
+    const entry = st.entries.get(seq);
+    announce('Step ' + seq + ' of ' + st.total + (entry ? ': ' + entry.from + ' to ' + entry.to + ', ' + entry.summary : ''));
     history.replaceState(null, '', '#/run/' + id + '/' + seq);
     inspector.replaceChildren(el('p', { class: 'muted', text: 'Loading step ' + seq + '…' }));
     try {
@@ -510,6 +619,7 @@ function runPage(id, initialSeq) {
     if (!svg) return;
     const current = stateKind || (st.run && stateName(st.run.state));
     for (const g of svg.querySelectorAll('.state')) g.classList.toggle('current', g.id === 'state-' + current);
+    if (current) svg.setAttribute('aria-label', "The run's statechart; highlighted: " + current);
     const taken = edge || st.lastEdge;
     for (const g of svg.querySelectorAll('.edge')) {
       g.classList.toggle('taken', !!taken && g.dataset.edges.split(' ').includes(taken));
@@ -519,7 +629,7 @@ function runPage(id, initialSeq) {
   function drawHead() {
     const r = st.run;
     head.replaceChildren(...[
-      el('h2', { class: 'mono', text: r.id }), badge(r),
+      el('h1', { class: 'mono', text: r.id }), badge(r),
       el('span', { text: r.steps + ' steps · ' + r.tokens + ' tokens · ' + cost(r) }),
       sessionMark(r),
       r.parent ? el('span', {}, 'fork of ', el('a', { href: '#/run/' + r.parent.run + '/' + r.parent.seq, text: r.parent.run + '@' + r.parent.seq }), ' · ',
@@ -528,6 +638,8 @@ function runPage(id, initialSeq) {
         el('a', { href: '#/run/' + f.run, text: f.run }), ' (', el('a', { href: '#/diff/' + r.id + '/' + f.run, text: 'compare' }), ') '))) : null,
       r.tags ? el('span', { class: 'tags', id: 'run-tags' }, ...Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v }))) : null,
       el('div', { class: 'muted', id: 'goal', text: r.goal }),
+      r.sleeping && r.wakes_ms !== undefined ? el('div', { id: 'run-wakes' }, 'Sleeping until ', dueAt(r.wakes_ms),
+        ': whoever wakes runs (runtape serve, a worker) takes it up then; ', el('code', { text: 'runtape wake ' + r.id }), ' wakes it now.') : null,
       r.reason ? el('div', { class: 'reason', id: 'run-reason', role: 'status', text: (r.status === 'failed' ? 'Failed: ' : '') + r.reason }) : null].filter(Boolean));
     const done = ['completed', 'failed', 'cancelled'].includes(r.status);
     const act = (label, path, body, opts = {}) => el('button', {
@@ -545,7 +657,7 @@ function runPage(id, initialSeq) {
       act('Resume', 'resume', {}, { id: 'act-resume', disabled: done || (r.status === 'running' && r.driven) }),
       act('Cancel', 'cancel', {}, { id: 'act-cancel', class: 'danger', disabled: done }),
       el('button', { id: 'act-verify', onclick: verify }, 'Verify'),
-      el('input', { id: 'raise-value', placeholder: 'budget.max_turns=80', size: 22 }),
+      el('input', { id: 'raise-value', placeholder: 'budget.max_turns=80', size: 22, 'aria-label': 'budget to raise (KEY=VALUE)' }),
       act('Raise budget', 'raise', () => ({ raise: [$('#raise-value').value] }), { id: 'act-raise', disabled: done }),
       el('button', { id: 'act-fork', onclick: openFork }, 'Fork from selected step…'));
     waiting.replaceChildren(...(r.waiting || []).map((w) => waitingCard(w)));
@@ -553,8 +665,12 @@ function runPage(id, initialSeq) {
   }
 
   function waitingCard(w) {
-    const reason = el('input', { placeholder: 'reason (optional)', class: 'reject-reason' });
-    const answer = el('input', { placeholder: w.kind === 'in_doubt' ? 'result to record' : 'answer', class: 'answer-text', size: 30 });
+    const reason = el('input', { placeholder: 'reason (optional)', class: 'reject-reason', 'aria-label': 'reason to reject ' + w.call_id + ' (optional)' });
+    const answerLabel = w.kind === 'in_doubt' ? 'result to record' : 'answer';
+    const answer = el('input', { placeholder: answerLabel, class: 'answer-text', size: 30, 'aria-label': answerLabel + ' for ' + w.call_id });
+    // What passing the deadline decides, as the spec says.
+    const then = (t) => typeof t === 'string' ? { reject: 'it is rejected', approve: 'it is approved', fail: 'the run fails' }[t] || t
+      : 'it is answered "' + t.input + '"';
     const send = (path, body) => async () => {
       try {
         await api('/api/runs/' + id + '/' + path, { call: w.call_id, ...body });
@@ -562,9 +678,10 @@ function runPage(id, initialSeq) {
         refresh();
       } catch (e) { flash(e.message); }
     };
-    return el('div', { class: 'panel waiting', 'data-call': w.call_id },
-      el('h3', { text: 'waiting for a person: ' + w.kind.replace('_', ' ') }),
+    return el('section', { class: 'panel waiting', 'data-call': w.call_id, 'aria-label': 'Waiting call ' + w.call_id },
+      el('h2', { text: 'waiting for a person: ' + w.kind.replace('_', ' ') }),
       el('div', {}, el('b', { text: w.tool }), ' ', el('code', { text: JSON.stringify(w.args) }), el('span', { class: 'muted', text: ' (' + w.call_id + ')' })),
+      w.deadline ? el('p', { class: 'deadline' }, 'Deadline ', dueAt(w.deadline.due_ms), ': if nobody answers by then, ' + then(w.deadline.then) + '.') : null,
       el('div', { class: 'toolbar' },
         w.kind !== 'question' ? el('button', { class: 'primary approve', onclick: send('approve', {}) }, w.kind === 'in_doubt' ? 'Perform again' : 'Approve') : null,
         reason, el('button', { class: 'danger reject', onclick: () => send('reject', { reason: reason.value || undefined })() }, 'Reject'),
@@ -585,12 +702,12 @@ function runPage(id, initialSeq) {
   function openFork() {
     const seq = st.selected;
     if (!seq) { flash('select the step to fork from first'); return; }
-    const kind = el('select', { id: 'fork-kind' }, ['user', 'tool', 'budget', 'none'].map((k) => el('option', { value: k, text: { user: 'replace the last user message', tool: 'replace a tool result', budget: 'set a budget', none: 'no edit' }[k] })));
-    const callId = el('input', { id: 'fork-call', placeholder: 'call id (tool edits)', size: 16 });
-    const value = el('input', { id: 'fork-value', placeholder: 'new text / value / budget.KEY=VALUE', size: 40 });
-    const tape = el('select', { id: 'fork-mode' }, el('option', { value: 'live', text: 'live' }), el('option', { value: 'tape', text: 'from the tape (go live at the first difference)' }), el('option', { value: 'stop', text: 'from the tape (stop at the first difference)' }));
+    const kind = el('select', { id: 'fork-kind', 'aria-label': 'edit to make' }, ['user', 'tool', 'budget', 'none'].map((k) => el('option', { value: k, text: { user: 'replace the last user message', tool: 'replace a tool result', budget: 'set a budget', none: 'no edit' }[k] })));
+    const callId = el('input', { id: 'fork-call', placeholder: 'call id (tool edits)', size: 16, 'aria-label': 'call id (tool edits)' });
+    const value = el('input', { id: 'fork-value', placeholder: 'new text / value / budget.KEY=VALUE', size: 40, 'aria-label': 'new text, value or budget.KEY=VALUE' });
+    const tape = el('select', { id: 'fork-mode', 'aria-label': 'how the fork runs' }, el('option', { value: 'live', text: 'live' }), el('option', { value: 'tape', text: 'from the tape (go live at the first difference)' }), el('option', { value: 'stop', text: 'from the tape (stop at the first difference)' }));
     forkPanel.classList.remove('hidden');
-    forkPanel.replaceChildren(el('h3', { text: 'Fork ' + id + ' at step ' + seq }),
+    forkPanel.replaceChildren(el('h2', { text: 'Fork ' + id + ' at step ' + seq }),
       el('div', { class: 'toolbar' }, kind, callId, value, tape,
         el('button', {
           class: 'primary', id: 'fork-go',
@@ -635,6 +752,7 @@ function runPage(id, initialSeq) {
         if (data.seq > st.total) st.total = data.seq;
         liveText = '';
         live.textContent = '';
+        announce('New step ' + data.seq + ': ' + data.from + ' to ' + data.to + (data.summary ? ', ' + data.summary : ''));
         render();
         const row = rows.get(data.seq - 1);
         if (row) row.classList.add('new');
@@ -642,7 +760,9 @@ function runPage(id, initialSeq) {
         highlight(null, data.edge);
       } else if (event === 'run') {
         const waitingBefore = JSON.stringify((st.run && st.run.waiting) || []);
+        const before = st.run && statusOf(st.run);
         st.run = { ...st.run, ...data };
+        if (before && statusOf(st.run) !== before) announce('Run ' + id + ' is now ' + statusOf(st.run).replace('_', ' '));
         drawHead();
         if (data.status === 'awaiting_input' || waitingBefore !== '[]') refresh();
       } else if (event === 'trace') {
@@ -667,7 +787,7 @@ function stateName(kind) {
 function showStep(box, step, receipts) {
   const data = step.state && step.state.run;
   const parts = [
-    el('h3', { text: 'Step ' + step.seq + ' of ' + step.latest }),
+    el('h2', { text: 'Step ' + step.seq + ' of ' + step.latest }),
     el('dl', { class: 'kv' },
       el('dt', { text: 'edge' }), el('dd', { class: 'mono', id: 'step-edge', text: step.edge || '—' }),
       el('dt', { text: 'event' }), el('dd', { text: step.event ? step.event.body.type : '—' }),
@@ -726,13 +846,13 @@ function requestView(req) {
 
 async function comparePage(a, b) {
   const box = el('div', {});
-  view().append(el('h2', {}, 'Compare ', el('a', { class: 'mono', href: '#/run/' + a, text: a }), ' and ', el('a', { class: 'mono', href: '#/run/' + b, text: b })), box);
+  view().append(el('h1', {}, 'Compare ', el('a', { class: 'mono', href: '#/run/' + a, text: a }), ' and ', el('a', { class: 'mono', href: '#/run/' + b, text: b })), box);
   const summary = el('p', { id: 'diff-summary' });
   const sideBoxes = [0, 1].map((i) => el('div', { class: 'rows', id: 'side-' + i }));
   const status = [a, b].map(() => el('span', {}));
   const inspect = el('div', { class: 'compare', id: 'compare-steps' });
   box.append(summary, el('div', { class: 'compare' }, [a, b].map((r, i) => el('div', {},
-    el('h3', { class: 'mono' }, r, ' ', status[i]), sideBoxes[i]))), inspect);
+    el('h2', { class: 'mono' }, r, ' ', status[i]), sideBoxes[i]))), inspect);
   let first = null;
   let shown = null;
   let stopped = false;

@@ -7,13 +7,12 @@
 //! 10,000-transition run. Screenshots of every screen go
 //! to `target/browser-screenshots/` (not committed).
 //!
-//! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core
-//! (`bash tests/browser/install.sh`); `.ci/run` installs both.
+//! Needs `/usr/bin/chromium` (`apt-get install chromium`) and the pinned playwright-core and
+//! axe-core (`bash tests/browser/install.sh`); `.ci/run` installs them.
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +24,6 @@ use runtape::store::Durability;
 use runtape::tool::FnTool;
 use serde_json::json;
 use support::serve::{field, run_spec, scratch_db, serve};
-
-fn manifest() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A run of `rounds` tool rounds (three transitions each) then an answer, made through the
 /// library on `db`.
@@ -97,29 +92,10 @@ fn long_run(db: &Path, rounds: u64) -> String {
 }
 
 #[test]
-#[ignore = "needs Chromium and playwright-core: tests/extras/install.sh browser"]
+#[ignore = "needs Chromium, playwright-core and axe-core: tests/extras/install.sh browser"]
 fn the_page_works_in_chromium_end_to_end() {
-    let chromium = std::env::var_os("RUNTAPE_CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    assert!(
-        chromium.exists(),
-        "{} is missing: install Debian's Chromium (`apt-get install -y chromium`; .ci/run does) or set RUNTAPE_CHROMIUM",
-        chromium.display()
-    );
-    let modules = std::env::var_os("RUNTAPE_BROWSER_TESTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest().join("target/browser-tests"));
-    assert!(
-        modules
-            .join("node_modules/playwright-core/package.json")
-            .exists(),
-        "playwright-core is missing from {}: run `bash tests/browser/install.sh` (.ci/run does)",
-        modules.display()
-    );
-    let shots = manifest().join("target/browser-screenshots");
-    std::fs::create_dir_all(&shots).expect("creates the screenshot folder");
-
+    let browser = crate::support::browser::chromium();
+    let shots = &browser.shots;
     let (dir, db) = scratch_db();
     let big = long_run(&db, 3_333);
     // Eight tagged runs (team=a|b|c by index), the first and the last failed with a reason.
@@ -145,29 +121,11 @@ fn the_page_works_in_chromium_end_to_end() {
     let (_, b) = server.get(&format!("/api/runs/{big}"));
     assert!(b["steps"].as_u64() >= Some(10_000), "{b}");
 
-    let out = Command::new("node")
-        .arg(manifest().join("tests/browser/e2e.mjs"))
-        .env("BASE_URL", &server.url)
-        .env(
-            "RUNS",
-            json!({"done": done, "waiting": waiting, "big": big, "saga": saga, "team_b": team_b, "failed": failed})
-                .to_string(),
-        )
-        .env("SHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .env("RUNTAPE_BROWSER_MODULES", &modules)
-        .output()
-        .expect("runs node (install Node.js)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{}\nscreenshots in {}\n{stdout}",
-        stderr.trim(),
-        shots.display()
+    let figures = browser.drive_ok(
+        "e2e.mjs",
+        &server.url,
+        &json!({"done": done, "waiting": waiting, "big": big, "saga": saga, "team_b": team_b, "failed": failed}),
     );
-    let figures: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("measurements");
     eprintln!("10,000-transition run in Chromium: {figures}");
     for shot in [
         "1-runs.png",

@@ -1,5 +1,6 @@
 //! `runtape serve`: its API, events, security, OpenTelemetry export, the browser page.
 
+mod accessibility;
 mod api;
 mod browser;
 mod events;
@@ -11,3 +12,4 @@ mod readme;
 mod run_list;
 mod run_stats;
 mod security;
+mod time_in_the_browser;

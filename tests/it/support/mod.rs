@@ -2,6 +2,7 @@
 //! and a driver for the pure machine. One module per kind of help.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod browser;
 pub mod cassette;
 pub mod cli;
 pub mod clock;
