@@ -10,31 +10,13 @@
 // view as a person sees it, the page's CSP kept (axe is evaluated through the DevTools
 // protocol, not as a page script). Prints one JSON line: per view, the violations by impact.
 // Exits 1 listing every serious or critical violation (rule, impact, help, the elements).
-import { createRequire } from 'node:module';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { base, modules, runs, shots, withChromium } from './chromium.mjs';
 
-const require = createRequire(join(process.env.RUNTAPE_BROWSER_MODULES, 'package.json'));
-const { chromium } = require('playwright-core');
-const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-
-const base = process.env.BASE_URL;
-const runs = JSON.parse(process.env.RUNS);
-const shots = process.env.SHOTS;
-const profile = mkdtempSync(join(tmpdir(), 'runtape-chromium-'));
+const axeSource = readFileSync(modules.resolve('axe-core/axe.min.js'), 'utf8');
 const results = { views: {} };
 const serious = [];
-
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM,
-  headless: true,
-  viewport: { width: 1360, height: 860 },
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-});
 
 // Runs axe on the page as it is now and records what it found under `name`.
 async function audit(page, name) {
@@ -82,8 +64,7 @@ async function audit(page, name) {
   await page.screenshot({ path: join(shots, 'axe-' + name + '.png') });
 }
 
-let failed = false;
-try {
+const ran = await withChromium('accessibility scenario', 'axe-failure.png', async (context) => {
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(String(e)));
@@ -141,20 +122,10 @@ try {
     await login.close();
   }
   if (problems.length) throw new Error('page errors: ' + problems.join(' | '));
-} catch (e) {
-  console.error('accessibility scenario failed: ' + (e && e.message ? e.message.split('\n')[0] : e));
-  try {
-    const p = context.pages()[0];
-    if (p) await p.screenshot({ path: join(shots, 'axe-failure.png') });
-  } catch (_) { /* ignore */ }
-  failed = true;
-} finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});
 console.log(JSON.stringify(results));
 if (serious.length) {
   console.error(serious.length + ' serious or critical axe violation(s):\n' + serious.join('\n'));
-  failed = true;
+  process.exitCode = 1;
 }
-if (failed) process.exitCode = 1;
+if (!ran) process.exitCode = 1;

@@ -6,34 +6,12 @@
 //   CHROMIUM    the browser binary (/usr/bin/chromium)
 //   RUNTAPE_BROWSER_MODULES  the folder tests/browser/install.sh installed into
 // Prints one JSON line of measurements on success; exits 1 with a message on failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { base, check, runs, shots, withChromium } from './chromium.mjs';
 import { join } from 'node:path';
 
-const require = createRequire(join(process.env.RUNTAPE_BROWSER_MODULES, 'package.json'));
-const { chromium } = require('playwright-core');
-
-const base = process.env.BASE_URL;
-const runs = JSON.parse(process.env.RUNS);
-const shots = process.env.SHOTS;
-const profile = mkdtempSync(join(tmpdir(), 'runtape-chromium-'));
 const results = {};
 
-function check(cond, what) {
-  if (!cond) throw new Error(what);
-}
-
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM,
-  headless: true,
-  viewport: { width: 1360, height: 860 },
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-});
-try {
+await withChromium('browser scenario', 'failure.png', async (context) => {
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(String(e)));
@@ -189,14 +167,4 @@ try {
   check(foreign.length === 0, 'requests to other hosts: ' + foreign.join(', '));
   check(problems.length === 0, 'page errors: ' + problems.join(' | '));
   console.log(JSON.stringify(results));
-} catch (e) {
-  console.error('browser scenario failed: ' + (e && e.message ? e.message.split('\n')[0] : e));
-  try {
-    const p = context.pages()[0];
-    if (p) await p.screenshot({ path: join(shots, 'failure.png') });
-  } catch (_) { /* ignore */ }
-  process.exitCode = 1;
-} finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});

@@ -8,23 +8,11 @@
 //   CHROMIUM    the browser binary (/usr/bin/chromium)
 //   RUNTAPE_BROWSER_MODULES  the folder tests/browser/install.sh installed into
 // Prints one JSON line of what the page showed; exits 1 with a message on failure.
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { base, check, runs, shots, withChromium } from './chromium.mjs';
 import { join } from 'node:path';
 
-const require = createRequire(join(process.env.RUNTAPE_BROWSER_MODULES, 'package.json'));
-const { chromium } = require('playwright-core');
-
-const base = process.env.BASE_URL;
-const runs = JSON.parse(process.env.RUNS);
-const shots = process.env.SHOTS;
-const profile = mkdtempSync(join(tmpdir(), 'runtape-chromium-'));
 const shown = {};
 
-function check(cond, what) {
-  if (!cond) throw new Error(what);
-}
 async function get(path) {
   const r = await fetch(new URL(path, base));
   check(r.ok, path + ' answered ' + r.status);
@@ -32,16 +20,7 @@ async function get(path) {
 }
 const iso = (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + 'Z';
 
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM,
-  headless: true,
-  viewport: { width: 1360, height: 860 },
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-});
-try {
+await withChromium('time scenario', 'time-failure.png', async (context) => {
   const page = context.pages()[0] || await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(String(e)));
@@ -120,14 +99,4 @@ try {
 
   check(problems.length === 0, 'page errors: ' + problems.join(' | '));
   console.log(JSON.stringify(shown));
-} catch (e) {
-  console.error('time scenario failed: ' + (e && e.message ? e.message.split('\n')[0] : e));
-  try {
-    const p = context.pages()[0];
-    if (p) await p.screenshot({ path: join(shots, 'time-failure.png') });
-  } catch (_) { /* ignore */ }
-  process.exitCode = 1;
-} finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});
