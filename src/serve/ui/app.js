@@ -230,6 +230,13 @@ function route() {
   cleanup = [];
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   view().replaceChildren();
+  // The view's link in the navigation says it is the current page (a run or a comparison
+  // belongs to Runs).
+  const here = '#/' + (['run', 'diff'].includes(parts[0]) ? '' : parts[0]);
+  for (const a of document.querySelectorAll('header nav a')) {
+    if (a.getAttribute('href') === here) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
   if (parts[0] === 'run' && parts[1]) return runPage(parts[1], parts[2] ? Number(parts[2]) : null);
   if (parts[0] === 'diff' && parts[1] && parts[2]) return comparePage(parts[1], parts[2]);
   if (parts[0] === 'stats') return statsPage();
