@@ -110,7 +110,9 @@ fn resume_and_check(db: &Path, at_kill: &Tree, reference: &Tree, label: &str) ->
 #[test]
 fn killed_with_two_children_in_flight_the_tree_resumes_to_the_reference_states() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = write(dir.path(), "team.toml", &parallel_team(150));
+    // Each child's reply takes a second, so the poll below sees both children mid-flight
+    // even on a loaded 2-core host (at 150 ms the run ended before it looked, once).
+    let spec = write(dir.path(), "team.toml", &parallel_team(1_000));
     let ref_db = dir.path().join("reference.db");
     assert!(start(&ref_db, &spec).wait().expect("runs").success());
     let reference = tree(&ref_db);
