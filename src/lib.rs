@@ -136,6 +136,7 @@ pub mod cassette;
 mod clock;
 mod compact_json;
 pub mod config;
+pub mod eval;
 pub mod exec;
 pub mod format;
 pub mod guide;

@@ -30,8 +30,8 @@ mod clock;
 mod text;
 
 use runtape::{
-    cassette, config, exec, history, http_server, machine, ops, otel, provider, receipt, schedule,
-    secrets, store, tool, worker,
+    cassette, config, eval, exec, history, http_server, machine, ops, otel, provider, receipt,
+    schedule, secrets, store, tool, worker,
 };
 
 #[global_allocator]

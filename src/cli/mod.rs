@@ -17,6 +17,7 @@ pub(crate) mod common;
 pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;
+mod eval;
 mod help;
 pub(crate) mod inspect;
 mod memory;
@@ -235,6 +236,9 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: CassetteAction,
     },
+    /// Run every goal of a dataset under each variant of a spec, score the answers, and write
+    /// a report; with --baseline, exit 1 on a regression.
+    Eval(eval::EvalArgs),
     /// List runs: id, status, steps, cost, age, the process driving it, goal (newest first).
     Ls {
         /// One JSON object per run (or per worker).
@@ -806,6 +810,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             common(opts),
         )),
         Command::Tools { spec, json } => with_mcp(tools::tools(&spec, json)),
+        Command::Eval(args) => with_mcp(eval::eval(cli.db.clone(), args)),
         Command::Resume {
             run,
             input,

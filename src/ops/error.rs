@@ -214,6 +214,10 @@ pub enum OpsError {
     /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// An evaluation's dataset, scorers, variants or report that cannot be used
+    /// ([`super::eval`]). Nothing was run.
+    #[error("{0}")]
+    BadEval(String),
 }
 
 impl OpsError {
@@ -232,6 +236,7 @@ impl OpsError {
             OpsError::BadEdit(_) => "bad_edit",
             OpsError::BadOverride(_) => "bad_override",
             OpsError::BadFilter(_) => "bad_filter",
+            OpsError::BadEval(_) => "bad_eval",
             OpsError::ChildrenWaiting { .. } => "children_waiting",
             OpsError::NotRunning { .. } => "not_running",
             OpsError::NoTimer { .. } => "no_timer",
@@ -263,10 +268,10 @@ impl OpsError {
             "pruned" => Pruned,
             "bad_run_ref" | "step_not_wanted" | "bad_setting" | "bad_receipt_key"
             | "bad_durability" | "no_goal" | "no_stored_setup" | "bad_raise" | "bad_edit"
-            | "bad_override" | "bad_filter" | "children_waiting" | "bad_spec" | "duplicate_run"
-            | "wrong_key" | "not_a_raise" | "unknown_agent" | "input_mismatch"
-            | "invalid_transition" | "unknown_effect" | "missing_provider" | "missing_tool"
-            | "ambiguous_input" => Input,
+            | "bad_override" | "bad_filter" | "bad_eval" | "children_waiting" | "bad_spec"
+            | "duplicate_run" | "wrong_key" | "not_a_raise" | "unknown_agent"
+            | "input_mismatch" | "invalid_transition" | "unknown_effect" | "missing_provider"
+            | "missing_tool" | "ambiguous_input" => Input,
             _ => Internal,
         }
     }

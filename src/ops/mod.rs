@@ -17,6 +17,8 @@
 //! | where two runs differ | `diff A B [--recursive] --json` | [`diff`], [`diff_tree`] |
 //! | verify a run (and the runs below it) | `verify RUN [--recursive] --json` | [`verify`], [`verify_tree`] ([`VerifyView`]) |
 //! | a delegation tree, forks, waiting children | — | [`tree`], [`forks_of`], [`waiting_below`] |
+//! | run a dataset under variants, scored | `eval SPEC --dataset FILE` | [`eval::run`] |
+//! | score a finished experiment again | `eval rescore REPORT --scorers FILE` | [`eval::rescore`] |
 //!
 //! Every operation returns typed views that serialise to exactly what the command's `--json`
 //! prints (write them with [`json::encode`]), or an [`OpsError`] whose `Display` is the one
@@ -53,6 +55,8 @@ mod control;
 pub mod due_runs;
 mod edits;
 mod error;
+pub mod eval;
+mod eval_scoring;
 mod fork;
 mod inspect;
 pub mod json;

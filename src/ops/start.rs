@@ -81,7 +81,7 @@ pub async fn start_spec(
     launch(engine, id, spec, goal, None, session).await
 }
 
-async fn launch(
+pub(super) async fn launch(
     engine: &Engine,
     id: RunId,
     spec: RunSpec,
