@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 
 use super::common::{CliError, at_least_one, db_path, outln, print_json, usd};
 use super::{EXIT_FAILED, EXIT_OK};
-use crate::eval::{Regression, Report};
+use crate::eval::Report;
 use crate::ops::eval::{self as ops_eval, BASE_VARIANT, Experiment};
 use crate::ops::{self, EngineSettings};
 use crate::term::note;
@@ -152,7 +152,13 @@ fn finish(
             .map_err(|e| CliError::internal(format!("cannot encode the regressions: {e}")))?;
         print_json(&value)?;
     } else {
-        print_report(report, out, &regressions);
+        print_report(report, out);
+    }
+    for r in &regressions {
+        note(&format!(
+            "regression: {} {} fell from {:.3} to {:.3}",
+            r.variant, r.measure, r.baseline, r.now
+        ));
     }
     Ok(if regressions.is_empty() {
         EXIT_OK
@@ -161,7 +167,7 @@ fn finish(
     })
 }
 
-fn print_report(report: &Report, out: &Path, regressions: &[Regression]) {
+fn print_report(report: &Report, out: &Path) {
     outln!(
         "experiment {}: {} items, report {}",
         report.experiment,
@@ -209,11 +215,5 @@ fn print_report(report: &Report, out: &Path, regressions: &[Regression]) {
             })
             .collect();
         outln!("  {}: {}", item.item.id, side.join(" | "));
-    }
-    for r in regressions {
-        note(&format!(
-            "regression: {} {} fell from {:.3} to {:.3}",
-            r.variant, r.measure, r.baseline, r.now
-        ));
     }
 }

@@ -147,11 +147,11 @@ impl Report {
     /// both were scored with the same scorers (a mean over other scorers compares nothing).
     /// Empty means no regression.
     pub fn regressions(&self, baseline: &Report, tolerance: f64) -> Vec<Regression> {
-        let names = |r: &Report| {
+        fn names(r: &Report) -> Vec<&str> {
             let mut n: Vec<&str> = r.scorers.iter().map(|s| s.name.as_str()).collect();
             n.sort_unstable();
             n
-        };
+        }
         let same_scorers = names(self) == names(baseline);
         let mut out = Vec::new();
         for now in &self.variants {
@@ -159,11 +159,11 @@ impl Report {
                 continue;
             };
             let mean = same_scorers.then_some(("score", before.score, now.score));
-            let measures = mean.into_iter().chain(
-                now.scores.iter().filter_map(|(name, value)| {
+            let measures = mean
+                .into_iter()
+                .chain(now.scores.iter().filter_map(|(name, value)| {
                     before.scores.get(name).map(|b| (name.as_str(), *b, *value))
-                }),
-            );
+                }));
             for (measure, baseline, value) in measures {
                 if value + tolerance < baseline {
                     out.push(Regression {

@@ -21,9 +21,11 @@
 //! spec = "judge.toml"
 //! ```
 //!
-//! Paths are relative to the scorers file. A `command` scorer is given one JSON object on
-//! stdin (`goal`, `answer`, `expected`, `metadata`, `status`) and prints a number from 0 to 1
-//! or `{"score": N, "note": "…"}`; exiting non-zero fails the score. A `judge` runs its spec
+//! Paths are relative to the scorers file, and a `command` scorer runs in its directory. It
+//! is given one JSON object on stdin (`goal`, `answer`, `expected`, `metadata`, `status`,
+//! `item`, `variant`), with the minimal environment command tools get
+//! ([`crate::tool::env`]), and prints a number from 0 to 1 or `{"score": N, "note": "…"}`;
+//! exiting non-zero, printing anything else or taking over 60 s scores 0 with the reason. A `judge` runs its spec
 //! with a goal holding the item's goal, expected answer and the answer, and its answer is read
 //! as a score by [`parse_judgement`]. `exact`, `regex` and `json_schema` are pure
 //! ([`Scorer::score_pure`]); the other two are performed by [`crate::ops::eval`].
@@ -60,6 +62,10 @@ pub struct ScorerDecl {
     /// `judge`: the run spec whose agent judges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<PathBuf>,
+    /// `command`: where the program runs, set to the scorers file's directory when loaded
+    /// (not written in the file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
 }
 
 /// The kinds of scorer.
@@ -165,6 +171,7 @@ pub fn default_scorers() -> Vec<Scorer> {
         schema_file: None,
         command: None,
         spec: None,
+        dir: None,
     };
     // `exact` needs nothing compiled.
     compile_all(vec![decl]).unwrap_or_default()
@@ -240,10 +247,11 @@ fn absolute(mut d: ScorerDecl, dir: &Path) -> Result<ScorerDecl, String> {
     if let Some(spec) = &d.spec {
         d.spec = Some(dir.join(spec));
     }
-    if let Some(program) = d.command.as_mut().and_then(|c| c.first_mut())
-        && program.contains('/')
-    {
-        *program = dir.join(&*program).display().to_string();
+    if let Some(program) = d.command.as_mut().and_then(|c| c.first_mut()) {
+        if program.contains('/') {
+            *program = dir.join(&*program).display().to_string();
+        }
+        d.dir = Some(dir.to_owned());
     }
     if let Some(file) = d.schema_file.take() {
         let path = dir.join(&file);

@@ -61,9 +61,9 @@ pub fn parse_variant(s: &str) -> Result<(String, PathBuf), OpsError> {
     let (name, spec) = s
         .split_once('=')
         .ok_or_else(|| bad(format!("--variant {}: write NAME=SPEC", super::quoted(s))))?;
-    if let Some(why) = tag_problem("variant", name).or_else(|| {
-        (name.contains('=') || name.is_empty()).then(|| "the name may not be empty".into())
-    }) {
+    // The name follows the rule of a tag's key: short, lowercase, no spaces.
+    if let Some(why) = tag_problem(name, "x") {
+        let why = why.replace("the key", "the name");
         return Err(bad(format!("--variant {}: {why}", super::quoted(s))));
     }
     if name == BASE_VARIANT || spec.is_empty() {

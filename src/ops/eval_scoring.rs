@@ -4,6 +4,7 @@
 //! what it was asked and said). The pure scorers are [`crate::eval::scorer`].
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -103,7 +104,7 @@ pub(super) async fn score_all(
             Some(score) => score,
             None if s.decl.kind == ScorerKind::Command => {
                 let argv = s.decl.command.as_deref().unwrap_or_default();
-                run_command(argv, input).await
+                run_command(argv, s.decl.dir.as_deref(), input).await
             }
             None => match judges.by_name.get(&s.decl.name) {
                 Some(judge) => run_judge(&s.decl.name, judge, input).await?,
@@ -116,7 +117,7 @@ pub(super) async fn score_all(
 }
 
 /// Runs a `command` scorer: the run as one JSON object on stdin, a score on stdout.
-async fn run_command(argv: &[String], input: &ScoreInput<'_>) -> Score {
+async fn run_command(argv: &[String], dir: Option<&Path>, input: &ScoreInput<'_>) -> Score {
     let Some((program, args)) = argv.split_first() else {
         return Score::failed("the scorer has no command");
     };
@@ -130,7 +131,11 @@ async fn run_command(argv: &[String], input: &ScoreInput<'_>) -> Score {
         "variant": input.variant,
     })
     .to_string();
-    let child = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let child = command
         .args(args)
         .env_clear()
         .envs(EnvPolicy::default().environment(std::env::vars_os()))

@@ -12,6 +12,7 @@ mod cli;
 mod compensate;
 mod config;
 mod delegation;
+mod eval;
 mod front_ends_are_adapters;
 mod guard;
 mod layers;
