@@ -61,9 +61,11 @@ struct ReportOpts {
 /// `runtape eval`'s subcommands.
 #[derive(Debug, Subcommand)]
 enum EvalAction {
-    /// Score a finished experiment again from its recorded answers: no run is driven again
-    /// (only a judge scorer starts runs, its own). Scorers of the same name are replaced,
-    /// new ones added; the report is written over REPORT unless --out says otherwise.
+    /// Score a finished experiment again from its recorded answers; no run is driven again.
+    ///
+    /// Only a judge scorer starts runs, its own. Each run is verified before its answer is
+    /// read (exit 1 when one does not verify). Scorers of the same name are replaced, new ones
+    /// added; the report is written over REPORT unless --out says otherwise.
     Rescore {
         /// The report `runtape eval` wrote.
         report: PathBuf,

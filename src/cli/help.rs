@@ -93,6 +93,19 @@ const EXAMPLES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "eval",
+        &[
+            "runtape eval examples/eval/paris.toml --dataset examples/eval/goals.jsonl --variant echo=examples/eval/echo.toml -o report.json   # two variants side by side, scored by exact",
+            "runtape eval examples/eval/echo.toml --dataset examples/eval/goals.jsonl --baseline report.json -o echo.json   # base scores lower than in report.json (exit 1)",
+        ],
+    ),
+    (
+        "eval rescore",
+        &[
+            "runtape eval rescore report.json --scorers examples/eval/scorers.toml   # the recorded answers scored again; no run is driven again",
+        ],
+    ),
+    (
         "cassette diff",
         &[
             "runtape cassette diff run.cassette.json replay.cassette.json   # where two cassettes' tool calls differ",

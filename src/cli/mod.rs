@@ -65,8 +65,8 @@ process where the OS permits, e.g. as root or with systemd's LimitNICE=).
 Exit status:
   0    the run completed or waits for a person, or the command succeeded
   1    the run failed, was cancelled or exhausted its budget; a check failed (verify, statechart --check,
-       receipts verify, or resume/fork/cancel refusing a run that does not verify) or two
-       cassettes differ (cassette diff)
+       receipts verify, or resume/fork/cancel refusing a run that does not verify), two
+       cassettes differ (cassette diff), or eval --baseline found a regression
   2    usage error, invalid spec or bad input, such as an unknown run id, a run another process
        drives, a run that has already ended, or a cassette without integrity hashes
        (nothing was changed)
@@ -238,6 +238,10 @@ pub(crate) enum Command {
     },
     /// Run every goal of a dataset under each variant of a spec, score the answers, and write
     /// a report; with --baseline, exit 1 on a regression.
+    ///
+    /// Every run is recorded like `runtape run`'s (inspect, verify, fork, export its cassette)
+    /// and tagged experiment=ID, variant=NAME and item=ID; a bad dataset, variant, spec or
+    /// scorers file is one line, exit 2, and nothing runs.
     Eval(eval::EvalArgs),
     /// List runs: id, status, steps, cost, age, the process driving it, goal (newest first).
     Ls {

@@ -28,6 +28,10 @@ pub(crate) struct ServeArgs {
     /// directory).
     #[arg(long, value_name = "DIR")]
     pub(crate) spec_dir: Option<PathBuf>,
+    /// Where the page finds the reports `runtape eval` wrote, to show experiments (default:
+    /// the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) experiments: Option<PathBuf>,
     /// Sign the receipts of the runs this server drives with this key file (default:
     /// $RUNTAPE_RECEIPT_KEY).
     #[arg(long, value_name = "FILE")]
@@ -73,6 +77,7 @@ pub(crate) fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<u8, CliError
         allow_hosts: args.allow_host,
         cors_origins: args.cors_origin,
         spec_dir: args.spec_dir,
+        experiments_dir: args.experiments,
         receipt_key: args.receipt_key,
         grace_ms,
         otlp_endpoint: args.otlp_endpoint,

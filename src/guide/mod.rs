@@ -14,6 +14,8 @@
 //! - [`memory`]: memory, sessions and the retriever.
 //! - [`time`]: durable time: sleeps and deadlines that survive crashes.
 //! - [`serve`]: the web page and the HTTP API.
+//! - [`eval`]: evaluation: a dataset run under variants of a spec, scored, compared with a
+//!   baseline, and scored again without running.
 //! - [`cli`]: the command line.
 //! - [`embedding`]: runtape as a Rust library: the `ops` API, a whole program, writing a tool
 //!   and a provider.
@@ -42,6 +44,8 @@ pub mod memory {}
 pub mod time {}
 #[doc = include_str!("serve.md")]
 pub mod serve {}
+#[doc = include_str!("eval.md")]
+pub mod eval {}
 #[doc = include_str!("cli.md")]
 pub mod cli {}
 #[doc = include_str!("embedding.md")]

@@ -218,6 +218,9 @@ pub enum OpsError {
     /// ([`super::eval`]). Nothing was run.
     #[error("{0}")]
     BadEval(String),
+    /// No report of this experiment in the folder experiments are read from.
+    #[error("no report of experiment {0} here; `runtape eval` writes one (eval-EXPERIMENT.json)")]
+    UnknownExperiment(String),
 }
 
 impl OpsError {
@@ -237,6 +240,7 @@ impl OpsError {
             OpsError::BadOverride(_) => "bad_override",
             OpsError::BadFilter(_) => "bad_filter",
             OpsError::BadEval(_) => "bad_eval",
+            OpsError::UnknownExperiment(_) => "experiment_not_found",
             OpsError::ChildrenWaiting { .. } => "children_waiting",
             OpsError::NotRunning { .. } => "not_running",
             OpsError::NoTimer { .. } => "no_timer",
@@ -260,7 +264,10 @@ impl OpsError {
     pub fn kind(&self) -> ErrorKind {
         use ErrorKind::*;
         match self.code() {
-            "run_not_found" | "step_not_found" | "memory_key_not_found" => NotFound,
+            "run_not_found"
+            | "step_not_found"
+            | "memory_key_not_found"
+            | "experiment_not_found" => NotFound,
             "lease_held" | "finished" | "session_taken" | "not_running" | "no_timer"
             | "ended_first" | "no_input_expected" | "session" | "prune_refused"
             | "import_conflict" => Conflict,

@@ -57,6 +57,7 @@ mod edits;
 mod error;
 pub mod eval;
 mod eval_scoring;
+pub mod experiments;
 mod fork;
 mod inspect;
 pub mod json;

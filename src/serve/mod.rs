@@ -31,6 +31,7 @@ use crate::term::CliError;
 
 mod actions;
 mod error;
+mod experiments;
 pub(crate) mod limits;
 mod routes;
 mod security;
@@ -66,6 +67,8 @@ pub(crate) struct Options {
     pub(crate) cors_origins: Vec<String>,
     /// Where an uploaded spec's relative paths start (default: the current directory).
     pub(crate) spec_dir: Option<PathBuf>,
+    /// Where `runtape eval`'s reports are read from (default: the current directory).
+    pub(crate) experiments_dir: Option<PathBuf>,
     /// Receipt key file for the runs the server drives (else `$RUNTAPE_RECEIPT_KEY`).
     pub(crate) receipt_key: Option<PathBuf>,
     /// Grace period of a graceful stop, ms.
@@ -133,10 +136,12 @@ async fn serve(opts: Options, exporter: Option<crate::otel::Exporter>) -> Result
         None => std::env::current_dir()
             .map_err(|e| CliError::internal(format!("cannot read the current directory: {e}")))?,
     };
+    let experiments_dir = opts.experiments_dir.unwrap_or_else(|| spec_dir.clone());
     let app = state::App::new(state::Settings {
         store,
         db: db.clone(),
         spec_dir,
+        experiments_dir,
         receipt_key: opts.receipt_key,
         grace: Duration::from_millis(opts.grace_ms),
         policy: security::Policy {

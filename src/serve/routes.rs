@@ -15,7 +15,7 @@ use serde_json::json;
 use super::error::ApiError;
 use super::state::App;
 use super::watch::{ServedRun, run_view};
-use super::{actions, security, sse, stats, ui};
+use super::{actions, experiments, security, sse, stats, ui};
 use crate::machine::RunId;
 use crate::ops::{self, EntryView, RunAt, WaitingCall, parse_run_at, quoted};
 
@@ -27,6 +27,7 @@ pub(crate) const ROUTES: &[Route] = &[
     ("GET", "/", || get(ui::index)),
     ("GET", "/app.js", || get(ui::script)),
     ("GET", "/app.css", || get(ui::style)),
+    ("GET", "/experiments.js", || get(ui::experiments_script)),
     ("GET", "/openapi.json", || get(openapi)),
     ("GET", "/api/info", || get(info)),
     ("GET", "/api/statechart.svg", || get(statechart)),
@@ -44,6 +45,8 @@ pub(crate) const ROUTES: &[Route] = &[
     ("GET", "/api/stats/failures", || get(stats::failures)),
     ("GET", "/api/stats/steps", || get(stats::steps)),
     ("GET", "/api/schedules", || get(schedules)),
+    ("GET", "/api/experiments", || get(experiments::list)),
+    ("GET", "/api/experiments/{id}", || get(experiments::one)),
     ("POST", "/api/runs/{id}/resume", || post(actions::resume)),
     ("POST", "/api/runs/{id}/approve", || post(actions::approve)),
     ("POST", "/api/runs/{id}/reject", || post(actions::reject)),
@@ -426,6 +429,7 @@ mod tests {
             store: std::sync::Arc::new(crate::store::MemoryStore::new()),
             db: "mem".into(),
             spec_dir: ".".into(),
+            experiments_dir: ".".into(),
             receipt_key: None,
             grace: std::time::Duration::from_secs(1),
             policy: security::Policy {

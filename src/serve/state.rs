@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) db: PathBuf,
     /// Where an uploaded spec's relative paths start.
     pub(crate) spec_dir: PathBuf,
+    /// Where `runtape eval`'s reports are read from.
+    pub(crate) experiments_dir: PathBuf,
     /// The receipt key file runs are driven with (else `$RUNTAPE_RECEIPT_KEY`).
     pub(crate) receipt_key: Option<PathBuf>,
     /// How long calls in flight may finish when the server stops.
@@ -77,6 +79,7 @@ pub(crate) struct Settings {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) db: PathBuf,
     pub(crate) spec_dir: PathBuf,
+    pub(crate) experiments_dir: PathBuf,
     pub(crate) receipt_key: Option<PathBuf>,
     pub(crate) grace: Duration,
     pub(crate) policy: Policy,
@@ -91,6 +94,7 @@ impl App {
             store: s.store,
             db: s.db,
             spec_dir: s.spec_dir,
+            experiments_dir: s.experiments_dir,
             receipt_key: s.receipt_key,
             grace: s.grace,
             policy: s.policy,

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("ui/index.html");
 const SCRIPT: &str = include_str!("ui/app.js");
 const STYLE: &str = include_str!("ui/app.css");
+const EXPERIMENTS: &str = include_str!("ui/experiments.js");
 
 /// Every asset is served with a strict policy: nothing from elsewhere, no inline script.
 const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -33,6 +34,12 @@ pub(crate) async fn index() -> Response {
 /// `GET /app.js`.
 pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// `GET /experiments.js`: the experiments' pages (`#/experiments`), which use `app.js`'s
+/// helpers.
+pub(crate) async fn experiments_script() -> Response {
+    asset("text/javascript; charset=utf-8", EXPERIMENTS)
 }
 
 /// `GET /app.css`.

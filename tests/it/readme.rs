@@ -25,7 +25,7 @@ fn manifest_dir() -> &'static Path {
 
 /// The manual's chapters, in the order their commands run (the order they stood in the README
 /// before they moved): every `src/guide/*.md` must be listed here.
-const GUIDE: [&str; 16] = [
+const GUIDE: [&str; 17] = [
     "concepts",
     "specs",
     "models",
@@ -34,6 +34,7 @@ const GUIDE: [&str; 16] = [
     "memory",
     "time",
     "serve",
+    "eval",
     "cli",
     "embedding",
     "guarantees",

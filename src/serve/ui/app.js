@@ -241,6 +241,7 @@ function route() {
   if (parts[0] === 'diff' && parts[1] && parts[2]) return comparePage(parts[1], parts[2]);
   if (parts[0] === 'stats') return statsPage();
   if (parts[0] === 'schedules') return schedulesPage();
+  if (parts[0] === 'experiments') return experimentsPage(parts[1]); // experiments.js
   return runsPage();
 }
 
