@@ -82,18 +82,19 @@ pub(crate) async fn eval(db: Option<PathBuf>, args: EvalArgs) -> Result<u8, CliE
         ..EngineSettings::default()
     };
     if let Some(EvalAction::Rescore { report, opts }) = args.action {
-        let db = db_path(db_flag.as_deref(), None);
-        ops::open_existing(&db)?;
+        // Every input is checked before the database is opened.
+        let scorers_file = opts.scorers.as_deref().ok_or_else(|| {
+            CliError::usage("eval rescore needs --scorers FILE.toml: the scorers to add or replace")
+        })?;
+        let before = ops_eval::read_report(&report)?;
+        let scorers = ops_eval::load_scorers(Some(scorers_file))?;
         let baseline = opts
             .baseline
             .as_deref()
             .map(ops_eval::read_report)
             .transpose()?;
-        let scorers_file = opts.scorers.as_deref().ok_or_else(|| {
-            CliError::usage("eval rescore needs --scorers FILE.toml: the scorers to add or replace")
-        })?;
-        let scorers = ops_eval::load_scorers(Some(scorers_file))?;
-        let before = ops_eval::read_report(&report)?;
+        let db = db_path(db_flag.as_deref(), None);
+        ops::open_existing(&db)?;
         let after = ops_eval::rescore(&db, before, scorers, &settings).await?;
         let out = opts.out.clone().unwrap_or(report);
         return finish(&after, &out, baseline.as_ref(), &opts);

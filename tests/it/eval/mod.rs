@@ -4,6 +4,7 @@
 mod baseline;
 mod concurrency;
 mod dataset_errors;
+mod experiments_api;
 mod rescore_runs_nothing;
 mod scorers;
 
