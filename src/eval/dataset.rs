@@ -90,7 +90,7 @@ pub fn parse(text: &str) -> Result<Vec<Item>, DatasetError> {
         if let Some(first) = seen.insert(item.id.clone(), line) {
             return Err(DatasetError::DuplicateId {
                 line,
-                id: crate::ops::quoted(&item.id),
+                id: quoted(&item.id),
                 first,
             });
         }
@@ -100,6 +100,11 @@ pub fn parse(text: &str) -> Result<Vec<Item>, DatasetError> {
         return Err(DatasetError::Empty);
     }
     Ok(items)
+}
+
+/// An id as an error quotes it: on one line, cut at 80 characters.
+fn quoted(id: &str) -> String {
+    crate::text::one_line(id, 80)
 }
 
 fn parse_line(raw: &str, line: usize) -> Result<Item, DatasetError> {
@@ -127,7 +132,7 @@ fn parse_line(raw: &str, line: usize) -> Result<Item, DatasetError> {
         None => line.to_string(),
     };
     if let Some(why) = tag_problem("item", &id) {
-        return Err(bad(format!("`id` {}: {why}", crate::ops::quoted(&id))));
+        return Err(bad(format!("`id` {}: {why}", quoted(&id))));
     }
     let expected = fields.remove("expected");
     Ok(Item {
