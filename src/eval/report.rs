@@ -104,6 +104,25 @@ pub struct Regression {
     pub now: f64,
 }
 
+impl VariantSummary {
+    /// The summary of variant `name` (spec file `spec`) before anything is summed:
+    /// [`Report::summarise`] fills it in.
+    pub fn unscored(name: &str, spec: &str) -> VariantSummary {
+        VariantSummary {
+            name: name.to_owned(),
+            spec: spec.to_owned(),
+            score: 0.0,
+            scores: BTreeMap::new(),
+            items: 0,
+            completed: 0,
+            cost_nanos: 0,
+            tokens: 0,
+            latency_ms_mean: 0,
+            latency_ms_max: 0,
+        }
+    }
+}
+
 impl RunResult {
     /// Sets [`score`](Self::score) to the mean of the scores (0 without any).
     pub fn settle(&mut self) {
@@ -222,18 +241,7 @@ mod tests {
             experiment: "e".into(),
             dataset: "d".into(),
             scorers: vec![super::super::scorer::default_scorers().remove(0).decl],
-            variants: vec![VariantSummary {
-                name: "base".into(),
-                spec: "s".into(),
-                score: 0.0,
-                scores: BTreeMap::new(),
-                items: 0,
-                completed: 0,
-                cost_nanos: 0,
-                tokens: 0,
-                latency_ms_mean: 0,
-                latency_ms_max: 0,
-            }],
+            variants: vec![VariantSummary::unscored("base", "s")],
             items,
         };
         r.summarise();

@@ -6,7 +6,7 @@
 //! Everything that can be refused is refused before anything is written: the dataset, every
 //! variant's spec (its providers and tools built once in memory), the scorers and their judge
 //! specs. The pure parts (the dataset format, the scorers, the report) are [`crate::eval`];
-//! performing `command` and `judge` scorers is [`super::eval_scoring`].
+//! performing `command` and `judge` scorers is the private `ops::eval_scoring`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -199,7 +199,7 @@ pub async fn run(
         variants: experiment
             .variants
             .iter()
-            .map(|(name, spec)| empty_summary(name, spec))
+            .map(|(name, spec)| VariantSummary::unscored(name, &spec.display().to_string()))
             .collect(),
         items: items
             .into_iter()
@@ -211,21 +211,6 @@ pub async fn run(
     };
     report.summarise();
     Ok(report)
-}
-
-fn empty_summary(name: &str, spec: &Path) -> VariantSummary {
-    VariantSummary {
-        name: name.to_owned(),
-        spec: spec.display().to_string(),
-        score: 0.0,
-        scores: BTreeMap::new(),
-        items: 0,
-        completed: 0,
-        cost_nanos: 0,
-        tokens: 0,
-        latency_ms_mean: 0,
-        latency_ms_max: 0,
-    }
 }
 
 /// The spec `file` runs with `tags` added (replacing any of the same key).
