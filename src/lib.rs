@@ -108,7 +108,7 @@
 //! provider, tool             model providers; tools, command tools, MCP
 //! secrets, http_server       secret values kept out of records; the HTTP/1 accept loop
 //! receipt                    signed, hash-chained receipts
-//! clock, schedule            the clock seam; cron plans
+//! clock, schedule, eval      the clock seam; cron plans; datasets, scorers, reports
 //! machine                    the pure core: state, events, effects, the edge table
 //! scratch                    reused encode buffers
 //! compact_json               compact JSON writing
