@@ -2,7 +2,7 @@
 // playwright-core. Run by tests/it/serve/accessibility.rs, which starts `runtape serve` and
 // prepares the runs:
 //   BASE_URL    the server's URL
-//   RUNS        JSON: { done, fork, waiting, sleeping, saga } run ids
+//   RUNS        JSON: { done, fork, waiting, sleeping, saga } run ids, experiment: a report's id
 //   SHOTS       directory for screenshots (written on every run, never committed)
 //   CHROMIUM    the browser binary (/usr/bin/chromium)
 //   RUNTAPE_BROWSER_MODULES  the folder tests/browser/install.sh installed into
@@ -113,6 +113,14 @@ const ran = await withChromium('accessibility scenario', 'axe-failure.png', asyn
   await page.goto(base + '#/diff/' + runs.done + '/' + runs.fork);
   await page.waitForSelector('#compare-steps .panel h2');
   await audit(page, 'compare');
+
+  await page.goto(base + '#/experiments');
+  await page.waitForSelector('#experiments table');
+  await audit(page, 'experiments');
+
+  await page.goto(base + '#/experiments/' + encodeURIComponent(runs.experiment));
+  await page.waitForSelector('#experiment section.panel table');
+  await audit(page, 'experiment');
 
   if (runs.login) {
     const login = await context.newPage();

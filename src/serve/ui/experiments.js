@@ -15,7 +15,7 @@ const score2 = (x) => (typeof x === 'number' ? x.toFixed(2) : '–');
 async function experimentsPage(id) {
   if (id) return experimentPage(id);
   const box = el('div', { id: 'experiments' });
-  view().append(el('div', { class: 'toolbar' }, el('h2', { text: 'Experiments' })), box);
+  view().append(el('div', { class: 'toolbar' }, el('h1', { text: 'Experiments' })), box);
   try {
     const data = await api('/api/experiments');
     if (!data.experiments.length) {
@@ -34,7 +34,7 @@ async function experimentsPage(id) {
 
 async function experimentPage(id) {
   const box = el('div', { id: 'experiment' });
-  view().append(el('h2', {}, 'Experiment ', el('span', { class: 'mono', text: id })), box);
+  view().append(el('h1', {}, 'Experiment ', el('span', { class: 'mono', text: id })), box);
   let r;
   try { r = await api('/api/experiments/' + encodeURIComponent(id)); } catch (e) {
     if (e.status !== 401) flash(e.message);
@@ -42,7 +42,7 @@ async function experimentPage(id) {
   }
   const scorers = r.scorers.map((s) => s.name);
   box.append(el('p', { class: 'muted', text: 'dataset ' + r.dataset + ' · ' + r.items.length + ' items · scorers ' + scorers.join(', ') }));
-  box.append(el('section', { class: 'panel' }, el('h3', { text: 'Variants' }),
+  box.append(el('section', { class: 'panel' }, el('h2', { text: 'Variants' }),
     experimentTable(['variant', 'spec', 'score', ...scorers, 'completed', 'cost', 'tokens', 'latency (mean)'],
       r.variants.map((v) => [el('strong', { text: v.name }), el('span', { class: 'mono', text: v.spec }), score2(v.score),
         ...scorers.map((s) => score2(v.scores[s])), v.completed + '/' + v.items, usd(v.cost_nanos), String(v.tokens),
@@ -57,7 +57,7 @@ async function experimentPage(id) {
       el('div', { class: 'reason', text: res.answer !== undefined && res.answer !== null ? res.answer : (res.reason || '(no answer)') }),
       el('div', { class: 'muted', text: notes.join(' · ') }));
   };
-  box.append(el('section', { class: 'panel' }, el('h3', { text: 'Items side by side' }),
+  box.append(el('section', { class: 'panel' }, el('h2', { text: 'Items side by side' }),
     experimentTable(['item', 'goal', 'expected', ...names],
       r.items.map((it) => [it.id, el('span', { class: 'reason', text: it.goal }),
         el('span', { class: 'reason', text: it.expected === undefined ? '' : (typeof it.expected === 'string' ? it.expected : JSON.stringify(it.expected)) }),

@@ -2,7 +2,7 @@
 //! the runs list with its filters and the start form, the stats, the schedules, a run with its
 //! timeline, statechart, inspector and fork form, a message after an action, an approval
 //! waiting under a deadline with its inputs, a sleeping run, a compensated saga, two runs
-//! compared, and the token form — has no serious or critical axe violation (contrast of every
+//! compared, the experiments and one experiment's variants side by side, and the token form — has no serious or critical axe violation (contrast of every
 //! text at 4.5:1 included), in Debian's Chromium with the page's CSP kept. A failure lists each
 //! violation: the view, the rule, and the elements.
 //!
@@ -10,7 +10,7 @@
 //! (`tests/extras/install.sh browser`); `.ci/run` installs them.
 
 use crate::support::browser::{chromium, timed_runs};
-use crate::support::serve::{Server, scratch_db, serve};
+use crate::support::serve::{Server, runtape, scratch_db, serve};
 
 #[test]
 #[ignore = "needs Chromium, playwright-core and axe-core: tests/extras/install.sh browser"]
@@ -18,6 +18,33 @@ fn every_view_passes_axe_in_chromium() {
     let browser = chromium();
     let (dir, db) = scratch_db();
     let mut runs = timed_runs(dir.path(), &db);
+    // An experiment of two variants, its report where serve looks for reports (its directory).
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/eval");
+    let arg = |name: &str| examples.join(name).display().to_string();
+    let eval = runtape(
+        dir.path(),
+        &db,
+        &[
+            "eval",
+            &arg("paris.toml"),
+            "--dataset",
+            &arg("goals.jsonl"),
+            "--variant",
+            &format!("echo={}", arg("echo.toml")),
+            "--out",
+            "experiment.json",
+        ],
+    );
+    assert!(
+        eval.status.success(),
+        "{}",
+        String::from_utf8_lossy(&eval.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("experiment.json")).expect("the report"),
+    )
+    .expect("the report is JSON");
+    runs["experiment"] = report["experiment"].clone();
     let server = serve(dir.path(), &db);
     // The same database behind a token: the page asks for it.
     let locked = Server::start(
@@ -40,6 +67,8 @@ fn every_view_passes_axe_in_chromium() {
         "sleeping",
         "saga",
         "compare",
+        "experiments",
+        "experiment",
         "login",
     ] {
         let by_impact = &views
