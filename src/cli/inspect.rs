@@ -586,6 +586,7 @@ fn describe_state(state: &RunState) {
         }
     }
     super::memory::describe(&run.memory);
+    super::hidden::describe(&run.hidden);
     super::saga::describe(state);
 }
 

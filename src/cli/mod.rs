@@ -19,6 +19,7 @@ mod demo;
 pub(crate) mod drive;
 mod eval;
 mod help;
+mod hidden;
 pub(crate) mod inspect;
 mod memory;
 mod migrate;

@@ -181,6 +181,7 @@ fn tool(
                 consequential: t.consequential,
                 on_untrusted: t.on_untrusted,
                 arguments: t.arguments.as_ref(),
+                hide: t.hide,
             },
             &schema,
         )?,
@@ -375,6 +376,7 @@ fn agent(
     let context = super::context::resolve(a.context.as_ref(), &routes, providers, &path)?;
     Ok(AgentSpec {
         context,
+        quarantine: a.quarantine.clone(),
         output_schema,
         model_settings,
         id: AgentId::new(a.id.clone()),

@@ -181,6 +181,9 @@ pub(crate) struct RawTool {
     pub(crate) consequential: bool,
     pub(crate) on_untrusted: Option<crate::machine::OnUntrusted>,
     pub(crate) arguments: Option<std::collections::BTreeMap<String, super::guard::RawRule>>,
+    /// Keep its results from the model as hidden values (see [`crate::machine::hidden`]).
+    #[serde(default)]
+    pub(crate) hide: bool,
     /// Variables passed to the program besides the minimal environment.
     pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).
@@ -228,6 +231,8 @@ pub(crate) struct RawAgent {
     pub(crate) handoffs: Vec<String>,
     pub(crate) delegation: Option<RawDelegation>,
     pub(crate) context: Option<super::context::RawContext>,
+    /// A quarantined reader (see [`crate::machine::quarantine`]).
+    pub(crate) quarantine: Option<crate::machine::QuarantineSpec>,
 }
 
 /// One entry of an agent's `delegates`: an agent of this file, or another spec file.

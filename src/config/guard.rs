@@ -12,11 +12,16 @@
 //! consequential = true           # runs only when decided from trusted context
 //! on_untrusted = "ask"           # a blocked call asks a person ("deny", the default, refuses it)
 //! arguments = { to = "trusted", memo = ["trusted", "public"] }
+//!
+//! [[tools]]
+//! name = "read_bill"
+//! trust = "untrusted"
+//! hide = true                    # the model gets `$r1`, never the text (see machine::hidden)
 //! ```
 //!
 //! The same `trust` and `confidentiality` keys label an `[[mcp]]` server's results (every tool
-//! of it) and the `[retriever]`'s passages; `consequential`, `on_untrusted` and `arguments`
-//! go on one MCP tool in its `[mcp.tools.NAME]` table (see [`super::mcp`]).
+//! of it) and the `[retriever]`'s passages; `consequential`, `on_untrusted`, `arguments` and
+//! `hide` go on one MCP tool in its `[mcp.tools.NAME]` table (see [`super::mcp`]).
 
 use std::collections::BTreeMap;
 
@@ -46,6 +51,7 @@ pub(crate) struct RawToolGuard<'a> {
     pub(crate) consequential: bool,
     pub(crate) on_untrusted: Option<OnUntrusted>,
     pub(crate) arguments: Option<&'a BTreeMap<String, RawRule>>,
+    pub(crate) hide: bool,
 }
 
 /// The label results carry, from `trust` and `confidentiality` (each defaulting to trusted,
@@ -139,5 +145,6 @@ pub(crate) fn compile(
         consequential: raw.consequential,
         on_untrusted: raw.on_untrusted.unwrap_or_default(),
         arguments,
+        hide: raw.hide,
     })
 }

@@ -15,7 +15,7 @@
 //!                                    # (or env = ["NAME", …]; env_all = true), see tool::env
 //! [mcp.tools.write_file]             # optional per-tool overrides (the server's name)
 //! requires_approval = false          # also read_only, idempotent, timeout_ms
-//! consequential = true               # guarded tools: also on_untrusted, arguments = { … }
+//! consequential = true               # guarded tools: also on_untrusted, arguments = { … }, hide
 //!
 //! [[mcp]]
 //! name = "web"
@@ -78,6 +78,8 @@ pub(crate) struct RawMcpTool {
     consequential: bool,
     on_untrusted: Option<crate::machine::OnUntrusted>,
     arguments: Option<BTreeMap<String, super::guard::RawRule>>,
+    #[serde(default)]
+    hide: bool,
 }
 
 /// One server in the stored setup: how to reach it and the tools of it the run was offered.
@@ -254,6 +256,7 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                     consequential: t.consequential,
                     on_untrusted: t.on_untrusted,
                     arguments: t.arguments.as_ref(),
+                    hide: t.hide,
                     ..Default::default()
                 },
                 &serde_json::Value::Null,
@@ -269,6 +272,7 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                         consequential: guard.consequential,
                         on_untrusted: guard.on_untrusted,
                         arguments: guard.arguments,
+                        hide: guard.hide,
                     },
                 },
             );

@@ -276,13 +276,13 @@ pub(crate) fn on_reply(
                     .iter()
                     .find(|(id, _)| *id == slot.call_id)
                     .map(|(_, r)| r.clone());
-                request_input_why(cx, &agent, &slot, InputKind::Approval, reason)
+                request_input_why(cx, &run, &agent, &slot, InputKind::Approval, reason)
             }
             (None, Some(t)) if t.interactive => {
-                request_input(cx, &agent, &slot, InputKind::Question)
+                request_input(cx, &run, &agent, &slot, InputKind::Question)
             }
             (None, Some(t)) if t.requires_approval => {
-                request_input(cx, &agent, &slot, InputKind::Approval)
+                request_input(cx, &run, &agent, &slot, InputKind::Approval)
             }
             (None, _) => dispatch(cx, &mut run, &agent, &mut slot),
         };
@@ -334,18 +334,19 @@ fn dispatch(cx: &mut Cx<'_>, run: &mut RunData, agent: &AgentId, slot: &mut Slot
     if let Some(child) = super::child::start(cx, run, agent, slot) {
         return child;
     }
-    perform(cx, agent, slot)
+    perform(cx, run, agent, slot)
 }
 
 /// Emits `CallTool` for `slot` (first dispatch or a retry with the original key).
-fn perform(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
+/// Hidden values the arguments refer to are filled in here, for the tool only.
+fn perform(cx: &mut Cx<'_>, run: &RunData, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
     let origin = *slot.origin.get_or_insert_with(|| cx.next_ref());
     let key = origin.in_run(cx.run_id).idempotency_key();
     let (agent, call_id, tool, args) = (
         agent.clone(),
         slot.call_id.clone(),
         slot.tool.clone(),
-        slot.args.clone(),
+        super::hidden::reveal(&run.hidden, &slot.args),
     );
     let effect = cx.emit(|id| Effect::CallTool {
         id,
@@ -358,13 +359,21 @@ fn perform(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
     SlotStatus::Running { effect }
 }
 
-fn request_input(cx: &mut Cx<'_>, agent: &AgentId, slot: &Slot, kind: InputKind) -> SlotStatus {
-    request_input_why(cx, agent, slot, kind, None)
+fn request_input(
+    cx: &mut Cx<'_>,
+    run: &RunData,
+    agent: &AgentId,
+    slot: &Slot,
+    kind: InputKind,
+) -> SlotStatus {
+    request_input_why(cx, run, agent, slot, kind, None)
 }
 
-/// Emits `RequestInput` for `slot`, saying `reason` (a policy's rule) when there is one.
+/// Emits `RequestInput` for `slot`, saying `reason` (a policy's rule) when there is one. A
+/// person sees the arguments with the hidden values they refer to filled in: what would run.
 fn request_input_why(
     cx: &mut Cx<'_>,
+    run: &RunData,
     agent: &AgentId,
     slot: &Slot,
     kind: InputKind,
@@ -373,7 +382,7 @@ fn request_input_why(
     let request = InputRequest {
         kind,
         tool: slot.tool.clone(),
-        args: slot.args.clone(),
+        args: super::hidden::reveal(&run.hidden, &slot.args),
         reason,
     };
     let (agent, call_id) = (agent.clone(), slot.call_id.clone());
@@ -441,12 +450,11 @@ pub(crate) fn on_tool_returned(
             state: StateKind::CallingTools,
             effect: effect.clone(),
         })?;
-    let label = super::guard::results_label(cx.spec, &run, &slot.tool);
     if let Some(running) = slot.status.effect() {
         super::saga::record(cx, &mut run, slot, running, outcome);
     }
     slot.status = SlotStatus::Finished {
-        result: result_of(outcome, label),
+        result: super::guard::tool_result(cx.spec, &mut run, &slot.tool, &slot.call_id, outcome),
     };
     Ok(match settle(cx, run, batch) {
         (StateKind::CallingTools, s) => (EdgeId::CallingToolsReturnedWait, s),
@@ -502,7 +510,7 @@ pub(crate) fn on_input(
         (SlotStatus::Approval { .. }, HumanInput::Approve) => {
             dispatch(cx, &mut run, &agent, &mut slot)
         }
-        (SlotStatus::InDoubt { .. }, HumanInput::Approve) => perform(cx, &agent, &mut slot),
+        (SlotStatus::InDoubt { .. }, HumanInput::Approve) => perform(cx, &run, &agent, &mut slot),
         (_, HumanInput::Approve) => {
             return Err(MachineError::InputMismatch {
                 effect: effect.clone(),
@@ -571,7 +579,7 @@ pub(crate) fn on_in_doubt(
             ))
         }
         OnInDoubt::Retry => {
-            slot.status = perform(cx, &agent, &mut slot);
+            slot.status = perform(cx, &run, &agent, &mut slot);
             batch.slots[index] = slot;
             Ok((
                 EdgeId::CallingToolsInDoubtRetry,
@@ -579,7 +587,7 @@ pub(crate) fn on_in_doubt(
             ))
         }
         OnInDoubt::Ask => {
-            slot.status = request_input(cx, &agent, &slot, InputKind::InDoubt);
+            slot.status = request_input(cx, &run, &agent, &slot, InputKind::InDoubt);
             batch.slots[index] = slot;
             Ok(match settle(cx, run, batch) {
                 (StateKind::CallingTools, s) => (EdgeId::CallingToolsInDoubtAskWait, s),
@@ -587,7 +595,7 @@ pub(crate) fn on_in_doubt(
             })
         }
         OnInDoubt::Reconcile => {
-            slot.status = reconcile(cx, &agent, &mut slot);
+            slot.status = reconcile(cx, &run, &agent, &mut slot);
             batch.slots[index] = slot;
             Ok((
                 EdgeId::CallingToolsInDoubtReconcile,
@@ -599,14 +607,14 @@ pub(crate) fn on_in_doubt(
 
 /// Emits `Reconcile` for an interrupted call: its tool is asked, by the call's idempotency
 /// key, whether it was performed.
-fn reconcile(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
+fn reconcile(cx: &mut Cx<'_>, run: &RunData, agent: &AgentId, slot: &mut Slot) -> SlotStatus {
     let origin = *slot.origin.get_or_insert_with(|| cx.next_ref());
     let key = origin.in_run(cx.run_id).idempotency_key();
     let (agent, call_id, tool, args) = (
         agent.clone(),
         slot.call_id.clone(),
         slot.tool.clone(),
-        slot.args.clone(),
+        super::hidden::reveal(&run.hidden, &slot.args),
     );
     let effect = cx.emit(|id| Effect::Reconcile {
         id,
@@ -628,7 +636,7 @@ pub const PERFORMED_WITHOUT_RESULT: &str = "this call was interrupted, but its t
 /// decides (as with `on_in_doubt = "ask"`).
 pub(crate) fn on_reconciled(
     cx: &mut Cx<'_>,
-    run: RunData,
+    mut run: RunData,
     mut batch: Batch,
     effect: &EffectId,
     answer: &Reconciliation,
@@ -646,7 +654,7 @@ pub(crate) fn on_reconciled(
         })?;
     let mut slot = batch.slots[index].clone();
     if *answer == Reconciliation::NotPerformed {
-        slot.status = perform(cx, &agent, &mut slot);
+        slot.status = perform(cx, &run, &agent, &mut slot);
         batch.slots[index] = slot;
         return Ok((
             EdgeId::CallingToolsReconciledRetry,
@@ -657,11 +665,14 @@ pub(crate) fn on_reconciled(
         Reconciliation::Performed {
             result: Some(value),
         } => SlotStatus::Finished {
-            result: result_of(
+            result: super::guard::tool_result(
+                cx.spec,
+                &mut run,
+                &slot.tool,
+                &slot.call_id,
                 &ToolOutcome::Ok {
                     value: value.clone(),
                 },
-                super::guard::results_label(cx.spec, &run, &slot.tool),
             ),
         },
         Reconciliation::Performed { result: None } => SlotStatus::Finished {
@@ -671,7 +682,7 @@ pub(crate) fn on_reconciled(
                 label: super::Label::TRUSTED,
             },
         },
-        _ => request_input(cx, &agent, &slot, InputKind::InDoubt),
+        _ => request_input(cx, &run, &agent, &slot, InputKind::InDoubt),
     };
     batch.slots[index] = slot;
     Ok(match settle(cx, run, batch) {
@@ -718,9 +729,22 @@ fn argument_problem(cx: &Cx<'_>, run: &RunData, call: &ToolCallRequest) -> Optio
     if encoded_len_exceeds(&call.arguments, MAX_ARGUMENT_BYTES) {
         return Some(format!("larger than {MAX_ARGUMENT_BYTES} bytes"));
     }
-    let errors = super::offer::schema_errors(cx.spec, run, &call.name, &call.arguments);
+    // Hidden values are checked as the tool will get them; the validator's words are not
+    // passed on then, since they could quote what the model must not read.
+    let hiding = super::hidden::refers(&run.hidden, &call.arguments);
+    let errors = if hiding {
+        let revealed = super::hidden::reveal(&run.hidden, &call.arguments);
+        super::offer::schema_errors(cx.spec, run, &call.name, &revealed)
+    } else {
+        super::offer::schema_errors(cx.spec, run, &call.name, &call.arguments)
+    };
     if errors.is_empty() {
         return None;
+    }
+    if hiding {
+        return Some(
+            "they do not match the tool's schema once the hidden values they name are filled in (the details are not shown: they could quote hidden data)".into(),
+        );
     }
     let shown: Vec<&str> = errors.iter().take(3).map(String::as_str).collect();
     let more = if errors.len() > 3 {

@@ -171,6 +171,11 @@ pub struct ChildReceipt {
     pub link: String,
 }
 
+/// The reader declaration of delegate `target` when it is a quarantined reader of this spec.
+fn reader<'s>(cx: &Cx<'s>, target: &AgentId) -> Option<&'s super::quarantine::QuarantineSpec> {
+    cx.spec.agent(target)?.quarantine.as_ref()
+}
+
 /// Judges a delegate or transfer call: `None` when `call` is
 /// neither (an ordinary tool, or unknown); otherwise the refusal fed back instead of running
 /// it (`None` to run it) and whether it counts against the correction budget.
@@ -206,8 +211,13 @@ pub(crate) fn judge(
             );
             invalid(cx, reason)
         }
-        Offered::Delegate(_) => {
-            if let Err(reason) = task_of(&call.arguments) {
+        Offered::Delegate(target) => {
+            let problem = if reader(cx, &target).is_some() {
+                super::quarantine::call_problem(&call.arguments)
+            } else {
+                task_of(&call.arguments).err()
+            };
+            if let Some(reason) = problem {
                 return invalid(cx, reason);
             }
             let cap = spec_agent.delegation.max_depth;
@@ -409,7 +419,11 @@ pub(crate) fn start(
     let Offered::Delegate(delegate) = classify(spec_agent, &slot.tool)? else {
         return None;
     };
-    let task = task_of(&slot.args).ok()?;
+    let task = if reader(cx, &delegate).is_some() {
+        super::quarantine::task_for(run, &slot.args)
+    } else {
+        task_of(&slot.args).ok()?
+    };
     let (siblings, left) = cx.children.unwrap_or((1, cx.remaining(run)));
     let limits = spec_agent.delegation.budget.carve(&left, siblings);
     let depth = cx.spec.spec().depth.saturating_add(1);
@@ -450,9 +464,34 @@ pub(crate) fn on_child_finished(
             state: StateKind::CallingTools,
             effect: effect.clone(),
         })?;
-    slot.status = SlotStatus::Finished {
-        result: report.result(),
+    let quarantined = cx
+        .spec
+        .agent(&agent)
+        .and_then(|a| classify(a, &slot.tool))
+        .and_then(|o| match o {
+            Offered::Delegate(d) => reader(cx, &d).cloned(),
+            Offered::Transfer(_) => None,
+        });
+    let result = match (quarantined, &report.outcome) {
+        (Some(q), ChildOutcome::Completed { answer: Some(text) }) => {
+            let decision = run
+                .agents
+                .get(&agent)
+                .map_or(super::Label::TRUSTED, |a| a.taint);
+            super::quarantine::result(
+                &mut run,
+                &q,
+                &slot.tool,
+                &slot.call_id,
+                &slot.args,
+                decision,
+                report.label,
+                text,
+            )
+        }
+        _ => report.result(),
     };
+    slot.status = SlotStatus::Finished { result };
     run.usage.absorb(&report.usage);
     if let Some(a) = run.agents.get_mut(&agent) {
         a.usage.absorb(&report.usage);

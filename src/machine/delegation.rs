@@ -211,6 +211,13 @@ pub(crate) fn definition(agents: &[AgentSpec], name: &str) -> Option<ToolSpec> {
     if !offered {
         return None;
     }
+    if delegate
+        && let Some(reader) = agents
+            .iter()
+            .find(|a| a.id.as_str() == target && a.quarantine.is_some())
+    {
+        return Some(super::quarantine::definition(name, reader.id.as_str()));
+    }
     let mut tool = if delegate {
         let mut t = ToolSpec::new(
             name,
@@ -277,6 +284,24 @@ pub(crate) fn validate(
     for (i, agent) in agents.iter().enumerate() {
         let path = format!("agents[{i}]");
         let uses = !agent.delegates.is_empty() || !agent.handoffs.is_empty();
+        let toolless = agent.tools.as_ref().is_some_and(Vec::is_empty);
+        if agent.quarantine.is_some() && (uses || !toolless) {
+            return Err(bad(
+                format!("{path}.quarantine"),
+                "a quarantined reader reads untrusted data, so it may use nothing: give it tools = [] and no delegates or handoffs".into(),
+            ));
+        }
+        if let Some(k) = agent
+            .handoffs
+            .iter()
+            .position(|h| agents.iter().any(|a| &a.id == h && a.quarantine.is_some()))
+        {
+            return Err(bad(
+                format!("{path}.handoffs[{k}]"),
+                "a quarantined reader is only asked, as a delegate; the run is never handed to it"
+                    .into(),
+            ));
+        }
         if (uses || !agent.delegation.is_default()) && semantics < DELEGATION_SEMANTICS {
             return Err(bad(
                 path,

@@ -68,6 +68,10 @@ pub struct ToolGuard {
     /// Rules on its arguments, by top-level argument name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub arguments: BTreeMap<String, ArgumentRule>,
+    /// Its results are kept from the model as hidden values (`$r1`, …) it can pass to other
+    /// tools without reading them (see [`hidden`](super::hidden)).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hide: bool,
 }
 
 fn is_deny(policy: &OnUntrusted) -> bool {
@@ -93,10 +97,10 @@ impl Violation {
                 "{tool} is consequential and this call was decided after reading untrusted data"
             ),
             Violation::UntrustedArgument(arg) => format!(
-                "argument `{arg}` of {tool} must not come from untrusted data, and this call was decided after reading untrusted data"
+                "argument `{arg}` of {tool} must not come from untrusted data, and it was written after reading untrusted data or refers to an untrusted hidden value"
             ),
             Violation::PrivateArgument(arg) => format!(
-                "argument `{arg}` of {tool} may carry only public data, and this call was decided after reading private data"
+                "argument `{arg}` of {tool} may carry only public data, and it was written after reading private data or refers to a private hidden value"
             ),
         }
     }
@@ -142,19 +146,27 @@ impl ToolGuard {
     /// The first rule a call with `args`, decided under `decision`, breaks; `None` when it
     /// may run. Checked in this order: the consequential rule, then the argument rules by
     /// argument name. An argument rule applies only when the call passes that argument (an
-    /// absent argument carries nothing).
-    pub fn check(&self, decision: Label, args: &Value) -> Option<Violation> {
+    /// absent argument carries nothing); the argument's label is `decision` joined with
+    /// `carried(argument)`, the labels of the hidden values it refers to (see
+    /// [`hidden::carried`](super::hidden::carried); `|_| Label::TRUSTED` when none are held).
+    pub fn check(
+        &self,
+        decision: Label,
+        args: &Value,
+        carried: impl Fn(&Value) -> Label,
+    ) -> Option<Violation> {
         if self.consequential && decision.is_untrusted() {
             return Some(Violation::UntrustedDecision);
         }
         for (name, rule) in &self.arguments {
-            if args.get(name).is_none() {
+            let Some(value) = args.get(name) else {
                 continue;
-            }
-            if rule.trusted && decision.is_untrusted() {
+            };
+            let label = decision.join(carried(value));
+            if rule.trusted && label.is_untrusted() {
                 return Some(Violation::UntrustedArgument(name.clone()));
             }
-            if rule.public && decision.is_private() {
+            if rule.public && label.is_private() {
                 return Some(Violation::PrivateArgument(name.clone()));
             }
         }
@@ -208,10 +220,14 @@ mod tests {
     #[test]
     fn a_consequential_tool_runs_only_from_trusted_context() {
         let args = json!({"amount": 10});
-        assert_eq!(pay().check(Label::TRUSTED, &args), None);
-        assert_eq!(pay().check(PRIVATE, &args), None, "secrecy is not distrust");
+        assert_eq!(pay().check(Label::TRUSTED, &args, |_| Label::TRUSTED), None);
         assert_eq!(
-            pay().check(UNTRUSTED, &args),
+            pay().check(PRIVATE, &args, |_| Label::TRUSTED),
+            None,
+            "secrecy is not distrust"
+        );
+        assert_eq!(
+            pay().check(UNTRUSTED, &args, |_| Label::TRUSTED),
             Some(Violation::UntrustedDecision)
         );
     }
@@ -220,26 +236,72 @@ mod tests {
     fn an_open_tool_runs_from_any_context() {
         let open = ToolGuard::default();
         assert!(open.is_open());
-        assert_eq!(open.check(UNTRUSTED.join(PRIVATE), &json!({"x": 1})), None);
+        assert_eq!(
+            open.check(UNTRUSTED.join(PRIVATE), &json!({"x": 1}), |_| {
+                Label::TRUSTED
+            }),
+            None
+        );
     }
 
     #[test]
     fn argument_rules_apply_to_the_arguments_passed() {
         let g = send();
         let both = json!({"to": "a@b", "body": "hi"});
-        assert_eq!(g.check(Label::TRUSTED, &both), None);
+        assert_eq!(g.check(Label::TRUSTED, &both, |_| Label::TRUSTED), None);
         assert_eq!(
-            g.check(UNTRUSTED, &both),
+            g.check(UNTRUSTED, &both, |_| Label::TRUSTED),
             Some(Violation::UntrustedArgument("to".into()))
         );
         assert_eq!(
-            g.check(PRIVATE, &both),
+            g.check(PRIVATE, &both, |_| Label::TRUSTED),
             Some(Violation::PrivateArgument("body".into()))
         );
         // Untrusted context may fill a body (public rule only) when no `to` is passed...
-        assert_eq!(g.check(UNTRUSTED, &json!({"body": "hi"})), None);
+        assert_eq!(
+            g.check(UNTRUSTED, &json!({"body": "hi"}), |_| Label::TRUSTED),
+            None
+        );
         // ...and private context may fill `to` (trusted rule only) without a body.
-        assert_eq!(g.check(PRIVATE, &json!({"to": "a@b"})), None);
+        assert_eq!(
+            g.check(PRIVATE, &json!({"to": "a@b"}), |_| Label::TRUSTED),
+            None
+        );
+    }
+
+    #[test]
+    fn an_argument_referring_to_a_hidden_value_carries_its_label() {
+        let mut g = pay();
+        g.arguments.insert(
+            "to".to_owned(),
+            ArgumentRule {
+                trusted: true,
+                public: true,
+            },
+        );
+        let hidden_untrusted = |v: &Value| {
+            if v == "$r1" {
+                UNTRUSTED
+            } else {
+                Label::TRUSTED
+            }
+        };
+        // Decided from trusted context: the amount may come from an untrusted hidden value...
+        assert_eq!(
+            g.check(Label::TRUSTED, &json!({"amount": "$r1"}), hidden_untrusted),
+            None
+        );
+        // ...the recipient may not.
+        assert_eq!(
+            g.check(Label::TRUSTED, &json!({"to": "$r1"}), hidden_untrusted),
+            Some(Violation::UntrustedArgument("to".into()))
+        );
+        assert_eq!(
+            g.check(Label::TRUSTED, &json!({"to": "$r2"}), |v: &Value| {
+                if v == "$r2" { PRIVATE } else { Label::TRUSTED }
+            }),
+            Some(Violation::PrivateArgument("to".into()))
+        );
     }
 
     #[test]

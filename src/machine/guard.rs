@@ -23,8 +23,28 @@ pub(crate) fn results_label(spec: &super::RunSpec, run: &RunData, name: &str) ->
     super::offer::tool(spec, run, name).map_or(Label::TRUSTED, |t| t.guard.results)
 }
 
+/// True when tool `name` keeps its results from the model (`hide = true`).
+pub(crate) fn hides(spec: &super::RunSpec, run: &RunData, name: &str) -> bool {
+    super::offer::tool(spec, run, name).is_some_and(|t| t.guard.hide)
+}
+
+/// A tool's own result for call `call_id` as the model will read it: labelled with the
+/// tool's results label, and kept in `run` as a hidden value when the tool hides.
+pub(crate) fn tool_result(
+    spec: &super::RunSpec,
+    run: &mut RunData,
+    tool: &str,
+    call_id: &str,
+    outcome: &super::ToolOutcome,
+) -> super::state::ToolResult {
+    let result = super::batch::result_of(outcome, results_label(spec, run, tool));
+    let hide = hides(spec, run, tool);
+    super::hidden::file_result(run, hide, tool, call_id, result)
+}
+
 /// Checks `call` of `agent`'s reply against its tool's policy, with the agent's taint as the
-/// label of the decision; notes a blocked call. `None`: the call may go on (to approval,
+/// label of the decision (and of each argument, joined with the labels of the hidden values
+/// it refers to); notes a blocked call. `None`: the call may go on (to approval,
 /// questions or dispatch as usual). Call it only for calls that passed the grant and argument
 /// checks.
 pub(crate) fn judge(
@@ -36,7 +56,9 @@ pub(crate) fn judge(
 ) -> Option<Blocked> {
     let tool = super::offer::tool(cx.spec, run, &call.name)?;
     let decision = run.agents.get(agent).map_or(Label::TRUSTED, |a| a.taint);
-    let violation = tool.guard.check(decision, &call.arguments)?;
+    let violation = tool.guard.check(decision, &call.arguments, |v| {
+        super::hidden::carried(&run.hidden, v)
+    })?;
     let asked = tool.guard.on_untrusted == OnUntrusted::Ask;
     cx.notes.push(Note::ToolBlocked {
         agent: agent.clone(),

@@ -221,6 +221,11 @@ pub struct RunData {
     /// where each undo stands (`on_failure = "compensate"` only; see [`saga`](super::saga)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub saga: Vec<super::saga::SagaEntry>,
+    /// Tool results and reader answers kept from the model, in the order they were hidden:
+    /// the model names the first `$r1` (see [`hidden`](super::hidden)). Empty in a run no
+    /// tool of which hides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<super::hidden::HiddenValue>,
 }
 
 /// One MCP server's tool list as recorded.

@@ -651,6 +651,7 @@ pub(crate) fn begin(cx: &Cx<'_>, goal: &str) -> RunData {
         catalogs: Default::default(),
         memory: Default::default(),
         saga: Vec::new(),
+        hidden: Vec::new(),
     };
     for a in &spec.spec().agents {
         run.agents.insert(

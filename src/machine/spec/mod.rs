@@ -184,6 +184,7 @@ impl AgentSpec {
             delegation: Delegation::default(),
             on_truncated: super::OnTruncated::default(),
             context: None,
+            quarantine: None,
         }
     }
 }
@@ -284,6 +285,10 @@ pub struct AgentSpec {
     /// [`context`](super::context)); `None`: no window is known and requests are not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<super::context::ContextSpec>,
+    /// Set for a quarantined reader: an agent with no tools that reads data its callers must
+    /// not, and answers with a bounded value (see [`quarantine`](super::quarantine)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<super::quarantine::QuarantineSpec>,
 }
 
 fn default_correction_budget() -> u32 {

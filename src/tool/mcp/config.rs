@@ -171,6 +171,9 @@ pub struct McpToolPolicy {
     /// Rules on its arguments, by top-level argument name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub arguments: BTreeMap<String, crate::machine::ArgumentRule>,
+    /// Its results are kept from the model as hidden values.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hide: bool,
 }
 
 fn is_deny(policy: &crate::machine::OnUntrusted) -> bool {
@@ -190,6 +193,7 @@ impl McpToolPolicy {
             consequential: self.consequential,
             on_untrusted: self.on_untrusted,
             arguments: self.arguments.clone(),
+            hide: self.hide,
         }
     }
 }

@@ -4,6 +4,7 @@
 mod agentdojo;
 mod child_results;
 mod confined_tools;
+mod hidden_values;
 mod inbox_payments;
 mod labels_in_the_record;
 mod machine;
