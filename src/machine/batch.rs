@@ -454,7 +454,14 @@ pub(crate) fn on_tool_returned(
         super::saga::record(cx, &mut run, slot, running, outcome);
     }
     slot.status = SlotStatus::Finished {
-        result: super::guard::tool_result(cx.spec, &mut run, &slot.tool, &slot.call_id, outcome),
+        result: super::guard::tool_result(
+            cx.spec,
+            &mut run,
+            &slot.tool,
+            &slot.call_id,
+            &slot.args,
+            outcome,
+        ),
     };
     Ok(match settle(cx, run, batch) {
         (StateKind::CallingTools, s) => (EdgeId::CallingToolsReturnedWait, s),
@@ -670,6 +677,7 @@ pub(crate) fn on_reconciled(
                 &mut run,
                 &slot.tool,
                 &slot.call_id,
+                &slot.args,
                 &ToolOutcome::Ok {
                     value: value.clone(),
                 },

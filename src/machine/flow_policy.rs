@@ -87,6 +87,12 @@ pub enum Violation {
     UntrustedArgument(String),
     /// An argument constrained to public data carried private data.
     PrivateArgument(String),
+    /// An argument constrained to trusted data names an untrusted hidden value (the decision
+    /// itself was trusted).
+    UntrustedHiddenArgument(String),
+    /// An argument constrained to public data names a private hidden value (the decision
+    /// itself was public).
+    PrivateHiddenArgument(String),
 }
 
 impl Violation {
@@ -97,10 +103,16 @@ impl Violation {
                 "{tool} is consequential and this call was decided after reading untrusted data"
             ),
             Violation::UntrustedArgument(arg) => format!(
-                "argument `{arg}` of {tool} must not come from untrusted data, and it was written after reading untrusted data or refers to an untrusted hidden value"
+                "argument `{arg}` of {tool} must not come from untrusted data, and this call was decided after reading untrusted data"
             ),
             Violation::PrivateArgument(arg) => format!(
-                "argument `{arg}` of {tool} may carry only public data, and it was written after reading private data or refers to a private hidden value"
+                "argument `{arg}` of {tool} may carry only public data, and this call was decided after reading private data"
+            ),
+            Violation::UntrustedHiddenArgument(arg) => format!(
+                "argument `{arg}` of {tool} must not come from untrusted data, and it names an untrusted hidden value"
+            ),
+            Violation::PrivateHiddenArgument(arg) => format!(
+                "argument `{arg}` of {tool} may carry only public data, and it names a private hidden value"
             ),
         }
     }
@@ -123,8 +135,12 @@ impl Violation {
     pub fn code(&self) -> &'static str {
         match self {
             Violation::UntrustedDecision => "untrusted_decision",
-            Violation::UntrustedArgument(_) => "untrusted_argument",
-            Violation::PrivateArgument(_) => "private_argument",
+            Violation::UntrustedArgument(_) | Violation::UntrustedHiddenArgument(_) => {
+                "untrusted_argument"
+            }
+            Violation::PrivateArgument(_) | Violation::PrivateHiddenArgument(_) => {
+                "private_argument"
+            }
         }
     }
 }
@@ -162,12 +178,18 @@ impl ToolGuard {
             let Some(value) = args.get(name) else {
                 continue;
             };
-            let label = decision.join(carried(value));
-            if rule.trusted && label.is_untrusted() {
+            let hidden = carried(value);
+            if rule.trusted && decision.is_untrusted() {
                 return Some(Violation::UntrustedArgument(name.clone()));
             }
-            if rule.public && label.is_private() {
+            if rule.trusted && hidden.is_untrusted() {
+                return Some(Violation::UntrustedHiddenArgument(name.clone()));
+            }
+            if rule.public && decision.is_private() {
                 return Some(Violation::PrivateArgument(name.clone()));
+            }
+            if rule.public && hidden.is_private() {
+                return Some(Violation::PrivateHiddenArgument(name.clone()));
             }
         }
         None
@@ -294,13 +316,13 @@ mod tests {
         // ...the recipient may not.
         assert_eq!(
             g.check(Label::TRUSTED, &json!({"to": "$r1"}), hidden_untrusted),
-            Some(Violation::UntrustedArgument("to".into()))
+            Some(Violation::UntrustedHiddenArgument("to".into()))
         );
         assert_eq!(
             g.check(Label::TRUSTED, &json!({"to": "$r2"}), |v: &Value| {
                 if v == "$r2" { PRIVATE } else { Label::TRUSTED }
             }),
-            Some(Violation::PrivateArgument("to".into()))
+            Some(Violation::PrivateHiddenArgument("to".into()))
         );
     }
 

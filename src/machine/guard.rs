@@ -28,17 +28,23 @@ pub(crate) fn hides(spec: &super::RunSpec, run: &RunData, name: &str) -> bool {
     super::offer::tool(spec, run, name).is_some_and(|t| t.guard.hide)
 }
 
-/// A tool's own result for call `call_id` as the model will read it: labelled with the
-/// tool's results label, and kept in `run` as a hidden value when the tool hides.
+/// A tool's own result for call `call_id` made with `args` (as the model wrote them) as the
+/// model will read it: labelled with the tool's results label joined with the labels of the
+/// hidden values `args` refer to (a tool may echo what it was given: a channel's name, a
+/// message), and kept in `run` as a hidden value when the tool hides or when that join is
+/// untrusted because of them — so an untrusted value passed unread does not come back to the
+/// model through a trusted tool's answer.
 pub(crate) fn tool_result(
     spec: &super::RunSpec,
     run: &mut RunData,
     tool: &str,
     call_id: &str,
+    args: &serde_json::Value,
     outcome: &super::ToolOutcome,
 ) -> super::state::ToolResult {
-    let result = super::batch::result_of(outcome, results_label(spec, run, tool));
-    let hide = hides(spec, run, tool);
+    let carried = super::hidden::carried(&run.hidden, args);
+    let result = super::batch::result_of(outcome, results_label(spec, run, tool).join(carried));
+    let hide = hides(spec, run, tool) || carried.is_untrusted();
     super::hidden::file_result(run, hide, tool, call_id, result)
 }
 

@@ -14,8 +14,10 @@
 //! an argument by the join of the decision's label and the labels of the values it refers to
 //! ([`carried`]): a consequential call decided from trusted context runs with an untrusted
 //! value in an argument no rule constrains, and is refused when that argument is constrained
-//! to `trusted` (or `public`, for a private value). A string that names no hidden value is
-//! not a reference and is passed as written.
+//! to `trusted` (or `public`, for a private value). The tool's answer to such a call carries
+//! the labels of the values it was passed (it may echo them) and, when that makes it
+//! untrusted, is hidden in turn. A string that names no hidden value is not a reference and
+//! is passed as written.
 //!
 //! A quarantined reader (see [`quarantine`](super::quarantine)) may be given a hidden value
 //! to read; its bounded answer is hidden in turn, or shown when the policy trusts its kind.

@@ -828,6 +828,15 @@ function showStep(box, step, receipts) {
   if (step.event) parts.push(el('details', {}, el('summary', { text: 'event' }), json(step.event)));
   if (step.effects.length) parts.push(el('details', { open: !step.request }, el('summary', { text: 'effects (' + step.effects.length + ')' }), json(step.effects)));
   if (data && data.memory) parts.push(el('details', { id: 'step-memory' }, el('summary', { text: 'memory at this step' }), json(data.memory)));
+  // Values kept from the model ($r1, $r2, …): a person may read what the model may not.
+  if (data && data.hidden) {
+    parts.push(el('details', { id: 'step-hidden', open: true },
+      el('summary', { text: 'hidden from the model (' + data.hidden.length + ')' }),
+      ...data.hidden.map((h, i) => el('div', { class: 'hidden-value' },
+        el('b', { text: '$r' + (i + 1) }),
+        el('span', { class: 'muted', text: ' ' + ((h.label && h.label.integrity) || 'trusted') + ((h.label && h.label.confidentiality) ? ', ' + h.label.confidentiality : '') + ' · from ' + h.source + ' call ' + h.call_id }),
+        el('pre', { text: typeof h.value === 'string' ? h.value : JSON.stringify(h.value) })))));
+  }
   parts.push(el('details', {}, el('summary', { text: 'state' }), json(step.state)));
   parts.push(el('details', {}, el('summary', { text: 'receipts (' + receipts.length + ')' }),
     receipts.length ? json(receipts) : el('p', { class: 'muted', text: 'No receipt at this step (receipts seal model turns and tool results). Verify checks them all.' })));

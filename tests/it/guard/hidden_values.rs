@@ -1,7 +1,8 @@
 //! Hidden values and quarantined readers (issue 44 item 3), with the real binary and real
 //! programs: an untrusted bill declared `hide = true` never reaches the model, which pays by
 //! passing `$r1` unread — the payment runs where the same payment written after reading the
-//! bill is refused; an untrusted hidden value still may not fill an argument constrained to
+//! bill is refused, and what the tool answers is hidden in turn (it could echo the value); an
+//! untrusted hidden value still may not fill an argument constrained to
 //! trusted data; a quarantined reader reads the bill and answers a bounded value, trusted or
 //! hidden as its kind says, and an answer out of schema is refused; the run replays from its
 //! cassette to the same states, and editing a hidden value in the database fails `verify`.
@@ -112,7 +113,14 @@ fn a_payment_passing_the_hidden_bill_runs_and_the_model_never_reads_it() {
         "{note}"
     );
     assert!(note.get("label").is_none(), "the note is trusted: {note}");
-    assert_eq!(result_of(&messages, "p1")["content"], "paid");
+    // What `pay` answered to a call passing an untrusted hidden value is hidden in turn (a
+    // tool may echo its arguments).
+    assert!(
+        result_of(&messages, "p1")["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("[hidden as $r2: the result of pay (untrusted)")),
+        "{messages:?}"
+    );
     // The model's call keeps the reference, as it wrote it.
     let call = messages
         .iter()
@@ -169,11 +177,9 @@ fn an_untrusted_hidden_value_may_not_fill_a_trusted_argument() {
         .as_str()
         .expect("text")
         .to_owned();
-    assert!(
-        refusal.starts_with(
-            "blocked by policy: argument `to` of pay must not come from untrusted data"
-        ),
-        "{refusal}"
+    assert_eq!(
+        refusal,
+        "blocked by policy: argument `to` of pay must not come from untrusted data, and it names an untrusted hidden value; it was not run"
     );
     verifies(&db, &run);
 }
