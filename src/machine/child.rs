@@ -478,16 +478,7 @@ pub(crate) fn on_child_finished(
                 .agents
                 .get(&agent)
                 .map_or(super::Label::TRUSTED, |a| a.taint);
-            super::quarantine::result(
-                &mut run,
-                &q,
-                &slot.tool,
-                &slot.call_id,
-                &slot.args,
-                decision,
-                report.label,
-                text,
-            )
+            super::quarantine::result(&mut run, &q, slot, decision, report.label, text)
         }
         _ => report.result(),
     };

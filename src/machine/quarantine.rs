@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::label::{Integrity, Label};
-use super::state::{RunData, ToolResult};
+use super::state::{RunData, Slot, ToolResult};
 
 /// The longest string answer a reader may give (`maxLength` of a `string` answer schema).
 pub const MAX_IDENTIFIER_LENGTH: u64 = 256;
@@ -174,20 +174,18 @@ pub(crate) fn parse_answer(schema: &Value, answer: &str) -> Option<Value> {
         .find(|v| validator.is_valid(v))
 }
 
-/// What the caller reads of a reader's finished call `call_id` (`tool` is the name it
-/// called): the refusal of an answer out of schema, the answer when its label is trusted, or
-/// the note naming the hidden value it was kept as. `decision` is the caller's taint;
-/// `reported` the child's own label.
+/// What the caller reads of a reader's finished call `slot`: the refusal of an answer out of
+/// schema, the answer when its label is trusted, or the note naming the hidden value it was
+/// kept as. `decision` is the caller's taint; `reported` the child's own label.
 pub(crate) fn result(
     run: &mut RunData,
     spec: &QuarantineSpec,
-    tool: &str,
-    call_id: &str,
-    args: &Value,
+    slot: &Slot,
     decision: Label,
     reported: Label,
     answer: &str,
 ) -> ToolResult {
+    let (tool, call_id, args) = (slot.tool.as_str(), slot.call_id.as_str(), &slot.args);
     let schema = args.get("answer").cloned().unwrap_or(Value::Null);
     let Some(value) = parse_answer(&schema, answer) else {
         return ToolResult {
