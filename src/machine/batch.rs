@@ -259,6 +259,7 @@ pub(crate) fn on_reply(
             },
             origin: None,
             deadline: None,
+            hidden_seen: run.hidden.len(),
         };
         slot.status = match (
             refusal,
@@ -346,7 +347,7 @@ fn perform(cx: &mut Cx<'_>, run: &RunData, agent: &AgentId, slot: &mut Slot) -> 
         agent.clone(),
         slot.call_id.clone(),
         slot.tool.clone(),
-        super::hidden::reveal(&run.hidden, &slot.args),
+        super::hidden::reveal(slot.nameable(run), &slot.args),
     );
     let effect = cx.emit(|id| Effect::CallTool {
         id,
@@ -382,7 +383,7 @@ fn request_input_why(
     let request = InputRequest {
         kind,
         tool: slot.tool.clone(),
-        args: super::hidden::reveal(&run.hidden, &slot.args),
+        args: super::hidden::reveal(slot.nameable(run), &slot.args),
         reason,
     };
     let (agent, call_id) = (agent.clone(), slot.call_id.clone());
@@ -460,6 +461,7 @@ pub(crate) fn on_tool_returned(
             &slot.tool,
             &slot.call_id,
             &slot.args,
+            slot.hidden_seen,
             outcome,
         ),
     };
@@ -621,7 +623,7 @@ fn reconcile(cx: &mut Cx<'_>, run: &RunData, agent: &AgentId, slot: &mut Slot) -
         agent.clone(),
         slot.call_id.clone(),
         slot.tool.clone(),
-        super::hidden::reveal(&run.hidden, &slot.args),
+        super::hidden::reveal(slot.nameable(run), &slot.args),
     );
     let effect = cx.emit(|id| Effect::Reconcile {
         id,
@@ -678,6 +680,7 @@ pub(crate) fn on_reconciled(
                 &slot.tool,
                 &slot.call_id,
                 &slot.args,
+                slot.hidden_seen,
                 &ToolOutcome::Ok {
                     value: value.clone(),
                 },

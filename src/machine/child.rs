@@ -420,7 +420,7 @@ pub(crate) fn start(
         return None;
     };
     let task = if reader(cx, &delegate).is_some() {
-        super::quarantine::task_for(run, &slot.args)
+        super::quarantine::task_for(run, slot)
     } else {
         task_of(&slot.args).ok()?
     };

@@ -28,7 +28,8 @@ pub(crate) fn hides(spec: &super::RunSpec, run: &RunData, name: &str) -> bool {
     super::offer::tool(spec, run, name).is_some_and(|t| t.guard.hide)
 }
 
-/// A tool's own result for call `call_id` made with `args` (as the model wrote them) as the
+/// A tool's own result for call `call_id` made with `args` (as the model wrote them, naming
+/// the first `nameable` hidden values) as the
 /// model will read it: labelled with the tool's results label joined with the labels of the
 /// hidden values `args` refer to (a tool may echo what it was given: a channel's name, a
 /// message), and kept in `run` as a hidden value when the tool hides or when that join is
@@ -40,9 +41,10 @@ pub(crate) fn tool_result(
     tool: &str,
     call_id: &str,
     args: &serde_json::Value,
+    nameable: usize,
     outcome: &super::ToolOutcome,
 ) -> super::state::ToolResult {
-    let carried = super::hidden::carried(&run.hidden, args);
+    let carried = super::hidden::carried(&run.hidden[..nameable.min(run.hidden.len())], args);
     let result = super::batch::result_of(outcome, results_label(spec, run, tool).join(carried));
     let hide = hides(spec, run, tool) || carried.is_untrusted();
     super::hidden::file_result(run, hide, tool, call_id, result)

@@ -122,12 +122,16 @@ pub(crate) fn call_problem(args: &Value) -> Option<String> {
     kind_of(answer).err()
 }
 
-/// The reader's goal for a call with `args`: the task, the answer schema, and the input with
+/// The reader's goal for the call `slot`: the task, the answer schema, and the input with
 /// the hidden values it names filled in. Call it only for arguments [`call_problem`] passed.
-pub(crate) fn task_for(run: &RunData, args: &Value) -> String {
+pub(crate) fn task_for(run: &RunData, slot: &Slot) -> String {
+    let args = &slot.args;
     let task = args.get("task").and_then(Value::as_str).unwrap_or_default();
     let schema = args.get("answer").cloned().unwrap_or(Value::Null);
-    let input = super::hidden::reveal(&run.hidden, args.get("input").unwrap_or(&Value::Null));
+    let input = super::hidden::reveal(
+        slot.nameable(run),
+        args.get("input").unwrap_or(&Value::Null),
+    );
     let data = match input {
         Value::String(s) => s,
         other => other.to_string(),
@@ -198,7 +202,7 @@ pub(crate) fn result(
     };
     let mut label = decision
         .join(reported)
-        .join(super::hidden::carried(&run.hidden, args));
+        .join(super::hidden::carried(slot.nameable(run), args));
     if kind_of(&schema).is_ok_and(|k| spec.trusted.contains(&k)) {
         label.integrity = Integrity::Trusted;
     }

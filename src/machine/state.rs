@@ -324,6 +324,23 @@ pub struct Slot {
     /// [`deadline`](super::deadline)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<super::timer::Timer>,
+    /// How many hidden values the run held when the call was judged: only those may be
+    /// filled into its arguments, so a value hidden later (a result of the same reply that
+    /// came back while this call waited for a person) is never filled in unjudged (see
+    /// [`hidden`](super::hidden)).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_seen: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Slot {
+    /// The hidden values this call's arguments may name: those held when it was judged.
+    pub fn nameable<'r>(&self, run: &'r RunData) -> &'r [super::hidden::HiddenValue] {
+        &run.hidden[..self.hidden_seen.min(run.hidden.len())]
+    }
 }
 
 /// Where a tool call stands.

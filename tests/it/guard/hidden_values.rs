@@ -456,3 +456,35 @@ fn editing_a_hidden_value_in_the_database_makes_verify_fail() {
     let o = runtape(&db, &["verify", &run]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+#[test]
+fn a_value_hidden_after_a_call_was_judged_is_never_filled_into_it() {
+    // One reply reads the bill and pays "$r1", a name no value has yet; the payment waits for
+    // a person while the bill comes back as $r1. Approved, it runs with the words as written.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("g.db");
+    let script = r#"{ tool_calls = [{ id = "b1", name = "read_bill", arguments = {} }, { id = "p1", name = "pay", arguments = { to = "$r1", amount = 40 } }] },
+  { text = "done" }"#;
+    let spec = write(
+        dir.path(),
+        "spec.toml",
+        &format!(
+            "goal = \"Pay the bill.\"\n{}{}{}",
+            scripted_as("script", script),
+            tools(dir.path(), "hide = true").replace(
+                "consequential = true",
+                "consequential = true\nrequires_approval = true"
+            ),
+            agent("assistant", "script", &["read_bill", "pay"], ""),
+        ),
+    );
+    let o = runtape(&db, &["run", utf8(&spec)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = run_id(&o);
+    let o = runtape(&db, &["resume", &run, "--approve"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let paid = payments(dir.path());
+    assert_eq!(paid.len(), 1, "{paid:?}");
+    assert_eq!(paid[0]["to"], "$r1", "the bill was not filled in: {paid:?}");
+    verifies(&db, &run);
+}
