@@ -212,6 +212,23 @@ pub enum Trace {
         /// When it wakes, Unix milliseconds.
         due_ms: u64,
     },
+    /// A timer fired: the sleep of a `sleep_for`/`sleep_until` call woke, or the deadline of
+    /// a call waiting for a person passed (`TimerFired` committed).
+    #[serde(rename = "timer.fired")]
+    TimerFired {
+        /// The agent.
+        agent: AgentId,
+        /// The call that slept or waited.
+        call_id: String,
+        /// `sleep` or `deadline`.
+        timer: String,
+        /// The seq of the transition that started the timer (its `StartTimer` effect's).
+        started_seq: u64,
+        /// Its due instant, Unix milliseconds.
+        due_ms: u64,
+        /// A person fired it before its instant (`runtape wake`).
+        early: bool,
+    },
     /// The plan moved to another agent.
     #[serde(rename = "handoff")]
     Handoff {

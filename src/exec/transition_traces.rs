@@ -92,6 +92,11 @@ pub(crate) fn transition_traces(
                 });
             }
         }
+        EventBody::TimerFired { effect, due, early } => {
+            if let Some(fired) = timer_fired(before, effect, *due, *early) {
+                push(fired);
+            }
+        }
         _ => {}
     }
     push(Trace::Transition {
@@ -107,6 +112,38 @@ pub(crate) fn transition_traces(
         });
     }
     out
+}
+
+/// What `TimerFired` for `effect` fired, from the state before it: the call that slept on
+/// it, or whose deadline it is. `None` when no call of `before` waits on it.
+fn timer_fired(
+    before: &RunState,
+    effect: &crate::machine::EffectId,
+    due: crate::machine::Hlc,
+    early: bool,
+) -> Option<Trace> {
+    let (RunState::CallingTools { batch, .. } | RunState::AwaitingInput { batch, .. }) = before
+    else {
+        return None;
+    };
+    let agent = before.data().map(|d| d.active.clone()).unwrap_or_default();
+    batch.slots.iter().find_map(|slot| {
+        let timer = match (&slot.status, slot.deadline) {
+            (crate::machine::SlotStatus::Sleeping { effect: e, .. }, _) if e.matches(effect) => {
+                "sleep"
+            }
+            (_, Some(d)) if d.effect.matches(effect) => "deadline",
+            _ => return None,
+        };
+        Some(Trace::TimerFired {
+            agent: agent.clone(),
+            call_id: slot.call_id.clone(),
+            timer: timer.into(),
+            started_seq: effect.seq,
+            due_ms: due.ms(),
+            early,
+        })
+    })
 }
 
 /// The trace event of one machine note.

@@ -62,6 +62,15 @@
 //!   requests carry this span's W3C trace context in `params._meta.traceparent`, so an
 //!   instrumented server's spans join the run's trace under it.
 //!
+//! - **A timer wait**: `wait sleep` (a `sleep_for`/`sleep_until` call) or `wait deadline`
+//!   (the deadline of a call waiting for a person), a child of the take-up that fired it,
+//!   from the transition that started the timer (read from the store: it may have been
+//!   another process's) to the `TimerFired` transition: `runtape.timer.kind`,
+//!   `runtape.timer.due` (RFC 3339), `runtape.timer.due_ms`, `runtape.timer.fired_by`
+//!   (`clock`: the process driving the run waited for it; `take_up`: the run was taken up at
+//!   or after its instant, by a worker, `serve` or `resume`; `wake`: `runtape wake` before
+//!   it), `runtape.timer.early`, `runtape.timer.started_seq`, `gen_ai.tool.call.id`.
+//!
 //! Handoffs, requests for a person, exhausted budgets and retries are events on the run span.
 //!
 //! **Links.** A run's trace id is derived from its id, so every process that exports a run

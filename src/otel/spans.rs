@@ -528,6 +528,54 @@ impl Tracker {
                     KeyValue::new("runtape.timer.due", crate::text::rfc3339(*due_ms)),
                 ],
             ),
+            Trace::TimerFired {
+                agent,
+                call_id,
+                timer,
+                started_seq,
+                due_ms,
+                early,
+            } => {
+                let (r, started_seq) = (run.clone(), *started_seq);
+                // The wait began with the transition that started the timer, maybe in another
+                // process (a run that rested, or was killed asleep): its time is in the store.
+                let started = self
+                    .read(move |store| {
+                        let t = store.transitions(&r, started_seq, started_seq).ok()?;
+                        t.first().map(|t| time(t.at))
+                    })
+                    .await;
+                let take_up_start = self
+                    .runs
+                    .get(&run)
+                    .and_then(|s| s.take_up.as_ref().map(|o| o.start));
+                let due = time(Hlc::from_ms(*due_ms));
+                let fired_by = if *early {
+                    "wake"
+                } else if take_up_start.is_some_and(|t| t >= due) {
+                    "take_up"
+                } else {
+                    "clock"
+                };
+                let id = span_id(&[run.as_str(), "timer", &started_seq.to_string(), call_id]);
+                let start = started.or(take_up_start).unwrap_or(at);
+                let parent = self.parent_of(&run);
+                let name = format!("wait {timer}");
+                let mut open = Open::new(id, parent, SpanKind::Internal, name, start);
+                open.attributes.extend([
+                    KeyValue::new("runtape.run.id", run.to_string()),
+                    KeyValue::new("gen_ai.agent.name", agent.to_string()),
+                    KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
+                    KeyValue::new("runtape.timer.kind", timer.clone()),
+                    KeyValue::new("runtape.timer.due", crate::text::rfc3339(*due_ms)),
+                    KeyValue::new("runtape.timer.due_ms", *due_ms as i64),
+                    KeyValue::new("runtape.timer.fired_by", fired_by),
+                    KeyValue::new("runtape.timer.early", *early),
+                    KeyValue::new("runtape.timer.started_seq", started_seq as i64),
+                    KeyValue::new("runtape.seq", e.seq.unwrap_or(0) as i64),
+                ]);
+                self.end(&run, open, at, Status::Unset);
+            }
             Trace::Handoff { from, to } => {
                 self.event(
                     &run,

@@ -123,6 +123,9 @@ pub struct Span {
     pub attrs: BTreeMap<String, Value>,
     pub links: Vec<Value>,
     pub status: Value,
+    /// Its start and end, Unix milliseconds.
+    pub start_ms: u64,
+    pub end_ms: u64,
 }
 
 impl Span {
@@ -176,12 +179,22 @@ pub fn spans(got: &Received) -> Vec<Span> {
                         attrs: attrs_of(s),
                         links: s["links"].as_array().cloned().unwrap_or_default(),
                         status: s["status"].clone(),
+                        start_ms: nanos(&s["startTimeUnixNano"]) / 1_000_000,
+                        end_ms: nanos(&s["endTimeUnixNano"]) / 1_000_000,
                     });
                 }
             }
         }
     }
     out
+}
+
+/// Nanoseconds as OTLP JSON writes them (a string, or a number from protobuf).
+fn nanos(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => s.parse().unwrap_or_default(),
+        other => other.as_u64().unwrap_or_default(),
+    }
 }
 
 /// The span called `name` among `spans`.

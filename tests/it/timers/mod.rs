@@ -10,6 +10,7 @@ mod sleep_crash;
 mod sleep_machine;
 mod sleep_tool;
 mod sleep_virtual_time;
+mod wait_spans;
 mod wake_now;
 mod wake_takes_no_stale_timer;
 mod worker_chaos;
