@@ -358,8 +358,8 @@ pub(crate) enum Command {
     },
     /// Start runs on a timetable: add, list, pause, resume, remove or trigger a schedule.
     ///
-    /// `runtape worker --db FILE` and `runtape serve` fire schedules; each instant fires
-    /// once however many of them run.
+    /// `runtape worker` (on a SQLite file or PostgreSQL) and `runtape serve` fire schedules;
+    /// each instant fires once however many of them run.
     Schedule {
         /// What to do.
         #[command(subcommand)]
@@ -527,7 +527,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "HOST:PORT")]
         metrics_addr: Option<String>,
         /// Run on a deterministic clock that does not wait: every timer counts as due at once
-        /// and fires stamped at its due instant (tests and demos).
+        /// and fires stamped at its due instant, and schedules fire their instants one after
+        /// another (tests and demos).
         #[arg(long)]
         stepped_clock: bool,
     },

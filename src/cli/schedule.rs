@@ -17,7 +17,7 @@ use crate::schedule::cron::parse_instant;
 pub(crate) enum ScheduleAction {
     /// Add a schedule: start a run of SPEC at every instant of a cron expression.
     ///
-    /// `runtape worker --db FILE` or `runtape serve` fires it. Each run is named
+    /// `runtape worker` (SQLite or PostgreSQL) or `runtape serve` fires it. Each run is named
     /// NAME-YYYYMMDDTHHMMSSZ after its instant and records the schedule and the instant in its
     /// sealed setup.
     Add {

@@ -88,6 +88,11 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         );
         tokio::spawn(endpoint::run(listener, metrics.clone(), health.clone()));
     }
+    // The worker fires the schedules of its spec directory, queueing their runs.
+    let schedules = Arc::new(crate::ops::schedule_fire::QueuedSchedules {
+        spec_dir: spec_dir.display().to_string(),
+        engine: engine.clone(),
+    });
     let opts = WorkerOptions {
         spec_dir: spec_dir.clone(),
         concurrency: args.concurrency,
@@ -97,6 +102,7 @@ pub(crate) async fn worker(args: Args) -> Result<u8, CliError> {
         skip_for: Duration::from_secs(60),
         metrics,
         health: health.clone(),
+        schedules: Some(schedules),
     };
     let mut stops = stop_signals()?;
     // A database that is not up yet (the worker started first, or it is restarting) is

@@ -142,7 +142,8 @@ pub async fn run(
                 });
             }
         }
-        wait = fire_schedules(&store, &opts.engine, &log, &mut live, &mut tasks, wait).await;
+        let dir = opts.spec_dir.as_deref();
+        wait = fire_schedules(&store, &opts.engine, dir, &log, &mut live, &mut tasks, wait).await;
         tokio::select! {
             signal = stops.recv() => {
                 log(json!({"event": "worker.draining", "signal": signal.unwrap_or("closed"),
@@ -182,19 +183,28 @@ pub async fn run(
     Ok(WorkerExit::Drained)
 }
 
-/// One turn of the database's schedules ([`schedule_fire::turn`]): the runs it starts are
+/// One turn of the schedules in `spec_dir` ([`schedule_fire::turn`]): the runs it starts are
 /// driven here like woken ones. Returns `wait`, shortened to the next instant a schedule fires
 /// at.
 async fn fire_schedules(
     store: &Arc<dyn Store>,
     engine: &EngineConfig,
+    spec_dir: Option<&str>,
     log: &impl Fn(LogLine),
     live: &mut HashMap<RunId, Engine>,
     tasks: &mut Tasks,
     wait: Duration,
 ) -> Duration {
     let make = || Ok(Engine::with_store(store.clone(), engine.clone()));
-    match schedule_fire::turn(store.clone(), engine.clock.wall_ms(), &make).await {
+    let Some(at) = schedule_fire::at(engine.clock.as_ref(), live.is_empty()) else {
+        return wait;
+    };
+    let look = schedule_fire::Look {
+        at,
+        spec_dir,
+        queue: None,
+    };
+    match schedule_fire::turn(store.clone(), look, &make).await {
         Ok(turn) => {
             for line in turn.lines {
                 log(line);

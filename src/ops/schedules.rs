@@ -98,7 +98,7 @@ impl From<&FireRecord> for FireView {
 pub fn book(store: &dyn Store) -> Result<Box<dyn ScheduleBook>, OpsError> {
     store.schedules().ok_or_else(|| {
         OpsError::BadSetting(
-            "this database keeps no schedules (schedules need a SQLite file: --db FILE)".into(),
+            "this database keeps no schedules (schedules need a SQLite file or a PostgreSQL database: --db)".into(),
         )
     })
 }

@@ -148,6 +148,9 @@ pub enum Previous {
     None,
     /// Its run has not ended (running, paused, waiting for a person or a budget).
     Live,
+    /// Its instant is marked started but its run's row is not written yet: another process
+    /// is creating it (or died doing so, and the instant is started again later).
+    Starting,
     /// Its run completed, failed or was cancelled.
     Ended,
 }
@@ -173,6 +176,9 @@ pub fn on_overlap(overlap: Overlap, previous: Previous) -> Action {
         (Previous::Live, Overlap::Skip) => Action::Skip,
         (Previous::Live, Overlap::Queue) => Action::Wait,
         (Previous::Live, Overlap::CancelPrevious) => Action::CancelPreviousThenStart,
+        // Live, but not there to cancel yet: asked again once its row is written.
+        (Previous::Starting, Overlap::Skip) => Action::Skip,
+        (Previous::Starting, Overlap::Queue | Overlap::CancelPrevious) => Action::Wait,
     }
 }
 
@@ -351,6 +357,14 @@ mod tests {
         assert_eq!(
             on_overlap(Overlap::CancelPrevious, Previous::Live),
             Action::CancelPreviousThenStart
+        );
+        // A previous run still being created is live, but cannot be cancelled before it
+        // exists: the instant waits for it rather than start beside it.
+        assert_eq!(on_overlap(Overlap::Skip, Previous::Starting), Action::Skip);
+        assert_eq!(on_overlap(Overlap::Queue, Previous::Starting), Action::Wait);
+        assert_eq!(
+            on_overlap(Overlap::CancelPrevious, Previous::Starting),
+            Action::Wait
         );
     }
 

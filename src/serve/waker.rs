@@ -87,7 +87,8 @@ async fn take_up(app: &App, run: &RunId) -> Result<(), ops::OpsError> {
 /// are driven here. Returns `wait` cut to the next instant a schedule fires at.
 async fn fire_schedules(app: &App, wait: std::time::Duration) -> std::time::Duration {
     let make = || app.engine();
-    match ops::schedule_fire::turn(app.store.clone(), crate::clock::wall_ms(), &make).await {
+    let look = ops::schedule_fire::Look::wall(crate::clock::wall_ms());
+    match ops::schedule_fire::turn(app.store.clone(), look, &make).await {
         Ok(turn) => {
             for line in turn.lines {
                 if line["event"] != "schedule.fired" {

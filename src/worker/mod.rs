@@ -31,6 +31,13 @@
 //! ([`PostgresStore::claim_due`]: `FOR UPDATE SKIP LOCKED`, the lease's epoch bumped), so no
 //! two workers fire one timer; the machine accepts one firing besides.
 //!
+//! # Schedules
+//!
+//! Each worker also fires the schedules whose spec file is in its directory
+//! ([`schedules`]): a due instant is claimed once across every worker (the schedule's row
+//! locked, the instant inserted under its key) and its run queued, to be claimed like any
+//! other.
+//!
 //! # Stopping
 //!
 //! The first SIGTERM (or SIGINT, SIGHUP) drains: no new run is claimed, each run's calls in
@@ -81,6 +88,7 @@ pub mod endpoint;
 mod handoff;
 pub mod health;
 pub mod metrics;
+pub mod schedules;
 pub mod wake;
 
 pub use handoff::{Requeued, enqueue, enqueue_in_session, requeue};
@@ -104,6 +112,8 @@ pub struct WorkerOptions {
     pub metrics: Arc<Metrics>,
     /// What `/healthz` judges: the loop's turns and heartbeats.
     pub health: Arc<Health>,
+    /// Fires the schedules of its spec directory (see [`schedules`]); none: it fires none.
+    pub schedules: Option<Arc<dyn schedules::ScheduleTurns>>,
 }
 
 /// How long a read or write of a run this worker drives waits for an unreachable database
@@ -182,6 +192,7 @@ pub async fn run(
     let mut store_trouble = false;
     let mut due_scan = wake::DueScan::default();
     let mut next_scan = clock.now();
+    let mut next_schedules = clock.now();
     loop {
         health.loop_turned();
         if clock.now() >= next_beat {
@@ -286,6 +297,11 @@ pub async fn run(
             )
             .await;
             next_scan = clock.now() + wait;
+        }
+        if clock.now() >= next_schedules && !store_trouble {
+            let idle = live.is_empty();
+            let wait = schedules::fire(&dyn_store, &info, &opts, idle, &log).await;
+            next_schedules = clock.now() + wait;
         }
         tokio::select! {
             signal = stops.recv() => {

@@ -49,6 +49,7 @@ mod queue;
 mod read;
 mod reconnect;
 mod retention;
+mod schedules;
 mod schema;
 mod sessions;
 mod tls;
@@ -436,5 +437,11 @@ impl Store for PostgresStore {
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
         self.read(move |c| async move { read::size_bytes(&c).await })
+    }
+
+    fn schedules(&self) -> Option<Box<dyn super::schedules::ScheduleBook>> {
+        Some(Box::new(schedules::PgSchedules {
+            backend: self.backend.clone(),
+        }))
     }
 }

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 6;
+pub const PG_SCHEMA_VERSION: i64 = 7;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -28,7 +28,45 @@ pub const PG_SCHEMA_VERSION: i64 = 6;
 ///   its spec, setup, goal, parent and outcome ([`HOT_RUNS`]).
 /// - 5 → 6: `pruned_runs`, the chained tombstones of runs `runtape prune` removed, as SQLite's
 ///   schema 11 ([`TOMBSTONES`]).
-const MIGRATIONS: &[&str] = &[V1, V2_MEMORY, V3, REMOVAL_SEALS, HOT_RUNS, TOMBSTONES];
+/// - 6 → 7: `schedules` and `schedule_fires`, cron schedules and the instants they fired, as
+///   SQLite's schema 12 ([`SCHEDULES`]).
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2_MEMORY,
+    V3,
+    REMOVAL_SEALS,
+    HOT_RUNS,
+    TOMBSTONES,
+    SCHEDULES,
+];
+
+/// Schedules ([`crate::schedule`]), as SQLite's: each with its cursor, the last instant it
+/// considered; one row per instant fired, keyed by (schedule, instant), so an instant is
+/// claimed once however many workers race for it ([`crate::store::schedules`]).
+const SCHEDULES: &str = r#"
+CREATE TABLE runtape.schedules (
+    name text PRIMARY KEY,
+    spec_path text NOT NULL,
+    cron text NOT NULL,
+    tz text NOT NULL,
+    goal text,
+    overlap text NOT NULL,
+    catch_up text NOT NULL,
+    paused boolean NOT NULL,
+    cursor_ms bigint NOT NULL,
+    created_ms bigint NOT NULL
+);
+-- state: pending (its run not started yet), started, skipped (overlap)
+CREATE TABLE runtape.schedule_fires (
+    schedule text NOT NULL,
+    instant_ms bigint NOT NULL,
+    run text NOT NULL,
+    state text NOT NULL,
+    manual boolean NOT NULL,
+    fired_ms bigint NOT NULL,
+    PRIMARY KEY (schedule, instant_ms)
+);
+"#;
 
 /// The tombstones of pruned runs ([`crate::store::retention`]), as SQLite's `pruned_runs`.
 const TOMBSTONES: &str = r#"

@@ -1,13 +1,16 @@
 //! The claim of a schedule's instants is a compare-and-swap on its cursor plus a unique key on
 //! (schedule, instant): of many connections claiming the same instants from the same cursor at
 //! once, exactly one succeeds, and an instant claimed (by `trigger` or a worker) cannot be
-//! claimed again.
+//! claimed again. On a SQLite file (`BEGIN IMMEDIATE`) and on PostgreSQL (the schedule's row
+//! locked `FOR UPDATE`, the key taken `ON CONFLICT DO NOTHING`).
 
 use std::sync::{Arc, Barrier};
 
 use runtape::machine::RunId;
 use runtape::store::schedules::{CursorMove, FireRecord, FireState, ScheduleRecord};
-use runtape::store::{Durability, SqliteStore, Store};
+use runtape::store::{Durability, PostgresStore, SqliteStore, Store};
+
+use crate::support::pg::PgServer;
 
 fn schedule() -> ScheduleRecord {
     ScheduleRecord {
@@ -35,12 +38,32 @@ fn fire(instant_ms: u64) -> FireRecord {
     }
 }
 
+/// A store of its own on the database under test: a process of its own, as far as the
+/// database knows.
+type Open = Arc<dyn Fn() -> Box<dyn Store> + Send + Sync>;
+
 #[test]
 fn of_eight_racing_claims_of_the_same_instants_one_wins() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("s.db");
-    let store = SqliteStore::open(&db, Durability::Full).expect("opens");
-    let book = store.schedules().expect("SQLite keeps schedules");
+    eight_race(Arc::new(move || {
+        Box::new(SqliteStore::open(&db, Durability::Full).expect("opens"))
+    }));
+}
+
+#[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
+fn of_eight_racing_claims_in_postgresql_one_wins() {
+    let server = PgServer::start();
+    let url = server.fresh_db();
+    eight_race(Arc::new(move || {
+        Box::new(PostgresStore::open(&url).expect("opens"))
+    }));
+}
+
+fn eight_race(open: Open) {
+    let store = open();
+    let book = store.schedules().expect("the database keeps schedules");
     assert!(book.add(&schedule()).expect("adds"));
     assert!(
         !book.add(&schedule()).expect("reads"),
@@ -51,10 +74,9 @@ fn of_eight_racing_claims_of_the_same_instants_one_wins() {
     let won: Vec<bool> = (0..8)
         .map(|_| {
             let barrier = barrier.clone();
-            let db = db.clone();
+            let open = open.clone();
             std::thread::spawn(move || {
-                // A store of its own per thread: a process of its own, as far as SQLite knows.
-                let store = SqliteStore::open(&db, Durability::Full).expect("opens");
+                let store = open();
                 let book = store.schedules().expect("schedules");
                 barrier.wait();
                 book.claim(

@@ -1,12 +1,16 @@
 //! Schedules (`runtape schedule`): managed from the command line with every bad input refused
 //! before anything is written, claimed once per instant however many processes race
-//! (`claim_once`, `workers_race`), fired by `runtape worker` and `runtape serve`, each run
+//! (`claim_once`, `workers_race`, and on PostgreSQL `pg_workers_race`), fired by `runtape
+//! worker` and `runtape serve` (and on the stepped clock without waiting, `stepped_clock`), each run
 //! linked to its schedule and instant in its sealed setup (`verify_holds_the_link`).
 
 mod cancel_previous;
 mod claim_once;
 mod manage;
+mod pg_manage;
+mod pg_workers_race;
 mod serve_fires;
+mod stepped_clock;
 mod verify_holds_the_link;
 mod workers_race;
 
@@ -81,4 +85,29 @@ pub(super) fn fires(db: &Path) -> Vec<(String, i64, String, String)> {
 /// The runs `ls --json` lists, each as its JSON object.
 pub(super) fn runs(db: &Path) -> Vec<serde_json::Value> {
     json_lines(&crate::support::cli::runtape(db, &["ls", "--json"]))
+}
+
+/// Every fired instant in the database: (schedule, instant ms, run, state), in key order.
+pub(super) fn pg_fires(
+    server: &crate::support::pg::PgServer,
+    url: &str,
+) -> Vec<(String, i64, String, String)> {
+    let rows = server.sql(
+        crate::support::pg::PgServer::db_of(url),
+        "SELECT schedule, instant_ms, run, state FROM runtape.schedule_fires \
+         ORDER BY schedule, instant_ms",
+    );
+    rows.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            assert_eq!(f.len(), 4, "{l}");
+            (
+                f[0].to_owned(),
+                f[1].parse().expect("instant"),
+                f[2].to_owned(),
+                f[3].to_owned(),
+            )
+        })
+        .collect()
 }

@@ -37,8 +37,11 @@ fn gated() -> String {
     .concat()
 }
 
-/// Version 4's tables, from the current version's (5's, and 6's `pruned_runs` dropped).
+/// Version 4's tables, from the current version's (5's, with 6's `pruned_runs` and 7's
+/// `schedules` and `schedule_fires` dropped).
 const BACK_TO_4: &str = "
+DROP TABLE runtape.schedule_fires;
+DROP TABLE runtape.schedules;
 DROP TABLE runtape.pruned_runs;
 CREATE TABLE runtape.heads (run bigint PRIMARY KEY, body bytea NOT NULL, seal bytea NOT NULL);
 INSERT INTO runtape.heads (run, body, seal) SELECT key, head, seal FROM runtape.runs;

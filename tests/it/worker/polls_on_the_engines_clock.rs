@@ -46,6 +46,7 @@ fn the_worker_polls_on_its_engines_clock() {
         skip_for: Duration::from_secs(60),
         metrics: Arc::new(Metrics::default()),
         health: Arc::new(Health::new()),
+        schedules: None,
     };
     let info = WorkerInfo {
         id: owner_id(7),
