@@ -30,12 +30,15 @@ use crate::ledger::{
     self, ActFrom, Continuable, HeadKeeper, check_continuable, outstanding_effects,
 };
 use crate::machine::{Effect, EffectRef, Event, EventBody, Hlc, RunId, RunSpec, RunState, step};
-use crate::store::{OutboxStatus, RunRecord, RunStatus, Store, StoreError, Write};
+use crate::store::{Control, OutboxStatus, RunRecord, RunStatus, Store, StoreError, Write};
 
 /// A run taken up: its driver (holding the lease), the effects its state waits on, the outbox
 /// rows not done, its goal.
 pub(super) struct TakenUp {
     pub(super) driver: Driver,
+    /// A cancel another process asked for that no driver acted on yet (the run's `control`
+    /// when it was taken up), with its reason.
+    pending_cancel: Option<Option<String>>,
     outstanding: Vec<Effect>,
     open: HashMap<EffectRef, OutboxStatus>,
     /// For a run created but never started: its first event (`Start`, or a session run's
@@ -67,6 +70,33 @@ pub(super) async fn resume_checked(
         return Ok(handle);
     }
     let mut taken = take_up_checked(shared, run, checked).await?;
+    let mut events = events;
+    if let Some(reason) = taken.pending_cancel.take() {
+        // Acted on here, so the lease keeper does not tell the driver a second time.
+        let clear = Write::SetControl {
+            run: run.clone(),
+            control: None,
+        };
+        if let Err(e) = shared.writes.write(clear).await {
+            give_back(
+                shared,
+                run,
+                taken.driver.epoch(),
+                rest_status(&taken.driver.state),
+            )
+            .await;
+            return Err(e.into());
+        }
+        if !events
+            .iter()
+            .any(|e| matches!(e, EventBody::CancelRequested { .. }))
+        {
+            let reason = reason.unwrap_or_else(|| "cancelled from another process".into());
+            events.push(EventBody::CancelRequested {
+                reason: Some(reason),
+            });
+        }
+    }
     taken.driver.register_added_tools().await;
     if let Err(e) = prepare(shared, &mut taken, events) {
         let rest = rest_status(&taken.driver.state);
@@ -319,8 +349,16 @@ async fn take_up_checked(
         })
         .await
     };
+    let pending_cancel = match before.control {
+        Some(Control::Cancel(reason)) => Some(reason),
+        _ => None,
+    };
     match loaded {
-        Ok(loaded) => Ok(loaded.into_taken_up(shared, run, epoch)),
+        Ok(loaded) => {
+            let mut taken = loaded.into_taken_up(shared, run, epoch);
+            taken.pending_cancel = pending_cancel;
+            Ok(taken)
+        }
         Err(e) => {
             give_back(shared, run, epoch, before.status).await;
             Err(e)
@@ -422,6 +460,7 @@ impl Loaded {
         driver.lazy_convs = true;
         driver.inherit(self.outstanding.iter().cloned());
         TakenUp {
+            pending_cancel: None,
             driver,
             outstanding: self.outstanding,
             open: self.open,

@@ -170,7 +170,12 @@ impl Inner {
                 rec.lease_epoch += 1;
                 rec.lease_owner = Some(owner);
                 rec.lease_expires_ms = expires_ms;
-                rec.control = None;
+                // A pause is for the driver that held the run; a cancel stands until a driver
+                // acts on it (see `Write::AcquireLease`).
+                rec.control = rec
+                    .control
+                    .take()
+                    .filter(|c| matches!(c, super::Control::Cancel(_)));
                 rec.status = RunStatus::Running;
                 Ok(Written::Lease(rec.lease_epoch))
             }

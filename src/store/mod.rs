@@ -593,7 +593,10 @@ pub enum Write {
     /// Take the lease: compare-and-swap on the epoch. Fails with [`StoreError::LeaseHeld`]
     /// while another live owner holds it, and with [`StoreError::Finished`] for a run that
     /// has ended; either way nothing is written. Call it *before* reading anything the driver
-    /// acts on: only what is read under the lease is current.
+    /// acts on: only what is read under the lease is current. A pending pause request is
+    /// dropped (it was for the driver that held the run); a pending cancel stays, for the
+    /// taker to act on: a cancel whose driver handed the run back before reading it is not
+    /// lost to the next take-up.
     AcquireLease {
         /// The run.
         run: RunId,

@@ -98,7 +98,8 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH pick AS ({} FOR UPDATE OF r SKIP LOCKED) \
          UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-         lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+         lease_expires_ms = runtape.now_ms() + $2, \
+         control = CASE WHEN runtape.runs.control LIKE 'cancel%' THEN runtape.runs.control END \
          FROM pick WHERE runtape.runs.key = pick.key \
          RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL",
         runnable("r.key, r.lease_owner AS held_by", 3)
@@ -117,7 +118,8 @@ const CLAIM_DUE: &str = "WITH pick AS (SELECT r.key, r.lease_owner AS held_by \
      AND (s.setup::jsonb ->> 'spec_dir') = $4 \
      FOR UPDATE OF r SKIP LOCKED) \
      UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-     lease_expires_ms = runtape.now_ms() + $2, control = NULL \
+     lease_expires_ms = runtape.now_ms() + $2, \
+         control = CASE WHEN runtape.runs.control LIKE 'cancel%' THEN runtape.runs.control END \
      FROM pick WHERE runtape.runs.key = pick.key \
      RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL";
 

@@ -429,7 +429,8 @@ async fn apply(
             let next = r.epoch as i64 + 1;
             conn.execute(
                 "UPDATE runtape.runs SET lease_epoch = $2, lease_owner = $3, \
-                 lease_expires_ms = runtape.now_ms() + $4, control = NULL, status = 'running' \
+                 lease_expires_ms = runtape.now_ms() + $4, \
+                 control = CASE WHEN control LIKE 'cancel%' THEN control END, status = 'running' \
                  WHERE key = $1",
                 &[&key, &next, owner, &ttl(*expires_ms, *now_ms)],
             )

@@ -360,7 +360,8 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             }
             let next = epoch + 1;
             tx.prepare_cached(
-                "UPDATE runs SET lease_epoch = ?2, lease_owner = ?3, lease_expires_ms = ?4, control = NULL, \
+                "UPDATE runs SET lease_epoch = ?2, lease_owner = ?3, lease_expires_ms = ?4, \
+                 control = CASE WHEN control LIKE 'cancel%' THEN control END, \
                  status = 'running' WHERE key = ?1",
             )?
             .execute(params![key, next, owner, *expires_ms as i64])?;

@@ -1,6 +1,7 @@
 //! The `runtape` command line on real database files: runs, inspection, costs, ids, output.
 
 mod bare_invocation;
+mod cancel_outlives_hand_back;
 mod cancel_reason_across_processes;
 mod cassette_integrity;
 mod closed_stdout;

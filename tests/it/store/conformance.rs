@@ -460,26 +460,37 @@ fn control_requests_reach_unfinished_runs_only(make: Maker) {
         Some(Control::Cancel(why)),
         "a cancel request keeps its reason"
     );
-    let now = wall_ms();
-    w(
-        s,
-        Write::AcquireLease {
-            run: RunId::new("r"),
-            owner: "owner-a".into(),
-            now_ms: now,
-            expires_ms: now + 60_000,
-        },
-    )
-    .expect("acquires");
-    assert_eq!(
+    let acquire = |s: &dyn Store, owner: &str| {
+        let now = wall_ms();
+        w(
+            s,
+            Write::AcquireLease {
+                run: RunId::new("r"),
+                owner: owner.into(),
+                now_ms: now,
+                expires_ms: now + 60_000,
+            },
+        )
+        .expect("acquires");
         s.run(&RunId::new("r"))
             .expect("reads")
             .expect("exists")
-            .control,
-        None,
-        "taking the lease clears the request"
+            .control
+    };
+    // A cancel no driver acted on stays for whoever takes the run up next.
+    assert_eq!(
+        acquire(s, "owner-a"),
+        Some(Control::Cancel(Some("budget review: stop".to_owned()))),
+        "taking the lease keeps a pending cancel"
     );
-    let mut end = commit("r", 2, 1);
+    // A pause was for the driver that held the run: the next taker drops it.
+    w(s, set(Some(Control::Pause))).expect("sets");
+    assert_eq!(
+        acquire(s, "owner-a"),
+        None,
+        "taking the lease drops a pending pause"
+    );
+    let mut end = commit("r", 3, 1);
     end.status = RunStatus::Cancelled;
     w(s, Write::Commit(Box::new(end))).expect("commits");
     assert!(matches!(
