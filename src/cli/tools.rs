@@ -111,6 +111,9 @@ fn list_agents(
                 if let Some(confine) = confine {
                     line["confine"] = json!(confine);
                 }
+                if !tool.guard.is_open() {
+                    line["guard"] = json!(tool.guard);
+                }
                 print_json(&line)?;
             } else {
                 outln!(
@@ -165,6 +168,23 @@ fn flags(tool: &ToolSpec) -> String {
     }
     if tool.requires_approval {
         out.push("needs-approval");
+    }
+    // The guard (guarded tools): what its results are labelled and what is checked.
+    let guard = &tool.guard;
+    if guard.results.is_untrusted() {
+        out.push("untrusted");
+    }
+    if guard.results.confidentiality == crate::machine::Confidentiality::Private {
+        out.push("private");
+    }
+    if guard.consequential {
+        out.push("consequential");
+    }
+    if !guard.arguments.is_empty() {
+        out.push("argument-rules");
+    }
+    if guard.hide {
+        out.push("hidden");
     }
     if out.is_empty() {
         "-".into()

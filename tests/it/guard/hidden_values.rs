@@ -488,3 +488,38 @@ fn a_value_hidden_after_a_call_was_judged_is_never_filled_into_it() {
     assert_eq!(paid[0]["to"], "$r1", "the bill was not filled in: {paid:?}");
     verifies(&db, &run);
 }
+
+#[test]
+fn tools_shows_each_guard_flag_and_the_guard_in_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("tools.db");
+    let spec = payer(dir.path(), "hide = true", r#"{ to = "$r1", amount = 40 }"#);
+    let spec = spec.to_str().expect("a UTF-8 path");
+    let listed = crate::support::cli::runtape(&db, &["tools", spec]);
+    let shown = crate::support::cli::text(&listed);
+    let line = |name: &str| {
+        shown
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} listed: {shown}"))
+            .to_owned()
+    };
+    assert!(line("read_bill").contains("untrusted,hidden"), "{shown}");
+    assert!(
+        line("pay").contains("consequential,argument-rules"),
+        "{shown}"
+    );
+    let json = crate::support::cli::runtape(&db, &["tools", spec, "--json"]);
+    let listed = crate::support::cli::json_lines(&json);
+    let named = |name: &str| {
+        listed
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed: {listed:?}"))
+            .clone()
+    };
+    let (bill, pay) = (named("read_bill"), named("pay"));
+    assert_eq!(bill["guard"]["hide"], true, "{bill}");
+    assert_eq!(pay["guard"]["consequential"], true, "{pay}");
+    assert_eq!(pay["guard"]["arguments"]["to"]["trusted"], true, "{pay}");
+}
