@@ -36,13 +36,7 @@ pub struct AncestorLoad {
 
 /// The first event of `run`'s history (across its ancestry), if it has begun.
 pub fn first_event(store: &dyn Store, run: &RunId) -> Result<Option<EventBody>, HistoryError> {
-    let Some(seg) = ancestry(store, run, 1)?.into_iter().next() else {
-        return Ok(None);
-    };
-    let Some(t) = store.transitions(&seg.run, 1, 1)?.into_iter().next() else {
-        return Ok(None);
-    };
-    Ok(Some(decode_event(&seg.run, t.seq, &t.event)?.body))
+    super::event_at(store, run, 1)
 }
 
 /// The view of global memory `name` fork `run` takes when it loads one (see the module doc):

@@ -50,8 +50,8 @@ pub use fork_view::{AncestorLoad, ancestor_load, first_event};
 pub use head::{HeadKeeper, first_head};
 pub use pairing::{Issued, Outstanding, Paired, answered, pairs};
 pub use read::{
-    Rebuilt, Segment, ancestry, conversation, conversations, effect_at, outstanding_effects,
-    record, row, spec_of, state_at, time_at, transitions,
+    Rebuilt, Segment, ancestry, conversation, conversations, effect_at, event_at,
+    outstanding_effects, record, row, spec_of, state_at, time_at, transitions,
 };
 pub use receipts::{
     ReceiptSummary, anchor_under, chain_tip, check_receipts, delegation_anchor, receipt_draft,

@@ -12,7 +12,8 @@ use super::codec::{decode_effects, decode_event};
 use super::{HistoryError, damaged};
 use crate::format::stored::node_parts;
 use crate::machine::{
-    AgentId, ConversationRef, Digest, Effect, EffectRef, Message, RunId, RunSpec, RunState, step,
+    AgentId, ConversationRef, Digest, Effect, EffectRef, EventBody, Message, RunId, RunSpec,
+    RunState, step,
 };
 use crate::store::{RunRecord, Store, TransitionRecord};
 
@@ -110,6 +111,20 @@ pub(crate) fn ancestry_of(
     }
     segments.reverse();
     Ok(segments)
+}
+
+/// The event of `run`'s transition `seq` (across its ancestry), decoded, or `None` when there
+/// is no such transition: one read, no state rebuilt. For a reader that needs what happened at
+/// a step, not the state after it ([`crate::history::show`] gives both).
+pub fn event_at(
+    store: &dyn Store,
+    run: &RunId,
+    seq: u64,
+) -> Result<Option<EventBody>, HistoryError> {
+    let Some(t) = transitions(store, run, seq, seq)?.into_iter().next() else {
+        return Ok(None);
+    };
+    Ok(Some(decode_event(run, t.seq, &t.event)?.body))
 }
 
 /// Every transition of `run` with `from <= seq <= to`, across its ancestry, in order.

@@ -338,9 +338,10 @@ impl Tracker {
                             let input = asked
                                 .request
                                 .map(|q| super::messages::input_messages(&q.messages));
-                            let answered = crate::history::show(store, &r, replied).ok()?;
-                            let output = match answered.event?.body {
-                                crate::machine::EventBody::ModelReplied { reply, .. } => {
+                            let answered = replied
+                                .and_then(|at| crate::ledger::event_at(store, &r, at).ok()?);
+                            let output = match answered {
+                                Some(crate::machine::EventBody::ModelReplied { reply, .. }) => {
                                     Some(super::messages::output_messages(&reply, finish))
                                 }
                                 _ => None,
@@ -479,8 +480,7 @@ impl Tracker {
                     let r = run.clone();
                     let result = self
                         .read(move |store| {
-                            let view = crate::history::show(store, &r, Some(seq)).ok()?;
-                            match view.event?.body {
+                            match crate::ledger::event_at(store, &r, seq).ok()?? {
                                 crate::machine::EventBody::ToolReturned { outcome, .. } => {
                                     serde_json::to_string(&outcome).ok()
                                 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::sources::{sources, src, without_unit_tests};
+use crate::support::sources::{source, sources, src, without_unit_tests};
 
 /// The layers as `lib.rs` draws them, lowest first: each line of the text block under
 /// "# Layers", read bottom to top, is one layer; its modules are separated by commas.
@@ -59,12 +59,8 @@ fn modules() -> BTreeMap<String, Vec<(std::path::PathBuf, String)>> {
         if path.is_dir() {
             found.insert(name.to_owned(), sources(&path));
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let code = std::fs::read_to_string(&path).expect("reads a source file");
-            let code: Vec<&str> = code
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect();
-            found.insert(name.to_owned(), vec![(path, code.join("\n"))]);
+            let code = source(&path);
+            found.insert(name.to_owned(), vec![(path, code)]);
         }
     }
     found

@@ -5,6 +5,7 @@
 use crate::support::cli::{ok, run_id, runtape, text, utf8, write};
 use crate::support::session::{requests, verifies};
 use crate::support::spec::{SAFE, agent, scripted_as, tool};
+use crate::support::tamper::replace_stored;
 
 /// A run reading an untrusted tool once, then answering.
 fn untrusted_read(dir: &std::path::Path) -> std::path::PathBuf {
@@ -37,16 +38,8 @@ fn editing_a_stored_label_makes_verify_fail() {
     verifies(&db, &run);
 
     // Relabel the untrusted page (and the reply) trusted, keeping the length.
-    let conn = rusqlite::Connection::open(&db).expect("opens");
-    let changed = conn
-        .execute(
-            "UPDATE blobs SET bytes = replace(bytes, CAST('untrusted' AS BLOB), CAST('trustedxx' AS BLOB)) \
-             WHERE instr(bytes, CAST('untrusted' AS BLOB)) > 0",
-            [],
-        )
-        .expect("updates");
+    let changed = replace_stored(&db, "blobs", "bytes", "untrusted", "trustedxx");
     assert!(changed > 0, "the label is in the stored messages");
-    drop(conn);
     let o = runtape(&db, &["verify", &run]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert_eq!(

@@ -67,8 +67,42 @@ pub(super) fn listed(db: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str::<Vec<serde_json::Value>>(&text).expect("one JSON array")
 }
 
+/// A day in ms.
+pub(super) const DAY: u64 = 86_400_000;
+
+/// One fired instant: (schedule, instant ms, run, state).
+pub(super) type Fire = (String, i64, String, String);
+
+/// Checks the instants a catch-up fired after five days down: `daily` (catch-up all) one a day,
+/// five, each started; `yearly` (catch-up last) only the last, a New Year; `missed` (catch-up
+/// none) nothing. Returns the daily and the yearly fires.
+pub(super) fn caught_up(fires: &[Fire]) -> (Vec<Fire>, Vec<Fire>) {
+    let of = |name: &str| {
+        fires
+            .iter()
+            .filter(|f| f.0 == name)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let daily = of("daily");
+    assert_eq!(daily.len(), 5, "five days, five instants: {daily:?}");
+    assert!(daily.iter().all(|f| f.3 == "started"), "{daily:?}");
+    assert!(
+        daily.windows(2).all(|w| w[1].1 - w[0].1 == DAY as i64),
+        "one a day: {daily:?}"
+    );
+    let yearly = of("yearly");
+    assert_eq!(yearly.len(), 1, "the last instant only: {yearly:?}");
+    assert!(rfc3339(yearly[0].1 as u64).ends_with("-01-01T00:00:00Z"));
+    assert!(
+        of("missed").is_empty(),
+        "catch-up none fires no missed instant"
+    );
+    (daily, yearly)
+}
+
 /// Every fired instant in `db`: (schedule, instant ms, run, state), in key order.
-pub(super) fn fires(db: &Path) -> Vec<(String, i64, String, String)> {
+pub(super) fn fires(db: &Path) -> Vec<Fire> {
     let conn = read_only(db);
     let mut stmt = conn
         .prepare(
@@ -88,10 +122,7 @@ pub(super) fn runs(db: &Path) -> Vec<serde_json::Value> {
 }
 
 /// Every fired instant in the database: (schedule, instant ms, run, state), in key order.
-pub(super) fn pg_fires(
-    server: &crate::support::pg::PgServer,
-    url: &str,
-) -> Vec<(String, i64, String, String)> {
+pub(super) fn pg_fires(server: &crate::support::pg::PgServer, url: &str) -> Vec<Fire> {
     let rows = server.sql(
         crate::support::pg::PgServer::db_of(url),
         "SELECT schedule, instant_ms, run, state FROM runtape.schedule_fires \

@@ -10,9 +10,7 @@ use crate::support::cli::{ok, utf8, wait_until_every};
 use crate::support::pg::{Reaper, worker};
 use crate::support::workers::{events, stop};
 
-use super::{fires, now_ms, report_spec, rfc3339, runs, slow_report_spec};
-
-const DAY: u64 = 86_400_000;
+use super::{DAY, caught_up, fires, now_ms, report_spec, rfc3339, runs, slow_report_spec};
 
 #[test]
 fn two_workers_fire_each_instant_once_under_each_catch_up_policy() {
@@ -92,28 +90,7 @@ fn two_workers_fire_each_instant_once_under_each_catch_up_policy() {
     );
     stop(&mut workers);
 
-    let fires = fires(&db);
-    let of = |name: &str| {
-        fires
-            .iter()
-            .filter(|f| f.0 == name)
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    let daily = of("daily");
-    assert_eq!(daily.len(), 5, "five days, five instants: {daily:?}");
-    assert!(daily.iter().all(|f| f.3 == "started"), "{daily:?}");
-    assert!(
-        daily.windows(2).all(|w| w[1].1 - w[0].1 == DAY as i64),
-        "one a day: {daily:?}"
-    );
-    let yearly = of("yearly");
-    assert_eq!(yearly.len(), 1, "the last instant only: {yearly:?}");
-    assert!(rfc3339(yearly[0].1 as u64).ends_with("-01-01T00:00:00Z"));
-    assert!(
-        of("missed").is_empty(),
-        "catch-up none fires no missed instant"
-    );
+    let (daily, yearly) = caught_up(&fires(&db));
 
     let fired = [
         events(d, "a", "schedule.fired"),

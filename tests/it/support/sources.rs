@@ -9,14 +9,20 @@ pub fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
     rust_files(dir)
         .into_iter()
         .map(|path| {
-            let text = std::fs::read_to_string(&path).expect("reads a source file");
-            let code: Vec<&str> = text
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect();
-            (path, code.join("\n"))
+            let code = source(&path);
+            (path, code)
         })
         .collect()
+}
+
+/// The code of one Rust file, without its comment lines.
+pub fn source(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("reads a source file");
+    let code: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect();
+    code.join("\n")
 }
 
 /// Every `.rs` file under `dir`, sorted by path.

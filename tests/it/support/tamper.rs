@@ -423,3 +423,18 @@ pub(crate) fn dump(db: &Path) -> String {
     }
     out
 }
+
+/// Replaces `from` by `to` (keep them the same length, so only the bytes change) in `column`
+/// of every row of `table` in the SQLite file `db` that holds it, as someone editing the file
+/// would; returns how many rows changed.
+pub(crate) fn replace_stored(db: &Path, table: &str, column: &str, from: &str, to: &str) -> usize {
+    let conn = rusqlite::Connection::open(db).expect("opens the database");
+    conn.execute(
+        &format!(
+            "UPDATE {table} SET {column} = replace({column}, CAST(?1 AS BLOB), CAST(?2 AS BLOB)) \
+             WHERE instr({column}, CAST(?1 AS BLOB)) > 0"
+        ),
+        [from, to],
+    )
+    .expect("edits the rows")
+}
