@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use super::chunked::Chunked;
+use super::protocol;
 use super::{
     Ack, Commit, HeadRecord, LeaseRecord, NewRun, OutboxRecord, OutboxStatus, RunRecord, RunStatus,
     Store, StoreError, TransitionRecord, Write, Written,
@@ -75,20 +76,14 @@ impl Inner {
                 // All or none, like one SQL transaction: check the sequence first.
                 if let Some(first) = cs.first() {
                     let r = self.run_mut(&first.run)?;
-                    fence(r, &first.run, first.epoch)?;
+                    let rec = record_mut(r, &first.run)?;
+                    let numbered = cs.iter().map(|c| protocol::Numbered {
+                        run: &c.run,
+                        epoch: c.epoch,
+                        seq: c.seq,
+                    });
+                    protocol::in_sequence(&first.run, rec.lease_epoch, rec.seq, numbered)?;
                     head_fits(r, &first.run, cs.last().and_then(|c| c.head.as_ref()))?;
-                    let latest = record_mut(r, &first.run)?.seq;
-                    if first.seq != latest + 1
-                        || cs
-                            .windows(2)
-                            .any(|w| w[1].seq != w[0].seq + 1 || w[1].run != w[0].run)
-                    {
-                        return Err(StoreError::OutOfSequence {
-                            run: first.run.to_string(),
-                            latest,
-                            got: first.seq,
-                        });
-                    }
                 }
                 for c in cs {
                     self.commit(c)?;
@@ -105,17 +100,12 @@ impl Inner {
                 let r = self.run_mut(&run)?;
                 fence(r, &run, epoch)?;
                 head_fits(r, &run, head.as_ref())?;
-                if let Some(done) = effects.iter().find(|e| {
+                let answered = effects.iter().find(|e| {
                     r.outbox
                         .get(&e.effect)
                         .is_some_and(|o| o.status == OutboxStatus::Done)
-                }) {
-                    return Err(StoreError::AlreadyAnswered {
-                        run: run.to_string(),
-                        seq: done.effect.seq,
-                        index: done.effect.index,
-                    });
-                }
+                });
+                protocol::may_start(&run, answered.map(|e| (e.effect.seq, e.effect.index)))?;
                 record_mut(r, &run)?.lease_expires_ms = expires_ms;
                 for e in effects {
                     let o = r.outbox.entry(e.effect).or_insert(OutboxRecord {
@@ -152,30 +142,18 @@ impl Inner {
             } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;
-                if rec.status.is_terminal() {
-                    return Err(StoreError::Finished {
-                        run: run.to_string(),
-                        status: rec.status,
-                    });
-                }
-                if let Some(holder) = rec.lease_owner.clone().filter(|h| *h != owner)
-                    && rec.lease_expires_ms > now_ms
-                    && !super::owner_is_dead(&holder)
-                {
-                    return Err(StoreError::LeaseHeld {
-                        run: run.to_string(),
-                        owner: holder,
-                    });
-                }
-                rec.lease_epoch += 1;
+                let row = protocol::LeaseRow {
+                    epoch: rec.lease_epoch,
+                    holder: rec.lease_owner.as_deref(),
+                    expires_ms: rec.lease_expires_ms,
+                    status: rec.status,
+                };
+                rec.lease_epoch = protocol::take_up(&run, &row, &owner, now_ms, |holder| {
+                    super::owner_is_dead(holder)
+                })?;
                 rec.lease_owner = Some(owner);
                 rec.lease_expires_ms = expires_ms;
-                // A pause is for the driver that held the run; a cancel stands until a driver
-                // acts on it (see `Write::AcquireLease`).
-                rec.control = rec
-                    .control
-                    .take()
-                    .filter(|c| matches!(c, super::Control::Cancel(_)));
+                rec.control = protocol::control_after_take_up(rec.control.take());
                 rec.status = RunStatus::Running;
                 Ok(Written::Lease(rec.lease_epoch))
             }
@@ -191,9 +169,7 @@ impl Inner {
                 let rec = record_mut(r, &run)?;
                 if rec.lease_owner.take().is_some() {
                     rec.lease_expires_ms = 0;
-                    if !rec.status.is_terminal() {
-                        rec.status = status;
-                    }
+                    rec.status = protocol::status_on_release(rec.status, status);
                     if head.is_some() {
                         r.head = head;
                     }
@@ -225,12 +201,7 @@ impl Inner {
             Write::SetControl { run, control } => {
                 let r = self.run_mut(&run)?;
                 let rec = record_mut(r, &run)?;
-                if control.is_some() && rec.status.is_terminal() {
-                    return Err(StoreError::Finished {
-                        run: run.to_string(),
-                        status: rec.status,
-                    });
-                }
+                protocol::may_request(&run, rec.status, control.as_ref())?;
                 rec.control = control;
                 Ok(Written::Done)
             }
@@ -352,15 +323,13 @@ impl Inner {
             }
         }
         let r = self.run_mut(&c.run)?;
-        fence(r, &c.run, c.epoch)?;
-        let latest = record_mut(r, &c.run)?.seq;
-        if c.seq != latest + 1 {
-            return Err(StoreError::OutOfSequence {
-                run: c.run.to_string(),
-                latest,
-                got: c.seq,
-            });
-        }
+        let rec = record_mut(r, &c.run)?;
+        let numbered = protocol::Numbered {
+            run: &c.run,
+            epoch: c.epoch,
+            seq: c.seq,
+        };
+        protocol::in_sequence(&c.run, rec.lease_epoch, rec.seq, [numbered])?;
         head_fits(r, &c.run, c.head.as_ref())?;
         added += (c.event.len() + c.effects.len() + 80) as u64;
         r.transitions.push(TransitionRecord {
@@ -412,27 +381,19 @@ fn record_mut<'a>(r: &'a mut MemRun, id: &RunId) -> Result<&'a mut RunRecord, St
 
 /// Refuses a head that replaces another than the one stored (see [`HeadRecord::replaces`]).
 fn head_fits(r: &MemRun, id: &RunId, head: Option<&HeadRecord>) -> Result<(), StoreError> {
-    match head.and_then(|h| h.replaces) {
-        Some(expected) if r.head.as_ref().map(HeadRecord::body_digest) != Some(expected) => {
-            Err(StoreError::StaleHead {
-                run: id.to_string(),
-            })
-        }
-        _ => Ok(()),
-    }
+    protocol::head_follows(
+        id,
+        r.head.as_ref().map(HeadRecord::body_digest),
+        head.and_then(|h| h.replaces),
+    )
 }
 
 fn fence(r: &MemRun, id: &RunId, epoch: u64) -> Result<(), StoreError> {
-    let current = r.record.as_ref().map_or(0, |rec| rec.lease_epoch);
-    if current == epoch {
-        Ok(())
-    } else {
-        Err(StoreError::Fenced {
-            run: id.to_string(),
-            ours: epoch,
-            current,
-        })
-    }
+    protocol::fence(
+        id,
+        epoch,
+        r.record.as_ref().map_or(0, |rec| rec.lease_epoch),
+    )
 }
 
 impl Store for MemoryStore {

@@ -31,6 +31,7 @@ mod lease;
 mod legacy_heads;
 mod memory;
 mod postgres;
+pub(crate) mod protocol;
 /// A `stateright` model of the global memory publish racing removals (tests only).
 #[cfg(test)]
 pub(crate) mod publish_model;

@@ -21,6 +21,12 @@
 //!   (a graceful stop: no new call; a call in flight may finish, or is abandoned when the
 //!   grace period ends).
 //!
+//! Every decision the store makes in these steps — may this process take the run up, which
+//! control request survives a take-up, is this commit fenced or out of sequence, may this call
+//! be started, what status a release leaves, may a request be written — is the store's own
+//! pure rule from [`crate::store::protocol`], the one SQLite's, PostgreSQL's and the in-memory
+//! store's writers call inside their transactions; the model keeps only the row.
+//!
 //! A driver marks a call `started` (fenced by the epoch, renewing the lease), checks its lease
 //! by its own clock, performs the call, and commits the result (fenced, in sequence). It polls
 //! the control column while a call is outstanding. Every commit and release is fenced by the

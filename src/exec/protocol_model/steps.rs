@@ -1,7 +1,56 @@
 //! How each process of the model acts, one atomic step at a time: the driver, a resumer, the
 //! canceller and the pauser, each against the database row, fenced as the code is.
 
+use std::sync::LazyLock;
+
 use super::*;
+use crate::machine::RunId;
+use crate::store::protocol::{self, LeaseRow, Numbered};
+use crate::store::{Control, RunStatus, StoreError};
+
+/// The modelled run, as the store's rules name it in a refusal.
+static RUN: LazyLock<RunId> = LazyLock::new(|| RunId::new("run"));
+
+/// Process `i`'s name as a lease holder.
+const HOLDERS: [&str; 8] = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+
+impl Status {
+    fn stored(self) -> RunStatus {
+        match self {
+            Status::Running => RunStatus::Running,
+            Status::Paused => RunStatus::Paused,
+            Status::Completed => RunStatus::Completed,
+            Status::Failed => RunStatus::Failed,
+            Status::Cancelled => RunStatus::Cancelled,
+        }
+    }
+
+    fn from_stored(s: RunStatus) -> Status {
+        match s {
+            RunStatus::Paused => Status::Paused,
+            RunStatus::Completed => Status::Completed,
+            RunStatus::Failed => Status::Failed,
+            RunStatus::Cancelled => Status::Cancelled,
+            _ => Status::Running,
+        }
+    }
+}
+
+impl Ctl {
+    fn stored(self) -> Control {
+        match self {
+            Ctl::Pause => Control::Pause,
+            Ctl::Cancel => Control::Cancel(None),
+        }
+    }
+
+    fn from_stored(c: Control) -> Ctl {
+        match c {
+            Control::Pause => Ctl::Pause,
+            Control::Cancel(_) => Ctl::Cancel,
+        }
+    }
+}
 
 impl ProtocolModel {
     pub(super) fn proc(role: Role, pc: Pc) -> Proc {
@@ -50,28 +99,42 @@ impl ProtocolModel {
                 w.procs[i].pc = Pc::Acquire;
             }
             Pc::Acquire => {
-                if !pr.acquire_finished && w.db.status.terminal() {
-                    w.procs[i].pc = Pc::Exit;
-                    return;
-                }
-                let held = w.db.owner.is_some_and(|o| {
-                    o != me && w.procs[o as usize].alive && w.procs[o as usize].pc != Pc::Exit
-                }) && !w.db.expired;
-                if held {
-                    w.procs[i].pc = if w.procs[i].role == Role::Canceller {
-                        Pc::SetControl(Ctl::Cancel)
-                    } else {
-                        Pc::Exit
-                    };
-                    return;
+                // The store's own rule decides; the old protocol's defect skipped its check
+                // of an ended run.
+                let status = match w.db.status {
+                    s if pr.acquire_finished && s.terminal() => Status::Running,
+                    s => s,
+                };
+                let row = LeaseRow {
+                    epoch: u64::from(w.db.epoch),
+                    holder: w.db.owner.map(|o| HOLDERS[o as usize]),
+                    // Time stands at 0 in the model: a lease lapses only by `Expire`.
+                    expires_ms: u64::from(!w.db.expired),
+                    status: status.stored(),
+                };
+                let dead = |holder: &str| {
+                    // Every holder is one of HOLDERS, named by its index above.
+                    let p = &w.procs[HOLDERS.iter().position(|h| *h == holder).unwrap_or(0)];
+                    !p.alive || p.pc == Pc::Exit
+                };
+                match protocol::take_up(&RUN, &row, HOLDERS[i], 0, dead) {
+                    Ok(epoch) => w.db.epoch = epoch as u8,
+                    Err(StoreError::LeaseHeld { .. }) if w.procs[i].role == Role::Canceller => {
+                        w.procs[i].pc = Pc::SetControl(Ctl::Cancel);
+                        return;
+                    }
+                    Err(_) => {
+                        w.procs[i].pc = Pc::Exit;
+                        return;
+                    }
                 }
                 if w.db.expired {
                     w.taken_over_after_expiry = true;
                 }
-                w.db.epoch += 1;
                 w.db.owner = Some(me);
                 w.db.expired = false;
-                w.db.control = None;
+                w.db.control = protocol::control_after_take_up(w.db.control.map(Ctl::stored))
+                    .map(Ctl::from_stored);
                 if !w.db.status.terminal() {
                     w.db.status = Status::Running;
                 }
@@ -111,7 +174,9 @@ impl ProtocolModel {
                     w.procs[i].pc = Pc::Exit;
                     return;
                 }
-                if !pr.mark_answered && w.db.outbox[c as usize] == Some(Ob::Done) {
+                let answered = w.db.outbox[c as usize] == Some(Ob::Done);
+                let answered = answered.then_some((u64::from(c), 0));
+                if !pr.mark_answered && protocol::may_start(&RUN, answered).is_err() {
                     w.procs[i].pc = Pc::ErrorRelease;
                     return;
                 }
@@ -179,7 +244,10 @@ impl ProtocolModel {
                 w.procs[i].pc = Pc::Exit;
             }
             Pc::SetControl(ctl) => {
-                if pr.acquire_finished || !w.db.status.terminal() {
+                let asked = Some(ctl.stored());
+                if pr.acquire_finished
+                    || protocol::may_request(&RUN, w.db.status.stored(), asked.as_ref()).is_ok()
+                {
                     w.db.control = Some(ctl);
                 }
                 w.procs[i].pc = Pc::Exit;
@@ -192,14 +260,22 @@ impl ProtocolModel {
     /// moves the process to where a refused commit leads (fenced: stop; out of sequence: the
     /// error path).
     pub(super) fn commit(&self, w: &mut World, i: usize, next: Phase) -> Option<Phase> {
-        if w.db.epoch != w.procs[i].epoch {
-            w.procs[i].pc = Pc::Exit;
-            return None;
-        }
         let view_seq = w.procs[i].view.map_or(1, |v| v.seq);
-        if w.seq() != view_seq {
-            w.procs[i].pc = Pc::ErrorRelease;
-            return None;
+        let commit = Numbered {
+            run: &RUN,
+            epoch: u64::from(w.procs[i].epoch),
+            seq: u64::from(view_seq) + 1,
+        };
+        match protocol::in_sequence(&RUN, w.db.epoch.into(), w.seq().into(), [commit]) {
+            Ok(_) => {}
+            Err(StoreError::Fenced { .. }) => {
+                w.procs[i].pc = Pc::Exit;
+                return None;
+            }
+            Err(_) => {
+                w.procs[i].pc = Pc::ErrorRelease;
+                return None;
+            }
         }
         w.db.history.push(next);
         w.db.status = match next {
@@ -227,11 +303,11 @@ impl ProtocolModel {
             }
             return;
         }
-        if w.db.epoch == w.procs[i].epoch && w.db.owner.is_some() {
+        let current = u64::from(w.db.epoch);
+        if protocol::fence(&RUN, w.procs[i].epoch.into(), current).is_ok() && w.db.owner.is_some() {
             w.db.owner = None;
-            if !w.db.status.terminal() {
-                w.db.status = status;
-            }
+            let left = protocol::status_on_release(w.db.status.stored(), status.stored());
+            w.db.status = Status::from_stored(left);
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::super::protocol;
 use super::super::schema::{classify, row_id};
 use super::super::{
     Commit, Control, Durable, HeadRecord, NewRun, RunStatus, StoreError, Write, Written,
@@ -284,19 +285,18 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             head,
         } => {
             let key = check_epoch(tx, known, run, *epoch)?;
-            let mut answered = tx.prepare_cached(
+            let mut done = tx.prepare_cached(
                 "SELECT 1 FROM outbox WHERE run = ?1 AND seq = ?2 AND idx = ?3 AND status = 'done'",
             )?;
+            let mut answered = None;
             for o in effects {
                 let at = params![key, o.effect.seq as i64, i64::from(o.effect.index)];
-                if answered.exists(at)? {
-                    return Err(StoreError::AlreadyAnswered {
-                        run: run.to_string(),
-                        seq: o.effect.seq,
-                        index: o.effect.index,
-                    });
+                if done.exists(at)? {
+                    answered = Some((o.effect.seq, o.effect.index));
+                    break;
                 }
             }
+            protocol::may_start(run, answered)?;
             check_head(tx, known, key, run, head.as_ref())?;
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO outbox (run, seq, idx, status, idempotency_key) VALUES (?1, ?2, ?3, 'started', ?4) \
@@ -336,35 +336,36 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             expires_ms,
         } => {
             let key = known.key(tx, run)?;
-            let (epoch, holder, expires, status, seq): (i64, Option<String>, i64, String, i64) = tx
+            type Row = (i64, Option<String>, i64, String, i64, Option<String>);
+            let (epoch, holder, expires, status, seq, control): Row = tx
                 .prepare_cached(
-                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status, seq FROM runs WHERE key = ?1",
+                    "SELECT lease_epoch, lease_owner, lease_expires_ms, status, seq, control FROM runs WHERE key = ?1",
                 )?
                 .query_row([key], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
                 })?;
-            if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
-                return Err(StoreError::Finished {
-                    run: run.to_string(),
-                    status,
-                });
-            }
-            if let Some(holder) = holder.filter(|h| h != owner)
-                && (expires as u64) > *now_ms
-                && !super::super::lease::owner_is_dead(&holder)
-            {
-                return Err(StoreError::LeaseHeld {
-                    run: run.to_string(),
-                    owner: holder,
-                });
-            }
-            let next = epoch + 1;
+            let row = protocol::LeaseRow {
+                epoch: epoch as u64,
+                holder: holder.as_deref(),
+                expires_ms: expires as u64,
+                status: RunStatus::parse(&status).unwrap_or(RunStatus::Running),
+            };
+            let next = protocol::take_up(run, &row, owner, *now_ms, |holder| {
+                super::super::lease::owner_is_dead(holder)
+            })? as i64;
+            let control =
+                protocol::control_after_take_up(control.as_deref().and_then(Control::from_column));
             tx.prepare_cached(
                 "UPDATE runs SET lease_epoch = ?2, lease_owner = ?3, lease_expires_ms = ?4, \
-                 control = CASE WHEN control LIKE 'cancel%' THEN control END, \
-                 status = 'running' WHERE key = ?1",
+                 control = ?5, status = 'running' WHERE key = ?1",
             )?
-            .execute(params![key, next, owner, *expires_ms as i64])?;
+            .execute(params![
+                key,
+                next,
+                owner,
+                *expires_ms as i64,
+                control.as_ref().map(Control::to_column)
+            ])?;
             known.set_standing(run, key, next as u64, seq as u64);
             Ok(Written::Lease(next as u64))
         }
@@ -375,14 +376,18 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
             head,
         } => {
             let key = check_epoch(tx, known, run, *epoch)?;
-            let released = tx
+            let held: Option<String> = tx
                 .prepare_cached(
-                    "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, \
-                     status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE ?2 END \
-                     WHERE key = ?1 AND lease_owner IS NOT NULL",
+                    "SELECT status FROM runs WHERE key = ?1 AND lease_owner IS NOT NULL",
                 )?
-                .execute(params![key, status.as_str()])?;
-            if released == 1 {
+                .query_row([key], |r| r.get(0))
+                .optional()?;
+            if let Some(now) = held {
+                let now = RunStatus::parse(&now).unwrap_or(RunStatus::Running);
+                tx.prepare_cached(
+                    "UPDATE runs SET lease_owner = NULL, lease_expires_ms = 0, status = ?2 WHERE key = ?1",
+                )?
+                .execute(params![key, protocol::status_on_release(now, *status).as_str()])?;
                 write_head(tx, known, key, run, head.as_ref())?;
             }
             // Nothing more is written for it until a lease is taken again.
@@ -402,12 +407,8 @@ fn apply(tx: &Connection, known: &mut Scope<'_>, job: &Job) -> Result<Written, S
                 let status: String = tx
                     .prepare_cached("SELECT status FROM runs WHERE key = ?1")?
                     .query_row([key], |r| r.get(0))?;
-                if let Some(status) = RunStatus::parse(&status).filter(|s| s.is_terminal()) {
-                    return Err(StoreError::Finished {
-                        run: run.to_string(),
-                        status,
-                    });
-                }
+                let status = RunStatus::parse(&status).unwrap_or(RunStatus::Running);
+                protocol::may_request(run, status, control.as_ref())?;
             }
             let value = control.as_ref().map(Control::to_column);
             tx.prepare_cached("UPDATE runs SET control = ?2 WHERE key = ?1")?
@@ -490,13 +491,7 @@ fn check_epoch(
     epoch: u64,
 ) -> Result<i64, StoreError> {
     let (key, current, _) = known.standing(tx, run)?;
-    if current != epoch {
-        return Err(StoreError::Fenced {
-            run: run.to_string(),
-            ours: epoch,
-            current,
-        });
-    }
+    protocol::fence(run, epoch, current)?;
     Ok(key)
 }
 
@@ -514,32 +509,12 @@ fn commit(
     };
     let (key, epoch, first) = known.standing(tx, &last.run)?;
     // Checked before anything is written: a refused write changes nothing.
-    let mut latest = first;
-    for c in cs {
-        if c.run != last.run {
-            // One write is one run's: a mixed one is a bug in the caller, refused whole.
-            return Err(StoreError::OutOfSequence {
-                run: c.run.to_string(),
-                latest,
-                got: c.seq,
-            });
-        }
-        if c.epoch != epoch {
-            return Err(StoreError::Fenced {
-                run: c.run.to_string(),
-                ours: c.epoch,
-                current: epoch,
-            });
-        }
-        if c.seq != latest + 1 {
-            return Err(StoreError::OutOfSequence {
-                run: c.run.to_string(),
-                latest,
-                got: c.seq,
-            });
-        }
-        latest = c.seq;
-    }
+    let numbered = cs.iter().map(|c| protocol::Numbered {
+        run: &c.run,
+        epoch: c.epoch,
+        seq: c.seq,
+    });
+    protocol::in_sequence(&last.run, epoch, first, numbered)?;
     for c in cs {
         check_head(tx, known, key, &c.run, c.head.as_ref())?;
     }
@@ -649,14 +624,10 @@ fn check_head(
     run: &RunId,
     head: Option<&HeadRecord>,
 ) -> Result<(), StoreError> {
-    if let Some(expected) = head.and_then(|h| h.replaces)
-        && known.head(tx, run, key)? != Some(expected)
-    {
-        return Err(StoreError::StaleHead {
-            run: run.to_string(),
-        });
+    match head.and_then(|h| h.replaces) {
+        Some(replaces) => protocol::head_follows(run, known.head(tx, run, key)?, Some(replaces)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Stores `head` as the run's (no-op for `None`), unchecked.
