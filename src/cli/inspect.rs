@@ -93,12 +93,7 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool, tags: &[String]) -> Result<(
         // A run waiting on a timer says when it comes due: its sleep, or a deadline.
         let wakes = match r.wakes_ms {
             Some(ms) if r.sleeping => format!(" (wakes {})", utc(ms)),
-            Some(ms) if r.waits_for.is_empty() => format!(" (deadline {})", utc(ms)),
-            Some(ms) => format!(
-                " (deadline {}, waits for {})",
-                utc(ms),
-                r.waits_for.join(", ")
-            ),
+            Some(ms) => format!(" (deadline {})", utc(ms)),
             None => String::new(),
         };
         outln!(
@@ -436,15 +431,6 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 format!("{:?}", m.role).to_lowercase(),
                 text.replace('\n', "\n            ")
             );
-            for a in &m.attachments {
-                outln!(
-                    "            attached {} ({}, {} bytes) blob {}",
-                    a.file_name(),
-                    a.media_type,
-                    a.size,
-                    a.digest.to_hex()
-                );
-            }
         }
     }
     Ok(())
@@ -505,14 +491,6 @@ fn describe_reply(reply: &crate::machine::ModelReply) {
     }
 }
 
-/// ` from NAME (escalated N×)` for a call a deadline handed on, else nothing.
-pub(crate) fn escalated_text(slot: &crate::machine::Slot) -> String {
-    slot.escalated
-        .as_ref()
-        .map(|e| format!(" from {} (escalated {}×)", e.to, e.times))
-        .unwrap_or_default()
-}
-
 fn describe_state(state: &RunState) {
     let Some(run) = state.data() else { return };
     outln!(
@@ -558,12 +536,8 @@ fn describe_state(state: &RunState) {
                     SlotStatus::Running { effect } => {
                         format!("running (effect {}/{})", effect.seq, effect.index)
                     }
-                    SlotStatus::Approval { .. } => {
-                        format!("waiting for approval{}", escalated_text(s))
-                    }
-                    SlotStatus::Question { .. } => {
-                        format!("waiting for a person's answer{}", escalated_text(s))
-                    }
+                    SlotStatus::Approval { .. } => "waiting for approval".to_owned(),
+                    SlotStatus::Question { .. } => "waiting for a person's answer".to_owned(),
                     SlotStatus::InDoubt { .. } => {
                         "in doubt: waiting for a person's decision".to_owned()
                     }
@@ -806,17 +780,13 @@ fn report(view: ops::VerifyView, json: bool) -> Result<(), CliError> {
         (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
     };
     outln!(
-        "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}{}, {} snapshots, {} outbox rows match; {receipts}",
+        "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}, {} snapshots, {} outbox rows match; {receipts}",
         report.transitions,
         report.run,
         &report.final_state_hash[..16],
         h.seq,
         h.status,
         report.messages,
-        match report.files {
-            0 => String::new(),
-            n => format!(", {n} attached files"),
-        },
         match (report.catalogs, report.memory) {
             (0, 0) => String::new(),
             (n, 0) => format!(", {n} MCP catalogs"),

@@ -102,15 +102,6 @@ impl Status {
             Trace::TimerStarted { due_ms, .. } => {
                 self.doing = format!("sleeping until {}", crate::text::utc(*due_ms))
             }
-            Trace::AttachmentsNotSent { model, files, .. } => {
-                let key = format!("files:{model}:{}", files.join(","));
-                if self.warned.insert(key) {
-                    return Some(format!(
-                        "warning: {model} does not take {}: each was sent as a text placeholder – set the provider's `attachments` if the model takes them",
-                        files.join(", ")
-                    ));
-                }
-            }
             _ => {}
         }
         None
@@ -231,9 +222,8 @@ pub(crate) fn summarise(
                     String::new()
                 };
                 say!(
-                    "answer {}{} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
+                    "answer {} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
                     slot.tool,
-                    super::inspect::escalated_text(slot),
                     answers(&slot.status).unwrap_or_default()
                 );
             }

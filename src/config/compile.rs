@@ -107,7 +107,6 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         on_failure: raw.run.on_failure.unwrap_or_default(),
         compensations,
         tags: std::collections::BTreeMap::new(),
-        attachments: Vec::new(),
     };
     let setup = Setup {
         version: SETUP_VERSION,
@@ -183,7 +182,6 @@ fn tool(
                 on_untrusted: t.on_untrusted,
                 arguments: t.arguments.as_ref(),
                 hide: t.hide,
-                echoes_arguments: t.echoes_arguments,
             },
             &schema,
         )?,

@@ -90,7 +90,6 @@ pub(crate) struct RawProvider {
     pub(crate) max_tokens_field: Option<RawMaxTokensField>,
     pub(crate) stream_usage: Option<bool>,
     pub(crate) pricing: Option<Vec<PriceEntry>>,
-    pub(crate) attachments: Option<Vec<crate::machine::AttachmentKind>>,
     pub(crate) latency_ms: Option<u64>,
     pub(crate) replies: Option<Vec<RawReply>>,
     pub(crate) by_agent: Option<BTreeMap<String, Vec<RawReply>>>,
@@ -185,8 +184,6 @@ pub(crate) struct RawTool {
     /// Keep its results from the model as hidden values (see [`crate::machine::hidden`]).
     #[serde(default)]
     pub(crate) hide: bool,
-    /// `false`: its answers never quote its arguments (see [`crate::machine::ToolGuard::no_echo`]).
-    pub(crate) echoes_arguments: Option<bool>,
     /// Variables passed to the program besides the minimal environment.
     pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).

@@ -338,18 +338,6 @@ pub enum Trace {
         /// Their size after.
         bytes_after: u64,
     },
-    /// Files (images, PDFs) a model request carries that the model is not sent: of a kind
-    /// its provider says it does not take (or whose stored bytes are missing). Each went as a
-    /// text placeholder naming it.
-    #[serde(rename = "model.attachments_not_sent")]
-    AttachmentsNotSent {
-        /// The agent.
-        agent: AgentId,
-        /// The model asked.
-        model: String,
-        /// Each file not sent: its name and media type.
-        files: Vec<String>,
-    },
     /// A model call is retried or moves to a fallback route.
     #[serde(rename = "model.retry")]
     ModelRetry {

@@ -30,7 +30,6 @@
 //! ```
 
 pub mod allowance;
-pub mod attachment;
 mod batch;
 mod budget;
 mod child;
@@ -40,7 +39,6 @@ mod delegation;
 mod edit;
 mod effect;
 mod error;
-pub mod escalation;
 mod event;
 pub mod flow_policy;
 mod guard;
@@ -71,7 +69,6 @@ pub mod timer;
 pub mod truncation;
 pub mod wake;
 
-pub use attachment::{Attachment, AttachmentKind};
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
 pub use child::{ChildOutcome, ChildProof, ChildReceipt, ChildReport};
@@ -83,7 +80,6 @@ pub use delegation::{
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
-pub use escalation::{Escalated, Escalation};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use flow_policy::{ArgumentRule, OnUntrusted, ToolGuard, Violation};
 pub use hidden::HiddenValue;

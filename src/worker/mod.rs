@@ -172,6 +172,8 @@ pub async fn run(
     let ttl = opts.engine.lease_ttl.as_millis() as u64;
     let spec_dir = opts.spec_dir.display().to_string();
     store.wait_for_database(DATABASE_PATIENCE);
+    // Its runs are taken up together: a read connection for each, up to the store's bound.
+    store.allow_reads(opts.concurrency);
     let (metrics, health) = (opts.metrics.clone(), opts.health.clone());
     store.heartbeat(&info, ttl, false).await?;
     health.running(opts.engine.lease_ttl);
@@ -226,17 +228,18 @@ pub async fn run(
                     break;
                 }
             };
-            match verified(&engine, &next) {
-                Ok(state) => {
+            let checked = match verified(&engine, &next) {
+                Ok(checked) => {
                     // A run that only sleeps is not claimed before its instant (it would hold
                     // a slot and its lease, waiting): it is left until then.
-                    if let Some(due) = crate::machine::wake::sleeps_until(&state) {
+                    if let Some(due) = crate::machine::wake::sleeps_until(&checked.rebuilt.state) {
                         let until = clock.until(due);
                         if !until.is_zero() {
                             skip.insert(next, clock.now() + until);
                             continue;
                         }
                     }
+                    checked
                 }
                 Err(HistoryError::Store(e)) => {
                     worker_error(&metrics, &info, Some(&next), &e, &log);
@@ -261,7 +264,7 @@ pub async fn run(
                     skip.insert(next, clock.now() + opts.skip_for);
                     continue;
                 }
-            }
+            };
             match store
                 .claim(engine.owner(), &spec_dir, ttl, &skipping, Some(&next))
                 .await
@@ -274,7 +277,7 @@ pub async fn run(
                     metrics.claimed(claim.taken_over);
                     live.insert(claim.run.clone(), engine.clone());
                     metrics.set_in_flight(live.len());
-                    tasks.spawn(drive(engine, claim.run, claim.epoch));
+                    tasks.spawn(drive(engine, claim.run, claim.epoch, checked));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -412,16 +415,19 @@ async fn claim_due(
         // As for a runnable run: what the worker would act on is checked before the claim
         // writes anything; a run `verify` would reject (or this worker cannot judge) is
         // logged and left to others for a while.
-        if let Err(e) = verified(&engine, &run) {
-            let e = EngineError::from(e);
-            opts.metrics.error(error_code(&e));
-            log(
-                json!({"event": "run.refused", "worker": info.id, "run": run,
-                "code": error_code(&e), "error": e.to_string()}),
-            );
-            skip.insert(run, opts.engine.clock.now() + opts.skip_for);
-            continue;
-        }
+        let checked = match verified(&engine, &run) {
+            Ok(checked) => checked,
+            Err(e) => {
+                let e = EngineError::from(e);
+                opts.metrics.error(error_code(&e));
+                log(
+                    json!({"event": "run.refused", "worker": info.id, "run": run,
+                    "code": error_code(&e), "error": e.to_string()}),
+                );
+                skip.insert(run, opts.engine.clock.now() + opts.skip_for);
+                continue;
+            }
+        };
         match store.claim_due(engine.owner(), &spec_dir, ttl, &run).await {
             Ok(Some(claim)) => {
                 log(
@@ -431,7 +437,7 @@ async fn claim_due(
                 opts.metrics.claimed(claim.taken_over);
                 live.insert(claim.run.clone(), engine.clone());
                 opts.metrics.set_in_flight(live.len());
-                tasks.spawn(drive(engine, claim.run, claim.epoch));
+                tasks.spawn(drive(engine, claim.run, claim.epoch, checked));
             }
             Ok(None) => {}
             Err(e) => {
@@ -443,8 +449,15 @@ async fn claim_due(
     found.plan.wait
 }
 
-/// Takes the claimed run up and drives it until its driver stops.
-async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
+/// Takes the claimed run up and drives it until its driver stops. `checked` is what the
+/// check before the claim found ([`verified`]): the take-up does not fold the run's history a
+/// second time while its head is still the one checked (the claim does not write it).
+async fn drive(
+    engine: Engine,
+    run: RunId,
+    claim_epoch: u64,
+    checked: crate::ledger::Continuable,
+) -> Stopped {
     let stopped = |result: Result<RunEnd, RunError>, bad_run: bool, claimed: bool| Stopped {
         run: run.clone(),
         engine: engine.clone(),
@@ -456,7 +469,7 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
         let code = if bad_run { "bad_run" } else { "setup" };
         return stopped(Err(RunError { line, code }), bad_run, true);
     }
-    let handle = match engine.resume(&run).await {
+    let handle = match engine.resume_checked(&run, checked, Vec::new()).await {
         Ok(h) => h,
         Err(e) => {
             let bad_run = matches!(
@@ -476,13 +489,13 @@ async fn drive(engine: Engine, run: RunId, claim_epoch: u64) -> Stopped {
 }
 
 /// Checks `run` as every command that acts on a run does, before this worker claims it
-/// ([`crate::ledger::check_continuable`]), and returns its latest state; reads only.
-fn verified(engine: &Engine, run: &RunId) -> Result<crate::machine::RunState, HistoryError> {
+/// ([`crate::ledger::check_continuable`]), and returns what the check found (its head, its
+/// latest state); reads only.
+fn verified(engine: &Engine, run: &RunId) -> Result<crate::ledger::Continuable, HistoryError> {
     let store = engine.store().as_ref();
     let rec = history::record(store, run)?;
     let end = crate::ledger::ActFrom::End;
     crate::ledger::check_continuable(store, &rec, engine.receipt_signer(), end)
-        .map(|checked| checked.rebuilt.state)
 }
 
 /// Registers the run's providers and tools with its engine, from its stored setup once the

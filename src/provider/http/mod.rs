@@ -57,7 +57,6 @@ use super::ModelProvider;
 
 mod anthropic;
 mod anthropic_stream;
-pub mod attachments;
 mod codec;
 mod common;
 mod config;

@@ -99,8 +99,7 @@ function statusOf(run) {
 // of a call waiting for a person.
 function wakes(run, attrs = {}) {
   if (run.wakes_ms === undefined || run.wakes_ms === null) return null;
-  const to = run.waits_for && run.waits_for.length ? ', waits for ' + run.waits_for.join(', ') : '';
-  return el('span', { class: 'wakes', ...attrs }, run.sleeping ? 'wakes ' : 'deadline ', dueAt(run.wakes_ms), to);
+  return el('span', { class: 'wakes', ...attrs }, run.sleeping ? 'wakes ' : 'deadline ', dueAt(run.wakes_ms));
 }
 
 // A run's session, as `ls` marks it: `session trip-1 #3`, or a fork / replay of that run
@@ -679,7 +678,6 @@ function runPage(id, initialSeq) {
     const answer = el('input', { placeholder: answerLabel, class: 'answer-text', size: 30, 'aria-label': answerLabel + ' for ' + w.call_id });
     // What passing the deadline decides, as the spec says.
     const then = (t) => typeof t === 'string' ? { reject: 'it is rejected', approve: 'it is approved', fail: 'the run fails' }[t] || t
-      : t.escalate ? 'it is escalated to ' + t.escalate.to
       : 'it is answered "' + t.input + '"';
     const send = (path, body) => async () => {
       try {
@@ -691,7 +689,6 @@ function runPage(id, initialSeq) {
     return el('section', { class: 'panel waiting', 'data-call': w.call_id, 'aria-label': 'Waiting call ' + w.call_id },
       el('h2', { text: 'waiting for a person: ' + w.kind.replace('_', ' ') }),
       el('div', {}, el('b', { text: w.tool }), ' ', el('code', { text: JSON.stringify(w.args) }), el('span', { class: 'muted', text: ' (' + w.call_id + ')' })),
-      w.escalated ? el('p', { class: 'escalated', text: 'Waits for ' + w.escalated.to + ' (escalated ' + w.escalated.times + '×: nobody answered before an earlier deadline).' }) : null,
       w.deadline ? el('p', { class: 'deadline' }, 'Deadline ', dueAt(w.deadline.due_ms), ': if nobody answers by then, ' + then(w.deadline.then) + '.') : null,
       el('div', { class: 'toolbar' },
         w.kind !== 'question' ? el('button', { class: 'primary approve', onclick: send('approve', {}) }, w.kind === 'in_doubt' ? 'Perform again' : 'Approve') : null,
@@ -806,7 +803,7 @@ function showStep(box, step, receipts) {
       data ? el('dt', { text: 'agent' }) : null, data ? el('dd', { text: data.active }) : null,
       el('dt', { text: 'state hash' }), el('dd', { class: 'mono', text: step.state_hash.slice(0, 16) + '…' })),
   ];
-  if (step.request) parts.push(requestView(step.request, step.run));
+  if (step.request) parts.push(requestView(step.request));
   const body = step.event && step.event.body;
   if (body && body.type === 'model_replied') {
     const r = body.reply;
@@ -846,36 +843,13 @@ function showStep(box, step, receipts) {
   box.replaceChildren(...parts);
 }
 
-// A file a message carries: an image shown inline, a PDF as a link. Fetched with the token
-// (an <img src> cannot send it) from GET /api/runs/{id}/files/{digest}, which serves it with
-// its media type.
-function attachmentView(run, a) {
-  const path = '/api/runs/' + encodeURIComponent(run) + '/files/' + a.digest;
-  const label = (a.name || a.media_type) + ' (' + a.media_type + ', ' + a.size + ' bytes)';
-  const box = el('div', { class: 'attachment' });
-  const load = fetch(path, { headers: headers() })
-    .then((r) => { if (!r.ok) throw new Error(r.statusText); return r.blob(); })
-    .then((b) => URL.createObjectURL(b));
-  if (a.media_type.startsWith('image/')) {
-    const img = el('img', { alt: label, title: label, class: 'attachment-image' });
-    load.then((url) => { img.src = url; }, () => { box.append(el('span', { class: 'muted', text: label + ': not readable' })); });
-    box.append(img);
-  } else {
-    const link = el('a', { href: '#', text: label });
-    load.then((url) => { link.href = url; link.target = '_blank'; }, () => { link.textContent = label + ': not readable'; });
-    box.append(link);
-  }
-  return box;
-}
-
-function requestView(req, run) {
+function requestView(req) {
   const msgs = req.messages.map((m) => {
     const role = m.role || 'message';
     return el('div', { class: 'msg ' + role },
       el('div', { class: 'role', text: role + (m.tool_call_id ? ' · ' + m.tool_call_id : '') }),
       ...(m.reasoning || []).map((r) => el('details', {}, el('summary', { text: 'reasoning' }), json(r))),
       m.content ? el('pre', { text: m.content }) : null,
-      ...(m.attachments || []).map((a) => attachmentView(run, a)),
       ...(m.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments))));
   });
   return el('div', { class: 'panel', id: 'request' },

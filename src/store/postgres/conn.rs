@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -235,6 +235,9 @@ pub(super) struct Backend {
     idle: Mutex<Vec<Conn>>,
     /// Bounds the connections used for reads at once (the writer has its own).
     permits: Arc<Semaphore>,
+    /// How many reads `permits` lets run at once ([`Backend::allow_reads`]); as many idle
+    /// connections are kept (at least [`MAX_IDLE`]).
+    reads: AtomicUsize,
     /// How long, in ms, a connection attempt that finds the server unreachable is tried again
     /// before it fails (0: never; see [`reconnect`]).
     patience_ms: AtomicU64,
@@ -295,6 +298,7 @@ impl Backend {
             handle,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(max_reads.max(1))),
+            reads: AtomicUsize::new(max_reads.max(1)),
             patience_ms: AtomicU64::new(0),
         }
     }
@@ -378,6 +382,15 @@ impl Backend {
         })
     }
 
+    /// Lets `n` reads run at once from now on (more than before, never fewer), and keeps as
+    /// many idle connections for them.
+    pub(super) fn allow_reads(&self, n: usize) {
+        let before = self.reads.fetch_max(n, Ordering::Relaxed);
+        if n > before {
+            self.permits.add_permits(n - before);
+        }
+    }
+
     /// A connection from the pool for one read, connecting when none is idle; waits while
     /// the most reads allowed at once are being made.
     pub(super) async fn get(self: &Arc<Self>) -> Result<Pooled, StoreError> {
@@ -437,10 +450,12 @@ impl Backend {
         Ok(self.pooled(conn, permit))
     }
 
-    /// Keeps `conn` for reuse (at most [`MAX_IDLE`] are kept; the rest are closed).
+    /// Keeps `conn` for reuse (at most [`MAX_IDLE`], or as many as reads may run at once; the
+    /// rest are closed).
     fn put(&self, conn: Conn) {
+        let kept = MAX_IDLE.max(self.reads.load(Ordering::Relaxed));
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < MAX_IDLE {
+        if idle.len() < kept {
             idle.push(conn);
         }
     }

@@ -45,6 +45,7 @@ use crate::machine::{Digest, RunId};
 mod conn;
 mod global_memory;
 mod import;
+mod lanes;
 mod queue;
 mod read;
 mod reconnect;
@@ -64,8 +65,14 @@ pub use queue::{Claim, WorkerInfo, WorkerRecord};
 use read::ReadError;
 pub use schema::PG_SCHEMA_VERSION;
 
-/// Reads made at once by one process (each on its own connection).
+/// Reads made at once by one process (each on its own connection), unless it asks for more
+/// ([`PostgresStore::allow_reads`]).
 const MAX_READS: usize = 8;
+
+/// The most reads one process may make at once, whatever it asks for: each is a connection,
+/// and every worker process holds this many besides its writer's (PostgreSQL allows 100
+/// connections unless configured otherwise).
+const MOST_READS: usize = 24;
 
 /// A runtape database in PostgreSQL.
 pub struct PostgresStore {
@@ -207,6 +214,14 @@ impl PostgresStore {
             view: None,
             lost: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Lets up to `n` reads run at once (each on a connection of its own, kept for reuse),
+    /// between the default of 8 and 24. For a process that drives many runs at once and takes
+    /// them up together (`runtape worker --concurrency N`): each take-up reads its run's
+    /// history, and with fewer connections than runs the take-ups wait for each other.
+    pub fn allow_reads(&self, n: usize) {
+        self.backend.allow_reads(n.clamp(MAX_READS, MOST_READS));
     }
 
     /// The database URL as messages show it (without a password).

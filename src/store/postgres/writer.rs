@@ -5,7 +5,9 @@
 //! A batch first locks the rows of the runs it touches, in id order (so two processes' batches
 //! never deadlock on each other), then applies each write: every check that can refuse a
 //! write (the lease epoch, the seq, the head it replaces, an answered call) is made before it
-//! changes anything, so a refused write is simply left out of the transaction. A database
+//! changes anything, so a refused write is simply left out of the transaction. The writes of
+//! different runs are applied at once, pipelined on the one connection (`lanes.rs`), so a
+//! batch of many runs' commits costs about the round trips of one. A database
 //! error aborts the whole transaction: it is rolled back and tried again without the write
 //! that caused it. A connection lost mid-batch fails every write of the batch (if the `COMMIT`
 //! itself was lost, its outcome is unknown: the drivers stop, and whoever takes their runs up
@@ -23,6 +25,7 @@ use futures_util::future::{BoxFuture, try_join_all};
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Backend, Conn};
+use super::lanes::{apply_in_lanes, own_run};
 use super::schema::{classify, connection_lost, retryable};
 use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
@@ -188,27 +191,47 @@ async fn attempt(conn: &Conn, batch: &[Job], pending: &[usize]) -> Attempt {
             Attempt::Failed(index, e)
         }
     };
-    if let Err(e) = conn.client().batch_execute("BEGIN").await {
-        return ended(e, None);
-    }
     let mut ids: Vec<&str> = pending
         .iter()
         .filter_map(|i| run_of(&batch[*i].0))
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    let mut keys = match lock_runs(conn, &ids).await {
+    // `BEGIN` and the locks travel together (one round trip): each is sent when first polled,
+    // in this order.
+    let (begun, locked) = tokio::join!(conn.client().batch_execute("BEGIN"), lock_runs(conn, &ids));
+    if let Err(e) = begun {
+        return ended(e, None);
+    }
+    let mut keys = match locked {
         Ok(keys) => keys,
         Err(e) => return rollback(conn, ended(e, None)).await,
     };
     let mut outcomes = Vec::with_capacity(pending.len());
-    for i in pending {
-        let (write, queued_ms, _, _) = &batch[*i];
+    let mut at = 0;
+    while at < pending.len() {
+        // The writes of runs' own rows up to the next one that spans runs go in lanes, one
+        // per run, at once; a write that spans runs is applied alone.
+        let lanes = pending[at..]
+            .iter()
+            .take_while(|i| own_run(&batch[**i].0).is_some())
+            .count();
+        if lanes > 0 {
+            match apply_in_lanes(conn, &mut keys, batch, &pending[at..at + lanes]).await {
+                Ok(done) => outcomes.extend(done),
+                Err((e, culprit)) => return rollback(conn, ended(e, culprit)).await,
+            }
+            at += lanes;
+            continue;
+        }
+        let i = pending[at];
+        let (write, queued_ms, _, _) = &batch[i];
         match apply(conn, &mut keys, write, *queued_ms).await {
             Ok(w) => outcomes.push(Ok(w)),
             Err(Fail::Refused(e)) => outcomes.push(Err(e)),
-            Err(Fail::Db(e)) => return rollback(conn, ended(e, Some(*i))).await,
+            Err(Fail::Db(e)) => return rollback(conn, ended(e, Some(i))).await,
         }
+        at += 1;
     }
     match conn.client().batch_execute("COMMIT").await {
         Ok(()) => Attempt::Committed(outcomes),
@@ -328,7 +351,10 @@ fn ttl(expires_ms: u64, from_ms: u64) -> i64 {
     expires_ms.saturating_sub(from_ms).min(i64::MAX as u64) as i64
 }
 
-async fn apply(
+/// Applies one write in the batch's transaction: every check that can refuse it first, then
+/// its statements. Called for each write in queue order, a run's writes one after another
+/// (other runs' writes may be applied at the same time: [`super::lanes`]).
+pub(super) async fn apply(
     conn: &Conn,
     keys: &mut HashMap<String, i64>,
     write: &Write,

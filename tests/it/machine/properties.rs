@@ -165,7 +165,6 @@ prop_compose! {
             on_failure: Default::default(),
             compensations: Default::default(),
             tags: Default::default(),
-            attachments: Vec::new(),
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -31,7 +31,6 @@ fn conversation() -> Vec<Message> {
         name: Some("lookup".into()),
         is_error,
         reasoning: Vec::new(),
-        attachments: Vec::new(),
         label: Default::default(),
     };
     vec![

@@ -6,6 +6,7 @@
 
 mod conversations;
 mod global_memory;
+mod grouped_commits;
 use crate::support;
 mod sessions;
 
