@@ -285,6 +285,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 for c in request.compacted.iter().filter(|c| c.seq == view.seq) {
                     outln!("        {}", compaction_text(c));
                 }
+                super::context_shown::describe_request(request, view.seq);
             }
             Effect::CallTool {
                 id,
@@ -571,6 +572,7 @@ fn describe_state(state: &RunState) {
         _ => {}
     }
     for (agent, a) in &run.agents {
+        super::context_shown::describe_summary(agent, &a.context);
         if !a.context.compacted.is_empty() {
             let list: Vec<String> = a
                 .context

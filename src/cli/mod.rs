@@ -14,6 +14,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 mod bench;
 mod cassettes;
 pub(crate) mod common;
+mod context_shown;
 pub(crate) mod control;
 mod demo;
 pub(crate) mod drive;

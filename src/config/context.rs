@@ -5,6 +5,7 @@
 //! [agents.context]
 //! window = 200000                          # tokens; default: the built-in table's
 //! on_overflow = "drop_oldest_tool_results" # or "shorten_tool_results", or "fail" (default)
+//! # or: on_overflow = { summarize = { agent = "summariser", keep_last = 4 } }
 //! ```
 //!
 //! Without `window`, the agent's window is the smallest the built-in table
@@ -25,20 +26,7 @@ use crate::provider::http::context_window;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawContext {
     pub(crate) window: Option<u64>,
-    pub(crate) on_overflow: Option<RawOnOverflow>,
-    /// The summarising agent of `on_overflow = "summarize"` (not available yet).
-    pub(crate) agent: Option<String>,
-}
-
-/// `on_overflow` as written: the machine's policies, and `summarize`, which is refused with
-/// a line saying it is not available yet rather than as an unknown word.
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum RawOnOverflow {
-    Fail,
-    DropOldestToolResults,
-    ShortenToolResults,
-    Summarize,
+    pub(crate) on_overflow: Option<OnOverflow>,
 }
 
 /// The agent's context setting: the spec's, else the built-in window of its routes' models
@@ -50,21 +38,13 @@ pub(crate) fn resolve(
     path: &str,
 ) -> Result<Option<ContextSpec>, ConfigError> {
     let path = format!("{path}.context");
-    let on_overflow = match raw.and_then(|r| r.on_overflow) {
-        None | Some(RawOnOverflow::Fail) => OnOverflow::Fail,
-        Some(RawOnOverflow::DropOldestToolResults) => OnOverflow::DropOldestToolResults,
-        Some(RawOnOverflow::ShortenToolResults) => OnOverflow::ShortenToolResults,
-        Some(RawOnOverflow::Summarize) => {
-            return Err(ConfigError::invalid(
-                format!("{path}.on_overflow"),
-                "on_overflow = \"summarize\" is not available yet – use \"drop_oldest_tool_results\", \"shorten_tool_results\" or \"fail\"",
-            ));
-        }
-    };
-    if raw.is_some_and(|r| r.agent.is_some()) {
+    let on_overflow = raw.and_then(|r| r.on_overflow.clone()).unwrap_or_default();
+    if let OnOverflow::Summarize(s) = &on_overflow
+        && s.keep_last == 0
+    {
         return Err(ConfigError::invalid(
-            format!("{path}.agent"),
-            "`agent` names the summarising agent of on_overflow = \"summarize\", which is not available yet – remove it",
+            format!("{path}.on_overflow.summarize.keep_last"),
+            "keep_last must be at least 1 – the latest messages are never summarised",
         ));
     }
     let window = match raw.and_then(|r| r.window) {

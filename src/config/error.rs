@@ -315,6 +315,15 @@ impl ConfigError {
                 format!("unknown value `{value}`{hint} – use one of {list}"),
             );
         }
+        if message.starts_with("invalid type: unit variant, expected newtype variant")
+            && field.ends_with(".on_overflow")
+        {
+            // The only choice of a word-valued setting that takes settings of its own.
+            return ConfigError::invalid(
+                field,
+                "on_overflow = \"summarize\" needs the agent that writes the summary – write on_overflow = { summarize = { agent = \"NAME\" } }",
+            );
+        }
         if message.starts_with("missing field")
             && let Some(key) = ticked.first()
         {

@@ -338,6 +338,11 @@ pub enum Trace {
         /// Their size after.
         bytes_after: u64,
     },
+    /// The oldest messages of an agent's conversation were summarised by another agent so
+    /// its next request fits its context window (`on_overflow = { summarize = … }`); the
+    /// summary call itself is a `model.reply` of the writer.
+    #[serde(rename = "context.summarized")]
+    ContextSummarized(crate::machine::context_summary::Summarized),
     /// A model call is retried or moves to a fallback route.
     #[serde(rename = "model.retry")]
     ModelRetry {

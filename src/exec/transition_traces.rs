@@ -28,7 +28,7 @@ pub(crate) fn transition_traces(
     };
     match &event.body {
         EventBody::ModelReplied { reply, .. } => {
-            // A session summary is written by its job's agent, on that agent's route.
+            // A session or context summary is written by its writer, on that agent's route.
             let (agent, route) = match before {
                 RunState::Generating { call, .. } => (
                     agent.clone(),
@@ -39,9 +39,8 @@ pub(crate) fn transition_traces(
                     call, summaries, ..
                 } => {
                     let by = summaries
-                        .jobs
-                        .first()
-                        .map_or_else(|| agent.clone(), |j| j.by.clone());
+                        .writer()
+                        .map_or_else(|| agent.clone(), |(_, by)| by.clone());
                     let route = spec
                         .agent(&by)
                         .and_then(|a| a.routes.get(call.route as usize));
@@ -252,6 +251,7 @@ fn note_trace(note: &Note) -> Trace {
             output_tokens: *output_tokens,
             next_limit: *next_limit,
         },
+        Note::ContextSummarized(s) => Trace::ContextSummarized(s.clone()),
         Note::Compacted {
             agent,
             policy,
@@ -260,7 +260,7 @@ fn note_trace(note: &Note) -> Trace {
             bytes_after,
         } => Trace::ContextCompacted {
             agent: agent.clone(),
-            policy: *policy,
+            policy: policy.clone(),
             messages: messages.clone(),
             bytes_before: *bytes_before,
             bytes_after: *bytes_after,

@@ -176,10 +176,20 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
                         0 => String::new(),
                         n => format!("; {n} tool result(s) compacted to fit the context window"),
                     };
-                    format!(
-                        "call {}/{} ({} messages, attempt {attempt}){compacted}",
-                        request.provider, request.model, request.conversation.len
-                    )
+                    match &request.summarize {
+                        Some(of) => format!(
+                            "call {}/{} to summarise messages {} to {} of {}'s conversation (attempt {attempt})",
+                            request.provider,
+                            request.model,
+                            of.from,
+                            of.upto.saturating_sub(1),
+                            of.agent
+                        ),
+                        None => format!(
+                            "call {}/{} ({} messages, attempt {attempt}){compacted}",
+                            request.provider, request.model, request.conversation.len
+                        ),
+                    }
                 }
                 Some(Effect::PublishMemory { name, writes, .. }) => format!(
                     "publish {} staged write(s) to global memory {name}",
@@ -196,6 +206,15 @@ fn entries(run: &RunId, rows: &[TransitionRecord]) -> Result<Vec<TimelineEntry>,
                 end = reply_end(reply);
                 if let Some(words) = crate::machine::refusal_of(reply) {
                     format!("refused: {}", clip(&words, 60))
+                } else if matches!(
+                    t.edge,
+                    EdgeId::SummarizingRepliedCall | EdgeId::SummarizingRepliedContextExhausted
+                ) {
+                    // A context summary (on_overflow = summarize), written by another agent.
+                    format!(
+                        "context summary: {}",
+                        clip(reply.text.as_deref().unwrap_or(""), 60)
+                    )
                 } else if reply.tool_calls.is_empty() {
                     let cut = if end.is_some() { " [truncated]" } else { "" };
                     format!(

@@ -32,6 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::allowance::estimate_input_tokens;
+use super::context_summary::{ContextJob, ContextSummary, SummarizeSpec, TurnSize};
 use super::effect::ModelRequest;
 use super::error::{ErrorClass, Failure};
 use super::message::{Appended, Message, Role};
@@ -49,7 +50,7 @@ pub const MACHINE_TOOL_BYTES: u64 = 1024;
 
 /// What an agent does when its next request would not fit its context window
 /// (`[agents.context] on_overflow`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnOverflow {
     /// End the run failed with class `context_exhausted`.
@@ -59,15 +60,19 @@ pub enum OnOverflow {
     DropOldestToolResults,
     /// Cut the oldest tool results to their first [`SHORTENED_KEEP_BYTES`] until it fits.
     ShortenToolResults,
+    /// Have a named agent summarise the oldest part of the conversation (see
+    /// [`context_summary`](super::context_summary)).
+    Summarize(SummarizeSpec),
 }
 
 impl OnOverflow {
     /// The word in a spec file.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             OnOverflow::Fail => "fail",
             OnOverflow::DropOldestToolResults => "drop_oldest_tool_results",
             OnOverflow::ShortenToolResults => "shorten_tool_results",
+            OnOverflow::Summarize(_) => "summarize",
         }
     }
 
@@ -80,7 +85,7 @@ impl OnOverflow {
 /// An agent's context window and overflow policy, as the stored spec holds it: the window is
 /// resolved when the spec is loaded (the spec's `window`, else the built-in table's for the
 /// agent's models), so a replay uses the window the run started with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextSpec {
     /// The most tokens one request (input and the output asked for) may hold.
@@ -161,6 +166,13 @@ pub struct ContextLedger {
     /// only grew since: the estimate's exact prefix. Cleared by a compaction or a rewind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reported: Option<(u64, u64)>,
+    /// For `summarize`: the turns not summarised yet, oldest first — where the conversation
+    /// may be cut, and how big each is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnSize>,
+    /// For `summarize`: the summary later requests send in place of the oldest messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ContextSummary>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -174,12 +186,16 @@ impl ContextLedger {
     }
 
     /// Records `message` of `bytes`, appended at `index` (a lower index than the ledger
-    /// counts rewinds it first: a fork edit or a transfer restarted the conversation).
-    pub(crate) fn record(&mut self, index: u32, message: &Message, bytes: u64) {
+    /// counts rewinds it first: a fork edit or a transfer restarted the conversation);
+    /// `turns` keeps the turn sizes `summarize` cuts at.
+    pub(crate) fn record(&mut self, index: u32, message: &Message, bytes: u64, turns: bool) {
         self.rewind(index);
         self.messages = u64::from(index) + 1;
         self.bytes = self.bytes.saturating_add(bytes);
-        if message.role == Role::Tool {
+        if turns {
+            self.record_turn(index, message, bytes);
+        }
+        if message.role == Role::Tool && !turns {
             let size = |how| compacted_message(message, how).canonical_bytes().len() as u64;
             let (dropped, shortened) = (size(Compaction::Dropped), size(Compaction::Shortened));
             if bytes >= dropped.saturating_add(MIN_COMPACTION_GAIN) {
@@ -203,6 +219,7 @@ impl ContextLedger {
             *self = ContextLedger::default();
             return;
         }
+        self.rewind_summary(len);
         let gone = self
             .compactable
             .iter()
@@ -253,6 +270,13 @@ pub enum Fit {
     Fits,
     /// It fits once these tool results are compacted (oldest first).
     Compact(Vec<Compacted>),
+    /// It may fit once messages `from..upto` are summarised (`summarize`).
+    Summarize {
+        /// The first message summarised.
+        from: u32,
+        /// The first message kept after them.
+        upto: u32,
+    },
     /// It does not fit, and the policy cannot make it: the tokens it would need at least.
     Exhausted {
         /// The estimate (after every compaction the policy allows).
@@ -265,14 +289,17 @@ pub enum Fit {
 /// compaction). Pure: the same ledger and spec give the same answer, which is what lets
 /// `verify` and replays reproduce a compaction.
 pub fn decide(spec: &ContextSpec, ledger: &ContextLedger, extra: Extra, seq: u64) -> Fit {
-    let messages = ledger.messages.saturating_add(extra.messages);
+    let messages = ledger.messages_sent().saturating_add(extra.messages);
     let bytes = ledger.bytes.saturating_add(extra.bytes);
     let fits = |input: u64| input.saturating_add(extra.output_tokens) <= spec.window;
     let estimate = estimate_input_tokens(bytes, messages, ledger.reported);
     if fits(estimate) {
         return Fit::Fits;
     }
-    let how = match spec.on_overflow {
+    let how = match &spec.on_overflow {
+        OnOverflow::Summarize(s) => {
+            return super::context_summary::plan(s, spec.window, ledger, extra, estimate);
+        }
         OnOverflow::Fail => {
             return Fit::Exhausted {
                 needed: estimate.saturating_add(extra.output_tokens),
@@ -365,13 +392,10 @@ pub(crate) fn reported_prompt_tokens(usage: &super::TokenUsage) -> u64 {
 /// Records a message `append` put in `agent`'s conversation, when the agent has a context
 /// window (nothing is kept otherwise).
 pub(crate) fn on_append(cx: &Cx<'_>, a: &mut AgentRun, rec: &Appended) {
-    if cx
-        .spec
-        .agent(&rec.agent)
-        .is_some_and(|s| s.context.is_some())
-    {
+    if let Some(c) = cx.spec.agent(&rec.agent).and_then(|s| s.context.as_ref()) {
+        let turns = matches!(c.on_overflow, OnOverflow::Summarize(_));
         a.context
-            .record(rec.index, &rec.message, rec.bytes.len() as u64);
+            .record(rec.index, &rec.message, rec.bytes.len() as u64, turns);
     }
 }
 
@@ -389,6 +413,8 @@ pub(crate) enum Room {
     Fits,
     /// Tool results were compacted; the request now fits.
     Compacted,
+    /// The oldest messages must be summarised first (`summarize`).
+    Summarize(ContextJob),
     /// It cannot be made to fit: the run fails with this.
     Exhausted(Failure),
 }
@@ -401,7 +427,7 @@ pub(crate) fn make_room(cx: &mut Cx<'_>, run: &mut RunData, request: &ModelReque
     let Some(spec_agent) = cx.spec.agent(&agent) else {
         return Room::Fits;
     };
-    let Some(window) = spec_agent.context else {
+    let Some(window) = spec_agent.context.clone() else {
         return Room::Fits;
     };
     let extra = extra_of(cx, run, spec_agent, request);
@@ -415,16 +441,45 @@ pub(crate) fn make_room(cx: &mut Cx<'_>, run: &mut RunData, request: &ModelReque
             a.context.apply(&done);
             cx.notes.push(Note::Compacted {
                 agent: agent.clone(),
-                policy: window.on_overflow,
+                policy: window.on_overflow.clone(),
                 messages: done.iter().map(|c| c.index).collect(),
                 bytes_before: done.iter().map(|c| c.before).sum(),
                 bytes_after: done.iter().map(|c| c.after).sum(),
             });
             Room::Compacted
         }
+        Fit::Summarize { from, upto } => {
+            let OnOverflow::Summarize(how) = &window.on_overflow else {
+                // `decide` asks for a summary only under the summarize policy.
+                return Room::Fits;
+            };
+            if super::summary::summary_exhausted(cx, run, &how.agent) {
+                return Room::Exhausted(Failure::new(
+                    ErrorClass::ContextExhausted,
+                    format!(
+                        "agent {agent}: the next request would not fit its context window of {} tokens, and {} may not write its summary: a cap of its budget is reached",
+                        window.window, how.agent
+                    ),
+                ));
+            }
+            return Room::Summarize(ContextJob {
+                agent,
+                by: how.agent.clone(),
+                from,
+                upto,
+            });
+        }
         Fit::Exhausted { needed } => {
-            let tried = match window.on_overflow {
+            let tried = match &window.on_overflow {
                 OnOverflow::Fail => "on_overflow is fail".to_owned(),
+                OnOverflow::Summarize(_) => match &a.context.summary {
+                    Some(s) if s.seq == cx.seq => format!(
+                        "it would not fit even with the summary of messages {} to {} just written",
+                        s.from,
+                        s.upto.saturating_sub(1)
+                    ),
+                    _ => "on_overflow = \"summarize\" cannot make it fit (what is left after the latest messages it must keep is too big)".to_owned(),
+                },
                 other => format!(
                     "on_overflow = \"{}\" cannot make it fit (what is left is not tool results)",
                     other.as_str()
@@ -499,7 +554,7 @@ mod tests {
         messages.extend((0..results).map(|i| tool_result(&format!("{i}{}", "x".repeat(size)))));
         let mut l = ContextLedger::default();
         for (i, m) in messages.iter().enumerate() {
-            l.record(i as u32, m, m.canonical_bytes().len() as u64);
+            l.record(i as u32, m, m.canonical_bytes().len() as u64, false);
         }
         (l, messages)
     }
@@ -640,7 +695,7 @@ mod tests {
             Fit::Fits
         );
         // A new message counts at one token per byte on top.
-        l.record(4, &Message::text(Role::User, "more"), 100);
+        l.record(4, &Message::text(Role::User, "more"), 100, false);
         assert!(matches!(
             decide(&spec(window, OnOverflow::Fail), &l, Extra::default(), 6),
             Fit::Exhausted { .. }

@@ -208,18 +208,47 @@ pub struct ModelRequest {
     /// conversation before it is sent (see [`compact_messages`](super::context::compact_messages)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compacted: Vec<super::context::Compacted>,
+    /// For a summary call of `on_overflow = { summarize = … }`: the conversation is that
+    /// agent's, and what is sent is the exchange [`SummaryOf::exchange`] builds from it.
+    ///
+    /// [`SummaryOf::exchange`]: super::context_summary::SummaryOf::exchange
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarize: Option<Box<super::context_summary::SummaryOf>>,
+    /// The summary the agent's conversation is sent with, in place of the messages it
+    /// replaces (see [`context_summary`](super::context_summary)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarized: Option<Box<super::context_summary::ContextSummary>>,
 }
 
 impl ModelRequest {
     /// Turns `messages`, the bodies of [`conversation`](Self::conversation), into what the
-    /// provider receives: the compactions the context window asked for applied (see
-    /// [`context`](super::context)), then the injected memory (revision 5) after them. Call
+    /// provider receives: the compactions and the summary the context window asked for
+    /// applied (see [`context`](super::context)), then the injected memory (revision 5) after
+    /// them; for a context summary call, the summarisation exchange. Call
     /// it wherever a recorded request is turned into a provider request, so the driver,
     /// `show` and cassette export agree.
     pub fn complete_messages(&self, messages: &mut Vec<super::Message>) {
+        if let Some(of) = &self.summarize {
+            *messages = of.exchange(messages);
+            return;
+        }
         super::context::compact_messages(messages, &self.compacted);
+        if let Some(summary) = &self.summarized {
+            summary.apply(messages);
+        }
         if let Some(text) = &self.memory {
             messages.push(super::memory::injected_message(text));
+        }
+    }
+
+    /// Whose stored conversation [`conversation`](Self::conversation) is, for a `CallModel`
+    /// of `agent`: the summarisation exchange's for a session summary, the summarised
+    /// agent's for a context summary, else `agent`'s.
+    pub fn conversation_owner(&self, agent: &super::AgentId) -> super::AgentId {
+        match (&self.summarize, self.summary) {
+            (Some(of), _) => of.agent.clone(),
+            (None, true) => super::AgentId::from(super::session::SUMMARY_CONVERSATION),
+            (None, false) => agent.clone(),
         }
     }
 

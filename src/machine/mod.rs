@@ -34,6 +34,7 @@ mod batch;
 mod budget;
 mod child;
 pub mod context;
+pub mod context_summary;
 pub mod deadline;
 mod delegation;
 mod edit;

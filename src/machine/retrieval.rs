@@ -182,6 +182,14 @@ pub(crate) fn on_retrieved(
             },
             RunState::Generating { run, call },
         ),
+        super::step::Turn::Summarize { call, summaries } => (
+            EdgeId::RetrievingRetrievedSummarize,
+            RunState::Summarizing {
+                run,
+                call,
+                summaries,
+            },
+        ),
         super::step::Turn::Exhausted(error) => (
             EdgeId::RetrievingRetrievedContextExhausted,
             RunState::Done {

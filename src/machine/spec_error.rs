@@ -136,6 +136,14 @@ pub enum SpecError {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// An agent's `[agents.context]` is wrong (the agent `on_overflow` summarises with).
+    #[error("{path}: {reason}")]
+    BadContext {
+        /// Field path.
+        path: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A `when` condition does not compile.
     #[error("{path}: {reason}")]
     BadCondition {
@@ -164,6 +172,7 @@ impl SpecError {
             | SpecError::UnknownAgent { path, .. }
             | SpecError::UnreachableExit { path, .. }
             | SpecError::BadCondition { path, .. }
+            | SpecError::BadContext { path, .. }
             | SpecError::BadDelegation { path, .. }
             | SpecError::BadMemory { path, .. } => path,
         }

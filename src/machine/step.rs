@@ -162,6 +162,9 @@ pub enum Note {
         /// The output-token limit the retry asks for.
         next_limit: Option<u64>,
     },
+    /// The next request would not have fit the agent's context window: the oldest messages
+    /// were summarised by another agent (see [`context_summary`](super::context_summary)).
+    ContextSummarized(super::context_summary::Summarized),
     /// The next request would not have fit the agent's context window: tool results were
     /// dropped or shortened (see [`context`](super::context)).
     Compacted {
@@ -625,6 +628,13 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
             .filter(|c| c.index < a.conversation.len)
             .copied()
             .collect(),
+        summarize: None,
+        summarized: a
+            .context
+            .summary
+            .clone()
+            .filter(|s| s.upto <= a.conversation.len)
+            .map(Box::new),
     }
 }
 
@@ -739,6 +749,14 @@ fn prepare(cx: &mut Cx<'_>, mut run: RunData) -> (EdgeId, RunState) {
             },
             RunState::Generating { run, call },
         ),
+        Turn::Summarize { call, summaries } => (
+            EdgeId::PreparingProceedSummarize,
+            RunState::Summarizing {
+                run,
+                call,
+                summaries,
+            },
+        ),
         Turn::Exhausted(error) => (
             EdgeId::PreparingProceedContextExhausted,
             RunState::Done {
@@ -758,6 +776,14 @@ pub(crate) enum Turn {
         call: ModelCall,
         /// Whether a compaction was recorded.
         compacted: bool,
+    },
+    /// The request would not fit the agent's context window: a summary of the oldest
+    /// messages is asked for first (`Summarizing`).
+    Summarize {
+        /// The summary call.
+        call: ModelCall,
+        /// The state's summarisation.
+        summaries: super::summary::Summaries,
     },
     /// The request would not fit the agent's context window: the run fails with this.
     Exhausted(Failure),
@@ -784,6 +810,9 @@ pub(crate) fn model_turn(cx: &mut Cx<'_>, run: &mut RunData) -> Turn {
         super::context::Room::Fits => false,
         super::context::Room::Compacted => true,
         super::context::Room::Exhausted(error) => return Turn::Exhausted(error),
+        super::context::Room::Summarize(job) => {
+            return super::context_summary::begin(cx, run, job);
+        }
     };
     Turn::Call {
         call: cx.call_model(run, route, 1, None),

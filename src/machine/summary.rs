@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::budget::Remaining;
+use super::context_summary::ContextJob;
 use super::effect::{Effect, ModelRequest};
 use super::error::{ErrorClass, Failure};
 use super::ids::AgentId;
@@ -25,13 +26,30 @@ use super::state::{ModelCall, Outcome, RunData, RunState};
 use super::step::{Cx, Note, activate};
 use super::table::EdgeId;
 
-/// The summaries still to write when a session run starts.
+/// The summaries still to write when a session run starts, or the summary an agent's
+/// context window asked for ([`context`](Self::context)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summaries {
-    /// The summarisation exchange of the first job, as sent to the model.
+    /// The summarisation exchange of the first job, as sent to the model; for a context
+    /// summary, the agent's conversation the exchange is built from.
     pub conversation: ConversationRef,
-    /// The jobs, the one being written first.
+    /// The jobs, the one being written first (none for a context summary).
     pub jobs: Vec<SummaryJob>,
+    /// The summary of the oldest messages of an agent whose next request would not fit its
+    /// context window (see [`context_summary`](super::context_summary)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextJob>,
+}
+
+impl Summaries {
+    /// The agent whose summary is being written and its writer.
+    pub fn writer(&self) -> Option<(&AgentId, &AgentId)> {
+        match (&self.context, self.jobs.first()) {
+            (Some(c), _) => Some((&c.agent, &c.by)),
+            (None, Some(j)) => Some((&j.agent, &j.by)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// One agent whose carried conversation has messages outside the window.
@@ -103,7 +121,11 @@ pub(crate) fn next_summary(cx: &mut Cx<'_>, run: RunData, jobs: Vec<SummaryJob>)
         && !summary_exhausted(cx, &run, &job.by)
     {
         let conversation = open_exchange(cx, job);
-        let summaries = Summaries { conversation, jobs };
+        let summaries = Summaries {
+            conversation,
+            jobs,
+            context: None,
+        };
         let call = call_summary(cx, &run, &summaries, 0, 1, None);
         return Next::Summarize(RunState::Summarizing {
             run,
@@ -130,7 +152,7 @@ fn skip_summaries(cx: &mut Cx<'_>, mut run: RunData, jobs: Vec<SummaryJob>) -> R
 }
 
 /// Whether a cap of the run, or of `by`, is reached now: no summary call is made then.
-fn summary_exhausted(cx: &Cx<'_>, run: &RunData, by: &AgentId) -> bool {
+pub(crate) fn summary_exhausted(cx: &Cx<'_>, run: &RunData, by: &AgentId) -> bool {
     let run_elapsed = cx.at.ms_since(run.started_at);
     if super::budget::first_exhausted(&run.limits, &run.usage, run_elapsed).is_some() {
         return true;
@@ -178,8 +200,9 @@ fn open_exchange(cx: &mut Cx<'_>, job: &SummaryJob) -> ConversationRef {
     conversation
 }
 
-/// Emits the `CallModel` of the first job's summary on its writer's `route`.
-fn call_summary(
+/// Emits the `CallModel` of the first job's summary (or the context summary) on its
+/// writer's `route`.
+pub(crate) fn call_summary(
     cx: &mut Cx<'_>,
     run: &RunData,
     summaries: &Summaries,
@@ -188,9 +211,8 @@ fn call_summary(
     not_before: Option<super::Hlc>,
 ) -> ModelCall {
     let by = summaries
-        .jobs
-        .first()
-        .map(|j| j.by.clone())
+        .writer()
+        .map(|(_, by)| by.clone())
         .unwrap_or_default();
     let r = cx
         .spec
@@ -214,6 +236,11 @@ fn call_summary(
         memory: None,
         max_output_tokens: None,
         compacted: Vec::new(),
+        summarize: summaries
+            .context
+            .as_ref()
+            .map(|job| Box::new(super::context_summary::summary_of(cx, run, job))),
+        summarized: None,
     };
     let effect = cx.emit(|id| Effect::CallModel {
         id,
@@ -237,6 +264,9 @@ pub(crate) fn on_summary(
     mut summaries: Summaries,
     reply: &ModelReply,
 ) -> (EdgeId, RunState) {
+    if let Some(job) = summaries.context {
+        return super::context_summary::on_reply(cx, run, job, reply);
+    }
     if summaries.jobs.is_empty() {
         // A Summarizing state always has a job; an empty one begins the run.
         return match next_summary(cx, run, Vec::new()) {
@@ -270,7 +300,7 @@ pub(crate) fn on_summary_failed(
     summaries: Summaries,
     failure: &ModelFailure,
 ) -> (EdgeId, RunState) {
-    let Some(job) = summaries.jobs.first() else {
+    let Some((agent, by)) = summaries.writer() else {
         let error = Failure::new(ErrorClass::Unknown, "no summary was being written");
         return (
             EdgeId::SummarizingFailedFail,
@@ -280,10 +310,16 @@ pub(crate) fn on_summary_failed(
             },
         );
     };
-    let by = job.by.clone();
-    let agent = job.agent.clone();
-    // A retry is a model call too: budgets first.
+    let (agent, by) = (agent.clone(), by.clone());
+    // A retry is a model call too: budgets first. A context summary goes back to the step
+    // boundary, whose check finds the cap (or refuses the summary and fails the run).
     if summary_exhausted(cx, &run, &by) {
+        if summaries.context.is_some() {
+            return (
+                EdgeId::SummarizingFailedExhausted,
+                RunState::Preparing { run },
+            );
+        }
         return (
             EdgeId::SummarizingFailedExhausted,
             skip_summaries(cx, run, summaries.jobs),
@@ -332,10 +368,15 @@ pub(crate) fn on_summary_failed(
             },
         );
     }
+    let what = if summaries.context.is_some() {
+        "oldest messages (to fit its context window)"
+    } else {
+        "earlier session conversation"
+    };
     let error = Failure::new(
         ErrorClass::from(failure.class),
         format!(
-            "the summary of agent {agent}'s earlier session conversation could not be written (by {by}, every route failed); last: {}",
+            "the summary of agent {agent}'s {what} could not be written (by {by}, every route failed); last: {}",
             failure.message
         ),
     );

@@ -195,6 +195,8 @@ edges! {
         "the request would not fit the agent's context window: the oldest tool results are dropped or shortened (on_overflow), recorded with the CallModel that sends them";
     PreparingProceedContextExhausted = "preparing.proceed.context_exhausted": Preparing --Proceed--> Done,
         "the request would not fit the agent's context window and on_overflow is fail, or compacting every tool result would not make it fit: fails with context_exhausted";
+    PreparingProceedSummarize = "preparing.proceed.summarize": Preparing --Proceed--> Summarizing,
+        "the request would not fit the agent's context window: the agent on_overflow names is asked to summarise the oldest messages first (a recorded model call)";
     PreparingProceedExhausted = "preparing.proceed.exhausted": Preparing --Proceed--> BudgetExhausted,
         "a cap is reached: no model call is made";
     PreparingRaise = "preparing.raise": Preparing --BudgetRaised--> Preparing,
@@ -365,10 +367,14 @@ edges! {
         "the summary opens the agent's conversation before its window; the next agent's summary is asked for";
     SummarizingRepliedDone = "summarizing.replied.done": Summarizing --ModelReplied--> Preparing,
         "the last summary is placed; the entry agent gets the goal";
+    SummarizingRepliedCall = "summarizing.replied.call": Summarizing --ModelReplied--> Generating,
+        "an agent's context summary is written: it is recorded and the agent's turn is asked for with the summary in place of the messages it replaces";
+    SummarizingRepliedContextExhausted = "summarizing.replied.context_exhausted": Summarizing --ModelReplied--> Done,
+        "even with the summary just written the agent's next request would not fit its context window: fails with context_exhausted";
     SummarizingFailedRetry = "summarizing.failed.retry": Summarizing --ModelFailed--> Summarizing,
         "the summary call is retried after its backoff, or made on the writer's next route";
     SummarizingFailedExhausted = "summarizing.failed.exhausted": Summarizing --ModelFailed--> Preparing,
-        "a cap is reached before the summary could be retried: the windows are placed without new summaries; the entry agent gets the goal";
+        "a cap is reached before the summary could be retried: a session run's windows are placed without new summaries and the entry agent gets the goal; a context summary goes back to the step boundary, which finds the cap";
     SummarizingFailedFail = "summarizing.failed.fail": Summarizing --ModelFailed--> Done,
         "every route of the summary's writer gave up: fails with the provider error class";
     SummarizingRaise = "summarizing.raise": Summarizing --BudgetRaised--> Summarizing,
@@ -381,6 +387,8 @@ edges! {
         "the passages (if any) are appended as a user-position data message; CallModel is emitted";
     RetrievingRetrievedCompact = "retrieving.retrieved.compact": Retrieving --Retrieved--> Generating,
         "the passages are appended and the request would not fit the agent's context window: the oldest tool results are dropped or shortened; CallModel is emitted";
+    RetrievingRetrievedSummarize = "retrieving.retrieved.summarize": Retrieving --Retrieved--> Summarizing,
+        "the passages are appended and the request would not fit the agent's context window: the agent on_overflow names is asked to summarise the oldest messages first";
     RetrievingRetrievedContextExhausted = "retrieving.retrieved.context_exhausted": Retrieving --Retrieved--> Done,
         "the passages are appended and the request cannot be made to fit the agent's context window: fails with context_exhausted";
     RetrievingRetrievedExhausted = "retrieving.retrieved.exhausted": Retrieving --Retrieved--> BudgetExhausted,

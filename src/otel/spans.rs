@@ -628,6 +628,19 @@ impl Tracker {
                     KeyValue::new("runtape.bytes_after", *bytes_after as i64),
                 ],
             ),
+            Trace::ContextSummarized(s) => self.event(
+                &run,
+                "runtape.context_summarized",
+                at,
+                vec![
+                    KeyValue::new("gen_ai.agent.name", s.agent.to_string()),
+                    KeyValue::new("runtape.summary.by", s.by.to_string()),
+                    KeyValue::new("runtape.summary.from", i64::from(s.from)),
+                    KeyValue::new("runtape.summary.upto", i64::from(s.upto)),
+                    KeyValue::new("runtape.bytes_before", s.bytes_before as i64),
+                    KeyValue::new("runtape.bytes_after", s.bytes_after as i64),
+                ],
+            ),
             Trace::ModelRetry { agent, detail } => self.event(
                 &run,
                 "runtape.model_retry",

@@ -28,12 +28,9 @@ impl Driver {
                     .get(&request.provider)
                     .cloned();
                 // A session summary (revision 5) sends the summarisation exchange, kept apart
-                // from every agent's conversation.
-                let key = if request.summary {
-                    AgentId::from(crate::machine::session::SUMMARY_CONVERSATION)
-                } else {
-                    agent.clone()
-                };
+                // from every agent's conversation; a context summary is built from the
+                // summarised agent's.
+                let key = request.conversation_owner(&agent);
                 let mut messages = match self.messages_of(&key, &request.conversation).await {
                     Ok(m) => m,
                     Err(e) => {
@@ -42,9 +39,13 @@ impl Driver {
                         return;
                     }
                 };
-                if request.memory.is_some() || !request.compacted.is_empty() {
-                    // Compactions for the context window, then injected memory (revision 5),
-                    // exactly as the request recorded them.
+                if request.memory.is_some()
+                    || !request.compacted.is_empty()
+                    || request.summarized.is_some()
+                    || request.summarize.is_some()
+                {
+                    // Compactions and summaries for the context window, then injected memory
+                    // (revision 5), exactly as the request recorded them.
                     request.complete_messages(Arc::make_mut(&mut messages));
                 }
                 let path = match self.tree_path().await {

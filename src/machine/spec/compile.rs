@@ -251,6 +251,7 @@ impl RunSpec {
         )?;
         crate::machine::delegation::validate(&spec, &agent_index, &tool_index)?;
         crate::machine::session::validate(&spec, &agent_index)?;
+        crate::machine::context_summary::validate(&spec, &agent_index, &grants, &server_grants)?;
         crate::machine::retrieval::validate(&spec, &agent_index)?;
         // An agent a run can be handed over to by tool call may end it: its answer completes
         // the run when no plan edge routes it on.

@@ -26,7 +26,7 @@ const PAGE: usize = 6_000;
 
 /// The tokens the server charges for `request`: every byte of message text and of the tools
 /// array, plus 8 per message.
-fn charged(request: &Recorded) -> u64 {
+pub(super) fn charged(request: &Recorded) -> u64 {
     let body = request.json();
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let text: usize = messages
@@ -53,32 +53,41 @@ fn pages_read(request: &Recorded) -> usize {
 async fn pages_server() -> MockServer {
     MockServer::start(|request| {
         let read = pages_read(request);
-        let usage = json!({"prompt_tokens": charged(request), "completion_tokens": 5});
         let message = if read < 3 {
             json!({"role": "assistant", "content": null, "tool_calls": [{"id": format!("p{read}"),
                 "type": "function", "function": {"name": "page", "arguments": "{}"}}]})
         } else {
             json!({"role": "assistant", "content": "read them all"})
         };
-        let finish = if read < 3 { "tool_calls" } else { "stop" };
-        let reply = json!({"id": "c1", "object": "chat.completion", "model": "m",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage});
-        Behaviour::json(200, &reply.to_string())
+        completion(request, message)
     })
     .await
 }
 
-struct Ran {
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    db: PathBuf,
-    spec: PathBuf,
-    run: String,
-    output: Output,
-    requests: Vec<Recorded>,
+/// The chat completion answering `request` with `message`, charged as [`charged`] counts.
+pub(super) fn completion(request: &Recorded, message: Value) -> Behaviour {
+    let usage = json!({"prompt_tokens": charged(request), "completion_tokens": 5});
+    let finish = if message["tool_calls"].is_array() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    let reply = json!({"id": "c1", "object": "chat.completion", "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage});
+    Behaviour::json(200, &reply.to_string())
 }
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
+/// A finished run of the reader: its files, its id and output, what the server received.
+pub(super) struct Ran {
+    pub(super) _dir: tempfile::TempDir,
+    pub(super) db: PathBuf,
+    pub(super) spec: PathBuf,
+    pub(super) run: String,
+    pub(super) output: Output,
+    pub(super) requests: Vec<Recorded>,
+}
+
+pub(super) fn runtape(db: &Path, args: &[&str]) -> Output {
     on(db)
         .env(KEY_VAR, "sk-test")
         .args(args)
@@ -90,7 +99,6 @@ fn runtape(db: &Path, args: &[&str]) -> Output {
 async fn read_pages(on_overflow: &str) -> Ran {
     let server = pages_server().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("runs.db");
     let spec = write(
         dir.path(),
         "reader.toml",
@@ -117,35 +125,45 @@ async fn read_pages(on_overflow: &str) -> Ran {
             ),
         ),
     );
-    let spec_arg = utf8(&spec).to_owned();
-    let db_arg = db.clone();
-    let output =
-        tokio::task::block_in_place(|| runtape(&db_arg, &["run", "--stepped-clock", &spec_arg]));
-    let run = out(&output)
-        .lines()
-        .find_map(|l| l.strip_prefix("started run "))
-        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
-        .unwrap_or_else(|| panic!("a run id: {}", text(&output)));
-    Ran {
-        dir: dir.path().to_owned(),
-        _dir: dir,
-        db,
-        spec,
-        run,
-        output,
-        requests: server.requests(),
+    Ran::of(dir, spec, &server)
+}
+
+impl Ran {
+    /// Runs `spec` (written in `dir`, whose `runs.db` it uses) on the stepped clock; `server`
+    /// is the provider it calls.
+    pub(super) fn of(dir: tempfile::TempDir, spec: PathBuf, server: &MockServer) -> Ran {
+        let db = dir.path().join("runs.db");
+        let spec_arg = utf8(&spec).to_owned();
+        let db_arg = db.clone();
+        let output = tokio::task::block_in_place(|| {
+            runtape(&db_arg, &["run", "--stepped-clock", &spec_arg])
+        });
+        let run = support::cli::first_id(&out(&output));
+        Ran {
+            _dir: dir,
+            db,
+            spec,
+            run,
+            output,
+            requests: server.requests(),
+        }
     }
 }
 
-/// The seq of the transition that compacted, from `log --json`.
-fn compacting_seq(db: &Path, run: &str) -> u64 {
+/// The seq of the first step `edge` took, from `log --json`.
+pub(super) fn seq_of(db: &Path, run: &str, edge: &str) -> u64 {
     let log = runtape(db, &["log", run, "--json"]);
     out(&log)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["edge"] == "preparing.proceed.compact")
+        .find(|v| v["edge"] == edge)
         .and_then(|v| v["seq"].as_u64())
-        .unwrap_or_else(|| panic!("a compacting step in the log: {}", text(&log)))
+        .unwrap_or_else(|| panic!("a {edge} step in the log: {}", text(&log)))
+}
+
+/// The seq of the transition that compacted.
+fn compacting_seq(db: &Path, run: &str) -> u64 {
+    seq_of(db, run, "preparing.proceed.compact")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,25 +257,11 @@ async fn a_fork_from_the_tape_and_a_cassette_replay_send_the_same_compacted_requ
 
     // A cassette of the run replayed into a fresh database: strict, so a request that
     // differs from the recorded one (an uncompacted page) would be refused.
-    let cassette = ran.dir.join("run.cassette.json");
-    let exported = support::cli::export(&ran.db, &ran.run, &cassette);
-    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
-    let fresh = ran.dir.join("fresh.db");
-    let replayed = tokio::task::block_in_place(|| {
-        support::cli::replay(
-            &fresh,
-            utf8(&ran.spec),
-            utf8(&cassette),
-            &["--stepped-clock", "--json"],
-        )
-    });
-    assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
-    let traces = support::cli::json_lines(&replayed);
-    let replay_run = traces[0]["id"].as_str().expect("the run id").to_owned();
+    let (fresh, replay_run, traces) = replayed_offline(&ran.db, &ran.run, &ran.spec);
     let compacted = traces
         .iter()
         .find(|t| t["type"] == "context.compacted")
-        .unwrap_or_else(|| panic!("a context.compacted trace: {}", text(&replayed)));
+        .unwrap_or_else(|| panic!("a context.compacted trace: {traces:?}"));
     assert_eq!(compacted["policy"], "drop_oldest_tool_results");
     assert_eq!(compacted["messages"], json!([2]));
     assert_eq!(compacting_seq(&fresh, &replay_run), seq);
@@ -272,44 +276,85 @@ async fn verify_refuses_a_compaction_edited_in_the_database() {
     let seq = compacting_seq(&ran.db, &ran.run);
     // The recorded CallModel now says the page was shortened rather than dropped: what a
     // resumed or replayed run would send differs from what the machine decided.
-    let conn = rusqlite::Connection::open(&ran.db).expect("opens");
+    let verified = refused_once_edited(
+        &ran.db,
+        &ran.run,
+        (seq, "effects"),
+        r#""how":"dropped""#,
+        r#""how":"shortened""#,
+    );
+    assert!(
+        verified.contains(&format!("seq {seq}: effects: expected")),
+        "{verified}"
+    );
+}
+
+/// `run` of `db` exported to a cassette beside `db` and replayed strictly into a fresh
+/// database there under `spec`, which must succeed: that database, the replayed run's id and
+/// its `--json` trace.
+pub(super) fn replayed_offline(db: &Path, run: &str, spec: &Path) -> (PathBuf, String, Vec<Value>) {
+    let dir = db.parent().expect("a database in a folder");
+    let cassette = dir.join("run.cassette.json");
+    let exported = support::cli::export(db, run, &cassette);
+    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    let fresh = dir.join("fresh.db");
+    let replayed = tokio::task::block_in_place(|| {
+        support::cli::replay(
+            &fresh,
+            utf8(spec),
+            utf8(&cassette),
+            &["--stepped-clock", "--json"],
+        )
+    });
+    assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
+    let traces = support::cli::json_lines(&replayed);
+    let replay_run = traces[0]["id"].as_str().expect("the run id").to_owned();
+    (fresh, replay_run, traces)
+}
+
+/// Replaces `from` by `to` in `column` (`event` or `effects`) of step `at.0` of `run` in the
+/// SQLite file `db`, as someone editing the file would, and checks that `verify` refuses the
+/// run and a fork from the tape after that step does nothing with it; returns what `verify`
+/// said.
+pub(super) fn refused_once_edited(
+    db: &Path,
+    run: &str,
+    (seq, column): (u64, &str),
+    from: &str,
+    to: &str,
+) -> String {
+    let conn = rusqlite::Connection::open(db).expect("opens");
     let id: i64 = conn
         .query_row(
             "SELECT id FROM transitions WHERE (id & 4294967295) = ?1",
             [seq as i64],
             |r| r.get(0),
         )
-        .expect("the compacting transition");
+        .expect("the step");
     let stored: Vec<u8> = conn
-        .query_row("SELECT effects FROM transitions WHERE id = ?1", [id], |r| {
-            r.get(0)
-        })
-        .expect("its effects");
+        .query_row(
+            &format!("SELECT {column} FROM transitions WHERE id = ?1"),
+            [id],
+            |r| r.get(0),
+        )
+        .expect("its column");
     let json = runtape::format::packed::unpack(&stored)
         .expect("unpacks")
         .into_owned();
     let json = String::from_utf8(json).expect("JSON text");
-    assert!(json.contains(r#""how":"dropped""#), "{json}");
-    let edited = json.replace(r#""how":"dropped""#, r#""how":"shortened""#);
+    assert!(json.contains(from), "{json}");
+    let edited = json.replace(from, to);
     conn.execute(
-        "UPDATE transitions SET effects = ?1 WHERE id = ?2",
+        &format!("UPDATE transitions SET {column} = ?1 WHERE id = ?2"),
         rusqlite::params![runtape::format::packed::pack(edited.as_bytes()), id],
     )
     .expect("edits");
     drop(conn);
-    let verified = runtape(&ran.db, &["verify", &ran.run]);
+    let verified = runtape(db, &["verify", run]);
     assert_ne!(verified.status.code(), Some(0), "{}", text(&verified));
-    assert!(
-        text(&verified).contains(&format!("seq {seq}: effects: expected")),
-        "{}",
-        text(&verified)
-    );
     // Nor does a fork act on it.
     let fork = tokio::task::block_in_place(|| {
-        runtape(
-            &ran.db,
-            &["fork", &format!("{}@{}", ran.run, seq + 1), "--tape"],
-        )
+        runtape(db, &["fork", &format!("{run}@{}", seq + 1), "--tape"])
     });
     assert_ne!(fork.status.code(), Some(0), "{}", text(&fork));
     assert!(
@@ -317,4 +362,5 @@ async fn verify_refuses_a_compaction_edited_in_the_database() {
         "{}",
         text(&fork)
     );
+    text(&verified)
 }

@@ -4,6 +4,7 @@ mod cancel_race;
 mod clock_seam;
 mod command_tool;
 mod concurrent_resumers;
+mod context_summary;
 mod context_window;
 mod crash_safety;
 mod durable_runs;
