@@ -307,6 +307,17 @@ pub const COLUMNS: &[Column] = &[
         "chain",
         "equals blake3(previous link || body)",
     ),
+    // blob_refs: which runs refer to each blob, for `runtape prune` (store::retention).
+    operational(
+        "blob_refs",
+        "hash",
+        "read only by prune, to remove a blob once no kept run refers to it; a removed row can let a prune remove a blob a kept run needs, which that run's verify then reports missing",
+    ),
+    operational(
+        "blob_refs",
+        "run",
+        "read only by prune (as hash); run 0 marks blobs stored before the table existed, never removed",
+    ),
     // run_summary and run_tags: what the run list filters on (store::run_query), written with
     // the run's row; every run a page lists is checked again against the filter from its
     // verified rows, so an edited row can hide a run from a list but never show a wrong one.

@@ -11,7 +11,7 @@ use super::StoreError;
 
 /// The schema version this runtape writes. Opening a database with a higher version is an
 /// error; a lower one is migrated forward.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// One step of the schema: SQL, then (optionally) code that fills what the SQL added.
 struct Migration {
@@ -42,6 +42,8 @@ struct Migration {
 ///   ([`SCHEDULES`]).
 /// - 12 → 13: `run_summary`, what the run list filters on beyond `runs`, one narrow row per
 ///   run ([`super::sqlite::run_summary`]).
+/// - 13 → 14: `blob_refs`, which runs refer to each blob, so `runtape prune` can remove the
+///   blobs only its runs used ([`BLOB_REFS`]).
 const MIGRATIONS: &[Migration] = &[
     Migration {
         sql: V1,
@@ -95,7 +97,26 @@ const MIGRATIONS: &[Migration] = &[
         sql: super::sqlite::run_summary::RUN_SUMMARY,
         then: Some(super::sqlite::run_summary::fill),
     },
+    Migration {
+        sql: BLOB_REFS,
+        then: None,
+    },
 ];
+
+/// Which runs refer to each blob (`run` = `runs.key`): a row for every blob of every commit,
+/// written beside the blob whether it was stored then or already was, so `runtape prune`
+/// removes a blob when the last run referring to it goes ([`crate::store::retention`]).
+/// Blobs stored before this table existed get a row of run 0, which no run has: they are
+/// kept, since which runs use them was not recorded.
+const BLOB_REFS: &str = r#"
+CREATE TABLE blob_refs (
+    hash BLOB NOT NULL,
+    run INTEGER NOT NULL,
+    PRIMARY KEY (hash, run)
+) WITHOUT ROWID;
+CREATE INDEX blob_refs_by_run ON blob_refs (run);
+INSERT OR IGNORE INTO blob_refs (hash, run) SELECT hash, 0 FROM blobs;
+"#;
 
 /// Schedules ([`crate::schedule`]): each with its cursor, the last instant it considered; and
 /// one row per instant fired, keyed by (schedule, instant), so an instant is claimed once

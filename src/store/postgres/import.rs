@@ -120,6 +120,11 @@ pub(super) async fn import(c: &Conn, run: &ImportedRun) -> Result<Written, Fail>
             &[&&d.0[..], bytes],
         )
         .await?;
+        c.execute(
+            "INSERT INTO runtape.blob_refs (hash, run) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&&d.0[..], &key],
+        )
+        .await?;
     }
     Ok(Written::Done)
 }

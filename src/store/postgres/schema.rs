@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 7;
+pub const PG_SCHEMA_VERSION: i64 = 8;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -30,6 +30,7 @@ pub const PG_SCHEMA_VERSION: i64 = 7;
 ///   schema 11 ([`TOMBSTONES`]).
 /// - 6 → 7: `schedules` and `schedule_fires`, cron schedules and the instants they fired, as
 ///   SQLite's schema 12 ([`SCHEDULES`]).
+/// - 7 → 8: `blob_refs`, which runs refer to each blob, as SQLite's schema 14 ([`BLOB_REFS`]).
 const MIGRATIONS: &[&str] = &[
     V1,
     V2_MEMORY,
@@ -38,7 +39,22 @@ const MIGRATIONS: &[&str] = &[
     HOT_RUNS,
     TOMBSTONES,
     SCHEDULES,
+    BLOB_REFS,
 ];
+
+/// Which runs refer to each blob (`run` = `runs.key`), as SQLite's `blob_refs`: a row for every
+/// blob of every commit, so `runtape prune` removes a blob when the last run referring to it
+/// goes ([`crate::store::retention`]). Blobs stored before get a row of run 0 (no run has it):
+/// they are kept.
+const BLOB_REFS: &str = r#"
+CREATE TABLE runtape.blob_refs (
+    hash bytea NOT NULL,
+    run bigint NOT NULL,
+    PRIMARY KEY (hash, run)
+);
+CREATE INDEX blob_refs_by_run ON runtape.blob_refs (run);
+INSERT INTO runtape.blob_refs (hash, run) SELECT hash, 0 FROM runtape.blobs;
+"#;
 
 /// Schedules ([`crate::schedule`]), as SQLite's: each with its cursor, the last instant it
 /// considered; one row per instant fired, keyed by (schedule, instant), so an instant is

@@ -736,6 +736,7 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
     ];
     let outcome_row: Option<[&P<'_>; 2]> = c.outcome.as_ref().map(|o| -> [&P<'_>; 2] { [&key, o] });
     let blob_rows: [&P<'_>; 2] = [&blob_hashes, &blob_bytes];
+    let blob_refs: [&P<'_>; 2] = [&blob_hashes, &key];
     let snapshot_row: Option<[&P<'_>; 2]> =
         c.snapshot.as_ref().map(|s| -> [&P<'_>; 2] { [&id, s] });
     let outbox_rows: Vec<[&P<'_>; 5]> = outbox
@@ -770,6 +771,13 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
             "INSERT INTO runtape.blobs (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
              ON CONFLICT (hash) DO NOTHING",
             &blob_rows,
+        )));
+        // Which runs refer to each blob, for `runtape prune` (store::retention): this insert's
+        // table lock is the one a prune waits on.
+        work.push(Box::pin(conn.execute(
+            "INSERT INTO runtape.blob_refs (hash, run) SELECT unnest($1::bytea[]), $2 \
+             ON CONFLICT DO NOTHING",
+            &blob_refs,
         )));
     }
     if let Some(params) = &snapshot_row {

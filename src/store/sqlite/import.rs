@@ -99,10 +99,12 @@ pub(super) fn import(tx: &Connection, run: &ImportedRun) -> Result<Written, Stor
     super::writer::insert_outbox(tx, key, &run.outbox)?;
     let mut stored = tx.prepare_cached(super::BLOB_STORED)?;
     let mut insert = tx.prepare_cached(super::INSERT_BLOB)?;
+    let mut refer = tx.prepare_cached(super::INSERT_BLOB_REF)?;
     for (d, bytes) in &run.blobs {
         if !stored.exists(params![&d.0[..]])? {
             insert.execute(params![&d.0[..], bytes])?;
         }
+        refer.execute(params![&d.0[..], key])?;
     }
     Ok(Written::Done)
 }

@@ -745,6 +745,12 @@ pub(super) const BLOB_STORED: &str =
 /// with a temporary table opened and torn down per row: 8% of the writer's CPU under W5.)
 pub(super) const INSERT_BLOB: &str = "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)";
 
+/// Records that run `?2` (its key) refers to blob `?1` (schema 14): written for every blob of
+/// every commit, stored by it or already, so `runtape prune` knows which blobs only the runs it
+/// removes use ([`super::retention`]).
+pub(super) const INSERT_BLOB_REF: &str =
+    "INSERT OR IGNORE INTO blob_refs (hash, run) VALUES (?1, ?2)";
+
 /// A run's row and what it is (left-joined, so a row whose `run_specs` row is missing is read
 /// and reported as damaged rather than skipped).
 const RUN_ROWS: &str = "runs r LEFT JOIN run_specs s ON s.run = r.key";

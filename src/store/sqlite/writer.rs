@@ -580,10 +580,12 @@ fn transition_rows(
     if !blobs.is_empty() {
         let mut stored = tx.prepare_cached(super::BLOB_STORED)?;
         let mut insert = tx.prepare_cached(super::INSERT_BLOB)?;
+        let mut refer = tx.prepare_cached(super::INSERT_BLOB_REF)?;
         for (d, blob) in blobs {
             if !stored.exists(params![&d.0[..]])? {
                 insert.execute(params![&d.0[..], blob.stored(id as u64).as_ref()])?;
             }
+            refer.execute(params![&d.0[..], key])?;
         }
     }
     if let Some(state) = &c.snapshot {
