@@ -57,8 +57,9 @@ pub(crate) fn prune(
         }
     }
     let verb = if dry_run { "would prune" } else { "pruned" };
+    let freed = if dry_run { "would free" } else { "freed" };
     outln!(
-        "{verb} {} runs in {} groups ({} writes); kept {} runs that are live, leased or recent",
+        "{verb} {} runs in {} groups ({} writes); kept {} runs that are live, leased or recent; {freed} {} blobs ({} bytes) no kept run refers to",
         report.runs,
         report
             .groups
@@ -66,7 +67,9 @@ pub(crate) fn prune(
             .filter(|g| g.outcome != "refused")
             .count(),
         report.batches,
-        report.kept
+        report.kept,
+        report.blobs,
+        report.blob_bytes
     );
     Ok(())
 }

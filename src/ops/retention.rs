@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::OpsError;
 use crate::machine::{Digest, RunId};
-use crate::store::retention::{self, Group, Prune, PruneRun, Tombstone};
-use crate::store::{RunStatus, Store, StoreError, Write};
+use crate::store::retention::{self, BlobsFreed, Group, Prune, PruneRun, Tombstone};
+use crate::store::{RunStatus, Store, StoreError, Write, Written};
 
 /// Runs removed per write at most (a group is never split, so one larger group is one write).
 pub const PRUNE_BATCH_RUNS: usize = 64;
@@ -50,6 +50,19 @@ pub struct PruneReport {
     pub kept: usize,
     /// Writes made.
     pub batches: usize,
+    /// Blobs removed with the runs (or that would be): those no kept run refers to.
+    pub blobs: u64,
+    /// Their bytes as stored.
+    pub blob_bytes: u64,
+}
+
+impl PruneReport {
+    fn freed(&mut self, written: Written) {
+        if let Written::Pruned(f) = written {
+            self.blobs += f.blobs;
+            self.blob_bytes += f.bytes;
+        }
+    }
 }
 
 /// Removes every group of runs [`retention::plan`] lets go, [`PRUNE_BATCH_RUNS`] runs a write
@@ -77,8 +90,13 @@ pub async fn prune(store: &dyn Store, req: &PruneRequest) -> Result<PruneReport,
         runs: 0,
         kept,
         batches: 0,
+        blobs: 0,
+        blob_bytes: 0,
     };
     if req.dry_run {
+        let all: Vec<RunId> = going.iter().flat_map(|g| g.runs.iter().cloned()).collect();
+        let BlobsFreed { blobs, bytes } = store.blobs_only_of(&all)?;
+        (report.blobs, report.blob_bytes) = (blobs, bytes);
         for g in going {
             report.runs += g.runs.len();
             report.groups.push(PrunedGroup {
@@ -112,23 +130,9 @@ async fn write_batch(
     batch: Vec<Group>,
     report: &mut PruneReport,
 ) -> Result<(), OpsError> {
-    let attempt = |groups: &[Group]| -> Result<Prune, OpsError> {
-        let mut runs = Vec::new();
-        for g in groups {
-            for id in &g.runs {
-                runs.push(prune_run(store, id)?);
-            }
-        }
-        Ok(Prune {
-            runs,
-            now_ms: req.now_ms,
-            by: req.by.clone(),
-        })
-    };
-    let whole = attempt(&batch)?;
-    report.batches += 1;
-    match crate::store::write(store, Write::Prune(whole)).await {
-        Ok(_) => {
+    match try_prune(store, req, &batch, report).await? {
+        Ok(written) => {
+            report.freed(written);
             for g in batch {
                 report.runs += g.runs.len();
                 report.groups.push(pruned(g));
@@ -147,10 +151,9 @@ async fn write_batch(
         Err(e) => return Err(e.into()),
     }
     for g in batch {
-        let one = attempt(std::slice::from_ref(&g))?;
-        report.batches += 1;
-        match crate::store::write(store, Write::Prune(one)).await {
-            Ok(_) => {
+        match try_prune(store, req, std::slice::from_ref(&g), report).await? {
+            Ok(written) => {
+                report.freed(written);
                 report.runs += g.runs.len();
                 report.groups.push(pruned(g));
             }
@@ -161,6 +164,35 @@ async fn write_batch(
         }
     }
     Ok(())
+}
+
+/// Writes the prune of `groups`: the store's answer, or a refusal without a write when one of
+/// the runs is no longer stored (another prune, running at the same time, removed it).
+async fn try_prune(
+    store: &dyn Store,
+    req: &PruneRequest,
+    groups: &[Group],
+    report: &mut PruneReport,
+) -> Result<Result<Written, StoreError>, OpsError> {
+    let mut runs = Vec::new();
+    for id in groups.iter().flat_map(|g| &g.runs) {
+        match prune_run(store, id)? {
+            Some(r) => runs.push(r),
+            None => {
+                return Ok(Err(StoreError::PruneRefused {
+                    run: id.to_string(),
+                    why: "it is no longer stored (another prune removed it)".into(),
+                }));
+            }
+        }
+    }
+    report.batches += 1;
+    let prune = Prune {
+        runs,
+        now_ms: req.now_ms,
+        by: req.by.clone(),
+    };
+    Ok(crate::store::write(store, Write::Prune(prune)).await)
 }
 
 fn pruned(g: Group) -> PrunedGroup {
@@ -179,22 +211,30 @@ fn refused(runs: Vec<RunId>, run: String, why: String) -> PrunedGroup {
     }
 }
 
-/// What the store checks of `run` before it removes it, and what its tombstone keeps.
-fn prune_run(store: &dyn Store, run: &RunId) -> Result<PruneRun, OpsError> {
-    let rec = store
-        .run_without_setup(run)?
-        .ok_or_else(|| StoreError::UnknownRun(run.to_string()))?;
-    let head = store
-        .head(run)?
-        .map_or(Digest::ZERO, |h| Digest::of(&h.body));
-    Ok(PruneRun {
-        run: run.clone(),
-        parent: rec.parent,
-        status: rec.status,
-        seq: rec.seq,
-        proof: crate::ledger::child_proof(store, run)?,
-        head,
-    })
+/// What the store checks of `run` before it removes it, and what its tombstone keeps; `None`
+/// when it is no longer stored (a read that fails because another prune removed the run
+/// meanwhile is that too).
+fn prune_run(store: &dyn Store, run: &RunId) -> Result<Option<PruneRun>, OpsError> {
+    let read = || -> Result<Option<PruneRun>, OpsError> {
+        let Some(rec) = store.run_without_setup(run)? else {
+            return Ok(None);
+        };
+        let head = store
+            .head(run)?
+            .map_or(Digest::ZERO, |h| Digest::of(&h.body));
+        Ok(Some(PruneRun {
+            run: run.clone(),
+            parent: rec.parent,
+            status: rec.status,
+            seq: rec.seq,
+            proof: crate::ledger::child_proof(store, run)?,
+            head,
+        }))
+    };
+    match read() {
+        Err(_) if store.run_without_setup(run)?.is_none() => Ok(None),
+        read => read,
+    }
 }
 
 /// The tombstone of `run`, once the chain of every tombstone is checked: `Ok(None)` when it

@@ -659,6 +659,8 @@ pub enum Written {
     /// A publish of global memory was refused: it would take the memory past its cap
     /// (nothing was written).
     MemoryOverCap(global_memory::OverCap),
+    /// A prune removed its runs, and with them the blobs no kept run refers to.
+    Pruned(retention::BlobsFreed),
 }
 
 /// Resolves when a write is durable.
@@ -1043,6 +1045,14 @@ pub trait Store: Send + Sync + 'static {
     /// pruned (a store that cannot prune has none).
     fn tombstones(&self) -> Result<Vec<retention::TombstoneRecord>, StoreError> {
         Ok(Vec::new())
+    }
+
+    /// The blobs a prune of exactly `runs` would remove: those only they refer to
+    /// ([`retention`]). Reads only (`runtape prune --dry-run`); a store that cannot prune
+    /// frees none.
+    fn blobs_only_of(&self, runs: &[RunId]) -> Result<retention::BlobsFreed, StoreError> {
+        let _ = runs;
+        Ok(retention::BlobsFreed::default())
     }
 
     /// Bytes the store occupies (for measurements).

@@ -15,6 +15,48 @@
 //! `verify` saying so, and a run's rows missing *with* a tombstone read as pruned, never as
 //! tampered. A store applies a [`Prune`] in one transaction, checking again under it that each
 //! run may still go ([`super::StoreError::PruneRefused`] otherwise, nothing written).
+//!
+//! # Blobs
+//!
+//! Message bodies are content-addressed conversation nodes, stored once however many runs
+//! append them: two runs of one spec and goal, a fork and its parent, the runs of a session,
+//! share their first nodes (or all of them, for a deterministic model). A node may go only
+//! when no kept run can reach it, and `verify` of a kept run reads every node each of its
+//! steps appended (and `show` walks a step's conversation from its head to the first node).
+//!
+//! Which nodes a run reaches is not in the blobs: a node names its previous node, not the runs
+//! that appended it, and a run reaches nodes no state of its end names (a conversation a
+//! transfer or an edit rewound, a session summary's exchange). Finding the kept runs that share
+//! a node by a mark from their heads means folding every kept run that shares a root with it,
+//! which for the system prompt of a busy spec is every run of that spec: a prune's cost would
+//! grow with the database, not with what it removes. So the stores keep the references
+//! themselves: `blob_refs (hash, run)` gets a row for every blob of every commit (and of every
+//! imported run), whether the commit stored the blob or found it stored. A run reaches only
+//! nodes appended by its own commits or by those of runs in its group (a fork's inherited
+//! prefix is its parent's, a session's next run continues the conversations its previous one
+//! ended with), and a group goes or stays whole, so a blob is still needed exactly when a row
+//! of a run not going names it. Under the prune's write a store:
+//!
+//! 1. reads the blobs the runs going refer to (their rows, through an index by run: the cost
+//!    is the size of what goes),
+//! 2. removes those rows, and keeps each such blob that another row still names (one index
+//!    probe each),
+//! 3. on SQLite, rewrites a kept blob that refers to the event of a transition going standing
+//!    alone ([`crate::format::packed_blob`]), before the transitions go,
+//! 4. removes the other blobs, counted in [`BlobsFreed`].
+//!
+//! The race is a commit that finds a blob stored and so does not store it, while a prune
+//! removes it. On SQLite one writer at a time holds the file, so a commit is wholly before
+//! the prune (its row is read by step 2) or wholly after (it finds the blob gone and stores
+//! it). On PostgreSQL every commit with blobs runs an `INSERT … ON CONFLICT DO NOTHING` on
+//! `blobs` and `blob_refs`, which holds the table's `ROW EXCLUSIVE` lock to its end; the prune
+//! first takes `blob_refs` in `SHARE ROW EXCLUSIVE` mode, which waits for every such commit in
+//! flight to end and holds new ones until it commits, and reads at read committed after
+//! that. Commits without blobs go on meanwhile; a batch is a few dozen runs, so the pause is
+//! short.
+//!
+//! Blobs stored before `blob_refs` existed got a row of run 0, which no run has: they are
+//! kept, since which runs used them was not recorded.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -164,6 +206,23 @@ impl Prune {
             out.push(record);
         }
         out
+    }
+}
+
+/// The blobs a prune removed: how many and their stored bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BlobsFreed {
+    /// Blobs removed.
+    pub blobs: u64,
+    /// Their bytes as stored.
+    pub bytes: u64,
+}
+
+impl BlobsFreed {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: BlobsFreed) {
+        self.blobs += other.blobs;
+        self.bytes += other.bytes;
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn enqueue_in_session(
     new.head = keeper.sealed(store);
     let epoch = match store::write(store, Write::CreateRun(new)).await? {
         Written::Lease(e) => e,
-        Written::Done | Written::MemoryOverCap(_) => 1,
+        Written::Done | Written::MemoryOverCap(_) | Written::Pruned(_) => 1,
     };
     let release = keeper.submit_release(store, id.clone(), epoch, RunStatus::Running);
     release.await.unwrap_or(Err(StoreError::Closed))?;
@@ -109,7 +109,7 @@ pub async fn requeue(engine: &Engine, run: &RunId) -> Result<Requeued, EngineErr
     };
     let epoch = match store::write(store, acquire).await {
         Ok(Written::Lease(e)) => e,
-        Ok(Written::Done | Written::MemoryOverCap(_)) => {
+        Ok(Written::Done | Written::MemoryOverCap(_) | Written::Pruned(_)) => {
             return Ok(Requeued::Left("no lease was granted".into()));
         }
         Err(e @ (StoreError::LeaseHeld { .. } | StoreError::Finished { .. })) => {

@@ -40,7 +40,7 @@ pub(super) use commit::receipt_tip;
 pub(super) fn lease_of(w: Written) -> u64 {
     match w {
         Written::Lease(e) => e,
-        Written::Done | Written::MemoryOverCap(_) => 0,
+        Written::Done | Written::MemoryOverCap(_) | Written::Pruned(_) => 0,
     }
 }
 

@@ -450,6 +450,11 @@ impl Store for PostgresStore {
         self.read(move |c| async move { retention::tombstones(&c).await })
     }
 
+    fn blobs_only_of(&self, runs: &[RunId]) -> Result<super::retention::BlobsFreed, StoreError> {
+        let runs: Vec<String> = runs.iter().map(|r| r.to_string()).collect();
+        self.read(move |c| async move { retention::blobs_only_of(&c, &runs).await })
+    }
+
     fn size_bytes(&self) -> Result<u64, StoreError> {
         self.read(move |c| async move { read::size_bytes(&c).await })
     }

@@ -1,8 +1,12 @@
-//! `runtape prune` in PostgreSQL (schema 6): the tombstones read back, and the prune write
-//! inside the writer's transaction. The rules are [`crate::store::retention`]'s; blobs are
-//! stored whole here (nothing refers to a transition's event), and are kept.
+//! `runtape prune` in PostgreSQL (schema 6; blobs from schema 8): the tombstones read back, and
+//! the prune write inside the writer's transaction. The rules, and why blobs are found through
+//! `blob_refs`, are [`crate::store::retention`]'s; blobs are stored whole here (nothing refers
+//! to a transition's event), so one no kept run refers to is simply removed.
 //!
-//! The runs' rows are locked (`FOR UPDATE`) before they are checked, and tombstones are
+//! The prune first takes `blob_refs` in `SHARE ROW EXCLUSIVE` mode: it waits for every commit
+//! in flight that inserted blob references and holds new ones until it commits, so no commit
+//! can find a blob stored, skip storing it and refer to it while the prune removes it. The
+//! runs' rows are then locked (`FOR UPDATE`) before they are checked, and tombstones are
 //! numbered under a transaction-scoped advisory lock, so two prunes at once take turns.
 
 use std::collections::BTreeSet;
@@ -13,7 +17,7 @@ use super::conn::Conn;
 use super::read::ReadError;
 use super::writer::Fail;
 use crate::machine::{Digest, RunId};
-use crate::store::retention::{Prune, TombstoneRecord};
+use crate::store::retention::{BlobsFreed, Prune, TombstoneRecord};
 use crate::store::{RunStatus, StoreError, Written};
 
 /// The advisory lock taken while tombstones are numbered.
@@ -46,6 +50,11 @@ pub(super) async fn prune(c: &Conn, p: &Prune) -> Result<Written, Fail> {
     c.execute(
         "SELECT pg_advisory_xact_lock(hashtext($1))",
         &[&TOMBSTONES_LOCK],
+    )
+    .await?;
+    c.execute(
+        "LOCK TABLE runtape.blob_refs IN SHARE ROW EXCLUSIVE MODE",
+        &[],
     )
     .await?;
     let going: BTreeSet<&str> = p.runs.iter().map(|r| r.run.as_str()).collect();
@@ -146,5 +155,60 @@ pub(super) async fn prune(c: &Conn, p: &Prune) -> Result<Written, Fail> {
         )
         .await?;
     }
-    Ok(Written::Done)
+    Ok(Written::Pruned(remove_blobs(c, &keys).await?))
+}
+
+/// Removes the `blob_refs` rows of the runs `keys`, then the blobs they named that no other
+/// row names (under the table lock taken first, every commit's rows are in), and counts them.
+async fn remove_blobs(c: &Conn, keys: &[i64]) -> Result<BlobsFreed, Fail> {
+    let referred: Vec<Vec<u8>> = c
+        .query(
+            "DELETE FROM runtape.blob_refs WHERE run = ANY($1) RETURNING hash",
+            &[&keys],
+        )
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    if referred.is_empty() {
+        return Ok(BlobsFreed::default());
+    }
+    let sizes = c
+        .query(
+            "DELETE FROM runtape.blobs b WHERE b.hash = ANY($1) \
+             AND NOT EXISTS (SELECT 1 FROM runtape.blob_refs r WHERE r.hash = b.hash) \
+             RETURNING octet_length(b.bytes)::bigint",
+            &[&referred],
+        )
+        .await?;
+    let mut freed = BlobsFreed::default();
+    for row in &sizes {
+        freed.add(BlobsFreed {
+            blobs: 1,
+            bytes: row.try_get::<_, i64>(0)? as u64,
+        });
+    }
+    Ok(freed)
+}
+
+/// See [`Store::blobs_only_of`](crate::store::Store::blobs_only_of) (reads only).
+pub(super) async fn blobs_only_of(c: &Conn, runs: &[String]) -> Result<BlobsFreed, ReadError> {
+    let found = c
+        .query(
+            "WITH going AS (SELECT key FROM runtape.runs WHERE id = ANY($1)), \
+             referred AS (SELECT DISTINCT hash FROM runtape.blob_refs WHERE run IN (SELECT key FROM going)) \
+             SELECT count(*), coalesce(sum(octet_length(b.bytes)), 0)::bigint \
+             FROM runtape.blobs b JOIN referred USING (hash) \
+             WHERE NOT EXISTS (SELECT 1 FROM runtape.blob_refs r \
+                 WHERE r.hash = b.hash AND r.run NOT IN (SELECT key FROM going))",
+            &[&runs],
+        )
+        .await?;
+    let Some(found) = found.first() else {
+        return Ok(BlobsFreed::default());
+    };
+    Ok(BlobsFreed {
+        blobs: found.try_get::<_, i64>(0)? as u64,
+        bytes: found.try_get::<_, i64>(1)? as u64,
+    })
 }

@@ -369,6 +369,10 @@ impl Store for SqliteStore {
         self.read(retention::tombstones)
     }
 
+    fn blobs_only_of(&self, runs: &[RunId]) -> Result<super::retention::BlobsFreed, StoreError> {
+        self.read(|c| retention::blobs_only_of(c, runs))
+    }
+
     fn packs_heads(&self) -> bool {
         true
     }
@@ -744,6 +748,22 @@ pub(super) const BLOB_STORED: &str =
 /// `INSERT … SELECT … WHERE NOT EXISTS` would read the table it writes, and SQLite answers that
 /// with a temporary table opened and torn down per row: 8% of the writer's CPU under W5.)
 pub(super) const INSERT_BLOB: &str = "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)";
+
+/// The rows stored under digest `?1` and their bytes (one, unless a damaged file holds two).
+pub(super) const BLOB_SIZE: &str = concat!(
+    "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM blobs WHERE ",
+    blob_by_hash!()
+);
+
+/// Removes the blob whose digest is `?1` (`runtape prune`, once no kept run refers to it).
+pub(super) const DELETE_BLOB: &str = concat!("DELETE FROM blobs WHERE ", blob_by_hash!());
+
+/// The blob under digest `?1` if it refers to its transition's event (byte 32 is
+/// [`crate::format::packed_blob::REFERS`]): rowid, digest, bytes.
+pub(super) const REFERRING_BLOB: &str = concat!(
+    "SELECT rowid, hash, bytes FROM blobs WHERE substr(bytes, 33, 1) = x'02' AND ",
+    blob_by_hash!()
+);
 
 /// Records that run `?2` (its key) refers to blob `?1` (schema 14): written for every blob of
 /// every commit, stored by it or already, so `runtape prune` knows which blobs only the runs it

@@ -1,16 +1,17 @@
-//! `runtape prune` in SQLite (schema 11): the tombstones read back, and the prune write inside
-//! the writer's transaction. The rules are [`crate::store::retention`]'s.
+//! `runtape prune` in SQLite (schema 11; blobs from schema 14): the tombstones read back, and
+//! the prune write inside the writer's transaction. The rules, and why blobs are found through
+//! `blob_refs`, are [`crate::store::retention`]'s.
 //!
 //! Every check is made before anything is written, so a refused prune leaves the transaction
-//! as it found it. A blob that refers to the event of a removed transition (a packed node,
-//! [`crate::format::packed_blob`]) is rewritten standing alone first, since a run that is kept
-//! may share it; blobs themselves are kept.
+//! as it found it. A blob a kept run still refers to that refers to the event of a removed
+//! transition (a packed node, [`crate::format::packed_blob`]) is rewritten standing alone
+//! first; the blobs no kept run refers to are removed.
 
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::super::retention::{Prune, TombstoneRecord};
+use super::super::retention::{BlobsFreed, Prune, TombstoneRecord};
 use super::super::{RunStatus, StoreError, Written};
 use super::bytes_at;
 use crate::format::packed_blob::{PackedBlob, blob_source};
@@ -107,7 +108,8 @@ pub(super) fn prune(tx: &Connection, p: &Prune) -> Result<Written, StoreError> {
         }
         keys.push(key);
     }
-    stand_blobs_alone(tx, &keys)?;
+    let (kept, gone) = blobs_of(tx, &keys)?;
+    stand_blobs_alone(tx, &keys, &kept)?;
     for key in &keys {
         let (from, to) = (key << 32, (key << 32) | 0xffff_ffff);
         tx.prepare_cached("DELETE FROM transitions WHERE id BETWEEN ?1 AND ?2")?
@@ -133,18 +135,81 @@ pub(super) fn prune(tx: &Connection, p: &Prune) -> Result<Written, StoreError> {
     for t in p.tombstones_after(prev.as_ref()) {
         insert.execute(params![t.id as i64, t.run.as_str(), t.body, &t.chain.0[..]])?;
     }
-    Ok(Written::Done)
+    Ok(Written::Pruned(remove_blobs(tx, &gone)?))
 }
 
-/// Rewrites every blob that refers to the event of a transition of the runs `keys` standing
-/// alone (the same bytes when read; a kept run may share the node). Reads every packed node's
-/// first bytes: a prune's cost grows with the blobs stored.
-fn stand_blobs_alone(tx: &Connection, keys: &[i64]) -> Result<(), StoreError> {
+/// Blob digests (as stored).
+type Digests = BTreeSet<Vec<u8>>;
+
+/// The blobs the runs `keys` refer to, split into those a run not among them still refers to
+/// and those no other run does; their `blob_refs` rows are removed. Reads the runs' rows
+/// through the index by run and probes each blob once: the cost is what goes.
+fn blobs_of(tx: &Connection, keys: &[i64]) -> Result<(Digests, Digests), StoreError> {
+    let mut referred = Digests::new();
+    for key in keys {
+        let hashes = tx
+            .prepare_cached("SELECT hash FROM blob_refs WHERE run = ?1")?
+            .query_map([key], |r| bytes_at(r, 0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        referred.extend(hashes);
+        tx.prepare_cached("DELETE FROM blob_refs WHERE run = ?1")?
+            .execute([key])?;
+    }
+    let (mut kept, mut gone) = (Digests::new(), Digests::new());
+    for hash in referred {
+        let shared = tx
+            .prepare_cached("SELECT 1 FROM blob_refs WHERE hash = ?1 LIMIT 1")?
+            .exists([&hash])?;
+        if shared { &mut kept } else { &mut gone }.insert(hash);
+    }
+    Ok((kept, gone))
+}
+
+/// Removes the blobs `gone` (every row under each digest) and counts them.
+fn remove_blobs(tx: &Connection, gone: &Digests) -> Result<BlobsFreed, StoreError> {
+    let mut freed = BlobsFreed::default();
+    for hash in gone {
+        let (rows, bytes): (i64, i64) = tx
+            .prepare_cached(super::BLOB_SIZE)?
+            .query_row([hash], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        tx.prepare_cached(super::DELETE_BLOB)?.execute([hash])?;
+        freed.add(BlobsFreed {
+            blobs: rows as u64,
+            bytes: bytes as u64,
+        });
+    }
+    Ok(freed)
+}
+
+/// Rewrites standing alone (the same bytes when read) each blob of `kept` that refers to the
+/// event of a transition of the runs `keys`, as that transition goes. Blobs stored before
+/// `blob_refs` existed (a row of run 0) are not among `kept` however many runs share them, so
+/// while any is stored each packed one is read (the cost of a prune before schema 14).
+fn stand_blobs_alone(tx: &Connection, keys: &[i64], kept: &Digests) -> Result<(), StoreError> {
     let going: BTreeSet<i64> = keys.iter().copied().collect();
-    let referring: Vec<(i64, Vec<u8>, Vec<u8>)> = tx
-        .prepare_cached("SELECT rowid, hash, bytes FROM blobs WHERE substr(bytes, 33, 1) = x'02'")?
-        .query_map([], |r| Ok((r.get(0)?, bytes_at(r, 1)?, bytes_at(r, 2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    let mut referring: Vec<(i64, Vec<u8>, Vec<u8>)> = Vec::new();
+    for hash in kept {
+        let rows = tx
+            .prepare_cached(super::REFERRING_BLOB)?
+            .query_map([hash], |r| {
+                Ok((r.get(0)?, bytes_at(r, 1)?, bytes_at(r, 2)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        referring.extend(rows);
+    }
+    let legacy = tx
+        .prepare_cached("SELECT 1 FROM blob_refs WHERE run = 0 LIMIT 1")?
+        .exists([])?;
+    if legacy {
+        let rows = tx
+            .prepare_cached(
+                "SELECT rowid, hash, bytes FROM blobs WHERE substr(bytes, 33, 1) = x'02' \
+                 AND hash IN (SELECT hash FROM blob_refs WHERE run = 0)",
+            )?
+            .query_map([], |r| Ok((r.get(0)?, bytes_at(r, 1)?, bytes_at(r, 2)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        referring.extend(rows);
+    }
     for (rowid, hash, bytes) in referring {
         let Some(source) = blob_source(&bytes).and_then(|s| i64::try_from(s).ok()) else {
             continue;
@@ -163,4 +228,43 @@ fn stand_blobs_alone(tx: &Connection, keys: &[i64]) -> Result<(), StoreError> {
             .execute(params![rowid, alone.stored(0).as_ref()])?;
     }
     Ok(())
+}
+
+/// See [`Store::blobs_only_of`](crate::store::Store::blobs_only_of): the blobs `runs` refer to
+/// that no other run does, probed one by one as a prune does (reads only).
+pub(super) fn blobs_only_of(c: &Connection, runs: &[RunId]) -> rusqlite::Result<BlobsFreed> {
+    let mut keys = BTreeSet::new();
+    for run in runs {
+        let key = c
+            .prepare_cached("SELECT key FROM runs WHERE id = ?1")?
+            .query_row([run.as_str()], |r| r.get::<_, i64>(0))
+            .optional()?;
+        keys.extend(key);
+    }
+    let mut referred = Digests::new();
+    for key in &keys {
+        let hashes = c
+            .prepare_cached("SELECT hash FROM blob_refs WHERE run = ?1")?
+            .query_map([key], |r| bytes_at(r, 0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        referred.extend(hashes);
+    }
+    let mut freed = BlobsFreed::default();
+    for hash in referred {
+        let others = c
+            .prepare_cached("SELECT run FROM blob_refs WHERE hash = ?1")?
+            .query_map([&hash], |r| r.get::<_, i64>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        if others.iter().any(|run| !keys.contains(run)) {
+            continue;
+        }
+        let (rows, bytes): (i64, i64) = c
+            .prepare_cached(super::BLOB_SIZE)?
+            .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        freed.add(BlobsFreed {
+            blobs: rows as u64,
+            bytes: bytes as u64,
+        });
+    }
+    Ok(freed)
 }

@@ -4,5 +4,6 @@
 
 mod export_import;
 mod postgres_round_trip;
+mod prune_frees_blobs;
 mod prune_leaves_live_runs;
 mod prune_while_a_worker_runs;
