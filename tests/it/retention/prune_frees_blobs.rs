@@ -115,8 +115,9 @@ fn frees_only_unshared_blobs(db: &Path, blobs: &dyn Fn() -> Blobs) {
     reads_whole(db, &kept);
 }
 
-/// Runs committing the approval conversation race prunes of approved runs with it, twice:
-/// every run left verifies and reads whole, and the waiting ones go on to complete.
+/// Runs committing the approval conversation race prunes of approved runs with it, twice,
+/// and a last prune runs alone: every run left verifies and reads whole, and goes on to
+/// complete.
 fn racing_commits_lose_nothing(db: &Path) {
     let mut left = Vec::new();
     for _ in 0..2 {
@@ -142,6 +143,10 @@ fn racing_commits_lose_nothing(db: &Path) {
             }
         }
     }
+    // One more prune of approved runs, with nothing committing meanwhile that could store
+    // the shared nodes again.
+    approved(db);
+    ok(db, &["prune", "--older-than", "0s"]);
     for run in &left {
         reads_whole(db, run);
         ok(db, &["resume", run, "--approve"]);
@@ -197,4 +202,25 @@ fn prune_racing_commits_of_the_same_conversation_loses_nothing_on_postgres() {
     let server = PgServer::start();
     let url = server.fresh_db();
     racing_commits_lose_nothing(Path::new(&url));
+}
+
+/// A database from runtape 0.1.0 (tests/fixtures/db-0.1.0) recorded no blob references: its
+/// finished runs are pruned and every blob it held stays (which runs used them is unknown) —
+/// also those a new run of examples/approval.toml shares with its waiting run and then goes
+/// with — and the waiting run still reads whole.
+#[test]
+fn blobs_stored_before_references_were_recorded_are_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = crate::support::cli::fixture_copy(dir.path(), "db-0.1.0/runtape.db");
+    let awaiting = "01m8317cshve14rs";
+    ok(&db, &["migrate"]);
+    let before = sqlite_blobs(&db);
+    let new = approved(&db);
+    let done = prune(&db, false);
+    assert!(done["runs"].as_u64().expect("runs") > 1, "{done}");
+    let v = runtape(&db, &["verify", &new]);
+    assert_eq!(v.status.code(), Some(5), "{new} was pruned: {}", text(&v));
+    let after = sqlite_blobs(&db);
+    assert!(before.keys().all(|d| after.contains_key(d)), "{done}");
+    reads_whole(&db, awaiting);
 }
