@@ -40,6 +40,7 @@ fn gated() -> String {
 /// Version 4's tables, from the current version's (5's, with 6's `pruned_runs` and 7's
 /// `schedules` and `schedule_fires` dropped).
 const BACK_TO_4: &str = "
+DROP TABLE runtape.blob_refs;
 DROP TABLE runtape.schedule_fires;
 DROP TABLE runtape.schedules;
 DROP TABLE runtape.pruned_runs;
