@@ -188,7 +188,8 @@ pub(crate) fn standing(rec: &RunRecord, head: &RunHead) -> Result<(), Divergence
 /// `hash`) and chain link there,
 /// and what the engine records from that state (kind, status, outcome, usage). `own` is false
 /// when the run has no transition of its own yet (a new run, or a fork before its first step),
-/// whose row still shows what it was created with.
+/// whose row still shows what it was created with, but for a fork's status: that is where the
+/// inherited state rests (a fork at a step waiting for a person is released waiting).
 pub(crate) fn head_against_history(
     head: &RunHead,
     state: &RunState,
@@ -259,7 +260,10 @@ pub(crate) fn head_against_history(
             ),
         );
     }
-    let resting = if own {
+    // A fork rests where the state it inherits rests (a fork at a step that waits for a person
+    // waits for that person, and its release seals that status before it has a step of its
+    // own); a new run has no state to rest in yet.
+    let resting = if own || head.parent.is_some() {
         RunStatus::of_state(state)
     } else {
         RunStatus::Running

@@ -247,3 +247,34 @@ fn a_fork_from_every_step_verifies() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert_eq!(err(&o).lines().count(), 1);
 }
+
+/// A fork at the step where its parent waits for a person has no step of its own to take: it
+/// is released waiting for that person, verifies as it is, and the approval runs it on to a
+/// history that verifies (the head its release sealed used to fail verify, so resume refused it).
+#[test]
+fn a_fork_at_a_waiting_step_rests_waiting_and_is_approved() {
+    let (_dir, db) = temp_db();
+    let o = runtape(&db, &["run", &example("approval.toml")]);
+    assert!(o.status.success(), "{}", err(&o));
+    let parent = run_id(&o);
+    assert_eq!(status_of(&db, &parent), "awaiting_input");
+    let last: i64 = rusqlite::Connection::open(&db)
+        .expect("opens")
+        .query_row("SELECT seq FROM runs WHERE id = ?1", [&parent], |r| {
+            r.get(0)
+        })
+        .expect("run row");
+    let o = runtape(&db, &["fork", &format!("{parent}@{last}")]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let fork = run_id(&o);
+    assert_eq!(status_of(&db, &fork), "awaiting_input");
+    let v = runtape(&db, &["verify", &fork]);
+    assert!(v.status.success(), "{}{}", out(&v), err(&v));
+    let o = runtape(&db, &["resume", &fork, "--approve"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", out(&o), err(&o));
+    assert_eq!(status_of(&db, &fork), "completed");
+    let v = runtape(&db, &["verify", &fork]);
+    assert!(v.status.success(), "{}{}", out(&v), err(&v));
+    // The parent still waits: approving the fork's call did not answer the parent's.
+    assert_eq!(status_of(&db, &parent), "awaiting_input");
+}
