@@ -436,6 +436,23 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
     (StateKind::Preparing, RunState::Preparing { run })
 }
 
+/// The status of `slot` once its call ended with `outcome`: the result the guard makes of it
+/// (labelled, and hidden as a value where the tool is declared so; see
+/// [`guard::tool_result`](super::guard::tool_result)).
+fn finished(cx: &Cx<'_>, run: &mut RunData, slot: &Slot, outcome: &ToolOutcome) -> SlotStatus {
+    SlotStatus::Finished {
+        result: super::guard::tool_result(
+            cx.spec,
+            run,
+            &slot.tool,
+            &slot.call_id,
+            &slot.args,
+            slot.hidden_seen,
+            outcome,
+        ),
+    }
+}
+
 /// `CallingTools` + `ToolReturned`.
 pub(crate) fn on_tool_returned(
     cx: &mut Cx<'_>,
@@ -454,17 +471,7 @@ pub(crate) fn on_tool_returned(
     if let Some(running) = slot.status.effect() {
         super::saga::record(cx, &mut run, slot, running, outcome);
     }
-    slot.status = SlotStatus::Finished {
-        result: super::guard::tool_result(
-            cx.spec,
-            &mut run,
-            &slot.tool,
-            &slot.call_id,
-            &slot.args,
-            slot.hidden_seen,
-            outcome,
-        ),
-    };
+    slot.status = finished(cx, &mut run, slot, outcome);
     Ok(match settle(cx, run, batch) {
         (StateKind::CallingTools, s) => (EdgeId::CallingToolsReturnedWait, s),
         (StateKind::AwaitingInput, s) => (EdgeId::CallingToolsReturnedInput, s),
@@ -673,19 +680,14 @@ pub(crate) fn on_reconciled(
     slot.status = match answer {
         Reconciliation::Performed {
             result: Some(value),
-        } => SlotStatus::Finished {
-            result: super::guard::tool_result(
-                cx.spec,
-                &mut run,
-                &slot.tool,
-                &slot.call_id,
-                &slot.args,
-                slot.hidden_seen,
-                &ToolOutcome::Ok {
-                    value: value.clone(),
-                },
-            ),
-        },
+        } => finished(
+            cx,
+            &mut run,
+            &slot,
+            &ToolOutcome::Ok {
+                value: value.clone(),
+            },
+        ),
         Reconciliation::Performed { result: None } => SlotStatus::Finished {
             result: ToolResult {
                 content: PERFORMED_WITHOUT_RESULT.into(),
