@@ -3,15 +3,16 @@
 //! with a baseline (exit 1 on a regression).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
 use super::common::{CliError, at_least_one, db_path, outln, print_json, usd};
-use super::{EXIT_FAILED, EXIT_OK};
+use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PAUSED};
 use crate::eval::Report;
 use crate::ops::eval::{self as ops_eval, BASE_VARIANT, Experiment};
 use crate::ops::{self, EngineSettings};
-use crate::term::note;
+use crate::term::{StopSignals, note};
 
 /// `runtape eval`'s options.
 #[derive(Debug, Args)]
@@ -32,6 +33,10 @@ pub(crate) struct EvalArgs {
     /// How many runs to drive at once.
     #[arg(long, value_name = "N", default_value_t = ops_eval::DEFAULT_CONCURRENCY, value_parser = at_least_one)]
     concurrency: usize,
+    /// On Ctrl-C, SIGTERM or SIGHUP: how long calls in flight may take to finish before they
+    /// are cancelled and their runs pause (default: $RUNTAPE_STOP_GRACE_MS, else 5000).
+    #[arg(long, value_name = "MS")]
+    grace_ms: Option<u64>,
     #[command(flatten)]
     report: ReportOpts,
 }
@@ -122,18 +127,48 @@ pub(crate) async fn eval(db: Option<PathBuf>, args: EvalArgs) -> Result<u8, CliE
     let scorers = ops_eval::load_scorers(opts.scorers.as_deref())?;
     let spec_db = ops::load(&spec, None)?.database;
     let db = db_path(db_flag.as_deref(), spec_db.as_deref());
+    // The first stop signal stops the experiment gracefully and the report of what ran is
+    // still written; a second one leaves at once.
+    let mut signals = StopSignals::install()?;
+    let (stop, stop_rx) = tokio::sync::watch::channel(None);
+    let grace = match args.grace_ms {
+        Some(ms) => Duration::from_millis(ms),
+        None => ops::env_ms("RUNTAPE_STOP_GRACE_MS", super::DEFAULT_GRACE_MS, 0)?,
+    };
+    let watcher = tokio::spawn(async move {
+        let first = signals.next().await;
+        note(&format!(
+            "\n{first}: stopping the experiment: no item starts now, runs in flight get up to {} ms, then pause; the report of what ran is written (a second signal leaves at once)",
+            grace.as_millis()
+        ));
+        let _ = stop.send(Some(grace));
+        let second = signals.next().await;
+        note(&format!("{second}: leaving now; no report is written"));
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    });
     let experiment = Experiment {
         dataset,
         variants,
         scorers,
         concurrency: args.concurrency,
+        stop: Some(stop_rx),
     };
-    let report = ops_eval::run(&db, experiment, &settings).await?;
+    let report = ops_eval::run(&db, experiment, &settings).await;
+    watcher.abort();
+    let report = report?;
     let out = opts
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("eval-{}.json", report.experiment)));
-    finish(&report, &out, baseline.as_ref(), &opts)
+    let code = finish(&report, &out, baseline.as_ref(), &opts)?;
+    if report.stopped {
+        note(&format!(
+            "stopped: the report holds the items that ran; the runs it stopped rest paused (`runtape ls --tag experiment={}`)",
+            report.experiment
+        ));
+        return Ok(EXIT_PAUSED);
+    }
+    Ok(code)
 }
 
 /// Writes the report, prints it, and compares it with the baseline.

@@ -17,6 +17,10 @@ pub struct Report {
     /// Always [`REPORT_TYPE`].
     #[serde(rename = "type")]
     pub kind: String,
+    /// The experiment was stopped before every item ran (a Ctrl-C): the items not run have
+    /// no result, and the runs it stopped rest `paused` and are scored as they stood.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
     /// The experiment's id: the `experiment` tag of every run it made.
     pub experiment: String,
     /// The dataset file it ran.

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
@@ -42,6 +44,12 @@ pub struct Experiment {
     pub scorers: Vec<Scorer>,
     /// The most runs driven at once (at least 1).
     pub concurrency: usize,
+    /// Stops the experiment early once it holds `Some(grace)` (send it from a Ctrl-C handler):
+    /// no item starts after that, the runs in flight stop as
+    /// [`Engine::begin_shutdown`] stops them (calls in flight get `grace`, then each run rests
+    /// `paused`, and `runtape resume` continues it), they are scored as they stand, and the
+    /// report says it was stopped. `None`: the experiment runs to its end.
+    pub stop: Option<tokio::sync::watch::Receiver<Option<Duration>>>,
 }
 
 fn bad(why: impl Into<String>) -> OpsError {
@@ -159,17 +167,28 @@ pub async fn run(
         v.engine = Some(engine);
     }
     judges.install(&store, &config)?;
+    let engines: Vec<Engine> = variants.iter().filter_map(|v| v.engine.clone()).collect();
+    let stopping = Stopping::default();
+    let watcher = experiment
+        .stop
+        .clone()
+        .map(|stop| tokio::spawn(stopping.clone().follow(stop, engines)));
 
     let id = new_run_id().to_string();
     let pairs = items
         .iter()
         .flat_map(|item| variants.iter().map(move |v| (item, v)));
-    let results: Vec<Result<(String, String, RunResult), OpsError>> =
+    let results: Vec<Result<Option<(String, String, RunResult)>, OpsError>> =
         futures_util::stream::iter(pairs)
             .map(|(item, v)| {
                 let (id, scorers, judges) = (&id, &experiment.scorers, &judges);
+                let stopping = &stopping;
                 async move {
-                    let mut result = run_item(id, v, item).await?;
+                    // Asked to stop: nothing more starts.
+                    if stopping.grace().is_some() {
+                        return Ok(None);
+                    }
+                    let mut result = run_item(id, v, item, stopping).await?;
                     let input = ScoreInput {
                         experiment: id,
                         variant: &v.name,
@@ -179,20 +198,25 @@ pub async fn run(
                     };
                     result.scores = score_all(scorers, judges, &input).await?;
                     result.settle();
-                    Ok((item.id.clone(), v.name.clone(), result))
+                    Ok(Some((item.id.clone(), v.name.clone(), result)))
                 }
             })
             .buffer_unordered(experiment.concurrency)
             .collect()
             .await;
 
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     let mut by_item: BTreeMap<String, BTreeMap<String, RunResult>> = BTreeMap::new();
     for r in results {
-        let (item, variant, result) = r?;
-        by_item.entry(item).or_default().insert(variant, result);
+        if let Some((item, variant, result)) = r? {
+            by_item.entry(item).or_default().insert(variant, result);
+        }
     }
     let mut report = Report {
         kind: REPORT_TYPE.into(),
+        stopped: stopping.grace().is_some(),
         experiment: id,
         dataset: experiment.dataset.display().to_string(),
         scorers: experiment.scorers.iter().map(|s| s.decl.clone()).collect(),
@@ -222,8 +246,43 @@ pub(super) fn tagged(file: &RunFile, tags: &[(&str, &str)]) -> Result<RunSpec, O
     RunSpec::build(spec).map_err(|e| bad(format!("{}: {e}", file.path.display())))
 }
 
-/// Runs `item` under `variant` to its end and reads what it did.
-async fn run_item(experiment: &str, v: &Variant, item: &Item) -> Result<RunResult, OpsError> {
+/// Whether (and with what grace) an experiment was asked to stop, shared by its items.
+#[derive(Clone, Default)]
+struct Stopping(Arc<Mutex<Option<Duration>>>);
+
+impl Stopping {
+    /// The grace the experiment was asked to stop with; `None` while it goes on.
+    fn grace(&self) -> Option<Duration> {
+        // A poisoned lock still holds the last grace set: read it.
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `stop` asks to stop, then records the grace and stops every run `engines`
+    /// drive.
+    async fn follow(
+        self,
+        mut stop: tokio::sync::watch::Receiver<Option<Duration>>,
+        engines: Vec<Engine>,
+    ) {
+        // The sender gone without asking: the experiment runs to its end.
+        let Ok(Some(grace)) = stop.wait_for(Option::is_some).await.map(|g| *g) else {
+            return;
+        };
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(grace);
+        for engine in &engines {
+            engine.begin_shutdown(grace);
+        }
+    }
+}
+
+/// Runs `item` under `variant` to its end (or until the experiment is stopped) and reads what
+/// it did.
+async fn run_item(
+    experiment: &str,
+    v: &Variant,
+    item: &Item,
+    stopping: &Stopping,
+) -> Result<RunResult, OpsError> {
     let engine = v
         .engine
         .as_ref()
@@ -246,6 +305,11 @@ async fn run_item(experiment: &str, v: &Variant, item: &Item) -> Result<RunResul
         None,
     )
     .await?;
+    // A stop asked for while the run was being launched found no driver to stop: stop it now
+    // (an engine's shutdown reaches the runs it drives when it is asked).
+    if let Some(grace) = stopping.grace() {
+        engine.begin_shutdown(grace);
+    }
     let end = handle.wait().await?;
     let rec = history::record(engine.store().as_ref(), &run)?;
     Ok(result_of(&rec, answer_of(&end.state)))

@@ -7,6 +7,7 @@ mod dataset_errors;
 mod experiments_api;
 mod rescore_runs_nothing;
 mod scorers;
+mod stopped;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
