@@ -241,6 +241,7 @@ mod tests {
             })
             .collect();
         let mut r = Report {
+            stopped: false,
             kind: REPORT_TYPE.into(),
             experiment: "e".into(),
             dataset: "d".into(),

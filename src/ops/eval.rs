@@ -178,32 +178,31 @@ pub async fn run(
     let pairs = items
         .iter()
         .flat_map(|item| variants.iter().map(move |v| (item, v)));
-    let results: Vec<Result<Option<(String, String, RunResult)>, OpsError>> =
-        futures_util::stream::iter(pairs)
-            .map(|(item, v)| {
-                let (id, scorers, judges) = (&id, &experiment.scorers, &judges);
-                let stopping = &stopping;
-                async move {
-                    // Asked to stop: nothing more starts.
-                    if stopping.grace().is_some() {
-                        return Ok(None);
-                    }
-                    let mut result = run_item(id, v, item, stopping).await?;
-                    let input = ScoreInput {
-                        experiment: id,
-                        variant: &v.name,
-                        item,
-                        answer: result.answer.as_deref(),
-                        status: &result.status,
-                    };
-                    result.scores = score_all(scorers, judges, &input).await?;
-                    result.settle();
-                    Ok(Some((item.id.clone(), v.name.clone(), result)))
+    let results: Vec<Result<Option<Scored>, OpsError>> = futures_util::stream::iter(pairs)
+        .map(|(item, v)| {
+            let (id, scorers, judges) = (&id, &experiment.scorers, &judges);
+            let stopping = &stopping;
+            async move {
+                // Asked to stop: nothing more starts.
+                if stopping.grace().is_some() {
+                    return Ok(None);
                 }
-            })
-            .buffer_unordered(experiment.concurrency)
-            .collect()
-            .await;
+                let mut result = run_item(id, v, item, stopping).await?;
+                let input = ScoreInput {
+                    experiment: id,
+                    variant: &v.name,
+                    item,
+                    answer: result.answer.as_deref(),
+                    status: &result.status,
+                };
+                result.scores = score_all(scorers, judges, &input).await?;
+                result.settle();
+                Ok(Some((item.id.clone(), v.name.clone(), result)))
+            }
+        })
+        .buffer_unordered(experiment.concurrency)
+        .collect()
+        .await;
 
     if let Some(watcher) = watcher {
         watcher.abort();
@@ -245,6 +244,9 @@ pub(super) fn tagged(file: &RunFile, tags: &[(&str, &str)]) -> Result<RunSpec, O
     }
     RunSpec::build(spec).map_err(|e| bad(format!("{}: {e}", file.path.display())))
 }
+
+/// One item's run under one variant, scored: `(item id, variant name, result)`.
+type Scored = (String, String, RunResult);
 
 /// Whether (and with what grace) an experiment was asked to stop, shared by its items.
 #[derive(Clone, Default)]
