@@ -93,7 +93,12 @@ pub(crate) fn ls(db: &Path, json: bool, flat: bool, tags: &[String]) -> Result<(
         // A run waiting on a timer says when it comes due: its sleep, or a deadline.
         let wakes = match r.wakes_ms {
             Some(ms) if r.sleeping => format!(" (wakes {})", utc(ms)),
-            Some(ms) => format!(" (deadline {})", utc(ms)),
+            Some(ms) if r.waits_for.is_empty() => format!(" (deadline {})", utc(ms)),
+            Some(ms) => format!(
+                " (deadline {}, waits for {})",
+                utc(ms),
+                r.waits_for.join(", ")
+            ),
             None => String::new(),
         };
         outln!(
@@ -492,6 +497,14 @@ fn describe_reply(reply: &crate::machine::ModelReply) {
     }
 }
 
+/// ` from NAME (escalated N×)` for a call a deadline handed on, else nothing.
+pub(crate) fn escalated_text(slot: &crate::machine::Slot) -> String {
+    slot.escalated
+        .as_ref()
+        .map(|e| format!(" from {} (escalated {}×)", e.to, e.times))
+        .unwrap_or_default()
+}
+
 fn describe_state(state: &RunState) {
     let Some(run) = state.data() else { return };
     outln!(
@@ -537,8 +550,12 @@ fn describe_state(state: &RunState) {
                     SlotStatus::Running { effect } => {
                         format!("running (effect {}/{})", effect.seq, effect.index)
                     }
-                    SlotStatus::Approval { .. } => "waiting for approval".to_owned(),
-                    SlotStatus::Question { .. } => "waiting for a person's answer".to_owned(),
+                    SlotStatus::Approval { .. } => {
+                        format!("waiting for approval{}", escalated_text(s))
+                    }
+                    SlotStatus::Question { .. } => {
+                        format!("waiting for a person's answer{}", escalated_text(s))
+                    }
                     SlotStatus::InDoubt { .. } => {
                         "in doubt: waiting for a person's decision".to_owned()
                     }

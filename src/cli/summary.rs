@@ -222,8 +222,9 @@ pub(crate) fn summarise(
                     String::new()
                 };
                 say!(
-                    "answer {} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
+                    "answer {}{} with: runtape resume {run}{call} {}  (see `runtape show {run}`)",
                     slot.tool,
+                    super::inspect::escalated_text(slot),
                     answers(&slot.status).unwrap_or_default()
                 );
             }

@@ -259,6 +259,7 @@ pub(crate) fn on_reply(
             },
             origin: None,
             deadline: None,
+            escalated: None,
             hidden_seen: run.hidden.len(),
         };
         slot.status = match (

@@ -8,6 +8,7 @@
 //! | `"approve"` | runs, as if approved (approvals only) | goes on |
 //! | `{ input = "TEXT" }` | TEXT is its result, as if a person had answered it | goes on |
 //! | `"fail"` | — | fails `tool_denied`, naming the deadline |
+//! | `{ escalate = { to, after_ms, then } }` | waits for `to`, under a new deadline that `then` decides | waits on |
 //!
 //! The transition that asks the person also emits a [`StartTimer`](super::Effect::StartTimer)
 //! whose due instant (the event's time plus `after_ms`) the call's slot keeps
@@ -15,11 +16,13 @@
 //! timer's later firing is refused and changes nothing. Otherwise the
 //! [`TimerFired`](super::EventBody::TimerFired) committed at or after the due instant applies
 //! the policy, as the answer a person would have given — decided here, in the pure machine, so
-//! `verify` and replays reproduce it.
+//! `verify` and replays reproduce it. An escalation hands the call on rather than decide it
+//! (see [`escalation`](super::escalation)).
 
 use serde::{Deserialize, Serialize};
 
 use super::error::{ErrorClass, Failure, MachineError};
+use super::escalation::Escalation;
 use super::event::HumanInput;
 use super::ids::{AgentId, EffectId};
 use super::spec::{Spec, SpecError};
@@ -50,10 +53,15 @@ pub enum OnDeadline {
     Fail,
     /// This text is the call's result (`{ input = "TEXT" }`).
     Input(String),
+    /// The call waits for someone else, under a deadline of its own
+    /// (`{ escalate = { to = "NAME", after_ms = N, then = … } }`; see
+    /// [`escalation`](super::escalation)).
+    Escalate(Box<Escalation>),
 }
 
 /// Checks `[timers.deadlines]`: each names a tool of the spec that waits for a person, waits
-/// 1 ms to a year, and approves only a call that asks for an approval.
+/// 1 ms to a year, escalates along a bounded chain, and approves only a call that asks for an
+/// approval.
 pub(crate) fn validate(spec: &Spec, timers: &TimerSpec) -> Result<(), SpecError> {
     for (name, d) in &timers.deadlines {
         let bad = |reason: String| SpecError::OutOfRange {
@@ -74,7 +82,8 @@ pub(crate) fn validate(spec: &Spec, timers: &TimerSpec) -> Result<(), SpecError>
                 d.after_ms
             )));
         }
-        if tool.interactive && d.then == OnDeadline::Approve {
+        let last = super::escalation::validate(&format!("timers.deadlines.{name}"), &d.then)?;
+        if tool.interactive && *last == OnDeadline::Approve {
             return Err(bad(format!(
                 "`{name}` asks a question, which cannot be approved: give \"reject\", \"fail\" or {{ input = \"…\" }}"
             )));
@@ -161,21 +170,43 @@ pub(crate) fn on_fired(
         .timers
         .as_ref()
         .and_then(|t| t.deadlines.get(&slot.tool))
-        .map(|d| d.then.clone())
+        .and_then(|d| super::escalation::policy_now(&d.then, slot))
+        .cloned()
         .ok_or_else(unknown)?;
+    if let OnDeadline::Escalate(e) = &policy {
+        let mut batch = batch;
+        let agent = run.active.clone();
+        super::escalation::hand_on(cx, &agent, &mut batch.slots[index], e);
+        return Ok(match from {
+            StateKind::CallingTools => (
+                EdgeId::CallingToolsDeadlineEscalate,
+                RunState::CallingTools { run, batch },
+            ),
+            _ => (
+                EdgeId::AwaitingInputDeadlineEscalate,
+                RunState::AwaitingInput { run, batch },
+            ),
+        });
+    }
+    let who = match &slot.escalated {
+        Some(e) => format!(" (escalated to {})", e.to),
+        None => String::new(),
+    };
     let passed = if firing.early && cx.at < due {
         format!(
-            "nobody answered; a person brought the deadline ({}) forward to {}",
+            "nobody answered{who}; a person brought the deadline ({}) forward to {}",
             crate::text::rfc3339(due.ms()),
             crate::text::rfc3339(cx.at.ms())
         )
     } else {
         format!(
-            "nobody answered before the deadline ({})",
+            "nobody answered{who} before the deadline ({})",
             crate::text::rfc3339(due.ms())
         )
     };
     let input = match policy {
+        // Handled above: an escalation decides nothing yet.
+        OnDeadline::Escalate(_) => return Err(unknown()),
         OnDeadline::Fail => {
             let error = Failure::new(
                 ErrorClass::ToolDenied,

@@ -40,6 +40,7 @@ mod delegation;
 mod edit;
 mod effect;
 mod error;
+pub mod escalation;
 mod event;
 pub mod flow_policy;
 mod guard;
@@ -81,6 +82,7 @@ pub use delegation::{
 pub use edit::Edit;
 pub use effect::{Effect, InputKind, InputRequest, ModelRequest};
 pub use error::{ErrorClass, Failure, MachineError, ProviderErrorClass};
+pub use escalation::{Escalated, Escalation};
 pub use event::{Event, EventBody, HumanInput, Reconciliation, ToolOutcome};
 pub use flow_policy::{ArgumentRule, OnUntrusted, ToolGuard, Violation};
 pub use hidden::HiddenValue;

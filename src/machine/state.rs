@@ -324,6 +324,11 @@ pub struct Slot {
     /// [`deadline`](super::deadline)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<super::timer::Timer>,
+    /// Who the call waits for since its deadline escalated it, and how many times it was
+    /// handed on; absent while it waits for whoever answers first (see
+    /// [`escalation`](super::escalation)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated: Option<super::escalation::Escalated>,
     /// How many hidden values the run held when the call was judged: only those may be
     /// filled into its arguments, so a value hidden later (a result of the same reply that
     /// came back while this call waited for a person) is never filled in unjudged (see

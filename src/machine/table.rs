@@ -407,6 +407,10 @@ edges! {
         "a call's deadline for a person passed while other calls run: [timers.deadlines] answers it (reject, approve or input)";
     CallingToolsDeadlineFail = "calling_tools.deadline.fail": CallingTools --TimerFired--> Done,
         "a call's deadline for a person passed and its policy is fail: fails with tool_denied";
+    CallingToolsDeadlineEscalate = "calling_tools.deadline.escalate": CallingTools --TimerFired--> CallingTools,
+        "a call's deadline for a person passed while other calls run and its policy is escalate: the call waits for the named person under a new deadline";
+    AwaitingInputDeadlineEscalate = "awaiting_input.deadline.escalate": AwaitingInput --TimerFired--> AwaitingInput,
+        "a call's deadline for a person passed and its policy is escalate: the call waits for the named person under a new deadline";
     AwaitingInputDeadlineWait = "awaiting_input.deadline.wait": AwaitingInput --TimerFired--> AwaitingInput,
         "a call's deadline passed (reject or input answer it); another call still waits for a person";
     AwaitingInputDeadlineRun = "awaiting_input.deadline.run": AwaitingInput --TimerFired--> CallingTools,

@@ -73,6 +73,26 @@ pub fn pending_timers(state: &RunState) -> Vec<PendingTimer> {
     timers
 }
 
+/// Who the calls of `state` still waiting for a person were escalated to, in call order
+/// (see [`escalation`](super::escalation)); empty when none was.
+pub fn escalated_to(state: &RunState) -> Vec<String> {
+    batch_of(state)
+        .map(|batch| {
+            batch
+                .slots
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s.status,
+                        SlotStatus::Approval { .. } | SlotStatus::Question { .. }
+                    )
+                })
+                .filter_map(|s| s.escalated.as_ref().map(|e| e.to.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Whether a run of `spec` can ever wait on a timer: only a spec with `[timers]` offers the
 /// sleep tools or puts deadlines on calls. Readers that look for wake times (`ls`, the wake
 /// scans) skip the state of a run for which this is false.

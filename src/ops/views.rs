@@ -5,7 +5,9 @@
 use serde::{Serialize, Serializer};
 
 use crate::history::{self, Divergence, HistoryError, RunDiff, TimelineEntry, TreeDiff, Verified};
-use crate::machine::{EffectId, OnDeadline, RunId, RunState, SlotStatus, Spec, StateKind};
+use crate::machine::{
+    EffectId, Escalated, OnDeadline, RunId, RunState, SlotStatus, Spec, StateKind,
+};
 use crate::store::{RunRecord, RunStatus, Store};
 
 /// A `u64` as JSON: a number up to 2^53, a string above (readers that parse numbers as
@@ -83,6 +85,11 @@ pub struct RunView {
     /// ([`wake::sleeps_until`](crate::machine::wake::sleeps_until)); `ls` shows it `sleeping`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sleeping: bool,
+    /// Who its calls waiting for a person were escalated to, in call order
+    /// ([`escalation`](crate::machine::escalation)). Set by [`listed`](Self::listed); absent
+    /// when no waiting call was escalated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits_for: Vec<String>,
     /// The schedule that started it and the instant it was due, as its sealed setup records
     /// (`runtape schedule`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,6 +131,7 @@ impl RunView {
             session: mark.map(|m| m.name),
             wakes_ms: None,
             sleeping: false,
+            waits_for: Vec::new(),
             schedule: r
                 .setup
                 .as_deref()
@@ -157,6 +165,7 @@ impl RunView {
                 let state = crate::ledger::state_at(store, &r.id, &spec, r.seq)?.state;
                 view.wakes_ms = crate::machine::wake::next_wake(&state).map(|due| due.ms());
                 view.sleeping = crate::machine::wake::sleeps_until(&state).is_some();
+                view.waits_for = crate::machine::wake::escalated_to(&state);
             }
         }
         Ok(view)
@@ -396,6 +405,10 @@ pub struct WaitingCall {
     /// When nobody answering decides it (`[timers.deadlines]`); absent without a deadline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<CallDeadline>,
+    /// Who it waits for since a deadline escalated it, and how many times it was handed on;
+    /// absent while it waits for whoever answers first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalated: Option<Escalated>,
 }
 
 /// The deadline of a call waiting for a person, as the state that asked recorded it.
@@ -403,8 +416,9 @@ pub struct WaitingCall {
 pub struct CallDeadline {
     /// Its due instant, wall ms (the `StartTimer` effect's).
     pub due_ms: u64,
-    /// What the machine decides then: `reject`, `approve`, `fail` or `{"input": TEXT}`, as the
-    /// run's spec says.
+    /// What the machine decides then: `reject`, `approve`, `fail`, `{"input": TEXT}` or
+    /// `{"escalate": {"to", "after_ms", "then"}}`, as the run's spec says for this link of the
+    /// call's escalation chain.
     pub then: OnDeadline,
 }
 
@@ -417,11 +431,12 @@ pub fn waiting_calls(state: &RunState, spec: &Spec) -> Vec<WaitingCall> {
         }
         _ => &[],
     };
-    let policy = |tool: &str| {
+    let policy = |slot: &crate::machine::Slot| {
         spec.timers
             .as_ref()
-            .and_then(|t| t.deadlines.get(tool))
-            .map(|d| d.then.clone())
+            .and_then(|t| t.deadlines.get(&slot.tool))
+            .and_then(|d| crate::machine::escalation::policy_now(&d.then, slot))
+            .cloned()
     };
     slots
         .iter()
@@ -433,7 +448,7 @@ pub fn waiting_calls(state: &RunState, spec: &Spec) -> Vec<WaitingCall> {
                 _ => return None,
             };
             // An in-doubt call waits under no deadline: only an approval or a question arms one.
-            let deadline = match (kind, s.deadline, policy(&s.tool)) {
+            let deadline = match (kind, s.deadline, policy(s)) {
                 ("approval" | "question", Some(timer), Some(then)) => Some(CallDeadline {
                     due_ms: timer.due.ms(),
                     then,
@@ -446,6 +461,7 @@ pub fn waiting_calls(state: &RunState, spec: &Spec) -> Vec<WaitingCall> {
                 args: s.args.clone(),
                 kind,
                 deadline,
+                escalated: s.escalated.clone(),
             })
         })
         .collect()

@@ -99,7 +99,8 @@ function statusOf(run) {
 // of a call waiting for a person.
 function wakes(run, attrs = {}) {
   if (run.wakes_ms === undefined || run.wakes_ms === null) return null;
-  return el('span', { class: 'wakes', ...attrs }, run.sleeping ? 'wakes ' : 'deadline ', dueAt(run.wakes_ms));
+  const to = run.waits_for && run.waits_for.length ? ', waits for ' + run.waits_for.join(', ') : '';
+  return el('span', { class: 'wakes', ...attrs }, run.sleeping ? 'wakes ' : 'deadline ', dueAt(run.wakes_ms), to);
 }
 
 // A run's session, as `ls` marks it: `session trip-1 #3`, or a fork / replay of that run
@@ -678,6 +679,7 @@ function runPage(id, initialSeq) {
     const answer = el('input', { placeholder: answerLabel, class: 'answer-text', size: 30, 'aria-label': answerLabel + ' for ' + w.call_id });
     // What passing the deadline decides, as the spec says.
     const then = (t) => typeof t === 'string' ? { reject: 'it is rejected', approve: 'it is approved', fail: 'the run fails' }[t] || t
+      : t.escalate ? 'it is escalated to ' + t.escalate.to
       : 'it is answered "' + t.input + '"';
     const send = (path, body) => async () => {
       try {
@@ -689,6 +691,7 @@ function runPage(id, initialSeq) {
     return el('section', { class: 'panel waiting', 'data-call': w.call_id, 'aria-label': 'Waiting call ' + w.call_id },
       el('h2', { text: 'waiting for a person: ' + w.kind.replace('_', ' ') }),
       el('div', {}, el('b', { text: w.tool }), ' ', el('code', { text: JSON.stringify(w.args) }), el('span', { class: 'muted', text: ' (' + w.call_id + ')' })),
+      w.escalated ? el('p', { class: 'escalated', text: 'Waits for ' + w.escalated.to + ' (escalated ' + w.escalated.times + '×: nobody answered before an earlier deadline).' }) : null,
       w.deadline ? el('p', { class: 'deadline' }, 'Deadline ', dueAt(w.deadline.due_ms), ': if nobody answers by then, ' + then(w.deadline.then) + '.') : null,
       el('div', { class: 'toolbar' },
         w.kind !== 'question' ? el('button', { class: 'primary approve', onclick: send('approve', {}) }, w.kind === 'in_doubt' ? 'Perform again' : 'Approve') : null,

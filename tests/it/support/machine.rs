@@ -834,6 +834,15 @@ pub fn with_deadline(tool: &str, then: OnDeadline) -> RunSpec {
     })
 }
 
+/// A deadline policy that hands the call on to `to` for 1 ms, then `then` decides.
+pub fn escalate(to: &str, then: OnDeadline) -> OnDeadline {
+    OnDeadline::Escalate(Box::new(Escalation {
+        to: to.to_owned(),
+        after_ms: 1,
+        then,
+    }))
+}
+
 /// The firing of the deadline of call `call_id`, which waits for a person, at its due instant.
 pub fn deadline_fired(h: &Harness, call_id: &str) -> EventBody {
     let timer = match &h.state {

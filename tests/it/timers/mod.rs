@@ -3,6 +3,7 @@
 //! virtual time, across SIGKILL and resume, and through a cassette replay.
 
 mod deadline;
+mod deadline_escalate;
 mod deadline_machine;
 mod pg_deadline_claims;
 mod pg_due_claim_refuses_tampered;

@@ -32,6 +32,18 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
             let body = deadline_fired(&h, "d1");
             (h, body)
         }),
+        ("calling_tools.deadline.escalate", || {
+            let spec = with_deadline("deploy", escalate("lead", OnDeadline::Reject));
+            let h = with_reply(spec, vec![lookup("l1"), deploy("d1")]);
+            let body = deadline_fired(&h, "d1");
+            (h, body)
+        }),
+        ("awaiting_input.deadline.escalate", || {
+            let spec = with_deadline("deploy", escalate("lead", OnDeadline::Reject));
+            let h = with_reply(spec, vec![deploy("d1")]);
+            let body = deadline_fired(&h, "d1");
+            (h, body)
+        }),
         ("awaiting_input.deadline.wait", || {
             let spec = with_deadline("deploy", OnDeadline::Reject);
             let h = with_reply(spec, vec![deploy("d1"), deploy("d2")]);
