@@ -7,6 +7,7 @@
 mod cancel_previous;
 mod claim_once;
 mod manage;
+mod pg_cancel_previous_across_workers;
 mod pg_manage;
 mod pg_workers_race;
 mod serve_fires;
