@@ -2,8 +2,9 @@
 //! answered in time, the call waits for the named person under a new deadline instead of
 //! being decided — `show`, `ls` and the resume hint say who — and when that one passes too,
 //! the chain's final policy decides it. On the stepped clock both pass at once, each a
-//! `timer_fired` step `verify` accepts, and a fork from before the first deadline escalates
-//! the same way; a worker started after the run rested fires both; and chains that are too
+//! `timer_fired` step `verify` accepts, and a fork from before the first deadline and a
+//! replay of the run's cassette escalate the same way; `serve`'s JSON views name who the call
+//! waits for; a worker started after the run rested fires both; and chains that are too
 //! long, hand the call twice to one name, name no one or approve a question are refused at load.
 
 use std::path::{Path, PathBuf};
@@ -123,6 +124,21 @@ fn an_escalated_call_waits_for_its_new_approver_then_the_final_policy_decides() 
     let (_, fork_asked_ms) = asked_at(&db, &fork);
     escalated_then_decided(&db, &fork, fork_asked_ms, "awaiting_input.deadline.done");
     verifies(&db, &fork);
+
+    // A replay of the run's cassette escalates, then rejects, at the same instants.
+    let cassette = dir.path().join("escalate.cassette.json");
+    let exported = crate::support::cli::export(&db, &run, &cassette);
+    assert!(exported.status.success(), "{}", text(&exported));
+    let (fresh, _) = crate::support::cli::replay_fresh(dir.path(), utf8(&path), utf8(&cassette));
+    let replayed = only_run(&fresh);
+    let (_, replay_asked_ms) = asked_at(&fresh, &replayed);
+    escalated_then_decided(
+        &fresh,
+        &replayed,
+        replay_asked_ms,
+        "awaiting_input.deadline.done",
+    );
+    verifies(&fresh, &replayed);
 }
 
 #[test]
@@ -162,6 +178,27 @@ fn an_escalated_call_shows_who_it_waits_for_and_is_answered_as_before() {
     );
     let latest = show(&db, &run, fired[0]["seq"].as_u64().expect("seq"));
     assert_eq!(slot(&latest["state"])["escalated"]["to"], "oncall-lead");
+
+    // The server's JSON views say the same: who the call waits for, and what its current
+    // deadline (the escalation's own) decides.
+    {
+        let server = crate::support::serve::serve(dir.path(), &db);
+        let (status, view) = server.get(&format!("/api/runs/{run}"));
+        assert_eq!(status, 200, "{view}");
+        let waiting = &view["waiting"][0];
+        assert_eq!(
+            waiting["escalated"],
+            serde_json::json!({"to": "oncall-lead", "times": 1}),
+            "{view}"
+        );
+        assert_eq!(waiting["deadline"]["then"], "fail", "{view}");
+        let (_, list) = server.get("/api/runs");
+        assert_eq!(
+            list["runs"][0]["waits_for"],
+            serde_json::json!(["oncall-lead"]),
+            "{list}"
+        );
+    }
 
     // Answered as before: approving runs the call, and the escalation's deadline never fires.
     let approved = runtape(&db, &["resume", &run, "--approve"]);
