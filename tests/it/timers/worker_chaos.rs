@@ -1,13 +1,16 @@
-//! SIGKILL at random instants around timer firing, on SQLite: four runs killed asleep, then two
-//! `runtape worker` processes racing for them, SIGKILLed together at a random instant 0.1–0.9 s
-//! after they start, eight times over, then one worker to finish. Each run's timer fired
-//! exactly once, the non-idempotent call after it was performed exactly once (a call cut by a
-//! kill is asked of its `reconcile` command, never run blind), every run completed and
-//! `verify` passes.
+//! SIGKILL at random instants around timer firing, on SQLite: four runs killed asleep (or
+//! resting for a person under a deadline that escalates), then two `runtape worker` processes
+//! racing for them, SIGKILLed together at a random instant 0.1–0.9 s after they start, eight
+//! times over, then one worker to finish. Each run's timer fired exactly once (each deadline of
+//! an escalation chain once: the escalation, then its approval), the non-idempotent call after
+//! it was performed exactly once (a call cut by a kill is asked of its `reconcile` command,
+//! never run blind), every run completed and `verify` passes.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+
+use serde_json::Value;
 
 use crate::support::cli::{scripted, start_json, wait_for_step, write};
 use crate::support::pg::Reaper;
@@ -24,14 +27,44 @@ fn spec() -> String {
     let replies = "  { tool_calls = [ { name = \"sleep_for\", arguments = { seconds = 1 } } ] },\n  \
                    { tool_calls = [ { name = \"effect\", arguments = {} } ] },\n  \
                    { text = \"done\" },\n";
+    acting_spec(
+        "Act after a nap.",
+        TIMERS,
+        replies,
+        "",
+        "\"effect\", \"sleep_for\"",
+    )
+}
+
+/// Calls `effect`, which needs an approval; nobody answers, so after 0.4 s the call is
+/// escalated to `lead`, and 0.4 s later approved: it runs, then the agent answers.
+fn escalating_spec() -> String {
+    let replies = "  { tool_calls = [ { name = \"effect\", arguments = {} } ] },\n  \
+                   { text = \"done\" },\n";
+    let deadline = "[timers.deadlines]\neffect = { after_ms = 400, then = { escalate = { to = \"lead\", after_ms = 400, then = \"approve\" } } }\n";
+    acting_spec(
+        "Act once approved.",
+        deadline,
+        replies,
+        "requires_approval = true\n",
+        "\"effect\"",
+    )
+}
+
+/// A spec with `timers` whose scripted agent `a` (300 ms a reply) gives `replies`, offered
+/// `tools`, with the non-idempotent tool `effect` (appends its idempotency key to
+/// `effects.log` after 0.3 s; its reconcile command answers from that log) and `effect_rest`.
+fn acting_spec(goal: &str, timers: &str, replies: &str, effect_rest: &str, tools: &str) -> String {
     format!(
-        "goal = \"Act after a nap.\"\n{TIMERS}\n{}\n{}[[agents]]\nid = \"a\"\nprovider = \"script\"\ntools = [\"effect\", \"sleep_for\"]\non_in_doubt = \"reconcile\"\n",
+        "goal = \"{goal}\"\n{timers}\n{}\n{}[[agents]]\nid = \"a\"\nprovider = \"script\"\ntools = [{tools}]\non_in_doubt = \"reconcile\"\n",
         scripted(replies).replace("replies = [", "latency_ms = 300\nreplies = ["),
         crate::support::spec::tool(
             "effect",
             r#"["sh", "-c", "sleep 0.3; echo \"$RUNTAPE_IDEMPOTENCY_KEY\" >> effects.log; echo ok"]"#,
-            r#"description = "a non-idempotent effect"
-reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{\"performed\": true, \"result\": \"ok\"}'; else echo '{\"performed\": false}'; fi"]"#,
+            &format!(
+                r#"description = "a non-idempotent effect"
+{effect_rest}reconcile = ["sh", "-c", "if grep -qx \"$RUNTAPE_IDEMPOTENCY_KEY\" effects.log 2>/dev/null; then echo '{{\"performed\": true, \"result\": \"ok\"}}'; else echo '{{\"performed\": false}}'; fi"]"#
+            ),
         ),
     )
 }
@@ -66,6 +99,32 @@ fn performed(dir: &Path) -> BTreeMap<String, usize> {
     by
 }
 
+/// Races two workers for `runs` in `db` (their spec in `dir`), SIGKILLing both at a random
+/// instant 0.1–0.9 s after they start, up to eight times while a run is unfinished, then lets
+/// one worker finish every run. Returns the seed of the kill instants.
+fn kill_rounds(db: &Path, dir: &Path, runs: &[String]) -> u64 {
+    let seed = u64::from(std::process::id()) | 1;
+    eprintln!("worker_chaos seed {seed}");
+    let mut dice = Dice(seed);
+    let mut round = 0;
+    while unfinished(db, runs) > 0 && round < 8 {
+        let workers = Reaper(vec![
+            super::worker_wakes::started(db, dir, &format!("w{round}a"), &[]),
+            super::worker_wakes::started(db, dir, &format!("w{round}b"), &[]),
+        ]);
+        std::thread::sleep(Duration::from_millis(100 + dice.below(800)));
+        // SIGKILL, both (the Reaper kills what it holds).
+        drop(workers);
+        round += 1;
+    }
+    eprintln!("worker_chaos: {round} rounds of kills");
+    let mut last = Reaper(vec![super::worker_wakes::started(db, dir, "last", &[])]);
+    wait_long("every run ended", || unfinished(db, runs) == 0);
+    stop(&mut last);
+
+    seed
+}
+
 #[test]
 fn workers_killed_at_random_around_firing_fire_each_timer_once_and_act_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -82,24 +141,7 @@ fn workers_killed_at_random_around_firing_fire_each_timer_once_and_act_once() {
         })
         .collect();
 
-    let seed = u64::from(std::process::id()) | 1;
-    eprintln!("worker_chaos seed {seed}");
-    let mut dice = Dice(seed);
-    let mut round = 0;
-    while unfinished(&db, &runs) > 0 && round < 8 {
-        let workers = Reaper(vec![
-            super::worker_wakes::started(&db, dir, &format!("w{round}a"), &[]),
-            super::worker_wakes::started(&db, dir, &format!("w{round}b"), &[]),
-        ]);
-        std::thread::sleep(Duration::from_millis(100 + dice.below(800)));
-        // SIGKILL, both (the Reaper kills what it holds).
-        drop(workers);
-        round += 1;
-    }
-    eprintln!("worker_chaos: {round} rounds of kills");
-    let mut last = Reaper(vec![super::worker_wakes::started(&db, dir, "last", &[])]);
-    wait_long("every run ended", || unfinished(&db, &runs) == 0);
-    stop(&mut last);
+    let seed = kill_rounds(&db, dir, &runs);
 
     let performed = performed(dir);
     assert_eq!(performed.len(), RUNS, "one effect per run: {performed:?}");
@@ -121,6 +163,47 @@ fn workers_killed_at_random_around_firing_fire_each_timer_once_and_act_once() {
             fired(&db, run).len(),
             1,
             "{run}'s timer fired once (seed {seed})"
+        );
+        verifies(&db, run);
+    }
+}
+
+#[test]
+fn workers_killed_at_random_around_an_escalation_fire_each_deadline_once_and_act_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let spec = write(dir, "escalate.toml", &escalating_spec());
+    let db = dir.join("escalate.db");
+    // Each run asks for its approval and rests: its process exits, nobody holds it.
+    let runs: Vec<String> = (0..RUNS)
+        .map(|_| {
+            let out = crate::support::cli::runtape(&db, &["run", crate::support::cli::utf8(&spec)]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                crate::support::cli::text(&out)
+            );
+            crate::support::cli::run_id(&out)
+        })
+        .collect();
+    let seed = kill_rounds(&db, dir, &runs);
+
+    let performed = performed(dir);
+    assert_eq!(performed.len(), RUNS, "one effect per run: {performed:?}");
+    assert!(
+        performed.values().all(|n| *n == 1),
+        "no effect performed twice (seed {seed}): {performed:?}"
+    );
+    for run in &runs {
+        let edges: Vec<Value> = fired(&db, run).iter().map(|s| s["edge"].clone()).collect();
+        assert_eq!(
+            edges,
+            vec![
+                Value::from("awaiting_input.deadline.escalate"),
+                Value::from("awaiting_input.deadline.run"),
+            ],
+            "{run}: escalated once, then approved once (seed {seed})"
         );
         verifies(&db, run);
     }
