@@ -110,7 +110,13 @@ pub(crate) fn arm(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot) {
     else {
         return;
     };
-    let due = cx.at.plus_ms(d.after_ms);
+    arm_in(cx, agent, slot, d.after_ms);
+}
+
+/// Emits the `StartTimer` of a deadline `after_ms` after this transition for `slot` (a call
+/// of `agent`) and records it in the slot: the call's first deadline, or an escalation's.
+pub(crate) fn arm_in(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot, after_ms: u64) {
+    let due = cx.at.plus_ms(after_ms);
     let (agent, call_id) = (agent.clone(), slot.call_id.clone());
     let effect = cx.emit(|id| super::Effect::StartTimer {
         id,

@@ -30,7 +30,7 @@ use super::ids::AgentId;
 use super::spec::SpecError;
 use super::state::Slot;
 use super::step::Cx;
-use super::timer::{HARD_MAX_SLEEP_MS, Timer};
+use super::timer::HARD_MAX_SLEEP_MS;
 
 /// The most times one call may be handed on before its chain's final policy decides it.
 pub const MAX_ESCALATIONS: u32 = 5;
@@ -127,15 +127,7 @@ pub(crate) fn validate<'a>(path: &str, then: &'a OnDeadline) -> Result<&'a OnDea
 /// `e.after_ms` after this transition (a `StartTimer` for `agent`, the agent whose call it
 /// is), and records who it now waits for.
 pub(crate) fn hand_on(cx: &mut Cx<'_>, agent: &AgentId, slot: &mut Slot, e: &Escalation) {
-    let due = cx.at.plus_ms(e.after_ms);
-    let (agent, call_id) = (agent.clone(), slot.call_id.clone());
-    let effect = cx.emit(|id| super::Effect::StartTimer {
-        id,
-        agent,
-        call_id,
-        due,
-    });
-    slot.deadline = Some(Timer { effect, due });
+    super::deadline::arm_in(cx, agent, slot, e.after_ms);
     let times = slot.escalated.as_ref().map_or(0, |x| x.times) + 1;
     slot.escalated = Some(Escalated {
         to: e.to.clone(),

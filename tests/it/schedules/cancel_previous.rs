@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use crate::support::cli::{ok, utf8, wait_until_every};
+use crate::support::cli::{utf8, wait_until_every};
 use crate::support::pg::{Reaper, worker};
 use crate::support::workers::stop;
 
-use super::{fires, now_ms, rfc3339, runs, slow_report_spec};
+use super::{fires, runs, slow_report_spec};
 
 #[test]
 fn a_due_instant_cancels_the_live_previous_run_and_starts_its_own() {
@@ -16,24 +16,7 @@ fn a_due_instant_cancels_the_live_previous_run_and_starts_its_own() {
     // Each run waits 3 s on its tool: the second instant finds the first run live.
     let spec = slow_report_spec(d, 3.0);
     let db = d.join("s.db");
-    let since = rfc3339(now_ms() - 2 * 86_400_000);
-    ok(
-        &db,
-        &[
-            "schedule",
-            "add",
-            "daily",
-            utf8(&spec),
-            "--cron",
-            "0 0 * * *",
-            "--catch-up",
-            "all",
-            "--overlap",
-            "cancel-previous",
-            "--since",
-            &since,
-        ],
-    );
+    super::add_daily_cancelling(&db, &spec, "all");
     let mut workers = Reaper(vec![worker(utf8(&db), d, "w.log", &[], &[])]);
     wait_until_every(
         "the second run completed",

@@ -49,6 +49,40 @@ pub(super) fn slow_report_spec(dir: &Path, seconds: f64) -> PathBuf {
     )
 }
 
+/// Adds schedule `daily` (midnight UTC) of `spec` to `db` with `--overlap cancel-previous`,
+/// `--catch-up catch_up` and `--since` two days ago: the instants of the last two midnights are
+/// due.
+pub(super) fn add_daily_cancelling(db: &Path, spec: &Path, catch_up: &str) {
+    let since = rfc3339(now_ms() - 2 * DAY);
+    let args = [
+        "schedule",
+        "add",
+        "daily",
+        crate::support::cli::utf8(spec),
+        "--cron",
+        "0 0 * * *",
+        "--catch-up",
+        catch_up,
+        "--overlap",
+        "cancel-previous",
+        "--since",
+        &since,
+    ];
+    ok(db, &args);
+}
+
+/// A fresh PostgreSQL database on `server`, migrated (its URL), and a scratch directory for
+/// specs and worker logs, as its canonical path (what workers compare spec files with).
+pub(super) fn pg_scratch(
+    server: &crate::support::pg::PgServer,
+) -> (String, tempfile::TempDir, PathBuf) {
+    let url = server.fresh_db();
+    ok(Path::new(&url), &["migrate"]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().canonicalize().expect("resolves");
+    (url, tmp, dir)
+}
+
 /// Unix ms now, from the system's clock (the binary reads the same one).
 pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()

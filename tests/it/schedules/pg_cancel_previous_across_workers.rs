@@ -9,11 +9,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::cli::{ok, signal, utf8, wait_until_every, write};
+use crate::support::cli::{ok, signal, wait_until_every, write};
 use crate::support::pg::{PgServer, Reaper, worker};
 use crate::support::workers::{events, stop};
 
-use super::{now_ms, pg_fires, rfc3339, runs};
+use super::{pg_fires, runs};
 
 /// A spec whose agent calls `gather`, then answers `reported`; `gather` waits ten minutes the
 /// first time it runs in `dir` (it makes `dir/held`), and returns at once afterwards.
@@ -40,32 +40,13 @@ fn spec(dir: &Path) -> std::path::PathBuf {
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn a_due_instant_cancels_the_previous_run_another_worker_drives() {
     let server = PgServer::start();
-    let url = server.fresh_db();
+    let (url, _tmp, d) = super::pg_scratch(&server);
     let db = Path::new(&url);
-    ok(db, &["migrate"]);
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let d = tmp.path().canonicalize().expect("resolves");
     let spec = spec(&d);
     // Leases long enough that `a`, held stopped, keeps its run: nobody takes it over.
     let lease = [("RUNTAPE_LEASE_TTL_MS", "120000")];
     let mut workers = Reaper(vec![worker(&url, &d, "a.log", &[], &lease)]);
-    ok(
-        db,
-        &[
-            "schedule",
-            "add",
-            "daily",
-            utf8(&spec),
-            "--cron",
-            "0 0 * * *",
-            "--catch-up",
-            "last",
-            "--overlap",
-            "cancel-previous",
-            "--since",
-            &rfc3339(now_ms() - 2 * 86_400_000),
-        ],
-    );
+    super::add_daily_cancelling(db, &spec, "last");
     wait_until_every(
         "worker a drives the first run into its long tool call",
         Duration::from_millis(50),

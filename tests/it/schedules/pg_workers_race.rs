@@ -19,11 +19,8 @@ use super::{DAY, caught_up, now_ms, pg_fires, report_spec, rfc3339, runs, slow_r
 #[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres"]
 fn three_workers_fire_each_instant_once_under_each_catch_up_policy() {
     let server = PgServer::start();
-    let url = server.fresh_db();
+    let (url, _tmp, d) = super::pg_scratch(&server);
     let db = Path::new(&url);
-    ok(db, &["migrate"]);
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let d = tmp.path().canonicalize().expect("resolves");
     let spec = report_spec(&d);
     let spec = utf8(&spec);
     // Each daily run lasts a moment, so the next instant finds it live and queues.

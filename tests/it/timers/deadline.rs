@@ -219,15 +219,19 @@ fn a_deadline_on_a_tool_that_waits_for_nobody_or_approving_a_question_is_refused
         ("deploy", "\"sometimes\"", "timers.deadlines"),
         ("ask", "\"approve\"", "cannot be approved"),
     ] {
-        let path = spec(
-            dir.path(),
-            call,
-            &format!("{{ after_ms = 1000, then = {then} }}"),
-        );
-        let db = dir.path().join("refused.db");
-        let out = runtape(&db, &["run", utf8(&path)]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains(says), "{}", text(&out));
-        assert!(!db.exists(), "nothing written");
+        refused_at_load(dir.path(), call, then, says);
     }
+}
+
+/// Checks that a run of the spec whose `call` has a 1 s deadline decided by `then` (TOML) is
+/// refused at load: exit 2, one line saying `says`, no database written.
+pub(super) fn refused_at_load(dir: &Path, call: &str, then: &str, says: &str) {
+    let path = spec(dir, call, &format!("{{ after_ms = 1000, then = {then} }}"));
+    let db = dir.join("refused.db");
+    let out = runtape(&db, &["run", utf8(&path)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains(says), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(!db.exists(), "nothing written");
 }

@@ -28,6 +28,17 @@ fn spec(dir: &Path, call: &str, deadline: &str) -> PathBuf {
     write(dir, "escalate.toml", &spec_text(call, deadline))
 }
 
+/// Runs the `deploy` spec under [`chain`]`(last)` on the system clock, where it rests for its
+/// person, an hour from its deadline: the database and the run.
+fn rested(dir: &Path, last: &str) -> (PathBuf, String) {
+    let path = spec(dir, "deploy", &chain(last));
+    let db = dir.join("rested.db");
+    let out = runtape(&db, &["run", utf8(&path)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let run = only_run(&db);
+    (db, run)
+}
+
 /// The first slot of the batch in `state` (a `show --json` state).
 fn slot(state: &Value) -> Value {
     state["batch"]["slots"][0].clone()
@@ -144,12 +155,7 @@ fn an_escalated_call_waits_for_its_new_approver_then_the_final_policy_decides() 
 #[test]
 fn an_escalated_call_shows_who_it_waits_for_and_is_answered_as_before() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = spec(dir.path(), "deploy", &chain("\"fail\""));
-    let db = dir.path().join("shown.db");
-    // On the system clock the run rests for its person, an hour from its deadline.
-    let out = runtape(&db, &["run", utf8(&path)]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let run = only_run(&db);
+    let (db, run) = rested(dir.path(), "\"fail\"");
     // A person brings the deadline forward: the call is escalated, not decided.
     let woke = runtape(&db, &["wake", &run]);
     assert_eq!(woke.status.code(), Some(0), "{}", text(&woke));
@@ -212,11 +218,7 @@ fn an_escalated_call_shows_who_it_waits_for_and_is_answered_as_before() {
 #[test]
 fn a_worker_started_after_the_run_rested_fires_the_escalation_and_its_final_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = spec(dir.path(), "deploy", &chain("\"approve\""));
-    let db = dir.path().join("worker.db");
-    let out = runtape(&db, &["run", utf8(&path)]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let run = only_run(&db);
+    let (db, run) = rested(dir.path(), "\"approve\"");
     assert!(fired(&db, &run).is_empty());
     // The process that asked is gone; a worker on the stepped clock finds both deadlines due.
     let mut workers =
@@ -273,17 +275,6 @@ fn chains_too_long_repeating_a_name_naming_no_one_or_approving_a_question_are_re
         ),
     ];
     for (call, then, says) in cases {
-        let path = spec(
-            dir.path(),
-            call,
-            &format!("{{ after_ms = 1000, then = {then} }}"),
-        );
-        let db = dir.path().join("refused.db");
-        let out = runtape(&db, &["run", utf8(&path)]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        let said = text(&out);
-        assert!(said.contains(says), "{said}");
-        assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
-        assert!(!db.exists(), "nothing written");
+        super::deadline::refused_at_load(dir.path(), call, &then, says);
     }
 }

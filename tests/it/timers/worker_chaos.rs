@@ -89,14 +89,19 @@ fn unfinished(db: &Path, runs: &[String]) -> usize {
         .count()
 }
 
-/// How often each idempotency key was performed.
-fn performed(dir: &Path) -> BTreeMap<String, usize> {
+/// Checks that each of the [`RUNS`] runs performed its effect once: one idempotency key a run
+/// in `dir/effects.log`, each once (`seed` names the kill instants).
+fn acted_once_each(dir: &Path, seed: u64) {
     let log = std::fs::read_to_string(dir.join("effects.log")).unwrap_or_default();
-    let mut by = BTreeMap::new();
+    let mut performed = BTreeMap::new();
     for key in log.lines().filter(|l| !l.is_empty()) {
-        *by.entry(key.to_owned()).or_insert(0) += 1;
+        *performed.entry(key.to_owned()).or_insert(0) += 1;
     }
-    by
+    assert_eq!(performed.len(), RUNS, "one effect per run: {performed:?}");
+    assert!(
+        performed.values().all(|n| *n == 1),
+        "no effect performed twice (seed {seed}): {performed:?}"
+    );
 }
 
 /// Races two workers for `runs` in `db` (their spec in `dir`), SIGKILLing both at a random
@@ -143,12 +148,7 @@ fn workers_killed_at_random_around_firing_fire_each_timer_once_and_act_once() {
 
     let seed = kill_rounds(&db, dir, &runs);
 
-    let performed = performed(dir);
-    assert_eq!(performed.len(), RUNS, "one effect per run: {performed:?}");
-    assert!(
-        performed.values().all(|n| *n == 1),
-        "no effect performed twice (seed {seed}): {performed:?}"
-    );
+    acted_once_each(dir, seed);
     let edges: Vec<String> = runs
         .iter()
         .flat_map(|r| steps(&db, r))
@@ -189,12 +189,7 @@ fn workers_killed_at_random_around_an_escalation_fire_each_deadline_once_and_act
         .collect();
     let seed = kill_rounds(&db, dir, &runs);
 
-    let performed = performed(dir);
-    assert_eq!(performed.len(), RUNS, "one effect per run: {performed:?}");
-    assert!(
-        performed.values().all(|n| *n == 1),
-        "no effect performed twice (seed {seed}): {performed:?}"
-    );
+    acted_once_each(dir, seed);
     for run in &runs {
         let edges: Vec<Value> = fired(&db, run).iter().map(|s| s["edge"].clone()).collect();
         assert_eq!(
