@@ -186,6 +186,9 @@ fn flags(tool: &ToolSpec) -> String {
     if guard.hide {
         out.push("hidden");
     }
+    if guard.no_echo {
+        out.push("no-echo");
+    }
     if out.is_empty() {
         "-".into()
     } else {

@@ -182,6 +182,7 @@ fn tool(
                 on_untrusted: t.on_untrusted,
                 arguments: t.arguments.as_ref(),
                 hide: t.hide,
+                echoes_arguments: t.echoes_arguments,
             },
             &schema,
         )?,

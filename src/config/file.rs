@@ -184,6 +184,8 @@ pub(crate) struct RawTool {
     /// Keep its results from the model as hidden values (see [`crate::machine::hidden`]).
     #[serde(default)]
     pub(crate) hide: bool,
+    /// `false`: its answers never quote its arguments (see [`crate::machine::ToolGuard::no_echo`]).
+    pub(crate) echoes_arguments: Option<bool>,
     /// Variables passed to the program besides the minimal environment.
     pub(crate) env: Option<super::program_env::RawEnv>,
     /// Pass the engine's whole environment (credential-looking variables still withheld).

@@ -17,11 +17,16 @@
 //! name = "read_bill"
 //! trust = "untrusted"
 //! hide = true                    # the model gets `$r1`, never the text (see machine::hidden)
+//!
+//! [[tools]]
+//! name = "list_members"
+//! echoes_arguments = false       # its answers never quote its arguments: an answer to a call
+//!                                # passed an untrusted `$rN` stays trusted (default true)
 //! ```
 //!
 //! The same `trust` and `confidentiality` keys label an `[[mcp]]` server's results (every tool
-//! of it) and the `[retriever]`'s passages; `consequential`, `on_untrusted`, `arguments` and
-//! `hide` go on one MCP tool in its `[mcp.tools.NAME]` table (see [`super::mcp`]).
+//! of it) and the `[retriever]`'s passages; `consequential`, `on_untrusted`, `arguments`,
+//! `hide` and `echoes_arguments` go on one MCP tool in its `[mcp.tools.NAME]` table (see [`super::mcp`]).
 
 use std::collections::BTreeMap;
 
@@ -52,6 +57,8 @@ pub(crate) struct RawToolGuard<'a> {
     pub(crate) on_untrusted: Option<OnUntrusted>,
     pub(crate) arguments: Option<&'a BTreeMap<String, RawRule>>,
     pub(crate) hide: bool,
+    /// `echoes_arguments`: `Some(false)` declares its answers never quote its arguments.
+    pub(crate) echoes_arguments: Option<bool>,
 }
 
 /// The label results carry, from `trust` and `confidentiality` (each defaulting to trusted,
@@ -146,5 +153,6 @@ pub(crate) fn compile(
         on_untrusted: raw.on_untrusted.unwrap_or_default(),
         arguments,
         hide: raw.hide,
+        no_echo: raw.echoes_arguments == Some(false),
     })
 }

@@ -15,7 +15,8 @@
 //!                                    # (or env = ["NAME", …]; env_all = true), see tool::env
 //! [mcp.tools.write_file]             # optional per-tool overrides (the server's name)
 //! requires_approval = false          # also read_only, idempotent, timeout_ms
-//! consequential = true               # guarded tools: also on_untrusted, arguments = { … }, hide
+//! consequential = true               # guarded tools: also on_untrusted, arguments = { … }, hide,
+//!                                    # echoes_arguments
 //!
 //! [[mcp]]
 //! name = "web"
@@ -80,6 +81,7 @@ pub(crate) struct RawMcpTool {
     arguments: Option<BTreeMap<String, super::guard::RawRule>>,
     #[serde(default)]
     hide: bool,
+    echoes_arguments: Option<bool>,
 }
 
 /// One server in the stored setup: how to reach it and the tools of it the run was offered.
@@ -257,6 +259,7 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                     on_untrusted: t.on_untrusted,
                     arguments: t.arguments.as_ref(),
                     hide: t.hide,
+                    echoes_arguments: t.echoes_arguments,
                     ..Default::default()
                 },
                 &serde_json::Value::Null,
@@ -273,6 +276,7 @@ pub(crate) fn compile(raw: &[RawMcp], spec_dir: &Path) -> Result<Vec<McpSetup>, 
                         on_untrusted: guard.on_untrusted,
                         arguments: guard.arguments,
                         hide: guard.hide,
+                        no_echo: guard.no_echo,
                     },
                 },
             );

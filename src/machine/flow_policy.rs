@@ -72,6 +72,13 @@ pub struct ToolGuard {
     /// tools without reading them (see [`hidden`](super::hidden)).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hide: bool,
+    /// Its successful answers never quote its arguments (`echoes_arguments = false`): what it
+    /// answers to a call that passed an untrusted hidden value keeps the tool's own integrity
+    /// rather than taking the value's, so the model may read it. The value can still *select*
+    /// which of the tool's answers comes back; confidentiality is joined as before, and an
+    /// error answer (which may quote what it was given) carries the value's label.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_echo: bool,
 }
 
 fn is_deny(policy: &OnUntrusted) -> bool {

@@ -3,7 +3,7 @@
 
 use super::flow_policy::OnUntrusted;
 use super::ids::AgentId;
-use super::label::Label;
+use super::label::{Integrity, Label};
 use super::reply::ToolCallRequest;
 use super::state::RunData;
 use super::step::{Cx, Note};
@@ -28,13 +28,21 @@ pub(crate) fn hides(spec: &super::RunSpec, run: &RunData, name: &str) -> bool {
     super::offer::tool(spec, run, name).is_some_and(|t| t.guard.hide)
 }
 
+/// True when tool `name`'s successful answers never quote its arguments
+/// (`echoes_arguments = false`).
+pub(crate) fn echoes_nothing(spec: &super::RunSpec, run: &RunData, name: &str) -> bool {
+    super::offer::tool(spec, run, name).is_some_and(|t| t.guard.no_echo)
+}
+
 /// A tool's own result for call `call_id` made with `args` (as the model wrote them, naming
 /// the first `nameable` hidden values) as the
 /// model will read it: labelled with the tool's results label joined with the labels of the
 /// hidden values `args` refer to (a tool may echo what it was given: a channel's name, a
 /// message), and kept in `run` as a hidden value when the tool hides or when that join is
 /// untrusted because of them — so an untrusted value passed unread does not come back to the
-/// model through a trusted tool's answer.
+/// model through a trusted tool's answer. A tool declared `echoes_arguments = false` takes
+/// only their confidentiality in a successful answer (see [`echoes_nothing`]): its answer is
+/// one the tool would give anyway, the hidden value at most chose which.
 pub(crate) fn tool_result(
     spec: &super::RunSpec,
     run: &mut RunData,
@@ -44,8 +52,13 @@ pub(crate) fn tool_result(
     nameable: usize,
     outcome: &super::ToolOutcome,
 ) -> super::state::ToolResult {
-    let carried = super::hidden::carried(&run.hidden[..nameable.min(run.hidden.len())], args);
-    let result = super::batch::result_of(outcome, results_label(spec, run, tool).join(carried));
+    let mut carried = super::hidden::carried(&run.hidden[..nameable.min(run.hidden.len())], args);
+    let own = results_label(spec, run, tool);
+    let mut result = super::batch::result_of(outcome, own);
+    if !result.is_error && echoes_nothing(spec, run, tool) {
+        carried.integrity = Integrity::Trusted;
+    }
+    result.label = own.join(carried);
     let hide = hides(spec, run, tool) || carried.is_untrusted();
     super::hidden::file_result(run, hide, tool, call_id, result)
 }

@@ -174,6 +174,9 @@ pub struct McpToolPolicy {
     /// Its results are kept from the model as hidden values.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hide: bool,
+    /// Its successful answers never quote its arguments (`echoes_arguments = false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_echo: bool,
 }
 
 fn is_deny(policy: &crate::machine::OnUntrusted) -> bool {
@@ -194,6 +197,7 @@ impl McpToolPolicy {
             on_untrusted: self.on_untrusted,
             arguments: self.arguments.clone(),
             hide: self.hide,
+            no_echo: self.no_echo,
         }
     }
 }

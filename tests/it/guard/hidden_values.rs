@@ -490,7 +490,11 @@ fn a_value_hidden_after_a_call_was_judged_is_never_filled_into_it() {
 fn tools_shows_each_guard_flag_and_the_guard_in_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("tools.db");
-    let spec = payer(dir.path(), "hide = true", r#"{ to = "$r1", amount = 40 }"#);
+    let spec = payer(
+        dir.path(),
+        "hide = true\nechoes_arguments = false",
+        r#"{ to = "$r1", amount = 40 }"#,
+    );
     let spec = spec.to_str().expect("a UTF-8 path");
     let listed = crate::support::cli::runtape(&db, &["tools", spec]);
     let shown = crate::support::cli::text(&listed);
@@ -501,7 +505,10 @@ fn tools_shows_each_guard_flag_and_the_guard_in_json() {
             .unwrap_or_else(|| panic!("{name} listed: {shown}"))
             .to_owned()
     };
-    assert!(line("read_bill").contains("untrusted,hidden"), "{shown}");
+    assert!(
+        line("read_bill").contains("untrusted,hidden,no-echo"),
+        "{shown}"
+    );
     assert!(
         line("pay").contains("consequential,argument-rules"),
         "{shown}"
@@ -517,6 +524,7 @@ fn tools_shows_each_guard_flag_and_the_guard_in_json() {
     };
     let (bill, pay) = (named("read_bill"), named("pay"));
     assert_eq!(bill["guard"]["hide"], true, "{bill}");
+    assert_eq!(bill["guard"]["no_echo"], true, "{bill}");
     assert_eq!(pay["guard"]["consequential"], true, "{pay}");
     assert_eq!(pay["guard"]["arguments"]["to"]["trusted"], true, "{pay}");
 }

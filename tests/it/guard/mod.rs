@@ -2,6 +2,7 @@
 //! (see `runtape::machine::flow_policy`).
 
 mod agentdojo;
+mod answers_quoting_no_argument;
 mod child_results;
 mod confined_tools;
 mod hidden_values;
