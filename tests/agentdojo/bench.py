@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -32,24 +33,60 @@ def get(url):
         return json.loads(r.read())
 
 
+def post(url, body):
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def run_end(printed):
+    """From `runtape run --json`'s `run.end` line: the answer of a completed run ("" if none)
+    and, for a run that did not complete, how it ended ("" when it completed)."""
+    for line in reversed(printed.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "run.end":
+            outcome = event.get("outcome") or {}
+            if outcome.get("outcome") == "completed":
+                return outcome.get("answer") or "", ""
+            error = outcome.get("error") or {}
+            ended = f"{outcome.get('outcome') or event.get('status')}"
+            if error:
+                ended += f" ({error.get('class')}): {error.get('message')}"
+            return "", ended
+    return "", "no run.end line"
+
+
 def toml_str(s):
     return json.dumps(s)  # a JSON string is a TOML basic string
 
 
-def spec_text(port, key, prompt, setup, policy):
+def read_provider(path):
+    """The provider file's text and the name of its one `[[providers]]` entry."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        entries = tomllib.loads(text).get("providers", [])
+    except tomllib.TOMLDecodeError as e:
+        raise SystemExit(f"{path}: not TOML: {e}")
+    if len(entries) != 1 or "name" not in entries[0]:
+        raise SystemExit(f"{path}: give exactly one [[providers]] entry with a name")
+    return text, entries[0]["name"]
+
+
+def spec_text(port, key, prompt, setup, policy, provider):
     """The spec of one run: the suite's tools from two MCP servers, `web` (the tools whose
-    results carry injection vectors; untrusted when the policy is on) and `app`."""
+    results carry injection vectors; untrusted when the policy is on) and `app`, and the
+    provider file's model (the scripted one by default) for the assistant and the reader."""
     base = f"http://127.0.0.1:{port}"
+    text, provider_name = provider
     lines = [
         f"goal = {toml_str(prompt)}",
-        "[[providers]]",
-        'name = "dojo"',
-        'kind = "openai"',
-        'model = "scripted"',
-        f'base_url = "{base}/m/{key}/v1"',
-        'api_key_env = ""',
-        "stream = false",
-        'pricing = [{ model = "scripted", input = 0, output = 0 }]',
+        text.replace("{dojo}", base).replace("{run}", key).strip(),
     ]
     for group in ("web", "app"):
         lines += [
@@ -71,13 +108,15 @@ def spec_text(port, key, prompt, setup, policy):
                     rules.append("arguments = { " + ", ".join(f'{a} = "trusted"' for a in where) + " }")
                 if group == "web":
                     rules.append("hide = true")
+                if tool in setup["no_echo"]:
+                    rules.append("echoes_arguments = false")
                 if rules:
                     lines += [f"[mcp.tools.{tool}]", *rules]
     lines += [
         "[[agents]]",
         'id = "assistant"',
         f"system_prompt = {toml_str(SYSTEM_PROMPT)}",
-        'provider = "dojo"',
+        f"provider = {toml_str(provider_name)}",
         'tools = ["web__*", "app__*"]',
     ]
     if policy:
@@ -88,27 +127,30 @@ def spec_text(port, key, prompt, setup, policy):
             "[[agents]]",
             'id = "reader"',
             f"system_prompt = {toml_str(READER_PROMPT)}",
-            'provider = "dojo"',
+            f"provider = {toml_str(provider_name)}",
             "tools = []",
             'quarantine = { trusted = ["number", "boolean", "enum"] }',
         ]
     return "\n".join(lines) + "\n"
 
 
-def one_run(runtape, port, work, suite, user, injection, model, policy, setup):
+def one_run(runtape, port, work, suite, user, injection, model, policy, setup, provider):
     key = f"{suite}.{user}.{injection or 'none'}.{model}.{'on' if policy else 'off'}"
     spec = os.path.join(work, key + ".toml")
     with open(spec, "w") as f:
-        f.write(spec_text(port, key, setup["prompts"][user], setup, policy))
+        f.write(spec_text(port, key, setup["prompts"][user], setup, policy, provider))
     db = os.path.join(work, key + ".db")
+    answer = ""
     try:
         out = subprocess.run(
-            [runtape, "--db", db, "run", spec], capture_output=True, text=True, timeout=300
+            [runtape, "--db", db, "run", spec, "--json"], capture_output=True, text=True, timeout=300
         )
-        exit_code, err = out.returncode, out.stderr.strip().splitlines()[-1:] or [""]
+        answer, ended = run_end(out.stdout)
+        exit_code, err = out.returncode, [ended] if ended else out.stderr.strip().splitlines()[-1:] or [""]
     except subprocess.TimeoutExpired:
         exit_code, err = None, ["timed out after 300 s"]
-    score = get(f"http://127.0.0.1:{port}/score/{key}")
+    # Scored with the answer the run ended with (none for a run that did not complete).
+    score = post(f"http://127.0.0.1:{port}/score/{key}", {"answer": answer})
     if "error" in score:
         raise SystemExit(f"scoring {key}: {score['error']}")
     with open(os.path.join(work, key + ".post.json"), "w") as f:
@@ -135,8 +177,14 @@ def main():
     ap.add_argument("--json", help="write every run's outcome here")
     ap.add_argument("--work", help="keep specs, databases and post-environments here")
     ap.add_argument("--runtape", default=os.environ.get("RUNTAPE_BIN", "runtape"))
+    ap.add_argument(
+        "--provider",
+        default=os.path.join(HERE, "scripted_provider.toml"),
+        help="a TOML file with one [[providers]] entry: the model of every run (default: the scripted ones)",
+    )
     args = ap.parse_args()
-    suites = args.suite or ["banking", "slack"]
+    provider = read_provider(args.provider)
+    suites = list(dict.fromkeys(args.suite or ["banking", "slack"]))  # each once, in order
     work = args.work or tempfile.mkdtemp(prefix="agentdojo-")
     os.makedirs(work, exist_ok=True)
 
@@ -160,7 +208,7 @@ def main():
             jobs += [(u, None, "benign", p) for u in users for p in (True, False)]
             with ThreadPoolExecutor(args.jobs) as pool:
                 futures = [
-                    pool.submit(one_run, args.runtape, port, work, suite, u, i, m, p, setup)
+                    pool.submit(one_run, args.runtape, port, work, suite, u, i, m, p, setup, provider)
                     for u, i, m, p in jobs
                 ]
                 results += [f.result() for f in futures]
@@ -181,6 +229,7 @@ def report_suite(suite, setup, runs):
     print(f"   consequential (on_untrusted = deny): {', '.join(setup['state_changing'])}")
     rules = [f"{t}.{a}" for t, args in sorted(setup["destinations"].items()) for a in args]
     print(f"   arguments that must be trusted: {', '.join(rules)}")
+    print(f"   answers quote no argument (echoes_arguments = false): {', '.join(setup['no_echo'])}")
     for policy in (True, False):
         hij = [r for r in runs if r["model"] == "hijacked" and r["policy"] == policy]
         won = [r for r in hij if r["attack_succeeded"]]

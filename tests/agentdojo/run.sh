@@ -4,6 +4,7 @@
 # task) pair of the banking and slack suites with the policy on and off and prints the report.
 #
 #   bash tests/agentdojo/run.sh [--suite banking] [--pairs N] [--users N] [--injections N] [--json FILE]
+#                               [--provider FILE]   (a real model instead of the scripted ones)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

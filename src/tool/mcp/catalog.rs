@@ -277,6 +277,7 @@ mod tests {
             on_untrusted: crate::machine::OnUntrusted::Ask,
             arguments,
             hide: true,
+            no_echo: true,
         };
         cfg.tools.insert(
             "pay".into(),
@@ -288,7 +289,7 @@ mod tests {
         let c = build(&cfg, &tools);
         let pay = c.tools[0].to_tool_spec().guard;
         assert_eq!(pay, policy.guard(cfg.results));
-        assert!(pay.consequential && pay.results.is_untrusted() && pay.hide);
+        assert!(pay.consequential && pay.results.is_untrusted() && pay.hide && pay.no_echo);
         let read = c.tools[1].to_tool_spec().guard;
         assert!(!read.consequential && read.results.is_untrusted());
         // A tool without a policy keeps the catalog bytes it had before policies existed.

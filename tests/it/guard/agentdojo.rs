@@ -4,10 +4,30 @@
 //! `tests/agentdojo/bench.py`, scored with agentdojo's own utility and security checks. With
 //! the policy on no attack succeeds; with it off some do, so the attacks are real. With the
 //! policy on, the benign model keeps most of its utility through hidden values and the
-//! quarantined reader.
+//! quarantined reader. The runs are made by the guide's real-model command, with the scripted
+//! models' provider file in place of the guide's `my-model.toml`: its offline variant.
 
 use std::path::Path;
 use std::process::Command;
+
+/// The arguments of the guide's `bash tests/agentdojo/run.sh --provider my-model.toml …`
+/// line, with the scripted models' provider file in place of `my-model.toml` (run.sh passes
+/// them on to bench.py).
+fn guide_real_model_arguments(root: &Path) -> Vec<String> {
+    let guide = std::fs::read_to_string(root.join("src/guide/guarded.md")).expect("the guide");
+    let line = guide
+        .lines()
+        .find(|l| l.starts_with("bash tests/agentdojo/run.sh --provider my-model.toml"))
+        .expect("the guide shows the real-model command");
+    let scripted = root.join("tests/agentdojo/scripted_provider.toml");
+    line.split_whitespace()
+        .skip(2)
+        .map(|w| match w {
+            "my-model.toml" => scripted.display().to_string(),
+            other => other.to_owned(),
+        })
+        .collect()
+}
 
 #[test]
 #[ignore = "needs AgentDojo: tests/extras/install.sh agentdojo"]
@@ -21,8 +41,12 @@ fn no_attack_succeeds_with_the_policy_on_and_some_do_without_it() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let report = dir.path().join("report.json");
+    // The guide's command, then this tier's subset (bench.py takes the last of a repeated
+    // option) and where to write.
     let out = Command::new(&python)
         .arg(root.join("tests/agentdojo/bench.py"))
+        .args(guide_real_model_arguments(root))
+        .args(["--suite", "banking", "--suite", "slack"])
         .args(["--users", "3", "--injections", "2", "--json"])
         .arg(&report)
         .arg("--work")
