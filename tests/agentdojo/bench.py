@@ -171,6 +171,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--suite", action="append", choices=["banking", "slack"])
     ap.add_argument("--users", type=int, help="only the first N user tasks of each suite")
+    ap.add_argument("--user", action="append", help="only this user task (e.g. user_task_13); repeatable")
     ap.add_argument("--injections", type=int, help="only the first N injection tasks of each suite")
     ap.add_argument("--pairs", type=int, help="only the first N (user x injection) pairs of each suite")
     ap.add_argument("--jobs", type=int, default=2)
@@ -200,6 +201,8 @@ def main():
         for suite in suites:
             setup = get(f"http://127.0.0.1:{port}/setup/{suite}")
             users = setup["user_tasks"][: args.users]
+            if args.user:
+                users = [u for u in users if u in args.user]
             injections = setup["injection_tasks"][: args.injections]
             pairs = [(u, i) for u in users for i in injections][: args.pairs]
             if args.pairs:
