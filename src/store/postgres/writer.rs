@@ -29,9 +29,10 @@ use super::lanes::{apply_in_lanes, own_run};
 use super::schema::{classify, connection_lost, retryable};
 use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
+use crate::store::protocol;
 use crate::store::{
-    Commit, CommitStats, Control, Durable, HeadRecord, NewRun, OutboxRecord, RunStatus, StoreError,
-    Write, Written,
+    Commit, CommitStats, Control, Durable, NewRun, OutboxRecord, RunStatus, StoreError, Write,
+    Written,
 };
 
 /// Most writes folded into one transaction.
@@ -303,47 +304,72 @@ async fn key_of(conn: &Conn, keys: &mut HashMap<String, i64>, run: &RunId) -> Re
     Ok(key)
 }
 
-/// What a write needs of its run's row.
+/// The facts of a run's row the protocol's rules ([`protocol`]) decide on, read in the
+/// batch's transaction (the row is locked) in one statement.
 struct Row {
     epoch: u64,
     seq: u64,
     owner: Option<String>,
-    /// Lease time left on the database's clock, ms (negative once expired).
-    left_ms: i64,
+    /// When the lease lapses, on the database's clock (ms).
+    expires_ms: u64,
+    /// The database's clock when the row was read (ms).
+    now_ms: u64,
     status: RunStatus,
+    control: Option<Control>,
+    /// The digest of the stored head's body; read only when asked for (`None` otherwise).
+    head: Option<Digest>,
 }
 
-async fn row(conn: &Conn, key: i64, run: &RunId) -> Result<Row, Fail> {
+impl Row {
+    /// The lease and status, as [`protocol::take_up`] reads them.
+    fn lease(&self) -> protocol::LeaseRow<'_> {
+        protocol::LeaseRow {
+            epoch: self.epoch,
+            holder: self.owner.as_deref(),
+            expires_ms: self.expires_ms,
+            status: self.status,
+        }
+    }
+}
+
+/// Reads the run's row; with `with_head`, the stored head too (a write whose head names the
+/// head it replaces needs it), in the same round trip.
+async fn row(conn: &Conn, key: i64, run: &RunId, with_head: bool) -> Result<Row, Fail> {
     let r = conn
         .query_opt(
-            "SELECT lease_epoch, seq, lease_owner, lease_expires_ms - runtape.now_ms(), status \
-             FROM runtape.runs WHERE key = $1",
-            &[&key],
+            "SELECT lease_epoch, seq, lease_owner, lease_expires_ms, runtape.now_ms(), status, \
+             control, CASE WHEN $2 THEN head END FROM runtape.runs WHERE key = $1",
+            &[&key, &with_head],
         )
         .await?
         .ok_or_else(|| StoreError::UnknownRun(run.to_string()))?;
-    let status: String = r.try_get(4)?;
+    let status: String = r.try_get(5)?;
+    let control: Option<String> = r.try_get(6)?;
+    let head: Option<Vec<u8>> = r.try_get(7)?;
+    let ms = |i: usize| -> Result<u64, tokio_postgres::Error> {
+        Ok(r.try_get::<_, i64>(i)?.max(0) as u64)
+    };
     Ok(Row {
-        epoch: r.try_get::<_, i64>(0)? as u64,
-        seq: r.try_get::<_, i64>(1)? as u64,
+        epoch: ms(0)?,
+        seq: ms(1)?,
         owner: r.try_get(2)?,
-        left_ms: r.try_get(3)?,
+        expires_ms: ms(3)?,
+        now_ms: ms(4)?,
         status: RunStatus::parse(&status).ok_or_else(|| StoreError::Damaged {
             run: run.to_string(),
             detail: format!("runs.status `{status}` is not a status"),
         })?,
+        control: control.as_deref().and_then(Control::from_column),
+        head: head.as_deref().map(head_digest),
     })
 }
 
-fn fenced(run: &RunId, row: &Row, epoch: u64) -> Result<(), Fail> {
-    if row.epoch != epoch {
-        return Err(Fail::Refused(StoreError::Fenced {
-            run: run.to_string(),
-            ours: epoch,
-            current: row.epoch,
-        }));
-    }
-    Ok(())
+/// The digest a stored head is known by. A head that does not unpack is digested as stored:
+/// it matches no head a writer names, so the write is refused as stale rather than written
+/// over it.
+fn head_digest(stored: &[u8]) -> Digest {
+    let body = unpack_head(stored).unwrap_or(std::borrow::Cow::Borrowed(stored));
+    crate::receipt::head_body_digest(&body)
 }
 
 /// A lease length in ms, as a database parameter.
@@ -387,23 +413,11 @@ pub(super) async fn apply(
             head,
         } => {
             let key = key_of(conn, keys, run).await?;
-            fenced(run, &row(conn, key, run).await?, *epoch)?;
-            for o in effects {
-                let answered = conn
-                    .query_opt(
-                        "SELECT 1 FROM runtape.outbox WHERE run = $1 AND seq = $2 AND idx = $3 AND status = 'done'",
-                        &[&key, &(o.effect.seq as i64), &i64::from(o.effect.index)],
-                    )
-                    .await?;
-                if answered.is_some() {
-                    return Err(Fail::Refused(StoreError::AlreadyAnswered {
-                        run: run.to_string(),
-                        seq: o.effect.seq,
-                        index: o.effect.index,
-                    }));
-                }
-            }
-            check_head(conn, key, run, head.as_ref()).await?;
+            let replaces = head.as_ref().and_then(|h| h.replaces);
+            let r = row(conn, key, run, replaces.is_some()).await?;
+            protocol::fence(run, *epoch, r.epoch)?;
+            protocol::may_start(run, first_answered(conn, key, effects).await?)?;
+            protocol::head_follows(run, r.head, replaces)?;
             for o in effects {
                 mark_started(conn, key, o).await?;
             }
@@ -413,7 +427,7 @@ pub(super) async fn apply(
         }
         Write::PublishMemory(p) => {
             let key = key_of(conn, keys, &p.run).await?;
-            fenced(&p.run, &row(conn, key, &p.run).await?, p.epoch)?;
+            protocol::fence(&p.run, p.epoch, row(conn, key, &p.run, false).await?.epoch)?;
             super::global_memory::publish(conn, p).await
         }
         Write::RemoveMemory(r) => super::global_memory::remove(conn, r).await,
@@ -425,7 +439,7 @@ pub(super) async fn apply(
             expires_ms,
         } => {
             let key = key_of(conn, keys, run).await?;
-            fenced(run, &row(conn, key, run).await?, *epoch)?;
+            protocol::fence(run, *epoch, row(conn, key, run, false).await?.epoch)?;
             renew(conn, key, ttl(*expires_ms, queued_ms)).await?;
             Ok(Written::Done)
         }
@@ -436,32 +450,26 @@ pub(super) async fn apply(
             expires_ms,
         } => {
             let key = key_of(conn, keys, run).await?;
-            let r = row(conn, key, run).await?;
-            if r.status.is_terminal() {
-                return Err(Fail::Refused(StoreError::Finished {
-                    run: run.to_string(),
-                    status: r.status,
-                }));
-            }
-            if let Some(holder) = r.owner.filter(|h| h != owner)
-                && r.left_ms > 0
-                && !crate::store::owner_is_dead(&holder)
-            {
-                return Err(Fail::Refused(StoreError::LeaseHeld {
-                    run: run.to_string(),
-                    owner: holder,
-                }));
-            }
-            let next = r.epoch as i64 + 1;
+            let r = row(conn, key, run, false).await?;
+            // Judged on the database's clock, as the expiry was written.
+            let next = protocol::take_up(run, &r.lease(), owner, r.now_ms, |holder| {
+                crate::store::owner_is_dead(holder)
+            })?;
+            let control = protocol::control_after_take_up(r.control);
             conn.execute(
                 "UPDATE runtape.runs SET lease_epoch = $2, lease_owner = $3, \
-                 lease_expires_ms = runtape.now_ms() + $4, \
-                 control = CASE WHEN control LIKE 'cancel%' THEN control END, status = 'running' \
+                 lease_expires_ms = runtape.now_ms() + $4, control = $5, status = 'running' \
                  WHERE key = $1",
-                &[&key, &next, owner, &ttl(*expires_ms, *now_ms)],
+                &[
+                    &key,
+                    &(next as i64),
+                    owner,
+                    &ttl(*expires_ms, *now_ms),
+                    &control.as_ref().map(Control::to_column),
+                ],
             )
             .await?;
-            Ok(Written::Lease(next as u64))
+            Ok(Written::Lease(next))
         }
         Write::ReleaseLease {
             run,
@@ -470,18 +478,21 @@ pub(super) async fn apply(
             head,
         } => {
             let key = key_of(conn, keys, run).await?;
-            let r = row(conn, key, run).await?;
-            fenced(run, &r, *epoch)?;
+            let replaces = head.as_ref().and_then(|h| h.replaces);
+            let r = row(conn, key, run, replaces.is_some()).await?;
+            protocol::fence(run, *epoch, r.epoch)?;
             if r.owner.is_none() {
                 // Released already: a second release writes nothing.
                 return Ok(Written::Done);
             }
-            check_head(conn, key, run, head.as_ref()).await?;
+            protocol::head_follows(run, r.head, replaces)?;
             conn.execute(
-                "UPDATE runtape.runs SET lease_owner = NULL, lease_expires_ms = 0, \
-                 status = CASE WHEN status IN ('completed', 'failed', 'cancelled') THEN status ELSE $2 END \
+                "UPDATE runtape.runs SET lease_owner = NULL, lease_expires_ms = 0, status = $2 \
                  WHERE key = $1",
-                &[&key, &status.as_str()],
+                &[
+                    &key,
+                    &protocol::status_on_release(r.status, *status).as_str(),
+                ],
             )
             .await?;
             put_head(conn, key, head.as_ref()).await?;
@@ -490,13 +501,9 @@ pub(super) async fn apply(
         Write::SetControl { run, control } => {
             let key = key_of(conn, keys, run).await?;
             if control.is_some() {
-                let r = row(conn, key, run).await?;
-                if r.status.is_terminal() {
-                    return Err(Fail::Refused(StoreError::Finished {
-                        run: run.to_string(),
-                        status: r.status,
-                    }));
-                }
+                // Clearing a request is always allowed: only a request needs the status.
+                let r = row(conn, key, run, false).await?;
+                protocol::may_request(run, r.status, control.as_ref())?;
             }
             let value = control.as_ref().map(Control::to_column);
             conn.execute(
@@ -507,6 +514,35 @@ pub(super) async fn apply(
             Ok(Written::Done)
         }
     }
+}
+
+/// The first of `effects` (in their order) whose call the outbox holds as answered, `(seq,
+/// index)`, read in one statement.
+async fn first_answered(
+    conn: &Conn,
+    key: i64,
+    effects: &[OutboxRecord],
+) -> Result<Option<(u64, u32)>, Fail> {
+    if effects.is_empty() {
+        return Ok(None);
+    }
+    let seqs: Vec<i64> = effects.iter().map(|o| o.effect.seq as i64).collect();
+    let idxs: Vec<i64> = effects.iter().map(|o| i64::from(o.effect.index)).collect();
+    let done = conn
+        .query(
+            "SELECT o.seq, o.idx FROM runtape.outbox o \
+             JOIN unnest($2::int8[], $3::int8[]) AS e(seq, idx) ON o.seq = e.seq AND o.idx = e.idx \
+             WHERE o.run = $1 AND o.status = 'done'",
+            &[&key, &seqs, &idxs],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get::<_, i64>(0)?, r.try_get::<_, i64>(1)?)))
+        .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+    Ok(effects
+        .iter()
+        .map(|o| (o.effect.seq, o.effect.index))
+        .find(|(seq, idx)| done.contains(&(*seq as i64, i64::from(*idx)))))
 }
 
 async fn create_run(
@@ -580,80 +616,38 @@ async fn create_run(
 }
 
 /// Everything that could refuse consecutive commits of one run, checked before any is
-/// written: the same run and epoch throughout, in sequence after the latest seq, and heads
-/// that replace the stored head (or the one an earlier commit of the list wrote).
+/// written ([`protocol::in_sequence`]: the same run and epoch throughout, in sequence after
+/// the latest seq; [`protocol::head_follows`]: each head replaces the stored head, or the one
+/// an earlier commit of the list wrote). The row and the stored head are read in one
+/// statement.
 async fn check_commits(conn: &Conn, key: i64, cs: &[Commit]) -> Result<(), Fail> {
     let Some(first) = cs.first() else {
         return Ok(());
     };
-    let r = row(conn, key, &first.run).await?;
-    let mut latest = r.seq;
-    for c in cs {
-        fenced(&c.run, &r, c.epoch)?;
-        if c.run != first.run || c.seq != latest + 1 {
-            return Err(Fail::Refused(StoreError::OutOfSequence {
-                run: c.run.to_string(),
-                latest,
-                got: c.seq,
-            }));
-        }
-        latest = c.seq;
-    }
-    let mut stored: Option<Option<Digest>> = None;
+    let names_a_head = cs
+        .iter()
+        .any(|c| c.head.as_ref().is_some_and(|h| h.replaces.is_some()));
+    let r = row(conn, key, &first.run, names_a_head).await?;
+    let numbered = cs.iter().map(|c| protocol::Numbered {
+        run: &c.run,
+        epoch: c.epoch,
+        seq: c.seq,
+    });
+    protocol::in_sequence(&first.run, r.epoch, r.seq, numbered)?;
+    let mut stored = r.head;
     for c in cs {
         let Some(h) = &c.head else { continue };
-        if let Some(expected) = h.replaces {
-            let current = match stored {
-                Some(d) => d,
-                None => stored_head(conn, key).await?,
-            };
-            if current != Some(expected) {
-                return Err(Fail::Refused(StoreError::StaleHead {
-                    run: c.run.to_string(),
-                }));
-            }
-        }
-        stored = Some(Some(h.body_digest()));
+        protocol::head_follows(&c.run, stored, h.replaces)?;
+        stored = Some(h.body_digest());
     }
     Ok(())
 }
 
-async fn stored_head(conn: &Conn, key: i64) -> Result<Option<Digest>, Fail> {
-    let row = conn
-        .query_opt(
-            "SELECT head FROM runtape.runs WHERE key = $1 AND head IS NOT NULL",
-            &[&key],
-        )
-        .await?;
-    // A head that does not unpack is digested as stored: it matches no head a writer names,
-    // so the write is refused as stale rather than written over it.
-    Ok(row
-        .map(|r| r.try_get::<_, Vec<u8>>(0))
-        .transpose()?
-        .map(|b| {
-            let body = unpack_head(&b).unwrap_or(std::borrow::Cow::Borrowed(&b[..]));
-            crate::receipt::head_body_digest(&body)
-        }))
-}
-
-/// Refuses a head that replaces another than the one stored.
-async fn check_head(
+async fn put_head(
     conn: &Conn,
     key: i64,
-    run: &RunId,
-    head: Option<&HeadRecord>,
+    head: Option<&crate::store::HeadRecord>,
 ) -> Result<(), Fail> {
-    if let Some(expected) = head.and_then(|h| h.replaces)
-        && stored_head(conn, key).await? != Some(expected)
-    {
-        return Err(Fail::Refused(StoreError::StaleHead {
-            run: run.to_string(),
-        }));
-    }
-    Ok(())
-}
-
-async fn put_head(conn: &Conn, key: i64, head: Option<&HeadRecord>) -> Result<(), Fail> {
     let Some(h) = head else { return Ok(()) };
     conn.execute(
         "UPDATE runtape.runs SET head = $2, seal = $3 WHERE key = $1",
