@@ -14,7 +14,7 @@ use super::PostgresStore;
 use super::conn::Backend;
 use super::schema::classify;
 use crate::machine::RunId;
-use crate::store::StoreError;
+use crate::store::{Control, RunStatus, StoreError, protocol};
 use tokio_postgres::types::ToSql;
 
 /// A run a worker claimed: the lease is its own at `epoch`, until the database's clock passes
@@ -92,36 +92,80 @@ fn runnable(columns: &str, p: usize) -> String {
 /// The id of the run a worker would claim next ([`runnable`] from `$1`).
 static NEXT: LazyLock<String> = LazyLock::new(|| runnable("r.id", 1));
 
-/// Takes the lease of the run a worker claims next for owner `$1`, `$2` ms long ([`runnable`]
-/// from `$3`); returns its id, the new epoch, and whether another driver held the lease.
-static CLAIM: LazyLock<String> = LazyLock::new(|| {
+/// The columns a claim reads of the run it picks (`r`): what [`protocol::take_up`] and
+/// [`protocol::control_after_take_up`] decide on, on the database's clock.
+const PICKED: &str = "r.key, r.id, r.lease_epoch, r.lease_owner, r.lease_expires_ms, \
+     runtape.now_ms(), r.status, r.control";
+
+/// Picks and locks the run a worker claims next ([`runnable`] from `$1`); reads [`PICKED`].
+/// Rows other transactions have locked are skipped.
+static CLAIM: LazyLock<String> =
+    LazyLock::new(|| format!("{} FOR UPDATE OF r SKIP LOCKED", runnable(PICKED, 1)));
+
+/// Picks and locks run `$1` when it is `running` or waits for a person, was started from a
+/// spec file in directory `$2`, and nobody live holds its lease (`$3`: the dead owners on this
+/// host): how a worker claims a run whose timer is due. Reads [`PICKED`].
+static CLAIM_DUE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH pick AS ({} FOR UPDATE OF r SKIP LOCKED) \
-         UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-         lease_expires_ms = runtape.now_ms() + $2, \
-         control = CASE WHEN runtape.runs.control LIKE 'cancel%' THEN runtape.runs.control END \
-         FROM pick WHERE runtape.runs.key = pick.key \
-         RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL",
-        runnable("r.key, r.lease_owner AS held_by", 3)
+        "SELECT {PICKED} FROM runtape.runs r JOIN runtape.run_specs s ON s.run = r.key \
+         WHERE r.id = $1 AND r.status IN ('running', 'awaiting_input') AND s.setup IS NOT NULL \
+         AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
+              OR r.lease_owner = ANY($3)) \
+         AND (s.setup::jsonb ->> 'spec_dir') = $2 \
+         FOR UPDATE OF r SKIP LOCKED"
     )
 });
 
-/// Takes the lease of run `$3` for owner `$1`, `$2` ms long, when it is `running` or waits
-/// for a person, was started from a spec file in directory `$4`, and nobody live holds its
-/// lease (`$5`: the dead owners on this host): how a worker claims a run whose timer is due.
-/// Returns what [`CLAIM`] returns.
-const CLAIM_DUE: &str = "WITH pick AS (SELECT r.key, r.lease_owner AS held_by \
-     FROM runtape.runs r JOIN runtape.run_specs s ON s.run = r.key \
-     WHERE r.id = $3 AND r.status IN ('running', 'awaiting_input') AND s.setup IS NOT NULL \
-     AND (r.lease_owner IS NULL OR r.lease_expires_ms <= runtape.now_ms() \
-          OR r.lease_owner = ANY($5)) \
-     AND (s.setup::jsonb ->> 'spec_dir') = $4 \
-     FOR UPDATE OF r SKIP LOCKED) \
-     UPDATE runtape.runs SET lease_epoch = lease_epoch + 1, lease_owner = $1, \
-     lease_expires_ms = runtape.now_ms() + $2, \
-         control = CASE WHEN runtape.runs.control LIKE 'cancel%' THEN runtape.runs.control END \
-     FROM pick WHERE runtape.runs.key = pick.key \
-     RETURNING runtape.runs.id, runtape.runs.lease_epoch, pick.held_by IS NOT NULL";
+/// Takes the lease of the picked run `$1` at epoch `$2` for owner `$3`, `$4` ms long on the
+/// database's clock, leaving control request `$5`. Its status stays as it was.
+const TAKE: &str = "UPDATE runtape.runs SET lease_epoch = $2, lease_owner = $3, \
+     lease_expires_ms = runtape.now_ms() + $4, control = $5 WHERE key = $1";
+
+/// What a claim decides for the run it picked (a row of [`PICKED`]): the new epoch and the
+/// control request the row keeps, by the rules every take-up follows; `None` when the rules
+/// refuse it (the pick only offers runs they allow, so this is a guard, not a path).
+fn decide(row: &tokio_postgres::Row, owner: &str) -> Result<Option<Taken>, tokio_postgres::Error> {
+    let run = RunId::new(row.try_get::<_, String>(1)?);
+    let holder: Option<String> = row.try_get(3)?;
+    let ms = |i: usize| -> Result<u64, tokio_postgres::Error> {
+        Ok(row.try_get::<_, i64>(i)?.max(0) as u64)
+    };
+    let status: String = row.try_get(6)?;
+    let Some(status) = RunStatus::parse(&status) else {
+        return Ok(None);
+    };
+    let lease = protocol::LeaseRow {
+        epoch: ms(2)?,
+        holder: holder.as_deref(),
+        expires_ms: ms(4)?,
+        status,
+    };
+    let Ok(epoch) = protocol::take_up(&run, &lease, owner, ms(5)?, |h| {
+        crate::store::owner_is_dead(h)
+    }) else {
+        return Ok(None);
+    };
+    let control: Option<String> = row.try_get(7)?;
+    let control =
+        protocol::control_after_take_up(control.as_deref().and_then(Control::from_column));
+    Ok(Some(Taken {
+        key: row.try_get(0)?,
+        claim: Claim {
+            run,
+            epoch,
+            taken_over: holder.is_some(),
+        },
+        control: control.as_ref().map(Control::to_column),
+    }))
+}
+
+/// A claim decided, before it is written.
+struct Taken {
+    key: i64,
+    claim: Claim,
+    /// The control column the row keeps.
+    control: Option<String>,
+}
 
 /// The lease owners on this host whose process has exited: their leases are free now.
 async fn dead_owners(conn: &super::conn::Conn, shown: &str) -> Result<Vec<String>, StoreError> {
@@ -187,12 +231,9 @@ impl PostgresStore {
     ) -> Result<Option<Claim>, StoreError> {
         let skip: Vec<String> = skip.iter().map(|r| r.to_string()).collect();
         let only: Option<String> = only.map(|r| r.to_string());
-        let (owner, spec_dir) = (owner.to_owned(), spec_dir.to_owned());
-        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
-        self.claim_by(CLAIM.as_str(), move |dead| {
+        let spec_dir = spec_dir.to_owned();
+        self.claim_by(owner, ttl_ms, CLAIM.as_str(), move |dead| {
             vec![
-                Box::new(owner),
-                Box::new(ttl_ms),
                 Box::new(dead),
                 Box::new(spec_dir),
                 Box::new(skip),
@@ -214,28 +255,28 @@ impl PostgresStore {
         ttl_ms: u64,
         run: &RunId,
     ) -> Result<Option<Claim>, StoreError> {
-        let (owner, spec_dir, run) = (owner.to_owned(), spec_dir.to_owned(), run.to_string());
-        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
-        self.claim_by(CLAIM_DUE, move |dead| {
-            vec![
-                Box::new(owner),
-                Box::new(ttl_ms),
-                Box::new(run),
-                Box::new(spec_dir),
-                Box::new(dead),
-            ]
+        let (spec_dir, run) = (spec_dir.to_owned(), run.to_string());
+        self.claim_by(owner, ttl_ms, CLAIM_DUE.as_str(), move |dead| {
+            vec![Box::new(run), Box::new(spec_dir), Box::new(dead)]
         })
         .await
     }
 
-    /// Runs the claim `sql` in a transaction of its own, its parameters made by `params` from
-    /// the lease owners on this host whose process has exited; reads the claim it returns.
+    /// Claims for `owner` with a lease of `ttl_ms` the run the pick `sql` ([`CLAIM`] or
+    /// [`CLAIM_DUE`]) locks, its parameters made by `params` from the lease owners on this
+    /// host whose process has exited, in a transaction of its own: the pick offers a run, the
+    /// store's take-up rules ([`decide`]) say what its row becomes, and [`TAKE`] writes it.
+    /// `BEGIN` travels with the pick and `COMMIT` with the write (two round trips).
     async fn claim_by(
         &self,
+        owner: &str,
+        ttl_ms: u64,
         sql: &'static str,
         params: impl FnOnce(Vec<String>) -> Vec<Box<dyn ToSql + Sync + Send>> + Send + 'static,
     ) -> Result<Option<Claim>, StoreError> {
         let backend = self.backend.clone();
+        let owner = owner.to_owned();
+        let ttl_ms = ttl_ms.min(i64::MAX as u64) as i64;
         self.backend
             .run(async move {
                 let conn = backend.get_now().await?;
@@ -247,25 +288,36 @@ impl PostgresStore {
                     .iter()
                     .map(|p| p.as_ref() as &(dyn ToSql + Sync))
                     .collect();
-                conn.client().batch_execute("BEGIN").await.map_err(db)?;
                 let claimed = async {
-                    let row = conn.query_opt(sql, &refs).await?;
-                    conn.client().batch_execute("COMMIT").await?;
-                    Ok::<_, tokio_postgres::Error>(row)
+                    let (begun, picked) = tokio::join!(
+                        conn.client().batch_execute("BEGIN"),
+                        conn.query_opt(sql, &refs)
+                    );
+                    begun?;
+                    let taken = picked?
+                        .map(|row| decide(&row, &owner))
+                        .transpose()?
+                        .flatten();
+                    let Some(t) = taken else {
+                        conn.client().batch_execute("COMMIT").await?;
+                        return Ok(None);
+                    };
+                    let epoch = t.claim.epoch as i64;
+                    let take: [&(dyn ToSql + Sync); 5] =
+                        [&t.key, &epoch, &owner, &ttl_ms, &t.control];
+                    let (written, committed) = tokio::join!(
+                        conn.execute(TAKE, &take),
+                        conn.client().batch_execute("COMMIT")
+                    );
+                    written?;
+                    committed?;
+                    Ok::<_, tokio_postgres::Error>(Some(t.claim))
                 }
                 .await;
                 match claimed {
-                    Ok(row) => row
-                        .map(|r| {
-                            Ok(Claim {
-                                run: RunId::new(r.try_get::<_, String>(0)?),
-                                epoch: r.try_get::<_, i64>(1)? as u64,
-                                taken_over: r.try_get(2)?,
-                            })
-                        })
-                        .transpose()
-                        .map_err(db),
+                    Ok(claim) => Ok(claim),
                     Err(e) => {
+                        // A failed statement leaves the transaction aborted: end it.
                         let _ = conn.client().batch_execute("ROLLBACK").await;
                         Err(db(e))
                     }
