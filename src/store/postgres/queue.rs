@@ -266,7 +266,7 @@ impl PostgresStore {
     /// [`CLAIM_DUE`]) locks, its parameters made by `params` from the lease owners on this
     /// host whose process has exited, in a transaction of its own: the pick offers a run, the
     /// store's take-up rules ([`decide`]) say what its row becomes, and [`TAKE`] writes it.
-    /// `BEGIN` travels with the pick and `COMMIT` with the write (two round trips).
+    /// `BEGIN` travels with the pick.
     async fn claim_by(
         &self,
         owner: &str,
@@ -305,12 +305,10 @@ impl PostgresStore {
                     let epoch = t.claim.epoch as i64;
                     let take: [&(dyn ToSql + Sync); 5] =
                         [&t.key, &epoch, &owner, &ttl_ms, &t.control];
-                    let (written, committed) = tokio::join!(
-                        conn.execute(TAKE, &take),
-                        conn.client().batch_execute("COMMIT")
-                    );
-                    written?;
-                    committed?;
+                    // Not pipelined with the COMMIT: the statement is prepared first (a round
+                    // trip), so a COMMIT sent along would end the transaction before it runs.
+                    conn.execute(TAKE, &take).await?;
+                    conn.client().batch_execute("COMMIT").await?;
                     Ok::<_, tokio_postgres::Error>(Some(t.claim))
                 }
                 .await;

@@ -7,11 +7,13 @@
 mod conversations;
 mod global_memory;
 mod grouped_commits;
+mod protocol_rules;
 use crate::support;
 mod sessions;
 
 use conversations::*;
 use global_memory::*;
+use protocol_rules::*;
 use sessions::*;
 
 use std::sync::Arc;
@@ -642,6 +644,30 @@ fn every_case(make: Maker) {
             the_outbox_marks_calls_started_and_refuses_answered_ones,
         ),
         ("control", control_requests_reach_unfinished_runs_only),
+        (
+            "fenced writes",
+            every_write_under_a_taken_over_lease_is_fenced,
+        ),
+        (
+            "heads of marks and releases",
+            a_mark_or_release_whose_head_does_not_follow_is_refused,
+        ),
+        (
+            "refused lists",
+            a_list_of_commits_is_refused_whole_for_a_stale_head_or_another_run,
+        ),
+        (
+            "answered among several",
+            a_mark_with_one_answered_call_starts_none,
+        ),
+        (
+            "ended take-ups",
+            ended_runs_are_not_taken_up_and_keep_their_end,
+        ),
+        (
+            "gone holders",
+            a_lease_of_a_gone_process_is_taken_and_a_cancel_survives_it,
+        ),
         ("views", a_read_only_view_sees_one_moment),
         ("leases of many runs", leases_of_many_runs_read_in_one_call),
         ("many runs", writes_of_many_runs_at_once_are_all_durable),
