@@ -59,21 +59,39 @@ pub(super) async fn import(c: &Conn, run: &ImportedRun) -> Result<Written, Fail>
             })
         })?;
     let key: i64 = row.try_get(0)?;
-    c.execute(
+    // The run list reads these (see `run_summary`): an imported run is listed as any other.
+    let summary = super::run_summary::insert(
+        c,
+        super::run_summary::NewSummary {
+            key,
+            spec: &r.spec,
+            fork_of: r.parent.as_ref().map(|(p, _)| p.as_str()),
+            goal: &r.goal,
+            created_ms: r.created_ms as i64,
+            outcome: r.outcome.as_deref(),
+        },
+    );
+    let (parent, fork_seq, created_ms) = (
+        r.parent.as_ref().map(|(p, _)| p.as_str()),
+        r.parent.as_ref().map(|(_, s)| *s as i64),
+        r.created_ms as i64,
+    );
+    let specs_row: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        &key,
+        &parent,
+        &fork_seq,
+        &r.spec,
+        &r.setup,
+        &r.goal,
+        &created_ms,
+        &r.outcome,
+    ];
+    let specs = c.execute(
         "INSERT INTO runtape.run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        &[
-            &key,
-            &r.parent.as_ref().map(|(p, _)| p.as_str()),
-            &r.parent.as_ref().map(|(_, s)| *s as i64),
-            &r.spec,
-            &r.setup,
-            &r.goal,
-            &(r.created_ms as i64),
-            &r.outcome,
-        ],
-    )
-    .await?;
+        &specs_row,
+    );
+    futures_util::future::try_join(specs, summary).await?;
     if let Some(link) = &run.session {
         super::sessions::place(c, key, link).await?;
     }

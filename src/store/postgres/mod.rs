@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, mpsc, oneshot};
 
 use super::{
-    Ack, CommitStats, Durable, HeadRecord, LeaseRecord, OutboxRecord, RunRecord, Store, StoreError,
-    TransitionRecord, Write,
+    Ack, CommitStats, Durable, HeadRecord, LeaseRecord, OutboxRecord, RunPage, RunQuery, RunRecord,
+    RunStats, Store, StoreError, TransitionRecord, Write,
 };
 use crate::machine::{Digest, RunId};
 
@@ -50,6 +50,7 @@ mod queue;
 mod read;
 mod reconnect;
 mod retention;
+mod run_summary;
 mod schedules;
 mod schema;
 mod sessions;
@@ -333,6 +334,15 @@ impl Store for PostgresStore {
 
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.read(move |c| async move { read::runs(&c).await })
+    }
+
+    fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
+        let q = q.clone();
+        self.read(move |c| async move { run_summary::page(&c, &q, now_ms).await })
+    }
+
+    fn run_stats(&self, since_ms: u64, bucket_ms: u64) -> Result<RunStats, StoreError> {
+        self.read(move |c| async move { run_summary::stats(&c, since_ms, bucket_ms).await })
     }
 
     fn transitions(

@@ -146,6 +146,31 @@ pub(super) async fn runs(c: &Conn) -> Read<Vec<RunRecord>> {
     rows.iter().map(run_record).collect()
 }
 
+/// The rows of the runs at `keys` (`runs.key`) that exist, in the order of `keys`: the run
+/// list reads a page's runs with it once it has found their keys ([`super::run_summary`]).
+pub(super) async fn runs_by_key(c: &Conn, keys: &[i64]) -> Read<Vec<RunRecord>> {
+    let rows = c
+        .query(
+            concat!(
+                "SELECT ",
+                run_columns!(),
+                ", r.key FROM ",
+                run_rows!(),
+                " WHERE r.key = ANY($1)"
+            ),
+            &[&keys],
+        )
+        .await?;
+    let mut found: std::collections::HashMap<i64, &Row> = std::collections::HashMap::new();
+    for r in &rows {
+        found.insert(r.try_get(20)?, r);
+    }
+    keys.iter()
+        .filter_map(|k| found.get(k))
+        .map(|r| run_record(r))
+        .collect()
+}
+
 pub(super) async fn transitions(
     c: &Conn,
     run: &RunId,

@@ -134,6 +134,8 @@ pub(super) async fn prune(c: &Conn, p: &Prune) -> Result<Written, Fail> {
             "DELETE FROM runtape.outbox WHERE run = $1",
             "DELETE FROM runtape.session_runs WHERE run = $1",
             "DELETE FROM runtape.run_specs WHERE run = $1",
+            "DELETE FROM runtape.run_summary WHERE run = $1",
+            "DELETE FROM runtape.run_tags WHERE run = $1",
         ] {
             c.execute(sql, &[key]).await?;
         }

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 /// The PostgreSQL schema version this runtape writes (numbered on its own, not SQLite's).
 /// Opening a database with a higher version is an error; a lower one is migrated forward.
-pub const PG_SCHEMA_VERSION: i64 = 8;
+pub const PG_SCHEMA_VERSION: i64 = 9;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 ///
@@ -31,6 +31,9 @@ pub const PG_SCHEMA_VERSION: i64 = 8;
 /// - 6 → 7: `schedules` and `schedule_fires`, cron schedules and the instants they fired, as
 ///   SQLite's schema 12 ([`SCHEDULES`]).
 /// - 7 → 8: `blob_refs`, which runs refer to each blob, as SQLite's schema 14 ([`BLOB_REFS`]).
+/// - 8 → 9: `run_summary`, `run_tags` and `runs_by_cost`, what the run list filters and sorts
+///   on, as SQLite's schema 13 ([`super::run_summary`]); the rows of the runs already stored
+///   are written in the same transaction ([`super::run_summary::fill`]).
 const MIGRATIONS: &[&str] = &[
     V1,
     V2_MEMORY,
@@ -40,7 +43,11 @@ const MIGRATIONS: &[&str] = &[
     TOMBSTONES,
     SCHEDULES,
     BLOB_REFS,
+    super::run_summary::RUN_SUMMARY,
 ];
+
+/// The version whose migration is followed by [`super::run_summary::fill`].
+const RUN_SUMMARY_VERSION: i64 = 9;
 
 /// Which runs refer to each blob (`run` = `runs.key`), as SQLite's `blob_refs`: a row for every
 /// blob of every commit, so `runtape prune` removes a blob when the last run referring to it
@@ -307,6 +314,9 @@ pub(super) async fn migrate(conn: &Conn, shown: &str) -> Result<i64, StoreError>
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(now as usize) {
             c.batch_execute(sql).await.map_err(ddl)?;
+            if i as i64 + 1 == RUN_SUMMARY_VERSION {
+                super::run_summary::fill(conn).await.map_err(ddl)?;
+            }
             c.execute(
                 "UPDATE runtape.meta SET value = $1 WHERE name = 'schema_version'",
                 &[&(i as i64 + 1)],

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::conn::{Backend, Conn};
 use super::lanes::{apply_in_lanes, own_run};
+use super::run_summary::NewSummary;
 use super::schema::{classify, connection_lost, retryable};
 use crate::format::packed_head::unpack_head;
 use crate::machine::{Digest, RunId};
@@ -594,20 +595,34 @@ async fn create_run(
         return Err(Fail::Refused(StoreError::DuplicateRun(new.id.to_string())));
     };
     let key: i64 = row.try_get(0)?;
-    conn.execute(
+    // The run-list row goes out with the spec's, in one round trip.
+    let created_ms = new.now_ms as i64;
+    let specs_row: [&P<'_>; 7] = [
+        &key,
+        &parent,
+        &fork_seq,
+        &new.spec,
+        &new.setup,
+        &new.goal,
+        &created_ms,
+    ];
+    let specs = conn.execute(
         "INSERT INTO runtape.run_specs (run, parent_id, fork_seq, spec, setup, goal, created_ms, outcome) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
-        &[
-            &key,
-            &parent,
-            &fork_seq,
-            &new.spec,
-            &new.setup,
-            &new.goal,
-            &(new.now_ms as i64),
-        ],
-    )
-    .await?;
+        &specs_row,
+    );
+    let summary = super::run_summary::insert(
+        conn,
+        NewSummary {
+            key,
+            spec: &new.spec,
+            fork_of: parent,
+            goal: &new.goal,
+            created_ms,
+            outcome: None,
+        },
+    );
+    futures_util::future::try_join(specs, summary).await?;
     if let Some(link) = &new.session {
         super::sessions::place(conn, key, link).await?;
     }
@@ -729,6 +744,8 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
         &head_seal,
     ];
     let outcome_row: Option<[&P<'_>; 2]> = c.outcome.as_ref().map(|o| -> [&P<'_>; 2] { [&key, o] });
+    let ended = crate::store::run_facts::outcome_text(c.outcome.as_deref());
+    let ended_row: [&P<'_>; 2] = [&key, &ended];
     let blob_rows: [&P<'_>; 2] = [&blob_hashes, &blob_bytes];
     let blob_refs: [&P<'_>; 2] = [&blob_hashes, &key];
     let snapshot_row: Option<[&P<'_>; 2]> =
@@ -759,6 +776,10 @@ async fn write_commit(conn: &Conn, key: i64, c: &Commit) -> Result<(), Fail> {
             "UPDATE runtape.run_specs SET outcome = $2 WHERE run = $1",
             params,
         )));
+        // How it ended, for the run list, in the same round trip.
+        work.push(Box::pin(
+            conn.execute(super::run_summary::ENDED, &ended_row),
+        ));
     }
     if !c.blobs.is_empty() {
         work.push(Box::pin(conn.execute(

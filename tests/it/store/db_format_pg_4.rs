@@ -37,9 +37,12 @@ fn gated() -> String {
     .concat()
 }
 
-/// Version 4's tables, from the current version's (5's, with 6's `pruned_runs` and 7's
-/// `schedules` and `schedule_fires` dropped).
+/// Version 4's tables, from the current version's (5's, with 6's `pruned_runs`, 7's
+/// `schedules` and `schedule_fires`, 8's `blob_refs` and 9's run list dropped).
 const BACK_TO_4: &str = "
+DROP TABLE runtape.run_tags;
+DROP TABLE runtape.run_summary;
+DROP INDEX runtape.runs_by_cost;
 DROP TABLE runtape.blob_refs;
 DROP TABLE runtape.schedule_fires;
 DROP TABLE runtape.schedules;
@@ -124,6 +127,19 @@ fn a_version_4_database_is_migrated_and_its_runs_verify_fork_and_resume() {
              WHERE r.head IS NOT NULL AND s.goal IN ('count to three', 'deploy')"
         ),
         "3"
+    );
+    // The migration to 9 summarised the runs already stored, for the run list.
+    assert_eq!(
+        server.sql(
+            &db,
+            &format!(
+                "SELECT count(*), count(m.ended), string_agg(m.fork_of, ',') \
+                 FROM runtape.run_summary m JOIN runtape.runs r ON r.key = m.run \
+                 WHERE r.id IN ('{done}', '{fork}', '{waiting}')"
+            )
+        ),
+        format!("3|2|{done}"),
+        "three summaries, the finished runs' endings, the fork's parent"
     );
     assert_eq!(
         stdout(&url, &["show", &format!("{done}@5"), "--json"]),

@@ -8,5 +8,6 @@ mod disk_full;
 mod durability_modes;
 mod open_errors;
 mod postgres_tls;
+mod run_list;
 mod storage_flat;
 mod writer_priority;
