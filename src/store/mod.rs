@@ -918,15 +918,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// A page of the runs `q` asks for, in its order, each passing [`RunQuery::matches`] at
     /// wall time `now_ms`; the page's [`RunPage::next`] asks for the page after it. The
-    /// default reads every run ([`runs`](Self::runs)); SQLite narrows and orders them with
-    /// its run summary, so a page costs about the same at any depth.
+    /// default reads every run ([`runs`](Self::runs)); SQLite and PostgreSQL narrow and order
+    /// them with their run summary, so a page costs about the same at any depth.
     fn run_page(&self, q: &RunQuery, now_ms: u64) -> Result<RunPage, StoreError> {
         Ok(run_query::page_of_all(self.runs()?, q, now_ms))
     }
 
     /// What the runs created at or after `since_ms` add up to ([`RunStats`]), counted per
-    /// `bucket_ms` of creation time. The default reads every run; SQLite adds up its run
-    /// summary.
+    /// `bucket_ms` of creation time. The default reads every run; SQLite and PostgreSQL add
+    /// up their run summary.
     fn run_stats(&self, since_ms: u64, bucket_ms: u64) -> Result<RunStats, StoreError> {
         Ok(run_stats::stats_of_all(&self.runs()?, since_ms, bucket_ms))
     }

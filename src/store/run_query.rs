@@ -1,7 +1,7 @@
 //! A page of the run list, filtered and sorted by the store ([`super::Store::run_page`]): what
 //! `runtape serve`'s run list asks for. The filters are one pure predicate over a run's row
-//! ([`RunQuery::matches`]); a backend may narrow the rows with an index first (SQLite's run
-//! summary), but every row it returns has passed the predicate, so an index never makes a
+//! ([`RunQuery::matches`]); a backend may narrow the rows with an index first (the run
+//! summary of SQLite and PostgreSQL), but every row it returns has passed the predicate, so an index never makes a
 //! run appear that does not match.
 //!
 //! Pages are keyset pages: a page ends with a [`Cursor`] (the last run's sort value and its
