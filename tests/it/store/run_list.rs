@@ -133,9 +133,10 @@ fn end_of(i: usize) -> End {
     )
 }
 
-/// Writes run `i` (created at `base + i` seconds) through `store`'s writer: created (a fork of
-/// run `i - 3` for `i % 12 == 11`), one commit with its spend, and its end.
-fn write_run(rt: &tokio::runtime::Runtime, store: &dyn Store, base: u64, i: usize) {
+/// The writes of run `i` (created at `base + i` seconds), in order: its creation (a fork of
+/// run `i - 3` for `i % 12 == 11`), one commit with its spend and maybe its end, and the
+/// release of its lease unless it runs on.
+fn writes_of(base: u64, i: usize) -> Vec<Write> {
     let created = base + i as u64 * 1000;
     // A live lease outlasts the test by far on either clock (PostgreSQL's runs from the
     // database's now, the others' from `created`, an hour ago).
@@ -156,7 +157,6 @@ fn write_run(rt: &tokio::runtime::Runtime, store: &dyn Store, base: u64, i: usiz
     if i % 12 == 11 {
         new.parent = Some((id(i - 3), 1));
     }
-    w(rt, store, Write::CreateRun(new));
     // Durations repeat (ties broken by creation), costs too.
     let now = created + ((i * 37) % 11) as u64 * 100;
     // A fork's own history goes on after the step it was forked at.
@@ -174,23 +174,27 @@ fn write_run(rt: &tokio::runtime::Runtime, store: &dyn Store, base: u64, i: usiz
         c.status = status;
         c.outcome = Some(serde_json::to_string(&outcome).expect("encodes"));
     }
-    w(rt, store, Write::Commit(Box::new(c)));
+    let mut out = vec![Write::CreateRun(new), Write::Commit(Box::new(c))];
     let release = match end_of(i) {
         End::Done(status, _) => Some(status),
         End::Queued => Some(RunStatus::Running),
         End::Live | End::Lapsed => None,
     };
     if let Some(status) = release {
-        w(
-            rt,
-            store,
-            Write::ReleaseLease {
-                run: id(i),
-                epoch: 1,
-                status,
-                head: None,
-            },
-        );
+        out.push(Write::ReleaseLease {
+            run: id(i),
+            epoch: 1,
+            status,
+            head: None,
+        });
+    }
+    out
+}
+
+/// Writes run `i` through `store`'s writer ([`writes_of`]), one write after another.
+fn write_run(rt: &tokio::runtime::Runtime, store: &dyn Store, base: u64, i: usize) {
+    for write in writes_of(base, i) {
+        w(rt, store, write);
     }
 }
 
@@ -605,4 +609,146 @@ fn postgres_lists_the_same_pages_as_sqlite() {
             sqlite.run_stats(since, 10_000).expect("stats"),
         );
     }
+}
+
+/// Writes runs `0..count` ([`writes_of`]) into `store`, a chunk of runs at a time, each
+/// chunk's creations, then commits, then releases submitted together (the writer groups them).
+fn write_many(store: &dyn Store, base: u64, count: usize) {
+    let rt = rt();
+    let chunk = 2_000;
+    for from in (0..count).step_by(chunk) {
+        let runs: Vec<Vec<Write>> = (from..(from + chunk).min(count))
+            .map(|i| writes_of(base, i))
+            .collect();
+        for phase in 0..3 {
+            let acks: Vec<_> = runs
+                .iter()
+                .filter_map(|ws| ws.get(phase).cloned())
+                .map(|write| store.submit(write))
+                .collect();
+            for ack in acks {
+                rt.block_on(ack)
+                    .unwrap_or(Err(runtape::store::StoreError::Closed))
+                    .unwrap_or_else(|e| panic!("write: {e}"));
+            }
+        }
+    }
+}
+
+/// The median of three timings of `f`, ms.
+fn median_ms<T>(mut f: impl FnMut() -> T) -> f64 {
+    let mut ms: Vec<f64> = (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    ms[1]
+}
+
+/// Prints the run list's timings on `store` holding `count` runs: the first page, filtered
+/// pages, the 51st page by cursor, and the aggregates, each the median of three.
+fn measure(name: &str, store: &dyn Store, count: usize) {
+    let page = |q: &RunQuery| store.run_page(q, wall_ms()).expect("a page");
+    let q = |f: &dyn Fn(&mut RunQuery)| {
+        let mut q = RunQuery {
+            limit: 50,
+            ..RunQuery::default()
+        };
+        f(&mut q);
+        q
+    };
+    let cases: Vec<(&str, RunQuery)> = vec![
+        ("first page", q(&|_| {})),
+        (
+            "failed",
+            q(&|q| q.status = Some(StatusFilter::Stored(RunStatus::Failed))),
+        ),
+        (
+            "writer, team=c, completed",
+            q(&|q| {
+                q.agent = Some("writer".into());
+                q.tags = vec![("team".into(), "c".into())];
+                q.status = Some(StatusFilter::Stored(RunStatus::Completed));
+            }),
+        ),
+        (
+            "text `answer 4242`",
+            q(&|q| q.text = Some("answer 4242".into())),
+        ),
+        (
+            "costliest, cost >= 2e6",
+            q(&|q| {
+                q.sort = RunSort::Cost;
+                q.cost_min = Some(2_000_000);
+            }),
+        ),
+        (
+            "shortest first",
+            q(&|q| {
+                q.sort = RunSort::Duration;
+                q.ascending = true;
+            }),
+        ),
+    ];
+    for (what, q) in cases {
+        let first = median_ms(|| page(&q));
+        // The cursor at the end of page 50, then page 51 timed.
+        let mut deep = q.clone();
+        for _ in 0..50 {
+            match page(&deep).next {
+                Some(c) => deep.after = Some(c),
+                None => break,
+            }
+        }
+        let deep_ms = median_ms(|| page(&deep));
+        eprintln!(
+            "{name} {count} runs: `{what}`: first page {first:.1} ms, page 51 {deep_ms:.1} ms"
+        );
+    }
+    let stats = median_ms(|| store.run_stats(0, 3_600_000).expect("stats"));
+    eprintln!("{name} {count} runs: run_stats {stats:.1} ms");
+}
+
+/// Measures the run list at 100,000 runs (`RUNTAPE_LIST_RUNS` to change it) on SQLite and on
+/// PostgreSQL: writes them through each store's writer, then prints the first page, filtered
+/// pages and page 51 of several queries, and the aggregates, each the median of three. Asserts
+/// nothing about time.
+/// `cargo test --release --test it -- --include-ignored store::run_list::measure --nocapture`
+#[test]
+#[ignore = "needs PostgreSQL server binaries: tests/extras/install.sh postgres (and minutes)"]
+fn measure_run_pages_at_100000_runs_on_both_stores() {
+    let count: usize = std::env::var("RUNTAPE_LIST_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000);
+    let base = base() - count as u64 * 1000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite = SqliteStore::open(
+        &dir.path().join("list.db"),
+        runtape::store::Durability::Normal,
+    )
+    .expect("opens");
+    let t = std::time::Instant::now();
+    write_many(&sqlite, base, count);
+    eprintln!(
+        "sqlite: wrote {count} runs in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    measure("sqlite", &sqlite, count);
+    drop(sqlite);
+    let server = crate::support::pg::PgServer::start();
+    let url = server.fresh_db();
+    let pg = PostgresStore::open(&url).expect("opens");
+    let t = std::time::Instant::now();
+    write_many(&pg, base, count);
+    eprintln!(
+        "postgres: wrote {count} runs in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    // The statistics autovacuum would have gathered by now on a database in use.
+    server.sql(crate::support::pg::PgServer::db_of(&url), "VACUUM ANALYZE");
+    measure("postgres", &pg, count);
 }
