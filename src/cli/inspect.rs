@@ -437,6 +437,15 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 format!("{:?}", m.role).to_lowercase(),
                 text.replace('\n', "\n            ")
             );
+            for a in &m.attachments {
+                outln!(
+                    "            attached {} ({}, {} bytes) blob {}",
+                    a.file_name(),
+                    a.media_type,
+                    a.size,
+                    a.digest.to_hex()
+                );
+            }
         }
     }
     Ok(())
@@ -799,13 +808,17 @@ fn report(view: ops::VerifyView, json: bool) -> Result<(), CliError> {
         (other, _) => format!("{other} (stored before heads were sealed; unsigned)"),
     };
     outln!(
-        "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}, {} snapshots, {} outbox rows match; {receipts}",
+        "OK: {} transitions of {} replay to the stored states (final state {}); head {head}, ends at seq {} ({}); {} messages{}{}, {} snapshots, {} outbox rows match; {receipts}",
         report.transitions,
         report.run,
         &report.final_state_hash[..16],
         h.seq,
         h.status,
         report.messages,
+        match report.files {
+            0 => String::new(),
+            n => format!(", {n} attached files"),
+        },
         match (report.catalogs, report.memory) {
             (0, 0) => String::new(),
             (n, 0) => format!(", {n} MCP catalogs"),

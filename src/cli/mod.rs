@@ -228,6 +228,10 @@ pub(crate) enum Command {
         /// such a file is refused: its replies cannot be checked for edits.
         #[arg(long)]
         allow_unverified: bool,
+        /// A file the recorded goal carried (`run --attach`), given again: the recording names
+        /// it by digest, so another file is a divergence. Repeatable.
+        #[arg(long, value_name = "FILE")]
+        attach: Vec<PathBuf>,
         /// Options shared by the commands that drive a run.
         #[command(flatten)]
         opts: DriveOpts,
@@ -670,6 +674,11 @@ pub(crate) struct RunOverrides {
     /// Repeatable.
     #[arg(long, value_name = "KEY=VALUE")]
     tag: Vec<String>,
+    /// A file given with the goal: a PNG, JPEG, GIF or WebP image or a PDF (known by its
+    /// bytes, at most 20 MiB), stored once as a blob and sent to models that take it (a
+    /// placeholder and a warning for those that do not). Repeatable. Not with --detach.
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
     /// Read NAME=value lines (dotenv syntax) that the spec's variable references see as if
     /// they were in runtape's environment; the values are scrubbed and never stored, the
     /// names are recorded with the run. Not with --detach.
@@ -686,6 +695,7 @@ impl From<RunOverrides> for crate::ops::Overrides {
             max_retries: o.max_retries,
             run_id: o.run_id,
             tags: o.tag,
+            attach: o.attach,
         }
     }
 }
@@ -866,6 +876,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             goal,
             non_strict,
             allow_unverified,
+            attach,
             opts,
         } => drive(replay::replay(
             &spec,
@@ -874,6 +885,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             replay::ReplayFlags {
                 strict: !non_strict,
                 allow_unverified,
+                attach,
             },
             common(opts),
         )),

@@ -20,6 +20,8 @@ pub(crate) struct ReplayFlags {
     pub(crate) strict: bool,
     /// Accept a cassette without integrity hashes, with a warning.
     pub(crate) allow_unverified: bool,
+    /// The files the recorded goal carried (`--attach`), given again.
+    pub(crate) attach: Vec<std::path::PathBuf>,
 }
 
 /// `runtape replay SPEC --cassette FILE [GOAL]`: a real run whose model replies come from the
@@ -36,6 +38,8 @@ pub(crate) async fn replay(
     common: Common,
 ) -> Result<u8, CliError> {
     let mut file = config::load(spec)?;
+    // The goal's files, checked before anything is written.
+    crate::ops::attach(&mut file, &flags.attach)?;
     let loaded = super::cassettes::load(cassette, flags.allow_unverified)?;
     // A cassette exported from a run that recorded its MCP tool lists carries them and the
     // tools' results: the replay then starts no server.
@@ -156,7 +160,10 @@ pub(crate) async fn replay(
     let grace = common.grace()?;
     let signals = StopSignals::install()?;
     let id = new_run_id();
-    let start = engine.start(file.spec.clone(), &goal).with_id(id.clone());
+    let start = engine
+        .start(file.spec.clone(), &goal)
+        .with_id(id.clone())
+        .with_files(file.files.clone());
     let start = match &recorded_session {
         Some(s) => {
             start.replaying_session(s.name(), s.index(), file.session.clone(), s.seed().clone())

@@ -66,6 +66,11 @@ pub(crate) async fn run(
 ) -> Result<u8, CliError> {
     let env_file = overrides.env_file.take();
     let overrides = ops::Overrides::from(overrides);
+    if detach && !overrides.attach.is_empty() {
+        return Err(CliError::usage(
+            "--attach is for a run driven here; a --detach run is driven by `runtape worker`, which is not given the files",
+        ));
+    }
     if detach && env_file.is_some() {
         return Err(CliError::usage(
             "--env-file is for a run driven here; a --detach run is driven by `runtape worker`, whose environment must hold the variables",

@@ -102,6 +102,15 @@ impl Status {
             Trace::TimerStarted { due_ms, .. } => {
                 self.doing = format!("sleeping until {}", crate::text::utc(*due_ms))
             }
+            Trace::AttachmentsNotSent { model, files, .. } => {
+                let key = format!("files:{model}:{}", files.join(","));
+                if self.warned.insert(key) {
+                    return Some(format!(
+                        "warning: {model} does not take {}: each was sent as a text placeholder – set the provider's `attachments` if the model takes them",
+                        files.join(", ")
+                    ));
+                }
+            }
             _ => {}
         }
         None

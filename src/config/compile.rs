@@ -107,6 +107,7 @@ pub(crate) fn compile(raw: RawFile, spec_dir: &Path) -> Result<Compiled, ConfigE
         on_failure: raw.run.on_failure.unwrap_or_default(),
         compensations,
         tags: std::collections::BTreeMap::new(),
+        attachments: Vec::new(),
     };
     let setup = Setup {
         version: SETUP_VERSION,

@@ -90,6 +90,7 @@ pub(crate) struct RawProvider {
     pub(crate) max_tokens_field: Option<RawMaxTokensField>,
     pub(crate) stream_usage: Option<bool>,
     pub(crate) pricing: Option<Vec<PriceEntry>>,
+    pub(crate) attachments: Option<Vec<crate::machine::AttachmentKind>>,
     pub(crate) latency_ms: Option<u64>,
     pub(crate) replies: Option<Vec<RawReply>>,
     pub(crate) by_agent: Option<BTreeMap<String, Vec<RawReply>>>,

@@ -195,6 +195,10 @@ pub struct RunFile {
     /// `[session]`: how the file's runs of a session keep their history (used by
     /// `runtape run --session`; the defaults when the file has no `[session]`).
     pub session: crate::exec::SessionSettings,
+    /// The bytes of the spec's goal attachments ([`Spec::attachments`](crate::machine::Spec::attachments)),
+    /// in order: set by `runtape run --attach` (`ops::attach`), stored as blobs by the run's
+    /// first transition. Empty for a file as written.
+    pub files: Vec<Vec<u8>>,
     /// The text, to point install errors at their line.
     text: Arc<str>,
     /// Set while the file's MCP servers have not been listed: the MCP grants held back.
@@ -418,6 +422,7 @@ fn load_text_in_chain(path: &Path, text: &str, chain: &[PathBuf]) -> Result<RunF
         durability: compiled.durability,
         goal,
         session: compiled.session,
+        files: Vec::new(),
         text: Arc::from(text),
         mcp_pending,
         own_mcp: own_setups.iter().map(|m| m.server.name.clone()).collect(),

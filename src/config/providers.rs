@@ -50,6 +50,7 @@ pub(crate) fn provider(
         ("stream", p.stream.is_some()),
         ("max_tokens", p.max_tokens.is_some()),
         ("pricing", p.pricing.is_some()),
+        ("attachments", p.attachments.is_some()),
     ];
     let script_fields = [
         ("latency_ms", p.latency_ms.is_some()),
@@ -149,6 +150,7 @@ fn http_provider(
             legacy_max_tokens: p.max_tokens_field == Some(RawMaxTokensField::MaxTokens),
             stream_usage: p.stream_usage.unwrap_or(true),
         },
+        attachments: p.attachments.clone(),
     };
     // Everything but the key is checked now, with a stand-in for the key: the real one is
     // read when the setup is installed, in the process that runs.

@@ -142,6 +142,10 @@ pub struct HttpSetup {
     /// OpenAI-compatible differences (Mistral: the older `max_tokens`, no `stream_options`).
     #[serde(default, skip_serializing_if = "is_default_compat")]
     pub compat: OpenAiCompat,
+    /// `attachments = ["image", "pdf"]`: the kinds of file the models are sent, instead of
+    /// the built-in table's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<crate::machine::AttachmentKind>>,
 }
 
 fn is_default_compat(c: &OpenAiCompat) -> bool {
@@ -166,6 +170,7 @@ impl HttpSetup {
             max_tokens: self.max_tokens,
             pricing: self.pricing.clone(),
             compat: self.compat,
+            attachments: self.attachments.clone(),
         }
     }
 }

@@ -134,7 +134,16 @@ async fn start(
     let setup = off_thread(&shared.store, move |s| record(s, &parent))
         .await?
         .setup;
-    super::start::start(shared, child.clone(), spec.clone(), task, setup, None).await
+    super::start::start(
+        shared,
+        child.clone(),
+        spec.clone(),
+        task,
+        setup,
+        None,
+        Vec::new(),
+    )
+    .await
 }
 
 /// Cancels `children` (and, through them, their own children) and waits until each has

@@ -102,9 +102,23 @@ pub struct StartRun<'a> {
     id: Option<RunId>,
     setup: Option<String>,
     session: Option<super::session::SessionStartKind>,
+    files: Vec<Vec<u8>>,
 }
 
 impl StartRun<'_> {
+    /// The spec the run starts with.
+    pub fn spec(&self) -> &RunSpec {
+        &self.spec
+    }
+
+    /// The bytes of the spec's goal attachments ([`Spec::attachments`](crate::machine::Spec::attachments)),
+    /// stored as blobs by the run's first transition. A file the spec names but not given
+    /// here is sent to the model as its placeholder text (and `verify` refuses the run).
+    pub fn with_files(mut self, files: Vec<Vec<u8>>) -> Self {
+        self.files = files;
+        self
+    }
+
     /// Starts the run as the next run of session `name` (revision 5): its agents begin with
     /// the conversations the session's latest completed run ended with, kept as `settings`
     /// say. Refused, writing nothing, while the session's latest run has not ended; when
@@ -169,6 +183,7 @@ impl<'a> IntoFuture for StartRun<'a> {
                 &self.goal,
                 self.setup,
                 self.session,
+                self.files,
             )
             .await
         })
@@ -334,6 +349,7 @@ impl Engine {
             id: None,
             setup: None,
             session: None,
+            files: Vec::new(),
         }
     }
 

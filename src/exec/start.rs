@@ -21,6 +21,7 @@ pub(super) async fn start(
     goal: &str,
     setup: Option<String>,
     session: Option<super::session::SessionStartKind>,
+    files: Vec<Vec<u8>>,
 ) -> Result<RunHandle, EngineError> {
     // A run of a session: its place, the run it goes on from, and the history it begins with,
     // read before anything is written (the place is taken by the write creating the run).
@@ -110,6 +111,11 @@ pub(super) async fn start(
         head,
         anchor,
     );
+    // The goal's files are stored with the first transition, whose message names them.
+    driver.files = files
+        .into_iter()
+        .map(|bytes| (Digest::of(&bytes), bytes))
+        .collect();
     driver.queue.push_back(opening);
     driver.opening = Some(Box::new(Trace::RunStarted {
         goal: goal.to_owned(),

@@ -343,6 +343,18 @@ pub enum Trace {
     /// summary call itself is a `model.reply` of the writer.
     #[serde(rename = "context.summarized")]
     ContextSummarized(crate::machine::context_summary::Summarized),
+    /// Files (images, PDFs) a model request carries that the model is not sent: of a kind
+    /// its provider says it does not take (or whose stored bytes are missing). Each went as a
+    /// text placeholder naming it.
+    #[serde(rename = "model.attachments_not_sent")]
+    AttachmentsNotSent {
+        /// The agent.
+        agent: AgentId,
+        /// The model asked.
+        model: String,
+        /// Each file not sent: its name and media type.
+        files: Vec<String>,
+    },
     /// A model call is retried or moves to a fallback route.
     #[serde(rename = "model.retry")]
     ModelRetry {

@@ -14,6 +14,9 @@
 //! - [`PACKED`]: the message JSON packed, standing alone;
 //! - [`REFERS`], then the row id (varint), then the packed tokens, whose references read the
 //!   JSON of that row's event;
+//! - [`RAW`], then the blob's bytes from byte 32 on: a blob stored as written whose own byte 32
+//!   would read as one of these markers (an image or PDF a message carries, see
+//!   `machine::attachment`, has arbitrary bytes there);
 //! - anything else: the blob as written (schema 3 and before: byte 32 of a node is the `{` of
 //!   its message; an MCP catalog is stored as it is).
 
@@ -25,6 +28,25 @@ use super::packed::{
 
 /// Byte 32 of a node whose message refers to the event of the row that follows.
 pub const REFERS: u8 = 0x02;
+
+/// Byte 32 of a blob stored as written after a marker: its own byte 32 is one of
+/// [`PACKED`], [`REFERS`] or this, which would otherwise be read as the marker.
+pub const RAW: u8 = 0x03;
+
+/// `bytes` stored as written: as they are, or with [`RAW`] before byte 32 when that byte
+/// would read as a marker.
+fn as_written(bytes: &[u8]) -> PackedBlob {
+    match bytes.get(NODE_HEAD) {
+        Some(&(PACKED | REFERS | RAW)) => {
+            let mut out = Vec::with_capacity(bytes.len() + 1);
+            out.extend_from_slice(&bytes[..NODE_HEAD]);
+            out.push(RAW);
+            out.extend_from_slice(&bytes[NODE_HEAD..]);
+            PackedBlob::Whole(out)
+        }
+        _ => PackedBlob::Whole(bytes.to_vec()),
+    }
+}
 
 /// Bytes before the JSON of a stored conversation node: its previous head.
 const NODE_HEAD: usize = 32;
@@ -78,11 +100,11 @@ impl PackedBlob {
                     tokens: referring[1..].to_vec(),
                 },
                 Some(alone) if unpacks_to(&alone, &[], json) => whole(&alone),
-                _ => PackedBlob::Whole(bytes.to_vec()),
+                _ => as_written(bytes),
             },
             None => match pack_with(json, &[]) {
                 Some(alone) => whole(&alone),
-                None => PackedBlob::Whole(bytes.to_vec()),
+                None => as_written(bytes),
             },
         }
     }
@@ -124,6 +146,7 @@ pub fn unpack_blob<'a>(stored: &'a [u8], source_event: &[u8]) -> Result<Cow<'a, 
             super::packed::read_varint(&mut tokens)?;
             unpack_with(tokens, source_event)?
         }
+        Some((&RAW, written)) => written.to_vec(),
         _ => return Ok(Cow::Borrowed(stored)),
     };
     let mut out = Vec::with_capacity(NODE_HEAD + json.len());
@@ -135,6 +158,23 @@ pub fn unpack_blob<'a>(stored: &'a [u8], source_event: &[u8]) -> Result<Cow<'a, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn binary_blobs_whose_byte_32_reads_as_a_marker_come_back_as_written() {
+        for marker in [PACKED, REFERS, RAW, b'{', 0xff] {
+            let mut file = b"\x89PNG\r\n\x1a\n".to_vec();
+            file.resize(NODE_HEAD, 9);
+            file.push(marker);
+            file.extend_from_slice(&[0, 1, 2, 3, 0xfe]);
+            let stored = pack_blob(&file, 1, b"{}");
+            assert_eq!(blob_source(&stored), None);
+            assert_eq!(
+                unpack_blob(&stored, b"{}").unwrap().as_ref(),
+                &file[..],
+                "{marker}"
+            );
+        }
+    }
 
     const TEXT: &str = "assistant lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum";
 

@@ -433,6 +433,33 @@ pub(crate) fn blob(
     }
 }
 
+/// An attachment blob (an image or PDF a message names) against its digest: present, and
+/// its bytes hash to it.
+pub(crate) fn attachment(
+    seq: u64,
+    digest: &Digest,
+    stored: Option<&[u8]>,
+) -> Result<(), Divergence> {
+    let what = || format!("attachment blob {}", short(&digest.to_hex()));
+    match stored {
+        None => Err(Divergence::column(
+            seq,
+            "blobs.hash",
+            &what(),
+            "the file a message of this transition names",
+            "no blob under its digest (deleted, or its hash was changed)",
+        )),
+        Some(bytes) if Digest::of(bytes) != *digest => Err(Divergence::column(
+            seq,
+            "blobs.bytes",
+            &what(),
+            "bytes hashing to the digest",
+            "other bytes",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 /// A stored MCP catalog blob against the `ToolsListed` event naming it: found under its
 /// digest, its bytes hash to it, and it lists exactly the names the event records, in order.
 pub(crate) fn catalog(

@@ -189,12 +189,12 @@ pub const COLUMNS: &[Column] = &[
     verified(
         "blobs",
         "hash",
-        "every message the history appends, and every MCP catalog a ToolsListed event names, is found under its digest",
+        "every message the history appends, every file (image, PDF) a message names, and every MCP catalog a ToolsListed event names, is found under its digest",
     ),
     verified(
         "blobs",
         "bytes",
-        "equal the node the history appends (previous head, then the message); a catalog's bytes hash to its digest and list the event's tools",
+        "equal the node the history appends (previous head, then the message); a file's bytes hash to its digest; a catalog's bytes hash to its digest and list the event's tools",
     ),
     // outbox: which non-idempotent calls may have started.
     verified(

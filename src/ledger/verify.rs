@@ -10,7 +10,8 @@
 //! 3. Beside the history: every **message blob** a transition appends is read and must be the
 //!    node the history implies; every **MCP catalog blob** a `ToolsListed` event names is read,
 //!    must hash to its digest and list the event's tools (and hold the definitions it records
-//!    for tools added after the run started, revision 4); every **snapshot** due (every 64 transitions) exists and is the
+//!    for tools added after the run started, revision 4); every **attachment blob** (an image
+//!    or PDF a message names by digest) is read and must hash to its digest; every **snapshot** due (every 64 transitions) exists and is the
 //!    folded state, and none is stored where none is due.
 //! 4. The head against the replayed end (state hash, chain link, state kind, status, outcome,
 //!    usage), then the run's row against the head (seq, state, status, outcome, usage, update
@@ -62,6 +63,10 @@ pub struct Verified {
     pub messages: u64,
     /// MCP catalog blobs read and checked (one per `ToolsListed` event).
     pub catalogs: u64,
+    /// Attachment blobs (images, PDFs a message carries) read and checked, once per message
+    /// naming one.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files: u64,
     /// Snapshots checked.
     pub snapshots: u64,
     /// Global memory rows and removal records checked (revision 5).
@@ -363,6 +368,7 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
     let mut snapshots_checked = 0u64;
     let mut messages = 0u64;
     let mut catalogs = 0u64;
+    let mut files = 0u64;
     let mut seed = None;
     let mut memory = MemoryFacts::default();
     let recorded = rows.iter().zip(events).map(|(t, event)| Recorded {
@@ -387,6 +393,13 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
             })?;
             audit::blob(r.seq, &a.head, &a.prev, &a.bytes, stored.as_deref())?;
             messages += 1;
+            for file in &a.message.attachments {
+                let stored = store.blob(&file.digest).map_err(|e| {
+                    Divergence::column(r.seq, "blobs", "attachment blob", "readable", e.to_string())
+                })?;
+                audit::attachment(r.seq, &file.digest, stored.as_deref())?;
+                files += 1;
+            }
         }
         if let EventBody::ToolsListed {
             catalog,
@@ -535,6 +548,7 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
         head: summary.clone(),
         messages,
         catalogs,
+        files,
         snapshots: snapshots_checked,
         memory: memory_checked,
         outbox: outbox_rows.len() as u64,
@@ -678,4 +692,8 @@ fn note_outbox(
             facts.keys.insert(at, idempotency_key);
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -117,6 +117,7 @@ pub(crate) fn on_reply(
         name: None,
         is_error: false,
         reasoning: reply.reasoning.clone(),
+        attachments: Vec::new(),
         // Labelled with the agent's taint as it is appended.
         label: super::Label::TRUSTED,
     };
@@ -430,6 +431,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
             name: granted.then_some(slot.tool),
             is_error: result.is_error,
             reasoning: Vec::new(),
+            attachments: Vec::new(),
             label: result.label,
         };
         cx.append(&mut run, &agent, message);

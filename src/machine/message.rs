@@ -66,6 +66,11 @@ pub struct Message {
     /// kept so it can be shown and sent back in later turns the way the provider requires.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<Reasoning>,
+    /// Files the message carries (images, PDFs), by digest: the goal's, a person's, a tool
+    /// result's (see [`attachment`](super::attachment)). Left out of the encoding when empty,
+    /// so messages without files hash as they always did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<super::Attachment>,
     /// Its information-flow label (see [`label`](super::label)): how far it may be trusted and
     /// who may read it. Trusted and public, the default, is left out of the encoding, so the
     /// messages of a run that declares no trust hash as they always did.
@@ -137,6 +142,7 @@ impl Message {
             name: None,
             is_error: false,
             reasoning: Vec::new(),
+            attachments: Vec::new(),
             label: Label::TRUSTED,
         }
     }

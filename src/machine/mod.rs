@@ -30,6 +30,7 @@
 //! ```
 
 pub mod allowance;
+pub mod attachment;
 mod batch;
 mod budget;
 mod child;
@@ -71,6 +72,7 @@ pub mod timer;
 pub mod truncation;
 pub mod wake;
 
+pub use attachment::{Attachment, AttachmentKind};
 pub use batch::{PERFORMED_WITHOUT_RESULT, TOOL_UNAVAILABLE};
 pub use budget::{BudgetKey, Limits, Remaining, Scope, Usage, first_exhausted};
 pub use child::{ChildOutcome, ChildProof, ChildReceipt, ChildReport};

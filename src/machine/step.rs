@@ -641,7 +641,15 @@ fn build_request(cx: &Cx<'_>, run: &RunData, route: u32) -> ModelRequest {
 fn start(cx: &mut Cx<'_>, goal: &str) -> (EdgeId, RunState) {
     let mut run = begin(cx, goal);
     let entry = cx.spec.plan().entry.clone();
-    activate(cx, &mut run, &entry, goal.to_owned(), super::Label::TRUSTED);
+    let files = cx.spec.spec().attachments.clone();
+    activate_with(
+        cx,
+        &mut run,
+        &entry,
+        goal.to_owned(),
+        super::Label::TRUSTED,
+        files,
+    );
     (EdgeId::CreatedStart, RunState::Preparing { run })
 }
 
@@ -685,6 +693,18 @@ pub(crate) fn activate(
     user_text: String,
     label: super::Label,
 ) {
+    activate_with(cx, run, agent, user_text, label, Vec::new());
+}
+
+/// [`activate`], the user message carrying `files` (the goal's attachments).
+fn activate_with(
+    cx: &mut Cx<'_>,
+    run: &mut RunData,
+    agent: &AgentId,
+    user_text: String,
+    label: super::Label,
+    files: Vec<super::Attachment>,
+) {
     let system = cx
         .spec
         .agent(agent)
@@ -716,6 +736,7 @@ pub(crate) fn activate(
         agent,
         Message {
             label,
+            attachments: files,
             ..Message::text(super::message::Role::User, user_text)
         },
     );

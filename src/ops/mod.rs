@@ -51,6 +51,7 @@
 //! ```
 
 pub mod archive;
+pub mod attachments;
 mod control;
 pub mod due_runs;
 mod edits;
@@ -58,6 +59,7 @@ mod error;
 pub mod eval;
 mod eval_scoring;
 pub mod experiments;
+mod files;
 mod fork;
 mod inspect;
 pub mod json;
@@ -78,9 +80,11 @@ pub mod wake;
 #[cfg(test)]
 mod tests;
 
+pub use attachments::{MAX_ATTACHMENT_BYTES, attach};
 pub use control::{Cancelled, PauseRequest, Paused, cancel, is_driven, pause, request_pause};
 pub use edits::{BudgetTarget, Edit, Raise};
 pub use error::{ErrorKind, OpsError};
+pub use files::attached_file;
 pub use fork::fork;
 pub use inspect::{
     VerifyTree, diff, diff_tree, forks_of, runs, show, timeline, timeline_tail, tree, verify,

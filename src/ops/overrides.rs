@@ -32,6 +32,9 @@ pub struct Overrides {
     /// ([`Spec::tags`](crate::machine::Spec::tags)), shown by `show`, `ls` and `serve`, and
     /// filtered on by `ls --tag` and `serve`'s run list.
     pub tags: Vec<String>,
+    /// Files given with the goal (`--attach`), in order: images and PDFs the entry agent's
+    /// first message carries (see [`attach`](super::attach)).
+    pub attach: Vec<std::path::PathBuf>,
 }
 
 impl Overrides {
@@ -98,7 +101,11 @@ impl Overrides {
                 )));
             }
         }
+        let files = super::attachments::read_all(&self.attach)?;
+        spec.attachments
+            .extend(files.iter().map(|(attachment, _)| attachment.clone()));
         file.spec = RunSpec::build(spec).map_err(|e| bad(format!("the overridden spec: {e}")))?;
+        file.files.extend(files.into_iter().map(|(_, bytes)| bytes));
         Ok(run_id)
     }
 }

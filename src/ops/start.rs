@@ -62,7 +62,9 @@ pub async fn start(
 ) -> Result<RunHandle, OpsError> {
     let setup = file.setup.to_json()?;
     let session = session.map(|name| (name, file.session.clone()));
-    launch(engine, id, file.spec.clone(), goal, Some(setup), session).await
+    let mut start = engine.start(file.spec.clone(), goal).with_id(id);
+    start = start.with_setup(setup).with_files(file.files.clone());
+    begin(engine, start, session).await
 }
 
 /// Starts a run of a spec built in the program (its providers and tools registered in
@@ -89,13 +91,22 @@ pub(super) async fn launch(
     setup: Option<String>,
     session: Option<(&str, SessionSettings)>,
 ) -> Result<RunHandle, OpsError> {
-    if let Some((name, settings)) = &session {
-        // A process racing this one can still take the place first: then the start is refused.
-        engine.next_in_session(&spec, name, settings).await?;
-    }
     let mut start = engine.start(spec, goal).with_id(id);
     if let Some(setup) = setup {
         start = start.with_setup(setup);
+    }
+    begin(engine, start, session).await
+}
+
+/// Awaits `start`, as the next run of a session when one is named.
+async fn begin(
+    engine: &Engine,
+    start: crate::exec::StartRun<'_>,
+    session: Option<(&str, SessionSettings)>,
+) -> Result<RunHandle, OpsError> {
+    if let Some((name, settings)) = &session {
+        // A process racing this one can still take the place first: then the start is refused.
+        engine.next_in_session(start.spec(), name, settings).await?;
     }
     let start = match session {
         Some((name, settings)) => start.in_session(name, settings),

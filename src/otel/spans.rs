@@ -641,6 +641,20 @@ impl Tracker {
                     KeyValue::new("runtape.bytes_after", s.bytes_after as i64),
                 ],
             ),
+            Trace::AttachmentsNotSent {
+                agent,
+                model,
+                files,
+            } => self.event(
+                &run,
+                "runtape.attachments_not_sent",
+                at,
+                vec![
+                    KeyValue::new("gen_ai.agent.name", agent.to_string()),
+                    KeyValue::new("gen_ai.request.model", model.clone()),
+                    KeyValue::new("runtape.files", files.join(", ")),
+                ],
+            ),
             Trace::ModelRetry { agent, detail } => self.event(
                 &run,
                 "runtape.model_retry",

@@ -57,7 +57,16 @@ pub struct ProviderRequest {
     /// child's own section.
     #[serde(skip)]
     pub origin: RequestOrigin,
+    /// The bytes of the files the messages carry ([`Message::attachments`]), by digest: read
+    /// from the store by the executor before the call. Not recorded with the request (the
+    /// messages name each file by its digest, so a cassette's fingerprint covers them).
+    /// A file missing here is sent as its placeholder text.
+    #[serde(skip)]
+    pub files: Files,
 }
+
+/// File bytes by digest (see [`ProviderRequest::files`]).
+pub type Files = Arc<std::collections::BTreeMap<crate::machine::Digest, Arc<[u8]>>>;
 
 /// Where a model request comes from (see [`ProviderRequest::origin`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -137,6 +146,15 @@ pub trait ModelProvider: Send + Sync {
         request: &'a ProviderRequest,
         tokens: TokenSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, ProviderError>>;
+
+    /// Which kinds of attachment (images, PDFs) `model` is sent; the others go as a text
+    /// placeholder and the executor traces a `model.attachments_not_sent` warning. `None`
+    /// (the default): the provider declares nothing and nothing is warned about (the echo
+    /// and scripted providers read text only; a cassette replays what was recorded).
+    fn accepts(&self, model: &str) -> Option<Vec<crate::machine::AttachmentKind>> {
+        let _ = model;
+        None
+    }
 }
 
 /// A failed model call, classified for the machine and explained for a person. Never holds

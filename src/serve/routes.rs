@@ -37,6 +37,9 @@ pub(crate) const ROUTES: &[Route] = &[
     ("GET", "/api/runs/{id}/timeline", || get(timeline)),
     ("GET", "/api/runs/{id}/steps/{seq}", || get(step)),
     ("GET", "/api/runs/{id}/receipts", || get(receipts)),
+    ("GET", "/api/runs/{id}/files/{digest}", || {
+        get(attached_file)
+    }),
     ("GET", "/api/runs/{id}/verify", || get(verify)),
     ("GET", "/api/runs/{id}/events", || get(sse::events)),
     ("GET", "/api/diff", || get(diff)),
@@ -346,6 +349,39 @@ async fn receipts(State(app): State<App>, Path(id): Path<String>) -> Result<Resp
         })
         .await?;
     Ok(ok(&v))
+}
+
+/// `GET /api/runs/{id}/files/{digest}`: an image or PDF the run's messages carry, served
+/// with its media type (the UI shows images inline and links PDFs). Only a file the run
+/// names is served, and only when its bytes hash to the digest.
+async fn attached_file(
+    State(app): State<App>,
+    Path((id, digest)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let run = run_ref(&id)?;
+    let digest = crate::machine::Digest::from_hex(&digest)
+        .ok_or_else(|| ApiError::bad("a file digest is 64 hex digits"))?;
+    let found = app
+        .blocking(move |app| Ok(ops::attached_file(app.store.as_ref(), &run, &digest)?))
+        .await?;
+    let Some((attachment, bytes)) = found else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "the run names no such file, or its blob is missing or altered (runtape verify names it)",
+        ));
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, attachment.media_type),
+            (
+                header::CACHE_CONTROL,
+                "private, max-age=31536000, immutable".to_owned(),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 /// `?pubkey=HEX` of `verify`.

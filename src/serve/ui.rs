@@ -11,7 +11,7 @@ const STYLE: &str = include_str!("ui/app.css");
 const EXPERIMENTS: &str = include_str!("ui/experiments.js");
 
 /// Every asset is served with a strict policy: nothing from elsewhere, no inline script.
-const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP: &str = "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (

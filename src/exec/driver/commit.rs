@@ -37,6 +37,13 @@ impl Driver {
         {
             commit.blobs.push((*catalog, blob));
         }
+        if !self.files.is_empty() {
+            for a in t.appended.iter().flat_map(|a| &a.message.attachments) {
+                if let Some(bytes) = self.files.remove(&a.digest) {
+                    commit.blobs.push((a.digest, bytes));
+                }
+            }
+        }
         self.unsent.push(commit);
         self.last_at = event.at;
         if self.shared.trace.receiver_count() > 0 {

@@ -48,6 +48,24 @@ impl Driver {
                     // (revision 5), exactly as the request recorded them.
                     request.complete_messages(Arc::make_mut(&mut messages));
                 }
+                let files = match self.files_of(&messages).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.inflight
+                            .push(Box::pin(futures_util::future::ready(Completion::Fatal(e))));
+                        return;
+                    }
+                };
+                if let Some(p) = &provider {
+                    self.warn_unsent(
+                        id.seq,
+                        &agent,
+                        p.as_ref(),
+                        &request.model,
+                        &messages,
+                        &files,
+                    );
+                }
                 let path = match self.tree_path().await {
                     Ok(p) => p,
                     Err(e) => {
@@ -74,6 +92,7 @@ impl Driver {
                         run: Some(self.run.clone()),
                         path,
                     },
+                    files,
                 };
                 let call = perform::model_call(
                     id,

@@ -28,6 +28,7 @@ use crate::store::{Commit, RunStatus, Written};
 
 mod commit;
 mod dispatch;
+mod files;
 mod listing;
 mod memory;
 mod results;
@@ -94,6 +95,9 @@ pub(super) struct Driver {
     pub(super) head: Arc<HeadKeeper>,
     /// Catalog blobs of `ToolsListed` events queued, stored with the event's commit.
     catalog_blobs: BTreeMap<crate::machine::Digest, Vec<u8>>,
+    /// Attachment bytes (images, PDFs) not stored yet, by digest: each goes with the first
+    /// commit that appends a message naming it (see [`crate::machine::attachment`]).
+    pub(super) files: BTreeMap<crate::machine::Digest, Vec<u8>>,
     /// Per MCP server, its `list_changed` count when this driver last listed it.
     list_changes_seen: BTreeMap<String, u64>,
     /// The run's place in its delegation tree (read from the store at its first model call):
@@ -157,6 +161,7 @@ impl Driver {
             lazy_convs: false,
             head: Arc::new(head),
             catalog_blobs: BTreeMap::new(),
+            files: BTreeMap::new(),
             list_changes_seen: BTreeMap::new(),
             tree_path: None,
             children_waiting: Vec::new(),

@@ -130,6 +130,12 @@ pub struct Spec {
     /// covers them; a fork keeps its parent's.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tags: std::collections::BTreeMap<String, String>,
+    /// The files given with the goal (`runtape run --attach FILE`, see
+    /// [`attachment`](super::attachment)): the entry agent's first user message carries
+    /// them. Stored with the spec, so the sealed head covers them; their bytes are blobs
+    /// the first transition stores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<super::Attachment>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -161,6 +167,7 @@ impl Default for Spec {
             on_failure: Default::default(),
             compensations: Default::default(),
             tags: std::collections::BTreeMap::new(),
+            attachments: Vec::new(),
         }
     }
 }

@@ -25,6 +25,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::attachments;
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
     UsageParts, body_usage, call_from_text, call_from_value, finish_reason, mark_strict, model_for,
@@ -34,7 +35,8 @@ use super::common::{
 use super::config::DEFAULT_ANTHROPIC_MAX_TOKENS;
 use super::errors::{fail_if_reported, reported_error};
 use crate::machine::{
-    Message, ModelReply, ModelSettings, Reasoning, Role, TokenUsage, ToolCallRequest,
+    Attachment, AttachmentKind, Message, ModelReply, ModelSettings, Reasoning, Role, TokenUsage,
+    ToolCallRequest,
 };
 use crate::provider::ProviderRequest;
 
@@ -86,7 +88,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         };
         body.insert("system".into(), system);
     }
-    let mut list = messages(&request.messages, !request.tools.is_empty());
+    let mut list = messages(request, &request.messages, !request.tools.is_empty());
     if cache {
         mark_previous_turn(&mut list);
     }
@@ -214,12 +216,16 @@ fn mark_previous_turn(list: &mut Value) {
 
 /// The `messages` array; `tool_blocks` false (no tools offered) sends tool calls and results
 /// as text.
-fn messages(list: &[Message], tool_blocks: bool) -> Value {
+fn messages(request: &ProviderRequest, list: &[Message], tool_blocks: bool) -> Value {
     let mut grouped: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in list {
         let (role, blocks) = match m.role {
             Role::System => continue,
-            Role::User => ("user", text_block(m.content.as_deref())),
+            Role::User => {
+                let mut blocks = text_block(m.content.as_deref());
+                blocks.extend(m.attachments.iter().map(|a| file_block(request, a)));
+                ("user", blocks)
+            }
             Role::Assistant => {
                 let mut blocks = thinking_blocks(&m.reasoning);
                 blocks.extend(text_block(m.content.as_deref()));
@@ -233,7 +239,7 @@ fn messages(list: &[Message], tool_blocks: bool) -> Value {
                 }));
                 ("assistant", blocks)
             }
-            Role::Tool if tool_blocks => ("user", vec![tool_result(m)]),
+            Role::Tool if tool_blocks => ("user", vec![tool_result(request, m)]),
             Role::Tool => {
                 let name = m.name.as_deref().unwrap_or("a tool");
                 let tag = if m.is_error {
@@ -242,7 +248,9 @@ fn messages(list: &[Message], tool_blocks: bool) -> Value {
                     "result of"
                 };
                 let text = format!("[{tag} {name}] {}", m.content.as_deref().unwrap_or(""));
-                ("user", vec![json!({ "type": "text", "text": text })])
+                let mut blocks = vec![json!({ "type": "text", "text": text })];
+                blocks.extend(m.attachments.iter().map(|a| file_block(request, a)));
+                ("user", blocks)
             }
         };
         if blocks.is_empty() {
@@ -291,14 +299,32 @@ fn text_block(text: Option<&str>) -> Vec<Value> {
     }
 }
 
-fn tool_result(m: &Message) -> Value {
+/// A file as a content block: `image` or `document`, the bytes in base64.
+fn file_block(request: &ProviderRequest, a: &Attachment) -> Value {
+    let kind = match a.kind() {
+        AttachmentKind::Image => "image",
+        AttachmentKind::Pdf => "document",
+    };
+    json!({
+        "type": kind,
+        "source": { "type": "base64", "media_type": a.media_type, "data": attachments::base64_of(request, a) },
+    })
+}
+
+fn tool_result(request: &ProviderRequest, m: &Message) -> Value {
     let mut block = Map::new();
     block.insert("type".into(), "tool_result".into());
     block.insert(
         "tool_use_id".into(),
         m.tool_call_id.clone().unwrap_or_default().into(),
     );
-    if let Some(content) = m.content.as_deref().filter(|c| !c.is_empty()) {
+    let text = m.content.as_deref().filter(|c| !c.is_empty());
+    if !m.attachments.is_empty() {
+        // A result with files is a list of blocks: its text, then the files.
+        let mut blocks = text_block(text);
+        blocks.extend(m.attachments.iter().map(|a| file_block(request, a)));
+        block.insert("content".into(), Value::Array(blocks));
+    } else if let Some(content) = text {
         block.insert("content".into(), content.into());
     }
     if m.is_error {
@@ -514,7 +540,7 @@ mod tests {
 
     #[test]
     fn tool_blocks_are_sent_as_text_when_the_request_offers_no_tools() {
-        let blocks = messages(&history(), false);
+        let blocks = messages(&ProviderRequest::default(), &history(), false);
         let text = blocks.to_string();
         assert!(
             !text.contains("tool_use") && !text.contains("tool_result"),
@@ -531,7 +557,7 @@ mod tests {
                 {"type": "text", "text": "[transfer from lead]"}
             ])
         );
-        let with_tools = messages(&history(), true).to_string();
+        let with_tools = messages(&ProviderRequest::default(), &history(), true).to_string();
         assert!(with_tools.contains("tool_use") && with_tools.contains("tool_result"));
     }
 }

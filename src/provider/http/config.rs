@@ -146,6 +146,11 @@ pub struct HttpProviderConfig {
     pub pricing: Vec<PriceEntry>,
     /// OpenAI-compatible servers: the differences from OpenAI's own API to honour.
     pub compat: super::codec::OpenAiCompat,
+    /// The kinds of attachment (images, PDFs) the models of this provider are sent (the
+    /// spec's `attachments = ["image", "pdf"]`); `None`: the built-in table
+    /// ([`built_in_accepts`](super::attachments::built_in_accepts)). Files of other kinds go
+    /// as a text placeholder.
+    pub attachments: Option<Vec<crate::machine::AttachmentKind>>,
 }
 
 impl HttpProviderConfig {
@@ -165,6 +170,7 @@ impl HttpProviderConfig {
             max_tokens: None,
             pricing: Vec::new(),
             compat: super::codec::OpenAiCompat::default(),
+            attachments: None,
         }
     }
 }

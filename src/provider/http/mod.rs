@@ -57,6 +57,7 @@ use super::ModelProvider;
 
 mod anthropic;
 mod anthropic_stream;
+pub mod attachments;
 mod codec;
 mod common;
 mod config;

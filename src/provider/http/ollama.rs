@@ -32,7 +32,11 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         "model".into(),
         model_for(request, &options.default_model).into(),
     );
-    let messages = request.messages.iter().map(message).collect();
+    let messages = request
+        .messages
+        .iter()
+        .map(|m| message(request, m))
+        .collect();
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         body.insert("tools".into(), tools(&request.tools, false));
@@ -66,7 +70,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     Value::Object(body)
 }
 
-fn message(m: &Message) -> Value {
+fn message(request: &ProviderRequest, m: &Message) -> Value {
     let role = match m.role {
         Role::System => "system",
         Role::User => "user",
@@ -97,6 +101,16 @@ fn message(m: &Message) -> Value {
             .map(|c| json!({ "function": { "name": c.name, "arguments": arguments_object(&c.arguments) } }))
             .collect();
         out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    // Images go in the message's `images` list, in base64 (Ollama takes no PDFs).
+    let images: Vec<Value> = m
+        .attachments
+        .iter()
+        .filter(|a| a.kind() == crate::machine::AttachmentKind::Image)
+        .map(|a| super::attachments::base64_of(request, a).into())
+        .collect();
+    if !images.is_empty() {
+        out.insert("images".into(), Value::Array(images));
     }
     if m.role == Role::Tool
         && let Some(name) = &m.name

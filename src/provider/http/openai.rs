@@ -5,10 +5,12 @@
 //! Mapping: the system prompt is a `system` message; assistant tool calls are
 //! `{id, type: function, function: {name, arguments}}` with `arguments` a JSON **string**;
 //! a tool result is a `tool` message with `tool_call_id`; tools are
-//! `{type: function, function: {name, description, parameters}}`.
+//! `{type: function, function: {name, description, parameters}}`. Images and PDFs: see
+//! [`attachments`](super::attachments).
 
 use serde_json::{Map, Value, json};
 
+use super::attachments;
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
     UsageParts, body_usage, call_from_text, call_from_value, finish_reason, last_user_index,
@@ -16,7 +18,7 @@ use super::common::{
     schema_name, str_of, strict_compatible, string_of, u64_of,
 };
 use super::errors::fail_if_reported;
-use crate::machine::{Message, ModelReply, Reasoning, Role, ToolCall};
+use crate::machine::{Attachment, AttachmentKind, Message, ModelReply, Reasoning, Role, ToolCall};
 use crate::provider::{ProviderRequest, ToolDef};
 
 /// The chat-completions request body.
@@ -28,12 +30,24 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
         model_for(request, &options.default_model).into(),
     );
     let loop_start = last_user_index(&request.messages);
-    let messages = request
-        .messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| message(m, i > loop_start))
-        .collect();
+    // A tool result takes text only: the files of a batch's results follow it in one user
+    // message (a user message between two results would break the batch).
+    let mut messages = Vec::with_capacity(request.messages.len());
+    let mut tool_files: Vec<Value> = Vec::new();
+    for (i, m) in request.messages.iter().enumerate() {
+        if m.role != Role::Tool && !tool_files.is_empty() {
+            let parts = std::mem::take(&mut tool_files);
+            messages.push(json!({ "role": "user", "content": parts }));
+        }
+        messages.push(message(request, m, i > loop_start));
+        if m.role == Role::Tool && !m.attachments.is_empty() {
+            tool_files.push(json!({ "type": "text", "text": attachments::from_tool_note(m) }));
+            tool_files.extend(m.attachments.iter().map(|a| file_part(request, a)));
+        }
+    }
+    if !tool_files.is_empty() {
+        messages.push(json!({ "role": "user", "content": tool_files }));
+    }
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         body.insert(
@@ -111,10 +125,19 @@ pub(crate) fn arguments_text(arguments: &Value) -> String {
 /// One message. `in_loop` marks an assistant turn after the last user message: its
 /// reasoning text goes back in the field it came in (servers such as DeepSeek require it
 /// during tool use); earlier turns' reasoning is not sent.
-fn message(m: &Message, in_loop: bool) -> Value {
+fn message(request: &ProviderRequest, m: &Message, in_loop: bool) -> Value {
     let text = m.content.clone();
     match m.role {
         Role::System => json!({ "role": "system", "content": text.unwrap_or_default() }),
+        Role::User if !m.attachments.is_empty() => {
+            let mut parts: Vec<Value> = text
+                .filter(|t| !t.is_empty())
+                .map(|t| json!({ "type": "text", "text": t }))
+                .into_iter()
+                .collect();
+            parts.extend(m.attachments.iter().map(|a| file_part(request, a)));
+            json!({ "role": "user", "content": parts })
+        }
         Role::User => json!({ "role": "user", "content": text.unwrap_or_default() }),
         Role::Tool => json!({
             "role": "tool",
@@ -150,6 +173,19 @@ fn message(m: &Message, in_loop: bool) -> Value {
             }
             Value::Object(out)
         }
+    }
+}
+
+/// A file as a content part of a chat message: an image by `data:` URL, a PDF as a `file`.
+fn file_part(request: &ProviderRequest, a: &Attachment) -> Value {
+    match a.kind() {
+        AttachmentKind::Image => {
+            json!({ "type": "image_url", "image_url": { "url": attachments::data_url(request, a) } })
+        }
+        AttachmentKind::Pdf => json!({
+            "type": "file",
+            "file": { "filename": a.file_name(), "file_data": attachments::data_url(request, a) },
+        }),
     }
 }
 

@@ -15,6 +15,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::attachments;
 use super::codec::{DecodeError, Decoded, EncodeOptions, ReplyDetails};
 use super::common::{
     UsageParts, body_usage, call_from_text, finish_reason, mark_strict, model_for, non_empty,
@@ -23,7 +24,9 @@ use super::common::{
 };
 use super::errors::fail_if_reported;
 use super::openai::arguments_text;
-use crate::machine::{Message, ModelReply, Reasoning, Role, ToolCallRequest};
+use crate::machine::{
+    Attachment, AttachmentKind, Message, ModelReply, Reasoning, Role, ToolCallRequest,
+};
 use crate::provider::ProviderRequest;
 
 /// The Responses request body.
@@ -39,7 +42,7 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     }
     let mut input = Vec::new();
     for m in request.messages.iter() {
-        items(m, &mut input);
+        items(request, m, &mut input);
     }
     body.insert("input".into(), Value::Array(input));
     if !request.tools.is_empty() {
@@ -100,18 +103,61 @@ pub(crate) fn encode(request: &ProviderRequest, options: &EncodeOptions) -> Valu
     Value::Object(body)
 }
 
+/// A file as an input content part: `input_image` (detail `auto`, the API's default) or
+/// `input_file`, by `data:` URL.
+fn file_part(request: &ProviderRequest, a: &Attachment) -> Value {
+    match a.kind() {
+        AttachmentKind::Image => json!({
+            "type": "input_image",
+            "detail": "auto",
+            "image_url": attachments::data_url(request, a),
+        }),
+        AttachmentKind::Pdf => json!({
+            "type": "input_file",
+            "filename": a.file_name(),
+            "file_data": attachments::data_url(request, a),
+        }),
+    }
+}
+
 /// The input items for one message.
-fn items(m: &Message, out: &mut Vec<Value>) {
+fn items(request: &ProviderRequest, m: &Message, out: &mut Vec<Value>) {
     match m.role {
         Role::System => {}
+        Role::User if !m.attachments.is_empty() => {
+            let mut parts: Vec<Value> = m
+                .content
+                .as_deref()
+                .filter(|t| !t.is_empty())
+                .map(|t| json!({ "type": "input_text", "text": t }))
+                .into_iter()
+                .collect();
+            parts.extend(m.attachments.iter().map(|a| file_part(request, a)));
+            out.push(json!({ "role": "user", "content": parts }));
+        }
         Role::User => {
             out.push(json!({ "role": "user", "content": m.content.clone().unwrap_or_default() }))
         }
-        Role::Tool => out.push(json!({
-            "type": "function_call_output",
-            "call_id": m.tool_call_id.clone().unwrap_or_default(),
-            "output": m.content.clone().unwrap_or_default(),
-        })),
+        Role::Tool => {
+            let text = m.content.clone().unwrap_or_default();
+            // An output with files is a list of parts: its text, then the files.
+            let output = if m.attachments.is_empty() {
+                Value::String(text)
+            } else {
+                let mut parts: Vec<Value> = Some(text)
+                    .filter(|t| !t.is_empty())
+                    .map(|t| json!({ "type": "input_text", "text": t }))
+                    .into_iter()
+                    .collect();
+                parts.extend(m.attachments.iter().map(|a| file_part(request, a)));
+                Value::Array(parts)
+            };
+            out.push(json!({
+                "type": "function_call_output",
+                "call_id": m.tool_call_id.clone().unwrap_or_default(),
+                "output": output,
+            }))
+        }
         Role::Assistant => {
             for r in &m.reasoning {
                 if let Reasoning::Item {

@@ -54,6 +54,7 @@ pub struct HttpProvider {
     stream: bool,
     max_tokens: Option<u64>,
     compat: super::codec::OpenAiCompat,
+    attachments: Option<Vec<crate::machine::AttachmentKind>>,
     pricing: PricingTable,
     unpriced: UnpricedWarnings,
     client: reqwest::Client,
@@ -163,6 +164,7 @@ impl HttpProvider {
             stream: config.stream,
             max_tokens: config.max_tokens,
             compat: config.compat,
+            attachments: config.attachments,
             pricing,
             unpriced: UnpricedWarnings::default(),
             client,
@@ -294,7 +296,10 @@ impl HttpProvider {
             budget_cap,
             compat: self.compat,
         };
-        let body = encode_request(self.kind, request, &options);
+        let model = request.model.as_str();
+        let accepts = self.accepts(if model.is_empty() { &self.model } else { model });
+        let request = super::attachments::sendable(request, &accepts.unwrap_or_default());
+        let body = encode_request(self.kind, &request, &options);
         let accept = match (self.stream, self.kind) {
             (false, _) => "application/json",
             (true, ProviderKind::Ollama) => "application/x-ndjson",
@@ -563,6 +568,14 @@ impl ModelProvider for HttpProvider {
         tokens: TokenSink<'a>,
     ) -> BoxFuture<'a, Result<ModelReply, ProviderError>> {
         Box::pin(async move { Ok(self.complete_decoded(request, tokens).await?.reply) })
+    }
+
+    fn accepts(&self, model: &str) -> Option<Vec<crate::machine::AttachmentKind>> {
+        Some(
+            self.attachments
+                .clone()
+                .unwrap_or_else(|| super::attachments::built_in_accepts(self.kind, model)),
+        )
     }
 }
 

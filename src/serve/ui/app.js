@@ -806,7 +806,7 @@ function showStep(box, step, receipts) {
       data ? el('dt', { text: 'agent' }) : null, data ? el('dd', { text: data.active }) : null,
       el('dt', { text: 'state hash' }), el('dd', { class: 'mono', text: step.state_hash.slice(0, 16) + '…' })),
   ];
-  if (step.request) parts.push(requestView(step.request));
+  if (step.request) parts.push(requestView(step.request, step.run));
   const body = step.event && step.event.body;
   if (body && body.type === 'model_replied') {
     const r = body.reply;
@@ -846,13 +846,36 @@ function showStep(box, step, receipts) {
   box.replaceChildren(...parts);
 }
 
-function requestView(req) {
+// A file a message carries: an image shown inline, a PDF as a link. Fetched with the token
+// (an <img src> cannot send it) from GET /api/runs/{id}/files/{digest}, which serves it with
+// its media type.
+function attachmentView(run, a) {
+  const path = '/api/runs/' + encodeURIComponent(run) + '/files/' + a.digest;
+  const label = (a.name || a.media_type) + ' (' + a.media_type + ', ' + a.size + ' bytes)';
+  const box = el('div', { class: 'attachment' });
+  const load = fetch(path, { headers: headers() })
+    .then((r) => { if (!r.ok) throw new Error(r.statusText); return r.blob(); })
+    .then((b) => URL.createObjectURL(b));
+  if (a.media_type.startsWith('image/')) {
+    const img = el('img', { alt: label, title: label, class: 'attachment-image' });
+    load.then((url) => { img.src = url; }, () => { box.append(el('span', { class: 'muted', text: label + ': not readable' })); });
+    box.append(img);
+  } else {
+    const link = el('a', { href: '#', text: label });
+    load.then((url) => { link.href = url; link.target = '_blank'; }, () => { link.textContent = label + ': not readable'; });
+    box.append(link);
+  }
+  return box;
+}
+
+function requestView(req, run) {
   const msgs = req.messages.map((m) => {
     const role = m.role || 'message';
     return el('div', { class: 'msg ' + role },
       el('div', { class: 'role', text: role + (m.tool_call_id ? ' · ' + m.tool_call_id : '') }),
       ...(m.reasoning || []).map((r) => el('details', {}, el('summary', { text: 'reasoning' }), json(r))),
       m.content ? el('pre', { text: m.content }) : null,
+      ...(m.attachments || []).map((a) => attachmentView(run, a)),
       ...(m.tool_calls || []).map((c) => el('div', {}, el('b', { text: c.name }), json(c.arguments))));
   });
   return el('div', { class: 'panel', id: 'request' },

@@ -11,6 +11,7 @@ mod demo_bench;
 mod env_file;
 mod environment_in_guide;
 mod fork_edits_in_words;
+mod goal_attachments;
 pub(crate) mod help_reference;
 mod hostile_ids;
 mod inspect;

@@ -165,6 +165,7 @@ prop_compose! {
             on_failure: Default::default(),
             compensations: Default::default(),
             tags: Default::default(),
+            attachments: Vec::new(),
         };
         RunSpec::build(spec).expect("generated specs are valid")
     }

@@ -31,6 +31,7 @@ fn conversation() -> Vec<Message> {
         name: Some("lookup".into()),
         is_error,
         reasoning: Vec::new(),
+        attachments: Vec::new(),
         label: Default::default(),
     };
     vec![

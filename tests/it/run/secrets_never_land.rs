@@ -473,6 +473,7 @@ async fn a_recording_provider_stores_no_registered_secret() {
         remaining: Remaining::default(),
         attempt: 1,
         settings: Default::default(),
+        files: Default::default(),
         output_schema: None,
         origin: Default::default(),
     };

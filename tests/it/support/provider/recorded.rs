@@ -3,11 +3,13 @@
 //! schema — and the body runtape sent compared with the recording key by key. Every key of a
 //! recording is either compared or listed in [`IGNORABLE`] with the reason it may differ.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use base64::Engine as _;
 use runtape::machine::{
-    AgentId, Message, ModelSettings, Reasoning, ReasoningEffort, ReasoningSettings, Remaining,
-    Role, ToolCall,
+    AgentId, Attachment, Digest, Message, ModelSettings, Reasoning, ReasoningEffort,
+    ReasoningSettings, Remaining, Role, ToolCall,
 };
 use runtape::provider::http::ProviderKind;
 use runtape::provider::{ProviderRequest, ToolDef};
@@ -67,8 +69,9 @@ pub fn provider_request(kind: ProviderKind, recorded: &Value) -> Result<Rebuilt,
         return Err("request.json is null".into());
     }
     let mut messages = Vec::new();
+    let mut files = Files::new();
     match kind {
-        ProviderKind::OpenAiResponses => responses_messages(recorded, &mut messages)?,
+        ProviderKind::OpenAiResponses => responses_messages(recorded, &mut messages, &mut files)?,
         _ => {
             if let Some(system) = recorded.get("system") {
                 let text = system.as_str().ok_or("system is not a string")?;
@@ -79,8 +82,10 @@ pub fn provider_request(kind: ProviderKind, recorded: &Value) -> Result<Rebuilt,
                     return Err("a message is not an object with a role".into());
                 };
                 match kind {
-                    ProviderKind::Anthropic => anthropic_message(role, m, &mut messages)?,
-                    _ => messages.push(chat_message(role, m)?),
+                    ProviderKind::Anthropic => {
+                        anthropic_message(role, m, &mut messages, &mut files)?
+                    }
+                    _ => messages.push(chat_message(role, m, &mut files)?),
                 }
             }
         }
@@ -102,6 +107,7 @@ pub fn provider_request(kind: ProviderKind, recorded: &Value) -> Result<Rebuilt,
             settings,
             output_schema,
             origin: Default::default(),
+            files: Arc::new(files),
         },
         max_tokens,
     })
@@ -322,12 +328,69 @@ fn parsed_arguments(raw: &Value) -> Value {
     }
 }
 
-fn chat_message(role: &str, m: &Value) -> Result<Message, String> {
+/// File bytes by digest, as a rebuilt request carries them.
+type Files = BTreeMap<Digest, Arc<[u8]>>;
+
+/// The attachment for base64 `data` of `media_type`, its bytes kept in `files`.
+fn attached(
+    media_type: &str,
+    data: &str,
+    name: Option<&str>,
+    files: &mut Files,
+) -> Result<Attachment, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| format!("file data is not base64: {e}"))?;
+    let a = Attachment::of(media_type, &bytes, name.map(str::to_owned));
+    files.insert(a.digest, Arc::from(bytes));
+    Ok(a)
+}
+
+/// A `data:MEDIA;base64,DATA` URL's attachment.
+fn attached_url(url: &str, name: Option<&str>, files: &mut Files) -> Result<Attachment, String> {
+    let rest = url
+        .strip_prefix("data:")
+        .ok_or("a file by URL, not by data, has no equivalent")?;
+    let (media_type, data) = rest
+        .split_once(";base64,")
+        .ok_or("a data URL that is not base64")?;
+    attached(media_type, data, name, files)
+}
+
+fn chat_message(role: &str, m: &Value, files: &mut Files) -> Result<Message, String> {
     let mut out = message(role_of(role)?);
     out.content = match m.get("content") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err("content parts (an image) have no equivalent in Message".into()),
+        Some(Value::Array(parts)) if parts.iter().all(|p| p["type"] == "text") => {
+            return Err(
+                "content as text parts has no equivalent in Message (it is sent as a string)"
+                    .into(),
+            );
+        }
+        Some(Value::Array(parts)) => {
+            let mut text: Option<String> = None;
+            for p in parts {
+                match p["type"].as_str() {
+                    Some("text") => text
+                        .get_or_insert_with(String::new)
+                        .push_str(p["text"].as_str().unwrap_or_default()),
+                    Some("image_url") => out.attachments.push(attached_url(
+                        p["image_url"]["url"].as_str().unwrap_or_default(),
+                        None,
+                        files,
+                    )?),
+                    Some("file") => out.attachments.push(attached_url(
+                        p["file"]["file_data"].as_str().unwrap_or_default(),
+                        p["file"]["filename"].as_str(),
+                        files,
+                    )?),
+                    other => return Err(format!("content part {other:?} has no equivalent")),
+                }
+            }
+            text
+        }
+        Some(_) => return Err("content is neither text nor parts".into()),
     };
     out.tool_calls = m["tool_calls"]
         .as_array()
@@ -347,6 +410,17 @@ fn chat_message(role: &str, m: &Value) -> Result<Message, String> {
         .unwrap_or_default();
     out.tool_call_id = m["tool_call_id"].as_str().map(str::to_owned);
     out.name = m["tool_name"].as_str().map(str::to_owned);
+    // Ollama's native images: base64 without a media type, which the bytes tell.
+    for image in m["images"].as_array().into_iter().flatten() {
+        let data = image.as_str().unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("an image is not base64: {e}"))?;
+        let media_type = runtape::machine::attachment::sniff_media_type(&bytes)
+            .ok_or("an image of a kind runtape does not take")?;
+        out.attachments
+            .push(attached(media_type, data, None, files)?);
+    }
     for field in ["reasoning_content", "reasoning", "thinking"] {
         if let Some(text) = m[field].as_str() {
             out.reasoning.push(Reasoning::Text {
@@ -358,7 +432,12 @@ fn chat_message(role: &str, m: &Value) -> Result<Message, String> {
     Ok(out)
 }
 
-fn anthropic_message(role: &str, m: &Value, out: &mut Vec<Message>) -> Result<(), String> {
+fn anthropic_message(
+    role: &str,
+    m: &Value,
+    out: &mut Vec<Message>,
+    files: &mut Files,
+) -> Result<(), String> {
     let role = role_of(role)?;
     let blocks = match &m["content"] {
         Value::String(s) => vec![json!({"type": "text", "text": s})],
@@ -397,9 +476,48 @@ fn anthropic_message(role: &str, m: &Value, out: &mut Vec<Message>) -> Result<()
             Some("tool_result") => {
                 let mut msg = message(Role::Tool);
                 msg.content = b["content"].as_str().map(str::to_owned);
+                // A result with files: a list of blocks, its text then the files.
+                for part in b["content"].as_array().into_iter().flatten() {
+                    match part["type"].as_str() {
+                        Some("text") => msg
+                            .content
+                            .get_or_insert_with(String::new)
+                            .push_str(part["text"].as_str().unwrap_or_default()),
+                        Some("image" | "document") => msg.attachments.push(attached(
+                            part["source"]["media_type"].as_str().unwrap_or_default(),
+                            part["source"]["data"].as_str().unwrap_or_default(),
+                            None,
+                            files,
+                        )?),
+                        other => {
+                            return Err(format!("tool_result block {other:?} has no equivalent"));
+                        }
+                    }
+                }
                 msg.tool_call_id = b["tool_use_id"].as_str().map(str::to_owned);
                 msg.is_error = b["is_error"].as_bool().unwrap_or(false);
                 out.push(msg);
+            }
+            Some("image" | "document") => {
+                let source = &b["source"];
+                if source["type"] != "base64" {
+                    return Err("a file by URL, not by data, has no equivalent".into());
+                }
+                let a = attached(
+                    source["media_type"].as_str().unwrap_or_default(),
+                    source["data"].as_str().unwrap_or_default(),
+                    None,
+                    files,
+                )?;
+                // The file belongs to the user message its block follows.
+                match out.last_mut().filter(|m| m.role == role) {
+                    Some(last) => last.attachments.push(a),
+                    None => {
+                        let mut msg = message(role);
+                        msg.attachments.push(a);
+                        out.push(msg);
+                    }
+                }
             }
             other => return Err(format!("user block {other:?} has no equivalent")),
         }
@@ -409,7 +527,7 @@ fn anthropic_message(role: &str, m: &Value, out: &mut Vec<Message>) -> Result<()
 
 /// Responses `input` items back into messages: consecutive reasoning, assistant text and
 /// function calls form one assistant message.
-fn responses_messages(r: &Value, out: &mut Vec<Message>) -> Result<(), String> {
+fn responses_messages(r: &Value, out: &mut Vec<Message>, files: &mut Files) -> Result<(), String> {
     if let Some(instructions) = r["instructions"].as_str().filter(|i| !i.is_empty()) {
         out.push(Message::text(Role::System, instructions));
     }
@@ -435,14 +553,31 @@ fn responses_messages(r: &Value, out: &mut Vec<Message>) -> Result<(), String> {
         }
         match (kind, role) {
             ("message", Some("user")) => {
+                let mut msg = Message::text(Role::User, "");
                 let text = match &item["content"] {
                     Value::String(s) => s.clone(),
                     Value::Array(parts) => {
+                        for p in parts {
+                            match p["type"].as_str() {
+                                Some("input_image") => msg.attachments.push(attached_url(
+                                    p["image_url"].as_str().unwrap_or_default(),
+                                    None,
+                                    files,
+                                )?),
+                                Some("input_file") => msg.attachments.push(attached_url(
+                                    p["file_data"].as_str().unwrap_or_default(),
+                                    p["filename"].as_str(),
+                                    files,
+                                )?),
+                                _ => {}
+                            }
+                        }
                         parts.iter().filter_map(|p| p["text"].as_str()).collect()
                     }
                     _ => String::new(),
                 };
-                out.push(Message::text(Role::User, text));
+                msg.content = Some(text);
+                out.push(msg);
             }
             ("message", Some("assistant")) => {
                 let a = assistant.get_or_insert_with(|| message(Role::Assistant));
@@ -479,6 +614,26 @@ fn responses_messages(r: &Value, out: &mut Vec<Message>) -> Result<(), String> {
             ("function_call_output", _) => {
                 let mut m = message(Role::Tool);
                 m.content = item["output"].as_str().map(str::to_owned);
+                // An output with files: a list of parts, its text then the files.
+                for part in item["output"].as_array().into_iter().flatten() {
+                    match part["type"].as_str() {
+                        Some("input_text") => m
+                            .content
+                            .get_or_insert_with(String::new)
+                            .push_str(part["text"].as_str().unwrap_or_default()),
+                        Some("input_image") => m.attachments.push(attached_url(
+                            part["image_url"].as_str().unwrap_or_default(),
+                            None,
+                            files,
+                        )?),
+                        Some("input_file") => m.attachments.push(attached_url(
+                            part["file_data"].as_str().unwrap_or_default(),
+                            part["filename"].as_str(),
+                            files,
+                        )?),
+                        other => return Err(format!("output part {other:?} has no equivalent")),
+                    }
+                }
                 m.tool_call_id = item["call_id"].as_str().map(str::to_owned);
                 out.push(m);
             }
@@ -700,6 +855,14 @@ fn normalize_messages(kind: ProviderKind, messages: &Value) -> Value {
                 if kind.is_openai_chat() && i < last_user {
                     obj.remove("reasoning");
                     obj.remove("reasoning_content");
+                }
+                // A tool-only assistant turn: `content: null` and no `content` mean the same.
+                if kind.is_openai_chat()
+                    && obj.get("role") == Some(&json!("assistant"))
+                    && obj.get("content") == Some(&Value::Null)
+                    && obj.contains_key("tool_calls")
+                {
+                    obj.remove("content");
                 }
                 if kind == ProviderKind::Anthropic {
                     if let Some(Value::String(s)) = obj.get("content").cloned() {
