@@ -189,8 +189,22 @@ fn add_run(
                 .split_once(crate::tool::mcp::SEPARATOR)
                 .is_some_and(|(server, _)| mcp_servers.iter().any(|s| s == server))
         {
+            let files = match outcome {
+                crate::machine::ToolOutcome::Ok { files, .. } => files.as_slice(),
+                crate::machine::ToolOutcome::Error { .. } => &[],
+            };
+            let seq = step.row.seq;
+            let mut bytes = Vec::with_capacity(files.len());
+            for f in files {
+                let what = format!("the blob of file {} of a tool result", f.digest);
+                let b = store
+                    .blob(&f.digest)
+                    .map_err(|e| ledger::damaged(run, seq, format!("{what}: {e}")))?
+                    .ok_or_else(|| ledger::damaged(run, seq, format!("{what} is missing")))?;
+                bytes.push(b);
+            }
             builder
-                .push_tool_result(tool, args.clone(), outcome.clone())
+                .push_tool_result(tool, args.clone(), outcome.clone(), &bytes)
                 .map_err(|error| ExportError::Turn {
                     seq: step.row.seq,
                     error,

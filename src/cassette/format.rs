@@ -291,6 +291,10 @@ pub struct ToolEntry {
     pub args: Value,
     /// What it returned (`{"status": "ok", "value": …}` or `{"status": "error", "message": …}`).
     pub outcome: ToolOutcome,
+    /// The bytes, in base64, of each file the result carries (`outcome.files`, in order), so a
+    /// replay stores them as the recorded run did. Left out when the result carries none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 impl CassetteData {

@@ -214,17 +214,24 @@ impl CassetteBuilder {
         self.catalogs.contains_key(server)
     }
 
-    /// Records an MCP tool call's result, after the last one.
+    /// Records an MCP tool call's result, after the last one, with the bytes of the files it
+    /// carries (those its outcome names, in order).
     pub fn push_tool_result(
         &mut self,
         tool: &str,
         args: Value,
         outcome: crate::machine::ToolOutcome,
+        files: &[Vec<u8>],
     ) -> Result<(), CassetteError> {
+        use base64::Engine as _;
         let entry = super::format::ToolEntry {
             tool: tool.to_owned(),
             args,
             outcome,
+            files: files
+                .iter()
+                .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+                .collect(),
         };
         let value = serde_json::to_value(&entry).map_err(|e| {
             CassetteError::unencodable(format!("tool result of {tool}"), e.to_string())

@@ -20,7 +20,7 @@ use super::format::{Cassette, ToolEntry};
 use crate::machine::ToolOutcome;
 use crate::tool::mcp::listing::listing_of;
 use crate::tool::mcp::{McpError, McpToolInfo, ToolLister, ToolListing};
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolAnswer, ToolContext, ToolError, ToolFile};
 
 /// The recorded MCP results of one cassette, shared by its [`RecordedTool`]s: each result
 /// answers one call.
@@ -43,7 +43,7 @@ impl RecordedToolResults {
     }
 
     /// The first unused result of `tool` called with `args`, now used.
-    fn take(&self, tool: &str, args: &Value) -> Option<ToolOutcome> {
+    fn take(&self, tool: &str, args: &Value) -> Option<ToolEntry> {
         // A poisoned lock only means another call panicked while holding it; the list
         // inside is intact (each update flips one flag).
         let mut results = self.results.lock().unwrap_or_else(|p| p.into_inner());
@@ -51,7 +51,7 @@ impl RecordedToolResults {
             .iter_mut()
             .find(|(e, used)| !*used && e.tool == tool && e.args == *args)?;
         *used = true;
-        Some(entry.outcome.clone())
+        Some(entry.clone())
     }
 }
 
@@ -74,11 +74,19 @@ impl Tool for RecordedTool {
     fn invoke<'a>(
         &'a self,
         args: Value,
-        _ctx: ToolContext,
+        ctx: ToolContext,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        let answer = self.answer(args, ctx);
+        Box::pin(async move { answer.await.map(|a| a.value) })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        args: Value,
+        _ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolAnswer, ToolError>> {
         let answer = match self.results.take(&self.info.name, &args) {
-            Some(ToolOutcome::Ok { value }) => Ok(value),
-            Some(ToolOutcome::Error { message }) => Err(ToolError::new(message)),
+            Some(entry) => recorded_answer(&self.info.name, entry),
             None => Err(ToolError::new(format!(
                 "MCP tool `{}`: the cassette has no recorded result for a call with these arguments (the replay asked something the recording did not)",
                 self.info.name
@@ -86,6 +94,38 @@ impl Tool for RecordedTool {
         };
         Box::pin(std::future::ready(answer))
     }
+}
+
+/// The answer `entry` recorded: its value and the files its outcome names, with their
+/// recorded bytes (a file whose bytes the cassette lacks, or that do not hash to its digest,
+/// fails the call: the replay could not store what the recorded run stored).
+fn recorded_answer(tool: &str, entry: ToolEntry) -> Result<ToolAnswer, ToolError> {
+    use base64::Engine as _;
+    let (value, files) = match entry.outcome {
+        ToolOutcome::Ok { value, files } => (value, files),
+        ToolOutcome::Error { message } => return Err(ToolError::new(message)),
+    };
+    let mut out = Vec::with_capacity(files.len());
+    for (i, f) in files.into_iter().enumerate() {
+        let bytes = entry
+            .files
+            .get(i)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .filter(|b| crate::machine::Digest::of(b) == f.digest)
+            .ok_or_else(|| {
+                ToolError::new(format!(
+                    "MCP tool `{tool}`: the cassette lacks the bytes of file {} of the recorded result ({})",
+                    i + 1,
+                    f.media_type
+                ))
+            })?;
+        out.push(ToolFile {
+            media_type: f.media_type,
+            bytes,
+            name: f.name,
+        });
+    }
+    Ok(ToolAnswer { value, files: out })
 }
 
 /// How many model calls a replay has served so far to the run at a path of the replayed tree

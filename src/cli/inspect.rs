@@ -452,18 +452,29 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
 }
 
 /// The result of a `ToolReturned` step as the model is given it: a string as is, anything
-/// else as JSON; an error's message. Lines after the first are indented under it.
+/// else as JSON; an error's message. Lines after the first are indented under it; each file
+/// the result carries follows on its own line.
 fn describe_tool_outcome(effect: &crate::machine::EffectId, outcome: &crate::machine::ToolOutcome) {
-    let (label, text) = match outcome {
-        crate::machine::ToolOutcome::Ok { value } => (
+    let (label, text, files) = match outcome {
+        crate::machine::ToolOutcome::Ok { value, files } => (
             "result ",
             value
                 .as_str()
                 .map_or_else(|| value.to_string(), str::to_owned),
+            files.as_slice(),
         ),
-        crate::machine::ToolOutcome::Error { message } => ("error  ", message.clone()),
+        crate::machine::ToolOutcome::Error { message } => ("error  ", message.clone(), &[][..]),
     };
     outln!("{label} {effect}: {}", text.replace('\n', "\n        "));
+    for a in files {
+        outln!(
+            "        attached {} ({}, {} bytes) blob {}",
+            a.file_name(),
+            a.media_type,
+            a.size,
+            a.digest.to_hex()
+        );
+    }
 }
 
 /// The reply of a `ModelReplied` step: how it ended, its tokens (cache reads and writes

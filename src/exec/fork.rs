@@ -345,8 +345,8 @@ fn translate(
                         .ok_or_else(|| refuse(format!("no result of tool call `{call_id}` at this step")))?;
                     let old = &msgs[i];
                     let (content, is_error) = match result {
-                        ToolOutcome::Ok { value: serde_json::Value::String(s) } => (s.clone(), false),
-                        ToolOutcome::Ok { value } => (value.to_string(), false),
+                        ToolOutcome::Ok { value: serde_json::Value::String(s), .. } => (s.clone(), false),
+                        ToolOutcome::Ok { value, .. } => (value.to_string(), false),
                         ToolOutcome::Error { message } => (message.clone(), true),
                     };
                     let replaced = Message { content: Some(content), is_error, ..old.clone() };

@@ -27,6 +27,14 @@ use crate::tool::{Tool, ToolContext};
 pub(crate) enum Completion {
     /// The event carrying its result.
     Event(EventBody),
+    /// The event carrying a tool's result, with the bytes of the files the result names
+    /// (stored as blobs by the transition that records the event).
+    EventWithFiles {
+        /// The event.
+        body: EventBody,
+        /// The bytes of each file its result names.
+        files: Vec<Vec<u8>>,
+    },
     /// The driver must stop (it lost the run's lease while marking a call started).
     Fatal(EngineError),
     /// Cancelled before it produced anything worth committing.
@@ -289,14 +297,25 @@ pub(crate) fn tool_call(writes: Arc<Writes>, job: ToolJob) -> BoxFuture<'static,
         let secrets = crate::secrets::global();
         let ctx = job.context();
         // The tool's own timeouts run on the engine's clock.
-        let called = crate::clock::scope(job.lease.clock.clone(), tool.invoke(job.args, ctx));
+        let called = crate::clock::scope(job.lease.clock.clone(), tool.answer(job.args, ctx));
         match within_or_cancel(&job.lease.clock, limit, &job.cancel, called).await {
-            Ok(Ok(mut value)) => {
+            Ok(Ok(answer)) => {
+                let mut value = answer.value;
                 secrets.scrub_value(&mut value);
-                Completion::Event(EventBody::ToolReturned {
-                    effect: job.id,
-                    outcome: ToolOutcome::Ok { value },
-                })
+                let files = answer
+                    .files
+                    .iter()
+                    .map(|f| {
+                        crate::machine::Attachment::of(&f.media_type, &f.bytes, f.name.clone())
+                    })
+                    .collect();
+                Completion::EventWithFiles {
+                    body: EventBody::ToolReturned {
+                        effect: job.id,
+                        outcome: ToolOutcome::Ok { value, files },
+                    },
+                    files: answer.files.into_iter().map(|f| f.bytes).collect(),
+                }
             }
             Ok(Err(e)) => error(secrets.scrub_str(&e.message).into_owned()),
             Err(()) => error(format!(

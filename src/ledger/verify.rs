@@ -11,7 +11,7 @@
 //!    node the history implies; every **MCP catalog blob** a `ToolsListed` event names is read,
 //!    must hash to its digest and list the event's tools (and hold the definitions it records
 //!    for tools added after the run started, revision 4); every **attachment blob** (an image
-//!    or PDF a message names by digest) is read and must hash to its digest; every **snapshot** due (every 64 transitions) exists and is the
+//!    or PDF a message or a tool result names by digest) is read and must hash to its digest; every **snapshot** due (every 64 transitions) exists and is the
 //!    folded state, and none is stored where none is due.
 //! 4. The head against the replayed end (state hash, chain link, state kind, status, outcome,
 //!    usage), then the run's row against the head (seq, state, status, outcome, usage, update
@@ -387,6 +387,20 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
             .and_then(|row| row.seal.as_deref());
         receipts.visit(r.seq, &r.event, r.event_bytes, seal, &t.effects);
         // Read from a snapshot (one read transaction), each lookup is a plain B-tree probe.
+        let returned = match &r.event.body {
+            EventBody::ToolReturned {
+                outcome: crate::machine::ToolOutcome::Ok { files, .. },
+                ..
+            } => files.as_slice(),
+            _ => &[],
+        };
+        for file in returned {
+            let stored = store.blob(&file.digest).map_err(|e| {
+                Divergence::column(r.seq, "blobs", "attachment blob", "readable", e.to_string())
+            })?;
+            audit::attachment(r.seq, &file.digest, stored.as_deref())?;
+            files += 1;
+        }
         for a in &t.appended {
             let stored = store.blob(&a.head).map_err(|e| {
                 Divergence::column(r.seq, "blobs", "message blob", "readable", e.to_string())

@@ -23,6 +23,11 @@ pub const MEDIA_TYPES: [&str; 5] = [
     "application/pdf",
 ];
 
+/// The largest file a message carries: 20 MiB (Anthropic's and OpenAI's per-request limits
+/// are about this size, once in base64). `--attach` refuses a larger file; an MCP result's
+/// larger image stays a text summary.
+pub const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
+
 /// A file carried by a message: its digest, media type and size, never its bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attachment {

@@ -262,6 +262,7 @@ pub(crate) fn on_reply(
             deadline: None,
             escalated: None,
             hidden_seen: run.hidden.len(),
+            files: Vec::new(),
         };
         slot.status = match (
             refusal,
@@ -431,7 +432,7 @@ pub(crate) fn settle(cx: &mut Cx<'_>, mut run: RunData, batch: Batch) -> (StateK
             name: granted.then_some(slot.tool),
             is_error: result.is_error,
             reasoning: Vec::new(),
-            attachments: Vec::new(),
+            attachments: slot.files,
             label: result.label,
         };
         cx.append(&mut run, &agent, message);
@@ -473,6 +474,11 @@ pub(crate) fn on_tool_returned(
         })?;
     if let Some(running) = slot.status.effect() {
         super::saga::record(cx, &mut run, slot, running, outcome);
+    }
+    if let ToolOutcome::Ok { files, .. } = outcome
+        && super::guard::shows(cx.spec, &run, &slot.tool, &slot.args, slot.hidden_seen)
+    {
+        slot.files.clone_from(files);
     }
     slot.status = finished(cx, &mut run, slot, outcome);
     Ok(match settle(cx, run, batch) {
@@ -683,14 +689,7 @@ pub(crate) fn on_reconciled(
     slot.status = match answer {
         Reconciliation::Performed {
             result: Some(value),
-        } => finished(
-            cx,
-            &mut run,
-            &slot,
-            &ToolOutcome::Ok {
-                value: value.clone(),
-            },
-        ),
+        } => finished(cx, &mut run, &slot, &ToolOutcome::ok(value.clone())),
         Reconciliation::Performed { result: None } => SlotStatus::Finished {
             result: ToolResult {
                 content: PERFORMED_WITHOUT_RESULT.into(),
@@ -714,12 +713,13 @@ pub(crate) fn result_of(outcome: &ToolOutcome, label: super::Label) -> ToolResul
     match outcome {
         ToolOutcome::Ok {
             value: Value::String(s),
+            ..
         } => ToolResult {
             content: s.clone(),
             is_error: false,
             label,
         },
-        ToolOutcome::Ok { value } => ToolResult {
+        ToolOutcome::Ok { value, .. } => ToolResult {
             content: value.to_string(),
             is_error: false,
             label,

@@ -256,12 +256,28 @@ pub enum ToolOutcome {
     Ok {
         /// The result.
         value: Value,
+        /// Files the result carries (an MCP result's images and PDFs), by digest: their bytes
+        /// are stored as blobs with the transition that records this event, and the tool
+        /// message fed back to the model carries them. Left out of the encoding when empty, so
+        /// results without files hash as they always did.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<super::Attachment>,
     },
     /// It failed (non-zero exit, timeout, its own error); fed back to the model as an error.
     Error {
         /// What went wrong.
         message: String,
     },
+}
+
+impl ToolOutcome {
+    /// A result without files.
+    pub fn ok(value: Value) -> Self {
+        ToolOutcome::Ok {
+            value,
+            files: Vec::new(),
+        }
+    }
 }
 
 /// What a tool's `reconcile` command said about an interrupted call.

@@ -63,6 +63,20 @@ pub(crate) fn tool_result(
     super::hidden::file_result(run, hide, tool, call_id, result)
 }
 
+/// True when the result of a call of `tool` made with `args` (naming the first `nameable`
+/// hidden values) is shown to the model rather than kept as a hidden value (see
+/// [`tool_result`]): only then does the model get the files the result carries.
+pub(crate) fn shows(
+    spec: &super::RunSpec,
+    run: &RunData,
+    tool: &str,
+    args: &serde_json::Value,
+    nameable: usize,
+) -> bool {
+    let carried = super::hidden::carried(&run.hidden[..nameable.min(run.hidden.len())], args);
+    !(hides(spec, run, tool) || carried.is_untrusted())
+}
+
 /// Checks `call` of `agent`'s reply against its tool's policy, with the agent's taint as the
 /// label of the decision (and of each argument, joined with the labels of the hidden values
 /// it refers to); notes a blocked call. `None`: the call may go on (to approval,

@@ -335,6 +335,10 @@ pub struct Slot {
     /// [`hidden`](super::hidden)).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hidden_seen: usize,
+    /// The files its result carries ([`ToolOutcome::Ok`](super::ToolOutcome::Ok)'s), put on
+    /// the tool message when the batch settles. Left out of the encoding when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<super::Attachment>,
 }
 
 fn is_zero(n: &usize) -> bool {

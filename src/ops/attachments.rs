@@ -13,9 +13,7 @@ use crate::config::RunFile;
 use crate::machine::attachment::{MEDIA_TYPES, sniff_media_type};
 use crate::machine::{Attachment, RunSpec};
 
-/// The largest file `--attach` takes: 20 MiB (Anthropic's and OpenAI's per-request limits
-/// are about this size, once in base64).
-pub const MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
+pub use crate::machine::attachment::MAX_ATTACHMENT_BYTES;
 
 /// Reads every file of `paths`, checks it, and adds it to `file`'s spec (in order) with its
 /// bytes kept in [`RunFile::files`]. On an error (a file missing, too large, or of a kind not

@@ -176,9 +176,7 @@ impl Edit {
             },
             Edit::ToolResult { call_id, value } => ForkEdit::ReplaceToolResult {
                 call_id: call_id.clone(),
-                result: ToolOutcome::Ok {
-                    value: value.clone(),
-                },
+                result: ToolOutcome::ok(value.clone()),
             },
             Edit::Budget(raise) => {
                 let (scope, key, limit) = raise.resolve(state);

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::machine::{AgentId, RunId, ToolSpec};
 
+pub mod answer;
 mod closure;
 pub mod command;
 pub mod confine;
@@ -19,6 +20,7 @@ pub mod orphans;
 pub mod retriever;
 mod signal;
 
+pub use answer::{ToolAnswer, ToolFile};
 pub use closure::{AsyncFnTool, FnTool};
 
 /// The [`Tool`] methods that describe a tool (`name`, `description`, `schema`, `read_only`,
@@ -119,6 +121,18 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'a, Result<Value, ToolError>>;
+
+    /// Performs the call like [`invoke`](Tool::invoke), with the files (images, PDFs) its
+    /// result carries. The default: `invoke`'s value and no files. A tool whose results can
+    /// carry files (an MCP tool) overrides it, and its `invoke` gives the same value.
+    fn answer<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolAnswer, ToolError>> {
+        let called = self.invoke(args, ctx);
+        Box::pin(async move { called.await.map(ToolAnswer::from) })
+    }
 
     /// Asks whether an interrupted call — the same `args`, the same `ctx.idempotency_key` —
     /// was performed, for agents whose `on_in_doubt` is `reconcile`. Answers JSON:

@@ -38,7 +38,15 @@ impl Driver {
             commit.blobs.push((*catalog, blob));
         }
         if !self.files.is_empty() {
-            for a in t.appended.iter().flat_map(|a| &a.message.attachments) {
+            let returned = match &event.body {
+                crate::machine::EventBody::ToolReturned {
+                    outcome: crate::machine::ToolOutcome::Ok { files, .. },
+                    ..
+                } => files.as_slice(),
+                _ => &[],
+            };
+            let appended = t.appended.iter().flat_map(|a| &a.message.attachments);
+            for a in returned.iter().chain(appended) {
                 if let Some(bytes) = self.files.remove(&a.digest) {
                     commit.blobs.push((a.digest, bytes));
                 }

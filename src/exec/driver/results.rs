@@ -86,6 +86,12 @@ impl Driver {
                 self.queue.extend(ready);
                 Ok(())
             }
+            Completion::EventWithFiles { body, files } => {
+                for bytes in files {
+                    self.files.insert(crate::machine::Digest::of(&bytes), bytes);
+                }
+                self.completed(Completion::Event(body))
+            }
             Completion::Abandoned => Ok(()),
             Completion::ChildWaiting(child) => {
                 self.children_waiting.push(child);

@@ -181,7 +181,7 @@ pub(crate) fn record(
     if spec.on_failure != OnFailure::Compensate {
         return;
     }
-    let (Some(comp), ToolOutcome::Ok { value }) = (spec.compensations.get(&slot.tool), outcome)
+    let (Some(comp), ToolOutcome::Ok { value, .. }) = (spec.compensations.get(&slot.tool), outcome)
     else {
         return;
     };
@@ -303,7 +303,7 @@ pub(crate) fn on_event(
         EventBody::ToolReturned { effect, outcome: o } => {
             answered(effect)?;
             match o {
-                ToolOutcome::Ok { value } => {
+                ToolOutcome::Ok { value, .. } => {
                     run.saga[i].status = SagaStatus::Undone {
                         result: match value {
                             Value::String(s) => s.clone(),

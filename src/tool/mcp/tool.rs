@@ -11,7 +11,7 @@ use super::catalog::McpToolInfo;
 use super::connection::ProgressSink;
 use super::server::{Call, CallFailure, McpServer};
 use super::{IDEMPOTENCY_KEY_META, McpProgress};
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolAnswer, ToolContext, ToolError};
 
 /// How much later than its own limit the engine's timeout for an MCP call fires, so the
 /// call's own (which tells the server `notifications/cancelled`) normally comes first.
@@ -43,7 +43,7 @@ impl McpTool {
         ))
     }
 
-    async fn run(&self, args: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+    async fn run(&self, args: Value, ctx: ToolContext) -> Result<ToolAnswer, ToolError> {
         let args = match args {
             Value::Object(map) => map,
             Value::Null => Map::new(),
@@ -140,6 +140,14 @@ impl Tool for McpTool {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move { self.run(args, ctx).await.map(|a| a.value) })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolAnswer, ToolError>> {
         Box::pin(self.run(args, ctx))
     }
 }

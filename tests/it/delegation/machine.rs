@@ -555,7 +555,7 @@ fn body_for(
         },
         Action::ToolReturns(i) => EventBody::ToolReturned {
             effect: pick(*i),
-            outcome: ToolOutcome::Ok { value: json!(1) },
+            outcome: ToolOutcome::ok(json!(1)),
         },
         Action::Cancel => EventBody::CancelRequested { reason: None },
         Action::Supply(k) => {

@@ -66,9 +66,7 @@ fn failed(h: &Harness, class: ProviderErrorClass, retryable: bool) -> EventBody 
 fn returned(h: &Harness, call_id: &str) -> EventBody {
     EventBody::ToolReturned {
         effect: h.slot_effect(call_id),
-        outcome: ToolOutcome::Ok {
-            value: json!({"answer": 42}),
-        },
+        outcome: ToolOutcome::ok(json!({"answer": 42})),
     }
 }
 
@@ -132,9 +130,7 @@ fn replace(call_id: &str) -> EventBody {
     EventBody::Edited {
         edits: vec![Edit::ReplaceToolResult {
             call_id: call_id.into(),
-            result: ToolOutcome::Ok {
-                value: json!("edited result"),
-            },
+            result: ToolOutcome::ok(json!("edited result")),
         }],
     }
 }

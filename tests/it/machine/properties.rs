@@ -319,9 +319,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
         Action::Return(i, ok) => EventBody::ToolReturned {
             effect: pick(*i),
             outcome: if *ok {
-                ToolOutcome::Ok {
-                    value: json!({"r": i}),
-                }
+                ToolOutcome::ok(json!({"r": i}))
             } else {
                 ToolOutcome::Error {
                     message: "boom".into(),
@@ -355,7 +353,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
                 seq: *seq,
                 index: *index,
             },
-            outcome: ToolOutcome::Ok { value: json!(1) },
+            outcome: ToolOutcome::ok(json!(1)),
         },
         Action::Retrieved(k) => EventBody::Retrieved {
             effect: pick(0),
@@ -454,9 +452,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
                 {
                     Edit::ReplaceToolResult {
                         call_id: batch.slots[i % batch.slots.len()].call_id.clone(),
-                        result: ToolOutcome::Ok {
-                            value: json!("edited"),
-                        },
+                        result: ToolOutcome::ok(json!("edited")),
                     }
                 }
                 _ => Edit::SetLimit {

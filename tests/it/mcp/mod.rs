@@ -10,4 +10,5 @@ mod in_flight;
 mod missing_server;
 mod reference_servers;
 mod replay_without_server_program;
+mod result_files;
 mod tool_lists;

@@ -346,7 +346,7 @@ async fn bad_forks_are_refused_and_write_nothing() {
     );
     let bad_edit = ForkEdit::ReplaceToolResult {
         call_id: "nope".into(),
-        result: ToolOutcome::Ok { value: json!(1) },
+        result: ToolOutcome::ok(json!(1)),
     };
     let err = refused_fork(&w, &parent, 4, vec![bad_edit], "edit does not apply").await;
     assert!(err.contains("no result of tool call `nope`"), "{err}");

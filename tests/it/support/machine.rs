@@ -352,7 +352,7 @@ impl Harness {
         let effect = self.slot_effect(call_id);
         self.send(EventBody::ToolReturned {
             effect,
-            outcome: ToolOutcome::Ok { value },
+            outcome: ToolOutcome::ok(value),
         })
     }
 

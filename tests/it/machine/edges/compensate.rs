@@ -64,12 +64,12 @@ pub(super) fn cases() -> Vec<(&'static str, Case)> {
         }),
         ("compensating.returned.next", || {
             let h = compensating(2, OnInDoubt::Fail);
-            let body = undone(&h, ToolOutcome::Ok { value: json!("ok") });
+            let body = undone(&h, ToolOutcome::ok(json!("ok")));
             (h, body)
         }),
         ("compensating.returned.done", || {
             let h = compensating(1, OnInDoubt::Fail);
-            let body = undone(&h, ToolOutcome::Ok { value: json!("ok") });
+            let body = undone(&h, ToolOutcome::ok(json!("ok")));
             (h, body)
         }),
         ("compensating.returned.stopped", || {
