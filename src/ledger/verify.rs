@@ -63,8 +63,8 @@ pub struct Verified {
     pub messages: u64,
     /// MCP catalog blobs read and checked (one per `ToolsListed` event).
     pub catalogs: u64,
-    /// Attachment blobs (images, PDFs a message carries) read and checked, once per message
-    /// naming one.
+    /// Attachment blobs (images, PDFs a message or a tool result carries) read and checked,
+    /// once per message or result naming one.
     #[serde(skip_serializing_if = "is_zero")]
     pub files: u64,
     /// Snapshots checked.
