@@ -155,6 +155,11 @@ pub(crate) enum Command {
         /// Decline the call waiting for a person; the model is told so.
         #[arg(long, group = "answer", value_name = "REASON", num_args = 0..=1, default_missing_value = "")]
         reject: Option<String>,
+        /// A file given with --input: a PNG, JPEG, GIF or WebP image or a PDF (known by its
+        /// bytes, at most 20 MiB), stored once as a blob and sent with the answer to models
+        /// that take it (a placeholder and a warning for those that do not). Repeatable.
+        #[arg(long, value_name = "FILE", requires = "input")]
+        attach: Vec<PathBuf>,
         /// Which call to answer when several wait (its call id, see `runtape show RUN`).
         #[arg(long, value_name = "CALL_ID")]
         call: Option<String>,
@@ -833,12 +838,16 @@ fn run(cli: Cli) -> Result<u8, CliError> {
             input,
             approve,
             reject,
+            attach,
             call,
             raise,
             env_file,
             opts,
         } => {
             let answer = match (input, approve, reject) {
+                (Some(text), _, _) if !attach.is_empty() => {
+                    crate::ops::Answer::InputWithFiles(text, attach)
+                }
                 (Some(text), _, _) => crate::ops::Answer::Input(text),
                 (_, true, _) => crate::ops::Answer::Approve,
                 (_, _, Some(reason)) => {

@@ -526,7 +526,19 @@ impl Engine {
         checked: crate::ledger::Continuable,
         events: Vec<EventBody>,
     ) -> Result<RunHandle, EngineError> {
-        super::takeup::resume_checked(&self.shared, run, Some(checked), events).await
+        super::takeup::resume_checked(&self.shared, run, Some(checked), events, Vec::new()).await
+    }
+
+    /// [`resume_checked`](Self::resume_checked), the first transition storing `files` (the
+    /// bytes of the files `events` name: a person's answer's) as blobs.
+    pub(crate) async fn resume_checked_with_files(
+        &self,
+        run: &RunId,
+        checked: crate::ledger::Continuable,
+        events: Vec<EventBody>,
+        files: Vec<Vec<u8>>,
+    ) -> Result<RunHandle, EngineError> {
+        super::takeup::resume_checked(&self.shared, run, Some(checked), events, files).await
     }
 
     /// Commits one event to a run that no process is driving, without performing the effects

@@ -53,7 +53,7 @@ pub(super) async fn resume(
     run: &RunId,
     events: Vec<EventBody>,
 ) -> Result<RunHandle, EngineError> {
-    resume_checked(shared, run, None, events).await
+    resume_checked(shared, run, None, events, Vec::new()).await
 }
 
 /// [`resume`], with what the caller's own [`check_continuable`] of `run` found (`checked`),
@@ -65,8 +65,13 @@ pub(super) async fn resume_checked(
     run: &RunId,
     checked: Option<Continuable>,
     events: Vec<EventBody>,
+    files: Vec<Vec<u8>>,
 ) -> Result<RunHandle, EngineError> {
-    if let Some(handle) = attach_live(shared, run, &events).await {
+    // A live driver is not handed files: the take-up below is then refused while it holds
+    // the run, rather than the files being lost.
+    if files.is_empty()
+        && let Some(handle) = attach_live(shared, run, &events).await
+    {
         return Ok(handle);
     }
     let mut taken = take_up_checked(shared, run, checked).await?;
@@ -98,6 +103,12 @@ pub(super) async fn resume_checked(
         }
     }
     taken.driver.register_added_tools().await;
+    for bytes in files {
+        taken
+            .driver
+            .files
+            .insert(crate::machine::Digest::of(&bytes), bytes);
+    }
     if let Err(e) = prepare(shared, &mut taken, events) {
         let rest = rest_status(&taken.driver.state);
         give_back(shared, run, taken.driver.epoch(), rest).await;

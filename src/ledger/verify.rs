@@ -387,14 +387,7 @@ fn stretch(cx: &Run<'_>, from: u64, to: u64) -> Result<Result<Stretch, Divergenc
             .and_then(|row| row.seal.as_deref());
         receipts.visit(r.seq, &r.event, r.event_bytes, seal, &t.effects);
         // Read from a snapshot (one read transaction), each lookup is a plain B-tree probe.
-        let returned = match &r.event.body {
-            EventBody::ToolReturned {
-                outcome: crate::machine::ToolOutcome::Ok { files, .. },
-                ..
-            } => files.as_slice(),
-            _ => &[],
-        };
-        for file in returned {
+        for file in r.event.body.files() {
             let stored = store.blob(&file.digest).map_err(|e| {
                 Divergence::column(r.seq, "blobs", "attachment blob", "readable", e.to_string())
             })?;

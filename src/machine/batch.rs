@@ -542,7 +542,10 @@ pub(crate) fn on_input(
                 reason: "this request is a question: answer it or reject it".into(),
             });
         }
-        (_, HumanInput::Answer { text }) => ok(text.clone()),
+        (_, HumanInput::Answer { text, files }) => {
+            slot.files.clone_from(files);
+            ok(text.clone())
+        }
         (SlotStatus::Approval { .. }, HumanInput::Reject { reason }) => {
             err(format!("a person declined this call{}", because(reason)))
         }

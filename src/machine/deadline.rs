@@ -229,7 +229,10 @@ pub(crate) fn on_fired(
             reason: Some(passed),
         },
         OnDeadline::Approve => HumanInput::Approve,
-        OnDeadline::Input(text) => HumanInput::Answer { text },
+        OnDeadline::Input(text) => HumanInput::Answer {
+            text,
+            files: Vec::new(),
+        },
     };
     let asked = slot.status.effect().ok_or_else(unknown)?.in_run(cx.run_id);
     let (_, next) = super::batch::on_input(cx, from, run, batch, &asked, &input)?;

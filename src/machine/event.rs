@@ -222,6 +222,22 @@ pub enum EventBody {
 }
 
 impl EventBody {
+    /// The files the event brings (a tool result's, a person's answer's), whose bytes the
+    /// transition recording it stores; none for other events.
+    pub fn files(&self) -> &[super::Attachment] {
+        match self {
+            EventBody::ToolReturned {
+                outcome: ToolOutcome::Ok { files, .. },
+                ..
+            }
+            | EventBody::InputProvided {
+                input: HumanInput::Answer { files, .. },
+                ..
+            } => files,
+            _ => &[],
+        }
+    }
+
     /// The kind, as the transition table names it.
     pub fn kind(&self) -> EventKind {
         match self {
@@ -315,5 +331,11 @@ pub enum HumanInput {
     Answer {
         /// The text.
         text: String,
+        /// Files the person gave with it (`resume --input TEXT --attach FILE`), by digest:
+        /// their bytes are stored as blobs with the transition that records this event, and
+        /// the tool message the answer becomes carries them. Left out of the encoding when
+        /// empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<super::Attachment>,
     },
 }

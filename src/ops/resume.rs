@@ -18,6 +18,9 @@ pub enum Answer {
     None,
     /// Answer the call waiting for a person with this text.
     Input(String),
+    /// Answer it with this text and these files (images or PDFs, checked as `run --attach`
+    /// checks them).
+    InputWithFiles(String, Vec<std::path::PathBuf>),
     /// Approve the call waiting for approval (or retry the call in doubt).
     Approve,
     /// Decline the call waiting for a person; the model is told so, with the reason if any.
@@ -25,13 +28,25 @@ pub enum Answer {
 }
 
 impl Answer {
-    fn into_input(self) -> Option<HumanInput> {
-        match self {
-            Answer::None => None,
-            Answer::Input(text) => Some(HumanInput::Answer { text }),
-            Answer::Approve => Some(HumanInput::Approve),
-            Answer::Reject(reason) => Some(HumanInput::Reject { reason }),
-        }
+    /// The input, and the bytes of its files (read and checked; a bad file refuses the
+    /// answer before anything is written).
+    fn into_input(self) -> Result<(Option<HumanInput>, Vec<Vec<u8>>), OpsError> {
+        Ok(match self {
+            Answer::None => (None, Vec::new()),
+            Answer::Input(text) => (
+                Some(HumanInput::Answer {
+                    text,
+                    files: Vec::new(),
+                }),
+                Vec::new(),
+            ),
+            Answer::InputWithFiles(text, paths) => {
+                let (files, bytes) = super::attachments::read_all(&paths)?.into_iter().unzip();
+                (Some(HumanInput::Answer { text, files }), bytes)
+            }
+            Answer::Approve => (Some(HumanInput::Approve), Vec::new()),
+            Answer::Reject(reason) => (Some(HumanInput::Reject { reason }), Vec::new()),
+        })
     }
 }
 
@@ -55,7 +70,7 @@ pub async fn resume(
     raises: &[Raise],
 ) -> Result<RunHandle, OpsError> {
     let rec = install_stored(engine, run)?;
-    let input = answer.into_input();
+    let (input, files) = answer.into_input()?;
     if input.is_none() && raises.is_empty() {
         // Nothing to check before the take-up, which reads the state under the lease.
         return Ok(engine.resume(run).await?);
@@ -78,6 +93,12 @@ pub async fn resume(
         Vec::new()
     };
     let input = match (input, waiting.as_slice()) {
+        (Some(_), [child]) if !files.is_empty() => {
+            return Err(OpsError::BadOverride(format!(
+                "--attach: run {run} rests on child run {} that waits for a person; resume that run with the files",
+                child.run
+            )));
+        }
         (Some(input), [child]) => {
             engine.answer_at_rest(&child.run, call, input).await?;
             None
@@ -114,7 +135,9 @@ pub async fn resume(
     };
     // What the check above found stands for the take-up's own check while nothing was written
     // to the run since (a raise committed above moves its head, and the take-up checks again).
-    Ok(engine.resume_checked(run, checked, vec![first]).await?)
+    Ok(engine
+        .resume_checked_with_files(run, checked, vec![first], files)
+        .await?)
 }
 
 /// Refuses a run that has ended, as the engine does before it reads a run's state to check

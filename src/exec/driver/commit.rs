@@ -38,13 +38,7 @@ impl Driver {
             commit.blobs.push((*catalog, blob));
         }
         if !self.files.is_empty() {
-            let returned = match &event.body {
-                crate::machine::EventBody::ToolReturned {
-                    outcome: crate::machine::ToolOutcome::Ok { files, .. },
-                    ..
-                } => files.as_slice(),
-                _ => &[],
-            };
+            let returned = event.body.files();
             let appended = t.appended.iter().flat_map(|a| &a.message.attachments);
             for a in returned.iter().chain(appended) {
                 if let Some(bytes) = self.files.remove(&a.digest) {

@@ -1,5 +1,6 @@
 //! The `runtape` command line on real database files: runs, inspection, costs, ids, output.
 
+mod answer_attachments;
 mod bare_invocation;
 mod cancel_outlives_hand_back;
 mod cancel_reason_across_processes;

@@ -84,7 +84,13 @@ fn scenarios() -> Vec<(&'static str, &'static str, Harness)> {
         call("d", "deploy", json!({"env": "prod"})),
         call("q", "ask_human", json!({"question": "ok?"})),
     ]));
-    h.input("q", HumanInput::Answer { text: "yes".into() });
+    h.input(
+        "q",
+        HumanInput::Answer {
+            text: "yes".into(),
+            files: Vec::new(),
+        },
+    );
     h.input("d", HumanInput::Approve);
     h.tool_ok("d", json!("deployed"));
     h.proceed();

@@ -333,6 +333,7 @@ fn body_for(action: &Action, state: &RunState, run: &RunId, spec: &RunSpec) -> E
                 1 => HumanInput::Reject { reason: None },
                 _ => HumanInput::Answer {
                     text: "here".into(),
+                    files: Vec::new(),
                 },
             },
         },

@@ -633,6 +633,7 @@ fn interactive_tool_and_in_doubt_ask() {
         "q",
         HumanInput::Answer {
             text: "staging".into(),
+            files: Vec::new(),
         },
     );
     h.in_doubt("w");
