@@ -362,9 +362,7 @@ mod tests {
             5,
             EventBody::ToolReturned {
                 effect: call_of(&s),
-                outcome: ToolOutcome::Ok {
-                    value: serde_json::json!("seen"),
-                },
+                outcome: ToolOutcome::ok(serde_json::json!("seen")),
             },
         );
         assert!(

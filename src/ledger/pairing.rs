@@ -202,9 +202,7 @@ mod tests {
             Hlc::default(),
             EventBody::ToolReturned {
                 effect: EffectRef { seq, index }.in_run(run),
-                outcome: ToolOutcome::Ok {
-                    value: serde_json::json!(1),
-                },
+                outcome: ToolOutcome::ok(serde_json::json!(1)),
             },
         )
     }

@@ -122,9 +122,7 @@ mod tests {
     fn result(index: u32) -> EventBody {
         EventBody::ToolReturned {
             effect: EffectRef { seq: 4, index }.in_run(&RunId::new("r")),
-            outcome: ToolOutcome::Ok {
-                value: serde_json::json!(index),
-            },
+            outcome: ToolOutcome::ok(serde_json::json!(index)),
         }
     }
 
