@@ -164,6 +164,7 @@ mod tests {
                 times,
             }),
             hidden_seen: 0,
+            files: Vec::new(),
         }
     }
 
