@@ -266,9 +266,14 @@ async fn with_workers(
     let mut p99 = 0;
     let mut commits = 0;
     for child in children {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        // SIGTERM drains the worker. kill(2) itself, not the `kill` program, which a slim
+        // machine may lack (the worker would then never stop). A worker already gone is fine.
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
         let out = child
             .wait_with_output()
             .map_err(|e| BenchError::Process(e.to_string()))?;

@@ -365,10 +365,7 @@ fn run_commands(shown: &[&Shown], dir: &Path) -> usize {
                 first.starts_with("listening on http://127.0.0.1:"),
                 "{what}: {first}"
             );
-            Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .expect("sends SIGTERM");
+            crate::support::cli::try_signal(child.id(), "TERM").expect("sends SIGTERM");
             let out = child.wait_with_output().expect("waits");
             assert_eq!(
                 out.status.code(),

@@ -212,9 +212,7 @@ fn the_readme_deployment_runs_as_shown() {
     );
 
     for child in &mut background.0 {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
+        let _ = crate::support::cli::try_signal(child.id(), "TERM");
         assert!(child.wait().expect("exits").success(), "stops with 0");
     }
 }

@@ -14,7 +14,7 @@ use crate::support;
 use crate::support::spec::{agent, lead, tool};
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::cli::{temp_db, utf8};
@@ -94,11 +94,8 @@ fn spawn(db: &Path, args: &[&str]) -> Child {
 
 /// Sends SIGTERM to `driver` (a deploy stopping it) and waits for it to end.
 fn sigterm(driver: Child) -> Output {
-    let sent = Command::new("kill")
-        .args(["-TERM", &driver.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
+    let sent = crate::support::cli::try_signal(driver.id(), "TERM");
+    assert!(sent.is_ok(), "SIGTERM reaches the driver: {sent:?}");
     driver.wait_with_output().expect("runtape ends")
 }
 

@@ -7,7 +7,7 @@ use crate::support;
 use crate::support::cli::on;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use crate::support::cli::write;
@@ -191,7 +191,7 @@ async fn the_remaining_wall_budget_bounds_a_request() {
     let out = match tokio::time::timeout(Duration::from_secs(60), waited).await {
         Ok(joined) => joined.expect("joins").expect("waits"),
         Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            let _ = crate::support::cli::try_signal(pid, "KILL");
             panic!("the run outlived its wall-time budget: the request was not bounded by it");
         }
     };

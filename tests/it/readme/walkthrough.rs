@@ -320,10 +320,7 @@ fn serve_shows_the_runs(cmd: &mut Command, what: &str) {
         "{what}: {}",
         runs.text()
     );
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("sends SIGTERM");
+    crate::support::cli::try_signal(child.id(), "TERM").expect("sends SIGTERM");
     let o = child.wait_with_output().expect("waits");
     assert_eq!(o.status.code(), Some(0), "{what}");
 }

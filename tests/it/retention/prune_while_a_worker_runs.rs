@@ -87,11 +87,8 @@ fn prune_while_a_worker_wakes_runs_loses_nothing_of_them() {
     }
 
     // SIGTERM drains the worker; it exits 0 and logged no error.
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(term.success());
+    let term = crate::support::cli::try_signal(pid, "TERM");
+    assert!(term.is_ok(), "SIGTERM reaches the worker: {term:?}");
     let status = reaper.0[0].wait().expect("the worker exits");
     let logged = std::fs::read_to_string(dir.path().join("worker.log")).expect("log");
     assert!(status.success(), "{status:?}: {logged}");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::cli::utf8;
 use serde_json::json;
-use support::serve::{Stream, bin, field, scratch_db, serve, serving, tool_spec, unsafe_free_kill};
+use support::serve::{Stream, bin, field, scratch_db, serve, serving, tool_spec};
 
 fn ids(events: &[support::serve::Sse]) -> Vec<String> {
     events.iter().filter_map(|e| e.id.clone()).collect()
@@ -202,7 +202,7 @@ fn a_run_another_process_drives_is_followed_and_shows_interrupted_once_killed() 
         e.event == "step" && e.json()["to"] == "calling_tools"
     });
     assert_eq!(call.json()["summary"], "tool calls: wait");
-    unsafe_free_kill(driver.id() as i32, "KILL");
+    let _ = support::cli::try_signal(driver.id(), "KILL");
     let _ = driver.wait();
     let (killed, _) = s.until("the run shown interrupted", |e| {
         e.event == "run" && e.json()["interrupted"] == true

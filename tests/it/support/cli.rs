@@ -66,7 +66,7 @@ pub fn runtape_within(db: &Path, args: &[&str], guard: Duration) -> Output {
     match rx.recv_timeout(guard) {
         Ok(out) => out.expect("waits"),
         Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            let _ = try_signal(pid, "KILL");
             panic!(
                 "`runtape {}` did not finish within {guard:?}",
                 args.join(" ")
@@ -353,21 +353,23 @@ pub fn wait_until_within(
     }
 }
 
-/// Sends `signal` (a name `kill -s` knows: TERM, HUP, STOP, CONT, INT, KILL) to `pid`, with
-/// the shell's `kill` builtin (no procps needed).
+/// Sends `signal` (TERM, HUP, STOP, CONT, INT, KILL) to `pid`; panics when it cannot (the
+/// process is gone). See [`try_signal`].
 pub fn signal(pid: u32, signal: &str) {
-    let ok = Command::new("/bin/sh")
-        .args([
-            "-c",
-            "kill -s \"$1\" \"$2\"",
-            "sh",
-            signal,
-            &pid.to_string(),
-        ])
-        .status()
-        .expect("sh runs")
-        .success();
-    assert!(ok, "kill -s {signal} {pid}");
+    let sent = try_signal(pid, signal);
+    assert!(sent.is_ok(), "kill -s {signal} {pid}: {sent:?}");
+}
+
+/// Sends `signal` (TERM, HUP, STOP, CONT, INT, KILL) to `pid` with the kill(2) system call
+/// (nix's safe wrapper), for a stop that may find the process already gone. No `kill` program
+/// and no shell: a machine with only Rust may lack procps, and a signal that is never sent
+/// turns a test into a wait for its own timeout (a server's drop waited 20 s for each).
+pub fn try_signal(pid: u32, signal: &str) -> nix::Result<()> {
+    use nix::errno::Errno;
+    let signal: nix::sys::signal::Signal =
+        format!("SIG{signal}").parse().map_err(|_| Errno::EINVAL)?;
+    let pid = i32::try_from(pid).map_err(|_| Errno::ESRCH)?;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
 }
 
 /// A spec for agent `a`: a scripted model giving `replies` (TOML inline tables, one a line)

@@ -204,8 +204,7 @@ impl Server {
 
     /// Stops the server with SIGTERM and returns its exit status and stderr.
     pub fn stop(mut self) -> (Option<i32>, String) {
-        let pid = self.child.id() as i32;
-        unsafe_free_kill(pid, "TERM");
+        let _ = crate::support::cli::try_signal(self.child.id(), "TERM");
         let status = self.child.wait().expect("waits");
         let mut err = String::new();
         if let Some(mut e) = self.stderr.take() {
@@ -233,7 +232,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            unsafe_free_kill(self.child.id() as i32, "TERM");
+            let _ = crate::support::cli::try_signal(self.child.id(), "TERM");
             let deadline = Instant::now() + Duration::from_secs(20);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = self.child.try_wait() {
@@ -245,13 +244,6 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
-}
-
-/// Sends `signal` to `pid` with kill(1).
-pub fn unsafe_free_kill(pid: i32, signal: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status();
 }
 
 /// An answer read off the socket.

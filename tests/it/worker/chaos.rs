@@ -13,7 +13,6 @@ use crate::support;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,9 +168,7 @@ fn four_workers_killed_at_random_complete_every_run_once() {
 
     // Drain the survivors: SIGTERM, exit 0.
     for w in &workers.0 {
-        let _ = Command::new("kill")
-            .args(["-TERM", &w.id().to_string()])
-            .status();
+        let _ = crate::support::cli::try_signal(w.id(), "TERM");
     }
     for w in &mut workers.0 {
         let status = w.wait().expect("exits");
