@@ -10,7 +10,7 @@
 //!   Nothing is dropped without a trace.
 //! - An `image` block or an embedded `resource` blob whose bytes are a PNG, JPEG, GIF, WebP
 //!   image or a PDF (known by its magic bytes, at most
-//!   [`MAX_ATTACHMENT_BYTES`](crate::machine::attachment::MAX_ATTACHMENT_BYTES)) is also a
+//!   [`MAX_ATTACHMENT_BYTES`]) is also a
 //!   file of the answer ([`ToolFile`]): the model is sent it when it takes that kind of file,
 //!   its summary (noted `attached`) otherwise. Audio and other blobs are only summarised.
 //! - `isError: true`: the same text, as a tool error fed back to the model.
