@@ -438,13 +438,7 @@ pub(crate) fn show(db: &Path, run: &str, json: bool) -> Result<(), CliError> {
                 text.replace('\n', "\n            ")
             );
             for a in &m.attachments {
-                outln!(
-                    "            attached {} ({}, {} bytes) blob {}",
-                    a.file_name(),
-                    a.media_type,
-                    a.size,
-                    a.digest.to_hex()
-                );
+                outln!("            {}", attached(a));
             }
         }
     }
@@ -467,14 +461,20 @@ fn describe_tool_outcome(effect: &crate::machine::EffectId, outcome: &crate::mac
     };
     outln!("{label} {effect}: {}", text.replace('\n', "\n        "));
     for a in files {
-        outln!(
-            "        attached {} ({}, {} bytes) blob {}",
-            a.file_name(),
-            a.media_type,
-            a.size,
-            a.digest.to_hex()
-        );
+        outln!("        {}", attached(a));
     }
+}
+
+/// The line `show` prints for a file a message or a result carries: its name, media type,
+/// size and blob.
+fn attached(a: &crate::machine::Attachment) -> String {
+    format!(
+        "attached {} ({}, {} bytes) blob {}",
+        a.file_name(),
+        a.media_type,
+        a.size,
+        a.digest.to_hex()
+    )
 }
 
 /// The reply of a `ModelReplied` step: how it ended, its tokens (cache reads and writes

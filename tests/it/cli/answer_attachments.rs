@@ -3,12 +3,11 @@
 //! blob that `verify` covers; a bad file is one line, exit 2, and the run still waits.
 
 use std::path::Path;
-use std::process::Output;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::support::cli::{err, first_id, on, out, utf8};
+use crate::support::cli::{err, first_id, out, runtape_keyed, utf8};
 use crate::support::provider::{Behaviour, MockServer, own_cases_dir};
 
 /// The PNG of Ollama's documented image request (`tests/fixtures/providers`).
@@ -20,14 +19,6 @@ fn png() -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(request["messages"][0]["images"][0].as_str().expect("image"))
         .expect("base64")
-}
-
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    on(db)
-        .env("TEST_KEY", "k-1")
-        .args(args)
-        .output()
-        .expect("runs")
 }
 
 fn status_of(db: &Path, run: &str) -> String {
@@ -77,12 +68,12 @@ async fn an_answer_carries_an_image_to_the_model_and_verify_covers_it() {
     std::fs::write(dir.join("notes.png"), "not an image").expect("writes");
     let db = dir.join("runs.db");
     let requests = tokio::task::spawn_blocking(move || {
-        let o = runtape(&db, &["run", utf8(&dir.join("spec.toml"))]);
+        let o = runtape_keyed(&db, &["run", utf8(&dir.join("spec.toml"))]);
         assert_eq!(o.status.code(), Some(0), "{}", err(&o));
         let run = first_id(&out(&o));
         assert_eq!(status_of(&db, &run), "awaiting_input");
         // A file of another kind: one line, exit 2, and the run still waits.
-        let bad = runtape(
+        let bad = runtape_keyed(
             &db,
             &[
                 "resume",
@@ -98,12 +89,12 @@ async fn an_answer_carries_an_image_to_the_model_and_verify_covers_it() {
         assert!(err(&bad).contains("not an image or PDF"), "{}", err(&bad));
         assert_eq!(status_of(&db, &run), "awaiting_input");
         // --attach needs --input.
-        let alone = runtape(
+        let alone = runtape_keyed(
             &db,
             &["resume", &run, "--attach", utf8(&dir.join("shot.png"))],
         );
         assert_eq!(alone.status.code(), Some(2), "{}", err(&alone));
-        let o = runtape(
+        let o = runtape_keyed(
             &db,
             &[
                 "resume",
@@ -116,7 +107,7 @@ async fn an_answer_carries_an_image_to_the_model_and_verify_covers_it() {
         );
         assert_eq!(o.status.code(), Some(0), "{}", err(&o));
         assert_eq!(status_of(&db, &run), "completed");
-        let v = runtape(&db, &["verify", &run]);
+        let v = runtape_keyed(&db, &["verify", &run]);
         assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
         // Named by the answer and by the tool message.
         assert!(out(&v).contains(", 2 attached files"), "{}", out(&v));

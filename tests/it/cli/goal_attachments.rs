@@ -4,7 +4,7 @@
 //! placeholder and a warning, `verify` covers the file's blob and refuses it altered, a
 //! cassette replays offline with the file, and a bad file is one line, exit 2, no run.
 
-use crate::support::cli::{err, on, out as stdout};
+use crate::support::cli::{err, out as stdout, runtape_keyed};
 use crate::support::provider as provider_support;
 
 use std::path::{Path, PathBuf};
@@ -29,15 +29,6 @@ fn png() -> (String, Vec<u8>) {
         .decode(&b64)
         .expect("base64");
     (b64, bytes)
-}
-
-/// `runtape --db DB ARGS…` with the providers' key, `TEST_KEY`, set.
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    on(db)
-        .env("TEST_KEY", "k-1")
-        .args(args)
-        .output()
-        .expect("runs")
 }
 
 /// A directory holding `pig.png` and a one-agent spec calling `server` as `kind` with `model`.
@@ -71,7 +62,7 @@ async fn run_attached(db: &Path, spec: &Path) -> Output {
     let (db, spec) = (db.to_owned(), spec.to_owned());
     tokio::task::spawn_blocking(move || {
         let pig = spec.with_file_name("pig.png");
-        runtape(
+        runtape_keyed(
             &db,
             &[
                 "run",
@@ -174,7 +165,7 @@ async fn a_model_that_takes_no_images_gets_a_placeholder_and_a_warning() {
     // The history still carries the file: the placeholder is how it was sent, not what the
     // run holds.
     let run = run_id(&o);
-    let show = stdout(&runtape(&db, &["show", &format!("{run}@2")]));
+    let show = stdout(&runtape_keyed(&db, &["show", &format!("{run}@2")]));
     assert!(
         show.contains("attached pig.png (image/png, 3648 bytes) blob "),
         "{show}"
@@ -188,7 +179,7 @@ async fn verify_covers_the_file_and_refuses_it_altered() {
     let o = run_attached(&db, &spec).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let run = run_id(&o);
-    let verified = runtape(&db, &["verify", &run]);
+    let verified = runtape_keyed(&db, &["verify", &run]);
     assert_eq!(verified.status.code(), Some(0), "{}", err(&verified));
     assert!(
         stdout(&verified).contains(", 1 attached files"),
@@ -205,7 +196,7 @@ async fn verify_covers_the_file_and_refuses_it_altered() {
         .expect("updates");
     assert_eq!(changed, 1, "the file is one blob");
     drop(conn);
-    let refused = runtape(&db, &["verify", &run]);
+    let refused = runtape_keyed(&db, &["verify", &run]);
     assert_ne!(refused.status.code(), Some(0), "{}", stdout(&refused));
     let said = format!("{}{}", stdout(&refused), err(&refused));
     assert!(said.contains("attachment blob"), "{said}");
@@ -220,7 +211,7 @@ async fn a_cassette_replays_offline_with_the_file() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let run = run_id(&o);
     let tape = dir.path().join("tape.json");
-    let exported = runtape(
+    let exported = runtape_keyed(
         &db,
         &["cassette", "export", &run, "-o", tape.to_str().unwrap()],
     );
@@ -228,7 +219,7 @@ async fn a_cassette_replays_offline_with_the_file() {
     drop(server);
     let pig = dir.path().join("pig.png");
     let replay = |file: &Path| {
-        runtape(
+        runtape_keyed(
             &db,
             &[
                 "replay",
@@ -280,7 +271,7 @@ fn a_bad_attachment_is_one_line_and_creates_no_run() {
         (dir.join("missing.png"), "cannot read it"),
         (dir.to_path_buf(), "not a file"),
     ] {
-        let o = runtape(
+        let o = runtape_keyed(
             &db,
             &[
                 "run",

@@ -4,23 +4,13 @@
 //! refusal is shown with the model's words, and prompt-cache reads and writes are counted per
 //! turn and over the run.
 
-use crate::support::cli::{on, out as stdout};
+use crate::support::cli::{out as stdout, runtape_keyed};
 use crate::support::provider as provider_support;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::PathBuf;
 
 use provider_support::{MockServer, case, serve_cases};
 use serde_json::Value;
-
-/// `runtape --db DB ARGS…` with the providers' key, `TEST_KEY`, set.
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    on(db)
-        .env("TEST_KEY", "k-1")
-        .args(args)
-        .output()
-        .expect("runs")
-}
 
 /// In a fresh directory, runs a one-agent spec against `server` (`kind` `openai` or
 /// `anthropic`) with `agent_extra` appended to the agent's table; returns the directory, the
@@ -46,10 +36,11 @@ async fn run_spec(
     let path = dir.join("spec.toml");
     std::fs::write(&path, spec).expect("writes");
     let db = dir.join("runs.db");
-    let out = tokio::task::spawn_blocking(move || runtape(&db, &["run", path.to_str().unwrap()]))
-        .await
-        .unwrap();
-    let ls: Value = stdout(&runtape(&dir.join("runs.db"), &["ls", "--json"]))
+    let out =
+        tokio::task::spawn_blocking(move || runtape_keyed(&db, &["run", path.to_str().unwrap()]))
+            .await
+            .unwrap();
+    let ls: Value = stdout(&runtape_keyed(&dir.join("runs.db"), &["ls", "--json"]))
         .lines()
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
@@ -76,10 +67,10 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
     ])
     .await;
     let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "").await;
-    let log = stdout(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape_keyed(&db, &["log", &run]));
     let at = step_logged(&log, &run, "answer [truncated]: Designing a robust");
     assert!(log.contains("answer: Why did Opentelemetry"), "{log}");
-    let show = stdout(&runtape(&db, &["show", &at]));
+    let show = stdout(&runtape_keyed(&db, &["show", &at]));
     assert!(
         show.contains("reply   finish length, 1221 input / 100 output tokens"),
         "{show}"
@@ -89,14 +80,14 @@ async fn a_cut_reply_and_its_retry_are_in_log_and_show() {
         "{show}"
     );
     let json: Value =
-        serde_json::from_str(&stdout(&runtape(&db, &["show", &at, "--json"]))).unwrap();
+        serde_json::from_str(&stdout(&runtape_keyed(&db, &["show", &at, "--json"]))).unwrap();
     assert_eq!(json["reply_end"], "truncated");
     assert_eq!(json["edge"], "generating.replied.truncated_retry");
 
     // With `on_truncated = "fail"` in the file, the same reply ends the run `truncated`.
     let server = serve_cases(vec![case("openai-chat-length-nonstream")]).await;
     let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "on_truncated = \"fail\"\n").await;
-    let show = stdout(&runtape(&db, &["show", &run]));
+    let show = stdout(&runtape_keyed(&db, &["show", &run]));
     assert!(show.contains("truncated"), "{show}");
     assert_eq!(server.requests().len(), 1);
 }
@@ -107,9 +98,9 @@ async fn a_refusal_is_shown_with_the_models_words() {
     let words = refusal.expect["refusal"].as_str().unwrap().to_owned();
     let server = serve_cases(vec![refusal]).await;
     let (_dir, db, run) = run_spec(&server, "openai", "gpt-4o", "").await;
-    let log = stdout(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape_keyed(&db, &["log", &run]));
     let at = step_logged(&log, &run, "refused: ");
-    let show = stdout(&runtape(&db, &["show", &at]));
+    let show = stdout(&runtape_keyed(&db, &["show", &at]));
     assert!(
         show.contains(&format!("refused the model declined: {words}")),
         "{show}"
@@ -120,7 +111,7 @@ async fn a_refusal_is_shown_with_the_models_words() {
 async fn cache_reads_are_counted_per_turn_and_over_the_run() {
     let server = serve_cases(vec![case("anthropic-cache-read-nonstream")]).await;
     let (_dir, db, run) = run_spec(&server, "anthropic", "claude-sonnet-4-5", "").await;
-    let log = stdout(&runtape(&db, &["log", &run]));
+    let log = stdout(&runtape_keyed(&db, &["log", &run]));
     assert!(
         log.contains("prompt cache: 1111 input tokens read from it, 0 written to it"),
         "{log}"
@@ -130,7 +121,7 @@ async fn cache_reads_are_counted_per_turn_and_over_the_run() {
         .find(|l| l.contains("answer: # What is Python"))
         .unwrap_or_else(|| panic!("no answer:\n{log}"));
     let seq = line.split_whitespace().next().unwrap();
-    let show = stdout(&runtape(&db, &["show", &format!("{run}@{seq}")]));
+    let show = stdout(&runtape_keyed(&db, &["show", &format!("{run}@{seq}")]));
     // $3/M × 3 + $0.30/M × 1111 + $15/M × 406 = $0.0064323.
     assert!(
         show.contains("3 input / 406 output tokens (prompt cache: 1111 read, 0 written), $0.0064"),

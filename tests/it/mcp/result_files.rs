@@ -10,7 +10,7 @@ use std::process::Output;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::support::cli::{err, first_id, on, out, utf8};
+use crate::support::cli::{err, first_id, out, runtape_keyed, utf8};
 use crate::support::mcp::{replay_without_server, script};
 use crate::support::provider::{Behaviour, MockServer, own_cases_dir};
 
@@ -142,18 +142,10 @@ fn setup(server: &MockServer, kind: &str, model: &str) -> (tempfile::TempDir, Pa
     (tmp, spec, db)
 }
 
-fn runtape(db: &Path, args: &[&str]) -> Output {
-    on(db)
-        .env("TEST_KEY", "k-1")
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
 /// Runs the spec off the async runtime; the output.
 async fn run(db: &Path, spec: &Path) -> Output {
     let (db, spec) = (db.to_owned(), spec.to_owned());
-    tokio::task::spawn_blocking(move || runtape(&db, &["run", utf8(&spec), "look"]))
+    tokio::task::spawn_blocking(move || runtape_keyed(&db, &["run", utf8(&spec), "look"]))
         .await
         .unwrap()
 }
@@ -275,7 +267,7 @@ async fn verify_covers_the_files_a_replay_stores_them_and_an_altered_one_is_refu
     let o = run(&db, &spec).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let run = first_id(&out(&o));
-    let verified = runtape(&db, &["verify", &run]);
+    let verified = runtape_keyed(&db, &["verify", &run]);
     assert_eq!(verified.status.code(), Some(0), "{}", err(&verified));
     // Each file is named by the tool's result and by the tool message: four checks, two blobs.
     assert!(
@@ -285,7 +277,7 @@ async fn verify_covers_the_files_a_replay_stores_them_and_an_altered_one_is_refu
     );
     // `show` lists them under the tool's result (and under the tool message).
     let shown: String = (1..=8)
-        .map(|seq| out(&runtape(&db, &["show", &format!("{run}@{seq}")])))
+        .map(|seq| out(&runtape_keyed(&db, &["show", &format!("{run}@{seq}")])))
         .collect();
     let pdf = format!(
         "attached report.pdf (application/pdf, {} bytes) blob {}",
@@ -295,13 +287,13 @@ async fn verify_covers_the_files_a_replay_stores_them_and_an_altered_one_is_refu
     assert!(shown.matches(&pdf).count() >= 2, "{shown}");
     // The cassette carries the bytes: a replay without the server stores and verifies them.
     let tape = dir.path().join("tape.json");
-    let exported = runtape(&db, &["cassette", "export", &run, "-o", utf8(&tape)]);
+    let exported = runtape_keyed(&db, &["cassette", "export", &run, "-o", utf8(&tape)]);
     assert_eq!(exported.status.code(), Some(0), "{}", err(&exported));
     drop(server);
     let cam = dir.path().join("camera.sh");
     let (replayed, fresh, _) = replay_without_server(&cam, &spec, &tape, "done");
     let again = first_id(&out(&replayed));
-    let v = runtape(&fresh, &["verify", &again]);
+    let v = runtape_keyed(&fresh, &["verify", &again]);
     assert_eq!(v.status.code(), Some(0), "{}{}", out(&v), err(&v));
     assert!(out(&v).contains(", 4 attached files"), "{}", out(&v));
     // One byte cut from the stored PDF: verify refuses the run.
@@ -314,7 +306,7 @@ async fn verify_covers_the_files_a_replay_stores_them_and_an_altered_one_is_refu
         .expect("updates");
     assert_eq!(changed, 1, "the file is one blob");
     drop(conn);
-    let refused = runtape(&db, &["verify", &run]);
+    let refused = runtape_keyed(&db, &["verify", &run]);
     assert_ne!(refused.status.code(), Some(0), "{}", out(&refused));
     let said = format!("{}{}", out(&refused), err(&refused));
     assert!(

@@ -49,6 +49,16 @@ pub fn runtape(db: &Path, args: &[&str]) -> Output {
     on(db).args(args).output().expect("runs the binary")
 }
 
+/// [`runtape`] with `TEST_KEY=k-1` set: the key of the specs whose providers name
+/// `api_key_env = "TEST_KEY"` (recorded-provider and mock-server tests).
+pub fn runtape_keyed(db: &Path, args: &[&str]) -> Output {
+    on(db)
+        .env("TEST_KEY", "k-1")
+        .args(args)
+        .output()
+        .expect("runs the binary")
+}
+
 /// Runs `runtape --db DB ARGS…`, killing it after `guard` (a regression then fails instead of
 /// hanging the suite; the bound is far beyond what the behaviour needs).
 pub fn runtape_within(db: &Path, args: &[&str], guard: Duration) -> Output {
