@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -168,11 +167,11 @@ pub async fn run(
     }
     judges.install(&store, &config)?;
     let engines: Vec<Engine> = variants.iter().filter_map(|v| v.engine.clone()).collect();
-    let stopping = Stopping::default();
+    let stopping = Stopping(experiment.stop.clone());
     let watcher = experiment
         .stop
         .clone()
-        .map(|stop| tokio::spawn(stopping.clone().follow(stop, engines)));
+        .map(|stop| tokio::spawn(stop_engines(stop, engines)));
 
     let id = new_run_id().to_string();
     let pairs = items
@@ -248,32 +247,27 @@ pub(super) fn tagged(file: &RunFile, tags: &[(&str, &str)]) -> Result<RunSpec, O
 /// One item's run under one variant, scored: `(item id, variant name, result)`.
 type Scored = (String, String, RunResult);
 
-/// Whether (and with what grace) an experiment was asked to stop, shared by its items.
-#[derive(Clone, Default)]
-struct Stopping(Arc<Mutex<Option<Duration>>>);
+/// The experiment's stop ([`Experiment::stop`]), read by its items.
+struct Stopping(Option<tokio::sync::watch::Receiver<Option<Duration>>>);
 
 impl Stopping {
     /// The grace the experiment was asked to stop with; `None` while it goes on.
     fn grace(&self) -> Option<Duration> {
-        // A poisoned lock still holds the last grace set: read it.
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.as_ref().and_then(|stop| *stop.borrow())
     }
+}
 
-    /// Waits until `stop` asks to stop, then records the grace and stops every run `engines`
-    /// drive.
-    async fn follow(
-        self,
-        mut stop: tokio::sync::watch::Receiver<Option<Duration>>,
-        engines: Vec<Engine>,
-    ) {
-        // The sender gone without asking: the experiment runs to its end.
-        let Ok(Some(grace)) = stop.wait_for(Option::is_some).await.map(|g| *g) else {
-            return;
-        };
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(grace);
-        for engine in &engines {
-            engine.begin_shutdown(grace);
-        }
+/// Waits until `stop` asks to stop, then stops every run `engines` drive with its grace.
+async fn stop_engines(
+    mut stop: tokio::sync::watch::Receiver<Option<Duration>>,
+    engines: Vec<Engine>,
+) {
+    // The sender gone without asking: the experiment runs to its end.
+    let Ok(Some(grace)) = stop.wait_for(Option::is_some).await.map(|g| *g) else {
+        return;
+    };
+    for engine in &engines {
+        engine.begin_shutdown(grace);
     }
 }
 
